@@ -1,0 +1,6 @@
+//! One file per outside system. A backend never knows about the screen.
+
+pub mod cluster;
+pub mod daemon;
+pub mod history;
+pub mod registry;

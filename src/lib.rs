@@ -1,0 +1,7 @@
+//! meshtop: build, record and roll out content-addressed container images across a mesh of modules.
+
+pub mod app;
+pub mod backends;
+pub mod converge;
+pub mod mesh;
+pub mod widgets;

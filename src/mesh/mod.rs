@@ -1,0 +1,13 @@
+//! The domain, pure: the mesh file, tiers, inputs and refs, the skip decision, behind.
+//! Nothing here talks to a daemon, a database or a cluster; `inputs` reads the build context only.
+
+pub mod behind;
+pub mod decide;
+pub mod file;
+pub mod ignore;
+pub mod inputs;
+pub mod model;
+pub mod refs;
+pub mod why;
+
+pub use model::*;

@@ -1,0 +1,193 @@
+//! The mesh as the rest of meshtop sees it, once `mesh.toml` was parsed and validated.
+//! Plain data: no I/O here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The label meshtop stamps on every image it builds and looks for on machines.
+pub const MODULE_LABEL: &str = "jr2.dev/module";
+/// The label naming the mesh an image was built for.
+pub const MESH_LABEL: &str = "jr2.dev/mesh";
+
+/// One validated mesh: its modules are sorted by (tier, name).
+#[derive(Debug, Clone)]
+pub struct Mesh {
+    pub name: String,
+    /// Absolute path of the mesh file.
+    pub file: PathBuf,
+    /// The repository the mesh lives in (git work tree holding the file, or the file's directory).
+    /// No context may leave it.
+    pub root: PathBuf,
+    pub registry: Option<Registry>,
+    pub target: Target,
+    pub modules: Vec<Module>,
+    pub machines: Vec<MachineSpec>,
+}
+
+impl Mesh {
+    pub fn module(&self, name: &str) -> Option<&Module> {
+        self.modules.iter().find(|m| m.name == name)
+    }
+
+    /// Module names per tier, tier 0 first, names sorted within a tier.
+    pub fn tiers(&self) -> Vec<Vec<String>> {
+        let mut tiers: Vec<Vec<String>> = Vec::new();
+        for module in &self.modules {
+            let tier = module.tier as usize;
+            while tiers.len() <= tier {
+                tiers.push(Vec::new());
+            }
+            tiers[tier].push(module.name.clone());
+        }
+        for names in &mut tiers {
+            names.sort();
+        }
+        tiers
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registry {
+    /// `host[:port]`, no scheme.
+    pub host: String,
+    /// Plain HTTP allowed (loopback registries are always allowed plain HTTP).
+    pub insecure: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Target {
+    Docker,
+    Kubernetes {
+        namespace: String,
+        context: Option<String>,
+    },
+}
+
+impl Target {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Docker => "docker",
+            Target::Kubernetes { .. } => "kubernetes",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// A converge sends new artifacts to the module's machines.
+    Rollout,
+    /// A converge records; machines stay behind (held) until someone sends.
+    Record,
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Policy::Rollout => "rollout",
+            Policy::Record => "record",
+        })
+    }
+}
+
+/// `os/arch[/variant]`, e.g. `linux/amd64`, `linux/arm64/v8`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Platform {
+    pub os: String,
+    pub arch: String,
+    pub variant: Option<String>,
+}
+
+/// Architectures meshtop knows how to name (Docker's GOARCH words).
+pub const KNOWN_ARCHES: &[&str] = &[
+    "amd64", "arm64", "arm", "386", "ppc64le", "s390x", "riscv64", "mips64le",
+];
+
+impl Platform {
+    pub fn parse(text: &str) -> Result<Platform, String> {
+        let parts: Vec<&str> = text.split('/').collect();
+        let bad = || {
+            format!(
+                "unknown platform {text:?}: write os/arch[/variant] with os \"linux\" and arch one of {}",
+                KNOWN_ARCHES.join(", ")
+            )
+        };
+        if !(2..=3).contains(&parts.len()) || parts[0] != "linux" || !KNOWN_ARCHES.contains(&parts[1]) {
+            return Err(bad());
+        }
+        let variant = match parts.get(2) {
+            Some(v) if v.is_empty() => return Err(bad()),
+            Some(v) => Some((*v).to_string()),
+            None => None,
+        };
+        Ok(Platform { os: parts[0].to_string(), arch: parts[1].to_string(), variant })
+    }
+
+    /// The platform of the machine meshtop runs on (used when the daemon cannot tell its own).
+    pub fn local() -> Platform {
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "x86" => "386",
+            "powerpc64" => "ppc64le",
+            "riscv64" => "riscv64",
+            "s390x" => "s390x",
+            other => other,
+        };
+        Platform { os: "linux".into(), arch: arch.into(), variant: None }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.os, self.arch)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Module {
+    pub name: String,
+    /// Absolute path of the build context (inside `Mesh::root`).
+    pub context: PathBuf,
+    /// The Dockerfile, relative to the context (default `Dockerfile`).
+    pub dockerfile: String,
+    /// The module this one builds FROM, by module name.
+    pub base: Option<String>,
+    pub policy: Policy,
+    /// Resolved platforms: the module's own, else the mesh's, else empty = the daemon's own.
+    pub platforms: Vec<Platform>,
+    /// Build args, sorted by name (BASE is added by meshtop, never declared).
+    pub build_args: BTreeMap<String, String>,
+    pub tier: u32,
+    /// 1-based line of the module's `[[module]]` table in the mesh file, for messages.
+    pub line: usize,
+}
+
+/// A machine the mesh file declares (a converge creates it when it does not exist yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineSpec {
+    pub name: String,
+    pub module: String,
+    /// The container's command; empty = the image's default.
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// What the target's record holds for one module: the ref and the artifact (image id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordEntry {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub digest: String,
+}
+
+/// The target's record: module → entry.
+pub type Record = BTreeMap<String, RecordEntry>;
