@@ -2,6 +2,8 @@
 
 pub mod app;
 pub mod backends;
+pub mod cli;
 pub mod converge;
 pub mod mesh;
+pub mod timefmt;
 pub mod widgets;

@@ -1,1 +1,3 @@
-//! (being written)
+//! The engine: plan → build/deliver tier by tier → stamp → send, emitting progress events.
+
+pub mod plan;

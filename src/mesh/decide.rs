@@ -1,1 +1,201 @@
-//! (being written)
+//! The skip decision (DESIGN.md, "Which record vouches"): a pure function over snapshots of the
+//! sources. The planner asks the host lazily — only when [`needs_host`] says a record check missed.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::model::{MODULE_LABEL, Record};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The target's record names this exact ref: skip the build and the delivery.
+    Record,
+    /// The host daemon holds a meshtop-labelled image tagged with the ref: skip the build, deliver.
+    Host,
+    /// Nothing vouches: build and deliver.
+    Build,
+    /// `--force`: build and deliver whatever any record says.
+    Forced,
+    /// The base has no artifact in the mesh: nothing can be built.
+    Refused,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Record => "record",
+            Decision::Host => "host",
+            Decision::Build => "build",
+            Decision::Forced => "forced",
+            Decision::Refused => "refused",
+        }
+    }
+
+    /// Whether a converge runs a build for this decision.
+    pub fn builds(self) -> bool {
+        matches!(self, Decision::Build | Decision::Forced)
+    }
+
+    /// Whether a converge delivers the artifact to the target.
+    pub fn delivers(self) -> bool {
+        matches!(self, Decision::Host | Decision::Build | Decision::Forced)
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One image the host daemon holds, as its listing gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostImage {
+    /// The image id (`sha256:…`): the artifact.
+    pub id: String,
+    pub tags: Vec<String>,
+    pub labels: HashMap<String, String>,
+}
+
+/// What the host daemon answered, once per converge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostAnswer {
+    /// Not asked (yet): every record check so far hit.
+    NotAsked,
+    /// The labelled images it holds.
+    Holds(Vec<HostImage>),
+    /// Its listing failed: reads as "holds nothing", the error is kept for display.
+    Failed(String),
+}
+
+impl HostAnswer {
+    /// The meshtop-labelled image tagged exactly `reference`, if the host holds one.
+    /// An image wearing the name without meshtop's label never answers.
+    pub fn image_tagged(&self, reference: &str) -> Option<&HostImage> {
+        match self {
+            HostAnswer::Holds(images) => images
+                .iter()
+                .filter(|image| image.labels.contains_key(MODULE_LABEL))
+                .find(|image| image.tags.iter().any(|tag| tag == reference)),
+            HostAnswer::NotAsked | HostAnswer::Failed(_) => None,
+        }
+    }
+}
+
+/// Where a module's ref stands when it is decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefState {
+    /// The ref is known (the base's artifact, if any, is known).
+    Known(String),
+    /// The base is about to be built in this converge: the ref is known only after that build.
+    Pending { base: String },
+    /// The base has no artifact in the mesh: not in the record, not built in this converge.
+    BaseMissing { base: String },
+}
+
+/// The question asked of the sources for one module.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub module: String,
+    pub reference: RefState,
+    pub forced: bool,
+    /// More than one platform: pushed straight to a registry, never in the daemon.
+    pub multi_platform: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub decision: Decision,
+    /// One line naming the record that vouched, or why none did.
+    pub reason: String,
+    /// The artifact the vouching source holds (record digest or host image id).
+    pub artifact: Option<String>,
+}
+
+/// Whether deciding `question` needs the host's answer (the record check missed).
+pub fn needs_host(question: &Question, record: &Record) -> bool {
+    match &question.reference {
+        RefState::Known(reference) => {
+            !question.forced && !question.multi_platform && record_names(record, &question.module, reference).is_none()
+        }
+        RefState::Pending { .. } | RefState::BaseMissing { .. } => false,
+    }
+}
+
+fn record_names<'a>(record: &'a Record, module: &str, reference: &str) -> Option<&'a str> {
+    record
+        .get(module)
+        .filter(|entry| entry.reference == reference)
+        .map(|entry| entry.digest.as_str())
+}
+
+/// Decide one module. `record_source` names the record in reasons (e.g. "the docker record").
+pub fn decide(question: &Question, record: &Record, host: &HostAnswer, record_source: &str) -> Verdict {
+    let verdict = |decision, reason: String, artifact: Option<String>| Verdict { decision, reason, artifact };
+    let reference = match &question.reference {
+        RefState::BaseMissing { base } => {
+            return verdict(
+                Decision::Refused,
+                format!("base {base} has no artifact (not in {record_source}, not built in this converge): converge {base} first"),
+                None,
+            );
+        }
+        RefState::Pending { base } if question.forced => {
+            return verdict(Decision::Forced, format!("forced; ref pending on the build of base {base}"), None);
+        }
+        RefState::Pending { base } => {
+            return verdict(Decision::Build, format!("ref pending: base {base} is built first in this converge"), None);
+        }
+        RefState::Known(reference) => reference,
+    };
+    if question.forced {
+        return verdict(Decision::Forced, "forced: build and deliver whatever any record says".into(), None);
+    }
+    if let Some(digest) = record_names(record, &question.module, reference) {
+        return verdict(Decision::Record, format!("{record_source} names this ref"), Some(digest.to_string()));
+    }
+    let record_said = match record.get(&question.module) {
+        Some(entry) => format!("{record_source} names {}", entry.reference),
+        None => format!("{record_source} has no entry"),
+    };
+    if question.multi_platform {
+        return verdict(
+            Decision::Build,
+            format!("{record_said}; a multi-platform ref is never in the host daemon, so the host cannot answer"),
+            None,
+        );
+    }
+    match host {
+        HostAnswer::Failed(error) => verdict(
+            Decision::Build,
+            format!("{record_said}; the host could not answer ({error}), read as holding nothing"),
+            None,
+        ),
+        HostAnswer::NotAsked => verdict(Decision::Build, format!("{record_said}; the host was not asked"), None),
+        HostAnswer::Holds(_) => match host.image_tagged(reference) {
+            Some(image) => verdict(
+                Decision::Host,
+                format!("{record_said}; the host holds {} labelled by meshtop", short_id(&image.id)),
+                Some(image.id.clone()),
+            ),
+            None => verdict(
+                Decision::Build,
+                format!("{record_said}; the host holds no meshtop-labelled image with this tag"),
+                None,
+            ),
+        },
+    }
+}
+
+/// `sha256:3f9c2a1b7d4e…` → `3f9c2a1b7d4e` (for one-line messages).
+pub fn short_id(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..hex.len().min(12)]
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

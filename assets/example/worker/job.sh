@@ -1,0 +1,2 @@
+#!/bin/sh
+TICK_SECONDS=10 exec tick "worker: nothing to do"

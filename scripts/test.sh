@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's test command: installs and starts what the tests need, then runs every test.
+# Tests that need Docker or the registry fail loudly when they are missing; nothing is skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(busybox-static docker-registry tmux)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test.sh: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  echo "test.sh: the Docker daemon does not answer (docker info failed): start it, e.g. 'sudo systemctl start docker'" >&2
+  exit 1
+fi
+
+# The example mesh's base carries Debian's static busybox (see the README).
+cp -f /bin/busybox assets/example/base/busybox
+
+bash scripts/start-registry.sh
+
+cargo test --locked "$@"

@@ -1,0 +1,85 @@
+//! The host daemon, through bollard: connection, the labelled-image listing, builds and containers.
+//! Connects as Docker's own CLI does: `DOCKER_HOST`, else the default socket, negotiating the API version.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::ListImagesOptionsBuilder;
+
+use crate::mesh::decide::HostImage;
+use crate::mesh::model::{MODULE_LABEL, Platform};
+
+/// Errors talking to the daemon; each says where meshtop looked.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot reach the Docker daemon at {endpoint}: {source} — is it running, and may this user use it (DOCKER_HOST, docker group)?")]
+    Connect { endpoint: String, source: bollard::errors::Error },
+    #[error("the Docker daemon at {endpoint} failed to {action}: {source}")]
+    Call { endpoint: String, action: &'static str, source: bollard::errors::Error },
+}
+
+/// A connection to the host daemon.
+#[derive(Clone)]
+pub struct Daemon {
+    docker: Docker,
+    endpoint: String,
+    platform: Platform,
+}
+
+/// Where the daemon is, as the docker CLI resolves it.
+pub fn endpoint() -> String {
+    std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".to_string())
+}
+
+impl Daemon {
+    /// Connect and negotiate the API version; learns the daemon's platform on the way.
+    pub async fn connect() -> Result<Daemon, DaemonError> {
+        let endpoint = endpoint();
+        let connect_error = |source| DaemonError::Connect { endpoint: endpoint.clone(), source };
+        let docker = Docker::connect_with_defaults()
+            .map_err(connect_error)?
+            .with_timeout(Duration::from_secs(600))
+            .negotiate_version()
+            .await
+            .map_err(connect_error)?;
+        let version = docker.version().await.map_err(connect_error)?;
+        let arch = version.arch.unwrap_or_default();
+        let os = version.os.unwrap_or_else(|| "linux".into());
+        let platform = Platform::parse(&format!("{os}/{arch}")).unwrap_or_else(|_| Platform::local());
+        Ok(Daemon { docker, endpoint, platform })
+    }
+
+    /// The bollard client, for the other parts of this backend.
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The daemon's own platform: what an unset `platforms` means.
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    /// Every image stamped with meshtop's module label, in ONE call (no per-image inspect).
+    pub async fn labelled_images(&self) -> Result<Vec<HostImage>, DaemonError> {
+        let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
+        let options = ListImagesOptionsBuilder::default().all(false).filters(&filters).build();
+        let images = self.docker.list_images(Some(options)).await.map_err(|source| DaemonError::Call {
+            endpoint: self.endpoint.clone(),
+            action: "list images",
+            source,
+        })?;
+        Ok(images
+            .into_iter()
+            .map(|summary| HostImage {
+                id: summary.id,
+                tags: summary.repo_tags.into_iter().filter(|tag| tag != "<none>:<none>").collect(),
+                labels: summary.labels,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,120 @@
+//! The command line, declared with clap's derive.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// meshtop: build, record and roll out content-addressed container images across a mesh.
+///
+/// Without a command it opens the dashboard on the mesh.
+#[derive(Debug, Parser)]
+#[command(name = "meshtop", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// The mesh file (default: ./mesh.toml).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub mesh: Option<PathBuf>,
+    /// The state database (default: the data dir's meshtop/state.db).
+    #[arg(long, global = true, env = "MESHTOP_STATE", value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// Kubernetes context (default: the mesh file's, else kubeconfig's current one).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Kubernetes namespace (default: the mesh file's, else the mesh name).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub namespace: Option<String>,
+    /// The dashboard without actions: no converge, force rebuild or send.
+    #[arg(long, global = true)]
+    pub readonly: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Dry run: each module's tier, ref, decision, the record that vouched and why its address moved.
+    Plan(PlanArgs),
+    /// Plan, build and deliver tier by tier, stamp the record, send what policy rolls out.
+    Converge(ConvergeArgs),
+    /// The newest build records, of the mesh or one module.
+    Builds(BuildsArgs),
+    /// Every machine: its module, running digest, state and the build that made what it runs.
+    Status(StatusArgs),
+    /// Move a module's behind machines to the record's artifact.
+    Send(SendArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Decide as `converge --force` would: build whatever any record says.
+    #[arg(long)]
+    pub force: bool,
+    /// Only these modules (their bases must have artifacts).
+    pub modules: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConvergeArgs {
+    /// Build and deliver whatever any record says.
+    #[arg(long)]
+    pub force: bool,
+    /// Builds of one tier that run at once (default: the number of cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Print a JSON summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Wait for another converge of the mesh to finish instead of exiting.
+    #[arg(long)]
+    pub wait: bool,
+    /// Only these modules (their bases must have artifacts, or they are refused).
+    pub modules: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildsArgs {
+    /// Only this module's builds (or a repository, for builds that never learned their module).
+    pub module: Option<String>,
+    /// Only failed builds.
+    #[arg(long)]
+    pub failed: bool,
+    /// How many rows.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub limit: usize,
+    /// The build that made this artifact (image id or published digest).
+    #[arg(long, value_name = "sha256:…")]
+    pub digest: Option<String>,
+    /// Print a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print a JSON array.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 when any machine is behind.
+    #[arg(long)]
+    pub exit_code: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The module whose behind machines move.
+    pub module: String,
+    /// Do not ask (needed without a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print a JSON summary.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,92 @@
+//! `meshtop builds`: the build records, newest first.
+
+use std::process::ExitCode;
+
+use crate::backends::history::{BuildQuery, BuildRow, BuildStatus};
+use crate::mesh::decide::short_id;
+use crate::timefmt;
+
+use super::args::{BuildsArgs, Global};
+use super::setup;
+use super::{Failure, Outcome, print_json};
+
+pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    let history = setup::open_history(global)?;
+    if let Some(module) = &args.module {
+        let known = mesh.module(module).is_some()
+            || history.count_builds(&mesh.name, Some(module)).map_err(|e| Failure::failed(e.to_string()))? > 0;
+        if !known {
+            let names: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
+            return Err(Failure::input(format!(
+                "no module {module:?} in mesh {} and no builds recorded for it; modules: {}",
+                mesh.name,
+                names.join(", ")
+            )));
+        }
+    }
+    let rows = match &args.digest {
+        Some(digest) => {
+            let found = history.build_by_digest(&mesh.name, digest).map_err(|e| Failure::failed(e.to_string()))?;
+            match found {
+                Some(row) => vec![row],
+                None => {
+                    return Err(Failure::failed(format!(
+                        "no build of mesh {} made or published {digest}",
+                        mesh.name
+                    )));
+                }
+            }
+        }
+        None => history
+            .builds(&BuildQuery {
+                mesh: mesh.name.clone(),
+                module: args.module.clone(),
+                failed_only: args.failed,
+                limit: args.limit,
+                before: None,
+            })
+            .map_err(|e| Failure::failed(e.to_string()))?,
+    };
+    if args.json {
+        print_json(&rows)?;
+    } else if rows.is_empty() {
+        println!("no builds recorded for mesh {} in {}", mesh.name, history.path().display());
+    } else {
+        print_table(&rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(rows: &[BuildRow]) {
+    println!(
+        "{:<19}  {:<9}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  ERROR",
+        "TIME", "STATUS", "MODULE", "REF", "DIGEST", "COMMIT", "HOST"
+    );
+    for row in rows {
+        let status = match row.status {
+            BuildStatus::Succeeded => "✓ ok",
+            BuildStatus::Failed => "✗ failed",
+            BuildStatus::Cancelled => "– cancel",
+            BuildStatus::Running => "… running",
+        };
+        let module = row.module.clone().unwrap_or_else(|| format!("({})", row.repository));
+        let commit = row
+            .commit
+            .as_deref()
+            .map(|c| format!("{}{}", &c[..c.len().min(7)], if row.dirty { "+" } else { "" }))
+            .unwrap_or_else(|| "–".into());
+        let error = row.error.as_deref().and_then(|e| e.lines().next()).unwrap_or("");
+        println!(
+            "{:<19}  {:<9}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  {}",
+            timefmt::local_time(row.started_ms),
+            status,
+            module,
+            row.reference.as_deref().unwrap_or("–"),
+            row.digest.as_deref().map(short_id).unwrap_or("–"),
+            commit,
+            row.host,
+            error
+        );
+    }
+}

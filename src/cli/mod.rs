@@ -1,0 +1,72 @@
+//! The commands beside the dashboard. Each returns an exit code or a [`Failure`] that says what is
+//! wrong and how to fix it.
+
+pub mod args;
+mod builds;
+mod plan;
+mod setup;
+
+use std::process::ExitCode;
+
+pub use args::{Cli, Command};
+
+/// A command that could not do its work: the message names what is wrong and how to fix it.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    /// Bad input (mesh file, arguments): exit 2.
+    pub fn input(message: impl Into<String>) -> Failure {
+        Failure { code: 2, message: message.into() }
+    }
+
+    /// The work failed (a build, a send, an unreachable source): exit 1.
+    pub fn failed(message: impl Into<String>) -> Failure {
+        Failure { code: 1, message: message.into() }
+    }
+}
+
+pub type Outcome = Result<ExitCode, Failure>;
+
+/// Run a subcommand on a fresh async runtime.
+pub fn run(cli: Cli) -> ExitCode {
+    let Some(command) = cli.command else {
+        return report(Err(Failure::input("no command given")));
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return report(Err(Failure::failed(format!("cannot start the async runtime: {error}")))),
+    };
+    let global = cli.global;
+    let outcome = runtime.block_on(async move {
+        match command {
+            Command::Plan(args) => plan::run(&global, args).await,
+            Command::Builds(args) => builds::run(&global, args).await,
+            Command::Converge(_) | Command::Status(_) | Command::Send(_) => {
+                Err(Failure::failed("this command is not available in this build yet"))
+            }
+        }
+    });
+    report(outcome)
+}
+
+fn report(outcome: Outcome) -> ExitCode {
+    match outcome {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("meshtop: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Print JSON to stdout; serialization of our own types cannot fail short of a bug, which still
+/// ends in a message, not a panic.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::failed(format!("cannot write JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}

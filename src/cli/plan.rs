@@ -1,0 +1,82 @@
+//! `meshtop plan`: the dry run.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+
+use crate::converge::plan::{self, Plan, PlanContext};
+use crate::mesh::Platform;
+
+use super::args::{Global, PlanArgs};
+use super::setup::{self, HistoryManifests};
+use super::{Failure, Outcome, print_json};
+
+pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    let selected = select(&mesh, &args.modules)?;
+    let history = setup::open_history(global)?;
+    let record = setup::read_record(&mesh, &history).await?;
+    let daemon = setup::connect_daemon().await;
+    let platform = daemon.as_ref().map(|d| d.platform().clone()).unwrap_or_else(|_| Platform::local());
+    let ctx = PlanContext {
+        mesh: &mesh,
+        platform,
+        record: record.record,
+        record_source: record.source,
+        selected,
+        force: args.force,
+    };
+    let manifests = HistoryManifests { history: &history, mesh: &mesh.name };
+    let plan = plan::dry_run(ctx, daemon, &manifests).await.map_err(Failure::failed)?;
+    if let Some(warning) = &record.warning {
+        eprintln!("meshtop: warning: {warning}");
+    }
+    if args.json {
+        print_json(&plan)?;
+    } else {
+        print_text(&plan);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The named modules, each checked against the mesh (None = all).
+pub fn select(mesh: &crate::mesh::Mesh, names: &[String]) -> Result<Option<BTreeSet<String>>, Failure> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let known: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
+    for name in names {
+        if !known.contains(&name.as_str()) {
+            return Err(Failure::input(format!(
+                "no module {name:?} in mesh {} ({}); modules: {}",
+                mesh.name,
+                mesh.file.display(),
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(Some(names.iter().cloned().collect()))
+}
+
+fn print_text(plan: &Plan) {
+    println!("mesh {} · target {}", plan.mesh, plan.target);
+    if let Some(error) = &plan.host_error {
+        println!("host: could not answer ({error}); read as holding nothing");
+    }
+    let width = plan.modules.iter().map(|m| m.name.len()).max().unwrap_or(6).max(6);
+    let ref_width = plan.modules.iter().filter_map(|m| m.reference.as_ref().map(String::len)).max().unwrap_or(3).max(3);
+    println!("{:<2} {:<width$}  {:<ref_width$}  {:<8}  REASON", "T", "MODULE", "REF", "DECISION");
+    for module in &plan.modules {
+        let reference = match (&module.reference, &module.base) {
+            (Some(reference), _) => reference.clone(),
+            (None, Some(base)) if module.decision != crate::mesh::decide::Decision::Refused => {
+                format!("pending ({base})")
+            }
+            (None, _) => "–".to_string(),
+        };
+        println!(
+            "{:<2} {:<width$}  {:<ref_width$}  {:<8}  {}",
+            module.tier, module.name, reference, module.decision, module.reason
+        );
+        println!("{:<2} {:<width$}  why: {}", "", "", module.why);
+    }
+}

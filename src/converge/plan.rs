@@ -1,0 +1,257 @@
+//! The planner: resolves refs tier by tier and asks the skip decision for each module.
+//! A dry run (`meshtop plan`) and a converge share it; a converge feeds built artifacts back in
+//! with [`Planner::built`] before it decides the next tier.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::backends::daemon::Daemon;
+use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
+use crate::mesh::inputs::{self, InputSpec, Inputs, Manifest};
+use crate::mesh::model::{Mesh, Module, Platform, Policy, Record};
+use crate::mesh::refs::ImageRef;
+use crate::mesh::why::{self, Change};
+
+/// One module, decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedModule {
+    pub name: String,
+    pub tier: u32,
+    pub base: Option<String>,
+    pub policy: Policy,
+    /// None while pending on its base's build, or refused.
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub decision: Decision,
+    pub reason: String,
+    /// The artifact the base resolved to (what `BASE` names), when known.
+    pub base_artifact: Option<String>,
+    /// The artifact that vouched (record digest or host image id).
+    pub artifact: Option<String>,
+    /// One line: why the address is what it is.
+    pub why: String,
+    pub changes: Vec<Change>,
+    pub multi_platform: bool,
+    #[serde(skip)]
+    pub inputs: Option<Inputs>,
+    #[serde(skip)]
+    pub image_ref: Option<ImageRef>,
+}
+
+/// Where the previous inputs of a module come from, to tell the why of its address.
+pub trait ManifestSource {
+    /// The manifest of `reference` if known, else the module's latest one.
+    fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest>;
+}
+
+/// No history: every module reads as new.
+pub struct NoManifests;
+impl ManifestSource for NoManifests {
+    fn previous(&self, _module: &str, _reference: Option<&str>) -> Option<Manifest> {
+        None
+    }
+}
+
+/// What the planner is told about the world.
+pub struct PlanContext<'a> {
+    pub mesh: &'a Mesh,
+    /// The daemon's own platform, standing in for unset `platforms`.
+    pub platform: Platform,
+    pub record: Record,
+    /// Names the record in reasons, e.g. "the docker record" or "annotation jr2.dev/images on namespace demo".
+    pub record_source: String,
+    /// None = every module.
+    pub selected: Option<BTreeSet<String>>,
+    pub force: bool,
+}
+
+pub struct Planner<'a> {
+    ctx: PlanContext<'a>,
+    daemon: Result<Daemon, String>,
+    host: HostAnswer,
+    /// Per module decided so far: the artifact it resolves to (None: built later in this converge).
+    artifacts: HashMap<String, Option<String>>,
+    refused: BTreeSet<String>,
+}
+
+impl<'a> Planner<'a> {
+    /// `daemon` is the connection, or why there is none (the host then cannot answer).
+    pub fn new(ctx: PlanContext<'a>, daemon: Result<Daemon, String>) -> Planner<'a> {
+        Planner { ctx, daemon, host: HostAnswer::NotAsked, artifacts: HashMap::new(), refused: BTreeSet::new() }
+    }
+
+    pub fn host_answer(&self) -> &HostAnswer {
+        &self.host
+    }
+
+    pub fn is_selected(&self, module: &str) -> bool {
+        self.ctx.selected.as_ref().is_none_or(|names| names.contains(module))
+    }
+
+    /// A module of this converge was built: its dependents resolve against `artifact`.
+    pub fn built(&mut self, module: &str, artifact: &str) {
+        self.artifacts.insert(module.to_string(), Some(artifact.to_string()));
+    }
+
+    /// A module's build failed or was skipped: its dependents are refused.
+    pub fn failed(&mut self, module: &str) {
+        self.artifacts.remove(module);
+        self.refused.insert(module.to_string());
+    }
+
+    fn base_state(&self, module: &Module) -> (Option<RefState>, Option<String>) {
+        let Some(base) = &module.base else {
+            return (None, None);
+        };
+        let missing = || (Some(RefState::BaseMissing { base: base.clone() }), None);
+        if self.refused.contains(base) {
+            return missing();
+        }
+        if self.is_selected(base) {
+            return match self.artifacts.get(base) {
+                Some(Some(artifact)) => (None, Some(artifact.clone())),
+                Some(None) => (Some(RefState::Pending { base: base.clone() }), None),
+                None => missing(),
+            };
+        }
+        match self.ctx.record.get(base) {
+            Some(entry) => (None, Some(entry.digest.clone())),
+            None => missing(),
+        }
+    }
+
+    fn platforms(&self, module: &Module) -> Vec<Platform> {
+        if module.platforms.is_empty() { vec![self.ctx.platform.clone()] } else { module.platforms.clone() }
+    }
+
+    /// Decide one module (its base must have been decided, or built, before).
+    pub async fn decide(&mut self, module: &Module, manifests: &dyn ManifestSource) -> Result<PlannedModule, String> {
+        let forced = self.ctx.force;
+        let platforms = self.platforms(module);
+        let multi_platform = platforms.len() > 1;
+        let (blocked, base_artifact) = self.base_state(module);
+        let (state, inputs, image_ref) = match blocked {
+            Some(state) => (state, None, None),
+            None => {
+                let spec_module = module.clone();
+                let base_digest = base_artifact.clone();
+                let hash_platforms = platforms.clone();
+                let inputs = tokio::task::spawn_blocking(move || {
+                    let spec = InputSpec {
+                        context: &spec_module.context,
+                        dockerfile: &spec_module.dockerfile,
+                        build_args: &spec_module.build_args,
+                        base_digest: base_digest.as_deref(),
+                        platforms: &hash_platforms,
+                    };
+                    inputs::hash_inputs(&spec)
+                })
+                .await
+                .map_err(|e| format!("hashing the inputs of {} stopped: {e}", module.name))?
+                .map_err(|e| format!("module {}: {e}", module.name))?;
+                let mesh = self.ctx.mesh;
+                let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
+                let image_ref = ImageRef::new(registry, &mesh.name, &module.name, &inputs.digest, &platforms);
+                (RefState::Known(image_ref.to_string()), Some(inputs), Some(image_ref))
+            }
+        };
+        let question = Question { module: module.name.clone(), reference: state, forced, multi_platform };
+        if decide::needs_host(&question, &self.ctx.record) && self.host == HostAnswer::NotAsked {
+            self.host = match &self.daemon {
+                Ok(daemon) => match daemon.labelled_images().await {
+                    Ok(images) => HostAnswer::Holds(images),
+                    Err(error) => HostAnswer::Failed(error.to_string()),
+                },
+                Err(why) => HostAnswer::Failed(why.clone()),
+            };
+        }
+        let Verdict { decision, reason, artifact } =
+            decide::decide(&question, &self.ctx.record, &self.host, &self.ctx.record_source);
+        match decision {
+            Decision::Refused => {
+                self.refused.insert(module.name.clone());
+            }
+            Decision::Record | Decision::Host => {
+                self.artifacts.insert(module.name.clone(), artifact.clone());
+            }
+            Decision::Build | Decision::Forced => {
+                self.artifacts.insert(module.name.clone(), None);
+            }
+        }
+        let reference = image_ref.as_ref().map(ToString::to_string);
+        let changes = match &inputs {
+            Some(inputs) => {
+                let previous = manifests.previous(&module.name, self.ctx.record.get(&module.name).map(|e| e.reference.as_str()));
+                let mut changes = why::why(previous.as_ref(), &inputs.manifest);
+                if forced {
+                    changes.insert(0, Change::Forced);
+                }
+                changes
+            }
+            None => Vec::new(),
+        };
+        let why = match (&inputs, decision) {
+            (_, Decision::Refused) => format!("base {} has no artifact", module.base.as_deref().unwrap_or("?")),
+            (None, _) => format!("waits for base {}", module.base.as_deref().unwrap_or("?")),
+            (Some(_), _) => why::summary(&changes),
+        };
+        Ok(PlannedModule {
+            name: module.name.clone(),
+            tier: module.tier,
+            base: module.base.clone(),
+            policy: module.policy,
+            reference,
+            decision,
+            reason,
+            base_artifact,
+            artifact,
+            why,
+            changes,
+            multi_platform,
+            inputs,
+            image_ref,
+        })
+    }
+}
+
+/// The dry run: every selected module, tier by tier, nothing built.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub mesh: String,
+    pub target: String,
+    pub tiers: Vec<Vec<String>>,
+    pub modules: Vec<PlannedModule>,
+    /// The host's listing error, when it could not answer.
+    pub host_error: Option<String>,
+}
+
+pub async fn dry_run(
+    ctx: PlanContext<'_>,
+    daemon: Result<Daemon, String>,
+    manifests: &dyn ManifestSource,
+) -> Result<Plan, String> {
+    let mesh = ctx.mesh;
+    let mut planner = Planner::new(ctx, daemon);
+    let mut modules = Vec::new();
+    for module in &mesh.modules {
+        if planner.is_selected(&module.name) {
+            modules.push(planner.decide(module, manifests).await?);
+        }
+    }
+    let mut tiers: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for planned in &modules {
+        tiers.entry(planned.tier).or_default().push(planned.name.clone());
+    }
+    let host_error = match planner.host_answer() {
+        HostAnswer::Failed(error) => Some(error.clone()),
+        _ => None,
+    };
+    Ok(Plan {
+        mesh: mesh.name.clone(),
+        target: mesh.target.kind().to_string(),
+        tiers: tiers.into_values().collect(),
+        modules,
+        host_error,
+    })
+}
