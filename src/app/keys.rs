@@ -1,0 +1,522 @@
+//! The ONE key table: it drives dispatch, the `?` help overlay and the footer hints.
+//! Users override it from `<config dir>/meshtop/keys.toml`; a bad override is reported, never fatal.
+
+use std::fmt;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What the keyboard can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Up,
+    Down,
+    Top,
+    Bottom,
+    PageUp,
+    PageDown,
+    NextPane,
+    PrevPane,
+    Open,
+    Close,
+    Filter,
+    Poll,
+    ConvergeModule,
+    ConvergeMesh,
+    ForceRebuild,
+    Send,
+    ToggleHistory,
+    Help,
+    Quit,
+    Accept,
+    Backspace,
+    Toggle,
+}
+
+impl Action {
+    pub const ALL: [Action; 22] = [
+        Action::Up,
+        Action::Down,
+        Action::Top,
+        Action::Bottom,
+        Action::PageUp,
+        Action::PageDown,
+        Action::NextPane,
+        Action::PrevPane,
+        Action::Open,
+        Action::Close,
+        Action::Filter,
+        Action::Poll,
+        Action::ConvergeModule,
+        Action::ConvergeMesh,
+        Action::ForceRebuild,
+        Action::Send,
+        Action::ToggleHistory,
+        Action::Help,
+        Action::Quit,
+        Action::Accept,
+        Action::Backspace,
+        Action::Toggle,
+    ];
+
+    /// The name used in `keys.toml`.
+    pub fn name(self) -> &'static str {
+        self.meta().0
+    }
+
+    /// One line for the help overlay.
+    pub fn description(self) -> &'static str {
+        self.meta().1
+    }
+
+    /// The short word of the footer hints ("" = not hinted).
+    pub fn hint(self) -> &'static str {
+        self.meta().2
+    }
+
+    fn meta(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Action::Up => ("up", "move up", ""),
+            Action::Down => ("down", "move down", ""),
+            Action::Top => ("top", "go to the first row", ""),
+            Action::Bottom => ("bottom", "go to the last row", ""),
+            Action::PageUp => ("page_up", "one page up", ""),
+            Action::PageDown => ("page_down", "one page down", ""),
+            Action::NextPane => ("next_pane", "focus the next pane", "pane"),
+            Action::PrevPane => ("prev_pane", "focus the previous pane", ""),
+            Action::Open => ("open", "open the detail of the selected row", "detail"),
+            Action::Close => ("close", "close / cancel", "close"),
+            Action::Filter => ("filter", "filter modules by name", "filter"),
+            Action::Poll => ("poll", "poll every source now", "poll"),
+            Action::ConvergeModule => ("converge_module", "converge the selected module", "converge"),
+            Action::ConvergeMesh => ("converge_mesh", "converge the whole mesh (asks first)", "converge all"),
+            Action::ForceRebuild => ("force_rebuild", "force-rebuild the selected module (asks first)", "force"),
+            Action::Send => ("send", "send the selected module's behind machines (asks first)", "send"),
+            Action::ToggleHistory => ("toggle_history", "build history: selected module / whole mesh", "builds"),
+            Action::Help => ("help", "show / hide this help", "help"),
+            Action::Quit => ("quit", "quit meshtop", "quit"),
+            Action::Accept => ("accept", "accept", "accept"),
+            Action::Backspace => ("backspace", "delete the last character", ""),
+            Action::Toggle => ("toggle", "switch between Cancel and the action", "switch"),
+        }
+    }
+
+    /// Actions that change something: `--readonly` removes them.
+    pub fn is_mutating(self) -> bool {
+        matches!(self, Action::ConvergeModule | Action::ConvergeMesh | Action::ForceRebuild | Action::Send)
+    }
+
+    pub fn parse(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// The modes the keyboard is in; each has its own bindings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Normal,
+    Filter,
+    Help,
+    Confirm,
+    Detail,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 5] = [Mode::Normal, Mode::Filter, Mode::Help, Mode::Confirm, Mode::Detail];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Filter => "filter",
+            Mode::Help => "help",
+            Mode::Confirm => "confirm",
+            Mode::Detail => "detail",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One key: a code and whether Ctrl is held (Shift is part of the character itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Key {
+    pub code: KeyCode,
+    pub ctrl: bool,
+}
+
+impl Key {
+    pub const fn plain(code: KeyCode) -> Key {
+        Key { code, ctrl: false }
+    }
+
+    pub const fn ch(c: char) -> Key {
+        Key { code: KeyCode::Char(c), ctrl: false }
+    }
+
+    /// Parse `q`, `G`, `?`, `ctrl-c`, `enter`, `esc`, `tab`, `shift-tab`, `up`, `pgdn`, `f1`…
+    pub fn parse(text: &str) -> Result<Key, String> {
+        let bad = || {
+            format!(
+                "unknown key {text:?}: write one character, ctrl-<char>, or one of enter esc tab shift-tab \
+                 up down left right pgup pgdn home end space backspace f1…f12"
+            )
+        };
+        if let Some(rest) = text.strip_prefix("ctrl-") {
+            let mut chars = rest.chars();
+            return match (chars.next(), chars.next()) {
+                (Some(c), None) => Ok(Key { code: KeyCode::Char(c.to_ascii_lowercase()), ctrl: true }),
+                _ => Err(bad()),
+            };
+        }
+        let mut chars = text.chars();
+        if let (Some(c), None) = (chars.next(), chars.next()) {
+            return Ok(Key::ch(c));
+        }
+        let code = match text.to_ascii_lowercase().as_str() {
+            "enter" | "return" => KeyCode::Enter,
+            "esc" | "escape" => KeyCode::Esc,
+            "tab" => KeyCode::Tab,
+            "shift-tab" | "backtab" => KeyCode::BackTab,
+            "up" => KeyCode::Up,
+            "down" => KeyCode::Down,
+            "left" => KeyCode::Left,
+            "right" => KeyCode::Right,
+            "pgup" | "pageup" => KeyCode::PageUp,
+            "pgdn" | "pagedown" => KeyCode::PageDown,
+            "home" => KeyCode::Home,
+            "end" => KeyCode::End,
+            "space" => KeyCode::Char(' '),
+            "backspace" => KeyCode::Backspace,
+            other => match other.strip_prefix('f').and_then(|n| n.parse::<u8>().ok()) {
+                Some(n) if (1..=12).contains(&n) => KeyCode::F(n),
+                _ => return Err(bad()),
+            },
+        };
+        Ok(Key::plain(code))
+    }
+
+    /// Whether a key event is this key (Shift is ignored: it is in the character already).
+    pub fn matches(&self, event: &KeyEvent) -> bool {
+        let ctrl = event.modifiers.contains(KeyModifiers::CONTROL);
+        let code = match event.code {
+            KeyCode::Char(c) if ctrl => KeyCode::Char(c.to_ascii_lowercase()),
+            other => other,
+        };
+        code == self.code && ctrl == self.ctrl
+    }
+
+    /// A printable character without Ctrl: text in the filter line.
+    pub fn is_text(&self) -> bool {
+        matches!(self.code, KeyCode::Char(_)) && !self.ctrl
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ctrl {
+            f.write_str("ctrl-")?;
+        }
+        match self.code {
+            KeyCode::Char(' ') => f.write_str("space"),
+            KeyCode::Char(c) => write!(f, "{c}"),
+            KeyCode::Enter => f.write_str("enter"),
+            KeyCode::Esc => f.write_str("esc"),
+            KeyCode::Tab => f.write_str("tab"),
+            KeyCode::BackTab => f.write_str("shift-tab"),
+            KeyCode::Up => f.write_str("↑"),
+            KeyCode::Down => f.write_str("↓"),
+            KeyCode::Left => f.write_str("←"),
+            KeyCode::Right => f.write_str("→"),
+            KeyCode::PageUp => f.write_str("pgup"),
+            KeyCode::PageDown => f.write_str("pgdn"),
+            KeyCode::Home => f.write_str("home"),
+            KeyCode::End => f.write_str("end"),
+            KeyCode::Backspace => f.write_str("backspace"),
+            KeyCode::F(n) => write!(f, "f{n}"),
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+/// An action and its keys in one mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub action: Action,
+    pub keys: Vec<Key>,
+}
+
+/// The bindings of every mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTable {
+    modes: [Vec<Binding>; 5],
+}
+
+const CTRL_C: Key = Key { code: KeyCode::Char('c'), ctrl: true };
+
+fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
+    use Action as A;
+    let up = (A::Up, vec![Key::plain(KeyCode::Up), Key::ch('k')]);
+    let down = (A::Down, vec![Key::plain(KeyCode::Down), Key::ch('j')]);
+    let top = (A::Top, vec![Key::ch('g'), Key::plain(KeyCode::Home)]);
+    let bottom = (A::Bottom, vec![Key::ch('G'), Key::plain(KeyCode::End)]);
+    let page_up = (A::PageUp, vec![Key::plain(KeyCode::PageUp)]);
+    let page_down = (A::PageDown, vec![Key::plain(KeyCode::PageDown)]);
+    match mode {
+        Mode::Normal => vec![
+            up,
+            down,
+            top,
+            bottom,
+            page_up,
+            page_down,
+            (A::NextPane, vec![Key::plain(KeyCode::Tab)]),
+            (A::PrevPane, vec![Key::plain(KeyCode::BackTab)]),
+            (A::Open, vec![Key::plain(KeyCode::Enter)]),
+            (A::Close, vec![Key::plain(KeyCode::Esc)]),
+            (A::Filter, vec![Key::ch('/')]),
+            (A::Poll, vec![Key::ch('r')]),
+            (A::ConvergeModule, vec![Key::ch('c')]),
+            (A::ConvergeMesh, vec![Key::ch('C')]),
+            (A::ForceRebuild, vec![Key::ch('f')]),
+            (A::Send, vec![Key::ch('s')]),
+            (A::ToggleHistory, vec![Key::ch('b')]),
+            (A::Help, vec![Key::ch('?')]),
+            (A::Quit, vec![Key::ch('q'), CTRL_C]),
+        ],
+        Mode::Filter => vec![
+            (A::Accept, vec![Key::plain(KeyCode::Enter)]),
+            (A::Close, vec![Key::plain(KeyCode::Esc)]),
+            (A::Backspace, vec![Key::plain(KeyCode::Backspace)]),
+            (A::Quit, vec![CTRL_C]),
+        ],
+        Mode::Help => vec![
+            up,
+            down,
+            (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('?'), Key::ch('q')]),
+            (A::Quit, vec![CTRL_C]),
+        ],
+        Mode::Confirm => vec![
+            (A::Toggle, vec![Key::plain(KeyCode::Left), Key::plain(KeyCode::Right), Key::plain(KeyCode::Tab)]),
+            (A::Accept, vec![Key::plain(KeyCode::Enter)]),
+            (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('n')]),
+            (A::Quit, vec![CTRL_C]),
+        ],
+        Mode::Detail => vec![
+            up,
+            down,
+            top,
+            bottom,
+            page_up,
+            page_down,
+            (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('q')]),
+            (A::Quit, vec![CTRL_C]),
+        ],
+    }
+}
+
+impl KeyTable {
+    /// The built-in table; `readonly` drops every action that changes something.
+    pub fn new(readonly: bool) -> KeyTable {
+        let modes = Mode::ALL.map(|mode| {
+            defaults(mode)
+                .into_iter()
+                .filter(|(action, _)| !(readonly && action.is_mutating()))
+                .map(|(action, keys)| Binding { action, keys })
+                .collect()
+        });
+        KeyTable { modes }
+    }
+
+    /// The built-in table with the user's overrides (`keys.toml` text) applied. Each problem is
+    /// one warning line; a bad override is skipped, the default kept.
+    pub fn with_overrides(readonly: bool, text: &str) -> (KeyTable, Vec<String>) {
+        let mut table = KeyTable::new(readonly);
+        let mut warnings = Vec::new();
+        let parsed: toml::Table = match toml::from_str(text) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let first = error.to_string().lines().next().unwrap_or("").to_string();
+                return (table, vec![format!("keys.toml is not valid TOML ({first}); using the default keys")]);
+            }
+        };
+        for (section, value) in &parsed {
+            let Some(mode) = Mode::ALL.into_iter().find(|m| m.name() == section) else {
+                warnings.push(format!(
+                    "keys.toml: unknown mode [{section}]; modes are normal, filter, help, confirm, detail"
+                ));
+                continue;
+            };
+            let Some(entries) = value.as_table() else {
+                warnings.push(format!("keys.toml: [{section}] must be a table of action = \"key\" or [\"keys\"]"));
+                continue;
+            };
+            for (name, keys) in entries {
+                if let Err(warning) = table.apply(mode, name, keys, readonly) {
+                    warnings.push(format!("keys.toml [{section}] {name}: {warning}"));
+                }
+            }
+        }
+        (table, warnings)
+    }
+
+    fn apply(&mut self, mode: Mode, name: &str, value: &toml::Value, readonly: bool) -> Result<(), String> {
+        let action = Action::parse(name).ok_or_else(|| {
+            let names: Vec<&str> = Action::ALL.iter().map(|a| a.name()).collect();
+            format!("unknown action; actions are {}", names.join(", "))
+        })?;
+        if readonly && action.is_mutating() {
+            return Err("ignored: --readonly removes this action".into());
+        }
+        let texts: Vec<&str> = match value {
+            toml::Value::String(s) => vec![s.as_str()],
+            toml::Value::Array(items) => items.iter().filter_map(toml::Value::as_str).collect(),
+            _ => return Err("write a key as a string or a list of strings".into()),
+        };
+        let keys = texts.iter().map(|t| Key::parse(t)).collect::<Result<Vec<Key>, String>>()?;
+        if keys.is_empty() {
+            return Err("no key given; the default keys are kept".into());
+        }
+        if mode == Mode::Filter
+            && let Some(key) = keys.iter().find(|k| k.is_text())
+        {
+            return Err(format!("{key} is text in the filter line; bind a non-printing key"));
+        }
+        let bindings = &mut self.modes[mode.index()];
+        let Some(index) = bindings.iter().position(|b| b.action == action) else {
+            return Err(format!("this action has no meaning in {} mode", mode.name()));
+        };
+        for key in &keys {
+            if let Some(other) = bindings.iter().find(|b| b.action != action && b.keys.contains(key)) {
+                return Err(format!(
+                    "{key} is already bound to {}; the default keys are kept",
+                    other.action.name()
+                ));
+            }
+        }
+        bindings[index].keys = keys;
+        Ok(())
+    }
+
+    pub fn bindings(&self, mode: Mode) -> &[Binding] {
+        &self.modes[mode.index()]
+    }
+
+    /// The action a key event asks for in `mode`.
+    pub fn lookup(&self, mode: Mode, event: &KeyEvent) -> Option<Action> {
+        self.bindings(mode).iter().find(|b| b.keys.iter().any(|k| k.matches(event))).map(|b| b.action)
+    }
+
+    pub fn has(&self, mode: Mode, action: Action) -> bool {
+        self.bindings(mode).iter().any(|b| b.action == action)
+    }
+
+    /// The keys of an action in a mode, as the footer and help write them (`↑/k`).
+    pub fn keys_text(&self, mode: Mode, action: Action) -> String {
+        self.bindings(mode)
+            .iter()
+            .find(|b| b.action == action)
+            .map(|b| b.keys.iter().map(ToString::to_string).collect::<Vec<_>>().join("/"))
+            .unwrap_or_default()
+    }
+
+    /// Footer hints for a mode: `(first key, word)` of every hinted action.
+    pub fn hints(&self, mode: Mode) -> Vec<(String, &'static str)> {
+        let mut hinted: Vec<&Binding> = self.bindings(mode).iter().filter(|b| !b.action.hint().is_empty()).collect();
+        // Help first, quit last: the two a newcomer looks for.
+        hinted.sort_by_key(|b| match b.action {
+            Action::Help => 0,
+            Action::Quit => 2,
+            _ => 1,
+        });
+        hinted.into_iter().filter_map(|b| b.keys.first().map(|k| (k.to_string(), b.action.hint()))).collect()
+    }
+
+    /// Every key bound to two actions of one mode, as `mode: key → a, b`.
+    pub fn clashes(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for mode in Mode::ALL {
+            let bindings = self.bindings(mode);
+            for (i, a) in bindings.iter().enumerate() {
+                for b in &bindings[i + 1..] {
+                    for key in a.keys.iter().filter(|k| b.keys.contains(k)) {
+                        found.push(format!("{}: {key} → {}, {}", mode.name(), a.action.name(), b.action.name()));
+                    }
+                }
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn event(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, modifiers)
+    }
+
+    #[test]
+    fn no_two_actions_share_a_key_in_one_mode() {
+        assert_eq!(KeyTable::new(false).clashes(), Vec::<String>::new());
+        assert_eq!(KeyTable::new(true).clashes(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn clashes_are_found() {
+        let mut table = KeyTable::new(false);
+        table.modes[0][0].keys.push(Key::ch('q'));
+        assert_eq!(table.clashes(), vec!["normal: q → up, quit".to_string()]);
+    }
+
+    #[test]
+    fn dispatch_shift_and_ctrl() {
+        let table = KeyTable::new(false);
+        let n = Mode::Normal;
+        assert_eq!(table.lookup(n, &event(KeyCode::Char('C'), KeyModifiers::SHIFT)), Some(Action::ConvergeMesh));
+        assert_eq!(table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::NONE)), Some(Action::ConvergeModule));
+        assert_eq!(table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::CONTROL)), Some(Action::Quit));
+        assert_eq!(table.lookup(n, &event(KeyCode::BackTab, KeyModifiers::SHIFT)), Some(Action::PrevPane));
+        assert_eq!(table.lookup(Mode::Filter, &event(KeyCode::Char('q'), KeyModifiers::NONE)), None);
+    }
+
+    #[test]
+    fn readonly_removes_actions_from_the_table() {
+        let table = KeyTable::new(true);
+        for action in [Action::ConvergeModule, Action::ConvergeMesh, Action::ForceRebuild, Action::Send] {
+            assert!(!table.has(Mode::Normal, action));
+        }
+        assert_eq!(table.lookup(Mode::Normal, &event(KeyCode::Char('f'), KeyModifiers::NONE)), None);
+        assert!(!table.hints(Mode::Normal).iter().any(|(_, word)| *word == "force"));
+    }
+
+    #[test]
+    fn overrides_apply_and_bad_ones_warn() {
+        let text = r#"
+[normal]
+force_rebuild = "F"
+send = "b"
+bogus = "x"
+quit = ["Q", "ctrl-d"]
+[filter]
+accept = "a"
+[nowhere]
+up = "k"
+"#;
+        let (table, warnings) = KeyTable::with_overrides(false, text);
+        assert_eq!(table.keys_text(Mode::Normal, Action::ForceRebuild), "F");
+        assert_eq!(table.keys_text(Mode::Normal, Action::Send), "s");
+        assert_eq!(table.keys_text(Mode::Normal, Action::Quit), "Q/ctrl-d");
+        assert_eq!(warnings.len(), 4, "{warnings:?}");
+        assert!(warnings.iter().any(|w| w.contains("send") && w.contains("already bound to toggle_history")));
+        assert!(warnings.iter().any(|w| w.contains("bogus") && w.contains("unknown action")));
+        assert!(warnings.iter().any(|w| w.contains("[nowhere]")));
+        assert!(warnings.iter().any(|w| w.contains("filter") && w.contains("text in the filter line")));
+        assert!(table.clashes().is_empty());
+        let (_, broken) = KeyTable::with_overrides(false, "[normal");
+        assert_eq!(broken.len(), 1);
+        assert!(Key::parse("ctrl-").is_err() && Key::parse("f13").is_err());
+    }
+}

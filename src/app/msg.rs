@@ -1,0 +1,143 @@
+//! What arrives at the app (messages) and what the app asks of the loop (effects).
+
+use std::collections::BTreeMap;
+
+use ratatui::crossterm::event::KeyEvent;
+
+use crate::backends::history::{BuildRow, EventRow};
+use crate::converge::plan::Plan;
+use crate::mesh::behind::Machine;
+use crate::mesh::decide::HostImage;
+use crate::mesh::model::Record;
+
+/// The sources the dashboard polls, each on its own task and interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SourceId {
+    Plan,
+    Record,
+    Host,
+    History,
+    Machines,
+}
+
+impl SourceId {
+    pub const ALL: [SourceId; 5] =
+        [SourceId::Plan, SourceId::Record, SourceId::Host, SourceId::History, SourceId::Machines];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceId::Plan => "plan",
+            SourceId::Record => "record",
+            SourceId::Host => "host",
+            SourceId::History => "history",
+            SourceId::Machines => "machines",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One poll of the history: what the panes need from the state database.
+#[derive(Debug, Clone, Default)]
+pub struct HistorySnapshot {
+    /// The newest build of each module.
+    pub last_builds: BTreeMap<String, BuildRow>,
+    /// The module the page is of (None: the whole mesh), as asked in [`PollParams`].
+    pub scope: Option<String>,
+    /// The newest page of builds of that scope.
+    pub page: Vec<BuildRow>,
+    /// Progress events after [`PollParams::events_after`], oldest first.
+    pub events: Vec<EventRow>,
+    pub latest_converge: Option<String>,
+    /// Running digest → the build that made or published it.
+    pub made_by: BTreeMap<String, BuildRow>,
+}
+
+/// What one source answered.
+#[derive(Debug, Clone)]
+pub enum SourceData {
+    Plan(Box<Plan>),
+    Record(Record),
+    Host(Vec<HostImage>),
+    History(Box<HistorySnapshot>),
+    Machines(Vec<Machine>),
+}
+
+/// What the pollers need to know of the app's state (sent to them over a watch channel).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PollParams {
+    /// The history pane's scope: a module, or None for the whole mesh.
+    pub history_module: Option<String>,
+    /// The id of the last progress event seen.
+    pub events_after: i64,
+    /// Running digests whose builds the machines pane names.
+    pub digests: Vec<String>,
+    pub page_size: usize,
+}
+
+/// Where a fetched page of builds goes in the history window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A new scope: the page replaces the window.
+    Replace,
+    /// Older rows, below the window.
+    Append,
+    /// Newer rows dropped earlier, above the window.
+    Prepend,
+}
+
+/// One page of builds the history pane asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    pub module: Option<String>,
+    pub before: Option<(i64, String)>,
+    pub limit: usize,
+    pub placement: Placement,
+}
+
+/// An action that changes something, as the app asks the loop to start it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionRequest {
+    /// Converge `modules` (None: the whole mesh), forcing their builds when `force`.
+    Converge { modules: Option<Vec<String>>, force: bool },
+    /// Send a module's behind machines to the record's artifact.
+    Send { module: String, machines: Vec<String> },
+}
+
+impl ActionRequest {
+    pub fn label(&self) -> String {
+        match self {
+            ActionRequest::Converge { modules: None, force: false } => "converge mesh".into(),
+            ActionRequest::Converge { modules: None, force: true } => "forced converge of the mesh".into(),
+            ActionRequest::Converge { modules: Some(names), force } => {
+                format!("{} {}", if *force { "force rebuild" } else { "converge" }, names.join(", "))
+            }
+            ActionRequest::Send { module, .. } => format!("send {module}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Msg {
+    Key(KeyEvent),
+    Resize(u16, u16),
+    /// The clock moved (ages shown on screen may change).
+    Tick(i64),
+    Polled { source: SourceId, at_ms: i64, result: Result<SourceData, String> },
+    BuildsPage { request: PageRequest, at_ms: i64, result: Result<Vec<BuildRow>, String> },
+    /// A line of progress from an action started here.
+    ActionProgress(String),
+    ActionDone { at_ms: i64, label: String, result: Result<String, String> },
+}
+
+/// What `update` asks the loop to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Poll these sources now (each poller still runs one poll at a time).
+    PollNow(Vec<SourceId>),
+    FetchBuilds(PageRequest),
+    Start(ActionRequest),
+    Quit,
+}

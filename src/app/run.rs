@@ -1,0 +1,192 @@
+//! The terminal side: set-up and restore (also on error and on panic), logging to a file, and the
+//! select loop over key events, source messages and the clock. It redraws only when the state
+//! changed or a key came.
+
+use std::io::{self, Stdout};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use color_eyre::eyre::{WrapErr, eyre};
+use futures_util::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::{Backend as TerminalBackend, CrosstermBackend};
+use ratatui::crossterm::event::{Event, EventStream};
+use ratatui::crossterm::execute;
+use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
+use tokio::sync::{mpsc, watch};
+
+use crate::mesh::model::{Mesh, Target};
+use crate::timefmt;
+
+use super::keys::KeyTable;
+use super::msg::{Effect, Msg};
+use super::real;
+use super::sources::{self, Backend, Pollers, Source};
+use super::state::{AppState, Context};
+use super::update::update;
+
+/// What `meshtop` with no subcommand opens.
+#[derive(Debug, Clone)]
+pub struct DashboardOptions {
+    pub mesh: Mesh,
+    pub state_path: PathBuf,
+    pub readonly: bool,
+    pub kube_context: Option<String>,
+    pub namespace: Option<String>,
+}
+
+/// `<config dir>/meshtop/keys.toml`.
+pub fn keys_path() -> Option<PathBuf> {
+    directories::BaseDirs::new().map(|dirs| dirs.config_dir().join("meshtop").join("keys.toml"))
+}
+
+/// The key table with the user's overrides, and what was wrong with them.
+pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Vec<String>) {
+    let Some(path) = path else {
+        return (KeyTable::new(readonly), Vec::new());
+    };
+    match std::fs::read_to_string(path) {
+        Ok(text) => KeyTable::with_overrides(readonly, &text),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => (KeyTable::new(readonly), Vec::new()),
+        Err(error) => (KeyTable::new(readonly), vec![format!("cannot read {}: {error}; using the default keys", path.display())]),
+    }
+}
+
+/// The header's context: flags win over the mesh file for the Kubernetes context and namespace.
+pub fn context_of(opts: &DashboardOptions) -> Context {
+    let (namespace, kube_context) = match &opts.mesh.target {
+        Target::Docker => (opts.namespace.clone(), opts.kube_context.clone()),
+        Target::Kubernetes { namespace, context } => (
+            opts.namespace.clone().or_else(|| Some(namespace.clone())),
+            opts.kube_context.clone().or_else(|| context.clone()),
+        ),
+    };
+    Context {
+        mesh: opts.mesh.name.clone(),
+        target: opts.mesh.target.clone(),
+        kube_context,
+        namespace,
+        state_path: opts.state_path.display().to_string(),
+        registry: opts.mesh.registry.as_ref().map(|r| r.host.clone()),
+    }
+}
+
+/// Logs go to `<state dir>/meshtop/meshtop.log` (the cache dir where there is no state dir).
+fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    let dirs = directories::BaseDirs::new()?;
+    let dir = dirs.state_dir().unwrap_or_else(|| dirs.cache_dir()).join("meshtop");
+    std::fs::create_dir_all(&dir).ok()?;
+    let (writer, guard) = tracing_appender::non_blocking(tracing_appender::rolling::never(&dir, "meshtop.log"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MESHTOP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let installed = tracing_subscriber::fmt().with_writer(writer).with_ansi(false).with_env_filter(filter).try_init();
+    installed.ok().map(|()| guard)
+}
+
+/// Restores the terminal when dropped: on quit, on error, and while unwinding.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+fn install_hooks(no_color: bool) {
+    let theme = if no_color { color_eyre::config::Theme::new() } else { color_eyre::config::Theme::dark() };
+    let (panic_hook, eyre_hook) = color_eyre::config::HookBuilder::default().theme(theme).into_hooks();
+    // A second dashboard in one process keeps the first hooks.
+    let _ = eyre_hook.install();
+    let panic_hook = panic_hook.into_panic_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ratatui::restore();
+        panic_hook(info);
+    }));
+}
+
+/// Open the dashboard on a mesh and run it until the user quits.
+pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    install_hooks(no_color);
+    let _log = init_logging();
+    let (keys, warnings) = load_keys(opts.readonly, keys_path().as_deref());
+    let mut state = AppState::new(&opts.mesh, context_of(&opts), opts.readonly, keys, timefmt::now_ms());
+    state.warnings = warnings;
+    state.no_color = no_color;
+    let mesh = Arc::new(opts.mesh.clone());
+    let sources = real::sources(mesh.clone(), opts.state_path.clone());
+    let backend: Arc<dyn Backend> = Arc::new(real::RealBackend::new(&mesh, opts.state_path.clone()));
+    tracing::info!(mesh = %mesh.name, state = %opts.state_path.display(), readonly = opts.readonly, "dashboard opens");
+
+    enable_raw_mode().wrap_err("cannot put the terminal in raw mode (is this a terminal?)")?;
+    let _restore = Restore;
+    execute!(io::stdout(), EnterAlternateScreen).wrap_err("cannot enter the alternate screen")?;
+    let mut terminal: Terminal<CrosstermBackend<Stdout>> =
+        Terminal::new(CrosstermBackend::new(io::stdout())).wrap_err("cannot open the terminal")?;
+    let size = terminal.size().wrap_err("cannot read the terminal size")?;
+    state.size = (size.width, size.height);
+    let events = EventStream::new().map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
+    let outcome = run_loop(&mut terminal, state, sources, backend, events).await;
+    tracing::info!(ok = outcome.is_ok(), "dashboard closes");
+    outcome
+}
+
+/// The loop: draw when dirty, then wait for a key, a source message or the clock.
+pub async fn run_loop<B, E>(
+    terminal: &mut Terminal<B>,
+    mut state: AppState,
+    sources: Vec<Arc<dyn Source>>,
+    backend: Arc<dyn Backend>,
+    mut events: E,
+) -> color_eyre::Result<()>
+where
+    B: TerminalBackend,
+    B::Error: Send + Sync + 'static,
+    E: futures_util::Stream<Item = color_eyre::Result<Event>> + Unpin,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (params_tx, params_rx) = watch::channel(state.poll_params());
+    let pollers = Pollers::spawn(sources, tx.clone(), params_rx, timefmt::now_ms);
+    let scope = state.builds.scope.clone();
+    sources::fetch_builds(&backend, state.builds.rescope(scope), tx.clone());
+    let mut clock = tokio::time::interval(Duration::from_secs(1));
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        if state.dirty {
+            terminal.draw(|frame| crate::widgets::draw(frame, &state)).map_err(|e| eyre!("drawing failed: {e}"))?;
+            state.dirty = false;
+        }
+        let msg = tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(Event::Key(key))) => Msg::Key(key),
+                Some(Ok(Event::Resize(width, height))) => Msg::Resize(width, height),
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => return Err(error),
+                None => return Ok(()),
+            },
+            Some(msg) = rx.recv() => msg,
+            _ = clock.tick() => Msg::Tick(timefmt::now_ms()),
+        };
+        for effect in update(&mut state, msg) {
+            match effect {
+                Effect::Quit => return Ok(()),
+                Effect::PollNow(ids) => pollers.poll_now(&ids),
+                Effect::FetchBuilds(request) => sources::fetch_builds(&backend, request, tx.clone()),
+                Effect::Start(request) => {
+                    tracing::info!(action = %request.label(), "action starts");
+                    sources::start_action(&backend, request, tx.clone());
+                }
+            }
+        }
+        params_tx.send_if_modified(|params| {
+            let now = state.poll_params();
+            let changed = *params != now;
+            *params = now;
+            changed
+        });
+        if state.quit {
+            return Ok(());
+        }
+    }
+}

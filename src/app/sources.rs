@@ -1,0 +1,209 @@
+//! The pollers: one task per source, each on its own interval, never two polls of one source in
+//! flight. Results arrive at the app as [`Msg::Polled`]. Sources are reached through [`Source`]
+//! and the on-demand work through [`Backend`], so tests can feed fixed answers.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+use crate::backends::history::BuildRow;
+use crate::timefmt;
+
+use super::msg::{ActionRequest, Msg, PageRequest, PollParams, SourceData, SourceId};
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// One thing the dashboard polls.
+pub trait Source: Send + Sync + 'static {
+    fn id(&self) -> SourceId;
+    /// How long between two polls.
+    fn interval(&self) -> Duration;
+    /// One poll. An error is a value: it is shown with the age of the last good answer.
+    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, String>>;
+}
+
+/// Work done on demand: pages of history, and the actions that change something.
+pub trait Backend: Send + Sync + 'static {
+    fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>>;
+    /// Run an action to its end; progress lines go to `progress`. Ok is a one-line summary.
+    fn start(&self, request: ActionRequest, progress: mpsc::UnboundedSender<String>) -> BoxFuture<Result<String, String>>;
+}
+
+/// The running pollers; dropping them stops every task.
+pub struct Pollers {
+    notify: HashMap<SourceId, Arc<Notify>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Pollers {
+    /// Start one task per source. `params` tells them what the app currently shows.
+    pub fn spawn(
+        sources: Vec<Arc<dyn Source>>,
+        tx: mpsc::UnboundedSender<Msg>,
+        params: watch::Receiver<PollParams>,
+        clock: fn() -> i64,
+    ) -> Pollers {
+        let mut notify = HashMap::new();
+        let mut tasks = Vec::new();
+        for source in sources {
+            let now = Arc::new(Notify::new());
+            notify.insert(source.id(), now.clone());
+            tasks.push(tokio::spawn(poll_forever(source, tx.clone(), params.clone(), now, clock)));
+        }
+        Pollers { notify, tasks }
+    }
+
+    /// Ask these sources for a poll now (one that is in flight is followed by one more, never doubled).
+    pub fn poll_now(&self, ids: &[SourceId]) {
+        for id in ids {
+            if let Some(notify) = self.notify.get(id) {
+                notify.notify_one();
+            }
+        }
+    }
+}
+
+impl Drop for Pollers {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+async fn poll_forever(
+    source: Arc<dyn Source>,
+    tx: mpsc::UnboundedSender<Msg>,
+    params: watch::Receiver<PollParams>,
+    now: Arc<Notify>,
+    clock: fn() -> i64,
+) {
+    let mut ticker = tokio::time::interval(source.interval());
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            () = now.notified() => ticker.reset(),
+        }
+        let asked = params.borrow().clone();
+        // The poll is awaited here: this source never has two polls in flight.
+        let result = source.poll(asked).await;
+        let msg = Msg::Polled { source: source.id(), at_ms: clock(), result };
+        if tx.send(msg).is_err() {
+            return;
+        }
+    }
+}
+
+/// A source answering from a closure (tests, and sources not wired yet).
+pub struct FnSource<F> {
+    pub id: SourceId,
+    pub interval: Duration,
+    pub answer: F,
+}
+
+impl<F> Source for FnSource<F>
+where
+    F: Fn(&PollParams) -> Result<SourceData, String> + Send + Sync + 'static,
+{
+    fn id(&self) -> SourceId {
+        self.id
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+        let answer = (self.answer)(&params);
+        Box::pin(async move { answer })
+    }
+}
+
+/// Run an on-demand fetch and hand its result to the app.
+pub fn fetch_builds(backend: &Arc<dyn Backend>, request: PageRequest, tx: mpsc::UnboundedSender<Msg>) {
+    let work = backend.builds_page(request.clone());
+    tokio::spawn(async move {
+        let result = work.await;
+        let _ = tx.send(Msg::BuildsPage { request, at_ms: timefmt::now_ms(), result });
+    });
+}
+
+/// Run an action to its end, forwarding its progress lines and its outcome to the app.
+pub fn start_action(backend: &Arc<dyn Backend>, request: ActionRequest, tx: mpsc::UnboundedSender<Msg>) {
+    let label = request.label();
+    let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<String>();
+    let work = backend.start(request, progress_tx);
+    let forward = tx.clone();
+    tokio::spawn(async move {
+        while let Some(line) = progress_rx.recv().await {
+            if forward.send(Msg::ActionProgress(line)).is_err() {
+                return;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let result = work.await;
+        let _ = tx.send(Msg::ActionDone { at_ms: timefmt::now_ms(), label, result });
+    });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    struct Slow {
+        in_flight: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+    }
+
+    impl Source for Slow {
+        fn id(&self) -> SourceId {
+            SourceId::Record
+        }
+        fn interval(&self) -> Duration {
+            Duration::from_secs(3600)
+        }
+        fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+            let (in_flight, most) = (self.in_flight.clone(), self.most.clone());
+            Box::pin(async move {
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                Err("unreachable".to_string())
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn never_two_polls_of_one_source_in_flight() {
+        let (in_flight, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let source: Arc<dyn Source> = Arc::new(Slow { in_flight, most: most.clone() });
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (_params_tx, params_rx) = watch::channel(PollParams::default());
+        let pollers = Pollers::spawn(vec![source], tx, params_rx, || 7);
+        for _ in 0..20 {
+            pollers.poll_now(&[SourceId::Record]);
+        }
+        // The first poll comes from the interval's immediate tick; the rest from poll_now.
+        for _ in 0..3 {
+            match rx.recv().await.unwrap() {
+                Msg::Polled { source, at_ms, result } => {
+                    assert_eq!((source, at_ms, result.unwrap_err()), (SourceId::Record, 7, "unreachable".to_string()));
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,302 @@
+//! The dashboard's state: one owner (the app loop), changed only by `update`, read by the widgets.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::backends::history::{BuildRow, EventRow};
+use crate::converge::plan::{Plan, PlannedModule};
+use crate::mesh::behind::{Machine, MachineState};
+use crate::mesh::decide::HostImage;
+use crate::mesh::model::{Mesh, Policy, Record, Target};
+
+use super::keys::{KeyTable, Mode};
+use super::msg::{ActionRequest, PollParams, SourceId};
+use super::window::{BuildsWindow, PAGE_SIZE};
+
+/// At most this many converge progress lines are kept.
+pub const MAX_CONVERGE_LINES: usize = 500;
+
+/// What the header names: fixed for the life of the dashboard.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub mesh: String,
+    pub target: Target,
+    /// The Kubernetes context and namespace the dashboard was opened on (flags win over the mesh file).
+    pub kube_context: Option<String>,
+    pub namespace: Option<String>,
+    pub state_path: String,
+    pub registry: Option<String>,
+}
+
+/// A module as the mesh declares it (the rows of the modules pane, sorted by tier then name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleInfo {
+    pub name: String,
+    pub tier: u32,
+    pub base: Option<String>,
+    pub policy: Policy,
+}
+
+/// How a source is doing: when it last answered, and its last error.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceStatus {
+    pub ok_ms: Option<i64>,
+    /// The last poll's error, with when it happened (cleared by a good answer).
+    pub error: Option<(i64, String)>,
+    pub polls: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Modules,
+    Machines,
+    Builds,
+    Converge,
+}
+
+impl Pane {
+    pub const ORDER: [Pane; 4] = [Pane::Modules, Pane::Machines, Pane::Builds, Pane::Converge];
+}
+
+/// What the detail overlay shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detail {
+    Module(String),
+    Build(String),
+    Machine(String),
+}
+
+/// A confirmation: what exactly will happen, Cancel selected by default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirm {
+    pub title: String,
+    pub lines: Vec<String>,
+    /// The word on the button that goes ahead (`Send`, `Rebuild`, `Converge`).
+    pub verb: String,
+    pub request: ActionRequest,
+    /// False: Cancel is selected.
+    pub go: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub text: String,
+    pub error: bool,
+    pub at_ms: i64,
+}
+
+/// The converge pane: progress of the latest converge, followed through the state database.
+#[derive(Debug, Clone, Default)]
+pub struct ConvergeView {
+    pub converge_id: Option<String>,
+    pub lines: VecDeque<EventRow>,
+    pub last_event_id: i64,
+    /// Lines scrolled up from the bottom (0: follow the tail).
+    pub scroll: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub context: Context,
+    pub readonly: bool,
+    pub keys: KeyTable,
+    /// Problems met on the way (bad key overrides…), shown on a warning line.
+    pub warnings: Vec<String>,
+    pub now_ms: i64,
+    pub sources: [SourceStatus; 5],
+
+    pub modules: Vec<ModuleInfo>,
+    /// Indices into `modules` that pass the filter.
+    pub visible: Vec<usize>,
+    pub selected: usize,
+    pub filter: String,
+
+    pub plan: Option<Plan>,
+    /// Module name → index in `plan.modules`.
+    pub planned: HashMap<String, usize>,
+    pub record: Option<Record>,
+    pub host: Option<Vec<HostImage>>,
+    pub last_builds: BTreeMap<String, BuildRow>,
+    pub made_by: BTreeMap<String, BuildRow>,
+    /// Sorted by module then name; set through [`AppState::set_machines`].
+    pub machines: Vec<Machine>,
+    pub machine_ranges: HashMap<String, std::ops::Range<usize>>,
+    pub machine_selected: usize,
+    pub builds: BuildsWindow,
+    /// `b`: the history follows the selected module (true) or shows the whole mesh.
+    pub history_by_module: bool,
+    pub converge: ConvergeView,
+
+    pub focus: Pane,
+    pub mode: Mode,
+    pub detail: Option<Detail>,
+    pub detail_scroll: usize,
+    pub help_scroll: usize,
+    pub confirm: Option<Confirm>,
+    pub running: Option<String>,
+    pub notice: Option<Notice>,
+    pub size: (u16, u16),
+    /// `NO_COLOR`: draw with modifiers only.
+    pub no_color: bool,
+    pub quit: bool,
+    /// Something visible changed since the last draw.
+    pub dirty: bool,
+}
+
+impl AppState {
+    pub fn new(mesh: &Mesh, context: Context, readonly: bool, keys: KeyTable, now_ms: i64) -> AppState {
+        let mut modules: Vec<ModuleInfo> = mesh
+            .modules
+            .iter()
+            .map(|m| ModuleInfo { name: m.name.clone(), tier: m.tier, base: m.base.clone(), policy: m.policy })
+            .collect();
+        modules.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
+        let visible = (0..modules.len()).collect();
+        let first = modules.first().map(|m| m.name.clone());
+        AppState {
+            context,
+            readonly,
+            keys,
+            warnings: Vec::new(),
+            now_ms,
+            sources: Default::default(),
+            modules,
+            visible,
+            selected: 0,
+            filter: String::new(),
+            plan: None,
+            planned: HashMap::new(),
+            record: None,
+            host: None,
+            last_builds: BTreeMap::new(),
+            made_by: BTreeMap::new(),
+            machines: Vec::new(),
+            machine_ranges: HashMap::new(),
+            machine_selected: 0,
+            builds: BuildsWindow::new(first),
+            history_by_module: true,
+            converge: ConvergeView::default(),
+            focus: Pane::Modules,
+            mode: Mode::Normal,
+            detail: None,
+            detail_scroll: 0,
+            help_scroll: 0,
+            confirm: None,
+            running: None,
+            notice: None,
+            size: (0, 0),
+            no_color: false,
+            quit: false,
+            dirty: true,
+        }
+    }
+
+    pub fn source(&self, id: SourceId) -> &SourceStatus {
+        &self.sources[id.index()]
+    }
+
+    /// The module under the cursor.
+    pub fn selected_module(&self) -> Option<&ModuleInfo> {
+        self.visible.get(self.selected).and_then(|&i| self.modules.get(i))
+    }
+
+    pub fn planned(&self, module: &str) -> Option<&PlannedModule> {
+        let plan = self.plan.as_ref()?;
+        self.planned.get(module).and_then(|&i| plan.modules.get(i))
+    }
+
+    /// The machines of one module, in name order.
+    pub fn machines_of(&self, module: &str) -> &[Machine] {
+        match self.machine_ranges.get(module) {
+            Some(range) => self.machines.get(range.clone()).unwrap_or(&[]),
+            None => &[],
+        }
+    }
+
+    /// Hold a new machine listing, sorted by module then name, indexed by module.
+    pub fn set_machines(&mut self, mut machines: Vec<Machine>) {
+        machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
+        self.machine_ranges.clear();
+        let mut start = 0;
+        for i in 1..=machines.len() {
+            if i == machines.len() || machines[i].module != machines[start].module {
+                self.machine_ranges.insert(machines[start].module.clone(), start..i);
+                start = i;
+            }
+        }
+        self.machines = machines;
+        let count = self.selected_machines().len();
+        self.machine_selected = self.machine_selected.min(count.saturating_sub(1));
+    }
+
+    /// The machines of the selected module.
+    pub fn selected_machines(&self) -> Vec<&Machine> {
+        match self.selected_module() {
+            Some(module) => self.machines_of(&module.name).iter().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Recompute the rows passing the filter, keeping the cursor on the same module when it stays.
+    pub fn refilter(&mut self) {
+        let keep = self.selected_module().map(|m| m.name.clone());
+        let needle = self.filter.to_lowercase();
+        self.visible = self
+            .modules
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| needle.is_empty() || m.name.to_lowercase().contains(&needle))
+            .map(|(i, _)| i)
+            .collect();
+        self.selected = keep
+            .and_then(|name| self.visible.iter().position(|&i| self.modules[i].name == name))
+            .unwrap_or(0);
+    }
+
+    pub fn set_plan(&mut self, plan: Plan) {
+        self.planned = plan.modules.iter().enumerate().map(|(i, m)| (m.name.clone(), i)).collect();
+        self.plan = Some(plan);
+    }
+
+    /// The history scope the `b` toggle and the cursor ask for.
+    pub fn wanted_history_scope(&self) -> Option<String> {
+        if self.history_by_module { self.selected_module().map(|m| m.name.clone()) } else { None }
+    }
+
+    /// What the pollers need to know, derived from the state.
+    pub fn poll_params(&self) -> PollParams {
+        let mut digests: Vec<String> = self.machines.iter().flat_map(|m| m.running.iter().cloned()).collect();
+        digests.sort();
+        digests.dedup();
+        PollParams {
+            history_module: self.builds.scope.clone(),
+            events_after: self.converge.last_event_id,
+            digests,
+            page_size: PAGE_SIZE,
+        }
+    }
+
+    /// The build that made or published a digest, when the history knows it.
+    pub fn build_of(&self, digest: &str) -> Option<&BuildRow> {
+        self.made_by.get(digest)
+    }
+
+    /// The machines of a module that run another artifact than the record's.
+    pub fn behind_machines(&self, module: &str) -> Vec<&Machine> {
+        self.machines_of(module).iter().filter(|m| m.state.is_behind()).collect()
+    }
+
+    /// Machine counts of a module: (current, behind, held, total).
+    pub fn machine_counts(&self, module: &str) -> (usize, usize, usize, usize) {
+        let mut counts = (0, 0, 0, 0);
+        for machine in self.machines_of(module) {
+            counts.3 += 1;
+            match machine.state {
+                MachineState::Current => counts.0 += 1,
+                MachineState::Behind => counts.1 += 1,
+                MachineState::Held => counts.2 += 1,
+                MachineState::Unrecorded => {}
+            }
+        }
+        counts
+    }
+}

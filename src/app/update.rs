@@ -1,0 +1,367 @@
+//! `update`: a message in, the state changed, effects out. Pure: no I/O, no clock.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use crate::timefmt;
+
+use super::ask;
+use super::keys::{Action, Mode};
+use super::msg::{Effect, Msg, SourceData, SourceId};
+use super::state::{AppState, Detail, MAX_CONVERGE_LINES, Notice, Pane};
+
+pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
+    match msg {
+        Msg::Key(event) => {
+            if event.kind == KeyEventKind::Release {
+                return Vec::new();
+            }
+            state.dirty = true;
+            key(state, event)
+        }
+        Msg::Resize(width, height) => {
+            state.size = (width, height);
+            state.dirty = true;
+            Vec::new()
+        }
+        Msg::Tick(now_ms) => {
+            let before = clock_face(state);
+            state.now_ms = state.now_ms.max(now_ms);
+            if clock_face(state) != before {
+                state.dirty = true;
+            }
+            Vec::new()
+        }
+        Msg::Polled { source, at_ms, result } => {
+            state.now_ms = state.now_ms.max(at_ms);
+            state.dirty = true;
+            let status = &mut state.sources[source.index()];
+            status.polls += 1;
+            match result {
+                Ok(data) => {
+                    status.ok_ms = Some(at_ms);
+                    status.error = None;
+                    polled(state, data, at_ms)
+                }
+                Err(error) => {
+                    status.error = Some((at_ms, error));
+                    Vec::new()
+                }
+            }
+        }
+        Msg::BuildsPage { request, at_ms, result } => {
+            state.now_ms = state.now_ms.max(at_ms);
+            match result {
+                Ok(rows) => {
+                    if state.builds.apply_page(&request, rows, at_ms) {
+                        state.dirty = true;
+                    }
+                }
+                Err(error) => {
+                    if request.module == state.builds.scope {
+                        state.builds.loading = false;
+                    }
+                    notify(state, format!("cannot read the build history: {error}"), true);
+                }
+            }
+            Vec::new()
+        }
+        Msg::ActionProgress(line) => {
+            notify(state, line, false);
+            Vec::new()
+        }
+        Msg::ActionDone { at_ms, label, result } => {
+            state.now_ms = state.now_ms.max(at_ms);
+            state.running = None;
+            match result {
+                Ok(text) => notify(state, format!("{label}: {text}"), false),
+                Err(error) => notify(state, format!("{label} failed: {error}"), true),
+            }
+            vec![Effect::PollNow(SourceId::ALL.to_vec())]
+        }
+    }
+}
+
+/// What of the screen depends on the clock: source ages (seconds) and row ages (minutes).
+fn clock_face(state: &AppState) -> (Vec<String>, i64) {
+    let ages = state
+        .sources
+        .iter()
+        .map(|s| s.ok_ms.map(|at| timefmt::age_since(at, state.now_ms)).unwrap_or_default())
+        .collect();
+    (ages, state.now_ms / 60_000)
+}
+
+fn notify(state: &mut AppState, text: String, error: bool) {
+    state.notice = Some(Notice { text, error, at_ms: state.now_ms });
+    state.dirty = true;
+}
+
+fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
+    match data {
+        SourceData::Plan(plan) => state.set_plan(*plan),
+        SourceData::Record(record) => state.record = Some(record),
+        SourceData::Host(images) => state.host = Some(images),
+        SourceData::Machines(machines) => state.set_machines(machines),
+        SourceData::History(snapshot) => {
+            let snapshot = *snapshot;
+            state.last_builds = snapshot.last_builds;
+            state.made_by = snapshot.made_by;
+            state.builds.refresh_head(&snapshot.scope, snapshot.page, at_ms);
+            let view = &mut state.converge;
+            if view.converge_id.is_none() {
+                view.converge_id = snapshot.latest_converge;
+            }
+            for event in snapshot.events {
+                view.last_event_id = view.last_event_id.max(event.id);
+                if view.converge_id.as_deref() != Some(event.converge_id.as_str()) {
+                    view.converge_id = Some(event.converge_id.clone());
+                    view.lines.clear();
+                    view.scroll = 0;
+                }
+                view.lines.push_back(event);
+                if view.lines.len() > MAX_CONVERGE_LINES {
+                    view.lines.pop_front();
+                }
+            }
+        }
+    }
+    Vec::new()
+}
+
+fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
+    let mode = state.mode;
+    let Some(action) = state.keys.lookup(mode, &event) else {
+        if mode == Mode::Filter
+            && let KeyCode::Char(c) = event.code
+            && !event.modifiers.contains(KeyModifiers::CONTROL)
+        {
+            state.filter.push(c);
+            state.refilter();
+            return sync_history_scope(state);
+        }
+        return Vec::new();
+    };
+    if action == Action::Quit {
+        state.quit = true;
+        return vec![Effect::Quit];
+    }
+    match mode {
+        Mode::Normal => normal(state, action),
+        Mode::Filter => {
+            match action {
+                Action::Accept => state.mode = Mode::Normal,
+                Action::Close => {
+                    state.filter.clear();
+                    state.refilter();
+                    state.mode = Mode::Normal;
+                }
+                Action::Backspace => {
+                    state.filter.pop();
+                    state.refilter();
+                }
+                _ => {}
+            }
+            sync_history_scope(state)
+        }
+        Mode::Help => {
+            match action {
+                Action::Up => state.help_scroll = state.help_scroll.saturating_sub(1),
+                Action::Down => state.help_scroll += 1,
+                Action::Close => state.mode = Mode::Normal,
+                _ => {}
+            }
+            Vec::new()
+        }
+        Mode::Detail => {
+            let page = page_rows(state);
+            match action {
+                Action::Up => state.detail_scroll = state.detail_scroll.saturating_sub(1),
+                Action::Down => state.detail_scroll += 1,
+                Action::PageUp => state.detail_scroll = state.detail_scroll.saturating_sub(page),
+                Action::PageDown => state.detail_scroll += page,
+                Action::Top => state.detail_scroll = 0,
+                Action::Bottom => state.detail_scroll = usize::MAX / 2,
+                Action::Close => {
+                    state.mode = Mode::Normal;
+                    state.detail = None;
+                }
+                _ => {}
+            }
+            Vec::new()
+        }
+        Mode::Confirm => confirm(state, action),
+    }
+}
+
+fn confirm(state: &mut AppState, action: Action) -> Vec<Effect> {
+    match action {
+        Action::Toggle => {
+            if let Some(confirm) = &mut state.confirm {
+                confirm.go = !confirm.go;
+            }
+            Vec::new()
+        }
+        Action::Accept => {
+            state.mode = Mode::Normal;
+            match state.confirm.take() {
+                Some(confirm) if confirm.go => start(state, confirm.request),
+                _ => Vec::new(),
+            }
+        }
+        Action::Close => {
+            state.mode = Mode::Normal;
+            state.confirm = None;
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn start(state: &mut AppState, request: super::msg::ActionRequest) -> Vec<Effect> {
+    if let Some(running) = &state.running {
+        let text = format!("{running} is still running; wait for it to end");
+        notify(state, text, true);
+        return Vec::new();
+    }
+    let label = request.label();
+    notify(state, format!("{label}: started"), false);
+    state.running = Some(label);
+    vec![Effect::Start(request)]
+}
+
+fn ask(state: &mut AppState, built: Result<super::state::Confirm, String>) -> Vec<Effect> {
+    match built {
+        Ok(confirm) => {
+            state.confirm = Some(confirm);
+            state.mode = Mode::Confirm;
+        }
+        Err(why) => notify(state, why, true),
+    }
+    Vec::new()
+}
+
+/// Rows a page key moves.
+fn page_rows(state: &AppState) -> usize {
+    usize::from(state.size.1 / 3).max(1)
+}
+
+fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
+    let page = page_rows(state) as isize;
+    match action {
+        Action::Up => move_cursor(state, -1),
+        Action::Down => move_cursor(state, 1),
+        Action::PageUp => move_cursor(state, -page),
+        Action::PageDown => move_cursor(state, page),
+        Action::Top => move_cursor(state, isize::MIN),
+        Action::Bottom => move_cursor(state, isize::MAX),
+        Action::NextPane | Action::PrevPane => {
+            let at = Pane::ORDER.iter().position(|p| *p == state.focus).unwrap_or(0);
+            let step = if action == Action::NextPane { 1 } else { Pane::ORDER.len() - 1 };
+            state.focus = Pane::ORDER[(at + step) % Pane::ORDER.len()];
+            Vec::new()
+        }
+        Action::Open => {
+            let detail = match state.focus {
+                Pane::Modules => state.selected_module().map(|m| Detail::Module(m.name.clone())),
+                Pane::Machines => state.selected_machines().get(state.machine_selected).map(|m| Detail::Machine(m.name.clone())),
+                Pane::Builds => state.builds.selected_row().map(|b| Detail::Build(b.id.clone())),
+                Pane::Converge => None,
+            };
+            if detail.is_some() {
+                state.detail = detail;
+                state.detail_scroll = 0;
+                state.mode = Mode::Detail;
+            }
+            Vec::new()
+        }
+        Action::Close => {
+            state.notice = None;
+            if !state.filter.is_empty() {
+                state.filter.clear();
+                state.refilter();
+                return sync_history_scope(state);
+            }
+            Vec::new()
+        }
+        Action::Filter => {
+            state.mode = Mode::Filter;
+            Vec::new()
+        }
+        Action::Poll => vec![Effect::PollNow(SourceId::ALL.to_vec())],
+        Action::ConvergeModule => match state.selected_module() {
+            Some(module) => {
+                let request = super::msg::ActionRequest::Converge { modules: Some(vec![module.name.clone()]), force: false };
+                start(state, request)
+            }
+            None => Vec::new(),
+        },
+        Action::ConvergeMesh => {
+            let built = ask::converge_mesh(state);
+            ask(state, built)
+        }
+        Action::ForceRebuild => {
+            let built = ask::force_rebuild(state);
+            ask(state, built)
+        }
+        Action::Send => {
+            let built = ask::send(state);
+            ask(state, built)
+        }
+        Action::ToggleHistory => {
+            state.history_by_module = !state.history_by_module;
+            sync_history_scope(state)
+        }
+        Action::Help => {
+            state.mode = Mode::Help;
+            state.help_scroll = 0;
+            Vec::new()
+        }
+        Action::Quit | Action::Accept | Action::Backspace | Action::Toggle => Vec::new(),
+    }
+}
+
+fn clamp_move(at: usize, delta: isize, len: usize) -> usize {
+    let last = len.saturating_sub(1) as isize;
+    (at as isize).saturating_add(delta).clamp(0, last.max(0)) as usize
+}
+
+fn move_cursor(state: &mut AppState, delta: isize) -> Vec<Effect> {
+    match state.focus {
+        Pane::Modules => {
+            state.selected = clamp_move(state.selected, delta, state.visible.len());
+            state.machine_selected = 0;
+            sync_history_scope(state)
+        }
+        Pane::Machines => {
+            let count = state.selected_machines().len();
+            state.machine_selected = clamp_move(state.machine_selected, delta, count);
+            Vec::new()
+        }
+        Pane::Builds => {
+            let request = match delta {
+                isize::MIN => state.builds.to_top(),
+                isize::MAX => {
+                    let len = state.builds.len() as isize;
+                    state.builds.move_by(len)
+                }
+                _ => state.builds.move_by(delta),
+            };
+            request.map(Effect::FetchBuilds).into_iter().collect()
+        }
+        Pane::Converge => {
+            // Scrolling counts up from the tail: Up shows older lines.
+            let max = state.converge.lines.len().saturating_sub(1) as isize;
+            state.converge.scroll = (state.converge.scroll as isize).saturating_sub(delta).clamp(0, max) as usize;
+            Vec::new()
+        }
+    }
+}
+
+/// When the history follows the selected module and the selection moved, ask for its builds.
+fn sync_history_scope(state: &mut AppState) -> Vec<Effect> {
+    let wanted = state.wanted_history_scope();
+    if wanted == state.builds.scope {
+        return Vec::new();
+    }
+    vec![Effect::FetchBuilds(state.builds.rescope(wanted))]
+}

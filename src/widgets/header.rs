@@ -1,0 +1,98 @@
+//! The header: mesh, target (and Kubernetes context/namespace), state database, and each source's
+//! age and last error. Below it, one line for the filter, warnings and the last notice.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+
+use crate::app::keys::Mode;
+use crate::app::msg::SourceId;
+use crate::app::state::AppState;
+use crate::mesh::model::Target;
+use crate::timefmt;
+
+use super::{Palette, put};
+
+fn target_text(state: &AppState) -> String {
+    let context = &state.context;
+    match &context.target {
+        Target::Docker => "target docker".to_string(),
+        Target::Kubernetes { .. } => {
+            let mut parts = Vec::new();
+            if let Some(kube) = &context.kube_context {
+                parts.push(format!("context {kube}"));
+            }
+            if let Some(namespace) = &context.namespace {
+                parts.push(format!("namespace {namespace}"));
+            }
+            if parts.is_empty() {
+                "target kubernetes".to_string()
+            } else {
+                format!("target kubernetes ({})", parts.join(", "))
+            }
+        }
+    }
+}
+
+pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
+    let context = &state.context;
+    let mut first = format!(" meshtop · {} · {}", context.mesh, target_text(state));
+    if let Some(registry) = &context.registry {
+        first.push_str(&format!(" · registry {registry}"));
+    }
+    first.push_str(&format!(" · state {}", context.state_path));
+    if state.readonly {
+        first.push_str(" · read-only");
+    }
+    put(buf, area, area.x, area.y, usize::MAX, &first, palette.heading());
+    let y = area.y + 1;
+    let mut x = put(buf, area, area.x, y, usize::MAX, " ", palette.plain());
+    for (i, id) in SourceId::ALL.into_iter().enumerate() {
+        if i > 0 {
+            x = put(buf, area, x, y, usize::MAX, " · ", palette.dim());
+        }
+        x = put(buf, area, x, y, usize::MAX, id.name(), palette.plain());
+        let status = state.source(id);
+        let age = status.ok_ms.map(|at| timefmt::age_since(at, state.now_ms));
+        x = match (&status.error, age) {
+            (None, Some(age)) => put(buf, area, x, y, usize::MAX, &format!(" {age}"), palette.good()),
+            (None, None) => put(buf, area, x, y, usize::MAX, " …", palette.dim()),
+            (Some((_, error)), age) => {
+                let last = age.map_or("never answered".to_string(), |a| format!("last ok {a}"));
+                put(buf, area, x, y, usize::MAX, &format!(" ✗ {error} ({last})"), palette.bad())
+            }
+        };
+    }
+}
+
+/// Whether the line under the header has something to say.
+pub fn has_notice_line(state: &AppState) -> bool {
+    state.mode == Mode::Filter
+        || !state.filter.is_empty()
+        || !state.warnings.is_empty()
+        || state.notice.is_some()
+        || state.running.is_some()
+}
+
+pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
+    if area.height == 0 {
+        return;
+    }
+    let y = area.y;
+    let mut x = area.x;
+    if state.mode == Mode::Filter || !state.filter.is_empty() {
+        let cursor = if state.mode == Mode::Filter { "█" } else { "" };
+        let text = format!(" /{}{cursor} ({} of {}) ", state.filter, state.visible.len(), state.modules.len());
+        x = put(buf, area, x, y, usize::MAX, &text, palette.info());
+    }
+    if let Some(running) = &state.running {
+        x = put(buf, area, x, y, usize::MAX, &format!(" ⟳ {running} "), palette.warn());
+    }
+    if let Some(notice) = &state.notice {
+        let style = if notice.error { palette.bad() } else { palette.plain() };
+        x = put(buf, area, x, y, usize::MAX, &format!(" {} ", notice.text), style);
+    }
+    if let Some(first) = state.warnings.first() {
+        let more = if state.warnings.len() > 1 { format!(" (+{} more, see ? help)", state.warnings.len() - 1) } else { String::new() };
+        put(buf, area, x, y, usize::MAX, &format!(" ⚠ {first}{more}"), palette.warn());
+    }
+}

@@ -1,0 +1,46 @@
+//! The `?` overlay, generated from the key table (what is not in the table is not here either).
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::widgets::Clear;
+
+use crate::app::keys::Mode;
+use crate::app::state::AppState;
+
+use super::{Palette, RenderInto, centered, put, rule};
+
+/// The help text: one heading per mode, one line per action.
+pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
+    let mut lines = Vec::new();
+    if state.readonly {
+        lines.push(("read-only: actions that change something are off".to_string(), true));
+    }
+    for mode in [Mode::Normal, Mode::Filter, Mode::Confirm, Mode::Detail, Mode::Help] {
+        lines.push((format!("{} mode", mode.name()), true));
+        for binding in state.keys.bindings(mode) {
+            let keys = state.keys.keys_text(mode, binding.action);
+            lines.push((format!("  {keys:<18} {}", binding.action.description()), false));
+        }
+    }
+    if !state.warnings.is_empty() {
+        lines.push(("warnings".to_string(), true));
+        lines.extend(state.warnings.iter().map(|w| (format!("  {w}"), false)));
+    }
+    lines
+}
+
+pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
+    let area = centered(body, 76, body.height);
+    Clear.render_into(buf, area);
+    rule(buf, area, "help (esc closes)", true, palette);
+    if area.height < 2 {
+        return;
+    }
+    let lines = help_lines(state);
+    let rows = usize::from(area.height - 1);
+    let skip = state.help_scroll.min(lines.len().saturating_sub(rows));
+    for (row, (text, heading)) in lines.iter().skip(skip).take(rows).enumerate() {
+        let style = if *heading { palette.heading() } else { palette.plain() };
+        put(buf, area, area.x + 1, area.y + 1 + row as u16, usize::from(area.width.saturating_sub(2)), text, style);
+    }
+}
