@@ -16,10 +16,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
-pub use builds::{BuildEnd, BuildQuery, BuildRow, BuildStatus, NewBuild};
+pub use builds::{BUILD_BY_DIGEST_SQL, BuildEnd, BuildQuery, BuildRow, BuildStatus, LAST_BUILDS_SQL, NewBuild, builds_sql};
 pub use error::HistoryError;
 pub use events::{EventRow, NewEvent, SendRow};
-pub use lock::{Holder, LOCK_STALE_MS};
+pub use lock::{Holder, LOCK_STALE_MS, this_host};
 pub use schema::SCHEMA_VERSION;
 
 /// The state database of this user: `<data dir>/meshtop/state.db`
