@@ -22,9 +22,21 @@ const CASES: &[(&str, &str, bool)] = &[
     ("*.md\n!README.md", "README.md", false),
     ("*.md\n!README.md", "CHANGES.md", true),
     ("*.md\n!README.md", "docs/guide.md", false),
-    ("*.md\n!README*.md\nREADME-secret.md", "README-secret.md", true),
-    ("*.md\n!README*.md\nREADME-secret.md", "README-public.md", false),
-    ("*.md\nREADME-secret.md\n!README*.md", "README-secret.md", false),
+    (
+        "*.md\n!README*.md\nREADME-secret.md",
+        "README-secret.md",
+        true,
+    ),
+    (
+        "*.md\n!README*.md\nREADME-secret.md",
+        "README-public.md",
+        false,
+    ),
+    (
+        "*.md\nREADME-secret.md\n!README*.md",
+        "README-secret.md",
+        false,
+    ),
     // Comments: only a `#` in column 0.
     ("# comment\n", "# comment", false),
     ("#*.txt", "a.txt", false),
@@ -118,7 +130,11 @@ fn bad_patterns_are_errors_naming_the_line() {
     for (file, line) in [("ok\n!", 2), ("[abc", 1), ("a\nb\nfoo\\", 3), ("x[]", 1)] {
         let err = DockerIgnore::parse(file).unwrap_err();
         assert_eq!(err.line, line, "{file:?}: {err}");
-        assert!(err.to_string().starts_with(&format!(".dockerignore line {line}:")), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with(&format!(".dockerignore line {line}:")),
+            "{err}"
+        );
     }
 }
 

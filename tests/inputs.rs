@@ -43,19 +43,40 @@ fn args() -> BTreeMap<String, String> {
 }
 
 fn hash(root: &Path) -> Inputs {
-    hash_with(root, &args(), None, &[Platform::parse("linux/amd64").unwrap()])
+    hash_with(
+        root,
+        &args(),
+        None,
+        &[Platform::parse("linux/amd64").unwrap()],
+    )
 }
 
-fn hash_with(root: &Path, args: &BTreeMap<String, String>, base: Option<&str>, platforms: &[Platform]) -> Inputs {
-    let spec = InputSpec { context: root, dockerfile: "Dockerfile", build_args: args, base_digest: base, platforms };
+fn hash_with(
+    root: &Path,
+    args: &BTreeMap<String, String>,
+    base: Option<&str>,
+    platforms: &[Platform],
+) -> Inputs {
+    let spec = InputSpec {
+        context: root,
+        dockerfile: "Dockerfile",
+        build_args: args,
+        base_digest: base,
+        platforms,
+    };
     hash_inputs(&spec).unwrap()
 }
 
 fn tar_of(root: &Path, expected: Option<&Inputs>) -> (Result<Inputs, InputsError>, Vec<u8>) {
     let args = args();
     let platforms = [Platform::parse("linux/amd64").unwrap()];
-    let spec =
-        InputSpec { context: root, dockerfile: "Dockerfile", build_args: &args, base_digest: None, platforms: &platforms };
+    let spec = InputSpec {
+        context: root,
+        dockerfile: "Dockerfile",
+        build_args: &args,
+        base_digest: None,
+        platforms: &platforms,
+    };
     let mut out = Vec::new();
     let result = tar_inputs(&spec, expected, &mut out);
     (result, out)
@@ -67,19 +88,54 @@ fn manifest_lists_what_is_sent() {
     sample(dir.path(), false);
     let inputs = hash(dir.path());
     assert_eq!(inputs.digest.len(), 64);
-    assert!(inputs.digest.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert!(
+        inputs
+            .digest
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
     let files = &inputs.manifest.files;
     let paths: Vec<&str> = files.keys().map(String::as_str).collect();
     assert_eq!(
         paths,
-        ["Dockerfile", "a-b", "empty", "link", "run.sh", "src", "src/lib", "src/lib/util.rs", "src/main.rs"]
+        [
+            "Dockerfile",
+            "a-b",
+            "empty",
+            "link",
+            "run.sh",
+            "src",
+            "src/lib",
+            "src/lib/util.rs",
+            "src/main.rs"
+        ]
     );
     let sha = hex::encode(Sha256::digest(b"fn main() {}\n"));
-    assert_eq!(files["src/main.rs"], FileEntry::File { sha256: sha, executable: false });
-    assert!(matches!(files["run.sh"], FileEntry::File { executable: true, .. }));
-    assert_eq!(files["link"], FileEntry::Link { target: "src/main.rs".into() });
+    assert_eq!(
+        files["src/main.rs"],
+        FileEntry::File {
+            sha256: sha,
+            executable: false
+        }
+    );
+    assert!(matches!(
+        files["run.sh"],
+        FileEntry::File {
+            executable: true,
+            ..
+        }
+    ));
+    assert_eq!(
+        files["link"],
+        FileEntry::Link {
+            target: "src/main.rs".into()
+        }
+    );
     assert_eq!(files["empty"], FileEntry::Dir);
-    assert_eq!(inputs.manifest.dockerfile, hex::encode(Sha256::digest(b"FROM scratch\nCOPY . /app\n")));
+    assert_eq!(
+        inputs.manifest.dockerfile,
+        hex::encode(Sha256::digest(b"FROM scratch\nCOPY . /app\n"))
+    );
 }
 
 #[test]
@@ -92,9 +148,16 @@ fn same_tree_same_digest_anywhere() {
     assert_eq!(first, hash(b.path()));
 
     // Touching mtimes and changing permissions other than the x bit change nothing.
-    let f = fs::File::options().write(true).open(a.path().join("src/main.rs")).unwrap();
+    let f = fs::File::options()
+        .write(true)
+        .open(a.path().join("src/main.rs"))
+        .unwrap();
     f.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
-    fs::set_permissions(a.path().join("src/lib/util.rs"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::set_permissions(
+        a.path().join("src/lib/util.rs"),
+        fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     fs::set_permissions(a.path().join("run.sh"), fs::Permissions::from_mode(0o700)).unwrap();
     assert_eq!(first, hash(a.path()));
 }
@@ -111,13 +174,26 @@ fn every_input_moves_the_digest() {
         assert!(!seen.contains(&digest), "{what} did not move the digest");
         seen.push(digest);
     };
-    check("build args", hash_with(root, &BTreeMap::new(), None, &amd).digest);
-    check("base digest", hash_with(root, &args(), Some("sha256:aa"), &amd).digest);
-    let both = [Platform::parse("linux/arm64").unwrap(), Platform::parse("linux/amd64").unwrap()];
+    check(
+        "build args",
+        hash_with(root, &BTreeMap::new(), None, &amd).digest,
+    );
+    check(
+        "base digest",
+        hash_with(root, &args(), Some("sha256:aa"), &amd).digest,
+    );
+    let both = [
+        Platform::parse("linux/arm64").unwrap(),
+        Platform::parse("linux/amd64").unwrap(),
+    ];
     let both_digest = hash_with(root, &args(), None, &both).digest;
     let mut reversed = both.clone();
     reversed.reverse();
-    assert_eq!(both_digest, hash_with(root, &args(), None, &reversed).digest, "platform order matters");
+    assert_eq!(
+        both_digest,
+        hash_with(root, &args(), None, &reversed).digest,
+        "platform order matters"
+    );
     check("platforms", both_digest);
 
     write(root, "src/main.rs", b"fn main() {}\n\n");
@@ -190,21 +266,36 @@ fn tar_holds_exactly_what_was_hashed() {
         let h = entry.header().clone();
         assert_eq!(h.mtime().unwrap(), 0);
         assert_eq!((h.uid().unwrap(), h.gid().unwrap()), (0, 0));
-        let path = entry.path().unwrap().to_str().unwrap().trim_end_matches('/').to_string();
+        let path = entry
+            .path()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .trim_end_matches('/')
+            .to_string();
         let got = match h.entry_type() {
             tar::EntryType::Directory => {
                 assert_eq!(h.mode().unwrap(), 0o755);
                 FileEntry::Dir
             }
-            tar::EntryType::Symlink => {
-                FileEntry::Link { target: h.link_name().unwrap().unwrap().to_str().unwrap().to_string() }
-            }
+            tar::EntryType::Symlink => FileEntry::Link {
+                target: h
+                    .link_name()
+                    .unwrap()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_string(),
+            },
             tar::EntryType::Regular => {
                 let mut data = Vec::new();
                 entry.read_to_end(&mut data).unwrap();
                 let executable = h.mode().unwrap() == 0o755;
                 assert!([0o644, 0o755].contains(&h.mode().unwrap()));
-                FileEntry::File { sha256: hex::encode(Sha256::digest(&data)), executable }
+                FileEntry::File {
+                    sha256: hex::encode(Sha256::digest(&data)),
+                    executable,
+                }
             }
             other => panic!("unexpected entry {other:?}"),
         };
@@ -246,12 +337,21 @@ fn clear_errors_name_the_path() {
     let root = dir.path();
     write(root, "Dockerfile", b"FROM scratch\n");
     let args = BTreeMap::new();
-    let spec = |dockerfile| InputSpec { context: root, dockerfile, build_args: &args, base_digest: None, platforms: &[] };
+    let spec = |dockerfile| InputSpec {
+        context: root,
+        dockerfile,
+        build_args: &args,
+        base_digest: None,
+        platforms: &[],
+    };
 
     let sock = root.join("agent.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let err = hash_inputs(&spec("Dockerfile")).unwrap_err().to_string();
-    assert!(err.contains("agent.sock") && err.contains("socket") && err.contains(".dockerignore"), "{err}");
+    assert!(
+        err.contains("agent.sock") && err.contains("socket") && err.contains(".dockerignore"),
+        "{err}"
+    );
     write(root, ".dockerignore", b"*.sock\n");
     hash_inputs(&spec("Dockerfile")).unwrap();
     fs::remove_file(&sock).unwrap();
@@ -266,7 +366,10 @@ fn clear_errors_name_the_path() {
 
     for dockerfile in ["../Dockerfile", "/etc/passwd", "", "missing/Dockerfile"] {
         let err = hash_inputs(&spec(dockerfile)).unwrap_err();
-        assert!(matches!(err, InputsError::Dockerfile { .. }), "{dockerfile:?}: {err}");
+        assert!(
+            matches!(err, InputsError::Dockerfile { .. }),
+            "{dockerfile:?}: {err}"
+        );
     }
     symlink("/etc/hostname", root.join("Escape")).unwrap();
     let err = hash_inputs(&spec("Escape")).unwrap_err().to_string();

@@ -120,7 +120,11 @@ impl DockerIgnore {
                     cleaned.remove(0);
                 }
             }
-            let line = if invert { format!("!{cleaned}") } else { cleaned };
+            let line = if invert {
+                format!("!{cleaned}")
+            } else {
+                cleaned
+            };
             ignore.push(&line, index + 1)?;
         }
         Ok(ignore)
@@ -148,7 +152,11 @@ impl DockerIgnore {
             message: format!("bad pattern {cleaned:?}: {why}"),
         })?;
         self.exceptions |= exclusion;
-        self.patterns.push(Pattern { cleaned, exclusion, kind });
+        self.patterns.push(Pattern {
+            cleaned,
+            exclusion,
+            kind,
+        });
         Ok(())
     }
 
@@ -184,7 +192,9 @@ impl DockerIgnore {
             &[]
         };
         let mut matched = false;
-        let mut info = MatchInfo { parent_matched: vec![false; self.patterns.len()] };
+        let mut info = MatchInfo {
+            parent_matched: vec![false; self.patterns.len()],
+        };
         for (i, pattern) in self.patterns.iter().enumerate() {
             let mut hit = parent_matched.get(i).copied().unwrap_or(false);
             if !hit {

@@ -124,22 +124,35 @@ pub fn hash_inputs(spec: &InputSpec) -> Result<Inputs, InputsError> {
                     sha256: hash_file(&e.abs)?,
                     executable: *executable,
                 },
-                Kind::Link { target } => FileEntry::Link { target: target.clone() },
+                Kind::Link { target } => FileEntry::Link {
+                    target: target.clone(),
+                },
                 Kind::Dir => FileEntry::Dir,
             };
             Ok((e.rel.clone(), entry))
         })
         .collect::<Result<_, InputsError>>()?;
-    Ok(finish(spec, hashed.into_iter().collect(), prepared.dockerfile_sha))
+    Ok(finish(
+        spec,
+        hashed.into_iter().collect(),
+        prepared.dockerfile_sha,
+    ))
 }
 
 /// Walks once: for each file, reads the bytes, hashes them AND appends them to the tar written to `sink`;
 /// returns the Inputs of what was written. If `expected` is Some and its digest differs, returns
 /// [`InputsError::Changed`] naming which file(s) differ from the plan (so a build never runs under a stale
 /// address). On any error the tar is left unfinished (no end-of-archive blocks): discard what was written.
-pub fn tar_inputs<W: Write>(spec: &InputSpec, expected: Option<&Inputs>, sink: W) -> Result<Inputs, InputsError> {
+pub fn tar_inputs<W: Write>(
+    spec: &InputSpec,
+    expected: Option<&Inputs>,
+    sink: W,
+) -> Result<Inputs, InputsError> {
     let prepared = prepare(spec)?;
-    let mut builder = tar::Builder::new(Guard { inner: sink, poisoned: false });
+    let mut builder = tar::Builder::new(Guard {
+        inner: sink,
+        poisoned: false,
+    });
     match write_tar(&mut builder, &prepared) {
         Ok(files) => {
             let inputs = finish(spec, files, prepared.dockerfile_sha);
@@ -229,11 +242,17 @@ fn finish(spec: &InputSpec, files: BTreeMap<String, FileEntry>, dockerfile_sha: 
         base: spec.base_digest.map(str::to_string),
         platforms,
     };
-    Inputs { digest: digest_of(&manifest), manifest }
+    Inputs {
+        digest: digest_of(&manifest),
+        manifest,
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InputsError + '_ {
-    move |source| InputsError::Io { path: path.to_path_buf(), source }
+    move |source| InputsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn prepare(spec: &InputSpec) -> Result<Prepared, InputsError> {
@@ -248,20 +267,26 @@ fn prepare(spec: &InputSpec) -> Result<Prepared, InputsError> {
     let dockerfile_rel = dockerfile_path(spec.dockerfile)?;
     let dockerfile_abs = context.join(&dockerfile_rel);
     let canon_context = fs::canonicalize(context).map_err(io_err(context))?;
-    let canon_dockerfile = fs::canonicalize(&dockerfile_abs).map_err(|e| InputsError::Dockerfile {
-        path: spec.dockerfile.to_string(),
-        message: format!("cannot read {}: {e}", dockerfile_abs.display()),
-    })?;
+    let canon_dockerfile =
+        fs::canonicalize(&dockerfile_abs).map_err(|e| InputsError::Dockerfile {
+            path: spec.dockerfile.to_string(),
+            message: format!("cannot read {}: {e}", dockerfile_abs.display()),
+        })?;
     if !canon_dockerfile.starts_with(&canon_context) {
         return Err(InputsError::Dockerfile {
             path: spec.dockerfile.to_string(),
-            message: "it resolves outside the build context; keep the Dockerfile inside the context".into(),
+            message:
+                "it resolves outside the build context; keep the Dockerfile inside the context"
+                    .into(),
         });
     }
     let dockerfile_sha = hash_file(&canon_dockerfile)?;
 
     let ignore_path = context.join(".dockerignore");
-    let with_path = |source| InputsError::Ignore { path: ignore_path.clone(), source };
+    let with_path = |source| InputsError::Ignore {
+        path: ignore_path.clone(),
+        source,
+    };
     let mut ignore = DockerIgnore::load(context).map_err(with_path)?;
     ignore.always_send(".dockerignore").map_err(with_path)?;
     ignore.always_send(&dockerfile_rel).map_err(with_path)?;
@@ -269,20 +294,31 @@ fn prepare(spec: &InputSpec) -> Result<Prepared, InputsError> {
     let mut entries = Vec::new();
     walk(context, "", &ignore, &MatchInfo::default(), &mut entries)?;
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(Prepared { entries, dockerfile_rel, dockerfile_sha })
+    Ok(Prepared {
+        entries,
+        dockerfile_rel,
+        dockerfile_sha,
+    })
 }
 
 fn dockerfile_path(dockerfile: &str) -> Result<String, InputsError> {
-    let bad = |message: &str| InputsError::Dockerfile { path: dockerfile.to_string(), message: message.into() };
+    let bad = |message: &str| InputsError::Dockerfile {
+        path: dockerfile.to_string(),
+        message: message.into(),
+    };
     if dockerfile.trim().is_empty() {
-        return Err(bad("the path is empty; name the Dockerfile relative to the context"));
+        return Err(bad(
+            "the path is empty; name the Dockerfile relative to the context",
+        ));
     }
     if dockerfile.starts_with('/') {
         return Err(bad("the path is absolute; name it relative to the context"));
     }
     let rel = clean(dockerfile);
     if rel == "." || rel == ".." || rel.starts_with("../") {
-        return Err(bad("the path leaves the build context; keep the Dockerfile inside the context"));
+        return Err(bad(
+            "the path leaves the build context; keep the Dockerfile inside the context",
+        ));
     }
     Ok(rel)
 }
@@ -304,7 +340,11 @@ fn walk(
         let Some(name) = name.to_str() else {
             return Err(InputsError::NotUtf8 { path: abs });
         };
-        let child = if rel.is_empty() { name.to_string() } else { format!("{rel}/{name}") };
+        let child = if rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{rel}/{name}")
+        };
         let (excluded, info) = ignore.matches_with_parent(&child, parent);
         let file_type = item.file_type().map_err(io_err(&abs))?;
         if file_type.is_dir() {
@@ -314,7 +354,11 @@ fn walk(
             let start = out.len();
             walk(&abs, &child, ignore, &info, out)?;
             if !excluded || out.len() > start {
-                out.push(Entry { rel: child, abs, kind: Kind::Dir });
+                out.push(Entry {
+                    rel: child,
+                    abs,
+                    kind: Kind::Dir,
+                });
             }
             continue;
         }
@@ -323,13 +367,17 @@ fn walk(
         }
         let kind = if file_type.is_file() {
             let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
-            Kind::File { executable: meta.permissions().mode() & 0o100 != 0 }
+            Kind::File {
+                executable: meta.permissions().mode() & 0o100 != 0,
+            }
         } else if file_type.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;
             let Some(target) = target.to_str() else {
                 return Err(InputsError::NotUtf8 { path: abs });
             };
-            Kind::Link { target: target.to_string() }
+            Kind::Link {
+                target: target.to_string(),
+            }
         } else {
             let kind = if file_type.is_socket() {
                 "socket"
@@ -342,7 +390,11 @@ fn walk(
             };
             return Err(InputsError::Unsupported { path: abs, kind });
         };
-        out.push(Entry { rel: child, abs, kind });
+        out.push(Entry {
+            rel: child,
+            abs,
+            kind,
+        });
     }
     Ok(())
 }
@@ -395,7 +447,9 @@ impl Read for Hashing<'_> {
         if self.remaining == 0 {
             return Ok(0);
         }
-        let want = buf.len().min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let want = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
         let n = self.file.read(&mut buf[..want]).inspect_err(|e| {
             self.read_failed = e.kind() != io::ErrorKind::Interrupted;
         })?;
@@ -429,13 +483,19 @@ fn write_tar<W: Write>(
         let entry = match &e.kind {
             Kind::Dir => {
                 let mut h = header(tar::EntryType::Directory, 0o755, 0);
-                builder.append_data(&mut h, format!("{}/", e.rel), io::empty()).map_err(InputsError::Write)?;
+                builder
+                    .append_data(&mut h, format!("{}/", e.rel), io::empty())
+                    .map_err(InputsError::Write)?;
                 FileEntry::Dir
             }
             Kind::Link { target } => {
                 let mut h = header(tar::EntryType::Symlink, 0o777, 0);
-                builder.append_link(&mut h, &e.rel, target).map_err(InputsError::Write)?;
-                FileEntry::Link { target: target.clone() }
+                builder
+                    .append_link(&mut h, &e.rel, target)
+                    .map_err(InputsError::Write)?;
+                FileEntry::Link {
+                    target: target.clone(),
+                }
             }
             Kind::File { executable } => {
                 let changed = || InputsError::Changed {
@@ -446,7 +506,13 @@ fn write_tar<W: Write>(
                 let size = file.metadata().map_err(io_err(&e.abs))?.len();
                 let mode = if *executable { 0o755 } else { 0o644 };
                 let mut h = header(tar::EntryType::Regular, mode, size);
-                let mut reader = Hashing { file: &mut file, hasher: Sha256::new(), remaining: size, shrank: false, read_failed: false };
+                let mut reader = Hashing {
+                    file: &mut file,
+                    hasher: Sha256::new(),
+                    remaining: size,
+                    shrank: false,
+                    read_failed: false,
+                };
                 if let Err(err) = builder.append_data(&mut h, &e.rel, &mut reader) {
                     return Err(if reader.shrank {
                         changed()
@@ -461,7 +527,10 @@ fn write_tar<W: Write>(
                 if file.read(&mut extra).map_err(io_err(&e.abs))? > 0 {
                     return Err(changed());
                 }
-                FileEntry::File { sha256, executable: *executable }
+                FileEntry::File {
+                    sha256,
+                    executable: *executable,
+                }
             }
         };
         files.insert(e.rel.clone(), entry);

@@ -19,8 +19,14 @@ pub enum Change {
     /// Paths whose bytes, executable bit, link target or kind changed.
     Changed(Vec<String>),
     DockerfileChanged,
-    BaseMoved { from: Option<String>, to: Option<String> },
-    PlatformsChanged { from: Vec<String>, to: Vec<String> },
+    BaseMoved {
+        from: Option<String>,
+        to: Option<String>,
+    },
+    PlatformsChanged {
+        from: Vec<String>,
+        to: Vec<String>,
+    },
     /// Names of build args added, removed or changed.
     ArgsChanged(Vec<String>),
 }
@@ -32,15 +38,25 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
     };
     let mut changes = Vec::new();
     if previous.base != current.base {
-        changes.push(Change::BaseMoved { from: previous.base.clone(), to: current.base.clone() });
+        changes.push(Change::BaseMoved {
+            from: previous.base.clone(),
+            to: current.base.clone(),
+        });
     }
     if previous.dockerfile != current.dockerfile {
         changes.push(Change::DockerfileChanged);
     }
     if previous.platforms != current.platforms {
-        changes.push(Change::PlatformsChanged { from: previous.platforms.clone(), to: current.platforms.clone() });
+        changes.push(Change::PlatformsChanged {
+            from: previous.platforms.clone(),
+            to: current.platforms.clone(),
+        });
     }
-    let arg_names: BTreeSet<&String> = previous.build_args.keys().chain(current.build_args.keys()).collect();
+    let arg_names: BTreeSet<&String> = previous
+        .build_args
+        .keys()
+        .chain(current.build_args.keys())
+        .collect();
     let args: Vec<String> = arg_names
         .into_iter()
         .filter(|name| previous.build_args.get(*name) != current.build_args.get(*name))
@@ -52,7 +68,12 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
     let changed: Vec<String> = current
         .files
         .iter()
-        .filter(|(path, entry)| previous.files.get(*path).is_some_and(|before| before != *entry))
+        .filter(|(path, entry)| {
+            previous
+                .files
+                .get(*path)
+                .is_some_and(|before| before != *entry)
+        })
         .map(|(path, _)| path.clone())
         .collect();
     if !changed.is_empty() {
@@ -71,14 +92,18 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
 
 /// Paths of `a` absent from `b`; a directory only when no listed path lies below it.
 fn only_in(a: &Manifest, b: &Manifest) -> Vec<String> {
-    let paths: Vec<(&String, &FileEntry)> = a.files.iter().filter(|(p, _)| !b.files.contains_key(*p)).collect();
+    let paths: Vec<(&String, &FileEntry)> = a
+        .files
+        .iter()
+        .filter(|(p, _)| !b.files.contains_key(*p))
+        .collect();
     paths
         .iter()
         .filter_map(|(path, entry)| match entry {
             FileEntry::Dir => {
                 let below = format!("{path}/");
                 let covered = paths.iter().any(|(other, _)| other.starts_with(&below));
-                (!covered).then(|| below)
+                (!covered).then_some(below)
             }
             _ => Some((*path).clone()),
         })
@@ -86,7 +111,11 @@ fn only_in(a: &Manifest, b: &Manifest) -> Vec<String> {
 }
 
 fn files(n: usize) -> String {
-    if n == 1 { "1 file".into() } else { format!("{n} files") }
+    if n == 1 {
+        "1 file".into()
+    } else {
+        format!("{n} files")
+    }
 }
 
 /// One line telling the why: "src/main.rs changed (+2 files)", "base moved", "new module", "unchanged".
@@ -105,7 +134,9 @@ pub fn summary(changes: &[Change]) -> String {
             Change::PlatformsChanged { from, to } => {
                 parts.push(format!("platforms {} → {}", list(from), list(to)));
             }
-            Change::ArgsChanged(names) => parts.push(format!("build args changed ({})", names.join(", "))),
+            Change::ArgsChanged(names) => {
+                parts.push(format!("build args changed ({})", names.join(", ")))
+            }
             Change::Added(p) => added = p,
             Change::Removed(p) => removed = p,
             Change::Changed(p) => changed = p,
@@ -144,7 +175,11 @@ pub fn summary(changes: &[Change]) -> String {
 }
 
 fn list(platforms: &[String]) -> String {
-    if platforms.is_empty() { "(daemon's own)".into() } else { platforms.join(",") }
+    if platforms.is_empty() {
+        "(daemon's own)".into()
+    } else {
+        platforms.join(",")
+    }
 }
 
 /// Every path named by the changes (changed, added, removed), sorted.
@@ -169,5 +204,153 @@ pub fn describe(changes: &[Change]) -> String {
             other => parts.push(summary(std::slice::from_ref(other))),
         }
     }
-    if parts.is_empty() { "unchanged".into() } else { parts.join(", ") }
+    if parts.is_empty() {
+        "unchanged".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn file(sha: &str) -> FileEntry {
+        FileEntry::File {
+            sha256: sha.into(),
+            executable: false,
+        }
+    }
+
+    fn manifest(files: &[(&str, FileEntry)]) -> Manifest {
+        Manifest {
+            files: files
+                .iter()
+                .map(|(p, e)| ((*p).to_string(), e.clone()))
+                .collect(),
+            dockerfile: "d0".into(),
+            build_args: BTreeMap::from([("A".into(), "1".into())]),
+            base: Some("sha256:b0".into()),
+            platforms: vec!["linux/amd64".into()],
+        }
+    }
+
+    #[test]
+    fn new_module_and_unchanged() {
+        let m = manifest(&[("a", file("1"))]);
+        assert_eq!(why(None, &m), [Change::NewModule]);
+        assert_eq!(summary(&why(None, &m)), "new module");
+        assert!(why(Some(&m), &m).is_empty());
+        assert_eq!(summary(&why(Some(&m), &m)), "unchanged");
+    }
+
+    #[test]
+    fn files_added_removed_changed() {
+        let before = manifest(&[
+            ("src", FileEntry::Dir),
+            ("src/main.rs", file("1")),
+            ("old.txt", file("9")),
+        ]);
+        let after = manifest(&[
+            ("src", FileEntry::Dir),
+            ("src/main.rs", file("2")),
+            ("src/new", FileEntry::Dir),
+            ("src/new/a.rs", file("3")),
+            ("src/new/b.rs", file("4")),
+            ("empty", FileEntry::Dir),
+        ]);
+        let changes = why(Some(&before), &after);
+        assert_eq!(
+            changes,
+            [
+                Change::Changed(vec!["src/main.rs".into()]),
+                Change::Added(vec![
+                    "empty/".into(),
+                    "src/new/a.rs".into(),
+                    "src/new/b.rs".into()
+                ]),
+                Change::Removed(vec!["old.txt".into()]),
+            ]
+        );
+        assert_eq!(summary(&changes), "src/main.rs changed (+3 files, -1 file)");
+        assert_eq!(
+            changed_paths(&changes),
+            [
+                "empty/",
+                "old.txt",
+                "src/main.rs",
+                "src/new/a.rs",
+                "src/new/b.rs"
+            ]
+        );
+        assert_eq!(
+            describe(&changes),
+            "src/main.rs changed, empty/ added, src/new/a.rs added, src/new/b.rs added, old.txt removed"
+        );
+    }
+
+    #[test]
+    fn x_bit_and_kind_changes_are_changes() {
+        let before = manifest(&[
+            ("run", file("1")),
+            ("l", FileEntry::Link { target: "a".into() }),
+        ]);
+        let after = manifest(&[
+            (
+                "run",
+                FileEntry::File {
+                    sha256: "1".into(),
+                    executable: true,
+                },
+            ),
+            ("l", FileEntry::Dir),
+        ]);
+        assert_eq!(
+            why(Some(&before), &after),
+            [Change::Changed(vec!["l".into(), "run".into()])]
+        );
+    }
+
+    #[test]
+    fn single_added_or_removed_is_named() {
+        let before = manifest(&[("a", file("1"))]);
+        let after = manifest(&[("a", file("1")), ("b", file("2"))]);
+        assert_eq!(summary(&why(Some(&before), &after)), "b added");
+        assert_eq!(summary(&why(Some(&after), &before)), "b removed");
+    }
+
+    #[test]
+    fn base_dockerfile_platforms_args() {
+        let before = manifest(&[("a", file("1"))]);
+        let mut after = before.clone();
+        after.base = Some("sha256:b1".into());
+        assert_eq!(
+            why(Some(&before), &after),
+            [Change::BaseMoved {
+                from: Some("sha256:b0".into()),
+                to: Some("sha256:b1".into())
+            }]
+        );
+        assert_eq!(summary(&why(Some(&before), &after)), "base moved");
+        after.dockerfile = "d1".into();
+        after.platforms = vec!["linux/amd64".into(), "linux/arm64".into()];
+        after.build_args.insert("B".into(), "2".into());
+        after.build_args.insert("A".into(), "0".into());
+        let changes = why(Some(&before), &after);
+        assert_eq!(changes.len(), 4);
+        assert_eq!(
+            changes[3],
+            Change::ArgsChanged(vec!["A".into(), "B".into()])
+        );
+        assert_eq!(
+            summary(&changes),
+            "base moved, Dockerfile changed, platforms linux/amd64 → linux/amd64,linux/arm64, build args changed (A, B)"
+        );
+        let mut forced = vec![Change::Forced];
+        forced.extend(changes);
+        assert!(summary(&forced).starts_with("forced, base moved"));
+    }
 }
