@@ -2,5 +2,6 @@
 
 pub mod cluster;
 pub mod daemon;
+pub mod git;
 pub mod history;
 pub mod registry;

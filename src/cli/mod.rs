@@ -3,8 +3,11 @@
 
 pub mod args;
 mod builds;
+mod converge;
 mod plan;
+mod send;
 mod setup;
+mod status;
 
 use std::process::ExitCode;
 
@@ -45,9 +48,9 @@ pub fn run(cli: Cli) -> ExitCode {
         match command {
             Command::Plan(args) => plan::run(&global, args).await,
             Command::Builds(args) => builds::run(&global, args).await,
-            Command::Converge(_) | Command::Status(_) | Command::Send(_) => {
-                Err(Failure::failed("this command is not available in this build yet"))
-            }
+            Command::Converge(args) => converge::run(&global, args).await,
+            Command::Status(args) => status::run(&global, args).await,
+            Command::Send(args) => send::run(&global, args).await,
         }
     });
     report(outcome)

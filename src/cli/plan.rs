@@ -3,23 +3,24 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use crate::converge::plan::{self, Plan, PlanContext};
-use crate::mesh::Platform;
+use crate::converge::plan::{self, HistoryManifests, Plan, PlanContext};
+use crate::converge::target;
+use std::sync::{Arc, Mutex};
+
+use crate::backends::daemon::LazyDaemon;
 
 use super::args::{Global, PlanArgs};
-use super::setup::{self, HistoryManifests};
+use super::setup;
 use super::{Failure, Outcome, print_json};
 
 pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let selected = select(&mesh, &args.modules)?;
-    let history = setup::open_history(global)?;
-    let record = setup::read_record(&mesh, &history).await?;
-    let daemon = setup::connect_daemon().await;
-    let platform = daemon.as_ref().map(|d| d.platform().clone()).unwrap_or_else(|_| Platform::local());
+    let history = Mutex::new(setup::open_history(global)?);
+    let record = target::read_record(&mesh, &history).await.map_err(Failure::failed)?;
+    let daemon = Arc::new(LazyDaemon::new());
     let ctx = PlanContext {
         mesh: &mesh,
-        platform,
         record: record.record,
         record_source: record.source,
         selected,

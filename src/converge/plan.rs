@@ -6,7 +6,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use crate::backends::daemon::Daemon;
+use std::sync::{Arc, Mutex};
+
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::history::History;
 use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
 use crate::mesh::inputs::{self, InputSpec, Inputs, Manifest};
 use crate::mesh::model::{Mesh, Module, Platform, Policy, Record};
@@ -33,6 +36,9 @@ pub struct PlannedModule {
     pub why: String,
     pub changes: Vec<Change>,
     pub multi_platform: bool,
+    /// The resolved platforms the address was computed for.
+    #[serde(skip)]
+    pub platforms: Vec<Platform>,
     #[serde(skip)]
     pub inputs: Option<Inputs>,
     #[serde(skip)]
@@ -53,11 +59,27 @@ impl ManifestSource for NoManifests {
     }
 }
 
+/// Previous manifests from the state database.
+pub struct HistoryManifests<'a> {
+    pub history: &'a Mutex<History>,
+    pub mesh: &'a str,
+}
+
+impl ManifestSource for HistoryManifests<'_> {
+    fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest> {
+        let history = self.history.lock().ok()?;
+        let by_ref = reference.and_then(|r| history.manifest(self.mesh, module, r).ok().flatten());
+        let json = match by_ref {
+            Some(json) => json,
+            None => history.latest_manifest(self.mesh, module).ok().flatten()?.1,
+        };
+        serde_json::from_str(&json).ok()
+    }
+}
+
 /// What the planner is told about the world.
 pub struct PlanContext<'a> {
     pub mesh: &'a Mesh,
-    /// The daemon's own platform, standing in for unset `platforms`.
-    pub platform: Platform,
     pub record: Record,
     /// Names the record in reasons, e.g. "the docker record" or "annotation jr2.dev/images on namespace demo".
     pub record_source: String,
@@ -68,17 +90,26 @@ pub struct PlanContext<'a> {
 
 pub struct Planner<'a> {
     ctx: PlanContext<'a>,
-    daemon: Result<Daemon, String>,
+    daemon: Arc<LazyDaemon>,
     host: HostAnswer,
+    /// The daemon's own platform (asked only when a module leaves `platforms` unset).
+    platform: Option<Platform>,
     /// Per module decided so far: the artifact it resolves to (None: built later in this converge).
     artifacts: HashMap<String, Option<String>>,
     refused: BTreeSet<String>,
 }
 
 impl<'a> Planner<'a> {
-    /// `daemon` is the connection, or why there is none (the host then cannot answer).
-    pub fn new(ctx: PlanContext<'a>, daemon: Result<Daemon, String>) -> Planner<'a> {
-        Planner { ctx, daemon, host: HostAnswer::NotAsked, artifacts: HashMap::new(), refused: BTreeSet::new() }
+    /// `daemon` connects on first use: a plan the record answers in full never asks it.
+    pub fn new(ctx: PlanContext<'a>, daemon: Arc<LazyDaemon>) -> Planner<'a> {
+        Planner {
+            ctx,
+            daemon,
+            host: HostAnswer::NotAsked,
+            platform: None,
+            artifacts: HashMap::new(),
+            refused: BTreeSet::new(),
+        }
     }
 
     pub fn host_answer(&self) -> &HostAnswer {
@@ -121,14 +152,26 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn platforms(&self, module: &Module) -> Vec<Platform> {
-        if module.platforms.is_empty() { vec![self.ctx.platform.clone()] } else { module.platforms.clone() }
+    /// The module's platforms; unset means the daemon's own (the local machine's when the daemon
+    /// cannot be reached, so that a plan still runs).
+    async fn platforms(&mut self, module: &Module) -> Vec<Platform> {
+        if !module.platforms.is_empty() {
+            return module.platforms.clone();
+        }
+        if self.platform.is_none() {
+            let own = match self.daemon.get().await {
+                Ok(daemon) => daemon.platform().clone(),
+                Err(_) => Platform::local(),
+            };
+            self.platform = Some(own);
+        }
+        self.platform.clone().into_iter().collect()
     }
 
     /// Decide one module (its base must have been decided, or built, before).
     pub async fn decide(&mut self, module: &Module, manifests: &dyn ManifestSource) -> Result<PlannedModule, String> {
         let forced = self.ctx.force;
-        let platforms = self.platforms(module);
+        let platforms = self.platforms(module).await;
         let multi_platform = platforms.len() > 1;
         let (blocked, base_artifact) = self.base_state(module);
         let (state, inputs, image_ref) = match blocked {
@@ -158,12 +201,12 @@ impl<'a> Planner<'a> {
         };
         let question = Question { module: module.name.clone(), reference: state, forced, multi_platform };
         if decide::needs_host(&question, &self.ctx.record) && self.host == HostAnswer::NotAsked {
-            self.host = match &self.daemon {
+            self.host = match self.daemon.get().await {
                 Ok(daemon) => match daemon.labelled_images().await {
                     Ok(images) => HostAnswer::Holds(images),
                     Err(error) => HostAnswer::Failed(error.to_string()),
                 },
-                Err(why) => HostAnswer::Failed(why.clone()),
+                Err(why) => HostAnswer::Failed(why),
             };
         }
         let Verdict { decision, reason, artifact } =
@@ -209,6 +252,7 @@ impl<'a> Planner<'a> {
             why,
             changes,
             multi_platform,
+            platforms,
             inputs,
             image_ref,
         })
@@ -228,7 +272,7 @@ pub struct Plan {
 
 pub async fn dry_run(
     ctx: PlanContext<'_>,
-    daemon: Result<Daemon, String>,
+    daemon: Arc<LazyDaemon>,
     manifests: &dyn ManifestSource,
 ) -> Result<Plan, String> {
     let mesh = ctx.mesh;

@@ -1,1 +1,529 @@
-//! (being written)
+//! `mesh.toml`: find it, read it, validate it into a [`Mesh`]. The format is documented in `docs/mesh-file.md`.
+//!
+//! Every error names the file, the line, what is wrong (with the module or key) and how to fix it.
+//! Nothing here panics on any input: an empty file, binary junk or huge names are errors like any other.
+
+mod paths;
+mod read;
+mod table;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use toml::de::DeTable;
+
+use super::model::{MachineSpec, Mesh, Module};
+use super::tiers::{TierError, cycle_text, resolve_tiers};
+use paths::PathProblem;
+use read::RawModule;
+use table::{Section, Source, cut, show};
+
+/// The name meshtop looks for when `--mesh` is not given.
+pub const MESH_FILE_NAME: &str = "mesh.toml";
+
+/// A mesh file larger than this is refused before parsing (a mesh file is a few kilobytes).
+pub const MAX_MESH_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A mesh file that could not be found, read or accepted.
+/// Displays as `<file>:<line>: <what is wrong> — <how to fix>` (`:<column>` after the line for TOML
+/// syntax errors; no line when the error is about the file as a whole).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {what} — {fix}", location = location(.file, .line, .column))]
+pub struct MeshError {
+    /// The mesh file (as it was given), or what was looked for.
+    pub file: PathBuf,
+    /// 1-based line the problem is on.
+    pub line: Option<usize>,
+    /// 1-based column (TOML syntax errors only).
+    pub column: Option<usize>,
+    /// What is wrong, naming the module or key.
+    pub what: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+fn location(file: &Path, line: &Option<usize>, column: &Option<usize>) -> String {
+    match (*line, *column) {
+        (Some(l), Some(c)) => format!("{}:{l}:{c}", file.display()),
+        (Some(l), None) => format!("{}:{l}", file.display()),
+        _ => file.display().to_string(),
+    }
+}
+
+impl MeshError {
+    pub(crate) fn at(
+        file: &Path,
+        line: Option<usize>,
+        column: Option<usize>,
+        what: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> MeshError {
+        MeshError {
+            file: file.to_path_buf(),
+            line,
+            column,
+            what: what.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+/// `--mesh PATH` if given, else `./mesh.toml` in the current directory.
+/// The error names what was tried and how to fix it.
+pub fn find_mesh_file(explicit: Option<&Path>) -> Result<PathBuf, MeshError> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        MeshError::at(
+            Path::new(MESH_FILE_NAME),
+            None,
+            None,
+            format!("cannot read the current directory: {e}"),
+            "pass the mesh file with --mesh PATH",
+        )
+    })?;
+    find_mesh_file_in(explicit, &cwd)
+}
+
+/// [`find_mesh_file`] with the current directory given (testable without changing the process's).
+/// An explicit path to a directory means the `mesh.toml` inside it.
+pub fn find_mesh_file_in(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf, MeshError> {
+    match explicit {
+        Some(given) => {
+            let path = if given.is_absolute() {
+                given.to_path_buf()
+            } else {
+                cwd.join(given)
+            };
+            if path.is_file() {
+                return Ok(path);
+            }
+            if path.is_dir() {
+                let inside = path.join(MESH_FILE_NAME);
+                if inside.is_file() {
+                    return Ok(inside);
+                }
+                return Err(MeshError::at(
+                    given,
+                    None,
+                    None,
+                    format!(
+                        "--mesh names a directory that holds no {MESH_FILE_NAME} (tried {})",
+                        inside.display()
+                    ),
+                    "pass the path of the mesh file itself with --mesh PATH",
+                ));
+            }
+            Err(MeshError::at(
+                given,
+                None,
+                None,
+                format!(
+                    "the mesh file given with --mesh does not exist (tried {})",
+                    path.display()
+                ),
+                "check the path given to --mesh",
+            ))
+        }
+        None => {
+            let path = cwd.join(MESH_FILE_NAME);
+            if path.is_file() {
+                return Ok(path);
+            }
+            Err(MeshError::at(
+                &path,
+                None,
+                None,
+                format!(
+                    "no mesh file: --mesh was not given and {} does not exist",
+                    path.display()
+                ),
+                format!(
+                    "run meshtop in the directory holding {MESH_FILE_NAME}, or pass --mesh PATH"
+                ),
+            ))
+        }
+    }
+}
+
+/// Read, parse and validate a mesh file; tiers resolved, modules sorted by (tier, name).
+/// A module that sets no platforms, in a mesh that sets none, keeps `platforms` empty: the daemon's own.
+pub fn load(path: &Path) -> Result<Mesh, MeshError> {
+    let unreadable = |e: std::io::Error| {
+        let fix = match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "check the path, or pass the mesh file with --mesh PATH"
+            }
+            std::io::ErrorKind::PermissionDenied => "make the mesh file readable by this user",
+            _ => "check that the path is a readable file",
+        };
+        MeshError::at(
+            path,
+            None,
+            None,
+            format!("cannot read the mesh file: {e}"),
+            fix,
+        )
+    };
+    let size = std::fs::metadata(path).map_err(unreadable)?.len();
+    if size > MAX_MESH_FILE_BYTES {
+        return Err(MeshError::at(
+            path,
+            None,
+            None,
+            format!("the mesh file is {size} bytes; more than {MAX_MESH_FILE_BYTES} is refused"),
+            "check that --mesh names a mesh file, not some other file",
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(unreadable)?;
+    match String::from_utf8(bytes) {
+        Ok(text) => parse(&text, path),
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let (line, column) = table::line_col(e.as_bytes(), valid);
+            Err(MeshError::at(
+                path,
+                Some(line),
+                Some(column),
+                "the mesh file is not UTF-8 text",
+                "save it as UTF-8 (is --mesh pointing at the right file?)",
+            ))
+        }
+    }
+}
+
+/// Parse and validate mesh-file text. `path` is where the text came from: contexts resolve relative
+/// to its directory, and the repository root is found from there.
+pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
+    let src = Source { text, file: path };
+    let doc = DeTable::parse(text).map_err(|e| src.toml_error(&e))?;
+    let top = Section {
+        table: doc.get_ref(),
+        span: 0..0,
+        label: "the mesh file".into(),
+        allowed: read::TOP_KEYS,
+    };
+    top.check_keys(&src)?;
+
+    let header = read::mesh_header(&src, &top)?;
+    let target = read::target(&src, top.get("target"), &header.name)?;
+    let modules = read::modules(&src, top.get("module"), &header)?;
+    let machines = read::machines(&src, top.get("machine"), &target)?;
+
+    // Names are unique.
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for module in &modules {
+        if let Some(first) = seen.insert(module.name.get_ref(), module.line) {
+            return Err(src.err(
+                &module.name.span(),
+                format!(
+                    "module {} is declared twice (lines {first} and {})",
+                    show(module.name.get_ref()),
+                    module.line
+                ),
+                "rename one of them or remove the duplicate [[module]] table",
+            ));
+        }
+    }
+    let mut seen_machines: BTreeMap<&str, usize> = BTreeMap::new();
+    for machine in &machines {
+        let line = src.line(&machine.name.span());
+        if let Some(first) = seen_machines.insert(machine.name.get_ref(), line) {
+            return Err(src.err(
+                &machine.name.span(),
+                format!(
+                    "machine {} is declared twice (lines {first} and {line})",
+                    show(machine.name.get_ref())
+                ),
+                "machine names are container names and must be unique: rename or remove one",
+            ));
+        }
+    }
+    let names: Vec<&str> = modules.iter().map(|m| m.name.get_ref().as_str()).collect();
+    for machine in &machines {
+        if !seen.contains_key(machine.module.get_ref().as_str()) {
+            return Err(src.err(
+                &machine.module.span(),
+                format!(
+                    "machine {} runs module {}, which is not a module of this mesh",
+                    show(machine.name.get_ref()),
+                    show(machine.module.get_ref())
+                ),
+                suggest(machine.module.get_ref(), &names),
+            ));
+        }
+    }
+
+    let tiers = tiers_of(&src, &modules, &names)?;
+
+    // Paths last: they touch the file system.
+    let file = absolute_file(path)?;
+    let dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let root = paths::find_root(&dir);
+    let mut resolved: Vec<Module> = Vec::with_capacity(modules.len());
+    for raw in modules {
+        let tier = tiers.get(raw.name.get_ref().as_str()).copied().unwrap_or(0);
+        resolved.push(resolve_module(
+            &src,
+            &root,
+            &dir,
+            raw,
+            tier,
+            &header.platforms,
+        )?);
+    }
+    resolved.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
+
+    Ok(Mesh {
+        name: header.name,
+        file,
+        root,
+        registry: header.registry,
+        target,
+        modules: resolved,
+        machines: machines
+            .into_iter()
+            .map(|m| MachineSpec {
+                name: m.name.into_inner(),
+                module: m.module.into_inner(),
+                command: m.command,
+                env: m.env,
+            })
+            .collect(),
+    })
+}
+
+/// The mesh file's absolute path, its directory canonical (symlinks resolved).
+fn absolute_file(path: &Path) -> Result<PathBuf, MeshError> {
+    let fail = |what: String| {
+        MeshError::at(
+            path,
+            None,
+            None,
+            what,
+            "give the path of a mesh file in an existing directory",
+        )
+    };
+    let absolute = std::path::absolute(path)
+        .map_err(|e| fail(format!("cannot make the mesh file's path absolute: {e}")))?;
+    let name = absolute
+        .file_name()
+        .ok_or_else(|| fail("the mesh file's path has no file name".into()))?;
+    let dir = absolute.parent().unwrap_or_else(|| Path::new("/"));
+    let dir = std::fs::canonicalize(dir).map_err(|e| {
+        fail(format!(
+            "cannot resolve the mesh file's directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    Ok(dir.join(name))
+}
+
+fn tiers_of(
+    src: &Source<'_>,
+    modules: &[RawModule],
+    names: &[&str],
+) -> Result<BTreeMap<String, u32>, MeshError> {
+    let bases: BTreeMap<String, Option<String>> = modules
+        .iter()
+        .map(|m| {
+            (
+                m.name.get_ref().clone(),
+                m.base.as_ref().map(|b| b.get_ref().clone()),
+            )
+        })
+        .collect();
+    let by_name: BTreeMap<&str, &RawModule> = modules
+        .iter()
+        .map(|m| (m.name.get_ref().as_str(), m))
+        .collect();
+    let base_span = |module: &str| {
+        by_name
+            .get(module)
+            .and_then(|m| m.base.as_ref())
+            .map(|b| b.span())
+            .unwrap_or(0..0)
+    };
+    resolve_tiers(&bases).map_err(|e| match e {
+        TierError::SelfBase { module } => src.err(
+            &base_span(&module),
+            format!("module {} names itself as its base", show(&module)),
+            "a module cannot build FROM itself: remove `base` or name another module",
+        ),
+        TierError::UnknownBase { module, base } => {
+            let others: Vec<&str> = names.iter().copied().filter(|n| *n != module).collect();
+            src.err(
+                &base_span(&module),
+                format!("module {} names base {}, which is not a module of this mesh", show(&module), show(&base)),
+                suggest(&base, &others),
+            )
+        }
+        TierError::Cycle(cycle) => {
+            let first = cycle.first().map(String::as_str).unwrap_or_default();
+            src.err(
+                &base_span(first),
+                format!("base cycle: {}", cycle_text(&cycle)),
+                "no module can build FROM itself, even through others: remove or change one of these `base` keys",
+            )
+        }
+    })
+}
+
+fn resolve_module(
+    src: &Source<'_>,
+    root: &Path,
+    dir: &Path,
+    raw: RawModule,
+    tier: u32,
+    mesh_platforms: &[super::model::Platform],
+) -> Result<Module, MeshError> {
+    let who = format!("module {}", show(raw.name.get_ref()));
+    let ctx = raw.context.get_ref();
+    let context = paths::confine(root, dir, ctx, true).map_err(|problem| {
+        let (what, fix) = match problem {
+            PathProblem::Empty => ("has an empty `context`".to_string(), "write context = \".\" for the mesh file's directory".to_string()),
+            PathProblem::Absolute => (
+                format!("has an absolute `context` {}", show(ctx)),
+                "write the context relative to the mesh file".to_string(),
+            ),
+            PathProblem::DotDot => (
+                format!("has a `context` {} that escapes the repository {} through `..`", show(ctx), root.display()),
+                "a context must lie inside the repository holding the mesh file: move it there".to_string(),
+            ),
+            PathProblem::Missing(p) => (
+                format!("has a `context` directory that does not exist: {}", p.display()),
+                "create the directory or fix the path (it is relative to the mesh file)".to_string(),
+            ),
+            PathProblem::WrongKind(p) => (
+                format!("has a `context` that is not a directory: {}", p.display()),
+                "name the directory holding the module's files".to_string(),
+            ),
+            PathProblem::Symlink { real } => (
+                format!(
+                    "has a `context` {} that escapes the repository {} through a symlink (it resolves to {})",
+                    show(ctx),
+                    root.display(),
+                    real.display()
+                ),
+                "a context must lie inside the repository holding the mesh file: copy the files in, do not link".to_string(),
+            ),
+            PathProblem::Unreadable(p, e) => (
+                format!("has a `context` that cannot be read: {}: {e}", p.display()),
+                "check its permissions".to_string(),
+            ),
+        };
+        src.err(&raw.context.span(), format!("{who} {what}"), fix)
+    })?;
+
+    let dockerfile = raw
+        .dockerfile
+        .as_ref()
+        .map_or("Dockerfile", |d| d.get_ref().as_str())
+        .to_string();
+    let df_span = raw
+        .dockerfile
+        .as_ref()
+        .map_or(raw.context.span(), |d| d.span());
+    paths::confine(&context, &context, &dockerfile, false).map_err(|problem| {
+        let (what, fix) = match problem {
+            PathProblem::Empty => ("has an empty `dockerfile`".to_string(), "remove the key to use Dockerfile".to_string()),
+            PathProblem::Absolute => (
+                format!("has an absolute `dockerfile` {}", show(&dockerfile)),
+                "write the Dockerfile's path relative to the context".to_string(),
+            ),
+            PathProblem::DotDot => (
+                format!("has a `dockerfile` {} that escapes its context through `..`", show(&dockerfile)),
+                "the Dockerfile must lie inside the module's context: move it there".to_string(),
+            ),
+            PathProblem::Missing(p) => (
+                format!("has no Dockerfile: {} does not exist", p.display()),
+                "create it, or set `dockerfile` to its path relative to the context".to_string(),
+            ),
+            PathProblem::WrongKind(p) => (
+                format!("has a `dockerfile` that is not a file: {}", p.display()),
+                "set `dockerfile` to the Dockerfile's path relative to the context".to_string(),
+            ),
+            PathProblem::Symlink { real } => (
+                format!("has a `dockerfile` that escapes its context through a symlink (it resolves to {})", real.display()),
+                "the Dockerfile must lie inside the module's context: copy it in, do not link".to_string(),
+            ),
+            PathProblem::Unreadable(p, e) => (
+                format!("has a `dockerfile` that cannot be read: {}: {e}", p.display()),
+                "check its permissions".to_string(),
+            ),
+        };
+        src.err(&df_span, format!("{who} {what}"), fix)
+    })?;
+
+    Ok(Module {
+        name: raw.name.into_inner(),
+        context,
+        dockerfile,
+        base: raw.base.map(|b| b.into_inner()),
+        policy: raw.policy,
+        platforms: raw.platforms.unwrap_or_else(|| mesh_platforms.to_vec()),
+        build_args: raw.args,
+        tier,
+        line: raw.line,
+    })
+}
+
+/// "did you mean …?" for a name that is not one of `known`.
+fn suggest(wrong: &str, known: &[&str]) -> String {
+    let listed: Vec<String> = known.iter().take(12).map(|n| cut(n)).collect();
+    let more = if known.len() > 12 { ", …" } else { "" };
+    let list = if known.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{}{more}", listed.join(", "))
+    };
+    match nearest(wrong, known.iter().copied()) {
+        Some(near) => format!("did you mean {}? (modules: {list})", show(near)),
+        None => format!(
+            "name one of the mesh's modules ({list}) or declare a [[module]] named {}",
+            show(wrong)
+        ),
+    }
+}
+
+/// The closest candidate by edit distance, if it is close enough to be a typo.
+pub(crate) fn nearest<'a>(
+    wrong: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    const LONGEST: usize = 128;
+    let wrong: Vec<char> = wrong.chars().collect();
+    if wrong.is_empty() || wrong.len() > LONGEST {
+        return None;
+    }
+    let limit = (wrong.len() / 3).max(1);
+    let mut best: Option<(usize, &str)> = None;
+    for candidate in candidates {
+        let c: Vec<char> = candidate.chars().collect();
+        if c.len() > LONGEST {
+            continue;
+        }
+        let d = edit_distance(&wrong, &c);
+        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, candidate));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}

@@ -1,1 +1,539 @@
-//! (being written)
+//! The inputs of a module: exactly what is sent to the builder, walked, hashed and tarred.
+//!
+//! One walk lists the context minus `.dockerignore` (Docker's semantics, see [`super::ignore`]);
+//! [`hash_inputs`] hashes its files in parallel; [`tar_inputs`] streams the same walk as a tar
+//! while hashing the very bytes it writes, so the bytes sent are the bytes hashed.
+//!
+//! The digest is sha256 over a canonical, versioned encoding ([`ENCODING`]): every field is written
+//! as its length (u64, little-endian) then its bytes, in this order: the encoding name; per entry in
+//! path order a tag (`F` file, `X` executable file, `L` symlink, `D` directory), the relative path
+//! (`/`-separated) and the content sha256 (files) or the link target (links); `dockerfile` and the
+//! Dockerfile's sha256; `args`, their count and each name and value in name order; `base` and the
+//! base digest or `-`; `platforms`, their count and each sorted platform. No mtimes, owners,
+//! permissions other than the owner's x bit, or walk order: the same tree gives the same digest anywhere.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::ignore::{DockerIgnore, IgnoreError, MatchInfo, clean};
+use super::model::Platform;
+use super::why;
+
+/// The name and version of the canonical encoding hashed into every digest.
+pub const ENCODING: &str = "meshtop-inputs/v1";
+/// Files are read in chunks of this size (never loaded whole).
+const CHUNK: usize = 256 * 1024;
+
+/// What a module's address is computed from.
+#[derive(Debug, Clone, Copy)]
+pub struct InputSpec<'a> {
+    /// The build context directory.
+    pub context: &'a Path,
+    /// The Dockerfile, relative to the context.
+    pub dockerfile: &'a str,
+    pub build_args: &'a BTreeMap<String, String>,
+    /// The base module's artifact digest, if the module has a base.
+    pub base_digest: Option<&'a str>,
+    pub platforms: &'a [Platform],
+}
+
+/// Per-entry record of the inputs, kept with each successful build to tell the *why* of a new address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Relative `/`-separated path → entry, for everything sent.
+    pub files: BTreeMap<String, FileEntry>,
+    /// sha256 hex of the Dockerfile's bytes.
+    pub dockerfile: String,
+    pub build_args: BTreeMap<String, String>,
+    pub base: Option<String>,
+    /// Sorted, deduplicated platform strings (`linux/amd64`).
+    pub platforms: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FileEntry {
+    File { sha256: String, executable: bool },
+    Link { target: String },
+    Dir,
+}
+
+/// A module's inputs: the digest (64 lowercase hex) and the manifest it was computed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inputs {
+    pub digest: String,
+    pub manifest: Manifest,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputsError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: the name is not valid UTF-8; rename it or exclude it in .dockerignore", path.display())]
+    NotUtf8 { path: PathBuf },
+    #[error("{} is a {kind}: only files, directories and symlinks can be sent to the builder; exclude it in .dockerignore", path.display())]
+    Unsupported { path: PathBuf, kind: &'static str },
+    #[error("Dockerfile {path:?}: {message}")]
+    Dockerfile { path: String, message: String },
+    #[error("{}: {source}", path.display())]
+    Ignore { path: PathBuf, source: IgnoreError },
+    #[error(
+        "the build context changed since it was planned ({detail}); the build was stopped so that no image is made under a stale address: plan again"
+    )]
+    Changed { files: Vec<String>, detail: String },
+    #[error("cannot write the build context's tar: {0}")]
+    Write(io::Error),
+}
+
+#[derive(Debug)]
+enum Kind {
+    File { executable: bool },
+    Link { target: String },
+    Dir,
+}
+
+#[derive(Debug)]
+struct Entry {
+    rel: String,
+    abs: PathBuf,
+    kind: Kind,
+}
+
+/// The walk and the Dockerfile, shared by hashing and tarring.
+struct Prepared {
+    entries: Vec<Entry>,
+    dockerfile_rel: String,
+    dockerfile_sha: String,
+}
+
+/// Walks the context and hashes every file (in parallel).
+pub fn hash_inputs(spec: &InputSpec) -> Result<Inputs, InputsError> {
+    let prepared = prepare(spec)?;
+    let hashed: Vec<(String, FileEntry)> = prepared
+        .entries
+        .par_iter()
+        .map(|e| {
+            let entry = match &e.kind {
+                Kind::File { executable } => FileEntry::File {
+                    sha256: hash_file(&e.abs)?,
+                    executable: *executable,
+                },
+                Kind::Link { target } => FileEntry::Link {
+                    target: target.clone(),
+                },
+                Kind::Dir => FileEntry::Dir,
+            };
+            Ok((e.rel.clone(), entry))
+        })
+        .collect::<Result<_, InputsError>>()?;
+    Ok(finish(
+        spec,
+        hashed.into_iter().collect(),
+        prepared.dockerfile_sha,
+    ))
+}
+
+/// Walks once: for each file, reads the bytes, hashes them AND appends them to the tar written to `sink`;
+/// returns the Inputs of what was written. If `expected` is Some and its digest differs, returns
+/// [`InputsError::Changed`] naming which file(s) differ from the plan (so a build never runs under a stale
+/// address). On any error the tar is left unfinished (no end-of-archive blocks): discard what was written.
+pub fn tar_inputs<W: Write>(
+    spec: &InputSpec,
+    expected: Option<&Inputs>,
+    sink: W,
+) -> Result<Inputs, InputsError> {
+    let prepared = prepare(spec)?;
+    let mut builder = tar::Builder::new(Guard {
+        inner: sink,
+        poisoned: false,
+    });
+    match write_tar(&mut builder, &prepared) {
+        Ok(files) => {
+            let inputs = finish(spec, files, prepared.dockerfile_sha);
+            let dockerfile_sent = match inputs.manifest.files.get(&prepared.dockerfile_rel) {
+                Some(FileEntry::File { sha256, .. }) => Some(sha256.as_str()),
+                _ => None,
+            };
+            if dockerfile_sent.is_some_and(|sent| sent != inputs.manifest.dockerfile) {
+                builder.get_mut().poisoned = true;
+                return Err(InputsError::Changed {
+                    files: vec![prepared.dockerfile_rel.clone()],
+                    detail: format!("{} changed while it was read", prepared.dockerfile_rel),
+                });
+            }
+            if let Some(expected) = expected
+                && expected.digest != inputs.digest
+            {
+                builder.get_mut().poisoned = true;
+                let changes = why::why(Some(&expected.manifest), &inputs.manifest);
+                return Err(InputsError::Changed {
+                    files: why::changed_paths(&changes),
+                    detail: why::describe(&changes),
+                });
+            }
+            builder.finish().map_err(InputsError::Write)?;
+            Ok(inputs)
+        }
+        Err(e) => {
+            builder.get_mut().poisoned = true;
+            Err(e)
+        }
+    }
+}
+
+/// The digest of a manifest: sha256 over the canonical encoding described in the module docs.
+pub fn digest_of(manifest: &Manifest) -> String {
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(ENCODING.as_bytes());
+    for (path, entry) in &manifest.files {
+        match entry {
+            FileEntry::File { sha256, executable } => {
+                field(if *executable { b"X" } else { b"F" });
+                field(path.as_bytes());
+                field(sha256.as_bytes());
+            }
+            FileEntry::Link { target } => {
+                field(b"L");
+                field(path.as_bytes());
+                field(target.as_bytes());
+            }
+            FileEntry::Dir => {
+                field(b"D");
+                field(path.as_bytes());
+            }
+        }
+    }
+    field(b"dockerfile");
+    field(manifest.dockerfile.as_bytes());
+    field(b"args");
+    field(&(manifest.build_args.len() as u64).to_le_bytes());
+    for (name, value) in &manifest.build_args {
+        field(name.as_bytes());
+        field(value.as_bytes());
+    }
+    field(b"base");
+    field(manifest.base.as_deref().unwrap_or("-").as_bytes());
+    field(b"platforms");
+    field(&(manifest.platforms.len() as u64).to_le_bytes());
+    for platform in &manifest.platforms {
+        field(platform.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+fn finish(spec: &InputSpec, files: BTreeMap<String, FileEntry>, dockerfile_sha: String) -> Inputs {
+    let mut platforms: Vec<String> = spec.platforms.iter().map(|p| p.to_string()).collect();
+    platforms.sort();
+    platforms.dedup();
+    let manifest = Manifest {
+        files,
+        dockerfile: dockerfile_sha,
+        build_args: spec.build_args.clone(),
+        base: spec.base_digest.map(str::to_string),
+        platforms,
+    };
+    Inputs {
+        digest: digest_of(&manifest),
+        manifest,
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InputsError + '_ {
+    move |source| InputsError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn prepare(spec: &InputSpec) -> Result<Prepared, InputsError> {
+    let context = spec.context;
+    let meta = fs::metadata(context).map_err(io_err(context))?;
+    if !meta.is_dir() {
+        return Err(InputsError::Io {
+            path: context.to_path_buf(),
+            source: io::Error::other("the build context is not a directory"),
+        });
+    }
+    let dockerfile_rel = dockerfile_path(spec.dockerfile)?;
+    let dockerfile_abs = context.join(&dockerfile_rel);
+    let canon_context = fs::canonicalize(context).map_err(io_err(context))?;
+    let canon_dockerfile =
+        fs::canonicalize(&dockerfile_abs).map_err(|e| InputsError::Dockerfile {
+            path: spec.dockerfile.to_string(),
+            message: format!("cannot read {}: {e}", dockerfile_abs.display()),
+        })?;
+    if !canon_dockerfile.starts_with(&canon_context) {
+        return Err(InputsError::Dockerfile {
+            path: spec.dockerfile.to_string(),
+            message:
+                "it resolves outside the build context; keep the Dockerfile inside the context"
+                    .into(),
+        });
+    }
+    let dockerfile_sha = hash_file(&canon_dockerfile)?;
+
+    let ignore_path = context.join(".dockerignore");
+    let with_path = |source| InputsError::Ignore {
+        path: ignore_path.clone(),
+        source,
+    };
+    let mut ignore = DockerIgnore::load(context).map_err(with_path)?;
+    ignore.always_send(".dockerignore").map_err(with_path)?;
+    ignore.always_send(&dockerfile_rel).map_err(with_path)?;
+
+    let mut entries = Vec::new();
+    walk(context, "", &ignore, &MatchInfo::default(), &mut entries)?;
+    entries.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(Prepared {
+        entries,
+        dockerfile_rel,
+        dockerfile_sha,
+    })
+}
+
+fn dockerfile_path(dockerfile: &str) -> Result<String, InputsError> {
+    let bad = |message: &str| InputsError::Dockerfile {
+        path: dockerfile.to_string(),
+        message: message.into(),
+    };
+    if dockerfile.trim().is_empty() {
+        return Err(bad(
+            "the path is empty; name the Dockerfile relative to the context",
+        ));
+    }
+    if dockerfile.starts_with('/') {
+        return Err(bad("the path is absolute; name it relative to the context"));
+    }
+    let rel = clean(dockerfile);
+    if rel == "." || rel == ".." || rel.starts_with("../") {
+        return Err(bad(
+            "the path leaves the build context; keep the Dockerfile inside the context",
+        ));
+    }
+    Ok(rel)
+}
+
+/// Lists `dir` (relative path `rel`, empty for the root) into `out`, minus exclusions. An excluded
+/// directory is entered only when an exception may re-include something below it, and is then sent
+/// only if something below it is (as BuildKit sends the parents of what it sends).
+fn walk(
+    dir: &Path,
+    rel: &str,
+    ignore: &DockerIgnore,
+    parent: &MatchInfo,
+    out: &mut Vec<Entry>,
+) -> Result<(), InputsError> {
+    for item in fs::read_dir(dir).map_err(io_err(dir))? {
+        let item = item.map_err(io_err(dir))?;
+        let abs = item.path();
+        let name = item.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(InputsError::NotUtf8 { path: abs });
+        };
+        let child = if rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let (excluded, info) = ignore.matches_with_parent(&child, parent);
+        let file_type = item.file_type().map_err(io_err(&abs))?;
+        if file_type.is_dir() {
+            if excluded && !ignore.may_reinclude_under(&child) {
+                continue;
+            }
+            let start = out.len();
+            walk(&abs, &child, ignore, &info, out)?;
+            if !excluded || out.len() > start {
+                out.push(Entry {
+                    rel: child,
+                    abs,
+                    kind: Kind::Dir,
+                });
+            }
+            continue;
+        }
+        if excluded {
+            continue;
+        }
+        let kind = if file_type.is_file() {
+            let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
+            Kind::File {
+                executable: meta.permissions().mode() & 0o100 != 0,
+            }
+        } else if file_type.is_symlink() {
+            let target = fs::read_link(&abs).map_err(io_err(&abs))?;
+            let Some(target) = target.to_str() else {
+                return Err(InputsError::NotUtf8 { path: abs });
+            };
+            Kind::Link {
+                target: target.to_string(),
+            }
+        } else {
+            let kind = if file_type.is_socket() {
+                "socket"
+            } else if file_type.is_fifo() {
+                "named pipe"
+            } else if file_type.is_block_device() || file_type.is_char_device() {
+                "device"
+            } else {
+                "special file"
+            };
+            return Err(InputsError::Unsupported { path: abs, kind });
+        };
+        out.push(Entry {
+            rel: child,
+            abs,
+            kind,
+        });
+    }
+    Ok(())
+}
+
+/// sha256 hex of a file's bytes, read in chunks.
+pub fn hash_file(path: &Path) -> Result<String, InputsError> {
+    let mut file = File::open(path).map_err(io_err(path))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => h.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(path)(e)),
+        }
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The sink, refusing every write once poisoned (so an aborted tar is never finished).
+struct Guard<W> {
+    inner: W,
+    poisoned: bool,
+}
+
+impl<W: Write> Write for Guard<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.poisoned {
+            return Err(io::Error::other("the build context tar was aborted"));
+        }
+        self.inner.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Reads exactly `remaining` bytes of a file, hashing them; a file that ends early is flagged.
+struct Hashing<'a> {
+    file: &'a mut File,
+    hasher: Sha256,
+    remaining: u64,
+    shrank: bool,
+    read_failed: bool,
+}
+
+impl Read for Hashing<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.remaining == 0 {
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.remaining).unwrap_or(usize::MAX));
+        let n = self.file.read(&mut buf[..want]).inspect_err(|e| {
+            self.read_failed = e.kind() != io::ErrorKind::Interrupted;
+        })?;
+        if n == 0 {
+            self.shrank = true;
+            return Err(io::Error::other("the file shrank while it was read"));
+        }
+        self.hasher.update(&buf[..n]);
+        self.remaining -= n as u64;
+        Ok(n)
+    }
+}
+
+fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_size(size);
+    h.set_mtime(0);
+    h.set_uid(0);
+    h.set_gid(0);
+    h
+}
+
+fn write_tar<W: Write>(
+    builder: &mut tar::Builder<Guard<W>>,
+    prepared: &Prepared,
+) -> Result<BTreeMap<String, FileEntry>, InputsError> {
+    let mut files = BTreeMap::new();
+    for e in &prepared.entries {
+        let entry = match &e.kind {
+            Kind::Dir => {
+                let mut h = header(tar::EntryType::Directory, 0o755, 0);
+                builder
+                    .append_data(&mut h, format!("{}/", e.rel), io::empty())
+                    .map_err(InputsError::Write)?;
+                FileEntry::Dir
+            }
+            Kind::Link { target } => {
+                let mut h = header(tar::EntryType::Symlink, 0o777, 0);
+                builder
+                    .append_link(&mut h, &e.rel, target)
+                    .map_err(InputsError::Write)?;
+                FileEntry::Link {
+                    target: target.clone(),
+                }
+            }
+            Kind::File { executable } => {
+                let changed = || InputsError::Changed {
+                    files: vec![e.rel.clone()],
+                    detail: format!("{} changed while it was read", e.rel),
+                };
+                let mut file = File::open(&e.abs).map_err(io_err(&e.abs))?;
+                let size = file.metadata().map_err(io_err(&e.abs))?.len();
+                let mode = if *executable { 0o755 } else { 0o644 };
+                let mut h = header(tar::EntryType::Regular, mode, size);
+                let mut reader = Hashing {
+                    file: &mut file,
+                    hasher: Sha256::new(),
+                    remaining: size,
+                    shrank: false,
+                    read_failed: false,
+                };
+                if let Err(err) = builder.append_data(&mut h, &e.rel, &mut reader) {
+                    return Err(if reader.shrank {
+                        changed()
+                    } else if reader.read_failed {
+                        io_err(&e.abs)(err)
+                    } else {
+                        InputsError::Write(err)
+                    });
+                }
+                let sha256 = hex::encode(reader.hasher.finalize());
+                let mut extra = [0u8; 1];
+                if file.read(&mut extra).map_err(io_err(&e.abs))? > 0 {
+                    return Err(changed());
+                }
+                FileEntry::File {
+                    sha256,
+                    executable: *executable,
+                }
+            }
+        };
+        files.insert(e.rel.clone(), entry);
+    }
+    Ok(files)
+}

@@ -8,6 +8,7 @@ pub mod ignore;
 pub mod inputs;
 pub mod model;
 pub mod refs;
+pub mod tiers;
 pub mod why;
 
 pub use model::*;

@@ -1,6 +1,9 @@
 //! The host daemon, through bollard: connection, the labelled-image listing, builds and containers.
 //! Connects as Docker's own CLI does: `DOCKER_HOST`, else the default socket, negotiating the API version.
 
+pub mod build;
+pub mod containers;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -17,6 +20,36 @@ pub enum DaemonError {
     Connect { endpoint: String, source: bollard::errors::Error },
     #[error("the Docker daemon at {endpoint} failed to {action}: {source}")]
     Call { endpoint: String, action: &'static str, source: bollard::errors::Error },
+    #[error("the Docker daemon at {endpoint}: {message}")]
+    Refused { endpoint: String, message: String },
+}
+
+/// A daemon connection made on first use, at most once: a converge the record answers in full
+/// never talks to the daemon. A failed connection is remembered as its message.
+#[derive(Default)]
+pub struct LazyDaemon {
+    cell: tokio::sync::OnceCell<Result<Daemon, String>>,
+}
+
+impl LazyDaemon {
+    pub fn new() -> LazyDaemon {
+        LazyDaemon::default()
+    }
+
+    /// A daemon already connected (tests, the dashboard's shared connection).
+    pub fn with(daemon: Daemon) -> LazyDaemon {
+        LazyDaemon { cell: tokio::sync::OnceCell::new_with(Some(Ok(daemon))) }
+    }
+
+    pub async fn get(&self) -> Result<&Daemon, String> {
+        let result = self.cell.get_or_init(|| async { Daemon::connect().await.map_err(|e| e.to_string()) }).await;
+        result.as_ref().map_err(Clone::clone)
+    }
+
+    /// Whether a connection was attempted.
+    pub fn was_asked(&self) -> bool {
+        self.cell.initialized()
+    }
 }
 
 /// A connection to the host daemon.

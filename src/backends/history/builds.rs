@@ -1,0 +1,387 @@
+//! Build records: one row per build attempt, keyed by its correlation id.
+//! Idempotent on the id; a finished row never returns to running.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+
+use super::{History, HistoryError, now_ms};
+
+/// Where a build attempt stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuildStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl BuildStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildStatus::Running => "running",
+            BuildStatus::Succeeded => "succeeded",
+            BuildStatus::Failed => "failed",
+            BuildStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<BuildStatus> {
+        match text {
+            "running" => Some(BuildStatus::Running),
+            "succeeded" => Some(BuildStatus::Succeeded),
+            "failed" => Some(BuildStatus::Failed),
+            "cancelled" => Some(BuildStatus::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// Succeeded, failed or cancelled.
+    pub fn is_finished(self) -> bool {
+        self != BuildStatus::Running
+    }
+}
+
+impl fmt::Display for BuildStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ToSql for BuildStatus {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for BuildStatus {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let text = value.as_str()?;
+        BuildStatus::parse(text).ok_or_else(|| FromSqlError::Other(format!("unknown build status {text:?}").into()))
+    }
+}
+
+/// A build attempt as it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewBuild {
+    /// The correlation id (a UUID v7 is a good one: it sorts by time).
+    pub id: String,
+    pub mesh: String,
+    /// None when the build never learned its module; `repository` then says what was built.
+    pub module: Option<String>,
+    pub repository: String,
+    pub commit: Option<String>,
+    pub dirty: bool,
+    pub base_module: Option<String>,
+    pub base_digest: Option<String>,
+    /// The ref (tag) the build produces.
+    pub reference: Option<String>,
+    /// The platform set, e.g. `linux/amd64,linux/arm64` (empty = the daemon's own).
+    pub platforms: String,
+    pub forced: bool,
+    pub why: String,
+    /// The host that ran the build.
+    pub host: String,
+    pub started_ms: i64,
+    pub converge_id: Option<String>,
+}
+
+/// How a build attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildEnd {
+    /// Succeeded, Failed or Cancelled.
+    pub status: BuildStatus,
+    /// The artifact (image id) of a succeeded build.
+    pub digest: Option<String>,
+    pub error: Option<String>,
+    /// The last lines of the build output.
+    pub log_tail: Option<String>,
+    pub ended_ms: i64,
+}
+
+/// One build record, every column.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildRow {
+    pub id: String,
+    pub mesh: String,
+    pub module: Option<String>,
+    pub repository: String,
+    pub commit: Option<String>,
+    pub dirty: bool,
+    pub base_module: Option<String>,
+    pub base_digest: Option<String>,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub digest: Option<String>,
+    pub platforms: String,
+    pub status: BuildStatus,
+    pub forced: bool,
+    pub why: String,
+    pub host: String,
+    pub started_ms: i64,
+    pub ended_ms: Option<i64>,
+    pub error: Option<String>,
+    pub log_tail: Option<String>,
+    pub published_ref: Option<String>,
+    pub published_digest: Option<String>,
+    pub converge_id: Option<String>,
+}
+
+impl BuildRow {
+    /// The module, or the repository for a build that never learned its module.
+    pub fn subject(&self) -> &str {
+        self.module.as_deref().unwrap_or(&self.repository)
+    }
+}
+
+/// Which builds to list: newest first, `limit` of them, strictly older than the `before` cursor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BuildQuery {
+    pub mesh: String,
+    pub module: Option<String>,
+    /// Only `failed` builds.
+    pub failed_only: bool,
+    pub limit: usize,
+    /// Keyset cursor: `(started_ms, id)` of the last row of the previous page.
+    pub before: Option<(i64, String)>,
+}
+
+impl BuildQuery {
+    /// The cursor that continues after `page` (None when the page was not full, i.e. the end).
+    pub fn next_cursor(&self, page: &[BuildRow]) -> Option<(i64, String)> {
+        if page.len() < self.limit {
+            return None;
+        }
+        page.last().map(|row| (row.started_ms, row.id.clone()))
+    }
+}
+
+/// The columns of `builds` in the order [`row_to_build`] reads them.
+macro_rules! columns {
+    () => {
+        "id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, digest, \
+         platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref, \
+         published_digest, converge_id"
+    };
+}
+const COLUMNS: &str = columns!();
+
+fn row_to_build(row: &Row<'_>) -> rusqlite::Result<BuildRow> {
+    Ok(BuildRow {
+        id: row.get(0)?,
+        mesh: row.get(1)?,
+        module: row.get(2)?,
+        repository: row.get(3)?,
+        commit: row.get(4)?,
+        dirty: row.get(5)?,
+        base_module: row.get(6)?,
+        base_digest: row.get(7)?,
+        reference: row.get(8)?,
+        digest: row.get(9)?,
+        platforms: row.get(10)?,
+        status: row.get(11)?,
+        forced: row.get(12)?,
+        why: row.get(13)?,
+        host: row.get(14)?,
+        started_ms: row.get(15)?,
+        ended_ms: row.get(16)?,
+        error: row.get(17)?,
+        log_tail: row.get(18)?,
+        published_ref: row.get(19)?,
+        published_digest: row.get(20)?,
+        converge_id: row.get(21)?,
+    })
+}
+
+/// The SQL of [`History::builds`] for a query's shape (public for EXPLAIN QUERY PLAN in tests).
+/// Parameters: ?1 mesh, ?2 module, ?3 cursor started_ms, ?4 cursor id, ?5 limit.
+pub fn builds_sql(with_module: bool, failed_only: bool, with_cursor: bool) -> String {
+    let mut sql = format!("SELECT {COLUMNS} FROM builds WHERE mesh = ?1");
+    if with_module {
+        sql.push_str(" AND module = ?2");
+    }
+    if failed_only {
+        // A literal, so that the partial `failed` indexes apply.
+        sql.push_str(" AND status = 'failed'");
+    }
+    if with_cursor {
+        sql.push_str(" AND (started_ms, id) < (?3, ?4)");
+    }
+    sql.push_str(" ORDER BY started_ms DESC, id DESC LIMIT ?5");
+    sql
+}
+
+/// The SQL of [`History::build_by_digest`]. Parameters: ?1 mesh, ?2 digest.
+pub const BUILD_BY_DIGEST_SQL: &str = concat!(
+    "SELECT * FROM (SELECT ",
+    columns!(),
+    " FROM builds WHERE digest = ?2 AND mesh = ?1 UNION SELECT ",
+    columns!(),
+    " FROM builds WHERE published_digest = ?2 AND mesh = ?1) \
+     ORDER BY status = 'succeeded' DESC, started_ms DESC, id DESC LIMIT 1"
+);
+
+/// The SQL of [`History::last_builds`]: hops from module to module along the index, then takes
+/// each module's newest row — O(modules · log rows). Parameter: ?1 mesh.
+pub const LAST_BUILDS_SQL: &str = concat!(
+    "WITH RECURSIVE mods(m) AS (\
+       SELECT (SELECT min(module) FROM builds WHERE mesh = ?1 AND module IS NOT NULL) \
+       UNION ALL \
+       SELECT (SELECT min(module) FROM builds WHERE mesh = ?1 AND module > mods.m) FROM mods WHERE mods.m IS NOT NULL) \
+     SELECT ",
+    columns!(),
+    " FROM mods JOIN builds ON builds.id = (\
+       SELECT b2.id FROM builds AS b2 WHERE b2.mesh = ?1 AND b2.module = mods.m \
+       ORDER BY b2.started_ms DESC, b2.id DESC LIMIT 1) \
+     WHERE mods.m IS NOT NULL"
+);
+
+impl History {
+    /// Record that a build started. Idempotent: a second start with the same id changes nothing.
+    pub fn start_build(&self, b: &NewBuild) -> Result<(), HistoryError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, \
+                 platforms, status, forced, why, host, started_ms, converge_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?13, ?14, ?15) \
+                 ON CONFLICT(id) DO NOTHING",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    b.id,
+                    b.mesh,
+                    b.module,
+                    b.repository,
+                    b.commit,
+                    b.dirty,
+                    b.base_module,
+                    b.base_digest,
+                    b.reference,
+                    b.platforms,
+                    b.forced,
+                    b.why,
+                    b.host,
+                    b.started_ms,
+                    b.converge_id
+                ])
+            })
+            .map_err(self.err("record the start of a build"))?;
+        Ok(())
+    }
+
+    /// Record how a build ended. Only a `running` row changes; returns whether this call changed it
+    /// (false: already finished — the first result stands — or never started).
+    pub fn finish_build(&self, id: &str, end: &BuildEnd) -> Result<bool, HistoryError> {
+        if !end.status.is_finished() {
+            return Err(self.invalid(format!(
+                "build {id} cannot finish as `running`; finish it as succeeded, failed or cancelled"
+            )));
+        }
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE builds SET status = ?2, digest = coalesce(?3, digest), error = ?4, log_tail = ?5, ended_ms = ?6 \
+                 WHERE id = ?1 AND status = 'running'",
+            )
+            .and_then(|mut st| st.execute(params![id, end.status, end.digest, end.error, end.log_tail, end.ended_ms]))
+            .map_err(self.err("record the end of a build"))?;
+        Ok(changed == 1)
+    }
+
+    /// Record what was published for a build (pushed ref and registry digest).
+    pub fn set_published(&self, id: &str, published_ref: &str, published_digest: &str) -> Result<(), HistoryError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE builds SET published_ref = ?2, published_digest = ?3 WHERE id = ?1",
+                params![id, published_ref, published_digest],
+            )
+            .map_err(self.err("record what a build published"))?;
+        if changed == 0 {
+            return Err(HistoryError::UnknownBuild { path: self.path.clone(), id: id.to_string() });
+        }
+        Ok(())
+    }
+
+    /// Mark every still-running build of one converge `Failed` or `Cancelled` with `error`;
+    /// returns how many rows changed.
+    pub fn fail_running(
+        &self,
+        mesh: &str,
+        converge_id: &str,
+        status: BuildStatus,
+        error: &str,
+    ) -> Result<usize, HistoryError> {
+        if !matches!(status, BuildStatus::Failed | BuildStatus::Cancelled) {
+            return Err(self.invalid(format!(
+                "running builds of converge {converge_id} can only be marked failed or cancelled, not {status}"
+            )));
+        }
+        self.conn
+            .execute(
+                "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
+                 WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
+                params![mesh, converge_id, status, error, now_ms()],
+            )
+            .map_err(self.err("mark the running builds of a converge"))
+    }
+
+    /// One build by correlation id.
+    pub fn build(&self, id: &str) -> Result<Option<BuildRow>, HistoryError> {
+        self.conn
+            .query_row(&format!("SELECT {COLUMNS} FROM builds WHERE id = ?1"), [id], row_to_build)
+            .optional()
+            .map_err(self.err("read a build"))
+    }
+
+    /// Builds of a mesh (or of one module), newest first, one page.
+    pub fn builds(&self, q: &BuildQuery) -> Result<Vec<BuildRow>, HistoryError> {
+        let sql = builds_sql(q.module.is_some(), q.failed_only, q.before.is_some());
+        let (cursor_ms, cursor_id) = match &q.before {
+            Some((ms, id)) => (Some(*ms), Some(id.as_str())),
+            None => (None, None),
+        };
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let mut st = self.conn.prepare_cached(&sql).map_err(self.err("list builds"))?;
+        let rows = st
+            .query_map(params![q.mesh, q.module, cursor_ms, cursor_id, limit], row_to_build)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err("list builds"))?;
+        Ok(rows)
+    }
+
+    /// How many builds a mesh (or one module of it) has.
+    pub fn count_builds(&self, mesh: &str, module: Option<&str>) -> Result<u64, HistoryError> {
+        let count: i64 = match module {
+            Some(module) => self.conn.query_row(
+                "SELECT count(*) FROM builds WHERE mesh = ?1 AND module = ?2",
+                params![mesh, module],
+                |r| r.get(0),
+            ),
+            None => self.conn.query_row("SELECT count(*) FROM builds WHERE mesh = ?1", [mesh], |r| r.get(0)),
+        }
+        .map_err(self.err("count builds"))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// The build that made an artifact: matches the artifact digest or the published digest;
+    /// a succeeded build first, then the newest.
+    pub fn build_by_digest(&self, mesh: &str, digest: &str) -> Result<Option<BuildRow>, HistoryError> {
+        let mut st = self.conn.prepare_cached(BUILD_BY_DIGEST_SQL).map_err(self.err("find a build by digest"))?;
+        st.query_row(params![mesh, digest], row_to_build).optional().map_err(self.err("find a build by digest"))
+    }
+
+    /// The newest build of every module of a mesh (builds without a module are left out).
+    pub fn last_builds(&self, mesh: &str) -> Result<BTreeMap<String, BuildRow>, HistoryError> {
+        let mut st = self.conn.prepare_cached(LAST_BUILDS_SQL).map_err(self.err("read the last builds"))?;
+        let rows = st
+            .query_map([mesh], row_to_build)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(self.err("read the last builds"))?;
+        Ok(rows.into_iter().filter_map(|row| row.module.clone().map(|m| (m, row))).collect())
+    }
+}

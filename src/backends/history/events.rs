@@ -1,0 +1,143 @@
+//! Converge progress events (another process follows a converge live) and sends (roll-outs).
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde::{Deserialize, Serialize};
+
+use super::{History, HistoryError, now_ms};
+
+/// A progress event as a converge emits it; its time is taken when it is appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEvent {
+    pub mesh: String,
+    pub converge_id: String,
+    /// What happened, e.g. `tier`, `decision`, `build-output`, `build-finished`, `stamped`, `send`.
+    pub kind: String,
+    pub module: Option<String>,
+    pub text: String,
+}
+
+/// A stored progress event. `id` only grows: follow with `events_after(last id)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRow {
+    pub id: i64,
+    pub at_ms: i64,
+    pub mesh: String,
+    pub converge_id: String,
+    pub kind: String,
+    pub module: Option<String>,
+    pub text: String,
+}
+
+/// One send: a machine moved (or failed to move) to an artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendRow {
+    pub mesh: String,
+    pub module: String,
+    pub machine: String,
+    pub from_digest: String,
+    pub to_ref: String,
+    pub to_digest: String,
+    /// `moved`, or `failed: <why>`.
+    pub outcome: String,
+    pub at_ms: i64,
+    pub converge_id: Option<String>,
+}
+
+fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
+    Ok(EventRow {
+        id: r.get(0)?,
+        at_ms: r.get(1)?,
+        mesh: r.get(2)?,
+        converge_id: r.get(3)?,
+        kind: r.get(4)?,
+        module: r.get(5)?,
+        text: r.get(6)?,
+    })
+}
+
+fn row_to_send(r: &Row<'_>) -> rusqlite::Result<SendRow> {
+    Ok(SendRow {
+        mesh: r.get(0)?,
+        module: r.get(1)?,
+        machine: r.get(2)?,
+        from_digest: r.get(3)?,
+        to_ref: r.get(4)?,
+        to_digest: r.get(5)?,
+        outcome: r.get(6)?,
+        at_ms: r.get(7)?,
+        converge_id: r.get(8)?,
+    })
+}
+
+impl History {
+    /// Append a progress event; returns its id.
+    pub fn append_event(&self, e: &NewEvent) -> Result<i64, HistoryError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.converge_id, e.kind, e.module, e.text]))
+            .map_err(self.err("append a converge event"))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Events of a mesh with an id above `after_id`, oldest first, at most `limit`.
+    pub fn events_after(&self, mesh: &str, after_id: i64, limit: usize) -> Result<Vec<EventRow>, HistoryError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.conn
+            .prepare_cached(
+                "SELECT id, at_ms, mesh, converge_id, kind, module, text FROM events \
+                 WHERE mesh = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+            )
+            .and_then(|mut st| st.query_map(params![mesh, after_id, limit], row_to_event)?.collect())
+            .map_err(self.err("read converge events"))
+    }
+
+    /// The converge that emitted the mesh's newest event.
+    pub fn latest_converge(&self, mesh: &str) -> Result<Option<String>, HistoryError> {
+        self.conn
+            .prepare_cached("SELECT converge_id FROM events WHERE mesh = ?1 ORDER BY id DESC LIMIT 1")
+            .and_then(|mut st| st.query_row([mesh], |r| r.get(0)).optional())
+            .map_err(self.err("read the latest converge"))
+    }
+
+    /// Record one send.
+    pub fn record_send(&self, s: &SendRow) -> Result<(), HistoryError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    s.mesh,
+                    s.module,
+                    s.machine,
+                    s.from_digest,
+                    s.to_ref,
+                    s.to_digest,
+                    s.outcome,
+                    s.at_ms,
+                    s.converge_id
+                ])
+            })
+            .map_err(self.err("record a send"))?;
+        Ok(())
+    }
+
+    /// Sends of a mesh (or one module of it), newest first, at most `limit`.
+    pub fn sends(&self, mesh: &str, module: Option<&str>, limit: usize) -> Result<Vec<SendRow>, HistoryError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let columns = "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id";
+        let sql = match module {
+            Some(_) => format!(
+                "SELECT {columns} FROM sends WHERE mesh = ?1 AND module = ?2 ORDER BY at_ms DESC, id DESC LIMIT ?3"
+            ),
+            None => format!("SELECT {columns} FROM sends WHERE mesh = ?1 ORDER BY at_ms DESC, id DESC LIMIT ?3"),
+        };
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut st| st.query_map(params![mesh, module, limit], row_to_send)?.collect())
+            .map_err(self.err("read sends"))
+    }
+}

@@ -1,0 +1,175 @@
+//! One converge per mesh at a time: a lock row per mesh, taken in an IMMEDIATE transaction so two
+//! processes cannot both win. A holder that died does not lock the mesh forever: its lock is taken
+//! over when it ran on this host and its process is gone, or when its heartbeat is older than
+//! [`LOCK_STALE_MS`] (a converge heartbeats well within that, e.g. every 20 s).
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+
+use super::{History, HistoryError, now_ms};
+
+/// A heartbeat older than this (2 minutes) means the holder is gone.
+pub const LOCK_STALE_MS: i64 = 2 * 60 * 1000;
+
+/// Who holds (or wants) a mesh's converge lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub converge_id: String,
+    pub host: String,
+    pub pid: u32,
+    pub since_ms: i64,
+    pub heartbeat_ms: i64,
+}
+
+impl Holder {
+    /// This process on this host, now.
+    pub fn here(converge_id: &str) -> Holder {
+        let now = now_ms();
+        Holder {
+            converge_id: converge_id.to_string(),
+            host: this_host(),
+            pid: std::process::id(),
+            since_ms: now,
+            heartbeat_ms: now,
+        }
+    }
+
+    /// Whether this holder can be taken to be dead at `now_ms`.
+    pub fn is_dead(&self, now_ms: i64) -> bool {
+        if now_ms.saturating_sub(self.heartbeat_ms) > LOCK_STALE_MS {
+            return true;
+        }
+        self.host == this_host() && !process_exists(self.pid)
+    }
+}
+
+/// This host's name, as holders record it.
+pub fn this_host() -> String {
+    gethostname::gethostname().to_string_lossy().into_owned()
+}
+
+/// Whether a process with this pid exists on this host.
+fn process_exists(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    if cfg!(target_os = "linux") {
+        return std::path::Path::new(&format!("/proc/{pid}")).exists();
+    }
+    signal_zero(pid)
+}
+
+/// `kill(pid, 0)`: true unless the process does not exist (ESRCH).
+#[allow(unsafe_code)]
+fn signal_zero(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists and
+    // touches no memory of ours.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+impl History {
+    /// Take the converge lock of `mesh` for `holder`. `Ok(Err(current))` when another live converge
+    /// holds it. Taking it again with the same converge id refreshes the heartbeat.
+    pub fn lock_converge(&self, mesh: &str, holder: &Holder) -> Result<Result<(), Holder>, HistoryError> {
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(self.err("take the converge lock"))?;
+        let current = tx
+            .query_row(
+                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks WHERE mesh = ?1",
+                [mesh],
+                |r| {
+                    Ok(Holder {
+                        converge_id: r.get(0)?,
+                        host: r.get(1)?,
+                        pid: r.get(2)?,
+                        since_ms: r.get(3)?,
+                        heartbeat_ms: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.err("read the converge lock"))?;
+        let now = now_ms();
+        if let Some(current) = current {
+            if current.converge_id == holder.converge_id {
+                tx.execute(
+                    "UPDATE converge_locks SET heartbeat_ms = ?2 WHERE mesh = ?1",
+                    params![mesh, now.max(holder.heartbeat_ms)],
+                )
+                .map_err(self.err("refresh the converge lock"))?;
+                tx.commit().map_err(self.err("refresh the converge lock"))?;
+                return Ok(Ok(()));
+            }
+            if !current.is_dead(now) {
+                return Ok(Err(current)); // the transaction rolls back on drop
+            }
+            tracing::warn!(
+                mesh,
+                dead = %current.converge_id,
+                host = %current.host,
+                pid = current.pid,
+                "taking over the converge lock of a holder that is gone"
+            );
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO converge_locks (mesh, converge_id, host, pid, since_ms, heartbeat_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![mesh, holder.converge_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms],
+        )
+        .map_err(self.err("take the converge lock"))?;
+        tx.commit().map_err(self.err("take the converge lock"))?;
+        Ok(Ok(()))
+    }
+
+    /// Tell others the converge holding `mesh` is alive. Fails with `LockLost` when `converge_id`
+    /// no longer holds it (it was taken over): that converge must stop.
+    pub fn heartbeat(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE converge_locks SET heartbeat_ms = ?3 WHERE mesh = ?1 AND converge_id = ?2",
+                params![mesh, converge_id, now_ms()],
+            )
+            .map_err(self.err("refresh the converge lock"))?;
+        if changed == 0 {
+            return Err(HistoryError::LockLost {
+                path: self.path.clone(),
+                mesh: mesh.to_string(),
+                converge_id: converge_id.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Release the lock if `converge_id` holds it (otherwise nothing happens).
+    pub fn unlock_converge(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
+        self.conn
+            .execute("DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2", params![mesh, converge_id])
+            .map_err(self.err("release the converge lock"))?;
+        Ok(())
+    }
+
+    /// Who holds the converge lock of a mesh, if anyone (dead or alive).
+    pub fn converge_holder(&self, mesh: &str) -> Result<Option<Holder>, HistoryError> {
+        self.conn
+            .query_row(
+                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks WHERE mesh = ?1",
+                [mesh],
+                |r| {
+                    Ok(Holder {
+                        converge_id: r.get(0)?,
+                        host: r.get(1)?,
+                        pid: r.get(2)?,
+                        since_ms: r.get(3)?,
+                        heartbeat_ms: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.err("read the converge lock"))
+    }
+}

@@ -1,0 +1,237 @@
+//! Opening the state database: the file, its mode, its pragmas, and the versioned migrations.
+//!
+//! The schema version lives in SQLite's `user_version`. Migration `n` (1-based) brings a database
+//! from version `n - 1` to `n`; they run in one IMMEDIATE transaction, so two processes opening a
+//! fresh file at once migrate it once. A database newer than [`SCHEMA_VERSION`] is refused before
+//! anything is written to it.
+
+use std::fs::{self, OpenOptions};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::HistoryError;
+
+/// The migrations, oldest first. Never edit one that shipped: append a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: build records, the docker target's record, input manifests, converge events, sends, locks.
+    r#"
+CREATE TABLE builds (
+    id               TEXT PRIMARY KEY NOT NULL,
+    mesh             TEXT NOT NULL,
+    module           TEXT,
+    repository       TEXT NOT NULL,
+    git_commit       TEXT,
+    dirty            INTEGER NOT NULL,
+    base_module      TEXT,
+    base_digest      TEXT,
+    ref              TEXT,
+    digest           TEXT,
+    platforms        TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled')),
+    forced           INTEGER NOT NULL,
+    why              TEXT NOT NULL,
+    host             TEXT NOT NULL,
+    started_ms       INTEGER NOT NULL,
+    ended_ms         INTEGER,
+    error            TEXT,
+    log_tail         TEXT,
+    published_ref    TEXT,
+    published_digest TEXT,
+    converge_id      TEXT
+);
+CREATE INDEX builds_by_module ON builds (mesh, module, started_ms, id);
+CREATE INDEX builds_by_time ON builds (mesh, started_ms, id);
+CREATE INDEX builds_failed_by_module ON builds (mesh, module, started_ms, id) WHERE status = 'failed';
+CREATE INDEX builds_failed_by_time ON builds (mesh, started_ms, id) WHERE status = 'failed';
+CREATE INDEX builds_by_digest ON builds (digest) WHERE digest IS NOT NULL;
+CREATE INDEX builds_by_published_digest ON builds (published_digest) WHERE published_digest IS NOT NULL;
+CREATE INDEX builds_running ON builds (mesh, converge_id) WHERE status = 'running';
+
+CREATE TABLE records (
+    mesh        TEXT NOT NULL,
+    module      TEXT NOT NULL,
+    ref         TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    stamped_ms  INTEGER NOT NULL,
+    converge_id TEXT NOT NULL,
+    PRIMARY KEY (mesh, module)
+) WITHOUT ROWID;
+
+CREATE TABLE manifests (
+    mesh     TEXT NOT NULL,
+    module   TEXT NOT NULL,
+    ref      TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    saved_ms INTEGER NOT NULL,
+    UNIQUE (mesh, module, ref)
+);
+CREATE INDEX manifests_by_module ON manifests (mesh, module);
+
+CREATE TABLE events (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms       INTEGER NOT NULL,
+    mesh        TEXT NOT NULL,
+    converge_id TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    module      TEXT,
+    text        TEXT NOT NULL
+);
+CREATE INDEX events_by_mesh ON events (mesh, id);
+
+CREATE TABLE sends (
+    id          INTEGER PRIMARY KEY,
+    mesh        TEXT NOT NULL,
+    module      TEXT NOT NULL,
+    machine     TEXT NOT NULL,
+    from_digest TEXT NOT NULL,
+    to_ref      TEXT NOT NULL,
+    to_digest   TEXT NOT NULL,
+    outcome     TEXT NOT NULL,
+    at_ms       INTEGER NOT NULL,
+    converge_id TEXT
+);
+CREATE INDEX sends_by_mesh ON sends (mesh, at_ms);
+CREATE INDEX sends_by_module ON sends (mesh, module, at_ms);
+
+CREATE TABLE converge_locks (
+    mesh         TEXT PRIMARY KEY NOT NULL,
+    converge_id  TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    since_ms     INTEGER NOT NULL,
+    heartbeat_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+"#,
+];
+
+/// The schema version this binary knows.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Create the file (mode 0600) or tighten its mode, then open, check and migrate it.
+pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
+    prepare_file(path)?;
+    let sql = |op: &str| {
+        let op = op.to_string();
+        move |e: rusqlite::Error| HistoryError::sqlite(path, op, e)
+    };
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(sql("open"))?;
+    conn.busy_timeout(Duration::from_secs(5)).map_err(sql("set the busy timeout"))?;
+
+    // Read before writing anything: a newer schema must be left exactly as it is.
+    let found: i64 =
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read the schema version"))?;
+    if found > SCHEMA_VERSION {
+        return Err(HistoryError::TooNew { path: path.to_path_buf(), found, known: SCHEMA_VERSION });
+    }
+    if conn.is_readonly(rusqlite::MAIN_DB).map_err(sql("check that the file is writable"))? {
+        return Err(HistoryError::ReadOnly {
+            path: path.to_path_buf(),
+            detail: "SQLite could open it only for reading".into(),
+        });
+    }
+
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(sql("switch to WAL journaling"))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(HistoryError::Invalid {
+            path: path.to_path_buf(),
+            what: format!(
+                "journal mode stayed {mode:?} instead of WAL; put the file on a local filesystem, or choose another file with --state PATH / MESHTOP_STATE"
+            ),
+        });
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql("set synchronous"))?;
+    conn.pragma_update(None, "foreign_keys", true).map_err(sql("enable foreign keys"))?;
+    migrate(&conn, path)?;
+    tighten_sidecars(path)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
+    let sql = |op: &'static str| move |e: rusqlite::Error| HistoryError::sqlite(path, op, e);
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+        .map_err(sql("begin the migration"))?;
+    // Another process may have migrated between our first look and this transaction.
+    let found: i64 =
+        tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read the schema version"))?;
+    if found > SCHEMA_VERSION {
+        return Err(HistoryError::TooNew { path: path.to_path_buf(), found, known: SCHEMA_VERSION });
+    }
+    let from = usize::try_from(found).map_err(|_| HistoryError::Invalid {
+        path: path.to_path_buf(),
+        what: format!("schema version {found} is negative; move the file away, or choose another file with --state PATH"),
+    })?;
+    if from == MIGRATIONS.len() {
+        return Ok(()); // dropping the transaction rolls back nothing
+    }
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(from) {
+        tx.execute_batch(migration).map_err(|e| {
+            HistoryError::sqlite(path, format!("migrate to schema version {}", index + 1), e)
+        })?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(sql("store the schema version"))?;
+    tx.commit().map_err(sql("commit the migration"))
+}
+
+/// Create the parent directories and the file with mode 0600; tighten a looser mode.
+fn prepare_file(path: &Path) -> Result<(), HistoryError> {
+    let io = |what: &'static str| move |source| HistoryError::Io { path: path.to_path_buf(), what, source };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)
+            .map_err(|source| HistoryError::Dir { path: path.to_path_buf(), source })?;
+    }
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(HistoryError::Invalid {
+            path: path.to_path_buf(),
+            what: "is a directory, not a database file; choose a file path with --state PATH / MESHTOP_STATE".into(),
+        }),
+        Ok(_) => tighten(path).map_err(io("set its mode to 0600")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+                Ok(_) => Ok(()),
+                // Another process created it first: fine, tighten it as any existing file.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    tighten(path).map_err(io("set its mode to 0600"))
+                }
+                Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => Err(HistoryError::ReadOnly {
+                    path: path.to_path_buf(),
+                    detail: format!("cannot create the file: {source}"),
+                }),
+                Err(source) => Err(HistoryError::Io { path: path.to_path_buf(), what: "create the file", source }),
+            }
+        }
+        Err(source) => Err(HistoryError::Io { path: path.to_path_buf(), what: "look at the file", source }),
+    }
+}
+
+/// Make a file owner-only (0600) when it is looser; follows symlinks like SQLite does.
+fn tighten(path: &Path) -> std::io::Result<()> {
+    let meta = fs::metadata(path)?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode & 0o700))?;
+    }
+    Ok(())
+}
+
+/// SQLite gives `-wal` and `-shm` the database's mode when it creates them; tighten leftovers of an older, looser file.
+fn tighten_sidecars(path: &Path) -> Result<(), HistoryError> {
+    for suffix in ["-wal", "-shm"] {
+        let mut name = path.as_os_str().to_os_string();
+        name.push(suffix);
+        let sidecar = Path::new(&name);
+        if sidecar.exists() {
+            tighten(sidecar).map_err(|source| HistoryError::Io {
+                path: path.to_path_buf(),
+                what: "set the mode of its -wal/-shm file to 0600",
+                source,
+            })?;
+        }
+    }
+    Ok(())
+}

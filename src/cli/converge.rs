@@ -1,0 +1,88 @@
+//! `meshtop converge`: the engine, from a terminal. Progress goes to stderr as it happens.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::backends::daemon::LazyDaemon;
+use crate::converge::engine::{self, ConvergeError, ConvergeRequest, ConvergeSummary};
+use crate::converge::progress::Progress;
+
+use super::args::{ConvergeArgs, Global};
+use super::plan::select;
+use super::{Failure, Outcome, print_json, setup};
+
+pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    let modules = select(&mesh, &args.modules)?;
+    let state_path = setup::state_path(global)?;
+    let jobs = args.jobs.map(usize::from).unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let request = ConvergeRequest { mesh, state_path, force: args.force, jobs, modules, wait: args.wait };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+    let printer = tokio::spawn(async move {
+        while let Some(progress) = rx.recv().await {
+            eprintln!("{}", progress_line(&progress));
+        }
+    });
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = cancel_tx.send(true);
+        }
+    });
+    let result = engine::converge(request, Arc::new(LazyDaemon::new()), Some(tx), cancel_rx).await;
+    ctrl_c.abort();
+    let _ = printer.await;
+    match result {
+        Ok(summary) => {
+            if args.json {
+                print_json(&summary)?;
+            } else {
+                print_summary(&summary);
+            }
+            Ok(if summary.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
+        Err(ConvergeError::Cancelled) => {
+            eprintln!("meshtop: {}", ConvergeError::Cancelled);
+            Ok(ExitCode::from(130))
+        }
+        Err(error) => Err(Failure::failed(error.to_string())),
+    }
+}
+
+/// One line of progress as the terminal shows it.
+pub fn progress_line(progress: &Progress) -> String {
+    match (&progress.module, progress.kind) {
+        (Some(module), "output") => format!("  {module} │ {}", progress.text),
+        (Some(module), kind) => format!("{kind:>9} {module}: {}", progress.text),
+        (None, kind) => format!("{kind:>9} {}", progress.text),
+    }
+}
+
+fn print_summary(summary: &ConvergeSummary) {
+    println!("converge {} of mesh {}", summary.converge_id, summary.mesh);
+    for module in &summary.modules {
+        println!(
+            "{} tier {} {:<12} {:<8} {:<40} {}",
+            if module.ok { "✓" } else { "✗" },
+            module.tier,
+            module.name,
+            module.decision,
+            module.reference.as_deref().unwrap_or("–"),
+            module.outcome
+        );
+    }
+    for name in &summary.created {
+        println!("+ created machine {name}");
+    }
+    for send in &summary.sends {
+        println!(
+            "{} sent {} ({}) → {}: {}",
+            if send.ok { "✓" } else { "✗" },
+            send.moved.machine,
+            send.moved.module,
+            send.moved.to_reference,
+            send.message
+        );
+    }
+    println!("{}", if summary.stamped { "record stamped" } else { "nothing stamped" });
+}

@@ -1,0 +1,72 @@
+//! `meshtop status`: every machine, its state against the record, and the build that made what it runs.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::history::BuildRow;
+use crate::converge::{machines, target};
+use crate::mesh::behind::Machine;
+use crate::mesh::decide::short_id;
+use crate::timefmt;
+
+use super::args::{Global, StatusArgs};
+use super::{Failure, Outcome, print_json, setup};
+
+#[derive(Serialize)]
+struct MachineStatus {
+    #[serde(flatten)]
+    machine: Machine,
+    /// The build that made the artifact it runs, when the history knows it.
+    built_by: Option<BuildRow>,
+}
+
+pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    let history = Mutex::new(setup::open_history(global)?);
+    let record = target::read_record(&mesh, &history).await.map_err(Failure::failed)?;
+    let daemon = Arc::new(LazyDaemon::new());
+    let machines = machines::list(&mesh, &record.record, &daemon).await.map_err(Failure::failed)?;
+    let history = history.into_inner().map_err(|_| Failure::failed("the state database handle is poisoned"))?;
+    let mut rows = Vec::new();
+    for machine in machines {
+        let built_by = match machine.running.first() {
+            Some(digest) => history.build_by_digest(&mesh.name, digest).map_err(|e| Failure::failed(e.to_string()))?,
+            None => None,
+        };
+        rows.push(MachineStatus { machine, built_by });
+    }
+    let behind = rows.iter().filter(|r| r.machine.state.is_behind()).count();
+    if args.json {
+        print_json(&rows)?;
+    } else if rows.is_empty() {
+        println!("no machines of mesh {} on target {}", mesh.name, mesh.target.kind());
+    } else {
+        print_table(&rows);
+        println!("{} machine(s), {behind} behind", rows.len());
+    }
+    Ok(if args.exit_code && behind > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn print_table(rows: &[MachineStatus]) {
+    let now = timefmt::now_ms();
+    println!("{:<24} {:<12} {:<10} {:<14} {:<22} BUILT BY", "MACHINE", "MODULE", "STATE", "RUNNING", "HEALTH");
+    for row in rows {
+        let running = row.machine.running.first().map(|d| short_id(d)).unwrap_or("–");
+        let built_by = match &row.built_by {
+            Some(build) => format!(
+                "{} @{} {} ago",
+                build.host,
+                build.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("–"),
+                timefmt::age_since(build.started_ms, now)
+            ),
+            None => "unknown build".into(),
+        };
+        println!(
+            "{:<24} {:<12} {:<10} {:<14} {:<22} {}",
+            row.machine.name, row.machine.module, row.machine.state, running, row.machine.health, built_by
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! One build of a converge: recorded when it starts, the context tarred by the same walk that
+//! computed the address, built on the daemon, recorded when it ends — failures too.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use super::plan::PlannedModule;
+use super::progress::Emitter;
+use crate::backends::daemon::Daemon;
+use crate::backends::daemon::build::{BuildEnd as DaemonBuildEnd, BuildRequest};
+use crate::backends::git;
+use crate::backends::history::{BuildEnd, BuildStatus, History, NewBuild};
+use crate::mesh::decide::Decision;
+use crate::mesh::inputs::{self, InputSpec};
+use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module};
+use crate::mesh::refs::repository_of;
+use crate::timefmt;
+
+/// How many lines of build output a failed build keeps.
+pub const LOG_TAIL_LINES: usize = 50;
+
+pub struct BuildJob {
+    pub module: Module,
+    pub planned: PlannedModule,
+}
+
+pub struct Built {
+    pub planned: PlannedModule,
+    pub correlation_id: String,
+    /// The image id, when the build succeeded.
+    pub artifact: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What stops the whole converge (as opposed to one failed build).
+pub enum BuildError {
+    /// The build row could not be written: nothing is built silently.
+    NoRecord(String),
+    /// The daemon went away mid-build.
+    Daemon(String),
+}
+
+fn with_history<T>(history: &Mutex<History>, f: impl FnOnce(&History) -> Result<T, crate::backends::history::HistoryError>) -> Result<T, String> {
+    let guard = history.lock().map_err(|_| "the state database handle is poisoned".to_string())?;
+    f(&guard).map_err(|e| e.to_string())
+}
+
+pub async fn build_module(
+    job: BuildJob,
+    mesh: &Mesh,
+    daemon: &Daemon,
+    history: &Arc<Mutex<History>>,
+    emitter: &Emitter,
+) -> Result<Built, BuildError> {
+    let BuildJob { module, planned } = job;
+    let correlation_id = uuid::Uuid::now_v7().to_string();
+    let reference = planned.reference.clone().unwrap_or_default();
+    let context = module.context.clone();
+    let revision = tokio::task::spawn_blocking(move || git::revision(&context)).await.unwrap_or_default();
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let new_build = NewBuild {
+        id: correlation_id.clone(),
+        mesh: mesh.name.clone(),
+        module: Some(module.name.clone()),
+        repository: repository_of(&reference).to_string(),
+        commit: revision.commit.clone(),
+        dirty: revision.dirty,
+        base_module: module.base.clone(),
+        base_digest: planned.base_artifact.clone(),
+        reference: Some(reference.clone()),
+        platforms: planned.platforms.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        forced: planned.decision == Decision::Forced,
+        why: planned.why.clone(),
+        host: host.clone(),
+        started_ms: timefmt::now_ms(),
+        converge_id: Some(emitter.converge_id.clone()),
+    };
+    with_history(history, |h| h.start_build(&new_build)).map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
+    emitter.emit("build", Some(&module.name), format!("building {reference} (build {correlation_id})"));
+    let finish = |status: BuildStatus, digest: Option<String>, error: Option<String>, tail: Option<String>| {
+        let end = BuildEnd { status, digest, error, log_tail: tail, ended_ms: timefmt::now_ms() };
+        with_history(history, |h| h.finish_build(&correlation_id, &end).map(|_| ()))
+    };
+    let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
+        finish(BuildStatus::Failed, None, Some(error.clone()), tail).map_err(BuildError::NoRecord)?;
+        emitter.emit("failed", Some(&module.name), error.clone());
+        Ok(Built { planned: planned.clone(), correlation_id: correlation_id.clone(), artifact: None, error: Some(error) })
+    };
+
+    if module.platforms.len() > 1 {
+        return failed(
+            format!("module {}: a multi-platform build needs `docker buildx` and a registry to push to", module.name),
+            None,
+        );
+    }
+    // The same walk that computed the address produces the tar; a file that changed since the plan fails the build.
+    let tar_module = module.clone();
+    let expected = planned.inputs.clone();
+    let base_digest = planned.base_artifact.clone();
+    let platforms = planned.platforms.clone();
+    let tarred = tokio::task::spawn_blocking(move || {
+        let mut tar = Vec::new();
+        let spec = InputSpec {
+            context: &tar_module.context,
+            dockerfile: &tar_module.dockerfile,
+            build_args: &tar_module.build_args,
+            base_digest: base_digest.as_deref(),
+            platforms: &platforms,
+        };
+        inputs::tar_inputs(&spec, expected.as_ref(), &mut tar).map(|_| tar)
+    })
+    .await;
+    let context_tar = match tarred {
+        Ok(Ok(tar)) => tar,
+        Ok(Err(error)) => return failed(format!("module {}: {error}", module.name), None),
+        Err(error) => return failed(format!("module {}: packing the context stopped: {error}", module.name), None),
+    };
+    let mut build_args: HashMap<String, String> = module.build_args.clone().into_iter().collect();
+    if let Some(base) = &planned.base_artifact {
+        build_args.insert("BASE".into(), base.clone());
+    }
+    let mut labels = HashMap::from([
+        (MODULE_LABEL.to_string(), module.name.clone()),
+        (MESH_LABEL.to_string(), mesh.name.clone()),
+    ]);
+    if let Some(commit) = &revision.commit {
+        labels.insert("org.opencontainers.image.revision".into(), commit.clone());
+    }
+    if let Some(source) = &revision.source {
+        labels.insert("org.opencontainers.image.source".into(), source.clone());
+    }
+    let request = BuildRequest {
+        context_tar,
+        dockerfile: module.dockerfile.clone(),
+        tag: reference.clone(),
+        build_args,
+        labels,
+        no_cache: planned.decision == Decision::Forced,
+        platform: module.platforms.first().map(ToString::to_string).unwrap_or_default(),
+    };
+    let mut tail: VecDeque<String> = VecDeque::with_capacity(LOG_TAIL_LINES);
+    let result = daemon
+        .build(request, |line| {
+            emitter.emit("output", Some(&module.name), line);
+            if tail.len() == LOG_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line.to_string());
+        })
+        .await;
+    let tail_text = Some(tail.iter().cloned().collect::<Vec<_>>().join("\n"));
+    match result {
+        Ok(DaemonBuildEnd::Built(id)) => {
+            finish(BuildStatus::Succeeded, Some(id.clone()), None, None).map_err(BuildError::NoRecord)?;
+            if let Some(inputs) = &planned.inputs
+                && let Ok(json) = serde_json::to_string(&inputs.manifest)
+            {
+                let _ = with_history(history, |h| h.save_manifest(&mesh.name, &module.name, &reference, &json));
+            }
+            emitter.emit("built", Some(&module.name), format!("built {reference} → {id}"));
+            Ok(Built { planned, correlation_id, artifact: Some(id), error: None })
+        }
+        Ok(DaemonBuildEnd::Failed(message)) => failed(message, tail_text),
+        Err(error) => {
+            let message = error.to_string();
+            let _ = failed(message.clone(), tail_text);
+            Err(BuildError::Daemon(message))
+        }
+    }
+}

@@ -1,0 +1,597 @@
+//! The rules for each table of the mesh file: which keys, which values. Cross-table checks (duplicates,
+//! bases, paths) are in `file.rs`.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::DeValue;
+
+use super::MeshError;
+use super::table::{Section, Source, cut, show};
+use crate::mesh::model::{Platform, Policy, Registry, Target};
+
+pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
+const MESH_KEYS: &[&str] = &["name", "registry", "insecure_registry", "platforms"];
+const TARGET_KEYS: &[&str] = &["kind", "namespace", "context"];
+const MODULE_KEYS: &[&str] = &[
+    "name",
+    "context",
+    "dockerfile",
+    "base",
+    "policy",
+    "platforms",
+    "args",
+];
+const MACHINE_KEYS: &[&str] = &["name", "module", "command", "env"];
+
+/// Longest module, mesh or namespace name (a DNS label).
+pub const MAX_NAME: usize = 63;
+/// Longest machine (container) name.
+pub const MAX_MACHINE_NAME: usize = 128;
+
+type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
+
+pub(super) struct Header {
+    pub name: String,
+    pub span: Range<usize>,
+    pub registry: Option<Registry>,
+    pub platforms: Vec<Platform>,
+}
+
+pub(super) struct RawModule {
+    pub name: Spanned<String>,
+    pub line: usize,
+    pub context: Spanned<String>,
+    pub dockerfile: Option<Spanned<String>>,
+    pub base: Option<Spanned<String>>,
+    pub policy: Policy,
+    pub platforms: Option<Vec<Platform>>,
+    pub args: BTreeMap<String, String>,
+}
+
+pub(super) struct RawMachine {
+    pub name: Spanned<String>,
+    pub module: Spanned<String>,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// `[mesh]`: name, registry, platforms.
+pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Header, MeshError> {
+    let value = top.get("mesh").ok_or_else(|| {
+        MeshError::at(
+            src.file,
+            Some(1),
+            None,
+            "the mesh file has no [mesh] table",
+            "start it with [mesh] and name = \"demo\"",
+        )
+    })?;
+    let mesh = Section::of(
+        src,
+        value,
+        "[mesh]",
+        MESH_KEYS,
+        "write [mesh] on its own line, then its keys",
+    )?;
+    mesh.check_keys(src)?;
+    let name = mesh.required_string(src, "name", "\"demo\"")?;
+    check_name(src, &name, "mesh name")?;
+    let insecure = mesh.boolean(src, "insecure_registry")?;
+    let registry = match mesh.string(src, "registry", "\"localhost:5000\"")? {
+        Some(host) => {
+            check_registry(host.get_ref())
+                .map_err(|(what, fix)| src.err(&host.span(), what, fix))?;
+            Some(Registry {
+                host: host.into_inner(),
+                insecure: insecure.map(Spanned::into_inner).unwrap_or(false),
+            })
+        }
+        None => {
+            if let Some(flag) = insecure {
+                return Err(src.err(
+                    &flag.span(),
+                    "`insecure_registry` in [mesh] is set but there is no `registry`",
+                    "add registry = \"host:port\" or remove insecure_registry",
+                ));
+            }
+            None
+        }
+    };
+    let platforms = platforms(src, &mesh)?.unwrap_or_default();
+    Ok(Header {
+        name: name.into_inner(),
+        span: mesh.span.clone(),
+        registry,
+        platforms,
+    })
+}
+
+/// `[target]`: docker (default) or kubernetes with namespace and context.
+pub(super) fn target(
+    src: &Source<'_>,
+    value: Option<Value<'_, '_>>,
+    mesh_name: &str,
+) -> Result<Target, MeshError> {
+    let Some(value) = value else {
+        return Ok(Target::Docker);
+    };
+    let target = Section::of(
+        src,
+        value,
+        "[target]",
+        TARGET_KEYS,
+        "write [target] on its own line, then kind = \"docker\"",
+    )?;
+    target.check_keys(src)?;
+    let kind = target.string(src, "kind", "\"docker\"")?;
+    let namespace = target.string(src, "namespace", "\"demo\"")?;
+    let context = target.string(src, "context", "\"kind-demo\"")?;
+    match kind.as_ref().map(|k| k.get_ref().as_str()) {
+        None | Some("docker") => {
+            for (key, given) in [("namespace", &namespace), ("context", &context)] {
+                if let Some(given) = given {
+                    return Err(src.err(
+                        &given.span(),
+                        format!(
+                            "`{key}` in [target] is a kubernetes setting, but the target is docker"
+                        ),
+                        format!("remove `{key}`, or set kind = \"kubernetes\""),
+                    ));
+                }
+            }
+            Ok(Target::Docker)
+        }
+        Some("kubernetes") => {
+            let namespace = match namespace {
+                Some(ns) => {
+                    check_name(src, &ns, "kubernetes namespace")?;
+                    ns.into_inner()
+                }
+                None => mesh_name.to_string(),
+            };
+            if let Some(ctx) = &context
+                && ctx.get_ref().trim().is_empty()
+            {
+                return Err(src.err(
+                    &ctx.span(),
+                    "`context` in [target] is empty",
+                    "name a kubeconfig context, or remove the key to use the current one",
+                ));
+            }
+            Ok(Target::Kubernetes {
+                namespace,
+                context: context.map(Spanned::into_inner),
+            })
+        }
+        Some(other) => {
+            let span = kind.as_ref().map(|k| k.span()).unwrap_or_default();
+            Err(src.err(
+                &span,
+                format!("unknown target kind {}", show(other)),
+                "write kind = \"docker\" or kind = \"kubernetes\"",
+            ))
+        }
+    }
+}
+
+/// The elements of an array of tables (`[[module]]`), or of an inline array of tables.
+fn elements<'a, 'i>(
+    src: &Source<'_>,
+    value: Option<Value<'a, 'i>>,
+    key: &str,
+) -> Result<Vec<Value<'a, 'i>>, MeshError> {
+    match value.map(|v| (v, v.get_ref())) {
+        None => Ok(Vec::new()),
+        Some((_, DeValue::Array(items))) => Ok(items.iter().collect()),
+        Some((v, _)) => Err(src.err(
+            &v.span(),
+            format!("`{key}` must be an array of tables"),
+            format!("declare each one under its own [[{key}]] header (double brackets)"),
+        )),
+    }
+}
+
+/// Every `[[module]]`, in file order, with its own checks done.
+pub(super) fn modules(
+    src: &Source<'_>,
+    value: Option<Value<'_, '_>>,
+    header: &Header,
+) -> Result<Vec<RawModule>, MeshError> {
+    let items = elements(src, value, "module")?;
+    if items.is_empty() {
+        return Err(src.err(
+            &header.span,
+            "the mesh declares no module",
+            "add a [[module]] table with name = \"…\" and context = \"…\"",
+        ));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let line = src.line(&item.span());
+        let mut module = Section::of(
+            src,
+            item,
+            format!("the [[module]] at line {line}"),
+            MODULE_KEYS,
+            "use [[module]] tables",
+        )?;
+        module.check_keys(src)?;
+        let name = module.required_string(src, "name", "\"api\"")?;
+        check_name(src, &name, "module name")?;
+        module.label = format!("module {}", show(name.get_ref()));
+        let context = module.required_string(
+            src,
+            "context",
+            "\"api\" (a directory relative to mesh.toml)",
+        )?;
+        let dockerfile = module.string(src, "dockerfile", "\"Dockerfile\"")?;
+        let base = module.string(src, "base", "\"base\" (another module's name)")?;
+        let policy = match module.string(src, "policy", "\"rollout\"")? {
+            None => Policy::Rollout,
+            Some(p) => match p.get_ref().as_str() {
+                "rollout" => Policy::Rollout,
+                "record" => Policy::Record,
+                other => {
+                    return Err(src.err(
+                        &p.span(),
+                        format!("unknown policy {} for {}", show(other), module.label),
+                        "write policy = \"rollout\" or policy = \"record\"",
+                    ));
+                }
+            },
+        };
+        let platforms = platforms(src, &module)?;
+        let mut args = BTreeMap::new();
+        for (key, value) in module
+            .string_map(src, "args", "{ KEY = \"value\" }")?
+            .unwrap_or_default()
+        {
+            let k = key.get_ref();
+            if k == "BASE" {
+                return Err(src.err(
+                    &key.span(),
+                    format!("{} declares the build arg BASE, which meshtop reserves", module.label),
+                    "remove it: meshtop sets BASE to the base module's artifact (use `ARG BASE` and `FROM ${BASE}`)",
+                ));
+            }
+            if !is_arg_name(k) {
+                return Err(src.err(
+                    &key.span(),
+                    format!(
+                        "build arg `{}` of {} is not a valid name",
+                        cut(k),
+                        module.label
+                    ),
+                    "use letters, digits and '_', not starting with a digit",
+                ));
+            }
+            args.insert(k.clone(), value.into_inner());
+        }
+        out.push(RawModule {
+            name,
+            line,
+            context,
+            dockerfile,
+            base,
+            policy,
+            platforms,
+            args,
+        });
+    }
+    Ok(out)
+}
+
+/// Every `[[machine]]`, in file order (docker target only).
+pub(super) fn machines(
+    src: &Source<'_>,
+    value: Option<Value<'_, '_>>,
+    target: &Target,
+) -> Result<Vec<RawMachine>, MeshError> {
+    let items = elements(src, value, "machine")?;
+    if let (Some(first), Target::Kubernetes { .. }) = (items.first(), target) {
+        return Err(src.err(
+            &first.span(),
+            "[[machine]] tables are for the docker target, but the target is kubernetes",
+            "remove them: on kubernetes, machines are workloads labelled jr2.dev/module=<module>",
+        ));
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let line = src.line(&item.span());
+        let mut machine = Section::of(
+            src,
+            item,
+            format!("the [[machine]] at line {line}"),
+            MACHINE_KEYS,
+            "use [[machine]] tables",
+        )?;
+        machine.check_keys(src)?;
+        let name = machine.required_string(src, "name", "\"api-1\"")?;
+        if let Err(problem) = check_machine_name(name.get_ref()) {
+            return Err(src.err(
+                &name.span(),
+                format!("machine name {} {problem}", show(name.get_ref())),
+                format!(
+                    "a machine name is a container name: [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most {MAX_MACHINE_NAME} characters"
+                ),
+            ));
+        }
+        machine.label = format!("machine {}", show(name.get_ref()));
+        let module = machine.required_string(src, "module", "\"api\" (a module of this mesh)")?;
+        let command = machine
+            .string_list(src, "command", "[\"sh\", \"-c\", \"sleep 3600\"]")?
+            .map(|list| {
+                list.into_inner()
+                    .into_iter()
+                    .map(Spanned::into_inner)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut env = BTreeMap::new();
+        for (key, value) in machine
+            .string_map(src, "env", "{ KEY = \"value\" }")?
+            .unwrap_or_default()
+        {
+            let k = key.get_ref();
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(src.err(
+                    &key.span(),
+                    format!(
+                        "environment variable `{}` of {} is not a valid name",
+                        cut(k),
+                        machine.label
+                    ),
+                    "use a non-empty name without '='",
+                ));
+            }
+            env.insert(k.clone(), value.into_inner());
+        }
+        out.push(RawMachine {
+            name,
+            module,
+            command,
+            env,
+        });
+    }
+    Ok(out)
+}
+
+/// `platforms = [...]` of a section: each known, none twice, not empty; sorted.
+fn platforms(
+    src: &Source<'_>,
+    section: &Section<'_, '_>,
+) -> Result<Option<Vec<Platform>>, MeshError> {
+    let Some(list) = section.string_list(src, "platforms", "[\"linux/amd64\"]")? else {
+        return Ok(None);
+    };
+    if list.get_ref().is_empty() {
+        return Err(src.err(
+            &list.span(),
+            format!("`platforms` of {} is empty", section.label),
+            "list at least one platform, or remove the key to use the default (the daemon's own)",
+        ));
+    }
+    let mut out: Vec<Platform> = Vec::with_capacity(list.get_ref().len());
+    for item in list.get_ref() {
+        let platform = Platform::parse(item.get_ref()).map_err(|message| {
+            let fix = message
+                .split_once(": ")
+                .map_or(message.as_str(), |(_, fix)| fix)
+                .to_string();
+            src.err(
+                &item.span(),
+                format!(
+                    "unknown platform {} in {}",
+                    show(item.get_ref()),
+                    section.label
+                ),
+                fix,
+            )
+        })?;
+        if out.contains(&platform) {
+            return Err(src.err(
+                &item.span(),
+                format!("platform {platform} is listed twice in {}", section.label),
+                "remove the duplicate",
+            ));
+        }
+        out.push(platform);
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
+/// Module, mesh and namespace names: `[a-z0-9][a-z0-9-]*`, at most 63, not ending with '-'
+/// (they become image repository path components and Kubernetes namespaces, where a trailing '-' is invalid).
+fn check_name(src: &Source<'_>, name: &Spanned<String>, what: &str) -> Result<(), MeshError> {
+    let text = name.get_ref();
+    let problem = if text.is_empty() {
+        Some("is empty".to_string())
+    } else if text.chars().count() > MAX_NAME {
+        Some(format!(
+            "is {} characters long, more than {MAX_NAME}",
+            text.chars().count()
+        ))
+    } else if !text
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        Some("holds characters other than a-z, 0-9 and '-'".to_string())
+    } else if text.starts_with('-') {
+        Some("starts with '-'".to_string())
+    } else if text.ends_with('-') {
+        Some("ends with '-'".to_string())
+    } else {
+        None
+    };
+    let Some(problem) = problem else {
+        return Ok(());
+    };
+    let rule = format!(
+        "use [a-z0-9][a-z0-9-]* (lowercase letters, digits, '-'; not ending with '-'), at most {MAX_NAME} characters"
+    );
+    let fix = match suggested_name(text) {
+        Some(better) if better != *text => format!("{rule}, e.g. {}", show(&better)),
+        _ => rule,
+    };
+    Err(src.err(
+        &name.span(),
+        format!("{what} {} {problem}", show(text)),
+        fix,
+    ))
+}
+
+/// A valid name close to an invalid one: lowercased, other characters turned to '-', trimmed.
+fn suggested_name(text: &str) -> Option<String> {
+    let mapped: String = text
+        .chars()
+        .take(MAX_NAME)
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let trimmed = mapped.trim_matches('-').to_string();
+    (!trimmed.is_empty()).then_some(trimmed)
+}
+
+fn check_machine_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => return Err("is empty".into()),
+        Some(c) if !c.is_ascii_alphanumeric() => {
+            return Err("must start with a letter or digit".into());
+        }
+        _ => {}
+    }
+    if name.len() > MAX_MACHINE_NAME {
+        return Err(format!("is longer than {MAX_MACHINE_NAME} characters"));
+    }
+    if !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
+        return Err("holds characters other than letters, digits, '_', '.' and '-'".into());
+    }
+    Ok(())
+}
+
+fn is_arg_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `host[:port]`: a DNS name, an IPv4 address or a bracketed IPv6 address; no scheme, no path.
+pub(super) fn check_registry(text: &str) -> Result<(), (String, String)> {
+    let bad = |why: &str| {
+        (
+            format!("invalid registry {} in [mesh]: {why}", show(text)),
+            "write registry = \"host[:port]\", e.g. \"localhost:5000\" (no scheme, no path; use insecure_registry = true for plain HTTP)"
+                .to_string(),
+        )
+    };
+    if text.contains("://") {
+        return Err(bad("it has a scheme"));
+    }
+    if text.contains('/') {
+        return Err(bad("it has a path"));
+    }
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let Some((v6, after)) = rest.split_once(']') else {
+            return Err(bad("unclosed '['"));
+        };
+        if v6.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(bad("not an IPv6 address between the brackets"));
+        }
+        match after {
+            "" => (None, None),
+            p => match p.strip_prefix(':') {
+                Some(port) => (None, Some(port)),
+                None => return Err(bad("unexpected text after ']'")),
+            },
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((h, p)) => (Some(h), Some(p)),
+            None => (Some(text), None),
+        }
+    };
+    if let Some(port) = port
+        && !matches!(port.parse::<u16>(), Ok(p) if p > 0)
+    {
+        return Err(bad("the port is not a number from 1 to 65535"));
+    }
+    if let Some(host) = host {
+        if host.is_empty() {
+            return Err(bad("the host is empty"));
+        }
+        if host.len() > 253 {
+            return Err(bad("the host is longer than 253 characters"));
+        }
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        };
+        if !host.split('.').all(label_ok) {
+            return Err(bad("the host is not a DNS name or an IP address"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_hosts() {
+        for ok in [
+            "localhost:5000",
+            "localhost",
+            "registry.example.com",
+            "10.0.0.1:443",
+            "[::1]:5000",
+            "[::1]",
+            "a-b.c",
+        ] {
+            assert!(check_registry(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://localhost:5000",
+            "localhost:5000/path",
+            "",
+            ":5000",
+            "localhost:0",
+            "localhost:99999",
+            "localhost:x",
+            "-bad.com",
+            "a..b",
+            "[::1",
+            "[nope]:1",
+            "host name",
+        ] {
+            assert!(check_registry(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names() {
+        assert!(check_machine_name("api-1").is_ok());
+        assert!(check_machine_name("A_b.c-1").is_ok());
+        assert!(check_machine_name("-x").is_err());
+        assert!(check_machine_name("a b").is_err());
+        assert!(check_machine_name(&"a".repeat(MAX_MACHINE_NAME + 1)).is_err());
+        assert_eq!(suggested_name("My_API"), Some("my-api".to_string()));
+        assert!(
+            is_arg_name("_A1") && !is_arg_name("1A") && !is_arg_name("A-B") && !is_arg_name("")
+        );
+    }
+}
