@@ -12,7 +12,10 @@ fn short(digest: &str) -> String {
 
 /// `C`: converge the whole mesh; one line per module with what the plan says it will do.
 pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
-    let mut lines = vec![format!("converge mesh {}: tier by tier, then stamp the record", state.context.mesh)];
+    let mut lines = vec![format!(
+        "converge mesh {}: tier by tier, then stamp the record",
+        state.context.mesh
+    )];
     let Some(plan) = &state.plan else {
         return Err("the plan has not answered yet; wait for it (r polls now)".into());
     };
@@ -23,22 +26,38 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
             Decision::Build | Decision::Forced => "build, deliver".to_string(),
             Decision::Refused => format!("refused: {}", module.reason),
         };
-        let reference = module.reference.clone().unwrap_or_else(|| match &module.base {
-            Some(base) => format!("pending ({base})"),
-            None => "–".into(),
-        });
-        lines.push(format!("  tier {} {} {} — {}", module.tier, module.name, reference, what));
+        let reference = module
+            .reference
+            .clone()
+            .unwrap_or_else(|| match &module.base {
+                Some(base) => format!("pending ({base})"),
+                None => "–".into(),
+            });
+        lines.push(format!(
+            "  tier {} {} {} — {}",
+            module.tier, module.name, reference, what
+        ));
     }
-    let rollout: Vec<&str> =
-        state.modules.iter().filter(|m| m.policy == Policy::Rollout).map(|m| m.name.as_str()).collect();
+    let rollout: Vec<&str> = state
+        .modules
+        .iter()
+        .filter(|m| m.policy == Policy::Rollout)
+        .map(|m| m.name.as_str())
+        .collect();
     if !rollout.is_empty() {
-        lines.push(format!("then send machines of policy rollout: {}", rollout.join(", ")));
+        lines.push(format!(
+            "then send machines of policy rollout: {}",
+            rollout.join(", ")
+        ));
     }
     Ok(Confirm {
         title: format!("Converge mesh {}?", state.context.mesh),
         lines,
         verb: "Converge".into(),
-        request: ActionRequest::Converge { modules: None, force: false },
+        request: ActionRequest::Converge {
+            modules: None,
+            force: false,
+        },
         go: false,
     })
 }
@@ -50,21 +69,33 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, String> {
     let reference = planned.and_then(|p| p.reference.clone());
     let mut lines = vec![match &reference {
         Some(reference) => format!("build {reference} whatever any record says"),
-        None => format!("build {} whatever any record says (its ref is known once its base resolves)", module.name),
+        None => format!(
+            "build {} whatever any record says (its ref is known once its base resolves)",
+            module.name
+        ),
     }];
     if let Some(base) = &module.base {
         lines.push(format!("FROM base {base} as the mesh holds it"));
     }
     lines.push("deliver it to the target and stamp the record".into());
     lines.push(match module.policy {
-        Policy::Rollout => format!("policy rollout: machines of {} are sent the new artifact", module.name),
-        Policy::Record => format!("policy record: machines of {} stay held until someone sends", module.name),
+        Policy::Rollout => format!(
+            "policy rollout: machines of {} are sent the new artifact",
+            module.name
+        ),
+        Policy::Record => format!(
+            "policy record: machines of {} stay held until someone sends",
+            module.name
+        ),
     });
     Ok(Confirm {
         title: format!("Force-rebuild {}?", module.name),
         lines,
         verb: "Rebuild".into(),
-        request: ActionRequest::Converge { modules: Some(vec![module.name.clone()]), force: true },
+        request: ActionRequest::Converge {
+            modules: Some(vec![module.name.clone()]),
+            force: true,
+        },
         go: false,
     })
 }
@@ -72,22 +103,38 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, String> {
 /// `s`: send the selected module's behind machines — each `from digest → to ref@digest`.
 pub fn send(state: &AppState) -> Result<Confirm, String> {
     let module = state.selected_module().ok_or("no module selected")?;
-    let record = state.record.as_ref().ok_or("the record has not answered yet; nothing to send to")?;
-    let entry = record
-        .get(&module.name)
-        .ok_or_else(|| format!("the record holds nothing for {}: converge it first", module.name))?;
+    let record = state
+        .record
+        .as_ref()
+        .ok_or("the record has not answered yet; nothing to send to")?;
+    let entry = record.get(&module.name).ok_or_else(|| {
+        format!(
+            "the record holds nothing for {}: converge it first",
+            module.name
+        )
+    })?;
     let behind = state.behind_machines(&module.name);
     if behind.is_empty() {
-        return Err(format!("no machine of {} is behind the record", module.name));
+        return Err(format!(
+            "no machine of {} is behind the record",
+            module.name
+        ));
     }
-    let mut lines = vec![format!("send {} machine(s) of {} to the record's artifact:", behind.len(), module.name)];
+    let mut lines = vec![format!(
+        "send {} machine(s) of {} to the record's artifact:",
+        behind.len(),
+        module.name
+    )];
     for machine in &behind {
         let from = match machine.running.as_slice() {
             [] => "nothing running".to_string(),
             [one] => short(one),
             [one, ..] => format!("{} (+{})", short(one), machine.running.len() - 1),
         };
-        lines.push(format!("  {}  {from} → {}@{}", machine.name, entry.reference, entry.digest));
+        lines.push(format!(
+            "  {}  {from} → {}@{}",
+            machine.name, entry.reference, entry.digest
+        ));
     }
     Ok(Confirm {
         title: format!("Send {}?", module.name),

@@ -87,11 +87,31 @@ impl Action {
             Action::Close => ("close", "close / cancel", "close"),
             Action::Filter => ("filter", "filter modules by name", "filter"),
             Action::Poll => ("poll", "poll every source now", "poll"),
-            Action::ConvergeModule => ("converge_module", "converge the selected module", "converge"),
-            Action::ConvergeMesh => ("converge_mesh", "converge the whole mesh (asks first)", "converge all"),
-            Action::ForceRebuild => ("force_rebuild", "force-rebuild the selected module (asks first)", "force"),
-            Action::Send => ("send", "send the selected module's behind machines (asks first)", "send"),
-            Action::ToggleHistory => ("toggle_history", "build history: selected module / whole mesh", "builds"),
+            Action::ConvergeModule => (
+                "converge_module",
+                "converge the selected module",
+                "converge",
+            ),
+            Action::ConvergeMesh => (
+                "converge_mesh",
+                "converge the whole mesh (asks first)",
+                "converge all",
+            ),
+            Action::ForceRebuild => (
+                "force_rebuild",
+                "force-rebuild the selected module (asks first)",
+                "force",
+            ),
+            Action::Send => (
+                "send",
+                "send the selected module's behind machines (asks first)",
+                "send",
+            ),
+            Action::ToggleHistory => (
+                "toggle_history",
+                "build history: selected module / whole mesh",
+                "builds",
+            ),
             Action::Help => ("help", "show / hide this help", "help"),
             Action::Quit => ("quit", "quit meshtop", "quit"),
             Action::Accept => ("accept", "accept", "accept"),
@@ -102,7 +122,10 @@ impl Action {
 
     /// Actions that change something: `--readonly` removes them.
     pub fn is_mutating(self) -> bool {
-        matches!(self, Action::ConvergeModule | Action::ConvergeMesh | Action::ForceRebuild | Action::Send)
+        matches!(
+            self,
+            Action::ConvergeModule | Action::ConvergeMesh | Action::ForceRebuild | Action::Send
+        )
     }
 
     pub fn parse(name: &str) -> Option<Action> {
@@ -121,7 +144,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub const ALL: [Mode; 5] = [Mode::Normal, Mode::Filter, Mode::Help, Mode::Confirm, Mode::Detail];
+    pub const ALL: [Mode; 5] = [
+        Mode::Normal,
+        Mode::Filter,
+        Mode::Help,
+        Mode::Confirm,
+        Mode::Detail,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -151,7 +180,10 @@ impl Key {
     }
 
     pub const fn ch(c: char) -> Key {
-        Key { code: KeyCode::Char(c), ctrl: false }
+        Key {
+            code: KeyCode::Char(c),
+            ctrl: false,
+        }
     }
 
     /// Parse `q`, `G`, `?`, `ctrl-c`, `enter`, `esc`, `tab`, `shift-tab`, `up`, `pgdn`, `f1`…
@@ -165,7 +197,10 @@ impl Key {
         if let Some(rest) = text.strip_prefix("ctrl-") {
             let mut chars = rest.chars();
             return match (chars.next(), chars.next()) {
-                (Some(c), None) => Ok(Key { code: KeyCode::Char(c.to_ascii_lowercase()), ctrl: true }),
+                (Some(c), None) => Ok(Key {
+                    code: KeyCode::Char(c.to_ascii_lowercase()),
+                    ctrl: true,
+                }),
                 _ => Err(bad()),
             };
         }
@@ -252,7 +287,10 @@ pub struct KeyTable {
     modes: [Vec<Binding>; 5],
 }
 
-const CTRL_C: Key = Key { code: KeyCode::Char('c'), ctrl: true };
+const CTRL_C: Key = Key {
+    code: KeyCode::Char('c'),
+    ctrl: true,
+};
 
 fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
     use Action as A;
@@ -293,11 +331,21 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
         Mode::Help => vec![
             up,
             down,
-            (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('?'), Key::ch('q')]),
+            (
+                A::Close,
+                vec![Key::plain(KeyCode::Esc), Key::ch('?'), Key::ch('q')],
+            ),
             (A::Quit, vec![CTRL_C]),
         ],
         Mode::Confirm => vec![
-            (A::Toggle, vec![Key::plain(KeyCode::Left), Key::plain(KeyCode::Right), Key::plain(KeyCode::Tab)]),
+            (
+                A::Toggle,
+                vec![
+                    Key::plain(KeyCode::Left),
+                    Key::plain(KeyCode::Right),
+                    Key::plain(KeyCode::Tab),
+                ],
+            ),
             (A::Accept, vec![Key::plain(KeyCode::Enter)]),
             (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('n')]),
             (A::Quit, vec![CTRL_C]),
@@ -337,7 +385,12 @@ impl KeyTable {
             Ok(parsed) => parsed,
             Err(error) => {
                 let first = error.to_string().lines().next().unwrap_or("").to_string();
-                return (table, vec![format!("keys.toml is not valid TOML ({first}); using the default keys")]);
+                return (
+                    table,
+                    vec![format!(
+                        "keys.toml is not valid TOML ({first}); using the default keys"
+                    )],
+                );
             }
         };
         for (section, value) in &parsed {
@@ -348,7 +401,9 @@ impl KeyTable {
                 continue;
             };
             let Some(entries) = value.as_table() else {
-                warnings.push(format!("keys.toml: [{section}] must be a table of action = \"key\" or [\"keys\"]"));
+                warnings.push(format!(
+                    "keys.toml: [{section}] must be a table of action = \"key\" or [\"keys\"]"
+                ));
                 continue;
             };
             for (name, keys) in entries {
@@ -360,7 +415,13 @@ impl KeyTable {
         (table, warnings)
     }
 
-    fn apply(&mut self, mode: Mode, name: &str, value: &toml::Value, readonly: bool) -> Result<(), String> {
+    fn apply(
+        &mut self,
+        mode: Mode,
+        name: &str,
+        value: &toml::Value,
+        readonly: bool,
+    ) -> Result<(), String> {
         let action = Action::parse(name).ok_or_else(|| {
             let names: Vec<&str> = Action::ALL.iter().map(|a| a.name()).collect();
             format!("unknown action; actions are {}", names.join(", "))
@@ -373,21 +434,32 @@ impl KeyTable {
             toml::Value::Array(items) => items.iter().filter_map(toml::Value::as_str).collect(),
             _ => return Err("write a key as a string or a list of strings".into()),
         };
-        let keys = texts.iter().map(|t| Key::parse(t)).collect::<Result<Vec<Key>, String>>()?;
+        let keys = texts
+            .iter()
+            .map(|t| Key::parse(t))
+            .collect::<Result<Vec<Key>, String>>()?;
         if keys.is_empty() {
             return Err("no key given; the default keys are kept".into());
         }
         if mode == Mode::Filter
             && let Some(key) = keys.iter().find(|k| k.is_text())
         {
-            return Err(format!("{key} is text in the filter line; bind a non-printing key"));
+            return Err(format!(
+                "{key} is text in the filter line; bind a non-printing key"
+            ));
         }
         let bindings = &mut self.modes[mode.index()];
         let Some(index) = bindings.iter().position(|b| b.action == action) else {
-            return Err(format!("this action has no meaning in {} mode", mode.name()));
+            return Err(format!(
+                "this action has no meaning in {} mode",
+                mode.name()
+            ));
         };
         for key in &keys {
-            if let Some(other) = bindings.iter().find(|b| b.action != action && b.keys.contains(key)) {
+            if let Some(other) = bindings
+                .iter()
+                .find(|b| b.action != action && b.keys.contains(key))
+            {
                 return Err(format!(
                     "{key} is already bound to {}; the default keys are kept",
                     other.action.name()
@@ -404,7 +476,10 @@ impl KeyTable {
 
     /// The action a key event asks for in `mode`.
     pub fn lookup(&self, mode: Mode, event: &KeyEvent) -> Option<Action> {
-        self.bindings(mode).iter().find(|b| b.keys.iter().any(|k| k.matches(event))).map(|b| b.action)
+        self.bindings(mode)
+            .iter()
+            .find(|b| b.keys.iter().any(|k| k.matches(event)))
+            .map(|b| b.action)
     }
 
     pub fn has(&self, mode: Mode, action: Action) -> bool {
@@ -416,20 +491,33 @@ impl KeyTable {
         self.bindings(mode)
             .iter()
             .find(|b| b.action == action)
-            .map(|b| b.keys.iter().map(ToString::to_string).collect::<Vec<_>>().join("/"))
+            .map(|b| {
+                b.keys
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
             .unwrap_or_default()
     }
 
     /// Footer hints for a mode: `(first key, word)` of every hinted action.
     pub fn hints(&self, mode: Mode) -> Vec<(String, &'static str)> {
-        let mut hinted: Vec<&Binding> = self.bindings(mode).iter().filter(|b| !b.action.hint().is_empty()).collect();
+        let mut hinted: Vec<&Binding> = self
+            .bindings(mode)
+            .iter()
+            .filter(|b| !b.action.hint().is_empty())
+            .collect();
         // Help first, quit last: the two a newcomer looks for.
         hinted.sort_by_key(|b| match b.action {
             Action::Help => 0,
             Action::Quit => 2,
             _ => 1,
         });
-        hinted.into_iter().filter_map(|b| b.keys.first().map(|k| (k.to_string(), b.action.hint()))).collect()
+        hinted
+            .into_iter()
+            .filter_map(|b| b.keys.first().map(|k| (k.to_string(), b.action.hint())))
+            .collect()
     }
 
     /// Every key bound to two actions of one mode, as `mode: key → a, b`.
@@ -440,7 +528,12 @@ impl KeyTable {
             for (i, a) in bindings.iter().enumerate() {
                 for b in &bindings[i + 1..] {
                     for key in a.keys.iter().filter(|k| b.keys.contains(k)) {
-                        found.push(format!("{}: {key} → {}, {}", mode.name(), a.action.name(), b.action.name()));
+                        found.push(format!(
+                            "{}: {key} → {}, {}",
+                            mode.name(),
+                            a.action.name(),
+                            b.action.name()
+                        ));
                     }
                 }
             }
@@ -475,21 +568,49 @@ mod tests {
     fn dispatch_shift_and_ctrl() {
         let table = KeyTable::new(false);
         let n = Mode::Normal;
-        assert_eq!(table.lookup(n, &event(KeyCode::Char('C'), KeyModifiers::SHIFT)), Some(Action::ConvergeMesh));
-        assert_eq!(table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::NONE)), Some(Action::ConvergeModule));
-        assert_eq!(table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::CONTROL)), Some(Action::Quit));
-        assert_eq!(table.lookup(n, &event(KeyCode::BackTab, KeyModifiers::SHIFT)), Some(Action::PrevPane));
-        assert_eq!(table.lookup(Mode::Filter, &event(KeyCode::Char('q'), KeyModifiers::NONE)), None);
+        assert_eq!(
+            table.lookup(n, &event(KeyCode::Char('C'), KeyModifiers::SHIFT)),
+            Some(Action::ConvergeMesh)
+        );
+        assert_eq!(
+            table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::NONE)),
+            Some(Action::ConvergeModule)
+        );
+        assert_eq!(
+            table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Action::Quit)
+        );
+        assert_eq!(
+            table.lookup(n, &event(KeyCode::BackTab, KeyModifiers::SHIFT)),
+            Some(Action::PrevPane)
+        );
+        assert_eq!(
+            table.lookup(Mode::Filter, &event(KeyCode::Char('q'), KeyModifiers::NONE)),
+            None
+        );
     }
 
     #[test]
     fn readonly_removes_actions_from_the_table() {
         let table = KeyTable::new(true);
-        for action in [Action::ConvergeModule, Action::ConvergeMesh, Action::ForceRebuild, Action::Send] {
+        for action in [
+            Action::ConvergeModule,
+            Action::ConvergeMesh,
+            Action::ForceRebuild,
+            Action::Send,
+        ] {
             assert!(!table.has(Mode::Normal, action));
         }
-        assert_eq!(table.lookup(Mode::Normal, &event(KeyCode::Char('f'), KeyModifiers::NONE)), None);
-        assert!(!table.hints(Mode::Normal).iter().any(|(_, word)| *word == "force"));
+        assert_eq!(
+            table.lookup(Mode::Normal, &event(KeyCode::Char('f'), KeyModifiers::NONE)),
+            None
+        );
+        assert!(
+            !table
+                .hints(Mode::Normal)
+                .iter()
+                .any(|(_, word)| *word == "force")
+        );
     }
 
     #[test]
@@ -510,10 +631,22 @@ up = "k"
         assert_eq!(table.keys_text(Mode::Normal, Action::Send), "s");
         assert_eq!(table.keys_text(Mode::Normal, Action::Quit), "Q/ctrl-d");
         assert_eq!(warnings.len(), 4, "{warnings:?}");
-        assert!(warnings.iter().any(|w| w.contains("send") && w.contains("already bound to toggle_history")));
-        assert!(warnings.iter().any(|w| w.contains("bogus") && w.contains("unknown action")));
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("send") && w.contains("already bound to toggle_history"))
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("bogus") && w.contains("unknown action"))
+        );
         assert!(warnings.iter().any(|w| w.contains("[nowhere]")));
-        assert!(warnings.iter().any(|w| w.contains("filter") && w.contains("text in the filter line")));
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("filter") && w.contains("text in the filter line"))
+        );
         assert!(table.clashes().is_empty());
         let (_, broken) = KeyTable::with_overrides(false, "[normal");
         assert_eq!(broken.len(), 1);

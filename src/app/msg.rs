@@ -21,8 +21,13 @@ pub enum SourceId {
 }
 
 impl SourceId {
-    pub const ALL: [SourceId; 5] =
-        [SourceId::Plan, SourceId::Record, SourceId::Host, SourceId::History, SourceId::Machines];
+    pub const ALL: [SourceId; 5] = [
+        SourceId::Plan,
+        SourceId::Record,
+        SourceId::Host,
+        SourceId::History,
+        SourceId::Machines,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -101,18 +106,37 @@ pub struct PageRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionRequest {
     /// Converge `modules` (None: the whole mesh), forcing their builds when `force`.
-    Converge { modules: Option<Vec<String>>, force: bool },
+    Converge {
+        modules: Option<Vec<String>>,
+        force: bool,
+    },
     /// Send a module's behind machines to the record's artifact.
-    Send { module: String, machines: Vec<String> },
+    Send {
+        module: String,
+        machines: Vec<String>,
+    },
 }
 
 impl ActionRequest {
     pub fn label(&self) -> String {
         match self {
-            ActionRequest::Converge { modules: None, force: false } => "converge mesh".into(),
-            ActionRequest::Converge { modules: None, force: true } => "forced converge of the mesh".into(),
-            ActionRequest::Converge { modules: Some(names), force } => {
-                format!("{} {}", if *force { "force rebuild" } else { "converge" }, names.join(", "))
+            ActionRequest::Converge {
+                modules: None,
+                force: false,
+            } => "converge mesh".into(),
+            ActionRequest::Converge {
+                modules: None,
+                force: true,
+            } => "forced converge of the mesh".into(),
+            ActionRequest::Converge {
+                modules: Some(names),
+                force,
+            } => {
+                format!(
+                    "{} {}",
+                    if *force { "force rebuild" } else { "converge" },
+                    names.join(", ")
+                )
             }
             ActionRequest::Send { module, .. } => format!("send {module}"),
         }
@@ -125,11 +149,23 @@ pub enum Msg {
     Resize(u16, u16),
     /// The clock moved (ages shown on screen may change).
     Tick(i64),
-    Polled { source: SourceId, at_ms: i64, result: Result<SourceData, String> },
-    BuildsPage { request: PageRequest, at_ms: i64, result: Result<Vec<BuildRow>, String> },
+    Polled {
+        source: SourceId,
+        at_ms: i64,
+        result: Result<SourceData, String>,
+    },
+    BuildsPage {
+        request: PageRequest,
+        at_ms: i64,
+        result: Result<Vec<BuildRow>, String>,
+    },
     /// A line of progress from an action started here.
     ActionProgress(String),
-    ActionDone { at_ms: i64, label: String, result: Result<String, String> },
+    ActionDone {
+        at_ms: i64,
+        label: String,
+        result: Result<String, String>,
+    },
 }
 
 /// What `update` asks the loop to do.

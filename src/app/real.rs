@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::backends::daemon::Daemon;
+use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::history::{BuildQuery, BuildRow, History};
-use crate::converge::plan::{self, ManifestSource, PlanContext};
-use crate::mesh::inputs::Manifest;
-use crate::mesh::model::{Mesh, Platform, Record, Target};
+use crate::converge::plan::{self, HistoryManifests, PlanContext};
+use crate::converge::target;
+use crate::mesh::model::{Mesh, Record, Target};
 
 use super::msg::{ActionRequest, HistorySnapshot, PageRequest, PollParams, SourceData, SourceId};
 use super::sources::{Backend, BoxFuture, FnSource, Source};
@@ -31,7 +31,10 @@ struct Db {
 
 impl Db {
     fn new(path: PathBuf) -> Db {
-        Db { path, handle: Arc::new(Mutex::new(None)) }
+        Db {
+            path,
+            handle: Arc::new(Mutex::new(None)),
+        }
     }
 
     /// Run `work` against the database on the blocking pool.
@@ -42,7 +45,10 @@ impl Db {
         let db = self.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                let mut guard = db.handle.lock().map_err(|_| "the state database handle was poisoned".to_string())?;
+                let mut guard = db
+                    .handle
+                    .lock()
+                    .map_err(|_| "the state database handle was poisoned".to_string())?;
                 if guard.is_none() {
                     *guard = Some(History::open(&db.path).map_err(|e| e.to_string())?);
                 }
@@ -59,31 +65,16 @@ impl Db {
     }
 }
 
+/// The record as `converge::target::read_record` reads it, on this source's kept handle.
 fn record_of(mesh: &Mesh, history: &History) -> Result<(Record, String), String> {
     match &mesh.target {
-        Target::Docker => {
-            Ok((history.record(&mesh.name).map_err(|e| e.to_string())?, "the docker record".to_string()))
-        }
-        Target::Kubernetes { namespace, .. } => {
-            Err(format!("reading annotation jr2.dev/images on namespace {namespace} is not wired into the dashboard yet"))
-        }
-    }
-}
-
-/// Previous input manifests from the state database, to tell why an address moved.
-struct HistoryManifests<'a> {
-    history: &'a History,
-    mesh: &'a str,
-}
-
-impl ManifestSource for HistoryManifests<'_> {
-    fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest> {
-        let by_ref = reference.and_then(|r| self.history.manifest(self.mesh, module, r).ok().flatten());
-        let json = match by_ref {
-            Some(json) => json,
-            None => self.history.latest_manifest(self.mesh, module).ok().flatten()?.1,
-        };
-        serde_json::from_str(&json).ok()
+        Target::Docker => Ok((
+            history.record(&mesh.name).map_err(|e| e.to_string())?,
+            "the docker record".to_string(),
+        )),
+        Target::Kubernetes { namespace, .. } => Err(format!(
+            "reading annotation jr2.dev/images on namespace {namespace} is not wired into the dashboard yet"
+        )),
     }
 }
 
@@ -109,20 +100,20 @@ impl Source for PlanSource {
                     .build()
                     .map_err(|e| format!("cannot start the planner's runtime: {e}"))?;
                 runtime.block_on(async {
-                    let history = History::open(&path).map_err(|e| e.to_string())?;
-                    let (record, record_source) = match record_of(&mesh, &history) {
-                        Ok(found) => found,
-                        Err(_) if matches!(mesh.target, Target::Kubernetes { .. }) => {
-                            (Record::new(), "the Kubernetes record (not read by the dashboard yet)".to_string())
-                        }
-                        Err(error) => return Err(error),
+                    let history = Mutex::new(History::open(&path).map_err(|e| e.to_string())?);
+                    let read = target::read_record(&mesh, &history).await?;
+                    let ctx = PlanContext {
+                        mesh: &mesh,
+                        record: read.record,
+                        record_source: read.source,
+                        selected: None,
+                        force: false,
                     };
-                    let daemon = Daemon::connect().await.map_err(|e| e.to_string());
-                    let platform = daemon.as_ref().map(|d| d.platform().clone()).unwrap_or_else(|_| Platform::local());
-                    let ctx =
-                        PlanContext { mesh: &mesh, platform, record, record_source, selected: None, force: false };
-                    let manifests = HistoryManifests { history: &history, mesh: &mesh.name };
-                    let plan = plan::dry_run(ctx, daemon, &manifests).await?;
+                    let manifests = HistoryManifests {
+                        history: &history,
+                        mesh: &mesh.name,
+                    };
+                    let plan = plan::dry_run(ctx, Arc::new(LazyDaemon::new()), &manifests).await?;
                     Ok(SourceData::Plan(Box::new(plan)))
                 })
             })
@@ -146,7 +137,9 @@ impl Source for RecordSource {
     }
     fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
         let mesh = self.mesh.clone();
-        self.db.with(move |history| record_of(&mesh, history).map(|(record, _)| SourceData::Record(record)))
+        self.db.with(move |history| {
+            record_of(&mesh, history).map(|(record, _)| SourceData::Record(record))
+        })
     }
 }
 
@@ -208,7 +201,9 @@ impl Source for HistorySource {
             let mut events = Vec::new();
             let mut after = params.events_after;
             loop {
-                let batch = history.events_after(&mesh, after, EVENTS_PER_POLL).map_err(e)?;
+                let batch = history
+                    .events_after(&mesh, after, EVENTS_PER_POLL)
+                    .map_err(e)?;
                 let full = batch.len() == EVENTS_PER_POLL;
                 after = batch.last().map_or(after, |row| row.id);
                 events.extend(batch);
@@ -243,10 +238,21 @@ impl Source for HistorySource {
 pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf) -> Vec<Arc<dyn Source>> {
     let db = Db::new(state_path.clone());
     vec![
-        Arc::new(PlanSource { mesh: mesh.clone(), state_path }),
-        Arc::new(RecordSource { mesh: mesh.clone(), db: db.clone() }),
-        Arc::new(HostSource { daemon: Arc::new(tokio::sync::Mutex::new(None)) }),
-        Arc::new(HistorySource { mesh: mesh.name.clone(), db }),
+        Arc::new(PlanSource {
+            mesh: mesh.clone(),
+            state_path,
+        }),
+        Arc::new(RecordSource {
+            mesh: mesh.clone(),
+            db: db.clone(),
+        }),
+        Arc::new(HostSource {
+            daemon: Arc::new(tokio::sync::Mutex::new(None)),
+        }),
+        Arc::new(HistorySource {
+            mesh: mesh.name.clone(),
+            db,
+        }),
         Arc::new(FnSource {
             id: SourceId::Machines,
             interval: Duration::from_secs(5),
@@ -264,7 +270,10 @@ pub struct RealBackend {
 
 impl RealBackend {
     pub fn new(mesh: &Mesh, state_path: PathBuf) -> RealBackend {
-        RealBackend { mesh: mesh.name.clone(), db: Db::new(state_path) }
+        RealBackend {
+            mesh: mesh.name.clone(),
+            db: Db::new(state_path),
+        }
     }
 }
 
@@ -277,10 +286,15 @@ impl Backend for RealBackend {
             limit: request.limit,
             before: request.before,
         };
-        self.db.with(move |history| history.builds(&query).map_err(|e| e.to_string()))
+        self.db
+            .with(move |history| history.builds(&query).map_err(|e| e.to_string()))
     }
 
-    fn start(&self, request: ActionRequest, _progress: mpsc::UnboundedSender<String>) -> BoxFuture<Result<String, String>> {
+    fn start(
+        &self,
+        request: ActionRequest,
+        _progress: mpsc::UnboundedSender<String>,
+    ) -> BoxFuture<Result<String, String>> {
         let _ = request;
         Box::pin(async move { Err("not wired yet".to_string()) })
     }

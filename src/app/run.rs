@@ -48,8 +48,16 @@ pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Vec<String>)
     };
     match std::fs::read_to_string(path) {
         Ok(text) => KeyTable::with_overrides(readonly, &text),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => (KeyTable::new(readonly), Vec::new()),
-        Err(error) => (KeyTable::new(readonly), vec![format!("cannot read {}: {error}; using the default keys", path.display())]),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            (KeyTable::new(readonly), Vec::new())
+        }
+        Err(error) => (
+            KeyTable::new(readonly),
+            vec![format!(
+                "cannot read {}: {error}; using the default keys",
+                path.display()
+            )],
+        ),
     }
 }
 
@@ -75,12 +83,20 @@ pub fn context_of(opts: &DashboardOptions) -> Context {
 /// Logs go to `<state dir>/meshtop/meshtop.log` (the cache dir where there is no state dir).
 fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
     let dirs = directories::BaseDirs::new()?;
-    let dir = dirs.state_dir().unwrap_or_else(|| dirs.cache_dir()).join("meshtop");
+    let dir = dirs
+        .state_dir()
+        .unwrap_or_else(|| dirs.cache_dir())
+        .join("meshtop");
     std::fs::create_dir_all(&dir).ok()?;
-    let (writer, guard) = tracing_appender::non_blocking(tracing_appender::rolling::never(&dir, "meshtop.log"));
+    let (writer, guard) =
+        tracing_appender::non_blocking(tracing_appender::rolling::never(&dir, "meshtop.log"));
     let filter = tracing_subscriber::EnvFilter::try_from_env("MESHTOP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let installed = tracing_subscriber::fmt().with_writer(writer).with_ansi(false).with_env_filter(filter).try_init();
+    let installed = tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init();
     installed.ok().map(|()| guard)
 }
 
@@ -94,8 +110,14 @@ impl Drop for Restore {
 }
 
 fn install_hooks(no_color: bool) {
-    let theme = if no_color { color_eyre::config::Theme::new() } else { color_eyre::config::Theme::dark() };
-    let (panic_hook, eyre_hook) = color_eyre::config::HookBuilder::default().theme(theme).into_hooks();
+    let theme = if no_color {
+        color_eyre::config::Theme::new()
+    } else {
+        color_eyre::config::Theme::dark()
+    };
+    let (panic_hook, eyre_hook) = color_eyre::config::HookBuilder::default()
+        .theme(theme)
+        .into_hooks();
     // A second dashboard in one process keeps the first hooks.
     let _ = eyre_hook.install();
     let panic_hook = panic_hook.into_panic_hook();
@@ -111,12 +133,19 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     install_hooks(no_color);
     let _log = init_logging();
     let (keys, warnings) = load_keys(opts.readonly, keys_path().as_deref());
-    let mut state = AppState::new(&opts.mesh, context_of(&opts), opts.readonly, keys, timefmt::now_ms());
+    let mut state = AppState::new(
+        &opts.mesh,
+        context_of(&opts),
+        opts.readonly,
+        keys,
+        timefmt::now_ms(),
+    );
     state.warnings = warnings;
     state.no_color = no_color;
     let mesh = Arc::new(opts.mesh.clone());
     let sources = real::sources(mesh.clone(), opts.state_path.clone());
-    let backend: Arc<dyn Backend> = Arc::new(real::RealBackend::new(&mesh, opts.state_path.clone()));
+    let backend: Arc<dyn Backend> =
+        Arc::new(real::RealBackend::new(&mesh, opts.state_path.clone()));
     tracing::info!(mesh = %mesh.name, state = %opts.state_path.display(), readonly = opts.readonly, "dashboard opens");
 
     enable_raw_mode().wrap_err("cannot put the terminal in raw mode (is this a terminal?)")?;
@@ -126,7 +155,8 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         Terminal::new(CrosstermBackend::new(io::stdout())).wrap_err("cannot open the terminal")?;
     let size = terminal.size().wrap_err("cannot read the terminal size")?;
     state.size = (size.width, size.height);
-    let events = EventStream::new().map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
+    let events = EventStream::new()
+        .map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
     let outcome = run_loop(&mut terminal, state, sources, backend, events).await;
     tracing::info!(ok = outcome.is_ok(), "dashboard closes");
     outcome
@@ -154,7 +184,9 @@ where
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if state.dirty {
-            terminal.draw(|frame| crate::widgets::draw(frame, &state)).map_err(|e| eyre!("drawing failed: {e}"))?;
+            terminal
+                .draw(|frame| crate::widgets::draw(frame, &state))
+                .map_err(|e| eyre!("drawing failed: {e}"))?;
             state.dirty = false;
         }
         let msg = tokio::select! {
@@ -172,7 +204,9 @@ where
             match effect {
                 Effect::Quit => return Ok(()),
                 Effect::PollNow(ids) => pollers.poll_now(&ids),
-                Effect::FetchBuilds(request) => sources::fetch_builds(&backend, request, tx.clone()),
+                Effect::FetchBuilds(request) => {
+                    sources::fetch_builds(&backend, request, tx.clone())
+                }
                 Effect::Start(request) => {
                     tracing::info!(action = %request.label(), "action starts");
                     sources::start_action(&backend, request, tx.clone());

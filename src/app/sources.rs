@@ -32,7 +32,11 @@ pub trait Source: Send + Sync + 'static {
 pub trait Backend: Send + Sync + 'static {
     fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>>;
     /// Run an action to its end; progress lines go to `progress`. Ok is a one-line summary.
-    fn start(&self, request: ActionRequest, progress: mpsc::UnboundedSender<String>) -> BoxFuture<Result<String, String>>;
+    fn start(
+        &self,
+        request: ActionRequest,
+        progress: mpsc::UnboundedSender<String>,
+    ) -> BoxFuture<Result<String, String>>;
 }
 
 /// The running pollers; dropping them stops every task.
@@ -54,7 +58,13 @@ impl Pollers {
         for source in sources {
             let now = Arc::new(Notify::new());
             notify.insert(source.id(), now.clone());
-            tasks.push(tokio::spawn(poll_forever(source, tx.clone(), params.clone(), now, clock)));
+            tasks.push(tokio::spawn(poll_forever(
+                source,
+                tx.clone(),
+                params.clone(),
+                now,
+                clock,
+            )));
         }
         Pollers { notify, tasks }
     }
@@ -94,7 +104,11 @@ async fn poll_forever(
         let asked = params.borrow().clone();
         // The poll is awaited here: this source never has two polls in flight.
         let result = source.poll(asked).await;
-        let msg = Msg::Polled { source: source.id(), at_ms: clock(), result };
+        let msg = Msg::Polled {
+            source: source.id(),
+            at_ms: clock(),
+            result,
+        };
         if tx.send(msg).is_err() {
             return;
         }
@@ -127,16 +141,28 @@ where
 }
 
 /// Run an on-demand fetch and hand its result to the app.
-pub fn fetch_builds(backend: &Arc<dyn Backend>, request: PageRequest, tx: mpsc::UnboundedSender<Msg>) {
+pub fn fetch_builds(
+    backend: &Arc<dyn Backend>,
+    request: PageRequest,
+    tx: mpsc::UnboundedSender<Msg>,
+) {
     let work = backend.builds_page(request.clone());
     tokio::spawn(async move {
         let result = work.await;
-        let _ = tx.send(Msg::BuildsPage { request, at_ms: timefmt::now_ms(), result });
+        let _ = tx.send(Msg::BuildsPage {
+            request,
+            at_ms: timefmt::now_ms(),
+            result,
+        });
     });
 }
 
 /// Run an action to its end, forwarding its progress lines and its outcome to the app.
-pub fn start_action(backend: &Arc<dyn Backend>, request: ActionRequest, tx: mpsc::UnboundedSender<Msg>) {
+pub fn start_action(
+    backend: &Arc<dyn Backend>,
+    request: ActionRequest,
+    tx: mpsc::UnboundedSender<Msg>,
+) {
     let label = request.label();
     let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<String>();
     let work = backend.start(request, progress_tx);
@@ -150,7 +176,11 @@ pub fn start_action(backend: &Arc<dyn Backend>, request: ActionRequest, tx: mpsc
     });
     tokio::spawn(async move {
         let result = work.await;
-        let _ = tx.send(Msg::ActionDone { at_ms: timefmt::now_ms(), label, result });
+        let _ = tx.send(Msg::ActionDone {
+            at_ms: timefmt::now_ms(),
+            label,
+            result,
+        });
     });
 }
 
@@ -159,14 +189,19 @@ pub fn start_action(backend: &Arc<dyn Backend>, request: ActionRequest, tx: mpsc
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use tokio::sync::Semaphore;
+
     use super::*;
 
-    struct Slow {
+    /// A source whose polls wait for the test to let them finish.
+    struct Gated {
         in_flight: Arc<AtomicUsize>,
         most: Arc<AtomicUsize>,
+        started: mpsc::UnboundedSender<()>,
+        gate: Arc<Semaphore>,
     }
 
-    impl Source for Slow {
+    impl Source for Gated {
         fn id(&self) -> SourceId {
             SourceId::Record
         }
@@ -174,11 +209,17 @@ mod tests {
             Duration::from_secs(3600)
         }
         fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
-            let (in_flight, most) = (self.in_flight.clone(), self.most.clone());
+            let (in_flight, most, started, gate) = (
+                self.in_flight.clone(),
+                self.most.clone(),
+                self.started.clone(),
+                self.gate.clone(),
+            );
             Box::pin(async move {
                 let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
-                tokio::task::yield_now().await;
+                started.send(()).unwrap();
+                gate.acquire().await.unwrap().forget();
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 Err("unreachable".to_string())
             })
@@ -187,23 +228,35 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn never_two_polls_of_one_source_in_flight() {
-        let (in_flight, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let source: Arc<dyn Source> = Arc::new(Slow { in_flight, most: most.clone() });
+        let most = Arc::new(AtomicUsize::new(0));
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let gate = Arc::new(Semaphore::new(0));
+        let source: Arc<dyn Source> = Arc::new(Gated {
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            most: most.clone(),
+            started: started_tx,
+            gate: gate.clone(),
+        });
         let (tx, mut rx) = mpsc::unbounded_channel();
         let (_params_tx, params_rx) = watch::channel(PollParams::default());
         let pollers = Pollers::spawn(vec![source], tx, params_rx, || 7);
+        started.recv().await.unwrap(); // the first poll is in flight
         for _ in 0..20 {
-            pollers.poll_now(&[SourceId::Record]);
+            pollers.poll_now(&[SourceId::Record]); // twenty asks while it runs…
         }
-        // The first poll comes from the interval's immediate tick; the rest from poll_now.
-        for _ in 0..3 {
-            match rx.recv().await.unwrap() {
-                Msg::Polled { source, at_ms, result } => {
-                    assert_eq!((source, at_ms, result.unwrap_err()), (SourceId::Record, 7, "unreachable".to_string()));
-                }
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-        assert_eq!(most.load(Ordering::SeqCst), 1);
+        gate.add_permits(1);
+        let first = rx.recv().await.unwrap();
+        assert!(
+            matches!(first, Msg::Polled { source: SourceId::Record, at_ms: 7, result: Err(ref e) } if e == "unreachable")
+        );
+        started.recv().await.unwrap(); // …make exactly one more poll, after the first ended
+        gate.add_permits(1);
+        rx.recv().await.unwrap();
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            1,
+            "two polls of one source were in flight"
+        );
+        assert!(started.try_recv().is_err());
     }
 }

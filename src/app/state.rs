@@ -143,11 +143,22 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(mesh: &Mesh, context: Context, readonly: bool, keys: KeyTable, now_ms: i64) -> AppState {
+    pub fn new(
+        mesh: &Mesh,
+        context: Context,
+        readonly: bool,
+        keys: KeyTable,
+        now_ms: i64,
+    ) -> AppState {
         let mut modules: Vec<ModuleInfo> = mesh
             .modules
             .iter()
-            .map(|m| ModuleInfo { name: m.name.clone(), tier: m.tier, base: m.base.clone(), policy: m.policy })
+            .map(|m| ModuleInfo {
+                name: m.name.clone(),
+                tier: m.tier,
+                base: m.base.clone(),
+                policy: m.policy,
+            })
             .collect();
         modules.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
         let visible = (0..modules.len()).collect();
@@ -196,7 +207,9 @@ impl AppState {
 
     /// The module under the cursor.
     pub fn selected_module(&self) -> Option<&ModuleInfo> {
-        self.visible.get(self.selected).and_then(|&i| self.modules.get(i))
+        self.visible
+            .get(self.selected)
+            .and_then(|&i| self.modules.get(i))
     }
 
     pub fn planned(&self, module: &str) -> Option<&PlannedModule> {
@@ -219,7 +232,8 @@ impl AppState {
         let mut start = 0;
         for i in 1..=machines.len() {
             if i == machines.len() || machines[i].module != machines[start].module {
-                self.machine_ranges.insert(machines[start].module.clone(), start..i);
+                self.machine_ranges
+                    .insert(machines[start].module.clone(), start..i);
                 start = i;
             }
         }
@@ -248,23 +262,40 @@ impl AppState {
             .map(|(i, _)| i)
             .collect();
         self.selected = keep
-            .and_then(|name| self.visible.iter().position(|&i| self.modules[i].name == name))
+            .and_then(|name| {
+                self.visible
+                    .iter()
+                    .position(|&i| self.modules[i].name == name)
+            })
             .unwrap_or(0);
     }
 
     pub fn set_plan(&mut self, plan: Plan) {
-        self.planned = plan.modules.iter().enumerate().map(|(i, m)| (m.name.clone(), i)).collect();
+        self.planned = plan
+            .modules
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.name.clone(), i))
+            .collect();
         self.plan = Some(plan);
     }
 
     /// The history scope the `b` toggle and the cursor ask for.
     pub fn wanted_history_scope(&self) -> Option<String> {
-        if self.history_by_module { self.selected_module().map(|m| m.name.clone()) } else { None }
+        if self.history_by_module {
+            self.selected_module().map(|m| m.name.clone())
+        } else {
+            None
+        }
     }
 
     /// What the pollers need to know, derived from the state.
     pub fn poll_params(&self) -> PollParams {
-        let mut digests: Vec<String> = self.machines.iter().flat_map(|m| m.running.iter().cloned()).collect();
+        let mut digests: Vec<String> = self
+            .machines
+            .iter()
+            .flat_map(|m| m.running.iter().cloned())
+            .collect();
         digests.sort();
         digests.dedup();
         PollParams {
@@ -282,7 +313,10 @@ impl AppState {
 
     /// The machines of a module that run another artifact than the record's.
     pub fn behind_machines(&self, module: &str) -> Vec<&Machine> {
-        self.machines_of(module).iter().filter(|m| m.state.is_behind()).collect()
+        self.machines_of(module)
+            .iter()
+            .filter(|m| m.state.is_behind())
+            .collect()
     }
 
     /// Machine counts of a module: (current, behind, held, total).

@@ -31,7 +31,11 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             }
             Vec::new()
         }
-        Msg::Polled { source, at_ms, result } => {
+        Msg::Polled {
+            source,
+            at_ms,
+            result,
+        } => {
             state.now_ms = state.now_ms.max(at_ms);
             state.dirty = true;
             let status = &mut state.sources[source.index()];
@@ -48,7 +52,11 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
                 }
             }
         }
-        Msg::BuildsPage { request, at_ms, result } => {
+        Msg::BuildsPage {
+            request,
+            at_ms,
+            result,
+        } => {
             state.now_ms = state.now_ms.max(at_ms);
             match result {
                 Ok(rows) => {
@@ -60,7 +68,11 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
                     if request.module == state.builds.scope {
                         state.builds.loading = false;
                     }
-                    notify(state, format!("cannot read the build history: {error}"), true);
+                    notify(
+                        state,
+                        format!("cannot read the build history: {error}"),
+                        true,
+                    );
                 }
             }
             Vec::new()
@@ -69,7 +81,11 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             notify(state, line, false);
             Vec::new()
         }
-        Msg::ActionDone { at_ms, label, result } => {
+        Msg::ActionDone {
+            at_ms,
+            label,
+            result,
+        } => {
             state.now_ms = state.now_ms.max(at_ms);
             state.running = None;
             match result {
@@ -86,13 +102,21 @@ fn clock_face(state: &AppState) -> (Vec<String>, i64) {
     let ages = state
         .sources
         .iter()
-        .map(|s| s.ok_ms.map(|at| timefmt::age_since(at, state.now_ms)).unwrap_or_default())
+        .map(|s| {
+            s.ok_ms
+                .map(|at| timefmt::age_since(at, state.now_ms))
+                .unwrap_or_default()
+        })
         .collect();
     (ages, state.now_ms / 60_000)
 }
 
 fn notify(state: &mut AppState, text: String, error: bool) {
-    state.notice = Some(Notice { text, error, at_ms: state.now_ms });
+    state.notice = Some(Notice {
+        text,
+        error,
+        at_ms: state.now_ms,
+    });
     state.dirty = true;
 }
 
@@ -106,7 +130,9 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
             let snapshot = *snapshot;
             state.last_builds = snapshot.last_builds;
             state.made_by = snapshot.made_by;
-            state.builds.refresh_head(&snapshot.scope, snapshot.page, at_ms);
+            state
+                .builds
+                .refresh_head(&snapshot.scope, snapshot.page, at_ms);
             let view = &mut state.converge;
             if view.converge_id.is_none() {
                 view.converge_id = snapshot.latest_converge;
@@ -255,16 +281,31 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         Action::Top => move_cursor(state, isize::MIN),
         Action::Bottom => move_cursor(state, isize::MAX),
         Action::NextPane | Action::PrevPane => {
-            let at = Pane::ORDER.iter().position(|p| *p == state.focus).unwrap_or(0);
-            let step = if action == Action::NextPane { 1 } else { Pane::ORDER.len() - 1 };
+            let at = Pane::ORDER
+                .iter()
+                .position(|p| *p == state.focus)
+                .unwrap_or(0);
+            let step = if action == Action::NextPane {
+                1
+            } else {
+                Pane::ORDER.len() - 1
+            };
             state.focus = Pane::ORDER[(at + step) % Pane::ORDER.len()];
             Vec::new()
         }
         Action::Open => {
             let detail = match state.focus {
-                Pane::Modules => state.selected_module().map(|m| Detail::Module(m.name.clone())),
-                Pane::Machines => state.selected_machines().get(state.machine_selected).map(|m| Detail::Machine(m.name.clone())),
-                Pane::Builds => state.builds.selected_row().map(|b| Detail::Build(b.id.clone())),
+                Pane::Modules => state
+                    .selected_module()
+                    .map(|m| Detail::Module(m.name.clone())),
+                Pane::Machines => state
+                    .selected_machines()
+                    .get(state.machine_selected)
+                    .map(|m| Detail::Machine(m.name.clone())),
+                Pane::Builds => state
+                    .builds
+                    .selected_row()
+                    .map(|b| Detail::Build(b.id.clone())),
                 Pane::Converge => None,
             };
             if detail.is_some() {
@@ -290,7 +331,10 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         Action::Poll => vec![Effect::PollNow(SourceId::ALL.to_vec())],
         Action::ConvergeModule => match state.selected_module() {
             Some(module) => {
-                let request = super::msg::ActionRequest::Converge { modules: Some(vec![module.name.clone()]), force: false };
+                let request = super::msg::ActionRequest::Converge {
+                    modules: Some(vec![module.name.clone()]),
+                    force: false,
+                };
                 start(state, request)
             }
             None => Vec::new(),
@@ -351,7 +395,9 @@ fn move_cursor(state: &mut AppState, delta: isize) -> Vec<Effect> {
         Pane::Converge => {
             // Scrolling counts up from the tail: Up shows older lines.
             let max = state.converge.lines.len().saturating_sub(1) as isize;
-            state.converge.scroll = (state.converge.scroll as isize).saturating_sub(delta).clamp(0, max) as usize;
+            state.converge.scroll = (state.converge.scroll as isize)
+                .saturating_sub(delta)
+                .clamp(0, max) as usize;
             Vec::new()
         }
     }

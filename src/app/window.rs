@@ -38,7 +38,10 @@ pub struct BuildsWindow {
 
 impl BuildsWindow {
     pub fn new(scope: Option<String>) -> BuildsWindow {
-        BuildsWindow { scope, ..BuildsWindow::default() }
+        BuildsWindow {
+            scope,
+            ..BuildsWindow::default()
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -56,7 +59,11 @@ impl BuildsWindow {
 
     /// Rows `from..from+count` of the window, in order (what a pane draws).
     pub fn rows(&self, from: usize, count: usize) -> impl Iterator<Item = &BuildRow> {
-        self.pages.iter().flat_map(|p| p.rows.iter()).skip(from).take(count)
+        self.pages
+            .iter()
+            .flat_map(|p| p.rows.iter())
+            .skip(from)
+            .take(count)
     }
 
     pub fn row(&self, index: usize) -> Option<&BuildRow> {
@@ -75,12 +82,22 @@ impl BuildsWindow {
     }
 
     fn request(&self, before: Option<(i64, String)>, placement: Placement) -> PageRequest {
-        PageRequest { module: self.scope.clone(), before, limit: PAGE_SIZE, placement }
+        PageRequest {
+            module: self.scope.clone(),
+            before,
+            limit: PAGE_SIZE,
+            placement,
+        }
     }
 
     /// The newest page as a poll found it. It replaces the top page only while the window is
     /// at the head; the selection stays on the same build.
-    pub fn refresh_head(&mut self, scope: &Option<String>, rows: Vec<BuildRow>, at_ms: i64) -> bool {
+    pub fn refresh_head(
+        &mut self,
+        scope: &Option<String>,
+        rows: Vec<BuildRow>,
+        at_ms: i64,
+    ) -> bool {
         if scope != &self.scope || !self.at_head() {
             return false;
         }
@@ -101,7 +118,11 @@ impl BuildsWindow {
 
     fn reselect(&mut self, keep: Option<String>) {
         if let Some(id) = keep
-            && let Some(index) = self.pages.iter().flat_map(|p| p.rows.iter()).position(|r| r.id == id)
+            && let Some(index) = self
+                .pages
+                .iter()
+                .flat_map(|p| p.rows.iter())
+                .position(|r| r.id == id)
         {
             self.selected = index;
         }
@@ -115,7 +136,10 @@ impl BuildsWindow {
         }
         self.loading = false;
         let short = rows.len() < request.limit;
-        let page = Page { before: request.before.clone(), rows };
+        let page = Page {
+            before: request.before.clone(),
+            rows,
+        };
         match request.placement {
             Placement::Replace => {
                 self.pages = VecDeque::from([page]);
@@ -162,7 +186,10 @@ impl BuildsWindow {
             if up > self.selected && !self.at_head() && !self.loading {
                 self.selected = 0;
                 self.loading = true;
-                return Some(self.request(self.dropped_above.last().cloned().flatten(), Placement::Prepend));
+                return Some(self.request(
+                    self.dropped_above.last().cloned().flatten(),
+                    Placement::Prepend,
+                ));
             }
             self.selected = self.selected.saturating_sub(up);
             return None;
@@ -170,7 +197,11 @@ impl BuildsWindow {
         let target = self.selected + delta.unsigned_abs();
         self.selected = target.min(len.saturating_sub(1));
         if target + 1 >= len && !self.end && !self.loading && len > 0 {
-            let cursor = self.pages.back().and_then(|p| p.rows.last()).map(|r| (r.started_ms, r.id.clone()));
+            let cursor = self
+                .pages
+                .back()
+                .and_then(|p| p.rows.last())
+                .map(|r| (r.started_ms, r.id.clone()));
             if cursor.is_some() {
                 self.loading = true;
                 return Some(self.request(cursor, Placement::Append));

@@ -28,8 +28,20 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     rule(buf, area, &title, has_focus, palette);
     let rows = usize::from(area.height - 1);
     if window.is_empty() {
-        let text = if window.loading { "" } else { "no builds recorded" };
-        put(buf, area, area.x, area.y + 1, usize::MAX, text, palette.dim());
+        let text = if window.loading {
+            ""
+        } else {
+            "no builds recorded"
+        };
+        put(
+            buf,
+            area,
+            area.x,
+            area.y + 1,
+            usize::MAX,
+            text,
+            palette.dim(),
+        );
         return;
     }
     let first = scroll_offset(window.selected, rows);
@@ -43,16 +55,28 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             BuildStatus::Cancelled => ("– cancel ", palette.dim()),
         };
         let age = timefmt::age_since(build.started_ms, state.now_ms);
-        let commit = build.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("–");
+        let commit = build
+            .commit
+            .as_deref()
+            .map(|c| &c[..c.len().min(7)])
+            .unwrap_or("–");
         let tag = build.reference.as_deref().map(tag_of).unwrap_or("–");
-        let error = build.error.as_deref().and_then(|e| e.lines().next()).unwrap_or("");
+        let error = build
+            .error
+            .as_deref()
+            .and_then(|e| e.lines().next())
+            .unwrap_or("");
         let text = format!(
             "{age:>4} {mark} {:<12} {:<20} {commit:<7} {:<10} {error}",
             build.subject(),
             tag,
             build.host
         );
-        let style = if selected { style.patch(palette.selected(has_focus)) } else { style };
+        let style = if selected {
+            style.patch(palette.selected(has_focus))
+        } else {
+            style
+        };
         put(buf, area, area.x, y, usize::from(area.width), &text, style);
     }
 }

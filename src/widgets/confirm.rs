@@ -12,29 +12,106 @@ pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
     let Some(confirm) = &state.confirm else {
         return;
     };
-    let longest = confirm.lines.iter().map(|l| l.chars().count()).max().unwrap_or(20) as u16;
-    let width = (longest + 4).clamp(30, body.width);
-    let height = (confirm.lines.len() as u16 + 4).min(body.height);
+    let longest = confirm
+        .lines
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(20) as u16;
+    let width = (longest + 2).clamp(30, body.width);
+    // Long lines wrap: every digest is shown whole.
+    let lines = wrap(&confirm.lines, usize::from(width.saturating_sub(2)).max(1));
+    let height = (lines.len() as u16 + 4).min(body.height);
     let area = centered(body, width, height);
     Clear.render_into(buf, area);
-    Block::default().borders(Borders::ALL).title(format!(" {} ", confirm.title)).render_into(buf, area);
+    Block::default()
+        .borders(Borders::ALL)
+        .title(format!(" {} ", confirm.title))
+        .render_into(buf, area);
     if area.height < 3 || area.width < 3 {
         return;
     }
-    let inner = Rect { x: area.x + 1, y: area.y + 1, width: area.width - 2, height: area.height - 2 };
+    let inner = Rect {
+        x: area.x + 1,
+        y: area.y + 1,
+        width: area.width - 2,
+        height: area.height - 2,
+    };
     let rows = usize::from(inner.height.saturating_sub(1));
-    let shown = if confirm.lines.len() > rows { rows.saturating_sub(1) } else { rows };
-    for (row, line) in confirm.lines.iter().take(shown).enumerate() {
-        put(buf, inner, inner.x, inner.y + row as u16, usize::from(inner.width), line, palette.plain());
+    let shown = if lines.len() > rows {
+        rows.saturating_sub(1)
+    } else {
+        rows
+    };
+    for (row, line) in lines.iter().take(shown).enumerate() {
+        put(
+            buf,
+            inner,
+            inner.x,
+            inner.y + row as u16,
+            usize::from(inner.width),
+            line,
+            palette.plain(),
+        );
     }
-    if confirm.lines.len() > shown && rows > 0 {
-        let more = format!("… and {} more", confirm.lines.len() - shown);
-        put(buf, inner, inner.x, inner.y + shown as u16, usize::MAX, &more, palette.dim());
+    if lines.len() > shown && rows > 0 {
+        let more = format!("… and {} more lines", lines.len() - shown);
+        put(
+            buf,
+            inner,
+            inner.x,
+            inner.y + shown as u16,
+            usize::MAX,
+            &more,
+            palette.dim(),
+        );
     }
     let y = inner.bottom() - 1;
-    let cancel = if confirm.go { palette.plain() } else { palette.selected(true) };
-    let go = if confirm.go { palette.selected(true) } else { palette.plain() };
+    let cancel = if confirm.go {
+        palette.plain()
+    } else {
+        palette.selected(true)
+    };
+    let go = if confirm.go {
+        palette.selected(true)
+    } else {
+        palette.plain()
+    };
     let x = put(buf, inner, inner.x, y, usize::MAX, "[ Cancel ]", cancel) + 2;
-    let x = put(buf, inner, x, y, usize::MAX, &format!("[ {} ]", confirm.verb), go) + 2;
-    put(buf, inner, x, y, usize::MAX, "←/→ switch · enter · esc cancels", palette.dim());
+    let x = put(
+        buf,
+        inner,
+        x,
+        y,
+        usize::MAX,
+        &format!("[ {} ]", confirm.verb),
+        go,
+    ) + 2;
+    put(
+        buf,
+        inner,
+        x,
+        y,
+        usize::MAX,
+        "←/→ switch · enter · esc cancels",
+        palette.dim(),
+    );
+}
+
+/// Cut lines longer than `width` characters into continuation lines indented by four spaces.
+pub fn wrap(lines: &[String], width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in lines {
+        let chars: Vec<char> = line.chars().collect();
+        if chars.len() <= width {
+            out.push(line.clone());
+            continue;
+        }
+        out.push(chars[..width].iter().collect());
+        let room = width.saturating_sub(4).max(1);
+        for chunk in chars[width..].chunks(room) {
+            out.push(format!("    {}", chunk.iter().collect::<String>()));
+        }
+    }
+    out
 }

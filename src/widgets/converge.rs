@@ -23,7 +23,15 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     rule(buf, area, &title, focused(state, Pane::Converge), palette);
     let rows = usize::from(area.height - 1);
     if view.lines.is_empty() {
-        put(buf, area, area.x, area.y + 1, usize::MAX, "no converge recorded yet", palette.dim());
+        put(
+            buf,
+            area,
+            area.x,
+            area.y + 1,
+            usize::MAX,
+            "no converge recorded yet",
+            palette.dim(),
+        );
         return;
     }
     let end = view.lines.len().saturating_sub(view.scroll);

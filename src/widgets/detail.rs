@@ -9,6 +9,7 @@ use crate::app::msg::SourceId;
 use crate::app::state::{AppState, Detail, ModuleInfo};
 use crate::backends::history::{BuildRow, BuildStatus};
 use crate::mesh::behind::Machine;
+use crate::mesh::decide::short_id;
 use crate::mesh::model::MODULE_LABEL;
 use crate::mesh::why::Change;
 use crate::timefmt;
@@ -20,7 +21,10 @@ type Line = (String, Style);
 fn answered(state: &AppState, id: SourceId) -> String {
     let status = state.source(id);
     match (&status.error, status.ok_ms) {
-        (Some((_, error)), Some(at)) => format!("{} ago; now failing: {error}", timefmt::age_since(at, state.now_ms)),
+        (Some((_, error)), Some(at)) => format!(
+            "{} ago; now failing: {error}",
+            timefmt::age_since(at, state.now_ms)
+        ),
         (Some((_, error)), None) => format!("never answered: {error}"),
         (None, Some(at)) => format!("{} ago", timefmt::age_since(at, state.now_ms)),
         (None, None) => "not yet".into(),
@@ -28,29 +32,54 @@ fn answered(state: &AppState, id: SourceId) -> String {
 }
 
 /// The lines about a module; `full` lists every changed file.
-pub fn module_lines(state: &AppState, module: &ModuleInfo, full: bool, palette: Palette) -> Vec<Line> {
+pub fn module_lines(
+    state: &AppState,
+    module: &ModuleInfo,
+    full: bool,
+    palette: Palette,
+) -> Vec<Line> {
     let mut lines: Vec<Line> = Vec::new();
     let planned = state.planned(&module.name);
     match planned {
         Some(p) => {
             lines.push((format!("why: {}", p.why), palette.plain()));
-            lines.push((format!("decision: {} — {}", p.decision, p.reason), palette.plain()));
+            lines.push((
+                format!("decision: {} — {}", p.decision, p.reason),
+                palette.plain(),
+            ));
             if full {
-                lines.push((format!("ref: {}", p.reference.as_deref().unwrap_or("pending")), palette.plain()));
+                lines.push((
+                    format!("ref: {}", p.reference.as_deref().unwrap_or("pending")),
+                    palette.plain(),
+                ));
                 for change in &p.changes {
                     change_lines(change, &mut lines, palette);
                 }
             }
         }
-        None => lines.push((format!("why: the plan has not answered ({})", answered(state, SourceId::Plan)), palette.dim())),
+        None => lines.push((
+            format!(
+                "why: the plan has not answered ({})",
+                answered(state, SourceId::Plan)
+            ),
+            palette.dim(),
+        )),
     }
     match &module.base {
         Some(base) => {
             let base_ref = state
                 .planned(base)
                 .and_then(|b| b.reference.clone())
-                .or_else(|| state.record.as_ref().and_then(|r| r.get(base)).map(|e| e.reference.clone()));
-            let artifact = planned.and_then(|p| p.base_artifact.as_deref()).map(short_digest);
+                .or_else(|| {
+                    state
+                        .record
+                        .as_ref()
+                        .and_then(|r| r.get(base))
+                        .map(|e| e.reference.clone())
+                });
+            let artifact = planned
+                .and_then(|p| p.base_artifact.as_deref())
+                .map(short_digest);
             let text = match (base_ref, artifact) {
                 (Some(r), Some(a)) => format!("base: {base} → {r}@{a}"),
                 (Some(r), None) => format!("base: {base} → {r} (artifact pending)"),
@@ -61,27 +90,47 @@ pub fn module_lines(state: &AppState, module: &ModuleInfo, full: bool, palette: 
         None => lines.push((format!("base: none (tier {})", module.tier), palette.dim())),
     }
     let record = match state.record.as_ref().map(|r| r.get(&module.name)) {
-        Some(Some(entry)) => format!("record: {}@{}", entry.reference, short_digest(&entry.digest)),
+        Some(Some(entry)) if !full => format!(
+            "record: {} @{}",
+            super::tag_of(&entry.reference),
+            short_id(&entry.digest)
+        ),
+        Some(Some(entry)) => format!(
+            "record: {}@{}",
+            entry.reference,
+            short_digest(&entry.digest)
+        ),
         Some(None) => format!("record: holds nothing for {}", module.name),
         None => "record: –".to_string(),
     };
-    lines.push((format!("{record} ({})", answered(state, SourceId::Record)), palette.plain()));
+    lines.push((
+        format!("{record} ({})", answered(state, SourceId::Record)),
+        palette.plain(),
+    ));
     let reference = planned.and_then(|p| p.reference.as_deref());
     let host = match (&state.host, reference) {
         (Some(images), Some(reference)) => {
-            match images.iter().find(|i| i.labels.contains_key(MODULE_LABEL) && i.tags.iter().any(|t| t == reference)) {
-                Some(image) => format!("host: holds {} tagged with the ref", short_digest(&image.id)),
+            match images.iter().find(|i| {
+                i.labels.contains_key(MODULE_LABEL) && i.tags.iter().any(|t| t == reference)
+            }) {
+                Some(image) => format!("host: holds {} tagged with the ref", short_id(&image.id)),
                 None => "host: holds no meshtop-labelled image with this tag".to_string(),
             }
         }
         (Some(_), None) => "host: – (ref pending)".to_string(),
         (None, _) => "host: –".to_string(),
     };
-    lines.push((format!("{host} ({})", answered(state, SourceId::Host)), palette.plain()));
+    lines.push((
+        format!("{host} ({})", answered(state, SourceId::Host)),
+        palette.plain(),
+    ));
     if full {
         lines.push((format!("policy: {}", module.policy), palette.plain()));
         if let Some(build) = state.last_builds.get(&module.name) {
-            lines.push((format!("last build: {}", build_summary(build, state.now_ms)), palette.plain()));
+            lines.push((
+                format!("last build: {}", build_summary(build, state.now_ms)),
+                palette.plain(),
+            ));
         }
     }
     lines
@@ -102,41 +151,93 @@ fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
         Change::BaseMoved { from, to } => lines.push((
             format!(
                 "  base moved: {} → {}",
-                from.as_deref().map(short_digest).unwrap_or_else(|| "none".into()),
-                to.as_deref().map(short_digest).unwrap_or_else(|| "none".into())
+                from.as_deref()
+                    .map(short_digest)
+                    .unwrap_or_else(|| "none".into()),
+                to.as_deref()
+                    .map(short_digest)
+                    .unwrap_or_else(|| "none".into())
             ),
             palette.plain(),
         )),
         Change::PlatformsChanged { from, to } => {
-            lines.push((format!("  platforms: {} → {}", from.join(","), to.join(",")), palette.plain()));
+            lines.push((
+                format!("  platforms: {} → {}", from.join(","), to.join(",")),
+                palette.plain(),
+            ));
         }
-        Change::ArgsChanged(names) => lines.push((format!("  build args changed: {}", names.join(", ")), palette.plain())),
+        Change::ArgsChanged(names) => lines.push((
+            format!("  build args changed: {}", names.join(", ")),
+            palette.plain(),
+        )),
     }
 }
 
 /// `✓ succeeded 3m ago on host-a from c0ffee1`.
 pub fn build_summary(build: &BuildRow, now_ms: i64) -> String {
     let age = timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), now_ms);
-    let commit = build.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("no commit");
+    let commit = build
+        .commit
+        .as_deref()
+        .map(|c| &c[..c.len().min(7)])
+        .unwrap_or("no commit");
     let dirty = if build.dirty { "+dirty" } else { "" };
-    format!("{} {age} ago on {} from {commit}{dirty}", build.status.as_str(), build.host)
+    format!(
+        "{} {age} ago on {} from {commit}{dirty}",
+        build.status.as_str(),
+        build.host
+    )
 }
 
 fn build_lines(build: &BuildRow, state: &AppState, palette: Palette) -> Vec<Line> {
-    let style = if build.status == BuildStatus::Failed { palette.bad() } else { palette.plain() };
+    let style = if build.status == BuildStatus::Failed {
+        palette.bad()
+    } else {
+        palette.plain()
+    };
     let mut lines = vec![
-        (format!("build {} of {}", build.id, build.subject()), palette.heading()),
+        (
+            format!("build {} of {}", build.id, build.subject()),
+            palette.heading(),
+        ),
         (build_summary(build, state.now_ms), style),
-        (format!("started {}", utc_time(build.started_ms)), palette.plain()),
-        (format!("ref: {}", build.reference.as_deref().unwrap_or("–")), palette.plain()),
-        (format!("digest: {}", build.digest.as_deref().unwrap_or("–")), palette.plain()),
-        (format!("platforms: {} · forced: {} · why: {}", build.platforms, build.forced, build.why), palette.plain()),
+        (
+            format!("started {}", utc_time(build.started_ms)),
+            palette.plain(),
+        ),
+        (
+            format!("ref: {}", build.reference.as_deref().unwrap_or("–")),
+            palette.plain(),
+        ),
+        (
+            format!("digest: {}", build.digest.as_deref().unwrap_or("–")),
+            palette.plain(),
+        ),
+        (
+            format!(
+                "platforms: {} · forced: {} · why: {}",
+                build.platforms, build.forced, build.why
+            ),
+            palette.plain(),
+        ),
     ];
     if let Some(base) = &build.base_module {
-        lines.push((format!("base: {base} @ {}", build.base_digest.as_deref().unwrap_or("–")), palette.plain()));
+        lines.push((
+            format!(
+                "base: {base} @ {}",
+                build.base_digest.as_deref().unwrap_or("–")
+            ),
+            palette.plain(),
+        ));
     }
     if let Some(published) = &build.published_ref {
-        lines.push((format!("published: {published} @ {}", build.published_digest.as_deref().unwrap_or("–")), palette.plain()));
+        lines.push((
+            format!(
+                "published: {published} @ {}",
+                build.published_digest.as_deref().unwrap_or("–")
+            ),
+            palette.plain(),
+        ));
     }
     if let Some(error) = &build.error {
         lines.push(("error:".into(), palette.bad()));
@@ -151,14 +252,25 @@ fn build_lines(build: &BuildRow, state: &AppState, palette: Palette) -> Vec<Line
 
 /// `2026-11-29 14:00:00 UTC` (the same on every machine, unlike local time).
 fn utc_time(at_ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(at_ms)
-        .map_or_else(|| format!("@{at_ms}ms"), |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+    chrono::DateTime::from_timestamp_millis(at_ms).map_or_else(
+        || format!("@{at_ms}ms"),
+        |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+    )
 }
 
 fn machine_lines(machine: &Machine, state: &AppState, palette: Palette) -> Vec<Line> {
     let mut lines = vec![
-        (format!("{} {} of module {}", machine.kind, machine.name, machine.module), palette.heading()),
-        (format!("state: {} · {}", machine.state, machine.health), palette.plain()),
+        (
+            format!(
+                "{} {} of module {}",
+                machine.kind, machine.name, machine.module
+            ),
+            palette.heading(),
+        ),
+        (
+            format!("state: {} · {}", machine.state, machine.health),
+            palette.plain(),
+        ),
         (format!("image: {}", machine.image), palette.plain()),
     ];
     for digest in &machine.running {
@@ -172,8 +284,21 @@ fn machine_lines(machine: &Machine, state: &AppState, palette: Palette) -> Vec<L
 }
 
 fn draw_lines(buf: &mut Buffer, area: Rect, lines: &[Line], skip: usize) {
-    for (row, (text, style)) in lines.iter().skip(skip).take(usize::from(area.height)).enumerate() {
-        put(buf, area, area.x, area.y + row as u16, usize::from(area.width), text, *style);
+    for (row, (text, style)) in lines
+        .iter()
+        .skip(skip)
+        .take(usize::from(area.height))
+        .enumerate()
+    {
+        put(
+            buf,
+            area,
+            area.x,
+            area.y + row as u16,
+            usize::from(area.width),
+            text,
+            *style,
+        );
     }
 }
 
@@ -187,7 +312,11 @@ pub fn draw_pane(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
         return;
     };
     rule(buf, area, &module.name, false, palette);
-    let body = Rect { y: area.y + 1, height: area.height - 1, ..area };
+    let body = Rect {
+        y: area.y + 1,
+        height: area.height - 1,
+        ..area
+    };
     draw_lines(buf, body, &module_lines(state, module, false, palette), 0);
 }
 
@@ -195,16 +324,38 @@ pub fn draw_pane(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
 pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let (title, lines) = match &state.detail {
         Some(Detail::Module(name)) => match state.modules.iter().find(|m| &m.name == name) {
-            Some(module) => (format!("detail · {name}"), module_lines(state, module, true, palette)),
-            None => (format!("detail · {name}"), vec![("no such module any more".into(), palette.dim())]),
+            Some(module) => (
+                format!("detail · {name}"),
+                module_lines(state, module, true, palette),
+            ),
+            None => (
+                format!("detail · {name}"),
+                vec![("no such module any more".into(), palette.dim())],
+            ),
         },
-        Some(Detail::Build(id)) => match state.builds.rows(0, state.builds.len()).find(|b| &b.id == id) {
-            Some(build) => (format!("build · {}", build.subject()), build_lines(build, state, palette)),
-            None => ("build".into(), vec![("this build left the history window".into(), palette.dim())]),
+        Some(Detail::Build(id)) => match state
+            .builds
+            .rows(0, state.builds.len())
+            .find(|b| &b.id == id)
+        {
+            Some(build) => (
+                format!("build · {}", build.subject()),
+                build_lines(build, state, palette),
+            ),
+            None => (
+                "build".into(),
+                vec![("this build left the history window".into(), palette.dim())],
+            ),
         },
         Some(Detail::Machine(name)) => match state.machines.iter().find(|m| &m.name == name) {
-            Some(machine) => (format!("machine · {name}"), machine_lines(machine, state, palette)),
-            None => (format!("machine · {name}"), vec![("no such machine any more".into(), palette.dim())]),
+            Some(machine) => (
+                format!("machine · {name}"),
+                machine_lines(machine, state, palette),
+            ),
+            None => (
+                format!("machine · {name}"),
+                vec![("no such machine any more".into(), palette.dim())],
+            ),
         },
         None => return,
     };
@@ -212,7 +363,11 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
     if area.height < 2 {
         return;
     }
-    let body = Rect { y: area.y + 1, height: area.height - 1, ..area };
+    let body = Rect {
+        y: area.y + 1,
+        height: area.height - 1,
+        ..area
+    };
     let max_skip = lines.len().saturating_sub(usize::from(body.height));
     draw_lines(buf, body, &lines, state.detail_scroll.min(max_skip));
 }

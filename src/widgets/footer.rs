@@ -7,15 +7,60 @@ use crate::app::state::AppState;
 
 use super::{Palette, put};
 
+/// Which hints stay when the footer is short of room, first kept first.
+const PRIORITY: &[&str] = &[
+    "help",
+    "converge",
+    "force",
+    "send",
+    "builds",
+    "detail",
+    "converge all",
+    "filter",
+    "poll",
+    "pane",
+    "close",
+];
+
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
-    let mut x = area.x + 1;
-    for (key, word) in state.keys.hints(state.mode) {
-        let start = x;
-        x = put(buf, area, x, area.y, usize::MAX, &key, palette.heading());
-        x = put(buf, area, x, area.y, usize::MAX, &format!(":{word}  "), palette.dim());
-        if x == start {
-            break;
+    let hints = state.keys.hints(state.mode);
+    let tag = if state.readonly { 10 } else { 0 };
+    let room = usize::from(area.width).saturating_sub(1 + tag);
+    let cost = |(key, word): &(String, &str)| key.chars().count() + word.chars().count() + 3;
+    // Quit always shows; the others in table order as long as they fit.
+    let quit = hints.iter().position(|(_, word)| *word == "quit");
+    let mut budget = room.saturating_sub(quit.map_or(0, |i| cost(&hints[i])));
+    // When not all fit, the actions go first, then the ways around.
+    let rank = |word: &str| {
+        PRIORITY
+            .iter()
+            .position(|w| *w == word)
+            .unwrap_or(PRIORITY.len())
+    };
+    let mut order: Vec<usize> = (0..hints.len()).filter(|i| Some(*i) != quit).collect();
+    order.sort_by_key(|i| rank(hints[*i].1));
+    let mut chosen = Vec::new();
+    for i in order {
+        if cost(&hints[i]) <= budget {
+            budget -= cost(&hints[i]);
+            chosen.push(i);
         }
+    }
+    chosen.sort_unstable();
+    let mut kept: Vec<&(String, &str)> = chosen.into_iter().map(|i| &hints[i]).collect();
+    kept.extend(quit.map(|i| &hints[i]));
+    let mut x = area.x + 1;
+    for (key, word) in kept {
+        x = put(buf, area, x, area.y, usize::MAX, key, palette.heading());
+        x = put(
+            buf,
+            area,
+            x,
+            area.y,
+            usize::MAX,
+            &format!(":{word}  "),
+            palette.dim(),
+        );
     }
     if state.readonly {
         let tag = "read-only";

@@ -39,11 +39,19 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if let Some(registry) = &context.registry {
         first.push_str(&format!(" · registry {registry}"));
     }
-    first.push_str(&format!(" · state {}", context.state_path));
     if state.readonly {
         first.push_str(" · read-only");
     }
-    put(buf, area, area.x, area.y, usize::MAX, &first, palette.heading());
+    first.push_str(&format!(" · state {}", context.state_path));
+    put(
+        buf,
+        area,
+        area.x,
+        area.y,
+        usize::MAX,
+        &first,
+        palette.heading(),
+    );
     let y = area.y + 1;
     let mut x = put(buf, area, area.x, y, usize::MAX, " ", palette.plain());
     for (i, id) in SourceId::ALL.into_iter().enumerate() {
@@ -54,11 +62,27 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         let status = state.source(id);
         let age = status.ok_ms.map(|at| timefmt::age_since(at, state.now_ms));
         x = match (&status.error, age) {
-            (None, Some(age)) => put(buf, area, x, y, usize::MAX, &format!(" {age}"), palette.good()),
+            (None, Some(age)) => put(
+                buf,
+                area,
+                x,
+                y,
+                usize::MAX,
+                &format!(" {age}"),
+                palette.good(),
+            ),
             (None, None) => put(buf, area, x, y, usize::MAX, " …", palette.dim()),
             (Some((_, error)), age) => {
                 let last = age.map_or("never answered".to_string(), |a| format!("last ok {a}"));
-                put(buf, area, x, y, usize::MAX, &format!(" ✗ {error} ({last})"), palette.bad())
+                put(
+                    buf,
+                    area,
+                    x,
+                    y,
+                    usize::MAX,
+                    &format!(" ✗ {error} ({last})"),
+                    palette.bad(),
+                )
             }
         };
     }
@@ -80,19 +104,60 @@ pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Pale
     let y = area.y;
     let mut x = area.x;
     if state.mode == Mode::Filter || !state.filter.is_empty() {
-        let cursor = if state.mode == Mode::Filter { "█" } else { "" };
-        let text = format!(" /{}{cursor} ({} of {}) ", state.filter, state.visible.len(), state.modules.len());
+        let cursor = if state.mode == Mode::Filter {
+            "█"
+        } else {
+            ""
+        };
+        let text = format!(
+            " /{}{cursor} ({} of {}) ",
+            state.filter,
+            state.visible.len(),
+            state.modules.len()
+        );
         x = put(buf, area, x, y, usize::MAX, &text, palette.info());
     }
     if let Some(running) = &state.running {
-        x = put(buf, area, x, y, usize::MAX, &format!(" ⟳ {running} "), palette.warn());
+        x = put(
+            buf,
+            area,
+            x,
+            y,
+            usize::MAX,
+            &format!(" ⟳ {running} "),
+            palette.warn(),
+        );
     }
     if let Some(notice) = &state.notice {
-        let style = if notice.error { palette.bad() } else { palette.plain() };
-        x = put(buf, area, x, y, usize::MAX, &format!(" {} ", notice.text), style);
+        let style = if notice.error {
+            palette.bad()
+        } else {
+            palette.plain()
+        };
+        x = put(
+            buf,
+            area,
+            x,
+            y,
+            usize::MAX,
+            &format!(" {} ", notice.text),
+            style,
+        );
     }
     if let Some(first) = state.warnings.first() {
-        let more = if state.warnings.len() > 1 { format!(" (+{} more, see ? help)", state.warnings.len() - 1) } else { String::new() };
-        put(buf, area, x, y, usize::MAX, &format!(" ⚠ {first}{more}"), palette.warn());
+        let more = if state.warnings.len() > 1 {
+            format!(" (+{} more, see ? help)", state.warnings.len() - 1)
+        } else {
+            String::new()
+        };
+        put(
+            buf,
+            area,
+            x,
+            y,
+            usize::MAX,
+            &format!(" ⚠ {first}{more}"),
+            palette.warn(),
+        );
     }
 }

@@ -2,24 +2,36 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::widgets::Clear;
+use ratatui::widgets::{Block, Borders, Clear};
 
 use crate::app::keys::Mode;
 use crate::app::state::AppState;
 
-use super::{Palette, RenderInto, centered, put, rule};
+use super::{Palette, RenderInto, centered, put};
 
 /// The help text: one heading per mode, one line per action.
 pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
     let mut lines = Vec::new();
     if state.readonly {
-        lines.push(("read-only: actions that change something are off".to_string(), true));
+        lines.push((
+            "read-only: actions that change something are off".to_string(),
+            true,
+        ));
     }
-    for mode in [Mode::Normal, Mode::Filter, Mode::Confirm, Mode::Detail, Mode::Help] {
+    for mode in [
+        Mode::Normal,
+        Mode::Filter,
+        Mode::Confirm,
+        Mode::Detail,
+        Mode::Help,
+    ] {
         lines.push((format!("{} mode", mode.name()), true));
         for binding in state.keys.bindings(mode) {
             let keys = state.keys.keys_text(mode, binding.action);
-            lines.push((format!("  {keys:<18} {}", binding.action.description()), false));
+            lines.push((
+                format!("  {keys:<18} {}", binding.action.description()),
+                false,
+            ));
         }
     }
     if !state.warnings.is_empty() {
@@ -30,17 +42,38 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
 }
 
 pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
-    let area = centered(body, 76, body.height);
+    let area = centered(body, 80, body.height);
     Clear.render_into(buf, area);
-    rule(buf, area, "help (esc closes)", true, palette);
-    if area.height < 2 {
+    Block::default()
+        .borders(Borders::ALL)
+        .title(" help · esc closes ")
+        .render_into(buf, area);
+    if area.height < 3 || area.width < 3 {
         return;
     }
+    let inner = Rect {
+        x: area.x + 1,
+        y: area.y + 1,
+        width: area.width - 2,
+        height: area.height - 2,
+    };
     let lines = help_lines(state);
-    let rows = usize::from(area.height - 1);
+    let rows = usize::from(inner.height);
     let skip = state.help_scroll.min(lines.len().saturating_sub(rows));
     for (row, (text, heading)) in lines.iter().skip(skip).take(rows).enumerate() {
-        let style = if *heading { palette.heading() } else { palette.plain() };
-        put(buf, area, area.x + 1, area.y + 1 + row as u16, usize::from(area.width.saturating_sub(2)), text, style);
+        let style = if *heading {
+            palette.heading()
+        } else {
+            palette.plain()
+        };
+        put(
+            buf,
+            inner,
+            inner.x,
+            inner.y + row as u16,
+            usize::from(inner.width),
+            text,
+            style,
+        );
     }
 }

@@ -9,7 +9,8 @@ use crate::app::state::{AppState, Pane};
 use crate::mesh::behind::MachineState;
 use crate::timefmt;
 
-use super::{Palette, focused, put, rule, scroll_offset, short_digest};
+use super::{Palette, focused, put, rule, scroll_offset};
+use crate::mesh::decide::short_id;
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if area.height == 0 || area.width == 0 {
@@ -24,15 +25,32 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             Some((_, error)) => format!("machines could not be listed: {error}"),
             None => "no machine runs this module".to_string(),
         };
-        put(buf, area, area.x, area.y + 1, usize::MAX, &text, palette.dim());
+        put(
+            buf,
+            area,
+            area.x,
+            area.y + 1,
+            usize::MAX,
+            &text,
+            palette.dim(),
+        );
         return;
     }
-    let name_width = machines.iter().map(|m| m.name.chars().count()).max().unwrap_or(4).min(20);
+    let name_width = machines
+        .iter()
+        .map(|m| m.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .min(20);
     let first = scroll_offset(state.machine_selected, rows);
     for (row, machine) in machines.iter().enumerate().skip(first).take(rows) {
         let y = area.y + 1 + (row - first) as u16;
         let selected = row == state.machine_selected;
-        let digest = machine.running.first().map(|d| short_digest(d)).unwrap_or_else(|| "–".into());
+        let digest = machine
+            .running
+            .first()
+            .map(|d| short_id(d).to_string())
+            .unwrap_or_else(|| "–".into());
         let state_style = match machine.state {
             MachineState::Current => palette.good(),
             MachineState::Behind => palette.warn(),
@@ -41,16 +59,29 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         };
         let made = match machine.running.first().and_then(|d| state.build_of(d)) {
             Some(build) => {
-                let commit = build.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("–");
-                let age = timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms);
-                format!("built by {} @{commit} {age}", build.host)
+                let commit = build
+                    .commit
+                    .as_deref()
+                    .map(|c| &c[..c.len().min(7)])
+                    .unwrap_or("–");
+                let age =
+                    timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms);
+                if area.width < 60 {
+                    format!("{} @{commit} {age}", build.host)
+                } else {
+                    format!("built by {} @{commit} {age}", build.host)
+                }
             }
             None => "built by –".to_string(),
         };
-        let name_style = if selected { palette.selected(has_focus) } else { palette.plain() };
+        let name_style = if selected {
+            palette.selected(has_focus)
+        } else {
+            palette.plain()
+        };
         let mut x = put(buf, area, area.x, y, name_width, &machine.name, name_style);
         x = x.max(area.x + name_width as u16 + 1);
-        x = put(buf, area, x, y, 20, &digest, palette.dim()) + 1;
+        x = put(buf, area, x, y, 12, &digest, palette.dim()) + 1;
         x = put(buf, area, x, y, 8, machine.state.as_str(), state_style).max(x + 8);
         put(buf, area, x, y, usize::MAX, &made, palette.plain());
     }

@@ -32,11 +32,17 @@ pub struct Palette {
 
 impl Palette {
     pub fn of(state: &AppState) -> Palette {
-        Palette { no_color: state.no_color }
+        Palette {
+            no_color: state.no_color,
+        }
     }
 
     fn fg(self, color: Color) -> Style {
-        if self.no_color { Style::default() } else { Style::default().fg(color) }
+        if self.no_color {
+            Style::default()
+        } else {
+            Style::default().fg(color)
+        }
     }
 
     pub fn plain(self) -> Style {
@@ -58,18 +64,34 @@ impl Palette {
         self.fg(Color::Magenta)
     }
     pub fn dim(self) -> Style {
-        if self.no_color { Style::default() } else { Style::default().fg(Color::DarkGray) }
+        if self.no_color {
+            Style::default()
+        } else {
+            Style::default().fg(Color::DarkGray)
+        }
     }
     pub fn heading(self) -> Style {
         Style::default().add_modifier(Modifier::BOLD)
     }
     pub fn selected(self, focused: bool) -> Style {
-        if focused { Style::default().add_modifier(Modifier::REVERSED) } else { Style::default().add_modifier(Modifier::BOLD) }
+        if focused {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default().add_modifier(Modifier::BOLD)
+        }
     }
 }
 
 /// Write `text` at (x, y) within `area`, at most `width` cells; nothing outside the area.
-pub fn put(buf: &mut Buffer, area: Rect, x: u16, y: u16, width: usize, text: &str, style: Style) -> u16 {
+pub fn put(
+    buf: &mut Buffer,
+    area: Rect,
+    x: u16,
+    y: u16,
+    width: usize,
+    text: &str,
+    style: Style,
+) -> u16 {
     if y < area.top() || y >= area.bottom() || x >= area.right() || x < area.left() {
         return x;
     }
@@ -82,11 +104,23 @@ pub fn rule(buf: &mut Buffer, area: Rect, title: &str, focused: bool, palette: P
     if area.height == 0 {
         return;
     }
-    let style = if focused { palette.heading().add_modifier(Modifier::UNDERLINED) } else { palette.dim() };
+    let style = if focused {
+        palette.heading().add_modifier(Modifier::UNDERLINED)
+    } else {
+        palette.dim()
+    };
     let text = format!("── {title} ");
     let end = put(buf, area, area.x, area.y, usize::MAX, &text, style);
     let fill = usize::from(area.right().saturating_sub(end));
-    put(buf, area, end, area.y, fill, &"─".repeat(fill), palette.dim());
+    put(
+        buf,
+        area,
+        end,
+        area.y,
+        fill,
+        &"─".repeat(fill),
+        palette.dim(),
+    );
 }
 
 /// `sha256:3f9c2a1b7d4e` (the 12 first hex digits).
@@ -101,14 +135,23 @@ pub fn tag_of(reference: &str) -> &str {
 
 /// The row offset that keeps `selected` visible in `height` rows.
 pub fn scroll_offset(selected: usize, height: usize) -> usize {
-    if height == 0 { 0 } else { selected.saturating_sub(height - 1) }
+    if height == 0 {
+        0
+    } else {
+        selected.saturating_sub(height - 1)
+    }
 }
 
 /// A rectangle centered in `area`, at most `width`×`height`.
 pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
-    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
 }
 
 /// Where each pane goes for a body area.
@@ -124,10 +167,19 @@ pub struct Panes {
 /// Split the body between the panes; small bodies keep the modules and the builds only.
 pub fn split_body(body: Rect) -> Panes {
     let h = body.height;
-    let row = |y: u16, height: u16| Rect { x: body.x, y: body.y + y, width: body.width, height };
+    let row = |y: u16, height: u16| Rect {
+        x: body.x,
+        y: body.y + y,
+        width: body.width,
+        height,
+    };
     if h < 12 {
         let builds = h / 3;
-        return Panes { modules: row(0, h - builds), builds: row(h - builds, builds), ..Panes::default() };
+        return Panes {
+            modules: row(0, h - builds),
+            builds: row(h - builds, builds),
+            ..Panes::default()
+        };
     }
     let modules = h * 2 / 5;
     let lower = h / 4;
@@ -137,8 +189,15 @@ pub fn split_body(body: Rect) -> Panes {
     let left = lower_area.width / 2;
     Panes {
         modules: row(0, modules),
-        detail: Rect { width: left, ..lower_area },
-        machines: Rect { x: lower_area.x + left + 1, width: lower_area.width.saturating_sub(left + 1), ..lower_area },
+        detail: Rect {
+            width: left,
+            ..lower_area
+        },
+        machines: Rect {
+            x: lower_area.x + left + 1,
+            width: lower_area.width.saturating_sub(left + 1),
+            ..lower_area
+        },
         builds: row(modules + lower, builds),
         converge: row(modules + lower + builds, converge),
     }
@@ -155,27 +214,62 @@ pub fn draw_to(buf: &mut Buffer, area: Rect, state: &AppState) {
     let palette = Palette::of(state);
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
-        for (i, chunk) in text.split_inclusive(' ').enumerate() {
-            put(buf, area, area.x, area.y + i as u16, usize::MAX, chunk.trim_end(), palette.warn());
+        if usize::from(area.width) >= text.chars().count() {
+            put(buf, area, area.x, area.y, usize::MAX, &text, palette.warn());
+        } else {
+            for (i, word) in text.split(' ').enumerate() {
+                put(
+                    buf,
+                    area,
+                    area.x,
+                    area.y + i as u16,
+                    usize::MAX,
+                    word,
+                    palette.warn(),
+                );
+            }
         }
         return;
     }
     let header_height = 2;
     let notice_height = u16::from(header::has_notice_line(state));
-    let header_area = Rect { height: header_height, ..area };
+    let header_area = Rect {
+        height: header_height,
+        ..area
+    };
     header::draw(buf, header_area, state, palette);
-    let notice_area = Rect { y: area.y + header_height, height: notice_height, ..area };
+    let notice_area = Rect {
+        y: area.y + header_height,
+        height: notice_height,
+        ..area
+    };
     header::draw_notice(buf, notice_area, state, palette);
-    let footer_area = Rect { y: area.bottom() - 1, height: 1, ..area };
+    let footer_area = Rect {
+        y: area.bottom() - 1,
+        height: 1,
+        ..area
+    };
     footer::draw(buf, footer_area, state, palette);
     let top = header_height + notice_height;
-    let body = Rect { y: area.y + top, height: area.height - top - 1, ..area };
+    let body = Rect {
+        y: area.y + top,
+        height: area.height - top - 1,
+        ..area
+    };
     let panes = split_body(body);
     modules::draw(buf, panes.modules, state, palette);
     detail::draw_pane(buf, panes.detail, state, palette);
     if panes.machines.width > 0 && panes.machines.height > 0 {
         for y in panes.machines.top()..panes.machines.bottom() {
-            put(buf, area, panes.machines.x - 1, y, 1, if y == panes.machines.y { "┬" } else { "│" }, palette.dim());
+            put(
+                buf,
+                area,
+                panes.machines.x - 1,
+                y,
+                1,
+                if y == panes.machines.y { "┬" } else { "│" },
+                palette.dim(),
+            );
         }
     }
     machines::draw(buf, panes.machines, state, palette);

@@ -22,7 +22,9 @@ pub fn ref_cell(state: &AppState, module: &ModuleInfo, palette: Palette) -> Cell
     match state.planned(&module.name) {
         Some(planned) => match (&planned.reference, &module.base) {
             (Some(reference), _) => (reference.clone(), palette.plain()),
-            (None, Some(base)) if planned.decision != Decision::Refused => (format!("pending ({base})"), palette.warn()),
+            (None, Some(base)) if planned.decision != Decision::Refused => {
+                (format!("pending ({base})"), palette.warn())
+            }
             (None, _) => ("–".into(), palette.dim()),
         },
         None => ("…".into(), palette.dim()),
@@ -68,10 +70,15 @@ pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
     match &state.host {
         Some(images) => {
-            let holds = images
-                .iter()
-                .any(|image| image.labels.contains_key(MODULE_LABEL) && image.tags.iter().any(|tag| tag == reference));
-            if holds { ("✓".into(), palette.good()) } else { ("✗".into(), palette.bad()) }
+            let holds = images.iter().any(|image| {
+                image.labels.contains_key(MODULE_LABEL)
+                    && image.tags.iter().any(|tag| tag == reference)
+            });
+            if holds {
+                ("✓".into(), palette.good())
+            } else {
+                ("✗".into(), palette.bad())
+            }
         }
         None if state.source(SourceId::Host).error.is_some() => ("?".into(), palette.warn()),
         None => ("–".into(), palette.dim()),
@@ -110,16 +117,36 @@ struct Columns {
     registry: bool,
 }
 
-const DECISION_W: u16 = 13;
+const DECISION_W: u16 = 12;
 const MACHINES_W: u16 = 11;
 const LAST_W: u16 = 15;
 
 fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
-    let longest = state.visible.iter().skip(first).take(rows).map(|&i| state.modules[i].name.chars().count()).max();
+    let longest = state
+        .visible
+        .iter()
+        .skip(first)
+        .take(rows)
+        .map(|&i| state.modules[i].name.chars().count())
+        .max();
     let name = (longest.unwrap_or(6).max(6) as u16).min(24);
     let registry = state.context.registry.is_some();
-    let fixed = 2 + 1 + name + 1 + DECISION_W + 1 + 7 + 5 + if registry { 4 } else { 0 } + MACHINES_W + 1 + LAST_W;
-    Columns { name, reference: width.saturating_sub(fixed + 1).max(4), registry }
+    let fixed = 2
+        + name
+        + 1
+        + DECISION_W
+        + 1
+        + 7
+        + 5
+        + if registry { 4 } else { 0 }
+        + MACHINES_W
+        + 1
+        + LAST_W;
+    Columns {
+        name,
+        reference: width.saturating_sub(fixed + 1).max(4),
+        registry,
+    }
 }
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
@@ -127,7 +154,11 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         return;
     }
     let has_focus = focused(state, Pane::Modules);
-    let title = format!("modules · {} of {}", state.visible.len(), state.modules.len());
+    let title = format!(
+        "modules · {} of {}",
+        state.visible.len(),
+        state.modules.len()
+    );
     rule(buf, area, &title, has_focus, palette);
     if area.height < 3 {
         return;
@@ -136,7 +167,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let first = scroll_offset(state.selected, rows);
     let cols = columns(state, area.width, first, rows);
     let mut heads: Vec<(&str, u16)> = vec![
-        ("T", 3),
+        ("T", 2),
         ("MODULE", cols.name + 1),
         ("REF", cols.reference + 1),
         ("DECISION", DECISION_W + 1),
@@ -151,21 +182,50 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let y = area.y + 1;
     let mut x = area.x;
     for (head, width) in &heads {
-        put(buf, area, x, y, usize::from(*width), head, palette.heading());
+        put(
+            buf,
+            area,
+            x,
+            y,
+            usize::from(*width),
+            head,
+            palette.heading(),
+        );
         x += width;
     }
-    let mut previous_tier = first.checked_sub(1).and_then(|i| state.visible.get(i)).map(|&m| state.modules[m].tier);
+    let mut previous_tier = first
+        .checked_sub(1)
+        .and_then(|i| state.visible.get(i))
+        .map(|&m| state.modules[m].tier);
     for (row, &index) in state.visible.iter().skip(first).take(rows).enumerate() {
         let module = &state.modules[index];
         let y = area.y + 2 + row as u16;
         let selected = first + row == state.selected;
-        let tier = if previous_tier == Some(module.tier) { String::new() } else { module.tier.to_string() };
+        let tier = if previous_tier == Some(module.tier) {
+            String::new()
+        } else {
+            module.tier.to_string()
+        };
         previous_tier = Some(module.tier);
         let (reference, ref_style) = ref_cell(state, module, palette);
-        let reference = if reference.chars().count() > usize::from(cols.reference) { tag_of(&reference).to_string() } else { reference };
+        let reference = if reference.chars().count() > usize::from(cols.reference) {
+            tag_of(&reference).to_string()
+        } else {
+            reference
+        };
         let mut cells: Vec<(Cell, u16)> = vec![
-            ((tier, palette.dim()), 3),
-            ((module.name.clone(), if selected { palette.selected(has_focus) } else { palette.plain() }), cols.name + 1),
+            ((tier, palette.dim()), 2),
+            (
+                (
+                    module.name.clone(),
+                    if selected {
+                        palette.selected(has_focus)
+                    } else {
+                        palette.plain()
+                    },
+                ),
+                cols.name + 1,
+            ),
             ((reference, ref_style), cols.reference + 1),
             (decision_cell(state, &module.name, palette), DECISION_W + 1),
             (record_cell(state, &module.name, palette), 7),
@@ -178,16 +238,48 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         cells.push((last_build_cell(state, &module.name, palette), LAST_W));
         let mut x = area.x;
         if selected {
-            put(buf, area, x, y, usize::from(area.width), &" ".repeat(usize::from(area.width)), palette.selected(has_focus));
+            put(
+                buf,
+                area,
+                x,
+                y,
+                usize::from(area.width),
+                &" ".repeat(usize::from(area.width)),
+                palette.selected(has_focus),
+            );
         }
         for ((text, style), width) in cells {
-            let style = if selected { style.patch(palette.selected(has_focus)) } else { style };
-            put(buf, area, x, y, usize::from(width.saturating_sub(1)), &text, style);
+            let style = if selected {
+                style.patch(palette.selected(has_focus))
+            } else {
+                style
+            };
+            put(
+                buf,
+                area,
+                x,
+                y,
+                usize::from(width.saturating_sub(1)),
+                &text,
+                style,
+            );
             x += width;
         }
     }
     if state.visible.is_empty() {
-        let text = if state.modules.is_empty() { "the mesh has no modules" } else { "no module matches the filter" };
-        put(buf, area, area.x + 1, area.y + 2, usize::MAX, text, palette.dim());
+        let text = if state.modules.is_empty() {
+            "the mesh has no modules"
+        } else {
+            "no module matches the filter"
+        };
+        put(
+            buf,
+            area,
+            area.x + 1,
+            area.y + 2,
+            usize::MAX,
+            text,
+            palette.dim(),
+        );
     }
 }

@@ -1,0 +1,226 @@
+//! Snapshots of the screen and of each pane, from a fixed state, at 120×40 and 80×24; every size
+//! from 40×10 to 200×60 draws without panic.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fixture;
+
+use fixture::*;
+use meshtop::app::keys::{KeyTable, Mode};
+use meshtop::app::msg::{Msg, SourceId};
+use meshtop::app::state::{AppState, Pane};
+use meshtop::app::update::update;
+use meshtop::mesh::model::Target;
+use meshtop::widgets::{self, Palette};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::Rect;
+
+/// The buffer's symbols, one line per row, trailing spaces trimmed.
+fn text(buffer: &Buffer) -> String {
+    let area = buffer.area;
+    let mut out = String::new();
+    for y in 0..area.height {
+        let mut line = String::new();
+        for x in 0..area.width {
+            line.push_str(buffer[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn screen(state: &AppState, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| widgets::draw(frame, state)).unwrap();
+    text(terminal.backend().buffer())
+}
+
+fn pane(width: u16, height: u16, draw: impl Fn(&mut Buffer, Rect)) -> String {
+    let area = Rect::new(0, 0, width, height);
+    let mut buffer = Buffer::empty(area);
+    draw(&mut buffer, area);
+    text(&buffer)
+}
+
+fn key(state: &mut AppState, code: KeyCode) {
+    let modifiers = if matches!(code, KeyCode::Char(c) if c.is_ascii_uppercase()) {
+        KeyModifiers::SHIFT
+    } else {
+        KeyModifiers::NONE
+    };
+    update(state, Msg::Key(KeyEvent::new(code, modifiers)));
+}
+
+#[test]
+fn whole_screen() {
+    let state = demo_state();
+    insta::assert_snapshot!("screen_120x40", screen(&state, 120, 40));
+    insta::assert_snapshot!("screen_80x24", screen(&state, 80, 24));
+}
+
+#[test]
+fn kubernetes_header_and_readonly_footer() {
+    let target = Target::Kubernetes {
+        namespace: "demo".into(),
+        context: Some("kind-dev".into()),
+    };
+    let state = demo_state_on(target, true);
+    let palette = Palette { no_color: true };
+    for (width, name) in [(120, "kube_header_120"), (80, "kube_header_80")] {
+        let out = pane(width, 2, |buf, area| {
+            widgets::header::draw(buf, area, &state, palette)
+        });
+        insta::assert_snapshot!(name, out);
+    }
+    let out = pane(80, 1, |buf, area| {
+        widgets::footer::draw(buf, area, &state, palette)
+    });
+    insta::assert_snapshot!("readonly_footer_80", out);
+}
+
+#[test]
+fn each_pane() {
+    let mut state = demo_state();
+    key(&mut state, KeyCode::Char('j')); // api: failed build, held machine, changed files
+    update(
+        &mut state,
+        Msg::BuildsPage {
+            request: meshtop::app::msg::PageRequest {
+                module: Some("api".into()),
+                before: None,
+                limit: 100,
+                placement: meshtop::app::msg::Placement::Replace,
+            },
+            at_ms: NOW,
+            result: Ok(demo_builds()),
+        },
+    );
+    update(
+        &mut state,
+        Msg::Polled {
+            source: SourceId::Host,
+            at_ms: NOW - 500,
+            result: Err("cannot reach the Docker daemon".into()),
+        },
+    );
+    let palette = Palette { no_color: true };
+    for (width, height) in [(120u16, 40u16), (80, 24)] {
+        let tag = format!("{width}x{height}");
+        let panes = widgets::split_body(Rect::new(0, 0, width, height - 4));
+        let size = |r: Rect| (r.width, r.height);
+        let (w, h) = size(panes.modules);
+        insta::assert_snapshot!(
+            format!("modules_{tag}"),
+            pane(w, h, |b, a| widgets::modules::draw(b, a, &state, palette))
+        );
+        let (w, h) = size(panes.detail);
+        insta::assert_snapshot!(
+            format!("detail_{tag}"),
+            pane(w, h, |b, a| widgets::detail::draw_pane(
+                b, a, &state, palette
+            ))
+        );
+        let (w, h) = size(panes.machines);
+        insta::assert_snapshot!(
+            format!("machines_{tag}"),
+            pane(w, h, |b, a| widgets::machines::draw(b, a, &state, palette))
+        );
+        let (w, h) = size(panes.builds);
+        insta::assert_snapshot!(
+            format!("builds_{tag}"),
+            pane(w, h, |b, a| widgets::builds::draw(b, a, &state, palette))
+        );
+        let (w, h) = size(panes.converge);
+        insta::assert_snapshot!(
+            format!("converge_{tag}"),
+            pane(w, h, |b, a| widgets::converge::draw(b, a, &state, palette))
+        );
+        insta::assert_snapshot!(
+            format!("header_{tag}"),
+            pane(width, 2, |b, a| widgets::header::draw(
+                b, a, &state, palette
+            ))
+        );
+        insta::assert_snapshot!(
+            format!("footer_{tag}"),
+            pane(width, 1, |b, a| widgets::footer::draw(
+                b, a, &state, palette
+            ))
+        );
+    }
+}
+
+#[test]
+fn overlays() {
+    let mut state = demo_state();
+    key(&mut state, KeyCode::Char('?'));
+    insta::assert_snapshot!("help_120x40", screen(&state, 120, 40));
+    insta::assert_snapshot!("help_80x24", screen(&state, 80, 24));
+    key(&mut state, KeyCode::Esc);
+    key(&mut state, KeyCode::Char('j'));
+    key(&mut state, KeyCode::Char('s'));
+    assert_eq!(state.mode, Mode::Confirm);
+    insta::assert_snapshot!("confirm_send_120x40", screen(&state, 120, 40));
+    insta::assert_snapshot!("confirm_send_80x24", screen(&state, 80, 24));
+    key(&mut state, KeyCode::Esc);
+    key(&mut state, KeyCode::Enter);
+    insta::assert_snapshot!("detail_api_120x40", screen(&state, 120, 40));
+    insta::assert_snapshot!("detail_api_80x24", screen(&state, 80, 24));
+    key(&mut state, KeyCode::Esc);
+    let request = state.builds.rescope(Some("api".into()));
+    update(
+        &mut state,
+        Msg::BuildsPage {
+            request,
+            at_ms: NOW,
+            result: Ok(demo_builds()),
+        },
+    );
+    state.focus = Pane::Builds;
+    key(&mut state, KeyCode::Enter);
+    insta::assert_snapshot!("build_failed_120x40", screen(&state, 120, 40));
+    insta::assert_snapshot!("build_failed_80x24", screen(&state, 80, 24));
+}
+
+#[test]
+fn filter_line_and_key_warnings() {
+    let mesh = demo_mesh(Target::Docker);
+    let (keys, warnings) = KeyTable::with_overrides(false, "[normal]\nsend = \"b\"\n");
+    let mut state = AppState::new(&mesh, context(&mesh), false, keys, NOW);
+    state.warnings = warnings;
+    key(&mut state, KeyCode::Char('/'));
+    key(&mut state, KeyCode::Char('a'));
+    insta::assert_snapshot!("filter_and_warning_80x24", screen(&state, 80, 24));
+}
+
+#[test]
+fn every_size_draws_without_panic() {
+    let mut states = vec![demo_state(), big_state(50, 300)];
+    let mut help = demo_state();
+    key(&mut help, KeyCode::Char('?'));
+    states.push(help);
+    let mut confirm = demo_state();
+    key(&mut confirm, KeyCode::Char('C'));
+    states.push(confirm);
+    let mut detail = demo_state();
+    key(&mut detail, KeyCode::Enter);
+    states.push(detail);
+    for state in &states {
+        for width in (1..=200).step_by(7).chain([39, 40, 41, 200]) {
+            for height in (1..=60).step_by(3).chain([9, 10, 11, 60]) {
+                let out = screen(state, width, height);
+                if width < 40 || height < 10 {
+                    assert!(
+                        out.starts_with("terminal") || out.trim().is_empty() || width < 9,
+                        "{width}×{height}: {out}"
+                    );
+                }
+            }
+        }
+    }
+    let small = screen(&demo_state(), 39, 10);
+    assert!(small.contains("terminal too small"), "{small}");
+}

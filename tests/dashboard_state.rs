@@ -1,0 +1,483 @@
+//! A message in → the state out, for every pane (no terminal, no clock).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fixture;
+
+use fixture::*;
+use meshtop::app::keys::Mode;
+use meshtop::app::msg::{
+    ActionRequest, Effect, HistorySnapshot, Msg, PageRequest, Placement, SourceData, SourceId,
+};
+use meshtop::app::state::{AppState, Detail, Pane};
+use meshtop::app::update::update;
+use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
+use meshtop::backends::history::BuildStatus;
+use meshtop::mesh::model::Target;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn key(state: &mut AppState, code: KeyCode) -> Vec<Effect> {
+    let modifiers = match code {
+        KeyCode::Char(c) if c.is_ascii_uppercase() => KeyModifiers::SHIFT,
+        _ => KeyModifiers::NONE,
+    };
+    update(state, Msg::Key(KeyEvent::new(code, modifiers)))
+}
+
+fn ch(state: &mut AppState, c: char) -> Vec<Effect> {
+    key(state, KeyCode::Char(c))
+}
+
+fn fetch_of(effects: &[Effect]) -> Option<&PageRequest> {
+    effects.iter().find_map(|e| match e {
+        Effect::FetchBuilds(request) => Some(request),
+        _ => None,
+    })
+}
+
+#[test]
+fn header_keeps_the_last_good_answer_and_shows_the_error() {
+    let mut state = demo_state();
+    update(
+        &mut state,
+        Msg::Polled {
+            source: SourceId::Host,
+            at_ms: NOW + 5000,
+            result: Err("daemon gone".into()),
+        },
+    );
+    let host = state.source(SourceId::Host);
+    assert_eq!(host.ok_ms, Some(NOW - 3000));
+    assert_eq!(host.error, Some((NOW + 5000, "daemon gone".to_string())));
+    assert!(state.host.is_some(), "the last good answer stays");
+    update(
+        &mut state,
+        polled(SourceId::Host, -6000, SourceData::Host(Vec::new())),
+    );
+    assert_eq!(state.source(SourceId::Host).error, None);
+    assert_eq!(state.host.as_ref().map(Vec::len), Some(0));
+    assert_eq!(state.now_ms, NOW + 6000);
+}
+
+#[test]
+fn modules_cursor_moves_and_the_history_follows_it() {
+    let mut state = demo_state();
+    assert_eq!(state.selected_module().unwrap().name, "base");
+    let effects = ch(&mut state, 'j');
+    assert_eq!(state.selected_module().unwrap().name, "api");
+    let request = fetch_of(&effects).expect("asks for api's builds");
+    assert_eq!(
+        (request.module.as_deref(), request.placement),
+        (Some("api"), Placement::Replace)
+    );
+    assert!(state.builds.is_empty() && state.builds.loading);
+    ch(&mut state, 'G');
+    assert_eq!(state.selected_module().unwrap().name, "worker");
+    ch(&mut state, 'g');
+    assert_eq!(state.selected_module().unwrap().name, "base");
+    key(&mut state, KeyCode::Up);
+    assert_eq!(state.selected, 0, "the cursor stops at the top");
+}
+
+#[test]
+fn filter_narrows_the_modules_and_esc_clears_it() {
+    let mut state = demo_state();
+    ch(&mut state, '/');
+    assert_eq!(state.mode, Mode::Filter);
+    ch(&mut state, 'w');
+    ch(&mut state, 'q'); // text in the filter line, not quit
+    assert!(!state.quit);
+    assert_eq!(state.filter, "wq");
+    assert!(state.visible.is_empty());
+    key(&mut state, KeyCode::Backspace);
+    assert_eq!(state.visible.len(), 1);
+    assert_eq!(state.selected_module().unwrap().name, "worker");
+    key(&mut state, KeyCode::Enter);
+    assert_eq!((state.mode, state.filter.as_str()), (Mode::Normal, "w"));
+    key(&mut state, KeyCode::Esc);
+    assert_eq!(state.visible.len(), 3);
+    assert_eq!(
+        state.selected_module().unwrap().name,
+        "worker",
+        "the cursor stays on the module"
+    );
+}
+
+#[test]
+fn detail_opens_on_enter_and_closes_on_esc() {
+    let mut state = demo_state();
+    ch(&mut state, 'j');
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(
+        (state.mode, state.detail.clone()),
+        (Mode::Detail, Some(Detail::Module("api".into())))
+    );
+    ch(&mut state, 'j');
+    assert_eq!(state.detail_scroll, 1);
+    key(&mut state, KeyCode::Esc);
+    assert_eq!((state.mode, state.detail.clone()), (Mode::Normal, None));
+}
+
+#[test]
+fn machines_pane_counts_and_selects() {
+    let mut state = demo_state();
+    assert_eq!(state.machine_counts("worker"), (2, 1, 0, 3));
+    assert_eq!(state.machine_counts("api"), (0, 0, 1, 1));
+    ch(&mut state, 'G');
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.focus, Pane::Machines);
+    ch(&mut state, 'j');
+    ch(&mut state, 'j');
+    ch(&mut state, 'j');
+    assert_eq!(state.machine_selected, 2, "stops at the last machine");
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.detail, Some(Detail::Machine("worker-3".into())));
+    key(&mut state, KeyCode::Esc);
+    update(
+        &mut state,
+        polled(
+            SourceId::Machines,
+            0,
+            SourceData::Machines(vec![machine(
+                "worker-1",
+                "worker",
+                'c',
+                meshtop::mesh::behind::MachineState::Current,
+            )]),
+        ),
+    );
+    assert_eq!(
+        state.machine_selected, 0,
+        "the selection shrinks with the listing"
+    );
+    key(&mut state, KeyCode::BackTab);
+    assert_eq!(state.focus, Pane::Modules);
+}
+
+#[test]
+fn builds_toggle_between_module_and_mesh_and_ignore_stale_pages() {
+    let mut state = demo_state();
+    assert_eq!(state.builds.scope.as_deref(), Some("base"));
+    let effects = ch(&mut state, 'b');
+    let request = fetch_of(&effects).unwrap().clone();
+    assert_eq!(request.module, None);
+    assert_eq!(state.builds.scope, None);
+    let stale = PageRequest {
+        module: Some("base".into()),
+        before: None,
+        limit: PAGE_SIZE,
+        placement: Placement::Replace,
+    };
+    update(
+        &mut state,
+        Msg::BuildsPage {
+            request: stale,
+            at_ms: NOW,
+            result: Ok(demo_builds()),
+        },
+    );
+    assert!(
+        state.builds.is_empty() && state.builds.loading,
+        "a page of another scope is dropped"
+    );
+    update(
+        &mut state,
+        Msg::BuildsPage {
+            request,
+            at_ms: NOW,
+            result: Ok(demo_builds()),
+        },
+    );
+    assert_eq!(state.builds.len(), 3);
+    assert!(state.builds.end);
+    // The mesh scope does not follow the cursor.
+    assert!(fetch_of(&ch(&mut state, 'j')).is_none());
+    key(&mut state, KeyCode::Tab);
+    key(&mut state, KeyCode::Tab);
+    assert_eq!(state.focus, Pane::Builds);
+    key(&mut state, KeyCode::Enter);
+    assert_eq!(state.detail, Some(Detail::Build("b-api-3".into())));
+    assert_eq!(
+        state.builds.selected_row().unwrap().status,
+        BuildStatus::Failed
+    );
+}
+
+#[test]
+fn history_is_paged_never_loaded_whole() {
+    let mut state = big_state(3, 5_000);
+    assert!(
+        state.builds.len() <= MAX_ROWS,
+        "the window holds {}",
+        state.builds.len()
+    );
+    assert!(!state.builds.at_head());
+    assert_eq!(
+        state.builds.row(0).unwrap().id,
+        format!("build-{:06}", 5_000 - MAX_ROWS)
+    );
+    state.focus = Pane::Builds;
+    state.builds.selected = 0;
+    let effects = ch(&mut state, 'k');
+    let request = fetch_of(&effects)
+        .expect("scrolling above the window fetches the newer page")
+        .clone();
+    assert_eq!(request.placement, Placement::Prepend);
+    let newest = request.before.clone().unwrap();
+    let rows: Vec<_> = (0..PAGE_SIZE)
+        .map(|n| {
+            let n = 5_000 - MAX_ROWS - PAGE_SIZE + n;
+            build(
+                &format!("build-{n:06}"),
+                "module-0000",
+                BuildStatus::Succeeded,
+                NOW - n as i64 * MIN,
+                "host-a",
+            )
+        })
+        .collect();
+    assert!(rows[0].started_ms < newest.0 || rows[0].id < newest.1);
+    update(
+        &mut state,
+        Msg::BuildsPage {
+            request,
+            at_ms: NOW,
+            result: Ok(rows),
+        },
+    );
+    assert!(state.builds.len() <= MAX_ROWS);
+    assert_eq!(
+        state.builds.selected, PAGE_SIZE,
+        "the cursor stays on the same row"
+    );
+    assert!(
+        !state.builds.end,
+        "dropping the oldest page means there is more below"
+    );
+    // g goes back to the newest build by refetching the head.
+    let effects = ch(&mut state, 'g');
+    assert_eq!(fetch_of(&effects).unwrap().placement, Placement::Replace);
+}
+
+#[test]
+fn scrolling_to_the_end_asks_for_the_next_page_once() {
+    let mut state = demo_state();
+    state.focus = Pane::Builds;
+    let rows: Vec<_> = (0..PAGE_SIZE)
+        .map(|n| {
+            build(
+                &format!("b{n:03}"),
+                "base",
+                BuildStatus::Succeeded,
+                NOW - n as i64,
+                "h",
+            )
+        })
+        .collect();
+    let request = PageRequest {
+        module: Some("base".into()),
+        before: None,
+        limit: PAGE_SIZE,
+        placement: Placement::Replace,
+    };
+    update(
+        &mut state,
+        Msg::BuildsPage {
+            request,
+            at_ms: NOW,
+            result: Ok(rows),
+        },
+    );
+    let effects = ch(&mut state, 'G');
+    let next = fetch_of(&effects)
+        .expect("the end of a full page asks for more")
+        .clone();
+    assert_eq!(next.placement, Placement::Append);
+    assert_eq!(next.before, Some((NOW - 99, "b099".to_string())));
+    assert!(
+        fetch_of(&ch(&mut state, 'j')).is_none(),
+        "never two page fetches in flight"
+    );
+    update(
+        &mut state,
+        Msg::BuildsPage {
+            request: next,
+            at_ms: NOW,
+            result: Ok(Vec::new()),
+        },
+    );
+    assert!(state.builds.end && !state.builds.loading);
+}
+
+#[test]
+fn converge_pane_follows_events_and_switches_converges() {
+    let mut state = demo_state();
+    assert_eq!(state.converge.converge_id.as_deref(), Some("4b2e9d10-77aa"));
+    assert_eq!(
+        (state.converge.lines.len(), state.converge.last_event_id),
+        (4, 4)
+    );
+    assert_eq!(state.poll_params().events_after, 4);
+    let mut next = event(9, "tier", None, "tier 0: base");
+    next.converge_id = "9f00".into();
+    let snapshot = HistorySnapshot {
+        events: vec![next],
+        scope: Some("base".into()),
+        ..HistorySnapshot::default()
+    };
+    update(
+        &mut state,
+        polled(
+            SourceId::History,
+            0,
+            SourceData::History(Box::new(snapshot)),
+        ),
+    );
+    assert_eq!(state.converge.converge_id.as_deref(), Some("9f00"));
+    assert_eq!(state.converge.lines.len(), 1);
+}
+
+#[test]
+fn send_asks_first_with_cancel_selected() {
+    let mut state = demo_state();
+    ch(&mut state, 'G'); // worker: one machine behind
+    assert!(ch(&mut state, 's').is_empty());
+    assert_eq!(state.mode, Mode::Confirm);
+    let confirm = state.confirm.clone().unwrap();
+    assert!(!confirm.go);
+    assert_eq!(confirm.lines.len(), 2);
+    assert!(confirm.lines[1].contains("worker-1"), "{:?}", confirm.lines);
+    // Enter on the default (Cancel) does nothing.
+    assert!(key(&mut state, KeyCode::Enter).is_empty());
+    assert_eq!((state.mode, state.confirm.is_none()), (Mode::Normal, true));
+    assert!(state.notice.is_none());
+    ch(&mut state, 'k');
+    ch(&mut state, 's');
+    let confirm = state.confirm.clone().unwrap();
+    assert!(
+        confirm.lines[1]
+            .contains("api-1  sha256:eeeeeeeeeeee… → demo/api:1111aaaa2222-amd64@sha256:aaaa"),
+        "{:?}",
+        confirm.lines
+    );
+    key(&mut state, KeyCode::Right);
+    let effects = key(&mut state, KeyCode::Enter);
+    assert_eq!(
+        effects,
+        vec![Effect::Start(ActionRequest::Send {
+            module: "api".into(),
+            machines: vec!["api-1".into()]
+        })]
+    );
+    assert_eq!(state.running.as_deref(), Some("send api"));
+}
+
+#[test]
+fn send_without_a_record_entry_says_why() {
+    let mut state = demo_state();
+    ch(&mut state, 'G');
+    state.record.as_mut().unwrap().remove("worker");
+    ch(&mut state, 's');
+    assert_eq!(state.mode, Mode::Normal);
+    let notice = state.notice.clone().unwrap();
+    assert!(
+        notice.error && notice.text.contains("record holds nothing for worker"),
+        "{notice:?}"
+    );
+}
+
+#[test]
+fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
+    let mut state = demo_state();
+    ch(&mut state, 'j');
+    assert!(ch(&mut state, 'f').is_empty());
+    assert!(state.confirm.as_ref().unwrap().lines[0].contains("demo/api:9a8b7c6d5e4f-amd64"));
+    assert!(key(&mut state, KeyCode::Esc).is_empty());
+    assert_eq!((state.mode, state.running.clone()), (Mode::Normal, None));
+    let effects = ch(&mut state, 'c');
+    assert_eq!(
+        effects,
+        vec![Effect::Start(ActionRequest::Converge {
+            modules: Some(vec!["api".into()]),
+            force: false
+        })]
+    );
+    assert!(
+        ch(&mut state, 'c').is_empty(),
+        "a second action waits for the first"
+    );
+    assert!(state.notice.as_ref().unwrap().error);
+    let done = update(
+        &mut state,
+        Msg::ActionDone {
+            at_ms: NOW,
+            label: "converge api".into(),
+            result: Err("not wired yet".into()),
+        },
+    );
+    assert_eq!(done, vec![Effect::PollNow(SourceId::ALL.to_vec())]);
+    assert_eq!(state.running, None);
+    assert_eq!(
+        state.notice.as_ref().unwrap().text,
+        "converge api failed: not wired yet"
+    );
+    ch(&mut state, 'C');
+    let confirm = state.confirm.clone().unwrap();
+    assert_eq!(
+        confirm.request,
+        ActionRequest::Converge {
+            modules: None,
+            force: false
+        }
+    );
+    assert!(
+        confirm
+            .lines
+            .iter()
+            .any(|l| l.contains("tier 0 base demo/base:3f9c2a1b7d4e-amd64 — skip"))
+    );
+}
+
+#[test]
+fn readonly_has_no_actions() {
+    let mut state = demo_state_on(Target::Docker, true);
+    for c in ['c', 'C', 'f', 's'] {
+        assert!(ch(&mut state, c).is_empty());
+        assert_eq!((state.mode, state.running.clone()), (Mode::Normal, None));
+    }
+}
+
+#[test]
+fn help_poll_and_quit() {
+    let mut state = demo_state();
+    ch(&mut state, '?');
+    assert_eq!(state.mode, Mode::Help);
+    ch(&mut state, 'q');
+    assert_eq!(
+        (state.mode, state.quit),
+        (Mode::Normal, false),
+        "q closes the help"
+    );
+    assert_eq!(
+        ch(&mut state, 'r'),
+        vec![Effect::PollNow(SourceId::ALL.to_vec())]
+    );
+    let effects = update(
+        &mut state,
+        Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+    );
+    assert_eq!(effects, vec![Effect::Quit]);
+    assert!(state.quit);
+}
+
+#[test]
+fn the_clock_redraws_only_when_what_shows_changes() {
+    let mut state = demo_state();
+    state.dirty = false;
+    update(&mut state, Msg::Tick(NOW + 200));
+    assert!(!state.dirty, "no age changed within the same second");
+    update(&mut state, Msg::Tick(NOW + 1200));
+    assert!(state.dirty);
+    state.dirty = false;
+    update(&mut state, Msg::Resize(80, 24));
+    assert!(state.dirty && state.size == (80, 24));
+}
