@@ -38,7 +38,7 @@ impl MachineState {
 
 impl fmt::Display for MachineState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

@@ -87,7 +87,7 @@ pub enum Policy {
 
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Policy::Rollout => "rollout",
             Policy::Record => "record",
         })
@@ -120,7 +120,7 @@ impl Platform {
             return Err(bad());
         }
         let variant = match parts.get(2) {
-            Some(v) if v.is_empty() => return Err(bad()),
+            Some(&"") => return Err(bad()),
             Some(v) => Some((*v).to_string()),
             None => None,
         };
