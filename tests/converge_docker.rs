@@ -14,12 +14,22 @@ fn decisions(summary: &Value) -> BTreeMap<String, String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["name"].as_str().unwrap().to_string(), m["decision"].as_str().unwrap().to_string()))
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["decision"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
 fn digest_of(summary: &Value, module: &str) -> String {
-    summary["modules"].as_array().unwrap().iter().find(|m| m["name"] == module).unwrap()["digest"]
+    summary["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == module)
+        .unwrap()["digest"]
         .as_str()
         .unwrap()
         .to_string()
@@ -31,12 +41,20 @@ fn states(mesh: &ExampleMesh) -> BTreeMap<String, String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["name"].as_str().unwrap().to_string(), m["state"].as_str().unwrap().to_string()))
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["state"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
 fn build_count(mesh: &ExampleMesh) -> usize {
-    mesh.json(&["builds", "--json", "--limit", "1000"]).as_array().unwrap().len()
+    mesh.json(&["builds", "--json", "--limit", "1000"])
+        .as_array()
+        .unwrap()
+        .len()
 }
 
 #[test]
@@ -58,7 +76,10 @@ fn example_mesh_converges_skips_moves_and_sends() {
 
     // 2. Second converge: the record vouches for every module; no build.
     let second = mesh.json(&["converge", "--json"]);
-    assert!(decisions(&second).values().all(|d| d == "record"), "{second}");
+    assert!(
+        decisions(&second).values().all(|d| d == "record"),
+        "{second}"
+    );
     assert_eq!(build_count(&mesh), 5, "a record skip must not build");
 
     // 3. Fresh state database: the host vouches for every module; still no build.
@@ -68,7 +89,14 @@ fn example_mesh_converges_skips_moves_and_sends() {
     let host: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert!(decisions(&host).values().all(|d| d == "host"), "{host}");
     let builds = mesh.meshtop_with_state(&fresh, &["builds", "--json"]);
-    assert_eq!(serde_json::from_slice::<Value>(&builds.stdout).unwrap().as_array().unwrap().len(), 0);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&builds.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
 
     // 4. A byte changed in the base: the plan shows dependents pending, the converge rebuilds all.
     let file = mesh.root().join("base/Dockerfile");
@@ -79,7 +107,10 @@ fn example_mesh_converges_skips_moves_and_sends() {
     let modules = plan["modules"].as_array().unwrap();
     let base = modules.iter().find(|m| m["name"] == "base").unwrap();
     assert_eq!(base["decision"], "build");
-    assert!(base["why"].as_str().unwrap().contains("Dockerfile"), "{base}");
+    assert!(
+        base["why"].as_str().unwrap().contains("Dockerfile"),
+        "{base}"
+    );
     for dependent in ["tools", "web", "api", "worker"] {
         let m = modules.iter().find(|m| m["name"] == dependent).unwrap();
         assert!(m["ref"].is_null(), "{dependent} should be pending: {m}");
@@ -92,9 +123,20 @@ fn example_mesh_converges_skips_moves_and_sends() {
     let machines = states(&mesh);
     let api_machine = format!("{}-api-1", mesh.name);
     assert_eq!(machines[&api_machine], "held", "{machines:?}");
-    assert!(machines.iter().filter(|(n, _)| **n != api_machine).all(|(_, s)| s == "current"), "{machines:?}");
+    assert!(
+        machines
+            .iter()
+            .filter(|(n, _)| **n != api_machine)
+            .all(|(_, s)| s == "current"),
+        "{machines:?}"
+    );
     let exit = mesh.meshtop(&["status", "--exit-code"]);
-    assert_eq!(exit.status.code(), Some(1), "a held machine is behind: {}", said(&exit));
+    assert_eq!(
+        exit.status.code(),
+        Some(1),
+        "a held machine is behind: {}",
+        said(&exit)
+    );
     let sent = mesh.meshtop(&["send", "api", "--yes"]);
     assert!(sent.status.success(), "{}", said(&sent));
     assert_eq!(states(&mesh)[&api_machine], "current");
@@ -104,16 +146,33 @@ fn example_mesh_converges_skips_moves_and_sends() {
     let forced = mesh.json(&["converge", "--json", "--force", "api"]);
     assert_eq!(decisions(&forced)["api"], "forced");
     let after = digest_of(&forced, "api");
-    assert_ne!(before, after, "a forced rebuild must produce a new artifact");
+    assert_ne!(
+        before, after,
+        "a forced rebuild must produce a new artifact"
+    );
     assert_eq!(states(&mesh)[&api_machine], "held");
     let refused_without_tty = mesh.meshtop(&["send", "api"]);
-    assert_eq!(refused_without_tty.status.code(), Some(2), "{}", said(&refused_without_tty));
+    assert_eq!(
+        refused_without_tty.status.code(),
+        Some(2),
+        "{}",
+        said(&refused_without_tty)
+    );
     let sent = mesh.meshtop(&["send", "api", "--yes", "--json"]);
     assert!(sent.status.success(), "{}", said(&sent));
     assert_eq!(states(&mesh)[&api_machine], "current");
     let status = mesh.json(&["status", "--json"]);
-    let api = status.as_array().unwrap().iter().find(|m| m["name"] == api_machine.as_str()).unwrap();
-    assert_eq!(api["built_by"]["digest"], after.as_str(), "status traces the running digest to its build: {api}");
+    let api = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == api_machine.as_str())
+        .unwrap();
+    assert_eq!(
+        api["built_by"]["digest"],
+        after.as_str(),
+        "status traces the running digest to its build: {api}"
+    );
 }
 
 #[test]
@@ -132,10 +191,24 @@ fn a_failed_build_is_recorded_and_stamps_nothing() {
     assert_eq!(rows.len(), 1, "{failed}");
     assert_eq!(rows[0]["module"], "worker");
     assert_eq!(rows[0]["status"], "failed");
-    assert!(rows[0]["error"].as_str().unwrap().contains("no-such-file"), "{}", rows[0]);
-    assert!(!rows[0]["log_tail"].as_str().unwrap_or("").is_empty(), "the log tail is kept: {}", rows[0]);
+    assert!(
+        rows[0]["error"].as_str().unwrap().contains("no-such-file"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        !rows[0]["log_tail"].as_str().unwrap_or("").is_empty(),
+        "the log tail is kept: {}",
+        rows[0]
+    );
     // Nothing was stamped: the next converge skips what was built because the host vouches for it.
-    std::fs::write(&file, std::fs::read_to_string(&file).unwrap().replace("COPY no-such-file /nowhere\n", "")).unwrap();
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("COPY no-such-file /nowhere\n", ""),
+    )
+    .unwrap();
     let again = mesh.json(&["converge", "--json"]);
     let decided = decisions(&again);
     for module in ["base", "tools", "web", "api"] {
@@ -160,6 +233,11 @@ fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
     let output = mesh.meshtop(&["converge"]);
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let text = said(&output);
-    assert!(text.contains("other-converge") && text.contains(&std::process::id().to_string()), "{text}");
-    history.unlock_converge(&mesh.name, "other-converge").unwrap();
+    assert!(
+        text.contains("other-converge") && text.contains(&std::process::id().to_string()),
+        "{text}"
+    );
+    history
+        .unlock_converge(&mesh.name, "other-converge")
+        .unwrap();
 }

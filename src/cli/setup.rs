@@ -10,7 +10,8 @@ use super::Failure;
 use super::args::Global;
 
 pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
-    let path = file::find_mesh_file(global.mesh.as_deref()).map_err(|e| Failure::input(e.to_string()))?;
+    let path =
+        file::find_mesh_file(global.mesh.as_deref()).map_err(|e| Failure::input(e.to_string()))?;
     file::load(&path).map_err(|e| Failure::input(e.to_string()))
 }
 
@@ -25,4 +26,3 @@ pub fn open_history(global: &Global) -> Result<History, Failure> {
     let path = state_path(global)?;
     History::open(&path).map_err(|e| Failure::failed(e.to_string()))
 }
-

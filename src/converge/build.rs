@@ -40,8 +40,13 @@ pub enum BuildError {
     Daemon(String),
 }
 
-fn with_history<T>(history: &Mutex<History>, f: impl FnOnce(&History) -> Result<T, crate::backends::history::HistoryError>) -> Result<T, String> {
-    let guard = history.lock().map_err(|_| "the state database handle is poisoned".to_string())?;
+fn with_history<T>(
+    history: &Mutex<History>,
+    f: impl FnOnce(&History) -> Result<T, crate::backends::history::HistoryError>,
+) -> Result<T, String> {
+    let guard = history
+        .lock()
+        .map_err(|_| "the state database handle is poisoned".to_string())?;
     f(&guard).map_err(|e| e.to_string())
 }
 
@@ -56,7 +61,9 @@ pub async fn build_module(
     let correlation_id = uuid::Uuid::now_v7().to_string();
     let reference = planned.reference.clone().unwrap_or_default();
     let context = module.context.clone();
-    let revision = tokio::task::spawn_blocking(move || git::revision(&context)).await.unwrap_or_default();
+    let revision = tokio::task::spawn_blocking(move || git::revision(&context))
+        .await
+        .unwrap_or_default();
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     let new_build = NewBuild {
         id: correlation_id.clone(),
@@ -68,28 +75,58 @@ pub async fn build_module(
         base_module: module.base.clone(),
         base_digest: planned.base_artifact.clone(),
         reference: Some(reference.clone()),
-        platforms: planned.platforms.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        platforms: planned
+            .platforms
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         forced: planned.decision == Decision::Forced,
         why: planned.why.clone(),
         host: host.clone(),
         started_ms: timefmt::now_ms(),
         converge_id: Some(emitter.converge_id.clone()),
     };
-    with_history(history, |h| h.start_build(&new_build)).map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
-    emitter.emit("build", Some(&module.name), format!("building {reference} (build {correlation_id})"));
-    let finish = |status: BuildStatus, digest: Option<String>, error: Option<String>, tail: Option<String>| {
-        let end = BuildEnd { status, digest, error, log_tail: tail, ended_ms: timefmt::now_ms() };
-        with_history(history, |h| h.finish_build(&correlation_id, &end).map(|_| ()))
+    with_history(history, |h| h.start_build(&new_build))
+        .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
+    emitter.emit(
+        "build",
+        Some(&module.name),
+        format!("building {reference} (build {correlation_id})"),
+    );
+    let finish = |status: BuildStatus,
+                  digest: Option<String>,
+                  error: Option<String>,
+                  tail: Option<String>| {
+        let end = BuildEnd {
+            status,
+            digest,
+            error,
+            log_tail: tail,
+            ended_ms: timefmt::now_ms(),
+        };
+        with_history(history, |h| {
+            h.finish_build(&correlation_id, &end).map(|_| ())
+        })
     };
     let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
-        finish(BuildStatus::Failed, None, Some(error.clone()), tail).map_err(BuildError::NoRecord)?;
+        finish(BuildStatus::Failed, None, Some(error.clone()), tail)
+            .map_err(BuildError::NoRecord)?;
         emitter.emit("failed", Some(&module.name), error.clone());
-        Ok(Built { planned: planned.clone(), correlation_id: correlation_id.clone(), artifact: None, error: Some(error) })
+        Ok(Built {
+            planned: planned.clone(),
+            correlation_id: correlation_id.clone(),
+            artifact: None,
+            error: Some(error),
+        })
     };
 
     if module.platforms.len() > 1 {
         return failed(
-            format!("module {}: a multi-platform build needs `docker buildx` and a registry to push to", module.name),
+            format!(
+                "module {}: a multi-platform build needs `docker buildx` and a registry to push to",
+                module.name
+            ),
             None,
         );
     }
@@ -113,7 +150,15 @@ pub async fn build_module(
     let context_tar = match tarred {
         Ok(Ok(tar)) => tar,
         Ok(Err(error)) => return failed(format!("module {}: {error}", module.name), None),
-        Err(error) => return failed(format!("module {}: packing the context stopped: {error}", module.name), None),
+        Err(error) => {
+            return failed(
+                format!(
+                    "module {}: packing the context stopped: {error}",
+                    module.name
+                ),
+                None,
+            );
+        }
     };
     let mut build_args: HashMap<String, String> = module.build_args.clone().into_iter().collect();
     if let Some(base) = &planned.base_artifact {
@@ -136,7 +181,11 @@ pub async fn build_module(
         build_args,
         labels,
         no_cache: planned.decision == Decision::Forced,
-        platform: module.platforms.first().map(ToString::to_string).unwrap_or_default(),
+        platform: module
+            .platforms
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
     };
     let mut tail: VecDeque<String> = VecDeque::with_capacity(LOG_TAIL_LINES);
     let result = daemon
@@ -151,14 +200,26 @@ pub async fn build_module(
     let tail_text = Some(tail.iter().cloned().collect::<Vec<_>>().join("\n"));
     match result {
         Ok(DaemonBuildEnd::Built(id)) => {
-            finish(BuildStatus::Succeeded, Some(id.clone()), None, None).map_err(BuildError::NoRecord)?;
+            finish(BuildStatus::Succeeded, Some(id.clone()), None, None)
+                .map_err(BuildError::NoRecord)?;
             if let Some(inputs) = &planned.inputs
                 && let Ok(json) = serde_json::to_string(&inputs.manifest)
             {
-                let _ = with_history(history, |h| h.save_manifest(&mesh.name, &module.name, &reference, &json));
+                let _ = with_history(history, |h| {
+                    h.save_manifest(&mesh.name, &module.name, &reference, &json)
+                });
             }
-            emitter.emit("built", Some(&module.name), format!("built {reference} → {id}"));
-            Ok(Built { planned, correlation_id, artifact: Some(id), error: None })
+            emitter.emit(
+                "built",
+                Some(&module.name),
+                format!("built {reference} → {id}"),
+            );
+            Ok(Built {
+                planned,
+                correlation_id,
+                artifact: Some(id),
+                error: None,
+            })
         }
         Ok(DaemonBuildEnd::Failed(message)) => failed(message, tail_text),
         Err(error) => {

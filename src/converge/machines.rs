@@ -18,15 +18,26 @@ fn belongs(mesh: &Mesh, container: &Container) -> bool {
 }
 
 fn health(container: &Container) -> String {
-    if container.status.is_empty() { container.state.clone() } else { container.status.clone() }
+    if container.status.is_empty() {
+        container.state.clone()
+    } else {
+        container.status.clone()
+    }
 }
 
 /// Every machine of the mesh, sorted by (module, name).
-pub async fn list(mesh: &Mesh, record: &Record, daemon: &LazyDaemon) -> Result<Vec<Machine>, String> {
+pub async fn list(
+    mesh: &Mesh,
+    record: &Record,
+    daemon: &LazyDaemon,
+) -> Result<Vec<Machine>, String> {
     match &mesh.target {
         Target::Docker => {
             let daemon = daemon.get().await?;
-            let containers = daemon.labelled_containers().await.map_err(|e| e.to_string())?;
+            let containers = daemon
+                .labelled_containers()
+                .await
+                .map_err(|e| e.to_string())?;
             let mut machines: Vec<Machine> = containers
                 .iter()
                 .filter(|c| belongs(mesh, c))
@@ -48,9 +59,9 @@ pub async fn list(mesh: &Mesh, record: &Record, daemon: &LazyDaemon) -> Result<V
             machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
             Ok(machines)
         }
-        Target::Kubernetes { namespace, .. } => {
-            Err(format!("machines on Kubernetes (namespace {namespace}) are not wired into this build yet"))
-        }
+        Target::Kubernetes { namespace, .. } => Err(format!(
+            "machines on Kubernetes (namespace {namespace}) are not wired into this build yet"
+        )),
     }
 }
 
@@ -71,7 +82,9 @@ pub async fn create_declared(
         if existing.iter().any(|m| m.name == spec.name) {
             continue;
         }
-        let Some(entry) = record.get(&spec.module) else { continue };
+        let Some(entry) = record.get(&spec.module) else {
+            continue;
+        };
         let daemon = daemon.get().await?;
         let labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
@@ -84,11 +97,17 @@ pub async fn create_declared(
             env: spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             labels,
         };
-        daemon
-            .create_machine(new)
-            .await
-            .map_err(|e| format!("cannot create declared machine {} of module {}: {e}", spec.name, spec.module))?;
-        emitter.emit("created", Some(&spec.module), format!("created machine {} on {}", spec.name, entry.reference));
+        daemon.create_machine(new).await.map_err(|e| {
+            format!(
+                "cannot create declared machine {} of module {}: {e}",
+                spec.name, spec.module
+            )
+        })?;
+        emitter.emit(
+            "created",
+            Some(&spec.module),
+            format!("created machine {} on {}", spec.name, entry.reference),
+        );
         created.push(spec.name.clone());
     }
     Ok(created)

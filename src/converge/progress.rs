@@ -31,7 +31,11 @@ pub struct Emitter {
 
 impl Emitter {
     pub fn emit(&self, kind: &'static str, module: Option<&str>, text: impl Into<String>) {
-        let progress = Progress { kind, module: module.map(str::to_string), text: text.into() };
+        let progress = Progress {
+            kind,
+            module: module.map(str::to_string),
+            text: text.into(),
+        };
         let event = NewEvent {
             mesh: self.mesh.clone(),
             converge_id: self.converge_id.clone(),

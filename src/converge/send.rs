@@ -33,7 +33,9 @@ pub struct SendOutcome {
 /// The behind (or held) machines of `module`, and where each goes.
 pub fn moves_for(mesh: &Mesh, record: &Record, machines: &[Machine], module: &str) -> Vec<Move> {
     let _ = mesh;
-    let Some(entry) = record.get(module) else { return Vec::new() };
+    let Some(entry) = record.get(module) else {
+        return Vec::new();
+    };
     machines
         .iter()
         .filter(|m| m.module == module && m.state.is_behind())
@@ -60,14 +62,22 @@ pub async fn send(
         emitter.emit(
             "send",
             Some(&moved.module),
-            format!("{}: {} → {}@{}", moved.machine, moved.from, moved.to_reference, moved.to_digest),
+            format!(
+                "{}: {} → {}@{}",
+                moved.machine, moved.from, moved.to_reference, moved.to_digest
+            ),
         );
         let result = match &mesh.target {
             Target::Docker => match daemon.get().await {
-                Ok(daemon) => daemon.recreate(&moved.machine, &moved.to_digest).await.map_err(|e| e.to_string()),
+                Ok(daemon) => daemon
+                    .recreate(&moved.machine, &moved.to_digest)
+                    .await
+                    .map_err(|e| e.to_string()),
                 Err(error) => Err(error),
             },
-            Target::Kubernetes { .. } => Err("sending on Kubernetes is not wired into this build yet".to_string()),
+            Target::Kubernetes { .. } => {
+                Err("sending on Kubernetes is not wired into this build yet".to_string())
+            }
         };
         let (ok, message) = match result {
             Ok(()) => (true, "moved".to_string()),
@@ -89,8 +99,16 @@ pub async fn send(
         {
             tracing::warn!("cannot record a send: {error}");
         }
-        emitter.emit("sent", Some(&moved.module), format!("{}: {message}", moved.machine));
-        outcomes.push(SendOutcome { moved: moved.clone(), ok, message });
+        emitter.emit(
+            "sent",
+            Some(&moved.module),
+            format!("{}: {message}", moved.machine),
+        );
+        outcomes.push(SendOutcome {
+            moved: moved.clone(),
+            ok,
+            message,
+        });
     }
     outcomes
 }

@@ -21,34 +21,63 @@ pub struct RecordRead {
 pub async fn read_record(mesh: &Mesh, history: &Mutex<History>) -> Result<RecordRead, String> {
     match &mesh.target {
         Target::Docker => {
-            let history = history.lock().map_err(|_| "the state database handle is poisoned".to_string())?;
+            let history = history
+                .lock()
+                .map_err(|_| "the state database handle is poisoned".to_string())?;
             let record = history.record(&mesh.name).map_err(|e| e.to_string())?;
-            Ok(RecordRead { record, source: "the docker record".into(), warning: None })
+            Ok(RecordRead {
+                record,
+                source: "the docker record".into(),
+                warning: None,
+            })
         }
-        Target::Kubernetes { namespace, .. } => {
-            Err(format!("the Kubernetes target (namespace {namespace}) is not wired into this build yet"))
-        }
+        Target::Kubernetes { namespace, .. } => Err(format!(
+            "the Kubernetes target (namespace {namespace}) is not wired into this build yet"
+        )),
     }
 }
 
 /// Deliver one module's artifact to the target.
-pub async fn deliver(mesh: &Mesh, module: &str, reference: &str, _artifact: &str, emitter: &Emitter) -> Result<(), String> {
+pub async fn deliver(
+    mesh: &Mesh,
+    module: &str,
+    reference: &str,
+    _artifact: &str,
+    emitter: &Emitter,
+) -> Result<(), String> {
     match &mesh.target {
         Target::Docker => {
-            emitter.emit("delivered", Some(module), format!("{reference} is on the host daemon, which is the target"));
+            emitter.emit(
+                "delivered",
+                Some(module),
+                format!("{reference} is on the host daemon, which is the target"),
+            );
             Ok(())
         }
-        Target::Kubernetes { .. } => Err("delivery to Kubernetes is not wired into this build yet".into()),
+        Target::Kubernetes { .. } => {
+            Err("delivery to Kubernetes is not wired into this build yet".into())
+        }
     }
 }
 
 /// Stamp the record: merge `entries` into what it holds.
-pub async fn stamp(mesh: &Mesh, history: &Mutex<History>, converge_id: &str, entries: &Record) -> Result<(), String> {
+pub async fn stamp(
+    mesh: &Mesh,
+    history: &Mutex<History>,
+    converge_id: &str,
+    entries: &Record,
+) -> Result<(), String> {
     match &mesh.target {
         Target::Docker => {
-            let history = history.lock().map_err(|_| "the state database handle is poisoned".to_string())?;
-            history.stamp_record(&mesh.name, converge_id, entries).map_err(|e| e.to_string())
+            let history = history
+                .lock()
+                .map_err(|_| "the state database handle is poisoned".to_string())?;
+            history
+                .stamp_record(&mesh.name, converge_id, entries)
+                .map_err(|e| e.to_string())
         }
-        Target::Kubernetes { .. } => Err("stamping the Kubernetes record is not wired into this build yet".into()),
+        Target::Kubernetes { .. } => {
+            Err("stamping the Kubernetes record is not wired into this build yet".into())
+        }
     }
 }

@@ -116,7 +116,10 @@ impl Platform {
                 KNOWN_ARCHES.join(", ")
             )
         };
-        if !(2..=3).contains(&parts.len()) || parts[0] != "linux" || !KNOWN_ARCHES.contains(&parts[1]) {
+        if !(2..=3).contains(&parts.len())
+            || parts[0] != "linux"
+            || !KNOWN_ARCHES.contains(&parts[1])
+        {
             return Err(bad());
         }
         let variant = match parts.get(2) {
@@ -124,7 +127,11 @@ impl Platform {
             Some(v) => Some((*v).to_string()),
             None => None,
         };
-        Ok(Platform { os: parts[0].to_string(), arch: parts[1].to_string(), variant })
+        Ok(Platform {
+            os: parts[0].to_string(),
+            arch: parts[1].to_string(),
+            variant,
+        })
     }
 
     /// The platform of the machine meshtop runs on (used when the daemon cannot tell its own).
@@ -138,7 +145,11 @@ impl Platform {
             "s390x" => "s390x",
             other => other,
         };
-        Platform { os: "linux".into(), arch: arch.into(), variant: None }
+        Platform {
+            os: "linux".into(),
+            arch: arch.into(),
+            variant: None,
+        }
     }
 }
 
