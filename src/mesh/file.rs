@@ -211,13 +211,13 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     // Names are unique.
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for module in &modules {
-        if let Some(first) = seen.insert(module.name.get_ref(), module.line) {
+        let line = src.line(&module.name.span());
+        if let Some(first) = seen.insert(module.name.get_ref(), line) {
             return Err(src.err(
                 &module.name.span(),
                 format!(
-                    "module {} is declared twice (lines {first} and {})",
+                    "module {} is declared twice (lines {first} and {line})",
                     show(module.name.get_ref()),
-                    module.line
                 ),
                 "rename one of them or remove the duplicate [[module]] table",
             ));
@@ -512,18 +512,44 @@ pub(crate) fn nearest<'a>(
     best.map(|(_, c)| c)
 }
 
+/// Optimal string alignment distance: insertions, deletions, substitutions and adjacent transpositions.
 fn edit_distance(a: &[char], b: &[char]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != cb));
-            diagonal = above;
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        current[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (previous[j] + 1)
+                .min(current[j - 1] + 1)
+                .min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(before[j - 2] + 1);
+            }
+            current[j] = d;
         }
+        std::mem::swap(&mut before, &mut previous);
+        std::mem::swap(&mut previous, &mut current);
     }
-    row[b.len()]
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_find_their_name() {
+        let names = ["base", "tools", "api", "worker"];
+        assert_eq!(nearest("bsae", names.iter().copied()), Some("base"));
+        assert_eq!(nearest("tool", names.iter().copied()), Some("tools"));
+        assert_eq!(nearest("apu", names.iter().copied()), Some("api"));
+        assert_eq!(nearest("zzzzzz", names.iter().copied()), None);
+        assert_eq!(nearest("", names.iter().copied()), None);
+        let chars = |s: &str| s.chars().collect::<Vec<_>>();
+        assert_eq!(edit_distance(&chars("kitten"), &chars("sitting")), 3);
+        assert_eq!(edit_distance(&chars("ab"), &chars("ba")), 1);
+        assert_eq!(edit_distance(&chars(""), &chars("abc")), 3);
+    }
 }

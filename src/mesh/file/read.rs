@@ -217,10 +217,12 @@ pub(super) fn modules(
             MODULE_KEYS,
             "use [[module]] tables",
         )?;
+        if let Some(name) = module.get("name").and_then(|v| v.get_ref().as_str()) {
+            module.label = format!("module {}", show(name));
+        }
         module.check_keys(src)?;
         let name = module.required_string(src, "name", "\"api\"")?;
         check_name(src, &name, "module name")?;
-        module.label = format!("module {}", show(name.get_ref()));
         let context = module.required_string(
             src,
             "context",
@@ -307,6 +309,9 @@ pub(super) fn machines(
             MACHINE_KEYS,
             "use [[machine]] tables",
         )?;
+        if let Some(name) = machine.get("name").and_then(|v| v.get_ref().as_str()) {
+            machine.label = format!("machine {}", show(name));
+        }
         machine.check_keys(src)?;
         let name = machine.required_string(src, "name", "\"api-1\"")?;
         if let Err(problem) = check_machine_name(name.get_ref()) {
@@ -318,7 +323,6 @@ pub(super) fn machines(
                 ),
             ));
         }
-        machine.label = format!("machine {}", show(name.get_ref()));
         let module = machine.required_string(src, "module", "\"api\" (a module of this mesh)")?;
         let command = machine
             .string_list(src, "command", "[\"sh\", \"-c\", \"sleep 3600\"]")?
