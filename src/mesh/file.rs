@@ -194,7 +194,7 @@ pub fn load(path: &Path) -> Result<Mesh, MeshError> {
 /// Parse and validate mesh-file text. `path` is where the text came from: contexts resolve relative
 /// to its directory, and the repository root is found from there.
 pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
-    let src = Source { text, file: path };
+    let src = Source::new(text, path);
     let doc = DeTable::parse(text).map_err(|e| src.toml_error(&e))?;
     let top = Section {
         table: doc.get_ref(),

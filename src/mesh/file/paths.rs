@@ -100,6 +100,7 @@ pub(super) fn confine(
     Ok(real)
 }
 
+/// Resolve a module's context and Dockerfile inside the repository and fill in its defaults.
 pub(super) fn resolve_module(
     src: &Source<'_>,
     root: &Path,
