@@ -74,7 +74,11 @@ fn signal_zero(pid: u32) -> bool {
 impl History {
     /// Take the converge lock of `mesh` for `holder`. `Ok(Err(current))` when another live converge
     /// holds it. Taking it again with the same converge id refreshes the heartbeat.
-    pub fn lock_converge(&self, mesh: &str, holder: &Holder) -> Result<Result<(), Holder>, HistoryError> {
+    pub fn lock_converge(
+        &self,
+        mesh: &str,
+        holder: &Holder,
+    ) -> Result<Result<(), Holder>, HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("take the converge lock"))?;
         let current = tx
@@ -148,7 +152,10 @@ impl History {
     /// Release the lock if `converge_id` holds it (otherwise nothing happens).
     pub fn unlock_converge(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
         self.conn
-            .execute("DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2", params![mesh, converge_id])
+            .execute(
+                "DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2",
+                params![mesh, converge_id],
+            )
             .map_err(self.err("release the converge lock"))?;
         Ok(())
     }
