@@ -1,7 +1,9 @@
 //! The one-converge-per-mesh lock, with two handles on one file (as two processes would have).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use meshtop::backends::history::{History, HistoryError, Holder, LOCK_STALE_MS, now_ms};
+use meshtop::backends::history::{
+    BuildStatus, History, HistoryError, Holder, LOCK_STALE_MS, NewBuild, now_ms,
+};
 
 fn two_handles() -> (tempfile::TempDir, History, History) {
     let dir = tempfile::tempdir().unwrap();
@@ -66,6 +68,24 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         ..Holder::here("dead")
     };
     assert_eq!(a.lock_converge("demo", &dead).unwrap(), Ok(()));
+    let build = NewBuild {
+        id: "b1".into(),
+        mesh: "demo".into(),
+        module: Some("api".into()),
+        repository: "/src".into(),
+        commit: None,
+        dirty: false,
+        base_module: None,
+        base_digest: None,
+        reference: None,
+        platforms: String::new(),
+        forced: false,
+        why: "new module".into(),
+        host: dead.host.clone(),
+        started_ms: now_ms(),
+        converge_id: Some("dead".into()),
+    };
+    a.start_build(&build).unwrap();
     assert_eq!(
         b.lock_converge("demo", &Holder::here("alive")).unwrap(),
         Ok(())
@@ -74,6 +94,10 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         a.converge_holder("demo").unwrap().unwrap().converge_id,
         "alive"
     );
+    // Its running build will never finish: it is marked failed, naming the dead converge.
+    let row = b.build("b1").unwrap().unwrap();
+    assert_eq!(row.status, BuildStatus::Failed);
+    assert!(row.error.unwrap().contains(&format!("pid {}", dead.pid)));
     // The dead converge learns it lost the lock when it next heartbeats.
     assert!(matches!(
         a.heartbeat("demo", "dead"),
