@@ -1,0 +1,4 @@
+//! Test support shared by the integration tests.
+#![allow(dead_code)]
+
+pub mod kube_api;
