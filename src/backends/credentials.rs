@@ -77,7 +77,8 @@ fn normalise(server: &str) -> String {
     }
 }
 
-/// As `for_registry` over a given config directory; `helper_path` is the PATH to find helpers on (None: ours).
+/// As `for_registry` over a given config directory; `helper_path` is a directory searched for helpers
+/// before our PATH (None: our PATH only).
 pub async fn from_config_dir(
     dir: &Path,
     host: &str,
@@ -131,12 +132,17 @@ async fn run_helper(helper: &str, server: &str, path: Option<&OsStr>) -> Result<
     let fail = |message: String| CredentialsError::Helper { helper: helper.into(), host: server.into(), message };
     let mut command = tokio::process::Command::new(format!("docker-credential-{helper}"));
     command.arg("get").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    if let Some(path) = path {
-        command.env("PATH", path);
+    if let Some(first) = path {
+        let mut dirs = vec![std::path::PathBuf::from(first)];
+        dirs.extend(std::env::var_os("PATH").iter().flat_map(std::env::split_paths));
+        if let Ok(joined) = std::env::join_paths(dirs) {
+            command.env("PATH", joined);
+        }
     }
     let mut child = command.spawn().map_err(|e| fail(format!("cannot run it ({e}); is it installed?")))?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(server.as_bytes()).await.map_err(|e| fail(format!("cannot write to it: {e}")))?;
+        // A helper that exits without reading is judged by its answer, not by the broken pipe.
+        let _ = stdin.write_all(server.as_bytes()).await;
     }
     let output = child.wait_with_output().await.map_err(|e| fail(e.to_string()))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
