@@ -38,7 +38,10 @@ users:\n- name: dev\n  user: {{}}\n",
     assert_eq!(api.requests("/api/v1/namespaces/demo"), 1);
 
     let other = Cluster::connect(Some("other"), "demo").await.unwrap();
-    assert_eq!((other.context.as_str(), other.kind_cluster()), ("other", None));
+    assert_eq!(
+        (other.context.as_str(), other.kind_cluster()),
+        ("other", None)
+    );
 
     let err = Cluster::connect(Some("nope"), "demo").await.unwrap_err();
     assert!(matches!(err, ClusterError::Config { .. }), "{err}");

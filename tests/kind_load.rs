@@ -22,7 +22,8 @@ async fn kind_load_runs_kind_with_its_arguments_and_reports_failure() {
     .unwrap();
     std::fs::set_permissions(&kind, std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = std::env::join_paths(
-        std::iter::once(dir.path().to_path_buf()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+        std::iter::once(dir.path().to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
     )
     .unwrap();
     // SAFETY: this test binary has a single test and no other thread reads the environment now.
@@ -31,7 +32,9 @@ async fn kind_load_runs_kind_with_its_arguments_and_reports_failure() {
         std::env::set_var("PATH", &path)
     };
 
-    kind_load("dev", "demo/api:0123456789ab-amd64 ; rm -rf /").await.unwrap();
+    kind_load("dev", "demo/api:0123456789ab-amd64 ; rm -rf /")
+        .await
+        .unwrap();
     assert_eq!(
         std::fs::read_to_string(&argv).unwrap(),
         "load\ndocker-image\n--name\ndev\ndemo/api:0123456789ab-amd64 ; rm -rf /\n"

@@ -34,10 +34,21 @@ pub enum RegistryError {
         #[source]
         source: reqwest::Error,
     },
-    #[error("registry {host} refused access to {what}: {message}; log in with `docker login {host}`")]
-    Unauthorized { host: String, what: String, message: String },
+    #[error(
+        "registry {host} refused access to {what}: {message}; log in with `docker login {host}`"
+    )]
+    Unauthorized {
+        host: String,
+        what: String,
+        message: String,
+    },
     #[error("registry {host} answered {status} to {what}: {message}")]
-    Status { host: String, what: String, status: u16, message: String },
+    Status {
+        host: String,
+        what: String,
+        status: u16,
+        message: String,
+    },
     #[error("pushing {reference} failed: {message}")]
     Push { reference: String, message: String },
 }
@@ -60,7 +71,9 @@ pub fn is_loopback(host: &str) -> bool {
     };
     name == "localhost"
         || name == "::1"
-        || name.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 pub struct RegistryClient {
@@ -74,13 +87,19 @@ pub struct RegistryClient {
 
 impl std::fmt::Debug for RegistryClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegistryClient").field("base", &self.base).finish_non_exhaustive()
+        f.debug_struct("RegistryClient")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
     }
 }
 
 enum Challenge {
     Basic,
-    Bearer { realm: String, service: Option<String>, scope: Option<String> },
+    Bearer {
+        realm: String,
+        service: Option<String>,
+        scope: Option<String>,
+    },
 }
 
 fn parse_challenge(header: &str) -> Option<Challenge> {
@@ -113,7 +132,10 @@ fn parse_challenge(header: &str) -> Option<Challenge> {
 }
 
 impl RegistryClient {
-    pub fn new(registry: &Registry, creds: Option<Credentials>) -> Result<RegistryClient, RegistryError> {
+    pub fn new(
+        registry: &Registry,
+        creds: Option<Credentials>,
+    ) -> Result<RegistryClient, RegistryError> {
         install_crypto_provider();
         let plain = registry.insecure || is_loopback(&registry.host);
         let scheme = if plain { "http" } else { "https" };
@@ -122,7 +144,10 @@ impl RegistryClient {
             .https_only(!plain)
             .user_agent(concat!("meshtop/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| RegistryError::Client { host: registry.host.clone(), message: e.to_string() })?;
+            .map_err(|e| RegistryError::Client {
+                host: registry.host.clone(),
+                message: e.to_string(),
+            })?;
         Ok(RegistryClient {
             http,
             host: registry.host.clone(),
@@ -141,35 +166,61 @@ impl RegistryClient {
         match response.status() {
             StatusCode::NOT_FOUND => Ok(Published::Absent),
             status if status.is_success() => {
-                let header = response.headers().get("docker-content-digest").and_then(|v| v.to_str().ok());
+                let header = response
+                    .headers()
+                    .get("docker-content-digest")
+                    .and_then(|v| v.to_str().ok());
                 if let Some(digest) = header.filter(|d| d.starts_with("sha256:")) {
-                    return Ok(Published::Present { digest: digest.to_string() });
+                    return Ok(Published::Present {
+                        digest: digest.to_string(),
+                    });
                 }
                 // No digest header: the digest is the manifest's own bytes.
                 let body = self.send(Method::GET, &url, &scope, &what).await?;
                 let bytes = body.bytes().await.map_err(|e| self.http_error(&what, e))?;
-                Ok(Published::Present { digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))) })
+                Ok(Published::Present {
+                    digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+                })
             }
             status => Err(RegistryError::Status {
                 host: self.host.clone(),
                 what,
                 status: status.as_u16(),
-                message: status.canonical_reason().unwrap_or("unexpected answer").into(),
+                message: status
+                    .canonical_reason()
+                    .unwrap_or("unexpected answer")
+                    .into(),
             }),
         }
     }
 
     fn http_error(&self, what: &str, source: reqwest::Error) -> RegistryError {
-        RegistryError::Http { host: self.host.clone(), what: what.to_string(), source: source.without_url() }
+        RegistryError::Http {
+            host: self.host.clone(),
+            what: what.to_string(),
+            source: source.without_url(),
+        }
     }
 
     fn request(&self, method: &Method, url: &str) -> reqwest::RequestBuilder {
-        let accept = if *method == Method::HEAD || *method == Method::GET { MANIFEST_ACCEPT } else { "*/*" };
-        self.http.request(method.clone(), url).header(ACCEPT, accept)
+        let accept = if *method == Method::HEAD || *method == Method::GET {
+            MANIFEST_ACCEPT
+        } else {
+            "*/*"
+        };
+        self.http
+            .request(method.clone(), url)
+            .header(ACCEPT, accept)
     }
 
     /// Send, answering one authentication challenge (basic, or a bearer token from the challenge's realm).
-    async fn send(&self, method: Method, url: &str, scope: &str, what: &str) -> Result<reqwest::Response, RegistryError> {
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        scope: &str,
+        what: &str,
+    ) -> Result<reqwest::Response, RegistryError> {
         let cached = self.tokens.lock().ok().and_then(|t| t.get(scope).cloned());
         let mut first = self.request(&method, url);
         if let Some(token) = &cached {
@@ -191,20 +242,34 @@ impl RegistryClient {
         };
         let retry = match challenge {
             Some(Challenge::Basic) => match &self.creds {
-                Some(Credentials::Basic { username, password }) => {
-                    self.request(&method, url).basic_auth(username, Some(password))
+                Some(Credentials::Basic { username, password }) => self
+                    .request(&method, url)
+                    .basic_auth(username, Some(password)),
+                _ => {
+                    return Err(unauthorized(
+                        "it asks for a user name and password and none are configured",
+                    ));
                 }
-                _ => return Err(unauthorized("it asks for a user name and password and none are configured")),
             },
-            Some(Challenge::Bearer { realm, service, scope: challenged }) => {
+            Some(Challenge::Bearer {
+                realm,
+                service,
+                scope: challenged,
+            }) => {
                 let scope_wanted = challenged.unwrap_or_else(|| scope.to_string());
-                let token = self.token(&realm, service.as_deref(), &scope_wanted, what).await?;
+                let token = self
+                    .token(&realm, service.as_deref(), &scope_wanted, what)
+                    .await?;
                 if let Ok(mut tokens) = self.tokens.lock() {
                     tokens.insert(scope.to_string(), token.clone());
                 }
                 self.request(&method, url).bearer_auth(token)
             }
-            None => return Err(unauthorized("it answered 401 without a usable WWW-Authenticate challenge")),
+            None => {
+                return Err(unauthorized(
+                    "it answered 401 without a usable WWW-Authenticate challenge",
+                ));
+            }
         };
         let response = retry.send().await.map_err(|e| self.http_error(what, e))?;
         if response.status() == StatusCode::UNAUTHORIZED {
@@ -213,7 +278,13 @@ impl RegistryClient {
         Ok(response)
     }
 
-    async fn token(&self, realm: &str, service: Option<&str>, scope: &str, what: &str) -> Result<String, RegistryError> {
+    async fn token(
+        &self,
+        realm: &str,
+        service: Option<&str>,
+        scope: &str,
+        what: &str,
+    ) -> Result<String, RegistryError> {
         let mut url = Url::parse(realm).map_err(|e| RegistryError::Unauthorized {
             host: self.host.clone(),
             what: what.to_string(),
@@ -230,7 +301,10 @@ impl RegistryClient {
         if let Some(Credentials::Basic { username, password }) = &self.creds {
             request = request.basic_auth(username, Some(password));
         }
-        let response = request.send().await.map_err(|e| self.http_error("its token service", e))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.http_error("its token service", e))?;
         let status = response.status();
         if !status.is_success() {
             return Err(RegistryError::Unauthorized {
@@ -239,7 +313,10 @@ impl RegistryClient {
                 message: format!("its token service answered {status}"),
             });
         }
-        let body: serde_json::Value = response.json().await.map_err(|e| self.http_error("its token service", e))?;
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| self.http_error("its token service", e))?;
         body.get("token")
             .or_else(|| body.get("access_token"))
             .and_then(|t| t.as_str())
@@ -255,7 +332,9 @@ impl RegistryClient {
 /// Split `registry/repo:tag` into (`registry/repo`, `tag`); a reference without a tag is `latest`.
 pub fn split_reference(reference: &str) -> (&str, &str) {
     match reference.rfind(':') {
-        Some(colon) if !reference[colon..].contains('/') => (&reference[..colon], &reference[colon + 1..]),
+        Some(colon) if !reference[colon..].contains('/') => {
+            (&reference[..colon], &reference[colon + 1..])
+        }
         _ => (reference, "latest"),
     }
 }
@@ -273,14 +352,25 @@ pub async fn push_image(
     reference: &str,
     creds: Option<&Credentials>,
 ) -> Result<String, RegistryError> {
-    let fail = |message: String| RegistryError::Push { reference: reference.to_string(), message };
+    let fail = |message: String| RegistryError::Push {
+        reference: reference.to_string(),
+        message,
+    };
     if reference.contains('@') {
-        return Err(fail("a reference with a digest cannot be pushed: push its tag".into()));
+        return Err(fail(
+            "a reference with a digest cannot be pushed: push its tag".into(),
+        ));
     }
     let (repository, tag) = split_reference(reference);
     let server = repository.split('/').next().unwrap_or(repository);
-    let options = bollard::query_parameters::PushImageOptionsBuilder::new().tag(tag).build();
-    let mut stream = docker.push_image(repository, Some(options), creds.map(|c| c.to_docker(server)));
+    let options = bollard::query_parameters::PushImageOptionsBuilder::new()
+        .tag(tag)
+        .build();
+    let mut stream = docker.push_image(
+        repository,
+        Some(options),
+        creds.map(|c| c.to_docker(server)),
+    );
     let mut digest = None;
     while let Some(item) = stream.next().await {
         let info = item.map_err(|e| fail(e.to_string()))?;
@@ -301,18 +391,34 @@ mod tests {
 
     #[test]
     fn loopback_hosts() {
-        for host in ["127.0.0.1:5000", "localhost:5000", "localhost", "[::1]:5000", "127.3.2.1"] {
+        for host in [
+            "127.0.0.1:5000",
+            "localhost:5000",
+            "localhost",
+            "[::1]:5000",
+            "127.3.2.1",
+        ] {
             assert!(is_loopback(host), "{host}");
         }
-        for host in ["registry.example:5000", "10.0.0.1:5000", "localhost.example"] {
+        for host in [
+            "registry.example:5000",
+            "10.0.0.1:5000",
+            "localhost.example",
+        ] {
             assert!(!is_loopback(host), "{host}");
         }
     }
 
     #[test]
     fn references_and_push_status() {
-        assert_eq!(split_reference("127.0.0.1:5000/test/x:tag"), ("127.0.0.1:5000/test/x", "tag"));
-        assert_eq!(split_reference("127.0.0.1:5000/test/x"), ("127.0.0.1:5000/test/x", "latest"));
+        assert_eq!(
+            split_reference("127.0.0.1:5000/test/x:tag"),
+            ("127.0.0.1:5000/test/x", "tag")
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/test/x"),
+            ("127.0.0.1:5000/test/x", "latest")
+        );
         assert_eq!(
             digest_in_status("tag: digest: sha256:0123abcd size: 528").as_deref(),
             Some("sha256:0123abcd")
@@ -322,11 +428,23 @@ mod tests {
 
     #[test]
     fn bearer_challenges_parse() {
-        let c = parse_challenge(r#"Bearer realm="http://127.0.0.1:1/token",service="reg",scope="repository:a/b:pull""#);
-        let Some(Challenge::Bearer { realm, service, scope }) = c else { panic!("not bearer") };
+        let c = parse_challenge(
+            r#"Bearer realm="http://127.0.0.1:1/token",service="reg",scope="repository:a/b:pull""#,
+        );
+        let Some(Challenge::Bearer {
+            realm,
+            service,
+            scope,
+        }) = c
+        else {
+            panic!("not bearer")
+        };
         assert_eq!(realm, "http://127.0.0.1:1/token");
         assert_eq!(service.as_deref(), Some("reg"));
         assert_eq!(scope.as_deref(), Some("repository:a/b:pull"));
-        assert!(matches!(parse_challenge("Basic realm=\"r\""), Some(Challenge::Basic)));
+        assert!(matches!(
+            parse_challenge("Basic realm=\"r\""),
+            Some(Challenge::Basic)
+        ));
     }
 }

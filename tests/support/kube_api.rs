@@ -64,21 +64,33 @@ fn kind_of(resource: &str) -> (&'static str, &'static str) {
 fn status(code: u16, reason: &str, message: &str) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "code": code});
-    (StatusCode::from_u16(code).unwrap(), [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        StatusCode::from_u16(code).unwrap(),
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn ok_json(value: &Value) -> Response {
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
 }
 
 impl KubeApi {
     pub async fn start() -> KubeApi {
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
-        let app = Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-            let state = shared.clone();
-            async move { handle(state, method, uri, headers, body).await }
-        });
+        let app = Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let state = shared.clone();
+                async move { handle(state, method, uri, headers, body).await }
+            },
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let task = tokio::spawn(async move {
@@ -100,8 +112,10 @@ impl KubeApi {
     // ---- state hooks ----
 
     pub fn put_namespace(&self, name: &str, annotations: &[(&str, &str)]) {
-        let annotations: serde_json::Map<String, Value> =
-            annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        let annotations: serde_json::Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
         let object = json!({"metadata": {"name": name, "annotations": annotations}});
         self.put("namespaces", "", object);
     }
@@ -121,17 +135,33 @@ impl KubeApi {
         if metadata.get("generation").is_none() {
             metadata["generation"] = json!(1);
         }
-        let name = metadata["name"].as_str().expect("object has metadata.name").to_string();
-        state.objects.insert((resource.into(), namespace.into(), name), object);
+        let name = metadata["name"]
+            .as_str()
+            .expect("object has metadata.name")
+            .to_string();
+        state
+            .objects
+            .insert((resource.into(), namespace.into(), name), object);
     }
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
-        self.state.lock().unwrap().objects.get(&(resource.into(), namespace.into(), name.into())).cloned()
+        self.state
+            .lock()
+            .unwrap()
+            .objects
+            .get(&(resource.into(), namespace.into(), name.into()))
+            .cloned()
     }
 
     /// Requests received for one path (query excluded).
     pub fn requests(&self, path: &str) -> usize {
-        self.state.lock().unwrap().requests.get(path).copied().unwrap_or(0)
+        self.state
+            .lock()
+            .unwrap()
+            .requests
+            .get(path)
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn total_requests(&self) -> usize {
@@ -140,7 +170,13 @@ impl KubeApi {
 
     /// How many responses had this status code.
     pub fn responses_with(&self, code: u16) -> usize {
-        self.state.lock().unwrap().statuses.get(&code).copied().unwrap_or(0)
+        self.state
+            .lock()
+            .unwrap()
+            .statuses
+            .get(&code)
+            .copied()
+            .unwrap_or(0)
     }
 
     pub fn reset_counts(&self) {
@@ -155,15 +191,33 @@ impl KubeApi {
     }
 
     /// Every pod the workload selects waits with this reason (e.g. ImagePullBackOff).
-    pub fn set_pods_waiting(&self, resource: &str, namespace: &str, workload: &str, reason: &str, message: &str) {
+    pub fn set_pods_waiting(
+        &self,
+        resource: &str,
+        namespace: &str,
+        workload: &str,
+        reason: &str,
+        message: &str,
+    ) {
         let mut state = self.state.lock().unwrap();
-        let object = state.objects.get(&(resource.into(), namespace.into(), workload.into())).cloned().unwrap();
+        let object = state
+            .objects
+            .get(&(resource.into(), namespace.into(), workload.into()))
+            .cloned()
+            .unwrap();
         let selector = object["spec"]["selector"]["matchLabels"].clone();
         for ((res, ns, _), pod) in state.objects.iter_mut() {
-            if res != "pods" || ns != namespace || !labels_match(&selector, &pod["metadata"]["labels"]) {
+            if res != "pods"
+                || ns != namespace
+                || !labels_match(&selector, &pod["metadata"]["labels"])
+            {
                 continue;
             }
-            for cs in pod["status"]["containerStatuses"].as_array_mut().into_iter().flatten() {
+            for cs in pod["status"]["containerStatuses"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
                 cs["ready"] = json!(false);
                 cs["state"] = json!({"waiting": {"reason": reason, "message": message}});
             }
@@ -173,12 +227,21 @@ impl KubeApi {
     /// The workload's status says its current generation rolled out to every replica.
     pub fn mark_rollout_done(&self, resource: &str, namespace: &str, name: &str) {
         let mut state = self.state.lock().unwrap();
-        let object = state.objects.get_mut(&(resource.into(), namespace.into(), name.into())).unwrap();
+        let object = state
+            .objects
+            .get_mut(&(resource.into(), namespace.into(), name.into()))
+            .unwrap();
         mark_done(resource, object);
     }
 
     /// After `reads` more GETs of the workload, its roll-out is done.
-    pub fn complete_rollout_after_reads(&self, resource: &str, namespace: &str, name: &str, reads: usize) {
+    pub fn complete_rollout_after_reads(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        reads: usize,
+    ) {
         let key = (resource.into(), namespace.into(), name.into());
         self.state.lock().unwrap().complete_after.insert(key, reads);
     }
@@ -192,7 +255,11 @@ impl KubeApi {
     }
 
     pub fn set_pod_log(&self, namespace: &str, pod: &str, text: &str) {
-        self.state.lock().unwrap().logs.insert((namespace.into(), pod.into()), text.into());
+        self.state
+            .lock()
+            .unwrap()
+            .logs
+            .insert((namespace.into(), pod.into()), text.into());
     }
 }
 
@@ -202,13 +269,23 @@ fn mark_done(resource: &str, object: &mut Value) {
     status["observedGeneration"] = generation;
     if resource == "daemonsets" {
         let desired = status["desiredNumberScheduled"].clone();
-        for field in ["updatedNumberScheduled", "numberAvailable", "numberReady", "currentNumberScheduled"] {
+        for field in [
+            "updatedNumberScheduled",
+            "numberAvailable",
+            "numberReady",
+            "currentNumberScheduled",
+        ] {
             status[field] = desired.clone();
         }
     } else {
         let replicas = object["spec"]["replicas"].clone();
         let status = &mut object["status"];
-        for field in ["replicas", "updatedReplicas", "availableReplicas", "readyReplicas"] {
+        for field in [
+            "replicas",
+            "updatedReplicas",
+            "availableReplicas",
+            "readyReplicas",
+        ] {
             status[field] = replicas.clone();
         }
     }
@@ -217,9 +294,19 @@ fn mark_done(resource: &str, object: &mut Value) {
 // ---- builders ----
 
 /// A workload of `resource` (deployments/statefulsets/daemonsets) labelled for `module`, rolled out.
-pub fn workload(resource: &str, name: &str, module: &str, containers: &[(&str, &str)], replicas: i32) -> Value {
-    let containers: Vec<Value> = containers.iter().map(|(n, image)| json!({"name": n, "image": image})).collect();
-    let template = json!({"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}});
+pub fn workload(
+    resource: &str,
+    name: &str,
+    module: &str,
+    containers: &[(&str, &str)],
+    replicas: i32,
+) -> Value {
+    let containers: Vec<Value> = containers
+        .iter()
+        .map(|(n, image)| json!({"name": n, "image": image}))
+        .collect();
+    let template =
+        json!({"metadata": {"labels": {"app": name}}, "spec": {"containers": containers}});
     let mut spec = json!({"selector": {"matchLabels": {"app": name}}, "template": template});
     let status = if resource == "daemonsets" {
         json!({"desiredNumberScheduled": replicas, "currentNumberScheduled": replicas, "numberMisscheduled": 0,
@@ -273,7 +360,9 @@ fn query(uri: &Uri) -> HashMap<String, String> {
 }
 
 fn labels_match(match_labels: &Value, labels: &Value) -> bool {
-    match_labels.as_object().is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| labels.get(k) == Some(v)))
+    match_labels
+        .as_object()
+        .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| labels.get(k) == Some(v)))
 }
 
 /// Split a selector on commas outside parentheses.
@@ -292,7 +381,10 @@ fn terms(selector: &str) -> Vec<String> {
         current.push(c);
     }
     out.push(current);
-    out.into_iter().map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
+    out.into_iter()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 fn label_selector_matches(selector: &str, labels: &Value) -> bool {
@@ -300,8 +392,13 @@ fn label_selector_matches(selector: &str, labels: &Value) -> bool {
     terms(selector).iter().all(|term| {
         let set = |t: &str, op: &str| {
             t.split_once(op).map(|(k, vs)| {
-                let values: Vec<String> =
-                    vs.trim().trim_start_matches('(').trim_end_matches(')').split(',').map(|v| v.trim().to_string()).collect();
+                let values: Vec<String> = vs
+                    .trim()
+                    .trim_start_matches('(')
+                    .trim_end_matches(')')
+                    .split(',')
+                    .map(|v| v.trim().to_string())
+                    .collect();
                 (k.trim().to_string(), values)
             })
         };
@@ -323,7 +420,9 @@ fn label_selector_matches(selector: &str, labels: &Value) -> bool {
 
 fn field_selector_matches(selector: &str, object: &Value) -> bool {
     terms(selector).iter().all(|term| {
-        let Some((path, expected)) = term.split_once('=') else { return false };
+        let Some((path, expected)) = term.split_once('=') else {
+            return false;
+        };
         let mut value = object;
         for part in path.split('.') {
             value = &value[part];
@@ -332,15 +431,37 @@ fn field_selector_matches(selector: &str, object: &Value) -> bool {
     })
 }
 
-async fn handle(state: Arc<Mutex<State>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    state: Arc<Mutex<State>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
-    *state.lock().unwrap().requests.entry(path.clone()).or_default() += 1;
+    *state
+        .lock()
+        .unwrap()
+        .requests
+        .entry(path.clone())
+        .or_default() += 1;
     let response = route(&state, &method, &uri, &headers, &body).await;
-    *state.lock().unwrap().statuses.entry(response.status().as_u16()).or_default() += 1;
+    *state
+        .lock()
+        .unwrap()
+        .statuses
+        .entry(response.status().as_u16())
+        .or_default() += 1;
     response
 }
 
-async fn route(state: &Arc<Mutex<State>>, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Response {
+async fn route(
+    state: &Arc<Mutex<State>>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let parts: Vec<&str> = uri.path().split('/').filter(|p| !p.is_empty()).collect();
     let q = query(uri);
     match (method.clone(), parts.as_slice()) {
@@ -362,16 +483,40 @@ async fn route(state: &Arc<Mutex<State>>, method: &Method, uri: &Uri, headers: &
             }
             get_object(state, "namespaces", "", name)
         }
-        (Method::PATCH, ["api", "v1", "namespaces", name]) => patch_object(state, "namespaces", "", name, headers, body),
-        (Method::GET, ["api", "v1", "namespaces", ns, resource @ ("pods" | "events")]) => list(state, resource, ns, &q),
+        (Method::PATCH, ["api", "v1", "namespaces", name]) => {
+            patch_object(state, "namespaces", "", name, headers, body)
+        }
+        (
+            Method::GET,
+            [
+                "api",
+                "v1",
+                "namespaces",
+                ns,
+                resource @ ("pods" | "events"),
+            ],
+        ) => list(state, resource, ns, &q),
         (Method::GET, ["api", "v1", "namespaces", ns, "pods", pod, "log"]) => {
-            let log = state.lock().unwrap().logs.get(&(ns.to_string(), pod.to_string())).cloned();
+            let log = state
+                .lock()
+                .unwrap()
+                .logs
+                .get(&(ns.to_string(), pod.to_string()))
+                .cloned();
             match log {
-                Some(text) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response(),
-                None => status(400, "BadRequest", &format!("container in pod {pod} is waiting to start")),
+                Some(text) => {
+                    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()
+                }
+                None => status(
+                    400,
+                    "BadRequest",
+                    &format!("container in pod {pod} is waiting to start"),
+                ),
             }
         }
-        (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource]) => list(state, resource, ns, &q),
+        (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource]) => {
+            list(state, resource, ns, &q)
+        }
         (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource, name]) => {
             let key: Key = (resource.to_string(), ns.to_string(), name.to_string());
             {
@@ -391,34 +536,63 @@ async fn route(state: &Arc<Mutex<State>>, method: &Method, uri: &Uri, headers: &
         (Method::PATCH, ["apis", "apps", "v1", "namespaces", ns, resource, name]) => {
             patch_object(state, resource, ns, name, headers, body)
         }
-        _ => status(404, "NotFound", &format!("the test server does not serve {method} {}", uri.path())),
+        _ => status(
+            404,
+            "NotFound",
+            &format!("the test server does not serve {method} {}", uri.path()),
+        ),
     }
 }
 
 fn get_object(state: &Arc<Mutex<State>>, resource: &str, ns: &str, name: &str) -> Response {
-    match state.lock().unwrap().objects.get(&(resource.into(), ns.into(), name.into())) {
+    match state
+        .lock()
+        .unwrap()
+        .objects
+        .get(&(resource.into(), ns.into(), name.into()))
+    {
         Some(object) => ok_json(object),
         None => status(404, "NotFound", &format!("{resource} \"{name}\" not found")),
     }
 }
 
-fn list(state: &Arc<Mutex<State>>, resource: &str, ns: &str, q: &HashMap<String, String>) -> Response {
+fn list(
+    state: &Arc<Mutex<State>>,
+    resource: &str,
+    ns: &str,
+    q: &HashMap<String, String>,
+) -> Response {
     let s = state.lock().unwrap();
     let items: Vec<Value> = s
         .objects
         .iter()
         .filter(|((r, n, _), _)| r == resource && n == ns)
         .map(|(_, o)| o)
-        .filter(|o| q.get("labelSelector").is_none_or(|sel| label_selector_matches(sel, &o["metadata"]["labels"])))
-        .filter(|o| q.get("fieldSelector").is_none_or(|sel| field_selector_matches(sel, o)))
+        .filter(|o| {
+            q.get("labelSelector")
+                .is_none_or(|sel| label_selector_matches(sel, &o["metadata"]["labels"]))
+        })
+        .filter(|o| {
+            q.get("fieldSelector")
+                .is_none_or(|sel| field_selector_matches(sel, o))
+        })
         .cloned()
         .collect();
     let (api_version, kind) = kind_of(resource);
-    ok_json(&json!({"apiVersion": api_version, "kind": format!("{kind}List"),
-        "metadata": {"resourceVersion": s.resource_version.to_string()}, "items": items}))
+    ok_json(
+        &json!({"apiVersion": api_version, "kind": format!("{kind}List"),
+        "metadata": {"resourceVersion": s.resource_version.to_string()}, "items": items}),
+    )
 }
 
-fn patch_object(state: &Arc<Mutex<State>>, resource: &str, ns: &str, name: &str, headers: &HeaderMap, body: &Bytes) -> Response {
+fn patch_object(
+    state: &Arc<Mutex<State>>,
+    resource: &str,
+    ns: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let mut s = state.lock().unwrap();
     let key: Key = (resource.into(), ns.into(), name.into());
     let Some(current) = s.objects.get(&key).cloned() else {
@@ -427,7 +601,10 @@ fn patch_object(state: &Arc<Mutex<State>>, resource: &str, ns: &str, name: &str,
     let Ok(patch) = serde_json::from_slice::<Value>(body) else {
         return status(400, "BadRequest", "the patch is not JSON");
     };
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let mut updated = current.clone();
     if content_type.starts_with("application/json-patch+json") {
         let Ok(ops) = serde_json::from_value::<json_patch::Patch>(patch) else {
@@ -442,12 +619,21 @@ fn patch_object(state: &Arc<Mutex<State>>, resource: &str, ns: &str, name: &str,
         if let Some(wanted) = patch["metadata"]["resourceVersion"].as_str()
             && Some(wanted) != current["metadata"]["resourceVersion"].as_str()
         {
-            return status(409, "Conflict", &format!(
-                "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"));
+            return status(
+                409,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+                ),
+            );
         }
         json_patch::merge(&mut updated, &patch);
     } else {
-        return status(415, "UnsupportedMediaType", &format!("unsupported patch type {content_type:?}"));
+        return status(
+            415,
+            "UnsupportedMediaType",
+            &format!("unsupported patch type {content_type:?}"),
+        );
     }
     if updated["spec"] != current["spec"] {
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;

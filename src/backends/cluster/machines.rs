@@ -21,7 +21,11 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 3] = [WorkloadKind::Deployment, WorkloadKind::StatefulSet, WorkloadKind::DaemonSet];
+    pub const ALL: [WorkloadKind; 3] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::DaemonSet,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -76,7 +80,8 @@ pub(super) struct Shape<'a> {
     pub observed_generation: i64,
 }
 
-pub(super) trait Kind: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+pub(super) trait Kind:
+    kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
     + Clone
     + DeserializeOwned
     + fmt::Debug
@@ -190,14 +195,21 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
         }
     });
     let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
-        && selector.match_expressions.as_ref().is_none_or(|m| m.is_empty());
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|m| m.is_empty());
     !empty && labels_ok && expressions_ok
 }
 
 /// A label selector as the API's `labelSelector` query string.
 pub fn selector_string(selector: &LabelSelector) -> Option<String> {
-    let mut parts: Vec<String> =
-        selector.match_labels.iter().flatten().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     for e in selector.match_expressions.iter().flatten() {
         let values = e.values.as_deref().unwrap_or_default().join(",");
         parts.push(match e.operator.as_str() {
@@ -215,8 +227,15 @@ pub fn selector_string(selector: &LabelSelector) -> Option<String> {
 pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
     let name = shape.metadata.name.clone()?;
     let module = shape.metadata.labels.as_ref()?.get(MODULE_LABEL)?.clone();
-    let containers = shape.template.and_then(|t| t.spec.as_ref()).map(|s| s.containers.as_slice())?;
-    let annotation = shape.metadata.annotations.as_ref().and_then(|a| a.get(CONTAINER_ANNOTATION));
+    let containers = shape
+        .template
+        .and_then(|t| t.spec.as_ref())
+        .map(|s| s.containers.as_slice())?;
+    let annotation = shape
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONTAINER_ANNOTATION));
     let container = choose_container(containers, annotation.map(String::as_str), &module)?;
     let mut running_digests: Vec<String> = Vec::new();
     if let Some(selector) = shape.selector {
@@ -225,8 +244,15 @@ pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
             if !selector_matches(selector, &labels) {
                 continue;
             }
-            let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
-            for status in statuses.into_iter().flatten().filter(|s| s.name == container.name) {
+            let statuses = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref());
+            for status in statuses
+                .into_iter()
+                .flatten()
+                .filter(|s| s.name == container.name)
+            {
                 if let Some(digest) = digest_of_image_id(&status.image_id) {
                     running_digests.push(digest);
                 }
@@ -284,10 +310,9 @@ impl Cluster {
         let mut params = params.clone();
         let mut items = Vec::new();
         loop {
-            let page = api
-                .list(&params)
-                .await
-                .map_err(|e| self.api_error(format!("list {} in {}", K::kind(&()), self.namespace), e))?;
+            let page = api.list(&params).await.map_err(|e| {
+                self.api_error(format!("list {} in {}", K::kind(&()), self.namespace), e)
+            })?;
             items.extend(page.items);
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params.continue_token = Some(token),

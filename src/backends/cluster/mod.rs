@@ -26,7 +26,10 @@ pub enum ClusterError {
         "cannot configure the Kubernetes client{}: {message}. Check KUBECONFIG (or ~/.kube/config) and the context name",
         context.as_deref().map(|c| format!(" for context {c:?}")).unwrap_or_default()
     )]
-    Config { context: Option<String>, message: String },
+    Config {
+        context: Option<String>,
+        message: String,
+    },
     #[error("Kubernetes API call failed ({what}) in context {context:?}: {source}")]
     Api {
         what: String,
@@ -42,8 +45,14 @@ pub enum ClusterError {
         "the record on namespace {namespace:?} kept changing under us: gave up after {attempts} attempts; run the converge again"
     )]
     RecordContention { namespace: String, attempts: u32 },
-    #[error("{workload} was changed by someone else: it now runs {running:?}; not overwritten ({detail})")]
-    Conflict { workload: String, running: String, detail: String },
+    #[error(
+        "{workload} was changed by someone else: it now runs {running:?}; not overwritten ({detail})"
+    )]
+    Conflict {
+        workload: String,
+        running: String,
+        detail: String,
+    },
     #[error("the roll-out of {workload} failed: {reason}{}", events_suffix(.events))]
     RolloutFailed {
         workload: String,
@@ -52,7 +61,11 @@ pub enum ClusterError {
         log_tail: Option<String>,
     },
     #[error("kind load of {reference} into kind cluster {cluster:?} failed: {message}")]
-    KindLoad { cluster: String, reference: String, message: String },
+    KindLoad {
+        cluster: String,
+        reference: String,
+        message: String,
+    },
 }
 
 fn events_suffix(events: &[String]) -> String {
@@ -82,7 +95,10 @@ impl fmt::Debug for Cluster {
 impl Cluster {
     /// Configure the client as kubectl does: `KUBECONFIG` or `~/.kube/config`, the current context unless one is given.
     pub async fn connect(context: Option<&str>, namespace: &str) -> Result<Cluster, ClusterError> {
-        let config_error = |message: String| ClusterError::Config { context: context.map(str::to_string), message };
+        let config_error = |message: String| ClusterError::Config {
+            context: context.map(str::to_string),
+            message,
+        };
         let kubeconfig = Kubeconfig::read().map_err(|e| config_error(e.to_string()))?;
         let context_name = match context {
             Some(c) => c.to_string(),
@@ -90,9 +106,14 @@ impl Cluster {
                 .current_context
                 .clone()
                 .filter(|c| !c.is_empty())
-                .ok_or_else(|| config_error("the kubeconfig has no current context: pass --context".into()))?,
+                .ok_or_else(|| {
+                    config_error("the kubeconfig has no current context: pass --context".into())
+                })?,
         };
-        let options = KubeConfigOptions { context: Some(context_name.clone()), ..KubeConfigOptions::default() };
+        let options = KubeConfigOptions {
+            context: Some(context_name.clone()),
+            ..KubeConfigOptions::default()
+        };
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| config_error(e.to_string()))?;
@@ -102,7 +123,11 @@ impl Cluster {
 
     /// A cluster over a ready client (tests point it at the API test server).
     pub fn from_client(client: kube::Client, context: &str, namespace: &str) -> Cluster {
-        Cluster { client, context: context.to_string(), namespace: namespace.to_string() }
+        Cluster {
+            client,
+            context: context.to_string(),
+            namespace: namespace.to_string(),
+        }
     }
 
     /// Where this cluster acts, for headers and messages: `context/namespace`.
@@ -116,7 +141,11 @@ impl Cluster {
     }
 
     fn api_error(&self, what: impl Into<String>, source: kube::Error) -> ClusterError {
-        ClusterError::Api { what: what.into(), context: self.context.clone(), source }
+        ClusterError::Api {
+            what: what.into(),
+            context: self.context.clone(),
+            source,
+        }
     }
 }
 
@@ -151,6 +180,17 @@ pub async fn kind_load(cluster_name: &str, reference: &str) -> Result<(), Cluste
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let tail: Vec<&str> = stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
-    Err(fail(format!("`kind` exited with {}: {}", output.status, tail.join(" / "))))
+    let tail: Vec<&str> = stderr
+        .lines()
+        .rev()
+        .take(5)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    Err(fail(format!(
+        "`kind` exited with {}: {}",
+        output.status,
+        tail.join(" / ")
+    )))
 }

@@ -28,12 +28,16 @@ pub struct RecordRead {
 
 /// Parse the annotation's text: `Err(reason)` when it is not a JSON object of `{ref, digest}` entries.
 pub fn parse_record(text: &str) -> Result<Record, String> {
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
-    let object = value.as_object().ok_or("not a JSON object of module → {ref, digest}")?;
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
+    let object = value
+        .as_object()
+        .ok_or("not a JSON object of module → {ref, digest}")?;
     let mut record = BTreeMap::new();
     for (module, entry) in object {
-        let entry: RecordEntry = serde_json::from_value(entry.clone())
-            .map_err(|e| format!("the entry for module {module:?} is not {{\"ref\", \"digest\"}} ({e})"))?;
+        let entry: RecordEntry = serde_json::from_value(entry.clone()).map_err(|e| {
+            format!("the entry for module {module:?} is not {{\"ref\", \"digest\"}} ({e})")
+        })?;
         record.insert(module.clone(), entry);
     }
     Ok(record)
@@ -56,12 +60,24 @@ impl Cluster {
             return Ok(RecordRead::default());
         };
         let resource_version = namespace.metadata.resource_version.clone();
-        let text = namespace.metadata.annotations.as_ref().and_then(|a| a.get(RECORD_ANNOTATION));
+        let text = namespace
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RECORD_ANNOTATION));
         let Some(text) = text else {
-            return Ok(RecordRead { record: Record::new(), warning: None, resource_version });
+            return Ok(RecordRead {
+                record: Record::new(),
+                warning: None,
+                resource_version,
+            });
         };
         match parse_record(text) {
-            Ok(record) => Ok(RecordRead { record, warning: None, resource_version }),
+            Ok(record) => Ok(RecordRead {
+                record,
+                warning: None,
+                resource_version,
+            }),
             Err(reason) => Ok(RecordRead {
                 record: Record::new(),
                 warning: Some(format!(
@@ -96,15 +112,28 @@ impl Cluster {
                     "annotations": { RECORD_ANNOTATION: text },
                 }
             });
-            match self.namespaces().patch(&self.namespace, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match self
+                .namespaces()
+                .patch(
+                    &self.namespace,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
                 Ok(_) => return Ok(merged),
                 Err(e) if status_code(&e) == Some(409) => {
                     tracing::debug!(namespace = %self.namespace, "record stamp conflicted; re-reading");
                     continue;
                 }
-                Err(e) => return Err(self.api_error(format!("patch namespace {}", self.namespace), e)),
+                Err(e) => {
+                    return Err(self.api_error(format!("patch namespace {}", self.namespace), e));
+                }
             }
         }
-        Err(ClusterError::RecordContention { namespace: self.namespace.clone(), attempts: STAMP_ATTEMPTS })
+        Err(ClusterError::RecordContention {
+            namespace: self.namespace.clone(),
+            attempts: STAMP_ATTEMPTS,
+        })
     }
 }
