@@ -8,7 +8,8 @@ use std::time::Duration;
 use meshtop::backends::cluster::{ClusterError, RECORD_ANNOTATION, WorkloadKind};
 use meshtop::mesh::model::{Record, RecordEntry};
 use serde_json::json;
-use support::kube_api::{KubeApi, pod, workload};
+use support::kube_api::KubeApi;
+use support::kube_objects::{pod, workload};
 
 const NS: &str = "mesh-demo";
 

@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 
 pub mod kube_api;
+pub mod kube_objects;
