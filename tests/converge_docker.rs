@@ -98,10 +98,12 @@ fn example_mesh_converges_skips_moves_and_sends() {
         0
     );
 
-    // 4. A byte changed in the base: the plan shows dependents pending, the converge rebuilds all.
+    // 4. A byte changed in the base (one that changes its artifact): the plan shows dependents
+    // pending, the converge rebuilds all. (A change the builder caches away — a comment — moves the
+    // base's ref but not its artifact, so dependents keep their refs: moves follow the artifact.)
     let file = mesh.root().join("base/Dockerfile");
     let mut text = std::fs::read_to_string(&file).unwrap();
-    text.push_str("# one more line\n");
+    text.push_str("ENV EXAMPLE_REVISION=2\n");
     std::fs::write(&file, text).unwrap();
     let plan = mesh.json(&["plan", "--json"]);
     let modules = plan["modules"].as_array().unwrap();
