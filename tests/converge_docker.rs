@@ -98,6 +98,61 @@ fn example_mesh_converges_skips_moves_and_sends() {
         0
     );
 
+    // A machine started by hand with the label counts the same; a send keeps its configuration.
+    let by_hand = format!("{}-by-hand", mesh.name);
+    let web_digest = digest_of(&second, "web");
+    let run = std::process::Command::new("docker")
+        .args([
+            "run",
+            "-d",
+            "--name",
+            &by_hand,
+            "--label",
+            "jr2.dev/module=web",
+            "--label",
+            "team=blue",
+        ])
+        .args([
+            "-e",
+            "FOO=bar",
+            "-p",
+            "127.0.0.1::8080",
+            "--restart",
+            "on-failure:3",
+        ])
+        .args([
+            web_digest.as_str(),
+            "httpd",
+            "-f",
+            "-p",
+            "8080",
+            "-h",
+            "/www",
+        ])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", said(&run));
+    assert_eq!(states(&mesh)[&by_hand], "current");
+
+    // 3b. A comment in the base's Dockerfile moves the base's ref, but the builder caches it away:
+    // the artifact stays, so its dependents keep their refs and the record still vouches for them.
+    let file = mesh.root().join("base/Dockerfile");
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&file).unwrap() + "# a comment\n",
+    )
+    .unwrap();
+    let comment = mesh.json(&["converge", "--json"]);
+    let decided = decisions(&comment);
+    assert_eq!(decided["base"], "build", "{comment}");
+    for dependent in ["tools", "web", "api", "worker"] {
+        assert_eq!(
+            decided[dependent], "record",
+            "moves follow the artifact: {comment}"
+        );
+    }
+    assert_eq!(digest_of(&comment, "base"), digest_of(&second, "base"));
+
     // 4. A byte changed in the base (one that changes its artifact): the plan shows dependents
     // pending, the converge rebuilds all. (A change the builder caches away — a comment — moves the
     // base's ref but not its artifact, so dependents keep their refs: moves follow the artifact.)
@@ -131,6 +186,57 @@ fn example_mesh_converges_skips_moves_and_sends() {
             .filter(|(n, _)| **n != api_machine)
             .all(|(_, s)| s == "current"),
         "{machines:?}"
+    );
+    let inspect = std::process::Command::new("docker")
+        .args(["inspect", &by_hand])
+        .output()
+        .unwrap();
+    let inspect: Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    let container = &inspect[0];
+    assert_eq!(
+        container["Image"],
+        digest_of(&moved, "web").as_str(),
+        "the hand-started machine was sent"
+    );
+    assert_eq!(container["State"]["Running"], true);
+    let env: Vec<&str> = container["Config"]["Env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .collect();
+    assert!(env.contains(&"FOO=bar"), "{env:?}");
+    assert_eq!(container["Config"]["Labels"]["team"], "blue");
+    assert_eq!(
+        container["HostConfig"]["RestartPolicy"]["Name"],
+        "on-failure"
+    );
+    assert_eq!(
+        container["HostConfig"]["RestartPolicy"]["MaximumRetryCount"],
+        3
+    );
+    assert!(
+        container["HostConfig"]["PortBindings"]["8080/tcp"].is_array(),
+        "{}",
+        container["HostConfig"]
+    );
+    assert_eq!(
+        container["Config"]["Cmd"],
+        serde_json::json!(["httpd", "-f", "-p", "8080", "-h", "/www"])
+    );
+    let leftovers = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("name={by_hand}.meshtop-previous"),
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        leftovers.stdout.is_empty(),
+        "the old container is removed once the new one runs"
     );
     let exit = mesh.meshtop(&["status", "--exit-code"]);
     assert_eq!(
@@ -217,6 +323,32 @@ fn a_failed_build_is_recorded_and_stamps_nothing() {
         assert_eq!(decided[module], "host", "{again}");
     }
     assert_eq!(decided["worker"], "build");
+
+    // A new artifact whose container dies at once: the send fails, the old machine runs again.
+    let api_machine = format!("{}-api-1", mesh.name);
+    let old_digest = digest_of(&again, "api");
+    std::fs::write(
+        mesh.root().join("api/app.sh"),
+        "#!/bin/sh\necho broken >&2\nexit 3\n",
+    )
+    .unwrap();
+    let broken = mesh.json(&["converge", "--json"]);
+    assert_eq!(decisions(&broken)["api"], "build");
+    assert_eq!(states(&mesh)[&api_machine], "held");
+    let sent = mesh.meshtop(&["send", "api", "--yes"]);
+    assert_eq!(sent.status.code(), Some(1), "{}", said(&sent));
+    assert!(said(&sent).contains("exit code 3"), "{}", said(&sent));
+    let inspect = std::process::Command::new("docker")
+        .args(["inspect", &api_machine])
+        .output()
+        .unwrap();
+    let inspect: Value = serde_json::from_slice(&inspect.stdout).unwrap();
+    assert_eq!(
+        inspect[0]["Image"],
+        old_digest.as_str(),
+        "the old machine is back"
+    );
+    assert_eq!(inspect[0]["State"]["Running"], true);
 }
 
 #[test]

@@ -173,9 +173,23 @@ fn an_unwritable_location_names_the_path() {
 #[test]
 fn a_read_only_database_names_the_path() {
     if running_as_root() {
-        eprintln!(
-            "skipped: permission bits do not bind root (an_unwritable_location_names_the_path covers root)"
-        );
+        // Permission bits do not bind root: run this same test again as nobody.
+        let exe = std::env::current_exe().unwrap();
+        let output = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(exe)
+            .args([
+                "--exact",
+                "a_read_only_database_names_the_path",
+                "--test-threads=1",
+            ])
+            .env("TMPDIR", "/tmp")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "as nobody: {said}");
+        assert!(said.contains("1 passed"), "the test ran as nobody: {said}");
         return;
     }
     let (_dir, path) = temp_db();

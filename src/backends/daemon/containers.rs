@@ -220,30 +220,40 @@ impl Daemon {
             )
             .await
             .map_err(self.call_error("start the new container"))?;
-        // A container that dies right away did not "run": give it a moment, then look.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = self
-            .docker
-            .inspect_container(&created.id, None)
-            .await
-            .map_err(self.call_error("inspect the new container"))?;
-        let state = now.state.unwrap_or_default();
-        if state.running.unwrap_or(false) || state.exit_code == Some(0) {
-            return Ok(());
+        // A container that dies (or keeps restarting) right away did not "run": watch it a moment.
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = self
+                .docker
+                .inspect_container(&created.id, None)
+                .await
+                .map_err(self.call_error("inspect the new container"))?;
+            let restarts = now.restart_count.unwrap_or(0);
+            let state = now.state.unwrap_or_default();
+            let exit_code = state.exit_code.unwrap_or(0);
+            let running = state.running.unwrap_or(false);
+            let message = if state.restarting.unwrap_or(false) || restarts > 0 {
+                format!(
+                    "the new container {name} kept restarting right away (restarted {restarts} time(s), last exit code {exit_code})"
+                )
+            } else if !running && exit_code != 0 {
+                let error = state
+                    .error
+                    .filter(|e| !e.is_empty())
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default();
+                format!(
+                    "the new container {name} stopped right away (exit code {exit_code}{error})"
+                )
+            } else {
+                continue;
+            };
+            return Err(DaemonError::Refused {
+                endpoint: self.endpoint.clone(),
+                message,
+            });
         }
-        let message = format!(
-            "the new container {name} stopped right away (exit code {}{})",
-            state.exit_code.unwrap_or(-1),
-            state
-                .error
-                .filter(|e| !e.is_empty())
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
-        );
-        Err(DaemonError::Refused {
-            endpoint: self.endpoint.clone(),
-            message,
-        })
+        Ok(())
     }
 }
 
