@@ -190,3 +190,22 @@ fn plan_runs_without_a_daemon_and_says_why_the_host_could_not_answer() {
         "{plan}"
     );
 }
+
+#[test]
+fn converge_refuses_to_build_when_it_cannot_record() {
+    let mesh = ExampleMesh::new("norecord");
+    // A parent that is a regular file: nothing can be created there, not even by root.
+    let blocker = mesh.dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    let state = blocker.join("state.db");
+    let output = mesh.meshtop_with_state(&state, &["converge"]);
+    assert_eq!(output.status.code(), Some(1), "{}", said(&output));
+    let message = said(&output);
+    assert!(message.contains("refuses to build"), "{message}");
+    assert!(message.contains(&state.display().to_string()), "{message}");
+    let images = Command::new("docker")
+        .args(["images", "-q", "--filter", &format!("label=jr2.dev/mesh={}", mesh.name)])
+        .output()
+        .unwrap();
+    assert!(images.stdout.is_empty(), "nothing was built");
+}
