@@ -28,6 +28,7 @@ const REGISTRY: &str = "127.0.0.1:5000";
 
 /// The real registry must answer: never skipped.
 async fn require_registry() {
+    meshtop::backends::registry::install_crypto_provider();
     let answer = reqwest::Client::new()
         .get(format!("http://{REGISTRY}/v2/"))
         .send()
@@ -173,7 +174,10 @@ fn decisions(summary: &Value) -> BTreeMap<String, String> {
 }
 
 fn old_id(n: u8) -> String {
-    format!("docker-pullable://{REGISTRY}/old@sha256:{}", format!("{n:02x}").repeat(32))
+    format!(
+        "docker-pullable://{REGISTRY}/old@sha256:{}",
+        format!("{n:02x}").repeat(32)
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,10 +196,7 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
 
     let (first, stderr) = k.json(&["converge", "--json"]).await;
     assert!(
-        stderr.contains(&format!(
-            "context test-ctx, namespace {}",
-            k.namespace
-        )),
+        stderr.contains(&format!("context test-ctx, namespace {}", k.namespace)),
         "the converge names where it acts:\n{stderr}"
     );
     assert_eq!(first["stamped"], true, "{first}");
@@ -232,7 +233,10 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
         };
         assert_eq!(build["published_digest"], json!(digest), "{build}");
         assert_eq!(build["published_ref"], json!(reference), "{build}");
-        published.insert(build["module"].as_str().unwrap().to_string(), (reference.to_string(), digest));
+        published.insert(
+            build["module"].as_str().unwrap().to_string(),
+            (reference.to_string(), digest),
+        );
     }
     assert_eq!(published.len(), 5);
 
@@ -253,7 +257,13 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
         api.put(
             "pods",
             &k.namespace,
-            pod(&format!("{module}-1-pod"), &format!("{module}-1"), "app", &image, &format!("docker-pullable://{image}")),
+            pod(
+                &format!("{module}-1-pod"),
+                &format!("{module}-1"),
+                "app",
+                &image,
+                &format!("docker-pullable://{image}"),
+            ),
         );
     }
     let (status, _) = k.json(&["status", "--json"]).await;
@@ -261,19 +271,35 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["name"].as_str().unwrap().to_string(), m["state"].as_str().unwrap().to_string()))
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["state"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(states["web-1"], "current", "{status}");
     assert_eq!(states["worker-1"], "current", "{status}");
     assert_eq!(states["api-1"], "held", "{status}");
-    let web = status.as_array().unwrap().iter().find(|m| m["name"] == "web-1").unwrap();
+    let web = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "web-1")
+        .unwrap();
     assert_eq!(web["kind"], "Deployment");
     assert_eq!(web["health"], "1/1 ready");
-    assert_eq!(web["built_by"]["module"], "web", "the running digest traces to its build: {web}");
+    assert_eq!(
+        web["built_by"]["module"], "web",
+        "the running digest traces to its build: {web}"
+    );
 
     // A second converge: the record vouches for everything, nothing is built or sent.
     let (second, _) = k.json(&["converge", "--json"]).await;
-    assert!(decisions(&second).values().all(|d| d == "record"), "{second}");
+    assert!(
+        decisions(&second).values().all(|d| d == "record"),
+        "{second}"
+    );
     assert!(second["sends"].as_array().unwrap().is_empty(), "{second}");
     let (builds, _) = k.json(&["builds", "--json", "--limit", "100"]).await;
     assert_eq!(builds.as_array().unwrap().len(), 5);
@@ -282,7 +308,10 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
     let (plan, _) = k.json(&["plan", "--json"]).await;
     let why = plan["modules"][0]["reason"].as_str().unwrap();
     assert!(
-        why.contains(&format!("annotation jr2.dev/images on namespace {}", k.namespace)),
+        why.contains(&format!(
+            "annotation jr2.dev/images on namespace {}",
+            k.namespace
+        )),
         "{why}"
     );
 }
@@ -295,15 +324,28 @@ async fn a_malformed_annotation_warns_and_decides_build_then_host() {
     k.set_annotation(&api, "{not json");
 
     let (plan, stderr) = k.json(&["plan", "--json", "base"]).await;
-    assert!(stderr.contains("warning") && stderr.contains(&k.namespace), "{stderr}");
+    assert!(
+        stderr.contains("warning") && stderr.contains(&k.namespace),
+        "{stderr}"
+    );
     assert_eq!(plan["modules"][0]["decision"], "build", "{plan}");
 
     let (summary, stderr) = k.json(&["converge", "--json", "base"]).await;
-    assert!(stderr.contains("warning") && stderr.contains(&k.namespace), "{stderr}");
-    assert_eq!(summary["warnings"].as_array().unwrap().len(), 1, "{summary}");
+    assert!(
+        stderr.contains("warning") && stderr.contains(&k.namespace),
+        "{stderr}"
+    );
+    assert_eq!(
+        summary["warnings"].as_array().unwrap().len(),
+        1,
+        "{summary}"
+    );
     assert_eq!(decisions(&summary)["base"], "build", "{summary}");
     // The stamp wrote a readable record over the broken one.
-    assert_eq!(k.annotation(&api)["base"]["ref"], summary["modules"][0]["ref"]);
+    assert_eq!(
+        k.annotation(&api)["base"]["ref"],
+        summary["modules"][0]["ref"]
+    );
 
     // Broken again: the host (which holds the built image) answers.
     k.set_annotation(&api, r#"{"base": {"ref": 7}}"#);
@@ -342,16 +384,24 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
     let one = TargetBackend::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
     let two = one.clone();
     let conflicts_before = api.responses_with(409);
+    let x = Record::from([("x".to_string(), entry("01"))]);
+    let y = Record::from([("y".to_string(), entry("02"))]);
     let (r1, r2) = tokio::join!(
-        target::stamp(&mesh, &one, &history, "c1", &Record::from([("x".to_string(), entry("01"))])),
-        target::stamp(&mesh, &two, &history, "c2", &Record::from([("y".to_string(), entry("02"))]))
+        target::stamp(&mesh, &one, &history, "c1", &x),
+        target::stamp(&mesh, &two, &history, "c2", &y)
     );
     r1.unwrap();
     r2.unwrap();
-    assert!(api.responses_with(409) > conflicts_before, "the race never conflicted");
+    assert!(
+        api.responses_with(409) > conflicts_before,
+        "the race never conflicted"
+    );
     let annotation = k.annotation(&api);
     for module in ["base", "solo", "x", "y"] {
-        assert!(annotation.get(module).is_some(), "{module} lost: {annotation}");
+        assert!(
+            annotation.get(module).is_some(),
+            "{module} lost: {annotation}"
+        );
     }
 }
 
@@ -363,12 +413,17 @@ async fn neither_registry_nor_kind_context_is_refused_before_any_build() {
     assert!(!output.status.success(), "{}", said(&output));
     let text = said(&output);
     assert!(text.contains("refused before any build"), "{text}");
-    assert!(text.contains("registry") && text.contains("kind-"), "{text}");
+    assert!(
+        text.contains("registry") && text.contains("kind-"),
+        "{text}"
+    );
     let (builds, _) = k.json(&["builds", "--json"]).await;
     assert!(builds.as_array().unwrap().is_empty(), "{builds}");
-    assert!(api.get("namespaces", "", &k.namespace).unwrap()["metadata"]["annotations"]
-        .get(RECORD_ANNOTATION)
-        .is_none());
+    assert!(
+        api.get("namespaces", "", &k.namespace).unwrap()["metadata"]["annotations"]
+            .get(RECORD_ANNOTATION)
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -403,7 +458,8 @@ async fn a_multi_platform_module_without_buildx_fails_naming_it() {
 fn kind_setup(api: &KubeApi, tag: &str) -> (KubeMesh, String) {
     let k = KubeMesh::new(tag, api, false, "kind-t", "");
     let reference = format!("{}/web:aaaaaaaaaaaa-amd64", k.name());
-    let record = json!({"web": {"ref": reference, "digest": format!("sha256:{}", "ab".repeat(32))}});
+    let record =
+        json!({"web": {"ref": reference, "digest": format!("sha256:{}", "ab".repeat(32))}});
     k.set_annotation(api, &record.to_string());
     k.deploy(api, "web", &format!("{}/web:old", k.name()), &old_id(9));
     (k, reference)
@@ -413,15 +469,32 @@ fn kind_setup(api: &KubeApi, tag: &str) -> (KubeMesh, String) {
 async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
     let api = KubeApi::start().await;
     let (k, reference) = kind_setup(&api, "kb");
-    api.set_pods_waiting("deployments", &k.namespace, "web-1", "ImagePullBackOff", "Back-off pulling image");
-    api.add_event(&k.namespace, "web-1-pod", "Failed", "Failed to pull image: not found");
+    api.set_pods_waiting(
+        "deployments",
+        &k.namespace,
+        "web-1",
+        "ImagePullBackOff",
+        "Back-off pulling image",
+    );
+    api.add_event(
+        &k.namespace,
+        "web-1-pod",
+        "Failed",
+        "Failed to pull image: not found",
+    );
     let output = k.run(&["send", "web", "--yes", "--json"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(&format!("context kind-t, namespace {}", k.namespace)), "{stderr}");
+    assert!(
+        stderr.contains(&format!("context kind-t, namespace {}", k.namespace)),
+        "{stderr}"
+    );
     let outcomes: Value = serde_json::from_slice(&output.stdout).unwrap();
     let message = outcomes[0]["message"].as_str().unwrap();
-    assert!(message.contains("ImagePullBackOff") && message.contains("Failed to pull image"), "{message}");
+    assert!(
+        message.contains("ImagePullBackOff") && message.contains("Failed to pull image"),
+        "{message}"
+    );
     // kind-loaded: the ref itself, with the artifact on the pod template.
     assert_eq!(k.image(&api, "web"), reference);
     let deployment = api.get("deployments", &k.namespace, "web-1").unwrap();
@@ -432,7 +505,11 @@ async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
     let history = History::open(&k.mesh.state()).unwrap();
     let rows = history.sends(k.name(), Some("web"), 10).unwrap();
     assert_eq!(rows.len(), 1);
-    assert!(rows[0].outcome.contains("ImagePullBackOff"), "{}", rows[0].outcome);
+    assert!(
+        rows[0].outcome.contains("ImagePullBackOff"),
+        "{}",
+        rows[0].outcome
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -444,7 +521,9 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     let cluster = Cluster::from_client(api.client(), "kind-t", &k.namespace);
     let backend = TargetBackend::kubernetes(cluster, None);
     let daemon = LazyDaemon::new();
-    let record = target::read_record(&mesh, &backend, &history).await.unwrap();
+    let record = target::read_record(&mesh, &backend, &history)
+        .await
+        .unwrap();
     let listed = machines::list(&mesh, &record.record, &daemon, &backend, &history)
         .await
         .unwrap();
@@ -483,8 +562,22 @@ async fn status_over_500_workloads_takes_a_bounded_number_of_calls() {
         let module = modules[i % modules.len()];
         let name = format!("w{i}");
         let image = format!("{REGISTRY}/{}/{module}:t", k.name());
-        api.put("deployments", &k.namespace, workload("deployments", &name, module, &[("app", &image)], 1));
-        api.put("pods", &k.namespace, pod(&format!("{name}-0"), &name, "app", &image, &old_id((i % 200) as u8)));
+        api.put(
+            "deployments",
+            &k.namespace,
+            workload("deployments", &name, module, &[("app", &image)], 1),
+        );
+        api.put(
+            "pods",
+            &k.namespace,
+            pod(
+                &format!("{name}-0"),
+                &name,
+                "app",
+                &image,
+                &old_id((i % 200) as u8),
+            ),
+        );
     }
     api.reset_counts();
     let (status, _) = k.json(&["status", "--json"]).await;
