@@ -118,3 +118,30 @@ pub async fn build_and_push(spec: Spec, mut line: impl FnMut(&str)) -> Result<St
         .map(str::to_string)
         .ok_or_else(|| "buildx metadata names no containerimage.digest".to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_push_every_platform_and_read_the_context_from_stdin() {
+        let spec = Spec {
+            context_tar: Vec::new(),
+            dockerfile: "Dockerfile".into(),
+            tag: "127.0.0.1:5000/demo/api:abc-amd64-arm64".into(),
+            build_args: HashMap::from([("BASE".to_string(), "sha256:1".to_string())]),
+            labels: HashMap::from([("jr2.dev/module".to_string(), "api".to_string())]),
+            no_cache: true,
+            platforms: vec!["linux/amd64".into(), "linux/arm64".into()],
+        };
+        let args = arguments(&spec, std::path::Path::new("/tmp/m.json"));
+        let joined = args.join(" ");
+        assert!(joined.starts_with("buildx build --platform linux/amd64,linux/arm64 --push --tag 127.0.0.1:5000/demo/api:abc-amd64-arm64"), "{joined}");
+        assert!(joined.contains("--metadata-file /tmp/m.json") && joined.contains("--no-cache"));
+        assert!(
+            joined.contains("--label jr2.dev/module=api")
+                && joined.contains("--build-arg BASE=sha256:1")
+        );
+        assert_eq!(args.last().map(String::as_str), Some("-"));
+    }
+}
