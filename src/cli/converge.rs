@@ -19,7 +19,12 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         .jobs
         .map(usize::from)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let target = setup::target(global, &mesh).await?;
+    if let Some(place) = target.place() {
+        eprintln!("meshtop: acting on Kubernetes {place}");
+    }
     let request = ConvergeRequest {
+        target,
         mesh,
         state_path,
         force: args.force,

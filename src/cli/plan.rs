@@ -17,7 +17,8 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let selected = select(&mesh, &args.modules)?;
     let history = Mutex::new(setup::open_history(global)?);
-    let record = target::read_record(&mesh, &history)
+    let target = setup::target(global, &mesh).await?;
+    let record = target::read_record(&mesh, &target, &history)
         .await
         .map_err(Failure::failed)?;
     let daemon = Arc::new(LazyDaemon::new());

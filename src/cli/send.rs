@@ -27,7 +27,11 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         )));
     }
     let history = Arc::new(Mutex::new(setup::open_history(global)?));
-    let record = target::read_record(&mesh, &history)
+    let target = setup::target(global, &mesh).await?;
+    if let Some(place) = target.place() {
+        eprintln!("meshtop: acting on Kubernetes {place}");
+    }
+    let record = target::read_record(&mesh, &target, &history)
         .await
         .map_err(Failure::failed)?;
     if !record.record.contains_key(&args.module) {
@@ -37,7 +41,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         )));
     }
     let daemon = Arc::new(LazyDaemon::new());
-    let all = machines::list(&mesh, &record.record, &daemon)
+    let all = machines::list(&mesh, &record.record, &daemon, &target, &history)
         .await
         .map_err(Failure::failed)?;
     let moves = send::moves_for(&mesh, &record.record, &all, &args.module);
@@ -103,7 +107,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         converge_id: send_id.clone(),
         tx: Some(tx),
     };
-    let outcomes = send::send(&mesh, &moves, &daemon, &history, &emitter).await;
+    let outcomes = send::send(&mesh, &moves, &daemon, &target, &history, &emitter).await;
     drop(emitter);
     let _ = printer.await;
     if let Ok(history) = history.lock() {

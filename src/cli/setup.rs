@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::backends::history::{self, History};
+use crate::converge::target::TargetBackend;
 use crate::mesh::file;
 use crate::mesh::model::Mesh;
 
@@ -25,4 +26,12 @@ pub fn state_path(global: &Global) -> Result<PathBuf, Failure> {
 pub fn open_history(global: &Global) -> Result<History, Failure> {
     let path = state_path(global)?;
     History::open(&path).map_err(|e| Failure::failed(e.to_string()))
+}
+
+/// The mesh's target, connected once for the command: `--context`/`--namespace` override the
+/// mesh file's (a Docker target has neither).
+pub async fn target(global: &Global, mesh: &Mesh) -> Result<TargetBackend, Failure> {
+    TargetBackend::connect(mesh, global.context.as_deref(), global.namespace.as_deref())
+        .await
+        .map_err(Failure::failed)
 }

@@ -26,11 +26,15 @@ struct MachineStatus {
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let history = Mutex::new(setup::open_history(global)?);
-    let record = target::read_record(&mesh, &history)
+    let target = setup::target(global, &mesh).await?;
+    let record = target::read_record(&mesh, &target, &history)
         .await
         .map_err(Failure::failed)?;
+    if let Some(warning) = &record.warning {
+        eprintln!("meshtop: warning: {warning}");
+    }
     let daemon = Arc::new(LazyDaemon::new());
-    let machines = machines::list(&mesh, &record.record, &daemon)
+    let machines = machines::list(&mesh, &record.record, &daemon, &target, &history)
         .await
         .map_err(Failure::failed)?;
     let history = history

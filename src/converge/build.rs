@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use super::buildx;
 use super::plan::PlannedModule;
 use super::progress::Emitter;
 use crate::backends::daemon::Daemon;
@@ -12,7 +13,7 @@ use crate::backends::git;
 use crate::backends::history::{BuildEnd, BuildStatus, History, NewBuild};
 use crate::mesh::decide::Decision;
 use crate::mesh::inputs::{self, InputSpec};
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module};
+use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module, Target};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
 
@@ -30,6 +31,8 @@ pub struct Built {
     /// The image id, when the build succeeded.
     pub artifact: Option<String>,
     pub error: Option<String>,
+    /// The manifest digest a build that pushed itself (buildx --push) published.
+    pub published: Option<String>,
 }
 
 /// What stops the whole converge (as opposed to one failed build).
@@ -118,17 +121,33 @@ pub async fn build_module(
             correlation_id: correlation_id.clone(),
             artifact: None,
             error: Some(error),
+            published: None,
         })
     };
 
-    if module.platforms.len() > 1 {
-        return failed(
-            format!(
-                "module {}: a multi-platform build needs `docker buildx` and a registry to push to",
-                module.name
-            ),
-            None,
-        );
+    let multi_platform = module.platforms.len() > 1;
+    if multi_platform {
+        let platforms: Vec<String> = module.platforms.iter().map(ToString::to_string).collect();
+        let pushes = matches!(mesh.target, Target::Kubernetes { .. }) && mesh.registry.is_some();
+        if !pushes {
+            return failed(
+                format!(
+                    "module {}: a multi-platform build needs `docker buildx` and a registry to push to",
+                    module.name
+                ),
+                None,
+            );
+        }
+        if let Err(why) = buildx::available().await {
+            return failed(
+                format!(
+                    "module {}: a multi-platform build ({}) needs `docker buildx`, which does not work here ({why}): install the buildx plugin, or give the module one platform",
+                    module.name,
+                    platforms.join(", ")
+                ),
+                None,
+            );
+        }
     }
     // The same walk that computed the address produces the tar; a file that changed since the plan fails the build.
     let tar_module = module.clone();
@@ -173,6 +192,49 @@ pub async fn build_module(
     }
     if let Some(source) = &revision.source {
         labels.insert("org.opencontainers.image.source".into(), source.clone());
+    }
+    if multi_platform {
+        let spec = buildx::Spec {
+            context_tar,
+            dockerfile: module.dockerfile.clone(),
+            tag: reference.clone(),
+            build_args,
+            labels,
+            no_cache: planned.decision == Decision::Forced,
+            platforms: module.platforms.iter().map(ToString::to_string).collect(),
+        };
+        let mut tail: VecDeque<String> = VecDeque::with_capacity(LOG_TAIL_LINES);
+        let result = buildx::build_and_push(spec, |line| {
+            emitter.emit("output", Some(&module.name), line);
+            if tail.len() == LOG_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line.to_string());
+        })
+        .await;
+        let tail_text = Some(tail.iter().cloned().collect::<Vec<_>>().join("\n"));
+        return match result {
+            Ok(digest) => {
+                finish(BuildStatus::Succeeded, Some(digest.clone()), None, None)
+                    .map_err(BuildError::NoRecord)?;
+                let _ = with_history(history, |h| {
+                    h.set_published(&correlation_id, &reference, &digest)
+                });
+                emitter.emit(
+                    "built",
+                    Some(&module.name),
+                    format!("built and pushed {reference} → {digest}"),
+                );
+                Ok(Built {
+                    planned,
+                    correlation_id,
+                    artifact: Some(digest.clone()),
+                    error: None,
+                    published: Some(digest),
+                })
+            }
+            Err(error) => failed(format!("module {}: {error}", module.name), tail_text),
+        };
     }
     let request = BuildRequest {
         context_tar,
@@ -219,6 +281,7 @@ pub async fn build_module(
                 correlation_id,
                 artifact: Some(id),
                 error: None,
+                published: None,
             })
         }
         Ok(DaemonBuildEnd::Failed(message)) => failed(message, tail_text),

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::build::{BuildJob, build_module};
 use super::plan::{HistoryManifests, PlanContext, PlannedModule, Planner};
 use super::progress::{Emitter, ProgressTx};
+use super::target::TargetBackend;
 use super::{machines, send};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{BuildStatus, History, Holder};
@@ -30,6 +31,8 @@ pub struct ConvergeRequest {
     pub modules: Option<BTreeSet<String>>,
     /// Wait for another converge of the mesh instead of failing.
     pub wait: bool,
+    /// The target, connected once for the command.
+    pub target: TargetBackend,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +53,8 @@ pub struct ModuleOutcome {
 pub struct ConvergeSummary {
     pub converge_id: String,
     pub mesh: String,
+    /// Warnings about the target's record (e.g. an unreadable annotation).
+    pub warnings: Vec<String>,
     pub stamped: bool,
     pub modules: Vec<ModuleOutcome>,
     pub created: Vec<String>,
@@ -202,9 +207,13 @@ async fn run(
     cancel: &mut watch::Receiver<bool>,
 ) -> Result<ConvergeSummary, ConvergeError> {
     let mesh = &request.mesh;
-    let record = super::target::read_record(mesh, history)
+    let target = &request.target;
+    let record = super::target::read_record(mesh, target, history)
         .await
         .map_err(ConvergeError::Failed)?;
+    if let Some(warning) = &record.warning {
+        emitter.emit("warning", None, warning.clone());
+    }
     let selected: Vec<&crate::mesh::Module> = mesh
         .modules
         .iter()
@@ -255,6 +264,13 @@ async fn run(
             emitter.emit("refused", None, line.clone());
         }
         return Err(ConvergeError::Refused(refused.join("; ")));
+    }
+    // Something will be delivered: the target must be able to take it, or nothing is built.
+    if planned.values().any(|p| p.decision != Decision::Record)
+        && let Err(why) = target.delivery()
+    {
+        emitter.emit("refused", None, why.clone());
+        return Err(ConvergeError::Refused(why));
     }
     let mut outcomes: Vec<ModuleOutcome> = Vec::new();
     let mut stamp: Record = Record::new();
@@ -312,10 +328,29 @@ async fn run(
                             module.name
                         )));
                     };
-                    if decided.decision == Decision::Host {
-                        super::target::deliver(mesh, &module.name, &reference, &artifact, emitter)
-                            .await
-                            .map_err(ConvergeError::Failed)?;
+                    if decided.decision == Decision::Host
+                        && let Err(error) = super::target::deliver(
+                            mesh,
+                            target,
+                            daemon,
+                            history,
+                            &module.name,
+                            &reference,
+                            &artifact,
+                            None,
+                            emitter,
+                        )
+                        .await
+                    {
+                        all_ok = false;
+                        planner.failed(&module.name);
+                        emitter.emit("failed", Some(&module.name), error.clone());
+                        outcomes.push(outcome_of(
+                            &decided,
+                            format!("failed: delivery: {error}"),
+                            false,
+                        ));
+                        continue;
                     }
                     stamp.insert(
                         module.name.clone(),
@@ -361,17 +396,36 @@ async fn run(
             })?;
             match &built.artifact {
                 Some(artifact) => {
-                    planner.built(&built.planned.name, artifact);
                     let reference = built.planned.reference.clone().unwrap_or_default();
-                    super::target::deliver(
-                        mesh,
-                        &built.planned.name,
-                        &reference,
-                        artifact,
-                        emitter,
-                    )
-                    .await
-                    .map_err(ConvergeError::Failed)?;
+                    // A multi-platform build pushed itself (buildx --push).
+                    let delivered = if built.published.is_some() {
+                        Ok(())
+                    } else {
+                        super::target::deliver(
+                            mesh,
+                            target,
+                            daemon,
+                            history,
+                            &built.planned.name,
+                            &reference,
+                            artifact,
+                            Some(&built.correlation_id),
+                            emitter,
+                        )
+                        .await
+                    };
+                    if let Err(error) = delivered {
+                        all_ok = false;
+                        planner.failed(&built.planned.name);
+                        emitter.emit("failed", Some(&built.planned.name), error.clone());
+                        let mut outcome =
+                            outcome_of(&built.planned, format!("failed: delivery: {error}"), false);
+                        outcome.digest = Some(artifact.clone());
+                        outcome.correlation_id = Some(built.correlation_id.clone());
+                        outcomes.push(outcome);
+                        continue;
+                    }
+                    planner.built(&built.planned.name, artifact);
                     stamp.insert(
                         built.planned.name.clone(),
                         RecordEntry {
@@ -401,6 +455,7 @@ async fn run(
     let summary = |stamped, created, sends, ok| ConvergeSummary {
         converge_id: emitter.converge_id.clone(),
         mesh: mesh.name.clone(),
+        warnings: record.warning.iter().cloned().collect(),
         stamped,
         modules: outcomes.clone(),
         created,
@@ -411,7 +466,7 @@ async fn run(
         emitter.emit("stamped", None, "nothing stamped: a build failed");
         return Ok(summary(false, Vec::new(), Vec::new(), false));
     }
-    super::target::stamp(mesh, history, &emitter.converge_id, &stamp)
+    super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp)
         .await
         .map_err(ConvergeError::Failed)?;
     emitter.emit(
@@ -450,7 +505,8 @@ async fn roll_out(
     if !rolls_out && !declares {
         return Ok((Vec::new(), Vec::new()));
     }
-    let existing = machines::list(mesh, record, daemon)
+    let target = &request.target;
+    let existing = machines::list(mesh, record, daemon, target, history)
         .await
         .map_err(ConvergeError::Failed)?;
     let created = machines::create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
@@ -459,7 +515,7 @@ async fn roll_out(
     let machines = if created.is_empty() {
         existing
     } else {
-        machines::list(mesh, record, daemon)
+        machines::list(mesh, record, daemon, target, history)
             .await
             .map_err(ConvergeError::Failed)?
     };
@@ -470,7 +526,7 @@ async fn roll_out(
         .filter(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout)
     {
         let moves = send::moves_for(mesh, record, &machines, &module.name);
-        for outcome in send::send(mesh, &moves, daemon, history, emitter).await {
+        for outcome in send::send(mesh, &moves, daemon, target, history, emitter).await {
             sends.push(outcome);
         }
     }
