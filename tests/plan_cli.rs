@@ -204,7 +204,12 @@ fn converge_refuses_to_build_when_it_cannot_record() {
     assert!(message.contains("refuses to build"), "{message}");
     assert!(message.contains(&state.display().to_string()), "{message}");
     let images = Command::new("docker")
-        .args(["images", "-q", "--filter", &format!("label=jr2.dev/mesh={}", mesh.name)])
+        .args([
+            "images",
+            "-q",
+            "--filter",
+            &format!("label=jr2.dev/mesh={}", mesh.name),
+        ])
         .output()
         .unwrap();
     assert!(images.stdout.is_empty(), "nothing was built");

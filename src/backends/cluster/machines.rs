@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 
 use super::{CONTAINER_ANNOTATION, Cluster, ClusterError};
 use crate::mesh::model::MODULE_LABEL;
+use crate::mesh::refs::repository_of;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WorkloadKind {
@@ -89,37 +90,29 @@ pub(super) trait Kind:
     fn shape(&self) -> Shape<'_>;
 }
 
-impl Kind for Deployment {
-    fn shape(&self) -> Shape<'_> {
-        let spec = self.spec.as_ref();
-        let status = self.status.as_ref();
-        Shape {
-            kind: WorkloadKind::Deployment,
-            metadata: &self.metadata,
-            template: spec.map(|s| &s.template),
-            selector: spec.map(|s| &s.selector),
-            replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
-            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
-            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+/// Deployments and StatefulSets have the same shape: spec.replicas and status.readyReplicas.
+macro_rules! replicated_kind {
+    ($type:ty, $kind:expr) => {
+        impl Kind for $type {
+            fn shape(&self) -> Shape<'_> {
+                let spec = self.spec.as_ref();
+                let status = self.status.as_ref();
+                Shape {
+                    kind: $kind,
+                    metadata: &self.metadata,
+                    template: spec.map(|s| &s.template),
+                    selector: spec.map(|s| &s.selector),
+                    replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
+                    ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
+                    observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+                }
+            }
         }
-    }
+    };
 }
 
-impl Kind for StatefulSet {
-    fn shape(&self) -> Shape<'_> {
-        let spec = self.spec.as_ref();
-        let status = self.status.as_ref();
-        Shape {
-            kind: WorkloadKind::StatefulSet,
-            metadata: &self.metadata,
-            template: spec.map(|s| &s.template),
-            selector: spec.map(|s| &s.selector),
-            replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
-            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
-            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
-        }
-    }
-}
+replicated_kind!(Deployment, WorkloadKind::Deployment);
+replicated_kind!(StatefulSet, WorkloadKind::StatefulSet);
 
 impl Kind for DaemonSet {
     fn shape(&self) -> Shape<'_> {
@@ -134,15 +127,6 @@ impl Kind for DaemonSet {
             ready: status.map(|s| s.number_ready).unwrap_or(0),
             observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
         }
-    }
-}
-
-/// The repository of an image reference: without `@digest` and without `:tag` (a registry port stays).
-pub fn image_repository(image: &str) -> &str {
-    let image = image.split('@').next().unwrap_or(image);
-    match image.rfind(':') {
-        Some(colon) if !image[colon..].contains('/') => &image[..colon],
-        _ => image,
     }
 }
 
@@ -170,7 +154,7 @@ pub fn choose_container<'a>(
     let of_module = containers.iter().find(|c| {
         c.image
             .as_deref()
-            .map(image_repository)
+            .map(repository_of)
             .is_some_and(|repo| repo.rsplit('/').next() == Some(module))
     });
     of_module.or_else(|| containers.first())
