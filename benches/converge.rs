@@ -32,7 +32,10 @@ fn generate(dir: &Path, name: &str) -> PathBuf {
             std::fs::create_dir_all(&context).unwrap();
             std::fs::write(context.join("file.txt"), format!("module {module}\n")).unwrap();
             let (dockerfile, base) = if tier == 0 {
-                (format!("FROM scratch\nCOPY file.txt /{module}.txt\n"), String::new())
+                (
+                    format!("FROM scratch\nCOPY file.txt /{module}.txt\n"),
+                    String::new(),
+                )
             } else {
                 (
                     format!("ARG BASE\nFROM ${{BASE}}\nCOPY file.txt /{module}.txt\n"),
@@ -117,7 +120,10 @@ fn bench(c: &mut Criterion) {
                     .iter()
                     .all(|m| m.decision == Decision::Record)
             );
-            assert!(!daemon.was_asked(), "a record-answered converge asked the daemon");
+            assert!(
+                !daemon.was_asked(),
+                "a record-answered converge asked the daemon"
+            );
         });
     });
     group.bench_function("plan_record_answers_every_module", |b| {

@@ -6,7 +6,6 @@
 //! Exits with the command's own status. Used by `scripts/bench-converge.sh`.
 
 #[path = "../tests/daemon_proxy/mod.rs"]
-#[allow(dead_code)]
 mod daemon_proxy;
 
 use std::path::Path;

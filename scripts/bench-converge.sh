@@ -113,26 +113,26 @@ for i in $(seq 1 "$IMAGES"); do
 done
 labelled=$(docker image ls -q --no-trunc --filter label=jr2.dev/module | sort -u | wc -l)
 
-cli_times=()
+# Interleaved rounds (the daemon is shared and its load drifts): the docker CLI pipeline, then
+# meshtop's call (median of 3 calls after connecting), then meshtop as a whole process.
+cli_times=(); call_times=(); proc_times=()
 for _ in $(seq "$RUNS"); do
   t0=$(now_ns)
-  docker image ls --filter label=jr2.dev/module -q --no-trunc | xargs docker image inspect > /dev/null
+  docker image ls --filter label=jr2.dev/module -q --no-trunc | xargs docker image inspect > /dev/null || true
   cli_times+=($(( $(now_ns) - t0 )))
+  "$out/examples/host_listing" 3 > "$work/listing.txt"
+  call_times+=($(sed -n 's/^median_ms //p' "$work/listing.txt" | awk '{printf "%d", $1 * 1e6}'))
+  t0=$(now_ns); "$out/examples/host_listing" 1 > /dev/null; proc_times+=($(( $(now_ns) - t0 )))
 done
 cli_ns=$(printf '%s\n' "${cli_times[@]}" | median)
-proc_times=()
-for _ in $(seq "$RUNS"); do
-  t0=$(now_ns); "$out/examples/host_listing" 1 > "$work/listing.txt"; proc_times+=($(( $(now_ns) - t0 )))
-done
+call_ns=$(printf '%s\n' "${call_times[@]}" | median)
 proc_ns=$(printf '%s\n' "${proc_times[@]}" | median)
-"$out/examples/host_listing" "$RUNS" > "$work/listing.txt"
-call_ms=$(sed -n 's/^median_ms //p' "$work/listing.txt")
 listed=$(sed -n 's/^images //p' "$work/listing.txt")
 
 echo "b) host listing, $labelled labelled images on the daemon (meshtop listed $listed), median of $RUNS:"
 echo "   docker image ls | xargs docker image inspect: $(ms "$cli_ns") ms"
-echo "   meshtop, one bollard call:                    $call_ms ms  (whole process incl. connect: $(ms "$proc_ns") ms)"
-awk -v c="$cli_ns" -v m="$call_ms" -v p="$proc_ns" 'BEGIN {
-  r = (c / 1e6) / m; q = c / p
+echo "   meshtop, one bollard call:                    $(ms "$call_ns") ms  (whole process incl. connect: $(ms "$proc_ns") ms)"
+awk -v c="$cli_ns" -v m="$call_ns" -v p="$proc_ns" 'BEGIN {
+  r = c / m; q = c / p
   printf "   ratio (call) = %.1fx  (target >= 5x) %s;  ratio (whole process) = %.1fx\n", r, (r >= 5 ? "MET" : "MISSED"), q }'
 fi

@@ -36,7 +36,11 @@ fn builds(mesh: &ExampleMesh) -> Vec<BuildRow> {
 
 /// Poll the state database until a build of this mesh is running; panics (with the child's
 /// output) when the child exits first or nothing runs within a minute.
-fn wait_for_running_build(mesh: &ExampleMesh, child: &mut Child, log: &std::path::Path) -> BuildRow {
+fn wait_for_running_build(
+    mesh: &ExampleMesh,
+    child: &mut Child,
+    log: &std::path::Path,
+) -> BuildRow {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(row) = builds(mesh)
