@@ -167,12 +167,16 @@ fn spawn_heartbeat(
     converge_id: String,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Ok(history) = History::open(&path) else {
-            return;
-        };
+        // Opened at the first beat, not before: a converge the record answers ends long before.
+        let mut history: Option<History> = None;
         loop {
             tokio::time::sleep(Duration::from_secs(20)).await;
-            let _ = history.heartbeat(&mesh, &converge_id);
+            if history.is_none() {
+                history = History::open(&path).ok();
+            }
+            if let Some(history) = &history {
+                let _ = history.heartbeat(&mesh, &converge_id);
+            }
         }
     })
 }
