@@ -14,6 +14,7 @@ use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::history::History;
 use meshtop::converge::engine::{ConvergeRequest, converge};
 use meshtop::converge::plan::{NoManifests, PlanContext, dry_run};
+use meshtop::converge::target::TargetBackend;
 use meshtop::mesh::decide::Decision;
 use meshtop::mesh::model::{Mesh, Record, RecordEntry};
 
@@ -109,6 +110,7 @@ fn bench(c: &mut Criterion) {
                 jobs: 2,
                 modules: None,
                 wait: false,
+                target: TargetBackend::Docker,
             };
             let summary = runtime
                 .block_on(converge(request, daemon.clone(), None, cancel_rx))

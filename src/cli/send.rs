@@ -101,12 +101,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
             eprintln!("{}", progress_line(&progress));
         }
     });
-    let emitter = Emitter {
-        history: history.clone(),
-        mesh: mesh.name.clone(),
-        converge_id: send_id.clone(),
-        tx: Some(tx),
-    };
+    let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, Some(tx));
     let outcomes = send::send(&mesh, &moves, &daemon, &target, &history, &emitter).await;
     drop(emitter);
     let _ = printer.await;

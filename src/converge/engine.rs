@@ -131,12 +131,7 @@ pub async fn converge(
         mesh.name.clone(),
         converge_id.clone(),
     );
-    let emitter = Emitter {
-        history: history.clone(),
-        mesh: mesh.name.clone(),
-        converge_id: converge_id.clone(),
-        tx,
-    };
+    let emitter = Emitter::new(history.clone(), &mesh.name, &converge_id, tx);
     let result = run(&request, &daemon, &history, &emitter, &mut cancel).await;
     heartbeat.abort();
     let outcome_text = match &result {
@@ -290,7 +285,7 @@ async fn run(
             continue;
         }
         let names: Vec<&str> = in_tier.iter().map(|m| m.name.as_str()).collect();
-        emitter.emit("tier", None, format!("tier {tier}: {}", names.join(", ")));
+        emitter.defer("tier", None, format!("tier {tier}: {}", names.join(", ")));
         let mut jobs = Vec::new();
         for module in &in_tier {
             let mut decided = planned.remove(&module.name).ok_or_else(|| {
@@ -303,7 +298,7 @@ async fn run(
                     .await
                     .map_err(ConvergeError::Failed)?;
             }
-            emitter.emit(
+            emitter.defer(
                 "decided",
                 Some(&module.name),
                 format!(
@@ -470,14 +465,24 @@ async fn run(
         emitter.emit("stamped", None, "nothing stamped: a build failed");
         return Ok(summary(false, Vec::new(), Vec::new(), false));
     }
-    super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp)
-        .await
-        .map_err(ConvergeError::Failed)?;
-    emitter.emit(
-        "stamped",
-        None,
-        format!("record stamped: {} module(s)", stamp.len()),
-    );
+    // Entries the record already holds as they are stay as they were stamped (when, by which converge).
+    stamp.retain(|module, entry| record.record.get(module) != Some(entry));
+    if stamp.is_empty() {
+        emitter.emit(
+            "stamped",
+            None,
+            "record unchanged: it already names every artifact",
+        );
+    } else {
+        super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp)
+            .await
+            .map_err(ConvergeError::Failed)?;
+        emitter.emit(
+            "stamped",
+            None,
+            format!("record stamped: {} module(s)", stamp.len()),
+        );
+    }
     let mut merged = record.record.clone();
     merged.extend(stamp);
     let (created, sends) = roll_out(mesh, &merged, request, daemon, history, emitter).await?;

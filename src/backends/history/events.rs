@@ -81,6 +81,22 @@ impl History {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Several events in one transaction (a tier's decisions: one write, not one per module).
+    pub fn append_events(&self, events: &[NewEvent]) -> Result<(), HistoryError> {
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(self.err("begin writing converge events"))?;
+        for e in events {
+            tx.prepare_cached(
+                "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.converge_id, e.kind, e.module, e.text]))
+            .map_err(self.err("append a converge event"))?;
+        }
+        tx.commit().map_err(self.err("commit converge events"))
+    }
+
     /// Events of a mesh with an id above `after_id`, oldest first, at most `limit`.
     pub fn events_after(
         &self,
