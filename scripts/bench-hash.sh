@@ -9,7 +9,8 @@ FILES=${FILES:-2000}
 MB=${MB:-200}
 RUNS=${RUNS:-3}
 PROFILE=${PROFILE:-dev} # dev deps are prebuilt; sha2 is opt-level 3 in every profile
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target}
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 
 cd "$(dirname "$0")/.."
 cargo build --quiet --profile "$PROFILE" --example hash_context

@@ -15,8 +15,17 @@ fn build(dir: &std::path::Path, tag: &str, label: Option<&str>) {
     }
     std::fs::write(dir.join("Dockerfile"), dockerfile).unwrap();
     std::fs::write(dir.join("marker"), tag).unwrap();
-    let output = Command::new("docker").env("DOCKER_BUILDKIT", "0").args(["build", "-q", "-t", tag]).arg(dir).output().unwrap();
-    assert!(output.status.success(), "docker build {tag}: {}", String::from_utf8_lossy(&output.stderr));
+    let output = Command::new("docker")
+        .env("DOCKER_BUILDKIT", "0")
+        .args(["build", "-q", "-t", tag])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "docker build {tag}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[tokio::test]
@@ -26,13 +35,19 @@ async fn listing_sees_only_labelled_images() {
     let tag = format!("listing-{}", std::process::id());
     let labelled = format!("{tag}/labelled:1");
     let unlabelled = format!("{tag}/unlabelled:1");
-    build(dir.path(), &labelled, Some(&format!("{MODULE_LABEL}=labelled")));
+    build(
+        dir.path(),
+        &labelled,
+        Some(&format!("{MODULE_LABEL}=labelled")),
+    );
     build(dir.path(), &unlabelled, None);
 
     let daemon = Daemon::connect().await.unwrap();
     let images = daemon.labelled_images().await.unwrap();
     let cleanup = || {
-        let _ = Command::new("docker").args(["rmi", "-f", &labelled, &unlabelled]).output();
+        let _ = Command::new("docker")
+            .args(["rmi", "-f", &labelled, &unlabelled])
+            .output();
     };
     let tags: Vec<&String> = images.iter().flat_map(|i| &i.tags).collect();
     let seen_labelled = tags.iter().any(|t| **t == labelled);
@@ -40,7 +55,10 @@ async fn listing_sees_only_labelled_images() {
     let label_ok = images.iter().all(|i| i.labels.contains_key(MODULE_LABEL));
     cleanup();
     assert!(seen_labelled, "the labelled image is listed: {tags:?}");
-    assert!(!seen_unlabelled, "an unlabelled image never answers: {tags:?}");
+    assert!(
+        !seen_unlabelled,
+        "an unlabelled image never answers: {tags:?}"
+    );
     assert!(label_ok);
     assert!(!daemon.platform().arch.is_empty());
 }

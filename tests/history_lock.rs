@@ -1,7 +1,9 @@
 //! The one-converge-per-mesh lock, with two handles on one file (as two processes would have).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use meshtop::backends::history::{History, HistoryError, Holder, LOCK_STALE_MS, now_ms};
+use meshtop::backends::history::{
+    BuildStatus, History, HistoryError, Holder, LOCK_STALE_MS, NewBuild, now_ms,
+};
 
 fn two_handles() -> (tempfile::TempDir, History, History) {
     let dir = tempfile::tempdir().unwrap();
@@ -24,33 +26,83 @@ fn a_second_holder_is_refused_with_the_holders_info_and_gets_it_after_unlock() {
     let (_dir, a, b) = two_handles();
     let first = Holder::here("c1");
     assert_eq!(a.lock_converge("demo", &first).unwrap(), Ok(()));
-    let refused = b.lock_converge("demo", &Holder::here("c2")).unwrap().unwrap_err();
+    let refused = b
+        .lock_converge("demo", &Holder::here("c2"))
+        .unwrap()
+        .unwrap_err();
     assert_eq!(refused.converge_id, "c1");
     assert_eq!(refused.pid, std::process::id());
     assert_eq!(refused.host, first.host);
     assert_eq!(refused.since_ms, first.since_ms);
 
     // Another mesh is free; the same converge may take its lock again.
-    assert_eq!(b.lock_converge("other", &Holder::here("c2")).unwrap(), Ok(()));
+    assert_eq!(
+        b.lock_converge("other", &Holder::here("c2")).unwrap(),
+        Ok(())
+    );
     assert_eq!(a.lock_converge("demo", &first).unwrap(), Ok(()));
 
     // Unlocking with the wrong id does nothing; with the right one frees the mesh.
     b.unlock_converge("demo", "c2").unwrap();
-    assert!(b.lock_converge("demo", &Holder::here("c2")).unwrap().is_err());
+    assert!(
+        b.lock_converge("demo", &Holder::here("c2"))
+            .unwrap()
+            .is_err()
+    );
     a.unlock_converge("demo", "c1").unwrap();
-    assert_eq!(b.lock_converge("demo", &Holder::here("c2")).unwrap(), Ok(()));
-    assert_eq!(a.converge_holder("demo").unwrap().unwrap().converge_id, "c2");
+    assert_eq!(
+        b.lock_converge("demo", &Holder::here("c2")).unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        a.converge_holder("demo").unwrap().unwrap().converge_id,
+        "c2"
+    );
 }
 
 #[test]
 fn a_dead_holder_on_this_host_is_taken_over() {
     let (_dir, a, b) = two_handles();
-    let dead = Holder { pid: dead_pid(), ..Holder::here("dead") };
+    let dead = Holder {
+        pid: dead_pid(),
+        ..Holder::here("dead")
+    };
     assert_eq!(a.lock_converge("demo", &dead).unwrap(), Ok(()));
-    assert_eq!(b.lock_converge("demo", &Holder::here("alive")).unwrap(), Ok(()));
-    assert_eq!(a.converge_holder("demo").unwrap().unwrap().converge_id, "alive");
+    let build = NewBuild {
+        id: "b1".into(),
+        mesh: "demo".into(),
+        module: Some("api".into()),
+        repository: "/src".into(),
+        commit: None,
+        dirty: false,
+        base_module: None,
+        base_digest: None,
+        reference: None,
+        platforms: String::new(),
+        forced: false,
+        why: "new module".into(),
+        host: dead.host.clone(),
+        started_ms: now_ms(),
+        converge_id: Some("dead".into()),
+    };
+    a.start_build(&build).unwrap();
+    assert_eq!(
+        b.lock_converge("demo", &Holder::here("alive")).unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        a.converge_holder("demo").unwrap().unwrap().converge_id,
+        "alive"
+    );
+    // Its running build will never finish: it is marked failed, naming the dead converge.
+    let row = b.build("b1").unwrap().unwrap();
+    assert_eq!(row.status, BuildStatus::Failed);
+    assert!(row.error.unwrap().contains(&format!("pid {}", dead.pid)));
     // The dead converge learns it lost the lock when it next heartbeats.
-    assert!(matches!(a.heartbeat("demo", "dead"), Err(HistoryError::LockLost { .. })));
+    assert!(matches!(
+        a.heartbeat("demo", "dead"),
+        Err(HistoryError::LockLost { .. })
+    ));
     b.heartbeat("demo", "alive").unwrap();
 }
 
@@ -66,7 +118,13 @@ fn a_holder_on_another_host_is_taken_over_only_when_its_heartbeat_is_stale() {
         heartbeat_ms: now,
     };
     assert_eq!(a.lock_converge("demo", &remote).unwrap(), Ok(()));
-    assert_eq!(b.lock_converge("demo", &Holder::here("c2")).unwrap().unwrap_err().converge_id, "remote");
+    assert_eq!(
+        b.lock_converge("demo", &Holder::here("c2"))
+            .unwrap()
+            .unwrap_err()
+            .converge_id,
+        "remote"
+    );
 
     let stale = Holder {
         converge_id: "remote-stale".into(),
@@ -75,7 +133,10 @@ fn a_holder_on_another_host_is_taken_over_only_when_its_heartbeat_is_stale() {
         ..remote
     };
     assert_eq!(a.lock_converge("other", &stale).unwrap(), Ok(()));
-    assert_eq!(b.lock_converge("other", &Holder::here("c3")).unwrap(), Ok(()));
+    assert_eq!(
+        b.lock_converge("other", &Holder::here("c3")).unwrap(),
+        Ok(())
+    );
 }
 
 #[test]
@@ -83,7 +144,16 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let setup = History::open(&path).unwrap();
-    setup.lock_converge("demo", &Holder { pid: dead_pid(), ..Holder::here("dead") }).unwrap().unwrap();
+    setup
+        .lock_converge(
+            "demo",
+            &Holder {
+                pid: dead_pid(),
+                ..Holder::here("dead")
+            },
+        )
+        .unwrap()
+        .unwrap();
 
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
     let winners: Vec<bool> = (0..8)
@@ -93,7 +163,9 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
             std::thread::spawn(move || {
                 let h = History::open(&path).unwrap();
                 barrier.wait();
-                h.lock_converge("demo", &Holder::here(&format!("racer-{i}"))).unwrap().is_ok()
+                h.lock_converge("demo", &Holder::here(&format!("racer-{i}")))
+                    .unwrap()
+                    .is_ok()
             })
         })
         .collect::<Vec<_>>()

@@ -10,7 +10,12 @@ use common::{ExampleMesh, said};
 use serde_json::Value;
 
 fn refs(plan: &Value) -> BTreeMap<String, Value> {
-    plan["modules"].as_array().unwrap().iter().map(|m| (m["name"].as_str().unwrap().to_string(), m["ref"].clone())).collect()
+    plan["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap().to_string(), m["ref"].clone()))
+        .collect()
 }
 
 #[test]
@@ -19,26 +24,47 @@ fn plan_json_has_three_tiers_and_a_decision_for_every_module() {
     let plan = mesh.json(&["plan", "--json"]);
     assert_eq!(plan["mesh"], mesh.name.as_str());
     assert_eq!(plan["target"], "docker");
-    assert_eq!(plan["tiers"], serde_json::json!([["base"], ["tools", "web"], ["api", "worker"]]));
+    assert_eq!(
+        plan["tiers"],
+        serde_json::json!([["base"], ["tools", "web"], ["api", "worker"]])
+    );
     let modules = plan["modules"].as_array().unwrap();
     assert_eq!(modules.len(), 5);
     for module in modules {
         let decision = module["decision"].as_str().unwrap();
-        assert!(["record", "host", "build", "forced", "refused"].contains(&decision), "{module}");
-        assert!(module["reason"].as_str().is_some_and(|r| !r.is_empty()), "{module}");
+        assert!(
+            ["record", "host", "build", "forced", "refused"].contains(&decision),
+            "{module}"
+        );
+        assert!(
+            module["reason"].as_str().is_some_and(|r| !r.is_empty()),
+            "{module}"
+        );
         assert!(module["why"].as_str().is_some(), "{module}");
     }
     // Nothing was built: the base's ref is known, its dependents wait for it.
     let base = &modules[0];
     assert_eq!(base["name"], "base");
-    assert!(base["ref"].as_str().unwrap().starts_with(&format!("{}/base:", mesh.name)));
+    assert!(
+        base["ref"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}/base:", mesh.name))
+    );
     assert_eq!(base["why"], "new module");
     for dependent in &modules[1..] {
         assert!(dependent["ref"].is_null(), "{dependent}");
         assert_eq!(dependent["decision"], "build");
     }
     let forced = mesh.json(&["plan", "--json", "--force"]);
-    assert!(forced["modules"].as_array().unwrap().iter().all(|m| m["decision"] == "forced"), "{forced}");
+    assert!(
+        forced["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["decision"] == "forced"),
+        "{forced}"
+    );
 }
 
 #[test]
@@ -46,10 +72,17 @@ fn refs_move_with_content_only() {
     let mesh = ExampleMesh::new("refs");
     let before = refs(&mesh.json(&["plan", "--json"]));
     let base_ref = before["base"].as_str().unwrap().to_string();
-    assert!(base_ref.ends_with("-amd64") || base_ref.ends_with("-arm64"), "{base_ref}");
+    assert!(
+        base_ref.ends_with("-amd64") || base_ref.ends_with("-arm64"),
+        "{base_ref}"
+    );
 
     // Touching mtimes changes nothing.
-    let status = Command::new("find").arg(mesh.root()).args(["-exec", "touch", "-d", "2001-01-01", "{}", "+"]).status().unwrap();
+    let status = Command::new("find")
+        .arg(mesh.root())
+        .args(["-exec", "touch", "-d", "2001-01-01", "{}", "+"])
+        .status()
+        .unwrap();
     assert!(status.success());
     assert_eq!(refs(&mesh.json(&["plan", "--json"])), before);
 
@@ -57,7 +90,10 @@ fn refs_move_with_content_only() {
     let file = mesh.mesh_file();
     let text = std::fs::read_to_string(&file).unwrap();
     let (head, rest) = text.split_once("[[module]]").unwrap();
-    let mut blocks: Vec<String> = rest.split("[[module]]").map(|b| format!("[[module]]{b}")).collect();
+    let mut blocks: Vec<String> = rest
+        .split("[[module]]")
+        .map(|b| format!("[[module]]{b}"))
+        .collect();
     let machines_at = blocks.last().unwrap().find("[[machine]]").unwrap();
     let last = blocks.pop().unwrap();
     blocks.push(last[..machines_at].to_string());
@@ -68,7 +104,12 @@ fn refs_move_with_content_only() {
 
     // Copying the mesh elsewhere changes nothing.
     let elsewhere = tempfile::tempdir().unwrap();
-    let status = Command::new("cp").arg("-a").arg(mesh.root()).arg(elsewhere.path().join("copy")).status().unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(mesh.root())
+        .arg(elsewhere.path().join("copy"))
+        .status()
+        .unwrap();
     assert!(status.success());
     let output = Command::new(env!("CARGO_BIN_EXE_meshtop"))
         .arg("--mesh")
@@ -79,7 +120,10 @@ fn refs_move_with_content_only() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", said(&output));
-    assert_eq!(refs(&serde_json::from_slice(&output.stdout).unwrap()), before);
+    assert_eq!(
+        refs(&serde_json::from_slice(&output.stdout).unwrap()),
+        before
+    );
 
     // One byte in the base's context moves the base's ref.
     std::fs::write(mesh.root().join("base/extra.txt"), "x").unwrap();
@@ -104,7 +148,10 @@ fn bad_input_exits_two_and_names_the_problem() {
     let output = mesh.meshtop(&["plan", "--json"]);
     assert_eq!(output.status.code(), Some(2), "{}", said(&output));
     let message = said(&output);
-    assert!(message.contains("toolz") && message.contains("mesh.toml"), "{message}");
+    assert!(
+        message.contains("toolz") && message.contains("mesh.toml"),
+        "{message}"
+    );
 
     let missing = Command::new(env!("CARGO_BIN_EXE_meshtop"))
         .current_dir(mesh.dir.path())
@@ -131,6 +178,39 @@ fn plan_runs_without_a_daemon_and_says_why_the_host_could_not_answer() {
     let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
     let base = &plan["modules"][0];
     assert_eq!(base["decision"], "build");
-    assert!(base["reason"].as_str().unwrap().contains("host could not answer"), "{base}");
-    assert!(plan["host_error"].as_str().unwrap().contains("nonexistent"), "{plan}");
+    assert!(
+        base["reason"]
+            .as_str()
+            .unwrap()
+            .contains("host could not answer"),
+        "{base}"
+    );
+    assert!(
+        plan["host_error"].as_str().unwrap().contains("nonexistent"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn converge_refuses_to_build_when_it_cannot_record() {
+    let mesh = ExampleMesh::new("norecord");
+    // A parent that is a regular file: nothing can be created there, not even by root.
+    let blocker = mesh.dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    let state = blocker.join("state.db");
+    let output = mesh.meshtop_with_state(&state, &["converge"]);
+    assert_eq!(output.status.code(), Some(1), "{}", said(&output));
+    let message = said(&output);
+    assert!(message.contains("refuses to build"), "{message}");
+    assert!(message.contains(&state.display().to_string()), "{message}");
+    let images = Command::new("docker")
+        .args([
+            "images",
+            "-q",
+            "--filter",
+            &format!("label=jr2.dev/mesh={}", mesh.name),
+        ])
+        .output()
+        .unwrap();
+    assert!(images.stdout.is_empty(), "nothing was built");
 }

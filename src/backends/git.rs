@@ -14,8 +14,16 @@ pub struct Revision {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let output = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
-    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
 /// The revision of the work tree holding `context`, and whether `context` itself is dirty.
@@ -25,7 +33,11 @@ pub fn revision(context: &Path) -> Revision {
     };
     let dirty = git(context, &["status", "--porcelain", "--", "."]).is_some_and(|s| !s.is_empty());
     let source = git(context, &["config", "--get", "remote.origin.url"]).filter(|s| !s.is_empty());
-    Revision { commit: Some(commit), dirty, source }
+    Revision {
+        commit: Some(commit),
+        dirty,
+        source,
+    }
 }
 
 #[cfg(test)]
@@ -43,14 +55,29 @@ mod tests {
     fn commit_and_dirty_flag_of_the_context() {
         let dir = tempfile::tempdir().unwrap();
         let run = |args: &[&str]| {
-            let ok = Command::new("git").arg("-C").arg(dir.path()).args(args).output().unwrap().status.success();
+            let ok = Command::new("git")
+                .arg("-C")
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .unwrap()
+                .status
+                .success();
             assert!(ok, "git {args:?}");
         };
         run(&["init", "-q"]);
         std::fs::create_dir(dir.path().join("ctx")).unwrap();
         std::fs::write(dir.path().join("ctx/a"), "1").unwrap();
         run(&["add", "."]);
-        run(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]);
+        run(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "c",
+        ]);
         let clean = revision(&dir.path().join("ctx"));
         assert_eq!(clean.commit.as_ref().map(String::len), Some(40));
         assert!(!clean.dirty);

@@ -1,6 +1,7 @@
 //! One file per outside system. A backend never knows about the screen.
 
 pub mod cluster;
+pub mod credentials;
 pub mod daemon;
 pub mod git;
 pub mod history;

@@ -15,7 +15,10 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     let history = setup::open_history(global)?;
     if let Some(module) = &args.module {
         let known = mesh.module(module).is_some()
-            || history.count_builds(&mesh.name, Some(module)).map_err(|e| Failure::failed(e.to_string()))? > 0;
+            || history
+                .count_builds(&mesh.name, Some(module))
+                .map_err(|e| Failure::failed(e.to_string()))?
+                > 0;
         if !known {
             let names: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
             return Err(Failure::input(format!(
@@ -27,7 +30,9 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     }
     let rows = match &args.digest {
         Some(digest) => {
-            let found = history.build_by_digest(&mesh.name, digest).map_err(|e| Failure::failed(e.to_string()))?;
+            let found = history
+                .build_by_digest(&mesh.name, digest)
+                .map_err(|e| Failure::failed(e.to_string()))?;
             match found {
                 Some(row) => vec![row],
                 None => {
@@ -51,7 +56,11 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
-        println!("no builds recorded for mesh {} in {}", mesh.name, history.path().display());
+        println!(
+            "no builds recorded for mesh {} in {}",
+            mesh.name,
+            history.path().display()
+        );
     } else {
         print_table(&rows);
     }
@@ -70,13 +79,26 @@ fn print_table(rows: &[BuildRow]) {
             BuildStatus::Cancelled => "– cancel",
             BuildStatus::Running => "… running",
         };
-        let module = row.module.clone().unwrap_or_else(|| format!("({})", row.repository));
+        let module = row
+            .module
+            .clone()
+            .unwrap_or_else(|| format!("({})", row.repository));
         let commit = row
             .commit
             .as_deref()
-            .map(|c| format!("{}{}", &c[..c.len().min(7)], if row.dirty { "+" } else { "" }))
+            .map(|c| {
+                format!(
+                    "{}{}",
+                    &c[..c.len().min(7)],
+                    if row.dirty { "+" } else { "" }
+                )
+            })
             .unwrap_or_else(|| "–".into());
-        let error = row.error.as_deref().and_then(|e| e.lines().next()).unwrap_or("");
+        let error = row
+            .error
+            .as_deref()
+            .and_then(|e| e.lines().next())
+            .unwrap_or("");
         println!(
             "{:<19}  {:<9}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  {}",
             timefmt::local_time(row.started_ms),

@@ -15,8 +15,23 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let modules = select(&mesh, &args.modules)?;
     let state_path = setup::state_path(global)?;
-    let jobs = args.jobs.map(usize::from).unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let request = ConvergeRequest { mesh, state_path, force: args.force, jobs, modules, wait: args.wait };
+    let jobs = args
+        .jobs
+        .map(usize::from)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let target = setup::target(global, &mesh).await?;
+    if let Some(place) = target.place() {
+        eprintln!("meshtop: acting on Kubernetes {place}");
+    }
+    let request = ConvergeRequest {
+        target,
+        mesh,
+        state_path,
+        force: args.force,
+        jobs,
+        modules,
+        wait: args.wait,
+    };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
     let printer = tokio::spawn(async move {
         while let Some(progress) = rx.recv().await {
@@ -39,7 +54,11 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
             } else {
                 print_summary(&summary);
             }
-            Ok(if summary.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if summary.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Err(ConvergeError::Cancelled) => {
             eprintln!("meshtop: {}", ConvergeError::Cancelled);
@@ -84,5 +103,12 @@ fn print_summary(summary: &ConvergeSummary) {
             send.message
         );
     }
-    println!("{}", if summary.stamped { "record stamped" } else { "nothing stamped" });
+    println!(
+        "{}",
+        if summary.stamped {
+            "record stamped"
+        } else {
+            "nothing stamped"
+        }
+    );
 }

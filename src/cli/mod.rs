@@ -23,12 +23,18 @@ pub struct Failure {
 impl Failure {
     /// Bad input (mesh file, arguments): exit 2.
     pub fn input(message: impl Into<String>) -> Failure {
-        Failure { code: 2, message: message.into() }
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
     }
 
     /// The work failed (a build, a send, an unreachable source): exit 1.
     pub fn failed(message: impl Into<String>) -> Failure {
-        Failure { code: 1, message: message.into() }
+        Failure {
+            code: 1,
+            message: message.into(),
+        }
     }
 }
 
@@ -39,9 +45,16 @@ pub fn run(cli: Cli) -> ExitCode {
     let Some(command) = cli.command else {
         return report(Err(Failure::input("no command given")));
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
-        Err(error) => return report(Err(Failure::failed(format!("cannot start the async runtime: {error}")))),
+        Err(error) => {
+            return report(Err(Failure::failed(format!(
+                "cannot start the async runtime: {error}"
+            ))));
+        }
     };
     let global = cli.global;
     let outcome = runtime.block_on(async move {
@@ -69,7 +82,8 @@ fn report(outcome: Outcome) -> ExitCode {
 /// Print JSON to stdout; serialization of our own types cannot fail short of a bug, which still
 /// ends in a message, not a panic.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::failed(format!("cannot write JSON: {e}")))?;
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::failed(format!("cannot write JSON: {e}")))?;
     println!("{text}");
     Ok(())
 }

@@ -17,7 +17,10 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let selected = select(&mesh, &args.modules)?;
     let history = Mutex::new(setup::open_history(global)?);
-    let record = target::read_record(&mesh, &history).await.map_err(Failure::failed)?;
+    let target = setup::target(global, &mesh).await?;
+    let record = target::read_record(&mesh, &target, &history)
+        .await
+        .map_err(Failure::failed)?;
     let daemon = Arc::new(LazyDaemon::new());
     let ctx = PlanContext {
         mesh: &mesh,
@@ -26,8 +29,13 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
         selected,
         force: args.force,
     };
-    let manifests = HistoryManifests { history: &history, mesh: &mesh.name };
-    let plan = plan::dry_run(ctx, daemon, &manifests).await.map_err(Failure::failed)?;
+    let manifests = HistoryManifests {
+        history: &history,
+        mesh: &mesh.name,
+    };
+    let plan = plan::dry_run(ctx, daemon, &manifests)
+        .await
+        .map_err(Failure::failed)?;
     if let Some(warning) = &record.warning {
         eprintln!("meshtop: warning: {warning}");
     }
@@ -40,7 +48,10 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
 }
 
 /// The named modules, each checked against the mesh (None = all).
-pub fn select(mesh: &crate::mesh::Mesh, names: &[String]) -> Result<Option<BTreeSet<String>>, Failure> {
+pub fn select(
+    mesh: &crate::mesh::Mesh,
+    names: &[String],
+) -> Result<Option<BTreeSet<String>>, Failure> {
     if names.is_empty() {
         return Ok(None);
     }
@@ -63,9 +74,24 @@ fn print_text(plan: &Plan) {
     if let Some(error) = &plan.host_error {
         println!("host: could not answer ({error}); read as holding nothing");
     }
-    let width = plan.modules.iter().map(|m| m.name.len()).max().unwrap_or(6).max(6);
-    let ref_width = plan.modules.iter().filter_map(|m| m.reference.as_ref().map(String::len)).max().unwrap_or(3).max(3);
-    println!("{:<2} {:<width$}  {:<ref_width$}  {:<8}  REASON", "T", "MODULE", "REF", "DECISION");
+    let width = plan
+        .modules
+        .iter()
+        .map(|m| m.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let ref_width = plan
+        .modules
+        .iter()
+        .filter_map(|m| m.reference.as_ref().map(String::len))
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    println!(
+        "{:<2} {:<width$}  {:<ref_width$}  {:<8}  REASON",
+        "T", "MODULE", "REF", "DECISION"
+    );
     for module in &plan.modules {
         let reference = match (&module.reference, &module.base) {
             (Some(reference), _) => reference.clone(),

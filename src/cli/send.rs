@@ -19,10 +19,21 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     if mesh.module(&args.module).is_none() {
         let names: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
-        return Err(Failure::input(format!("no module {:?} in mesh {}; modules: {}", args.module, mesh.name, names.join(", "))));
+        return Err(Failure::input(format!(
+            "no module {:?} in mesh {}; modules: {}",
+            args.module,
+            mesh.name,
+            names.join(", ")
+        )));
     }
     let history = Arc::new(Mutex::new(setup::open_history(global)?));
-    let record = target::read_record(&mesh, &history).await.map_err(Failure::failed)?;
+    let target = setup::target(global, &mesh).await?;
+    if let Some(place) = target.place() {
+        eprintln!("meshtop: acting on Kubernetes {place}");
+    }
+    let record = target::read_record(&mesh, &target, &history)
+        .await
+        .map_err(Failure::failed)?;
     if !record.record.contains_key(&args.module) {
         return Err(Failure::failed(format!(
             "{} holds nothing for module {}: converge it first",
@@ -30,28 +41,44 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         )));
     }
     let daemon = Arc::new(LazyDaemon::new());
-    let all = machines::list(&mesh, &record.record, &daemon).await.map_err(Failure::failed)?;
+    let all = machines::list(&mesh, &record.record, &daemon, &target, &history)
+        .await
+        .map_err(Failure::failed)?;
     let moves = send::moves_for(&mesh, &record.record, &all, &args.module);
     if moves.is_empty() {
         if args.json {
             print_json(&Vec::<send::SendOutcome>::new())?;
         } else {
-            println!("nothing to send: every machine of {} runs the record's artifact", args.module);
+            println!(
+                "nothing to send: every machine of {} runs the record's artifact",
+                args.module
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("send {} on target {}:", args.module, mesh.target.kind());
     for moved in &moves {
-        eprintln!("  {}  {} → {}@{}", moved.machine, short_id(&moved.from), moved.to_reference, short_id(&moved.to_digest));
+        eprintln!(
+            "  {}  {} → {}@{}",
+            moved.machine,
+            short_id(&moved.from),
+            moved.to_reference,
+            short_id(&moved.to_digest)
+        );
     }
     if !args.yes {
         if !std::io::stdin().is_terminal() {
-            return Err(Failure::input("not a terminal: pass --yes to send without asking"));
+            return Err(Failure::input(
+                "not a terminal: pass --yes to send without asking",
+            ));
         }
         eprint!("move {} machine(s)? [y/N] ", moves.len());
         let _ = std::io::stderr().flush();
         let mut answer = String::new();
-        std::io::stdin().lock().read_line(&mut answer).map_err(|e| Failure::failed(format!("cannot read the answer: {e}")))?;
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .map_err(|e| Failure::failed(format!("cannot read the answer: {e}")))?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
             eprintln!("nothing sent");
             return Ok(ExitCode::SUCCESS);
@@ -65,15 +92,17 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         since_ms: timefmt::now_ms(),
         heartbeat_ms: timefmt::now_ms(),
     };
-    engine::acquire(&history, &mesh.name, &holder, false).await.map_err(|e| Failure::failed(e.to_string()))?;
+    engine::acquire(&history, &mesh.name, &holder, false)
+        .await
+        .map_err(|e| Failure::failed(e.to_string()))?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let printer = tokio::spawn(async move {
         while let Some(progress) = rx.recv().await {
             eprintln!("{}", progress_line(&progress));
         }
     });
-    let emitter = Emitter { history: history.clone(), mesh: mesh.name.clone(), converge_id: send_id.clone(), tx: Some(tx) };
-    let outcomes = send::send(&mesh, &moves, &daemon, &history, &emitter).await;
+    let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, Some(tx));
+    let outcomes = send::send(&mesh, &moves, &daemon, &target, &history, &emitter).await;
     drop(emitter);
     let _ = printer.await;
     if let Ok(history) = history.lock() {
@@ -83,5 +112,9 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     if args.json {
         print_json(&outcomes)?;
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

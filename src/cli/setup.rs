@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::backends::history::{self, History};
+use crate::converge::target::TargetBackend;
 use crate::mesh::file;
 use crate::mesh::model::Mesh;
 
@@ -10,7 +11,8 @@ use super::Failure;
 use super::args::Global;
 
 pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
-    let path = file::find_mesh_file(global.mesh.as_deref()).map_err(|e| Failure::input(e.to_string()))?;
+    let path =
+        file::find_mesh_file(global.mesh.as_deref()).map_err(|e| Failure::input(e.to_string()))?;
     file::load(&path).map_err(|e| Failure::input(e.to_string()))
 }
 
@@ -26,3 +28,10 @@ pub fn open_history(global: &Global) -> Result<History, Failure> {
     History::open(&path).map_err(|e| Failure::failed(e.to_string()))
 }
 
+/// The mesh's target, connected once for the command: `--context`/`--namespace` override the
+/// mesh file's (a Docker target has neither).
+pub async fn target(global: &Global, mesh: &Mesh) -> Result<TargetBackend, Failure> {
+    TargetBackend::connect(mesh, global.context.as_deref(), global.namespace.as_deref())
+        .await
+        .map_err(Failure::failed)
+}

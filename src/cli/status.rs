@@ -26,14 +26,26 @@ struct MachineStatus {
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let history = Mutex::new(setup::open_history(global)?);
-    let record = target::read_record(&mesh, &history).await.map_err(Failure::failed)?;
+    let target = setup::target(global, &mesh).await?;
+    let record = target::read_record(&mesh, &target, &history)
+        .await
+        .map_err(Failure::failed)?;
+    if let Some(warning) = &record.warning {
+        eprintln!("meshtop: warning: {warning}");
+    }
     let daemon = Arc::new(LazyDaemon::new());
-    let machines = machines::list(&mesh, &record.record, &daemon).await.map_err(Failure::failed)?;
-    let history = history.into_inner().map_err(|_| Failure::failed("the state database handle is poisoned"))?;
+    let machines = machines::list(&mesh, &record.record, &daemon, &target, &history)
+        .await
+        .map_err(Failure::failed)?;
+    let history = history
+        .into_inner()
+        .map_err(|_| Failure::failed("the state database handle is poisoned"))?;
     let mut rows = Vec::new();
     for machine in machines {
         let built_by = match machine.running.first() {
-            Some(digest) => history.build_by_digest(&mesh.name, digest).map_err(|e| Failure::failed(e.to_string()))?,
+            Some(digest) => history
+                .build_by_digest(&mesh.name, digest)
+                .map_err(|e| Failure::failed(e.to_string()))?,
             None => None,
         };
         rows.push(MachineStatus { machine, built_by });
@@ -42,31 +54,56 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
-        println!("no machines of mesh {} on target {}", mesh.name, mesh.target.kind());
+        println!(
+            "no machines of mesh {} on target {}",
+            mesh.name,
+            mesh.target.kind()
+        );
     } else {
         print_table(&rows);
         println!("{} machine(s), {behind} behind", rows.len());
     }
-    Ok(if args.exit_code && behind > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if args.exit_code && behind > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_table(rows: &[MachineStatus]) {
     let now = timefmt::now_ms();
-    println!("{:<24} {:<12} {:<10} {:<14} {:<22} BUILT BY", "MACHINE", "MODULE", "STATE", "RUNNING", "HEALTH");
+    println!(
+        "{:<24} {:<12} {:<10} {:<14} {:<22} BUILT BY",
+        "MACHINE", "MODULE", "STATE", "RUNNING", "HEALTH"
+    );
     for row in rows {
-        let running = row.machine.running.first().map(|d| short_id(d)).unwrap_or("–");
+        let running = row
+            .machine
+            .running
+            .first()
+            .map(|d| short_id(d))
+            .unwrap_or("–");
         let built_by = match &row.built_by {
             Some(build) => format!(
                 "{} @{} {} ago",
                 build.host,
-                build.commit.as_deref().map(|c| &c[..c.len().min(7)]).unwrap_or("–"),
+                build
+                    .commit
+                    .as_deref()
+                    .map(|c| &c[..c.len().min(7)])
+                    .unwrap_or("–"),
                 timefmt::age_since(build.started_ms, now)
             ),
             None => "unknown build".into(),
         };
         println!(
             "{:<24} {:<12} {:<10} {:<14} {:<22} {}",
-            row.machine.name, row.machine.module, row.machine.state, running, row.machine.health, built_by
+            row.machine.name,
+            row.machine.module,
+            row.machine.state,
+            running,
+            row.machine.health,
+            built_by
         );
     }
 }

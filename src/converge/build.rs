@@ -4,6 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use super::buildx;
 use super::plan::PlannedModule;
 use super::progress::Emitter;
 use crate::backends::daemon::Daemon;
@@ -12,7 +13,7 @@ use crate::backends::git;
 use crate::backends::history::{BuildEnd, BuildStatus, History, NewBuild};
 use crate::mesh::decide::Decision;
 use crate::mesh::inputs::{self, InputSpec};
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module};
+use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module, Target};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
 
@@ -30,6 +31,8 @@ pub struct Built {
     /// The image id, when the build succeeded.
     pub artifact: Option<String>,
     pub error: Option<String>,
+    /// The manifest digest a build that pushed itself (buildx --push) published.
+    pub published: Option<String>,
 }
 
 /// What stops the whole converge (as opposed to one failed build).
@@ -40,8 +43,13 @@ pub enum BuildError {
     Daemon(String),
 }
 
-fn with_history<T>(history: &Mutex<History>, f: impl FnOnce(&History) -> Result<T, crate::backends::history::HistoryError>) -> Result<T, String> {
-    let guard = history.lock().map_err(|_| "the state database handle is poisoned".to_string())?;
+fn with_history<T>(
+    history: &Mutex<History>,
+    f: impl FnOnce(&History) -> Result<T, crate::backends::history::HistoryError>,
+) -> Result<T, String> {
+    let guard = history
+        .lock()
+        .map_err(|_| "the state database handle is poisoned".to_string())?;
     f(&guard).map_err(|e| e.to_string())
 }
 
@@ -56,7 +64,9 @@ pub async fn build_module(
     let correlation_id = uuid::Uuid::now_v7().to_string();
     let reference = planned.reference.clone().unwrap_or_default();
     let context = module.context.clone();
-    let revision = tokio::task::spawn_blocking(move || git::revision(&context)).await.unwrap_or_default();
+    let revision = tokio::task::spawn_blocking(move || git::revision(&context))
+        .await
+        .unwrap_or_default();
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     let new_build = NewBuild {
         id: correlation_id.clone(),
@@ -68,30 +78,76 @@ pub async fn build_module(
         base_module: module.base.clone(),
         base_digest: planned.base_artifact.clone(),
         reference: Some(reference.clone()),
-        platforms: planned.platforms.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        platforms: planned
+            .platforms
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         forced: planned.decision == Decision::Forced,
         why: planned.why.clone(),
         host: host.clone(),
         started_ms: timefmt::now_ms(),
         converge_id: Some(emitter.converge_id.clone()),
     };
-    with_history(history, |h| h.start_build(&new_build)).map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
-    emitter.emit("build", Some(&module.name), format!("building {reference} (build {correlation_id})"));
-    let finish = |status: BuildStatus, digest: Option<String>, error: Option<String>, tail: Option<String>| {
-        let end = BuildEnd { status, digest, error, log_tail: tail, ended_ms: timefmt::now_ms() };
-        with_history(history, |h| h.finish_build(&correlation_id, &end).map(|_| ()))
+    with_history(history, |h| h.start_build(&new_build))
+        .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
+    emitter.emit(
+        "build",
+        Some(&module.name),
+        format!("building {reference} (build {correlation_id})"),
+    );
+    let finish = |status: BuildStatus,
+                  digest: Option<String>,
+                  error: Option<String>,
+                  tail: Option<String>| {
+        let end = BuildEnd {
+            status,
+            digest,
+            error,
+            log_tail: tail,
+            ended_ms: timefmt::now_ms(),
+        };
+        with_history(history, |h| {
+            h.finish_build(&correlation_id, &end).map(|_| ())
+        })
     };
     let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
-        finish(BuildStatus::Failed, None, Some(error.clone()), tail).map_err(BuildError::NoRecord)?;
+        finish(BuildStatus::Failed, None, Some(error.clone()), tail)
+            .map_err(BuildError::NoRecord)?;
         emitter.emit("failed", Some(&module.name), error.clone());
-        Ok(Built { planned: planned.clone(), correlation_id: correlation_id.clone(), artifact: None, error: Some(error) })
+        Ok(Built {
+            planned: planned.clone(),
+            correlation_id: correlation_id.clone(),
+            artifact: None,
+            error: Some(error),
+            published: None,
+        })
     };
 
-    if module.platforms.len() > 1 {
-        return failed(
-            format!("module {}: a multi-platform build needs `docker buildx` and a registry to push to", module.name),
-            None,
-        );
+    let multi_platform = module.platforms.len() > 1;
+    if multi_platform {
+        let platforms: Vec<String> = module.platforms.iter().map(ToString::to_string).collect();
+        let pushes = matches!(mesh.target, Target::Kubernetes { .. }) && mesh.registry.is_some();
+        if !pushes {
+            return failed(
+                format!(
+                    "module {}: a multi-platform build needs `docker buildx` and a registry to push to",
+                    module.name
+                ),
+                None,
+            );
+        }
+        if let Err(why) = buildx::available().await {
+            return failed(
+                format!(
+                    "module {}: a multi-platform build ({}) needs `docker buildx`, which does not work here ({why}): install the buildx plugin, or give the module one platform",
+                    module.name,
+                    platforms.join(", ")
+                ),
+                None,
+            );
+        }
     }
     // The same walk that computed the address produces the tar; a file that changed since the plan fails the build.
     let tar_module = module.clone();
@@ -113,7 +169,15 @@ pub async fn build_module(
     let context_tar = match tarred {
         Ok(Ok(tar)) => tar,
         Ok(Err(error)) => return failed(format!("module {}: {error}", module.name), None),
-        Err(error) => return failed(format!("module {}: packing the context stopped: {error}", module.name), None),
+        Err(error) => {
+            return failed(
+                format!(
+                    "module {}: packing the context stopped: {error}",
+                    module.name
+                ),
+                None,
+            );
+        }
     };
     let mut build_args: HashMap<String, String> = module.build_args.clone().into_iter().collect();
     if let Some(base) = &planned.base_artifact {
@@ -129,6 +193,49 @@ pub async fn build_module(
     if let Some(source) = &revision.source {
         labels.insert("org.opencontainers.image.source".into(), source.clone());
     }
+    if multi_platform {
+        let spec = buildx::Spec {
+            context_tar,
+            dockerfile: module.dockerfile.clone(),
+            tag: reference.clone(),
+            build_args,
+            labels,
+            no_cache: planned.decision == Decision::Forced,
+            platforms: module.platforms.iter().map(ToString::to_string).collect(),
+        };
+        let mut tail: VecDeque<String> = VecDeque::with_capacity(LOG_TAIL_LINES);
+        let result = buildx::build_and_push(spec, |line| {
+            emitter.emit("output", Some(&module.name), line);
+            if tail.len() == LOG_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line.to_string());
+        })
+        .await;
+        let tail_text = Some(tail.iter().cloned().collect::<Vec<_>>().join("\n"));
+        return match result {
+            Ok(digest) => {
+                finish(BuildStatus::Succeeded, Some(digest.clone()), None, None)
+                    .map_err(BuildError::NoRecord)?;
+                let _ = with_history(history, |h| {
+                    h.set_published(&correlation_id, &reference, &digest)
+                });
+                emitter.emit(
+                    "built",
+                    Some(&module.name),
+                    format!("built and pushed {reference} → {digest}"),
+                );
+                Ok(Built {
+                    planned,
+                    correlation_id,
+                    artifact: Some(digest.clone()),
+                    error: None,
+                    published: Some(digest),
+                })
+            }
+            Err(error) => failed(format!("module {}: {error}", module.name), tail_text),
+        };
+    }
     let request = BuildRequest {
         context_tar,
         dockerfile: module.dockerfile.clone(),
@@ -136,7 +243,11 @@ pub async fn build_module(
         build_args,
         labels,
         no_cache: planned.decision == Decision::Forced,
-        platform: module.platforms.first().map(ToString::to_string).unwrap_or_default(),
+        platform: module
+            .platforms
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
     };
     let mut tail: VecDeque<String> = VecDeque::with_capacity(LOG_TAIL_LINES);
     let result = daemon
@@ -151,14 +262,27 @@ pub async fn build_module(
     let tail_text = Some(tail.iter().cloned().collect::<Vec<_>>().join("\n"));
     match result {
         Ok(DaemonBuildEnd::Built(id)) => {
-            finish(BuildStatus::Succeeded, Some(id.clone()), None, None).map_err(BuildError::NoRecord)?;
+            finish(BuildStatus::Succeeded, Some(id.clone()), None, None)
+                .map_err(BuildError::NoRecord)?;
             if let Some(inputs) = &planned.inputs
                 && let Ok(json) = serde_json::to_string(&inputs.manifest)
             {
-                let _ = with_history(history, |h| h.save_manifest(&mesh.name, &module.name, &reference, &json));
+                let _ = with_history(history, |h| {
+                    h.save_manifest(&mesh.name, &module.name, &reference, &json)
+                });
             }
-            emitter.emit("built", Some(&module.name), format!("built {reference} → {id}"));
-            Ok(Built { planned, correlation_id, artifact: Some(id), error: None })
+            emitter.emit(
+                "built",
+                Some(&module.name),
+                format!("built {reference} → {id}"),
+            );
+            Ok(Built {
+                planned,
+                correlation_id,
+                artifact: Some(id),
+                error: None,
+                published: None,
+            })
         }
         Ok(DaemonBuildEnd::Failed(message)) => failed(message, tail_text),
         Err(error) => {

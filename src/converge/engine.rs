@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use super::build::{BuildJob, build_module};
 use super::plan::{HistoryManifests, PlanContext, PlannedModule, Planner};
 use super::progress::{Emitter, ProgressTx};
+use super::target::TargetBackend;
 use super::{machines, send};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{BuildStatus, History, Holder};
@@ -30,6 +31,8 @@ pub struct ConvergeRequest {
     pub modules: Option<BTreeSet<String>>,
     /// Wait for another converge of the mesh instead of failing.
     pub wait: bool,
+    /// The target, connected once for the command.
+    pub target: TargetBackend,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +53,8 @@ pub struct ModuleOutcome {
 pub struct ConvergeSummary {
     pub converge_id: String,
     pub mesh: String,
+    /// Warnings about the target's record (e.g. an unreadable annotation).
+    pub warnings: Vec<String>,
     pub stamped: bool,
     pub modules: Vec<ModuleOutcome>,
     pub created: Vec<String>,
@@ -72,18 +77,30 @@ pub enum ConvergeError {
 }
 
 fn lock(history: &Mutex<History>) -> Result<std::sync::MutexGuard<'_, History>, ConvergeError> {
-    history.lock().map_err(|_| ConvergeError::Failed("the state database handle is poisoned".into()))
+    history
+        .lock()
+        .map_err(|_| ConvergeError::Failed("the state database handle is poisoned".into()))
 }
 
 /// Hold the mesh for this converge (or wait for it); a dead holder does not hold it forever.
-pub async fn acquire(history: &Mutex<History>, mesh: &str, holder: &Holder, wait: bool) -> Result<(), ConvergeError> {
+pub async fn acquire(
+    history: &Mutex<History>,
+    mesh: &str,
+    holder: &Holder,
+    wait: bool,
+) -> Result<(), ConvergeError> {
     loop {
         let held = lock(history)?
             .lock_converge(mesh, holder)
             .map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
         match held {
             Ok(()) => return Ok(()),
-            Err(current) if !wait => return Err(ConvergeError::Busy { mesh: mesh.to_string(), holder: current }),
+            Err(current) if !wait => {
+                return Err(ConvergeError::Busy {
+                    mesh: mesh.to_string(),
+                    holder: current,
+                });
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
@@ -96,7 +113,8 @@ pub async fn converge(
     tx: Option<ProgressTx>,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<ConvergeSummary, ConvergeError> {
-    let history = History::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
+    let history =
+        History::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
     let history = Arc::new(Mutex::new(history));
     let mesh = &request.mesh;
     let converge_id = uuid::Uuid::now_v7().to_string();
@@ -108,8 +126,12 @@ pub async fn converge(
         heartbeat_ms: timefmt::now_ms(),
     };
     acquire(&history, &mesh.name, &holder, request.wait).await?;
-    let heartbeat = spawn_heartbeat(request.state_path.clone(), mesh.name.clone(), converge_id.clone());
-    let emitter = Emitter { history: history.clone(), mesh: mesh.name.clone(), converge_id: converge_id.clone(), tx };
+    let heartbeat = spawn_heartbeat(
+        request.state_path.clone(),
+        mesh.name.clone(),
+        converge_id.clone(),
+    );
+    let emitter = Emitter::new(history.clone(), &mesh.name, &converge_id, tx);
     let result = run(&request, &daemon, &history, &emitter, &mut cancel).await;
     heartbeat.abort();
     let outcome_text = match &result {
@@ -118,7 +140,11 @@ pub async fn converge(
         Err(error) => error.to_string(),
     };
     if result.as_ref().map(|s| !s.ok).unwrap_or(true) {
-        let status = if matches!(result, Err(ConvergeError::Cancelled)) { BuildStatus::Cancelled } else { BuildStatus::Failed };
+        let status = if matches!(result, Err(ConvergeError::Cancelled)) {
+            BuildStatus::Cancelled
+        } else {
+            BuildStatus::Failed
+        };
         if let Ok(history) = history.lock() {
             let _ = history.fail_running(&mesh.name, &converge_id, status, &outcome_text);
         }
@@ -130,12 +156,22 @@ pub async fn converge(
     result
 }
 
-fn spawn_heartbeat(path: PathBuf, mesh: String, converge_id: String) -> tokio::task::JoinHandle<()> {
+fn spawn_heartbeat(
+    path: PathBuf,
+    mesh: String,
+    converge_id: String,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Ok(history) = History::open(&path) else { return };
+        // Opened at the first beat, not before: a converge the record answers ends long before.
+        let mut history: Option<History> = None;
         loop {
             tokio::time::sleep(Duration::from_secs(20)).await;
-            let _ = history.heartbeat(&mesh, &converge_id);
+            if history.is_none() {
+                history = History::open(&path).ok();
+            }
+            if let Some(history) = &history {
+                let _ = history.heartbeat(&mesh, &converge_id);
+            }
         }
     })
 }
@@ -170,13 +206,32 @@ async fn run(
     cancel: &mut watch::Receiver<bool>,
 ) -> Result<ConvergeSummary, ConvergeError> {
     let mesh = &request.mesh;
-    let record = super::target::read_record(mesh, history).await.map_err(ConvergeError::Failed)?;
+    let target = &request.target;
+    let record = super::target::read_record(mesh, target, history)
+        .await
+        .map_err(ConvergeError::Failed)?;
+    if let Some(warning) = &record.warning {
+        emitter.emit("warning", None, warning.clone());
+    }
     let selected: Vec<&crate::mesh::Module> = mesh
         .modules
         .iter()
-        .filter(|m| request.modules.as_ref().is_none_or(|names| names.contains(&m.name)))
+        .filter(|m| {
+            request
+                .modules
+                .as_ref()
+                .is_none_or(|names| names.contains(&m.name))
+        })
         .collect();
-    emitter.emit("started", None, format!("converge of {} module(s){}", selected.len(), if request.force { ", forced" } else { "" }));
+    emitter.emit(
+        "started",
+        None,
+        format!(
+            "converge of {} module(s){}",
+            selected.len(),
+            if request.force { ", forced" } else { "" }
+        ),
+    );
     let ctx = PlanContext {
         mesh,
         record: record.record.clone(),
@@ -184,12 +239,18 @@ async fn run(
         selected: request.modules.clone(),
         force: request.force,
     };
-    let manifests = HistoryManifests { history, mesh: &mesh.name };
+    let manifests = HistoryManifests {
+        history,
+        mesh: &mesh.name,
+    };
     let mut planner = Planner::new(ctx, daemon.clone());
     // First pass: every decision that can be made now, and every refusal, before any build.
     let mut planned: BTreeMap<String, PlannedModule> = BTreeMap::new();
     for module in &selected {
-        let decided = planner.decide(module, &manifests).await.map_err(ConvergeError::Failed)?;
+        let decided = planner
+            .decide(module, &manifests)
+            .await
+            .map_err(ConvergeError::Failed)?;
         planned.insert(module.name.clone(), decided);
     }
     let refused: Vec<String> = planned
@@ -203,56 +264,126 @@ async fn run(
         }
         return Err(ConvergeError::Refused(refused.join("; ")));
     }
+    // Something will be delivered: the target must be able to take it, or nothing is built.
+    if planned.values().any(|p| p.decision != Decision::Record)
+        && let Err(why) = target.delivery()
+    {
+        emitter.emit("refused", None, why.clone());
+        return Err(ConvergeError::Refused(why));
+    }
     let mut outcomes: Vec<ModuleOutcome> = Vec::new();
     let mut stamp: Record = Record::new();
     let mut all_ok = true;
     let max_tier = selected.iter().map(|m| m.tier).max().unwrap_or(0);
     for tier in 0..=max_tier {
-        let in_tier: Vec<&crate::mesh::Module> = selected.iter().copied().filter(|m| m.tier == tier).collect();
+        let in_tier: Vec<&crate::mesh::Module> = selected
+            .iter()
+            .copied()
+            .filter(|m| m.tier == tier)
+            .collect();
         if in_tier.is_empty() {
             continue;
         }
         let names: Vec<&str> = in_tier.iter().map(|m| m.name.as_str()).collect();
-        emitter.emit("tier", None, format!("tier {tier}: {}", names.join(", ")));
+        emitter.defer("tier", None, format!("tier {tier}: {}", names.join(", ")));
         let mut jobs = Vec::new();
         for module in &in_tier {
-            let mut decided = planned.remove(&module.name).ok_or_else(|| ConvergeError::Failed(format!("module {} was not planned", module.name)))?;
+            let mut decided = planned.remove(&module.name).ok_or_else(|| {
+                ConvergeError::Failed(format!("module {} was not planned", module.name))
+            })?;
             if decided.reference.is_none() {
                 // Its base was built in an earlier tier: now its ref is known.
-                decided = planner.decide(module, &manifests).await.map_err(ConvergeError::Failed)?;
+                decided = planner
+                    .decide(module, &manifests)
+                    .await
+                    .map_err(ConvergeError::Failed)?;
             }
-            emitter.emit(
+            emitter.defer(
                 "decided",
                 Some(&module.name),
-                format!("{} {} — {}", decided.decision, decided.reference.as_deref().unwrap_or("(no ref)"), decided.reason),
+                format!(
+                    "{} {} — {}",
+                    decided.decision,
+                    decided.reference.as_deref().unwrap_or("(no ref)"),
+                    decided.reason
+                ),
             );
             match decided.decision {
                 Decision::Refused => {
                     all_ok = false;
                     planner.failed(&module.name);
-                    outcomes.push(outcome_of(&decided, format!("not reached: {}", decided.reason), false));
+                    outcomes.push(outcome_of(
+                        &decided,
+                        format!("not reached: {}", decided.reason),
+                        false,
+                    ));
                 }
                 Decision::Record | Decision::Host => {
-                    let (Some(reference), Some(artifact)) = (decided.reference.clone(), decided.artifact.clone()) else {
-                        return Err(ConvergeError::Failed(format!("module {}: a skip without ref or artifact", module.name)));
+                    let (Some(reference), Some(artifact)) =
+                        (decided.reference.clone(), decided.artifact.clone())
+                    else {
+                        return Err(ConvergeError::Failed(format!(
+                            "module {}: a skip without ref or artifact",
+                            module.name
+                        )));
                     };
-                    if decided.decision == Decision::Host {
-                        super::target::deliver(mesh, &module.name, &reference, &artifact, emitter).await.map_err(ConvergeError::Failed)?;
+                    if decided.decision == Decision::Host
+                        && let Err(error) = super::target::deliver(
+                            mesh,
+                            target,
+                            daemon,
+                            history,
+                            &module.name,
+                            &reference,
+                            &artifact,
+                            None,
+                            emitter,
+                        )
+                        .await
+                    {
+                        all_ok = false;
+                        planner.failed(&module.name);
+                        emitter.emit("failed", Some(&module.name), error.clone());
+                        outcomes.push(outcome_of(
+                            &decided,
+                            format!("failed: delivery: {error}"),
+                            false,
+                        ));
+                        continue;
                     }
-                    stamp.insert(module.name.clone(), RecordEntry { reference, digest: artifact });
-                    let text = if decided.decision == Decision::Record { "skipped (record)" } else { "skipped build (host), delivered" };
+                    stamp.insert(
+                        module.name.clone(),
+                        RecordEntry {
+                            reference,
+                            digest: artifact,
+                        },
+                    );
+                    let text = if decided.decision == Decision::Record {
+                        "skipped (record)"
+                    } else {
+                        "skipped build (host), delivered"
+                    };
                     outcomes.push(outcome_of(&decided, text, true));
                 }
-                Decision::Build | Decision::Forced => jobs.push(BuildJob { module: (*module).clone(), planned: decided }),
+                Decision::Build | Decision::Forced => jobs.push(BuildJob {
+                    module: (*module).clone(),
+                    planned: decided,
+                }),
             }
         }
         if jobs.is_empty() {
             continue;
         }
-        let daemon_ref = daemon.get().await.map_err(|e| ConvergeError::Failed(format!("cannot build: {e}")))?;
-        let builds = futures_util::stream::iter(jobs.into_iter().map(|job| build_module(job, mesh, daemon_ref, history, emitter)))
-            .buffer_unordered(request.jobs.max(1))
-            .collect::<Vec<_>>();
+        let daemon_ref = daemon
+            .get()
+            .await
+            .map_err(|e| ConvergeError::Failed(format!("cannot build: {e}")))?;
+        let builds = futures_util::stream::iter(
+            jobs.into_iter()
+                .map(|job| build_module(job, mesh, daemon_ref, history, emitter)),
+        )
+        .buffer_unordered(request.jobs.max(1))
+        .collect::<Vec<_>>();
         let results = tokio::select! {
             results = builds => results,
             () = cancelled(cancel) => return Err(ConvergeError::Cancelled),
@@ -264,10 +395,43 @@ async fn run(
             })?;
             match &built.artifact {
                 Some(artifact) => {
-                    planner.built(&built.planned.name, artifact);
                     let reference = built.planned.reference.clone().unwrap_or_default();
-                    super::target::deliver(mesh, &built.planned.name, &reference, artifact, emitter).await.map_err(ConvergeError::Failed)?;
-                    stamp.insert(built.planned.name.clone(), RecordEntry { reference, digest: artifact.clone() });
+                    // A multi-platform build pushed itself (buildx --push).
+                    let delivered = if built.published.is_some() {
+                        Ok(())
+                    } else {
+                        super::target::deliver(
+                            mesh,
+                            target,
+                            daemon,
+                            history,
+                            &built.planned.name,
+                            &reference,
+                            artifact,
+                            Some(&built.correlation_id),
+                            emitter,
+                        )
+                        .await
+                    };
+                    if let Err(error) = delivered {
+                        all_ok = false;
+                        planner.failed(&built.planned.name);
+                        emitter.emit("failed", Some(&built.planned.name), error.clone());
+                        let mut outcome =
+                            outcome_of(&built.planned, format!("failed: delivery: {error}"), false);
+                        outcome.digest = Some(artifact.clone());
+                        outcome.correlation_id = Some(built.correlation_id.clone());
+                        outcomes.push(outcome);
+                        continue;
+                    }
+                    planner.built(&built.planned.name, artifact);
+                    stamp.insert(
+                        built.planned.name.clone(),
+                        RecordEntry {
+                            reference,
+                            digest: artifact.clone(),
+                        },
+                    );
                     let mut outcome = outcome_of(&built.planned, "built", true);
                     outcome.digest = Some(artifact.clone());
                     outcome.correlation_id = Some(built.correlation_id.clone());
@@ -276,7 +440,11 @@ async fn run(
                 None => {
                     all_ok = false;
                     planner.failed(&built.planned.name);
-                    let mut outcome = outcome_of(&built.planned, format!("failed: {}", built.error.clone().unwrap_or_default()), false);
+                    let mut outcome = outcome_of(
+                        &built.planned,
+                        format!("failed: {}", built.error.clone().unwrap_or_default()),
+                        false,
+                    );
                     outcome.correlation_id = Some(built.correlation_id.clone());
                     outcomes.push(outcome);
                 }
@@ -286,6 +454,7 @@ async fn run(
     let summary = |stamped, created, sends, ok| ConvergeSummary {
         converge_id: emitter.converge_id.clone(),
         mesh: mesh.name.clone(),
+        warnings: record.warning.iter().cloned().collect(),
         stamped,
         modules: outcomes.clone(),
         created,
@@ -296,8 +465,24 @@ async fn run(
         emitter.emit("stamped", None, "nothing stamped: a build failed");
         return Ok(summary(false, Vec::new(), Vec::new(), false));
     }
-    super::target::stamp(mesh, history, &emitter.converge_id, &stamp).await.map_err(ConvergeError::Failed)?;
-    emitter.emit("stamped", None, format!("record stamped: {} module(s)", stamp.len()));
+    // Entries the record already holds as they are stay as they were stamped (when, by which converge).
+    stamp.retain(|module, entry| record.record.get(module) != Some(entry));
+    if stamp.is_empty() {
+        emitter.emit(
+            "stamped",
+            None,
+            "record unchanged: it already names every artifact",
+        );
+    } else {
+        super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp)
+            .await
+            .map_err(ConvergeError::Failed)?;
+        emitter.emit(
+            "stamped",
+            None,
+            format!("record stamped: {} module(s)", stamp.len()),
+        );
+    }
     let mut merged = record.record.clone();
     merged.extend(stamp);
     let (created, sends) = roll_out(mesh, &merged, request, daemon, history, emitter).await?;
@@ -315,25 +500,52 @@ async fn roll_out(
     history: &Arc<Mutex<History>>,
     emitter: &Emitter,
 ) -> Result<(Vec<String>, Vec<send::SendOutcome>), ConvergeError> {
-    let in_scope = |module: &str| request.modules.as_ref().is_none_or(|names| names.contains(module));
-    let rolls_out = mesh.modules.iter().any(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout);
+    let in_scope = |module: &str| {
+        request
+            .modules
+            .as_ref()
+            .is_none_or(|names| names.contains(module))
+    };
+    let rolls_out = mesh
+        .modules
+        .iter()
+        .any(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout);
     let declares = mesh.machines.iter().any(|m| in_scope(&m.module));
     if !rolls_out && !declares {
         return Ok((Vec::new(), Vec::new()));
     }
-    let existing = machines::list(mesh, record, daemon).await.map_err(ConvergeError::Failed)?;
-    let created = machines::create_declared(mesh, record, &existing, &in_scope, daemon, emitter).await.map_err(ConvergeError::Failed)?;
-    let machines = if created.is_empty() { existing } else { machines::list(mesh, record, daemon).await.map_err(ConvergeError::Failed)? };
+    let target = &request.target;
+    let existing = machines::list(mesh, record, daemon, target, history)
+        .await
+        .map_err(ConvergeError::Failed)?;
+    let created = machines::create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
+        .await
+        .map_err(ConvergeError::Failed)?;
+    let machines = if created.is_empty() {
+        existing
+    } else {
+        machines::list(mesh, record, daemon, target, history)
+            .await
+            .map_err(ConvergeError::Failed)?
+    };
     let mut sends = Vec::new();
-    for module in mesh.modules.iter().filter(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout) {
+    for module in mesh
+        .modules
+        .iter()
+        .filter(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout)
+    {
         let moves = send::moves_for(mesh, record, &machines, &module.name);
-        for outcome in send::send(mesh, &moves, daemon, history, emitter).await {
+        for outcome in send::send(mesh, &moves, daemon, target, history, emitter).await {
             sends.push(outcome);
         }
     }
     if !sends.is_empty() {
         let moved = sends.iter().filter(|s| s.ok).count();
-        emitter.emit("sent", None, format!("{moved}/{} machine(s) moved", sends.len()));
+        emitter.emit(
+            "sent",
+            None,
+            format!("{moved}/{} machine(s) moved", sends.len()),
+        );
     }
     Ok((created, sends))
 }

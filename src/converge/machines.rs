@@ -2,11 +2,14 @@
 
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
+use crate::backends::history::History;
 use crate::mesh::behind::{Machine, machine_state};
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Record, Target};
+use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Record};
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use super::progress::Emitter;
+use super::target::{Kube, TargetBackend, published_digest};
 
 /// Whether a labelled container belongs to this mesh: its mesh label says so, or it has none
 /// (started by hand) and its module is one of the mesh's.
@@ -18,15 +21,29 @@ fn belongs(mesh: &Mesh, container: &Container) -> bool {
 }
 
 fn health(container: &Container) -> String {
-    if container.status.is_empty() { container.state.clone() } else { container.status.clone() }
+    if container.status.is_empty() {
+        container.state.clone()
+    } else {
+        container.status.clone()
+    }
 }
 
-/// Every machine of the mesh, sorted by (module, name).
-pub async fn list(mesh: &Mesh, record: &Record, daemon: &LazyDaemon) -> Result<Vec<Machine>, String> {
-    match &mesh.target {
-        Target::Docker => {
+/// Every machine of the mesh, sorted by (module, name). `history` names the published digests of
+/// the record's artifacts (a pod reports the manifest digest it pulled).
+pub async fn list(
+    mesh: &Mesh,
+    record: &Record,
+    daemon: &LazyDaemon,
+    target: &TargetBackend,
+    history: &Mutex<History>,
+) -> Result<Vec<Machine>, String> {
+    match target {
+        TargetBackend::Docker => {
             let daemon = daemon.get().await?;
-            let containers = daemon.labelled_containers().await.map_err(|e| e.to_string())?;
+            let containers = daemon
+                .labelled_containers()
+                .await
+                .map_err(|e| e.to_string())?;
             let mut machines: Vec<Machine> = containers
                 .iter()
                 .filter(|c| belongs(mesh, c))
@@ -48,10 +65,62 @@ pub async fn list(mesh: &Mesh, record: &Record, daemon: &LazyDaemon) -> Result<V
             machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
             Ok(machines)
         }
-        Target::Kubernetes { namespace, .. } => {
-            Err(format!("machines on Kubernetes (namespace {namespace}) are not wired into this build yet"))
-        }
+        TargetBackend::Kubernetes(kube) => kube_machines(mesh, record, target, kube, history).await,
     }
+}
+
+/// The mesh's labelled workloads (≤ 5 API calls), each against the record; remembered for send.
+async fn kube_machines(
+    mesh: &Mesh,
+    record: &Record,
+    target: &TargetBackend,
+    kube: &Kube,
+    history: &Mutex<History>,
+) -> Result<Vec<Machine>, String> {
+    let workloads = kube.cluster.machines().await.map_err(|e| e.to_string())?;
+    let workloads: Vec<_> = workloads
+        .into_iter()
+        .filter(|w| mesh.module(&w.module).is_some())
+        .collect();
+    let mut aliases: HashMap<&str, Vec<String>> = HashMap::new();
+    for w in &workloads {
+        if aliases.contains_key(w.module.as_str()) {
+            continue;
+        }
+        let published = match record.get(&w.module) {
+            Some(entry) => published_digest(mesh, target, history, entry).await,
+            None => None,
+        };
+        aliases.insert(w.module.as_str(), published.into_iter().collect());
+    }
+    let mut machines: Vec<Machine> = workloads
+        .iter()
+        .filter_map(|w| {
+            let module = mesh.module(&w.module)?;
+            let state = machine_state(
+                &w.running_digests,
+                record.get(&w.module),
+                aliases
+                    .get(w.module.as_str())
+                    .map_or(&[][..], Vec::as_slice),
+                module.policy,
+            );
+            Some(Machine {
+                name: w.name.clone(),
+                module: w.module.clone(),
+                kind: w.kind.as_str().to_string(),
+                image: w.image.clone(),
+                running: w.running_digests.clone(),
+                state,
+                health: format!("{}/{} ready", w.ready, w.replicas),
+            })
+        })
+        .collect();
+    machines.sort_by(|a, b| (&a.module, &a.name, &a.kind).cmp(&(&b.module, &b.name, &b.kind)));
+    if let Ok(mut seen) = kube.workloads.lock() {
+        *seen = workloads;
+    }
+    Ok(machines)
 }
 
 /// Create each declared machine that does not exist yet and whose module the record holds.
@@ -63,7 +132,7 @@ pub async fn create_declared(
     daemon: &LazyDaemon,
     emitter: &Emitter,
 ) -> Result<Vec<String>, String> {
-    if !matches!(mesh.target, Target::Docker) {
+    if !matches!(mesh.target, crate::mesh::model::Target::Docker) {
         return Ok(Vec::new());
     }
     let mut created = Vec::new();
@@ -71,7 +140,9 @@ pub async fn create_declared(
         if existing.iter().any(|m| m.name == spec.name) {
             continue;
         }
-        let Some(entry) = record.get(&spec.module) else { continue };
+        let Some(entry) = record.get(&spec.module) else {
+            continue;
+        };
         let daemon = daemon.get().await?;
         let labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
@@ -84,11 +155,17 @@ pub async fn create_declared(
             env: spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             labels,
         };
-        daemon
-            .create_machine(new)
-            .await
-            .map_err(|e| format!("cannot create declared machine {} of module {}: {e}", spec.name, spec.module))?;
-        emitter.emit("created", Some(&spec.module), format!("created machine {} on {}", spec.name, entry.reference));
+        daemon.create_machine(new).await.map_err(|e| {
+            format!(
+                "cannot create declared machine {} of module {}: {e}",
+                spec.name, spec.module
+            )
+        })?;
+        emitter.emit(
+            "created",
+            Some(&spec.module),
+            format!("created machine {} on {}", spec.name, entry.reference),
+        );
         created.push(spec.name.clone());
     }
     Ok(created)

@@ -117,12 +117,16 @@ impl<'a> Planner<'a> {
     }
 
     pub fn is_selected(&self, module: &str) -> bool {
-        self.ctx.selected.as_ref().is_none_or(|names| names.contains(module))
+        self.ctx
+            .selected
+            .as_ref()
+            .is_none_or(|names| names.contains(module))
     }
 
     /// A module of this converge was built: its dependents resolve against `artifact`.
     pub fn built(&mut self, module: &str, artifact: &str) {
-        self.artifacts.insert(module.to_string(), Some(artifact.to_string()));
+        self.artifacts
+            .insert(module.to_string(), Some(artifact.to_string()));
     }
 
     /// A module's build failed or was skipped: its dependents are refused.
@@ -169,7 +173,11 @@ impl<'a> Planner<'a> {
     }
 
     /// Decide one module (its base must have been decided, or built, before).
-    pub async fn decide(&mut self, module: &Module, manifests: &dyn ManifestSource) -> Result<PlannedModule, String> {
+    pub async fn decide(
+        &mut self,
+        module: &Module,
+        manifests: &dyn ManifestSource,
+    ) -> Result<PlannedModule, String> {
         let forced = self.ctx.force;
         let platforms = self.platforms(module).await;
         let multi_platform = platforms.len() > 1;
@@ -195,11 +203,26 @@ impl<'a> Planner<'a> {
                 .map_err(|e| format!("module {}: {e}", module.name))?;
                 let mesh = self.ctx.mesh;
                 let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
-                let image_ref = ImageRef::new(registry, &mesh.name, &module.name, &inputs.digest, &platforms);
-                (RefState::Known(image_ref.to_string()), Some(inputs), Some(image_ref))
+                let image_ref = ImageRef::new(
+                    registry,
+                    &mesh.name,
+                    &module.name,
+                    &inputs.digest,
+                    &platforms,
+                );
+                (
+                    RefState::Known(image_ref.to_string()),
+                    Some(inputs),
+                    Some(image_ref),
+                )
             }
         };
-        let question = Question { module: module.name.clone(), reference: state, forced, multi_platform };
+        let question = Question {
+            module: module.name.clone(),
+            reference: state,
+            forced,
+            multi_platform,
+        };
         if decide::needs_host(&question, &self.ctx.record) && self.host == HostAnswer::NotAsked {
             self.host = match self.daemon.get().await {
                 Ok(daemon) => match daemon.labelled_images().await {
@@ -209,8 +232,16 @@ impl<'a> Planner<'a> {
                 Err(why) => HostAnswer::Failed(why),
             };
         }
-        let Verdict { decision, reason, artifact } =
-            decide::decide(&question, &self.ctx.record, &self.host, &self.ctx.record_source);
+        let Verdict {
+            decision,
+            reason,
+            artifact,
+        } = decide::decide(
+            &question,
+            &self.ctx.record,
+            &self.host,
+            &self.ctx.record_source,
+        );
         match decision {
             Decision::Refused => {
                 self.refused.insert(module.name.clone());
@@ -225,7 +256,13 @@ impl<'a> Planner<'a> {
         let reference = image_ref.as_ref().map(ToString::to_string);
         let changes = match &inputs {
             Some(inputs) => {
-                let previous = manifests.previous(&module.name, self.ctx.record.get(&module.name).map(|e| e.reference.as_str()));
+                let previous = manifests.previous(
+                    &module.name,
+                    self.ctx
+                        .record
+                        .get(&module.name)
+                        .map(|e| e.reference.as_str()),
+                );
                 let mut changes = why::why(previous.as_ref(), &inputs.manifest);
                 if forced {
                     changes.insert(0, Change::Forced);
@@ -235,7 +272,10 @@ impl<'a> Planner<'a> {
             None => Vec::new(),
         };
         let why = match (&inputs, decision) {
-            (_, Decision::Refused) => format!("base {} has no artifact", module.base.as_deref().unwrap_or("?")),
+            (_, Decision::Refused) => format!(
+                "base {} has no artifact",
+                module.base.as_deref().unwrap_or("?")
+            ),
             (None, _) => format!("waits for base {}", module.base.as_deref().unwrap_or("?")),
             (Some(_), _) => why::summary(&changes),
         };
@@ -285,7 +325,10 @@ pub async fn dry_run(
     }
     let mut tiers: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for planned in &modules {
-        tiers.entry(planned.tier).or_default().push(planned.name.clone());
+        tiers
+            .entry(planned.tier)
+            .or_default()
+            .push(planned.name.clone());
     }
     let host_error = match planner.host_answer() {
         HostAnswer::Failed(error) => Some(error.clone()),

@@ -21,17 +21,39 @@ pub type ProgressTx = UnboundedSender<Progress>;
 
 /// Writes each step to the database and the channel; a step the database cannot take is logged,
 /// never fatal (the build records themselves are written separately, and those are required).
+/// Steps that come in a burst with no work between them (a tier's decisions) can be deferred: they
+/// reach the channel at once and the database in one write, before the next step that is not.
 #[derive(Clone)]
 pub struct Emitter {
-    pub history: Arc<Mutex<History>>,
+    history: Arc<Mutex<History>>,
     pub mesh: String,
     pub converge_id: String,
-    pub tx: Option<ProgressTx>,
+    tx: Option<ProgressTx>,
+    deferred: Arc<Mutex<Vec<NewEvent>>>,
 }
 
 impl Emitter {
-    pub fn emit(&self, kind: &'static str, module: Option<&str>, text: impl Into<String>) {
-        let progress = Progress { kind, module: module.map(str::to_string), text: text.into() };
+    pub fn new(
+        history: Arc<Mutex<History>>,
+        mesh: &str,
+        converge_id: &str,
+        tx: Option<ProgressTx>,
+    ) -> Emitter {
+        Emitter {
+            history,
+            mesh: mesh.to_string(),
+            converge_id: converge_id.to_string(),
+            tx,
+            deferred: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    fn step(&self, kind: &'static str, module: Option<&str>, text: String) -> NewEvent {
+        let progress = Progress {
+            kind,
+            module: module.map(str::to_string),
+            text,
+        };
         let event = NewEvent {
             mesh: self.mesh.clone(),
             converge_id: self.converge_id.clone(),
@@ -39,16 +61,44 @@ impl Emitter {
             module: progress.module.clone(),
             text: progress.text.clone(),
         };
-        match self.history.lock() {
-            Ok(history) => {
-                if let Err(error) = history.append_event(&event) {
-                    tracing::warn!("cannot record a converge event: {error}");
-                }
-            }
-            Err(_) => tracing::warn!("the state database handle is poisoned; event not recorded"),
-        }
         if let Some(tx) = &self.tx {
             let _ = tx.send(progress);
+        }
+        event
+    }
+
+    /// Record a step now (after any deferred ones).
+    pub fn emit(&self, kind: &'static str, module: Option<&str>, text: impl Into<String>) {
+        let event = self.step(kind, module, text.into());
+        let mut batch = self
+            .deferred
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        batch.push(event);
+        self.write(&batch);
+    }
+
+    /// Record a step with the next write.
+    pub fn defer(&self, kind: &'static str, module: Option<&str>, text: impl Into<String>) {
+        let event = self.step(kind, module, text.into());
+        match self.deferred.lock() {
+            Ok(mut deferred) => deferred.push(event),
+            Err(_) => self.write(&[event]),
+        }
+    }
+
+    fn write(&self, events: &[NewEvent]) {
+        let written = match self.history.lock() {
+            Ok(history) if events.len() == 1 => history.append_event(&events[0]).map(|_| ()),
+            Ok(history) => history.append_events(events),
+            Err(_) => {
+                tracing::warn!("the state database handle is poisoned; events not recorded");
+                return;
+            }
+        };
+        if let Err(error) = written {
+            tracing::warn!("cannot record converge events: {error}");
         }
     }
 }

@@ -5,10 +5,12 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::progress::Emitter;
+use super::target::{Delivery, Kube, TargetBackend, published_digest};
+use crate::backends::cluster::ClusterError;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{History, SendRow};
 use crate::mesh::behind::Machine;
-use crate::mesh::model::{Mesh, Record, Target};
+use crate::mesh::model::{Mesh, Record, RecordEntry};
 use crate::timefmt;
 
 /// One machine to move: from the artifact it runs to the record's.
@@ -16,6 +18,8 @@ use crate::timefmt;
 pub struct Move {
     pub module: String,
     pub machine: String,
+    /// `container`, `Deployment`, `StatefulSet` or `DaemonSet`.
+    pub kind: String,
     pub from: String,
     #[serde(rename = "to_ref")]
     pub to_reference: String,
@@ -33,13 +37,16 @@ pub struct SendOutcome {
 /// The behind (or held) machines of `module`, and where each goes.
 pub fn moves_for(mesh: &Mesh, record: &Record, machines: &[Machine], module: &str) -> Vec<Move> {
     let _ = mesh;
-    let Some(entry) = record.get(module) else { return Vec::new() };
+    let Some(entry) = record.get(module) else {
+        return Vec::new();
+    };
     machines
         .iter()
         .filter(|m| m.module == module && m.state.is_behind())
         .map(|m| Move {
             module: module.to_string(),
             machine: m.name.clone(),
+            kind: m.kind.clone(),
             from: m.running.first().cloned().unwrap_or_default(),
             to_reference: entry.reference.clone(),
             to_digest: entry.digest.clone(),
@@ -52,6 +59,7 @@ pub async fn send(
     mesh: &Mesh,
     moves: &[Move],
     daemon: &LazyDaemon,
+    target: &TargetBackend,
     history: &Arc<Mutex<History>>,
     emitter: &Emitter,
 ) -> Vec<SendOutcome> {
@@ -60,14 +68,22 @@ pub async fn send(
         emitter.emit(
             "send",
             Some(&moved.module),
-            format!("{}: {} → {}@{}", moved.machine, moved.from, moved.to_reference, moved.to_digest),
+            format!(
+                "{}: {} → {}@{}",
+                moved.machine, moved.from, moved.to_reference, moved.to_digest
+            ),
         );
-        let result = match &mesh.target {
-            Target::Docker => match daemon.get().await {
-                Ok(daemon) => daemon.recreate(&moved.machine, &moved.to_digest).await.map_err(|e| e.to_string()),
+        let result = match target {
+            TargetBackend::Docker => match daemon.get().await {
+                Ok(daemon) => daemon
+                    .recreate(&moved.machine, &moved.to_digest)
+                    .await
+                    .map_err(|e| e.to_string()),
                 Err(error) => Err(error),
             },
-            Target::Kubernetes { .. } => Err("sending on Kubernetes is not wired into this build yet".to_string()),
+            TargetBackend::Kubernetes(kube) => {
+                send_kube(mesh, kube, target, history, moved, emitter).await
+            }
         };
         let (ok, message) = match result {
             Ok(()) => (true, "moved".to_string()),
@@ -89,8 +105,103 @@ pub async fn send(
         {
             tracing::warn!("cannot record a send: {error}");
         }
-        emitter.emit("sent", Some(&moved.module), format!("{}: {message}", moved.machine));
-        outcomes.push(SendOutcome { moved: moved.clone(), ok, message });
+        emitter.emit(
+            "sent",
+            Some(&moved.module),
+            format!("{}: {message}", moved.machine),
+        );
+        outcomes.push(SendOutcome {
+            moved: moved.clone(),
+            ok,
+            message,
+        });
     }
     outcomes
+}
+
+/// Patch the workload (guarded by the image it was listed with), then follow its roll-out.
+async fn send_kube(
+    mesh: &Mesh,
+    kube: &Kube,
+    target: &TargetBackend,
+    history: &Mutex<History>,
+    moved: &Move,
+    emitter: &Emitter,
+) -> Result<(), String> {
+    let find = |workloads: &[crate::backends::cluster::Workload]| {
+        workloads
+            .iter()
+            .find(|w| w.kind.as_str() == moved.kind && w.name == moved.machine)
+            .cloned()
+    };
+    let seen = kube.workloads.lock().ok().and_then(|w| find(&w));
+    let workload = match seen {
+        Some(w) => w,
+        None => {
+            let listed = kube.cluster.machines().await.map_err(|e| e.to_string())?;
+            find(&listed).ok_or_else(|| {
+                format!(
+                    "{} {} is no longer in {}",
+                    moved.kind,
+                    moved.machine,
+                    kube.cluster.place()
+                )
+            })?
+        }
+    };
+    let entry = RecordEntry {
+        reference: moved.to_reference.clone(),
+        digest: moved.to_digest.clone(),
+    };
+    let (to_image, artifact) = match target.delivery()? {
+        Delivery::Push(registry) => match published_digest(mesh, target, history, &entry).await {
+            Some(digest) => (format!("{}@{digest}", entry.reference), None),
+            None => {
+                return Err(format!(
+                    "{} is not published in registry {}: converge module {} first",
+                    entry.reference, registry.host, moved.module
+                ));
+            }
+        },
+        Delivery::KindLoad(_) | Delivery::Host => {
+            (entry.reference.clone(), Some(entry.digest.as_str()))
+        }
+    };
+    kube.cluster
+        .send(&workload, &to_image, artifact)
+        .await
+        .map_err(|e| e.to_string())?;
+    emitter.emit(
+        "rollout",
+        Some(&moved.module),
+        format!("{workload}: image {to_image}; following the roll-out"),
+    );
+    match kube
+        .cluster
+        .follow_rollout(&workload, kube.rollout_deadline, kube.rollout_poll)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(error) => Err(diagnosis(&error)),
+    }
+}
+
+/// A failed roll-out with all it carries: reason, last events, log tail.
+fn diagnosis(error: &ClusterError) -> String {
+    let mut text = error.to_string();
+    if let ClusterError::RolloutFailed {
+        events, log_tail, ..
+    } = error
+    {
+        if !events.is_empty() {
+            text.push_str(&format!("; events: {}", events.join(" | ")));
+        }
+        if let Some(tail) = log_tail {
+            text.push_str(&format!(
+                "; log tail: {}",
+                tail.trim_end().replace('\n', " / ")
+            ));
+        }
+    }
+    text
 }

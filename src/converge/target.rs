@@ -1,12 +1,144 @@
 //! The target's side of a converge: its record (read, stamp) and delivery.
 //! Docker: the record is a table in the state database and the daemon is the target, so delivery
 //! is nothing. Kubernetes: the namespace's annotation, and a push or `kind load`.
+//!
+//! A [`TargetBackend`] is made once per command (one cluster connection), then handed to every step.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::progress::Emitter;
+use crate::backends::cluster::{Cluster, RECORD_ANNOTATION, Workload, kind_load};
+use crate::backends::credentials::{self, Credentials};
+use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::History;
-use crate::mesh::model::{Mesh, Record, Target};
+use crate::backends::registry::{Published, RegistryClient, push_image, split_reference};
+use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
+
+/// How long a send waits for a roll-out before it reads as failed.
+pub const ROLLOUT_DEADLINE: Duration = Duration::from_secs(120);
+/// How often a roll-out is polled.
+pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
+
+/// The target a command acts on, connected once.
+#[derive(Clone)]
+pub enum TargetBackend {
+    Docker,
+    Kubernetes(Arc<Kube>),
+}
+
+/// One Kubernetes namespace of one context, and how modules get there.
+pub struct Kube {
+    pub cluster: Cluster,
+    pub registry: Option<Registry>,
+    pub rollout_deadline: Duration,
+    pub rollout_poll: Duration,
+    /// Docker's credentials for the registry, looked up at most once.
+    creds: tokio::sync::OnceCell<Result<Option<Credentials>, String>>,
+    /// The workloads as last listed: a send guards against the image seen here.
+    pub(crate) workloads: Mutex<Vec<Workload>>,
+}
+
+/// How a module's artifact reaches the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The host daemon is the target.
+    Host,
+    /// Push to the registry.
+    Push(Registry),
+    /// `kind load docker-image --name <cluster>`.
+    KindLoad(String),
+}
+
+impl TargetBackend {
+    /// Connect to the mesh's target. Kubernetes: `--context`/`--namespace` override the mesh file's;
+    /// the context defaults to the kubeconfig's current one.
+    pub async fn connect(
+        mesh: &Mesh,
+        context: Option<&str>,
+        namespace: Option<&str>,
+    ) -> Result<TargetBackend, String> {
+        match &mesh.target {
+            Target::Docker => Ok(TargetBackend::Docker),
+            Target::Kubernetes {
+                namespace: file_namespace,
+                context: file_context,
+            } => {
+                let context = context.or(file_context.as_deref());
+                let namespace = namespace.unwrap_or(file_namespace);
+                let cluster = Cluster::connect(context, namespace)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(TargetBackend::kubernetes(cluster, mesh.registry.clone()))
+            }
+        }
+    }
+
+    /// A Kubernetes target over a ready cluster connection (tests point it at the API test server).
+    pub fn kubernetes(cluster: Cluster, registry: Option<Registry>) -> TargetBackend {
+        TargetBackend::kubernetes_with_rollout(cluster, registry, ROLLOUT_DEADLINE, ROLLOUT_POLL)
+    }
+
+    /// As [`TargetBackend::kubernetes`] with another roll-out deadline and poll interval.
+    pub fn kubernetes_with_rollout(
+        cluster: Cluster,
+        registry: Option<Registry>,
+        deadline: Duration,
+        poll: Duration,
+    ) -> TargetBackend {
+        TargetBackend::Kubernetes(Arc::new(Kube {
+            cluster,
+            registry,
+            rollout_deadline: deadline,
+            rollout_poll: poll,
+            creds: tokio::sync::OnceCell::new(),
+            workloads: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// `context X, namespace Y` for a Kubernetes target (what a changing command names first).
+    pub fn place(&self) -> Option<String> {
+        match self {
+            TargetBackend::Docker => None,
+            TargetBackend::Kubernetes(kube) => Some(format!(
+                "context {}, namespace {}",
+                kube.cluster.context, kube.cluster.namespace
+            )),
+        }
+    }
+
+    /// How modules are delivered, or why they cannot be (then a converge is refused before any build).
+    pub fn delivery(&self) -> Result<Delivery, String> {
+        match self {
+            TargetBackend::Docker => Ok(Delivery::Host),
+            TargetBackend::Kubernetes(kube) => {
+                if let Some(registry) = &kube.registry {
+                    return Ok(Delivery::Push(registry.clone()));
+                }
+                match kube.cluster.kind_cluster() {
+                    Some(name) => Ok(Delivery::KindLoad(name.to_string())),
+                    None => Err(format!(
+                        "nothing can deliver to Kubernetes context {:?} (namespace {}): set `registry = \"host:port\"` in [mesh] to push there, or use a kind-* context (kind load)",
+                        kube.cluster.context, kube.cluster.namespace
+                    )),
+                }
+            }
+        }
+    }
+}
+
+impl Kube {
+    async fn credentials(&self, host: &str) -> Result<Option<Credentials>, String> {
+        self.creds
+            .get_or_init(|| async {
+                credentials::for_registry(host)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .clone()
+    }
+}
 
 /// The target's record and how reasons name it.
 #[derive(Debug, Clone)]
@@ -18,37 +150,162 @@ pub struct RecordRead {
     pub warning: Option<String>,
 }
 
-pub async fn read_record(mesh: &Mesh, history: &Mutex<History>) -> Result<RecordRead, String> {
-    match &mesh.target {
-        Target::Docker => {
-            let history = history.lock().map_err(|_| "the state database handle is poisoned".to_string())?;
-            let record = history.record(&mesh.name).map_err(|e| e.to_string())?;
-            Ok(RecordRead { record, source: "the docker record".into(), warning: None })
+fn locked(history: &Mutex<History>) -> Result<std::sync::MutexGuard<'_, History>, String> {
+    history
+        .lock()
+        .map_err(|_| "the state database handle is poisoned".to_string())
+}
+
+pub async fn read_record(
+    mesh: &Mesh,
+    target: &TargetBackend,
+    history: &Mutex<History>,
+) -> Result<RecordRead, String> {
+    match target {
+        TargetBackend::Docker => {
+            let record = locked(history)?
+                .record(&mesh.name)
+                .map_err(|e| e.to_string())?;
+            Ok(RecordRead {
+                record,
+                source: "the docker record".into(),
+                warning: None,
+            })
         }
-        Target::Kubernetes { namespace, .. } => {
-            Err(format!("the Kubernetes target (namespace {namespace}) is not wired into this build yet"))
+        TargetBackend::Kubernetes(kube) => {
+            let read = kube
+                .cluster
+                .read_record()
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(RecordRead {
+                record: read.record,
+                source: format!(
+                    "annotation {RECORD_ANNOTATION} on namespace {}",
+                    kube.cluster.namespace
+                ),
+                warning: read.warning,
+            })
         }
     }
 }
 
-/// Deliver one module's artifact to the target.
-pub async fn deliver(mesh: &Mesh, module: &str, reference: &str, _artifact: &str, emitter: &Emitter) -> Result<(), String> {
-    match &mesh.target {
-        Target::Docker => {
-            emitter.emit("delivered", Some(module), format!("{reference} is on the host daemon, which is the target"));
+/// Deliver one module's artifact to the target. `build_id` is this converge's build of it, if it was
+/// built now; a push's manifest digest is kept with that build (or, for a host skip, with the build
+/// that made the artifact, when the history knows it).
+#[allow(clippy::too_many_arguments)]
+pub async fn deliver(
+    mesh: &Mesh,
+    target: &TargetBackend,
+    daemon: &LazyDaemon,
+    history: &Mutex<History>,
+    module: &str,
+    reference: &str,
+    artifact: &str,
+    build_id: Option<&str>,
+    emitter: &Emitter,
+) -> Result<(), String> {
+    let TargetBackend::Kubernetes(kube) = target else {
+        emitter.emit(
+            "delivered",
+            Some(module),
+            format!("{reference} is on the host daemon, which is the target"),
+        );
+        return Ok(());
+    };
+    match target.delivery()? {
+        Delivery::Host => Ok(()),
+        Delivery::KindLoad(name) => {
+            kind_load(&name, reference)
+                .await
+                .map_err(|e| e.to_string())?;
+            emitter.emit(
+                "delivered",
+                Some(module),
+                format!("kind load {reference} into kind cluster {name}"),
+            );
             Ok(())
         }
-        Target::Kubernetes { .. } => Err("delivery to Kubernetes is not wired into this build yet".into()),
+        Delivery::Push(registry) => {
+            let creds = kube.credentials(&registry.host).await?;
+            let docker = daemon.get().await?;
+            let digest = push_image(docker.docker(), reference, creds.as_ref())
+                .await
+                .map_err(|e| e.to_string())?;
+            let history = locked(history)?;
+            let build = match build_id {
+                Some(id) => Some(id.to_string()),
+                None => history
+                    .build_by_digest(&mesh.name, artifact)
+                    .map_err(|e| e.to_string())?
+                    .map(|b| b.id),
+            };
+            if let Some(id) = build {
+                history
+                    .set_published(&id, reference, &digest)
+                    .map_err(|e| e.to_string())?;
+            }
+            drop(history);
+            emitter.emit(
+                "delivered",
+                Some(module),
+                format!("pushed {reference} → {digest}"),
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The manifest digest the record's artifact was published under: the history's word, else the
+/// registry's answer for its ref (a push from another host). None: not known to be published.
+pub async fn published_digest(
+    mesh: &Mesh,
+    target: &TargetBackend,
+    history: &Mutex<History>,
+    entry: &RecordEntry,
+) -> Option<String> {
+    let TargetBackend::Kubernetes(kube) = target else {
+        return None;
+    };
+    let known = locked(history)
+        .ok()?
+        .build_by_digest(&mesh.name, &entry.digest)
+        .ok()
+        .flatten()
+        .and_then(|b| b.published_digest);
+    if known.is_some() {
+        return known;
+    }
+    let registry = kube.registry.as_ref()?;
+    let creds = kube.credentials(&registry.host).await.ok().flatten();
+    let client = RegistryClient::new(registry, creds).ok()?;
+    let (repository, tag) = split_reference(&entry.reference);
+    let path = repository
+        .strip_prefix(&format!("{}/", registry.host))
+        .unwrap_or(repository);
+    match client.manifest(path, tag).await {
+        Ok(Published::Present { digest }) => Some(digest),
+        _ => None,
     }
 }
 
 /// Stamp the record: merge `entries` into what it holds.
-pub async fn stamp(mesh: &Mesh, history: &Mutex<History>, converge_id: &str, entries: &Record) -> Result<(), String> {
-    match &mesh.target {
-        Target::Docker => {
-            let history = history.lock().map_err(|_| "the state database handle is poisoned".to_string())?;
-            history.stamp_record(&mesh.name, converge_id, entries).map_err(|e| e.to_string())
-        }
-        Target::Kubernetes { .. } => Err("stamping the Kubernetes record is not wired into this build yet".into()),
+pub async fn stamp(
+    mesh: &Mesh,
+    target: &TargetBackend,
+    history: &Mutex<History>,
+    converge_id: &str,
+    entries: &Record,
+) -> Result<(), String> {
+    match target {
+        TargetBackend::Docker => locked(history)?
+            .stamp_record(&mesh.name, converge_id, entries)
+            .map_err(|e| e.to_string()),
+        TargetBackend::Kubernetes(kube) => kube
+            .cluster
+            .stamp_record(entries)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
     }
 }

@@ -38,14 +38,19 @@ impl MachineState {
 
 impl fmt::Display for MachineState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
 /// The state of one machine. `running` holds the digests the machine reports (a container's image
 /// id; on Kubernetes, every pod's image id). `aliases` are other digests naming the record's artifact
 /// (the manifest digest its push published), since a pod reports what it pulled.
-pub fn machine_state(running: &[String], record: Option<&RecordEntry>, aliases: &[String], policy: Policy) -> MachineState {
+pub fn machine_state(
+    running: &[String],
+    record: Option<&RecordEntry>,
+    aliases: &[String],
+    policy: Policy,
+) -> MachineState {
     let Some(entry) = record else {
         return MachineState::Unrecorded;
     };
@@ -64,17 +69,32 @@ mod tests {
     use super::*;
 
     fn entry(digest: &str) -> RecordEntry {
-        RecordEntry { reference: "demo/api:aaa-amd64".into(), digest: digest.into() }
+        RecordEntry {
+            reference: "demo/api:aaa-amd64".into(),
+            digest: digest.into(),
+        }
     }
 
     #[test]
     fn digests_decide_never_tags() {
         let record = entry("sha256:new");
         let running = |d: &str| vec![d.to_string()];
-        assert_eq!(machine_state(&running("sha256:new"), Some(&record), &[], Policy::Rollout), MachineState::Current);
-        assert_eq!(machine_state(&running("sha256:old"), Some(&record), &[], Policy::Rollout), MachineState::Behind);
-        assert_eq!(machine_state(&running("sha256:old"), Some(&record), &[], Policy::Record), MachineState::Held);
-        assert_eq!(machine_state(&running("sha256:old"), None, &[], Policy::Record), MachineState::Unrecorded);
+        assert_eq!(
+            machine_state(&running("sha256:new"), Some(&record), &[], Policy::Rollout),
+            MachineState::Current
+        );
+        assert_eq!(
+            machine_state(&running("sha256:old"), Some(&record), &[], Policy::Rollout),
+            MachineState::Behind
+        );
+        assert_eq!(
+            machine_state(&running("sha256:old"), Some(&record), &[], Policy::Record),
+            MachineState::Held
+        );
+        assert_eq!(
+            machine_state(&running("sha256:old"), None, &[], Policy::Record),
+            MachineState::Unrecorded
+        );
     }
 
     #[test]
@@ -82,10 +102,19 @@ mod tests {
         let record = entry("sha256:config");
         let aliases = vec!["sha256:manifest".to_string()];
         let pods = vec!["sha256:manifest".to_string(), "sha256:config".to_string()];
-        assert_eq!(machine_state(&pods, Some(&record), &aliases, Policy::Rollout), MachineState::Current);
+        assert_eq!(
+            machine_state(&pods, Some(&record), &aliases, Policy::Rollout),
+            MachineState::Current
+        );
         let mixed = vec!["sha256:manifest".to_string(), "sha256:old".to_string()];
-        assert_eq!(machine_state(&mixed, Some(&record), &aliases, Policy::Rollout), MachineState::Behind);
-        assert_eq!(machine_state(&[], Some(&record), &aliases, Policy::Rollout), MachineState::Behind);
+        assert_eq!(
+            machine_state(&mixed, Some(&record), &aliases, Policy::Rollout),
+            MachineState::Behind
+        );
+        assert_eq!(
+            machine_state(&[], Some(&record), &aliases, Policy::Rollout),
+            MachineState::Behind
+        );
         assert!(MachineState::Held.is_behind() && !MachineState::Current.is_behind());
     }
 }

@@ -47,7 +47,7 @@ impl Decision {
 
 impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -119,7 +119,9 @@ pub struct Verdict {
 pub fn needs_host(question: &Question, record: &Record) -> bool {
     match &question.reference {
         RefState::Known(reference) => {
-            !question.forced && !question.multi_platform && record_names(record, &question.module, reference).is_none()
+            !question.forced
+                && !question.multi_platform
+                && record_names(record, &question.module, reference).is_none()
         }
         RefState::Pending { .. } | RefState::BaseMissing { .. } => false,
     }
@@ -133,29 +135,56 @@ fn record_names<'a>(record: &'a Record, module: &str, reference: &str) -> Option
 }
 
 /// Decide one module. `record_source` names the record in reasons (e.g. "the docker record").
-pub fn decide(question: &Question, record: &Record, host: &HostAnswer, record_source: &str) -> Verdict {
-    let verdict = |decision, reason: String, artifact: Option<String>| Verdict { decision, reason, artifact };
+pub fn decide(
+    question: &Question,
+    record: &Record,
+    host: &HostAnswer,
+    record_source: &str,
+) -> Verdict {
+    let verdict = |decision, reason: String, artifact: Option<String>| Verdict {
+        decision,
+        reason,
+        artifact,
+    };
     let reference = match &question.reference {
         RefState::BaseMissing { base } => {
             return verdict(
                 Decision::Refused,
-                format!("base {base} has no artifact (not in {record_source}, not built in this converge): converge {base} first"),
+                format!(
+                    "base {base} has no artifact (not in {record_source}, not built in this converge): converge {base} first"
+                ),
                 None,
             );
         }
         RefState::Pending { base } if question.forced => {
-            return verdict(Decision::Forced, format!("forced; ref pending on the build of base {base}"), None);
+            return verdict(
+                Decision::Forced,
+                format!("forced; ref pending on the build of base {base}"),
+                None,
+            );
         }
         RefState::Pending { base } => {
-            return verdict(Decision::Build, format!("ref pending: base {base} is built first in this converge"), None);
+            return verdict(
+                Decision::Build,
+                format!("ref pending: base {base} is built first in this converge"),
+                None,
+            );
         }
         RefState::Known(reference) => reference,
     };
     if question.forced {
-        return verdict(Decision::Forced, "forced: build and deliver whatever any record says".into(), None);
+        return verdict(
+            Decision::Forced,
+            "forced: build and deliver whatever any record says".into(),
+            None,
+        );
     }
     if let Some(digest) = record_names(record, &question.module, reference) {
-        return verdict(Decision::Record, format!("{record_source} names this ref"), Some(digest.to_string()));
+        return verdict(
+            Decision::Record,
+            format!("{record_source} names this ref"),
+            Some(digest.to_string()),
+        );
     }
     let record_said = match record.get(&question.module) {
         Some(entry) => format!("{record_source} names {}", entry.reference),
@@ -164,7 +193,9 @@ pub fn decide(question: &Question, record: &Record, host: &HostAnswer, record_so
     if question.multi_platform {
         return verdict(
             Decision::Build,
-            format!("{record_said}; a multi-platform ref is never in the host daemon, so the host cannot answer"),
+            format!(
+                "{record_said}; a multi-platform ref is never in the host daemon, so the host cannot answer"
+            ),
             None,
         );
     }
@@ -174,11 +205,18 @@ pub fn decide(question: &Question, record: &Record, host: &HostAnswer, record_so
             format!("{record_said}; the host could not answer ({error}), read as holding nothing"),
             None,
         ),
-        HostAnswer::NotAsked => verdict(Decision::Build, format!("{record_said}; the host was not asked"), None),
+        HostAnswer::NotAsked => verdict(
+            Decision::Build,
+            format!("{record_said}; the host was not asked"),
+            None,
+        ),
         HostAnswer::Holds(_) => match host.image_tagged(reference) {
             Some(image) => verdict(
                 Decision::Host,
-                format!("{record_said}; the host holds {} labelled by meshtop", short_id(&image.id)),
+                format!(
+                    "{record_said}; the host holds {} labelled by meshtop",
+                    short_id(&image.id)
+                ),
                 Some(image.id.clone()),
             ),
             None => verdict(

@@ -13,7 +13,13 @@ fn record(entries: &[(&str, &str, &str)]) -> Record {
     entries
         .iter()
         .map(|(module, reference, digest)| {
-            ((*module).to_string(), RecordEntry { reference: (*reference).into(), digest: (*digest).into() })
+            (
+                (*module).to_string(),
+                RecordEntry {
+                    reference: (*reference).into(),
+                    digest: (*digest).into(),
+                },
+            )
         })
         .collect()
 }
@@ -23,11 +29,20 @@ fn image(tag: &str, labelled: bool) -> HostImage {
     if labelled {
         labels.insert(MODULE_LABEL.to_string(), "api".to_string());
     }
-    HostImage { id: "sha256:hostimage0001".into(), tags: vec![tag.into()], labels }
+    HostImage {
+        id: "sha256:hostimage0001".into(),
+        tags: vec![tag.into()],
+        labels,
+    }
 }
 
 fn known(forced: bool, multi: bool) -> Question {
-    Question { module: "api".into(), reference: RefState::Known(REF.into()), forced, multi_platform: multi }
+    Question {
+        module: "api".into(),
+        reference: RefState::Known(REF.into()),
+        forced,
+        multi_platform: multi,
+    }
 }
 
 struct Row {
@@ -151,14 +166,16 @@ fn every_rule_of_which_record_vouches() {
             host: HostAnswer::Holds(vec![]),
             decision: Decision::Build,
             needs_host: true,
-            reason_has: &"names demo/api:000000000000-amd64"[..],
+            reason_has: "names demo/api:000000000000-amd64",
             artifact: None,
         },
         Row {
             name: "5. base without artifact: refused, naming the base, even when forced",
             question: Question {
                 module: "api".into(),
-                reference: RefState::BaseMissing { base: "base".into() },
+                reference: RefState::BaseMissing {
+                    base: "base".into(),
+                },
                 forced: true,
                 multi_platform: false,
             },
@@ -173,7 +190,9 @@ fn every_rule_of_which_record_vouches() {
             name: "pending: base built first in this converge, ref not known yet",
             question: Question {
                 module: "api".into(),
-                reference: RefState::Pending { base: "base".into() },
+                reference: RefState::Pending {
+                    base: "base".into(),
+                },
                 forced: false,
                 multi_platform: false,
             },
@@ -188,7 +207,9 @@ fn every_rule_of_which_record_vouches() {
             name: "pending and forced",
             question: Question {
                 module: "api".into(),
-                reference: RefState::Pending { base: "base".into() },
+                reference: RefState::Pending {
+                    base: "base".into(),
+                },
                 forced: true,
                 multi_platform: false,
             },
@@ -202,7 +223,11 @@ fn every_rule_of_which_record_vouches() {
     ];
     for row in rows {
         let verdict = decide(&row.question, &row.record, &row.host, "the docker record");
-        assert_eq!(verdict.decision, row.decision, "{}: {}", row.name, verdict.reason);
+        assert_eq!(
+            verdict.decision, row.decision,
+            "{}: {}",
+            row.name, verdict.reason
+        );
         assert!(
             verdict.reason.contains(row.reason_has),
             "{}: reason {:?} lacks {:?}",
@@ -211,7 +236,12 @@ fn every_rule_of_which_record_vouches() {
             row.reason_has
         );
         assert_eq!(verdict.artifact.as_deref(), row.artifact, "{}", row.name);
-        assert_eq!(needs_host(&row.question, &row.record), row.needs_host, "{}", row.name);
+        assert_eq!(
+            needs_host(&row.question, &row.record),
+            row.needs_host,
+            "{}",
+            row.name
+        );
     }
 }
 
@@ -219,7 +249,9 @@ fn every_rule_of_which_record_vouches() {
 fn decisions_say_what_a_converge_does() {
     assert!(Decision::Build.builds() && Decision::Forced.builds());
     assert!(!Decision::Record.builds() && !Decision::Host.builds() && !Decision::Refused.builds());
-    assert!(Decision::Host.delivers() && !Decision::Record.delivers() && !Decision::Refused.delivers());
+    assert!(
+        Decision::Host.delivers() && !Decision::Record.delivers() && !Decision::Refused.delivers()
+    );
     assert_eq!(short_id("sha256:3f9c2a1b7d4e99aa"), "3f9c2a1b7d4e");
     assert_eq!(short_id("abc"), "abc");
 }

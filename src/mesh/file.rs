@@ -3,6 +3,7 @@
 //! Every error names the file, the line, what is wrong (with the module or key) and how to fix it.
 //! Nothing here panics on any input: an empty file, binary junk or huge names are errors like any other.
 
+mod names;
 mod paths;
 mod read;
 mod table;
@@ -14,9 +15,10 @@ use toml::de::DeTable;
 
 use super::model::{MachineSpec, Mesh, Module};
 use super::tiers::{TierError, cycle_text, resolve_tiers};
-use paths::PathProblem;
+use names::suggest;
+pub use names::{MAX_MACHINE_NAME, MAX_NAME};
 use read::RawModule;
-use table::{Section, Source, cut, show};
+use table::{Section, Source, show};
 
 /// The name meshtop looks for when `--mesh` is not given.
 pub const MESH_FILE_NAME: &str = "mesh.toml";
@@ -133,8 +135,7 @@ pub fn find_mesh_file_in(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf,
                 None,
                 None,
                 format!(
-                    "no mesh file: --mesh was not given and {} does not exist",
-                    path.display()
+                    "no mesh file: --mesh was not given and there is no {MESH_FILE_NAME} in the current directory"
                 ),
                 format!(
                     "run meshtop in the directory holding {MESH_FILE_NAME}, or pass --mesh PATH"
@@ -193,7 +194,7 @@ pub fn load(path: &Path) -> Result<Mesh, MeshError> {
 /// Parse and validate mesh-file text. `path` is where the text came from: contexts resolve relative
 /// to its directory, and the repository root is found from there.
 pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
-    let src = Source { text, file: path };
+    let src = Source::new(text, path);
     let doc = DeTable::parse(text).map_err(|e| src.toml_error(&e))?;
     let top = Section {
         table: doc.get_ref(),
@@ -211,13 +212,13 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     // Names are unique.
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for module in &modules {
-        if let Some(first) = seen.insert(module.name.get_ref(), module.line) {
+        let line = src.line(&module.name.span());
+        if let Some(first) = seen.insert(module.name.get_ref(), line) {
             return Err(src.err(
                 &module.name.span(),
                 format!(
-                    "module {} is declared twice (lines {first} and {})",
+                    "module {} is declared twice (lines {first} and {line})",
                     show(module.name.get_ref()),
-                    module.line
                 ),
                 "rename one of them or remove the duplicate [[module]] table",
             ));
@@ -264,7 +265,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     let mut resolved: Vec<Module> = Vec::with_capacity(modules.len());
     for raw in modules {
         let tier = tiers.get(raw.name.get_ref().as_str()).copied().unwrap_or(0);
-        resolved.push(resolve_module(
+        resolved.push(paths::resolve_module(
             &src,
             &root,
             &dir,
@@ -368,162 +369,4 @@ fn tiers_of(
             )
         }
     })
-}
-
-fn resolve_module(
-    src: &Source<'_>,
-    root: &Path,
-    dir: &Path,
-    raw: RawModule,
-    tier: u32,
-    mesh_platforms: &[super::model::Platform],
-) -> Result<Module, MeshError> {
-    let who = format!("module {}", show(raw.name.get_ref()));
-    let ctx = raw.context.get_ref();
-    let context = paths::confine(root, dir, ctx, true).map_err(|problem| {
-        let (what, fix) = match problem {
-            PathProblem::Empty => ("has an empty `context`".to_string(), "write context = \".\" for the mesh file's directory".to_string()),
-            PathProblem::Absolute => (
-                format!("has an absolute `context` {}", show(ctx)),
-                "write the context relative to the mesh file".to_string(),
-            ),
-            PathProblem::DotDot => (
-                format!("has a `context` {} that escapes the repository {} through `..`", show(ctx), root.display()),
-                "a context must lie inside the repository holding the mesh file: move it there".to_string(),
-            ),
-            PathProblem::Missing(p) => (
-                format!("has a `context` directory that does not exist: {}", p.display()),
-                "create the directory or fix the path (it is relative to the mesh file)".to_string(),
-            ),
-            PathProblem::WrongKind(p) => (
-                format!("has a `context` that is not a directory: {}", p.display()),
-                "name the directory holding the module's files".to_string(),
-            ),
-            PathProblem::Symlink { real } => (
-                format!(
-                    "has a `context` {} that escapes the repository {} through a symlink (it resolves to {})",
-                    show(ctx),
-                    root.display(),
-                    real.display()
-                ),
-                "a context must lie inside the repository holding the mesh file: copy the files in, do not link".to_string(),
-            ),
-            PathProblem::Unreadable(p, e) => (
-                format!("has a `context` that cannot be read: {}: {e}", p.display()),
-                "check its permissions".to_string(),
-            ),
-        };
-        src.err(&raw.context.span(), format!("{who} {what}"), fix)
-    })?;
-
-    let dockerfile = raw
-        .dockerfile
-        .as_ref()
-        .map_or("Dockerfile", |d| d.get_ref().as_str())
-        .to_string();
-    let df_span = raw
-        .dockerfile
-        .as_ref()
-        .map_or(raw.context.span(), |d| d.span());
-    paths::confine(&context, &context, &dockerfile, false).map_err(|problem| {
-        let (what, fix) = match problem {
-            PathProblem::Empty => ("has an empty `dockerfile`".to_string(), "remove the key to use Dockerfile".to_string()),
-            PathProblem::Absolute => (
-                format!("has an absolute `dockerfile` {}", show(&dockerfile)),
-                "write the Dockerfile's path relative to the context".to_string(),
-            ),
-            PathProblem::DotDot => (
-                format!("has a `dockerfile` {} that escapes its context through `..`", show(&dockerfile)),
-                "the Dockerfile must lie inside the module's context: move it there".to_string(),
-            ),
-            PathProblem::Missing(p) => (
-                format!("has no Dockerfile: {} does not exist", p.display()),
-                "create it, or set `dockerfile` to its path relative to the context".to_string(),
-            ),
-            PathProblem::WrongKind(p) => (
-                format!("has a `dockerfile` that is not a file: {}", p.display()),
-                "set `dockerfile` to the Dockerfile's path relative to the context".to_string(),
-            ),
-            PathProblem::Symlink { real } => (
-                format!("has a `dockerfile` that escapes its context through a symlink (it resolves to {})", real.display()),
-                "the Dockerfile must lie inside the module's context: copy it in, do not link".to_string(),
-            ),
-            PathProblem::Unreadable(p, e) => (
-                format!("has a `dockerfile` that cannot be read: {}: {e}", p.display()),
-                "check its permissions".to_string(),
-            ),
-        };
-        src.err(&df_span, format!("{who} {what}"), fix)
-    })?;
-
-    Ok(Module {
-        name: raw.name.into_inner(),
-        context,
-        dockerfile,
-        base: raw.base.map(|b| b.into_inner()),
-        policy: raw.policy,
-        platforms: raw.platforms.unwrap_or_else(|| mesh_platforms.to_vec()),
-        build_args: raw.args,
-        tier,
-        line: raw.line,
-    })
-}
-
-/// "did you mean …?" for a name that is not one of `known`.
-fn suggest(wrong: &str, known: &[&str]) -> String {
-    let listed: Vec<String> = known.iter().take(12).map(|n| cut(n)).collect();
-    let more = if known.len() > 12 { ", …" } else { "" };
-    let list = if known.is_empty() {
-        "none".to_string()
-    } else {
-        format!("{}{more}", listed.join(", "))
-    };
-    match nearest(wrong, known.iter().copied()) {
-        Some(near) => format!("did you mean {}? (modules: {list})", show(near)),
-        None => format!(
-            "name one of the mesh's modules ({list}) or declare a [[module]] named {}",
-            show(wrong)
-        ),
-    }
-}
-
-/// The closest candidate by edit distance, if it is close enough to be a typo.
-pub(crate) fn nearest<'a>(
-    wrong: &str,
-    candidates: impl Iterator<Item = &'a str>,
-) -> Option<&'a str> {
-    const LONGEST: usize = 128;
-    let wrong: Vec<char> = wrong.chars().collect();
-    if wrong.is_empty() || wrong.len() > LONGEST {
-        return None;
-    }
-    let limit = (wrong.len() / 3).max(1);
-    let mut best: Option<(usize, &str)> = None;
-    for candidate in candidates {
-        let c: Vec<char> = candidate.chars().collect();
-        if c.len() > LONGEST {
-            continue;
-        }
-        let d = edit_distance(&wrong, &c);
-        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, candidate));
-        }
-    }
-    best.map(|(_, c)| c)
-}
-
-fn edit_distance(a: &[char], b: &[char]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }

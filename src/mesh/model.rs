@@ -87,7 +87,7 @@ pub enum Policy {
 
 impl fmt::Display for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Policy::Rollout => "rollout",
             Policy::Record => "record",
         })
@@ -116,15 +116,22 @@ impl Platform {
                 KNOWN_ARCHES.join(", ")
             )
         };
-        if !(2..=3).contains(&parts.len()) || parts[0] != "linux" || !KNOWN_ARCHES.contains(&parts[1]) {
+        if !(2..=3).contains(&parts.len())
+            || parts[0] != "linux"
+            || !KNOWN_ARCHES.contains(&parts[1])
+        {
             return Err(bad());
         }
         let variant = match parts.get(2) {
-            Some(v) if v.is_empty() => return Err(bad()),
+            Some(&"") => return Err(bad()),
             Some(v) => Some((*v).to_string()),
             None => None,
         };
-        Ok(Platform { os: parts[0].to_string(), arch: parts[1].to_string(), variant })
+        Ok(Platform {
+            os: parts[0].to_string(),
+            arch: parts[1].to_string(),
+            variant,
+        })
     }
 
     /// The platform of the machine meshtop runs on (used when the daemon cannot tell its own).
@@ -138,7 +145,11 @@ impl Platform {
             "s390x" => "s390x",
             other => other,
         };
-        Platform { os: "linux".into(), arch: arch.into(), variant: None }
+        Platform {
+            os: "linux".into(),
+            arch: arch.into(),
+            variant: None,
+        }
     }
 }
 

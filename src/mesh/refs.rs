@@ -88,6 +88,7 @@ pub fn repository_of(image: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -104,24 +105,46 @@ mod tests {
             "9a8b7c6d5e4f00112233",
             &[platform("linux/arm64"), platform("linux/amd64")],
         );
-        assert_eq!(r.to_string(), "localhost:5000/demo/api:9a8b7c6d5e4f-amd64-arm64");
+        assert_eq!(
+            r.to_string(),
+            "localhost:5000/demo/api:9a8b7c6d5e4f-amd64-arm64"
+        );
         assert!(r.is_multi_platform());
-        let local = ImageRef::new(None, "demo", "base", "3f9c2a1b7d4e99", &[platform("linux/amd64")]);
+        let local = ImageRef::new(
+            None,
+            "demo",
+            "base",
+            "3f9c2a1b7d4e99",
+            &[platform("linux/amd64")],
+        );
         assert_eq!(local.to_string(), "demo/base:3f9c2a1b7d4e-amd64");
         assert!(!local.is_multi_platform());
     }
 
     #[test]
     fn variants_and_duplicates() {
-        let words = arch_words(&[platform("linux/arm/v7"), platform("linux/amd64"), platform("linux/amd64")]);
+        let words = arch_words(&[
+            platform("linux/arm/v7"),
+            platform("linux/amd64"),
+            platform("linux/amd64"),
+        ]);
         assert_eq!(words, vec!["amd64", "armv7"]);
     }
 
     #[test]
     fn repository_of_strips_tag_and_digest_but_not_port() {
-        assert_eq!(repository_of("localhost:5000/demo/api:abc-amd64"), "localhost:5000/demo/api");
-        assert_eq!(repository_of("localhost:5000/demo/api@sha256:00"), "localhost:5000/demo/api");
-        assert_eq!(repository_of("localhost:5000/demo/api"), "localhost:5000/demo/api");
+        assert_eq!(
+            repository_of("localhost:5000/demo/api:abc-amd64"),
+            "localhost:5000/demo/api"
+        );
+        assert_eq!(
+            repository_of("localhost:5000/demo/api@sha256:00"),
+            "localhost:5000/demo/api"
+        );
+        assert_eq!(
+            repository_of("localhost:5000/demo/api"),
+            "localhost:5000/demo/api"
+        );
         assert_eq!(repository_of("demo/api:t@sha256:00"), "demo/api");
     }
 }

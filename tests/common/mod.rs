@@ -27,15 +27,25 @@ fn copy_tree(from: &Path, to: &Path) {
 
 /// Fails loudly when the daemon is not there: these tests never skip.
 pub fn require_docker() {
-    let ok = Command::new("docker").arg("info").output().map(|o| o.status.success()).unwrap_or(false);
-    assert!(ok, "these tests need the Docker daemon: `docker info` failed — start it (CI: .ci/run checks it)");
+    let ok = Command::new("docker")
+        .arg("info")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "these tests need the Docker daemon: `docker info` failed — start it (CI: .ci/run checks it)"
+    );
 }
 
 impl ExampleMesh {
     pub fn new(tag: &str) -> ExampleMesh {
         require_docker();
         let busybox = Path::new("/bin/busybox");
-        assert!(busybox.exists(), "the example mesh needs Debian's busybox-static (/bin/busybox): apt-get install busybox-static");
+        assert!(
+            busybox.exists(),
+            "the example mesh needs Debian's busybox-static (/bin/busybox): apt-get install busybox-static"
+        );
         let dir = tempfile::tempdir().unwrap();
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/example");
         copy_tree(&root, &dir.path().join("mesh"));
@@ -43,7 +53,9 @@ impl ExampleMesh {
         let name = format!("t{}-{}", tag, std::process::id());
         let file = dir.path().join("mesh/mesh.toml");
         let text = std::fs::read_to_string(&file).unwrap();
-        let text = text.replace("name = \"demo\"", &format!("name = \"{name}\"")).replace("name = \"demo-", &format!("name = \"{name}-"));
+        let text = text
+            .replace("name = \"demo\"", &format!("name = \"{name}\""))
+            .replace("name = \"demo-", &format!("name = \"{name}-"));
         std::fs::write(&file, text).unwrap();
         ExampleMesh { dir, name }
     }
@@ -86,7 +98,10 @@ impl ExampleMesh {
             String::from_utf8_lossy(&output.stderr)
         );
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-            panic!("meshtop {args:?}: not JSON ({e}):\n{}", String::from_utf8_lossy(&output.stdout))
+            panic!(
+                "meshtop {args:?}: not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&output.stdout)
+            )
         })
     }
 }
@@ -95,21 +110,38 @@ impl Drop for ExampleMesh {
     fn drop(&mut self) {
         let label = format!("label=jr2.dev/mesh={}", self.name);
         let ids = |args: &[&str]| -> Vec<String> {
-            let out = Command::new("docker").args(args).output().map(|o| o.stdout).unwrap_or_default();
-            String::from_utf8_lossy(&out).split_whitespace().map(str::to_string).collect()
+            let out = Command::new("docker")
+                .args(args)
+                .output()
+                .map(|o| o.stdout)
+                .unwrap_or_default();
+            String::from_utf8_lossy(&out)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
         };
         let containers = ids(&["ps", "-aq", "--filter", &label]);
         if !containers.is_empty() {
-            let _ = Command::new("docker").args(["rm", "-f"]).args(&containers).output();
+            let _ = Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&containers)
+                .output();
         }
         let images = ids(&["images", "-q", "--filter", &label]);
         if !images.is_empty() {
-            let _ = Command::new("docker").args(["rmi", "-f"]).args(&images).output();
+            let _ = Command::new("docker")
+                .args(["rmi", "-f"])
+                .args(&images)
+                .output();
         }
     }
 }
 
 /// stderr + stdout of an output, for assertion messages.
 pub fn said(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }

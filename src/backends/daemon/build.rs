@@ -34,7 +34,11 @@ pub enum BuildEnd {
 impl Daemon {
     /// Run one build, handing every output line to `on_line` as it comes.
     /// A daemon that goes away mid-build is an `Err`; a failed step is `Ok(BuildEnd::Failed)`.
-    pub async fn build(&self, request: BuildRequest, mut on_line: impl FnMut(&str)) -> Result<BuildEnd, DaemonError> {
+    pub async fn build(
+        &self,
+        request: BuildRequest,
+        mut on_line: impl FnMut(&str),
+    ) -> Result<BuildEnd, DaemonError> {
         let options = BuildImageOptionsBuilder::default()
             .dockerfile(&request.dockerfile)
             .t(&request.tag)
@@ -52,12 +56,21 @@ impl Daemon {
         while let Some(item) = stream.next().await {
             let info = match item {
                 Ok(info) => info,
-                Err(bollard::errors::Error::DockerStreamError { error }) => return Ok(BuildEnd::Failed(error)),
-                Err(bollard::errors::Error::DockerResponseServerError { status_code, message }) if status_code < 500 => {
+                Err(bollard::errors::Error::DockerStreamError { error }) => {
+                    return Ok(BuildEnd::Failed(error));
+                }
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code,
+                    message,
+                }) if status_code < 500 => {
                     return Ok(BuildEnd::Failed(message));
                 }
                 Err(source) => {
-                    return Err(DaemonError::Call { endpoint: self.endpoint.clone(), action: "build", source });
+                    return Err(DaemonError::Call {
+                        endpoint: self.endpoint.clone(),
+                        action: "build",
+                        source,
+                    });
                 }
             };
             if let Some(text) = info.stream.as_deref().or(info.status.as_deref()) {
@@ -80,9 +93,13 @@ impl Daemon {
             None => match self.docker.inspect_image(&request.tag).await {
                 Ok(image) => match image.id {
                     Some(id) => Ok(BuildEnd::Built(id)),
-                    None => Ok(BuildEnd::Failed(format!("the daemon built no image id (last output: {last_line})"))),
+                    None => Ok(BuildEnd::Failed(format!(
+                        "the daemon built no image id (last output: {last_line})"
+                    ))),
                 },
-                Err(_) => Ok(BuildEnd::Failed(format!("the build ended without an image (last output: {last_line})"))),
+                Err(_) => Ok(BuildEnd::Failed(format!(
+                    "the build ended without an image (last output: {last_line})"
+                ))),
             },
         }
     }
@@ -91,8 +108,14 @@ impl Daemon {
     pub async fn image_id(&self, reference: &str) -> Result<Option<String>, DaemonError> {
         match self.docker.inspect_image(reference).await {
             Ok(image) => Ok(image.id),
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
-            Err(source) => Err(DaemonError::Call { endpoint: self.endpoint.clone(), action: "inspect an image", source }),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(None),
+            Err(source) => Err(DaemonError::Call {
+                endpoint: self.endpoint.clone(),
+                action: "inspect an image",
+                source,
+            }),
         }
     }
 }

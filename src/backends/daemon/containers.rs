@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bollard::models::{ContainerCreateBody, ContainerInspectResponse, EndpointSettings, NetworkConnectRequest};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, EndpointSettings, NetworkConnectRequest,
+};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
     RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
@@ -40,21 +42,40 @@ pub struct NewContainer {
 }
 
 impl Daemon {
-    fn call_error(&self, action: &'static str) -> impl FnOnce(bollard::errors::Error) -> DaemonError + '_ {
-        move |source| DaemonError::Call { endpoint: self.endpoint.clone(), action, source }
+    fn call_error(
+        &self,
+        action: &'static str,
+    ) -> impl FnOnce(bollard::errors::Error) -> DaemonError + '_ {
+        move |source| DaemonError::Call {
+            endpoint: self.endpoint.clone(),
+            action,
+            source,
+        }
     }
 
     /// Every container carrying meshtop's module label, running or not, in one call.
     pub async fn labelled_containers(&self) -> Result<Vec<Container>, DaemonError> {
         let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
-        let options = ListContainersOptionsBuilder::default().all(true).filters(&filters).build();
-        let summaries = self.docker.list_containers(Some(options)).await.map_err(self.call_error("list containers"))?;
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let summaries = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(self.call_error("list containers"))?;
         Ok(summaries
             .into_iter()
             .filter_map(|summary| {
                 let labels = summary.labels.unwrap_or_default();
                 let module = labels.get(MODULE_LABEL)?.clone();
-                let name = summary.names.unwrap_or_default().first()?.trim_start_matches('/').to_string();
+                let name = summary
+                    .names
+                    .unwrap_or_default()
+                    .first()?
+                    .trim_start_matches('/')
+                    .to_string();
                 Some(Container {
                     id: summary.id.unwrap_or_default(),
                     name,
@@ -85,11 +106,19 @@ impl Daemon {
             }),
             ..Default::default()
         };
-        let options = CreateContainerOptionsBuilder::default().name(&spec.name).build();
-        let created =
-            self.docker.create_container(Some(options), body).await.map_err(self.call_error("create a container"))?;
+        let options = CreateContainerOptionsBuilder::default()
+            .name(&spec.name)
+            .build();
+        let created = self
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(self.call_error("create a container"))?;
         self.docker
-            .start_container(&created.id, None::<bollard::query_parameters::StartContainerOptions>)
+            .start_container(
+                &created.id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
             .await
             .map_err(self.call_error("start a container"))?;
         Ok(created.id)
@@ -98,9 +127,18 @@ impl Daemon {
     /// Move a container to `new_image` with the configuration it had: the old one is stopped and
     /// kept until the new one runs; if the new one fails, the old one is started again.
     pub async fn recreate(&self, name: &str, new_image: &str) -> Result<(), DaemonError> {
-        let old = self.docker.inspect_container(name, None).await.map_err(self.call_error("inspect a container"))?;
+        let old = self
+            .docker
+            .inspect_container(name, None)
+            .await
+            .map_err(self.call_error("inspect a container"))?;
         let old_image_config = match old.image.as_deref() {
-            Some(image) => self.docker.inspect_image(image).await.ok().and_then(|i| i.config),
+            Some(image) => self
+                .docker
+                .inspect_image(image)
+                .await
+                .ok()
+                .and_then(|i| i.config),
             None => None,
         };
         let body = recreated_body(&old, old_image_config.as_ref(), new_image);
@@ -109,14 +147,25 @@ impl Daemon {
         let kept_name = format!("{name}.meshtop-previous");
         if was_running {
             let stop = StopContainerOptionsBuilder::default().t(10).build();
-            self.docker.stop_container(name, Some(stop)).await.map_err(self.call_error("stop the old container"))?;
+            self.docker
+                .stop_container(name, Some(stop))
+                .await
+                .map_err(self.call_error("stop the old container"))?;
         }
-        let rename = RenameContainerOptionsBuilder::default().name(&kept_name).build();
-        self.docker.rename_container(name, rename).await.map_err(self.call_error("rename the old container"))?;
+        let rename = RenameContainerOptionsBuilder::default()
+            .name(&kept_name)
+            .build();
+        self.docker
+            .rename_container(name, rename)
+            .await
+            .map_err(self.call_error("rename the old container"))?;
         match self.start_replacement(name, body, extra_networks).await {
             Ok(()) => {
                 let remove = RemoveContainerOptionsBuilder::default().force(true).build();
-                self.docker.remove_container(&kept_name, Some(remove)).await.map_err(self.call_error("remove the old container"))?;
+                self.docker
+                    .remove_container(&kept_name, Some(remove))
+                    .await
+                    .map_err(self.call_error("remove the old container"))?;
                 Ok(())
             }
             Err(error) => {
@@ -124,10 +173,16 @@ impl Daemon {
                 let remove = RemoveContainerOptionsBuilder::default().force(true).build();
                 let _ = self.docker.remove_container(name, Some(remove)).await;
                 let back = RenameContainerOptionsBuilder::default().name(name).build();
-                self.docker.rename_container(&kept_name, back).await.map_err(self.call_error("restore the old container's name"))?;
+                self.docker
+                    .rename_container(&kept_name, back)
+                    .await
+                    .map_err(self.call_error("restore the old container's name"))?;
                 if was_running {
                     self.docker
-                        .start_container(name, None::<bollard::query_parameters::StartContainerOptions>)
+                        .start_container(
+                            name,
+                            None::<bollard::query_parameters::StartContainerOptions>,
+                        )
                         .await
                         .map_err(self.call_error("restart the old container"))?;
                 }
@@ -143,28 +198,62 @@ impl Daemon {
         extra_networks: Vec<(String, EndpointSettings)>,
     ) -> Result<(), DaemonError> {
         let options = CreateContainerOptionsBuilder::default().name(name).build();
-        let created = self.docker.create_container(Some(options), body).await.map_err(self.call_error("create the new container"))?;
+        let created = self
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(self.call_error("create the new container"))?;
         for (network, endpoint) in extra_networks {
-            let request = NetworkConnectRequest { container: created.id.clone(), endpoint_config: Some(endpoint) };
-            self.docker.connect_network(&network, request).await.map_err(self.call_error("connect the new container to a network"))?;
+            let request = NetworkConnectRequest {
+                container: created.id.clone(),
+                endpoint_config: Some(endpoint),
+            };
+            self.docker
+                .connect_network(&network, request)
+                .await
+                .map_err(self.call_error("connect the new container to a network"))?;
         }
         self.docker
-            .start_container(&created.id, None::<bollard::query_parameters::StartContainerOptions>)
+            .start_container(
+                &created.id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
             .await
             .map_err(self.call_error("start the new container"))?;
-        // A container that dies right away did not "run": give it a moment, then look.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = self.docker.inspect_container(&created.id, None).await.map_err(self.call_error("inspect the new container"))?;
-        let state = now.state.unwrap_or_default();
-        if state.running.unwrap_or(false) || state.exit_code == Some(0) {
-            return Ok(());
+        // A container that dies (or keeps restarting) right away did not "run": watch it a moment.
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = self
+                .docker
+                .inspect_container(&created.id, None)
+                .await
+                .map_err(self.call_error("inspect the new container"))?;
+            let restarts = now.restart_count.unwrap_or(0);
+            let state = now.state.unwrap_or_default();
+            let exit_code = state.exit_code.unwrap_or(0);
+            let running = state.running.unwrap_or(false);
+            let message = if state.restarting.unwrap_or(false) || restarts > 0 {
+                format!(
+                    "the new container {name} kept restarting right away (restarted {restarts} time(s), last exit code {exit_code})"
+                )
+            } else if !running && exit_code != 0 {
+                let error = state
+                    .error
+                    .filter(|e| !e.is_empty())
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default();
+                format!(
+                    "the new container {name} stopped right away (exit code {exit_code}{error})"
+                )
+            } else {
+                continue;
+            };
+            return Err(DaemonError::Refused {
+                endpoint: self.endpoint.clone(),
+                message,
+            });
         }
-        let message = format!(
-            "the new container {name} stopped right away (exit code {}{})",
-            state.exit_code.unwrap_or(-1),
-            state.error.filter(|e| !e.is_empty()).map(|e| format!(": {e}")).unwrap_or_default()
-        );
-        Err(DaemonError::Refused { endpoint: self.endpoint.clone(), message })
+        Ok(())
     }
 }
 
@@ -178,10 +267,16 @@ fn recreated_body(
 ) -> ContainerCreateBody {
     let config = old.config.clone().unwrap_or_default();
     let image = old_image.cloned().unwrap_or_default();
-    let own = |value: Option<Vec<String>>, inherited: &Option<Vec<String>>| value.filter(|v| Some(v) != inherited.as_ref());
+    let own = |value: Option<Vec<String>>, inherited: &Option<Vec<String>>| {
+        value.filter(|v| Some(v) != inherited.as_ref())
+    };
     let env = config
         .env
-        .map(|env| env.into_iter().filter(|e| !image.env.as_ref().is_some_and(|i| i.contains(e))).collect::<Vec<_>>())
+        .map(|env| {
+            env.into_iter()
+                .filter(|e| !image.env.as_ref().is_some_and(|i| i.contains(e)))
+                .collect::<Vec<_>>()
+        })
         .filter(|env| !env.is_empty());
     let image_labels = image.labels.clone().unwrap_or_default();
     let labels: HashMap<String, String> = config
@@ -193,16 +288,21 @@ fn recreated_body(
     ContainerCreateBody {
         image: Some(new_image.to_string()),
         hostname: None,
-        user: own(config.user.map(|u| vec![u]), &image.user.map(|u| vec![u])).and_then(|mut u| u.pop()),
+        user: own(config.user.map(|u| vec![u]), &image.user.map(|u| vec![u]))
+            .and_then(|mut u| u.pop()),
         cmd: own(config.cmd, &image.cmd),
         entrypoint: own(config.entrypoint, &image.entrypoint),
         env,
-        working_dir: config.working_dir.filter(|w| Some(w) != image.working_dir.as_ref()),
+        working_dir: config
+            .working_dir
+            .filter(|w| Some(w) != image.working_dir.as_ref()),
         exposed_ports: own(config.exposed_ports, &image.exposed_ports),
         labels: Some(labels),
         tty: config.tty,
         open_stdin: config.open_stdin,
-        stop_signal: config.stop_signal.filter(|s| Some(s) != image.stop_signal.as_ref()),
+        stop_signal: config
+            .stop_signal
+            .filter(|s| Some(s) != image.stop_signal.as_ref()),
         stop_timeout: config.stop_timeout,
         host_config: old.host_config.clone(),
         ..Default::default()
@@ -211,8 +311,16 @@ fn recreated_body(
 
 /// Networks beyond the primary one (`network_mode`), to connect before the new container starts.
 fn extra_networks(old: &ContainerInspectResponse) -> Vec<(String, EndpointSettings)> {
-    let primary = old.host_config.as_ref().and_then(|h| h.network_mode.clone()).unwrap_or_default();
-    let networks = old.network_settings.as_ref().and_then(|n| n.networks.clone()).unwrap_or_default();
+    let primary = old
+        .host_config
+        .as_ref()
+        .and_then(|h| h.network_mode.clone())
+        .unwrap_or_default();
+    let networks = old
+        .network_settings
+        .as_ref()
+        .and_then(|n| n.networks.clone())
+        .unwrap_or_default();
     networks
         .into_iter()
         .filter(|(name, _)| name != &primary && !(primary == "default" && name == "bridge"))

@@ -16,10 +16,19 @@ use crate::mesh::model::{MODULE_LABEL, Platform};
 /// Errors talking to the daemon; each says where meshtop looked.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("cannot reach the Docker daemon at {endpoint}: {source} — is it running, and may this user use it (DOCKER_HOST, docker group)?")]
-    Connect { endpoint: String, source: bollard::errors::Error },
+    #[error(
+        "cannot reach the Docker daemon at {endpoint}: {source} — is it running, and may this user use it (DOCKER_HOST, docker group)?"
+    )]
+    Connect {
+        endpoint: String,
+        source: bollard::errors::Error,
+    },
     #[error("the Docker daemon at {endpoint} failed to {action}: {source}")]
-    Call { endpoint: String, action: &'static str, source: bollard::errors::Error },
+    Call {
+        endpoint: String,
+        action: &'static str,
+        source: bollard::errors::Error,
+    },
     #[error("the Docker daemon at {endpoint}: {message}")]
     Refused { endpoint: String, message: String },
 }
@@ -38,11 +47,16 @@ impl LazyDaemon {
 
     /// A daemon already connected (tests, the dashboard's shared connection).
     pub fn with(daemon: Daemon) -> LazyDaemon {
-        LazyDaemon { cell: tokio::sync::OnceCell::new_with(Some(Ok(daemon))) }
+        LazyDaemon {
+            cell: tokio::sync::OnceCell::new_with(Some(Ok(daemon))),
+        }
     }
 
     pub async fn get(&self) -> Result<&Daemon, String> {
-        let result = self.cell.get_or_init(|| async { Daemon::connect().await.map_err(|e| e.to_string()) }).await;
+        let result = self
+            .cell
+            .get_or_init(|| async { Daemon::connect().await.map_err(|e| e.to_string()) })
+            .await;
         result.as_ref().map_err(Clone::clone)
     }
 
@@ -69,7 +83,10 @@ impl Daemon {
     /// Connect and negotiate the API version; learns the daemon's platform on the way.
     pub async fn connect() -> Result<Daemon, DaemonError> {
         let endpoint = endpoint();
-        let connect_error = |source| DaemonError::Connect { endpoint: endpoint.clone(), source };
+        let connect_error = |source| DaemonError::Connect {
+            endpoint: endpoint.clone(),
+            source,
+        };
         let docker = Docker::connect_with_defaults()
             .map_err(connect_error)?
             .with_timeout(Duration::from_secs(600))
@@ -79,8 +96,13 @@ impl Daemon {
         let version = docker.version().await.map_err(connect_error)?;
         let arch = version.arch.unwrap_or_default();
         let os = version.os.unwrap_or_else(|| "linux".into());
-        let platform = Platform::parse(&format!("{os}/{arch}")).unwrap_or_else(|_| Platform::local());
-        Ok(Daemon { docker, endpoint, platform })
+        let platform =
+            Platform::parse(&format!("{os}/{arch}")).unwrap_or_else(|_| Platform::local());
+        Ok(Daemon {
+            docker,
+            endpoint,
+            platform,
+        })
     }
 
     /// The bollard client, for the other parts of this backend.
@@ -100,17 +122,28 @@ impl Daemon {
     /// Every image stamped with meshtop's module label, in ONE call (no per-image inspect).
     pub async fn labelled_images(&self) -> Result<Vec<HostImage>, DaemonError> {
         let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
-        let options = ListImagesOptionsBuilder::default().all(false).filters(&filters).build();
-        let images = self.docker.list_images(Some(options)).await.map_err(|source| DaemonError::Call {
-            endpoint: self.endpoint.clone(),
-            action: "list images",
-            source,
-        })?;
+        let options = ListImagesOptionsBuilder::default()
+            .all(false)
+            .filters(&filters)
+            .build();
+        let images = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(|source| DaemonError::Call {
+                endpoint: self.endpoint.clone(),
+                action: "list images",
+                source,
+            })?;
         Ok(images
             .into_iter()
             .map(|summary| HostImage {
                 id: summary.id,
-                tags: summary.repo_tags.into_iter().filter(|tag| tag != "<none>:<none>").collect(),
+                tags: summary
+                    .repo_tags
+                    .into_iter()
+                    .filter(|tag| tag != "<none>:<none>")
+                    .collect(),
                 labels: summary.labels,
             })
             .collect())

@@ -61,7 +61,8 @@ impl ToSql for BuildStatus {
 impl FromSql for BuildStatus {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
         let text = value.as_str()?;
-        BuildStatus::parse(text).ok_or_else(|| FromSqlError::Other(format!("unknown build status {text:?}").into()))
+        BuildStatus::parse(text)
+            .ok_or_else(|| FromSqlError::Other(format!("unknown build status {text:?}").into()))
     }
 }
 
@@ -293,7 +294,12 @@ impl History {
     }
 
     /// Record what was published for a build (pushed ref and registry digest).
-    pub fn set_published(&self, id: &str, published_ref: &str, published_digest: &str) -> Result<(), HistoryError> {
+    pub fn set_published(
+        &self,
+        id: &str,
+        published_ref: &str,
+        published_digest: &str,
+    ) -> Result<(), HistoryError> {
         let changed = self
             .conn
             .execute(
@@ -302,7 +308,10 @@ impl History {
             )
             .map_err(self.err("record what a build published"))?;
         if changed == 0 {
-            return Err(HistoryError::UnknownBuild { path: self.path.clone(), id: id.to_string() });
+            return Err(HistoryError::UnknownBuild {
+                path: self.path.clone(),
+                id: id.to_string(),
+            });
         }
         Ok(())
     }
@@ -333,7 +342,11 @@ impl History {
     /// One build by correlation id.
     pub fn build(&self, id: &str) -> Result<Option<BuildRow>, HistoryError> {
         self.conn
-            .query_row(&format!("SELECT {COLUMNS} FROM builds WHERE id = ?1"), [id], row_to_build)
+            .query_row(
+                &format!("SELECT {COLUMNS} FROM builds WHERE id = ?1"),
+                [id],
+                row_to_build,
+            )
             .optional()
             .map_err(self.err("read a build"))
     }
@@ -346,9 +359,15 @@ impl History {
             None => (None, None),
         };
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
-        let mut st = self.conn.prepare_cached(&sql).map_err(self.err("list builds"))?;
+        let mut st = self
+            .conn
+            .prepare_cached(&sql)
+            .map_err(self.err("list builds"))?;
         let rows = st
-            .query_map(params![q.mesh, q.module, cursor_ms, cursor_id, limit], row_to_build)
+            .query_map(
+                params![q.mesh, q.module, cursor_ms, cursor_id, limit],
+                row_to_build,
+            )
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(self.err("list builds"))?;
         Ok(rows)
@@ -362,7 +381,12 @@ impl History {
                 params![mesh, module],
                 |r| r.get(0),
             ),
-            None => self.conn.query_row("SELECT count(*) FROM builds WHERE mesh = ?1", [mesh], |r| r.get(0)),
+            None => {
+                self.conn
+                    .query_row("SELECT count(*) FROM builds WHERE mesh = ?1", [mesh], |r| {
+                        r.get(0)
+                    })
+            }
         }
         .map_err(self.err("count builds"))?;
         Ok(u64::try_from(count).unwrap_or(0))
@@ -370,18 +394,33 @@ impl History {
 
     /// The build that made an artifact: matches the artifact digest or the published digest;
     /// a succeeded build first, then the newest.
-    pub fn build_by_digest(&self, mesh: &str, digest: &str) -> Result<Option<BuildRow>, HistoryError> {
-        let mut st = self.conn.prepare_cached(BUILD_BY_DIGEST_SQL).map_err(self.err("find a build by digest"))?;
-        st.query_row(params![mesh, digest], row_to_build).optional().map_err(self.err("find a build by digest"))
+    pub fn build_by_digest(
+        &self,
+        mesh: &str,
+        digest: &str,
+    ) -> Result<Option<BuildRow>, HistoryError> {
+        let mut st = self
+            .conn
+            .prepare_cached(BUILD_BY_DIGEST_SQL)
+            .map_err(self.err("find a build by digest"))?;
+        st.query_row(params![mesh, digest], row_to_build)
+            .optional()
+            .map_err(self.err("find a build by digest"))
     }
 
     /// The newest build of every module of a mesh (builds without a module are left out).
     pub fn last_builds(&self, mesh: &str) -> Result<BTreeMap<String, BuildRow>, HistoryError> {
-        let mut st = self.conn.prepare_cached(LAST_BUILDS_SQL).map_err(self.err("read the last builds"))?;
+        let mut st = self
+            .conn
+            .prepare_cached(LAST_BUILDS_SQL)
+            .map_err(self.err("read the last builds"))?;
         let rows = st
             .query_map([mesh], row_to_build)
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(self.err("read the last builds"))?;
-        Ok(rows.into_iter().filter_map(|row| row.module.clone().map(|m| (m, row))).collect())
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| row.module.clone().map(|m| (m, row)))
+            .collect())
     }
 }

@@ -17,13 +17,20 @@ pub enum HistoryError {
         "cannot create the directory of the state database {}: {source}; create it, or choose another file with --state PATH / MESHTOP_STATE",
         path.display()
     )]
-    Dir { path: PathBuf, source: std::io::Error },
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
     #[error(
         "cannot prepare the state database {}: {what}: {source}; check the file's owner and permissions, or choose another file with --state PATH / MESHTOP_STATE",
         path.display()
     )]
-    Io { path: PathBuf, what: &'static str, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
 
     #[error(
         "{} is not a SQLite database, so it cannot be meshtop's state database; move it away, or choose another file with --state PATH / MESHTOP_STATE",
@@ -35,7 +42,11 @@ pub enum HistoryError {
         "the state database {} has schema version {found}, newer than this meshtop knows ({known}); it was left untouched: upgrade meshtop, or choose another file with --state PATH / MESHTOP_STATE",
         path.display()
     )]
-    TooNew { path: PathBuf, found: i64, known: i64 },
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
 
     #[error(
         "the state database {} cannot be written ({detail}); meshtop refuses to build without a record: make the file and its directory writable, or choose another file with --state PATH / MESHTOP_STATE",
@@ -53,7 +64,11 @@ pub enum HistoryError {
         "the state database {}: cannot {op}: {source}; if the file is damaged, move it away (builds history is lost) or choose another file with --state PATH / MESHTOP_STATE",
         path.display()
     )]
-    Sqlite { path: PathBuf, op: String, source: rusqlite::Error },
+    Sqlite {
+        path: PathBuf,
+        op: String,
+        source: rusqlite::Error,
+    },
 
     #[error("the state database {}: {what}", path.display())]
     Invalid { path: PathBuf, what: String },
@@ -68,22 +83,38 @@ pub enum HistoryError {
         "the state database {}: converge {converge_id} no longer holds mesh {mesh} (its lock was taken over, or released); stop this converge and run it again",
         path.display()
     )]
-    LockLost { path: PathBuf, mesh: String, converge_id: String },
+    LockLost {
+        path: PathBuf,
+        mesh: String,
+        converge_id: String,
+    },
 }
 
 impl HistoryError {
     /// Classify a SQLite error met while doing `op` on the database at `path`.
-    pub(crate) fn sqlite(path: &std::path::Path, op: impl fmt::Display, source: rusqlite::Error) -> Self {
+    pub(crate) fn sqlite(
+        path: &std::path::Path,
+        op: impl fmt::Display,
+        source: rusqlite::Error,
+    ) -> Self {
         let path = path.to_path_buf();
         match source.sqlite_error_code() {
             Some(ErrorCode::NotADatabase) => HistoryError::NotADatabase { path },
-            Some(ErrorCode::ReadOnly) | Some(ErrorCode::PermissionDenied) | Some(ErrorCode::CannotOpen) => {
-                HistoryError::ReadOnly { path, detail: format!("{op}: {source}") }
-            }
-            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
-                HistoryError::Busy { path, op: op.to_string() }
-            }
-            _ => HistoryError::Sqlite { path, op: op.to_string(), source },
+            Some(ErrorCode::ReadOnly)
+            | Some(ErrorCode::PermissionDenied)
+            | Some(ErrorCode::CannotOpen) => HistoryError::ReadOnly {
+                path,
+                detail: format!("{op}: {source}"),
+            },
+            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => HistoryError::Busy {
+                path,
+                op: op.to_string(),
+            },
+            _ => HistoryError::Sqlite {
+                path,
+                op: op.to_string(),
+                source,
+            },
         }
     }
 }

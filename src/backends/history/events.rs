@@ -81,22 +81,48 @@ impl History {
         Ok(self.conn.last_insert_rowid())
     }
 
+    /// Several events in one transaction (a tier's decisions: one write, not one per module).
+    pub fn append_events(&self, events: &[NewEvent]) -> Result<(), HistoryError> {
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(self.err("begin writing converge events"))?;
+        for e in events {
+            tx.prepare_cached(
+                "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.converge_id, e.kind, e.module, e.text]))
+            .map_err(self.err("append a converge event"))?;
+        }
+        tx.commit().map_err(self.err("commit converge events"))
+    }
+
     /// Events of a mesh with an id above `after_id`, oldest first, at most `limit`.
-    pub fn events_after(&self, mesh: &str, after_id: i64, limit: usize) -> Result<Vec<EventRow>, HistoryError> {
+    pub fn events_after(
+        &self,
+        mesh: &str,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRow>, HistoryError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
             .prepare_cached(
                 "SELECT id, at_ms, mesh, converge_id, kind, module, text FROM events \
                  WHERE mesh = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
             )
-            .and_then(|mut st| st.query_map(params![mesh, after_id, limit], row_to_event)?.collect())
+            .and_then(|mut st| {
+                st.query_map(params![mesh, after_id, limit], row_to_event)?
+                    .collect()
+            })
             .map_err(self.err("read converge events"))
     }
 
     /// The converge that emitted the mesh's newest event.
     pub fn latest_converge(&self, mesh: &str) -> Result<Option<String>, HistoryError> {
         self.conn
-            .prepare_cached("SELECT converge_id FROM events WHERE mesh = ?1 ORDER BY id DESC LIMIT 1")
+            .prepare_cached(
+                "SELECT converge_id FROM events WHERE mesh = ?1 ORDER BY id DESC LIMIT 1",
+            )
             .and_then(|mut st| st.query_row([mesh], |r| r.get(0)).optional())
             .map_err(self.err("read the latest converge"))
     }
@@ -126,18 +152,29 @@ impl History {
     }
 
     /// Sends of a mesh (or one module of it), newest first, at most `limit`.
-    pub fn sends(&self, mesh: &str, module: Option<&str>, limit: usize) -> Result<Vec<SendRow>, HistoryError> {
+    pub fn sends(
+        &self,
+        mesh: &str,
+        module: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SendRow>, HistoryError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let columns = "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id";
+        let columns =
+            "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id";
         let sql = match module {
             Some(_) => format!(
                 "SELECT {columns} FROM sends WHERE mesh = ?1 AND module = ?2 ORDER BY at_ms DESC, id DESC LIMIT ?3"
             ),
-            None => format!("SELECT {columns} FROM sends WHERE mesh = ?1 ORDER BY at_ms DESC, id DESC LIMIT ?3"),
+            None => format!(
+                "SELECT {columns} FROM sends WHERE mesh = ?1 ORDER BY at_ms DESC, id DESC LIMIT ?3"
+            ),
         };
         self.conn
             .prepare_cached(&sql)
-            .and_then(|mut st| st.query_map(params![mesh, module, limit], row_to_send)?.collect())
+            .and_then(|mut st| {
+                st.query_map(params![mesh, module, limit], row_to_send)?
+                    .collect()
+            })
             .map_err(self.err("read sends"))
     }
 }

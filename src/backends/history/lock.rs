@@ -1,7 +1,8 @@
 //! One converge per mesh at a time: a lock row per mesh, taken in an IMMEDIATE transaction so two
 //! processes cannot both win. A holder that died does not lock the mesh forever: its lock is taken
 //! over when it ran on this host and its process is gone, or when its heartbeat is older than
-//! [`LOCK_STALE_MS`] (a converge heartbeats well within that, e.g. every 20 s).
+//! [`LOCK_STALE_MS`] (a converge heartbeats well within that, e.g. every 20 s). Taking over marks
+//! the dead converge's running builds `failed`.
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
@@ -74,23 +75,15 @@ fn signal_zero(pid: u32) -> bool {
 impl History {
     /// Take the converge lock of `mesh` for `holder`. `Ok(Err(current))` when another live converge
     /// holds it. Taking it again with the same converge id refreshes the heartbeat.
-    pub fn lock_converge(&self, mesh: &str, holder: &Holder) -> Result<Result<(), Holder>, HistoryError> {
+    pub fn lock_converge(
+        &self,
+        mesh: &str,
+        holder: &Holder,
+    ) -> Result<Result<(), Holder>, HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("take the converge lock"))?;
         let current = tx
-            .query_row(
-                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks WHERE mesh = ?1",
-                [mesh],
-                |r| {
-                    Ok(Holder {
-                        converge_id: r.get(0)?,
-                        host: r.get(1)?,
-                        pid: r.get(2)?,
-                        since_ms: r.get(3)?,
-                        heartbeat_ms: r.get(4)?,
-                    })
-                },
-            )
+            .query_row(HOLDER_SQL, [mesh], row_to_holder)
             .optional()
             .map_err(self.err("read the converge lock"))?;
         let now = now_ms();
@@ -107,6 +100,21 @@ impl History {
             if !current.is_dead(now) {
                 return Ok(Err(current)); // the transaction rolls back on drop
             }
+            // Its builds will never finish: say so rather than leave them running forever.
+            tx.execute(
+                "UPDATE builds SET status = 'failed', error = ?3, ended_ms = ?4 \
+                 WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
+                params![
+                    mesh,
+                    current.converge_id,
+                    format!(
+                        "converge {} (host {}, pid {}) stopped without finishing this build",
+                        current.converge_id, current.host, current.pid
+                    ),
+                    now
+                ],
+            )
+            .map_err(self.err("mark the builds of a dead converge failed"))?;
             tracing::warn!(
                 mesh,
                 dead = %current.converge_id,
@@ -148,7 +156,10 @@ impl History {
     /// Release the lock if `converge_id` holds it (otherwise nothing happens).
     pub fn unlock_converge(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
         self.conn
-            .execute("DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2", params![mesh, converge_id])
+            .execute(
+                "DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2",
+                params![mesh, converge_id],
+            )
             .map_err(self.err("release the converge lock"))?;
         Ok(())
     }
@@ -156,20 +167,21 @@ impl History {
     /// Who holds the converge lock of a mesh, if anyone (dead or alive).
     pub fn converge_holder(&self, mesh: &str) -> Result<Option<Holder>, HistoryError> {
         self.conn
-            .query_row(
-                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks WHERE mesh = ?1",
-                [mesh],
-                |r| {
-                    Ok(Holder {
-                        converge_id: r.get(0)?,
-                        host: r.get(1)?,
-                        pid: r.get(2)?,
-                        since_ms: r.get(3)?,
-                        heartbeat_ms: r.get(4)?,
-                    })
-                },
-            )
+            .query_row(HOLDER_SQL, [mesh], row_to_holder)
             .optional()
             .map_err(self.err("read the converge lock"))
     }
+}
+
+const HOLDER_SQL: &str =
+    "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks WHERE mesh = ?1";
+
+fn row_to_holder(r: &rusqlite::Row<'_>) -> rusqlite::Result<Holder> {
+    Ok(Holder {
+        converge_id: r.get(0)?,
+        host: r.get(1)?,
+        pid: r.get(2)?,
+        since_ms: r.get(3)?,
+        heartbeat_ms: r.get(4)?,
+    })
 }

@@ -16,7 +16,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
-pub use builds::{BUILD_BY_DIGEST_SQL, BuildEnd, BuildQuery, BuildRow, BuildStatus, LAST_BUILDS_SQL, NewBuild, builds_sql};
+pub use builds::{
+    BUILD_BY_DIGEST_SQL, BuildEnd, BuildQuery, BuildRow, BuildStatus, LAST_BUILDS_SQL, NewBuild,
+    builds_sql,
+};
 pub use error::HistoryError;
 pub use events::{EventRow, NewEvent, SendRow};
 pub use lock::{Holder, LOCK_STALE_MS, this_host};
@@ -38,7 +41,9 @@ pub struct History {
 
 impl std::fmt::Debug for History {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("History").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("History")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -47,7 +52,10 @@ impl History {
     /// The file is made owner-only (0600). A schema newer than this binary knows is refused untouched.
     pub fn open(path: &Path) -> Result<History, HistoryError> {
         let conn = schema::open(path)?;
-        Ok(History { conn, path: path.to_path_buf() })
+        Ok(History {
+            conn,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Where the database lives.
@@ -61,7 +69,10 @@ impl History {
     }
 
     fn invalid(&self, what: impl Into<String>) -> HistoryError {
-        HistoryError::Invalid { path: self.path.clone(), what: what.into() }
+        HistoryError::Invalid {
+            path: self.path.clone(),
+            what: what.into(),
+        }
     }
 }
 

@@ -14,7 +14,15 @@ impl History {
             .prepare_cached("SELECT module, ref, digest FROM records WHERE mesh = ?1")
             .map_err(self.err("read the record"))?;
         let rows = st
-            .query_map([mesh], |r| Ok((r.get::<_, String>(0)?, RecordEntry { reference: r.get(1)?, digest: r.get(2)? })))
+            .query_map([mesh], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    RecordEntry {
+                        reference: r.get(1)?,
+                        digest: r.get(2)?,
+                    },
+                ))
+            })
             .and_then(|rows| rows.collect::<Result<Record, _>>())
             .map_err(self.err("read the record"))?;
         Ok(rows)
@@ -22,7 +30,12 @@ impl History {
 
     /// Stamp the record: upsert `entries`, keep the other modules, in one transaction,
     /// noting when and by which converge.
-    pub fn stamp_record(&self, mesh: &str, converge_id: &str, entries: &Record) -> Result<(), HistoryError> {
+    pub fn stamp_record(
+        &self,
+        mesh: &str,
+        converge_id: &str,
+        entries: &Record,
+    ) -> Result<(), HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
         let at = now_ms();
@@ -36,8 +49,15 @@ impl History {
                 )
                 .map_err(self.err("stamp the record"))?;
             for (module, entry) in entries {
-                st.execute(params![mesh, module, entry.reference, entry.digest, at, converge_id])
-                    .map_err(self.err("stamp the record"))?;
+                st.execute(params![
+                    mesh,
+                    module,
+                    entry.reference,
+                    entry.digest,
+                    at,
+                    converge_id
+                ])
+                .map_err(self.err("stamp the record"))?;
             }
         }
         tx.commit().map_err(self.err("commit the stamped record"))
@@ -52,20 +72,30 @@ impl History {
             .conn
             .prepare_cached("SELECT module, stamped_ms, converge_id FROM records WHERE mesh = ?1")
             .map_err(self.err("read the record"))?;
-        st.query_map([mesh], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))))
-            .and_then(|rows| rows.collect())
-            .map_err(self.err("read the record"))
+        st.query_map([mesh], |r| {
+            Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?)))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(self.err("read the record"))
     }
 
     /// Forget the whole record of a mesh.
     pub fn clear_record(&self, mesh: &str) -> Result<(), HistoryError> {
-        self.conn.execute("DELETE FROM records WHERE mesh = ?1", [mesh]).map_err(self.err("clear the record"))?;
+        self.conn
+            .execute("DELETE FROM records WHERE mesh = ?1", [mesh])
+            .map_err(self.err("clear the record"))?;
         Ok(())
     }
 
     /// Keep the input manifest of a build (replaces the manifest saved for the same ref,
     /// which then counts as the latest).
-    pub fn save_manifest(&self, mesh: &str, module: &str, reference: &str, manifest_json: &str) -> Result<(), HistoryError> {
+    pub fn save_manifest(
+        &self,
+        mesh: &str,
+        module: &str,
+        reference: &str,
+        manifest_json: &str,
+    ) -> Result<(), HistoryError> {
         self.conn
             .prepare_cached(
                 "INSERT OR REPLACE INTO manifests (mesh, module, ref, manifest, saved_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -76,15 +106,29 @@ impl History {
     }
 
     /// The input manifest saved for one ref of a module.
-    pub fn manifest(&self, mesh: &str, module: &str, reference: &str) -> Result<Option<String>, HistoryError> {
+    pub fn manifest(
+        &self,
+        mesh: &str,
+        module: &str,
+        reference: &str,
+    ) -> Result<Option<String>, HistoryError> {
         self.conn
-            .prepare_cached("SELECT manifest FROM manifests WHERE mesh = ?1 AND module = ?2 AND ref = ?3")
-            .and_then(|mut st| st.query_row(params![mesh, module, reference], |r| r.get(0)).optional())
+            .prepare_cached(
+                "SELECT manifest FROM manifests WHERE mesh = ?1 AND module = ?2 AND ref = ?3",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![mesh, module, reference], |r| r.get(0))
+                    .optional()
+            })
             .map_err(self.err("read an input manifest"))
     }
 
     /// The most recently saved input manifest of a module: (ref, manifest JSON).
-    pub fn latest_manifest(&self, mesh: &str, module: &str) -> Result<Option<(String, String)>, HistoryError> {
+    pub fn latest_manifest(
+        &self,
+        mesh: &str,
+        module: &str,
+    ) -> Result<Option<(String, String)>, HistoryError> {
         self.conn
             .prepare_cached(
                 "SELECT ref, manifest FROM manifests WHERE mesh = ?1 AND module = ?2 ORDER BY rowid DESC LIMIT 1",

@@ -117,17 +117,28 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
         let op = op.to_string();
         move |e: rusqlite::Error| HistoryError::sqlite(path, op, e)
     };
-    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags).map_err(sql("open"))?;
-    conn.busy_timeout(Duration::from_secs(5)).map_err(sql("set the busy timeout"))?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(sql("set the busy timeout"))?;
 
     // Read before writing anything: a newer schema must be left exactly as it is.
-    let found: i64 =
-        conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read the schema version"))?;
+    let found: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(sql("read the schema version"))?;
     if found > SCHEMA_VERSION {
-        return Err(HistoryError::TooNew { path: path.to_path_buf(), found, known: SCHEMA_VERSION });
+        return Err(HistoryError::TooNew {
+            path: path.to_path_buf(),
+            found,
+            known: SCHEMA_VERSION,
+        });
     }
-    if conn.is_readonly(rusqlite::MAIN_DB).map_err(sql("check that the file is writable"))? {
+    if conn
+        .is_readonly(rusqlite::MAIN_DB)
+        .map_err(sql("check that the file is writable"))?
+    {
         return Err(HistoryError::ReadOnly {
             path: path.to_path_buf(),
             detail: "SQLite could open it only for reading".into(),
@@ -145,8 +156,10 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
             ),
         });
     }
-    conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql("set synchronous"))?;
-    conn.pragma_update(None, "foreign_keys", true).map_err(sql("enable foreign keys"))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sql("set synchronous"))?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(sql("enable foreign keys"))?;
     migrate(&conn, path)?;
     tighten_sidecars(path)?;
     Ok(conn)
@@ -157,10 +170,15 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
     let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
         .map_err(sql("begin the migration"))?;
     // Another process may have migrated between our first look and this transaction.
-    let found: i64 =
-        tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql("read the schema version"))?;
+    let found: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(sql("read the schema version"))?;
     if found > SCHEMA_VERSION {
-        return Err(HistoryError::TooNew { path: path.to_path_buf(), found, known: SCHEMA_VERSION });
+        return Err(HistoryError::TooNew {
+            path: path.to_path_buf(),
+            found,
+            known: SCHEMA_VERSION,
+        });
     }
     let from = usize::try_from(found).map_err(|_| HistoryError::Invalid {
         path: path.to_path_buf(),
@@ -174,16 +192,25 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
             HistoryError::sqlite(path, format!("migrate to schema version {}", index + 1), e)
         })?;
     }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(sql("store the schema version"))?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(sql("store the schema version"))?;
     tx.commit().map_err(sql("commit the migration"))
 }
 
 /// Create the parent directories and the file with mode 0600; tighten a looser mode.
 fn prepare_file(path: &Path) -> Result<(), HistoryError> {
-    let io = |what: &'static str| move |source| HistoryError::Io { path: path.to_path_buf(), what, source };
+    let io = |what: &'static str| {
+        move |source| HistoryError::Io {
+            path: path.to_path_buf(),
+            what,
+            source,
+        }
+    };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent)
-            .map_err(|source| HistoryError::Dir { path: path.to_path_buf(), source })?;
+        fs::create_dir_all(parent).map_err(|source| HistoryError::Dir {
+            path: path.to_path_buf(),
+            source,
+        })?;
     }
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() => Err(HistoryError::Invalid {

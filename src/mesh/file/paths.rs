@@ -6,6 +6,11 @@
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use super::MeshError;
+use super::read::RawModule;
+use super::table::{Source, show};
+use crate::mesh::model::{Module, Platform};
+
 /// The repository holding a mesh file: the nearest ancestor of `dir` (itself included) holding a
 /// `.git` entry (directory, or file for worktrees and submodules), else `dir`. `dir` must be canonical.
 pub(super) fn find_root(dir: &Path) -> PathBuf {
@@ -93,6 +98,106 @@ pub(super) fn confine(
         return Err(PathProblem::Symlink { real });
     }
     Ok(real)
+}
+
+/// Resolve a module's context and Dockerfile inside the repository and fill in its defaults.
+pub(super) fn resolve_module(
+    src: &Source<'_>,
+    root: &Path,
+    dir: &Path,
+    raw: RawModule,
+    tier: u32,
+    mesh_platforms: &[Platform],
+) -> Result<Module, MeshError> {
+    let who = format!("module {}", show(raw.name.get_ref()));
+    let ctx = raw.context.get_ref();
+    let context = confine(root, dir, ctx, true).map_err(|problem| {
+        let (what, fix) = match problem {
+            PathProblem::Empty => ("has an empty `context`".to_string(), "write context = \".\" for the mesh file's directory".to_string()),
+            PathProblem::Absolute => (
+                format!("has an absolute `context` {}", show(ctx)),
+                "write the context relative to the mesh file".to_string(),
+            ),
+            PathProblem::DotDot => (
+                format!("has a `context` {} that escapes the repository {} through `..`", show(ctx), root.display()),
+                "a context must lie inside the repository holding the mesh file: move it there".to_string(),
+            ),
+            PathProblem::Missing(p) => (
+                format!("has a `context` directory that does not exist: {}", p.display()),
+                "create the directory or fix the path (it is relative to the mesh file)".to_string(),
+            ),
+            PathProblem::WrongKind(p) => (
+                format!("has a `context` that is not a directory: {}", p.display()),
+                "name the directory holding the module's files".to_string(),
+            ),
+            PathProblem::Symlink { real } => (
+                format!(
+                    "has a `context` {} that escapes the repository {} through a symlink (it resolves to {})",
+                    show(ctx),
+                    root.display(),
+                    real.display()
+                ),
+                "a context must lie inside the repository holding the mesh file: copy the files in, do not link".to_string(),
+            ),
+            PathProblem::Unreadable(p, e) => (
+                format!("has a `context` that cannot be read: {}: {e}", p.display()),
+                "check its permissions".to_string(),
+            ),
+        };
+        src.err(&raw.context.span(), format!("{who} {what}"), fix)
+    })?;
+
+    let dockerfile = raw
+        .dockerfile
+        .as_ref()
+        .map_or("Dockerfile", |d| d.get_ref().as_str())
+        .to_string();
+    let df_span = raw
+        .dockerfile
+        .as_ref()
+        .map_or(raw.context.span(), |d| d.span());
+    confine(&context, &context, &dockerfile, false).map_err(|problem| {
+        let (what, fix) = match problem {
+            PathProblem::Empty => ("has an empty `dockerfile`".to_string(), "remove the key to use Dockerfile".to_string()),
+            PathProblem::Absolute => (
+                format!("has an absolute `dockerfile` {}", show(&dockerfile)),
+                "write the Dockerfile's path relative to the context".to_string(),
+            ),
+            PathProblem::DotDot => (
+                format!("has a `dockerfile` {} that escapes its context through `..`", show(&dockerfile)),
+                "the Dockerfile must lie inside the module's context: move it there".to_string(),
+            ),
+            PathProblem::Missing(p) => (
+                format!("has no Dockerfile: {} does not exist", p.display()),
+                "create it, or set `dockerfile` to its path relative to the context".to_string(),
+            ),
+            PathProblem::WrongKind(p) => (
+                format!("has a `dockerfile` that is not a file: {}", p.display()),
+                "set `dockerfile` to the Dockerfile's path relative to the context".to_string(),
+            ),
+            PathProblem::Symlink { real } => (
+                format!("has a `dockerfile` that escapes its context through a symlink (it resolves to {})", real.display()),
+                "the Dockerfile must lie inside the module's context: copy it in, do not link".to_string(),
+            ),
+            PathProblem::Unreadable(p, e) => (
+                format!("has a `dockerfile` that cannot be read: {}: {e}", p.display()),
+                "check its permissions".to_string(),
+            ),
+        };
+        src.err(&df_span, format!("{who} {what}"), fix)
+    })?;
+
+    Ok(Module {
+        name: raw.name.into_inner(),
+        context,
+        dockerfile,
+        base: raw.base.map(|b| b.into_inner()),
+        policy: raw.policy,
+        platforms: raw.platforms.unwrap_or_else(|| mesh_platforms.to_vec()),
+        build_args: raw.args,
+        tier,
+        line: raw.line,
+    })
 }
 
 #[cfg(test)]

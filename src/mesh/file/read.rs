@@ -8,6 +8,7 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::MeshError;
+use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
 use crate::mesh::model::{Platform, Policy, Registry, Target};
 
@@ -24,11 +25,6 @@ const MODULE_KEYS: &[&str] = &[
     "args",
 ];
 const MACHINE_KEYS: &[&str] = &["name", "module", "command", "env"];
-
-/// Longest module, mesh or namespace name (a DNS label).
-pub const MAX_NAME: usize = 63;
-/// Longest machine (container) name.
-pub const MAX_MACHINE_NAME: usize = 128;
 
 type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
 
@@ -217,10 +213,12 @@ pub(super) fn modules(
             MODULE_KEYS,
             "use [[module]] tables",
         )?;
+        if let Some(name) = module.get("name").and_then(|v| v.get_ref().as_str()) {
+            module.label = format!("module {}", show(name));
+        }
         module.check_keys(src)?;
         let name = module.required_string(src, "name", "\"api\"")?;
         check_name(src, &name, "module name")?;
-        module.label = format!("module {}", show(name.get_ref()));
         let context = module.required_string(
             src,
             "context",
@@ -307,6 +305,9 @@ pub(super) fn machines(
             MACHINE_KEYS,
             "use [[machine]] tables",
         )?;
+        if let Some(name) = machine.get("name").and_then(|v| v.get_ref().as_str()) {
+            machine.label = format!("machine {}", show(name));
+        }
         machine.check_keys(src)?;
         let name = machine.required_string(src, "name", "\"api-1\"")?;
         if let Err(problem) = check_machine_name(name.get_ref()) {
@@ -318,7 +319,6 @@ pub(super) fn machines(
                 ),
             ));
         }
-        machine.label = format!("machine {}", show(name.get_ref()));
         let module = machine.required_string(src, "module", "\"api\" (a module of this mesh)")?;
         let command = machine
             .string_list(src, "command", "[\"sh\", \"-c\", \"sleep 3600\"]")?
@@ -401,197 +401,4 @@ fn platforms(
     }
     out.sort();
     Ok(Some(out))
-}
-
-/// Module, mesh and namespace names: `[a-z0-9][a-z0-9-]*`, at most 63, not ending with '-'
-/// (they become image repository path components and Kubernetes namespaces, where a trailing '-' is invalid).
-fn check_name(src: &Source<'_>, name: &Spanned<String>, what: &str) -> Result<(), MeshError> {
-    let text = name.get_ref();
-    let problem = if text.is_empty() {
-        Some("is empty".to_string())
-    } else if text.chars().count() > MAX_NAME {
-        Some(format!(
-            "is {} characters long, more than {MAX_NAME}",
-            text.chars().count()
-        ))
-    } else if !text
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    {
-        Some("holds characters other than a-z, 0-9 and '-'".to_string())
-    } else if text.starts_with('-') {
-        Some("starts with '-'".to_string())
-    } else if text.ends_with('-') {
-        Some("ends with '-'".to_string())
-    } else {
-        None
-    };
-    let Some(problem) = problem else {
-        return Ok(());
-    };
-    let rule = format!(
-        "use [a-z0-9][a-z0-9-]* (lowercase letters, digits, '-'; not ending with '-'), at most {MAX_NAME} characters"
-    );
-    let fix = match suggested_name(text) {
-        Some(better) if better != *text => format!("{rule}, e.g. {}", show(&better)),
-        _ => rule,
-    };
-    Err(src.err(
-        &name.span(),
-        format!("{what} {} {problem}", show(text)),
-        fix,
-    ))
-}
-
-/// A valid name close to an invalid one: lowercased, other characters turned to '-', trimmed.
-fn suggested_name(text: &str) -> Option<String> {
-    let mapped: String = text
-        .chars()
-        .take(MAX_NAME)
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let trimmed = mapped.trim_matches('-').to_string();
-    (!trimmed.is_empty()).then_some(trimmed)
-}
-
-fn check_machine_name(name: &str) -> Result<(), String> {
-    let mut chars = name.chars();
-    match chars.next() {
-        None => return Err("is empty".into()),
-        Some(c) if !c.is_ascii_alphanumeric() => {
-            return Err("must start with a letter or digit".into());
-        }
-        _ => {}
-    }
-    if name.len() > MAX_MACHINE_NAME {
-        return Err(format!("is longer than {MAX_MACHINE_NAME} characters"));
-    }
-    if !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
-        return Err("holds characters other than letters, digits, '_', '.' and '-'".into());
-    }
-    Ok(())
-}
-
-fn is_arg_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `host[:port]`: a DNS name, an IPv4 address or a bracketed IPv6 address; no scheme, no path.
-pub(super) fn check_registry(text: &str) -> Result<(), (String, String)> {
-    let bad = |why: &str| {
-        (
-            format!("invalid registry {} in [mesh]: {why}", show(text)),
-            "write registry = \"host[:port]\", e.g. \"localhost:5000\" (no scheme, no path; use insecure_registry = true for plain HTTP)"
-                .to_string(),
-        )
-    };
-    if text.contains("://") {
-        return Err(bad("it has a scheme"));
-    }
-    if text.contains('/') {
-        return Err(bad("it has a path"));
-    }
-    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-        let Some((v6, after)) = rest.split_once(']') else {
-            return Err(bad("unclosed '['"));
-        };
-        if v6.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(bad("not an IPv6 address between the brackets"));
-        }
-        match after {
-            "" => (None, None),
-            p => match p.strip_prefix(':') {
-                Some(port) => (None, Some(port)),
-                None => return Err(bad("unexpected text after ']'")),
-            },
-        }
-    } else {
-        match text.rsplit_once(':') {
-            Some((h, p)) => (Some(h), Some(p)),
-            None => (Some(text), None),
-        }
-    };
-    if let Some(port) = port
-        && !matches!(port.parse::<u16>(), Ok(p) if p > 0)
-    {
-        return Err(bad("the port is not a number from 1 to 65535"));
-    }
-    if let Some(host) = host {
-        if host.is_empty() {
-            return Err(bad("the host is empty"));
-        }
-        if host.len() > 253 {
-            return Err(bad("the host is longer than 253 characters"));
-        }
-        let label_ok = |l: &str| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        };
-        if !host.split('.').all(label_ok) {
-            return Err(bad("the host is not a DNS name or an IP address"));
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn registry_hosts() {
-        for ok in [
-            "localhost:5000",
-            "localhost",
-            "registry.example.com",
-            "10.0.0.1:443",
-            "[::1]:5000",
-            "[::1]",
-            "a-b.c",
-        ] {
-            assert!(check_registry(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "http://localhost:5000",
-            "localhost:5000/path",
-            "",
-            ":5000",
-            "localhost:0",
-            "localhost:99999",
-            "localhost:x",
-            "-bad.com",
-            "a..b",
-            "[::1",
-            "[nope]:1",
-            "host name",
-        ] {
-            assert!(check_registry(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn names() {
-        assert!(check_machine_name("api-1").is_ok());
-        assert!(check_machine_name("A_b.c-1").is_ok());
-        assert!(check_machine_name("-x").is_err());
-        assert!(check_machine_name("a b").is_err());
-        assert!(check_machine_name(&"a".repeat(MAX_MACHINE_NAME + 1)).is_err());
-        assert_eq!(suggested_name("My_API"), Some("my-api".to_string()));
-        assert!(
-            is_arg_name("_A1") && !is_arg_name("1A") && !is_arg_name("A-B") && !is_arg_name("")
-        );
-    }
 }

@@ -12,6 +12,8 @@ use super::MeshError;
 pub(super) struct Source<'a> {
     pub text: &'a str,
     pub file: &'a Path,
+    /// Byte offset where each line starts (line 1 at index 0).
+    line_starts: Vec<usize>,
 }
 
 /// 1-based line and column (in characters) of a byte offset.
@@ -30,13 +32,33 @@ pub(super) fn line_col(bytes: &[u8], offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    pub fn new(text: &'a str, file: &'a Path) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(
+                text.bytes()
+                    .enumerate()
+                    .filter(|(_, b)| *b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .collect();
+        Source {
+            text,
+            file,
+            line_starts,
+        }
+    }
+
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         line_col(self.text.as_bytes(), offset)
     }
 
+    /// 1-based line of a span's start (binary search: many lookups on a big file stay cheap).
     pub fn line(&self, span: &Range<usize>) -> usize {
-        self.line_col(span.start).0
+        let offset = span.start.min(self.text.len());
+        self.line_starts
+            .partition_point(|start| *start <= offset)
+            .max(1)
     }
 
     pub fn err(
@@ -148,7 +170,7 @@ impl<'a, 'i> Section<'a, 'i> {
         for key in keys {
             let name: &str = key.get_ref();
             if !self.allowed.contains(&name) {
-                let hint = match super::nearest(name, self.allowed.iter().copied()) {
+                let hint = match super::names::nearest(name, self.allowed.iter().copied()) {
                     Some(near) => format!("did you mean `{near}`? "),
                     None => String::new(),
                 };
@@ -295,5 +317,30 @@ impl<'a, 'i> Section<'a, 'i> {
         }
         out.sort_by_key(|(k, _)| k.span().start);
         Ok(Some(out))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_agree_with_a_plain_count() {
+        let text = "a\n\nbé\ncd\n\n";
+        let src = Source::new(text, Path::new("m.toml"));
+        for offset in 0..=text.len() + 2 {
+            assert_eq!(
+                src.line(&(offset..offset)),
+                line_col(text.as_bytes(), offset).0,
+                "{offset}"
+            );
+        }
+        assert_eq!(line_col(text.as_bytes(), 6), (3, 3));
+        assert_eq!(
+            cut(&"x".repeat(100)),
+            format!("{}… (100 characters)", "x".repeat(64))
+        );
+        assert_eq!(show("a\"b\n"), "\"a\\\"b\\n\"");
     }
 }

@@ -1,0 +1,307 @@
+//! Workloads labelled `jr2.dev/module` as machines, with the digests their pods run.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Container, Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::Api;
+use kube::api::ListParams;
+use serde::de::DeserializeOwned;
+
+use super::{CONTAINER_ANNOTATION, Cluster, ClusterError};
+use crate::mesh::model::MODULE_LABEL;
+use crate::mesh::refs::repository_of;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 3] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::DaemonSet,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::DaemonSet => "DaemonSet",
+        }
+    }
+}
+
+impl fmt::Display for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One machine on the Kubernetes target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub module: String,
+    /// The container meshtop sends to.
+    pub container: String,
+    /// That container's image in the workload's spec.
+    pub image: String,
+    /// Distinct digests (`sha256:…`) the workload's pods report for that container, sorted.
+    pub running_digests: Vec<String>,
+    /// Desired replicas (a DaemonSet: the nodes it should run on).
+    pub replicas: i32,
+    pub ready: i32,
+    pub generation: i64,
+    pub observed_generation: i64,
+    /// The workload's pod selector as a label-selector string (None when it has none).
+    pub selector: Option<String>,
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
+/// The fields of a workload that do not depend on its kind.
+pub(super) struct Shape<'a> {
+    pub kind: WorkloadKind,
+    pub metadata: &'a ObjectMeta,
+    pub template: Option<&'a PodTemplateSpec>,
+    pub selector: Option<&'a LabelSelector>,
+    pub replicas: i32,
+    pub ready: i32,
+    pub observed_generation: i64,
+}
+
+pub(super) trait Kind:
+    kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + fmt::Debug
+{
+    fn shape(&self) -> Shape<'_>;
+}
+
+/// Deployments and StatefulSets have the same shape: spec.replicas and status.readyReplicas.
+macro_rules! replicated_kind {
+    ($type:ty, $kind:expr) => {
+        impl Kind for $type {
+            fn shape(&self) -> Shape<'_> {
+                let spec = self.spec.as_ref();
+                let status = self.status.as_ref();
+                Shape {
+                    kind: $kind,
+                    metadata: &self.metadata,
+                    template: spec.map(|s| &s.template),
+                    selector: spec.map(|s| &s.selector),
+                    replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
+                    ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
+                    observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+                }
+            }
+        }
+    };
+}
+
+replicated_kind!(Deployment, WorkloadKind::Deployment);
+replicated_kind!(StatefulSet, WorkloadKind::StatefulSet);
+
+impl Kind for DaemonSet {
+    fn shape(&self) -> Shape<'_> {
+        let spec = self.spec.as_ref();
+        let status = self.status.as_ref();
+        Shape {
+            kind: WorkloadKind::DaemonSet,
+            metadata: &self.metadata,
+            template: spec.map(|s| &s.template),
+            selector: spec.map(|s| &s.selector),
+            replicas: status.map(|s| s.desired_number_scheduled).unwrap_or(0),
+            ready: status.map(|s| s.number_ready).unwrap_or(0),
+            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+        }
+    }
+}
+
+/// The digest in a container status' imageID: the part after `@`, or the whole id when it is `sha256:…`.
+pub fn digest_of_image_id(image_id: &str) -> Option<String> {
+    if let Some((_, digest)) = image_id.rsplit_once('@') {
+        return Some(digest.to_string()).filter(|d| !d.is_empty());
+    }
+    let id = image_id.strip_prefix("docker://").unwrap_or(image_id);
+    id.starts_with("sha256:").then(|| id.to_string())
+}
+
+/// The container of a workload: named by the annotation, else the one whose image repository is the
+/// module's (`…/<mesh>/<module>`), else the first.
+pub fn choose_container<'a>(
+    containers: &'a [Container],
+    annotation: Option<&str>,
+    module: &str,
+) -> Option<&'a Container> {
+    if let Some(name) = annotation
+        && let Some(c) = containers.iter().find(|c| c.name == name)
+    {
+        return Some(c);
+    }
+    let of_module = containers.iter().find(|c| {
+        c.image
+            .as_deref()
+            .map(repository_of)
+            .is_some_and(|repo| repo.rsplit('/').next() == Some(module))
+    });
+    of_module.or_else(|| containers.first())
+}
+
+/// Does a label selector select these labels? (An absent selector selects nothing, as Kubernetes does.)
+pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let labels_ok = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let expressions_ok = selector.match_expressions.iter().flatten().all(|e| {
+        let value = labels.get(&e.key);
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" => value.is_some_and(|v| values.contains(v)),
+            "NotIn" => value.is_none_or(|v| !values.contains(v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        }
+    });
+    let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|m| m.is_empty());
+    !empty && labels_ok && expressions_ok
+}
+
+/// A label selector as the API's `labelSelector` query string.
+pub fn selector_string(selector: &LabelSelector) -> Option<String> {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            _ => continue,
+        });
+    }
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+/// Turn one workload (of any kind) into a machine, with the digests of the pods it selects.
+pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
+    let name = shape.metadata.name.clone()?;
+    let module = shape.metadata.labels.as_ref()?.get(MODULE_LABEL)?.clone();
+    let containers = shape
+        .template
+        .and_then(|t| t.spec.as_ref())
+        .map(|s| s.containers.as_slice())?;
+    let annotation = shape
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONTAINER_ANNOTATION));
+    let container = choose_container(containers, annotation.map(String::as_str), &module)?;
+    let mut running_digests: Vec<String> = Vec::new();
+    if let Some(selector) = shape.selector {
+        for pod in pods {
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            if !selector_matches(selector, &labels) {
+                continue;
+            }
+            let statuses = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref());
+            for status in statuses
+                .into_iter()
+                .flatten()
+                .filter(|s| s.name == container.name)
+            {
+                if let Some(digest) = digest_of_image_id(&status.image_id) {
+                    running_digests.push(digest);
+                }
+            }
+        }
+    }
+    running_digests.sort();
+    running_digests.dedup();
+    Some(Workload {
+        kind: shape.kind,
+        name,
+        module,
+        container: container.name.clone(),
+        image: container.image.clone().unwrap_or_default(),
+        running_digests,
+        replicas: shape.replicas,
+        ready: shape.ready,
+        generation: shape.metadata.generation.unwrap_or(0),
+        observed_generation: shape.observed_generation,
+        selector: shape.selector.and_then(selector_string),
+    })
+}
+
+impl Cluster {
+    /// List every labelled workload with one list call per kind, plus ONE pods list for the namespace.
+    pub async fn machines(&self) -> Result<Vec<Workload>, ClusterError> {
+        let labelled = ListParams::default().labels(MODULE_LABEL);
+        let deployments = self.list_all::<Deployment>(&labelled).await?;
+        let statefulsets = self.list_all::<StatefulSet>(&labelled).await?;
+        let daemonsets = self.list_all::<DaemonSet>(&labelled).await?;
+        if deployments.is_empty() && statefulsets.is_empty() && daemonsets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pods = self.list_all::<Pod>(&ListParams::default()).await?;
+        let mut machines: Vec<Workload> = deployments
+            .iter()
+            .map(Kind::shape)
+            .chain(statefulsets.iter().map(Kind::shape))
+            .chain(daemonsets.iter().map(Kind::shape))
+            .filter_map(|shape| workload_of(shape, &pods))
+            .collect();
+        machines.sort_by(|a, b| (&a.module, a.kind, &a.name).cmp(&(&b.module, b.kind, &b.name)));
+        Ok(machines)
+    }
+
+    /// A list call, following `continue` pages (a server that pages costs one call per page).
+    pub(super) async fn list_all<K>(&self, params: &ListParams) -> Result<Vec<K>, ClusterError>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut params = params.clone();
+        let mut items = Vec::new();
+        loop {
+            let page = api.list(&params).await.map_err(|e| {
+                self.api_error(format!("list {} in {}", K::kind(&()), self.namespace), e)
+            })?;
+            items.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params.continue_token = Some(token),
+                None => return Ok(items),
+            }
+        }
+    }
+}

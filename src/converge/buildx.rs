@@ -1,0 +1,147 @@
+//! A multi-platform build: `docker buildx build --platform … --push`, a process with arguments (no
+//! shell), its context the same tar the address was computed from, on stdin.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Whether `docker buildx version` works; Err says why not.
+pub async fn available() -> Result<(), String> {
+    let output = tokio::process::Command::new("docker")
+        .args(["buildx", "version"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run `docker buildx version`: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+    Err(format!(
+        "`docker buildx version` exited with {}: {}",
+        output.status,
+        last.trim()
+    ))
+}
+
+pub struct Spec {
+    pub context_tar: Vec<u8>,
+    pub dockerfile: String,
+    pub tag: String,
+    pub build_args: HashMap<String, String>,
+    pub labels: HashMap<String, String>,
+    pub no_cache: bool,
+    pub platforms: Vec<String>,
+}
+
+/// The command line of a build (without the program).
+pub fn arguments(spec: &Spec, metadata_file: &std::path::Path) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "buildx".into(),
+        "build".into(),
+        "--platform".into(),
+        spec.platforms.join(","),
+        "--push".into(),
+        "--tag".into(),
+        spec.tag.clone(),
+        "--file".into(),
+        spec.dockerfile.clone(),
+        "--metadata-file".into(),
+        metadata_file.display().to_string(),
+        "--progress".into(),
+        "plain".into(),
+    ];
+    if spec.no_cache {
+        args.push("--no-cache".into());
+    }
+    let mut labels: Vec<_> = spec.labels.iter().collect();
+    labels.sort();
+    for (k, v) in labels {
+        args.push("--label".into());
+        args.push(format!("{k}={v}"));
+    }
+    let mut build_args: Vec<_> = spec.build_args.iter().collect();
+    build_args.sort();
+    for (k, v) in build_args {
+        args.push("--build-arg".into());
+        args.push(format!("{k}={v}"));
+    }
+    args.push("-".into());
+    args
+}
+
+/// Build and push; returns the pushed index digest (the artifact of a multi-platform module).
+pub async fn build_and_push(spec: Spec, mut line: impl FnMut(&str)) -> Result<String, String> {
+    let metadata =
+        std::env::temp_dir().join(format!("meshtop-buildx-{}.json", uuid::Uuid::now_v7()));
+    let mut child = tokio::process::Command::new("docker")
+        .args(arguments(&spec, &metadata))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run `docker buildx build`: {e}"))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or("`docker buildx build` has no stdin")?;
+    let tar = spec.context_tar;
+    let writer = tokio::spawn(async move {
+        let written = stdin.write_all(&tar).await;
+        drop(stdin);
+        written
+    });
+    if let Some(stderr) = child.stderr.take() {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(text)) = lines.next_line().await {
+            line(&text);
+        }
+    }
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| format!("`docker buildx build` did not finish: {e}"))?;
+    let _ = writer.await;
+    if !status.success() {
+        return Err(format!("`docker buildx build` exited with {status}"));
+    }
+    let read = std::fs::read_to_string(&metadata);
+    let _ = std::fs::remove_file(&metadata);
+    let text = read.map_err(|e| format!("buildx wrote no metadata ({e})"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("buildx metadata is not JSON ({e})"))?;
+    value["containerimage.digest"]
+        .as_str()
+        .filter(|d| d.starts_with("sha256:"))
+        .map(str::to_string)
+        .ok_or_else(|| "buildx metadata names no containerimage.digest".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_push_every_platform_and_read_the_context_from_stdin() {
+        let spec = Spec {
+            context_tar: Vec::new(),
+            dockerfile: "Dockerfile".into(),
+            tag: "127.0.0.1:5000/demo/api:abc-amd64-arm64".into(),
+            build_args: HashMap::from([("BASE".to_string(), "sha256:1".to_string())]),
+            labels: HashMap::from([("jr2.dev/module".to_string(), "api".to_string())]),
+            no_cache: true,
+            platforms: vec!["linux/amd64".into(), "linux/arm64".into()],
+        };
+        let args = arguments(&spec, std::path::Path::new("/tmp/m.json"));
+        let joined = args.join(" ");
+        assert!(joined.starts_with("buildx build --platform linux/amd64,linux/arm64 --push --tag 127.0.0.1:5000/demo/api:abc-amd64-arm64"), "{joined}");
+        assert!(joined.contains("--metadata-file /tmp/m.json") && joined.contains("--no-cache"));
+        assert!(
+            joined.contains("--label jr2.dev/module=api")
+                && joined.contains("--build-arg BASE=sha256:1")
+        );
+        assert_eq!(args.last().map(String::as_str), Some("-"));
+    }
+}

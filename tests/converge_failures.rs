@@ -1,0 +1,163 @@
+//! Converges that fail: the daemon going away mid-build, and a failed step as `meshtop builds
+//! --failed` shows it (issue 3, "Done when").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod daemon_proxy;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{ExampleMesh, said};
+use daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
+use meshtop::backends::history::{BuildQuery, BuildRow, BuildStatus, History};
+
+fn builds(mesh: &ExampleMesh) -> Vec<BuildRow> {
+    if !mesh.state().exists() {
+        return Vec::new();
+    }
+    let Ok(history) = History::open(&mesh.state()) else {
+        return Vec::new();
+    };
+    history
+        .builds(&BuildQuery {
+            mesh: mesh.name.clone(),
+            limit: 100,
+            ..BuildQuery::default()
+        })
+        .unwrap_or_default()
+}
+
+fn wait_for_running_build(mesh: &ExampleMesh, child: &mut Child, log: &Path) -> BuildRow {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(row) = builds(mesh)
+            .into_iter()
+            .find(|b| b.status == BuildStatus::Running)
+        {
+            return row;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "converge ended ({status}) before any build ran:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no build started within a minute:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the converge did not end within {within:?} of the daemon going away");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
+    let mesh = ExampleMesh::new("gone");
+    let file = mesh.root().join("base/Dockerfile");
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{original}RUN sleep 30\n")).unwrap();
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
+    let proxy = DaemonProxy::start(
+        &mesh.dir.path().join("proxy.sock"),
+        Path::new(DOCKER_SOCKET),
+    );
+    let log = mesh.dir.path().join("converge.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .env("DOCKER_HOST", proxy.docker_host())
+        .arg("--mesh")
+        .arg(mesh.mesh_file())
+        .arg("--state")
+        .arg(mesh.state())
+        .arg("converge")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let running = wait_for_running_build(&mesh, &mut child, &log);
+    let converge_id = running.converge_id.clone().unwrap();
+    // Let the build reach the daemon, then the daemon goes away.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(proxy.requests() > 0, "the converge went through the proxy");
+    proxy.shut();
+
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    eprintln!("{stderr}");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("meshtop: ")
+            && last.contains("Docker daemon")
+            && last.contains(&proxy.docker_host()),
+        "the error names the daemon: {stderr}"
+    );
+
+    let history = History::open(&mesh.state()).unwrap();
+    let rows: Vec<BuildRow> = builds(&mesh)
+        .into_iter()
+        .filter(|b| b.converge_id.as_deref() == Some(converge_id.as_str()))
+        .collect();
+    assert!(
+        rows.iter().all(|b| b.status != BuildStatus::Running),
+        "{rows:#?}"
+    );
+    let base = history.build(&running.id).unwrap().unwrap();
+    assert_eq!(base.status, BuildStatus::Failed, "{base:#?}");
+    let error = base.error.clone().unwrap_or_default();
+    assert!(error.contains("Docker daemon"), "{base:#?}");
+    assert!(history.record(&mesh.name).unwrap().is_empty());
+    let holder = history.converge_holder(&mesh.name).unwrap();
+    assert!(holder.is_none(), "the lock is released: {holder:?}");
+}
+
+#[test]
+fn builds_failed_shows_the_first_line_of_the_error() {
+    let mesh = ExampleMesh::new("failtext");
+    let file = mesh.root().join("base/Dockerfile");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("COPY no-such-file /nowhere\n");
+    std::fs::write(&file, text).unwrap();
+    let output = mesh.meshtop(&["converge"]);
+    assert_eq!(output.status.code(), Some(1), "{}", said(&output));
+
+    let rows = mesh.json(&["builds", "--failed", "--json"]);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let error = rows[0]["error"].as_str().unwrap();
+    let first_line = error.lines().next().unwrap();
+    assert!(first_line.contains("no-such-file"), "{error}");
+
+    let listing = mesh.meshtop(&["builds", "--failed"]);
+    assert!(listing.status.success(), "{}", said(&listing));
+    let stdout = String::from_utf8_lossy(&listing.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and the failed build:\n{stdout}");
+    assert!(lines[0].contains("ERROR"), "{stdout}");
+    assert!(
+        lines[1].contains("failed") && lines[1].contains("base"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].trim_end().ends_with(first_line.trim_end()),
+        "the row ends with the error's first line {first_line:?}:\n{stdout}"
+    );
+}

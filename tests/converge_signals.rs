@@ -1,0 +1,140 @@
+//! Ctrl-C during a converge: running builds are marked `cancelled`, nothing is stamped, the exit
+//! code is 130 and the mesh's converge lock is released (issue 3, "Record every build").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{ExampleMesh, said};
+use meshtop::backends::history::{BuildQuery, BuildRow, BuildStatus, History};
+
+/// Make the base's build slow: a step that sleeps (the base has busybox by then).
+pub fn slow_base(mesh: &ExampleMesh) -> String {
+    let file = mesh.root().join("base/Dockerfile");
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{original}RUN sleep 30\n")).unwrap();
+    original
+}
+
+fn builds(mesh: &ExampleMesh) -> Vec<BuildRow> {
+    if !mesh.state().exists() {
+        return Vec::new();
+    }
+    let Ok(history) = History::open(&mesh.state()) else {
+        return Vec::new();
+    };
+    history
+        .builds(&BuildQuery {
+            mesh: mesh.name.clone(),
+            limit: 100,
+            ..BuildQuery::default()
+        })
+        .unwrap_or_default()
+}
+
+/// Poll the state database until a build of this mesh is running; panics (with the child's
+/// output) when the child exits first or nothing runs within a minute.
+fn wait_for_running_build(
+    mesh: &ExampleMesh,
+    child: &mut Child,
+    log: &std::path::Path,
+) -> BuildRow {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(row) = builds(mesh)
+            .into_iter()
+            .find(|b| b.status == BuildStatus::Running)
+        {
+            return row;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "converge ended ({status}) before any build ran:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no build started within a minute:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the converge did not end within {within:?} of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
+    let mesh = ExampleMesh::new("sigint");
+    let original = slow_base(&mesh);
+    let log = mesh.dir.path().join("converge.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .arg("--mesh")
+        .arg(mesh.mesh_file())
+        .arg("--state")
+        .arg(mesh.state())
+        .arg("converge")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let running = wait_for_running_build(&mesh, &mut child, &log);
+    assert_eq!(running.module.as_deref(), Some("base"));
+    let converge_id = running.converge_id.clone().unwrap();
+
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    // Well under the 30 s the step sleeps: the converge must not wait for the build to end.
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("cancelled"), "{stderr}");
+
+    let history = History::open(&mesh.state()).unwrap();
+    let rows: Vec<BuildRow> = builds(&mesh)
+        .into_iter()
+        .filter(|b| b.converge_id.as_deref() == Some(converge_id.as_str()))
+        .collect();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|b| b.status != BuildStatus::Running),
+        "{rows:#?}"
+    );
+    let base = history.build(&running.id).unwrap().unwrap();
+    assert_eq!(base.status, BuildStatus::Cancelled, "{base:#?}");
+    assert!(base.ended_ms.is_some(), "{base:#?}");
+    assert!(
+        history.record(&mesh.name).unwrap().is_empty(),
+        "a cancelled converge stamps nothing"
+    );
+    let holder = history.converge_holder(&mesh.name).unwrap();
+    assert!(holder.is_none(), "the lock is released: {holder:?}");
+
+    // The mesh is free: plan and converge work (without the slow step, to keep the test short).
+    std::fs::write(mesh.root().join("base/Dockerfile"), original).unwrap();
+    let plan = mesh.meshtop(&["plan"]);
+    assert!(plan.status.success(), "{}", said(&plan));
+    let converge = mesh.meshtop(&["converge", "--json"]);
+    assert!(converge.status.success(), "{}", said(&converge));
+    let summary: serde_json::Value = serde_json::from_slice(&converge.stdout).unwrap();
+    assert_eq!(summary["stamped"], true, "{summary}");
+    assert_eq!(history.record(&mesh.name).unwrap().len(), 5);
+}

@@ -1,0 +1,150 @@
+//! A tiny unix-socket proxy in front of the Docker daemon: it counts the HTTP requests that pass
+//! through it, and can be shut — every connection dropped, the socket no longer listening — to
+//! play a daemon that goes away. Used by the integration tests and by `examples/daemon_proxy.rs`.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::task::JoinHandle;
+
+/// The daemon's own socket.
+pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+
+/// What went through the proxy.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub connections: AtomicUsize,
+    /// HTTP requests: lines starting with a method and ` /` at the start of a client write.
+    pub requests: AtomicUsize,
+}
+
+pub struct DaemonProxy {
+    path: PathBuf,
+    accept: JoinHandle<()>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    pub counts: Arc<Counts>,
+}
+
+const METHODS: [&[u8]; 5] = [b"GET /", b"POST /", b"HEAD /", b"PUT /", b"DELETE /"];
+
+/// Requests that start in this chunk of client bytes. A request line that straddles two reads is
+/// missed; Docker's clients write each request head in one write, so this counts them all in practice.
+fn count_requests(chunk: &[u8]) -> usize {
+    let starts = std::iter::once(0).chain(
+        chunk
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w == b"\r\n")
+            .map(|(i, _)| i + 2),
+    );
+    starts
+        .filter(|&i| METHODS.iter().any(|m| chunk[i..].starts_with(m)))
+        .count()
+}
+
+impl DaemonProxy {
+    /// Listen on `path`, forwarding each connection to `upstream`. Must run inside a tokio runtime.
+    pub fn start(path: &Path, upstream: &Path) -> DaemonProxy {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).unwrap();
+        let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let counts: Arc<Counts> = Arc::default();
+        let upstream = upstream.to_path_buf();
+        let accept = {
+            let tasks = tasks.clone();
+            let counts = counts.clone();
+            tokio::spawn(async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    counts.connections.fetch_add(1, Ordering::SeqCst);
+                    let upstream = upstream.clone();
+                    let counts = counts.clone();
+                    let task = tokio::spawn(async move {
+                        if let Ok(daemon) = UnixStream::connect(&upstream).await {
+                            pipe(client, daemon, counts).await;
+                        }
+                    });
+                    tasks.lock().unwrap().push(task);
+                }
+            })
+        };
+        DaemonProxy {
+            path: path.to_path_buf(),
+            accept,
+            tasks,
+            counts,
+        }
+    }
+
+    /// `unix://<path>` for `DOCKER_HOST`.
+    pub fn docker_host(&self) -> String {
+        format!("unix://{}", self.path.display())
+    }
+
+    pub fn requests(&self) -> usize {
+        self.counts.requests.load(Ordering::SeqCst)
+    }
+
+    pub fn connections(&self) -> usize {
+        self.counts.connections.load(Ordering::SeqCst)
+    }
+
+    /// The daemon goes away: stop listening, drop every connection, remove the socket.
+    pub fn shut(&self) {
+        self.accept.abort();
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for DaemonProxy {
+    fn drop(&mut self) {
+        self.shut();
+    }
+}
+
+async fn pipe(client: UnixStream, daemon: UnixStream, counts: Arc<Counts>) {
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut daemon_read, mut daemon_write) = daemon.into_split();
+    let up = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match client_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            counts
+                .requests
+                .fetch_add(count_requests(&buf[..n]), Ordering::SeqCst);
+            if daemon_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = daemon_write.shutdown().await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut daemon_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(up, down);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_requests;
+
+    #[test]
+    fn counts_request_lines_at_line_starts() {
+        assert_eq!(count_requests(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n"), 1);
+        assert_eq!(
+            count_requests(b"GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\n\r\n"),
+            2
+        );
+        assert_eq!(count_requests(b"body with GET /x inside"), 0);
+    }
+}

@@ -1,0 +1,583 @@
+//! The Kubernetes target end to end: the real binary (KUBECONFIG pointing at the API test server),
+//! the real registry (scripts/start-registry.sh, 127.0.0.1:5000) and the real daemon.
+//! Nothing here skips: a missing registry or daemon fails loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::{Arc, Mutex};
+
+use common::{ExampleMesh, said};
+use meshtop::backends::cluster::{Cluster, RECORD_ANNOTATION};
+use meshtop::backends::daemon::LazyDaemon;
+use meshtop::backends::history::History;
+use meshtop::backends::registry::{Published, RegistryClient, split_reference};
+use meshtop::converge::progress::Emitter;
+use meshtop::converge::target::{self, TargetBackend};
+use meshtop::converge::{machines, send};
+use meshtop::mesh::model::{Record, RecordEntry, Registry};
+use serde_json::{Value, json};
+use support::kube_api::KubeApi;
+use support::kube_objects::{pod, workload};
+
+const REGISTRY: &str = "127.0.0.1:5000";
+
+/// The real registry must answer: never skipped.
+async fn require_registry() {
+    meshtop::backends::registry::install_crypto_provider();
+    let answer = reqwest::Client::new()
+        .get(format!("http://{REGISTRY}/v2/"))
+        .send()
+        .await;
+    assert!(
+        answer.is_ok_and(|r| r.status().is_success()),
+        "no registry answers at http://{REGISTRY}/v2/: start one with scripts/start-registry.sh"
+    );
+}
+
+/// A copy of the example mesh on the Kubernetes target, with a kubeconfig for the API test server.
+struct KubeMesh {
+    mesh: ExampleMesh,
+    namespace: String,
+    kubeconfig: PathBuf,
+}
+
+impl KubeMesh {
+    /// `registry`: push there; `context`: the kubeconfig's current context; `extra`: appended TOML.
+    fn new(tag: &str, api: &KubeApi, registry: bool, context: &str, extra: &str) -> KubeMesh {
+        let mesh = ExampleMesh::new(tag);
+        let namespace = format!("ns-{}", mesh.name);
+        let file = mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Machines are declared for the Docker target only: workloads live in the cluster.
+        let text = text.split("[[machine]]").next().unwrap().to_string();
+        let registry_line = if registry {
+            format!("registry = \"{REGISTRY}\"\n")
+        } else {
+            String::new()
+        };
+        let text = text
+            .replace(
+                &format!("name = \"{}\"\n", mesh.name),
+                &format!("name = \"{}\"\n{registry_line}", mesh.name),
+            )
+            .replace(
+                "kind = \"docker\"",
+                &format!("kind = \"kubernetes\"\nnamespace = \"{namespace}\""),
+            );
+        std::fs::write(&file, format!("{text}\n{extra}")).unwrap();
+        let kubeconfig = mesh.dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: {context}\nclusters:\n- name: test\n  cluster:\n    server: http://{}\n\
+contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nusers:\n- name: test\n  user: {{}}\n",
+                api.addr
+            ),
+        )
+        .unwrap();
+        api.put_namespace(&namespace, &[]);
+        KubeMesh {
+            mesh,
+            namespace,
+            kubeconfig,
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.mesh.name
+    }
+
+    async fn run_with_state(&self, state: &Path, args: &[&str]) -> Output {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .arg("--mesh")
+            .arg(self.mesh.mesh_file())
+            .arg("--state")
+            .arg(state)
+            .args(args)
+            .output()
+            .await
+            .unwrap()
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        self.run_with_state(&self.mesh.state(), args).await
+    }
+
+    async fn json(&self, args: &[&str]) -> (Value, String) {
+        let output = self.run(args).await;
+        assert!(
+            output.status.success(),
+            "meshtop {args:?} failed ({:?}):\n{}",
+            output.status.code(),
+            said(&output)
+        );
+        let value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("meshtop {args:?}: not JSON ({e}):\n{}", said(&output)));
+        (value, String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+
+    /// A one-replica Deployment of `module` running `image`, whose pod reports `image_id`.
+    fn deploy(&self, api: &KubeApi, module: &str, image: &str, image_id: &str) {
+        let name = format!("{module}-1");
+        api.put(
+            "deployments",
+            &self.namespace,
+            workload("deployments", &name, module, &[("app", image)], 1),
+        );
+        api.put(
+            "pods",
+            &self.namespace,
+            pod(&format!("{name}-pod"), &name, "app", image, image_id),
+        );
+    }
+
+    fn image(&self, api: &KubeApi, module: &str) -> String {
+        api.get("deployments", &self.namespace, &format!("{module}-1"))
+            .unwrap()["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The namespace's annotation, parsed.
+    fn annotation(&self, api: &KubeApi) -> Value {
+        let ns = api.get("namespaces", "", &self.namespace).unwrap();
+        let text = ns["metadata"]["annotations"][RECORD_ANNOTATION]
+            .as_str()
+            .unwrap_or_else(|| panic!("no record annotation on {ns}"));
+        serde_json::from_str(text).unwrap()
+    }
+
+    fn set_annotation(&self, api: &KubeApi, text: &str) {
+        api.put_namespace(&self.namespace, &[(RECORD_ANNOTATION, text)]);
+    }
+}
+
+fn decisions(summary: &Value) -> BTreeMap<String, String> {
+    summary["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn old_id(n: u8) -> String {
+    format!(
+        "docker-pullable://{REGISTRY}/old@sha256:{}",
+        format!("{n:02x}").repeat(32)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converge_pushes_stamps_sends_then_the_record_vouches() {
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("kc", &api, true, "test-ctx", "");
+    let repo = |module: &str| format!("{REGISTRY}/{}/{module}", k.name());
+    for (n, module) in [(1, "web"), (2, "worker"), (3, "api")] {
+        k.deploy(&api, module, &format!("{}:old", repo(module)), &old_id(n));
+    }
+    // The patch's GET, then the first roll-out poll sees it done.
+    for module in ["web", "worker"] {
+        api.complete_rollout_after_reads("deployments", &k.namespace, &format!("{module}-1"), 2);
+    }
+
+    let (first, stderr) = k.json(&["converge", "--json"]).await;
+    assert!(
+        stderr.contains(&format!("context test-ctx, namespace {}", k.namespace)),
+        "the converge names where it acts:\n{stderr}"
+    );
+    assert_eq!(first["stamped"], true, "{first}");
+    assert!(decisions(&first).values().all(|d| d == "build"), "{first}");
+
+    // The annotation holds every module's ref and artifact.
+    let annotation = k.annotation(&api);
+    let modules = first["modules"].as_array().unwrap();
+    assert_eq!(annotation.as_object().unwrap().len(), 5, "{annotation}");
+    for m in modules {
+        let name = m["name"].as_str().unwrap();
+        assert_eq!(annotation[name]["ref"], m["ref"], "{annotation}");
+        assert_eq!(annotation[name]["digest"], m["digest"], "{annotation}");
+        assert!(m["ref"].as_str().unwrap().starts_with(&repo(name)));
+    }
+
+    // What was pushed is what the registry answers, and it is kept with the build.
+    let (builds, _) = k.json(&["builds", "--json", "--limit", "100"]).await;
+    let client = RegistryClient::new(
+        &Registry {
+            host: REGISTRY.into(),
+            insecure: false,
+        },
+        None,
+    )
+    .unwrap();
+    let mut published = BTreeMap::new();
+    for build in builds.as_array().unwrap() {
+        let reference = build["ref"].as_str().unwrap();
+        let (repository, tag) = split_reference(reference);
+        let path = repository.strip_prefix(&format!("{REGISTRY}/")).unwrap();
+        let Published::Present { digest } = client.manifest(path, tag).await.unwrap() else {
+            panic!("{reference} is not in the registry");
+        };
+        assert_eq!(build["published_digest"], json!(digest), "{build}");
+        assert_eq!(build["published_ref"], json!(reference), "{build}");
+        published.insert(
+            build["module"].as_str().unwrap().to_string(),
+            (reference.to_string(), digest),
+        );
+    }
+    assert_eq!(published.len(), 5);
+
+    // Rollout modules were sent to ref@<registry digest>; the record-policy module was not.
+    let sends = first["sends"].as_array().unwrap();
+    assert_eq!(sends.len(), 2, "{first}");
+    assert!(sends.iter().all(|s| s["ok"] == true), "{first}");
+    for module in ["web", "worker"] {
+        let (reference, digest) = &published[module];
+        assert_eq!(k.image(&api, module), format!("{reference}@{digest}"));
+    }
+    assert_eq!(k.image(&api, "api"), format!("{}:old", repo("api")));
+
+    // The pods now report the manifest digest they pulled: current (the published digest names the artifact).
+    for module in ["web", "worker"] {
+        let (reference, digest) = &published[module];
+        let image = format!("{reference}@{digest}");
+        api.put(
+            "pods",
+            &k.namespace,
+            pod(
+                &format!("{module}-1-pod"),
+                &format!("{module}-1"),
+                "app",
+                &image,
+                &format!("docker-pullable://{image}"),
+            ),
+        );
+    }
+    let (status, _) = k.json(&["status", "--json"]).await;
+    let states: BTreeMap<String, String> = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(states["web-1"], "current", "{status}");
+    assert_eq!(states["worker-1"], "current", "{status}");
+    assert_eq!(states["api-1"], "held", "{status}");
+    let web = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "web-1")
+        .unwrap();
+    assert_eq!(web["kind"], "Deployment");
+    assert_eq!(web["health"], "1/1 ready");
+    assert_eq!(
+        web["built_by"]["module"], "web",
+        "the running digest traces to its build: {web}"
+    );
+
+    // A second converge: the record vouches for everything, nothing is built or sent.
+    let (second, _) = k.json(&["converge", "--json"]).await;
+    assert!(
+        decisions(&second).values().all(|d| d == "record"),
+        "{second}"
+    );
+    assert!(second["sends"].as_array().unwrap().is_empty(), "{second}");
+    let (builds, _) = k.json(&["builds", "--json", "--limit", "100"]).await;
+    assert_eq!(builds.as_array().unwrap().len(), 5);
+    let reason = second["modules"][0]["outcome"].as_str().unwrap();
+    assert_eq!(reason, "skipped (record)");
+    let (plan, _) = k.json(&["plan", "--json"]).await;
+    let why = plan["modules"][0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains(&format!(
+            "annotation jr2.dev/images on namespace {}",
+            k.namespace
+        )),
+        "{why}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_annotation_warns_and_decides_build_then_host() {
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("km", &api, true, "test-ctx", "");
+    k.set_annotation(&api, "{not json");
+
+    let (plan, stderr) = k.json(&["plan", "--json", "base"]).await;
+    assert!(
+        stderr.contains("warning") && stderr.contains(&k.namespace),
+        "{stderr}"
+    );
+    assert_eq!(plan["modules"][0]["decision"], "build", "{plan}");
+
+    let (summary, stderr) = k.json(&["converge", "--json", "base"]).await;
+    assert!(
+        stderr.contains("warning") && stderr.contains(&k.namespace),
+        "{stderr}"
+    );
+    assert_eq!(
+        summary["warnings"].as_array().unwrap().len(),
+        1,
+        "{summary}"
+    );
+    assert_eq!(decisions(&summary)["base"], "build", "{summary}");
+    // The stamp wrote a readable record over the broken one.
+    assert_eq!(
+        k.annotation(&api)["base"]["ref"],
+        summary["modules"][0]["ref"]
+    );
+
+    // Broken again: the host (which holds the built image) answers.
+    k.set_annotation(&api, r#"{"base": {"ref": 7}}"#);
+    let (plan, stderr) = k.json(&["plan", "--json", "base"]).await;
+    assert!(stderr.contains("warning"), "{stderr}");
+    assert_eq!(plan["modules"][0]["decision"], "host", "{plan}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_converges_with_their_own_state_race_and_both_land() {
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let extra = "[[module]]\nname = \"solo\"\ncontext = \"base\"\npolicy = \"record\"\n";
+    let k = KubeMesh::new("kr", &api, true, "test-ctx", extra);
+    let other_state = k.mesh.dir.path().join("other.db");
+    let (a, b) = tokio::join!(
+        k.run(&["converge", "--json", "base"]),
+        k.run_with_state(&other_state, &["converge", "--json", "solo"])
+    );
+    assert!(a.status.success(), "{}", said(&a));
+    assert!(b.status.success(), "{}", said(&b));
+    let annotation = k.annotation(&api);
+    assert!(
+        annotation.get("base").is_some() && annotation.get("solo").is_some(),
+        "{annotation}"
+    );
+
+    // The engine's stamp, forced to conflict: both entries still land.
+    let entry = |d: &str| RecordEntry {
+        reference: format!("{REGISTRY}/x/m:{d}"),
+        digest: format!("sha256:{d}"),
+    };
+    let mesh = meshtop::mesh::file::load(&k.mesh.mesh_file()).unwrap();
+    let history = Mutex::new(History::open(&k.mesh.state()).unwrap());
+    api.sync_next_namespace_reads(2);
+    let one = TargetBackend::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
+    let two = one.clone();
+    let conflicts_before = api.responses_with(409);
+    let x = Record::from([("x".to_string(), entry("01"))]);
+    let y = Record::from([("y".to_string(), entry("02"))]);
+    let (r1, r2) = tokio::join!(
+        target::stamp(&mesh, &one, &history, "c1", &x),
+        target::stamp(&mesh, &two, &history, "c2", &y)
+    );
+    r1.unwrap();
+    r2.unwrap();
+    assert!(
+        api.responses_with(409) > conflicts_before,
+        "the race never conflicted"
+    );
+    let annotation = k.annotation(&api);
+    for module in ["base", "solo", "x", "y"] {
+        assert!(
+            annotation.get(module).is_some(),
+            "{module} lost: {annotation}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neither_registry_nor_kind_context_is_refused_before_any_build() {
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("kn", &api, false, "plain-ctx", "");
+    let output = k.run(&["converge", "--json"]).await;
+    assert!(!output.status.success(), "{}", said(&output));
+    let text = said(&output);
+    assert!(text.contains("refused before any build"), "{text}");
+    assert!(
+        text.contains("registry") && text.contains("kind-"),
+        "{text}"
+    );
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(builds.as_array().unwrap().is_empty(), "{builds}");
+    assert!(
+        api.get("namespaces", "", &k.namespace).unwrap()["metadata"]["annotations"]
+            .get(RECORD_ANNOTATION)
+            .is_none()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_platform_module_without_buildx_fails_naming_it() {
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("kx", &api, true, "test-ctx", "");
+    let file = k.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        "context = \"base\"\n",
+        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+    let buildx = std::process::Command::new("docker")
+        .args(["buildx", "version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(!buildx, "this test needs a machine without docker buildx");
+    let output = k.run(&["converge", "--json", "base"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", said(&output));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let outcome = summary["modules"][0]["outcome"].as_str().unwrap();
+    assert!(
+        outcome.contains("module base") && outcome.contains("docker buildx"),
+        "{outcome}"
+    );
+    assert_eq!(summary["stamped"], false);
+}
+
+/// A kind context, no registry: a send of a crafted record, without any build.
+fn kind_setup(api: &KubeApi, tag: &str) -> (KubeMesh, String) {
+    let k = KubeMesh::new(tag, api, false, "kind-t", "");
+    let reference = format!("{}/web:aaaaaaaaaaaa-amd64", k.name());
+    let record =
+        json!({"web": {"ref": reference, "digest": format!("sha256:{}", "ab".repeat(32))}});
+    k.set_annotation(api, &record.to_string());
+    k.deploy(api, "web", &format!("{}/web:old", k.name()), &old_id(9));
+    (k, reference)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
+    let api = KubeApi::start().await;
+    let (k, reference) = kind_setup(&api, "kb");
+    api.set_pods_waiting(
+        "deployments",
+        &k.namespace,
+        "web-1",
+        "ImagePullBackOff",
+        "Back-off pulling image",
+    );
+    api.add_event(
+        &k.namespace,
+        "web-1-pod",
+        "Failed",
+        "Failed to pull image: not found",
+    );
+    let output = k.run(&["send", "web", "--yes", "--json"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", said(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("context kind-t, namespace {}", k.namespace)),
+        "{stderr}"
+    );
+    let outcomes: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let message = outcomes[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("ImagePullBackOff") && message.contains("Failed to pull image"),
+        "{message}"
+    );
+    // kind-loaded: the ref itself, with the artifact on the pod template.
+    assert_eq!(k.image(&api, "web"), reference);
+    let deployment = api.get("deployments", &k.namespace, "web-1").unwrap();
+    assert_eq!(
+        deployment["spec"]["template"]["metadata"]["annotations"]["jr2.dev/artifact"],
+        json!(format!("sha256:{}", "ab".repeat(32)))
+    );
+    let history = History::open(&k.mesh.state()).unwrap();
+    let rows = history.sends(k.name(), Some("web"), 10).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(
+        rows[0].outcome.contains("ImagePullBackOff"),
+        "{}",
+        rows[0].outcome
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
+    let api = KubeApi::start().await;
+    let (k, _) = kind_setup(&api, "kg");
+    let mesh = meshtop::mesh::file::load(&k.mesh.mesh_file()).unwrap();
+    let history = Arc::new(Mutex::new(History::open(&k.mesh.state()).unwrap()));
+    let cluster = Cluster::from_client(api.client(), "kind-t", &k.namespace);
+    let backend = TargetBackend::kubernetes(cluster, None);
+    let daemon = LazyDaemon::new();
+    let record = target::read_record(&mesh, &backend, &history)
+        .await
+        .unwrap();
+    let listed = machines::list(&mesh, &record.record, &daemon, &backend, &history)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].state.as_str(), "behind");
+    // Someone changes the image between our listing and our patch.
+    let mut changed = api.get("deployments", &k.namespace, "web-1").unwrap();
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("someone/else:1");
+    api.put("deployments", &k.namespace, changed);
+
+    let moves = send::moves_for(&mesh, &record.record, &listed, "web");
+    let emitter = Emitter::new(history.clone(), &mesh.name, "test", None);
+    let outcomes = send::send(&mesh, &moves, &daemon, &backend, &history, &emitter).await;
+    assert_eq!(outcomes.len(), 1);
+    assert!(!outcomes[0].ok);
+    assert!(
+        outcomes[0].message.contains("changed by someone else")
+            && outcomes[0].message.contains("someone/else:1"),
+        "{}",
+        outcomes[0].message
+    );
+    assert_eq!(k.image(&api, "web"), "someone/else:1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_over_500_workloads_takes_a_bounded_number_of_calls() {
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("ks", &api, true, "test-ctx", "");
+    let modules = ["base", "tools", "web", "api", "worker"];
+    for i in 0..500 {
+        let module = modules[i % modules.len()];
+        let name = format!("w{i}");
+        let image = format!("{REGISTRY}/{}/{module}:t", k.name());
+        api.put(
+            "deployments",
+            &k.namespace,
+            workload("deployments", &name, module, &[("app", &image)], 1),
+        );
+        api.put(
+            "pods",
+            &k.namespace,
+            pod(
+                &format!("{name}-0"),
+                &name,
+                "app",
+                &image,
+                &old_id((i % 200) as u8),
+            ),
+        );
+    }
+    api.reset_counts();
+    let (status, _) = k.json(&["status", "--json"]).await;
+    assert_eq!(status.as_array().unwrap().len(), 500);
+    let calls = api.total_requests();
+    eprintln!("status over 500 workloads: {calls} API calls");
+    assert!(calls <= 5, "{calls} calls");
+}

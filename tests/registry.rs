@@ -1,0 +1,378 @@
+//! The registry client against the real registry (scripts/start-registry.sh) and tiny auth servers,
+//! push through the real daemon, and Docker's credentials.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use meshtop::backends::credentials::{Credentials, from_config_dir};
+use meshtop::backends::registry::{Published, RegistryClient, RegistryError, push_image};
+use meshtop::mesh::model::Registry;
+
+const LOCAL: &str = "127.0.0.1:5000";
+
+fn registry(host: &str) -> Registry {
+    Registry {
+        host: host.into(),
+        insecure: false,
+    }
+}
+
+/// The real registry must run: it is never skipped.
+async fn require_registry() {
+    let answer = reqwest::Client::new()
+        .get(format!("http://{LOCAL}/v2/"))
+        .send()
+        .await;
+    if !answer.is_ok_and(|r| r.status().is_success()) {
+        panic!(
+            "no registry answers at http://{LOCAL}/v2/: start one with scripts/start-registry.sh"
+        );
+    }
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .expect("the docker CLI runs");
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn push_returns_the_digest_the_registry_then_answers() {
+    require_registry().await;
+    let dir = tempfile::tempdir().unwrap();
+    let unique = uuid::Uuid::now_v7().to_string();
+    std::fs::write(dir.path().join("hello"), &unique).unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        "FROM scratch\nCOPY hello /hello\n",
+    )
+    .unwrap();
+    let tag = format!("t{}", &unique[unique.len() - 12..]);
+    let reference = format!("{LOCAL}/test/x:{tag}");
+    docker(&[
+        "build",
+        "-q",
+        "-t",
+        &reference,
+        dir.path().to_str().unwrap(),
+    ]);
+
+    let client = RegistryClient::new(&registry(LOCAL), None).unwrap();
+    assert_eq!(
+        client.manifest("test/x", &tag).await.unwrap(),
+        Published::Absent
+    );
+
+    let daemon = bollard::Docker::connect_with_defaults().unwrap();
+    let pushed = push_image(&daemon, &reference, None).await;
+    docker(&["rmi", &reference]);
+    let digest = pushed.unwrap();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+    assert_eq!(
+        client.manifest("test/x", &tag).await.unwrap(),
+        Published::Present { digest }
+    );
+}
+
+#[tokio::test]
+async fn pushing_an_image_the_daemon_lacks_fails_with_its_message() {
+    require_registry().await;
+    let daemon = bollard::Docker::connect_with_defaults().unwrap();
+    let err = push_image(&daemon, &format!("{LOCAL}/test/none:missing"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Push { .. }), "{err}");
+    assert!(err.to_string().contains("test/none"), "{err}");
+}
+
+/// What the fake registries saw.
+#[derive(Default)]
+struct Seen {
+    token_queries: Vec<String>,
+    accepts: Vec<String>,
+    authorizations: Vec<String>,
+}
+
+/// A registry that wants a bearer token from its own realm (which wants basic credentials `u:p`).
+async fn fake_registry(mode: &'static str) -> (String, Arc<Mutex<Seen>>) {
+    fake_registry_on("127.0.0.1", mode).await
+}
+
+async fn fake_registry_on(ip: &str, mode: &'static str) -> (String, Arc<Mutex<Seen>>) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let (state, realm) = (seen.clone(), format!("http://{host}/token"));
+    let app = Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
+        let (seen, realm) = (state.clone(), realm.clone());
+        async move {
+            let auth = headers
+                .get(header::AUTHORIZATION)
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            let mut seen = seen.lock().unwrap();
+            // base64("u:p") = dTpw
+            if uri.path() == "/token" {
+                seen.token_queries
+                    .push(uri.query().unwrap_or("").to_string());
+                if auth != "Basic dTpw" {
+                    return StatusCode::UNAUTHORIZED.into_response();
+                }
+                return (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    r#"{"token":"t0k"}"#,
+                )
+                    .into_response();
+            }
+            seen.accepts.push(
+                headers
+                    .get(header::ACCEPT)
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default(),
+            );
+            seen.authorizations.push(auth.clone());
+            let (wanted, challenge) = match mode {
+                "bearer" => (
+                    "Bearer t0k".to_string(),
+                    format!(r#"Bearer realm="{realm}",service="fake",scope="repository:a/b:pull""#),
+                ),
+                _ => (
+                    "Basic dTpw".to_string(),
+                    r#"Basic realm="fake""#.to_string(),
+                ),
+            };
+            if auth != wanted {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, challenge)],
+                )
+                    .into_response();
+            }
+            let body = r#"{"schemaVersion":2}"#;
+            let response: Response = match uri.path() {
+                "/v2/a/b/manifests/present" => (
+                    StatusCode::OK,
+                    [("docker-content-digest", "sha256:feed")],
+                    body,
+                )
+                    .into_response(),
+                // A registry that omits the digest header: the digest is the body's sha256.
+                "/v2/a/b/manifests/nodigest" if method == Method::GET => {
+                    (StatusCode::OK, body).into_response()
+                }
+                "/v2/a/b/manifests/nodigest" => StatusCode::OK.into_response(),
+                _ => StatusCode::NOT_FOUND.into_response(),
+            };
+            response
+        }
+    });
+    let listener_task = axum::serve(listener, app);
+    tokio::spawn(async move { listener_task.await.unwrap() });
+    (host, seen)
+}
+
+fn basic() -> Credentials {
+    Credentials::Basic {
+        username: "u".into(),
+        password: "p".into(),
+    }
+}
+
+#[tokio::test]
+async fn bearer_tokens_come_from_the_challenge_realm_and_are_reused() {
+    let (host, seen) = fake_registry("bearer").await;
+    let client = RegistryClient::new(&registry(&host), Some(basic())).unwrap();
+    assert_eq!(
+        client.manifest("a/b", "present").await.unwrap(),
+        Published::Present {
+            digest: "sha256:feed".into()
+        }
+    );
+    assert_eq!(
+        client.manifest("a/b", "gone").await.unwrap(),
+        Published::Absent
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen.token_queries,
+        vec!["service=fake&scope=repository%3Aa%2Fb%3Apull".to_string()]
+    );
+    assert!(
+        seen.accepts
+            .iter()
+            .all(|a| a.contains("application/vnd.oci.image.index.v1+json")
+                && a.contains("application/vnd.docker.distribution.manifest.v2+json"))
+    );
+    // present: anonymous then token; gone: the cached token straight away.
+    assert_eq!(seen.authorizations, vec!["", "Bearer t0k", "Bearer t0k"]);
+}
+
+#[tokio::test]
+async fn bearer_without_accepted_credentials_says_to_log_in() {
+    let (host, _) = fake_registry("bearer").await;
+    let client = RegistryClient::new(&registry(&host), None).unwrap();
+    let err = client.manifest("a/b", "present").await.unwrap_err();
+    assert!(matches!(err, RegistryError::Unauthorized { .. }), "{err}");
+    assert!(
+        err.to_string().contains(&format!("docker login {host}")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn basic_auth_and_a_missing_digest_header() {
+    let (host, _) = fake_registry("basic").await;
+    let anonymous = RegistryClient::new(&registry(&host), None).unwrap();
+    let err = anonymous.manifest("a/b", "present").await.unwrap_err();
+    assert!(err.to_string().contains("user name and password"), "{err}");
+
+    let client = RegistryClient::new(&registry(&host), Some(basic())).unwrap();
+    assert_eq!(
+        client.manifest("a/b", "present").await.unwrap(),
+        Published::Present {
+            digest: "sha256:feed".into()
+        }
+    );
+    let expected = {
+        use sha2::Digest;
+        format!(
+            "sha256:{}",
+            hex::encode(sha2::Sha256::digest(br#"{"schemaVersion":2}"#))
+        )
+    };
+    assert_eq!(
+        client.manifest("a/b", "nodigest").await.unwrap(),
+        Published::Present { digest: expected }
+    );
+}
+
+/// This machine's address on its default route (not loopback).
+fn outward_ip() -> String {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    socket
+        .connect("192.0.2.255:9")
+        .or_else(|_| socket.connect("8.8.8.8:53"))
+        .expect("a non-loopback route");
+    let ip = socket.local_addr().unwrap().ip();
+    assert!(!ip.is_loopback(), "no non-loopback address on this machine");
+    ip.to_string()
+}
+
+#[tokio::test]
+async fn a_remote_registry_is_https_only_unless_marked_insecure() {
+    // The fake registry speaks plain HTTP on a non-loopback address.
+    let (host, seen) = fake_registry_on(&outward_ip(), "basic").await;
+    let client = RegistryClient::new(&registry(&host), Some(basic())).unwrap();
+    let err = client.manifest("a/b", "present").await.unwrap_err();
+    assert!(matches!(err, RegistryError::Http { .. }), "{err}");
+    assert!(
+        seen.lock().unwrap().accepts.is_empty(),
+        "a plain HTTP request reached it"
+    );
+
+    let insecure = Registry {
+        host: host.clone(),
+        insecure: true,
+    };
+    let client = RegistryClient::new(&insecure, Some(basic())).unwrap();
+    assert_eq!(
+        client.manifest("a/b", "present").await.unwrap(),
+        Published::Present {
+            digest: "sha256:feed".into()
+        }
+    );
+}
+
+fn write(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn credentials_from_auths_helpers_and_stores() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // A helper that records what it was asked on stdin, and answers.
+    let helper = bin.join("docker-credential-fake");
+    write(
+        &helper,
+        &format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 3\ncat > {}/asked\necho '{{\"ServerURL\":\"x\",\"Username\":\"hu\",\"Secret\":\"hs\"}}'\n",
+            dir.path().display()
+        ),
+    );
+    let store = bin.join("docker-credential-empty");
+    write(
+        &store,
+        "#!/bin/sh\necho 'credentials not found in native keychain'\nexit 1\n",
+    );
+    for f in [&helper, &store] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    write(
+        &dir.path().join("config.json"),
+        r#"{
+        "auths": {"http://reg.example:5000": {"auth": "dTpw"}, "https://index.docker.io/v1/": {"identitytoken": "idt"}},
+        "credHelpers": {"helped.example": "fake"},
+        "credsStore": "empty"
+    }"#,
+    );
+    let path = Some(bin.as_os_str());
+
+    let creds = from_config_dir(dir.path(), "helped.example", path)
+        .await
+        .unwrap();
+    assert_eq!(
+        creds,
+        Some(Credentials::Basic {
+            username: "hu".into(),
+            password: "hs".into()
+        })
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("asked")).unwrap(),
+        "helped.example"
+    );
+
+    // The store has nothing: the inline auth answers.
+    let creds = from_config_dir(dir.path(), "reg.example:5000", path)
+        .await
+        .unwrap();
+    assert_eq!(creds, Some(basic()));
+    let creds = from_config_dir(dir.path(), "docker.io", path)
+        .await
+        .unwrap();
+    assert_eq!(creds, Some(Credentials::IdentityToken("idt".into())));
+    assert_eq!(
+        from_config_dir(dir.path(), "other.example", path)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A missing config is no credentials; a broken one is an error naming the file.
+    assert_eq!(
+        from_config_dir(&dir.path().join("none"), "x", path)
+            .await
+            .unwrap(),
+        None
+    );
+    write(&dir.path().join("config.json"), "{broken");
+    let err = from_config_dir(dir.path(), "x", path).await.unwrap_err();
+    assert!(err.to_string().contains("config.json"), "{err}");
+}

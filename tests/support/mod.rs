@@ -1,0 +1,5 @@
+//! Test support shared by the integration tests.
+#![allow(dead_code)]
+
+pub mod kube_api;
+pub mod kube_objects;
