@@ -11,8 +11,8 @@ use tokio::sync::mpsc;
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::history::{BuildQuery, BuildRow, History};
 use crate::converge::plan::{self, HistoryManifests, PlanContext};
-use crate::converge::target;
-use crate::mesh::model::{Mesh, Record, Target};
+use crate::converge::target::{self, TargetBackend};
+use crate::mesh::model::{Mesh, Target};
 
 use super::msg::{ActionRequest, HistorySnapshot, PageRequest, PollParams, SourceData, SourceId};
 use super::sources::{Backend, BoxFuture, FnSource, Source};
@@ -65,23 +65,24 @@ impl Db {
     }
 }
 
-/// The record as `converge::target::read_record` reads it, on this source's kept handle.
-fn record_of(mesh: &Mesh, history: &History) -> Result<(Record, String), String> {
-    match &mesh.target {
-        Target::Docker => Ok((
-            history.record(&mesh.name).map_err(|e| e.to_string())?,
-            "the docker record".to_string(),
-        )),
-        Target::Kubernetes { namespace, .. } => Err(format!(
-            "reading annotation jr2.dev/images on namespace {namespace} is not wired into the dashboard yet"
-        )),
-    }
-}
-
 /// The dry run, as `meshtop plan` makes it (on its own thread: hashing reads every context).
 struct PlanSource {
     mesh: Arc<Mesh>,
     state_path: PathBuf,
+    place: Place,
+}
+
+/// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
+#[derive(Debug, Clone, Default)]
+pub struct Place {
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+}
+
+impl Place {
+    async fn connect(&self, mesh: &Mesh) -> Result<TargetBackend, String> {
+        TargetBackend::connect(mesh, self.context.as_deref(), self.namespace.as_deref()).await
+    }
 }
 
 impl Source for PlanSource {
@@ -92,7 +93,11 @@ impl Source for PlanSource {
         Duration::from_secs(10)
     }
     fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
-        let (mesh, path) = (self.mesh.clone(), self.state_path.clone());
+        let (mesh, path, place) = (
+            self.mesh.clone(),
+            self.state_path.clone(),
+            self.place.clone(),
+        );
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
@@ -101,7 +106,8 @@ impl Source for PlanSource {
                     .map_err(|e| format!("cannot start the planner's runtime: {e}"))?;
                 runtime.block_on(async {
                     let history = Mutex::new(History::open(&path).map_err(|e| e.to_string())?);
-                    let read = target::read_record(&mesh, &history).await?;
+                    let backend = place.connect(&mesh).await?;
+                    let read = target::read_record(&mesh, &backend, &history).await?;
                     let ctx = PlanContext {
                         mesh: &mesh,
                         record: read.record,
@@ -126,6 +132,9 @@ impl Source for PlanSource {
 struct RecordSource {
     mesh: Arc<Mesh>,
     db: Db,
+    place: Place,
+    /// The Kubernetes connection, kept across polls (dropped after an error).
+    cluster: Arc<tokio::sync::Mutex<Option<TargetBackend>>>,
 }
 
 impl Source for RecordSource {
@@ -137,8 +146,36 @@ impl Source for RecordSource {
     }
     fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
         let mesh = self.mesh.clone();
-        self.db.with(move |history| {
-            record_of(&mesh, history).map(|(record, _)| SourceData::Record(record))
+        if mesh.target == Target::Docker {
+            return self.db.with(move |history| {
+                history
+                    .record(&mesh.name)
+                    .map(SourceData::Record)
+                    .map_err(|e| e.to_string())
+            });
+        }
+        let (place, cluster, path) = (
+            self.place.clone(),
+            self.cluster.clone(),
+            self.db.path.clone(),
+        );
+        Box::pin(async move {
+            let mut guard = cluster.lock().await;
+            if guard.is_none() {
+                *guard = Some(place.connect(&mesh).await?);
+            }
+            let backend = guard.as_ref().ok_or("the cluster is not connected")?;
+            // The Kubernetes record lives on the namespace; the database is only named here.
+            let history = tokio::task::spawn_blocking(move || {
+                History::open(&path).map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| format!("opening the state database stopped: {e}"))??;
+            let read = target::read_record(&mesh, backend, &Mutex::new(history)).await;
+            if read.is_err() {
+                *guard = None;
+            }
+            read.map(|r| SourceData::Record(r.record))
         })
     }
 }
@@ -235,16 +272,19 @@ impl Source for HistorySource {
 
 /// The real sources of a mesh. Machines are listed by the engine (`converge::machines::list`),
 /// which is not wired here yet: that source answers "not wired yet".
-pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf) -> Vec<Arc<dyn Source>> {
+pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Vec<Arc<dyn Source>> {
     let db = Db::new(state_path.clone());
     vec![
         Arc::new(PlanSource {
             mesh: mesh.clone(),
             state_path,
+            place: place.clone(),
         }),
         Arc::new(RecordSource {
             mesh: mesh.clone(),
             db: db.clone(),
+            place,
+            cluster: Arc::new(tokio::sync::Mutex::new(None)),
         }),
         Arc::new(HostSource {
             daemon: Arc::new(tokio::sync::Mutex::new(None)),

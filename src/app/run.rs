@@ -143,7 +143,11 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.warnings = warnings;
     state.no_color = no_color;
     let mesh = Arc::new(opts.mesh.clone());
-    let sources = real::sources(mesh.clone(), opts.state_path.clone());
+    let place = real::Place {
+        context: opts.kube_context.clone(),
+        namespace: opts.namespace.clone(),
+    };
+    let sources = real::sources(mesh.clone(), opts.state_path.clone(), place);
     let backend: Arc<dyn Backend> =
         Arc::new(real::RealBackend::new(&mesh, opts.state_path.clone()));
     tracing::info!(mesh = %mesh.name, state = %opts.state_path.display(), readonly = opts.readonly, "dashboard opens");
