@@ -1,0 +1,120 @@
+//! The loop with fake sources and a fake backend on a TestBackend terminal: keys reach `update`,
+//! effects reach the backend, `q` ends the loop.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fixture;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fixture::*;
+use futures_util::StreamExt;
+use meshtop::app::msg::{ActionRequest, PageRequest, PollParams, SourceData, SourceId};
+use meshtop::app::run::run_loop;
+use meshtop::app::sources::{Backend, BoxFuture, FnSource, Source};
+use meshtop::backends::history::BuildRow;
+use meshtop::mesh::model::Target;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use tokio::sync::{mpsc, oneshot};
+
+struct Fake {
+    started: Mutex<Option<oneshot::Sender<ActionRequest>>>,
+}
+
+impl Backend for Fake {
+    fn builds_page(&self, _request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>> {
+        Box::pin(async { Ok(demo_builds()) })
+    }
+    fn start(
+        &self,
+        request: ActionRequest,
+        progress: mpsc::UnboundedSender<String>,
+    ) -> BoxFuture<Result<String, String>> {
+        if let Some(tx) = self.started.lock().unwrap().take() {
+            tx.send(request).unwrap();
+        }
+        progress.send("tier 0 base".into()).unwrap();
+        Box::pin(async { Ok("done".to_string()) })
+    }
+}
+
+fn source(id: SourceId, answer: fn() -> Result<SourceData, String>) -> Arc<dyn Source> {
+    Arc::new(FnSource {
+        id,
+        interval: Duration::from_secs(3600),
+        answer: move |_: &PollParams| answer(),
+    })
+}
+
+fn key(c: char) -> color_eyre::Result<Event> {
+    Ok(Event::Key(KeyEvent::new(
+        KeyCode::Char(c),
+        KeyModifiers::NONE,
+    )))
+}
+
+#[tokio::test]
+async fn keys_reach_the_backend_and_q_quits() {
+    let state = empty_state(&demo_mesh(Target::Docker), false);
+    let sources = vec![
+        source(SourceId::Plan, || {
+            Ok(SourceData::Plan(Box::new(demo_plan())))
+        }),
+        source(SourceId::Record, || Ok(SourceData::Record(demo_record()))),
+        source(SourceId::Host, || Err("no daemon here".into())),
+        source(SourceId::Machines, || Err("not wired yet".into())),
+    ];
+    let (started_tx, started_rx) = oneshot::channel();
+    let backend: Arc<dyn Backend> = Arc::new(Fake {
+        started: Mutex::new(Some(started_tx)),
+    });
+    // `c` converges the selected module; `q` comes once the backend was asked.
+    let quit_after_start = futures_util::stream::once(async move {
+        let request = started_rx.await.unwrap();
+        assert_eq!(
+            request,
+            ActionRequest::Converge {
+                modules: Some(vec!["base".into()]),
+                force: false
+            }
+        );
+        key('q')
+    });
+    let events = futures_util::stream::iter([key('c')])
+        .chain(quit_after_start)
+        .boxed();
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        run_loop(&mut terminal, state, sources, backend, events),
+    )
+    .await
+    .expect("the loop ends on q")
+    .unwrap();
+    let screen: String = terminal
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    assert!(
+        screen.contains("meshtop · demo · target docker"),
+        "{screen}"
+    );
+}
+
+#[tokio::test]
+async fn the_loop_ends_with_its_event_stream() {
+    let state = empty_state(&demo_mesh(Target::Docker), true);
+    let backend: Arc<dyn Backend> = Arc::new(Fake {
+        started: Mutex::new(None),
+    });
+    let mut terminal = Terminal::new(TestBackend::new(40, 10)).unwrap();
+    let events = futures_util::stream::iter(Vec::<color_eyre::Result<Event>>::new()).boxed();
+    run_loop(&mut terminal, state, Vec::new(), backend, events)
+        .await
+        .unwrap();
+}
