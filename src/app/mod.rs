@@ -3,6 +3,7 @@
 //! [`state::AppState`] → the widgets draw it.
 
 pub mod ask;
+pub mod key;
 pub mod keys;
 pub mod msg;
 pub mod real;

@@ -1,0 +1,110 @@
+#![allow(clippy::unwrap_used)]
+use ratatui::crossterm::event::KeyModifiers;
+
+use super::*;
+
+fn event(code: KeyCode, modifiers: KeyModifiers) -> KeyEvent {
+    KeyEvent::new(code, modifiers)
+}
+
+#[test]
+fn no_two_actions_share_a_key_in_one_mode() {
+    assert_eq!(KeyTable::new(false).clashes(), Vec::<String>::new());
+    assert_eq!(KeyTable::new(true).clashes(), Vec::<String>::new());
+}
+
+#[test]
+fn clashes_are_found() {
+    let mut table = KeyTable::new(false);
+    table.modes[0][0].keys.push(Key::ch('q'));
+    assert_eq!(table.clashes(), vec!["normal: q → up, quit".to_string()]);
+}
+
+#[test]
+fn dispatch_shift_and_ctrl() {
+    let table = KeyTable::new(false);
+    let n = Mode::Normal;
+    assert_eq!(
+        table.lookup(n, &event(KeyCode::Char('C'), KeyModifiers::SHIFT)),
+        Some(Action::ConvergeMesh)
+    );
+    assert_eq!(
+        table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::NONE)),
+        Some(Action::ConvergeModule)
+    );
+    assert_eq!(
+        table.lookup(n, &event(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+        Some(Action::Quit)
+    );
+    assert_eq!(
+        table.lookup(n, &event(KeyCode::BackTab, KeyModifiers::SHIFT)),
+        Some(Action::PrevPane)
+    );
+    assert_eq!(
+        table.lookup(Mode::Filter, &event(KeyCode::Char('q'), KeyModifiers::NONE)),
+        None
+    );
+}
+
+#[test]
+fn readonly_removes_actions_from_the_table() {
+    let table = KeyTable::new(true);
+    for action in [
+        Action::ConvergeModule,
+        Action::ConvergeMesh,
+        Action::ForceRebuild,
+        Action::Send,
+    ] {
+        assert!(!table.has(Mode::Normal, action));
+    }
+    assert_eq!(
+        table.lookup(Mode::Normal, &event(KeyCode::Char('f'), KeyModifiers::NONE)),
+        None
+    );
+    assert!(
+        !table
+            .hints(Mode::Normal)
+            .iter()
+            .any(|(_, word)| *word == "force")
+    );
+}
+
+#[test]
+fn overrides_apply_and_bad_ones_warn() {
+    let text = r#"
+[normal]
+force_rebuild = "F"
+send = "b"
+bogus = "x"
+quit = ["Q", "ctrl-d"]
+[filter]
+accept = "a"
+[nowhere]
+up = "k"
+"#;
+    let (table, warnings) = KeyTable::with_overrides(false, text);
+    assert_eq!(table.keys_text(Mode::Normal, Action::ForceRebuild), "F");
+    assert_eq!(table.keys_text(Mode::Normal, Action::Send), "s");
+    assert_eq!(table.keys_text(Mode::Normal, Action::Quit), "Q/ctrl-d");
+    assert_eq!(warnings.len(), 4, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("send") && w.contains("already bound to toggle_history"))
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("bogus") && w.contains("unknown action"))
+    );
+    assert!(warnings.iter().any(|w| w.contains("[nowhere]")));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("filter") && w.contains("text in the filter line"))
+    );
+    assert!(table.clashes().is_empty());
+    let (_, broken) = KeyTable::with_overrides(false, "[normal");
+    assert_eq!(broken.len(), 1);
+    assert!(Key::parse("ctrl-").is_err() && Key::parse("f13").is_err());
+}
