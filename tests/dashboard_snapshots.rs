@@ -224,3 +224,21 @@ fn every_size_draws_without_panic() {
     let small = screen(&demo_state(), 39, 10);
     assert!(small.contains("terminal too small"), "{small}");
 }
+
+#[test]
+fn no_color_draws_without_colors() {
+    let mut state = demo_state();
+    let colored = |state: &AppState| {
+        let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+        terminal.draw(|frame| widgets::draw(frame, state)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        buffer
+            .content()
+            .iter()
+            .filter(|c| c.fg != ratatui::style::Color::Reset)
+            .count()
+    };
+    assert!(colored(&state) > 0, "the demo state uses colors");
+    state.no_color = true;
+    assert_eq!(colored(&state), 0);
+}
