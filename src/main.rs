@@ -6,10 +6,5 @@ use clap::Parser;
 use meshtop::cli::{self, Cli};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if cli.command.is_none() {
-        eprintln!("meshtop: the dashboard is not in this build yet; try `meshtop plan`");
-        return ExitCode::from(2);
-    }
-    cli::run(cli)
+    cli::run(Cli::parse())
 }

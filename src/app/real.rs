@@ -10,12 +10,15 @@ use tokio::sync::mpsc;
 
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::history::{BuildQuery, BuildRow, History};
+use crate::converge::engine::{self, ConvergeRequest};
 use crate::converge::plan::{self, HistoryManifests, PlanContext};
+use crate::converge::progress::Progress;
 use crate::converge::target::{self, TargetBackend};
+use crate::converge::{machines, send};
 use crate::mesh::model::{Mesh, Target};
 
 use super::msg::{ActionRequest, HistorySnapshot, PageRequest, PollParams, SourceData, SourceId};
-use super::sources::{Backend, BoxFuture, FnSource, Source};
+use super::sources::{Backend, BoxFuture, Source};
 
 /// Events read per history poll (the first poll reads the tail of the latest ones).
 const EVENTS_PER_POLL: usize = 500;
@@ -270,8 +273,58 @@ impl Source for HistorySource {
     }
 }
 
-/// The real sources of a mesh. Machines are listed by the engine (`converge::machines::list`),
-/// which is not wired here yet: that source answers "not wired yet".
+/// A target connection and the daemon beside it.
+type Connected = (TargetBackend, Arc<LazyDaemon>);
+
+/// The machines of the mesh on its target, as the engine lists them, with their state against the record.
+struct MachinesSource {
+    mesh: Arc<Mesh>,
+    state_path: PathBuf,
+    place: Place,
+    /// The target and daemon connections, kept across polls (dropped after an error, so that a
+    /// daemon or cluster that comes back is seen again).
+    connected: Arc<tokio::sync::Mutex<Option<Connected>>>,
+}
+
+impl Source for MachinesSource {
+    fn id(&self) -> SourceId {
+        SourceId::Machines
+    }
+    fn interval(&self) -> Duration {
+        Duration::from_secs(5)
+    }
+    fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+        let (mesh, path, place, connected) = (
+            self.mesh.clone(),
+            self.state_path.clone(),
+            self.place.clone(),
+            self.connected.clone(),
+        );
+        Box::pin(async move {
+            let mut guard = connected.lock().await;
+            if guard.is_none() {
+                *guard = Some((place.connect(&mesh).await?, Arc::new(LazyDaemon::new())));
+            }
+            let (backend, daemon) = guard.as_ref().ok_or("the target is not connected")?;
+            let history = tokio::task::spawn_blocking(move || {
+                History::open(&path).map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| format!("opening the state database stopped: {e}"))??;
+            let history = Mutex::new(history);
+            let listed = match target::read_record(&mesh, backend, &history).await {
+                Ok(read) => machines::list(&mesh, &read.record, daemon, backend, &history).await,
+                Err(error) => Err(error),
+            };
+            if listed.is_err() {
+                *guard = None;
+            }
+            listed.map(SourceData::Machines)
+        })
+    }
+}
+
+/// The real sources of a mesh.
 pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Vec<Arc<dyn Source>> {
     let db = Db::new(state_path.clone());
     vec![
@@ -283,7 +336,7 @@ pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Vec<Arc<dy
         Arc::new(RecordSource {
             mesh: mesh.clone(),
             db: db.clone(),
-            place,
+            place: place.clone(),
             cluster: Arc::new(tokio::sync::Mutex::new(None)),
         }),
         Arc::new(HostSource {
@@ -291,36 +344,129 @@ pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Vec<Arc<dy
         }),
         Arc::new(HistorySource {
             mesh: mesh.name.clone(),
-            db,
+            db: db.clone(),
         }),
-        Arc::new(FnSource {
-            id: SourceId::Machines,
-            interval: Duration::from_secs(5),
-            answer: |_: &PollParams| Err("not wired yet".to_string()),
+        Arc::new(MachinesSource {
+            mesh,
+            state_path: db.path.clone(),
+            place: place.clone(),
+            connected: Arc::new(tokio::sync::Mutex::new(None)),
         }),
     ]
 }
 
-/// History pages from the state database; actions answer "not wired yet" until the engine's
-/// converge and send are connected here.
+/// History pages from the state database, and the actions: converge and send through the engine.
 pub struct RealBackend {
-    mesh: String,
+    mesh: Arc<Mesh>,
+    state_path: PathBuf,
+    place: Place,
     db: Db,
 }
 
 impl RealBackend {
-    pub fn new(mesh: &Mesh, state_path: PathBuf) -> RealBackend {
+    pub fn new(mesh: &Mesh, state_path: PathBuf, place: Place) -> RealBackend {
         RealBackend {
-            mesh: mesh.name.clone(),
-            db: Db::new(state_path),
+            mesh: Arc::new(mesh.clone()),
+            db: Db::new(state_path.clone()),
+            state_path,
+            place,
         }
     }
+}
+
+/// Run one action to its end; progress lines go to `progress` as they come.
+async fn run_action(
+    mesh: Arc<Mesh>,
+    state_path: PathBuf,
+    place: Place,
+    request: ActionRequest,
+    progress: mpsc::UnboundedSender<String>,
+) -> Result<String, String> {
+    let backend = place.connect(&mesh).await?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Progress>();
+    let forward = tokio::spawn(async move {
+        while let Some(step) = rx.recv().await {
+            if progress.send(step.line()).is_err() {
+                break;
+            }
+        }
+    });
+    let daemon = Arc::new(LazyDaemon::new());
+    let result = match request {
+        ActionRequest::Converge { modules, force } => {
+            let request = ConvergeRequest {
+                mesh: (*mesh).clone(),
+                state_path,
+                force,
+                jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+                modules: modules.map(|names| names.into_iter().collect()),
+                wait: false,
+                target: backend,
+            };
+            // Nothing cancels a converge started here but quitting the dashboard.
+            let (_cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+            match engine::converge(request, daemon, Some(tx), cancel_rx).await {
+                Ok(summary) if summary.ok => {
+                    Ok(format!("converge {} succeeded", summary.converge_id))
+                }
+                Ok(summary) => Err(format!(
+                    "converge {} failed: {}",
+                    summary.converge_id,
+                    summary
+                        .modules
+                        .iter()
+                        .filter(|m| !m.ok)
+                        .map(|m| format!("{} {}", m.name, m.outcome))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )),
+                Err(error) => Err(error.to_string()),
+            }
+        }
+        ActionRequest::Send { module, machines } => {
+            let history = tokio::task::spawn_blocking(move || {
+                History::open(&state_path).map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|e| format!("opening the state database stopped: {e}"))??;
+            let history = Arc::new(Mutex::new(history));
+            let moves: Vec<_> = send::prepare(&mesh, &module, &daemon, &backend, &history)
+                .await?
+                .into_iter()
+                .filter(|m| machines.contains(&m.machine))
+                .collect();
+            if moves.is_empty() {
+                Ok(format!(
+                    "nothing to send: every machine of {module} runs the record's artifact"
+                ))
+            } else {
+                let outcomes =
+                    send::send_holding_mesh(&mesh, &moves, &daemon, &backend, &history, Some(tx))
+                        .await?;
+                let failed: Vec<String> = outcomes
+                    .iter()
+                    .filter(|o| !o.ok)
+                    .map(|o| format!("{}: {}", o.moved.machine, o.message))
+                    .collect();
+                if failed.is_empty() {
+                    Ok(format!(
+                        "sent {module}: {} machine(s) moved",
+                        outcomes.len()
+                    ))
+                } else {
+                    Err(format!("send {module} failed: {}", failed.join("; ")))
+                }
+            }
+        }
+    };
+    let _ = forward.await;
+    result
 }
 
 impl Backend for RealBackend {
     fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>> {
         let query = BuildQuery {
-            mesh: self.mesh.clone(),
+            mesh: self.mesh.name.clone(),
             module: request.module,
             failed_only: false,
             limit: request.limit,
@@ -333,9 +479,14 @@ impl Backend for RealBackend {
     fn start(
         &self,
         request: ActionRequest,
-        _progress: mpsc::UnboundedSender<String>,
+        progress: mpsc::UnboundedSender<String>,
     ) -> BoxFuture<Result<String, String>> {
-        let _ = request;
-        Box::pin(async move { Err("not wired yet".to_string()) })
+        Box::pin(run_action(
+            self.mesh.clone(),
+            self.state_path.clone(),
+            self.place.clone(),
+            request,
+            progress,
+        ))
     }
 }

@@ -147,9 +147,12 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         context: opts.kube_context.clone(),
         namespace: opts.namespace.clone(),
     };
-    let sources = real::sources(mesh.clone(), opts.state_path.clone(), place);
-    let backend: Arc<dyn Backend> =
-        Arc::new(real::RealBackend::new(&mesh, opts.state_path.clone()));
+    let sources = real::sources(mesh.clone(), opts.state_path.clone(), place.clone());
+    let backend: Arc<dyn Backend> = Arc::new(real::RealBackend::new(
+        &mesh,
+        opts.state_path.clone(),
+        place,
+    ));
     tracing::info!(mesh = %mesh.name, state = %opts.state_path.display(), readonly = opts.readonly, "dashboard opens");
 
     enable_raw_mode().wrap_err("cannot put the terminal in raw mode (is this a terminal?)")?;

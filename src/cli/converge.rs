@@ -35,7 +35,7 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
     let printer = tokio::spawn(async move {
         while let Some(progress) = rx.recv().await {
-            eprintln!("{}", progress_line(&progress));
+            eprintln!("{}", progress.line());
         }
     });
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
@@ -65,15 +65,6 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
             Ok(ExitCode::from(130))
         }
         Err(error) => Err(Failure::failed(error.to_string())),
-    }
-}
-
-/// One line of progress as the terminal shows it.
-pub fn progress_line(progress: &Progress) -> String {
-    match (&progress.module, progress.kind) {
-        (Some(module), "output") => format!("  {module} │ {}", progress.text),
-        (Some(module), kind) => format!("{kind:>9} {module}: {}", progress.text),
-        (None, kind) => format!("{kind:>9} {}", progress.text),
     }
 }
 

@@ -40,10 +40,35 @@ impl Failure {
 
 pub type Outcome = Result<ExitCode, Failure>;
 
+/// Open the dashboard on the mesh (no subcommand given).
+pub fn dashboard(global: args::Global) -> ExitCode {
+    let opened = (|| {
+        let mesh = setup::load_mesh(&global)?;
+        let state_path = setup::state_path(&global)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+        let options = crate::app::DashboardOptions {
+            mesh,
+            state_path,
+            readonly: global.readonly,
+            kube_context: global.context.clone(),
+            namespace: global.namespace.clone(),
+        };
+        let result = runtime.block_on(crate::app::run_dashboard(options));
+        // Pollers may sit in blocking calls (a slow daemon): do not wait for them on the way out.
+        runtime.shutdown_background();
+        result.map_err(|e| Failure::failed(format!("the dashboard stopped: {e:#}")))?;
+        Ok(ExitCode::SUCCESS)
+    })();
+    report(opened)
+}
+
 /// Run a subcommand on a fresh async runtime.
 pub fn run(cli: Cli) -> ExitCode {
     let Some(command) = cli.command else {
-        return report(Err(Failure::input("no command given")));
+        return dashboard(cli.global);
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -5,14 +5,11 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::Holder;
-use crate::converge::progress::Emitter;
-use crate::converge::{engine, machines, send, target};
+use crate::converge::progress::Progress;
+use crate::converge::send;
 use crate::mesh::decide::short_id;
-use crate::timefmt;
 
 use super::args::{Global, SendArgs};
-use super::converge::progress_line;
 use super::{Failure, Outcome, print_json, setup};
 
 pub async fn run(global: &Global, args: SendArgs) -> Outcome {
@@ -31,20 +28,10 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }
-    let record = target::read_record(&mesh, &target, &history)
-        .await
-        .map_err(Failure::failed)?;
-    if !record.record.contains_key(&args.module) {
-        return Err(Failure::failed(format!(
-            "{} holds nothing for module {}: converge it first",
-            record.source, args.module
-        )));
-    }
     let daemon = Arc::new(LazyDaemon::new());
-    let all = machines::list(&mesh, &record.record, &daemon, &target, &history)
+    let moves = send::prepare(&mesh, &args.module, &daemon, &target, &history)
         .await
         .map_err(Failure::failed)?;
-    let moves = send::moves_for(&mesh, &record.record, &all, &args.module);
     if moves.is_empty() {
         if args.json {
             print_json(&Vec::<send::SendOutcome>::new())?;
@@ -84,30 +71,16 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let send_id = uuid::Uuid::now_v7().to_string();
-    let holder = Holder {
-        converge_id: send_id.clone(),
-        host: gethostname::gethostname().to_string_lossy().into_owned(),
-        pid: std::process::id(),
-        since_ms: timefmt::now_ms(),
-        heartbeat_ms: timefmt::now_ms(),
-    };
-    engine::acquire(&history, &mesh.name, &holder, false)
-        .await
-        .map_err(|e| Failure::failed(e.to_string()))?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
     let printer = tokio::spawn(async move {
         while let Some(progress) = rx.recv().await {
-            eprintln!("{}", progress_line(&progress));
+            eprintln!("{}", progress.line());
         }
     });
-    let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, Some(tx));
-    let outcomes = send::send(&mesh, &moves, &daemon, &target, &history, &emitter).await;
-    drop(emitter);
+    let outcomes =
+        send::send_holding_mesh(&mesh, &moves, &daemon, &target, &history, Some(tx)).await;
     let _ = printer.await;
-    if let Ok(history) = history.lock() {
-        let _ = history.unlock_converge(&mesh.name, &send_id);
-    }
+    let outcomes = outcomes.map_err(Failure::failed)?;
     let ok = outcomes.iter().all(|o| o.ok);
     if args.json {
         print_json(&outcomes)?;

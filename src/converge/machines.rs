@@ -128,7 +128,7 @@ pub async fn create_declared(
     mesh: &Mesh,
     record: &Record,
     existing: &[Machine],
-    in_scope: &dyn Fn(&str) -> bool,
+    in_scope: &(dyn Fn(&str) -> bool + Sync),
     daemon: &LazyDaemon,
     emitter: &Emitter,
 ) -> Result<Vec<String>, String> {

@@ -46,7 +46,7 @@ pub struct PlannedModule {
 }
 
 /// Where the previous inputs of a module come from, to tell the why of its address.
-pub trait ManifestSource {
+pub trait ManifestSource: Sync {
     /// The manifest of `reference` if known, else the module's latest one.
     fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest>;
 }

@@ -17,6 +17,17 @@ pub struct Progress {
     pub text: String,
 }
 
+impl Progress {
+    /// One line as a terminal shows it.
+    pub fn line(&self) -> String {
+        match (&self.module, self.kind) {
+            (Some(module), "output") => format!("  {module} │ {}", self.text),
+            (Some(module), kind) => format!("{kind:>9} {module}: {}", self.text),
+            (None, kind) => format!("{kind:>9} {}", self.text),
+        }
+    }
+}
+
 pub type ProgressTx = UnboundedSender<Progress>;
 
 /// Writes each step to the database and the channel; a step the database cannot take is logged,

@@ -205,3 +205,56 @@ fn diagnosis(error: &ClusterError) -> String {
     }
     text
 }
+
+/// What a send of `module` would move: the record's entry for it, and its behind machines.
+pub async fn prepare(
+    mesh: &Mesh,
+    module: &str,
+    daemon: &LazyDaemon,
+    target: &TargetBackend,
+    history: &Mutex<History>,
+) -> Result<Vec<Move>, String> {
+    let record = super::target::read_record(mesh, target, history).await?;
+    if !record.record.contains_key(module) {
+        return Err(format!(
+            "{} holds nothing for module {module}: converge it first",
+            record.source
+        ));
+    }
+    let machines = super::machines::list(mesh, &record.record, daemon, target, history).await?;
+    Ok(moves_for(mesh, &record.record, &machines, module))
+}
+
+/// Carry out `moves` holding the mesh (a send never runs beside a converge of the same mesh).
+pub async fn send_holding_mesh(
+    mesh: &Mesh,
+    moves: &[Move],
+    daemon: &LazyDaemon,
+    target: &TargetBackend,
+    history: &Arc<Mutex<History>>,
+    tx: Option<super::progress::ProgressTx>,
+) -> Result<Vec<SendOutcome>, String> {
+    let send_id = uuid::Uuid::now_v7().to_string();
+    let holder = crate::backends::history::Holder {
+        converge_id: send_id.clone(),
+        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        pid: std::process::id(),
+        since_ms: timefmt::now_ms(),
+        heartbeat_ms: timefmt::now_ms(),
+    };
+    super::engine::acquire(history, &mesh.name, &holder, false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, tx);
+    let outcomes = send(mesh, moves, daemon, target, history, &emitter).await;
+    let moved = outcomes.iter().filter(|o| o.ok).count();
+    emitter.emit(
+        "finished",
+        None,
+        format!("send: {moved}/{} machine(s) moved", outcomes.len()),
+    );
+    if let Ok(history) = history.lock() {
+        let _ = history.unlock_converge(&mesh.name, &send_id);
+    }
+    Ok(outcomes)
+}

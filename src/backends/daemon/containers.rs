@@ -15,6 +15,9 @@ use bollard::query_parameters::{
 use super::{Daemon, DaemonError};
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL};
 
+/// The name suffix of an old container kept, stopped, while its replacement starts during a send.
+pub const KEPT_SUFFIX: &str = ".meshtop-previous";
+
 /// One labelled container, as the listing gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Container {
@@ -67,6 +70,14 @@ impl Daemon {
             .map_err(self.call_error("list containers"))?;
         Ok(summaries
             .into_iter()
+            // An old container kept during a send is not a machine of its own.
+            .filter(|summary| {
+                !summary
+                    .names
+                    .iter()
+                    .flatten()
+                    .any(|name| name.ends_with(KEPT_SUFFIX))
+            })
             .filter_map(|summary| {
                 let labels = summary.labels.unwrap_or_default();
                 let module = labels.get(MODULE_LABEL)?.clone();
@@ -144,7 +155,7 @@ impl Daemon {
         let body = recreated_body(&old, old_image_config.as_ref(), new_image);
         let extra_networks = extra_networks(&old);
         let was_running = old.state.as_ref().and_then(|s| s.running).unwrap_or(false);
-        let kept_name = format!("{name}.meshtop-previous");
+        let kept_name = format!("{name}{KEPT_SUFFIX}");
         if was_running {
             let stop = StopContainerOptionsBuilder::default().t(10).build();
             self.docker
