@@ -242,3 +242,57 @@ fn no_color_draws_without_colors() {
     state.no_color = true;
     assert_eq!(colored(&state), 0);
 }
+
+/// Issue 5: the Kubernetes target with the same panes — workloads as machines, pods' readiness as health.
+#[test]
+fn kubernetes_whole_screen() {
+    let target = Target::Kubernetes {
+        namespace: "demo".into(),
+        context: Some("kind-dev".into()),
+    };
+    let mut state = demo_state_on(target, false);
+    let workload = |name: &str, module: &str, kind: &str, running: char, health: &str, st| {
+        let mut m = machine(name, module, running, st);
+        m.kind = kind.into();
+        m.health = health.into();
+        m
+    };
+    use meshtop::mesh::behind::MachineState;
+    let workloads = vec![
+        workload(
+            "base",
+            "base",
+            "DaemonSet",
+            'b',
+            "3/3 ready",
+            MachineState::Current,
+        ),
+        workload(
+            "api",
+            "api",
+            "Deployment",
+            'e',
+            "2/2 ready",
+            MachineState::Held,
+        ),
+        workload(
+            "worker",
+            "worker",
+            "StatefulSet",
+            'd',
+            "1/3 ready",
+            MachineState::Behind,
+        ),
+    ];
+    update(
+        &mut state,
+        polled(
+            SourceId::Machines,
+            1000,
+            meshtop::app::msg::SourceData::Machines(workloads),
+        ),
+    );
+    key(&mut state, KeyCode::Char('j'));
+    key(&mut state, KeyCode::Char('j'));
+    insta::assert_snapshot!("kubernetes_screen_120x40", screen(&state, 120, 40));
+}

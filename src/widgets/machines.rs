@@ -38,10 +38,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let name_width = machines
         .iter()
-        .map(|m| m.name.chars().count())
+        .map(|m| display_name(m).chars().count())
         .max()
         .unwrap_or(4)
-        .min(20);
+        .min(28);
     let first = scroll_offset(state.machine_selected, rows);
     for (row, machine) in machines.iter().enumerate().skip(first).take(rows) {
         let y = area.y + 1 + (row - first) as u16;
@@ -79,10 +79,31 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         } else {
             palette.plain()
         };
-        let mut x = put(buf, area, area.x, y, name_width, &machine.name, name_style);
+        let mut x = put(
+            buf,
+            area,
+            area.x,
+            y,
+            name_width,
+            &display_name(machine),
+            name_style,
+        );
         x = x.max(area.x + name_width as u16 + 1);
         x = put(buf, area, x, y, 12, &digest, palette.dim()) + 1;
         x = put(buf, area, x, y, 8, machine.state.as_str(), state_style).max(x + 8);
+        if area.width >= 56 {
+            // How it runs: a container's status, a workload's ready pods.
+            x = put(buf, area, x, y, 14, &machine.health, palette.dim()).max(x + 14) + 1;
+        }
         put(buf, area, x, y, usize::MAX, &made, palette.plain());
+    }
+}
+
+/// A container by its name; a Kubernetes workload as kubectl names it (`deployment/api`).
+fn display_name(machine: &crate::mesh::behind::Machine) -> String {
+    if machine.kind == "container" {
+        machine.name.clone()
+    } else {
+        format!("{}/{}", machine.kind.to_lowercase(), machine.name)
     }
 }
