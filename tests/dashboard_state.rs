@@ -481,3 +481,46 @@ fn the_clock_redraws_only_when_what_shows_changes() {
     update(&mut state, Msg::Resize(80, 24));
     assert!(state.dirty && state.size == (80, 24));
 }
+
+#[test]
+fn the_registry_answers_per_module_and_its_refs_come_from_the_plan() {
+    let mut state = demo_state();
+    let refs = state.poll_params().refs;
+    assert!(
+        !refs.is_empty(),
+        "the registry source is asked about the planned refs"
+    );
+    assert!(
+        refs.iter()
+            .all(|(module, reference)| reference.contains(&format!("/{module}:"))),
+        "{refs:?}"
+    );
+    use meshtop::app::msg::RegistryAnswer;
+    let answers = [
+        (
+            "base".to_string(),
+            RegistryAnswer::Published("sha256:aa".into()),
+        ),
+        ("api".to_string(), RegistryAnswer::Absent),
+    ]
+    .into_iter()
+    .collect();
+    update(
+        &mut state,
+        polled(SourceId::Registry, 1000, SourceData::Registry(answers)),
+    );
+    let palette = meshtop::widgets::Palette { no_color: true };
+    assert_eq!(
+        meshtop::widgets::modules::registry_cell(&state, "base", palette).0,
+        "✓"
+    );
+    assert_eq!(
+        meshtop::widgets::modules::registry_cell(&state, "api", palette).0,
+        "✗"
+    );
+    assert_eq!(
+        meshtop::widgets::modules::registry_cell(&state, "worker", palette).0,
+        "–"
+    );
+    assert!(state.source(SourceId::Registry).ok_ms.is_some());
+}

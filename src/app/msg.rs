@@ -18,15 +18,18 @@ pub enum SourceId {
     Host,
     History,
     Machines,
+    /// Only when the mesh names a registry.
+    Registry,
 }
 
 impl SourceId {
-    pub const ALL: [SourceId; 5] = [
+    pub const ALL: [SourceId; 6] = [
         SourceId::Plan,
         SourceId::Record,
         SourceId::Host,
         SourceId::History,
         SourceId::Machines,
+        SourceId::Registry,
     ];
 
     pub fn name(self) -> &'static str {
@@ -36,6 +39,7 @@ impl SourceId {
             SourceId::Host => "host",
             SourceId::History => "history",
             SourceId::Machines => "machines",
+            SourceId::Registry => "registry",
         }
     }
 
@@ -68,6 +72,18 @@ pub enum SourceData {
     Host(Vec<HostImage>),
     History(Box<HistorySnapshot>),
     Machines(Vec<Machine>),
+    /// Module → what the registry answered for its planned ref.
+    Registry(BTreeMap<String, RegistryAnswer>),
+}
+
+/// What the registry said of one ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryAnswer {
+    /// Published, with the manifest digest it serves.
+    Published(String),
+    Absent,
+    /// The question failed (auth, network): the reason.
+    Failed(String),
 }
 
 /// What the pollers need to know of the app's state (sent to them over a watch channel).
@@ -80,6 +96,8 @@ pub struct PollParams {
     /// Running digests whose builds the machines pane names.
     pub digests: Vec<String>,
     pub page_size: usize,
+    /// (module, planned ref) of every module whose ref is known, for the registry source.
+    pub refs: Vec<(String, String)>,
 }
 
 /// Where a fetched page of builds goes in the history window.

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::backends::credentials;
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::history::{BuildQuery, BuildRow, History};
+use crate::backends::registry::{self, Published, RegistryClient};
 use crate::converge::engine::{self, ConvergeRequest};
 use crate::converge::plan::{self, HistoryManifests, PlanContext};
 use crate::converge::progress::Progress;
@@ -17,7 +19,9 @@ use crate::converge::target::{self, TargetBackend};
 use crate::converge::{machines, send};
 use crate::mesh::model::{Mesh, Target};
 
-use super::msg::{ActionRequest, HistorySnapshot, PageRequest, PollParams, SourceData, SourceId};
+use super::msg::{
+    ActionRequest, HistorySnapshot, PageRequest, PollParams, RegistryAnswer, SourceData, SourceId,
+};
 use super::sources::{Backend, BoxFuture, Source};
 
 /// Events read per history poll (the first poll reads the tail of the latest ones).
@@ -324,10 +328,59 @@ impl Source for MachinesSource {
     }
 }
 
+/// What the registry holds for each module's planned ref (HEAD on its manifest).
+struct RegistrySource {
+    registry: crate::mesh::model::Registry,
+    client: Arc<tokio::sync::Mutex<Option<RegistryClient>>>,
+}
+
+impl Source for RegistrySource {
+    fn id(&self) -> SourceId {
+        SourceId::Registry
+    }
+    fn interval(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+        let (registry, client) = (self.registry.clone(), self.client.clone());
+        Box::pin(async move {
+            let mut guard = client.lock().await;
+            if guard.is_none() {
+                let creds = credentials::for_registry(&registry.host)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                *guard = Some(RegistryClient::new(&registry, creds).map_err(|e| e.to_string())?);
+            }
+            let client = guard.as_ref().ok_or("the registry client is not ready")?;
+            let mut answers = BTreeMap::new();
+            for (module, reference) in params.refs {
+                let (repository, tag) = registry::split_reference(&reference);
+                let repository = repository
+                    .strip_prefix(&format!("{}/", registry.host))
+                    .unwrap_or(repository)
+                    .to_string();
+                let answer = match client.manifest(&repository, tag).await {
+                    Ok(Published::Present { digest }) => RegistryAnswer::Published(digest),
+                    Ok(Published::Absent) => RegistryAnswer::Absent,
+                    Err(error) => RegistryAnswer::Failed(error.to_string()),
+                };
+                answers.insert(module, answer);
+            }
+            Ok(SourceData::Registry(answers))
+        })
+    }
+}
+
 /// The real sources of a mesh.
 pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Vec<Arc<dyn Source>> {
     let db = Db::new(state_path.clone());
-    vec![
+    let registry: Option<Arc<dyn Source>> = mesh.registry.clone().map(|registry| {
+        Arc::new(RegistrySource {
+            registry,
+            client: Arc::new(tokio::sync::Mutex::new(None)),
+        }) as Arc<dyn Source>
+    });
+    let mut all: Vec<Arc<dyn Source>> = vec![
         Arc::new(PlanSource {
             mesh: mesh.clone(),
             state_path,
@@ -352,7 +405,9 @@ pub fn sources(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Vec<Arc<dy
             place: place.clone(),
             connected: Arc::new(tokio::sync::Mutex::new(None)),
         }),
-    ]
+    ];
+    all.extend(registry);
+    all
 }
 
 /// History pages from the state database, and the actions: converge and send through the engine.

@@ -9,7 +9,7 @@ use crate::mesh::decide::HostImage;
 use crate::mesh::model::{Mesh, Policy, Record, Target};
 
 use super::keys::{KeyTable, Mode};
-use super::msg::{ActionRequest, PollParams, SourceId};
+use super::msg::{ActionRequest, PollParams, RegistryAnswer, SourceId};
 use super::window::{BuildsWindow, PAGE_SIZE};
 
 /// At most this many converge progress lines are kept.
@@ -102,7 +102,9 @@ pub struct AppState {
     /// Problems met on the way (bad key overrides…), shown on a warning line.
     pub warnings: Vec<String>,
     pub now_ms: i64,
-    pub sources: [SourceStatus; 5],
+    pub sources: [SourceStatus; 6],
+    /// The registry's answers, module → answer (only when the mesh names a registry).
+    pub registry_answers: BTreeMap<String, RegistryAnswer>,
 
     pub modules: Vec<ModuleInfo>,
     /// Indices into `modules` that pass the filter.
@@ -170,6 +172,7 @@ impl AppState {
             warnings: Vec::new(),
             now_ms,
             sources: Default::default(),
+            registry_answers: BTreeMap::new(),
             modules,
             visible,
             selected: 0,
@@ -303,6 +306,12 @@ impl AppState {
             events_after: self.converge.last_event_id,
             digests,
             page_size: PAGE_SIZE,
+            refs: self
+                .plan
+                .iter()
+                .flat_map(|plan| plan.modules.iter())
+                .filter_map(|m| Some((m.name.clone(), m.reference.clone()?)))
+                .collect(),
         }
     }
 

@@ -126,6 +126,7 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
         SourceData::Record(record) => state.record = Some(record),
         SourceData::Host(images) => state.host = Some(images),
         SourceData::Machines(machines) => state.set_machines(machines),
+        SourceData::Registry(answers) => state.registry_answers = answers,
         SourceData::History(snapshot) => {
             let snapshot = *snapshot;
             state.last_builds = snapshot.last_builds;

@@ -54,7 +54,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     );
     let y = area.y + 1;
     let mut x = put(buf, area, area.x, y, usize::MAX, " ", palette.plain());
-    for (i, id) in SourceId::ALL.into_iter().enumerate() {
+    let shown = SourceId::ALL
+        .into_iter()
+        .filter(|id| *id != SourceId::Registry || state.context.registry.is_some());
+    for (i, id) in shown.enumerate() {
         if i > 0 {
             x = put(buf, area, x, y, usize::MAX, " · ", palette.dim());
         }

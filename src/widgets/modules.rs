@@ -5,7 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 
-use crate::app::msg::SourceId;
+use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
 use crate::backends::history::BuildStatus;
 use crate::mesh::decide::Decision;
@@ -58,6 +58,17 @@ pub fn record_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
 
 /// HOST: ✓ holds a meshtop-labelled image tagged with the ref, ✗ does not, ? could not answer,
 /// – cannot answer (ref pending, multi-platform) or not asked yet.
+/// What the registry answered for the module's planned ref: ✓ published, ✗ absent, ? no answer.
+pub fn registry_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
+    match state.registry_answers.get(module) {
+        Some(RegistryAnswer::Published(_)) => ("✓".into(), palette.good()),
+        Some(RegistryAnswer::Absent) => ("✗".into(), palette.bad()),
+        Some(RegistryAnswer::Failed(_)) => ("?".into(), palette.warn()),
+        None if state.source(SourceId::Registry).error.is_some() => ("?".into(), palette.warn()),
+        None => ("–".into(), palette.dim()),
+    }
+}
+
 pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     let Some(planned) = state.planned(module) else {
         return ("–".into(), palette.dim());
@@ -232,7 +243,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             (host_cell(state, &module.name, palette), 5),
         ];
         if cols.registry {
-            cells.push((("–".into(), palette.dim()), 4));
+            cells.push((registry_cell(state, &module.name, palette), 4));
         }
         cells.push((machines_cell(state, &module.name, palette), MACHINES_W + 1));
         cells.push((last_build_cell(state, &module.name, palette), LAST_W));
