@@ -5,23 +5,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{ExampleMesh, said};
+use common::{ExampleMesh, decisions, said};
 use serde_json::Value;
-
-/// module → decision of a converge summary.
-fn decisions(summary: &Value) -> BTreeMap<String, String> {
-    summary["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["name"].as_str().unwrap().to_string(),
-                m["decision"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
 
 fn digest_of(summary: &Value, module: &str) -> String {
     summary["modules"]

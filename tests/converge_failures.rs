@@ -6,66 +6,12 @@ mod common;
 mod daemon_proxy;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::{ExampleMesh, said};
+use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
 use daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
-use meshtop::backends::history::{BuildQuery, BuildRow, BuildStatus, History};
-
-fn builds(mesh: &ExampleMesh) -> Vec<BuildRow> {
-    if !mesh.state().exists() {
-        return Vec::new();
-    }
-    let Ok(history) = History::open(&mesh.state()) else {
-        return Vec::new();
-    };
-    history
-        .builds(&BuildQuery {
-            mesh: mesh.name.clone(),
-            limit: 100,
-            ..BuildQuery::default()
-        })
-        .unwrap_or_default()
-}
-
-fn wait_for_running_build(mesh: &ExampleMesh, child: &mut Child, log: &Path) -> BuildRow {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(row) = builds(mesh)
-            .into_iter()
-            .find(|b| b.status == BuildStatus::Running)
-        {
-            return row;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "converge ended ({status}) before any build ran:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no build started within a minute:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the converge did not end within {within:?} of the daemon going away");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use meshtop::backends::history::{BuildRow, BuildStatus, History};
 
 #[test]
 fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
@@ -99,7 +45,7 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
     assert!(proxy.requests() > 0, "the converge went through the proxy");
     proxy.shut();
 
-    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let status = wait_exit(&mut child, Duration::from_secs(20), "the daemon going away");
     let stderr = std::fs::read_to_string(&log).unwrap();
     eprintln!("{stderr}");
     assert_eq!(status.code(), Some(1), "{stderr}");

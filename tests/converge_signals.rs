@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::{ExampleMesh, said};
-use meshtop::backends::history::{BuildQuery, BuildRow, BuildStatus, History};
+use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
+use meshtop::backends::history::{BuildRow, BuildStatus, History};
 
 /// Make the base's build slow: a step that sleeps (the base has busybox by then).
 pub fn slow_base(mesh: &ExampleMesh) -> String {
@@ -16,66 +16,6 @@ pub fn slow_base(mesh: &ExampleMesh) -> String {
     let original = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, format!("{original}RUN sleep 30\n")).unwrap();
     original
-}
-
-fn builds(mesh: &ExampleMesh) -> Vec<BuildRow> {
-    if !mesh.state().exists() {
-        return Vec::new();
-    }
-    let Ok(history) = History::open(&mesh.state()) else {
-        return Vec::new();
-    };
-    history
-        .builds(&BuildQuery {
-            mesh: mesh.name.clone(),
-            limit: 100,
-            ..BuildQuery::default()
-        })
-        .unwrap_or_default()
-}
-
-/// Poll the state database until a build of this mesh is running; panics (with the child's
-/// output) when the child exits first or nothing runs within a minute.
-fn wait_for_running_build(
-    mesh: &ExampleMesh,
-    child: &mut Child,
-    log: &std::path::Path,
-) -> BuildRow {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(row) = builds(mesh)
-            .into_iter()
-            .find(|b| b.status == BuildStatus::Running)
-        {
-            return row;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "converge ended ({status}) before any build ran:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no build started within a minute:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the converge did not end within {within:?} of the signal");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -103,7 +43,7 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
         .unwrap();
     assert!(kill.success());
     // Well under the 30 s the step sleeps: the converge must not wait for the build to end.
-    let status = wait_exit(&mut child, Duration::from_secs(20));
+    let status = wait_exit(&mut child, Duration::from_secs(20), "the signal");
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");

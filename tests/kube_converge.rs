@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
-use common::{ExampleMesh, said};
+use common::{ExampleMesh, decisions, said};
 use meshtop::backends::cluster::{Cluster, RECORD_ANNOTATION};
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::history::History;
@@ -157,20 +157,6 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     fn set_annotation(&self, api: &KubeApi, text: &str) {
         api.put_namespace(&self.namespace, &[(RECORD_ANNOTATION, text)]);
     }
-}
-
-fn decisions(summary: &Value) -> BTreeMap<String, String> {
-    summary["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["name"].as_str().unwrap().to_string(),
-                m["decision"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 fn old_id(n: u8) -> String {

@@ -145,3 +145,83 @@ pub fn said(output: &Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     )
 }
+
+/// module → decision of a converge summary (`converge --json`).
+pub fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    summary["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every build row of the mesh (newest first), read straight from the state database.
+pub fn builds(mesh: &ExampleMesh) -> Vec<meshtop::backends::history::BuildRow> {
+    use meshtop::backends::history::{BuildQuery, History};
+    History::open(&mesh.state())
+        .and_then(|h| {
+            h.builds(&BuildQuery {
+                mesh: mesh.name.clone(),
+                limit: 100,
+                ..BuildQuery::default()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Poll the state database until a build of this mesh is running; panics (with the child's
+/// output) when the child exits first or nothing runs within a minute.
+pub fn wait_for_running_build(
+    mesh: &ExampleMesh,
+    child: &mut std::process::Child,
+    log: &Path,
+) -> meshtop::backends::history::BuildRow {
+    use meshtop::backends::history::BuildStatus;
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(row) = builds(mesh)
+            .into_iter()
+            .find(|b| b.status == BuildStatus::Running)
+        {
+            return row;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "converge ended ({status}) before any build ran:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no build started within a minute:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Wait for a child to end; kills it and panics after `within`, saying what it waited for.
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+    after: &str,
+) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the converge did not end within {within:?} of {after}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
