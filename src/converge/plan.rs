@@ -188,7 +188,7 @@ impl<'a> Planner<'a> {
                 let spec_module = module.clone();
                 let base_digest = base_artifact.clone();
                 let hash_platforms = platforms.clone();
-                let inputs = tokio::task::spawn_blocking(move || {
+                let hash = move || {
                     let spec = InputSpec {
                         context: &spec_module.context,
                         dockerfile: &spec_module.dockerfile,
@@ -197,10 +197,14 @@ impl<'a> Planner<'a> {
                         platforms: &hash_platforms,
                     };
                     inputs::hash_inputs(&spec)
-                })
-                .await
-                .map_err(|e| format!("hashing the inputs of {} stopped: {e}", module.name))?
-                .map_err(|e| format!("module {}: {e}", module.name))?;
+                };
+                // Hashing reads files: off the async workers, without a hand-off to another
+                // thread per module (a current-thread runtime here is a planner's own thread).
+                let hashed = match tokio::runtime::Handle::current().runtime_flavor() {
+                    tokio::runtime::RuntimeFlavor::CurrentThread => hash(),
+                    _ => tokio::task::block_in_place(hash),
+                };
+                let inputs = hashed.map_err(|e| format!("module {}: {e}", module.name))?;
                 let mesh = self.ctx.mesh;
                 let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
                 let image_ref = ImageRef::new(

@@ -105,6 +105,9 @@ struct Entry {
     kind: Kind,
 }
 
+/// From this many entries on, a context's files are hashed in parallel.
+const PARALLEL_FROM: usize = 32;
+
 /// The walk and the Dockerfile, shared by hashing and tarring.
 struct Prepared {
     entries: Vec<Entry>,
@@ -115,23 +118,33 @@ struct Prepared {
 /// Walks the context and hashes every file (in parallel).
 pub fn hash_inputs(spec: &InputSpec) -> Result<Inputs, InputsError> {
     let prepared = prepare(spec)?;
-    let hashed: Vec<(String, FileEntry)> = prepared
-        .entries
-        .par_iter()
-        .map(|e| {
-            let entry = match &e.kind {
-                Kind::File { executable } => FileEntry::File {
-                    sha256: hash_file(&e.abs)?,
-                    executable: *executable,
-                },
-                Kind::Link { target } => FileEntry::Link {
-                    target: target.clone(),
-                },
-                Kind::Dir => FileEntry::Dir,
-            };
-            Ok((e.rel.clone(), entry))
-        })
-        .collect::<Result<_, InputsError>>()?;
+    let hash_entry = |e: &Entry| {
+        let entry = match &e.kind {
+            Kind::File { executable } => FileEntry::File {
+                sha256: hash_file(&e.abs)?,
+                executable: *executable,
+            },
+            Kind::Link { target } => FileEntry::Link {
+                target: target.clone(),
+            },
+            Kind::Dir => FileEntry::Dir,
+        };
+        Ok((e.rel.clone(), entry))
+    };
+    // A small context is hashed on this thread: waking the pool costs more than it saves.
+    let hashed: Vec<(String, FileEntry)> = if prepared.entries.len() < PARALLEL_FROM {
+        prepared
+            .entries
+            .iter()
+            .map(hash_entry)
+            .collect::<Result<_, InputsError>>()?
+    } else {
+        prepared
+            .entries
+            .par_iter()
+            .map(hash_entry)
+            .collect::<Result<_, InputsError>>()?
+    };
     Ok(finish(
         spec,
         hashed.into_iter().collect(),
