@@ -1,39 +1,16 @@
 //! The state database on real SQLite, one temporary directory per test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+mod history_support;
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use history_support::{new_build, temp_db};
 use meshtop::backends::history::{
-    BuildStatus, EventRow, History, HistoryError, NewBuild, NewEvent, SCHEMA_VERSION, SendRow,
+    BuildStatus, EventRow, History, HistoryError, NewEvent, SCHEMA_VERSION, SendRow,
 };
 use meshtop::mesh::model::{Record, RecordEntry};
-
-fn temp_db() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("nested").join("state.db");
-    (dir, path)
-}
-
-fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
-    NewBuild {
-        id: id.to_string(),
-        mesh: "demo".into(),
-        module: module.map(str::to_string),
-        repository: "/src/demo".into(),
-        commit: Some("abc123".into()),
-        dirty: false,
-        base_module: None,
-        base_digest: None,
-        reference: Some(format!("{id}-amd64")),
-        platforms: "linux/amd64".into(),
-        forced: false,
-        why: "new module".into(),
-        host: "builder".into(),
-        started_ms,
-        converge_id: Some("c1".into()),
-    }
-}
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777

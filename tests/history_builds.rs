@@ -1,37 +1,12 @@
 //! Build records in the state database on real SQLite: idempotence, paging, lookups, and the query plans.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+mod history_support;
 
+use history_support::{new_build, temp_db};
 use meshtop::backends::history::{
-    BuildEnd, BuildQuery, BuildStatus, History, HistoryError, NewBuild, builds_sql,
+    BuildEnd, BuildQuery, BuildStatus, History, HistoryError, builds_sql,
 };
-
-fn temp_db() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("nested").join("state.db");
-    (dir, path)
-}
-
-fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
-    NewBuild {
-        id: id.to_string(),
-        mesh: "demo".into(),
-        module: module.map(str::to_string),
-        repository: "/src/demo".into(),
-        commit: Some("abc123".into()),
-        dirty: false,
-        base_module: None,
-        base_digest: None,
-        reference: Some(format!("{id}-amd64")),
-        platforms: "linux/amd64".into(),
-        forced: false,
-        why: "new module".into(),
-        host: "builder".into(),
-        started_ms,
-        converge_id: Some("c1".into()),
-    }
-}
 
 fn end(status: BuildStatus, digest: Option<&str>) -> BuildEnd {
     BuildEnd {

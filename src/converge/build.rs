@@ -20,6 +20,23 @@ use crate::timefmt;
 /// How many lines of build output a failed build keeps.
 pub const LOG_TAIL_LINES: usize = 50;
 
+/// The last [`LOG_TAIL_LINES`] lines of a build's output, kept for its record.
+#[derive(Default)]
+struct LogTail(VecDeque<String>);
+
+impl LogTail {
+    fn push(&mut self, line: &str) {
+        if self.0.len() == LOG_TAIL_LINES {
+            self.0.pop_front();
+        }
+        self.0.push_back(line.to_string());
+    }
+
+    fn text(&self) -> String {
+        self.0.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
 pub struct BuildJob {
     pub module: Module,
     pub planned: PlannedModule,
@@ -203,16 +220,13 @@ pub async fn build_module(
             no_cache: planned.decision == Decision::Forced,
             platforms: module.platforms.iter().map(ToString::to_string).collect(),
         };
-        let mut tail: VecDeque<String> = VecDeque::with_capacity(LOG_TAIL_LINES);
+        let mut tail = LogTail::default();
         let result = buildx::build_and_push(spec, |line| {
             emitter.emit("output", Some(&module.name), line);
-            if tail.len() == LOG_TAIL_LINES {
-                tail.pop_front();
-            }
-            tail.push_back(line.to_string());
+            tail.push(line);
         })
         .await;
-        let tail_text = Some(tail.iter().cloned().collect::<Vec<_>>().join("\n"));
+        let tail_text = Some(tail.text());
         return match result {
             Ok(digest) => {
                 finish(BuildStatus::Succeeded, Some(digest.clone()), None, None)
@@ -249,17 +263,14 @@ pub async fn build_module(
             .map(ToString::to_string)
             .unwrap_or_default(),
     };
-    let mut tail: VecDeque<String> = VecDeque::with_capacity(LOG_TAIL_LINES);
+    let mut tail = LogTail::default();
     let result = daemon
         .build(request, |line| {
             emitter.emit("output", Some(&module.name), line);
-            if tail.len() == LOG_TAIL_LINES {
-                tail.pop_front();
-            }
-            tail.push_back(line.to_string());
+            tail.push(line);
         })
         .await;
-    let tail_text = Some(tail.iter().cloned().collect::<Vec<_>>().join("\n"));
+    let tail_text = Some(tail.text());
     match result {
         Ok(DaemonBuildEnd::Built(id)) => {
             finish(BuildStatus::Succeeded, Some(id.clone()), None, None)
