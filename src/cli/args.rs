@@ -8,7 +8,12 @@ use clap::{Args, Parser, Subcommand};
 ///
 /// Without a command it opens the dashboard on the mesh.
 #[derive(Debug, Parser)]
-#[command(name = "meshtop", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "meshtop",
+    version,
+    about = "Build, record and roll out content-addressed container images across a mesh of modules.\nWithout a command: the dashboard on the mesh.",
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
