@@ -2,11 +2,10 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::widgets::{Block, Borders, Clear};
 
 use crate::app::state::AppState;
 
-use super::{Palette, RenderInto, centered, put};
+use super::{Palette, overlay, put};
 
 pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
     let Some(confirm) = &state.confirm else {
@@ -22,20 +21,8 @@ pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
     // Long lines wrap: every digest is shown whole.
     let lines = wrap(&confirm.lines, usize::from(width.saturating_sub(2)).max(1));
     let height = (lines.len() as u16 + 4).min(body.height);
-    let area = centered(body, width, height);
-    Clear.render_into(buf, area);
-    Block::default()
-        .borders(Borders::ALL)
-        .title(format!(" {} ", confirm.title))
-        .render_into(buf, area);
-    if area.height < 3 || area.width < 3 {
+    let Some(inner) = overlay(buf, body, width, height, &format!(" {} ", confirm.title)) else {
         return;
-    }
-    let inner = Rect {
-        x: area.x + 1,
-        y: area.y + 1,
-        width: area.width - 2,
-        height: area.height - 2,
     };
     let rows = usize::from(inner.height.saturating_sub(1));
     let shown = if lines.len() > rows {

@@ -2,12 +2,11 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::widgets::{Block, Borders, Clear};
 
 use crate::app::keys::Mode;
 use crate::app::state::AppState;
 
-use super::{Palette, RenderInto, centered, put};
+use super::{Palette, overlay, put};
 
 /// The help text: one heading per mode, one line per action.
 pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
@@ -42,20 +41,8 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
 }
 
 pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
-    let area = centered(body, 80, body.height);
-    Clear.render_into(buf, area);
-    Block::default()
-        .borders(Borders::ALL)
-        .title(" help · esc closes ")
-        .render_into(buf, area);
-    if area.height < 3 || area.width < 3 {
+    let Some(inner) = overlay(buf, body, 80, body.height, " help · esc closes ") else {
         return;
-    }
-    let inner = Rect {
-        x: area.x + 1,
-        y: area.y + 1,
-        width: area.width - 2,
-        height: area.height - 2,
     };
     let lines = help_lines(state);
     let rows = usize::from(inner.height);

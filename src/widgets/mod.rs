@@ -15,7 +15,7 @@ use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::Clear;
+use ratatui::widgets::{Block, Borders, Clear};
 
 use crate::app::keys::Mode;
 use crate::app::state::{AppState, Pane};
@@ -152,6 +152,26 @@ pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
         width: w,
         height: h,
     }
+}
+
+/// A bordered overlay centred in `body`: clears what is under it, draws the frame and title, and
+/// returns the inside (None when too small to hold anything).
+pub fn overlay(buf: &mut Buffer, body: Rect, width: u16, height: u16, title: &str) -> Option<Rect> {
+    let area = centered(body, width, height);
+    Clear.render_into(buf, area);
+    Block::default()
+        .borders(Borders::ALL)
+        .title(title.to_string())
+        .render_into(buf, area);
+    if area.height < 3 || area.width < 3 {
+        return None;
+    }
+    Some(Rect {
+        x: area.x + 1,
+        y: area.y + 1,
+        width: area.width - 2,
+        height: area.height - 2,
+    })
 }
 
 /// Where each pane goes for a body area.
