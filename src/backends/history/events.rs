@@ -10,7 +10,7 @@ use super::{History, HistoryError, now_ms};
 pub struct NewEvent {
     pub mesh: String,
     pub converge_id: String,
-    /// What happened, e.g. `tier`, `decision`, `build-output`, `build-finished`, `stamped`, `send`.
+    /// What happened, e.g. `tier`, `decided`, `build`, `output`, `built`, `failed`, `stamped`, `send`.
     pub kind: String,
     pub module: Option<String>,
     pub text: String,

@@ -125,16 +125,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
         .map_err(sql("set the busy timeout"))?;
 
     // Read before writing anything: a newer schema must be left exactly as it is.
-    let found: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(sql("read the schema version"))?;
-    if found > SCHEMA_VERSION {
-        return Err(HistoryError::TooNew {
-            path: path.to_path_buf(),
-            found,
-            known: SCHEMA_VERSION,
-        });
-    }
+    known_version(&conn, path)?;
     if conn
         .is_readonly(rusqlite::MAIN_DB)
         .map_err(sql("check that the file is writable"))?
@@ -165,14 +156,11 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
     Ok(conn)
 }
 
-fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
-    let sql = |op: &'static str| move |e: rusqlite::Error| HistoryError::sqlite(path, op, e);
-    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
-        .map_err(sql("begin the migration"))?;
-    // Another process may have migrated between our first look and this transaction.
-    let found: i64 = tx
+/// The schema version of the file; one newer than this binary knows is refused, untouched.
+fn known_version(conn: &Connection, path: &Path) -> Result<i64, HistoryError> {
+    let found: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(sql("read the schema version"))?;
+        .map_err(|e| HistoryError::sqlite(path, "read the schema version", e))?;
     if found > SCHEMA_VERSION {
         return Err(HistoryError::TooNew {
             path: path.to_path_buf(),
@@ -180,6 +168,15 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
             known: SCHEMA_VERSION,
         });
     }
+    Ok(found)
+}
+
+fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
+    let sql = |op: &'static str| move |e: rusqlite::Error| HistoryError::sqlite(path, op, e);
+    let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
+        .map_err(sql("begin the migration"))?;
+    // Another process may have migrated between our first look and this transaction.
+    let found = known_version(&tx, path)?;
     let from = usize::try_from(found).map_err(|_| HistoryError::Invalid {
         path: path.to_path_buf(),
         what: format!("schema version {found} is negative; move the file away, or choose another file with --state PATH"),
