@@ -6,7 +6,6 @@ mod common;
 mod daemon_proxy;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
@@ -27,17 +26,7 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
         Path::new(DOCKER_SOCKET),
     );
     let log = mesh.dir.path().join("converge.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_meshtop"))
-        .env("DOCKER_HOST", proxy.docker_host())
-        .arg("--mesh")
-        .arg(mesh.mesh_file())
-        .arg("--state")
-        .arg(mesh.state())
-        .arg("converge")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = mesh.spawn_converge(&log, Some(&proxy.docker_host()));
     let running = wait_for_running_build(&mesh, &mut child, &log);
     let converge_id = running.converge_id.clone().unwrap();
     // Let the build reach the daemon, then the daemon goes away.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
@@ -23,16 +23,7 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     let mesh = ExampleMesh::new("sigint");
     let original = slow_base(&mesh);
     let log = mesh.dir.path().join("converge.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_meshtop"))
-        .arg("--mesh")
-        .arg(mesh.mesh_file())
-        .arg("--state")
-        .arg(mesh.state())
-        .arg("converge")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut child = mesh.spawn_converge(&log, None);
     let running = wait_for_running_build(&mesh, &mut child, &log);
     assert_eq!(running.module.as_deref(), Some("base"));
     let converge_id = running.converge_id.clone().unwrap();

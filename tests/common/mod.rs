@@ -88,6 +88,25 @@ impl ExampleMesh {
             .unwrap()
     }
 
+    /// Start `meshtop converge` on this mesh in the background, its stderr going to `log`;
+    /// `docker_host` points it at another daemon socket.
+    pub fn spawn_converge(&self, log: &Path, docker_host: Option<&str>) -> std::process::Child {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_meshtop"));
+        if let Some(host) = docker_host {
+            command.env("DOCKER_HOST", host);
+        }
+        command
+            .arg("--mesh")
+            .arg(self.mesh_file())
+            .arg("--state")
+            .arg(self.state())
+            .arg("converge")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    }
+
     /// Run and parse `--json` output; panics with stderr when the command failed.
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         let output = self.meshtop(args);
