@@ -93,8 +93,14 @@ pub enum InputsError {
 
 #[derive(Debug)]
 enum Kind {
-    File { executable: bool },
-    Link { target: String },
+    /// `len` as the walk saw it: hashing sizes its buffer by it without asking again.
+    File {
+        executable: bool,
+        len: u64,
+    },
+    Link {
+        target: String,
+    },
     Dir,
 }
 
@@ -115,13 +121,38 @@ struct Prepared {
     dockerfile_sha: String,
 }
 
+/// A build context hashed: every file and the Dockerfile. With a module's base, build args and
+/// platforms (known only once its base is decided) it makes the module's [`Inputs`].
+#[derive(Debug, Clone)]
+pub struct ContextHash {
+    files: BTreeMap<String, FileEntry>,
+    dockerfile_sha: String,
+}
+
+impl ContextHash {
+    /// The inputs of `spec`, whose context and Dockerfile are the ones this hashed.
+    pub fn into_inputs(self, spec: &InputSpec) -> Inputs {
+        finish(spec, self.files, self.dockerfile_sha)
+    }
+}
+
 /// Walks the context and hashes every file (in parallel).
 pub fn hash_inputs(spec: &InputSpec) -> Result<Inputs, InputsError> {
-    let prepared = prepare(spec)?;
+    Ok(hash_context(spec.context, spec.dockerfile)?.into_inputs(spec))
+}
+
+/// Walks a context (its `.dockerignore` applied) and hashes every file and the Dockerfile.
+pub fn hash_context(context: &Path, dockerfile: &str) -> Result<ContextHash, InputsError> {
+    let prepared = prepare(context, dockerfile)?;
     let hash_entry = |e: &Entry| {
         let entry = match &e.kind {
-            Kind::File { executable } => FileEntry::File {
-                sha256: hash_file(&e.abs)?,
+            Kind::File { executable, len } => FileEntry::File {
+                // The Dockerfile was hashed already (it is usually a file of the context too).
+                sha256: if e.rel == prepared.dockerfile_rel {
+                    prepared.dockerfile_sha.clone()
+                } else {
+                    hash_file_sized(&e.abs, *len)?
+                },
                 executable: *executable,
             },
             Kind::Link { target } => FileEntry::Link {
@@ -145,11 +176,10 @@ pub fn hash_inputs(spec: &InputSpec) -> Result<Inputs, InputsError> {
             .map(hash_entry)
             .collect::<Result<_, InputsError>>()?
     };
-    Ok(finish(
-        spec,
-        hashed.into_iter().collect(),
-        prepared.dockerfile_sha,
-    ))
+    Ok(ContextHash {
+        files: hashed.into_iter().collect(),
+        dockerfile_sha: prepared.dockerfile_sha,
+    })
 }
 
 /// Walks once: for each file, reads the bytes, hashes them AND appends them to the tar written to `sink`;
@@ -161,7 +191,7 @@ pub fn tar_inputs<W: Write>(
     expected: Option<&Inputs>,
     sink: W,
 ) -> Result<Inputs, InputsError> {
-    let prepared = prepare(spec)?;
+    let prepared = prepare(spec.context, spec.dockerfile)?;
     let mut builder = tar::Builder::new(Guard {
         inner: sink,
         poisoned: false,
@@ -268,32 +298,40 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InputsError + '_ {
     }
 }
 
-fn prepare(spec: &InputSpec) -> Result<Prepared, InputsError> {
-    let context = spec.context;
-    let meta = fs::metadata(context).map_err(io_err(context))?;
-    if !meta.is_dir() {
-        return Err(InputsError::Io {
-            path: context.to_path_buf(),
-            source: io::Error::other("the build context is not a directory"),
-        });
-    }
-    let dockerfile_rel = dockerfile_path(spec.dockerfile)?;
+fn prepare(context: &Path, dockerfile: &str) -> Result<Prepared, InputsError> {
+    let dockerfile_rel = dockerfile_path(dockerfile)?;
     let dockerfile_abs = context.join(&dockerfile_rel);
-    let canon_context = fs::canonicalize(context).map_err(io_err(context))?;
-    let canon_dockerfile =
-        fs::canonicalize(&dockerfile_abs).map_err(|e| InputsError::Dockerfile {
-            path: spec.dockerfile.to_string(),
-            message: format!("cannot read {}: {e}", dockerfile_abs.display()),
-        })?;
-    if !canon_dockerfile.starts_with(&canon_context) {
+    // `dockerfile_rel` only goes down (cleaned, no `..`): unless a symlink is on the way, it is inside.
+    let resolved = match super::realpath::resolve_below(context, Path::new(&dockerfile_rel)) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            // Say what is wrong with the context itself before blaming its Dockerfile.
+            let meta = fs::metadata(context).map_err(io_err(context))?;
+            if !meta.is_dir() {
+                return Err(InputsError::Io {
+                    path: context.to_path_buf(),
+                    source: io::Error::other("the build context is not a directory"),
+                });
+            }
+            return Err(InputsError::Dockerfile {
+                path: dockerfile.to_string(),
+                message: format!("cannot read {}: {e}", dockerfile_abs.display()),
+            });
+        }
+    };
+    let inside = resolved.path == dockerfile_abs
+        || resolved
+            .path
+            .starts_with(fs::canonicalize(context).map_err(io_err(context))?);
+    if !inside {
         return Err(InputsError::Dockerfile {
-            path: spec.dockerfile.to_string(),
+            path: dockerfile.to_string(),
             message:
                 "it resolves outside the build context; keep the Dockerfile inside the context"
                     .into(),
         });
     }
-    let dockerfile_sha = hash_file(&canon_dockerfile)?;
+    let dockerfile_sha = hash_file_sized(&resolved.path, resolved.meta.len())?;
 
     let ignore_path = context.join(".dockerignore");
     let with_path = |source| InputsError::Ignore {
@@ -382,6 +420,7 @@ fn walk(
             let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
             Kind::File {
                 executable: meta.permissions().mode() & 0o100 != 0,
+                len: meta.len(),
             }
         } else if file_type.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;
@@ -414,17 +453,30 @@ fn walk(
 
 /// sha256 hex of a file's bytes, read in chunks.
 pub fn hash_file(path: &Path) -> Result<String, InputsError> {
+    let len = fs::metadata(path).map_err(io_err(path))?.len();
+    hash_file_sized(path, len)
+}
+
+/// [`hash_file`] of a file whose length is about `len` (a hint: the whole file is read either way).
+fn hash_file_sized(path: &Path, len: u64) -> Result<String, InputsError> {
     let mut file = File::open(path).map_err(io_err(path))?;
     let mut h = Sha256::new();
     // A small file gets a small buffer: zeroing (and faulting in) 256 KiB per tiny file was most
-    // of a plan's time on a mesh of small contexts. One byte more than the length sees EOF at once.
-    let len = file.metadata().map_or(CHUNK as u64, |m| m.len());
+    // of a plan's time on a mesh of small contexts. One byte more than the length: a read that
+    // comes back short once `len` bytes are in is the end of the file, without asking again.
     let size = usize::try_from(len).map_or(CHUNK, |len| len.saturating_add(1).min(CHUNK));
     let mut buf = vec![0u8; size];
+    let mut total: u64 = 0;
     loop {
         match file.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => h.update(&buf[..n]),
+            Ok(n) => {
+                h.update(&buf[..n]);
+                total = total.saturating_add(n as u64);
+                if total >= len && n < buf.len() {
+                    break;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(io_err(path)(e)),
         }
@@ -514,7 +566,7 @@ fn write_tar<W: Write>(
                     target: target.clone(),
                 }
             }
-            Kind::File { executable } => {
+            Kind::File { executable, .. } => {
                 let changed = || InputsError::Changed {
                     files: vec![e.rel.clone()],
                     detail: format!("{} changed while it was read", e.rel),
@@ -553,4 +605,36 @@ fn write_tar<W: Write>(
         files.insert(e.rel.clone(), entry);
     }
     Ok(files)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The length is a hint: a file that grew or shrank since it was looked at hashes whole.
+    #[test]
+    fn a_wrong_length_hint_still_hashes_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        for size in [0usize, 1, 100, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 7] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            fs::write(&path, &bytes).unwrap();
+            let want = hex::encode(Sha256::digest(&bytes));
+            for hint in [
+                0u64,
+                1,
+                size as u64 / 2,
+                size as u64,
+                size as u64 + 1,
+                10 * CHUNK as u64,
+            ] {
+                assert_eq!(
+                    hash_file_sized(&path, hint).unwrap(),
+                    want,
+                    "size {size}, hint {hint}"
+                );
+            }
+        }
+    }
 }

@@ -10,6 +10,7 @@ use super::MeshError;
 use super::read::RawModule;
 use super::table::{Source, show};
 use crate::mesh::model::{Module, Platform};
+use crate::mesh::realpath::{Resolved, resolve_below};
 
 /// The repository holding a mesh file: the nearest ancestor of `dir` (itself included) holding a
 /// `.git` entry (directory, or file for worktrees and submodules), else `dir`. `dir` must be canonical.
@@ -81,10 +82,10 @@ pub(super) fn confine(
 ) -> Result<PathBuf, PathProblem> {
     lexical(&components_below(root, dir), relative)?;
     let joined = dir.join(relative);
-    let meta = match std::fs::metadata(&joined) {
-        Ok(meta) => meta,
+    let Resolved { path: real, meta } = match resolve_below(dir, Path::new(relative)) {
+        Ok(resolved) => resolved,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            // A dangling symlink is reported as missing too; where it points is never followed.
+            // A dangling symlink is reported as missing too.
             return Err(PathProblem::Missing(joined));
         }
         Err(e) => return Err(PathProblem::Unreadable(joined, e)),
@@ -92,8 +93,6 @@ pub(super) fn confine(
     if want_dir != meta.is_dir() || (!want_dir && !meta.is_file()) {
         return Err(PathProblem::WrongKind(joined));
     }
-    let real =
-        std::fs::canonicalize(&joined).map_err(|e| PathProblem::Unreadable(joined.clone(), e))?;
     if !real.starts_with(root) {
         return Err(PathProblem::Symlink { real });
     }
