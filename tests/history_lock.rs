@@ -174,3 +174,40 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
         .collect();
     assert_eq!(winners.iter().filter(|w| **w).count(), 1, "{winners:?}");
 }
+
+#[test]
+fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
+    let (_dir, a, b) = two_handles();
+    assert_eq!(
+        a.lock_converge("demo", &Holder::here("c1")).unwrap(),
+        Ok(())
+    );
+    let event = |kind: &str| meshtop::backends::history::NewEvent {
+        mesh: "demo".into(),
+        converge_id: "c1".into(),
+        kind: kind.into(),
+        module: None,
+        text: format!("{kind} text"),
+    };
+    a.finish_converge(&[event("stamped"), event("finished")], "demo", "c1")
+        .unwrap();
+    assert_eq!(b.converge_holder("demo").unwrap(), None);
+    let kinds: Vec<String> = b
+        .events_after("demo", 0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["stamped", "finished"]);
+    // Another converge's lock is not released by it.
+    assert_eq!(
+        b.lock_converge("demo", &Holder::here("c2")).unwrap(),
+        Ok(())
+    );
+    a.finish_converge(&[event("finished")], "demo", "c1")
+        .unwrap();
+    assert_eq!(
+        b.converge_holder("demo").unwrap().map(|h| h.converge_id),
+        Some("c2".to_string())
+    );
+}

@@ -118,13 +118,7 @@ pub async fn converge(
     let history = Arc::new(Mutex::new(history));
     let mesh = &request.mesh;
     let converge_id = uuid::Uuid::now_v7().to_string();
-    let holder = Holder {
-        converge_id: converge_id.clone(),
-        host: gethostname::gethostname().to_string_lossy().into_owned(),
-        pid: std::process::id(),
-        since_ms: timefmt::now_ms(),
-        heartbeat_ms: timefmt::now_ms(),
-    };
+    let holder = Holder::here(&converge_id);
     acquire(&history, &mesh.name, &holder, request.wait).await?;
     let heartbeat = spawn_heartbeat(
         request.state_path.clone(),
@@ -149,10 +143,7 @@ pub async fn converge(
             let _ = history.fail_running(&mesh.name, &converge_id, status, &outcome_text);
         }
     }
-    emitter.emit("finished", None, outcome_text);
-    if let Ok(history) = history.lock() {
-        let _ = history.unlock_converge(&mesh.name, &converge_id);
-    }
+    emitter.finish(outcome_text);
     result
 }
 
@@ -462,13 +453,14 @@ async fn run(
         ok,
     };
     if !all_ok {
-        emitter.emit("stamped", None, "nothing stamped: a build failed");
+        emitter.defer("stamped", None, "nothing stamped: a build failed");
         return Ok(summary(false, Vec::new(), Vec::new(), false));
     }
     // Entries the record already holds as they are stay as they were stamped (when, by which converge).
+    // The "stamped" step reaches the database with the next one (the roll-out's, or "finished").
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
     if stamp.is_empty() {
-        emitter.emit(
+        emitter.defer(
             "stamped",
             None,
             "record unchanged: it already names every artifact",
@@ -477,7 +469,7 @@ async fn run(
         super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp)
             .await
             .map_err(ConvergeError::Failed)?;
-        emitter.emit(
+        emitter.defer(
             "stamped",
             None,
             format!("record stamped: {} module(s)", stamp.len()),

@@ -81,11 +81,7 @@ impl Emitter {
     /// Record a step now (after any deferred ones).
     pub fn emit(&self, kind: &'static str, module: Option<&str>, text: impl Into<String>) {
         let event = self.step(kind, module, text.into());
-        let mut batch = self
-            .deferred
-            .lock()
-            .map(|mut d| std::mem::take(&mut *d))
-            .unwrap_or_default();
+        let mut batch = self.take_deferred();
         batch.push(event);
         self.write(&batch);
     }
@@ -97,6 +93,33 @@ impl Emitter {
             Ok(mut deferred) => deferred.push(event),
             Err(_) => self.write(&[event]),
         }
+    }
+
+    /// Record the last step and release the mesh's lock (taken under this emitter's converge id),
+    /// in one write.
+    pub fn finish(&self, text: impl Into<String>) {
+        let event = self.step("finished", None, text.into());
+        let mut batch = self.take_deferred();
+        batch.push(event);
+        let finished = match self.history.lock() {
+            Ok(history) => history.finish_converge(&batch, &self.mesh, &self.converge_id),
+            Err(_) => {
+                tracing::warn!(
+                    "the state database handle is poisoned; the converge lock stays until it is taken over"
+                );
+                return;
+            }
+        };
+        if let Err(error) = finished {
+            tracing::warn!("cannot record the end of the converge and release its lock: {error}");
+        }
+    }
+
+    fn take_deferred(&self) -> Vec<NewEvent> {
+        self.deferred
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default()
     }
 
     fn write(&self, events: &[NewEvent]) {

@@ -235,26 +235,13 @@ pub async fn send_holding_mesh(
     tx: Option<super::progress::ProgressTx>,
 ) -> Result<Vec<SendOutcome>, String> {
     let send_id = uuid::Uuid::now_v7().to_string();
-    let holder = crate::backends::history::Holder {
-        converge_id: send_id.clone(),
-        host: gethostname::gethostname().to_string_lossy().into_owned(),
-        pid: std::process::id(),
-        since_ms: timefmt::now_ms(),
-        heartbeat_ms: timefmt::now_ms(),
-    };
+    let holder = crate::backends::history::Holder::here(&send_id);
     super::engine::acquire(history, &mesh.name, &holder, false)
         .await
         .map_err(|e| e.to_string())?;
     let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, tx);
     let outcomes = send(mesh, moves, daemon, target, history, &emitter).await;
     let moved = outcomes.iter().filter(|o| o.ok).count();
-    emitter.emit(
-        "finished",
-        None,
-        format!("send: {moved}/{} machine(s) moved", outcomes.len()),
-    );
-    if let Ok(history) = history.lock() {
-        let _ = history.unlock_converge(&mesh.name, &send_id);
-    }
+    emitter.finish(format!("send: {moved}/{} machine(s) moved", outcomes.len()));
     Ok(outcomes)
 }

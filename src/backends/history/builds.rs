@@ -244,6 +244,10 @@ pub const LAST_BUILDS_SQL: &str = concat!(
 impl History {
     /// Record that a build started. Idempotent: a second start with the same id changes nothing.
     pub fn start_build(&self, b: &NewBuild) -> Result<(), HistoryError> {
+        self.durably(|| self.insert_build(b))
+    }
+
+    fn insert_build(&self, b: &NewBuild) -> Result<(), HistoryError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, \
@@ -282,14 +286,15 @@ impl History {
                 "build {id} cannot finish as `running`; finish it as succeeded, failed or cancelled"
             )));
         }
-        let changed = self
-            .conn
-            .prepare_cached(
-                "UPDATE builds SET status = ?2, digest = coalesce(?3, digest), error = ?4, log_tail = ?5, ended_ms = ?6 \
-                 WHERE id = ?1 AND status = 'running'",
-            )
-            .and_then(|mut st| st.execute(params![id, end.status, end.digest, end.error, end.log_tail, end.ended_ms]))
-            .map_err(self.err("record the end of a build"))?;
+        let changed = self.durably(|| {
+            self.conn
+                .prepare_cached(
+                    "UPDATE builds SET status = ?2, digest = coalesce(?3, digest), error = ?4, log_tail = ?5, ended_ms = ?6 \
+                     WHERE id = ?1 AND status = 'running'",
+                )
+                .and_then(|mut st| st.execute(params![id, end.status, end.digest, end.error, end.log_tail, end.ended_ms]))
+                .map_err(self.err("record the end of a build"))
+        })?;
         Ok(changed == 1)
     }
 
@@ -300,13 +305,14 @@ impl History {
         published_ref: &str,
         published_digest: &str,
     ) -> Result<(), HistoryError> {
-        let changed = self
-            .conn
-            .execute(
-                "UPDATE builds SET published_ref = ?2, published_digest = ?3 WHERE id = ?1",
-                params![id, published_ref, published_digest],
-            )
-            .map_err(self.err("record what a build published"))?;
+        let changed = self.durably(|| {
+            self.conn
+                .execute(
+                    "UPDATE builds SET published_ref = ?2, published_digest = ?3 WHERE id = ?1",
+                    params![id, published_ref, published_digest],
+                )
+                .map_err(self.err("record what a build published"))
+        })?;
         if changed == 0 {
             return Err(HistoryError::UnknownBuild {
                 path: self.path.clone(),
@@ -330,13 +336,15 @@ impl History {
                 "running builds of converge {converge_id} can only be marked failed or cancelled, not {status}"
             )));
         }
-        self.conn
-            .execute(
-                "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
-                 WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
-                params![mesh, converge_id, status, error, now_ms()],
-            )
-            .map_err(self.err("mark the running builds of a converge"))
+        self.durably(|| {
+            self.conn
+                .execute(
+                    "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
+                     WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
+                    params![mesh, converge_id, status, error, now_ms()],
+                )
+                .map_err(self.err("mark the running builds of a converge"))
+        })
     }
 
     /// One build by correlation id.

@@ -87,14 +87,21 @@ impl History {
             .conn
             .unchecked_transaction()
             .map_err(self.err("begin writing converge events"))?;
-        for e in events {
-            tx.prepare_cached(
-                "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.converge_id, e.kind, e.module, e.text]))
-            .map_err(self.err("append a converge event"))?;
-        }
+        self.insert_events(events)?;
         tx.commit().map_err(self.err("commit converge events"))
+    }
+
+    /// Insert events inside the caller's transaction.
+    pub(super) fn insert_events(&self, events: &[NewEvent]) -> Result<(), HistoryError> {
+        for e in events {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.converge_id, e.kind, e.module, e.text]))
+                .map_err(self.err("append a converge event"))?;
+        }
+        Ok(())
     }
 
     /// Events of a mesh with an id above `after_id`, oldest first, at most `limit`.
@@ -129,6 +136,10 @@ impl History {
 
     /// Record one send.
     pub fn record_send(&self, s: &SendRow) -> Result<(), HistoryError> {
+        self.durably(|| self.insert_send(s))
+    }
+
+    fn insert_send(&self, s: &SendRow) -> Result<(), HistoryError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id) \

@@ -7,7 +7,7 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use super::{History, HistoryError, now_ms};
+use super::{History, HistoryError, NewEvent, now_ms};
 
 /// A heartbeat older than this (2 minutes) means the holder is gone.
 pub const LOCK_STALE_MS: i64 = 2 * 60 * 1000;
@@ -162,6 +162,23 @@ impl History {
             )
             .map_err(self.err("release the converge lock"))?;
         Ok(())
+    }
+
+    /// The last events of a converge (or send) and the release of its lock, in one transaction.
+    pub fn finish_converge(
+        &self,
+        events: &[NewEvent],
+        mesh: &str,
+        converge_id: &str,
+    ) -> Result<(), HistoryError> {
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(self.err("begin finishing a converge"))?;
+        self.insert_events(events)?;
+        self.unlock_converge(mesh, converge_id)?;
+        tx.commit()
+            .map_err(self.err("commit the end of a converge"))
     }
 
     /// Who holds the converge lock of a mesh, if anyone (dead or alive).

@@ -68,6 +68,27 @@ impl History {
         move |e| HistoryError::sqlite(&self.path, op, e)
     }
 
+    /// Run `write` so that its commit is on disk when this returns (`synchronous = FULL` for it).
+    /// Build records, stamps, manifests and sends go through here; progress events and the
+    /// converge lock commit with `synchronous = NORMAL` and may roll back after a power loss,
+    /// which is why closing a handle need not checkpoint (see `schema::open`).
+    fn durably<T>(
+        &self,
+        write: impl FnOnce() -> Result<T, HistoryError>,
+    ) -> Result<T, HistoryError> {
+        let set = |level: &str| {
+            self.conn
+                .pragma_update(None, "synchronous", level)
+                .map_err(self.err("set synchronous"))
+        };
+        set("FULL")?;
+        let written = write();
+        let restored = set("NORMAL");
+        let value = written?;
+        restored?;
+        Ok(value)
+    }
+
     fn invalid(&self, what: impl Into<String>) -> HistoryError {
         HistoryError::Invalid {
             path: self.path.clone(),
@@ -82,4 +103,59 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::mesh::model::{Record, RecordEntry};
+
+    fn synchronous(history: &History) -> i64 {
+        history
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn durable_writes_commit_with_full_sync_and_leave_normal_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::open(&dir.path().join("state.db")).unwrap();
+        assert_eq!(synchronous(&history), 1, "NORMAL between durable writes");
+        let seen = history.durably(|| Ok(synchronous(&history))).unwrap();
+        assert_eq!(seen, 2, "FULL inside a durable write");
+        let failed: Result<(), HistoryError> =
+            history.durably(|| Err(history.invalid("a write that failed")));
+        assert!(failed.is_err());
+        assert_eq!(
+            synchronous(&history),
+            1,
+            "NORMAL again after a failed write"
+        );
+    }
+
+    #[test]
+    fn closing_keeps_the_wal_and_the_next_handle_reads_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut record = Record::new();
+        record.insert(
+            "api".into(),
+            RecordEntry {
+                reference: "demo/api:abc-amd64".into(),
+                digest: "sha256:1".into(),
+            },
+        );
+        History::open(&path)
+            .unwrap()
+            .stamp_record("demo", "c1", &record)
+            .unwrap();
+        // No checkpoint on close: the stamp is still in the WAL, which the next handle recovers.
+        assert!(dir.path().join("state.db-wal").exists());
+        assert_eq!(
+            History::open(&path).unwrap().record("demo").unwrap(),
+            record
+        );
+    }
 }

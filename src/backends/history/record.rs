@@ -36,6 +36,15 @@ impl History {
         converge_id: &str,
         entries: &Record,
     ) -> Result<(), HistoryError> {
+        self.durably(|| self.upsert_record(mesh, converge_id, entries))
+    }
+
+    fn upsert_record(
+        &self,
+        mesh: &str,
+        converge_id: &str,
+        entries: &Record,
+    ) -> Result<(), HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
         let at = now_ms();
@@ -81,15 +90,27 @@ impl History {
 
     /// Forget the whole record of a mesh.
     pub fn clear_record(&self, mesh: &str) -> Result<(), HistoryError> {
-        self.conn
-            .execute("DELETE FROM records WHERE mesh = ?1", [mesh])
-            .map_err(self.err("clear the record"))?;
+        self.durably(|| {
+            self.conn
+                .execute("DELETE FROM records WHERE mesh = ?1", [mesh])
+                .map_err(self.err("clear the record"))
+        })?;
         Ok(())
     }
 
     /// Keep the input manifest of a build (replaces the manifest saved for the same ref,
     /// which then counts as the latest).
     pub fn save_manifest(
+        &self,
+        mesh: &str,
+        module: &str,
+        reference: &str,
+        manifest_json: &str,
+    ) -> Result<(), HistoryError> {
+        self.durably(|| self.insert_manifest(mesh, module, reference, manifest_json))
+    }
+
+    fn insert_manifest(
         &self,
         mesh: &str,
         module: &str,

@@ -10,6 +10,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::HistoryError;
@@ -107,6 +108,9 @@ CREATE TABLE converge_locks (
 "#,
 ];
 
+/// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).
+const WAL_AUTOCHECKPOINT_PAGES: i64 = 256;
+
 /// The schema version this binary knows.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
@@ -125,7 +129,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
         .map_err(sql("set the busy timeout"))?;
 
     // Read before writing anything: a newer schema must be left exactly as it is.
-    known_version(&conn, path)?;
+    let found = known_version(&conn, path)?;
     if conn
         .is_readonly(rusqlite::MAIN_DB)
         .map_err(sql("check that the file is writable"))?
@@ -149,9 +153,21 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
     }
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(sql("set synchronous"))?;
+    // What must survive a power loss commits durably (`History::durably`); the rest (progress
+    // events, the converge lock) need not, so closing a handle does not checkpoint: a command
+    // the record answers would otherwise spend most of its time in the checkpoint's two fsyncs.
+    // The WAL is checkpointed as it grows instead, kept small so that reading it back when the
+    // next process opens the file stays cheap.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(sql("keep the WAL on close"))?;
+    conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)
+        .map_err(sql("set the WAL checkpoint size"))?;
     conn.pragma_update(None, "foreign_keys", true)
         .map_err(sql("enable foreign keys"))?;
-    migrate(&conn, path)?;
+    // Up to date (the usual case): no write transaction just to look again.
+    if found != SCHEMA_VERSION {
+        migrate(&conn, path)?;
+    }
     tighten_sidecars(path)?;
     Ok(conn)
 }
