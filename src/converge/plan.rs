@@ -99,6 +99,15 @@ pub struct Planner<'a> {
     refused: BTreeSet<String>,
 }
 
+/// Run blocking work (reading files) from async code: inline on a current-thread runtime (the
+/// command's own thread), else without blocking the other tasks of a worker.
+fn blocking_here<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 impl<'a> Planner<'a> {
     /// `daemon` connects on first use: a plan the record answers in full never asks it.
     pub fn new(ctx: PlanContext<'a>, daemon: Arc<LazyDaemon>) -> Planner<'a> {
@@ -185,25 +194,15 @@ impl<'a> Planner<'a> {
         let (state, inputs, image_ref) = match blocked {
             Some(state) => (state, None, None),
             None => {
-                let spec_module = module.clone();
-                let base_digest = base_artifact.clone();
-                let hash_platforms = platforms.clone();
-                let hash = move || {
-                    let spec = InputSpec {
-                        context: &spec_module.context,
-                        dockerfile: &spec_module.dockerfile,
-                        build_args: &spec_module.build_args,
-                        base_digest: base_digest.as_deref(),
-                        platforms: &hash_platforms,
-                    };
-                    inputs::hash_inputs(&spec)
+                let spec = InputSpec {
+                    context: &module.context,
+                    dockerfile: &module.dockerfile,
+                    build_args: &module.build_args,
+                    base_digest: base_artifact.as_deref(),
+                    platforms: &platforms,
                 };
-                // Hashing reads files: off the async workers, without a hand-off to another
-                // thread per module (a current-thread runtime here is a planner's own thread).
-                let hashed = match tokio::runtime::Handle::current().runtime_flavor() {
-                    tokio::runtime::RuntimeFlavor::CurrentThread => hash(),
-                    _ => tokio::task::block_in_place(hash),
-                };
+                // Hashing reads files: see `blocking_here`.
+                let hashed = blocking_here(|| inputs::hash_inputs(&spec));
                 let inputs = hashed.map_err(|e| format!("module {}: {e}", module.name))?;
                 let mesh = self.ctx.mesh;
                 let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
@@ -258,15 +257,22 @@ impl<'a> Planner<'a> {
             }
         }
         let reference = image_ref.as_ref().map(ToString::to_string);
+        let record_ref = self
+            .ctx
+            .record
+            .get(&module.name)
+            .map(|e| e.reference.as_str());
         let changes = match &inputs {
+            // The address the record names: the same inputs by construction, nothing to look up.
+            Some(_) if reference.is_some() && reference.as_deref() == record_ref => {
+                if forced {
+                    vec![Change::Forced]
+                } else {
+                    Vec::new()
+                }
+            }
             Some(inputs) => {
-                let previous = manifests.previous(
-                    &module.name,
-                    self.ctx
-                        .record
-                        .get(&module.name)
-                        .map(|e| e.reference.as_str()),
-                );
+                let previous = manifests.previous(&module.name, record_ref);
                 let mut changes = why::why(previous.as_ref(), &inputs.manifest);
                 if forced {
                     changes.insert(0, Change::Forced);
