@@ -5,11 +5,10 @@ use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::engine::{self, ConvergeError, ConvergeRequest, ConvergeSummary};
-use crate::converge::progress::Progress;
 
 use super::args::{ConvergeArgs, Global};
 use super::plan::select;
-use super::{Failure, Outcome, print_json, setup};
+use super::{Failure, Outcome, print_json, print_out, setup, spawn_progress_printer};
 
 pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
@@ -32,12 +31,7 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         modules,
         wait: args.wait,
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
-    let printer = tokio::spawn(async move {
-        while let Some(progress) = rx.recv().await {
-            eprintln!("{}", progress.line());
-        }
-    });
+    let (tx, printer) = spawn_progress_printer();
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -52,7 +46,7 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
             if args.json {
                 print_json(&summary)?;
             } else {
-                print_summary(&summary);
+                print_out(&summary_text(&summary))?;
             }
             Ok(if summary.ok {
                 ExitCode::SUCCESS
@@ -68,10 +62,18 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
     }
 }
 
-fn print_summary(summary: &ConvergeSummary) {
-    println!("converge {} of mesh {}", summary.converge_id, summary.mesh);
+fn summary_text(summary: &ConvergeSummary) -> String {
+    use std::fmt::Write;
+    let mut text = String::new();
+    // Writing to a String cannot fail.
+    let _ = writeln!(
+        text,
+        "converge {} of mesh {}",
+        summary.converge_id, summary.mesh
+    );
     for module in &summary.modules {
-        println!(
+        let _ = writeln!(
+            text,
             "{} tier {} {:<12} {:<8} {:<40} {}",
             if module.ok { "✓" } else { "✗" },
             module.tier,
@@ -82,10 +84,11 @@ fn print_summary(summary: &ConvergeSummary) {
         );
     }
     for name in &summary.created {
-        println!("+ created machine {name}");
+        let _ = writeln!(text, "+ created machine {name}");
     }
     for send in &summary.sends {
-        println!(
+        let _ = writeln!(
+            text,
             "{} sent {} ({}) → {}: {}",
             if send.ok { "✓" } else { "✗" },
             send.moved.machine,
@@ -94,12 +97,10 @@ fn print_summary(summary: &ConvergeSummary) {
             send.message
         );
     }
-    println!(
-        "{}",
-        if summary.stamped {
-            "record stamped"
-        } else {
-            "nothing stamped"
-        }
-    );
+    text.push_str(if summary.stamped {
+        "record stamped\n"
+    } else {
+        "nothing stamped\n"
+    });
+    text
 }

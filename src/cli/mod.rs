@@ -70,7 +70,9 @@ pub fn run(cli: Cli) -> ExitCode {
     let Some(command) = cli.command else {
         return dashboard(cli.global);
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // One thread: a command's work is mostly waiting on the daemon, and a command the record
+    // answers ends in a few milliseconds, which worker threads would only add to.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -104,11 +106,51 @@ fn report(outcome: Outcome) -> ExitCode {
     }
 }
 
+/// Print a converge's (or send's) progress to stderr as it comes. Steps that arrive together (a
+/// tier's decisions) go out in one write; the task ends when every sender is gone.
+pub(crate) fn spawn_progress_printer() -> (
+    crate::converge::progress::ProgressTx,
+    tokio::task::JoinHandle<()>,
+) {
+    use std::io::Write;
+    let (tx, mut rx) =
+        tokio::sync::mpsc::unbounded_channel::<crate::converge::progress::Progress>();
+    let printer = tokio::spawn(async move {
+        let mut text = String::new();
+        while let Some(first) = rx.recv().await {
+            text.clear();
+            let mut next = Some(first);
+            while let Some(progress) = next {
+                text.push_str(&progress.line());
+                text.push('\n');
+                next = rx.try_recv().ok();
+            }
+            // stderr gone: nothing else to tell the user with.
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
+    });
+    (tx, printer)
+}
+
 /// Print JSON to stdout; serialization of our own types cannot fail short of a bug, which still
 /// ends in a message, not a panic.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value)
+    let mut text = serde_json::to_string_pretty(value)
         .map_err(|e| Failure::failed(format!("cannot write JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
+    text.push('\n');
+    print_out(&text)
+}
+
+/// Write `text` to stdout in one go (a summary of many lines is one write, not one per line).
+/// A reader that went away (`| head`) is not an error; another failure is reported, not a panic.
+pub(crate) fn print_out(text: &str) -> Result<(), Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::failed(format!(
+            "cannot write to standard output: {e}"
+        ))),
+    }
 }

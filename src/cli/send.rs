@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::progress::Progress;
 use crate::converge::send;
 use crate::mesh::decide::short_id;
 
@@ -71,12 +70,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
-    let printer = tokio::spawn(async move {
-        while let Some(progress) = rx.recv().await {
-            eprintln!("{}", progress.line());
-        }
-    });
+    let (tx, printer) = super::spawn_progress_printer();
     let outcomes =
         send::send_holding_mesh(&mesh, &moves, &daemon, &target, &history, Some(tx)).await;
     let _ = printer.await;
