@@ -327,4 +327,8 @@ fn the_hot_queries_use_indexes_not_scans() {
     assert!(!scans_builds(&p), "{p}");
     let p = plan(&conn, meshtop::backends::history::LAST_BUILDS_SQL);
     assert!(!scans_builds(&p), "{p}");
+    // Every converge asks it as it finishes: both ends of the rowid tree, no scan.
+    let p = plan(&conn, meshtop::backends::history::EVENT_ID_RANGE_SQL);
+    assert!(!p.lines().any(|l| l.contains("SCAN events")), "{p}");
+    assert_eq!(p.matches("SEARCH events").count(), 2, "{p}");
 }

@@ -211,3 +211,42 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         Some("c2".to_string())
     );
 }
+
+#[test]
+fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
+    use meshtop::backends::history::{KEEP_EVENTS, NewEvent, PRUNE_BATCH};
+    let (_dir, a, _b) = two_handles();
+    let event = |i: i64| NewEvent {
+        mesh: "demo".into(),
+        converge_id: format!("old-{}", i / 50),
+        kind: "decided".into(),
+        module: Some(format!("m{i}")),
+        text: "record".into(),
+    };
+    let count = |h: &History| h.events_after("demo", 0, usize::MAX).unwrap().len() as i64;
+    // Just under the batch: nothing is pruned.
+    let below: Vec<NewEvent> = (0..KEEP_EVENTS + PRUNE_BATCH - 2).map(event).collect();
+    a.append_events(&below).unwrap();
+    assert_eq!(
+        a.lock_converge("demo", &Holder::here("c1")).unwrap(),
+        Ok(())
+    );
+    a.finish_converge(&[event(-1)], "demo", "c1").unwrap();
+    assert_eq!(count(&a), KEEP_EVENTS + PRUNE_BATCH - 1);
+    // One more converge crosses it: the newest KEEP_EVENTS stay, the newest of all among them.
+    assert_eq!(
+        a.lock_converge("demo", &Holder::here("c2")).unwrap(),
+        Ok(())
+    );
+    let last = NewEvent {
+        converge_id: "c2".into(),
+        kind: "finished".into(),
+        module: None,
+        ..event(0)
+    };
+    a.finish_converge(&[event(-2), last], "demo", "c2").unwrap();
+    let kept = a.events_after("demo", 0, usize::MAX).unwrap();
+    assert_eq!(kept.len() as i64, KEEP_EVENTS);
+    assert_eq!(kept.last().map(|e| e.kind.as_str()), Some("finished"));
+    assert_eq!(a.latest_converge("demo").unwrap().as_deref(), Some("c2"));
+}

@@ -5,6 +5,16 @@ use serde::{Deserialize, Serialize};
 
 use super::{History, HistoryError, now_ms};
 
+/// The oldest and newest event ids. Two subqueries: SQLite reads one end of the rowid tree for
+/// a lone min() or max(), but scans the whole table for both in one select.
+pub const EVENT_ID_RANGE_SQL: &str =
+    "SELECT (SELECT min(id) FROM events), (SELECT max(id) FROM events)";
+
+/// Progress events kept in the state database (about a thousand converges of a 50-module mesh).
+pub const KEEP_EVENTS: i64 = 50_000;
+/// Old events are forgotten this many at a time.
+pub const PRUNE_BATCH: i64 = 5_000;
+
 /// A progress event as a converge emits it; its time is taken when it is appended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEvent {
@@ -89,6 +99,30 @@ impl History {
             .map_err(self.err("begin writing converge events"))?;
         self.insert_events(events)?;
         tx.commit().map_err(self.err("commit converge events"))
+    }
+
+    /// Forget the oldest progress events once more than [`KEEP_EVENTS`] + [`PRUNE_BATCH`] are
+    /// kept: the newest `KEEP_EVENTS` stay. Deleting in batches keeps a converge that finishes
+    /// without pruning (nearly all of them) as cheap as before. Build records, the record and sends
+    /// are never pruned. Runs inside the caller's transaction; returns how many events went.
+    pub(super) fn prune_events(&self) -> Result<usize, HistoryError> {
+        let (oldest, newest): (Option<i64>, Option<i64>) = self
+            .conn
+            .prepare_cached(EVENT_ID_RANGE_SQL)
+            .and_then(|mut st| st.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
+            .map_err(self.err("count the progress events"))?;
+        let (Some(oldest), Some(newest)) = (oldest, newest) else {
+            return Ok(0);
+        };
+        // Ids only grow, so the ids below `newest - KEEP_EVENTS` are the oldest events.
+        let cutoff = newest.saturating_sub(KEEP_EVENTS);
+        if cutoff.saturating_sub(oldest) < PRUNE_BATCH {
+            return Ok(0);
+        }
+        self.conn
+            .prepare_cached("DELETE FROM events WHERE id <= ?1")
+            .and_then(|mut st| st.execute([cutoff]))
+            .map_err(self.err("forget old progress events"))
     }
 
     /// Insert events inside the caller's transaction.

@@ -164,7 +164,8 @@ impl History {
         Ok(())
     }
 
-    /// The last events of a converge (or send) and the release of its lock, in one transaction.
+    /// The last events of a converge (or send) and the release of its lock, in one transaction;
+    /// the oldest progress events beyond [`super::KEEP_EVENTS`] go with it.
     pub fn finish_converge(
         &self,
         events: &[NewEvent],
@@ -177,6 +178,7 @@ impl History {
             .map_err(self.err("begin finishing a converge"))?;
         self.insert_events(events)?;
         self.unlock_converge(mesh, converge_id)?;
+        self.prune_events()?;
         tx.commit()
             .map_err(self.err("commit the end of a converge"))
     }

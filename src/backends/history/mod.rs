@@ -21,7 +21,7 @@ pub use builds::{
     builds_sql,
 };
 pub use error::HistoryError;
-pub use events::{EventRow, NewEvent, SendRow};
+pub use events::{EVENT_ID_RANGE_SQL, EventRow, KEEP_EVENTS, NewEvent, PRUNE_BATCH, SendRow};
 pub use lock::{Holder, LOCK_STALE_MS, this_host};
 pub use schema::SCHEMA_VERSION;
 
