@@ -60,5 +60,5 @@ async fn listing_sees_only_labelled_images() {
         "an unlabelled image never answers: {tags:?}"
     );
     assert!(label_ok);
-    assert!(!daemon.platform().arch.is_empty());
+    assert!(!daemon.platform().await.unwrap().arch.is_empty());
 }

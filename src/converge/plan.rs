@@ -173,7 +173,11 @@ impl<'a> Planner<'a> {
         }
         if self.platform.is_none() {
             let own = match self.daemon.get().await {
-                Ok(daemon) => daemon.platform().clone(),
+                Ok(daemon) => daemon
+                    .platform()
+                    .await
+                    .cloned()
+                    .unwrap_or_else(|_| Platform::local()),
                 Err(_) => Platform::local(),
             };
             self.platform = Some(own);

@@ -71,7 +71,8 @@ impl LazyDaemon {
 pub struct Daemon {
     docker: Docker,
     endpoint: String,
-    platform: Platform,
+    /// Asked on first use: most meshes set their platforms, and connecting is one round trip.
+    platform: tokio::sync::OnceCell<Platform>,
 }
 
 /// Where the daemon is, as the docker CLI resolves it.
@@ -80,7 +81,7 @@ pub fn endpoint() -> String {
 }
 
 impl Daemon {
-    /// Connect and negotiate the API version; learns the daemon's platform on the way.
+    /// Connect and negotiate the API version (one call).
     pub async fn connect() -> Result<Daemon, DaemonError> {
         let endpoint = endpoint();
         let connect_error = |source| DaemonError::Connect {
@@ -93,15 +94,10 @@ impl Daemon {
             .negotiate_version()
             .await
             .map_err(connect_error)?;
-        let version = docker.version().await.map_err(connect_error)?;
-        let arch = version.arch.unwrap_or_default();
-        let os = version.os.unwrap_or_else(|| "linux".into());
-        let platform =
-            Platform::parse(&format!("{os}/{arch}")).unwrap_or_else(|_| Platform::local());
         Ok(Daemon {
             docker,
             endpoint,
-            platform,
+            platform: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -114,9 +110,24 @@ impl Daemon {
         &self.endpoint
     }
 
-    /// The daemon's own platform: what an unset `platforms` means.
-    pub fn platform(&self) -> &Platform {
-        &self.platform
+    /// The daemon's own platform: what an unset `platforms` means (asked once).
+    pub async fn platform(&self) -> Result<&Platform, DaemonError> {
+        self.platform
+            .get_or_try_init(|| async {
+                let version = self
+                    .docker
+                    .version()
+                    .await
+                    .map_err(|source| DaemonError::Call {
+                        endpoint: self.endpoint.clone(),
+                        action: "ask its platform",
+                        source,
+                    })?;
+                let arch = version.arch.unwrap_or_default();
+                let os = version.os.unwrap_or_else(|| "linux".into());
+                Ok(Platform::parse(&format!("{os}/{arch}")).unwrap_or_else(|_| Platform::local()))
+            })
+            .await
     }
 
     /// Every image stamped with meshtop's module label, in ONE call (no per-image inspect).
