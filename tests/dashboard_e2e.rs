@@ -148,6 +148,8 @@ fn the_dashboard_converges_sends_and_quits_from_the_keyboard() {
             .iter()
             .all(|m| row(s, m).contains("skip·record"))
     });
+    // The record is stamped before the converge creates the declared machines: let it finish.
+    tmux.wait_for("the converge to finish", long, |s| !s.contains('⟳'));
 
     // f + Esc does nothing.
     let builds_before = mesh
