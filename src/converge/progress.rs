@@ -101,17 +101,18 @@ impl Emitter {
         let event = self.step("finished", None, text.into());
         let mut batch = self.take_deferred();
         batch.push(event);
-        let finished = match self.history.lock() {
-            Ok(history) => history.finish_converge(&batch, &self.mesh, &self.converge_id),
-            Err(_) => {
-                tracing::warn!(
-                    "the state database handle is poisoned; the converge lock stays until it is taken over"
-                );
-                return;
-            }
+        let Ok(history) = self.history.lock() else {
+            tracing::warn!(
+                "the state database handle is poisoned; the converge lock stays until it is taken over"
+            );
+            return;
         };
-        if let Err(error) = finished {
-            tracing::warn!("cannot record the end of the converge and release its lock: {error}");
+        if let Err(error) = history.finish_converge(&batch, &self.mesh, &self.converge_id) {
+            tracing::warn!("cannot record the end of the converge: {error}");
+            // The events could not be written: the mesh must still be freed.
+            if let Err(error) = history.unlock_converge(&self.mesh, &self.converge_id) {
+                tracing::warn!("cannot release the converge lock: {error}");
+            }
         }
     }
 
