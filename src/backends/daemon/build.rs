@@ -65,13 +65,7 @@ impl Daemon {
                 }) if status_code < 500 => {
                     return Ok(BuildEnd::Failed(message));
                 }
-                Err(source) => {
-                    return Err(DaemonError::Call {
-                        endpoint: self.endpoint.clone(),
-                        action: "build",
-                        source,
-                    });
-                }
+                Err(source) => return Err(self.call_error("build")(source)),
             };
             if let Some(text) = info.stream.as_deref().or(info.status.as_deref()) {
                 for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -111,11 +105,7 @@ impl Daemon {
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => Ok(None),
-            Err(source) => Err(DaemonError::Call {
-                endpoint: self.endpoint.clone(),
-                action: "inspect an image",
-                source,
-            }),
+            Err(source) => Err(self.call_error("inspect an image")(source)),
         }
     }
 }

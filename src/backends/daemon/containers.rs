@@ -45,17 +45,6 @@ pub struct NewContainer {
 }
 
 impl Daemon {
-    fn call_error(
-        &self,
-        action: &'static str,
-    ) -> impl FnOnce(bollard::errors::Error) -> DaemonError + '_ {
-        move |source| DaemonError::Call {
-            endpoint: self.endpoint.clone(),
-            action,
-            source,
-        }
-    }
-
     /// Every container carrying meshtop's module label, running or not, in one call.
     pub async fn labelled_containers(&self) -> Result<Vec<Container>, DaemonError> {
         let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);

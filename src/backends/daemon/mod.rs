@@ -101,6 +101,18 @@ impl Daemon {
         })
     }
 
+    /// Map a failed call doing `action` to an error naming the daemon.
+    fn call_error(
+        &self,
+        action: &'static str,
+    ) -> impl FnOnce(bollard::errors::Error) -> DaemonError + '_ {
+        move |source| DaemonError::Call {
+            endpoint: self.endpoint.clone(),
+            action,
+            source,
+        }
+    }
+
     /// The bollard client, for the other parts of this backend.
     pub fn docker(&self) -> &Docker {
         &self.docker
@@ -118,11 +130,7 @@ impl Daemon {
                     .docker
                     .version()
                     .await
-                    .map_err(|source| DaemonError::Call {
-                        endpoint: self.endpoint.clone(),
-                        action: "ask its platform",
-                        source,
-                    })?;
+                    .map_err(self.call_error("ask its platform"))?;
                 let arch = version.arch.unwrap_or_default();
                 let os = version.os.unwrap_or_else(|| "linux".into());
                 Ok(Platform::parse(&format!("{os}/{arch}")).unwrap_or_else(|_| Platform::local()))
@@ -141,11 +149,7 @@ impl Daemon {
             .docker
             .list_images(Some(options))
             .await
-            .map_err(|source| DaemonError::Call {
-                endpoint: self.endpoint.clone(),
-                action: "list images",
-                source,
-            })?;
+            .map_err(self.call_error("list images"))?;
         Ok(images
             .into_iter()
             .map(|summary| HostImage {
