@@ -125,7 +125,6 @@ impl Emitter {
 
     fn write(&self, events: &[NewEvent]) {
         let written = match self.history.lock() {
-            Ok(history) if events.len() == 1 => history.append_event(&events[0]).map(|_| ()),
             Ok(history) => history.append_events(events),
             Err(_) => {
                 tracing::warn!("the state database handle is poisoned; events not recorded");

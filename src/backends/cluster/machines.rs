@@ -22,12 +22,6 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 3] = [
-        WorkloadKind::Deployment,
-        WorkloadKind::StatefulSet,
-        WorkloadKind::DaemonSet,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             WorkloadKind::Deployment => "Deployment",

@@ -84,14 +84,10 @@ impl Daemon {
         match built {
             Some(id) => Ok(BuildEnd::Built(id)),
             // Older daemons only print "Successfully built <short id>": ask for the tag's id.
-            None => match self.docker.inspect_image(&request.tag).await {
-                Ok(image) => match image.id {
-                    Some(id) => Ok(BuildEnd::Built(id)),
-                    None => Ok(BuildEnd::Failed(format!(
-                        "the daemon built no image id (last output: {last_line})"
-                    ))),
-                },
-                Err(_) => Ok(BuildEnd::Failed(format!(
+            // A daemon that went away is an error, not a failed build.
+            None => match self.image_id(&request.tag).await? {
+                Some(id) => Ok(BuildEnd::Built(id)),
+                None => Ok(BuildEnd::Failed(format!(
                     "the build ended without an image (last output: {last_line})"
                 ))),
             },

@@ -118,10 +118,6 @@ impl Daemon {
         &self.docker
     }
 
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
     /// The daemon's own platform: what an unset `platforms` means (asked once).
     pub async fn platform(&self) -> Result<&Platform, DaemonError> {
         self.platform

@@ -336,15 +336,25 @@ impl History {
                 "running builds of converge {converge_id} can only be marked failed or cancelled, not {status}"
             )));
         }
-        self.durably(|| {
-            self.conn
-                .execute(
-                    "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
-                     WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
-                    params![mesh, converge_id, status, error, now_ms()],
-                )
-                .map_err(self.err("mark the running builds of a converge"))
-        })
+        self.durably(|| self.end_running(mesh, converge_id, status, error))
+    }
+
+    /// End every still-running build of one converge as `status` with `error`, inside the
+    /// caller's transaction (if any); returns how many rows changed.
+    pub(super) fn end_running(
+        &self,
+        mesh: &str,
+        converge_id: &str,
+        status: BuildStatus,
+        error: &str,
+    ) -> Result<usize, HistoryError> {
+        self.conn
+            .prepare_cached(
+                "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
+                 WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
+            )
+            .and_then(|mut st| st.execute(params![mesh, converge_id, status, error, now_ms()]))
+            .map_err(self.err("mark the running builds of a converge"))
     }
 
     /// One build by correlation id.

@@ -7,7 +7,7 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use super::{History, HistoryError, NewEvent, now_ms};
+use super::{BuildStatus, History, HistoryError, NewEvent, now_ms};
 
 /// A heartbeat older than this (2 minutes) means the holder is gone.
 pub const LOCK_STALE_MS: i64 = 2 * 60 * 1000;
@@ -101,20 +101,15 @@ impl History {
                 return Ok(Err(current)); // the transaction rolls back on drop
             }
             // Its builds will never finish: say so rather than leave them running forever.
-            tx.execute(
-                "UPDATE builds SET status = 'failed', error = ?3, ended_ms = ?4 \
-                 WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
-                params![
-                    mesh,
-                    current.converge_id,
-                    format!(
-                        "converge {} (host {}, pid {}) stopped without finishing this build",
-                        current.converge_id, current.host, current.pid
-                    ),
-                    now
-                ],
-            )
-            .map_err(self.err("mark the builds of a dead converge failed"))?;
+            self.end_running(
+                mesh,
+                &current.converge_id,
+                BuildStatus::Failed,
+                &format!(
+                    "converge {} (host {}, pid {}) stopped without finishing this build",
+                    current.converge_id, current.host, current.pid
+                ),
+            )?;
             tracing::warn!(
                 mesh,
                 dead = %current.converge_id,
