@@ -142,9 +142,10 @@ pub async fn build_module(
         })
     };
 
-    let multi_platform = module.platforms.len() > 1;
+    // The platforms the address was computed for (unset: the daemon's own).
+    let multi_platform = planned.multi_platform;
     if multi_platform {
-        let platforms: Vec<String> = module.platforms.iter().map(ToString::to_string).collect();
+        let platforms: Vec<String> = planned.platforms.iter().map(ToString::to_string).collect();
         let pushes = matches!(mesh.target, Target::Kubernetes { .. }) && mesh.registry.is_some();
         if !pushes {
             return failed(
@@ -210,6 +211,16 @@ pub async fn build_module(
     if let Some(source) = &revision.source {
         labels.insert("org.opencontainers.image.source".into(), source.clone());
     }
+    // The inputs of a built ref, for the why of the next address (best effort: the build stands).
+    let save_manifest = || {
+        if let Some(inputs) = &planned.inputs
+            && let Ok(json) = serde_json::to_string(&inputs.manifest)
+        {
+            let _ = with_history(history, |h| {
+                h.save_manifest(&mesh.name, &module.name, &reference, &json)
+            });
+        }
+    };
     if multi_platform {
         let spec = buildx::Spec {
             context_tar,
@@ -218,7 +229,7 @@ pub async fn build_module(
             build_args,
             labels,
             no_cache: planned.decision == Decision::Forced,
-            platforms: module.platforms.iter().map(ToString::to_string).collect(),
+            platforms: planned.platforms.iter().map(ToString::to_string).collect(),
         };
         let mut tail = LogTail::default();
         let result = buildx::build_and_push(spec, |line| {
@@ -231,6 +242,7 @@ pub async fn build_module(
             Ok(digest) => {
                 finish(BuildStatus::Succeeded, Some(digest.clone()), None, None)
                     .map_err(BuildError::NoRecord)?;
+                save_manifest();
                 let _ = with_history(history, |h| {
                     h.set_published(&correlation_id, &reference, &digest)
                 });
@@ -257,7 +269,7 @@ pub async fn build_module(
         build_args,
         labels,
         no_cache: planned.decision == Decision::Forced,
-        platform: module
+        platform: planned
             .platforms
             .first()
             .map(ToString::to_string)
@@ -275,13 +287,7 @@ pub async fn build_module(
         Ok(DaemonBuildEnd::Built(id)) => {
             finish(BuildStatus::Succeeded, Some(id.clone()), None, None)
                 .map_err(BuildError::NoRecord)?;
-            if let Some(inputs) = &planned.inputs
-                && let Ok(json) = serde_json::to_string(&inputs.manifest)
-            {
-                let _ = with_history(history, |h| {
-                    h.save_manifest(&mesh.name, &module.name, &reference, &json)
-                });
-            }
+            save_manifest();
             emitter.emit(
                 "built",
                 Some(&module.name),

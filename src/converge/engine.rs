@@ -255,6 +255,29 @@ async fn run(
         }
         return Err(ConvergeError::Refused(refused.join("; ")));
     }
+    // A build for several platforms can only be pushed, never loaded into a daemon.
+    let pushes = matches!(target, TargetBackend::Kubernetes(_)) && mesh.registry.is_some();
+    let unbuildable: Vec<String> = planned
+        .values()
+        .filter(|p| p.multi_platform && !pushes)
+        .filter(|p| matches!(p.decision, Decision::Build | Decision::Forced))
+        .filter_map(|p| Some((p, mesh.modules.iter().find(|m| m.name == p.name)?)))
+        .map(|(p, m)| {
+            format!(
+                "module {} ({}:{}) builds for {} platforms, which needs a Kubernetes target and `registry` in [mesh] to push to: give it one platform for the docker target",
+                m.name,
+                mesh.file.display(),
+                m.line,
+                p.platforms.len()
+            )
+        })
+        .collect();
+    if !unbuildable.is_empty() {
+        for line in &unbuildable {
+            emitter.emit("refused", None, line.clone());
+        }
+        return Err(ConvergeError::Refused(unbuildable.join("; ")));
+    }
     // Something will be delivered: the target must be able to take it, or nothing is built.
     if planned.values().any(|p| p.decision != Decision::Record)
         && let Err(why) = target.delivery()

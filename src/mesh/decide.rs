@@ -231,7 +231,11 @@ pub fn decide(
 /// `sha256:3f9c2a1b7d4e…` → `3f9c2a1b7d4e` (for one-line messages).
 pub fn short_id(id: &str) -> &str {
     let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..hex.len().min(12)]
+    // By characters: a digest read from a cluster annotation is not checked to be hex.
+    match hex.char_indices().nth(12) {
+        Some((end, _)) => &hex[..end],
+        None => hex,
+    }
 }
 
 #[cfg(test)]

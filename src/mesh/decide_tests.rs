@@ -254,4 +254,6 @@ fn decisions_say_what_a_converge_does() {
     );
     assert_eq!(short_id("sha256:3f9c2a1b7d4e99aa"), "3f9c2a1b7d4e");
     assert_eq!(short_id("abc"), "abc");
+    // A digest from a cluster annotation is not checked to be hex: cut by characters, never panic.
+    assert_eq!(short_id("sha256:éééééééééééééé"), "éééééééééééé");
 }
