@@ -249,4 +249,14 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
     assert_eq!(kept.len() as i64, KEEP_EVENTS);
     assert_eq!(kept.last().map(|e| e.kind.as_str()), Some("finished"));
     assert_eq!(a.latest_converge("demo").unwrap().as_deref(), Some("c2"));
+    // A follower starts from the tail: the newest events, oldest first.
+    let tail = a.events_tail("demo", 3).unwrap();
+    assert_eq!(
+        tail.iter().map(|e| e.id).collect::<Vec<_>>(),
+        kept[kept.len() - 3..]
+            .iter()
+            .map(|e| e.id)
+            .collect::<Vec<_>>()
+    );
+    assert!(a.events_tail("other", 3).unwrap().is_empty());
 }

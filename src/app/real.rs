@@ -242,8 +242,13 @@ impl Source for HistorySource {
                 before: None,
             };
             let page = history.builds(&query).map_err(e)?;
-            let mut events = Vec::new();
-            let mut after = params.events_after;
+            // First poll: the tail only, not every kept event in batches.
+            let mut events = if params.events_after == 0 {
+                history.events_tail(&mesh, EVENTS_PER_POLL).map_err(e)?
+            } else {
+                Vec::new()
+            };
+            let mut after = events.last().map_or(params.events_after, |row| row.id);
             loop {
                 let batch = history
                     .events_after(&mesh, after, EVENTS_PER_POLL)

@@ -82,12 +82,7 @@ fn row_to_send(r: &Row<'_>) -> rusqlite::Result<SendRow> {
 impl History {
     /// Append a progress event; returns its id.
     pub fn append_event(&self, e: &NewEvent) -> Result<i64, HistoryError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.converge_id, e.kind, e.module, e.text]))
-            .map_err(self.err("append a converge event"))?;
+        self.insert_events(std::slice::from_ref(e))?;
         Ok(self.conn.last_insert_rowid())
     }
 
@@ -156,6 +151,21 @@ impl History {
                     .collect()
             })
             .map_err(self.err("read converge events"))
+    }
+
+    /// The newest `limit` events of a mesh, oldest first (where a follower starts).
+    pub fn events_tail(&self, mesh: &str, limit: usize) -> Result<Vec<EventRow>, HistoryError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows: Vec<EventRow> = self
+            .conn
+            .prepare_cached(
+                "SELECT id, at_ms, mesh, converge_id, kind, module, text FROM events \
+                 WHERE mesh = ?1 ORDER BY id DESC LIMIT ?2",
+            )
+            .and_then(|mut st| st.query_map(params![mesh, limit], row_to_event)?.collect())
+            .map_err(self.err("read converge events"))?;
+        rows.reverse();
+        Ok(rows)
     }
 
     /// The converge that emitted the mesh's newest event.
