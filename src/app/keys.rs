@@ -324,15 +324,26 @@ impl KeyTable {
         }
         let texts: Vec<&str> = match value {
             toml::Value::String(s) => vec![s.as_str()],
-            toml::Value::Array(items) => items.iter().filter_map(toml::Value::as_str).collect(),
+            toml::Value::Array(items) => items
+                .iter()
+                .map(|item| {
+                    item.as_str().ok_or_else(|| {
+                        format!("{item} is not a key; write keys as strings, e.g. \"ctrl-d\"")
+                    })
+                })
+                .collect::<Result<_, String>>()?,
             _ => return Err("write a key as a string or a list of strings".into()),
         };
-        let keys = texts
+        let mut keys = texts
             .iter()
             .map(|t| Key::parse(t))
             .collect::<Result<Vec<Key>, String>>()?;
         if keys.is_empty() {
             return Err("no key given; the default keys are kept".into());
+        }
+        // Ctrl-C quits from every mode, whatever else quit is bound to.
+        if action == Action::Quit && !keys.contains(&CTRL_C) {
+            keys.push(CTRL_C);
         }
         if mode == Mode::Filter
             && let Some(key) = keys.iter().find(|k| k.is_text())

@@ -85,7 +85,8 @@ up = "k"
     let (table, warnings) = KeyTable::with_overrides(false, text);
     assert_eq!(table.keys_text(Mode::Normal, Action::ForceRebuild), "F");
     assert_eq!(table.keys_text(Mode::Normal, Action::Send), "s");
-    assert_eq!(table.keys_text(Mode::Normal, Action::Quit), "Q/ctrl-d");
+    // ctrl-c stays: it quits from every mode.
+    assert_eq!(table.keys_text(Mode::Normal, Action::Quit), "Q/ctrl-d/ctrl-c");
     assert_eq!(warnings.len(), 4, "{warnings:?}");
     assert!(
         warnings
@@ -107,4 +108,34 @@ up = "k"
     let (_, broken) = KeyTable::with_overrides(false, "[normal");
     assert_eq!(broken.len(), 1);
     assert!(Key::parse("ctrl-").is_err() && Key::parse("f13").is_err());
+}
+
+#[test]
+fn ctrl_c_still_quits_when_quit_is_rebound() {
+    let (table, warnings) = KeyTable::with_overrides(false, "[normal]\nquit = [\"ctrl-d\"]\n");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let n = Mode::Normal;
+    for code in ['d', 'c'] {
+        assert_eq!(
+            table.lookup(n, &event(KeyCode::Char(code), KeyModifiers::CONTROL)),
+            Some(Action::Quit),
+            "ctrl-{code}"
+        );
+    }
+    assert_eq!(
+        table.lookup(n, &event(KeyCode::Char('q'), KeyModifiers::NONE)),
+        None
+    );
+}
+
+#[test]
+fn a_list_item_that_is_not_a_string_is_named() {
+    let (table, warnings) = KeyTable::with_overrides(false, "[normal]\nquit = [\"x\", 1]\n");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("1 is not a key"), "{warnings:?}");
+    // The default is kept.
+    assert_eq!(
+        table.lookup(Mode::Normal, &event(KeyCode::Char('q'), KeyModifiers::NONE)),
+        Some(Action::Quit)
+    );
 }
