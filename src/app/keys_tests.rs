@@ -86,7 +86,10 @@ up = "k"
     assert_eq!(table.keys_text(Mode::Normal, Action::ForceRebuild), "F");
     assert_eq!(table.keys_text(Mode::Normal, Action::Send), "s");
     // ctrl-c stays: it quits from every mode.
-    assert_eq!(table.keys_text(Mode::Normal, Action::Quit), "Q/ctrl-d/ctrl-c");
+    assert_eq!(
+        table.keys_text(Mode::Normal, Action::Quit),
+        "Q/ctrl-d/ctrl-c"
+    );
     assert_eq!(warnings.len(), 4, "{warnings:?}");
     assert!(
         warnings

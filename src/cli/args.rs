@@ -91,9 +91,9 @@ pub struct BuildsArgs {
     /// Only failed builds.
     #[arg(long)]
     pub failed: bool,
-    /// How many rows.
-    #[arg(long, default_value_t = 20, value_name = "N")]
-    pub limit: usize,
+    /// How many rows (at least 1).
+    #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
     /// The build that made this artifact (image id or published digest).
     #[arg(long, value_name = "sha256:…")]
     pub digest: Option<String>,

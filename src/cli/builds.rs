@@ -8,7 +8,7 @@ use crate::timefmt;
 
 use super::args::{BuildsArgs, Global};
 use super::setup;
-use super::{Failure, Outcome, print_json};
+use super::{Failure, Outcome, print_json, print_out};
 
 pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
@@ -48,7 +48,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
                 mesh: mesh.name.clone(),
                 module: args.module.clone(),
                 failed_only: args.failed,
-                limit: args.limit,
+                limit: args.limit as usize,
                 before: None,
             })
             .map_err(|e| Failure::failed(e.to_string()))?,
@@ -56,21 +56,29 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
-        println!(
-            "no builds recorded for mesh {} in {}",
+        print_out(&format!(
+            "no builds recorded for mesh {} in {}\n",
             mesh.name,
             history.path().display()
-        );
+        ))?;
     } else {
-        print_table(&rows);
+        print_out(&table_text(&rows))?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(rows: &[BuildRow]) {
-    println!(
+fn table_text(rows: &[BuildRow]) -> String {
+    let mut out = String::new();
+    outln!(
+        out,
         "{:<19}  {:<9}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  ERROR",
-        "TIME", "STATUS", "MODULE", "REF", "DIGEST", "COMMIT", "HOST"
+        "TIME",
+        "STATUS",
+        "MODULE",
+        "REF",
+        "DIGEST",
+        "COMMIT",
+        "HOST"
     );
     for row in rows {
         let status = match row.status {
@@ -89,7 +97,7 @@ fn print_table(rows: &[BuildRow]) {
             .map(|c| {
                 format!(
                     "{}{}",
-                    &c[..c.len().min(7)],
+                    crate::mesh::decide::short_commit(c),
                     if row.dirty { "+" } else { "" }
                 )
             })
@@ -99,7 +107,8 @@ fn print_table(rows: &[BuildRow]) {
             .as_deref()
             .and_then(|e| e.lines().next())
             .unwrap_or("");
-        println!(
+        outln!(
+            out,
             "{:<19}  {:<9}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  {}",
             timefmt::local_time(row.started_ms),
             status,
@@ -111,4 +120,5 @@ fn print_table(rows: &[BuildRow]) {
             error
         );
     }
+    out
 }

@@ -1,6 +1,15 @@
 //! The commands beside the dashboard. Each returns an exit code or a [`Failure`] that says what is
 //! wrong and how to fix it.
 
+/// `writeln!` into a String: output is built whole, then written once with [`print_out`].
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        // Writing to a String cannot fail.
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 pub mod args;
 mod builds;
 mod converge;

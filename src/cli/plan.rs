@@ -11,7 +11,7 @@ use crate::backends::daemon::LazyDaemon;
 
 use super::args::{Global, PlanArgs};
 use super::setup;
-use super::{Failure, Outcome, print_json};
+use super::{Failure, Outcome, print_json, print_out};
 
 pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
@@ -42,7 +42,7 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     if args.json {
         print_json(&plan)?;
     } else {
-        print_text(&plan);
+        print_out(&plan_text(&plan))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -69,10 +69,14 @@ pub fn select(
     Ok(Some(names.iter().cloned().collect()))
 }
 
-fn print_text(plan: &Plan) {
-    println!("mesh {} · target {}", plan.mesh, plan.target);
+fn plan_text(plan: &Plan) -> String {
+    let mut out = String::new();
+    outln!(out, "mesh {} · target {}", plan.mesh, plan.target);
     if let Some(error) = &plan.host_error {
-        println!("host: could not answer ({error}); read as holding nothing");
+        outln!(
+            out,
+            "host: could not answer ({error}); read as holding nothing"
+        );
     }
     let width = plan
         .modules
@@ -88,9 +92,13 @@ fn print_text(plan: &Plan) {
         .max()
         .unwrap_or(3)
         .max(3);
-    println!(
+    outln!(
+        out,
         "{:<2} {:<width$}  {:<ref_width$}  {:<8}  REASON",
-        "T", "MODULE", "REF", "DECISION"
+        "T",
+        "MODULE",
+        "REF",
+        "DECISION"
     );
     for module in &plan.modules {
         let reference = match (&module.reference, &module.base) {
@@ -100,10 +108,16 @@ fn print_text(plan: &Plan) {
             }
             (None, _) => "–".to_string(),
         };
-        println!(
+        outln!(
+            out,
             "{:<2} {:<width$}  {:<ref_width$}  {:<8}  {}",
-            module.tier, module.name, reference, module.decision, module.reason
+            module.tier,
+            module.name,
+            reference,
+            module.decision,
+            module.reason
         );
-        println!("{:<2} {:<width$}  why: {}", "", "", module.why);
+        outln!(out, "{:<2} {:<width$}  why: {}", "", "", module.why);
     }
+    out
 }

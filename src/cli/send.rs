@@ -9,7 +9,7 @@ use crate::converge::send;
 use crate::mesh::decide::short_id;
 
 use super::args::{Global, SendArgs};
-use super::{Failure, Outcome, print_json, setup};
+use super::{Failure, Outcome, print_json, print_out, setup};
 
 pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
@@ -35,10 +35,10 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         if args.json {
             print_json(&Vec::<send::SendOutcome>::new())?;
         } else {
-            println!(
-                "nothing to send: every machine of {} runs the record's artifact",
+            print_out(&format!(
+                "nothing to send: every machine of {} runs the record's artifact\n",
                 args.module
-            );
+            ))?;
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -13,7 +13,7 @@ use crate::mesh::decide::short_id;
 use crate::timefmt;
 
 use super::args::{Global, StatusArgs};
-use super::{Failure, Outcome, print_json, setup};
+use super::{Failure, Outcome, print_json, print_out, setup};
 
 #[derive(Serialize)]
 struct MachineStatus {
@@ -54,14 +54,15 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
-        println!(
-            "no machines of mesh {} on target {}",
+        print_out(&format!(
+            "no machines of mesh {} on target {}\n",
             mesh.name,
             mesh.target.kind()
-        );
+        ))?;
     } else {
-        print_table(&rows);
-        println!("{} machine(s), {behind} behind", rows.len());
+        let mut out = table_text(&rows);
+        outln!(out, "{} machine(s), {behind} behind", rows.len());
+        print_out(&out)?;
     }
     Ok(if args.exit_code && behind > 0 {
         ExitCode::from(1)
@@ -70,11 +71,17 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     })
 }
 
-fn print_table(rows: &[MachineStatus]) {
+fn table_text(rows: &[MachineStatus]) -> String {
     let now = timefmt::now_ms();
-    println!(
+    let mut out = String::new();
+    outln!(
+        out,
         "{:<24} {:<12} {:<10} {:<14} {:<22} BUILT BY",
-        "MACHINE", "MODULE", "STATE", "RUNNING", "HEALTH"
+        "MACHINE",
+        "MODULE",
+        "STATE",
+        "RUNNING",
+        "HEALTH"
     );
     for row in rows {
         let running = row
@@ -90,13 +97,14 @@ fn print_table(rows: &[MachineStatus]) {
                 build
                     .commit
                     .as_deref()
-                    .map(|c| &c[..c.len().min(7)])
+                    .map(crate::mesh::decide::short_commit)
                     .unwrap_or("–"),
                 timefmt::age_since(build.started_ms, now)
             ),
             None => "unknown build".into(),
         };
-        println!(
+        outln!(
+            out,
             "{:<24} {:<12} {:<10} {:<14} {:<22} {}",
             row.machine.name,
             row.machine.module,
@@ -106,4 +114,5 @@ fn print_table(rows: &[MachineStatus]) {
             built_by
         );
     }
+    out
 }

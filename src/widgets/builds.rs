@@ -58,7 +58,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         let commit = build
             .commit
             .as_deref()
-            .map(|c| &c[..c.len().min(7)])
+            .map(crate::mesh::decide::short_commit)
             .unwrap_or("–");
         let tag = build.reference.as_deref().map(tag_of).unwrap_or("–");
         let error = build

@@ -14,7 +14,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let view = &state.converge;
     let mut title = match &view.converge_id {
-        Some(id) => format!("converge {}", &id[..id.len().min(8)]),
+        Some(id) => format!("converge {}", crate::mesh::decide::first_chars(id, 8)),
         None => "converge".to_string(),
     };
     if let Some(running) = &state.running {

@@ -179,7 +179,7 @@ pub fn build_summary(build: &BuildRow, now_ms: i64) -> String {
     let commit = build
         .commit
         .as_deref()
-        .map(|c| &c[..c.len().min(7)])
+        .map(crate::mesh::decide::short_commit)
         .unwrap_or("no commit");
     let dirty = if build.dirty { "+dirty" } else { "" };
     format!(

@@ -62,7 +62,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
                 let commit = build
                     .commit
                     .as_deref()
-                    .map(|c| &c[..c.len().min(7)])
+                    .map(crate::mesh::decide::short_commit)
                     .unwrap_or("–");
                 let age =
                     timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms);
