@@ -51,6 +51,7 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
         .into_iter()
         .filter(|b| b.converge_id.as_deref() == Some(converge_id.as_str()))
         .collect();
+    assert!(!rows.is_empty(), "the converge recorded its builds");
     assert!(
         rows.iter().all(|b| b.status != BuildStatus::Running),
         "{rows:#?}"

@@ -549,7 +549,7 @@ async fn roll_out(
         .iter()
         .filter(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout)
     {
-        let moves = send::moves_for(mesh, record, &machines, &module.name);
+        let moves = send::moves_for(record, &machines, &module.name);
         for outcome in send::send(mesh, &moves, daemon, target, history, emitter).await {
             sends.push(outcome);
         }

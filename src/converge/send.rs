@@ -35,8 +35,7 @@ pub struct SendOutcome {
 }
 
 /// The behind (or held) machines of `module`, and where each goes.
-pub fn moves_for(mesh: &Mesh, record: &Record, machines: &[Machine], module: &str) -> Vec<Move> {
-    let _ = mesh;
+pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Move> {
     let Some(entry) = record.get(module) else {
         return Vec::new();
     };
@@ -222,7 +221,7 @@ pub async fn prepare(
         ));
     }
     let machines = super::machines::list(mesh, &record.record, daemon, target, history).await?;
-    Ok(moves_for(mesh, &record.record, &machines, module))
+    Ok(moves_for(&record.record, &machines, module))
 }
 
 /// Carry out `moves` holding the mesh (a send never runs beside a converge of the same mesh).

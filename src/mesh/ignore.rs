@@ -46,16 +46,6 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    /// The cleaned pattern, without its `!`.
-    pub fn as_str(&self) -> &str {
-        &self.cleaned
-    }
-
-    /// True for an exception (`!pattern`).
-    pub fn is_exception(&self) -> bool {
-        self.exclusion
-    }
-
     fn matches(&self, path: &str) -> bool {
         match &self.kind {
             Kind::Exact => path == self.cleaned,
@@ -171,11 +161,6 @@ impl DockerIgnore {
 
     pub fn patterns(&self) -> &[Pattern] {
         &self.patterns
-    }
-
-    /// True when some pattern is an exception.
-    pub fn has_exceptions(&self) -> bool {
-        self.exceptions
     }
 
     /// `MatchesOrParentMatches`: is `path` (relative, `/`-separated) excluded?

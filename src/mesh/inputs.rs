@@ -121,29 +121,9 @@ struct Prepared {
     dockerfile_sha: String,
 }
 
-/// A build context hashed: every file and the Dockerfile. With a module's base, build args and
-/// platforms (known only once its base is decided) it makes the module's [`Inputs`].
-#[derive(Debug, Clone)]
-pub struct ContextHash {
-    files: BTreeMap<String, FileEntry>,
-    dockerfile_sha: String,
-}
-
-impl ContextHash {
-    /// The inputs of `spec`, whose context and Dockerfile are the ones this hashed.
-    pub fn into_inputs(self, spec: &InputSpec) -> Inputs {
-        finish(spec, self.files, self.dockerfile_sha)
-    }
-}
-
-/// Walks the context and hashes every file (in parallel).
+/// Walks the context (its `.dockerignore` applied) and hashes every file (in parallel).
 pub fn hash_inputs(spec: &InputSpec) -> Result<Inputs, InputsError> {
-    Ok(hash_context(spec.context, spec.dockerfile)?.into_inputs(spec))
-}
-
-/// Walks a context (its `.dockerignore` applied) and hashes every file and the Dockerfile.
-pub fn hash_context(context: &Path, dockerfile: &str) -> Result<ContextHash, InputsError> {
-    let prepared = prepare(context, dockerfile)?;
+    let prepared = prepare(spec.context, spec.dockerfile)?;
     let hash_entry = |e: &Entry| {
         let entry = match &e.kind {
             Kind::File { executable, len } => FileEntry::File {
@@ -176,10 +156,11 @@ pub fn hash_context(context: &Path, dockerfile: &str) -> Result<ContextHash, Inp
             .map(hash_entry)
             .collect::<Result<_, InputsError>>()?
     };
-    Ok(ContextHash {
-        files: hashed.into_iter().collect(),
-        dockerfile_sha: prepared.dockerfile_sha,
-    })
+    Ok(finish(
+        spec,
+        hashed.into_iter().collect(),
+        prepared.dockerfile_sha,
+    ))
 }
 
 /// Walks once: for each file, reads the bytes, hashes them AND appends them to the tar written to `sink`;
@@ -451,13 +432,8 @@ fn walk(
     Ok(())
 }
 
-/// sha256 hex of a file's bytes, read in chunks.
-pub fn hash_file(path: &Path) -> Result<String, InputsError> {
-    let len = fs::metadata(path).map_err(io_err(path))?.len();
-    hash_file_sized(path, len)
-}
-
-/// [`hash_file`] of a file whose length is about `len` (a hint: the whole file is read either way).
+/// sha256 hex of a file's bytes, read in chunks; `len` is what the walk saw (a hint: the whole
+/// file is read either way).
 fn hash_file_sized(path: &Path, len: u64) -> Result<String, InputsError> {
     let mut file = File::open(path).map_err(io_err(path))?;
     let mut h = Sha256::new();

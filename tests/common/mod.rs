@@ -191,7 +191,7 @@ pub fn builds(mesh: &ExampleMesh) -> Vec<meshtop::backends::history::BuildRow> {
                 ..BuildQuery::default()
             })
         })
-        .unwrap_or_default()
+        .unwrap_or_else(|e| panic!("cannot read the builds of mesh {}: {e}", mesh.name))
 }
 
 /// Poll the state database until a build of this mesh is running; panics (with the child's
