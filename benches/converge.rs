@@ -14,7 +14,7 @@ use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::history::History;
 use meshtop::converge::engine::{ConvergeRequest, converge};
 use meshtop::converge::plan::{NoManifests, PlanContext, dry_run};
-use meshtop::converge::target::TargetBackend;
+use meshtop::converge::target::ConnectedTarget;
 use meshtop::mesh::decide::Decision;
 use meshtop::mesh::model::{Mesh, Record, RecordEntry};
 
@@ -88,7 +88,7 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("bench-converge-{}", std::process::id());
     let file = generate(&dir.path().join("mesh"), &name);
-    let mesh = meshtop::mesh::file::load(&file).unwrap();
+    let mesh = meshtop::workspace::file::load(&file).unwrap();
     let state = dir.path().join("state.db");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let record = runtime.block_on(fake_record(&mesh));
@@ -110,7 +110,7 @@ fn bench(c: &mut Criterion) {
                 jobs: 2,
                 modules: None,
                 wait: false,
-                target: TargetBackend::Docker,
+                target: ConnectedTarget::Docker,
             };
             let summary = runtime
                 .block_on(converge(request, daemon.clone(), None, cancel_rx))

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use meshtop::mesh::inputs::{InputSpec, hash_inputs, tar_inputs};
+use meshtop::workspace::inputs::{InputSpec, hash_inputs, tar_inputs};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)

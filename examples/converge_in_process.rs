@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::converge::engine::{ConvergeRequest, converge};
-use meshtop::converge::target::TargetBackend;
+use meshtop::converge::target::ConnectedTarget;
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,7 +35,7 @@ fn main() -> Result<(), String> {
             PathBuf::from(state)
         };
         let start = Instant::now();
-        let mesh = meshtop::mesh::file::load(mesh_file.as_ref()).map_err(|e| e.to_string())?;
+        let mesh = meshtop::workspace::file::load(mesh_file.as_ref()).map_err(|e| e.to_string())?;
         let (_cancel, cancel_rx) = tokio::sync::watch::channel(false);
         let request = ConvergeRequest {
             mesh,
@@ -44,7 +44,7 @@ fn main() -> Result<(), String> {
             jobs: 2,
             modules: None,
             wait: false,
-            target: TargetBackend::Docker,
+            target: ConnectedTarget::Docker,
         };
         let summary = runtime
             .block_on(converge(

@@ -5,7 +5,7 @@
 //!
 //! Exits with the command's own status. Used by `scripts/bench-converge.sh`.
 
-#[path = "../tests/daemon_proxy/mod.rs"]
+#[path = "../tests/common/daemon_proxy.rs"]
 mod daemon_proxy;
 
 use std::path::Path;

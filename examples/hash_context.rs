@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use meshtop::mesh::inputs::{FileEntry, InputSpec, hash_inputs};
+use meshtop::mesh::manifest::FileEntry;
+use meshtop::workspace::inputs::{InputSpec, hash_inputs};
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);

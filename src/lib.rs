@@ -5,5 +5,8 @@ pub mod backends;
 pub mod cli;
 pub mod converge;
 pub mod mesh;
+pub mod sources;
 pub mod timefmt;
+pub mod tui;
 pub mod widgets;
+pub mod workspace;

@@ -1,15 +1,15 @@
 //! The cluster backend with the real `kube` client against the API test server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
 use std::time::Duration;
 
+use common::kube_api::KubeApi;
+use common::kube_objects::{pod, workload};
 use meshtop::backends::cluster::{ClusterError, RECORD_ANNOTATION, WorkloadKind};
 use meshtop::mesh::model::{Record, RecordEntry};
 use serde_json::json;
-use support::kube_api::KubeApi;
-use support::kube_objects::{pod, workload};
 
 const NS: &str = "mesh-demo";
 

@@ -2,10 +2,10 @@
 //! Its own test binary: it sets KUBECONFIG for the whole process.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod common;
 
+use common::kube_api::KubeApi;
 use meshtop::backends::cluster::{Cluster, ClusterError, RECORD_ANNOTATION};
-use support::kube_api::KubeApi;
 
 #[tokio::test]
 async fn connect_uses_the_current_context_of_kubeconfig() {

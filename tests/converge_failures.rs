@@ -3,14 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-mod daemon_proxy;
 
 use std::path::Path;
 use std::time::Duration;
 
+use common::daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
 use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
-use daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
-use meshtop::backends::history::{BuildRow, BuildStatus, History};
+use meshtop::backends::history::History;
+use meshtop::mesh::builds::{BuildRow, BuildStatus};
 
 #[test]
 fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
@@ -96,4 +96,16 @@ fn builds_failed_shows_the_first_line_of_the_error() {
         lines[1].trim_end().ends_with(first_line.trim_end()),
         "the row ends with the error's first line {first_line:?}:\n{stdout}"
     );
+}
+
+/// The proxy's request counting, which the zero-call figures rest on.
+#[test]
+fn the_daemon_proxy_counts_request_lines_at_line_starts() {
+    use common::daemon_proxy::count_requests;
+    assert_eq!(count_requests(b"GET /_ping HTTP/1.1\r\nHost: x\r\n\r\n"), 1);
+    assert_eq!(
+        count_requests(b"GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\n\r\n"),
+        2
+    );
+    assert_eq!(count_requests(b"body with GET /x inside"), 0);
 }

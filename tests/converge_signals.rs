@@ -8,7 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
-use meshtop::backends::history::{BuildRow, BuildStatus, History};
+use meshtop::backends::history::History;
+use meshtop::mesh::builds::{BuildRow, BuildStatus};
 
 /// Make the base's build slow: a step that sleeps (the base has busybox by then).
 pub fn slow_base(mesh: &ExampleMesh) -> String {

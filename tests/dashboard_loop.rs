@@ -2,18 +2,19 @@
 //! effects reach the backend, `q` ends the loop.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod fixture;
+mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fixture::*;
+use common::dashboard::*;
 use futures_util::StreamExt;
 use meshtop::app::msg::{ActionRequest, PageRequest, PollParams, SourceData, SourceId};
-use meshtop::app::run::run_loop;
-use meshtop::app::sources::{Backend, BoxFuture, FnSource, Source};
-use meshtop::backends::history::BuildRow;
+use meshtop::mesh::builds::BuildRow;
 use meshtop::mesh::model::Target;
+use meshtop::mesh::progress::{Progress, Step};
+use meshtop::sources::{BoxFuture, FnSource, OnDemand, Source};
+use meshtop::tui::run_loop;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
@@ -23,19 +24,25 @@ struct Fake {
     started: Mutex<Option<oneshot::Sender<ActionRequest>>>,
 }
 
-impl Backend for Fake {
+impl OnDemand for Fake {
     fn builds_page(&self, _request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>> {
         Box::pin(async { Ok(demo_builds()) })
     }
     fn start(
         &self,
         request: ActionRequest,
-        progress: mpsc::UnboundedSender<String>,
+        progress: mpsc::UnboundedSender<Progress>,
     ) -> BoxFuture<Result<String, String>> {
         if let Some(tx) = self.started.lock().unwrap().take() {
             tx.send(request).unwrap();
         }
-        progress.send("tier 0 base".into()).unwrap();
+        progress
+            .send(Progress {
+                step: Step::Tier,
+                module: None,
+                text: "tier 0: base".into(),
+            })
+            .unwrap();
         Box::pin(async { Ok("done".to_string()) })
     }
 }
@@ -67,7 +74,7 @@ async fn keys_reach_the_backend_and_q_quits() {
         source(SourceId::Machines, || Err("not wired yet".into())),
     ];
     let (started_tx, started_rx) = oneshot::channel();
-    let backend: Arc<dyn Backend> = Arc::new(Fake {
+    let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(Some(started_tx)),
     });
     // `c` converges the selected module; `q` comes once the backend was asked.
@@ -109,7 +116,7 @@ async fn keys_reach_the_backend_and_q_quits() {
 #[tokio::test]
 async fn the_loop_ends_with_its_event_stream() {
     let state = empty_state(&demo_mesh(Target::Docker), true);
-    let backend: Arc<dyn Backend> = Arc::new(Fake {
+    let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(None),
     });
     let mut terminal = Terminal::new(TestBackend::new(40, 10)).unwrap();

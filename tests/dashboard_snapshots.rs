@@ -2,9 +2,9 @@
 //! from 40×10 to 200×60 draws without panic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod fixture;
+mod common;
 
-use fixture::*;
+use common::dashboard::*;
 use meshtop::app::keys::{KeyTable, Mode};
 use meshtop::app::msg::{Msg, SourceId};
 use meshtop::app::state::{AppState, Pane};

@@ -1,9 +1,9 @@
 //! A message in → the state out, for every pane (no terminal, no clock).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod fixture;
+mod common;
 
-use fixture::*;
+use common::dashboard::*;
 use meshtop::app::keys::Mode;
 use meshtop::app::msg::{
     ActionRequest, Effect, HistorySnapshot, Msg, PageRequest, Placement, SourceData, SourceId,
@@ -11,7 +11,7 @@ use meshtop::app::msg::{
 use meshtop::app::state::{AppState, Detail, Pane};
 use meshtop::app::update::update;
 use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
-use meshtop::backends::history::BuildStatus;
+use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::Target;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -317,7 +317,7 @@ fn converge_pane_follows_events_and_switches_converges() {
         (4, 4)
     );
     assert_eq!(state.poll_params().events_after, 4);
-    let mut next = event(9, "tier", None, "tier 0: base");
+    let mut next = event(9, meshtop::mesh::progress::Step::Tier, None, "tier 0: base");
     next.converge_id = "9f00".into();
     let snapshot = HistorySnapshot {
         events: vec![next],
@@ -361,11 +361,21 @@ fn send_asks_first_with_cancel_selected() {
     );
     key(&mut state, KeyCode::Right);
     let effects = key(&mut state, KeyCode::Enter);
+    // The action carries exactly the moves the confirm showed: machine, from, and the record's entry.
+    let entry = state.record.as_ref().unwrap()["api"].clone();
+    let running = state.machines_of("api")[0].running[0].clone();
     assert_eq!(
         effects,
         vec![Effect::Start(ActionRequest::Send {
             module: "api".into(),
-            machines: vec!["api-1".into()]
+            moves: vec![meshtop::mesh::machine::Move {
+                module: "api".into(),
+                machine: "api-1".into(),
+                kind: "container".into(),
+                from: running,
+                to_reference: entry.reference,
+                to_digest: entry.digest,
+            }]
         })]
     );
     assert_eq!(state.running.as_deref(), Some("send api"));

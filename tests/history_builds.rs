@@ -1,12 +1,11 @@
 //! Build records in the state database on real SQLite: idempotence, paging, lookups, and the query plans.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod history_support;
+mod common;
 
-use history_support::{new_build, temp_db};
-use meshtop::backends::history::{
-    BuildEnd, BuildQuery, BuildStatus, History, HistoryError, builds_sql,
-};
+use common::history::{new_build, temp_db};
+use meshtop::backends::history::{BuildEnd, BuildQuery, History, HistoryError, builds_sql};
+use meshtop::mesh::builds::BuildStatus;
 
 fn end(status: BuildStatus, digest: Option<&str>) -> BuildEnd {
     BuildEnd {

@@ -1,9 +1,8 @@
 //! The one-converge-per-mesh lock, with two handles on one file (as two processes would have).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use meshtop::backends::history::{
-    BuildStatus, History, HistoryError, Holder, LOCK_STALE_MS, NewBuild, now_ms,
-};
+use meshtop::backends::history::{History, HistoryError, Holder, LOCK_STALE_MS, NewBuild, now_ms};
+use meshtop::mesh::builds::BuildStatus;
 
 fn two_handles() -> (tempfile::TempDir, History, History) {
     let dir = tempfile::tempdir().unwrap();
@@ -192,11 +191,11 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
     a.finish_converge(&[event("stamped"), event("finished")], "demo", "c1")
         .unwrap();
     assert_eq!(b.converge_holder("demo").unwrap(), None);
-    let kinds: Vec<String> = b
+    let kinds: Vec<&str> = b
         .events_after("demo", 0, 10)
         .unwrap()
         .into_iter()
-        .map(|e| e.kind)
+        .map(|e| e.step.as_str())
         .collect();
     assert_eq!(kinds, ["stamped", "finished"]);
     // Another converge's lock is not released by it.
@@ -247,7 +246,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
     a.finish_converge(&[event(-2), last], "demo", "c2").unwrap();
     let kept = a.events_after("demo", 0, usize::MAX).unwrap();
     assert_eq!(kept.len() as i64, KEEP_EVENTS);
-    assert_eq!(kept.last().map(|e| e.kind.as_str()), Some("finished"));
+    assert_eq!(kept.last().map(|e| e.step.as_str()), Some("finished"));
     assert_eq!(a.latest_converge("demo").unwrap().as_deref(), Some("c2"));
     // A follower starts from the tail: the newest events, oldest first.
     let tail = a.events_tail("demo", 3).unwrap();

@@ -2,7 +2,7 @@
 //! (docs.docker.com "build context" / moby/patternmatcher).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use meshtop::mesh::ignore::{DockerIgnore, clean};
+use meshtop::workspace::ignore::{DockerIgnore, clean};
 
 /// (the .dockerignore, the path, excluded?)
 const CASES: &[(&str, &str, bool)] = &[

@@ -8,7 +8,8 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
 use meshtop::mesh::Platform;
-use meshtop::mesh::inputs::{FileEntry, InputSpec, Inputs, InputsError, hash_inputs, tar_inputs};
+use meshtop::mesh::manifest::FileEntry;
+use meshtop::workspace::inputs::{InputSpec, Inputs, InputsError, hash_inputs, tar_inputs};
 use sha2::{Digest, Sha256};
 use tempfile::TempDir;
 

@@ -4,25 +4,24 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::{Arc, Mutex};
 
+use common::kube_api::KubeApi;
+use common::kube_objects::{pod, workload};
 use common::{ExampleMesh, decisions, said};
 use meshtop::backends::cluster::{Cluster, RECORD_ANNOTATION};
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::history::History;
 use meshtop::backends::registry::{Published, RegistryClient, split_reference};
 use meshtop::converge::progress::Emitter;
-use meshtop::converge::target::{self, TargetBackend};
+use meshtop::converge::target::{self, ConnectedTarget};
 use meshtop::converge::{machines, send};
 use meshtop::mesh::model::{Record, RecordEntry, Registry};
 use serde_json::{Value, json};
-use support::kube_api::KubeApi;
-use support::kube_objects::{pod, workload};
 
 const REGISTRY: &str = "127.0.0.1:5000";
 
@@ -364,10 +363,10 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
         reference: format!("{REGISTRY}/x/m:{d}"),
         digest: format!("sha256:{d}"),
     };
-    let mesh = meshtop::mesh::file::load(&k.mesh.mesh_file()).unwrap();
+    let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
     let history = Mutex::new(History::open(&k.mesh.state()).unwrap());
     api.sync_next_namespace_reads(2);
-    let one = TargetBackend::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
+    let one = ConnectedTarget::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
     let two = one.clone();
     let conflicts_before = api.responses_with(409);
     let x = Record::from([("x".to_string(), entry("01"))]);
@@ -502,10 +501,10 @@ async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
 async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     let api = KubeApi::start().await;
     let (k, _) = kind_setup(&api, "kg");
-    let mesh = meshtop::mesh::file::load(&k.mesh.mesh_file()).unwrap();
+    let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
     let history = Arc::new(Mutex::new(History::open(&k.mesh.state()).unwrap()));
     let cluster = Cluster::from_client(api.client(), "kind-t", &k.namespace);
-    let backend = TargetBackend::kubernetes(cluster, None);
+    let backend = ConnectedTarget::kubernetes(cluster, None);
     let daemon = LazyDaemon::new();
     let record = target::read_record(&mesh, &backend, &history)
         .await

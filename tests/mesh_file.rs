@@ -2,14 +2,14 @@
 //! file is found. Every malformed case is in `mesh_file_errors.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod mesh_file_support;
+mod common;
 
 use std::fs;
 use std::path::Path;
 
-use mesh_file_support::*;
-use meshtop::mesh::file;
+use common::mesh_file::*;
 use meshtop::mesh::{Platform, Policy, Registry, Target};
+use meshtop::workspace::file;
 
 #[test]
 fn a_valid_mesh_with_three_tiers() {

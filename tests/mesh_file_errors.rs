@@ -1,13 +1,13 @@
 //! Every malformed mesh file: the message names the module or key, the line, and a fix.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod mesh_file_support;
+mod common;
 
 use std::fs;
 
-use mesh_file_support::*;
+use common::mesh_file::*;
 use meshtop::mesh::Registry;
-use meshtop::mesh::file;
+use meshtop::workspace::file;
 
 #[test]
 fn unknown_keys_are_named_with_the_allowed_ones() {

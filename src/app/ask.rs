@@ -1,8 +1,11 @@
 //! What a confirmation says: exactly what will happen, built from the state (no I/O).
 
-use crate::mesh::decide::{Decision, short_id};
+use crate::mesh::decide::Decision;
+use crate::mesh::machine::moves_for;
 use crate::mesh::model::Policy;
+use crate::mesh::text::short_id;
 
+use super::keys::{Action, Mode};
 use super::msg::ActionRequest;
 use super::state::{AppState, Confirm};
 
@@ -17,7 +20,10 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
         state.context.mesh
     )];
     let Some(plan) = &state.plan else {
-        return Err("the plan has not answered yet; wait for it (r polls now)".into());
+        let poll = state.keys.hint_line(Mode::Normal, &[Action::Poll]);
+        return Err(format!(
+            "the plan has not answered yet; wait for it ({poll})"
+        ));
     };
     for module in &plan.modules {
         let what = match module.decision {
@@ -114,7 +120,8 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
         )
     })?;
     let behind = state.behind_machines(&module.name);
-    if behind.is_empty() {
+    let moves = moves_for(record, &state.machines, &module.name);
+    if behind.is_empty() || moves.is_empty() {
         return Err(format!(
             "no machine of {} is behind the record",
             module.name
@@ -142,7 +149,7 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
         verb: "Send".into(),
         request: ActionRequest::Send {
             module: module.name.clone(),
-            machines: behind.iter().map(|m| m.name.clone()).collect(),
+            moves,
         },
         go: false,
     })

@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 
 use ratatui::crossterm::event::KeyEvent;
 
-use crate::backends::history::{BuildRow, EventRow};
-use crate::converge::plan::Plan;
-use crate::mesh::behind::Machine;
+use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
+use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::Record;
+use crate::mesh::plan::Plan;
+use crate::mesh::progress::{EventRow, Progress};
 
 /// The sources the dashboard polls, each on its own task and interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -128,11 +129,9 @@ pub enum ActionRequest {
         modules: Option<Vec<String>>,
         force: bool,
     },
-    /// Send a module's behind machines to the record's artifact.
-    Send {
-        module: String,
-        machines: Vec<String>,
-    },
+    /// Send a module's behind machines to the record's artifact: exactly the moves the person
+    /// confirmed (the send refuses when the record no longer names their artifact).
+    Send { module: String, moves: Vec<Move> },
 }
 
 impl ActionRequest {
@@ -177,8 +176,8 @@ pub enum Msg {
         at_ms: i64,
         result: Result<Vec<BuildRow>, String>,
     },
-    /// A line of progress from an action started here.
-    ActionProgress(String),
+    /// A step of progress from an action started here.
+    ActionProgress(Progress),
     ActionDone {
         at_ms: i64,
         label: String,

@@ -2,11 +2,13 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::backends::history::{BuildRow, EventRow};
-use crate::converge::plan::{Plan, PlannedModule};
-use crate::mesh::behind::{Machine, MachineState};
+use crate::mesh::behind::MachineState;
+use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
+use crate::mesh::machine::Machine;
 use crate::mesh::model::{Mesh, Policy, Record, Target};
+use crate::mesh::plan::{Plan, PlannedModule};
+use crate::mesh::progress::EventRow;
 
 use super::keys::{KeyTable, Mode};
 use super::msg::{ActionRequest, PollParams, RegistryAnswer, SourceId};

@@ -77,8 +77,8 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             }
             Vec::new()
         }
-        Msg::ActionProgress(line) => {
-            notify(state, line, false);
+        Msg::ActionProgress(step) => {
+            notify(state, step.line().trim_start().to_string(), false);
             Vec::new()
         }
         Msg::ActionDone {

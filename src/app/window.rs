@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use crate::backends::history::BuildRow;
+use crate::mesh::builds::BuildRow;
 
 use super::msg::{PageRequest, Placement};
 

@@ -158,6 +158,11 @@ impl RegistryClient {
     }
 
     /// `HEAD /v2/<repository>/manifests/<tag>`: published (with its digest) or absent.
+    /// The registry's `host[:port]`.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     pub async fn manifest(&self, repository: &str, tag: &str) -> Result<Published, RegistryError> {
         let url = format!("{}/v2/{repository}/manifests/{tag}", self.base);
         let what = format!("{repository}:{tag}");
@@ -337,6 +342,16 @@ pub fn split_reference(reference: &str) -> (&str, &str) {
         }
         _ => (reference, "latest"),
     }
+}
+
+/// `host/demo/api:tag` → (`demo/api`, `tag`): the repository as the registry `host` names it.
+pub fn repository_in<'a>(host: &str, reference: &'a str) -> (&'a str, &'a str) {
+    let (repository, tag) = split_reference(reference);
+    let path = repository
+        .strip_prefix(host)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(repository);
+    (path, tag)
 }
 
 /// The digest in a push's final status (`<tag>: digest: sha256:… size: N`).

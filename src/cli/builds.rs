@@ -2,8 +2,9 @@
 
 use std::process::ExitCode;
 
-use crate::backends::history::{BuildQuery, BuildRow, BuildStatus};
-use crate::mesh::decide::short_id;
+use crate::backends::history::BuildQuery;
+use crate::mesh::builds::{BuildRow, BuildStatus};
+use crate::mesh::text::short_id;
 use crate::timefmt;
 
 use super::args::{BuildsArgs, Global};
@@ -97,7 +98,7 @@ fn table_text(rows: &[BuildRow]) -> String {
             .map(|c| {
                 format!(
                     "{}{}",
-                    crate::mesh::decide::short_commit(c),
+                    crate::mesh::text::short_commit(c),
                     if row.dirty { "+" } else { "" }
                 )
             })

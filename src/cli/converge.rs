@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::engine::{self, ConvergeError, ConvergeRequest, ConvergeSummary};
+use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
 
 use super::args::{ConvergeArgs, Global};
 use super::plan::select;
@@ -46,7 +46,7 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
             if args.json {
                 print_json(&summary)?;
             } else {
-                print_out(&summary_text(&summary))?;
+                print_out(&summary.text())?;
             }
             Ok(if summary.ok {
                 ExitCode::SUCCESS
@@ -60,47 +60,4 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         }
         Err(error) => Err(Failure::failed(error.to_string())),
     }
-}
-
-fn summary_text(summary: &ConvergeSummary) -> String {
-    use std::fmt::Write;
-    let mut text = String::new();
-    // Writing to a String cannot fail.
-    let _ = writeln!(
-        text,
-        "converge {} of mesh {}",
-        summary.converge_id, summary.mesh
-    );
-    for module in &summary.modules {
-        let _ = writeln!(
-            text,
-            "{} tier {} {:<12} {:<8} {:<40} {}",
-            if module.ok { "✓" } else { "✗" },
-            module.tier,
-            module.name,
-            module.decision,
-            module.reference.as_deref().unwrap_or("–"),
-            module.outcome
-        );
-    }
-    for name in &summary.created {
-        let _ = writeln!(text, "+ created machine {name}");
-    }
-    for send in &summary.sends {
-        let _ = writeln!(
-            text,
-            "{} sent {} ({}) → {}: {}",
-            if send.ok { "✓" } else { "✗" },
-            send.moved.machine,
-            send.moved.module,
-            send.moved.to_reference,
-            send.message
-        );
-    }
-    text.push_str(if summary.stamped {
-        "record stamped\n"
-    } else {
-        "nothing stamped\n"
-    });
-    text
 }

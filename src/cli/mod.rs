@@ -58,14 +58,14 @@ pub fn dashboard(global: args::Global) -> ExitCode {
             .enable_all()
             .build()
             .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
-        let options = crate::app::DashboardOptions {
+        let options = crate::tui::DashboardOptions {
             mesh,
             state_path,
             readonly: global.readonly,
             kube_context: global.context.clone(),
             namespace: global.namespace.clone(),
         };
-        let result = runtime.block_on(crate::app::run_dashboard(options));
+        let result = runtime.block_on(crate::tui::run_dashboard(options));
         // Pollers may sit in blocking calls (a slow daemon): do not wait for them on the way out.
         runtime.shutdown_background();
         result.map_err(|e| Failure::failed(format!("the dashboard stopped: {e:#}")))?;

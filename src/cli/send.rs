@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::send;
-use crate::mesh::decide::short_id;
+use crate::mesh::text::short_id;
 
 use super::args::{Global, SendArgs};
 use super::{Failure, Outcome, print_json, print_out, setup};
@@ -71,13 +71,23 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         }
     }
     let (tx, printer) = super::spawn_progress_printer();
-    let outcomes =
-        send::send_holding_mesh(&mesh, &moves, &daemon, &target, &history, Some(tx)).await;
+    let report = send::send_confirmed(
+        &mesh,
+        &args.module,
+        &moves,
+        &daemon,
+        &target,
+        &history,
+        Some(tx),
+    )
+    .await;
     let _ = printer.await;
-    let outcomes = outcomes.map_err(Failure::failed)?;
-    let ok = outcomes.iter().all(|o| o.ok);
+    let report = report.map_err(Failure::failed)?;
+    let ok = report.ok();
     if args.json {
-        print_json(&outcomes)?;
+        print_json(&report.outcomes)?;
+    } else {
+        print_out(&format!("{}\n", report.headline()))?;
     }
     Ok(if ok {
         ExitCode::SUCCESS

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use crate::backends::history::{self, History};
-use crate::converge::target::TargetBackend;
-use crate::mesh::file;
+use crate::converge::target::ConnectedTarget;
 use crate::mesh::model::Mesh;
+use crate::workspace::file;
 
 use super::Failure;
 use super::args::Global;
@@ -30,8 +30,8 @@ pub fn open_history(global: &Global) -> Result<History, Failure> {
 
 /// The mesh's target, connected once for the command: `--context`/`--namespace` override the
 /// mesh file's (a Docker target has neither).
-pub async fn target(global: &Global, mesh: &Mesh) -> Result<TargetBackend, Failure> {
-    TargetBackend::connect(mesh, global.context.as_deref(), global.namespace.as_deref())
+pub async fn target(global: &Global, mesh: &Mesh) -> Result<ConnectedTarget, Failure> {
+    ConnectedTarget::connect(mesh, global.context.as_deref(), global.namespace.as_deref())
         .await
         .map_err(Failure::failed)
 }

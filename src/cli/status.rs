@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::BuildRow;
 use crate::converge::{machines, target};
-use crate::mesh::behind::Machine;
-use crate::mesh::decide::short_id;
+use crate::mesh::builds::BuildRow;
+use crate::mesh::machine::Machine;
+use crate::mesh::text::short_id;
 use crate::timefmt;
 
 use super::args::{Global, StatusArgs};
@@ -91,16 +91,7 @@ fn table_text(rows: &[MachineStatus]) -> String {
             .map(|d| short_id(d))
             .unwrap_or("–");
         let built_by = match &row.built_by {
-            Some(build) => format!(
-                "{} @{} {} ago",
-                build.host,
-                build
-                    .commit
-                    .as_deref()
-                    .map(crate::mesh::decide::short_commit)
-                    .unwrap_or("–"),
-                timefmt::age_since(build.started_ms, now)
-            ),
+            Some(build) => build.made_by(now),
             None => "unknown build".into(),
         };
         outln!(

@@ -4,18 +4,19 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use super::buildx;
 use super::plan::PlannedModule;
-use super::progress::Emitter;
+use super::progress::{Emitter, Step};
+use crate::backends::buildx;
 use crate::backends::daemon::Daemon;
 use crate::backends::daemon::build::{BuildEnd as DaemonBuildEnd, BuildRequest};
 use crate::backends::git;
-use crate::backends::history::{BuildEnd, BuildStatus, History, NewBuild};
+use crate::backends::history::{BuildEnd, History, NewBuild};
+use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
-use crate::mesh::inputs::{self, InputSpec};
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module, Target};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
+use crate::workspace::inputs::{self, InputSpec};
 
 /// How many lines of build output a failed build keeps.
 pub const LOG_TAIL_LINES: usize = 50;
@@ -64,10 +65,7 @@ fn with_history<T>(
     history: &Mutex<History>,
     f: impl FnOnce(&History) -> Result<T, crate::backends::history::HistoryError>,
 ) -> Result<T, String> {
-    let guard = history
-        .lock()
-        .map_err(|_| "the state database handle is poisoned".to_string())?;
-    f(&guard).map_err(|e| e.to_string())
+    f(&*crate::backends::history::locked(history)?).map_err(|e| e.to_string())
 }
 
 pub async fn build_module(
@@ -110,7 +108,7 @@ pub async fn build_module(
     with_history(history, |h| h.start_build(&new_build))
         .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
     emitter.emit(
-        "build",
+        Step::Build,
         Some(&module.name),
         format!("building {reference} (build {correlation_id})"),
     );
@@ -132,7 +130,7 @@ pub async fn build_module(
     let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
         finish(BuildStatus::Failed, None, Some(error.clone()), tail)
             .map_err(BuildError::NoRecord)?;
-        emitter.emit("failed", Some(&module.name), error.clone());
+        emitter.emit(Step::Failed, Some(&module.name), error.clone());
         Ok(Built {
             planned: planned.clone(),
             correlation_id: correlation_id.clone(),
@@ -221,19 +219,19 @@ pub async fn build_module(
             });
         }
     };
+    let request = BuildRequest {
+        context_tar,
+        dockerfile: module.dockerfile.clone(),
+        tag: reference.clone(),
+        build_args,
+        labels,
+        no_cache: planned.decision == Decision::Forced,
+        platforms: planned.platforms.iter().map(ToString::to_string).collect(),
+    };
     if multi_platform {
-        let spec = buildx::Spec {
-            context_tar,
-            dockerfile: module.dockerfile.clone(),
-            tag: reference.clone(),
-            build_args,
-            labels,
-            no_cache: planned.decision == Decision::Forced,
-            platforms: planned.platforms.iter().map(ToString::to_string).collect(),
-        };
         let mut tail = LogTail::default();
-        let result = buildx::build_and_push(spec, |line| {
-            emitter.emit("output", Some(&module.name), line);
+        let result = buildx::build_and_push(request, |line| {
+            emitter.emit(Step::Output, Some(&module.name), line);
             tail.push(line);
         })
         .await;
@@ -247,7 +245,7 @@ pub async fn build_module(
                     h.set_published(&correlation_id, &reference, &digest)
                 });
                 emitter.emit(
-                    "built",
+                    Step::Built,
                     Some(&module.name),
                     format!("built and pushed {reference} → {digest}"),
                 );
@@ -262,23 +260,10 @@ pub async fn build_module(
             Err(error) => failed(format!("module {}: {error}", module.name), tail_text),
         };
     }
-    let request = BuildRequest {
-        context_tar,
-        dockerfile: module.dockerfile.clone(),
-        tag: reference.clone(),
-        build_args,
-        labels,
-        no_cache: planned.decision == Decision::Forced,
-        platform: planned
-            .platforms
-            .first()
-            .map(ToString::to_string)
-            .unwrap_or_default(),
-    };
     let mut tail = LogTail::default();
     let result = daemon
         .build(request, |line| {
-            emitter.emit("output", Some(&module.name), line);
+            emitter.emit(Step::Output, Some(&module.name), line);
             tail.push(line);
         })
         .await;
@@ -289,7 +274,7 @@ pub async fn build_module(
                 .map_err(BuildError::NoRecord)?;
             save_manifest();
             emitter.emit(
-                "built",
+                Step::Built,
                 Some(&module.name),
                 format!("built {reference} → {id}"),
             );

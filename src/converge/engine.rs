@@ -4,21 +4,23 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use futures_util::StreamExt;
-use serde::Serialize;
 use tokio::sync::watch;
 
-use super::build::{BuildJob, build_module};
+use super::lock;
 use super::plan::{HistoryManifests, PlanContext, PlannedModule, Planner};
-use super::progress::{Emitter, ProgressTx};
-use super::target::TargetBackend;
-use super::{machines, send};
+use super::preflight;
+use super::progress::{Emitter, ProgressTx, Step};
+use super::rollout::roll_out;
+pub use super::summary::{ConvergeSummary, ModuleOutcome};
+use super::target::ConnectedTarget;
+use super::tiers::TierRun;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::{BuildStatus, History, Holder};
-use crate::mesh::decide::{Decision, short_id};
+use crate::backends::history::{History, Holder};
+use crate::mesh::Module;
+use crate::mesh::builds::BuildStatus;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::text::short_id;
 use crate::timefmt;
 
 pub struct ConvergeRequest {
@@ -32,34 +34,7 @@ pub struct ConvergeRequest {
     /// Wait for another converge of the mesh instead of failing.
     pub wait: bool,
     /// The target, connected once for the command.
-    pub target: TargetBackend,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ModuleOutcome {
-    pub name: String,
-    pub tier: u32,
-    pub decision: Decision,
-    #[serde(rename = "ref")]
-    pub reference: Option<String>,
-    pub digest: Option<String>,
-    pub correlation_id: Option<String>,
-    /// `skipped (record)`, `held by host`, `built`, `failed: …`, `refused: …`, `not reached: …`
-    pub outcome: String,
-    pub ok: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct ConvergeSummary {
-    pub converge_id: String,
-    pub mesh: String,
-    /// Warnings about the target's record (e.g. an unreadable annotation).
-    pub warnings: Vec<String>,
-    pub stamped: bool,
-    pub modules: Vec<ModuleOutcome>,
-    pub created: Vec<String>,
-    pub sends: Vec<send::SendOutcome>,
-    pub ok: bool,
+    pub target: ConnectedTarget,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,36 +51,6 @@ pub enum ConvergeError {
     Failed(String),
 }
 
-fn lock(history: &Mutex<History>) -> Result<std::sync::MutexGuard<'_, History>, ConvergeError> {
-    history
-        .lock()
-        .map_err(|_| ConvergeError::Failed("the state database handle is poisoned".into()))
-}
-
-/// Hold the mesh for this converge (or wait for it); a dead holder does not hold it forever.
-pub async fn acquire(
-    history: &Mutex<History>,
-    mesh: &str,
-    holder: &Holder,
-    wait: bool,
-) -> Result<(), ConvergeError> {
-    loop {
-        let held = lock(history)?
-            .lock_converge(mesh, holder)
-            .map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
-        match held {
-            Ok(()) => return Ok(()),
-            Err(current) if !wait => {
-                return Err(ConvergeError::Busy {
-                    mesh: mesh.to_string(),
-                    holder: current,
-                });
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-        }
-    }
-}
-
 /// Run one converge. `cancel` flips to true on Ctrl-C.
 pub async fn converge(
     request: ConvergeRequest,
@@ -119,8 +64,8 @@ pub async fn converge(
     let mesh = &request.mesh;
     let converge_id = uuid::Uuid::now_v7().to_string();
     let holder = Holder::here(&converge_id);
-    acquire(&history, &mesh.name, &holder, request.wait).await?;
-    let heartbeat = spawn_heartbeat(
+    lock::acquire(&history, &mesh.name, &holder, request.wait).await?;
+    let heartbeat = lock::spawn_heartbeat(
         request.state_path.clone(),
         mesh.name.clone(),
         converge_id.clone(),
@@ -147,48 +92,6 @@ pub async fn converge(
     result
 }
 
-fn spawn_heartbeat(
-    path: PathBuf,
-    mesh: String,
-    converge_id: String,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        // Opened at the first beat, not before: a converge the record answers ends long before.
-        let mut history: Option<History> = None;
-        loop {
-            tokio::time::sleep(Duration::from_secs(20)).await;
-            if history.is_none() {
-                history = History::open(&path).ok();
-            }
-            if let Some(history) = &history {
-                let _ = history.heartbeat(&mesh, &converge_id);
-            }
-        }
-    })
-}
-
-async fn cancelled(cancel: &mut watch::Receiver<bool>) {
-    while !*cancel.borrow() {
-        if cancel.changed().await.is_err() {
-            // Nobody can cancel any more: never resolve.
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-fn outcome_of(planned: &PlannedModule, outcome: impl Into<String>, ok: bool) -> ModuleOutcome {
-    ModuleOutcome {
-        name: planned.name.clone(),
-        tier: planned.tier,
-        decision: planned.decision,
-        reference: planned.reference.clone(),
-        digest: planned.artifact.clone(),
-        correlation_id: None,
-        outcome: outcome.into(),
-        ok,
-    }
-}
-
 async fn run(
     request: &ConvergeRequest,
     daemon: &Arc<LazyDaemon>,
@@ -202,9 +105,9 @@ async fn run(
         .await
         .map_err(ConvergeError::Failed)?;
     if let Some(warning) = &record.warning {
-        emitter.emit("warning", None, warning.clone());
+        emitter.emit(Step::Warning, None, warning.clone());
     }
-    let selected: Vec<&crate::mesh::Module> = mesh
+    let selected: Vec<&Module> = mesh
         .modules
         .iter()
         .filter(|m| {
@@ -215,7 +118,7 @@ async fn run(
         })
         .collect();
     emitter.emit(
-        "started",
+        Step::Started,
         None,
         format!(
             "converge of {} module(s){}",
@@ -244,227 +147,44 @@ async fn run(
             .map_err(ConvergeError::Failed)?;
         planned.insert(module.name.clone(), decided);
     }
-    let refused: Vec<String> = planned
-        .values()
-        .filter(|p| p.decision == Decision::Refused)
-        .map(|p| format!("{}: {}", p.name, p.reason))
-        .collect();
+    let refused = preflight::refusals(&planned, mesh, target);
     if !refused.is_empty() {
         for line in &refused {
-            emitter.emit("refused", None, line.clone());
+            emitter.emit(Step::Refused, None, line.clone());
         }
         return Err(ConvergeError::Refused(refused.join("; ")));
     }
-    // A build for several platforms can only be pushed, never loaded into a daemon.
-    let pushes = matches!(target, TargetBackend::Kubernetes(_)) && mesh.registry.is_some();
-    let unbuildable: Vec<String> = planned
-        .values()
-        .filter(|p| p.multi_platform && !pushes)
-        .filter(|p| matches!(p.decision, Decision::Build | Decision::Forced))
-        .filter_map(|p| Some((p, mesh.modules.iter().find(|m| m.name == p.name)?)))
-        .map(|(p, m)| {
-            format!(
-                "module {} ({}:{}) builds for {} platforms, which needs a Kubernetes target and `registry` in [mesh] to push to: give it one platform for the docker target",
-                m.name,
-                mesh.file.display(),
-                m.line,
-                p.platforms.len()
-            )
-        })
-        .collect();
-    if !unbuildable.is_empty() {
-        for line in &unbuildable {
-            emitter.emit("refused", None, line.clone());
-        }
-        return Err(ConvergeError::Refused(unbuildable.join("; ")));
-    }
-    // Something will be delivered: the target must be able to take it, or nothing is built.
-    if planned.values().any(|p| p.decision != Decision::Record)
-        && let Err(why) = target.delivery()
-    {
-        emitter.emit("refused", None, why.clone());
-        return Err(ConvergeError::Refused(why));
-    }
-    let mut outcomes: Vec<ModuleOutcome> = Vec::new();
-    let mut stamp: Record = Record::new();
-    let mut all_ok = true;
+    let mut walk = TierRun {
+        mesh,
+        target,
+        daemon,
+        history,
+        emitter,
+        planner,
+        manifests,
+        planned,
+        jobs: request.jobs,
+        outcomes: Vec::new(),
+        stamp: Record::new(),
+        all_ok: true,
+    };
     let max_tier = selected.iter().map(|m| m.tier).max().unwrap_or(0);
     for tier in 0..=max_tier {
-        let in_tier: Vec<&crate::mesh::Module> = selected
+        let in_tier: Vec<&Module> = selected
             .iter()
             .copied()
             .filter(|m| m.tier == tier)
             .collect();
-        if in_tier.is_empty() {
-            continue;
-        }
-        let names: Vec<&str> = in_tier.iter().map(|m| m.name.as_str()).collect();
-        emitter.defer("tier", None, format!("tier {tier}: {}", names.join(", ")));
-        let mut jobs = Vec::new();
-        for module in &in_tier {
-            let mut decided = planned.remove(&module.name).ok_or_else(|| {
-                ConvergeError::Failed(format!("module {} was not planned", module.name))
-            })?;
-            if decided.reference.is_none() {
-                // Its base was built in an earlier tier: now its ref is known.
-                decided = planner
-                    .decide(module, &manifests)
-                    .await
-                    .map_err(ConvergeError::Failed)?;
-            }
-            emitter.defer(
-                "decided",
-                Some(&module.name),
-                format!(
-                    "{} {} — {}",
-                    decided.decision,
-                    decided.reference.as_deref().unwrap_or("(no ref)"),
-                    decided.reason
-                ),
-            );
-            match decided.decision {
-                Decision::Refused => {
-                    all_ok = false;
-                    planner.failed(&module.name);
-                    outcomes.push(outcome_of(
-                        &decided,
-                        format!("not reached: {}", decided.reason),
-                        false,
-                    ));
-                }
-                Decision::Record | Decision::Host => {
-                    let (Some(reference), Some(artifact)) =
-                        (decided.reference.clone(), decided.artifact.clone())
-                    else {
-                        return Err(ConvergeError::Failed(format!(
-                            "module {}: a skip without ref or artifact",
-                            module.name
-                        )));
-                    };
-                    if decided.decision == Decision::Host
-                        && let Err(error) = super::target::deliver(
-                            mesh,
-                            target,
-                            daemon,
-                            history,
-                            &module.name,
-                            &reference,
-                            &artifact,
-                            None,
-                            emitter,
-                        )
-                        .await
-                    {
-                        all_ok = false;
-                        planner.failed(&module.name);
-                        emitter.emit("failed", Some(&module.name), error.clone());
-                        outcomes.push(outcome_of(
-                            &decided,
-                            format!("failed: delivery: {error}"),
-                            false,
-                        ));
-                        continue;
-                    }
-                    stamp.insert(
-                        module.name.clone(),
-                        RecordEntry {
-                            reference,
-                            digest: artifact,
-                        },
-                    );
-                    let text = if decided.decision == Decision::Record {
-                        "skipped (record)"
-                    } else {
-                        "skipped build (host), delivered"
-                    };
-                    outcomes.push(outcome_of(&decided, text, true));
-                }
-                Decision::Build | Decision::Forced => jobs.push(BuildJob {
-                    module: (*module).clone(),
-                    planned: decided,
-                }),
-            }
-        }
-        if jobs.is_empty() {
-            continue;
-        }
-        let daemon_ref = daemon
-            .get()
-            .await
-            .map_err(|e| ConvergeError::Failed(format!("cannot build: {e}")))?;
-        let builds = futures_util::stream::iter(
-            jobs.into_iter()
-                .map(|job| build_module(job, mesh, daemon_ref, history, emitter)),
-        )
-        .buffer_unordered(request.jobs.max(1))
-        .collect::<Vec<_>>();
-        let results = tokio::select! {
-            results = builds => results,
-            () = cancelled(cancel) => return Err(ConvergeError::Cancelled),
-        };
-        for result in results {
-            let built = result.map_err(|e| match e {
-                super::build::BuildError::NoRecord(message) => ConvergeError::NoRecord(message),
-                super::build::BuildError::Daemon(message) => ConvergeError::Failed(message),
-            })?;
-            match &built.artifact {
-                Some(artifact) => {
-                    let reference = built.planned.reference.clone().unwrap_or_default();
-                    // A multi-platform build pushed itself (buildx --push).
-                    let delivered = if built.published.is_some() {
-                        Ok(())
-                    } else {
-                        super::target::deliver(
-                            mesh,
-                            target,
-                            daemon,
-                            history,
-                            &built.planned.name,
-                            &reference,
-                            artifact,
-                            Some(&built.correlation_id),
-                            emitter,
-                        )
-                        .await
-                    };
-                    if let Err(error) = delivered {
-                        all_ok = false;
-                        planner.failed(&built.planned.name);
-                        emitter.emit("failed", Some(&built.planned.name), error.clone());
-                        let mut outcome =
-                            outcome_of(&built.planned, format!("failed: delivery: {error}"), false);
-                        outcome.digest = Some(artifact.clone());
-                        outcome.correlation_id = Some(built.correlation_id.clone());
-                        outcomes.push(outcome);
-                        continue;
-                    }
-                    planner.built(&built.planned.name, artifact);
-                    stamp.insert(
-                        built.planned.name.clone(),
-                        RecordEntry {
-                            reference,
-                            digest: artifact.clone(),
-                        },
-                    );
-                    let mut outcome = outcome_of(&built.planned, "built", true);
-                    outcome.digest = Some(artifact.clone());
-                    outcome.correlation_id = Some(built.correlation_id.clone());
-                    outcomes.push(outcome);
-                }
-                None => {
-                    all_ok = false;
-                    planner.failed(&built.planned.name);
-                    let mut outcome = outcome_of(
-                        &built.planned,
-                        format!("failed: {}", built.error.clone().unwrap_or_default()),
-                        false,
-                    );
-                    outcome.correlation_id = Some(built.correlation_id.clone());
-                    outcomes.push(outcome);
-                }
-            }
+        if !in_tier.is_empty() {
+            walk.run_tier(tier, &in_tier, cancel).await?;
         }
     }
+    let TierRun {
+        outcomes,
+        mut stamp,
+        all_ok,
+        ..
+    } = walk;
     let summary = |stamped, created, sends, ok| ConvergeSummary {
         converge_id: emitter.converge_id.clone(),
         mesh: mesh.name.clone(),
@@ -476,7 +196,7 @@ async fn run(
         ok,
     };
     if !all_ok {
-        emitter.defer("stamped", None, "nothing stamped: a build failed");
+        emitter.defer(Step::Stamped, None, "nothing stamped: a build failed");
         return Ok(summary(false, Vec::new(), Vec::new(), false));
     }
     // Entries the record already holds as they are stay as they were stamped (when, by which converge).
@@ -484,7 +204,7 @@ async fn run(
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
     if stamp.is_empty() {
         emitter.defer(
-            "stamped",
+            Step::Stamped,
             None,
             "record unchanged: it already names every artifact",
         );
@@ -493,7 +213,7 @@ async fn run(
             .await
             .map_err(ConvergeError::Failed)?;
         emitter.defer(
-            "stamped",
+            Step::Stamped,
             None,
             format!("record stamped: {} module(s)", stamp.len()),
         );
@@ -503,66 +223,6 @@ async fn run(
     let (created, sends) = roll_out(mesh, &merged, request, daemon, history, emitter).await?;
     let ok = sends.iter().all(|s| s.ok);
     Ok(summary(true, created, sends, ok))
-}
-
-/// After the stamp: create declared machines that do not exist yet, then send the behind machines
-/// of every `rollout` module, in tier order. Under `record` policy nothing here touches the target.
-async fn roll_out(
-    mesh: &Mesh,
-    record: &Record,
-    request: &ConvergeRequest,
-    daemon: &Arc<LazyDaemon>,
-    history: &Arc<Mutex<History>>,
-    emitter: &Emitter,
-) -> Result<(Vec<String>, Vec<send::SendOutcome>), ConvergeError> {
-    let in_scope = |module: &str| {
-        request
-            .modules
-            .as_ref()
-            .is_none_or(|names| names.contains(module))
-    };
-    let rolls_out = mesh
-        .modules
-        .iter()
-        .any(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout);
-    let declares = mesh.machines.iter().any(|m| in_scope(&m.module));
-    if !rolls_out && !declares {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let target = &request.target;
-    let existing = machines::list(mesh, record, daemon, target, history)
-        .await
-        .map_err(ConvergeError::Failed)?;
-    let created = machines::create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
-        .await
-        .map_err(ConvergeError::Failed)?;
-    let machines = if created.is_empty() {
-        existing
-    } else {
-        machines::list(mesh, record, daemon, target, history)
-            .await
-            .map_err(ConvergeError::Failed)?
-    };
-    let mut sends = Vec::new();
-    for module in mesh
-        .modules
-        .iter()
-        .filter(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout)
-    {
-        let moves = send::moves_for(record, &machines, &module.name);
-        for outcome in send::send(mesh, &moves, daemon, target, history, emitter).await {
-            sends.push(outcome);
-        }
-    }
-    if !sends.is_empty() {
-        let moved = sends.iter().filter(|s| s.ok).count();
-        emitter.emit(
-            "sent",
-            None,
-            format!("{moved}/{} machine(s) moved", sends.len()),
-        );
-    }
-    Ok((created, sends))
 }
 
 /// `demo/api:abc-amd64@3f9c2a1b7d4e` for messages.

@@ -3,13 +3,14 @@
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
 use crate::backends::history::History;
-use crate::mesh::behind::{Machine, machine_state};
+use crate::mesh::behind::machine_state;
+use crate::mesh::machine::Machine;
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Record};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::progress::Emitter;
-use super::target::{Kube, TargetBackend, published_digest};
+use super::progress::{Emitter, Step};
+use super::target::{ConnectedTarget, Kube, published_digest};
 
 /// Whether a labelled container belongs to this mesh: its mesh label says so, or it has none
 /// (started by hand) and its module is one of the mesh's.
@@ -34,11 +35,11 @@ pub async fn list(
     mesh: &Mesh,
     record: &Record,
     daemon: &LazyDaemon,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Mutex<History>,
 ) -> Result<Vec<Machine>, String> {
     match target {
-        TargetBackend::Docker => {
+        ConnectedTarget::Docker => {
             let daemon = daemon.get().await?;
             let containers = daemon
                 .labelled_containers()
@@ -65,7 +66,9 @@ pub async fn list(
             machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
             Ok(machines)
         }
-        TargetBackend::Kubernetes(kube) => kube_machines(mesh, record, target, kube, history).await,
+        ConnectedTarget::Kubernetes(kube) => {
+            kube_machines(mesh, record, target, kube, history).await
+        }
     }
 }
 
@@ -73,7 +76,7 @@ pub async fn list(
 async fn kube_machines(
     mesh: &Mesh,
     record: &Record,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     kube: &Kube,
     history: &Mutex<History>,
 ) -> Result<Vec<Machine>, String> {
@@ -162,7 +165,7 @@ pub async fn create_declared(
             )
         })?;
         emitter.emit(
-            "created",
+            Step::Created,
             Some(&spec.module),
             format!("created machine {} on {}", spec.name, entry.reference),
         );

@@ -1,10 +1,14 @@
 //! The engine: plan → build/deliver tier by tier → stamp → send, emitting progress events.
 
 pub mod build;
-pub mod buildx;
 pub mod engine;
+pub mod lock;
 pub mod machines;
 pub mod plan;
+pub mod preflight;
 pub mod progress;
+pub mod rollout;
 pub mod send;
+pub mod summary;
 pub mod target;
+pub mod tiers;

@@ -4,46 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::Serialize;
-
 use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::History;
 use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
-use crate::mesh::inputs::{self, InputSpec, Inputs, Manifest};
-use crate::mesh::model::{Mesh, Module, Platform, Policy, Record};
+use crate::mesh::manifest::Manifest;
+use crate::mesh::model::{Mesh, Module, Platform, Record};
+pub use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::refs::ImageRef;
 use crate::mesh::why::{self, Change};
-
-/// One module, decided.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlannedModule {
-    pub name: String,
-    pub tier: u32,
-    pub base: Option<String>,
-    pub policy: Policy,
-    /// None while pending on its base's build, or refused.
-    #[serde(rename = "ref")]
-    pub reference: Option<String>,
-    pub decision: Decision,
-    pub reason: String,
-    /// The artifact the base resolved to (what `BASE` names), when known.
-    pub base_artifact: Option<String>,
-    /// The artifact that vouched (record digest or host image id).
-    pub artifact: Option<String>,
-    /// One line: why the address is what it is.
-    pub why: String,
-    pub changes: Vec<Change>,
-    pub multi_platform: bool,
-    /// The resolved platforms the address was computed for.
-    #[serde(skip)]
-    pub platforms: Vec<Platform>,
-    #[serde(skip)]
-    pub inputs: Option<Inputs>,
-    #[serde(skip)]
-    pub image_ref: Option<ImageRef>,
-}
+use crate::workspace::inputs::{self, InputSpec};
 
 /// Where the previous inputs of a module come from, to tell the why of its address.
 pub trait ManifestSource: Sync {
@@ -311,17 +282,6 @@ impl<'a> Planner<'a> {
             image_ref,
         })
     }
-}
-
-/// The dry run: every selected module, tier by tier, nothing built.
-#[derive(Debug, Clone, Serialize)]
-pub struct Plan {
-    pub mesh: String,
-    pub target: String,
-    pub tiers: Vec<Vec<String>>,
-    pub modules: Vec<PlannedModule>,
-    /// The host's listing error, when it could not answer.
-    pub host_error: Option<String>,
 }
 
 pub async fn dry_run(

@@ -6,27 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::backends::history::{History, NewEvent};
-
-/// One step of a converge, as the state database keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Progress {
-    /// `started`, `tier`, `decided`, `build`, `output`, `built`, `failed`, `delivered`, `stamped`,
-    /// `send`, `sent`, `created`, `finished`.
-    pub kind: &'static str,
-    pub module: Option<String>,
-    pub text: String,
-}
-
-impl Progress {
-    /// One line as a terminal shows it.
-    pub fn line(&self) -> String {
-        match (&self.module, self.kind) {
-            (Some(module), "output") => format!("  {module} │ {}", self.text),
-            (Some(module), kind) => format!("{kind:>9} {module}: {}", self.text),
-            (None, kind) => format!("{kind:>9} {}", self.text),
-        }
-    }
-}
+pub use crate::mesh::progress::{Progress, Step};
 
 pub type ProgressTx = UnboundedSender<Progress>;
 
@@ -59,16 +39,16 @@ impl Emitter {
         }
     }
 
-    fn step(&self, kind: &'static str, module: Option<&str>, text: String) -> NewEvent {
+    fn step(&self, step: Step, module: Option<&str>, text: String) -> NewEvent {
         let progress = Progress {
-            kind,
+            step,
             module: module.map(str::to_string),
             text,
         };
         let event = NewEvent {
             mesh: self.mesh.clone(),
             converge_id: self.converge_id.clone(),
-            kind: kind.to_string(),
+            kind: step.as_str().to_string(),
             module: progress.module.clone(),
             text: progress.text.clone(),
         };
@@ -79,16 +59,16 @@ impl Emitter {
     }
 
     /// Record a step now (after any deferred ones).
-    pub fn emit(&self, kind: &'static str, module: Option<&str>, text: impl Into<String>) {
-        let event = self.step(kind, module, text.into());
+    pub fn emit(&self, step: Step, module: Option<&str>, text: impl Into<String>) {
+        let event = self.step(step, module, text.into());
         let mut batch = self.take_deferred();
         batch.push(event);
         self.write(&batch);
     }
 
     /// Record a step with the next write.
-    pub fn defer(&self, kind: &'static str, module: Option<&str>, text: impl Into<String>) {
-        let event = self.step(kind, module, text.into());
+    pub fn defer(&self, step: Step, module: Option<&str>, text: impl Into<String>) {
+        let event = self.step(step, module, text.into());
         match self.deferred.lock() {
             Ok(mut deferred) => deferred.push(event),
             Err(_) => self.write(&[event]),
@@ -98,7 +78,7 @@ impl Emitter {
     /// Record the last step and release the mesh's lock (taken under this emitter's converge id),
     /// in one write.
     pub fn finish(&self, text: impl Into<String>) {
-        let event = self.step("finished", None, text.into());
+        let event = self.step(Step::Finished, None, text.into());
         let mut batch = self.take_deferred();
         batch.push(event);
         let Ok(history) = self.history.lock() else {

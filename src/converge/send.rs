@@ -4,27 +4,14 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::progress::Emitter;
-use super::target::{Delivery, Kube, TargetBackend, published_digest};
+use super::progress::{Emitter, Step};
+use super::target::{ConnectedTarget, Delivery, Kube, published_digest};
 use crate::backends::cluster::ClusterError;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{History, SendRow};
-use crate::mesh::behind::Machine;
-use crate::mesh::model::{Mesh, Record, RecordEntry};
+pub use crate::mesh::machine::{Move, moves_for};
+use crate::mesh::model::{Mesh, RecordEntry};
 use crate::timefmt;
-
-/// One machine to move: from the artifact it runs to the record's.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Move {
-    pub module: String,
-    pub machine: String,
-    /// `container`, `Deployment`, `StatefulSet` or `DaemonSet`.
-    pub kind: String,
-    pub from: String,
-    #[serde(rename = "to_ref")]
-    pub to_reference: String,
-    pub to_digest: String,
-}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SendOutcome {
@@ -34,38 +21,19 @@ pub struct SendOutcome {
     pub message: String,
 }
 
-/// The behind (or held) machines of `module`, and where each goes.
-pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Move> {
-    let Some(entry) = record.get(module) else {
-        return Vec::new();
-    };
-    machines
-        .iter()
-        .filter(|m| m.module == module && m.state.is_behind())
-        .map(|m| Move {
-            module: module.to_string(),
-            machine: m.name.clone(),
-            kind: m.kind.clone(),
-            from: m.running.first().cloned().unwrap_or_default(),
-            to_reference: entry.reference.clone(),
-            to_digest: entry.digest.clone(),
-        })
-        .collect()
-}
-
 /// Carry out `moves`, one machine at a time; every outcome is recorded.
 pub async fn send(
     mesh: &Mesh,
     moves: &[Move],
     daemon: &LazyDaemon,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Arc<Mutex<History>>,
     emitter: &Emitter,
 ) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
     for moved in moves {
         emitter.emit(
-            "send",
+            Step::Send,
             Some(&moved.module),
             format!(
                 "{}: {} → {}@{}",
@@ -73,14 +41,14 @@ pub async fn send(
             ),
         );
         let result = match target {
-            TargetBackend::Docker => match daemon.get().await {
+            ConnectedTarget::Docker => match daemon.get().await {
                 Ok(daemon) => daemon
                     .recreate(&moved.machine, &moved.to_digest)
                     .await
                     .map_err(|e| e.to_string()),
                 Err(error) => Err(error),
             },
-            TargetBackend::Kubernetes(kube) => {
+            ConnectedTarget::Kubernetes(kube) => {
                 send_kube(mesh, kube, target, history, moved, emitter).await
             }
         };
@@ -105,7 +73,7 @@ pub async fn send(
             tracing::warn!("cannot record a send: {error}");
         }
         emitter.emit(
-            "sent",
+            Step::Sent,
             Some(&moved.module),
             format!("{}: {message}", moved.machine),
         );
@@ -122,7 +90,7 @@ pub async fn send(
 async fn send_kube(
     mesh: &Mesh,
     kube: &Kube,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Mutex<History>,
     moved: &Move,
     emitter: &Emitter,
@@ -171,7 +139,7 @@ async fn send_kube(
         .await
         .map_err(|e| e.to_string())?;
     emitter.emit(
-        "rollout",
+        Step::Rollout,
         Some(&moved.module),
         format!("{workload}: image {to_image}; following the roll-out"),
     );
@@ -210,7 +178,7 @@ pub async fn prepare(
     mesh: &Mesh,
     module: &str,
     daemon: &LazyDaemon,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Mutex<History>,
 ) -> Result<Vec<Move>, String> {
     let record = super::target::read_record(mesh, target, history).await?;
@@ -224,23 +192,135 @@ pub async fn prepare(
     Ok(moves_for(&record.record, &machines, module))
 }
 
-/// Carry out `moves` holding the mesh (a send never runs beside a converge of the same mesh).
-pub async fn send_holding_mesh(
+/// What a send did: its operation id, each machine's outcome, and the confirmed machines it left
+/// alone because they no longer were behind.
+#[derive(Debug, Clone, Serialize)]
+pub struct SendReport {
+    pub send_id: String,
+    pub module: String,
+    pub outcomes: Vec<SendOutcome>,
+    /// Confirmed machines that were current (or gone) by the time the send ran.
+    pub skipped: Vec<String>,
+}
+
+impl SendReport {
+    pub fn ok(&self) -> bool {
+        self.outcomes.iter().all(|o| o.ok)
+    }
+
+    /// One line: what moved, or which machines failed and why.
+    pub fn headline(&self) -> String {
+        let failed: Vec<String> = self
+            .outcomes
+            .iter()
+            .filter(|o| !o.ok)
+            .map(|o| format!("{}: {}", o.moved.machine, o.message))
+            .collect();
+        let mut text = if failed.is_empty() {
+            format!(
+                "sent {}: {} machine(s) moved",
+                self.module,
+                self.outcomes.len()
+            )
+        } else {
+            format!("send {} failed: {}", self.module, failed.join("; "))
+        };
+        if !self.skipped.is_empty() {
+            text.push_str(&format!(
+                " ({} no longer behind: {})",
+                self.skipped.len(),
+                self.skipped.join(", ")
+            ));
+        }
+        text
+    }
+}
+
+/// Carry out the moves a person confirmed, holding the mesh (a send never runs beside a converge of
+/// the same mesh). Under the lock the record and the machines are read again: when the record no
+/// longer names the artifact that was confirmed, nothing is sent and the error says what it names
+/// now; a confirmed machine that is no longer behind is left alone and named in the report.
+pub async fn send_confirmed(
     mesh: &Mesh,
-    moves: &[Move],
+    module: &str,
+    confirmed: &[Move],
     daemon: &LazyDaemon,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Arc<Mutex<History>>,
     tx: Option<super::progress::ProgressTx>,
-) -> Result<Vec<SendOutcome>, String> {
+) -> Result<SendReport, String> {
     let send_id = uuid::Uuid::now_v7().to_string();
     let holder = crate::backends::history::Holder::here(&send_id);
-    super::engine::acquire(history, &mesh.name, &holder, false)
+    super::lock::acquire(history, &mesh.name, &holder, false)
         .await
         .map_err(|e| e.to_string())?;
     let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, tx);
-    let outcomes = send(mesh, moves, daemon, target, history, &emitter).await;
+    let current = match prepare(mesh, module, daemon, target, history).await {
+        Ok(current) => current,
+        Err(error) => {
+            emitter.finish(format!("send: nothing sent: {error}"));
+            return Err(error);
+        }
+    };
+    if let Err(error) = same_artifact(module, confirmed, &current, target, mesh, history).await {
+        emitter.finish(format!("send: nothing sent: {error}"));
+        return Err(error);
+    }
+    let moves: Vec<Move> = current
+        .into_iter()
+        .filter(|m| confirmed.iter().any(|c| c.machine == m.machine))
+        .collect();
+    let skipped: Vec<String> = confirmed
+        .iter()
+        .filter(|c| !moves.iter().any(|m| m.machine == c.machine))
+        .map(|c| c.machine.clone())
+        .collect();
+    let outcomes = send(mesh, &moves, daemon, target, history, &emitter).await;
     let moved = outcomes.iter().filter(|o| o.ok).count();
     emitter.finish(format!("send: {moved}/{} machine(s) moved", outcomes.len()));
-    Ok(outcomes)
+    Ok(SendReport {
+        send_id,
+        module: module.to_string(),
+        outcomes,
+        skipped,
+    })
+}
+
+/// The record must still name the artifact the person confirmed.
+async fn same_artifact(
+    module: &str,
+    confirmed: &[Move],
+    current: &[Move],
+    target: &ConnectedTarget,
+    mesh: &Mesh,
+    history: &Mutex<History>,
+) -> Result<(), String> {
+    let Some(wanted) = confirmed.first() else {
+        return Ok(());
+    };
+    let now = match current.first() {
+        Some(m) => Some((m.to_reference.clone(), m.to_digest.clone())),
+        // No machine is behind any more: the record may still have moved (say so), or not.
+        None => super::target::read_record(mesh, target, history)
+            .await?
+            .record
+            .get(module)
+            .map(|e| (e.reference.clone(), e.digest.clone())),
+    };
+    match now {
+        Some((reference, digest))
+            if reference == wanted.to_reference && digest == wanted.to_digest =>
+        {
+            Ok(())
+        }
+        Some((reference, digest)) => Err(format!(
+            "the record of {module} moved since the send was confirmed: it now names {reference}@{} (confirmed: {}@{}); nothing was sent — look at the new moves and send again",
+            crate::mesh::text::short_id(&digest),
+            wanted.to_reference,
+            crate::mesh::text::short_id(&wanted.to_digest),
+        )),
+        None => Err(format!(
+            "the record no longer names module {module}; nothing was sent"
+        )),
+    }
 }

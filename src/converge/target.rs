@@ -2,17 +2,17 @@
 //! Docker: the record is a table in the state database and the daemon is the target, so delivery
 //! is nothing. Kubernetes: the namespace's annotation, and a push or `kind load`.
 //!
-//! A [`TargetBackend`] is made once per command (one cluster connection), then handed to every step.
+//! A [`ConnectedTarget`] is made once per command (one cluster connection), then handed to every step.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::progress::Emitter;
+use super::progress::{Emitter, Step};
 use crate::backends::cluster::{Cluster, RECORD_ANNOTATION, Workload, kind_load};
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::History;
-use crate::backends::registry::{Published, RegistryClient, push_image, split_reference};
+use crate::backends::history::{History, locked};
+use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
 
 /// How long a send waits for a roll-out before it reads as failed.
@@ -22,7 +22,7 @@ pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
 
 /// The target a command acts on, connected once.
 #[derive(Clone)]
-pub enum TargetBackend {
+pub enum ConnectedTarget {
     Docker,
     Kubernetes(Arc<Kube>),
 }
@@ -50,16 +50,16 @@ pub enum Delivery {
     KindLoad(String),
 }
 
-impl TargetBackend {
+impl ConnectedTarget {
     /// Connect to the mesh's target. Kubernetes: `--context`/`--namespace` override the mesh file's;
     /// the context defaults to the kubeconfig's current one.
     pub async fn connect(
         mesh: &Mesh,
         context: Option<&str>,
         namespace: Option<&str>,
-    ) -> Result<TargetBackend, String> {
+    ) -> Result<ConnectedTarget, String> {
         match &mesh.target {
-            Target::Docker => Ok(TargetBackend::Docker),
+            Target::Docker => Ok(ConnectedTarget::Docker),
             Target::Kubernetes {
                 namespace: file_namespace,
                 context: file_context,
@@ -69,24 +69,24 @@ impl TargetBackend {
                 let cluster = Cluster::connect(context, namespace)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(TargetBackend::kubernetes(cluster, mesh.registry.clone()))
+                Ok(ConnectedTarget::kubernetes(cluster, mesh.registry.clone()))
             }
         }
     }
 
     /// A Kubernetes target over a ready cluster connection (tests point it at the API test server).
-    pub fn kubernetes(cluster: Cluster, registry: Option<Registry>) -> TargetBackend {
-        TargetBackend::kubernetes_with_rollout(cluster, registry, ROLLOUT_DEADLINE, ROLLOUT_POLL)
+    pub fn kubernetes(cluster: Cluster, registry: Option<Registry>) -> ConnectedTarget {
+        ConnectedTarget::kubernetes_with_rollout(cluster, registry, ROLLOUT_DEADLINE, ROLLOUT_POLL)
     }
 
-    /// As [`TargetBackend::kubernetes`] with another roll-out deadline and poll interval.
+    /// As [`ConnectedTarget::kubernetes`] with another roll-out deadline and poll interval.
     pub fn kubernetes_with_rollout(
         cluster: Cluster,
         registry: Option<Registry>,
         deadline: Duration,
         poll: Duration,
-    ) -> TargetBackend {
-        TargetBackend::Kubernetes(Arc::new(Kube {
+    ) -> ConnectedTarget {
+        ConnectedTarget::Kubernetes(Arc::new(Kube {
             cluster,
             registry,
             rollout_deadline: deadline,
@@ -99,8 +99,8 @@ impl TargetBackend {
     /// `context X, namespace Y` for a Kubernetes target (what a changing command names first).
     pub fn place(&self) -> Option<String> {
         match self {
-            TargetBackend::Docker => None,
-            TargetBackend::Kubernetes(kube) => Some(format!(
+            ConnectedTarget::Docker => None,
+            ConnectedTarget::Kubernetes(kube) => Some(format!(
                 "context {}, namespace {}",
                 kube.cluster.context, kube.cluster.namespace
             )),
@@ -110,8 +110,8 @@ impl TargetBackend {
     /// How modules are delivered, or why they cannot be (then a converge is refused before any build).
     pub fn delivery(&self) -> Result<Delivery, String> {
         match self {
-            TargetBackend::Docker => Ok(Delivery::Host),
-            TargetBackend::Kubernetes(kube) => {
+            ConnectedTarget::Docker => Ok(Delivery::Host),
+            ConnectedTarget::Kubernetes(kube) => {
                 if let Some(registry) = &kube.registry {
                     return Ok(Delivery::Push(registry.clone()));
                 }
@@ -150,19 +150,13 @@ pub struct RecordRead {
     pub warning: Option<String>,
 }
 
-fn locked(history: &Mutex<History>) -> Result<std::sync::MutexGuard<'_, History>, String> {
-    history
-        .lock()
-        .map_err(|_| "the state database handle is poisoned".to_string())
-}
-
 pub async fn read_record(
     mesh: &Mesh,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Mutex<History>,
 ) -> Result<RecordRead, String> {
     match target {
-        TargetBackend::Docker => {
+        ConnectedTarget::Docker => {
             let record = locked(history)?
                 .record(&mesh.name)
                 .map_err(|e| e.to_string())?;
@@ -172,7 +166,7 @@ pub async fn read_record(
                 warning: None,
             })
         }
-        TargetBackend::Kubernetes(kube) => {
+        ConnectedTarget::Kubernetes(kube) => {
             let read = kube
                 .cluster
                 .read_record()
@@ -196,7 +190,7 @@ pub async fn read_record(
 #[allow(clippy::too_many_arguments)]
 pub async fn deliver(
     mesh: &Mesh,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     daemon: &LazyDaemon,
     history: &Mutex<History>,
     module: &str,
@@ -205,9 +199,9 @@ pub async fn deliver(
     build_id: Option<&str>,
     emitter: &Emitter,
 ) -> Result<(), String> {
-    let TargetBackend::Kubernetes(kube) = target else {
+    let ConnectedTarget::Kubernetes(kube) = target else {
         emitter.emit(
-            "delivered",
+            Step::Delivered,
             Some(module),
             format!("{reference} is on the host daemon, which is the target"),
         );
@@ -220,7 +214,7 @@ pub async fn deliver(
                 .await
                 .map_err(|e| e.to_string())?;
             emitter.emit(
-                "delivered",
+                Step::Delivered,
                 Some(module),
                 format!("kind load {reference} into kind cluster {name}"),
             );
@@ -247,7 +241,7 @@ pub async fn deliver(
             }
             drop(history);
             emitter.emit(
-                "delivered",
+                Step::Delivered,
                 Some(module),
                 format!("pushed {reference} → {digest}"),
             );
@@ -260,11 +254,11 @@ pub async fn deliver(
 /// registry's answer for its ref (a push from another host). None: not known to be published.
 pub async fn published_digest(
     mesh: &Mesh,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Mutex<History>,
     entry: &RecordEntry,
 ) -> Option<String> {
-    let TargetBackend::Kubernetes(kube) = target else {
+    let ConnectedTarget::Kubernetes(kube) = target else {
         return None;
     };
     let known = locked(history)
@@ -279,10 +273,7 @@ pub async fn published_digest(
     let registry = kube.registry.as_ref()?;
     let creds = kube.credentials(&registry.host).await.ok().flatten();
     let client = RegistryClient::new(registry, creds).ok()?;
-    let (repository, tag) = split_reference(&entry.reference);
-    let path = repository
-        .strip_prefix(&format!("{}/", registry.host))
-        .unwrap_or(repository);
+    let (path, tag) = repository_in(&registry.host, &entry.reference);
     match client.manifest(path, tag).await {
         Ok(Published::Present { digest }) => Some(digest),
         _ => None,
@@ -292,16 +283,16 @@ pub async fn published_digest(
 /// Stamp the record: merge `entries` into what it holds.
 pub async fn stamp(
     mesh: &Mesh,
-    target: &TargetBackend,
+    target: &ConnectedTarget,
     history: &Mutex<History>,
     converge_id: &str,
     entries: &Record,
 ) -> Result<(), String> {
     match target {
-        TargetBackend::Docker => locked(history)?
+        ConnectedTarget::Docker => locked(history)?
             .stamp_record(&mesh.name, converge_id, entries)
             .map_err(|e| e.to_string()),
-        TargetBackend::Kubernetes(kube) => kube
+        ConnectedTarget::Kubernetes(kube) => kube
             .cluster
             .stamp_record(entries)
             .await

@@ -118,19 +118,3 @@ mod tests {
         assert!(MachineState::Held.is_behind() && !MachineState::Current.is_behind());
     }
 }
-
-/// Something that runs a module: a container on Docker, a workload on Kubernetes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Machine {
-    pub name: String,
-    pub module: String,
-    /// `container`, `Deployment`, `StatefulSet` or `DaemonSet`.
-    pub kind: String,
-    /// The image it was created from, as its spec names it.
-    pub image: String,
-    /// The artifacts it runs (a container's image id; each pod's image id).
-    pub running: Vec<String>,
-    pub state: MachineState,
-    /// How it runs: `running`, `exited (1)`, `2/3 ready`…
-    pub health: String,
-}

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::model::{MODULE_LABEL, Record};
+use super::text::short_id;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -71,15 +72,23 @@ pub enum HostAnswer {
     Failed(String),
 }
 
+/// The meshtop-labelled image tagged exactly `reference` among `images`, if any.
+/// An image wearing the name without meshtop's label never answers.
+pub fn labelled_image_tagged<'a>(
+    images: &'a [HostImage],
+    reference: &str,
+) -> Option<&'a HostImage> {
+    images
+        .iter()
+        .filter(|image| image.labels.contains_key(MODULE_LABEL))
+        .find(|image| image.tags.iter().any(|tag| tag == reference))
+}
+
 impl HostAnswer {
     /// The meshtop-labelled image tagged exactly `reference`, if the host holds one.
-    /// An image wearing the name without meshtop's label never answers.
     pub fn image_tagged(&self, reference: &str) -> Option<&HostImage> {
         match self {
-            HostAnswer::Holds(images) => images
-                .iter()
-                .filter(|image| image.labels.contains_key(MODULE_LABEL))
-                .find(|image| image.tags.iter().any(|tag| tag == reference)),
+            HostAnswer::Holds(images) => labelled_image_tagged(images, reference),
             HostAnswer::NotAsked | HostAnswer::Failed(_) => None,
         }
     }
@@ -225,25 +234,6 @@ pub fn decide(
                 None,
             ),
         },
-    }
-}
-
-/// `sha256:3f9c2a1b7d4e…` → `3f9c2a1b7d4e` (for one-line messages).
-pub fn short_id(id: &str) -> &str {
-    // A digest read from a cluster annotation is not checked to be hex.
-    first_chars(id.strip_prefix("sha256:").unwrap_or(id), 12)
-}
-
-/// A commit as tables show it: its first 7 characters.
-pub fn short_commit(commit: &str) -> &str {
-    first_chars(commit, 7)
-}
-
-/// The first `n` characters of `text` (by characters, so any stored text is safe to cut).
-pub fn first_chars(text: &str, n: usize) -> &str {
-    match text.char_indices().nth(n) {
-        Some((end, _)) => &text[..end],
-        None => text,
     }
 }
 

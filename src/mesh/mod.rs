@@ -1,15 +1,17 @@
-//! The domain, pure: the mesh file, tiers, inputs and refs, the skip decision, behind.
-//! Nothing here talks to a daemon, a database or a cluster; `file`, `inputs` and `realpath` read
-//! the mesh file and the build contexts only.
+//! The domain, pure: the model, tiers, refs and manifests, the skip decision, behind, machines,
+//! build rows, and text helpers. Nothing here reads the disk, starts a thread or talks to an outside
+//! system (a test in `tests/layering.rs` holds it to that): `crate::workspace` reads the disk.
 
 pub mod behind;
+pub mod builds;
 pub mod decide;
-pub mod file;
-pub mod ignore;
-pub mod inputs;
+pub mod machine;
+pub mod manifest;
 pub mod model;
-pub mod realpath;
+pub mod plan;
+pub mod progress;
 pub mod refs;
+pub mod text;
 pub mod tiers;
 pub mod why;
 

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::inputs::{FileEntry, Manifest};
+use super::manifest::{FileEntry, Manifest};
 
 /// One reason an address differs from the last successful build's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

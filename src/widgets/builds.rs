@@ -4,7 +4,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
 use crate::app::state::{AppState, Pane};
-use crate::backends::history::BuildStatus;
+use crate::mesh::builds::BuildStatus;
 use crate::timefmt;
 
 use super::{Palette, focused, put, rule, scroll_offset, tag_of};
@@ -58,7 +58,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         let commit = build
             .commit
             .as_deref()
-            .map(crate::mesh::decide::short_commit)
+            .map(crate::mesh::text::short_commit)
             .unwrap_or("–");
         let tag = build.reference.as_deref().map(tag_of).unwrap_or("–");
         let error = build

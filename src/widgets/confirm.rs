@@ -3,6 +3,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
+use crate::app::keys::{Action, Mode};
 use crate::app::state::AppState;
 
 use super::{Palette, overlay, put};
@@ -80,7 +81,10 @@ pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
         x,
         y,
         usize::MAX,
-        "←/→ switch · enter · esc cancels",
+        &state.keys.hint_line(
+            Mode::Confirm,
+            &[Action::Toggle, Action::Accept, Action::Close],
+        ),
         palette.dim(),
     );
 }

@@ -5,6 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
 use crate::app::state::{AppState, Pane};
+use crate::mesh::progress::Step;
 
 use super::{Palette, focused, put, rule};
 
@@ -14,7 +15,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let view = &state.converge;
     let mut title = match &view.converge_id {
-        Some(id) => format!("converge {}", crate::mesh::decide::first_chars(id, 8)),
+        Some(id) => format!("converge {}", crate::mesh::text::first_chars(id, 8)),
         None => "converge".to_string(),
     };
     if let Some(running) = &state.running {
@@ -38,14 +39,15 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let start = end.saturating_sub(rows);
     for (row, event) in view.lines.iter().skip(start).take(end - start).enumerate() {
         let y = area.y + 1 + row as u16;
-        let style = match event.kind.as_str() {
-            "build-output" => palette.dim(),
-            kind if kind.contains("fail") || kind.contains("error") => palette.bad(),
-            "stamped" | "build-finished" => palette.good(),
+        // Typed steps: the styles once matched names the engine never wrote (`build-output`).
+        let style = match event.step {
+            Step::Output => palette.dim(),
+            Step::Failed | Step::Refused => palette.bad(),
+            Step::Built | Step::Delivered | Step::Stamped => palette.good(),
             _ => palette.plain(),
         };
         let module = event.module.as_deref().unwrap_or("");
-        let text = format!("{:<14} {:<12} {}", event.kind, module, event.text);
+        let text = format!("{:<14} {:<12} {}", event.step, module, event.text);
         put(buf, area, area.x, y, usize::from(area.width), &text, style);
     }
 }

@@ -5,12 +5,13 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 
+use crate::app::keys::{Action, Mode};
 use crate::app::msg::SourceId;
 use crate::app::state::{AppState, Detail, ModuleInfo};
-use crate::backends::history::{BuildRow, BuildStatus};
-use crate::mesh::behind::Machine;
-use crate::mesh::decide::short_id;
-use crate::mesh::model::MODULE_LABEL;
+use crate::mesh::builds::{BuildRow, BuildStatus};
+use crate::mesh::decide::labelled_image_tagged;
+use crate::mesh::machine::Machine;
+use crate::mesh::text::short_id;
 use crate::mesh::why::Change;
 use crate::timefmt;
 
@@ -109,14 +110,10 @@ pub fn module_lines(
     ));
     let reference = planned.and_then(|p| p.reference.as_deref());
     let host = match (&state.host, reference) {
-        (Some(images), Some(reference)) => {
-            match images.iter().find(|i| {
-                i.labels.contains_key(MODULE_LABEL) && i.tags.iter().any(|t| t == reference)
-            }) {
-                Some(image) => format!("host: holds {} tagged with the ref", short_id(&image.id)),
-                None => "host: holds no meshtop-labelled image with this tag".to_string(),
-            }
-        }
+        (Some(images), Some(reference)) => match labelled_image_tagged(images, reference) {
+            Some(image) => format!("host: holds {} tagged with the ref", short_id(&image.id)),
+            None => "host: holds no meshtop-labelled image with this tag".to_string(),
+        },
         (Some(_), None) => "host: – (ref pending)".to_string(),
         (None, _) => "host: –".to_string(),
     };
@@ -179,7 +176,7 @@ pub fn build_summary(build: &BuildRow, now_ms: i64) -> String {
     let commit = build
         .commit
         .as_deref()
-        .map(crate::mesh::decide::short_commit)
+        .map(crate::mesh::text::short_commit)
         .unwrap_or("no commit");
     let dirty = if build.dirty { "+dirty" } else { "" };
     format!(
@@ -359,7 +356,8 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
         },
         None => return,
     };
-    rule(buf, area, &format!("{title} (esc closes)"), true, palette);
+    let close = state.keys.hint_line(Mode::Detail, &[Action::Close]);
+    rule(buf, area, &format!("{title} ({close})"), true, palette);
     if area.height < 2 {
         return;
     }

@@ -3,42 +3,25 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
+use crate::app::keys::Action;
 use crate::app::state::AppState;
 
 use super::{Palette, put};
-
-/// Which hints stay when the footer is short of room, first kept first.
-const PRIORITY: &[&str] = &[
-    "help",
-    "converge",
-    "force",
-    "send",
-    "builds",
-    "detail",
-    "converge all",
-    "filter",
-    "poll",
-    "pane",
-    "close",
-];
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let hints = state.keys.hints(state.mode);
     let tag = if state.readonly { 10 } else { 0 };
     let room = usize::from(area.width).saturating_sub(1 + tag);
-    let cost = |(key, word): &(String, &str)| key.chars().count() + word.chars().count() + 3;
+    let cost =
+        |(key, word, _): &(String, &str, Action)| key.chars().count() + word.chars().count() + 3;
     // Quit always shows; the others in table order as long as they fit.
-    let quit = hints.iter().position(|(_, word)| *word == "quit");
+    let quit = hints
+        .iter()
+        .position(|(_, _, action)| *action == Action::Quit);
     let mut budget = room.saturating_sub(quit.map_or(0, |i| cost(&hints[i])));
-    // When not all fit, the actions go first, then the ways around.
-    let rank = |word: &str| {
-        PRIORITY
-            .iter()
-            .position(|w| *w == word)
-            .unwrap_or(PRIORITY.len())
-    };
+    // When not all fit, the actions go first, then the ways around (the key table ranks them).
     let mut order: Vec<usize> = (0..hints.len()).filter(|i| Some(*i) != quit).collect();
-    order.sort_by_key(|i| rank(hints[*i].1));
+    order.sort_by_key(|i| hints[*i].2.footer_rank());
     let mut chosen = Vec::new();
     for i in order {
         if cost(&hints[i]) <= budget {
@@ -47,10 +30,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         }
     }
     chosen.sort_unstable();
-    let mut kept: Vec<&(String, &str)> = chosen.into_iter().map(|i| &hints[i]).collect();
+    let mut kept: Vec<&(String, &str, Action)> = chosen.into_iter().map(|i| &hints[i]).collect();
     kept.extend(quit.map(|i| &hints[i]));
     let mut x = area.x + 1;
-    for (key, word) in kept {
+    for (key, word, _) in kept {
         x = put(buf, area, x, area.y, usize::MAX, key, palette.heading());
         x = put(
             buf,

@@ -3,7 +3,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
-use crate::app::keys::Mode;
+use crate::app::keys::{Action, Mode};
 use crate::app::state::AppState;
 
 use super::{Palette, overlay, put};
@@ -41,7 +41,11 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
 }
 
 pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
-    let Some(inner) = overlay(buf, body, 80, body.height, " help · esc closes ") else {
+    let close = state
+        .keys
+        .hint_line(Mode::Help, &[Action::Close, Action::Help]);
+    let title = format!(" help · {close} ");
+    let Some(inner) = overlay(buf, body, 80, body.height, &title) else {
         return;
     };
     let lines = help_lines(state);

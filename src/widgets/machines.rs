@@ -7,10 +7,9 @@ use ratatui::layout::Rect;
 use crate::app::msg::SourceId;
 use crate::app::state::{AppState, Pane};
 use crate::mesh::behind::MachineState;
-use crate::timefmt;
 
 use super::{Palette, focused, put, rule, scroll_offset};
-use crate::mesh::decide::short_id;
+use crate::mesh::text::short_id;
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if area.height == 0 || area.width == 0 {
@@ -58,20 +57,8 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             MachineState::Unrecorded => palette.dim(),
         };
         let made = match machine.running.first().and_then(|d| state.build_of(d)) {
-            Some(build) => {
-                let commit = build
-                    .commit
-                    .as_deref()
-                    .map(crate::mesh::decide::short_commit)
-                    .unwrap_or("–");
-                let age =
-                    timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms);
-                if area.width < 60 {
-                    format!("{} @{commit} {age}", build.host)
-                } else {
-                    format!("built by {} @{commit} {age}", build.host)
-                }
-            }
+            Some(build) if area.width < 60 => build.made_by(state.now_ms),
+            Some(build) => format!("built by {}", build.made_by(state.now_ms)),
             None => "built by –".to_string(),
         };
         let name_style = if selected {
@@ -100,7 +87,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
 }
 
 /// A container by its name; a Kubernetes workload as kubectl names it (`deployment/api`).
-fn display_name(machine: &crate::mesh::behind::Machine) -> String {
+fn display_name(machine: &crate::mesh::machine::Machine) -> String {
     if machine.kind == "container" {
         machine.name.clone()
     } else {

@@ -19,7 +19,7 @@ use ratatui::widgets::{Block, Borders, Clear};
 
 use crate::app::keys::Mode;
 use crate::app::state::{AppState, Pane};
-use crate::mesh::decide::short_id;
+use crate::mesh::text::short_id;
 
 pub const MIN_WIDTH: u16 = 40;
 pub const MIN_HEIGHT: u16 = 10;

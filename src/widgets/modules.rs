@@ -7,9 +7,8 @@ use ratatui::style::Style;
 
 use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
-use crate::backends::history::BuildStatus;
-use crate::mesh::decide::Decision;
-use crate::mesh::model::MODULE_LABEL;
+use crate::mesh::builds::BuildStatus;
+use crate::mesh::decide::{Decision, labelled_image_tagged};
 use crate::timefmt;
 
 use super::{Palette, focused, put, rule, scroll_offset, tag_of};
@@ -81,11 +80,7 @@ pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
     match &state.host {
         Some(images) => {
-            let holds = images.iter().any(|image| {
-                image.labels.contains_key(MODULE_LABEL)
-                    && image.tags.iter().any(|tag| tag == reference)
-            });
-            if holds {
+            if labelled_image_tagged(images, reference).is_some() {
                 ("✓".into(), palette.good())
             } else {
                 ("✗".into(), palette.bad())

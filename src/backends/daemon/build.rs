@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 
 use super::{Daemon, DaemonError};
 
-/// What one build asks of the daemon.
+/// What one build asks of the builder (the daemon, or `docker buildx` for several platforms).
 pub struct BuildRequest {
     /// The tar of the context (from the same walk that computed the address).
     pub context_tar: Vec<u8>,
@@ -18,8 +18,8 @@ pub struct BuildRequest {
     pub labels: HashMap<String, String>,
     /// A forced rebuild skips the builder's cache.
     pub no_cache: bool,
-    /// Empty: the daemon's own platform.
-    pub platform: String,
+    /// Empty: the daemon's own platform. The daemon builds one; several go to buildx.
+    pub platforms: Vec<String>,
 }
 
 /// How a build ended on the daemon.
@@ -47,7 +47,7 @@ impl Daemon {
             .nocache(request.no_cache)
             .rm(true)
             .forcerm(true)
-            .platform(&request.platform)
+            .platform(request.platforms.first().map_or("", String::as_str))
             .build();
         let body = bollard::body_full(request.context_tar.into());
         let mut stream = self.docker.build_image(options, None, Some(body));

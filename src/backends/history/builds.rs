@@ -2,55 +2,12 @@
 //! Idempotent on the id; a finished row never returns to running.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 
 use super::{History, HistoryError, now_ms};
-
-/// Where a build attempt stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BuildStatus {
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl BuildStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BuildStatus::Running => "running",
-            BuildStatus::Succeeded => "succeeded",
-            BuildStatus::Failed => "failed",
-            BuildStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<BuildStatus> {
-        match text {
-            "running" => Some(BuildStatus::Running),
-            "succeeded" => Some(BuildStatus::Succeeded),
-            "failed" => Some(BuildStatus::Failed),
-            "cancelled" => Some(BuildStatus::Cancelled),
-            _ => None,
-        }
-    }
-
-    /// Succeeded, failed or cancelled.
-    pub fn is_finished(self) -> bool {
-        self != BuildStatus::Running
-    }
-}
-
-impl fmt::Display for BuildStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::mesh::builds::{BuildRow, BuildStatus};
 
 impl ToSql for BuildStatus {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -102,41 +59,6 @@ pub struct BuildEnd {
     /// The last lines of the build output.
     pub log_tail: Option<String>,
     pub ended_ms: i64,
-}
-
-/// One build record, every column.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BuildRow {
-    pub id: String,
-    pub mesh: String,
-    pub module: Option<String>,
-    pub repository: String,
-    pub commit: Option<String>,
-    pub dirty: bool,
-    pub base_module: Option<String>,
-    pub base_digest: Option<String>,
-    #[serde(rename = "ref")]
-    pub reference: Option<String>,
-    pub digest: Option<String>,
-    pub platforms: String,
-    pub status: BuildStatus,
-    pub forced: bool,
-    pub why: String,
-    pub host: String,
-    pub started_ms: i64,
-    pub ended_ms: Option<i64>,
-    pub error: Option<String>,
-    pub log_tail: Option<String>,
-    pub published_ref: Option<String>,
-    pub published_digest: Option<String>,
-    pub converge_id: Option<String>,
-}
-
-impl BuildRow {
-    /// The module, or the repository for a build that never learned its module.
-    pub fn subject(&self) -> &str {
-        self.module.as_deref().unwrap_or(&self.repository)
-    }
 }
 
 /// Which builds to list: newest first, `limit` of them, strictly older than the `before` cursor.

@@ -4,6 +4,8 @@ use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
 use super::{History, HistoryError, now_ms};
+pub use crate::mesh::progress::EventRow;
+use crate::mesh::progress::Step;
 
 /// The oldest and newest event ids. Two subqueries: SQLite reads one end of the rowid tree for
 /// a lone min() or max(), but scans the whole table for both in one select.
@@ -21,18 +23,6 @@ pub struct NewEvent {
     pub mesh: String,
     pub converge_id: String,
     /// What happened, e.g. `tier`, `decided`, `build`, `output`, `built`, `failed`, `stamped`, `send`.
-    pub kind: String,
-    pub module: Option<String>,
-    pub text: String,
-}
-
-/// A stored progress event. `id` only grows: follow with `events_after(last id)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventRow {
-    pub id: i64,
-    pub at_ms: i64,
-    pub mesh: String,
-    pub converge_id: String,
     pub kind: String,
     pub module: Option<String>,
     pub text: String,
@@ -59,7 +49,7 @@ fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
         at_ms: r.get(1)?,
         mesh: r.get(2)?,
         converge_id: r.get(3)?,
-        kind: r.get(4)?,
+        step: Step::parse(&r.get::<_, String>(4)?),
         module: r.get(5)?,
         text: r.get(6)?,
     })

@@ -12,7 +12,6 @@ mod record;
 mod schema;
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::Connection;
 
@@ -97,12 +96,15 @@ impl History {
     }
 }
 
-/// Now, in milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+pub use crate::timefmt::now_ms;
+
+/// The shared handle, locked; a poisoned lock (a panic while it was held) is an error, not a panic.
+pub fn locked(
+    history: &std::sync::Mutex<History>,
+) -> Result<std::sync::MutexGuard<'_, History>, String> {
+    history
+        .lock()
+        .map_err(|_| "the state database handle is poisoned".to_string())
 }
 
 #[cfg(test)]

@@ -1,3 +1,4 @@
+//! The terminal and the loop at the top: it imports the app (state), the sources and the widgets.
 //! The terminal side: set-up and restore (also on error and on panic), logging to a file, and the
 //! select loop over key events, source messages and the clock. It redraws only when the state
 //! changed or a key came.
@@ -19,12 +20,11 @@ use tokio::sync::{mpsc, watch};
 use crate::mesh::model::{Mesh, Target};
 use crate::timefmt;
 
-use super::keys::KeyTable;
-use super::msg::{Effect, Msg};
-use super::real;
-use super::sources::{self, Backend, Pollers, Source};
-use super::state::{AppState, Context};
-use super::update::update;
+use crate::app::keys::KeyTable;
+use crate::app::msg::{Effect, Msg};
+use crate::app::state::{AppState, Context};
+use crate::app::update::update;
+use crate::sources::{self, OnDemand, Place, Pollers, Session, Source};
 
 /// What `meshtop` with no subcommand opens.
 #[derive(Debug, Clone)]
@@ -143,16 +143,13 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.warnings = warnings;
     state.no_color = no_color;
     let mesh = Arc::new(opts.mesh.clone());
-    let place = real::Place {
+    let place = Place {
         context: opts.kube_context.clone(),
         namespace: opts.namespace.clone(),
     };
-    let sources = real::sources(mesh.clone(), opts.state_path.clone(), place.clone());
-    let backend: Arc<dyn Backend> = Arc::new(real::RealBackend::new(
-        &mesh,
-        opts.state_path.clone(),
-        place,
-    ));
+    let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
+    let sources = sources::all(&session);
+    let on_demand: Arc<dyn OnDemand> = Arc::new(sources::actions::Actions { session });
     tracing::info!(mesh = %mesh.name, state = %opts.state_path.display(), readonly = opts.readonly, "dashboard opens");
 
     enable_raw_mode().wrap_err("cannot put the terminal in raw mode (is this a terminal?)")?;
@@ -164,7 +161,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.size = (size.width, size.height);
     let events = EventStream::new()
         .map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
-    let outcome = run_loop(&mut terminal, state, sources, backend, events).await;
+    let outcome = run_loop(&mut terminal, state, sources, on_demand, events).await;
     tracing::info!(ok = outcome.is_ok(), "dashboard closes");
     outcome
 }
@@ -174,7 +171,7 @@ pub async fn run_loop<B, E>(
     terminal: &mut Terminal<B>,
     mut state: AppState,
     sources: Vec<Arc<dyn Source>>,
-    backend: Arc<dyn Backend>,
+    on_demand: Arc<dyn OnDemand>,
     mut events: E,
 ) -> color_eyre::Result<()>
 where
@@ -186,7 +183,7 @@ where
     let (params_tx, params_rx) = watch::channel(state.poll_params());
     let pollers = Pollers::spawn(sources, tx.clone(), params_rx, timefmt::now_ms);
     let scope = state.builds.scope.clone();
-    sources::fetch_builds(&backend, state.builds.rescope(scope), tx.clone());
+    sources::poll::fetch_builds(&on_demand, state.builds.rescope(scope), tx.clone());
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -212,11 +209,11 @@ where
                 Effect::Quit => return Ok(()),
                 Effect::PollNow(ids) => pollers.poll_now(&ids),
                 Effect::FetchBuilds(request) => {
-                    sources::fetch_builds(&backend, request, tx.clone())
+                    sources::poll::fetch_builds(&on_demand, request, tx.clone())
                 }
                 Effect::Start(request) => {
                     tracing::info!(action = %request.label(), "action starts");
-                    sources::start_action(&backend, request, tx.clone());
+                    sources::poll::start_action(&on_demand, request, tx.clone());
                 }
             }
         }

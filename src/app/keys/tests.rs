@@ -65,7 +65,7 @@ fn readonly_removes_actions_from_the_table() {
         !table
             .hints(Mode::Normal)
             .iter()
-            .any(|(_, word)| *word == "force")
+            .any(|(_, word, _)| *word == "force")
     );
 }
 

@@ -1,10 +1,11 @@
 //! A multi-platform build: `docker buildx build --platform … --push`, a process with arguments (no
 //! shell), its context the same tar the address was computed from, on stdin.
 
-use std::collections::HashMap;
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::daemon::build::BuildRequest;
 
 /// Whether `docker buildx version` works; Err says why not.
 pub async fn available() -> Result<(), String> {
@@ -26,18 +27,8 @@ pub async fn available() -> Result<(), String> {
     ))
 }
 
-pub struct Spec {
-    pub context_tar: Vec<u8>,
-    pub dockerfile: String,
-    pub tag: String,
-    pub build_args: HashMap<String, String>,
-    pub labels: HashMap<String, String>,
-    pub no_cache: bool,
-    pub platforms: Vec<String>,
-}
-
 /// The command line of a build (without the program).
-pub fn arguments(spec: &Spec, metadata_file: &std::path::Path) -> Vec<String> {
+pub fn arguments(spec: &BuildRequest, metadata_file: &std::path::Path) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "buildx".into(),
         "build".into(),
@@ -73,7 +64,10 @@ pub fn arguments(spec: &Spec, metadata_file: &std::path::Path) -> Vec<String> {
 }
 
 /// Build and push; returns the pushed index digest (the artifact of a multi-platform module).
-pub async fn build_and_push(spec: Spec, mut line: impl FnMut(&str)) -> Result<String, String> {
+pub async fn build_and_push(
+    spec: BuildRequest,
+    mut line: impl FnMut(&str),
+) -> Result<String, String> {
     let metadata =
         std::env::temp_dir().join(format!("meshtop-buildx-{}.json", uuid::Uuid::now_v7()));
     let mut child = tokio::process::Command::new("docker")
@@ -121,11 +115,13 @@ pub async fn build_and_push(spec: Spec, mut line: impl FnMut(&str)) -> Result<St
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
     #[test]
     fn arguments_push_every_platform_and_read_the_context_from_stdin() {
-        let spec = Spec {
+        let spec = BuildRequest {
             context_tar: Vec::new(),
             dockerfile: "Dockerfile".into(),
             tag: "127.0.0.1:5000/demo/api:abc-amd64-arm64".into(),

@@ -4,13 +4,7 @@
 //! [`hash_inputs`] hashes its files in parallel; [`tar_inputs`] streams the same walk as a tar
 //! while hashing the very bytes it writes, so the bytes sent are the bytes hashed.
 //!
-//! The digest is sha256 over a canonical, versioned encoding ([`ENCODING`]): every field is written
-//! as its length (u64, little-endian) then its bytes, in this order: the encoding name; per entry in
-//! path order a tag (`F` file, `X` executable file, `L` symlink, `D` directory), the relative path
-//! (`/`-separated) and the content sha256 (files) or the link target (links); `dockerfile` and the
-//! Dockerfile's sha256; `args`, their count and each name and value in name order; `base` and the
-//! base digest or `-`; `platforms`, their count and each sorted platform. No mtimes, owners,
-//! permissions other than the owner's x bit, or walk order: the same tree gives the same digest anywhere.
+//! The address is [`crate::mesh::manifest::digest_of`] over the manifest this walk fills.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -19,15 +13,14 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::ignore::{DockerIgnore, IgnoreError, MatchInfo, clean};
-use super::model::Platform;
-use super::why;
+pub use crate::mesh::manifest::Inputs;
+use crate::mesh::manifest::{FileEntry, Manifest, digest_of};
+use crate::mesh::model::Platform;
+use crate::mesh::why;
 
-/// The name and version of the canonical encoding hashed into every digest.
-pub const ENCODING: &str = "meshtop-inputs/v1";
 /// Files are read in chunks of this size (never loaded whole).
 const CHUNK: usize = 256 * 1024;
 
@@ -42,33 +35,6 @@ pub struct InputSpec<'a> {
     /// The base module's artifact digest, if the module has a base.
     pub base_digest: Option<&'a str>,
     pub platforms: &'a [Platform],
-}
-
-/// Per-entry record of the inputs, kept with each successful build to tell the *why* of a new address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
-    /// Relative `/`-separated path → entry, for everything sent.
-    pub files: BTreeMap<String, FileEntry>,
-    /// sha256 hex of the Dockerfile's bytes.
-    pub dockerfile: String,
-    pub build_args: BTreeMap<String, String>,
-    pub base: Option<String>,
-    /// Sorted, deduplicated platform strings (`linux/amd64`).
-    pub platforms: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FileEntry {
-    File { sha256: String, executable: bool },
-    Link { target: String },
-    Dir,
-}
-
-/// A module's inputs: the digest (64 lowercase hex) and the manifest it was computed from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inputs {
-    pub digest: String,
-    pub manifest: Manifest,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -209,50 +175,6 @@ pub fn tar_inputs<W: Write>(
             Err(e)
         }
     }
-}
-
-/// The digest of a manifest: sha256 over the canonical encoding described in the module docs.
-pub fn digest_of(manifest: &Manifest) -> String {
-    let mut h = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    };
-    field(ENCODING.as_bytes());
-    for (path, entry) in &manifest.files {
-        match entry {
-            FileEntry::File { sha256, executable } => {
-                field(if *executable { b"X" } else { b"F" });
-                field(path.as_bytes());
-                field(sha256.as_bytes());
-            }
-            FileEntry::Link { target } => {
-                field(b"L");
-                field(path.as_bytes());
-                field(target.as_bytes());
-            }
-            FileEntry::Dir => {
-                field(b"D");
-                field(path.as_bytes());
-            }
-        }
-    }
-    field(b"dockerfile");
-    field(manifest.dockerfile.as_bytes());
-    field(b"args");
-    field(&(manifest.build_args.len() as u64).to_le_bytes());
-    for (name, value) in &manifest.build_args {
-        field(name.as_bytes());
-        field(value.as_bytes());
-    }
-    field(b"base");
-    field(manifest.base.as_deref().unwrap_or("-").as_bytes());
-    field(b"platforms");
-    field(&(manifest.platforms.len() as u64).to_le_bytes());
-    for platform in &manifest.platforms {
-        field(platform.as_bytes());
-    }
-    hex::encode(h.finalize())
 }
 
 fn finish(spec: &InputSpec, files: BTreeMap<String, FileEntry>, dockerfile_sha: String) -> Inputs {

@@ -10,7 +10,7 @@ use super::MeshError;
 use super::read::RawModule;
 use super::table::{Source, show};
 use crate::mesh::model::{Module, Platform};
-use crate::mesh::realpath::{Resolved, resolve_below};
+use crate::workspace::realpath::{Resolved, resolve_below};
 
 /// The repository holding a mesh file: the nearest ancestor of `dir` (itself included) holding a
 /// `.git` entry (directory, or file for worktrees and submodules), else `dir`. `dir` must be canonical.

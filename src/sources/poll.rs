@@ -1,6 +1,6 @@
 //! The pollers: one task per source, each on its own interval, never two polls of one source in
 //! flight. Results arrive at the app as [`Msg::Polled`]. Sources are reached through [`Source`]
-//! and the on-demand work through [`Backend`], so tests can feed fixed answers.
+//! and the on-demand work through [`OnDemand`], so tests can feed fixed answers.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,10 +12,11 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
-use crate::backends::history::BuildRow;
+use crate::mesh::builds::BuildRow;
+use crate::mesh::progress::Progress;
 use crate::timefmt;
 
-use super::msg::{ActionRequest, Msg, PageRequest, PollParams, SourceData, SourceId};
+use crate::app::msg::{ActionRequest, Msg, PageRequest, PollParams, SourceData, SourceId};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -29,13 +30,13 @@ pub trait Source: Send + Sync + 'static {
 }
 
 /// Work done on demand: pages of history, and the actions that change something.
-pub trait Backend: Send + Sync + 'static {
+pub trait OnDemand: Send + Sync + 'static {
     fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>>;
-    /// Run an action to its end; progress lines go to `progress`. Ok is a one-line summary.
+    /// Run an action to its end; its progress goes to `progress`. Ok is a one-line summary.
     fn start(
         &self,
         request: ActionRequest,
-        progress: mpsc::UnboundedSender<String>,
+        progress: mpsc::UnboundedSender<Progress>,
     ) -> BoxFuture<Result<String, String>>;
 }
 
@@ -142,7 +143,7 @@ where
 
 /// Run an on-demand fetch and hand its result to the app.
 pub fn fetch_builds(
-    backend: &Arc<dyn Backend>,
+    backend: &Arc<dyn OnDemand>,
     request: PageRequest,
     tx: mpsc::UnboundedSender<Msg>,
 ) {
@@ -157,19 +158,19 @@ pub fn fetch_builds(
     });
 }
 
-/// Run an action to its end, forwarding its progress lines and its outcome to the app.
+/// Run an action to its end, forwarding its progress steps and its outcome to the app.
 pub fn start_action(
-    backend: &Arc<dyn Backend>,
+    backend: &Arc<dyn OnDemand>,
     request: ActionRequest,
     tx: mpsc::UnboundedSender<Msg>,
 ) {
     let label = request.label();
-    let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<String>();
+    let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
     let work = backend.start(request, progress_tx);
     let forward = tx.clone();
     tokio::spawn(async move {
-        while let Some(line) = progress_rx.recv().await {
-            if forward.send(Msg::ActionProgress(line)).is_err() {
+        while let Some(step) = progress_rx.recv().await {
+            if forward.send(Msg::ActionProgress(step)).is_err() {
                 return;
             }
         }

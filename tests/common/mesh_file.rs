@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use meshtop::mesh::file::{self, MeshError};
+use meshtop::workspace::file::{self, MeshError};
 use tempfile::TempDir;
 
 /// A directory with contexts `base`, `tools`, `api`, `web` (each with a Dockerfile) and a `plain.txt` file.

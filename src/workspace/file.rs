@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
-use super::model::{MachineSpec, Mesh, Module};
-use super::tiers::{TierError, cycle_text, resolve_tiers};
+use crate::mesh::model::{MachineSpec, Mesh, Module};
+use crate::mesh::tiers::{TierError, cycle_text, resolve_tiers};
 use names::suggest;
 pub use names::{MAX_MACHINE_NAME, MAX_NAME};
 use read::RawModule;

@@ -3,7 +3,9 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
-pub use super::key::Key;
+mod chord;
+
+pub use chord::Key;
 
 /// What the keyboard can ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,6 +119,25 @@ impl Action {
             Action::Accept => ("accept", "accept", "accept"),
             Action::Backspace => ("backspace", "delete the last character", ""),
             Action::Toggle => ("toggle", "switch between Cancel and the action", "switch"),
+        }
+    }
+
+    /// Which hints the footer keeps when it is short of room: lower first (actions, then the ways
+    /// around). Help and quit always show.
+    pub fn footer_rank(self) -> u8 {
+        match self {
+            Action::Help => 0,
+            Action::ConvergeModule => 1,
+            Action::ForceRebuild => 2,
+            Action::Send => 3,
+            Action::ToggleHistory => 4,
+            Action::Open => 5,
+            Action::ConvergeMesh => 6,
+            Action::Filter => 7,
+            Action::Poll => 8,
+            Action::NextPane => 9,
+            Action::Close => 10,
+            _ => 11,
         }
     }
 
@@ -405,8 +426,8 @@ impl KeyTable {
             .unwrap_or_default()
     }
 
-    /// Footer hints for a mode: `(first key, word)` of every hinted action.
-    pub fn hints(&self, mode: Mode) -> Vec<(String, &'static str)> {
+    /// Footer hints for a mode: `(first key, word, action)` of every hinted action.
+    pub fn hints(&self, mode: Mode) -> Vec<(String, &'static str, Action)> {
         let mut hinted: Vec<&Binding> = self
             .bindings(mode)
             .iter()
@@ -420,8 +441,29 @@ impl KeyTable {
         });
         hinted
             .into_iter()
-            .filter_map(|b| b.keys.first().map(|k| (k.to_string(), b.action.hint())))
+            .filter_map(|b| {
+                b.keys
+                    .first()
+                    .map(|k| (k.to_string(), b.action.hint(), b.action))
+            })
             .collect()
+    }
+
+    /// A line of hints for some actions of a mode, as overlays show them: `←/→ switch · enter
+    /// accept · esc close`. An action without a key in the mode is left out.
+    pub fn hint_line(&self, mode: Mode, actions: &[Action]) -> String {
+        actions
+            .iter()
+            .filter_map(|action| {
+                let keys = self.keys_text(mode, *action);
+                let word = match action.hint() {
+                    "" => action.description(),
+                    word => word,
+                };
+                (!keys.is_empty()).then(|| format!("{keys} {word}"))
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
     }
 
     /// Every key bound to two actions of one mode, as `mode: key → a, b`.
@@ -447,5 +489,4 @@ impl KeyTable {
 }
 
 #[cfg(test)]
-#[path = "keys_tests.rs"]
 mod tests;

@@ -1,0 +1,53 @@
+//! What a converge refuses before any build: a module whose base has no artifact, a multi-platform
+//! build with nowhere to push, a delivery the target cannot take.
+
+use std::collections::BTreeMap;
+
+use super::target::ConnectedTarget;
+use crate::mesh::decide::Decision;
+use crate::mesh::model::Mesh;
+use crate::mesh::plan::PlannedModule;
+
+/// Every refusal, one line each (empty: go ahead). Only the first kind found is given: a mesh with
+/// refused modules is not also told about platforms.
+pub fn refusals(
+    planned: &BTreeMap<String, PlannedModule>,
+    mesh: &Mesh,
+    target: &ConnectedTarget,
+) -> Vec<String> {
+    let refused: Vec<String> = planned
+        .values()
+        .filter(|p| p.decision == Decision::Refused)
+        .map(|p| format!("{}: {}", p.name, p.reason))
+        .collect();
+    if !refused.is_empty() {
+        return refused;
+    }
+    // A build for several platforms can only be pushed, never loaded into a daemon.
+    let pushes = matches!(target, ConnectedTarget::Kubernetes(_)) && mesh.registry.is_some();
+    let unbuildable: Vec<String> = planned
+        .values()
+        .filter(|p| p.multi_platform && !pushes)
+        .filter(|p| matches!(p.decision, Decision::Build | Decision::Forced))
+        .filter_map(|p| Some((p, mesh.modules.iter().find(|m| m.name == p.name)?)))
+        .map(|(p, m)| {
+            format!(
+                "module {} ({}:{}) builds for {} platforms, which needs a Kubernetes target and `registry` in [mesh] to push to: give it one platform for the docker target",
+                m.name,
+                mesh.file.display(),
+                m.line,
+                p.platforms.len()
+            )
+        })
+        .collect();
+    if !unbuildable.is_empty() {
+        return unbuildable;
+    }
+    // Something will be delivered: the target must be able to take it, or nothing is built.
+    if planned.values().any(|p| p.decision != Decision::Record)
+        && let Err(why) = target.delivery()
+    {
+        return vec![why];
+    }
+    Vec::new()
+}

@@ -1,0 +1,71 @@
+//! After the stamp: the declared machines that do not exist are created, then the behind machines
+//! of every `rollout` module are sent, in tier order.
+
+use std::sync::{Arc, Mutex};
+
+use super::engine::{ConvergeError, ConvergeRequest};
+use super::progress::{Emitter, Step};
+use super::{machines, send};
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::history::History;
+use crate::mesh::model::{Mesh, Record};
+
+/// After the stamp: create declared machines that do not exist yet, then send the behind machines
+/// of every `rollout` module, in tier order. Under `record` policy nothing here touches the target.
+pub async fn roll_out(
+    mesh: &Mesh,
+    record: &Record,
+    request: &ConvergeRequest,
+    daemon: &Arc<LazyDaemon>,
+    history: &Arc<Mutex<History>>,
+    emitter: &Emitter,
+) -> Result<(Vec<String>, Vec<send::SendOutcome>), ConvergeError> {
+    let in_scope = |module: &str| {
+        request
+            .modules
+            .as_ref()
+            .is_none_or(|names| names.contains(module))
+    };
+    let rolls_out = mesh
+        .modules
+        .iter()
+        .any(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout);
+    let declares = mesh.machines.iter().any(|m| in_scope(&m.module));
+    if !rolls_out && !declares {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let target = &request.target;
+    let existing = machines::list(mesh, record, daemon, target, history)
+        .await
+        .map_err(ConvergeError::Failed)?;
+    let created = machines::create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
+        .await
+        .map_err(ConvergeError::Failed)?;
+    let machines = if created.is_empty() {
+        existing
+    } else {
+        machines::list(mesh, record, daemon, target, history)
+            .await
+            .map_err(ConvergeError::Failed)?
+    };
+    let mut sends = Vec::new();
+    for module in mesh
+        .modules
+        .iter()
+        .filter(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout)
+    {
+        let moves = send::moves_for(record, &machines, &module.name);
+        for outcome in send::send(mesh, &moves, daemon, target, history, emitter).await {
+            sends.push(outcome);
+        }
+    }
+    if !sends.is_empty() {
+        let moved = sends.iter().filter(|s| s.ok).count();
+        emitter.emit(
+            Step::Sent,
+            None,
+            format!("{moved}/{} machine(s) moved", sends.len()),
+        );
+    }
+    Ok((created, sends))
+}

@@ -1,0 +1,100 @@
+//! What a converge did, module by module: the summary both the command line and the dashboard
+//! show (one text, one headline).
+
+use serde::Serialize;
+
+use super::send;
+use crate::mesh::decide::Decision;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleOutcome {
+    pub name: String,
+    pub tier: u32,
+    pub decision: Decision,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub digest: Option<String>,
+    pub correlation_id: Option<String>,
+    /// `skipped (record)`, `held by host`, `built`, `failed: …`, `refused: …`, `not reached: …`
+    pub outcome: String,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConvergeSummary {
+    pub converge_id: String,
+    pub mesh: String,
+    /// Warnings about the target's record (e.g. an unreadable annotation).
+    pub warnings: Vec<String>,
+    pub stamped: bool,
+    pub modules: Vec<ModuleOutcome>,
+    pub created: Vec<String>,
+    pub sends: Vec<send::SendOutcome>,
+    pub ok: bool,
+}
+
+impl ConvergeSummary {
+    /// One line: succeeded, or which modules and sends failed.
+    pub fn headline(&self) -> String {
+        if self.ok {
+            return format!("converge {} succeeded", self.converge_id);
+        }
+        let mut failed: Vec<String> = self
+            .modules
+            .iter()
+            .filter(|m| !m.ok)
+            .map(|m| format!("{} {}", m.name, m.outcome))
+            .collect();
+        failed.extend(
+            self.sends
+                .iter()
+                .filter(|s| !s.ok)
+                .map(|s| format!("send {}: {}", s.moved.machine, s.message)),
+        );
+        format!(
+            "converge {} failed: {}",
+            self.converge_id,
+            failed.join("; ")
+        )
+    }
+
+    /// The summary as `meshtop converge` prints it: one line per module, machine and send.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = writeln!(text, "converge {} of mesh {}", self.converge_id, self.mesh);
+        for module in &self.modules {
+            let _ = writeln!(
+                text,
+                "{} tier {} {:<12} {:<8} {:<40} {}",
+                if module.ok { "✓" } else { "✗" },
+                module.tier,
+                module.name,
+                module.decision,
+                module.reference.as_deref().unwrap_or("–"),
+                module.outcome
+            );
+        }
+        for name in &self.created {
+            let _ = writeln!(text, "+ created machine {name}");
+        }
+        for send in &self.sends {
+            let _ = writeln!(
+                text,
+                "{} sent {} ({}) → {}: {}",
+                if send.ok { "✓" } else { "✗" },
+                send.moved.machine,
+                send.moved.module,
+                send.moved.to_reference,
+                send.message
+            );
+        }
+        text.push_str(if self.stamped {
+            "record stamped\n"
+        } else {
+            "nothing stamped\n"
+        });
+        text
+    }
+}

@@ -1,0 +1,262 @@
+//! Build and deliver, tier by tier: each module of a tier is skipped (the record or the host
+//! vouched), or built (several at once, up to `jobs`) and delivered. What succeeded goes into the
+//! stamp; a failure stops its dependents and leaves nothing stamped.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use tokio::sync::watch;
+
+use super::build::{BuildError, BuildJob, Built, build_module};
+use super::engine::{ConvergeError, ModuleOutcome};
+use super::plan::{HistoryManifests, PlannedModule, Planner};
+use super::progress::{Emitter, Step};
+use super::target::{self, ConnectedTarget};
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::history::History;
+use crate::mesh::Module;
+use crate::mesh::decide::Decision;
+use crate::mesh::model::{Mesh, Record, RecordEntry};
+
+/// One converge's walk over its tiers, and what it gathered.
+pub struct TierRun<'a> {
+    pub mesh: &'a Mesh,
+    pub target: &'a ConnectedTarget,
+    pub daemon: &'a Arc<LazyDaemon>,
+    pub history: &'a Arc<Mutex<History>>,
+    pub emitter: &'a Emitter,
+    pub planner: Planner<'a>,
+    pub manifests: HistoryManifests<'a>,
+    /// Decided before any build; a module whose base is built in this converge is decided again.
+    pub planned: BTreeMap<String, PlannedModule>,
+    /// Builds of one tier at once.
+    pub jobs: usize,
+    pub outcomes: Vec<ModuleOutcome>,
+    /// What the record will name once everything succeeded.
+    pub stamp: Record,
+    pub all_ok: bool,
+}
+
+fn outcome_of(planned: &PlannedModule, outcome: impl Into<String>, ok: bool) -> ModuleOutcome {
+    ModuleOutcome {
+        name: planned.name.clone(),
+        tier: planned.tier,
+        decision: planned.decision,
+        reference: planned.reference.clone(),
+        digest: planned.artifact.clone(),
+        correlation_id: None,
+        outcome: outcome.into(),
+        ok,
+    }
+}
+
+async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+    while !*cancel.borrow() {
+        if cancel.changed().await.is_err() {
+            // Nobody can cancel any more: never resolve.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl TierRun<'_> {
+    /// Decide, skip or build every module of one tier.
+    pub async fn run_tier(
+        &mut self,
+        tier: u32,
+        in_tier: &[&Module],
+        cancel: &mut watch::Receiver<bool>,
+    ) -> Result<(), ConvergeError> {
+        let names: Vec<&str> = in_tier.iter().map(|m| m.name.as_str()).collect();
+        self.emitter.defer(
+            Step::Tier,
+            None,
+            format!("tier {tier}: {}", names.join(", ")),
+        );
+        let mut jobs = Vec::new();
+        for module in in_tier {
+            let decided = self.decide(module).await?;
+            match decided.decision {
+                Decision::Refused => {
+                    self.failed(&decided, format!("not reached: {}", decided.reason), None);
+                }
+                Decision::Record | Decision::Host => self.skip(module, decided).await?,
+                Decision::Build | Decision::Forced => jobs.push(BuildJob {
+                    module: (*module).clone(),
+                    planned: decided,
+                }),
+            }
+        }
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let daemon = self
+            .daemon
+            .get()
+            .await
+            .map_err(|e| ConvergeError::Failed(format!("cannot build: {e}")))?;
+        let (mesh, history, emitter) = (self.mesh, self.history, self.emitter);
+        let builds = futures_util::stream::iter(
+            jobs.into_iter()
+                .map(|job| build_module(job, mesh, daemon, history, emitter)),
+        )
+        .buffer_unordered(self.jobs.max(1))
+        .collect::<Vec<_>>();
+        let results = tokio::select! {
+            results = builds => results,
+            () = cancelled(cancel) => return Err(ConvergeError::Cancelled),
+        };
+        for result in results {
+            let built = result.map_err(|e| match e {
+                BuildError::NoRecord(message) => ConvergeError::NoRecord(message),
+                BuildError::Daemon(message) => ConvergeError::Failed(message),
+            })?;
+            self.deliver_built(built).await;
+        }
+        Ok(())
+    }
+
+    /// The module's decision: the one made before any build, or a new one once its base was built
+    /// in an earlier tier (now its ref is known).
+    async fn decide(&mut self, module: &Module) -> Result<PlannedModule, ConvergeError> {
+        let mut decided = self.planned.remove(&module.name).ok_or_else(|| {
+            ConvergeError::Failed(format!("module {} was not planned", module.name))
+        })?;
+        if decided.reference.is_none() {
+            decided = self
+                .planner
+                .decide(module, &self.manifests)
+                .await
+                .map_err(ConvergeError::Failed)?;
+        }
+        self.emitter.defer(
+            Step::Decided,
+            Some(&module.name),
+            format!(
+                "{} {} — {}",
+                decided.decision,
+                decided.reference.as_deref().unwrap_or("(no ref)"),
+                decided.reason
+            ),
+        );
+        Ok(decided)
+    }
+
+    /// A module the record or the host vouched for: no build; a host skip is still delivered.
+    async fn skip(&mut self, module: &Module, decided: PlannedModule) -> Result<(), ConvergeError> {
+        let (Some(reference), Some(artifact)) =
+            (decided.reference.clone(), decided.artifact.clone())
+        else {
+            return Err(ConvergeError::Failed(format!(
+                "module {}: a skip without ref or artifact",
+                module.name
+            )));
+        };
+        if decided.decision == Decision::Host
+            && let Err(error) = target::deliver(
+                self.mesh,
+                self.target,
+                self.daemon,
+                self.history,
+                &module.name,
+                &reference,
+                &artifact,
+                None,
+                self.emitter,
+            )
+            .await
+        {
+            self.emitter
+                .emit(Step::Failed, Some(&module.name), error.clone());
+            self.failed(&decided, format!("failed: delivery: {error}"), None);
+            return Ok(());
+        }
+        self.stamp.insert(
+            module.name.clone(),
+            RecordEntry {
+                reference,
+                digest: artifact,
+            },
+        );
+        let text = if decided.decision == Decision::Record {
+            "skipped (record)"
+        } else {
+            "skipped build (host), delivered"
+        };
+        self.outcomes.push(outcome_of(&decided, text, true));
+        Ok(())
+    }
+
+    /// A build that ended: delivered and stamped when it succeeded, a failure otherwise.
+    async fn deliver_built(&mut self, built: Built) {
+        let Some(artifact) = &built.artifact else {
+            let error = built.error.clone().unwrap_or_default();
+            self.failed(
+                &built.planned,
+                format!("failed: {error}"),
+                Some((&built, None)),
+            );
+            return;
+        };
+        let reference = built.planned.reference.clone().unwrap_or_default();
+        // A multi-platform build pushed itself (buildx --push).
+        let delivered = if built.published.is_some() {
+            Ok(())
+        } else {
+            target::deliver(
+                self.mesh,
+                self.target,
+                self.daemon,
+                self.history,
+                &built.planned.name,
+                &reference,
+                artifact,
+                Some(&built.correlation_id),
+                self.emitter,
+            )
+            .await
+        };
+        if let Err(error) = delivered {
+            self.emitter
+                .emit(Step::Failed, Some(&built.planned.name), error.clone());
+            self.failed(
+                &built.planned,
+                format!("failed: delivery: {error}"),
+                Some((&built, Some(artifact))),
+            );
+            return;
+        }
+        self.planner.built(&built.planned.name, artifact);
+        self.stamp.insert(
+            built.planned.name.clone(),
+            RecordEntry {
+                reference,
+                digest: artifact.clone(),
+            },
+        );
+        let mut outcome = outcome_of(&built.planned, "built", true);
+        outcome.digest = Some(artifact.clone());
+        outcome.correlation_id = Some(built.correlation_id.clone());
+        self.outcomes.push(outcome);
+    }
+
+    /// A module that did not make it: its dependents are not reached and nothing is stamped.
+    fn failed(
+        &mut self,
+        planned: &PlannedModule,
+        text: String,
+        build: Option<(&Built, Option<&String>)>,
+    ) {
+        self.all_ok = false;
+        self.planner.failed(&planned.name);
+        let mut outcome = outcome_of(planned, text, false);
+        if let Some((built, artifact)) = build {
+            outcome.correlation_id = Some(built.correlation_id.clone());
+            if let Some(artifact) = artifact {
+                outcome.digest = Some(artifact.clone());
+            }
+        }
+        self.outcomes.push(outcome);
+    }
+}

@@ -1,0 +1,97 @@
+//! Build records as the domain sees them: one row per build attempt and where it stands.
+//! The state database (`backends::history`) stores and reads them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a build attempt stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuildStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl BuildStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildStatus::Running => "running",
+            BuildStatus::Succeeded => "succeeded",
+            BuildStatus::Failed => "failed",
+            BuildStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<BuildStatus> {
+        match text {
+            "running" => Some(BuildStatus::Running),
+            "succeeded" => Some(BuildStatus::Succeeded),
+            "failed" => Some(BuildStatus::Failed),
+            "cancelled" => Some(BuildStatus::Cancelled),
+            _ => None,
+        }
+    }
+
+    /// Succeeded, failed or cancelled.
+    pub fn is_finished(self) -> bool {
+        self != BuildStatus::Running
+    }
+}
+
+impl fmt::Display for BuildStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One build record, every column.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildRow {
+    pub id: String,
+    pub mesh: String,
+    pub module: Option<String>,
+    pub repository: String,
+    pub commit: Option<String>,
+    pub dirty: bool,
+    pub base_module: Option<String>,
+    pub base_digest: Option<String>,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub digest: Option<String>,
+    pub platforms: String,
+    pub status: BuildStatus,
+    pub forced: bool,
+    pub why: String,
+    pub host: String,
+    pub started_ms: i64,
+    pub ended_ms: Option<i64>,
+    pub error: Option<String>,
+    pub log_tail: Option<String>,
+    pub published_ref: Option<String>,
+    pub published_digest: Option<String>,
+    pub converge_id: Option<String>,
+}
+
+impl BuildRow {
+    /// The module, or the repository for a build that never learned its module.
+    pub fn subject(&self) -> &str {
+        self.module.as_deref().unwrap_or(&self.repository)
+    }
+
+    /// The commit's first 7 characters, or `–` for a build from outside a repository.
+    pub fn short_commit(&self) -> &str {
+        self.commit
+            .as_deref()
+            .map(crate::mesh::text::short_commit)
+            .unwrap_or("–")
+    }
+
+    /// Where what it made came from: `host-a @c0ffee1 3m` (the age since it ended, at `now_ms`).
+    pub fn made_by(&self, now_ms: i64) -> String {
+        let age = crate::timefmt::age_since(self.ended_ms.unwrap_or(self.started_ms), now_ms);
+        format!("{} @{} {age}", self.host, self.short_commit())
+    }
+}

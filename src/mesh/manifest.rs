@@ -1,0 +1,87 @@
+//! What a module's address is computed from, entry by entry, and the digest over it.
+//!
+//! The digest is sha256 over a canonical, versioned encoding ([`ENCODING`]): every field is written
+//! as its length (u64, little-endian) then its bytes, in this order: the encoding name; per entry in
+//! path order a tag (`F` file, `X` executable file, `L` symlink, `D` directory), the relative path
+//! (`/`-separated) and the content sha256 (files) or the link target (links); `dockerfile` and the
+//! Dockerfile's sha256; `args`, their count and each name and value in name order; `base` and the
+//! base digest or `-`; `platforms`, their count and each sorted platform. No mtimes, owners,
+//! permissions other than the owner's x bit, or walk order: the same tree gives the same digest anywhere.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The name and version of the canonical encoding hashed into every digest.
+pub const ENCODING: &str = "meshtop-inputs/v1";
+/// Per-entry record of the inputs, kept with each successful build to tell the *why* of a new address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Relative `/`-separated path → entry, for everything sent.
+    pub files: BTreeMap<String, FileEntry>,
+    /// sha256 hex of the Dockerfile's bytes.
+    pub dockerfile: String,
+    pub build_args: BTreeMap<String, String>,
+    pub base: Option<String>,
+    /// Sorted, deduplicated platform strings (`linux/amd64`).
+    pub platforms: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FileEntry {
+    File { sha256: String, executable: bool },
+    Link { target: String },
+    Dir,
+}
+
+/// The digest of a manifest: sha256 over the canonical encoding described in the module docs.
+pub fn digest_of(manifest: &Manifest) -> String {
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(ENCODING.as_bytes());
+    for (path, entry) in &manifest.files {
+        match entry {
+            FileEntry::File { sha256, executable } => {
+                field(if *executable { b"X" } else { b"F" });
+                field(path.as_bytes());
+                field(sha256.as_bytes());
+            }
+            FileEntry::Link { target } => {
+                field(b"L");
+                field(path.as_bytes());
+                field(target.as_bytes());
+            }
+            FileEntry::Dir => {
+                field(b"D");
+                field(path.as_bytes());
+            }
+        }
+    }
+    field(b"dockerfile");
+    field(manifest.dockerfile.as_bytes());
+    field(b"args");
+    field(&(manifest.build_args.len() as u64).to_le_bytes());
+    for (name, value) in &manifest.build_args {
+        field(name.as_bytes());
+        field(value.as_bytes());
+    }
+    field(b"base");
+    field(manifest.base.as_deref().unwrap_or("-").as_bytes());
+    field(b"platforms");
+    field(&(manifest.platforms.len() as u64).to_le_bytes());
+    for platform in &manifest.platforms {
+        field(platform.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// A module's inputs: the digest (64 lowercase hex) and the manifest it was computed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inputs {
+    pub digest: String,
+    pub manifest: Manifest,
+}

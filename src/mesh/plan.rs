@@ -1,0 +1,50 @@
+//! A plan: every module decided, tier by tier, nothing built. The planner (`converge::plan`) makes
+//! it; `meshtop plan`, a converge and the dashboard read it.
+
+use serde::Serialize;
+
+use super::decide::Decision;
+use super::manifest::Inputs;
+use super::model::{Platform, Policy};
+use super::refs::ImageRef;
+use super::why::Change;
+
+/// One module, decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedModule {
+    pub name: String,
+    pub tier: u32,
+    pub base: Option<String>,
+    pub policy: Policy,
+    /// None while pending on its base's build, or refused.
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub decision: Decision,
+    pub reason: String,
+    /// The artifact the base resolved to (what `BASE` names), when known.
+    pub base_artifact: Option<String>,
+    /// The artifact that vouched (record digest or host image id).
+    pub artifact: Option<String>,
+    /// One line: why the address is what it is.
+    pub why: String,
+    pub changes: Vec<Change>,
+    pub multi_platform: bool,
+    /// The resolved platforms the address was computed for.
+    #[serde(skip)]
+    pub platforms: Vec<Platform>,
+    #[serde(skip)]
+    pub inputs: Option<Inputs>,
+    #[serde(skip)]
+    pub image_ref: Option<ImageRef>,
+}
+
+/// The dry run: every selected module, tier by tier, nothing built.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub mesh: String,
+    pub target: String,
+    pub tiers: Vec<Vec<String>>,
+    pub modules: Vec<PlannedModule>,
+    /// The host's listing error, when it could not answer.
+    pub host_error: Option<String>,
+}

@@ -1,0 +1,131 @@
+//! Progress of an operation (converge, send), step by step: what the engine emits, what the state
+//! database keeps, and what the dashboard and the command line show.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What happened. Stored by its name ([`Step::as_str`]); a name this meshtop does not know (a newer
+/// one wrote it) reads as [`Step::Other`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Step {
+    Started,
+    Warning,
+    Refused,
+    Tier,
+    Decided,
+    Build,
+    Output,
+    Built,
+    Failed,
+    Delivered,
+    Stamped,
+    Created,
+    Send,
+    Rollout,
+    Sent,
+    Finished,
+    Other,
+}
+
+impl Step {
+    const ALL: [Step; 17] = [
+        Step::Started,
+        Step::Warning,
+        Step::Refused,
+        Step::Tier,
+        Step::Decided,
+        Step::Build,
+        Step::Output,
+        Step::Built,
+        Step::Failed,
+        Step::Delivered,
+        Step::Stamped,
+        Step::Created,
+        Step::Send,
+        Step::Rollout,
+        Step::Sent,
+        Step::Finished,
+        Step::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Started => "started",
+            Step::Warning => "warning",
+            Step::Refused => "refused",
+            Step::Tier => "tier",
+            Step::Decided => "decided",
+            Step::Build => "build",
+            Step::Output => "output",
+            Step::Built => "built",
+            Step::Failed => "failed",
+            Step::Delivered => "delivered",
+            Step::Stamped => "stamped",
+            Step::Created => "created",
+            Step::Send => "send",
+            Step::Rollout => "rollout",
+            Step::Sent => "sent",
+            Step::Finished => "finished",
+            Step::Other => "other",
+        }
+    }
+
+    pub fn parse(name: &str) -> Step {
+        Step::ALL
+            .into_iter()
+            .find(|step| step.as_str() == name)
+            .unwrap_or(Step::Other)
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One step as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    pub step: Step,
+    pub module: Option<String>,
+    pub text: String,
+}
+
+impl Progress {
+    /// One line as a terminal shows it.
+    pub fn line(&self) -> String {
+        match (&self.module, self.step) {
+            (Some(module), Step::Output) => format!("  {module} │ {}", self.text),
+            (Some(module), step) => format!("{step:>9} {module}: {}", self.text),
+            (None, step) => format!("{step:>9} {}", self.text),
+        }
+    }
+}
+
+/// A stored progress step. `id` only grows: follow with `events_after(last id)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRow {
+    pub id: i64,
+    pub at_ms: i64,
+    pub mesh: String,
+    pub converge_id: String,
+    pub step: Step,
+    pub module: Option<String>,
+    pub text: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_step_reads_back_by_its_name_and_unknown_names_read_as_other() {
+        for step in Step::ALL {
+            assert_eq!(Step::parse(step.as_str()), step);
+        }
+        assert_eq!(Step::parse("teleported"), Step::Other);
+    }
+}

@@ -1,0 +1,95 @@
+//! Work done on demand: pages of build history, and the actions that change something (converge,
+//! force, send), run through the same engine and orchestration as the commands.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::app::msg::{ActionRequest, PageRequest};
+use crate::backends::history::{BuildQuery, locked};
+use crate::converge::engine::{self, ConvergeRequest};
+use crate::converge::send;
+use crate::mesh::builds::BuildRow;
+use crate::mesh::progress::Progress;
+
+use super::poll::{BoxFuture, OnDemand};
+use super::session::Session;
+
+pub struct Actions {
+    pub session: Arc<Session>,
+}
+
+impl OnDemand for Actions {
+    fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>> {
+        let session = self.session.clone();
+        let query = BuildQuery {
+            mesh: session.mesh.name.clone(),
+            module: request.module,
+            failed_only: false,
+            limit: request.limit,
+            before: request.before,
+        };
+        Box::pin(async move {
+            session
+                .db(move |db| locked(db)?.builds(&query).map_err(|e| e.to_string()))
+                .await
+        })
+    }
+
+    fn start(
+        &self,
+        request: ActionRequest,
+        progress: mpsc::UnboundedSender<Progress>,
+    ) -> BoxFuture<Result<String, String>> {
+        Box::pin(run(self.session.clone(), request, progress))
+    }
+}
+
+/// Run one action to its end; its progress goes to `progress` as it comes. Ok is a one-line summary.
+pub async fn run(
+    session: Arc<Session>,
+    request: ActionRequest,
+    progress: mpsc::UnboundedSender<Progress>,
+) -> Result<String, String> {
+    let target = session.target(|t| async move { Ok(t) }).await?;
+    let daemon = session.engine_daemon().await?;
+    let mesh = session.mesh.clone();
+    match request {
+        ActionRequest::Converge { modules, force } => {
+            let request = ConvergeRequest {
+                mesh: (*mesh).clone(),
+                state_path: session.state_path.clone(),
+                force,
+                jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+                modules: modules.map(|names| names.into_iter().collect()),
+                wait: false,
+                target,
+            };
+            // Nothing cancels a converge started here but quitting the dashboard.
+            let (_cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+            match engine::converge(request, daemon, Some(progress), cancel_rx).await {
+                Ok(summary) if summary.ok => Ok(summary.headline()),
+                Ok(summary) => Err(summary.headline()),
+                Err(error) => Err(error.to_string()),
+            }
+        }
+        ActionRequest::Send { module, moves } => {
+            let history = session.history().await?;
+            let report = send::send_confirmed(
+                &mesh,
+                &module,
+                &moves,
+                &daemon,
+                &target,
+                &history,
+                Some(progress),
+            )
+            .await?;
+            if report.ok() {
+                Ok(report.headline())
+            } else {
+                Err(report.headline())
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The state database: build records, the newest progress events, and the builds that made what
+//! machines run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::app::msg::{HistorySnapshot, PollParams, SourceData};
+use crate::backends::history::{BuildQuery, HistoryError, locked};
+use crate::mesh::builds::BuildRow;
+
+use super::poll::BoxFuture;
+use super::session::Session;
+
+/// Events read per history poll (the first poll reads the tail of the latest ones).
+const EVENTS_PER_POLL: usize = 500;
+/// At most this many running digests are traced back to their builds per poll.
+const MAX_TRACED: usize = 200;
+
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+    let mesh = session.mesh.name.clone();
+    Box::pin(async move {
+        session
+            .db(move |db| {
+                let history = locked(db)?;
+                let e = |e: HistoryError| e.to_string();
+                let last_builds = history.last_builds(&mesh).map_err(e)?;
+                let query = BuildQuery {
+                    mesh: mesh.clone(),
+                    module: params.history_module.clone(),
+                    failed_only: false,
+                    limit: params.page_size.max(1),
+                    before: None,
+                };
+                let page = history.builds(&query).map_err(e)?;
+                // First poll: the tail only, not every kept event in batches.
+                let mut events = if params.events_after == 0 {
+                    history.events_tail(&mesh, EVENTS_PER_POLL).map_err(e)?
+                } else {
+                    Vec::new()
+                };
+                let mut after = events.last().map_or(params.events_after, |row| row.id);
+                loop {
+                    let batch = history
+                        .events_after(&mesh, after, EVENTS_PER_POLL)
+                        .map_err(e)?;
+                    let full = batch.len() == EVENTS_PER_POLL;
+                    after = batch.last().map_or(after, |row| row.id);
+                    events.extend(batch);
+                    if events.len() > EVENTS_PER_POLL {
+                        events.drain(..events.len() - EVENTS_PER_POLL);
+                    }
+                    if !full {
+                        break;
+                    }
+                }
+                let latest_converge = history.latest_converge(&mesh).map_err(e)?;
+                let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
+                for digest in params.digests.iter().take(MAX_TRACED) {
+                    if let Some(row) = history.build_by_digest(&mesh, digest).map_err(e)? {
+                        made_by.insert(digest.clone(), row);
+                    }
+                }
+                Ok(SourceData::History(Box::new(HistorySnapshot {
+                    last_builds,
+                    scope: params.history_module,
+                    page,
+                    events,
+                    latest_converge,
+                    made_by,
+                })))
+            })
+            .await
+    })
+}

@@ -1,0 +1,41 @@
+//! The machines of the mesh on its target, as the engine lists them, with their state against the
+//! record.
+
+use std::sync::Arc;
+
+use crate::app::msg::{PollParams, SourceData};
+use crate::backends::daemon::LazyDaemon;
+use crate::converge::machines;
+use crate::converge::target::{self, ConnectedTarget};
+use crate::mesh::model::Target;
+
+use super::poll::BoxFuture;
+use super::session::Session;
+
+pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+    Box::pin(async move {
+        let history = session.history().await?;
+        let mesh = session.mesh.clone();
+        if mesh.target == Target::Docker {
+            // Every machine is a container: the daemon's connection is the one to drop on error.
+            return session
+                .daemon(|daemon| async move {
+                    let target = ConnectedTarget::Docker;
+                    let read = target::read_record(&mesh, &target, &history).await?;
+                    let daemon = LazyDaemon::with(daemon);
+                    machines::list(&mesh, &read.record, &daemon, &target, &history)
+                        .await
+                        .map(SourceData::Machines)
+                })
+                .await;
+        }
+        session
+            .target(|target| async move {
+                let read = target::read_record(&mesh, &target, &history).await?;
+                machines::list(&mesh, &read.record, &LazyDaemon::new(), &target, &history)
+                    .await
+                    .map(SourceData::Machines)
+            })
+            .await
+    })
+}

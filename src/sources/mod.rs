@@ -1,0 +1,70 @@
+//! What the dashboard polls and the actions it runs: one file per source, sharing one connection
+//! per outside system ([`session::Session`]), and the action runner. Results go to the app as
+//! messages; nothing here knows the screen.
+
+pub mod actions;
+pub mod history;
+pub mod host;
+pub mod machines;
+pub mod plan;
+pub mod poll;
+pub mod record;
+pub mod registry;
+pub mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::msg::{PollParams, SourceData, SourceId};
+
+pub use poll::{BoxFuture, FnSource, OnDemand, Pollers, Source};
+pub use session::{Place, Session};
+
+type PollFn = fn(Arc<Session>, PollParams) -> BoxFuture<Result<SourceData, String>>;
+
+/// A source polled through the session: which it is, how often, and its poll.
+pub struct SessionSource {
+    pub id: SourceId,
+    pub interval: Duration,
+    pub session: Arc<Session>,
+    pub poll: PollFn,
+}
+
+impl Source for SessionSource {
+    fn id(&self) -> SourceId {
+        self.id
+    }
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+        (self.poll)(self.session.clone(), params)
+    }
+}
+
+/// Every source of the session's mesh (the registry only when the mesh names one), each on its
+/// own interval.
+pub fn all(session: &Arc<Session>) -> Vec<Arc<dyn Source>> {
+    let secs = Duration::from_secs;
+    let mut polls: Vec<(SourceId, Duration, PollFn)> = vec![
+        (SourceId::Plan, secs(10), plan::poll),
+        (SourceId::Record, secs(3), record::poll),
+        (SourceId::Host, secs(5), host::poll),
+        (SourceId::History, secs(2), history::poll),
+        (SourceId::Machines, secs(5), machines::poll),
+    ];
+    if session.mesh.registry.is_some() {
+        polls.push((SourceId::Registry, secs(10), registry::poll));
+    }
+    polls
+        .into_iter()
+        .map(|(id, interval, poll)| {
+            Arc::new(SessionSource {
+                id,
+                interval,
+                session: session.clone(),
+                poll,
+            }) as Arc<dyn Source>
+        })
+        .collect()
+}

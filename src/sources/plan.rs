@@ -1,0 +1,37 @@
+//! The dry run, as `meshtop plan` makes it: the record, then every module's decision.
+
+use std::sync::Arc;
+
+use crate::app::msg::{PollParams, SourceData};
+use crate::converge::plan::{self, HistoryManifests, PlanContext};
+use crate::converge::target;
+
+use super::poll::BoxFuture;
+use super::session::Session;
+
+pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+    Box::pin(async move {
+        let history = session.history().await?;
+        let daemon = session.lazy_daemon().await;
+        let mesh = session.mesh.clone();
+        session
+            .target(|target| async move {
+                let read = target::read_record(&mesh, &target, &history).await?;
+                let ctx = PlanContext {
+                    mesh: &mesh,
+                    record: read.record,
+                    record_source: read.source,
+                    selected: None,
+                    force: false,
+                };
+                let manifests = HistoryManifests {
+                    history: &history,
+                    mesh: &mesh.name,
+                };
+                // Hashing runs on this worker thread (the planner moves it off the async pool).
+                let plan = plan::dry_run(ctx, daemon, &manifests).await?;
+                Ok(SourceData::Plan(Box::new(plan)))
+            })
+            .await
+    })
+}

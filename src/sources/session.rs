@@ -1,0 +1,212 @@
+//! One connection per outside system and one state-database handle, shared by every source and
+//! action of the dashboard. Each is made on first use and dropped after an error, so that a daemon,
+//! cluster or registry that comes back is reached again on the next poll (never twice at once).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::backends::credentials;
+use crate::backends::daemon::{Daemon, LazyDaemon};
+use crate::backends::history::History;
+use crate::backends::registry::RegistryClient;
+use crate::converge::target::ConnectedTarget;
+use crate::mesh::model::{Mesh, Target};
+
+/// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
+#[derive(Debug, Clone, Default)]
+pub struct Place {
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+}
+
+/// A connection made on first use, shared, and dropped after a failed use.
+pub struct Shared<T> {
+    slot: tokio::sync::Mutex<Option<T>>,
+}
+
+impl<T: Clone> Shared<T> {
+    pub fn new() -> Shared<T> {
+        Shared {
+            slot: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The connection if one is made (never connects).
+    pub async fn peek(&self) -> Option<T> {
+        self.slot.lock().await.clone()
+    }
+
+    /// Run `work` on the connection (made by `connect` when there is none). A failed `work` drops
+    /// the connection: the next use connects again.
+    pub async fn with<R, C, CF, W, WF>(&self, connect: C, work: W) -> Result<R, String>
+    where
+        C: FnOnce() -> CF,
+        CF: Future<Output = Result<T, String>>,
+        W: FnOnce(T) -> WF,
+        WF: Future<Output = Result<R, String>>,
+    {
+        let connection = {
+            let mut slot = self.slot.lock().await;
+            match slot.as_ref() {
+                Some(connection) => connection.clone(),
+                None => {
+                    let connection = connect().await?;
+                    *slot = Some(connection.clone());
+                    connection
+                }
+            }
+        };
+        let result = work(connection).await;
+        if result.is_err() {
+            *self.slot.lock().await = None;
+        }
+        result
+    }
+}
+
+impl<T: Clone> Default for Shared<T> {
+    fn default() -> Self {
+        Shared::new()
+    }
+}
+
+/// The state database handle, shared (SQLite calls run on the blocking pool).
+pub type Db = Arc<Mutex<History>>;
+
+/// Everything the dashboard's sources and actions reach, each reached once.
+pub struct Session {
+    pub mesh: Arc<Mesh>,
+    pub state_path: PathBuf,
+    pub place: Place,
+    db: Shared<Db>,
+    daemon: Shared<Daemon>,
+    target: Shared<ConnectedTarget>,
+    registry: Shared<Arc<RegistryClient>>,
+}
+
+impl Session {
+    pub fn new(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Arc<Session> {
+        Arc::new(Session {
+            mesh,
+            state_path,
+            place,
+            db: Shared::new(),
+            daemon: Shared::new(),
+            target: Shared::new(),
+            registry: Shared::new(),
+        })
+    }
+
+    /// Run `work` against the state database on the blocking pool.
+    pub async fn db<R: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Db) -> Result<R, String> + Send + 'static,
+    ) -> Result<R, String> {
+        let path = self.state_path.clone();
+        self.db
+            .with(
+                || async move {
+                    tokio::task::spawn_blocking(move || {
+                        History::open(&path)
+                            .map(|h| Arc::new(Mutex::new(h)))
+                            .map_err(|e| e.to_string())
+                    })
+                    .await
+                    .map_err(|e| format!("opening the state database stopped: {e}"))?
+                },
+                |db| async move {
+                    tokio::task::spawn_blocking(move || work(&db))
+                        .await
+                        .map_err(|e| format!("reading the state database stopped: {e}"))?
+                },
+            )
+            .await
+    }
+
+    /// The state database handle itself, for engine calls that lock it as they go.
+    pub async fn history(&self) -> Result<Db, String> {
+        self.db(|db| Ok(db.clone())).await
+    }
+
+    /// Run `work` on the host daemon's connection.
+    pub async fn daemon<R, W, WF>(&self, work: W) -> Result<R, String>
+    where
+        W: FnOnce(Daemon) -> WF,
+        WF: Future<Output = Result<R, String>>,
+    {
+        self.daemon
+            .with(
+                || async { Daemon::connect().await.map_err(|e| e.to_string()) },
+                work,
+            )
+            .await
+    }
+
+    /// The daemon as the engine takes it: the shared connection on the Docker target (where every
+    /// machine is a container), a lazy one elsewhere (asked only if a delivery needs it).
+    pub async fn engine_daemon(&self) -> Result<Arc<LazyDaemon>, String> {
+        if self.mesh.target != Target::Docker {
+            return Ok(Arc::new(LazyDaemon::new()));
+        }
+        let daemon = self.daemon(|d| async move { Ok(d) }).await?;
+        Ok(Arc::new(LazyDaemon::with(daemon)))
+    }
+
+    /// The daemon for a dry run: the shared connection when one is made, else one made only if the
+    /// planner asks (a plan the record answers never talks to the daemon).
+    pub async fn lazy_daemon(&self) -> Arc<LazyDaemon> {
+        match self.daemon.peek().await {
+            Some(daemon) => Arc::new(LazyDaemon::with(daemon)),
+            None => Arc::new(LazyDaemon::new()),
+        }
+    }
+
+    /// Run `work` on the target's connection (one cluster connection for every source and action).
+    pub async fn target<R, W, WF>(&self, work: W) -> Result<R, String>
+    where
+        W: FnOnce(ConnectedTarget) -> WF,
+        WF: Future<Output = Result<R, String>>,
+    {
+        let (mesh, place) = (self.mesh.clone(), self.place.clone());
+        self.target
+            .with(
+                || async move {
+                    ConnectedTarget::connect(
+                        &mesh,
+                        place.context.as_deref(),
+                        place.namespace.as_deref(),
+                    )
+                    .await
+                },
+                work,
+            )
+            .await
+    }
+
+    /// Run `work` on the registry client (None: the mesh names no registry).
+    pub async fn registry<R, W, WF>(&self, work: W) -> Result<R, String>
+    where
+        W: FnOnce(Arc<RegistryClient>) -> WF,
+        WF: Future<Output = Result<R, String>>,
+    {
+        let registry = self
+            .mesh
+            .registry
+            .clone()
+            .ok_or("the mesh names no registry")?;
+        self.registry
+            .with(
+                || async move {
+                    let creds = credentials::for_registry(&registry.host)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    RegistryClient::new(&registry, creds)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                },
+                work,
+            )
+            .await
+    }
+}

@@ -1,0 +1,8 @@
+//! What meshtop reads from the disk: the mesh file, each module's inputs (walked, hashed and
+//! tarred), `.dockerignore`, and paths resolved below a directory. The domain types it fills live
+//! in `crate::mesh`.
+
+pub mod file;
+pub mod ignore;
+pub mod inputs;
+pub mod realpath;

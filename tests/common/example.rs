@@ -1,0 +1,246 @@
+//! Shared by the integration tests: a private copy of the example mesh, the real binary, and
+//! cleanup of everything a test left on the real daemon.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A copy of `assets/example` under a unique mesh name (machines renamed to match), with its own
+/// state database. Dropping it removes the mesh's containers and images from the daemon.
+pub struct ExampleMesh {
+    pub dir: tempfile::TempDir,
+    pub name: String,
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Fails loudly when the daemon is not there: these tests never skip.
+pub fn require_docker() {
+    let ok = Command::new("docker")
+        .arg("info")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "these tests need the Docker daemon: `docker info` failed — start it (CI: .ci/run checks it)"
+    );
+}
+
+impl ExampleMesh {
+    pub fn new(tag: &str) -> ExampleMesh {
+        require_docker();
+        let busybox = Path::new("/bin/busybox");
+        assert!(
+            busybox.exists(),
+            "the example mesh needs Debian's busybox-static (/bin/busybox): apt-get install busybox-static"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/example");
+        copy_tree(&root, &dir.path().join("mesh"));
+        std::fs::copy(busybox, dir.path().join("mesh/base/busybox")).unwrap();
+        let name = format!("t{}-{}", tag, std::process::id());
+        let file = dir.path().join("mesh/mesh.toml");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = text
+            .replace("name = \"demo\"", &format!("name = \"{name}\""))
+            .replace("name = \"demo-", &format!("name = \"{name}-"));
+        std::fs::write(&file, text).unwrap();
+        ExampleMesh { dir, name }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("mesh")
+    }
+
+    pub fn mesh_file(&self) -> PathBuf {
+        self.root().join("mesh.toml")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state.db")
+    }
+
+    /// Run the real binary on this mesh and state database.
+    pub fn meshtop(&self, args: &[&str]) -> Output {
+        self.meshtop_with_state(&self.state(), args)
+    }
+
+    pub fn meshtop_with_state(&self, state: &Path, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_meshtop"))
+            .arg("--mesh")
+            .arg(self.mesh_file())
+            .arg("--state")
+            .arg(state)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Start `meshtop converge` on this mesh in the background, its stderr going to `log`;
+    /// `docker_host` points it at another daemon socket.
+    pub fn spawn_converge(&self, log: &Path, docker_host: Option<&str>) -> std::process::Child {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_meshtop"));
+        if let Some(host) = docker_host {
+            command.env("DOCKER_HOST", host);
+        }
+        command
+            .arg("--mesh")
+            .arg(self.mesh_file())
+            .arg("--state")
+            .arg(self.state())
+            .arg("converge")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Run and parse `--json` output; panics with stderr when the command failed.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let output = self.meshtop(args);
+        assert!(
+            output.status.success(),
+            "meshtop {args:?} failed ({:?}):\n{}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "meshtop {args:?}: not JSON ({e}):\n{}",
+                String::from_utf8_lossy(&output.stdout)
+            )
+        })
+    }
+}
+
+impl Drop for ExampleMesh {
+    fn drop(&mut self) {
+        let label = format!("label=jr2.dev/mesh={}", self.name);
+        let ids = |args: &[&str]| -> Vec<String> {
+            let out = Command::new("docker")
+                .args(args)
+                .output()
+                .map(|o| o.stdout)
+                .unwrap_or_default();
+            String::from_utf8_lossy(&out)
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        let containers = ids(&["ps", "-aq", "--filter", &label]);
+        if !containers.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&containers)
+                .output();
+        }
+        let images = ids(&["images", "-q", "--filter", &label]);
+        if !images.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rmi", "-f"])
+                .args(&images)
+                .output();
+        }
+    }
+}
+
+/// stderr + stdout of an output, for assertion messages.
+pub fn said(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// module → decision of a converge summary (`converge --json`).
+pub fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+    summary["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every build row of the mesh (newest first), read straight from the state database.
+pub fn builds(mesh: &ExampleMesh) -> Vec<meshtop::mesh::builds::BuildRow> {
+    use meshtop::backends::history::{BuildQuery, History};
+    History::open(&mesh.state())
+        .and_then(|h| {
+            h.builds(&BuildQuery {
+                mesh: mesh.name.clone(),
+                limit: 100,
+                ..BuildQuery::default()
+            })
+        })
+        .unwrap_or_else(|e| panic!("cannot read the builds of mesh {}: {e}", mesh.name))
+}
+
+/// Poll the state database until a build of this mesh is running; panics (with the child's
+/// output) when the child exits first or nothing runs within a minute.
+pub fn wait_for_running_build(
+    mesh: &ExampleMesh,
+    child: &mut std::process::Child,
+    log: &Path,
+) -> meshtop::mesh::builds::BuildRow {
+    use meshtop::mesh::builds::BuildStatus;
+    use std::time::{Duration, Instant};
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(row) = builds(mesh)
+            .into_iter()
+            .find(|b| b.status == BuildStatus::Running)
+        {
+            return row;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "converge ended ({status}) before any build ran:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no build started within a minute:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Wait for a child to end; kills it and panics after `within`, saying what it waited for.
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+    after: &str,
+) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the converge did not end within {within:?} of {after}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

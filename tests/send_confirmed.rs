@@ -1,0 +1,134 @@
+//! A send carries exactly what the person confirmed: when the record moves between the confirm and
+//! the run, nothing is sent and the error says what the record names now (issue 9's bug: the action
+//! carried machine names only and sent whatever the record named by then). Real daemon.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::ExampleMesh;
+use meshtop::backends::daemon::LazyDaemon;
+use meshtop::backends::history::History;
+use meshtop::converge::send;
+use meshtop::converge::target::ConnectedTarget;
+use meshtop::mesh::model::{Record, RecordEntry};
+use serde_json::Value;
+
+fn machine(mesh: &ExampleMesh, name: &str) -> Value {
+    mesh.json(&["status", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no machine {name}"))
+}
+
+fn digest(summary: &Value, module: &str) -> String {
+    summary["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == module)
+        .unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
+    let mesh = ExampleMesh::new("confirm");
+    let first = mesh.json(&["converge", "--json"]);
+    let running = digest(&first, "api");
+    // A forced rebuild moves api's artifact; its machine (policy record) is held on the old one.
+    let forced = mesh.json(&["converge", "--json", "--force", "api"]);
+    let confirmed_digest = digest(&forced, "api");
+    assert_ne!(running, confirmed_digest);
+    let api_machine = format!("{}-api-1", mesh.name);
+    assert_eq!(machine(&mesh, &api_machine)["state"], "held");
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
+    let history = Arc::new(Mutex::new(History::open(&mesh.state()).unwrap()));
+    let daemon = LazyDaemon::new();
+    let target = ConnectedTarget::Docker;
+    // What the confirm showed: api-1 from the running artifact to the record's.
+    let confirmed = runtime
+        .block_on(send::prepare(&loaded, "api", &daemon, &target, &history))
+        .unwrap();
+    assert_eq!(confirmed.len(), 1, "{confirmed:?}");
+    assert_eq!(confirmed[0].to_digest, confirmed_digest);
+
+    // Between the confirm and the run, another converge stamps another artifact for api.
+    let record = history.lock().unwrap().record(&mesh.name).unwrap();
+    let elsewhere = record["worker"].digest.clone();
+    let mut moved = Record::new();
+    moved.insert(
+        "api".into(),
+        RecordEntry {
+            reference: record["api"].reference.clone(),
+            digest: elsewhere.clone(),
+        },
+    );
+    history
+        .lock()
+        .unwrap()
+        .stamp_record(&mesh.name, "another-converge", &moved)
+        .unwrap();
+
+    let refused = runtime.block_on(send::send_confirmed(
+        &loaded, "api", &confirmed, &daemon, &target, &history, None,
+    ));
+    let error = refused.expect_err("a send to an artifact nobody confirmed");
+    assert!(
+        error.contains("moved since the send was confirmed")
+            && error.contains(meshtop::mesh::text::short_id(&elsewhere))
+            && error.contains("nothing was sent"),
+        "{error}"
+    );
+    let after = machine(&mesh, &api_machine);
+    assert_eq!(
+        after["running"][0].as_str(),
+        Some(running.as_str()),
+        "{after}"
+    );
+    assert!(
+        history
+            .lock()
+            .unwrap()
+            .sends(&mesh.name, None, 10)
+            .unwrap()
+            .is_empty(),
+        "no send was recorded"
+    );
+
+    // The record back on the confirmed artifact: the same confirmed moves now go through.
+    let mut back = Record::new();
+    back.insert(
+        "api".into(),
+        RecordEntry {
+            reference: record["api"].reference.clone(),
+            digest: confirmed_digest.clone(),
+        },
+    );
+    history
+        .lock()
+        .unwrap()
+        .stamp_record(&mesh.name, "another-converge", &back)
+        .unwrap();
+    let report = runtime
+        .block_on(send::send_confirmed(
+            &loaded, "api", &confirmed, &daemon, &target, &history, None,
+        ))
+        .unwrap();
+    assert!(report.ok(), "{}", report.headline());
+    assert_eq!(report.outcomes.len(), 1);
+    let after = machine(&mesh, &api_machine);
+    assert_eq!(after["state"], "current", "{after}");
+    assert_eq!(
+        after["running"][0].as_str(),
+        Some(confirmed_digest.as_str())
+    );
+}
