@@ -22,6 +22,7 @@ use meshtop::converge::{machines, send};
 use meshtop::mesh::model::{Record, RecordEntry, Registry};
 use serde_json::{Value, json};
 use support::kube_api::KubeApi;
+use support::kube_controllers::Fate;
 use support::kube_objects::{pod, workload};
 
 const REGISTRY: &str = "127.0.0.1:5000";
@@ -175,10 +176,6 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
     for (n, module) in [(1, "web"), (2, "worker"), (3, "api")] {
         k.deploy(&api, module, &format!("{}:old", repo(module)), &old_id(n));
     }
-    // The patch's GET, then the first roll-out poll sees it done.
-    for module in ["web", "worker"] {
-        api.complete_rollout_after_reads("deployments", &k.namespace, &format!("{module}-1"), 2);
-    }
 
     let (first, stderr) = k.json(&["converge", "--json"]).await;
     assert!(
@@ -236,22 +233,8 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
     }
     assert_eq!(k.image(&api, "api"), format!("{}:old", repo("api")));
 
-    // The pods now report the manifest digest they pulled: current (the published digest names the artifact).
-    for module in ["web", "worker"] {
-        let (reference, digest) = &published[module];
-        let image = format!("{reference}@{digest}");
-        api.put(
-            "pods",
-            &k.namespace,
-            pod(
-                &format!("{module}-1-pod"),
-                &format!("{module}-1"),
-                "app",
-                &image,
-                &format!("docker-pullable://{image}"),
-            ),
-        );
-    }
+    // The new pods report the manifest digest they pulled: current (the published digest names the
+    // artifact). The old pods are gone: the controller terminated them once the new ones were ready.
     let (status, _) = k.json(&["status", "--json"]).await;
     let states: BTreeMap<String, String> = status
         .as_array()
@@ -455,19 +438,8 @@ fn kind_setup(api: &KubeApi, tag: &str) -> (KubeMesh, String) {
 async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
     let api = KubeApi::start().await;
     let (k, reference) = kind_setup(&api, "kb");
-    api.set_pods_waiting(
-        "deployments",
-        &k.namespace,
-        "web-1",
-        "ImagePullBackOff",
-        "Back-off pulling image",
-    );
-    api.add_event(
-        &k.namespace,
-        "web-1-pod",
-        "Failed",
-        "Failed to pull image: not found",
-    );
+    // The kubelet cannot pull the new image: the new pod goes ErrImagePull, then ImagePullBackOff.
+    api.pods_of_image(&reference, Fate::PullFails("not found".into()));
     let output = k.run(&["send", "web", "--yes", "--json"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -285,6 +285,13 @@ async fn run(
         emitter.emit("refused", None, why.clone());
         return Err(ConvergeError::Refused(why));
     }
+    // Something will be stamped: the target must let us write the record, or nothing is built.
+    if planned.values().any(|p| p.decision != Decision::Record)
+        && let Err(why) = super::target::check_write_access(target, true, &[]).await
+    {
+        emitter.emit("refused", None, why.clone());
+        return Err(ConvergeError::Refused(why));
+    }
     let mut outcomes: Vec<ModuleOutcome> = Vec::new();
     let mut stamp: Record = Record::new();
     let mut all_ok = true;

@@ -8,15 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::progress::Emitter;
-use crate::backends::cluster::{Cluster, RECORD_ANNOTATION, Workload, kind_load};
+use crate::backends::cluster::{
+    Cluster, FollowRules, Needed, RECORD_ANNOTATION, Workload, WorkloadKind, kind_load,
+};
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::History;
 use crate::backends::registry::{Published, RegistryClient, push_image, split_reference};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
 
-/// How long a send waits for a roll-out before it reads as failed.
-pub const ROLLOUT_DEADLINE: Duration = Duration::from_secs(120);
 /// How often a roll-out is polled.
 pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
 
@@ -31,8 +31,9 @@ pub enum TargetBackend {
 pub struct Kube {
     pub cluster: Cluster,
     pub registry: Option<Registry>,
-    pub rollout_deadline: Duration,
-    pub rollout_poll: Duration,
+    /// How roll-outs are followed: the deadline follows each workload (`progressDeadlineSeconds`, else
+    /// 600 s) unless the mesh file sets `rollout_deadline` in [target].
+    pub rollout: FollowRules,
     /// Docker's credentials for the registry, looked up at most once.
     creds: tokio::sync::OnceCell<Result<Option<Credentials>, String>>,
     /// The workloads as last listed: a send guards against the image seen here.
@@ -69,28 +70,38 @@ impl TargetBackend {
                 let cluster = Cluster::connect(context, namespace)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(TargetBackend::kubernetes(cluster, mesh.registry.clone()))
+                let rules = FollowRules {
+                    deadline: mesh.rollout_deadline,
+                    ..FollowRules::default()
+                };
+                Ok(TargetBackend::kubernetes_with_rollout(
+                    cluster,
+                    mesh.registry.clone(),
+                    rules,
+                ))
             }
         }
     }
 
     /// A Kubernetes target over a ready cluster connection (tests point it at the API test server).
     pub fn kubernetes(cluster: Cluster, registry: Option<Registry>) -> TargetBackend {
-        TargetBackend::kubernetes_with_rollout(cluster, registry, ROLLOUT_DEADLINE, ROLLOUT_POLL)
+        let rules = FollowRules {
+            poll: ROLLOUT_POLL,
+            ..FollowRules::default()
+        };
+        TargetBackend::kubernetes_with_rollout(cluster, registry, rules)
     }
 
-    /// As [`TargetBackend::kubernetes`] with another roll-out deadline and poll interval.
+    /// As [`TargetBackend::kubernetes`] with other roll-out rules.
     pub fn kubernetes_with_rollout(
         cluster: Cluster,
         registry: Option<Registry>,
-        deadline: Duration,
-        poll: Duration,
+        rollout: FollowRules,
     ) -> TargetBackend {
         TargetBackend::Kubernetes(Arc::new(Kube {
             cluster,
             registry,
-            rollout_deadline: deadline,
-            rollout_poll: poll,
+            rollout,
             creds: tokio::sync::OnceCell::new(),
             workloads: Mutex::new(Vec::new()),
         }))
@@ -125,6 +136,42 @@ impl TargetBackend {
             }
         }
     }
+}
+
+/// Check, before anything is built or changed, that the target lets us write what we will write: the
+/// record (patch of the namespace) when `stamps`, and each workload kind in `sends`. The Docker target
+/// always may.
+pub async fn check_write_access(
+    target: &TargetBackend,
+    stamps: bool,
+    sends: &[WorkloadKind],
+) -> Result<(), String> {
+    let TargetBackend::Kubernetes(kube) = target else {
+        return Ok(());
+    };
+    let mut needed = Vec::new();
+    if stamps {
+        needed.push(Needed::on_namespace("get", &kube.cluster.namespace));
+        needed.push(Needed::on_namespace("patch", &kube.cluster.namespace));
+    }
+    let mut kinds = sends.to_vec();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        let resource = match kind {
+            WorkloadKind::Deployment => "deployments",
+            WorkloadKind::StatefulSet => "statefulsets",
+            WorkloadKind::DaemonSet => "daemonsets",
+        };
+        needed.push(Needed::namespaced("patch", "apps", resource));
+    }
+    if !sends.is_empty() {
+        needed.push(Needed::namespaced("list", "", "pods"));
+    }
+    kube.cluster
+        .check_access(&needed)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 impl Kube {

@@ -2,4 +2,5 @@
 #![allow(dead_code)]
 
 pub mod kube_api;
+pub mod kube_controllers;
 pub mod kube_objects;

@@ -276,7 +276,9 @@ impl Cluster {
         Ok(machines)
     }
 
-    /// A list call, following `continue` pages (a server that pages costs one call per page).
+    /// A list call, following `continue` pages (a server that pages costs one call per page). A continue
+    /// token that expired (410 Gone, reason Expired: the apiserver compacted past it, see
+    /// `staging/src/k8s.io/apiserver/pkg/storage/errors.go`) restarts the list from the beginning, bounded.
     pub(super) async fn list_all<K>(&self, params: &ListParams) -> Result<Vec<K>, ClusterError>
     where
         K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
@@ -285,17 +287,39 @@ impl Cluster {
             + fmt::Debug,
     {
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
-        let mut params = params.clone();
-        let mut items = Vec::new();
-        loop {
-            let page = api.list(&params).await.map_err(|e| {
-                self.api_error(format!("list {} in {}", K::kind(&()), self.namespace), e)
-            })?;
-            items.extend(page.items);
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params.continue_token = Some(token),
-                None => return Ok(items),
+        let what = || format!("list {} in {}", K::kind(&()), self.namespace);
+        let mut restarts = 0;
+        'list: loop {
+            let mut params = params.clone();
+            // kubectl lists in chunks of 500 (`--chunk-size`); so does meshtop.
+            params.limit = params.limit.or(Some(LIST_CHUNK));
+            let mut items = Vec::new();
+            loop {
+                let page = match self.timed(api.list(&params)).await {
+                    Ok(Ok(page)) => page,
+                    Ok(Err(e))
+                        if super::status_code(&e) == Some(410)
+                            && params.continue_token.is_some()
+                            && restarts < LIST_RESTARTS =>
+                    {
+                        restarts += 1;
+                        tracing::debug!("{}: continue token expired; listing again", what());
+                        continue 'list;
+                    }
+                    Ok(Err(e)) => return Err(self.api_error(what(), e)),
+                    Err(()) => return Err(self.timeout_error(what())),
+                };
+                items.extend(page.items);
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => params.continue_token = Some(token),
+                    None => return Ok(items),
+                }
             }
         }
     }
 }
+
+/// How many items one list page asks for.
+const LIST_CHUNK: u32 = 500;
+/// How many times a list restarts after its continue token expired.
+const LIST_RESTARTS: u32 = 3;
