@@ -5,7 +5,9 @@ mod support;
 
 use std::time::Duration;
 
-use meshtop::backends::cluster::{ClusterError, FollowRules, RECORD_ANNOTATION, WorkloadKind};
+use meshtop::backends::cluster::{
+    ClusterError, FollowRules, Needed, RECORD_ANNOTATION, WorkloadKind,
+};
 use meshtop::mesh::model::{Record, RecordEntry};
 use serde_json::json;
 use support::kube_api::KubeApi;
@@ -857,4 +859,115 @@ async fn events_are_matched_by_kind_and_name_and_ordered_by_time_or_event_time()
         panic!()
     };
     assert_eq!(events, ["First: First", "Second: Second", "Third: Third"]);
+}
+
+#[tokio::test]
+async fn a_missing_verb_is_refused_naming_verb_resource_and_namespace() {
+    // Item 7: the built-in edit role cannot patch the namespace object.
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    api.identity(
+        "alice",
+        &[
+            ("get", "namespaces"),
+            ("list", "deployments"),
+            ("patch", "deployments"),
+        ],
+    );
+    let cluster = api.cluster(NS);
+    let err = cluster
+        .check_access(&[
+            Needed::on_namespace("patch", NS),
+            Needed::namespaced("patch", "apps", "deployments"),
+            Needed::namespaced("patch", "apps", "statefulsets"),
+        ])
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ClusterError::Forbidden { .. }), "{text}");
+    assert!(
+        text.contains("cannot patch namespaces \"mesh-demo\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot patch statefulsets (API group apps) in namespace \"mesh-demo\""),
+        "{text}"
+    );
+    assert!(!text.contains("cannot patch deployments"), "{text}");
+    assert!(text.contains("RBAC"), "{text}");
+    assert_eq!(
+        api.requests("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"),
+        3
+    );
+
+    // The write itself is 403 with the apiserver's message, never a Debug dump of the Status.
+    let err = cluster
+        .stamp_record(&record(&[("api", entry("demo/api:a", "sha256:0a"))]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("namespaces \"mesh-demo\" is forbidden: User \"alice\" cannot patch resource \"namespaces\" in API group \"\" at the cluster scope (Forbidden, HTTP 403)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Status {") && !err.contains("ErrorResponse"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn lists_follow_continue_and_start_over_when_it_expired() {
+    // Item 10: 1200 pods come in chunks of 500; an expired continue token (410) restarts the list.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "big", "big", &[("app", "demo/big:1")], 1200),
+    );
+    for i in 0..1200 {
+        api.put(
+            "pods",
+            NS,
+            pod(
+                &format!("big-{i:04}"),
+                "big",
+                "app",
+                "demo/big:1",
+                &format!("sha256:{:064x}", i % 3),
+            ),
+        );
+    }
+    let cluster = api.cluster(NS);
+    api.reset_counts();
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].running_digests.len(), 3);
+    assert_eq!(api.requests(&format!("/api/v1/namespaces/{NS}/pods")), 3);
+
+    api.reset_counts();
+    api.expire_next_continue();
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].running_digests.len(), 3);
+    assert_eq!(api.responses_with(410), 1);
+    assert_eq!(api.requests(&format!("/api/v1/namespaces/{NS}/pods")), 5);
+}
+
+#[tokio::test]
+async fn a_request_that_gets_no_answer_times_out() {
+    // Item 5: a server that accepts and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let cluster = meshtop::backends::cluster::Cluster::from_client(client, "hung", NS)
+        .with_request_timeout(Duration::from_millis(200));
+    let err = cluster.read_record().await.unwrap_err();
+    assert!(matches!(err, ClusterError::Timeout { .. }), "{err}");
+    assert!(err.to_string().contains("got no answer"), "{err}");
 }

@@ -539,3 +539,66 @@ async fn status_over_500_workloads_takes_a_bounded_number_of_calls() {
     eprintln!("status over 500 workloads: {calls} API calls");
     assert!(calls <= 5, "{calls} calls");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() {
+    // Item 7: an identity with the built-in edit role's verbs, which do not include the namespace object.
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("ka", &api, true, "test-ctx", "");
+    api.identity(
+        "ci",
+        &[
+            ("get", "namespaces"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("list", "pods"),
+            ("patch", "deployments"),
+        ],
+    );
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!("cannot patch namespaces \"{}\"", k.namespace)),
+        "{text}"
+    );
+    assert!(text.contains("RBAC"), "{text}");
+    assert!(!text.contains("Status {"), "{text}");
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(
+        builds.as_array().unwrap().is_empty(),
+        "nothing was built: {builds}"
+    );
+}
+
+#[tokio::test]
+async fn the_roll_out_deadline_can_be_set_in_the_mesh_file() {
+    // Item 5.
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("kd", &api, false, "kind-t", "");
+    let file = k.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let with = |value: &str| {
+        text.replacen(
+            "kind = \"kubernetes\"\n",
+            &format!("kind = \"kubernetes\"\nrollout_deadline = {value}\n"),
+            1,
+        )
+    };
+    std::fs::write(&file, with("\"15m\"")).unwrap();
+    let mesh = meshtop::mesh::file::load(&file).unwrap();
+    assert_eq!(
+        mesh.rollout_deadline,
+        Some(std::time::Duration::from_secs(900))
+    );
+    std::fs::write(&file, with("\"soon\"")).unwrap();
+    let err = meshtop::mesh::file::load(&file).unwrap_err().to_string();
+    assert!(err.contains("rollout_deadline"), "{err}");
+    std::fs::write(&file, text).unwrap();
+    assert_eq!(
+        meshtop::mesh::file::load(&file).unwrap().rollout_deadline,
+        None
+    );
+}

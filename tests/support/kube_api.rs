@@ -525,10 +525,13 @@ async fn route(
                     None => None,
                 }
             };
+            // Read first, then wait: every gated reader answers with the same resourceVersion however the
+            // tasks are scheduled after the barrier.
+            let response = get_object(state, "namespaces", "", name);
             if let Some(barrier) = gate {
                 barrier.wait().await;
             }
-            get_object(state, "namespaces", "", name)
+            response
         }
         (Method::PATCH, ["api", "v1", "namespaces", name]) => {
             patch_object(state, "namespaces", "", name, headers, body)
