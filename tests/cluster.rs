@@ -971,3 +971,56 @@ async fn a_request_that_gets_no_answer_times_out() {
     assert!(matches!(err, ClusterError::Timeout { .. }), "{err}");
     assert!(err.to_string().contains("got no answer"), "{err}");
 }
+
+#[tokio::test]
+async fn a_kind_loaded_workload_runs_the_artifact_written_on_its_pods_revision() {
+    // Item 8: containerd reports the digest it computed at import, never Docker's image id; the pods of
+    // the revision meshtop sent carry the artifact it wrote on their template.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload(
+            "deployments",
+            "web",
+            "web",
+            &[("app", "demo/web:aaaaaaaaaaaa-amd64")],
+            2,
+        ),
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    let artifact = format!("sha256:{}", "ab".repeat(32));
+    cluster
+        .send(&w, "demo/web:bbbbbbbbbbbb-amd64", Some(&artifact))
+        .await
+        .unwrap();
+    let (done, _) = follow(&cluster, &w, rules()).await;
+    done.unwrap();
+    let pods = pods_of(&api, "web");
+    assert!(pods.iter().all(|p| {
+        p["status"]["containerStatuses"][0]["imageID"]
+            .as_str()
+            .unwrap()
+            .contains("@sha256:")
+            && !p["status"]["containerStatuses"][0]["imageID"]
+                .as_str()
+                .unwrap()
+                .contains(&"ab".repeat(32))
+    }));
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].running_digests, vec![artifact.clone()]);
+
+    // Someone sets another image by hand (the annotation stays on the template): not believed any more.
+    let mut object = api.get("deployments", NS, "web").unwrap();
+    object["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other/thing:1");
+    object["metadata"]["generation"] = json!(3);
+    api.put("deployments", NS, object);
+    api.settle("deployments", NS, "web");
+    let machines = cluster.machines().await.unwrap();
+    assert!(
+        !machines[0].running_digests.contains(&artifact),
+        "{:?}",
+        machines[0].running_digests
+    );
+}

@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde::de::DeserializeOwned;
 
-use super::{CONTAINER_ANNOTATION, Cluster, ClusterError};
+use super::{ARTIFACT_ANNOTATION, CONTAINER_ANNOTATION, Cluster, ClusterError};
 use crate::mesh::model::MODULE_LABEL;
 use crate::mesh::refs::repository_of;
 
@@ -133,6 +133,31 @@ pub fn digest_of_image_id(image_id: &str) -> Option<String> {
     id.starts_with("sha256:").then(|| id.to_string())
 }
 
+/// The artifact a pod of a kind-loaded workload runs, as meshtop wrote it on the pod template of the
+/// revision the pod belongs to (`jr2.dev/artifact`; a pod carries its template's annotations). A kind-loaded
+/// image is named by its ref (no `@digest`), and the digest containerd reports for it is the one it computed
+/// at import (`docker.io/library/import-…@sha256:…` or `repo@sha256:…`), which names no artifact. The
+/// annotation is believed only while the pod's container still runs a ref of the module's repository
+/// without a digest, i.e. what a kind-loaded send wrote beside it.
+fn kind_loaded_artifact(pod: &Pod, container: &str, module: &str) -> Option<String> {
+    let artifact = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ARTIFACT_ANNOTATION)
+        .filter(|a| a.starts_with("sha256:"))?;
+    let image = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == container)?
+        .image
+        .as_deref()?;
+    let of_module = repository_of(image).rsplit('/').next() == Some(module);
+    (of_module && !image.contains('@')).then(|| artifact.clone())
+}
+
 /// The container of a workload: named by the annotation, else the one whose image repository is the
 /// module's (`…/<mesh>/<module>`), else the first.
 pub fn choose_container<'a>(
@@ -226,12 +251,15 @@ pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
                 .status
                 .as_ref()
                 .and_then(|s| s.container_statuses.as_ref());
+            let loaded = kind_loaded_artifact(pod, &container.name, &module);
             for status in statuses
                 .into_iter()
                 .flatten()
                 .filter(|s| s.name == container.name)
             {
-                if let Some(digest) = digest_of_image_id(&status.image_id) {
+                if let Some(artifact) = &loaded {
+                    running_digests.push(artifact.clone());
+                } else if let Some(digest) = digest_of_image_id(&status.image_id) {
                     running_digests.push(digest);
                 }
             }
