@@ -345,6 +345,37 @@ async fn follow(
     (result, said.into_inner().unwrap())
 }
 
+/// The oracle: the machine's own `kubectl rollout status` against the same server. (done?, what it said)
+async fn kubectl_rollout(api: &KubeApi, object: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kubeconfig");
+    std::fs::write(&config, api.kubeconfig("oracle")).unwrap();
+    let output = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&config)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .args(["rollout", "status", object, "-n", NS, "--timeout=3s"])
+        .output()
+        .await
+        .expect("kubectl runs: install it (Debian's kubernetes-client), scripts/test.sh does");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), said)
+}
+
+/// kubectl reaches meshtop's verdict: done with this message, or not done (and, if given, saying this).
+async fn oracle_agrees(api: &KubeApi, object: &str, verdict: Result<&str, &str>) {
+    let (done, said) = kubectl_rollout(api, object).await;
+    match verdict {
+        Ok(message) => assert!(done && said.contains(message), "kubectl: {said}"),
+        Err(reason) => assert!(!done && said.contains(reason), "kubectl: {said}"),
+    }
+}
+
 fn pods_of(api: &KubeApi, app: &str) -> Vec<serde_json::Value> {
     api.all("pods", NS)
         .into_iter()
@@ -378,6 +409,8 @@ async fn a_statefulset_rolls_out_as_kubectl_says() {
         done.message,
         "partitioned roll out complete: 2 new pods have been updated..."
     );
+    let (kubectl_done, said) = kubectl_rollout(&api, "statefulset/db").await;
+    assert!(kubectl_done && said.contains(&done.message), "{said}");
     assert_eq!(done.replicas, 2);
     // Every pod runs the new template, under the same names.
     let pods = pods_of(&api, "db");
@@ -425,6 +458,7 @@ async fn a_fix_sent_to_a_crash_looping_deployment_rolls_out() {
     let (done, said) = follow(&cluster, &w, rules()).await;
     let done = done.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(done.message, "deployment \"api\" successfully rolled out");
+    oracle_agrees(&api, "deployment/api", Ok(&done.message)).await;
     assert!(
         said.iter()
             .any(|m| m.contains("old replicas are pending termination")),
@@ -495,6 +529,7 @@ async fn new_pods_stuck_on_image_pull_back_off_fail_naming_the_new_pod_with_its_
     );
     // The old pod still runs: a Deployment keeps it until the new one is available.
     assert!(api.get("pods", NS, "api-7c9-x1").unwrap()["metadata"]["deletionTimestamp"].is_null());
+    oracle_agrees(&api, "deployment/api", Err("")).await;
 }
 
 #[tokio::test]
@@ -534,6 +569,8 @@ async fn err_image_pull_once_is_transient_and_persisting_it_fails() {
         "{err}"
     );
     assert!(err.to_string().contains("i/o timeout"), "{err}");
+    oracle_agrees(&api, "deployment/once", Ok("successfully rolled out")).await;
+    oracle_agrees(&api, "deployment/stuck", Err("")).await;
 }
 
 #[tokio::test]
@@ -575,6 +612,7 @@ async fn a_crash_loop_of_the_new_pods_carries_the_log_tail_and_names_a_platform_
             .starts_with("CrashLoopBackOff: back-off"),
         "{waiting:?}"
     );
+    oracle_agrees(&api, "deployment/api", Err("")).await;
 }
 
 #[tokio::test]
@@ -609,6 +647,7 @@ async fn every_terminal_reason_of_kubectl_and_the_kubelet_fails_a_roll_out() {
             err.to_string().contains(&format!("{reason} happened")),
             "{err}"
         );
+        oracle_agrees(&api, "deployment/api", Err("")).await;
     }
 }
 
@@ -633,6 +672,7 @@ async fn a_stale_progress_deadline_does_not_fail_a_new_roll_out() {
         said[0],
         "Waiting for deployment spec update to be observed..."
     );
+    oracle_agrees(&api, "deployment/api", Ok("successfully rolled out")).await;
 }
 
 #[tokio::test]
@@ -658,6 +698,12 @@ async fn a_roll_out_past_its_progress_deadline_fails_as_kubectl_says() {
         panic!("{err}")
     };
     assert_eq!(reason, "deployment \"api\" exceeded its progress deadline");
+    oracle_agrees(
+        &api,
+        "deployment/api",
+        Err("deployment \"api\" exceeded its progress deadline"),
+    )
+    .await;
 
     // Our own deadline (no progress within it) says kubectl's last message.
     let api = KubeApi::start().await;
@@ -697,6 +743,12 @@ async fn a_partitioned_statefulset_is_done_when_the_pods_from_the_partition_up_a
         done.unwrap().message,
         "partitioned roll out complete: 1 new pods have been updated..."
     );
+    oracle_agrees(
+        &api,
+        "statefulset/db",
+        Ok("partitioned roll out complete: 1 new pods have been updated..."),
+    )
+    .await;
     let image = |n: &str| api.get("pods", NS, n).unwrap()["spec"]["containers"][0]["image"].clone();
     assert_eq!(
         (image("db-0"), image("db-1"), image("db-2")),
@@ -735,6 +787,13 @@ async fn on_delete_strategies_say_at_once_that_pods_change_only_when_deleted() {
             "{err}"
         );
         assert_eq!(said.len(), 1, "judged at once: {said:?}");
+        let object = format!("{}/{}", w.kind.as_str().to_lowercase(), w.name);
+        oracle_agrees(
+            &api,
+            &object,
+            Err("rollout status is only available for RollingUpdate strategy type"),
+        )
+        .await;
     }
 }
 
@@ -763,6 +822,12 @@ async fn a_daemonset_rolls_out_node_by_node() {
         done.unwrap().message,
         "daemon set \"agent\" successfully rolled out"
     );
+    oracle_agrees(
+        &api,
+        "daemonset/agent",
+        Ok("daemon set \"agent\" successfully rolled out"),
+    )
+    .await;
     assert!(
         said.iter()
             .any(|m| m.contains("out of 3 new pods have been updated")),
@@ -1010,6 +1075,7 @@ async fn a_kind_loaded_workload_runs_the_artifact_written_on_its_pods_revision()
     }));
     let machines = cluster.machines().await.unwrap();
     assert_eq!(machines[0].running_digests, vec![artifact.clone()]);
+    oracle_agrees(&api, "deployment/web", Ok("successfully rolled out")).await;
 
     // Someone sets another image by hand (the annotation stays on the template): not believed any more.
     let mut object = api.get("deployments", NS, "web").unwrap();
@@ -1022,5 +1088,21 @@ async fn a_kind_loaded_workload_runs_the_artifact_written_on_its_pods_revision()
         !machines[0].running_digests.contains(&artifact),
         "{:?}",
         machines[0].running_digests
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_is_the_oracle_of_the_test_server() {
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "api", "api", &[("api", "demo/api:1")], 2),
+    );
+    let (done, said) = kubectl_rollout(&api, "deployment/api").await;
+    assert!(done, "{said}");
+    assert!(
+        said.contains("deployment \"api\" successfully rolled out"),
+        "{said}"
     );
 }

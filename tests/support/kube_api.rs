@@ -502,7 +502,26 @@ async fn route(
             return forbidden(&user, verb, group, &resource, &ns, &name);
         }
     }
+    let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
     match (method.clone(), parts.as_slice()) {
+        (Method::GET, ["api"]) => ok_json(&json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})),
+        (Method::GET, ["apis"]) => ok_json(&discovery_groups()),
+        (Method::GET, ["api", "v1"]) => ok_json(&resource_list("v1", CORE_RESOURCES)),
+        (Method::GET, ["apis", "apps", "v1"]) => ok_json(&resource_list("apps/v1", APPS_RESOURCES)),
+        (Method::GET, ["apis", "authorization.k8s.io", "v1"]) => ok_json(&resource_list(
+            "authorization.k8s.io/v1",
+            &[(
+                "selfsubjectaccessreviews",
+                "SelfSubjectAccessReview",
+                false,
+                &[],
+                &["create"],
+            )],
+        )),
+        (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource]) if watch => {
+            watch_objects(state, resource, ns, &q)
+        }
         (
             Method::POST,
             [
@@ -596,6 +615,144 @@ async fn route(
             &format!("the test server does not serve {method} {}", uri.path()),
         ),
     }
+}
+
+type ResourceInfo = (
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+const READ_WRITE: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+
+/// What the test server serves, as discovery (`staging/src/k8s.io/apiserver/pkg/endpoints/discovery`).
+const CORE_RESOURCES: &[ResourceInfo] = &[
+    ("namespaces", "Namespace", false, &["ns"], READ_WRITE),
+    ("pods", "Pod", true, &["po"], READ_WRITE),
+    ("pods/log", "Pod", true, &[], &["get"]),
+    ("events", "Event", true, &["ev"], READ_WRITE),
+];
+const APPS_RESOURCES: &[ResourceInfo] = &[
+    ("deployments", "Deployment", true, &["deploy"], READ_WRITE),
+    ("statefulsets", "StatefulSet", true, &["sts"], READ_WRITE),
+    ("daemonsets", "DaemonSet", true, &["ds"], READ_WRITE),
+    ("replicasets", "ReplicaSet", true, &["rs"], READ_WRITE),
+    (
+        "controllerrevisions",
+        "ControllerRevision",
+        true,
+        &[],
+        READ_WRITE,
+    ),
+];
+
+fn resource_list(group_version: &str, resources: &[ResourceInfo]) -> Value {
+    let resources: Vec<Value> = resources
+        .iter()
+        .map(|(name, kind, namespaced, short, verbs)| {
+            let singular = if name.contains('/') { "" } else { kind };
+            json!({"name": name, "singularName": singular.to_lowercase(), "namespaced": namespaced,
+                "kind": kind, "verbs": verbs, "shortNames": short})
+        })
+        .collect();
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+        "resources": resources})
+}
+
+fn discovery_groups() -> Value {
+    let group = |name: &str| {
+        let version = json!({"groupVersion": format!("{name}/v1"), "version": "v1"});
+        json!({"name": name, "versions": [version.clone()], "preferredVersion": version})
+    };
+    json!({"kind": "APIGroupList", "apiVersion": "v1",
+        "groups": [group("apps"), group("authorization.k8s.io")]})
+}
+
+/// A watch (`?watch=true`): a stream of `{"type", "object"}` lines, one per change, as the apiserver's
+/// watch handler writes them (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go`). Time passes
+/// while someone watches: the controllers of the watched workloads take a step every few milliseconds
+/// (a watcher never reads again, so nothing else would move them).
+fn watch_objects(
+    state: &Arc<Mutex<State>>,
+    resource: &str,
+    ns: &str,
+    q: &HashMap<String, String>,
+) -> Response {
+    let since: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(60)
+        .min(60);
+    let state = state.clone();
+    let (resource, ns, q) = (resource.to_string(), ns.to_string(), q.clone());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(timeout);
+    let sent: HashMap<String, u64> = HashMap::new();
+    let stream = futures_util::stream::unfold((false, sent), move |(first_done, mut sent_now)| {
+        let state = state.clone();
+        let (resource, ns, q) = (resource.clone(), ns.clone(), q.clone());
+        async move {
+            if first_done {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            let mut lines = String::new();
+            {
+                let mut s = state.lock().unwrap();
+                let keys: Vec<Key> = s
+                    .cluster
+                    .objects
+                    .iter()
+                    .filter(|((r, n, _), o)| {
+                        *r == resource
+                            && *n == ns
+                            && q.get("fieldSelector")
+                                .is_none_or(|sel| field_selector_matches(sel, o))
+                            && q.get("labelSelector").is_none_or(|sel| {
+                                label_selector_matches(sel, &o["metadata"]["labels"])
+                            })
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in keys {
+                    if first_done {
+                        s.cluster.reconcile(&key);
+                    }
+                    let object = s.cluster.objects[&key].clone();
+                    let rv: u64 = object["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    let last = sent_now.get(&key.2).copied().unwrap_or(since);
+                    if rv > last {
+                        sent_now.insert(key.2.clone(), rv);
+                        let kind = if last == 0 { "ADDED" } else { "MODIFIED" };
+                        lines.push_str(&json!({"type": kind, "object": object}).to_string());
+                        lines.push('\n');
+                    }
+                }
+            }
+            Some((
+                Ok::<_, std::io::Error>(Bytes::from(lines)),
+                (true, sent_now),
+            ))
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::TRANSFER_ENCODING, "chunked")
+        .body(axum::body::Body::from_stream(stream))
+        .unwrap()
 }
 
 /// A SelfSubjectAccessReview answered from the identity's rules (`pkg/registry/authorization/
@@ -711,6 +868,47 @@ fn list(
     )
 }
 
+/// The strategic merge patch of `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`, for
+/// what kubectl sends here: a JSON merge patch, except that the lists of containers, init containers,
+/// volumes, env and volume mounts merge by `name` (their `patchMergeKey`), and directives (`$setElementOrder/…`,
+/// `$patch`) are not stored.
+fn strategic_merge(target: &mut Value, patch: &Value) {
+    const BY_NAME: &[&str] = &[
+        "containers",
+        "initContainers",
+        "volumes",
+        "env",
+        "volumeMounts",
+    ];
+    let Some(patch) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    for (key, value) in patch {
+        if key.starts_with('$') {
+            continue;
+        }
+        if value.is_null() {
+            target.as_object_mut().unwrap().remove(key);
+        } else if BY_NAME.contains(&key.as_str()) && value.is_array() && target[key].is_array() {
+            let list = target[key].as_array_mut().unwrap();
+            for item in value.as_array().unwrap() {
+                match list.iter_mut().find(|e| e["name"] == item["name"]) {
+                    Some(existing) => strategic_merge(existing, item),
+                    None => list.push(item.clone()),
+                }
+            }
+        } else if value.is_object() {
+            strategic_merge(&mut target[key], value);
+        } else {
+            target[key] = value.clone();
+        }
+    }
+}
+
 fn conflict(resource: &str, name: &str) -> Response {
     status(
         409,
@@ -750,10 +948,10 @@ fn patch_object(
         if let Err(e) = json_patch::patch(&mut updated, &ops.0) {
             return status(422, "Invalid", &format!("the JSON patch failed: {e}"));
         }
-    } else if content_type.starts_with("application/merge-patch+json")
-        || content_type.starts_with("application/strategic-merge-patch+json")
-    {
+    } else if content_type.starts_with("application/merge-patch+json") {
         json_patch::merge(&mut updated, &patch);
+    } else if content_type.starts_with("application/strategic-merge-patch+json") {
+        strategic_merge(&mut updated, &patch);
     } else {
         return status(
             415,
