@@ -1106,3 +1106,26 @@ async fn kubectl_is_the_oracle_of_the_test_server() {
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn the_deadline_follows_the_workloads_progress_deadline_seconds() {
+    // Item 5: no deadline given: the Deployment's own progressDeadlineSeconds (here 0) is it.
+    let api = KubeApi::start().await;
+    let mut object = workload("deployments", "api", "api", &[("api", "demo/api:1")], 1);
+    object["spec"]["progressDeadlineSeconds"] = json!(0);
+    api.put("deployments", NS, object);
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let workload_deadline = FollowRules {
+        deadline: None,
+        ..rules()
+    };
+    let (result, _) = follow(&cluster, &w, workload_deadline).await;
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("no progress within 0s"), "{err}");
+    assert_eq!(
+        meshtop::backends::cluster::DEFAULT_PROGRESS_DEADLINE,
+        Duration::from_secs(600)
+    );
+}

@@ -602,3 +602,50 @@ async fn the_roll_out_deadline_can_be_set_in_the_mesh_file() {
         None
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_loaded_send_rolls_out_and_its_machine_reads_current() {
+    // Item 8: containerd reports its import digest; the pods carry the artifact meshtop wrote.
+    let api = KubeApi::start().await;
+    let (k, reference) = kind_setup(&api, "kk");
+    let output = k.run(&["send", "web", "--yes", "--json"]).await;
+    assert!(output.status.success(), "{}", said(&output));
+    assert_eq!(k.image(&api, "web"), reference);
+    let (status, _) = k.json(&["status", "--json"]).await;
+    let web = &status.as_array().unwrap()[0];
+    assert_eq!(web["state"], "current", "{status}");
+    assert_eq!(
+        web["running"],
+        json!([format!("sha256:{}", "ab".repeat(32))]),
+        "{status}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_that_may_not_patch_the_workload_is_refused_naming_it() {
+    // Item 7.
+    let api = KubeApi::start().await;
+    let (k, _) = kind_setup(&api, "kp");
+    api.identity(
+        "viewer",
+        &[
+            ("get", "namespaces"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("list", "pods"),
+        ],
+    );
+    let output = k.run(&["send", "web", "--yes", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!(
+            "cannot patch deployments (API group apps) in namespace \"{}\"",
+            k.namespace
+        )),
+        "{text}"
+    );
+    assert!(text.contains("RBAC"), "{text}");
+    assert_eq!(api.responses_with(403), 0, "nothing was tried: {text}");
+}
