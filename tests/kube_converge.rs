@@ -460,6 +460,18 @@ async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
         deployment["spec"]["template"]["metadata"]["annotations"]["jr2.dev/artifact"],
         json!(format!("sha256:{}", "ab".repeat(32)))
     );
+    // kubectl reaches the same verdict: not rolled out.
+    let (done, said) = api
+        .kubectl(&[
+            "rollout",
+            "status",
+            "deployment/web-1",
+            "-n",
+            &k.namespace,
+            "--timeout=3s",
+        ])
+        .await;
+    assert!(!done, "kubectl: {said}");
     let history = History::open(&k.mesh.state()).unwrap();
     let rows = history.sends(k.name(), Some("web"), 10).unwrap();
     assert_eq!(rows.len(), 1);
@@ -571,6 +583,37 @@ async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() 
         builds.as_array().unwrap().is_empty(),
         "nothing was built: {builds}"
     );
+
+    // It may write the record, but not the Deployment of a module whose policy rolls out.
+    k.deploy(
+        &api,
+        "web",
+        &format!("{REGISTRY}/{}/web:old", k.name()),
+        &old_id(1),
+    );
+    api.identity(
+        "ci",
+        &[
+            ("get", "namespaces"),
+            ("patch", "namespaces"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("list", "pods"),
+        ],
+    );
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!(
+            "cannot patch deployments (API group apps) in namespace \"{}\"",
+            k.namespace
+        )),
+        "{text}"
+    );
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(builds.as_array().unwrap().is_empty(), "{builds}");
 }
 
 #[tokio::test]
@@ -614,6 +657,20 @@ async fn a_kind_loaded_send_rolls_out_and_its_machine_reads_current() {
     let (status, _) = k.json(&["status", "--json"]).await;
     let web = &status.as_array().unwrap()[0];
     assert_eq!(web["state"], "current", "{status}");
+    let (done, said) = api
+        .kubectl(&[
+            "rollout",
+            "status",
+            "deployment/web-1",
+            "-n",
+            &k.namespace,
+            "--timeout=3s",
+        ])
+        .await;
+    assert!(
+        done && said.contains("successfully rolled out"),
+        "kubectl: {said}"
+    );
     assert_eq!(
         web["running"],
         json!([format!("sha256:{}", "ab".repeat(32))]),

@@ -286,8 +286,9 @@ async fn run(
         return Err(ConvergeError::Refused(why));
     }
     // Something will be stamped: the target must let us write the record, or nothing is built.
+    let modules: Vec<&str> = planned.keys().map(String::as_str).collect();
     if planned.values().any(|p| p.decision != Decision::Record)
-        && let Err(why) = super::target::check_write_access(target, true, &[]).await
+        && let Err(why) = super::target::check_converge_access(mesh, target, &modules).await
     {
         emitter.emit("refused", None, why.clone());
         return Err(ConvergeError::Refused(why));

@@ -174,6 +174,35 @@ pub async fn check_write_access(
         .map_err(|e| e.to_string())
 }
 
+/// What a converge of `modules` will write, checked before any build: the record, and the workloads of
+/// the modules whose policy rolls out (their kinds, from one listing of the machines).
+pub async fn check_converge_access(
+    mesh: &Mesh,
+    target: &TargetBackend,
+    modules: &[&str],
+) -> Result<(), String> {
+    let TargetBackend::Kubernetes(kube) = target else {
+        return Ok(());
+    };
+    let rolls_out = |m: &str| {
+        mesh.module(m)
+            .is_some_and(|module| module.policy == crate::mesh::model::Policy::Rollout)
+    };
+    let kinds: Vec<WorkloadKind> = if modules.iter().any(|m| rolls_out(m)) {
+        kube.cluster
+            .machines()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|w| modules.contains(&w.module.as_str()) && rolls_out(&w.module))
+            .map(|w| w.kind)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    check_write_access(target, true, &kinds).await
+}
+
 impl Kube {
     async fn credentials(&self, host: &str) -> Result<Option<Credentials>, String> {
         self.creds

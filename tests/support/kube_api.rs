@@ -119,6 +119,29 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         )
     }
 
+    /// The machine's own kubectl against this server (the oracle): (succeeded, stdout and stderr).
+    /// kubectl must be installed (scripts/test.sh installs Debian's kubernetes-client when it is not).
+    pub async fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("kubeconfig");
+        std::fs::write(&config, self.kubeconfig("oracle")).unwrap();
+        let output = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&config)
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(args)
+            .output()
+            .await
+            .expect("kubectl runs: install it (Debian's kubernetes-client; scripts/test.sh does)");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), said)
+    }
+
     // ---- state hooks ----
 
     pub fn put_namespace(&self, name: &str, annotations: &[(&str, &str)]) {
