@@ -1129,3 +1129,34 @@ async fn the_deadline_follows_the_workloads_progress_deadline_seconds() {
         Duration::from_secs(600)
     );
 }
+
+#[tokio::test]
+async fn a_role_that_cannot_list_replica_sets_still_gets_kubectls_verdict() {
+    // The diagnosis is best effort: the README's older Role had no replicasets.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "api", "api", &[("api", "demo/api:1")], 1),
+    );
+    api.identity(
+        "old-role",
+        &[
+            ("get", "deployments"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("patch", "deployments"),
+            ("list", "pods"),
+        ],
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let (done, _) = follow(&cluster, &w, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "deployment \"api\" successfully rolled out"
+    );
+    assert!(api.responses_with(403) >= 1);
+}

@@ -519,14 +519,26 @@ impl Cluster {
         rules: FollowRules,
         any_reason: bool,
     ) -> Result<Option<ClusterError>, ClusterError> {
-        let (Some(selector), Some((label, value))) =
-            (&w.selector, self.new_revision_label(w, revision).await?)
-        else {
+        // The diagnosis is best effort, as kubectl's warnings are: a role that cannot list ReplicaSets,
+        // ControllerRevisions or pods still gets kubectl's verdict, only without the pods' reasons.
+        let label = match self.new_revision_label(w, revision).await {
+            Ok(label) => label,
+            Err(e) => {
+                tracing::warn!("cannot tell the new revision of {w}: {e}");
+                None
+            }
+        };
+        let (Some(selector), Some((label, value))) = (&w.selector, label) else {
             return Ok(None);
         };
-        let pods = self
-            .list_all::<Pod>(&ListParams::default().labels(&format!("{selector},{label}={value}")))
-            .await?;
+        let selected = ListParams::default().labels(&format!("{selector},{label}={value}"));
+        let pods = match self.list_all::<Pod>(&selected).await {
+            Ok(pods) => pods,
+            Err(e) => {
+                tracing::warn!("cannot list the pods of {w}: {e}");
+                return Ok(None);
+            }
+        };
         let mut seen = HashMap::new();
         for pod in &pods {
             let Some(pod_name) = pod.metadata.name.as_deref() else {
