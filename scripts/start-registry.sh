@@ -1,5 +1,6 @@
 #!/bin/sh
-# Start Debian's docker-registry on 127.0.0.1:5000 with its storage under /tmp, for the tests.
+# Start Debian's docker-registry on 127.0.0.1:5000 with its storage under /tmp, for the tests, and a second
+# one serving TLS on port 5443.
 # Idempotent: does nothing when something already answers /v2/ there. Waits until it answers.
 set -eu
 
@@ -13,15 +14,14 @@ answers() {
     [ "$code" = 200 ] || [ "$code" = 401 ]
 }
 
-if answers; then
-    echo "registry already answers at $URL"
-    exit 0
-fi
-
 if [ ! -x "$BIN" ]; then
     echo "error: $BIN is missing: install Debian's package docker-registry (apt-get install docker-registry)" >&2
     exit 1
 fi
+
+if answers; then
+    echo "registry already answers at $URL"
+else
 
 mkdir -p "$BASE/storage"
 cat > "$BASE/config.yml" <<CONFIG
@@ -51,3 +51,65 @@ while ! answers; do
     sleep 0.1
 done
 echo "registry answers at $URL (pid $(cat "$BASE/registry.pid"), storage $BASE/storage)"
+fi
+
+# A second registry serving TLS with a certificate of our own CA, on port 5443 of every interface (a
+# non-loopback address is what Docker treats as secure, so it is verified against certs.d's CA there).
+# Its CA, certificate and the non-loopback host:port tests use are under $TLS.
+TLS="${MESHTOP_REGISTRY_TLS_DIR:-/tmp/meshtop-registry-tls}"
+TLS_PORT=5443
+tls_answers() {
+    code=$(curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "https://127.0.0.1:$TLS_PORT/v2/" 2>/dev/null || true)
+    [ "$code" = 200 ] || [ "$code" = 401 ]
+}
+if tls_answers && [ -f "$TLS/host" ]; then
+    echo "TLS registry already answers at https://$(cat "$TLS/host")/v2/"
+    exit 0
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+    echo "error: openssl is missing: install Debian's package openssl" >&2
+    exit 1
+fi
+IP=$(ip -4 route get 192.0.2.255 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "src") print $(i + 1)}' | head -n 1)
+if [ -z "$IP" ]; then
+    IP=$(hostname -I | awk '{print $1}')
+fi
+mkdir -p "$TLS/storage"
+(
+    cd "$TLS"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+        -subj "/CN=meshtop test CA" -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout registry.key -out registry.csr \
+        -subj "/CN=meshtop test registry" 2>/dev/null
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,IP:%s\n' "$IP" >registry.ext
+    openssl x509 -req -in registry.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out registry.crt \
+        -days 3650 -extfile registry.ext 2>/dev/null
+)
+echo "$IP:$TLS_PORT" >"$TLS/host"
+cat > "$TLS/config.yml" <<CONFIG
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $TLS/storage
+http:
+  addr: 0.0.0.0:$TLS_PORT
+  tls:
+    certificate: $TLS/registry.crt
+    key: $TLS/registry.key
+CONFIG
+nohup "$BIN" serve "$TLS/config.yml" >"$TLS/registry.log" 2>&1 &
+echo $! >"$TLS/registry.pid"
+i=0
+while ! tls_answers; do
+    i=$((i + 1))
+    if [ "$i" -ge 100 ]; then
+        echo "error: the TLS registry did not answer at https://127.0.0.1:$TLS_PORT/v2/ within 10s; see $TLS/registry.log:" >&2
+        tail -n 20 "$TLS/registry.log" >&2 || true
+        exit 1
+    fi
+    sleep 0.1
+done
+echo "TLS registry answers at https://$IP:$TLS_PORT/v2/ (pid $(cat "$TLS/registry.pid"), CA $TLS/ca.crt)"

@@ -4,11 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(busybox-static docker-registry tmux curl)
+packages=(busybox-static docker-registry tmux curl openssl)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
 done
+# kubectl is the oracle of the Kubernetes tests: the machine's own, else Debian's kubernetes-client.
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "test.sh: installing ${missing[*]}"
   sudo_cmd=""

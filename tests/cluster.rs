@@ -6,8 +6,11 @@ mod common;
 use std::time::Duration;
 
 use common::kube_api::KubeApi;
+use common::kube_controllers::Fate;
 use common::kube_objects::{pod, workload};
-use meshtop::backends::cluster::{ClusterError, RECORD_ANNOTATION, WorkloadKind};
+use meshtop::backends::cluster::{
+    ClusterError, FollowRules, Needed, RECORD_ANNOTATION, WorkloadKind,
+};
 use meshtop::mesh::model::{Record, RecordEntry};
 use serde_json::json;
 
@@ -318,8 +321,70 @@ async fn send_whose_guard_fails_reports_the_conflict_and_overwrites_nothing() {
     assert_eq!(image_of(&api, "deployments", "api", 0), "demo/api:theirs");
 }
 
+/// Rules for tests: read every millisecond; a transient reason fails once seen on three polls.
+fn rules() -> FollowRules {
+    FollowRules {
+        deadline: Some(Duration::from_secs(300)),
+        poll: Duration::from_millis(1),
+        transient_grace: Duration::ZERO,
+    }
+}
+
+/// Follow a roll-out, keeping every message kubectl would have printed.
+async fn follow(
+    cluster: &meshtop::backends::cluster::Cluster,
+    w: &meshtop::backends::cluster::Workload,
+    rules: FollowRules,
+) -> (
+    Result<meshtop::backends::cluster::RolloutDone, ClusterError>,
+    Vec<String>,
+) {
+    let said = std::sync::Mutex::new(Vec::new());
+    let on = |m: &str| said.lock().unwrap().push(m.to_string());
+    let result = cluster.follow_rollout(w, rules, &on).await;
+    (result, said.into_inner().unwrap())
+}
+
+/// The oracle: the machine's own `kubectl rollout status` against the same server. (done?, what it said)
+async fn kubectl_rollout(api: &KubeApi, object: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kubeconfig");
+    std::fs::write(&config, api.kubeconfig("oracle")).unwrap();
+    let output = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&config)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .args(["rollout", "status", object, "-n", NS, "--timeout=3s"])
+        .output()
+        .await
+        .expect("kubectl runs: install it (Debian's kubernetes-client), scripts/test.sh does");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), said)
+}
+
+/// kubectl reaches meshtop's verdict: done with this message, or not done (and, if given, saying this).
+async fn oracle_agrees(api: &KubeApi, object: &str, verdict: Result<&str, &str>) {
+    let (done, said) = kubectl_rollout(api, object).await;
+    match verdict {
+        Ok(message) => assert!(done && said.contains(message), "kubectl: {said}"),
+        Err(reason) => assert!(!done && said.contains(reason), "kubectl: {said}"),
+    }
+}
+
+fn pods_of(api: &KubeApi, app: &str) -> Vec<serde_json::Value> {
+    api.all("pods", NS)
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
+        .collect()
+}
+
 #[tokio::test]
-async fn follow_rollout_waits_until_done() {
+async fn a_statefulset_rolls_out_as_kubectl_says() {
     let api = KubeApi::start().await;
     api.put(
         "statefulsets",
@@ -329,17 +394,85 @@ async fn follow_rollout_waits_until_done() {
     let cluster = api.cluster(NS);
     let w = cluster.machines().await.unwrap().pop().unwrap();
     cluster.send(&w, "demo/db:2", None).await.unwrap();
-    api.complete_rollout_after_reads("statefulsets", NS, "db", 3);
-    let done = cluster
-        .follow_rollout(&w, Duration::from_secs(30), Duration::from_millis(1))
-        .await
-        .unwrap();
-    assert_eq!(done.polls, 3);
+    let (done, said) = follow(&cluster, &w, rules()).await;
+    let done = done.unwrap();
+    assert_eq!(
+        said[0],
+        "Waiting for statefulset spec update to be observed..."
+    );
+    assert!(
+        said.iter()
+            .any(|m| m == "Waiting for 1 pods to be ready..."),
+        "{said:?}"
+    );
+    assert_eq!(
+        done.message,
+        "partitioned roll out complete: 2 new pods have been updated..."
+    );
+    let (kubectl_done, said) = kubectl_rollout(&api, "statefulset/db").await;
+    assert!(kubectl_done && said.contains(&done.message), "{said}");
     assert_eq!(done.replicas, 2);
+    // Every pod runs the new template, under the same names.
+    let pods = pods_of(&api, "db");
+    let names: Vec<&str> = pods
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["db-0", "db-1"]);
+    assert!(
+        pods.iter()
+            .all(|p| p["spec"]["containers"][0]["image"] == "demo/db:2")
+    );
 }
 
 #[tokio::test]
-async fn follow_rollout_stuck_on_image_pull_back_off_names_it_with_events() {
+async fn a_fix_sent_to_a_crash_looping_deployment_rolls_out() {
+    // Item 1: the old pods crash-loop; the new ones run. Only the new revision's pods are judged.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "api", "api", &[("api", "demo/api:1")], 2),
+    );
+    api.put(
+        "pods",
+        NS,
+        pod("api-old-1", "api", "api", "demo/api:1", "sha256:01"),
+    );
+    api.put(
+        "pods",
+        NS,
+        pod("api-old-2", "api", "api", "demo/api:1", "sha256:01"),
+    );
+    api.set_pods_waiting(
+        "deployments",
+        NS,
+        "api",
+        "CrashLoopBackOff",
+        "back-off 5m0s restarting failed container",
+    );
+    api.set_pod_log(NS, "api-old-1", "panic: no config\n");
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let (done, said) = follow(&cluster, &w, rules()).await;
+    let done = done.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(done.message, "deployment \"api\" successfully rolled out");
+    oracle_agrees(&api, "deployment/api", Ok(&done.message)).await;
+    assert!(
+        said.iter()
+            .any(|m| m.contains("old replicas are pending termination")),
+        "{said:?}"
+    );
+    assert!(
+        pods_of(&api, "api")
+            .iter()
+            .all(|p| p["spec"]["containers"][0]["image"] == "demo/api:2")
+    );
+}
+
+#[tokio::test]
+async fn new_pods_stuck_on_image_pull_back_off_fail_naming_the_new_pod_with_its_evidence() {
     let api = KubeApi::start().await;
     api.put(
         "deployments",
@@ -351,89 +484,228 @@ async fn follow_rollout_stuck_on_image_pull_back_off_names_it_with_events() {
         NS,
         pod("api-7c9-x1", "api", "api", "demo/api:1", "sha256:01"),
     );
+    api.pods_of_image("demo/api:2", Fate::PullFails("manifest unknown".into()));
     let cluster = api.cluster(NS);
     let w = cluster.machines().await.unwrap().pop().unwrap();
     cluster.send(&w, "demo/api:2", None).await.unwrap();
-    api.set_pods_waiting(
-        "deployments",
-        NS,
-        "api",
-        "ImagePullBackOff",
-        "Back-off pulling image \"demo/api:2\"",
+    let (result, _) = follow(&cluster, &w, rules()).await;
+    let err = result.unwrap_err();
+    let ClusterError::RolloutFailed {
+        reason,
+        waiting,
+        events,
+        ..
+    } = &err
+    else {
+        panic!("expected a roll-out failure, got {err}")
+    };
+    assert!(
+        reason.starts_with("ImagePullBackOff in pod api-"),
+        "{reason}"
     );
-    api.add_event(
-        NS,
-        "api-7c9-x1",
-        "Failed",
-        "Failed to pull image \"demo/api:2\": not found",
+    assert!(
+        !reason.contains("api-7c9-x1"),
+        "the old pod is not the new revision: {reason}"
     );
-
-    let err = cluster
-        .follow_rollout(&w, Duration::from_secs(30), Duration::from_millis(1))
-        .await
-        .unwrap_err();
-    match &err {
-        ClusterError::RolloutFailed {
-            reason,
-            events,
-            log_tail,
-            ..
-        } => {
-            assert!(
-                reason.contains("ImagePullBackOff") && reason.contains("api-7c9-x1"),
-                "{reason}"
-            );
-            assert_eq!(
-                events,
-                &vec!["Failed: Failed to pull image \"demo/api:2\": not found".to_string()]
-            );
-            assert_eq!(log_tail, &None);
-        }
-        other => panic!("expected a roll-out failure, got {other}"),
-    }
-    assert!(err.to_string().contains("ImagePullBackOff"), "{err}");
+    assert!(
+        reason.contains("the node cannot pull demo/api:2"),
+        "{reason}"
+    );
+    assert_eq!(
+        waiting.as_deref(),
+        Some("ImagePullBackOff: Back-off pulling image \"demo/api:2\"")
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e == "Failed: Failed to pull image \"demo/api:2\": manifest unknown"),
+        "{events:?}"
+    );
+    // The raw evidence is in the message beside the named diagnosis.
+    let text = err.to_string();
+    assert!(
+        text.contains("waiting: ImagePullBackOff") && text.contains("events: "),
+        "{text}"
+    );
+    // The old pod still runs: a Deployment keeps it until the new one is available.
+    assert!(api.get("pods", NS, "api-7c9-x1").unwrap()["metadata"]["deletionTimestamp"].is_null());
+    oracle_agrees(&api, "deployment/api", Err("")).await;
 }
 
 #[tokio::test]
-async fn follow_rollout_of_a_crash_loop_carries_the_log_tail() {
+async fn err_image_pull_once_is_transient_and_persisting_it_fails() {
+    let api = KubeApi::start().await;
+    for (name, image) in [("once", "demo/once:2"), ("stuck", "demo/stuck:2")] {
+        api.put(
+            "deployments",
+            NS,
+            workload(
+                "deployments",
+                name,
+                name,
+                &[(name, &image.replace(":2", ":1"))],
+                1,
+            ),
+        );
+    }
+    api.pods_of_image("demo/once:2", Fate::PullFailsOnce("i/o timeout".into()));
+    api.pods_of_image("demo/stuck:2", Fate::PullKeepsFailing("i/o timeout".into()));
+    let cluster = api.cluster(NS);
+    let machines = cluster.machines().await.unwrap();
+    let once = machines.iter().find(|w| w.name == "once").unwrap();
+    cluster.send(once, "demo/once:2", None).await.unwrap();
+    let (done, _) = follow(&cluster, once, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "deployment \"once\" successfully rolled out"
+    );
+
+    let stuck = machines.iter().find(|w| w.name == "stuck").unwrap();
+    cluster.send(stuck, "demo/stuck:2", None).await.unwrap();
+    let (result, _) = follow(&cluster, stuck, rules()).await;
+    let err = result.unwrap_err();
+    assert!(
+        err.to_string().contains("ErrImagePull in pod stuck-"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("i/o timeout"), "{err}");
+    oracle_agrees(&api, "deployment/once", Ok("successfully rolled out")).await;
+    oracle_agrees(&api, "deployment/stuck", Err("")).await;
+}
+
+#[tokio::test]
+async fn a_crash_loop_of_the_new_pods_carries_the_log_tail_and_names_a_platform_mismatch() {
     let api = KubeApi::start().await;
     api.put(
         "deployments",
         NS,
         workload("deployments", "api", "api", &[("api", "demo/api:1")], 1),
     );
-    api.put(
-        "pods",
-        NS,
-        pod("api-1", "api", "api", "demo/api:1", "sha256:01"),
+    api.pods_of_image(
+        "demo/api:2",
+        Fate::Crashes("exec /app: exec format error\n".into()),
     );
-    api.set_pods_waiting(
-        "deployments",
-        NS,
-        "api",
-        "CrashLoopBackOff",
-        "back-off restarting",
-    );
-    api.set_pod_log(NS, "api-1", "panic: no config\n");
     let cluster = api.cluster(NS);
     let w = cluster.machines().await.unwrap().pop().unwrap();
     cluster.send(&w, "demo/api:2", None).await.unwrap();
-    let err = cluster
-        .follow_rollout(&w, Duration::from_secs(30), Duration::from_millis(1))
-        .await
-        .unwrap_err();
+    let (result, _) = follow(&cluster, &w, rules()).await;
+    let err = result.unwrap_err();
     let ClusterError::RolloutFailed {
-        reason, log_tail, ..
+        reason,
+        log_tail,
+        waiting,
+        ..
     } = &err
     else {
         panic!("{err}")
     };
-    assert!(reason.starts_with("CrashLoopBackOff"), "{reason}");
-    assert_eq!(log_tail.as_deref(), Some("panic: no config\n"));
+    assert!(
+        reason.starts_with("CrashLoopBackOff in pod api-"),
+        "{reason}"
+    );
+    assert!(reason.contains("platform mismatch"), "{reason}");
+    assert_eq!(log_tail.as_deref(), Some("exec /app: exec format error\n"));
+    assert!(
+        waiting
+            .as_deref()
+            .unwrap()
+            .starts_with("CrashLoopBackOff: back-off"),
+        "{waiting:?}"
+    );
+    oracle_agrees(&api, "deployment/api", Err("")).await;
 }
 
 #[tokio::test]
-async fn follow_rollout_fails_on_the_progress_deadline() {
+async fn every_terminal_reason_of_kubectl_and_the_kubelet_fails_a_roll_out() {
+    for reason in [
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "RunContainerError",
+    ] {
+        let api = KubeApi::start().await;
+        api.put(
+            "deployments",
+            NS,
+            workload("deployments", "api", "api", &[("api", "demo/api:1")], 1),
+        );
+        api.pods_of_image(
+            "demo/api:2",
+            Fate::Waits(reason.into(), format!("{reason} happened")),
+        );
+        let cluster = api.cluster(NS);
+        let w = cluster.machines().await.unwrap().pop().unwrap();
+        cluster.send(&w, "demo/api:2", None).await.unwrap();
+        let (result, _) = follow(&cluster, &w, rules()).await;
+        let err = result.unwrap_err();
+        assert!(
+            err.to_string().contains(&format!("{reason} in pod api-")),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&format!("{reason} happened")),
+            "{err}"
+        );
+        oracle_agrees(&api, "deployment/api", Err("")).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stale_progress_deadline_does_not_fail_a_new_roll_out() {
+    // Item 2: the condition is left from the previous roll-out; kubectl ignores it until the controller
+    // observed the new generation (which resets it).
+    let api = KubeApi::start().await;
+    let mut object = workload("deployments", "api", "api", &[("api", "demo/api:1")], 1);
+    object["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
+        "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"api-1\" has timed out progressing."}]);
+    api.put("deployments", NS, object);
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let (done, said) = follow(&cluster, &w, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "deployment \"api\" successfully rolled out"
+    );
+    assert_eq!(
+        said[0],
+        "Waiting for deployment spec update to be observed..."
+    );
+    oracle_agrees(&api, "deployment/api", Ok("successfully rolled out")).await;
+}
+
+#[tokio::test]
+async fn a_roll_out_past_its_progress_deadline_fails_as_kubectl_says() {
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "api", "api", &[("api", "demo/api:1")], 1),
+    );
+    // The new pod never gets ready and never says why.
+    api.pods_of_image(
+        "demo/api:2",
+        Fate::Waits("ContainerCreating".into(), String::new()),
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    api.pass_progress_deadline("deployments", NS, "api");
+    let (result, _) = follow(&cluster, &w, rules()).await;
+    let err = result.unwrap_err();
+    let ClusterError::RolloutFailed { reason, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(reason, "deployment \"api\" exceeded its progress deadline");
+    oracle_agrees(
+        &api,
+        "deployment/api",
+        Err("deployment \"api\" exceeded its progress deadline"),
+    )
+    .await;
+
+    // Our own deadline (no progress within it) says kubectl's last message.
     let api = KubeApi::start().await;
     api.put(
         "deployments",
@@ -443,28 +715,448 @@ async fn follow_rollout_fails_on_the_progress_deadline() {
     let cluster = api.cluster(NS);
     let w = cluster.machines().await.unwrap().pop().unwrap();
     cluster.send(&w, "demo/api:2", None).await.unwrap();
-
-    // Our own deadline: the workload never progresses.
-    let err = cluster
-        .follow_rollout(&w, Duration::ZERO, Duration::from_millis(1))
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("not done within 0s"), "{err}");
-
-    // The cluster's deadline: Progressing=False, ProgressDeadlineExceeded.
-    let mut object = api.get("deployments", NS, "api").unwrap();
-    object["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
-        "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"api-2\" has timed out progressing."}]);
-    api.put("deployments", NS, object);
-    let err = cluster
-        .follow_rollout(&w, Duration::from_secs(30), Duration::from_millis(1))
-        .await
-        .unwrap_err();
-    let ClusterError::RolloutFailed { reason, .. } = &err else {
-        panic!("{err}")
+    let zero = FollowRules {
+        deadline: Some(Duration::ZERO),
+        ..rules()
     };
+    let (result, _) = follow(&cluster, &w, zero).await;
+    let err = result.unwrap_err().to_string();
     assert!(
-        reason.starts_with("ProgressDeadlineExceeded") && reason.contains("timed out"),
-        "{reason}"
+        err.contains("no progress within 0s: Waiting for deployment spec update to be observed..."),
+        "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_partitioned_statefulset_is_done_when_the_pods_from_the_partition_up_are_updated() {
+    // Item 4.
+    let api = KubeApi::start().await;
+    let mut object = workload("statefulsets", "db", "db", &[("db", "demo/db:1")], 3);
+    object["spec"]["updateStrategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 2}});
+    api.put("statefulsets", NS, object);
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/db:2", None).await.unwrap();
+    let (done, _) = follow(&cluster, &w, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "partitioned roll out complete: 1 new pods have been updated..."
+    );
+    oracle_agrees(
+        &api,
+        "statefulset/db",
+        Ok("partitioned roll out complete: 1 new pods have been updated..."),
+    )
+    .await;
+    let image = |n: &str| api.get("pods", NS, n).unwrap()["spec"]["containers"][0]["image"].clone();
+    assert_eq!(
+        (image("db-0"), image("db-1"), image("db-2")),
+        (json!("demo/db:1"), json!("demo/db:1"), json!("demo/db:2"))
+    );
+}
+
+#[tokio::test]
+async fn on_delete_strategies_say_at_once_that_pods_change_only_when_deleted() {
+    // Item 4.
+    let api = KubeApi::start().await;
+    let mut db = workload("statefulsets", "db", "db", &[("db", "demo/db:1")], 2);
+    db["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    api.put("statefulsets", NS, db);
+    let mut agent = workload(
+        "daemonsets",
+        "agent",
+        "agent",
+        &[("agent", "demo/agent:1")],
+        2,
+    );
+    agent["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
+    api.put("daemonsets", NS, agent);
+    let cluster = api.cluster(NS);
+    for w in cluster.machines().await.unwrap() {
+        cluster
+            .send(&w, &w.image.replace(":1", ":2"), None)
+            .await
+            .unwrap();
+        let (result, said) = follow(&cluster, &w, rules()).await;
+        let err = result.unwrap_err();
+        assert!(matches!(err, ClusterError::OnDelete { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains("change only when they are deleted"),
+            "{err}"
+        );
+        assert_eq!(said.len(), 1, "judged at once: {said:?}");
+        let object = format!("{}/{}", w.kind.as_str().to_lowercase(), w.name);
+        oracle_agrees(
+            &api,
+            &object,
+            Err("rollout status is only available for RollingUpdate strategy type"),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_daemonset_rolls_out_node_by_node() {
+    let api = KubeApi::start().await;
+    api.put(
+        "daemonsets",
+        NS,
+        workload(
+            "daemonsets",
+            "agent",
+            "agent",
+            &[("agent", "demo/agent:1")],
+            3,
+        ),
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster
+        .send(&w, "demo/agent:2", Some("sha256:abc"))
+        .await
+        .unwrap();
+    let (done, said) = follow(&cluster, &w, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "daemon set \"agent\" successfully rolled out"
+    );
+    oracle_agrees(
+        &api,
+        "daemonset/agent",
+        Ok("daemon set \"agent\" successfully rolled out"),
+    )
+    .await;
+    assert!(
+        said.iter()
+            .any(|m| m.contains("out of 3 new pods have been updated")),
+        "{said:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_artifact_annotation_is_added_as_one_key_beside_the_others() {
+    // Item 10: other annotations on the pod template stay.
+    let api = KubeApi::start().await;
+    let mut object = workload("deployments", "api", "api", &[("api", "demo/api:1")], 1);
+    object["spec"]["template"]["metadata"]["annotations"] = json!({"team": "payments"});
+    api.put("deployments", NS, object);
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster
+        .send(&w, "demo/api:2", Some("sha256:abc"))
+        .await
+        .unwrap();
+    let annotations =
+        api.get("deployments", NS, "api").unwrap()["spec"]["template"]["metadata"]["annotations"]
+            .clone();
+    assert_eq!(
+        annotations,
+        json!({"team": "payments", "jr2.dev/artifact": "sha256:abc"})
+    );
+}
+
+#[tokio::test]
+async fn events_are_matched_by_kind_and_name_and_ordered_by_time_or_event_time() {
+    // Item 10: a Deployment and a Pod may share a name; events.k8s.io-era events carry only eventTime.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "api", "api", &[("api", "demo/api:1")], 1),
+    );
+    let event = |name: &str, kind: &str, reason: &str, times: serde_json::Value| {
+        let mut e = json!({"metadata": {"name": name},
+            "involvedObject": {"kind": kind, "name": "api", "namespace": NS},
+            "reason": reason, "message": reason, "type": "Warning"});
+        for (k, v) in times.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    };
+    api.put_event(
+        NS,
+        event(
+            "e1",
+            "Deployment",
+            "Second",
+            json!({"eventTime": "2026-01-01T00:00:02.000000Z"}),
+        ),
+    );
+    api.put_event(
+        NS,
+        event(
+            "e2",
+            "Deployment",
+            "First",
+            json!({"lastTimestamp": "2026-01-01T00:00:01Z"}),
+        ),
+    );
+    api.put_event(
+        NS,
+        event(
+            "e3",
+            "Pod",
+            "NotMine",
+            json!({"lastTimestamp": "2026-01-01T00:00:03Z"}),
+        ),
+    );
+    api.put_event(
+        NS,
+        event(
+            "e4",
+            "Deployment",
+            "Third",
+            json!({"lastTimestamp": "2026-01-01T00:00:04Z"}),
+        ),
+    );
+    api.pods_of_image(
+        "demo/api:2",
+        Fate::Waits("ContainerCreating".into(), String::new()),
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    api.pass_progress_deadline("deployments", NS, "api");
+    let (result, _) = follow(&cluster, &w, rules()).await;
+    let ClusterError::RolloutFailed { events, .. } = result.unwrap_err() else {
+        panic!()
+    };
+    assert_eq!(events, ["First: First", "Second: Second", "Third: Third"]);
+}
+
+#[tokio::test]
+async fn a_missing_verb_is_refused_naming_verb_resource_and_namespace() {
+    // Item 7: the built-in edit role cannot patch the namespace object.
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    api.identity(
+        "alice",
+        &[
+            ("get", "namespaces"),
+            ("list", "deployments"),
+            ("patch", "deployments"),
+        ],
+    );
+    let cluster = api.cluster(NS);
+    let err = cluster
+        .check_access(&[
+            Needed::on_namespace("patch", NS),
+            Needed::namespaced("patch", "apps", "deployments"),
+            Needed::namespaced("patch", "apps", "statefulsets"),
+        ])
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ClusterError::Forbidden { .. }), "{text}");
+    assert!(
+        text.contains("cannot patch namespaces \"mesh-demo\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot patch statefulsets (API group apps) in namespace \"mesh-demo\""),
+        "{text}"
+    );
+    assert!(!text.contains("cannot patch deployments"), "{text}");
+    assert!(text.contains("RBAC"), "{text}");
+    assert_eq!(
+        api.requests("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"),
+        3
+    );
+
+    // The write itself is 403 with the apiserver's message, never a Debug dump of the Status.
+    let err = cluster
+        .stamp_record(&record(&[("api", entry("demo/api:a", "sha256:0a"))]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("namespaces \"mesh-demo\" is forbidden: User \"alice\" cannot patch resource \"namespaces\" in API group \"\" at the cluster scope (Forbidden, HTTP 403)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Status {") && !err.contains("ErrorResponse"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn lists_follow_continue_and_start_over_when_it_expired() {
+    // Item 10: 1200 pods come in chunks of 500; an expired continue token (410) restarts the list.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "big", "big", &[("app", "demo/big:1")], 1200),
+    );
+    for i in 0..1200 {
+        api.put(
+            "pods",
+            NS,
+            pod(
+                &format!("big-{i:04}"),
+                "big",
+                "app",
+                "demo/big:1",
+                &format!("sha256:{:064x}", i % 3),
+            ),
+        );
+    }
+    let cluster = api.cluster(NS);
+    api.reset_counts();
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].running_digests.len(), 3);
+    assert_eq!(api.requests(&format!("/api/v1/namespaces/{NS}/pods")), 3);
+
+    api.reset_counts();
+    api.expire_next_continue();
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].running_digests.len(), 3);
+    assert_eq!(api.responses_with(410), 1);
+    assert_eq!(api.requests(&format!("/api/v1/namespaces/{NS}/pods")), 5);
+}
+
+#[tokio::test]
+async fn a_request_that_gets_no_answer_times_out() {
+    // Item 5: a server that accepts and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let cluster = meshtop::backends::cluster::Cluster::from_client(client, "hung", NS)
+        .with_request_timeout(Duration::from_millis(200));
+    let err = cluster.read_record().await.unwrap_err();
+    assert!(matches!(err, ClusterError::Timeout { .. }), "{err}");
+    assert!(err.to_string().contains("got no answer"), "{err}");
+}
+
+#[tokio::test]
+async fn a_kind_loaded_workload_runs_the_artifact_written_on_its_pods_revision() {
+    // Item 8: containerd reports the digest it computed at import, never Docker's image id; the pods of
+    // the revision meshtop sent carry the artifact it wrote on their template.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload(
+            "deployments",
+            "web",
+            "web",
+            &[("app", "demo/web:aaaaaaaaaaaa-amd64")],
+            2,
+        ),
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    let artifact = format!("sha256:{}", "ab".repeat(32));
+    cluster
+        .send(&w, "demo/web:bbbbbbbbbbbb-amd64", Some(&artifact))
+        .await
+        .unwrap();
+    let (done, _) = follow(&cluster, &w, rules()).await;
+    done.unwrap();
+    let pods = pods_of(&api, "web");
+    assert!(pods.iter().all(|p| {
+        p["status"]["containerStatuses"][0]["imageID"]
+            .as_str()
+            .unwrap()
+            .contains("@sha256:")
+            && !p["status"]["containerStatuses"][0]["imageID"]
+                .as_str()
+                .unwrap()
+                .contains(&"ab".repeat(32))
+    }));
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].running_digests, vec![artifact.clone()]);
+    oracle_agrees(&api, "deployment/web", Ok("successfully rolled out")).await;
+
+    // Someone sets another image by hand (the annotation stays on the template): not believed any more.
+    let mut object = api.get("deployments", NS, "web").unwrap();
+    object["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other/thing:1");
+    object["metadata"]["generation"] = json!(3);
+    api.put("deployments", NS, object);
+    api.settle("deployments", NS, "web");
+    let machines = cluster.machines().await.unwrap();
+    assert!(
+        !machines[0].running_digests.contains(&artifact),
+        "{:?}",
+        machines[0].running_digests
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_is_the_oracle_of_the_test_server() {
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "api", "api", &[("api", "demo/api:1")], 2),
+    );
+    let (done, said) = kubectl_rollout(&api, "deployment/api").await;
+    assert!(done, "{said}");
+    assert!(
+        said.contains("deployment \"api\" successfully rolled out"),
+        "{said}"
+    );
+}
+
+#[tokio::test]
+async fn the_deadline_follows_the_workloads_progress_deadline_seconds() {
+    // Item 5: no deadline given: the Deployment's own progressDeadlineSeconds (here 0) is it.
+    let api = KubeApi::start().await;
+    let mut object = workload("deployments", "api", "api", &[("api", "demo/api:1")], 1);
+    object["spec"]["progressDeadlineSeconds"] = json!(0);
+    api.put("deployments", NS, object);
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let workload_deadline = FollowRules {
+        deadline: None,
+        ..rules()
+    };
+    let (result, _) = follow(&cluster, &w, workload_deadline).await;
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("no progress within 0s"), "{err}");
+    assert_eq!(
+        meshtop::backends::cluster::DEFAULT_PROGRESS_DEADLINE,
+        Duration::from_secs(600)
+    );
+}
+
+#[tokio::test]
+async fn a_role_that_cannot_list_replica_sets_still_gets_kubectls_verdict() {
+    // The diagnosis is best effort: the README's older Role had no replicasets.
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        workload("deployments", "api", "api", &[("api", "demo/api:1")], 1),
+    );
+    api.identity(
+        "old-role",
+        &[
+            ("get", "deployments"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("patch", "deployments"),
+            ("list", "pods"),
+        ],
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let (done, _) = follow(&cluster, &w, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "deployment \"api\" successfully rolled out"
+    );
+    assert!(api.responses_with(403) >= 1);
 }

@@ -1,5 +1,6 @@
-//! `Cluster::connect` configured as kubectl is: KUBECONFIG and its current context.
-//! Its own test binary: it sets KUBECONFIG for the whole process.
+//! `Cluster::connect` configured as kubectl is: KUBECONFIG and its current context, proxies from the
+//! environment with NO_PROXY, the in-cluster configuration when there is no kubeconfig.
+//! Its own test binary: it sets KUBECONFIG, HOME and the proxy variables for the whole process.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -26,7 +27,12 @@ users:\n- name: dev\n  user: {{}}\n",
     // SAFETY: this test binary has a single test and no other thread reads the environment now.
     #[allow(unsafe_code)]
     unsafe {
-        std::env::set_var("KUBECONFIG", &config)
+        std::env::set_var("KUBECONFIG", &config);
+        // A proxy that nothing answers: kubectl would not use it for 127.0.0.1 (NO_PROXY, and loopback is
+        // never proxied); before, kube-client took HTTPS_PROXY and failed every connection.
+        std::env::set_var("HTTPS_PROXY", "http://127.0.0.1:9");
+        std::env::set_var("HTTP_PROXY", "http://127.0.0.1:9");
+        std::env::set_var("NO_PROXY", "127.0.0.1");
     };
 
     let cluster = Cluster::connect(None, "demo").await.unwrap();
@@ -46,4 +52,17 @@ users:\n- name: dev\n  user: {{}}\n",
     let err = Cluster::connect(Some("nope"), "demo").await.unwrap_err();
     assert!(matches!(err, ClusterError::Config { .. }), "{err}");
     assert!(err.to_string().contains("\"nope\""), "{err}");
+
+    // No kubeconfig at all and no context asked for: the in-cluster service account, as kubectl; outside
+    // a cluster that says so.
+    let home = tempfile::tempdir().unwrap();
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::remove_var("KUBECONFIG");
+        std::env::set_var("HOME", home.path());
+        std::env::remove_var("KUBERNETES_SERVICE_HOST");
+        std::env::remove_var("KUBERNETES_SERVICE_PORT");
+    };
+    let err = Cluster::connect(None, "demo").await.unwrap_err();
+    assert!(err.to_string().contains("not inside a cluster"), "{err}");
 }

@@ -11,6 +11,7 @@ use std::process::Output;
 use std::sync::{Arc, Mutex};
 
 use common::kube_api::KubeApi;
+use common::kube_controllers::Fate;
 use common::kube_objects::{pod, workload};
 use common::{ExampleMesh, decisions, said};
 use meshtop::backends::cluster::{Cluster, RECORD_ANNOTATION};
@@ -174,10 +175,6 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
     for (n, module) in [(1, "web"), (2, "worker"), (3, "api")] {
         k.deploy(&api, module, &format!("{}:old", repo(module)), &old_id(n));
     }
-    // The patch's GET, then the first roll-out poll sees it done.
-    for module in ["web", "worker"] {
-        api.complete_rollout_after_reads("deployments", &k.namespace, &format!("{module}-1"), 2);
-    }
 
     let (first, stderr) = k.json(&["converge", "--json"]).await;
     assert!(
@@ -235,22 +232,8 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
     }
     assert_eq!(k.image(&api, "api"), format!("{}:old", repo("api")));
 
-    // The pods now report the manifest digest they pulled: current (the published digest names the artifact).
-    for module in ["web", "worker"] {
-        let (reference, digest) = &published[module];
-        let image = format!("{reference}@{digest}");
-        api.put(
-            "pods",
-            &k.namespace,
-            pod(
-                &format!("{module}-1-pod"),
-                &format!("{module}-1"),
-                "app",
-                &image,
-                &format!("docker-pullable://{image}"),
-            ),
-        );
-    }
+    // The new pods report the manifest digest they pulled: current (the published digest names the
+    // artifact). The old pods are gone: the controller terminated them once the new ones were ready.
     let (status, _) = k.json(&["status", "--json"]).await;
     let states: BTreeMap<String, String> = status
         .as_array()
@@ -454,19 +437,8 @@ fn kind_setup(api: &KubeApi, tag: &str) -> (KubeMesh, String) {
 async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
     let api = KubeApi::start().await;
     let (k, reference) = kind_setup(&api, "kb");
-    api.set_pods_waiting(
-        "deployments",
-        &k.namespace,
-        "web-1",
-        "ImagePullBackOff",
-        "Back-off pulling image",
-    );
-    api.add_event(
-        &k.namespace,
-        "web-1-pod",
-        "Failed",
-        "Failed to pull image: not found",
-    );
+    // The kubelet cannot pull the new image: the new pod goes ErrImagePull, then ImagePullBackOff.
+    api.pods_of_image(&reference, Fate::PullFails("not found".into()));
     let output = k.run(&["send", "web", "--yes", "--json"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -487,6 +459,18 @@ async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
         deployment["spec"]["template"]["metadata"]["annotations"]["jr2.dev/artifact"],
         json!(format!("sha256:{}", "ab".repeat(32)))
     );
+    // kubectl reaches the same verdict: not rolled out.
+    let (done, said) = api
+        .kubectl(&[
+            "rollout",
+            "status",
+            "deployment/web-1",
+            "-n",
+            &k.namespace,
+            "--timeout=3s",
+        ])
+        .await;
+    assert!(!done, "kubectl: {said}");
     let history = History::open(&k.mesh.state()).unwrap();
     let rows = history.sends(k.name(), Some("web"), 10).unwrap();
     assert_eq!(rows.len(), 1);
@@ -565,4 +549,163 @@ async fn status_over_500_workloads_takes_a_bounded_number_of_calls() {
     let calls = api.total_requests();
     eprintln!("status over 500 workloads: {calls} API calls");
     assert!(calls <= 5, "{calls} calls");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() {
+    // Item 7: an identity with the built-in edit role's verbs, which do not include the namespace object.
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("ka", &api, true, "test-ctx", "");
+    api.identity(
+        "ci",
+        &[
+            ("get", "namespaces"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("list", "pods"),
+            ("patch", "deployments"),
+        ],
+    );
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!("cannot patch namespaces \"{}\"", k.namespace)),
+        "{text}"
+    );
+    assert!(text.contains("RBAC"), "{text}");
+    assert!(!text.contains("Status {"), "{text}");
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(
+        builds.as_array().unwrap().is_empty(),
+        "nothing was built: {builds}"
+    );
+
+    // It may write the record, but not the Deployment of a module whose policy rolls out.
+    k.deploy(
+        &api,
+        "web",
+        &format!("{REGISTRY}/{}/web:old", k.name()),
+        &old_id(1),
+    );
+    api.identity(
+        "ci",
+        &[
+            ("get", "namespaces"),
+            ("patch", "namespaces"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("list", "pods"),
+        ],
+    );
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!(
+            "cannot patch deployments (API group apps) in namespace \"{}\"",
+            k.namespace
+        )),
+        "{text}"
+    );
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(builds.as_array().unwrap().is_empty(), "{builds}");
+}
+
+#[tokio::test]
+async fn the_roll_out_deadline_can_be_set_in_the_mesh_file() {
+    // Item 5.
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("kd", &api, false, "kind-t", "");
+    let file = k.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let with = |value: &str| {
+        text.replacen(
+            "kind = \"kubernetes\"\n",
+            &format!("kind = \"kubernetes\"\nrollout_deadline = {value}\n"),
+            1,
+        )
+    };
+    std::fs::write(&file, with("\"15m\"")).unwrap();
+    let mesh = meshtop::workspace::file::load(&file).unwrap();
+    assert_eq!(
+        mesh.rollout_deadline,
+        Some(std::time::Duration::from_secs(900))
+    );
+    std::fs::write(&file, with("\"soon\"")).unwrap();
+    let err = meshtop::workspace::file::load(&file)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rollout_deadline"), "{err}");
+    std::fs::write(&file, text).unwrap();
+    assert_eq!(
+        meshtop::workspace::file::load(&file)
+            .unwrap()
+            .rollout_deadline,
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_loaded_send_rolls_out_and_its_machine_reads_current() {
+    // Item 8: containerd reports its import digest; the pods carry the artifact meshtop wrote.
+    let api = KubeApi::start().await;
+    let (k, reference) = kind_setup(&api, "kk");
+    let output = k.run(&["send", "web", "--yes", "--json"]).await;
+    assert!(output.status.success(), "{}", said(&output));
+    assert_eq!(k.image(&api, "web"), reference);
+    let (status, _) = k.json(&["status", "--json"]).await;
+    let web = &status.as_array().unwrap()[0];
+    assert_eq!(web["state"], "current", "{status}");
+    let (done, said) = api
+        .kubectl(&[
+            "rollout",
+            "status",
+            "deployment/web-1",
+            "-n",
+            &k.namespace,
+            "--timeout=3s",
+        ])
+        .await;
+    assert!(
+        done && said.contains("successfully rolled out"),
+        "kubectl: {said}"
+    );
+    assert_eq!(
+        web["running"],
+        json!([format!("sha256:{}", "ab".repeat(32))]),
+        "{status}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_that_may_not_patch_the_workload_is_refused_naming_it() {
+    // Item 7.
+    let api = KubeApi::start().await;
+    let (k, _) = kind_setup(&api, "kp");
+    api.identity(
+        "viewer",
+        &[
+            ("get", "namespaces"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("list", "pods"),
+        ],
+    );
+    let output = k.run(&["send", "web", "--yes", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!(
+            "cannot patch deployments (API group apps) in namespace \"{}\"",
+            k.namespace
+        )),
+        "{text}"
+    );
+    assert!(text.contains("RBAC"), "{text}");
+    assert_eq!(api.responses_with(403), 0, "nothing was tried: {text}");
 }

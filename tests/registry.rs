@@ -116,70 +116,94 @@ async fn fake_registry_on(ip: &str, mode: &'static str) -> (String, Arc<Mutex<Se
     let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
     let host = listener.local_addr().unwrap().to_string();
     let (state, realm) = (seen.clone(), format!("http://{host}/token"));
-    let app = Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap| {
-        let (seen, realm) = (state.clone(), realm.clone());
-        async move {
-            let auth = headers
-                .get(header::AUTHORIZATION)
-                .map(|v| v.to_str().unwrap().to_string())
-                .unwrap_or_default();
-            let mut seen = seen.lock().unwrap();
-            // base64("u:p") = dTpw
-            if uri.path() == "/token" {
-                seen.token_queries
-                    .push(uri.query().unwrap_or("").to_string());
-                if auth != "Basic dTpw" {
-                    return StatusCode::UNAUTHORIZED.into_response();
-                }
-                return (
-                    StatusCode::OK,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    r#"{"token":"t0k"}"#,
-                )
-                    .into_response();
-            }
-            seen.accepts.push(
-                headers
-                    .get(header::ACCEPT)
+    let app = Router::new().fallback(
+        move |method: Method, uri: Uri, headers: HeaderMap, body: String| {
+            let (seen, realm) = (state.clone(), realm.clone());
+            async move {
+                let auth = headers
+                    .get(header::AUTHORIZATION)
                     .map(|v| v.to_str().unwrap().to_string())
-                    .unwrap_or_default(),
-            );
-            seen.authorizations.push(auth.clone());
-            let (wanted, challenge) = match mode {
-                "bearer" => (
-                    "Bearer t0k".to_string(),
-                    format!(r#"Bearer realm="{realm}",service="fake",scope="repository:a/b:pull""#),
-                ),
-                _ => (
-                    "Basic dTpw".to_string(),
-                    r#"Basic realm="fake""#.to_string(),
-                ),
-            };
-            if auth != wanted {
-                return (
-                    StatusCode::UNAUTHORIZED,
-                    [(header::WWW_AUTHENTICATE, challenge)],
-                )
-                    .into_response();
-            }
-            let body = r#"{"schemaVersion":2}"#;
-            let response: Response = match uri.path() {
-                "/v2/a/b/manifests/present" => (
-                    StatusCode::OK,
-                    [("docker-content-digest", "sha256:feed")],
-                    body,
-                )
-                    .into_response(),
-                // A registry that omits the digest header: the digest is the body's sha256.
-                "/v2/a/b/manifests/nodigest" if method == Method::GET => {
-                    (StatusCode::OK, body).into_response()
+                    .unwrap_or_default();
+                let mut seen = seen.lock().unwrap();
+                // base64("u:p") = dTpw
+                // distribution's OAuth token endpoint (`docs/spec/auth/oauth.md`): a POST of a form with a
+                // refresh token; it answers `access_token`.
+                if uri.path() == "/token" && method == Method::POST {
+                    seen.token_queries.push(body.clone());
+                    if !body.contains("grant_type=refresh_token")
+                        || !body.contains("refresh_token=idt0k")
+                    {
+                        return StatusCode::UNAUTHORIZED.into_response();
+                    }
+                    return (
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        r#"{"access_token":"t0k","expires_in":300}"#,
+                    )
+                        .into_response();
                 }
-                "/v2/a/b/manifests/nodigest" => StatusCode::OK.into_response(),
-                _ => StatusCode::NOT_FOUND.into_response(),
-            };
-            response
-        }
-    });
+                if uri.path() == "/token" {
+                    seen.token_queries
+                        .push(uri.query().unwrap_or("").to_string());
+                    if auth != "Basic dTpw" {
+                        return StatusCode::UNAUTHORIZED.into_response();
+                    }
+                    return (
+                        StatusCode::OK,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        r#"{"token":"t0k"}"#,
+                    )
+                        .into_response();
+                }
+                seen.accepts.push(
+                    headers
+                        .get(header::ACCEPT)
+                        .map(|v| v.to_str().unwrap().to_string())
+                        .unwrap_or_default(),
+                );
+                seen.authorizations.push(auth.clone());
+                let bearer =
+                    format!(r#"Bearer realm="{realm}",service="fake",scope="repository:a/b:pull""#);
+                let (wanted, challenges) = match mode {
+                    "bearer" | "oauth" => ("Bearer t0k".to_string(), vec![bearer]),
+                    // Two challenges, one header each (RFC 7235 allows several): basic first.
+                    "both" => (
+                        "Bearer t0k".to_string(),
+                        vec![r#"Basic realm="fake""#.to_string(), bearer],
+                    ),
+                    _ => (
+                        "Basic dTpw".to_string(),
+                        vec![r#"Basic realm="fake""#.to_string()],
+                    ),
+                };
+                if auth != wanted {
+                    let mut response = StatusCode::UNAUTHORIZED.into_response();
+                    for challenge in challenges {
+                        response
+                            .headers_mut()
+                            .append(header::WWW_AUTHENTICATE, challenge.parse().unwrap());
+                    }
+                    return response;
+                }
+                let body = r#"{"schemaVersion":2}"#;
+                let response: Response = match uri.path() {
+                    "/v2/a/b/manifests/present" => (
+                        StatusCode::OK,
+                        [("docker-content-digest", "sha256:feed")],
+                        body,
+                    )
+                        .into_response(),
+                    // A registry that omits the digest header: the digest is the body's sha256.
+                    "/v2/a/b/manifests/nodigest" if method == Method::GET => {
+                        (StatusCode::OK, body).into_response()
+                    }
+                    "/v2/a/b/manifests/nodigest" => StatusCode::OK.into_response(),
+                    _ => StatusCode::NOT_FOUND.into_response(),
+                };
+                response
+            }
+        },
+    );
     let listener_task = axum::serve(listener, app);
     tokio::spawn(async move { listener_task.await.unwrap() });
     (host, seen)
@@ -375,4 +399,106 @@ async fn credentials_from_auths_helpers_and_stores() {
     write(&dir.path().join("config.json"), "{broken");
     let err = from_config_dir(dir.path(), "x", path).await.unwrap_err();
     assert!(err.to_string().contains("config.json"), "{err}");
+}
+
+#[tokio::test]
+async fn an_identity_token_is_exchanged_for_an_access_token() {
+    // Item 9: what `docker login` keeps for registries that issue identity tokens.
+    let (host, seen) = fake_registry("oauth").await;
+    let client = RegistryClient::new(
+        &registry(&host),
+        Some(Credentials::IdentityToken("idt0k".into())),
+    )
+    .unwrap();
+    assert_eq!(
+        client.manifest("a/b", "present").await.unwrap(),
+        Published::Present {
+            digest: "sha256:feed".into()
+        }
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.token_queries.len(), 1);
+    let form = &seen.token_queries[0];
+    for part in [
+        "grant_type=refresh_token",
+        "refresh_token=idt0k",
+        "service=fake",
+        "scope=repository%3Aa%2Fb%3Apull",
+        "client_id=meshtop",
+    ] {
+        assert!(form.contains(part), "{form}");
+    }
+}
+
+#[tokio::test]
+async fn of_several_challenges_the_token_flow_is_taken() {
+    // Item 9: a registry offering Basic and Bearer in two WWW-Authenticate headers wants the token.
+    let (host, seen) = fake_registry("both").await;
+    let client = RegistryClient::new(&registry(&host), Some(basic())).unwrap();
+    assert_eq!(
+        client.manifest("a/b", "present").await.unwrap(),
+        Published::Present {
+            digest: "sha256:feed".into()
+        }
+    );
+    assert_eq!(seen.lock().unwrap().authorizations, vec!["", "Bearer t0k"]);
+}
+
+/// The TLS registry scripts/start-registry.sh starts: its non-loopback host:port and its CA.
+fn tls_registry() -> (String, std::path::PathBuf) {
+    let dir = std::path::PathBuf::from("/tmp/meshtop-registry-tls");
+    let host = std::fs::read_to_string(dir.join("host")).unwrap_or_else(|_| {
+        panic!(
+            "no TLS registry set up: run scripts/start-registry.sh (it writes {}/host)",
+            dir.display()
+        )
+    });
+    (host.trim().to_string(), dir.join("ca.crt"))
+}
+
+#[tokio::test]
+async fn an_insecure_registry_is_tried_over_https_without_verification_first() {
+    // Item 9: as Docker does for an insecure (or loopback) registry; plain HTTP to this port would be
+    // answered 400 by its TLS server.
+    let (host, _) = tls_registry();
+    let port = host.rsplit_once(':').unwrap().1;
+    let loopback = RegistryClient::new(&registry(&format!("127.0.0.1:{port}")), None).unwrap();
+    assert_eq!(
+        loopback.manifest("none/here", "t").await.unwrap(),
+        Published::Absent
+    );
+    let insecure = Registry {
+        host: host.clone(),
+        insecure: true,
+    };
+    let client = RegistryClient::new(&insecure, None).unwrap();
+    assert_eq!(
+        client.manifest("none/here", "t").await.unwrap(),
+        Published::Absent
+    );
+    // And the plain registry, insecure too, still answers over HTTP after the HTTPS attempt fails.
+    let plain = RegistryClient::new(&registry(LOCAL), None).unwrap();
+    require_registry().await;
+    assert_eq!(
+        plain.manifest("none/here", "t").await.unwrap(),
+        Published::Absent
+    );
+}
+
+#[tokio::test]
+async fn a_secure_registry_is_verified_with_the_ca_in_certs_d() {
+    // Item 9: `/etc/docker/certs.d/<host>/ca.crt`, here under a directory of the test's own.
+    let (host, ca) = tls_registry();
+    let certs = tempfile::tempdir().unwrap();
+    let unknown = RegistryClient::with_certs_dir(&registry(&host), None, certs.path()).unwrap();
+    let err = unknown.manifest("none/here", "t").await.unwrap_err();
+    assert!(matches!(err, RegistryError::Http { .. }), "{err}");
+
+    std::fs::create_dir_all(certs.path().join(&host)).unwrap();
+    std::fs::copy(&ca, certs.path().join(&host).join("ca.crt")).unwrap();
+    let client = RegistryClient::with_certs_dir(&registry(&host), None, certs.path()).unwrap();
+    assert_eq!(
+        client.manifest("none/here", "t").await.unwrap(),
+        Published::Absent
+    );
 }

@@ -77,18 +77,31 @@ pub fn is_loopback(host: &str) -> bool {
 }
 
 pub struct RegistryClient {
-    http: reqwest::Client,
+    /// For https (verifying with the system's and `certs.d`'s CAs; not verifying for an insecure registry)
+    /// and for token realms.
+    https: reqwest::Client,
+    /// For plain http (insecure registries only).
+    plain: reqwest::Client,
     host: String,
-    base: String,
+    /// Where to try the registry, in order: `https://host` (then `http://host` for an insecure one).
+    candidates: Vec<String>,
+    /// The candidate that answered.
+    base: Mutex<Option<String>>,
     creds: Option<Credentials>,
     /// Bearer tokens by scope, for this client's life.
     tokens: Mutex<HashMap<String, String>>,
 }
 
+/// Where Docker reads a registry's CAs: `/etc/docker/certs.d/<host>/*.crt`.
+pub const DOCKER_CERTS_D: &str = "/etc/docker/certs.d";
+/// Every registry request's timeout, and the connect timeout.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl std::fmt::Debug for RegistryClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RegistryClient")
-            .field("base", &self.base)
+            .field("host", &self.host)
             .finish_non_exhaustive()
     }
 }
@@ -132,39 +145,73 @@ fn parse_challenge(header: &str) -> Option<Challenge> {
 }
 
 impl RegistryClient {
+    /// A client as Docker reaches the registry: a secure registry over HTTPS only, verified with the
+    /// system's roots and the CAs of `/etc/docker/certs.d/<host>/`; an insecure one (marked so, or on
+    /// loopback, which Docker treats as insecure) over HTTPS without verification first, then plain HTTP
+    /// (`registry/service.go` `lookupV2Endpoints` in moby).
     pub fn new(
         registry: &Registry,
         creds: Option<Credentials>,
     ) -> Result<RegistryClient, RegistryError> {
+        RegistryClient::with_certs_dir(registry, creds, std::path::Path::new(DOCKER_CERTS_D))
+    }
+
+    /// As [`RegistryClient::new`], reading CAs under `certs_dir` instead of `/etc/docker/certs.d`.
+    pub fn with_certs_dir(
+        registry: &Registry,
+        creds: Option<Credentials>,
+        certs_dir: &std::path::Path,
+    ) -> Result<RegistryClient, RegistryError> {
         install_crypto_provider();
-        let plain = registry.insecure || is_loopback(&registry.host);
-        let scheme = if plain { "http" } else { "https" };
-        let http = reqwest::Client::builder()
-            .tls_backend_rustls()
-            .https_only(!plain)
-            .user_agent(concat!("meshtop/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| RegistryError::Client {
-                host: registry.host.clone(),
-                message: e.to_string(),
-            })?;
-        Ok(RegistryClient {
-            http,
+        let insecure = registry.insecure || is_loopback(&registry.host);
+        let fail = |message: String| RegistryError::Client {
             host: registry.host.clone(),
-            base: format!("{scheme}://{}", registry.host),
+            message,
+        };
+        let builder = || {
+            reqwest::Client::builder()
+                .tls_backend_rustls()
+                .timeout(REQUEST_TIMEOUT)
+                .connect_timeout(CONNECT_TIMEOUT)
+                .user_agent(concat!("meshtop/", env!("CARGO_PKG_VERSION")))
+        };
+        let mut https = builder();
+        if insecure {
+            https = https.danger_accept_invalid_certs(true);
+        } else {
+            for ca in certs_d_cas(certs_dir, &registry.host) {
+                let pem = std::fs::read(&ca)
+                    .map_err(|e| fail(format!("cannot read {}: {e}", ca.display())))?;
+                let certificate = reqwest::Certificate::from_pem(&pem)
+                    .map_err(|e| fail(format!("{} is not a PEM certificate: {e}", ca.display())))?;
+                https = https.add_root_certificate(certificate);
+            }
+        }
+        let https = https.build().map_err(|e| fail(e.to_string()))?;
+        let plain = builder().build().map_err(|e| fail(e.to_string()))?;
+        let mut candidates = vec![format!("https://{}", registry.host)];
+        if insecure {
+            candidates.push(format!("http://{}", registry.host));
+        }
+        Ok(RegistryClient {
+            https,
+            plain,
+            host: registry.host.clone(),
+            candidates,
+            base: Mutex::new(None),
             creds,
             tokens: Mutex::new(HashMap::new()),
         })
     }
 
-    /// `HEAD /v2/<repository>/manifests/<tag>`: published (with its digest) or absent.
     /// The registry's `host[:port]`.
     pub fn host(&self) -> &str {
         &self.host
     }
 
+    /// `HEAD /v2/<repository>/manifests/<tag>`: published (with its digest) or absent.
     pub async fn manifest(&self, repository: &str, tag: &str) -> Result<Published, RegistryError> {
-        let url = format!("{}/v2/{repository}/manifests/{tag}", self.base);
+        let url = format!("/v2/{repository}/manifests/{tag}");
         let what = format!("{repository}:{tag}");
         let scope = format!("repository:{repository}:pull");
         let response = self.send(Method::HEAD, &url, &scope, &what).await?;
@@ -213,13 +260,56 @@ impl RegistryClient {
         } else {
             "*/*"
         };
-        self.http
-            .request(method.clone(), url)
-            .header(ACCEPT, accept)
+        let client = if url.starts_with("http://") {
+            &self.plain
+        } else {
+            &self.https
+        };
+        client.request(method.clone(), url).header(ACCEPT, accept)
+    }
+
+    /// Send to the registry at `path`, trying each candidate base until one connects (then kept).
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        scope: &str,
+        what: &str,
+    ) -> Result<reqwest::Response, RegistryError> {
+        let known = self.base.lock().ok().and_then(|b| b.clone());
+        let candidates = match known {
+            Some(base) => vec![base],
+            None => self.candidates.clone(),
+        };
+        let mut last = None;
+        for base in candidates {
+            let url = format!("{base}{path}");
+            match self.send_at(method.clone(), &url, scope, what).await {
+                Err(RegistryError::Http { source, .. }) if source.is_connect() => {
+                    tracing::debug!("registry {}: {base} does not connect: {source}", self.host);
+                    last = Some(source);
+                }
+                result => {
+                    if result.is_ok()
+                        && let Ok(mut chosen) = self.base.lock()
+                    {
+                        *chosen = Some(base);
+                    }
+                    return result;
+                }
+            }
+        }
+        match last {
+            Some(source) => Err(self.http_error(what, source)),
+            None => Err(RegistryError::Client {
+                host: self.host.clone(),
+                message: "no address to try".into(),
+            }),
+        }
     }
 
     /// Send, answering one authentication challenge (basic, or a bearer token from the challenge's realm).
-    async fn send(
+    async fn send_at(
         &self,
         method: Method,
         url: &str,
@@ -235,11 +325,21 @@ impl RegistryClient {
         if response.status() != StatusCode::UNAUTHORIZED {
             return Ok(response);
         }
-        let challenge = response
+        // Every challenge the registry offers (one WWW-Authenticate header each); a token flow is
+        // preferred over basic, as Docker's auth handlers are ordered.
+        let challenges: Vec<Challenge> = response
             .headers()
-            .get(WWW_AUTHENTICATE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_challenge);
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(parse_challenge)
+            .collect();
+        let challenge = challenges
+            .iter()
+            .position(|c| matches!(c, Challenge::Bearer { .. }))
+            .or(if challenges.is_empty() { None } else { Some(0) })
+            .map(|i| challenges.into_iter().nth(i));
+        let challenge = challenge.flatten();
         let unauthorized = |message: &str| RegistryError::Unauthorized {
             host: self.host.clone(),
             what: what.to_string(),
@@ -295,6 +395,9 @@ impl RegistryClient {
             what: what.to_string(),
             message: format!("its token realm {realm:?} is not a URL ({e})"),
         })?;
+        if let Some(Credentials::IdentityToken(refresh)) = &self.creds {
+            return self.oauth_token(url, refresh, service, scope, what).await;
+        }
         {
             let mut query = url.query_pairs_mut();
             if let Some(service) = service {
@@ -302,7 +405,7 @@ impl RegistryClient {
             }
             query.append_pair("scope", scope);
         }
-        let mut request = self.http.get(url);
+        let mut request = self.https.get(url);
         if let Some(Credentials::Basic { username, password }) = &self.creds {
             request = request.basic_auth(username, Some(password));
         }
@@ -332,6 +435,84 @@ impl RegistryClient {
                 message: "its token service answered without a token".into(),
             })
     }
+}
+
+impl RegistryClient {
+    /// Exchange an identity token (what `docker login` keeps for registries that issue one) for an access
+    /// token: a POST to the realm with `grant_type=refresh_token` (distribution's `docs/spec/auth/oauth.md`;
+    /// Docker's `registry/client/auth/session.go` fetchTokenWithOAuth).
+    async fn oauth_token(
+        &self,
+        mut url: Url,
+        refresh: &str,
+        service: Option<&str>,
+        scope: &str,
+        what: &str,
+    ) -> Result<String, RegistryError> {
+        url.set_query(None);
+        let mut form = Url::parse("http://form.invalid/").map_err(|e| RegistryError::Client {
+            host: self.host.clone(),
+            message: e.to_string(),
+        })?;
+        {
+            let mut pairs = form.query_pairs_mut();
+            pairs.append_pair("grant_type", "refresh_token");
+            pairs.append_pair("refresh_token", refresh);
+            if let Some(service) = service {
+                pairs.append_pair("service", service);
+            }
+            pairs.append_pair("scope", scope);
+            pairs.append_pair("client_id", "meshtop");
+        }
+        let body = form.query().unwrap_or_default().to_string();
+        let response = self
+            .https
+            .post(url)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.http_error("its token service", e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(RegistryError::Unauthorized {
+                host: self.host.clone(),
+                what: what.to_string(),
+                message: format!("its token service refused the identity token ({status})"),
+            });
+        }
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| self.http_error("its token service", e))?;
+        body.get("access_token")
+            .or_else(|| body.get("token"))
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| RegistryError::Unauthorized {
+                host: self.host.clone(),
+                what: what.to_string(),
+                message: "its token service answered without an access token".into(),
+            })
+    }
+}
+
+/// The CA files Docker reads for a registry: `<certs_dir>/<host>/*.crt` (`registry/config.go`,
+/// `ReadCertsDirectory` in moby), sorted.
+pub fn certs_d_cas(certs_dir: &std::path::Path, host: &str) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(certs_dir.join(host)) else {
+        return Vec::new();
+    };
+    let mut cas: Vec<std::path::PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "crt"))
+        .collect();
+    cas.sort();
+    cas
 }
 
 /// Split `registry/repo:tag` into (`registry/repo`, `tag`); a reference without a tag is `latest`.

@@ -19,6 +19,7 @@ use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{History, Holder};
 use crate::mesh::Module;
 use crate::mesh::builds::BuildStatus;
+use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
 use crate::mesh::text::short_id;
 use crate::timefmt;
@@ -153,6 +154,14 @@ async fn run(
             emitter.emit(Step::Refused, None, line.clone());
         }
         return Err(ConvergeError::Refused(refused.join("; ")));
+    }
+    // Something will be stamped: the target must let us write the record, or nothing is built.
+    let modules: Vec<&str> = planned.keys().map(String::as_str).collect();
+    if planned.values().any(|p| p.decision != Decision::Record)
+        && let Err(why) = super::target::check_converge_access(mesh, target, &modules).await
+    {
+        emitter.emit(Step::Refused, None, why.clone());
+        return Err(ConvergeError::Refused(why));
     }
     let mut walk = TierRun {
         mesh,

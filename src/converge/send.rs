@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::progress::{Emitter, Step};
 use super::target::{ConnectedTarget, Delivery, Kube, published_digest};
-use crate::backends::cluster::ClusterError;
+use crate::backends::cluster::WorkloadKind;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{History, SendRow};
 pub use crate::mesh::machine::{Move, moves_for};
@@ -31,6 +31,27 @@ pub async fn send(
     emitter: &Emitter,
 ) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
+    // Before anything changes: may we patch these workloads?
+    let kinds: Vec<WorkloadKind> = moves
+        .iter()
+        .filter_map(|m| match m.kind.as_str() {
+            "Deployment" => Some(WorkloadKind::Deployment),
+            "StatefulSet" => Some(WorkloadKind::StatefulSet),
+            "DaemonSet" => Some(WorkloadKind::DaemonSet),
+            _ => None,
+        })
+        .collect();
+    if let Err(refused) = super::target::check_write_access(target, false, &kinds).await {
+        for moved in moves {
+            outcomes.push(SendOutcome {
+                moved: moved.clone(),
+                ok: false,
+                message: refused.clone(),
+            });
+        }
+        emitter.emit(Step::Refused, None, refused);
+        return outcomes;
+    }
     for moved in moves {
         emitter.emit(
             Step::Send,
@@ -143,34 +164,19 @@ async fn send_kube(
         Some(&moved.module),
         format!("{workload}: image {to_image}; following the roll-out"),
     );
-    match kube
-        .cluster
-        .follow_rollout(&workload, kube.rollout_deadline, kube.rollout_poll)
+    // kubectl's own words as progress; a failure carries its evidence in its message.
+    let said = |message: &str| {
+        emitter.emit(
+            Step::Rollout,
+            Some(&moved.module),
+            format!("{workload}: {message}"),
+        );
+    };
+    kube.cluster
+        .follow_rollout(&workload, kube.rollout, &said)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(error) => Err(diagnosis(&error)),
-    }
-}
-
-/// A failed roll-out with all it carries: reason, last events, log tail.
-fn diagnosis(error: &ClusterError) -> String {
-    let mut text = error.to_string();
-    if let ClusterError::RolloutFailed {
-        events, log_tail, ..
-    } = error
-    {
-        if !events.is_empty() {
-            text.push_str(&format!("; events: {}", events.join(" | ")));
-        }
-        if let Some(tail) = log_tail {
-            text.push_str(&format!(
-                "; log tail: {}",
-                tail.trim_end().replace('\n', " / ")
-            ));
-        }
-    }
-    text
+        .map(|_| ())
+        .map_err(|error| error.to_string())
 }
 
 /// What a send of `module` would move: the record's entry for it, and its behind machines.

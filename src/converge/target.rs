@@ -8,15 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::progress::{Emitter, Step};
-use crate::backends::cluster::{Cluster, RECORD_ANNOTATION, Workload, kind_load};
+use crate::backends::cluster::{
+    Cluster, FollowRules, Needed, RECORD_ANNOTATION, Workload, WorkloadKind, kind_load,
+};
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{History, locked};
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
 
-/// How long a send waits for a roll-out before it reads as failed.
-pub const ROLLOUT_DEADLINE: Duration = Duration::from_secs(120);
 /// How often a roll-out is polled.
 pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
 
@@ -31,8 +31,9 @@ pub enum ConnectedTarget {
 pub struct Kube {
     pub cluster: Cluster,
     pub registry: Option<Registry>,
-    pub rollout_deadline: Duration,
-    pub rollout_poll: Duration,
+    /// How roll-outs are followed: the deadline follows each workload (`progressDeadlineSeconds`, else
+    /// 600 s) unless the mesh file sets `rollout_deadline` in [target].
+    pub rollout: FollowRules,
     /// Docker's credentials for the registry, looked up at most once.
     creds: tokio::sync::OnceCell<Result<Option<Credentials>, String>>,
     /// The workloads as last listed: a send guards against the image seen here.
@@ -69,28 +70,38 @@ impl ConnectedTarget {
                 let cluster = Cluster::connect(context, namespace)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(ConnectedTarget::kubernetes(cluster, mesh.registry.clone()))
+                let rules = FollowRules {
+                    deadline: mesh.rollout_deadline,
+                    ..FollowRules::default()
+                };
+                Ok(ConnectedTarget::kubernetes_with_rollout(
+                    cluster,
+                    mesh.registry.clone(),
+                    rules,
+                ))
             }
         }
     }
 
     /// A Kubernetes target over a ready cluster connection (tests point it at the API test server).
     pub fn kubernetes(cluster: Cluster, registry: Option<Registry>) -> ConnectedTarget {
-        ConnectedTarget::kubernetes_with_rollout(cluster, registry, ROLLOUT_DEADLINE, ROLLOUT_POLL)
+        let rules = FollowRules {
+            poll: ROLLOUT_POLL,
+            ..FollowRules::default()
+        };
+        ConnectedTarget::kubernetes_with_rollout(cluster, registry, rules)
     }
 
-    /// As [`ConnectedTarget::kubernetes`] with another roll-out deadline and poll interval.
+    /// As [`ConnectedTarget::kubernetes`] with other roll-out rules.
     pub fn kubernetes_with_rollout(
         cluster: Cluster,
         registry: Option<Registry>,
-        deadline: Duration,
-        poll: Duration,
+        rollout: FollowRules,
     ) -> ConnectedTarget {
         ConnectedTarget::Kubernetes(Arc::new(Kube {
             cluster,
             registry,
-            rollout_deadline: deadline,
-            rollout_poll: poll,
+            rollout,
             creds: tokio::sync::OnceCell::new(),
             workloads: Mutex::new(Vec::new()),
         }))
@@ -125,6 +136,71 @@ impl ConnectedTarget {
             }
         }
     }
+}
+
+/// Check, before anything is built or changed, that the target lets us write what we will write: the
+/// record (patch of the namespace) when `stamps`, and each workload kind in `sends`. The Docker target
+/// always may.
+pub async fn check_write_access(
+    target: &ConnectedTarget,
+    stamps: bool,
+    sends: &[WorkloadKind],
+) -> Result<(), String> {
+    let ConnectedTarget::Kubernetes(kube) = target else {
+        return Ok(());
+    };
+    let mut needed = Vec::new();
+    if stamps {
+        needed.push(Needed::on_namespace("get", &kube.cluster.namespace));
+        needed.push(Needed::on_namespace("patch", &kube.cluster.namespace));
+    }
+    let mut kinds = sends.to_vec();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        let resource = match kind {
+            WorkloadKind::Deployment => "deployments",
+            WorkloadKind::StatefulSet => "statefulsets",
+            WorkloadKind::DaemonSet => "daemonsets",
+        };
+        needed.push(Needed::namespaced("patch", "apps", resource));
+    }
+    if !sends.is_empty() {
+        needed.push(Needed::namespaced("list", "", "pods"));
+    }
+    kube.cluster
+        .check_access(&needed)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// What a converge of `modules` will write, checked before any build: the record, and the workloads of
+/// the modules whose policy rolls out (their kinds, from one listing of the machines).
+pub async fn check_converge_access(
+    mesh: &Mesh,
+    target: &ConnectedTarget,
+    modules: &[&str],
+) -> Result<(), String> {
+    let ConnectedTarget::Kubernetes(kube) = target else {
+        return Ok(());
+    };
+    let rolls_out = |m: &str| {
+        mesh.module(m)
+            .is_some_and(|module| module.policy == crate::mesh::model::Policy::Rollout)
+    };
+    let kinds: Vec<WorkloadKind> = if modules.iter().any(|m| rolls_out(m)) {
+        kube.cluster
+            .machines()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|w| modules.contains(&w.module.as_str()) && rolls_out(&w.module))
+            .map(|w| w.kind)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    check_write_access(target, true, &kinds).await
 }
 
 impl Kube {

@@ -25,6 +25,9 @@ pub struct Mesh {
     pub target: Target,
     pub modules: Vec<Module>,
     pub machines: Vec<MachineSpec>,
+    /// Kubernetes: how long a roll-out may go without progress before it reads as failed
+    /// (`rollout_deadline` in [target]); None: each workload's own `progressDeadlineSeconds`, else 600 s.
+    pub rollout_deadline: Option<std::time::Duration>,
 }
 
 impl Mesh {

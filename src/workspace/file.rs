@@ -205,7 +205,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     top.check_keys(&src)?;
 
     let header = read::mesh_header(&src, &top)?;
-    let target = read::target(&src, top.get("target"), &header.name)?;
+    let (target, rollout_deadline) = read::target(&src, top.get("target"), &header.name)?;
     let modules = read::modules(&src, top.get("module"), &header)?;
     let machines = read::machines(&src, top.get("machine"), &target)?;
 
@@ -282,6 +282,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         root,
         registry: header.registry,
         target,
+        rollout_deadline,
         modules: resolved,
         machines: machines
             .into_iter()

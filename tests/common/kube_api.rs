@@ -1,9 +1,14 @@
-//! A small Kubernetes API server on loopback for the real `kube` client: namespaces, apps/v1 workloads,
-//! pods, events and pod logs, with resourceVersion preconditions and JSON-patch `test` failures.
-//! It counts requests per path and has hooks to set state. Tests only; never in the shipped binary.
+//! A small Kubernetes API server on loopback for the real `kube` client (and the real `kubectl`):
+//! namespaces, apps/v1 workloads with their ReplicaSets and ControllerRevisions, pods, events and pod logs,
+//! SelfSubjectAccessReviews. It answers as the apiserver does (`staging/src/k8s.io/apiserver/pkg/endpoints/
+//! handlers/patch.go`: a failed JSON-patch `test` is 422, a stale resourceVersion 409; `pkg/registry/apps/
+//! deployment/strategy.go` and its siblings: a PATCH of the object never changes its status, a changed spec
+//! bumps metadata.generation; `responsewriters/errors.go`: 403 with the RBAC message), and its controllers
+//! and kubelet change the state over time (`kube_controllers.rs`). It counts requests per path and has hooks
+//! to set state. Tests only; never in the shipped binary.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -16,28 +21,20 @@ use tokio::sync::Barrier;
 
 use meshtop::backends::cluster::Cluster;
 
+use super::kube_controllers::{self, Fate, Key};
 use super::kube_objects::{field_selector_matches, label_selector_matches, labels_match, query};
-
-type Key = (String, String, String); // (resource, namespace, name); namespaces have namespace ""
 
 #[derive(Default)]
 struct State {
-    objects: BTreeMap<Key, Value>,
-    resource_version: u64,
+    cluster: kube_controllers::Cluster,
     requests: HashMap<String, usize>,
     statuses: HashMap<u16, usize>,
-    logs: HashMap<(String, String), String>,
-    /// Workload key → GETs left until its roll-out is marked done.
-    complete_after: HashMap<Key, usize>,
     /// Namespace reads still to gather at the barrier (see `sync_next_namespace_reads`).
     gate: Option<(usize, Arc<Barrier>)>,
-}
-
-impl State {
-    fn bump(&mut self) -> String {
-        self.resource_version += 1;
-        self.resource_version.to_string()
-    }
+    /// The identity's user and the (verb, resource) pairs it may do; None: everything is allowed.
+    identity: Option<(String, Vec<(String, String)>)>,
+    /// The next request with a continue token gets 410 Expired (an etcd compaction happened).
+    expire_next_continue: bool,
 }
 
 pub struct KubeApi {
@@ -57,6 +54,8 @@ fn kind_of(resource: &str) -> (&'static str, &'static str) {
         "deployments" => ("apps/v1", "Deployment"),
         "statefulsets" => ("apps/v1", "StatefulSet"),
         "daemonsets" => ("apps/v1", "DaemonSet"),
+        "replicasets" => ("apps/v1", "ReplicaSet"),
+        "controllerrevisions" => ("apps/v1", "ControllerRevision"),
         "pods" => ("v1", "Pod"),
         "events" => ("v1", "Event"),
         _ => ("v1", "Namespace"),
@@ -111,6 +110,38 @@ impl KubeApi {
         Cluster::from_client(self.client(), "test-context", namespace)
     }
 
+    /// A kubeconfig for this server (for the binary and for kubectl), current context `context`.
+    pub fn kubeconfig(&self, context: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: {context}\nclusters:\n- name: test\n  cluster:\n    server: http://{}\n\
+contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nusers:\n- name: test\n  user: {{}}\n",
+            self.addr
+        )
+    }
+
+    /// The machine's own kubectl against this server (the oracle): (succeeded, stdout and stderr).
+    /// kubectl must be installed (scripts/test.sh installs Debian's kubernetes-client when it is not).
+    pub async fn kubectl(&self, args: &[&str]) -> (bool, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("kubeconfig");
+        std::fs::write(&config, self.kubeconfig("oracle")).unwrap();
+        let output = tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&config)
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(args)
+            .output()
+            .await
+            .expect("kubectl runs: install it (Debian's kubernetes-client; scripts/test.sh does)");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), said)
+    }
+
     // ---- state hooks ----
 
     pub fn put_namespace(&self, name: &str, annotations: &[(&str, &str)]) {
@@ -122,37 +153,62 @@ impl KubeApi {
         self.put("namespaces", "", object);
     }
 
-    /// Store an object (sets namespace, resourceVersion, and generation 1 when absent).
+    /// Store an object as a create or an update does: namespace, resourceVersion, uid and generation 1
+    /// when absent.
     pub fn put(&self, resource: &str, namespace: &str, mut object: Value) {
         let mut state = self.state.lock().unwrap();
-        let rv = state.bump();
         let (api_version, kind) = kind_of(resource);
         object["apiVersion"] = json!(api_version);
         object["kind"] = json!(kind);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("object has metadata.name")
+            .to_string();
+        let key: Key = (resource.into(), namespace.into(), name);
+        let previous_uid = state
+            .cluster
+            .objects
+            .get(&key)
+            .map(|o| o["metadata"]["uid"].clone());
+        let uid = match previous_uid {
+            Some(uid) if !uid.is_null() => uid,
+            _ => json!(state.cluster.uid()),
+        };
         let metadata = &mut object["metadata"];
-        metadata["resourceVersion"] = json!(rv);
         if !namespace.is_empty() {
             metadata["namespace"] = json!(namespace);
         }
         if metadata.get("generation").is_none() {
             metadata["generation"] = json!(1);
         }
-        let name = metadata["name"]
-            .as_str()
-            .expect("object has metadata.name")
-            .to_string();
-        state
-            .objects
-            .insert((resource.into(), namespace.into(), name), object);
+        if metadata.get("uid").is_none() {
+            metadata["uid"] = uid;
+        }
+        default_workload(resource, &mut object);
+        state.cluster.store(key, object);
     }
 
     pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
         self.state
             .lock()
             .unwrap()
+            .cluster
             .objects
             .get(&(resource.into(), namespace.into(), name.into()))
             .cloned()
+    }
+
+    /// Every object of a resource in a namespace.
+    pub fn all(&self, resource: &str, namespace: &str) -> Vec<Value> {
+        self.state
+            .lock()
+            .unwrap()
+            .cluster
+            .objects
+            .iter()
+            .filter(|((r, n, _), _)| r == resource && n == namespace)
+            .map(|(_, o)| o.clone())
+            .collect()
     }
 
     /// Requests received for one path (query excluded).
@@ -192,6 +248,58 @@ impl KubeApi {
         self.state.lock().unwrap().gate = Some((n, Arc::new(Barrier::new(n))));
     }
 
+    /// Containers running an image that starts with `image_prefix` meet this fate in the kubelet.
+    pub fn pods_of_image(&self, image_prefix: &str, fate: Fate) {
+        self.state
+            .lock()
+            .unwrap()
+            .cluster
+            .fates
+            .push((image_prefix.to_string(), fate));
+    }
+
+    /// The workload's progress deadline has passed (the test's clock): the Deployment controller reports
+    /// it on its next step if the roll-out is still incomplete.
+    pub fn pass_progress_deadline(&self, resource: &str, namespace: &str, name: &str) {
+        self.state.lock().unwrap().cluster.deadline_passed.insert((
+            resource.into(),
+            namespace.into(),
+            name.into(),
+        ));
+    }
+
+    /// One step of the workload's controller (as time passing would).
+    pub fn tick(&self, resource: &str, namespace: &str, name: &str) {
+        self.state.lock().unwrap().cluster.reconcile(&(
+            resource.into(),
+            namespace.into(),
+            name.into(),
+        ));
+    }
+
+    /// Let the workload's controller run until nothing changes (twenty steps are plenty here).
+    pub fn settle(&self, resource: &str, namespace: &str, name: &str) {
+        for _ in 0..20 {
+            self.tick(resource, namespace, name);
+        }
+    }
+
+    /// Requests are made as `user`, who may only do these (verb, resource) pairs; anything else is 403.
+    pub fn identity(&self, user: &str, allowed: &[(&str, &str)]) {
+        self.state.lock().unwrap().identity = Some((
+            user.to_string(),
+            allowed
+                .iter()
+                .map(|(v, r)| (v.to_string(), r.to_string()))
+                .collect(),
+        ));
+    }
+
+    /// The next continue token presented has expired (as after an etcd compaction).
+    pub fn expire_next_continue(&self) {
+        self.state.lock().unwrap().expire_next_continue = true;
+    }
+
     /// Every pod the workload selects waits with this reason (e.g. ImagePullBackOff).
     pub fn set_pods_waiting(
         &self,
@@ -203,18 +311,25 @@ impl KubeApi {
     ) {
         let mut state = self.state.lock().unwrap();
         let object = state
+            .cluster
             .objects
             .get(&(resource.into(), namespace.into(), workload.into()))
             .cloned()
             .unwrap();
         let selector = object["spec"]["selector"]["matchLabels"].clone();
-        for ((res, ns, _), pod) in state.objects.iter_mut() {
-            if res != "pods"
-                || ns != namespace
-                || !labels_match(&selector, &pod["metadata"]["labels"])
-            {
-                continue;
-            }
+        let keys: Vec<Key> = state
+            .cluster
+            .objects
+            .iter()
+            .filter(|((res, ns, _), pod)| {
+                res == "pods"
+                    && ns == namespace
+                    && labels_match(&selector, &pod["metadata"]["labels"])
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            let mut pod = state.cluster.objects[&key].clone();
             for cs in pod["status"]["containerStatuses"]
                 .as_array_mut()
                 .into_iter()
@@ -223,36 +338,20 @@ impl KubeApi {
                 cs["ready"] = json!(false);
                 cs["state"] = json!({"waiting": {"reason": reason, "message": message}});
             }
+            state.cluster.store(key, pod);
         }
     }
 
-    /// The workload's status says its current generation rolled out to every replica.
-    pub fn mark_rollout_done(&self, resource: &str, namespace: &str, name: &str) {
-        let mut state = self.state.lock().unwrap();
-        let object = state
-            .objects
-            .get_mut(&(resource.into(), namespace.into(), name.into()))
-            .unwrap();
-        mark_done(resource, object);
-    }
-
-    /// After `reads` more GETs of the workload, its roll-out is done.
-    pub fn complete_rollout_after_reads(
-        &self,
-        resource: &str,
-        namespace: &str,
-        name: &str,
-        reads: usize,
-    ) {
-        let key = (resource.into(), namespace.into(), name.into());
-        self.state.lock().unwrap().complete_after.insert(key, reads);
-    }
-
     pub fn add_event(&self, namespace: &str, involved: &str, reason: &str, message: &str) {
-        let n = self.state.lock().unwrap().resource_version;
-        let event = json!({"metadata": {"name": format!("{involved}.{n}")},
-            "involvedObject": {"name": involved, "namespace": namespace},
-            "reason": reason, "message": message, "type": "Warning"});
+        self.state
+            .lock()
+            .unwrap()
+            .cluster
+            .event(namespace, "Pod", involved, reason, message);
+    }
+
+    /// Store an event as given (its timestamps and involvedObject as the test says).
+    pub fn put_event(&self, namespace: &str, event: Value) {
         self.put("events", namespace, event);
     }
 
@@ -260,35 +359,57 @@ impl KubeApi {
         self.state
             .lock()
             .unwrap()
+            .cluster
             .logs
             .insert((namespace.into(), pod.into()), text.into());
     }
 }
 
-fn mark_done(resource: &str, object: &mut Value) {
-    let generation = object["metadata"]["generation"].clone();
-    let status = &mut object["status"];
-    status["observedGeneration"] = generation;
-    if resource == "daemonsets" {
-        let desired = status["desiredNumberScheduled"].clone();
-        for field in [
-            "updatedNumberScheduled",
-            "numberAvailable",
-            "numberReady",
-            "currentNumberScheduled",
-        ] {
-            status[field] = desired.clone();
+/// The apiserver's defaults for apps/v1 workloads (`pkg/apis/apps/v1/defaults.go`).
+fn default_workload(resource: &str, object: &mut Value) {
+    if !matches!(resource, "deployments" | "statefulsets" | "daemonsets")
+        || !object["spec"].is_object()
+    {
+        return;
+    }
+    let spec = &mut object["spec"];
+    match resource {
+        "deployments" => {
+            if spec["replicas"].is_null() {
+                spec["replicas"] = json!(1);
+            }
+            if spec["strategy"].is_null() {
+                spec["strategy"] = json!({"type": "RollingUpdate",
+                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
+            }
+            if spec["progressDeadlineSeconds"].is_null() {
+                spec["progressDeadlineSeconds"] = json!(600);
+            }
+            if spec["revisionHistoryLimit"].is_null() {
+                spec["revisionHistoryLimit"] = json!(10);
+            }
         }
-    } else {
-        let replicas = object["spec"]["replicas"].clone();
-        let status = &mut object["status"];
-        for field in [
-            "replicas",
-            "updatedReplicas",
-            "availableReplicas",
-            "readyReplicas",
-        ] {
-            status[field] = replicas.clone();
+        "statefulsets" => {
+            if spec["replicas"].is_null() {
+                spec["replicas"] = json!(1);
+            }
+            if spec["updateStrategy"].is_null() {
+                spec["updateStrategy"] = json!({"type": "RollingUpdate"});
+            }
+            if spec["updateStrategy"]["type"] == "RollingUpdate"
+                && spec["updateStrategy"]["rollingUpdate"].is_null()
+            {
+                spec["updateStrategy"]["rollingUpdate"] = json!({"partition": 0});
+            }
+            if spec["podManagementPolicy"].is_null() {
+                spec["podManagementPolicy"] = json!("OrderedReady");
+            }
+        }
+        _ => {
+            if spec["updateStrategy"].is_null() {
+                spec["updateStrategy"] = json!({"type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}});
+            }
         }
     }
 }
@@ -319,6 +440,72 @@ async fn handle(
     response
 }
 
+/// The RBAC verb of a request (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`).
+fn verb_of(method: &Method, has_name: bool, watch: bool) -> &'static str {
+    match *method {
+        Method::GET if watch => "watch",
+        Method::GET if has_name => "get",
+        Method::GET => "list",
+        Method::PATCH => "patch",
+        Method::PUT => "update",
+        Method::POST => "create",
+        Method::DELETE => "delete",
+        _ => "unknown",
+    }
+}
+
+/// `forbiddenMessage` of `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go`.
+fn forbidden(
+    user: &str,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    ns: &str,
+    name: &str,
+) -> Response {
+    let scope = if ns.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace {ns:?}")
+    };
+    let subject = if name.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource} {name:?}")
+    };
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("{subject} is forbidden: User {user:?} cannot {verb} resource {resource:?} in API group {group:?} {scope}"),
+        "reason": "Forbidden", "details": {"name": name, "group": group, "kind": resource}, "code": 403});
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The (group, resource, namespace, name) a path addresses, for authorization.
+fn addressed(parts: &[&str]) -> Option<(&'static str, String, String, String)> {
+    let (group, rest): (&'static str, &[&str]) = match parts {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", "apps", "v1", rest @ ..] => ("apps", rest),
+        _ => return None,
+    };
+    let (ns, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (ns.to_string(), rest),
+        ["namespaces", name] => {
+            return Some((group, "namespaces".into(), String::new(), name.to_string()));
+        }
+        rest => (String::new(), rest),
+    };
+    match rest {
+        [resource] => Some((group, resource.to_string(), ns, String::new())),
+        [resource, name] => Some((group, resource.to_string(), ns, name.to_string())),
+        [resource, name, sub] => Some((group, format!("{resource}/{sub}"), ns, name.to_string())),
+        _ => None,
+    }
+}
+
 async fn route(
     state: &Arc<Mutex<State>>,
     method: &Method,
@@ -328,7 +515,45 @@ async fn route(
 ) -> Response {
     let parts: Vec<&str> = uri.path().split('/').filter(|p| !p.is_empty()).collect();
     let q = query(uri);
+    // Authorization first, as the apiserver's filter chain does.
+    if let Some((user, allowed)) = state.lock().unwrap().identity.clone()
+        && let Some((group, resource, ns, name)) = addressed(&parts)
+    {
+        let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
+        let verb = verb_of(method, !name.is_empty(), watch);
+        if !allowed.iter().any(|(v, r)| v == verb && *r == resource) {
+            return forbidden(&user, verb, group, &resource, &ns, &name);
+        }
+    }
+    let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
     match (method.clone(), parts.as_slice()) {
+        (Method::GET, ["api"]) => ok_json(&json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})),
+        (Method::GET, ["apis"]) => ok_json(&discovery_groups()),
+        (Method::GET, ["api", "v1"]) => ok_json(&resource_list("v1", CORE_RESOURCES)),
+        (Method::GET, ["apis", "apps", "v1"]) => ok_json(&resource_list("apps/v1", APPS_RESOURCES)),
+        (Method::GET, ["apis", "authorization.k8s.io", "v1"]) => ok_json(&resource_list(
+            "authorization.k8s.io/v1",
+            &[(
+                "selfsubjectaccessreviews",
+                "SelfSubjectAccessReview",
+                false,
+                &[],
+                &["create"],
+            )],
+        )),
+        (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource]) if watch => {
+            watch_objects(state, resource, ns, &q)
+        }
+        (
+            Method::POST,
+            [
+                "apis",
+                "authorization.k8s.io",
+                "v1",
+                "selfsubjectaccessreviews",
+            ],
+        ) => access_review(state, body),
         (Method::GET, ["api", "v1", "namespaces", name]) => {
             let gate = {
                 let mut s = state.lock().unwrap();
@@ -342,10 +567,13 @@ async fn route(
                     None => None,
                 }
             };
+            // Read first, then wait: every gated reader answers with the same resourceVersion however the
+            // tasks are scheduled after the barrier.
+            let response = get_object(state, "namespaces", "", name);
             if let Some(barrier) = gate {
                 barrier.wait().await;
             }
-            get_object(state, "namespaces", "", name)
+            response
         }
         (Method::PATCH, ["api", "v1", "namespaces", name]) => {
             patch_object(state, "namespaces", "", name, headers, body)
@@ -364,6 +592,7 @@ async fn route(
             let log = state
                 .lock()
                 .unwrap()
+                .cluster
                 .logs
                 .get(&(ns.to_string(), pod.to_string()))
                 .cloned();
@@ -378,24 +607,27 @@ async fn route(
                 ),
             }
         }
+        (Method::GET, ["api", "v1", "namespaces", ns, "pods", name]) => {
+            get_object(state, "pods", ns, name)
+        }
+        (Method::DELETE, ["api", "v1", "namespaces", ns, "pods", name]) => {
+            let mut s = state.lock().unwrap();
+            let key: Key = ("pods".into(), ns.to_string(), name.to_string());
+            if !s.cluster.objects.contains_key(&key) {
+                return status(404, "NotFound", &format!("pods \"{name}\" not found"));
+            }
+            s.cluster.mark_terminating(&key);
+            ok_json(&s.cluster.objects[&key])
+        }
         (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource]) => {
             list(state, resource, ns, &q)
         }
         (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource, name]) => {
             let key: Key = (resource.to_string(), ns.to_string(), name.to_string());
-            {
-                let mut s = state.lock().unwrap();
-                if let Some(left) = s.complete_after.get_mut(&key) {
-                    *left = left.saturating_sub(1);
-                    if *left == 0 {
-                        s.complete_after.remove(&key);
-                        if let Some(object) = s.objects.get_mut(&key) {
-                            mark_done(resource, object);
-                        }
-                    }
-                }
-            }
-            get_object(state, resource, ns, name)
+            let response = get_object(state, resource, ns, name);
+            // The controllers act after the read: what a client reads lags what it wrote.
+            state.lock().unwrap().cluster.reconcile(&key);
+            response
         }
         (Method::PATCH, ["apis", "apps", "v1", "namespaces", ns, resource, name]) => {
             patch_object(state, resource, ns, name, headers, body)
@@ -408,10 +640,180 @@ async fn route(
     }
 }
 
+type ResourceInfo = (
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+const READ_WRITE: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
+
+/// What the test server serves, as discovery (`staging/src/k8s.io/apiserver/pkg/endpoints/discovery`).
+const CORE_RESOURCES: &[ResourceInfo] = &[
+    ("namespaces", "Namespace", false, &["ns"], READ_WRITE),
+    ("pods", "Pod", true, &["po"], READ_WRITE),
+    ("pods/log", "Pod", true, &[], &["get"]),
+    ("events", "Event", true, &["ev"], READ_WRITE),
+];
+const APPS_RESOURCES: &[ResourceInfo] = &[
+    ("deployments", "Deployment", true, &["deploy"], READ_WRITE),
+    ("statefulsets", "StatefulSet", true, &["sts"], READ_WRITE),
+    ("daemonsets", "DaemonSet", true, &["ds"], READ_WRITE),
+    ("replicasets", "ReplicaSet", true, &["rs"], READ_WRITE),
+    (
+        "controllerrevisions",
+        "ControllerRevision",
+        true,
+        &[],
+        READ_WRITE,
+    ),
+];
+
+fn resource_list(group_version: &str, resources: &[ResourceInfo]) -> Value {
+    let resources: Vec<Value> = resources
+        .iter()
+        .map(|(name, kind, namespaced, short, verbs)| {
+            let singular = if name.contains('/') { "" } else { kind };
+            json!({"name": name, "singularName": singular.to_lowercase(), "namespaced": namespaced,
+                "kind": kind, "verbs": verbs, "shortNames": short})
+        })
+        .collect();
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+        "resources": resources})
+}
+
+fn discovery_groups() -> Value {
+    let group = |name: &str| {
+        let version = json!({"groupVersion": format!("{name}/v1"), "version": "v1"});
+        json!({"name": name, "versions": [version.clone()], "preferredVersion": version})
+    };
+    json!({"kind": "APIGroupList", "apiVersion": "v1",
+        "groups": [group("apps"), group("authorization.k8s.io")]})
+}
+
+/// A watch (`?watch=true`): a stream of `{"type", "object"}` lines, one per change, as the apiserver's
+/// watch handler writes them (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/watch.go`). Time passes
+/// while someone watches: the controllers of the watched workloads take a step every few milliseconds
+/// (a watcher never reads again, so nothing else would move them).
+fn watch_objects(
+    state: &Arc<Mutex<State>>,
+    resource: &str,
+    ns: &str,
+    q: &HashMap<String, String>,
+) -> Response {
+    let since: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(60)
+        .min(60);
+    let state = state.clone();
+    let (resource, ns, q) = (resource.to_string(), ns.to_string(), q.clone());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(timeout);
+    let sent: HashMap<String, u64> = HashMap::new();
+    let stream = futures_util::stream::unfold((false, sent), move |(first_done, mut sent_now)| {
+        let state = state.clone();
+        let (resource, ns, q) = (resource.clone(), ns.clone(), q.clone());
+        async move {
+            if first_done {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            let mut lines = String::new();
+            {
+                let mut s = state.lock().unwrap();
+                let keys: Vec<Key> = s
+                    .cluster
+                    .objects
+                    .iter()
+                    .filter(|((r, n, _), o)| {
+                        *r == resource
+                            && *n == ns
+                            && q.get("fieldSelector")
+                                .is_none_or(|sel| field_selector_matches(sel, o))
+                            && q.get("labelSelector").is_none_or(|sel| {
+                                label_selector_matches(sel, &o["metadata"]["labels"])
+                            })
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in keys {
+                    if first_done {
+                        s.cluster.reconcile(&key);
+                    }
+                    let object = s.cluster.objects[&key].clone();
+                    let rv: u64 = object["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    let last = sent_now.get(&key.2).copied().unwrap_or(since);
+                    if rv > last {
+                        sent_now.insert(key.2.clone(), rv);
+                        let kind = if last == 0 { "ADDED" } else { "MODIFIED" };
+                        lines.push_str(&json!({"type": kind, "object": object}).to_string());
+                        lines.push('\n');
+                    }
+                }
+            }
+            Some((
+                Ok::<_, std::io::Error>(Bytes::from(lines)),
+                (true, sent_now),
+            ))
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::TRANSFER_ENCODING, "chunked")
+        .body(axum::body::Body::from_stream(stream))
+        .unwrap()
+}
+
+/// A SelfSubjectAccessReview answered from the identity's rules (`pkg/registry/authorization/
+/// selfsubjectaccessreview/rest.go`: the spec echoed back with status.allowed).
+fn access_review(state: &Arc<Mutex<State>>, body: &Bytes) -> Response {
+    let Ok(mut review) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "the review is not JSON");
+    };
+    let attributes = &review["spec"]["resourceAttributes"];
+    let verb = attributes["verb"].as_str().unwrap_or_default().to_string();
+    let resource = attributes["resource"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let allowed = match &state.lock().unwrap().identity {
+        None => true,
+        Some((_, rules)) => rules.iter().any(|(v, r)| *v == verb && *r == resource),
+    };
+    review["status"] = if allowed {
+        json!({"allowed": true, "reason": "allowed by the test identity"})
+    } else {
+        json!({"allowed": false})
+    };
+    review["apiVersion"] = json!("authorization.k8s.io/v1");
+    review["kind"] = json!("SelfSubjectAccessReview");
+    (
+        StatusCode::CREATED,
+        [(header::CONTENT_TYPE, "application/json")],
+        review.to_string(),
+    )
+        .into_response()
+}
+
 fn get_object(state: &Arc<Mutex<State>>, resource: &str, ns: &str, name: &str) -> Response {
     match state
         .lock()
         .unwrap()
+        .cluster
         .objects
         .get(&(resource.into(), ns.into(), name.into()))
     {
@@ -420,17 +822,39 @@ fn get_object(state: &Arc<Mutex<State>>, resource: &str, ns: &str, name: &str) -
     }
 }
 
+/// A list, paged when the client asks for `limit` (`continue` is the resourceVersion it was cut at
+/// and the name to start after); an expired continue is 410 Expired, as `storage/errors.go` says it.
 fn list(
     state: &Arc<Mutex<State>>,
     resource: &str,
     ns: &str,
     q: &HashMap<String, String>,
 ) -> Response {
-    let s = state.lock().unwrap();
+    let mut s = state.lock().unwrap();
+    let (start_after, list_rv) = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => {
+            let Some((rv, name)) = token.split_once(':') else {
+                return status(400, "BadRequest", "invalid continue token");
+            };
+            let rv: u64 = rv.parse().unwrap_or(0);
+            if std::mem::take(&mut s.expire_next_continue) {
+                return status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+                );
+            }
+            (Some(name.to_string()), rv)
+        }
+        None => (None, s.cluster.resource_version),
+    };
     let items: Vec<Value> = s
+        .cluster
         .objects
         .iter()
-        .filter(|((r, n, _), _)| r == resource && n == ns)
+        .filter(|((r, n, name), _)| {
+            r == resource && n == ns && start_after.as_ref().is_none_or(|a| name > a)
+        })
         .map(|(_, o)| o)
         .filter(|o| {
             q.get("labelSelector")
@@ -442,10 +866,79 @@ fn list(
         })
         .cloned()
         .collect();
+    let limit = q
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let (items, next) = match limit {
+        Some(limit) if items.len() > limit => {
+            let last = items[limit - 1]["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (items[..limit].to_vec(), Some(format!("{list_rv}:{last}")))
+        }
+        _ => (items, None),
+    };
     let (api_version, kind) = kind_of(resource);
+    let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+    if let Some(next) = next {
+        metadata["continue"] = json!(next);
+    }
     ok_json(
         &json!({"apiVersion": api_version, "kind": format!("{kind}List"),
-        "metadata": {"resourceVersion": s.resource_version.to_string()}, "items": items}),
+        "metadata": metadata, "items": items}),
+    )
+}
+
+/// The strategic merge patch of `staging/src/k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`, for
+/// what kubectl sends here: a JSON merge patch, except that the lists of containers, init containers,
+/// volumes, env and volume mounts merge by `name` (their `patchMergeKey`), and directives (`$setElementOrder/…`,
+/// `$patch`) are not stored.
+fn strategic_merge(target: &mut Value, patch: &Value) {
+    const BY_NAME: &[&str] = &[
+        "containers",
+        "initContainers",
+        "volumes",
+        "env",
+        "volumeMounts",
+    ];
+    let Some(patch) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    for (key, value) in patch {
+        if key.starts_with('$') {
+            continue;
+        }
+        if value.is_null() {
+            target.as_object_mut().unwrap().remove(key);
+        } else if BY_NAME.contains(&key.as_str()) && value.is_array() && target[key].is_array() {
+            let list = target[key].as_array_mut().unwrap();
+            for item in value.as_array().unwrap() {
+                match list.iter_mut().find(|e| e["name"] == item["name"]) {
+                    Some(existing) => strategic_merge(existing, item),
+                    None => list.push(item.clone()),
+                }
+            }
+        } else if value.is_object() {
+            strategic_merge(&mut target[key], value);
+        } else {
+            target[key] = value.clone();
+        }
+    }
+}
+
+fn conflict(resource: &str, name: &str) -> Response {
+    status(
+        409,
+        "Conflict",
+        &format!(
+            "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+        ),
     )
 }
 
@@ -459,7 +952,8 @@ fn patch_object(
 ) -> Response {
     let mut s = state.lock().unwrap();
     let key: Key = (resource.into(), ns.into(), name.into());
-    let Some(current) = s.objects.get(&key).cloned() else {
+    s.cluster.before_write(&key);
+    let Some(current) = s.cluster.objects.get(&key).cloned() else {
         return status(404, "NotFound", &format!("{resource} \"{name}\" not found"));
     };
     let Ok(patch) = serde_json::from_slice::<Value>(body) else {
@@ -477,21 +971,10 @@ fn patch_object(
         if let Err(e) = json_patch::patch(&mut updated, &ops.0) {
             return status(422, "Invalid", &format!("the JSON patch failed: {e}"));
         }
-    } else if content_type.starts_with("application/merge-patch+json")
-        || content_type.starts_with("application/strategic-merge-patch+json")
-    {
-        if let Some(wanted) = patch["metadata"]["resourceVersion"].as_str()
-            && Some(wanted) != current["metadata"]["resourceVersion"].as_str()
-        {
-            return status(
-                409,
-                "Conflict",
-                &format!(
-                    "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-                ),
-            );
-        }
+    } else if content_type.starts_with("application/merge-patch+json") {
         json_patch::merge(&mut updated, &patch);
+    } else if content_type.starts_with("application/strategic-merge-patch+json") {
+        strategic_merge(&mut updated, &patch);
     } else {
         return status(
             415,
@@ -499,11 +982,32 @@ fn patch_object(
             &format!("unsupported patch type {content_type:?}"),
         );
     }
+    // A patch that names a resourceVersion other than the current one is a conflict (the store's
+    // GuaranteedUpdate precondition).
+    if updated["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
+        return conflict(resource, name);
+    }
+    // The main resource never writes status (PrepareForUpdate keeps the old one); uid and generation
+    // are the server's.
+    updated["status"] = current["status"].clone();
+    updated["metadata"]["uid"] = current["metadata"]["uid"].clone();
+    updated["metadata"]["generation"] = current["metadata"]["generation"].clone();
+    if updated["status"].is_null() {
+        updated.as_object_mut().unwrap().remove("status");
+    }
     if updated["spec"] != current["spec"] {
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
         updated["metadata"]["generation"] = json!(generation);
     }
-    updated["metadata"]["resourceVersion"] = json!(s.bump());
-    s.objects.insert(key, updated.clone());
-    ok_json(&updated)
+    if updated == current {
+        return ok_json(&current);
+    }
+    s.cluster.store(key, updated.clone());
+    let stored = s
+        .cluster
+        .objects
+        .get(&(resource.into(), ns.into(), name.into()))
+        .cloned()
+        .unwrap_or(updated);
+    ok_json(&stored)
 }

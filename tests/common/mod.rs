@@ -12,6 +12,7 @@ pub mod dashboard;
 pub mod example;
 pub mod history;
 pub mod kube_api;
+pub mod kube_controllers;
 pub mod kube_objects;
 pub mod mesh_file;
 

@@ -10,7 +10,7 @@ use kube::Api;
 use kube::api::ListParams;
 use serde::de::DeserializeOwned;
 
-use super::{CONTAINER_ANNOTATION, Cluster, ClusterError};
+use super::{ARTIFACT_ANNOTATION, CONTAINER_ANNOTATION, Cluster, ClusterError};
 use crate::mesh::model::MODULE_LABEL;
 use crate::mesh::refs::repository_of;
 
@@ -133,6 +133,31 @@ pub fn digest_of_image_id(image_id: &str) -> Option<String> {
     id.starts_with("sha256:").then(|| id.to_string())
 }
 
+/// The artifact a pod of a kind-loaded workload runs, as meshtop wrote it on the pod template of the
+/// revision the pod belongs to (`jr2.dev/artifact`; a pod carries its template's annotations). A kind-loaded
+/// image is named by its ref (no `@digest`), and the digest containerd reports for it is the one it computed
+/// at import (`docker.io/library/import-…@sha256:…` or `repo@sha256:…`), which names no artifact. The
+/// annotation is believed only while the pod's container still runs a ref of the module's repository
+/// without a digest, i.e. what a kind-loaded send wrote beside it.
+fn kind_loaded_artifact(pod: &Pod, container: &str, module: &str) -> Option<String> {
+    let artifact = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ARTIFACT_ANNOTATION)
+        .filter(|a| a.starts_with("sha256:"))?;
+    let image = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == container)?
+        .image
+        .as_deref()?;
+    let of_module = repository_of(image).rsplit('/').next() == Some(module);
+    (of_module && !image.contains('@')).then(|| artifact.clone())
+}
+
 /// The container of a workload: named by the annotation, else the one whose image repository is the
 /// module's (`…/<mesh>/<module>`), else the first.
 pub fn choose_container<'a>(
@@ -226,12 +251,15 @@ pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
                 .status
                 .as_ref()
                 .and_then(|s| s.container_statuses.as_ref());
+            let loaded = kind_loaded_artifact(pod, &container.name, &module);
             for status in statuses
                 .into_iter()
                 .flatten()
                 .filter(|s| s.name == container.name)
             {
-                if let Some(digest) = digest_of_image_id(&status.image_id) {
+                if let Some(artifact) = &loaded {
+                    running_digests.push(artifact.clone());
+                } else if let Some(digest) = digest_of_image_id(&status.image_id) {
                     running_digests.push(digest);
                 }
             }
@@ -276,7 +304,9 @@ impl Cluster {
         Ok(machines)
     }
 
-    /// A list call, following `continue` pages (a server that pages costs one call per page).
+    /// A list call, following `continue` pages (a server that pages costs one call per page). A continue
+    /// token that expired (410 Gone, reason Expired: the apiserver compacted past it, see
+    /// `staging/src/k8s.io/apiserver/pkg/storage/errors.go`) restarts the list from the beginning, bounded.
     pub(super) async fn list_all<K>(&self, params: &ListParams) -> Result<Vec<K>, ClusterError>
     where
         K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
@@ -285,17 +315,39 @@ impl Cluster {
             + fmt::Debug,
     {
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
-        let mut params = params.clone();
-        let mut items = Vec::new();
-        loop {
-            let page = api.list(&params).await.map_err(|e| {
-                self.api_error(format!("list {} in {}", K::kind(&()), self.namespace), e)
-            })?;
-            items.extend(page.items);
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params.continue_token = Some(token),
-                None => return Ok(items),
+        let what = || format!("list {} in {}", K::kind(&()), self.namespace);
+        let mut restarts = 0;
+        'list: loop {
+            let mut params = params.clone();
+            // kubectl lists in chunks of 500 (`--chunk-size`); so does meshtop.
+            params.limit = params.limit.or(Some(LIST_CHUNK));
+            let mut items = Vec::new();
+            loop {
+                let page = match self.timed(api.list(&params)).await {
+                    Ok(Ok(page)) => page,
+                    Ok(Err(e))
+                        if super::status_code(&e) == Some(410)
+                            && params.continue_token.is_some()
+                            && restarts < LIST_RESTARTS =>
+                    {
+                        restarts += 1;
+                        tracing::debug!("{}: continue token expired; listing again", what());
+                        continue 'list;
+                    }
+                    Ok(Err(e)) => return Err(self.api_error(what(), e)),
+                    Err(()) => return Err(self.timeout_error(what())),
+                };
+                items.extend(page.items);
+                match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                    Some(token) => params.continue_token = Some(token),
+                    None => return Ok(items),
+                }
             }
         }
     }
 }
+
+/// How many items one list page asks for.
+const LIST_CHUNK: u32 = 500;
+/// How many times a list restarts after its continue token expired.
+const LIST_RESTARTS: u32 = 3;

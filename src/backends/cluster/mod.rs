@@ -2,18 +2,31 @@
 //!
 //! Every call names the context and namespace it acts on in its errors, so a message always says where.
 
+mod access;
+pub mod judge;
 mod machines;
+mod proxy;
 mod record;
 mod rollout;
 
 use std::fmt;
+use std::future::Future;
 use std::process::Stdio;
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+pub use access::Needed;
 pub use machines::{Workload, WorkloadKind};
+pub use proxy::proxy_for;
 pub use record::{RECORD_ANNOTATION, RecordRead};
-pub use rollout::RolloutDone;
+pub use rollout::{
+    DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone, TRANSIENT_REASONS,
+};
+
+/// How long one API request may take before it reads as failed (kubectl has `--request-timeout`; meshtop
+/// always sets one, so one hung GET never outlives a roll-out's deadline).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The workload annotation naming the container meshtop sends to.
 pub const CONTAINER_ANNOTATION: &str = "jr2.dev/container";
@@ -30,13 +43,29 @@ pub enum ClusterError {
         context: Option<String>,
         message: String,
     },
-    #[error("Kubernetes API call failed ({what}) in context {context:?}: {source}")]
+    #[error("Kubernetes API call failed ({what}) in context {context:?}: {}", describe(.source))]
     Api {
         what: String,
         context: String,
         #[source]
         source: kube::Error,
     },
+    #[error("Kubernetes API call ({what}) in context {context:?} got no answer within {}s", .after.as_secs())]
+    Timeout {
+        what: String,
+        context: String,
+        after: Duration,
+    },
+    #[error(
+        "not allowed in context {context:?}: {}. Nothing was built or changed; see the README's \"RBAC\" section for the role meshtop needs",
+        .missing.join("; ")
+    )]
+    Forbidden {
+        context: String,
+        missing: Vec<String>,
+    },
+    #[error("{workload} is not rolled out by its controller: {message}")]
+    OnDelete { workload: String, message: String },
     #[error(
         "namespace {namespace:?} does not exist in context {context:?}: create it (kubectl create namespace {namespace}) or set the mesh's namespace"
     )]
@@ -53,10 +82,13 @@ pub enum ClusterError {
         running: String,
         detail: String,
     },
-    #[error("the roll-out of {workload} failed: {reason}{}", events_suffix(.events))]
+    #[error("the roll-out of {workload} failed: {reason}{}", evidence(.waiting, .events, .log_tail))]
     RolloutFailed {
         workload: String,
+        /// The named diagnosis (kubectl's message, or the waiting reason and what it means).
         reason: String,
+        /// The raw waiting reason and message of the container diagnosed.
+        waiting: Option<String>,
         events: Vec<String>,
         log_tail: Option<String>,
     },
@@ -68,10 +100,41 @@ pub enum ClusterError {
     },
 }
 
-fn events_suffix(events: &[String]) -> String {
-    match events.last() {
-        Some(last) => format!(" (last event: {last})"),
-        None => String::new(),
+/// The raw evidence shown beside any named diagnosis: the waiting reason and message, the last events, the
+/// log tail.
+fn evidence(waiting: &Option<String>, events: &[String], log_tail: &Option<String>) -> String {
+    let mut text = String::new();
+    if let Some(waiting) = waiting {
+        text.push_str(&format!("; waiting: {waiting}"));
+    }
+    if !events.is_empty() {
+        text.push_str(&format!("; events: {}", events.join(" | ")));
+    }
+    if let Some(tail) = log_tail {
+        text.push_str(&format!(
+            "; log tail: {}",
+            tail.trim_end().replace('\n', " / ")
+        ));
+    }
+    text
+}
+
+/// An API error as a person reads it: the Status' own message and reason, never a Debug dump.
+pub fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let message = if status.message.is_empty() {
+                "no message"
+            } else {
+                status.message.as_str()
+            };
+            if status.reason.is_empty() {
+                format!("{message} (HTTP {})", status.code)
+            } else {
+                format!("{message} ({}, HTTP {})", status.reason, status.code)
+            }
+        }
+        other => other.to_string(),
     }
 }
 
@@ -81,6 +144,8 @@ pub struct Cluster {
     client: kube::Client,
     pub context: String,
     pub namespace: String,
+    /// Every API request's timeout.
+    pub request_timeout: Duration,
 }
 
 impl fmt::Debug for Cluster {
@@ -93,30 +158,65 @@ impl fmt::Debug for Cluster {
 }
 
 impl Cluster {
-    /// Configure the client as kubectl does: `KUBECONFIG` or `~/.kube/config`, the current context unless one is given.
+    /// Configure the client as kubectl does: `KUBECONFIG` or `~/.kube/config`, the current context unless one
+    /// is given; with no kubeconfig at all and no context asked for, the in-cluster service account (as
+    /// client-go's `DeferredLoadingClientConfig` falls back in `tools/clientcmd/client_config.go`). Proxies as
+    /// kubectl's: see [`proxy_for`].
     pub async fn connect(context: Option<&str>, namespace: &str) -> Result<Cluster, ClusterError> {
         let config_error = |message: String| ClusterError::Config {
             context: context.map(str::to_string),
             message,
         };
-        let kubeconfig = Kubeconfig::read().map_err(|e| config_error(e.to_string()))?;
-        let context_name = match context {
-            Some(c) => c.to_string(),
-            None => kubeconfig
-                .current_context
-                .clone()
-                .filter(|c| !c.is_empty())
-                .ok_or_else(|| {
-                    config_error("the kubeconfig has no current context: pass --context".into())
-                })?,
+        let (mut config, context_name, cluster_proxy) = match Kubeconfig::read() {
+            Ok(kubeconfig) => {
+                let context_name = match context {
+                    Some(c) => c.to_string(),
+                    None => kubeconfig
+                        .current_context
+                        .clone()
+                        .filter(|c| !c.is_empty())
+                        .ok_or_else(|| {
+                            config_error(
+                                "the kubeconfig has no current context: pass --context".into(),
+                            )
+                        })?,
+                };
+                let cluster_proxy = kubeconfig
+                    .contexts
+                    .iter()
+                    .find(|c| c.name == context_name)
+                    .and_then(|c| c.context.as_ref())
+                    .and_then(|c| kubeconfig.clusters.iter().find(|n| n.name == c.cluster))
+                    .and_then(|n| n.cluster.as_ref())
+                    .and_then(|c| c.proxy_url.clone())
+                    .filter(|p| !p.is_empty());
+                let options = KubeConfigOptions {
+                    context: Some(context_name.clone()),
+                    ..KubeConfigOptions::default()
+                };
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .map_err(|e| config_error(e.to_string()))?;
+                (config, context_name, cluster_proxy)
+            }
+            Err(error) if context.is_none() && !kubeconfig_present() => {
+                let config = kube::Config::incluster().map_err(|e| {
+                    config_error(format!(
+                        "no kubeconfig ({error}) and not inside a cluster ({e})"
+                    ))
+                })?;
+                (config, IN_CLUSTER_CONTEXT.to_string(), None)
+            }
+            Err(error) => return Err(config_error(error.to_string())),
         };
-        let options = KubeConfigOptions {
-            context: Some(context_name.clone()),
-            ..KubeConfigOptions::default()
-        };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-            .await
-            .map_err(|e| config_error(e.to_string()))?;
+        config.proxy_url = proxy_for(&config.cluster_url, cluster_proxy.as_deref(), &|k| {
+            std::env::var(k).ok()
+        })
+        .map_err(config_error)?;
+        config.connect_timeout = Some(REQUEST_TIMEOUT);
+        config.read_timeout = Some(REQUEST_TIMEOUT);
+        config.write_timeout = Some(REQUEST_TIMEOUT);
+        config.reset_reader_on_write = true;
         let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
         Ok(Cluster::from_client(client, &context_name, namespace))
     }
@@ -127,6 +227,41 @@ impl Cluster {
             client,
             context: context.to_string(),
             namespace: namespace.to_string(),
+            request_timeout: REQUEST_TIMEOUT,
+        }
+    }
+
+    /// The same cluster with another per-request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Cluster {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Run one request under the request timeout (`Err(())`: it timed out).
+    pub(crate) async fn timed<T>(&self, request: impl Future<Output = T>) -> Result<T, ()> {
+        tokio::time::timeout(self.request_timeout, request)
+            .await
+            .map_err(|_| ())
+    }
+
+    /// Run one request under the request timeout, naming it in any error.
+    pub(crate) async fn call<T>(
+        &self,
+        what: String,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, ClusterError> {
+        match self.timed(request).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.api_error(what, e)),
+            Err(()) => Err(self.timeout_error(what)),
+        }
+    }
+
+    pub(crate) fn timeout_error(&self, what: impl Into<String>) -> ClusterError {
+        ClusterError::Timeout {
+            what: what.into(),
+            context: self.context.clone(),
+            after: self.request_timeout,
         }
     }
 
@@ -147,6 +282,19 @@ impl Cluster {
             source,
         }
     }
+}
+
+/// The context name meshtop gives the in-cluster configuration.
+pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
+
+/// Is there a kubeconfig to read (KUBECONFIG names one, or ~/.kube/config exists)?
+fn kubeconfig_present() -> bool {
+    if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
+        return true;
+    }
+    std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .is_some_and(|home| home.join(".kube").join("config").exists())
 }
 
 /// The HTTP status code of an API error, if the server answered with one.

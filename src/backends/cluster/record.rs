@@ -52,10 +52,11 @@ impl Cluster {
     /// empty record with a warning naming the namespace. Only a failing API call is an error.
     pub async fn read_record(&self) -> Result<RecordRead, ClusterError> {
         let namespace = self
-            .namespaces()
-            .get_opt(&self.namespace)
-            .await
-            .map_err(|e| self.api_error(format!("get namespace {}", self.namespace), e))?;
+            .call(
+                format!("get namespace {}", self.namespace),
+                self.namespaces().get_opt(&self.namespace),
+            )
+            .await?;
         let Some(namespace) = namespace else {
             return Ok(RecordRead::default());
         };
@@ -112,15 +113,16 @@ impl Cluster {
                     "annotations": { RECORD_ANNOTATION: text },
                 }
             });
-            match self
-                .namespaces()
-                .patch(
+            let namespaces = self.namespaces();
+            let patched = self
+                .timed(namespaces.patch(
                     &self.namespace,
                     &PatchParams::default(),
                     &Patch::Merge(&patch),
-                )
+                ))
                 .await
-            {
+                .map_err(|()| self.timeout_error(format!("patch namespace {}", self.namespace)))?;
+            match patched {
                 Ok(_) => return Ok(merged),
                 Err(e) if status_code(&e) == Some(409) => {
                     tracing::debug!(namespace = %self.namespace, "record stamp conflicted; re-reading");

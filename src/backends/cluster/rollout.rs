@@ -1,27 +1,86 @@
 //! Send (a guarded JSON patch of the container's image) and following the roll-out to done or a diagnosis.
+//!
+//! The verdict is kubectl's (see `judge.rs`, a port of kubectl's
+//! `staging/src/k8s.io/kubectl/pkg/polymorphichelpers/rollout_status.go`). A failure is diagnosed only from
+//! the pods of the NEW revision — a Deployment's new ReplicaSet (`pod-template-hash`), a StatefulSet's
+//! `status.updateRevision` or a DaemonSet's newest ControllerRevision (`controller-revision-hash`) — and never
+//! from terminating pods: old pods crash-looping while a fix rolls out are what the fix is for.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{ListParams, LogParams, Patch, PatchParams};
 use serde_json::json;
 
+use super::judge::{self, Verdict};
 use super::machines::{Kind, Workload, WorkloadKind};
 use super::{ARTIFACT_ANNOTATION, Cluster, ClusterError, status_code};
 
-/// Waiting reasons that mean a roll-out will not finish by itself.
+/// Waiting reasons that mean a roll-out will not finish by itself: kubectl's list
+/// (`rollout_status.go`'s `appendWarning`: ImagePullBackOff, ErrImagePull, CrashLoopBackOff,
+/// CreateContainerConfigError, CreateContainerError) and the kubelet's other terminal image and runtime
+/// reasons (`pkg/kubelet/images/types.go`: InvalidImageName, ErrImageNeverPull; `pkg/kubelet/container/sync_result.go`:
+/// RunContainerError).
 pub const FAILING_REASONS: &[&str] = &[
     "ImagePullBackOff",
     "ErrImagePull",
     "CrashLoopBackOff",
     "CreateContainerConfigError",
+    "CreateContainerError",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "RunContainerError",
 ];
+
+/// Reasons that often go away by themselves (a pull that fails once and succeeds on retry): they fail a
+/// roll-out only when they persist.
+pub const TRANSIENT_REASONS: &[&str] = &["ErrImagePull"];
+
+/// The Deployment controller's default `progressDeadlineSeconds`; the deadline of kinds that have none.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The label of a Deployment's pods naming their ReplicaSet's template (`pod-template-hash`).
+const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+/// The label of StatefulSet and DaemonSet pods naming their ControllerRevision.
+const CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
+/// The Deployment controller's revision annotation, on the Deployment and its ReplicaSets.
+const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 
 /// How many events and log lines a diagnosis carries.
 const EVENTS_KEPT: usize = 5;
 const LOG_LINES: i64 = 20;
+/// A transient reason fails only when it was seen on at least this many consecutive polls …
+const TRANSIENT_POLLS: u32 = 3;
+/// How many times a send re-reads and retries when the guard of a map it creates failed.
+const SEND_ATTEMPTS: u32 = 3;
+
+/// How a roll-out is followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowRules {
+    /// How long without progress before the roll-out reads as failed; None: the workload's own
+    /// `spec.progressDeadlineSeconds` (Deployments), else 600 s.
+    pub deadline: Option<Duration>,
+    /// How often the workload is read.
+    pub poll: Duration,
+    /// … and for at least this long.
+    pub transient_grace: Duration,
+}
+
+impl Default for FollowRules {
+    fn default() -> FollowRules {
+        FollowRules {
+            deadline: None,
+            poll: Duration::from_secs(1),
+            transient_grace: Duration::from_secs(30),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RolloutDone {
@@ -29,90 +88,130 @@ pub struct RolloutDone {
     pub replicas: i32,
     /// How many times the workload was read until it was done.
     pub polls: u32,
+    /// kubectl's closing message ("deployment \"api\" successfully rolled out").
+    pub message: String,
 }
 
-/// Where a roll-out stands, whatever the kind.
-#[derive(Debug, Clone, Default)]
-struct Progress {
-    generation: i64,
-    observed_generation: i64,
-    desired: i32,
-    updated: i32,
-    available: i32,
-    /// Replicas that exist at all (old and new); None when the kind does not say.
-    existing: Option<i32>,
-    /// The Progressing=False condition's message, when the deadline was exceeded.
-    deadline_exceeded: Option<String>,
-}
-
-impl Progress {
-    fn done(&self) -> bool {
-        self.observed_generation >= self.generation
-            && self.updated >= self.desired
-            && self.available >= self.desired
-            && self.existing.is_none_or(|n| n <= self.desired)
-    }
+/// Which pods belong to the revision being rolled out, as the workload names it.
+enum NewRevision {
+    /// A Deployment: its ReplicaSet with this revision annotation (None: the newest), owned by this uid.
+    ReplicaSet {
+        revision: Option<String>,
+        uid: Option<String>,
+    },
+    /// A StatefulSet: pods whose `controller-revision-hash` is `status.updateRevision`.
+    Label(String),
+    /// A DaemonSet: its newest ControllerRevision, owned by this uid.
+    NewestControllerRevision { uid: Option<String> },
 }
 
 trait Rolls: Kind {
-    fn progress(&self) -> Progress;
+    fn verdict(&self) -> Verdict;
+    fn new_revision(&self) -> Option<NewRevision>;
+    fn progress_deadline(&self) -> Duration {
+        DEFAULT_PROGRESS_DEADLINE
+    }
+    fn replicas(&self) -> i32 {
+        self.shape().replicas
+    }
+}
+
+fn uid(metadata: &ObjectMeta) -> Option<String> {
+    metadata.uid.clone()
 }
 
 impl Rolls for Deployment {
-    fn progress(&self) -> Progress {
-        let status = self.status.clone().unwrap_or_default();
-        let deadline_exceeded = status.conditions.iter().flatten().find_map(|c| {
-            (c.type_ == "Progressing"
-                && c.status == "False"
-                && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
-            .then(|| {
-                c.message
-                    .clone()
-                    .unwrap_or_else(|| "ProgressDeadlineExceeded".into())
-            })
-        });
-        Progress {
-            generation: self.metadata.generation.unwrap_or(0),
-            observed_generation: status.observed_generation.unwrap_or(0),
-            desired: self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-            updated: status.updated_replicas.unwrap_or(0),
-            available: status.available_replicas.unwrap_or(0),
-            existing: Some(status.replicas.unwrap_or(0)),
-            deadline_exceeded,
-        }
+    fn verdict(&self) -> Verdict {
+        judge::deployment(self)
+    }
+    fn new_revision(&self) -> Option<NewRevision> {
+        Some(NewRevision::ReplicaSet {
+            revision: self
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(REVISION_ANNOTATION))
+                .cloned(),
+            uid: uid(&self.metadata),
+        })
+    }
+    fn progress_deadline(&self) -> Duration {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.progress_deadline_seconds)
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(DEFAULT_PROGRESS_DEADLINE, Duration::from_secs)
     }
 }
 
 impl Rolls for StatefulSet {
-    fn progress(&self) -> Progress {
-        let status = self.status.clone().unwrap_or_default();
-        Progress {
-            generation: self.metadata.generation.unwrap_or(0),
-            observed_generation: status.observed_generation.unwrap_or(0),
-            desired: self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-            updated: status.updated_replicas.unwrap_or(0),
-            available: status
-                .available_replicas
-                .or(status.ready_replicas)
-                .unwrap_or(0),
-            existing: Some(status.replicas),
-            deadline_exceeded: None,
-        }
+    fn verdict(&self) -> Verdict {
+        judge::statefulset(self)
+    }
+    fn new_revision(&self) -> Option<NewRevision> {
+        self.status
+            .as_ref()
+            .and_then(|s| s.update_revision.clone())
+            .filter(|r| !r.is_empty())
+            .map(NewRevision::Label)
     }
 }
 
 impl Rolls for DaemonSet {
-    fn progress(&self) -> Progress {
-        let status = self.status.clone().unwrap_or_default();
-        Progress {
-            generation: self.metadata.generation.unwrap_or(0),
-            observed_generation: status.observed_generation.unwrap_or(0),
-            desired: status.desired_number_scheduled,
-            updated: status.updated_number_scheduled.unwrap_or(0),
-            available: status.number_available.unwrap_or(0),
-            existing: None,
-            deadline_exceeded: None,
+    fn verdict(&self) -> Verdict {
+        judge::daemonset(self)
+    }
+    fn new_revision(&self) -> Option<NewRevision> {
+        Some(NewRevision::NewestControllerRevision {
+            uid: uid(&self.metadata),
+        })
+    }
+}
+
+/// Is this object controlled by the workload (by uid when known, else by kind and name)?
+fn owned_by(metadata: &ObjectMeta, kind: &str, name: &str, uid: Option<&str>) -> bool {
+    metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| match uid {
+            Some(uid) => o.uid == uid,
+            None => o.kind == kind && o.name == name,
+        })
+}
+
+fn revision_number(metadata: &ObjectMeta) -> i64 {
+    metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REVISION_ANNOTATION))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A named diagnosis for a waiting reason, beside which the raw evidence is always shown.
+fn diagnose(reason: &str, image: &str, evidence: &str) -> String {
+    if evidence.contains("exec format error") {
+        return format!(
+            "platform mismatch: {image} was built for another platform than the node's (exec format error)"
+        );
+    }
+    match reason {
+        "ImagePullBackOff" | "ErrImagePull" => {
+            format!("the node cannot pull {image}")
         }
+        "ErrImageNeverPull" => format!(
+            "{image} is not on the node and its imagePullPolicy is Never (a kind cluster: was it kind-loaded?)"
+        ),
+        "InvalidImageName" => format!("{image} is not a valid image name"),
+        "CrashLoopBackOff" => "the container keeps exiting".into(),
+        "CreateContainerConfigError" => {
+            "the container's configuration cannot be resolved (a missing Secret or ConfigMap?)"
+                .into()
+        }
+        "CreateContainerError" => "the runtime cannot create the container".into(),
+        "RunContainerError" => "the runtime cannot start the container".into(),
+        other => other.to_string(),
     }
 }
 
@@ -144,10 +243,58 @@ impl Cluster {
         artifact_id: Option<&str>,
     ) -> Result<(), ClusterError> {
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
-        let current = api
-            .get(&w.name)
-            .await
-            .map_err(|e| self.api_error(format!("get {w}"), e))?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = self.call(format!("get {w}"), api.get(&w.name)).await?;
+            let patch = self.send_patch(&current, w, to_image, artifact_id)?;
+            let patched = self
+                .timed(api.patch(&w.name, &PatchParams::default(), &Patch::Json::<()>(patch)))
+                .await
+                .map_err(|()| self.timeout_error(format!("patch {w}")))?;
+            let e = match patched {
+                Ok(_) => return Ok(()),
+                Err(e) if matches!(status_code(&e), Some(409 | 422)) => e,
+                Err(e) => return Err(self.api_error(format!("patch {w}"), e)),
+            };
+            let running = self
+                .timed(api.get(&w.name))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .and_then(|k| {
+                    let shape = k.shape();
+                    let spec = shape.template?.spec.as_ref()?;
+                    spec.containers
+                        .iter()
+                        .find(|c| c.name == w.container)?
+                        .image
+                        .clone()
+                })
+                .unwrap_or_else(|| "(unknown)".into());
+            if running != w.image {
+                return Err(ClusterError::Conflict {
+                    workload: w.to_string(),
+                    running,
+                    detail: format!("expected {:?} in container {:?}", w.image, w.container),
+                });
+            }
+            // The image is still ours: what failed was the guard of a map we had to create (someone wrote
+            // the workload in between). Read it again and retry, bounded.
+            if attempt >= SEND_ATTEMPTS {
+                return Err(self.api_error(format!("patch {w}"), e));
+            }
+        }
+    }
+
+    /// The JSON patch of a send: `test` the image seen, `replace` it; add the artifact annotation as one key.
+    fn send_patch<K: Kind>(
+        &self,
+        current: &K,
+        w: &Workload,
+        to_image: &str,
+        artifact_id: Option<&str>,
+    ) -> Result<json_patch::Patch, ClusterError> {
         let shape = current.shape();
         let template = shape.template;
         let containers = template
@@ -167,121 +314,122 @@ impl Cluster {
             json!({"op": "replace", "path": image_path, "value": to_image}),
         ];
         if let Some(artifact) = artifact_id {
-            let has_annotations = template
-                .and_then(|t| t.metadata.as_ref())
-                .and_then(|m| m.annotations.as_ref())
-                .is_some();
-            let has_metadata = template.and_then(|t| t.metadata.as_ref()).is_some();
-            ops.push(if has_annotations {
-                json!({"op": "add", "path": "/spec/template/metadata/annotations/jr2.dev~1artifact", "value": artifact})
-            } else if has_metadata {
-                json!({"op": "add", "path": "/spec/template/metadata/annotations", "value": {ARTIFACT_ANNOTATION: artifact}})
-            } else {
-                json!({"op": "add", "path": "/spec/template/metadata", "value": {"annotations": {ARTIFACT_ANNOTATION: artifact}}})
-            });
-        }
-        let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
-            .map_err(|e| ClusterError::Config {
-                context: Some(self.context.clone()),
-                message: format!("cannot build the JSON patch: {e}"),
-            })?;
-        match api
-            .patch(&w.name, &PatchParams::default(), &Patch::Json::<()>(patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(status_code(&e), Some(409 | 422)) => {
-                let running = api
-                    .get(&w.name)
-                    .await
-                    .ok()
-                    .and_then(|k| {
-                        let shape = k.shape();
-                        let spec = shape.template?.spec.as_ref()?;
-                        spec.containers
-                            .iter()
-                            .find(|c| c.name == w.container)?
-                            .image
-                            .clone()
-                    })
-                    .unwrap_or_else(|| "(unknown)".into());
-                if running == w.image {
-                    return Err(self.api_error(format!("patch {w}"), e));
+            // One key, never the whole map: annotations others wrote between our GET and our PATCH stay.
+            // Where the map (or the template's metadata) is absent it is created empty first, guarded by
+            // a `test` of the resourceVersion we read, so an `add` never replaces a map someone just wrote.
+            let metadata = template.and_then(|t| t.metadata.as_ref());
+            if metadata.and_then(|m| m.annotations.as_ref()).is_none() {
+                let resource_version = current.meta().resource_version.clone().unwrap_or_default();
+                ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}));
+                if metadata.is_none() {
+                    ops.push(json!({"op": "add", "path": "/spec/template/metadata", "value": {}}));
                 }
-                Err(ClusterError::Conflict {
-                    workload: w.to_string(),
-                    running,
-                    detail: format!("expected {:?} in container {:?}", w.image, w.container),
-                })
+                ops.push(json!({"op": "add", "path": "/spec/template/metadata/annotations", "value": {}}));
             }
-            Err(e) => Err(self.api_error(format!("patch {w}"), e)),
+            let key = ARTIFACT_ANNOTATION.replace('~', "~0").replace('/', "~1");
+            ops.push(json!({"op": "add", "path": format!("/spec/template/metadata/annotations/{key}"), "value": artifact}));
         }
+        serde_json::from_value(serde_json::Value::Array(ops)).map_err(|e| ClusterError::Config {
+            context: Some(self.context.clone()),
+            message: format!("cannot build the JSON patch: {e}"),
+        })
     }
 
     /// Follow a roll-out to done, or to a failure carrying its diagnosis (waiting reason, events, log tail).
+    /// `on_message` hears kubectl's message each time it changes.
     pub async fn follow_rollout(
         &self,
         w: &Workload,
-        deadline: Duration,
-        poll: Duration,
+        rules: FollowRules,
+        on_message: &(dyn Fn(&str) + Sync),
     ) -> Result<RolloutDone, ClusterError> {
         match w.kind {
-            WorkloadKind::Deployment => self.follow_kind::<Deployment>(w, deadline, poll).await,
-            WorkloadKind::StatefulSet => self.follow_kind::<StatefulSet>(w, deadline, poll).await,
-            WorkloadKind::DaemonSet => self.follow_kind::<DaemonSet>(w, deadline, poll).await,
+            WorkloadKind::Deployment => self.follow_kind::<Deployment>(w, rules, on_message).await,
+            WorkloadKind::StatefulSet => {
+                self.follow_kind::<StatefulSet>(w, rules, on_message).await
+            }
+            WorkloadKind::DaemonSet => self.follow_kind::<DaemonSet>(w, rules, on_message).await,
         }
     }
 
     async fn follow_kind<K: Rolls>(
         &self,
         w: &Workload,
-        deadline: Duration,
-        poll: Duration,
+        rules: FollowRules,
+        on_message: &(dyn Fn(&str) + Sync),
     ) -> Result<RolloutDone, ClusterError> {
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
-        let started = tokio::time::Instant::now();
+        let mut last_progress = tokio::time::Instant::now();
+        let mut last_message = String::new();
+        let mut transient: HashMap<(String, String), (tokio::time::Instant, u32)> = HashMap::new();
         let mut polls = 0;
         loop {
             polls += 1;
-            let progress = api
-                .get(&w.name)
-                .await
-                .map_err(|e| self.api_error(format!("get {w}"), e))?
-                .progress();
-            if progress.done() {
-                return Ok(RolloutDone {
-                    workload: w.to_string(),
-                    replicas: progress.desired,
-                    polls,
-                });
+            let object = self.call(format!("get {w}"), api.get(&w.name)).await?;
+            let verdict = object.verdict();
+            if verdict.message() != last_message {
+                last_message = verdict.message().to_string();
+                last_progress = tokio::time::Instant::now();
+                on_message(&last_message);
             }
-            if let Some(message) = progress.deadline_exceeded {
-                let events = self.events_of(&w.name).await;
-                return Err(self.failed(
-                    w,
-                    format!("ProgressDeadlineExceeded: {message}"),
-                    events,
-                    None,
-                ));
+            match verdict {
+                Verdict::Done(message) => {
+                    return Ok(RolloutDone {
+                        workload: w.to_string(),
+                        replicas: object.replicas(),
+                        polls,
+                        message,
+                    });
+                }
+                Verdict::OnDelete(message) => {
+                    return Err(ClusterError::OnDelete {
+                        workload: format!("{w} in {}", self.place()),
+                        message,
+                    });
+                }
+                Verdict::Failed(message) => {
+                    let mut failure = match object.new_revision() {
+                        Some(revision) => {
+                            self.failing_pod(w, &revision, &mut HashMap::new(), rules, true)
+                                .await?
+                        }
+                        None => None,
+                    }
+                    .unwrap_or_else(|| self.failed(w, String::new(), None, Vec::new(), None));
+                    if let ClusterError::RolloutFailed { reason, events, .. } = &mut failure {
+                        *reason = if reason.is_empty() {
+                            message
+                        } else {
+                            format!("{message}; {reason}")
+                        };
+                        if events.is_empty() {
+                            *events = self.events_of(w.kind.as_str(), &w.name).await;
+                        }
+                    }
+                    return Err(failure);
+                }
+                Verdict::Waiting(message) => {
+                    // Before the controller observed our patch, "the new revision" is still the old one.
+                    let observed =
+                        object.shape().observed_generation >= object.meta().generation.unwrap_or(0);
+                    if observed
+                        && let Some(revision) = object.new_revision()
+                        && let Some(failure) = self
+                            .failing_pod(w, &revision, &mut transient, rules, false)
+                            .await?
+                    {
+                        return Err(failure);
+                    }
+                    let deadline = rules.deadline.unwrap_or_else(|| object.progress_deadline());
+                    if last_progress.elapsed() >= deadline {
+                        let events = self.events_of(w.kind.as_str(), &w.name).await;
+                        let reason =
+                            format!("no progress within {}s: {message}", deadline.as_secs());
+                        return Err(self.failed(w, reason, None, events, None));
+                    }
+                }
             }
-            if let Some(failure) = self.failing_pod(w).await? {
-                return Err(failure);
-            }
-            if started.elapsed() >= deadline {
-                let events = self.events_of(&w.name).await;
-                let reason = format!(
-                    "not done within {}s: {}/{} updated, {}/{} available, generation {} observed {}",
-                    deadline.as_secs(),
-                    progress.updated,
-                    progress.desired,
-                    progress.available,
-                    progress.desired,
-                    progress.generation,
-                    progress.observed_generation
-                );
-                return Err(self.failed(w, reason, events, None));
-            }
-            tokio::time::sleep(poll).await;
+            tokio::time::sleep(rules.poll).await;
         }
     }
 
@@ -289,29 +437,116 @@ impl Cluster {
         &self,
         w: &Workload,
         reason: String,
+        waiting: Option<String>,
         events: Vec<String>,
         log_tail: Option<String>,
     ) -> ClusterError {
         ClusterError::RolloutFailed {
             workload: format!("{w} in {}", self.place()),
             reason,
+            waiting,
             events,
             log_tail,
         }
     }
 
-    /// The first pod of the workload whose container waits for a reason that will not go away by itself.
-    async fn failing_pod(&self, w: &Workload) -> Result<Option<ClusterError>, ClusterError> {
+    /// The label selecting the pods of the revision being rolled out, when it exists yet.
+    async fn new_revision_label(
+        &self,
+        w: &Workload,
+        revision: &NewRevision,
+    ) -> Result<Option<(&'static str, String)>, ClusterError> {
         let Some(selector) = &w.selector else {
             return Ok(None);
         };
-        let pods = self
-            .list_all::<Pod>(&ListParams::default().labels(selector))
-            .await?;
+        let params = ListParams::default().labels(selector);
+        match revision {
+            NewRevision::Label(value) => Ok(Some((CONTROLLER_REVISION_HASH, value.clone()))),
+            NewRevision::ReplicaSet { revision, uid } => {
+                let sets = self.list_all::<ReplicaSet>(&params).await?;
+                let owned = sets
+                    .iter()
+                    .filter(|rs| owned_by(&rs.metadata, "Deployment", &w.name, uid.as_deref()));
+                let new = match revision {
+                    Some(r) => owned
+                        .filter(|rs| {
+                            rs.metadata
+                                .annotations
+                                .as_ref()
+                                .and_then(|a| a.get(REVISION_ANNOTATION))
+                                == Some(r)
+                        })
+                        .max_by_key(|rs| revision_number(&rs.metadata)),
+                    None => owned.max_by_key(|rs| revision_number(&rs.metadata)),
+                };
+                Ok(new
+                    .and_then(|rs| rs.metadata.labels.as_ref()?.get(POD_TEMPLATE_HASH).cloned())
+                    .map(|hash| (POD_TEMPLATE_HASH, hash)))
+            }
+            NewRevision::NewestControllerRevision { uid } => {
+                let revisions = self.list_all::<ControllerRevision>(&params).await?;
+                let newest = revisions
+                    .iter()
+                    .filter(|r| owned_by(&r.metadata, "DaemonSet", &w.name, uid.as_deref()))
+                    .max_by_key(|r| r.revision);
+                Ok(newest.and_then(|r| {
+                    let hash = r
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(CONTROLLER_REVISION_HASH).cloned())
+                        .or_else(|| {
+                            r.metadata
+                                .name
+                                .as_deref()?
+                                .strip_prefix(&format!("{}-", w.name))
+                                .map(str::to_string)
+                        })?;
+                    Some((CONTROLLER_REVISION_HASH, hash))
+                }))
+            }
+        }
+    }
+
+    /// The first pod of the new revision whose container waits for a reason that will not go away by
+    /// itself (a transient one only once it persisted). `any_reason`: report a transient reason at once
+    /// (the roll-out already failed; this is its evidence).
+    async fn failing_pod(
+        &self,
+        w: &Workload,
+        revision: &NewRevision,
+        transient: &mut HashMap<(String, String), (tokio::time::Instant, u32)>,
+        rules: FollowRules,
+        any_reason: bool,
+    ) -> Result<Option<ClusterError>, ClusterError> {
+        // The diagnosis is best effort, as kubectl's warnings are: a role that cannot list ReplicaSets,
+        // ControllerRevisions or pods still gets kubectl's verdict, only without the pods' reasons.
+        let label = match self.new_revision_label(w, revision).await {
+            Ok(label) => label,
+            Err(e) => {
+                tracing::warn!("cannot tell the new revision of {w}: {e}");
+                None
+            }
+        };
+        let (Some(selector), Some((label, value))) = (&w.selector, label) else {
+            return Ok(None);
+        };
+        let selected = ListParams::default().labels(&format!("{selector},{label}={value}"));
+        let pods = match self.list_all::<Pod>(&selected).await {
+            Ok(pods) => pods,
+            Err(e) => {
+                tracing::warn!("cannot list the pods of {w}: {e}");
+                return Ok(None);
+            }
+        };
+        let mut seen = HashMap::new();
         for pod in &pods {
             let Some(pod_name) = pod.metadata.name.as_deref() else {
                 continue;
             };
+            if pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
             let status = pod.status.as_ref();
             let statuses = status
                 .and_then(|s| s.container_statuses.as_ref())
@@ -321,7 +556,7 @@ impl Cluster {
                 .and_then(|s| s.init_container_statuses.as_ref())
                 .into_iter()
                 .flatten();
-            for cs in statuses.chain(inits) {
+            for cs in inits.chain(statuses) {
                 let Some(waiting) = cs.state.as_ref().and_then(|s| s.waiting.as_ref()) else {
                     continue;
                 };
@@ -332,33 +567,77 @@ impl Cluster {
                 else {
                     continue;
                 };
-                let mut text = format!("{reason} in pod {pod_name} container {}", cs.name);
-                if let Some(message) = waiting.message.as_deref().filter(|m| !m.is_empty()) {
-                    text.push_str(&format!(": {message}"));
+                if TRANSIENT_REASONS.contains(&reason) && !any_reason {
+                    let key = (pod_name.to_string(), cs.name.clone());
+                    let (since, count) = transient
+                        .get(&key)
+                        .map_or((tokio::time::Instant::now(), 1), |(s, n)| (*s, n + 1));
+                    seen.insert(key, (since, count));
+                    if count < TRANSIENT_POLLS || since.elapsed() < rules.transient_grace {
+                        continue;
+                    }
                 }
-                let events = self.events_of(pod_name).await;
+                let message = waiting.message.as_deref().unwrap_or_default();
+                let waiting_text = if message.is_empty() {
+                    reason.to_string()
+                } else {
+                    format!("{reason}: {message}")
+                };
+                let events = self.events_of("Pod", pod_name).await;
                 let log_tail = self
-                    .log_tail(pod_name, &cs.name, reason == "CrashLoopBackOff")
+                    .log_tail(
+                        pod_name,
+                        &cs.name,
+                        matches!(reason, "CrashLoopBackOff" | "RunContainerError"),
+                    )
                     .await;
-                return Ok(Some(self.failed(w, text, events, log_tail)));
+                let evidence = format!(
+                    "{message} {} {}",
+                    events.join(" "),
+                    log_tail.as_deref().unwrap_or_default()
+                );
+                let named = diagnose(reason, &cs.image, &evidence);
+                let text = format!("{reason} in pod {pod_name} container {}: {named}", cs.name);
+                return Ok(Some(self.failed(
+                    w,
+                    text,
+                    Some(waiting_text),
+                    events,
+                    log_tail,
+                )));
             }
         }
+        // A transient reason that went away starts over.
+        *transient = seen;
         Ok(None)
     }
 
-    /// The last events about an object, as `Reason: message` (best effort: a failing call gives none).
-    async fn events_of(&self, object: &str) -> Vec<String> {
+    /// The last events about an object (matched by kind and name), as `Reason: message`, oldest first,
+    /// ordered as `kubectl describe` orders them: lastTimestamp, else eventTime, else firstTimestamp
+    /// (events.k8s.io-era recorders set only eventTime). Best effort: a failing call gives none.
+    pub(super) async fn events_of(&self, kind: &str, object: &str) -> Vec<String> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
-        let params = ListParams::default().fields(&format!("involvedObject.name={object}"));
-        let Ok(list) = api.list(&params).await else {
+        let params = ListParams::default().fields(&format!(
+            "involvedObject.kind={kind},involvedObject.name={object}"
+        ));
+        let Ok(Ok(list)) = self.timed(api.list(&params)).await else {
             return Vec::new();
         };
-        let mut events = list.items;
+        let mut events: Vec<Event> = list
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.involved_object.name.as_deref() == Some(object)
+                    && e.involved_object.kind.as_deref().is_none_or(|k| k == kind)
+            })
+            .collect();
         events.sort_by_key(|e| {
             e.last_timestamp
-                .clone()
-                .or(e.first_timestamp.clone())
+                .as_ref()
                 .map(|t| t.0)
+                .or(e.event_time.as_ref().map(|t| t.0))
+                .or(e.first_timestamp.as_ref().map(|t| t.0))
+                .or(e.metadata.creation_timestamp.as_ref().map(|t| t.0))
         });
         let start = events.len().saturating_sub(EVENTS_KEPT);
         events[start..]
@@ -381,8 +660,9 @@ impl Cluster {
             previous,
             ..LogParams::default()
         };
-        api.logs(pod, &params)
+        self.timed(api.logs(pod, &params))
             .await
+            .ok()?
             .ok()
             .filter(|l| !l.trim().is_empty())
     }

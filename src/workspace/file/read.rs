@@ -14,7 +14,7 @@ use crate::mesh::model::{Platform, Policy, Registry, Target};
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
 const MESH_KEYS: &[&str] = &["name", "registry", "insecure_registry", "platforms"];
-const TARGET_KEYS: &[&str] = &["kind", "namespace", "context"];
+const TARGET_KEYS: &[&str] = &["kind", "namespace", "context", "rollout_deadline"];
 const MODULE_KEYS: &[&str] = &[
     "name",
     "context",
@@ -104,14 +104,15 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
     })
 }
 
-/// `[target]`: docker (default) or kubernetes with namespace and context.
+/// `[target]`: docker (default) or kubernetes with namespace, context and rollout_deadline (the last
+/// returned beside the target).
 pub(super) fn target(
     src: &Source<'_>,
     value: Option<Value<'_, '_>>,
     mesh_name: &str,
-) -> Result<Target, MeshError> {
+) -> Result<(Target, Option<std::time::Duration>), MeshError> {
     let Some(value) = value else {
-        return Ok(Target::Docker);
+        return Ok((Target::Docker, None));
     };
     let target = Section::of(
         src,
@@ -124,9 +125,24 @@ pub(super) fn target(
     let kind = target.string(src, "kind", "\"docker\"")?;
     let namespace = target.string(src, "namespace", "\"demo\"")?;
     let context = target.string(src, "context", "\"kind-demo\"")?;
+    let deadline = target.string(src, "rollout_deadline", "\"15m\"")?;
+    let rollout_deadline = match &deadline {
+        None => None,
+        Some(text) => Some(parse_duration(text.get_ref()).ok_or_else(|| {
+            src.err(
+                &text.span(),
+                format!("`rollout_deadline` in [target] is not a duration: {}", show(text.get_ref())),
+                "write a whole number of seconds, minutes or hours, e.g. rollout_deadline = \"15m\"",
+            )
+        })?),
+    };
     match kind.as_ref().map(|k| k.get_ref().as_str()) {
         None | Some("docker") => {
-            for (key, given) in [("namespace", &namespace), ("context", &context)] {
+            for (key, given) in [
+                ("namespace", &namespace),
+                ("context", &context),
+                ("rollout_deadline", &deadline),
+            ] {
                 if let Some(given) = given {
                     return Err(src.err(
                         &given.span(),
@@ -137,7 +153,7 @@ pub(super) fn target(
                     ));
                 }
             }
-            Ok(Target::Docker)
+            Ok((Target::Docker, None))
         }
         Some("kubernetes") => {
             let namespace = match namespace {
@@ -156,10 +172,13 @@ pub(super) fn target(
                     "name a kubeconfig context, or remove the key to use the current one",
                 ));
             }
-            Ok(Target::Kubernetes {
-                namespace,
-                context: context.map(Spanned::into_inner),
-            })
+            Ok((
+                Target::Kubernetes {
+                    namespace,
+                    context: context.map(Spanned::into_inner),
+                },
+                rollout_deadline,
+            ))
         }
         Some(other) => {
             let span = kind.as_ref().map(|k| k.span()).unwrap_or_default();
@@ -170,6 +189,22 @@ pub(super) fn target(
             ))
         }
     }
+}
+
+/// `90s`, `15m`, `1h` (a whole, positive number and a unit).
+fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let text = text.trim();
+    let unit = text.chars().last()?;
+    let seconds = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        _ => return None,
+    };
+    let number: u64 = text[..text.len() - 1].parse().ok().filter(|n| *n > 0)?;
+    number
+        .checked_mul(seconds)
+        .map(std::time::Duration::from_secs)
 }
 
 /// The elements of an array of tables (`[[module]]`), or of an inline array of tables.

@@ -1,0 +1,776 @@
+//! The controllers and the kubelet of the Kubernetes API test server, as state changes over time.
+//!
+//! They behave as the real ones, read from their sources, one step at a time (a step runs after each read
+//! of the workload, so what a client reads always lags what it wrote by at least one read):
+//! - the Deployment controller (`pkg/controller/deployment/sync.go`, `rolling.go`, `progress.go`): observes a
+//!   new generation by creating the ReplicaSet of the new template (`pod-template-hash`, revision annotation
+//!   `deployment.kubernetes.io/revision` on both), scales it up, scales the old ones down only once the new
+//!   pods are available, sets Progressing=False/ProgressDeadlineExceeded only while the roll-out is
+//!   incomplete, and resets that condition when it observes a new generation;
+//! - the StatefulSet controller (`pkg/controller/statefulset/stateful_set_control.go`): a ControllerRevision
+//!   per template, `status.updateRevision`, pods replaced one at a time from the highest ordinal down to
+//!   the partition, waiting for each to be Running and Ready, `currentRevision` becoming `updateRevision`
+//!   when every pod is updated and ready, nothing replaced under OnDelete;
+//! - the DaemonSet controller (`pkg/controller/daemon/update.go`): a ControllerRevision per template, old
+//!   pods deleted one at a time (maxUnavailable 1) and replaced at the new hash, nothing under OnDelete;
+//! - the kubelet (`pkg/kubelet/images/image_manager.go`, `pkg/kubelet/kuberuntime/kuberuntime_manager.go`):
+//!   a new container waits in ContainerCreating, then runs, or fails to pull (ErrImagePull, then
+//!   ImagePullBackOff while backing off), or crash-loops (CrashLoopBackOff), with its events; a deleted pod
+//!   stays listed with `deletionTimestamp` until it is gone (graceful termination).
+//!
+//! Tests only; never in the shipped binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::kube_objects::labels_match;
+
+pub type Key = (String, String, String); // (resource, namespace, name); namespaces have namespace ""
+
+/// What the kubelet makes of a container running an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fate {
+    /// Pulls, starts, becomes ready.
+    Runs,
+    /// The pull fails: ErrImagePull, then ImagePullBackOff from the next sync on.
+    PullFails(String),
+    /// The pull keeps failing without the kubelet backing off yet (ErrImagePull on every sync).
+    PullKeepsFailing(String),
+    /// The pull fails once (ErrImagePull), then succeeds.
+    PullFailsOnce(String),
+    /// The container starts and exits: CrashLoopBackOff, with this log.
+    Crashes(String),
+    /// The container waits with this reason and message (e.g. CreateContainerConfigError).
+    Waits(String, String),
+}
+
+/// The imageID the kubelet reports for a pulled image (dockershim/cri-dockerd style
+/// `docker-pullable://repo@digest`): the digest the image was named by, else one the test server makes up
+/// for its tag.
+pub fn image_id(image: &str) -> String {
+    if image.contains("@sha256:") {
+        return format!("docker-pullable://{image}");
+    }
+    let repository = match image.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => image,
+    };
+    format!(
+        "docker-pullable://{repository}@sha256:{}",
+        hex::encode(Sha256::digest(image.as_bytes()))
+    )
+}
+
+#[derive(Default)]
+pub struct Cluster {
+    pub objects: BTreeMap<Key, Value>,
+    pub resource_version: u64,
+    pub logs: HashMap<(String, String), String>,
+    /// Image prefix → fate of containers running it (first match wins; default: runs).
+    pub fates: Vec<(String, Fate)>,
+    /// Workloads whose progress deadline has passed (the test's clock).
+    pub deadline_passed: HashSet<Key>,
+    /// Workloads whose controller has taken over their pods.
+    adopted: HashSet<Key>,
+    /// DaemonSet → how many nodes it should run on.
+    nodes: HashMap<Key, i64>,
+    /// Pod → the step at which it was marked for deletion.
+    terminating: HashMap<Key, u64>,
+    step: u64,
+    serial: u64,
+}
+
+impl Cluster {
+    pub fn bump(&mut self) -> String {
+        self.resource_version += 1;
+        self.resource_version.to_string()
+    }
+
+    fn serial(&mut self) -> u64 {
+        self.serial += 1;
+        self.serial
+    }
+
+    pub fn uid(&mut self) -> String {
+        format!("00000000-0000-4000-8000-{:012x}", self.serial())
+    }
+
+    /// A timestamp of the test's clock: one second per controller step.
+    pub fn now(&self) -> String {
+        let at = chrono::DateTime::from_timestamp(1_767_225_600 + self.step as i64, 0).unwrap();
+        at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+
+    /// Store a new or changed object under a new resourceVersion.
+    pub fn store(&mut self, key: Key, mut object: Value) {
+        object["metadata"]["resourceVersion"] = json!(self.bump());
+        self.objects.insert(key, object);
+    }
+
+    fn fate_of(&self, image: &str) -> Fate {
+        self.fates
+            .iter()
+            .find(|(prefix, _)| image.starts_with(prefix.as_str()))
+            .map(|(_, f)| f.clone())
+            .unwrap_or(Fate::Runs)
+    }
+
+    pub fn event(&mut self, namespace: &str, kind: &str, name: &str, reason: &str, message: &str) {
+        let n = self.serial();
+        let now = self.now();
+        let event = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}.{n:x}"), "namespace": namespace},
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+            "reason": reason, "message": message, "type": if reason == "Started" || reason == "Pulled" { "Normal" } else { "Warning" },
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "source": {"component": "kubelet"}});
+        self.store(
+            ("events".into(), namespace.into(), format!("{name}.{n:x}")),
+            event,
+        );
+    }
+
+    /// Pods of `namespace` whose labels the selector's matchLabels match.
+    fn selected(&self, namespace: &str, selector: &Value) -> Vec<Key> {
+        self.objects
+            .iter()
+            .filter(|((r, ns, _), pod)| {
+                r == "pods" && ns == namespace && labels_match(selector, &pod["metadata"]["labels"])
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn active(&self, pods: &[Key]) -> Vec<Key> {
+        pods.iter()
+            .filter(|k| self.objects[*k]["metadata"]["deletionTimestamp"].is_null())
+            .cloned()
+            .collect()
+    }
+
+    fn label(&self, pod: &Key, label: &str) -> Option<String> {
+        self.objects[pod]["metadata"]["labels"][label]
+            .as_str()
+            .map(str::to_string)
+    }
+
+    /// One step of the controller of this workload (and of the kubelet for its pods).
+    pub fn reconcile(&mut self, key: &Key) {
+        if !self.objects.contains_key(key) {
+            return;
+        }
+        self.step += 1;
+        self.adopt(key);
+        self.finish_terminations(key);
+        match key.0.as_str() {
+            "deployments" => self.deployment_step(key),
+            "statefulsets" => self.statefulset_step(key),
+            "daemonsets" => self.daemonset_step(key),
+            _ => {}
+        }
+    }
+
+    // ---- revisions and pods ----
+
+    /// The hash of a pod template, as `controller.ComputeHash` hashes one (a stable digest of the
+    /// template; fnv there, sha256 here: only equality matters).
+    pub fn template_hash(template: &Value) -> String {
+        let digest = Sha256::digest(template.to_string().as_bytes());
+        hex::encode(digest)[..10].to_string()
+    }
+
+    fn owner(workload: &Value) -> Value {
+        json!([{"apiVersion": "apps/v1", "kind": workload["kind"], "name": workload["metadata"]["name"],
+            "uid": workload["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}])
+    }
+
+    /// The label a pod of this revision carries: (key, value).
+    fn revision_label(resource: &str, name: &str, hash: &str) -> (&'static str, String) {
+        match resource {
+            "deployments" => ("pod-template-hash", hash.to_string()),
+            // StatefulSet pods carry the revision's name (`apps.StatefulSetRevisionLabel`)...
+            "statefulsets" => ("controller-revision-hash", format!("{name}-{hash}")),
+            // ... DaemonSet pods its hash (`apps.DefaultDaemonSetUniqueLabelKey`).
+            _ => ("controller-revision-hash", hash.to_string()),
+        }
+    }
+
+    /// Create the ReplicaSet or ControllerRevision of the workload's current template, if absent; its
+    /// revision number.
+    fn ensure_revision(&mut self, key: &Key) -> i64 {
+        let workload = self.objects[key].clone();
+        let (resource, ns, name) = key;
+        let template = &workload["spec"]["template"];
+        let hash = Self::template_hash(template);
+        let owned =
+            |o: &Value| o["metadata"]["ownerReferences"][0]["uid"] == workload["metadata"]["uid"];
+        let (child_resource, revision_of): (&str, fn(&Value) -> i64) = if resource == "deployments"
+        {
+            ("replicasets", |o| {
+                o["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                    .as_str()
+                    .and_then(|r| r.parse().ok())
+                    .unwrap_or(0)
+            })
+        } else {
+            ("controllerrevisions", |o| {
+                o["revision"].as_i64().unwrap_or(0)
+            })
+        };
+        let child_name = format!("{name}-{hash}");
+        let children: Vec<&Value> = self
+            .objects
+            .iter()
+            .filter(|((r, n, _), o)| r == child_resource && n == ns && owned(o))
+            .map(|(_, o)| o)
+            .collect();
+        let max = children.iter().map(|o| revision_of(o)).max().unwrap_or(0);
+        if let Some(existing) =
+            self.objects
+                .get(&(child_resource.into(), ns.clone(), child_name.clone()))
+        {
+            let revision = revision_of(existing);
+            if resource == "deployments" && revision < max {
+                // A rollback to an older template: the Deployment controller gives its ReplicaSet the
+                // next revision (`sync.go` getNewReplicaSet).
+                let mut rs = existing.clone();
+                rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+                    json!((max + 1).to_string());
+                self.store((child_resource.into(), ns.clone(), child_name), rs);
+                return max + 1;
+            }
+            return revision;
+        }
+        let revision = max + 1;
+        let (label, value) = Self::revision_label(resource, name, &hash);
+        let mut labels = template["metadata"]["labels"].clone();
+        if !labels.is_object() {
+            labels = json!({});
+        }
+        let uid = self.uid();
+        let child = if resource == "deployments" {
+            labels[label] = json!(value);
+            let mut rs_template = template.clone();
+            rs_template["metadata"]["labels"] = labels.clone();
+            let mut selector = workload["spec"]["selector"].clone();
+            selector["matchLabels"][label] = json!(value);
+            json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": child_name, "namespace": ns, "uid": uid, "labels": labels,
+                    "annotations": {"deployment.kubernetes.io/revision": revision.to_string()},
+                    "ownerReferences": Self::owner(&workload)},
+                "spec": {"replicas": 0, "selector": selector, "template": rs_template},
+                "status": {"replicas": 0}})
+        } else {
+            labels["controller-revision-hash"] = json!(hash);
+            json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                "metadata": {"name": child_name, "namespace": ns, "uid": uid, "labels": labels,
+                    "ownerReferences": Self::owner(&workload)},
+                "data": {"spec": {"template": template}}, "revision": revision})
+        };
+        self.store((child_resource.into(), ns.clone(), child_name), child);
+        revision
+    }
+
+    /// A new pod of the workload's current template, waiting in ContainerCreating.
+    fn create_pod(&mut self, key: &Key, pod_name: Option<String>) -> Key {
+        let workload = self.objects[key].clone();
+        let (resource, ns, name) = key;
+        let template = &workload["spec"]["template"];
+        let hash = Self::template_hash(template);
+        let (label, value) = Self::revision_label(resource, name, &hash);
+        let mut labels = template["metadata"]["labels"].clone();
+        labels[label] = json!(value);
+        let pod_name = pod_name.unwrap_or_else(|| {
+            let n = self.serial();
+            match resource.as_str() {
+                "deployments" => format!("{name}-{hash}-{n:05x}"),
+                _ => format!("{name}-{n:05x}"),
+            }
+        });
+        let containers = template["spec"]["containers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let statuses: Vec<Value> = containers
+            .iter()
+            .map(|c| {
+                json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": false,
+                "restartCount": 0, "started": false,
+                "state": {"waiting": {"reason": "ContainerCreating"}}})
+            })
+            .collect();
+        let uid = self.uid();
+        let mut metadata = json!({"name": pod_name, "namespace": ns, "uid": uid, "labels": labels,
+            "ownerReferences": Self::owner(&workload), "creationTimestamp": self.now()});
+        if let Some(annotations) = template["metadata"]["annotations"].as_object() {
+            metadata["annotations"] = json!(annotations);
+        }
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": template["spec"].clone(),
+            "status": {"phase": "Pending", "containerStatuses": statuses}});
+        let pod_key: Key = ("pods".into(), ns.clone(), pod_name);
+        self.store(pod_key.clone(), pod);
+        pod_key
+    }
+
+    /// A pod of a workload stored as rolled out: its containers run.
+    fn run_now(&mut self, pod_key: &Key) {
+        let mut pod = self.objects[pod_key].clone();
+        for cs in pod["status"]["containerStatuses"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            let image = cs["image"].as_str().unwrap_or_default().to_string();
+            cs["state"] = json!({"running": {"startedAt": self.now()}});
+            cs["ready"] = json!(true);
+            cs["started"] = json!(true);
+            cs["imageID"] = json!(image_id(&image));
+        }
+        pod["status"]["phase"] = json!("Running");
+        self.store(pod_key.clone(), pod);
+    }
+
+    /// The kubelet's next sync of a pod: ContainerCreating → the fate of its image; ErrImagePull → back-off.
+    fn kubelet_sync(&mut self, pod_key: &Key) {
+        let mut pod = self.objects[pod_key].clone();
+        let (_, ns, pod_name) = pod_key;
+        let mut events = Vec::new();
+        let mut changed = false;
+        let mut all_ready = true;
+        let statuses = pod["status"]["containerStatuses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut updated = Vec::new();
+        for mut cs in statuses {
+            let image = cs["image"].as_str().unwrap_or_default().to_string();
+            let container = cs["name"].as_str().unwrap_or_default().to_string();
+            let waiting = cs["state"]["waiting"]["reason"]
+                .as_str()
+                .map(str::to_string);
+            let fate = self.fate_of(&image);
+            let running = json!({"running": {"startedAt": self.now()}});
+            let pulled_id = image_id(&image);
+            let wait = |reason: &str, message: &str| json!({"waiting": {"reason": reason, "message": message}});
+            match (waiting.as_deref(), &fate) {
+                (Some("ContainerCreating"), Fate::Runs)
+                | (Some("ErrImagePull"), Fate::PullFailsOnce(_)) => {
+                    cs["state"] = running;
+                    cs["ready"] = json!(true);
+                    cs["started"] = json!(true);
+                    cs["imageID"] = json!(pulled_id);
+                    events.push(("Started", format!("Started container {container}")));
+                    changed = true;
+                }
+                (
+                    Some("ContainerCreating"),
+                    Fate::PullFails(m) | Fate::PullKeepsFailing(m) | Fate::PullFailsOnce(m),
+                )
+                | (Some("ErrImagePull"), Fate::PullKeepsFailing(m)) => {
+                    cs["state"] = wait("ErrImagePull", m);
+                    events.push(("Failed", format!("Failed to pull image {image:?}: {m}")));
+                    events.push(("Failed", "Error: ErrImagePull".to_string()));
+                    changed = true;
+                }
+                (Some("ErrImagePull"), Fate::PullFails(_)) => {
+                    cs["state"] = wait(
+                        "ImagePullBackOff",
+                        &format!("Back-off pulling image {image:?}"),
+                    );
+                    events.push(("BackOff", format!("Back-off pulling image {image:?}")));
+                    events.push(("Failed", "Error: ImagePullBackOff".to_string()));
+                    changed = true;
+                }
+                (Some("ContainerCreating"), Fate::Crashes(log)) => {
+                    let back_off = format!(
+                        "back-off 10s restarting failed container={container} pod={pod_name}_{ns}({})",
+                        pod["metadata"]["uid"].as_str().unwrap_or_default()
+                    );
+                    cs["state"] = wait("CrashLoopBackOff", &back_off);
+                    cs["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error"}});
+                    cs["restartCount"] = json!(1);
+                    cs["imageID"] = json!(pulled_id);
+                    self.logs
+                        .insert((ns.clone(), pod_name.clone()), log.clone());
+                    events.push((
+                        "BackOff",
+                        format!("Back-off restarting failed container {container} in pod {pod_name}_{ns}"),
+                    ));
+                    changed = true;
+                }
+                (Some("ContainerCreating"), Fate::Waits(reason, message))
+                    if reason != "ContainerCreating" =>
+                {
+                    cs["state"] = wait(reason, message);
+                    events.push(("Failed", format!("Error: {message}")));
+                    changed = true;
+                }
+                _ => {}
+            }
+            all_ready &= cs["ready"] == json!(true);
+            updated.push(cs);
+        }
+        if !changed {
+            return;
+        }
+        pod["status"]["containerStatuses"] = json!(updated);
+        pod["status"]["phase"] = json!(if all_ready { "Running" } else { "Pending" });
+        pod["status"]["conditions"] =
+            json!([{"type": "Ready", "status": if all_ready { "True" } else { "False" }}]);
+        self.store(pod_key.clone(), pod);
+        for (reason, message) in events {
+            self.event(ns, "Pod", pod_name, reason, &message);
+        }
+    }
+
+    pub fn pod_ready(pod: &Value) -> bool {
+        let statuses = pod["status"]["containerStatuses"].as_array();
+        statuses.is_some_and(|s| !s.is_empty() && s.iter().all(|c| c["ready"] == json!(true)))
+    }
+
+    /// Graceful deletion: the pod stays listed with its deletionTimestamp (`pkg/registry/core/pod/strategy.go`
+    /// CheckGracefulDelete) until the kubelet confirms it stopped.
+    pub fn mark_terminating(&mut self, pod_key: &Key) {
+        let mut pod = self.objects[pod_key].clone();
+        if !pod["metadata"]["deletionTimestamp"].is_null() {
+            return;
+        }
+        pod["metadata"]["deletionTimestamp"] = json!(self.now());
+        pod["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+        self.terminating.insert(pod_key.clone(), self.step);
+        self.store(pod_key.clone(), pod);
+    }
+
+    /// Pods marked for deletion in an earlier step are gone; a StatefulSet recreates its pod under the
+    /// same name, at the update revision (under OnDelete too: that is how OnDelete rolls).
+    fn finish_terminations(&mut self, key: &Key) {
+        let selector = self.objects[key]["spec"]["selector"]["matchLabels"].clone();
+        let step = self.step;
+        let gone: Vec<Key> = self
+            .selected(&key.1, &selector)
+            .into_iter()
+            .filter(|p| self.terminating.get(p).is_some_and(|s| *s < step))
+            .collect();
+        for pod in gone {
+            self.terminating.remove(&pod);
+            self.objects.remove(&pod);
+            self.bump();
+            if key.0 == "statefulsets" {
+                self.create_pod(key, Some(pod.2.clone()));
+            } else if key.0 == "daemonsets" {
+                self.create_pod(key, None);
+            }
+        }
+    }
+
+    /// The controller takes over a workload stored by a test as already rolled out: the revision of its
+    /// template, its pods labelled with it, missing pods created running.
+    fn adopt(&mut self, key: &Key) {
+        if self.adopted.contains(key) {
+            return;
+        }
+        self.adopted.insert(key.clone());
+        let mut workload = self.objects[key].clone();
+        if workload["metadata"]["uid"].is_null() {
+            workload["metadata"]["uid"] = json!(self.uid());
+            self.objects.insert(key.clone(), workload.clone());
+        }
+        let revision = self.ensure_revision(key);
+        let (resource, ns, name) = key;
+        let hash = Self::template_hash(&workload["spec"]["template"]);
+        let (label, value) = Self::revision_label(resource, name, &hash);
+        let selector = workload["spec"]["selector"]["matchLabels"].clone();
+        let pods = self.selected(ns, &selector);
+        for pod_key in &pods {
+            let mut pod = self.objects[pod_key].clone();
+            if pod["metadata"]["labels"][label].is_null() {
+                pod["metadata"]["labels"][label] = json!(value);
+                pod["metadata"]["ownerReferences"] = Self::owner(&workload);
+                self.store(pod_key.clone(), pod);
+            }
+        }
+        let wanted = if resource == "daemonsets" {
+            let n = workload["status"]["desiredNumberScheduled"]
+                .as_i64()
+                .unwrap_or(1);
+            self.nodes.insert(key.clone(), n);
+            n
+        } else {
+            workload["spec"]["replicas"].as_i64().unwrap_or(1)
+        };
+        for i in pods.len() as i64..wanted {
+            let pod_name = (resource == "statefulsets").then(|| format!("{name}-{i}"));
+            let pod_key = self.create_pod(key, pod_name);
+            self.run_now(&pod_key);
+        }
+        let mut workload = self.objects[key].clone();
+        if resource == "deployments" {
+            workload["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+                json!(revision.to_string());
+        } else if resource == "statefulsets" {
+            workload["status"]["updateRevision"] = json!(value);
+            workload["status"]["currentRevision"] = json!(value);
+        }
+        self.store(key.clone(), workload);
+        self.write_status(key);
+    }
+
+    // ---- the controllers ----
+
+    fn observe(&mut self, key: &Key) -> bool {
+        let workload = &self.objects[key];
+        let generation = workload["metadata"]["generation"].as_i64().unwrap_or(1);
+        let observed = workload["status"]["observedGeneration"]
+            .as_i64()
+            .unwrap_or(0);
+        if observed >= generation {
+            return false;
+        }
+        let revision = self.ensure_revision(key);
+        let hash = Self::template_hash(&self.objects[key]["spec"]["template"]);
+        let mut workload = self.objects[key].clone();
+        workload["status"]["observedGeneration"] = json!(generation);
+        match key.0.as_str() {
+            "deployments" => {
+                workload["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
+                    json!(revision.to_string());
+                // progress.go: a new ReplicaSet means progress; a timed-out condition is replaced.
+                workload["status"]["conditions"] = json!([{"type": "Progressing", "status": "True",
+                    "reason": "NewReplicaSetCreated",
+                    "message": format!("Created new replica set \"{}-{hash}\"", key.2),
+                    "lastUpdateTime": self.now(), "lastTransitionTime": self.now()}]);
+            }
+            "statefulsets" => {
+                workload["status"]["updateRevision"] = json!(format!("{}-{hash}", key.2));
+            }
+            _ => {}
+        }
+        self.store(key.clone(), workload);
+        self.write_status(key);
+        true
+    }
+
+    fn deployment_step(&mut self, key: &Key) {
+        if self.observe(key) {
+            return;
+        }
+        let workload = self.objects[key].clone();
+        let hash = Self::template_hash(&workload["spec"]["template"]);
+        let selector = workload["spec"]["selector"]["matchLabels"].clone();
+        let pods = self.active(&self.selected(&key.1, &selector));
+        let (new, old): (Vec<Key>, Vec<Key>) = pods
+            .into_iter()
+            .partition(|p| self.label(p, "pod-template-hash").as_deref() == Some(hash.as_str()));
+        let replicas = workload["spec"]["replicas"].as_i64().unwrap_or(1) as usize;
+        if new.len() < replicas {
+            for _ in new.len()..replicas {
+                self.create_pod(key, None);
+            }
+        } else {
+            for pod in &new {
+                self.kubelet_sync(pod);
+            }
+            let all_ready = new.iter().all(|p| Self::pod_ready(&self.objects[p]));
+            if all_ready {
+                for pod in &old {
+                    self.mark_terminating(pod);
+                }
+            } else if self.deadline_passed.contains(key) {
+                let mut workload = self.objects[key].clone();
+                workload["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
+                    "reason": "ProgressDeadlineExceeded",
+                    "message": format!("ReplicaSet \"{}-{hash}\" has timed out progressing.", key.2),
+                    "lastUpdateTime": self.now(), "lastTransitionTime": self.now()}]);
+                self.store(key.clone(), workload);
+            }
+        }
+        self.write_status(key);
+    }
+
+    fn statefulset_step(&mut self, key: &Key) {
+        if self.observe(key) {
+            return;
+        }
+        let workload = self.objects[key].clone();
+        let update_revision = workload["status"]["updateRevision"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let strategy = workload["spec"]["updateStrategy"]["type"]
+            .as_str()
+            .unwrap_or("RollingUpdate");
+        let selector = workload["spec"]["selector"]["matchLabels"].clone();
+        let mut pods = self.active(&self.selected(&key.1, &selector));
+        // Every pod at the update revision goes through the kubelet; the controller waits for each.
+        for pod in &pods {
+            if self.label(pod, "controller-revision-hash").as_deref()
+                == Some(update_revision.as_str())
+            {
+                self.kubelet_sync(pod);
+            }
+        }
+        let settling = pods.iter().any(|p| !Self::pod_ready(&self.objects[p]))
+            || self
+                .terminating
+                .keys()
+                .any(|p| p.1 == key.1 && p.2.starts_with(&format!("{}-", key.2)));
+        if strategy == "RollingUpdate" && !settling {
+            let partition = workload["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
+                .as_i64()
+                .unwrap_or(0);
+            let ordinal = |k: &Key| {
+                k.2.rsplit('-')
+                    .next()
+                    .and_then(|o| o.parse::<i64>().ok())
+                    .unwrap_or(0)
+            };
+            pods.sort_by_key(|p| std::cmp::Reverse(ordinal(p)));
+            if let Some(next) = pods.iter().find(|p| {
+                ordinal(p) >= partition
+                    && self.label(p, "controller-revision-hash").as_deref()
+                        != Some(update_revision.as_str())
+            }) {
+                let next = next.clone();
+                self.mark_terminating(&next);
+            }
+        }
+        self.write_status(key);
+    }
+
+    fn daemonset_step(&mut self, key: &Key) {
+        if self.observe(key) {
+            return;
+        }
+        let workload = self.objects[key].clone();
+        let hash = Self::template_hash(&workload["spec"]["template"]);
+        let strategy = workload["spec"]["updateStrategy"]["type"]
+            .as_str()
+            .unwrap_or("RollingUpdate");
+        let selector = workload["spec"]["selector"]["matchLabels"].clone();
+        let pods = self.active(&self.selected(&key.1, &selector));
+        for pod in &pods {
+            if self.label(pod, "controller-revision-hash").as_deref() == Some(hash.as_str()) {
+                self.kubelet_sync(pod);
+            }
+        }
+        let unavailable = pods
+            .iter()
+            .filter(|p| !Self::pod_ready(&self.objects[*p]))
+            .count();
+        let terminating = self.terminating.keys().any(|p| {
+            p.1 == key.1
+                && self
+                    .objects
+                    .get(p)
+                    .is_some_and(|o| labels_match(&selector, &o["metadata"]["labels"]))
+        });
+        if strategy == "RollingUpdate"
+            && unavailable == 0
+            && !terminating
+            && let Some(old) = pods.iter().find(|p| {
+                self.label(p, "controller-revision-hash").as_deref() != Some(hash.as_str())
+            })
+        {
+            let old = old.clone();
+            self.mark_terminating(&old);
+        }
+        self.write_status(key);
+    }
+
+    /// The status the controller writes from the pods it sees (active pods only: terminating pods are not
+    /// counted, `controller.FilterActivePods`).
+    pub fn write_status(&mut self, key: &Key) {
+        let mut workload = self.objects[key].clone();
+        let (resource, ns, name) = key;
+        let hash = Self::template_hash(&workload["spec"]["template"]);
+        let selector = workload["spec"]["selector"]["matchLabels"].clone();
+        let pods = self.active(&self.selected(ns, &selector));
+        let ready = pods
+            .iter()
+            .filter(|p| Self::pod_ready(&self.objects[*p]))
+            .count() as i64;
+        let total = pods.len() as i64;
+        let status = &mut workload["status"];
+        match resource.as_str() {
+            "deployments" => {
+                let updated = pods
+                    .iter()
+                    .filter(|p| {
+                        self.label(p, "pod-template-hash").as_deref() == Some(hash.as_str())
+                    })
+                    .count() as i64;
+                status["replicas"] = json!(total);
+                status["updatedReplicas"] = json!(updated);
+                status["readyReplicas"] = json!(ready);
+                status["availableReplicas"] = json!(ready);
+                status["unavailableReplicas"] = json!((total - ready).max(0));
+            }
+            "statefulsets" => {
+                let update = status["updateRevision"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let current = status["currentRevision"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let at = |r: &str| {
+                    pods.iter()
+                        .filter(|p| self.label(p, "controller-revision-hash").as_deref() == Some(r))
+                        .count() as i64
+                };
+                let (updated, mut current_replicas) = (at(&update), at(&current));
+                let replicas = workload["spec"]["replicas"].as_i64().unwrap_or(1);
+                let rolling = workload["spec"]["updateStrategy"]["type"]
+                    .as_str()
+                    .unwrap_or("RollingUpdate")
+                    == "RollingUpdate";
+                let status = &mut workload["status"];
+                if rolling && updated == replicas && ready == replicas {
+                    status["currentRevision"] = json!(update);
+                    current_replicas = updated;
+                }
+                status["replicas"] = json!(total);
+                status["readyReplicas"] = json!(ready);
+                status["availableReplicas"] = json!(ready);
+                status["updatedReplicas"] = json!(updated);
+                status["currentReplicas"] = json!(current_replicas);
+            }
+            _ => {
+                let updated = pods
+                    .iter()
+                    .filter(|p| {
+                        self.label(p, "controller-revision-hash").as_deref() == Some(hash.as_str())
+                    })
+                    .count() as i64;
+                let desired = self.nodes.get(key).copied().unwrap_or(total);
+                status["desiredNumberScheduled"] = json!(desired);
+                status["currentNumberScheduled"] = json!(total);
+                status["numberMisscheduled"] = json!(0);
+                status["updatedNumberScheduled"] = json!(updated);
+                status["numberReady"] = json!(ready);
+                status["numberAvailable"] = json!(ready);
+                status["numberUnavailable"] = json!((desired - ready).max(0));
+            }
+        }
+        let _ = name;
+        if self.objects[key] != workload {
+            self.store(key.clone(), workload);
+        }
+    }
+
+    /// Before a patch lands, the controller knows the revision of the template being replaced.
+    pub fn before_write(&mut self, key: &Key) {
+        if matches!(
+            key.0.as_str(),
+            "deployments" | "statefulsets" | "daemonsets"
+        ) && self.objects.contains_key(key)
+        {
+            self.adopt(key);
+        }
+    }
+}
