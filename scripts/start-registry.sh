@@ -53,26 +53,34 @@ done
 echo "registry answers at $URL (pid $(cat "$BASE/registry.pid"), storage $BASE/storage)"
 fi
 
-# A second registry serving TLS with a certificate of our own CA, on port 5443 of every interface (a
-# non-loopback address is what Docker treats as secure, so it is verified against certs.d's CA there).
-# Its CA, certificate and the non-loopback host:port tests use are under $TLS.
+# A second registry serving TLS with a certificate of our own CA, on 127.0.0.1:5443, named by a host
+# name that is not "localhost" or a loopback literal (so meshtop treats it as a secure registry and
+# verifies it against certs.d's CA) while every byte stays on loopback: /etc/hosts maps the name to
+# 127.0.0.1. Its CA, certificate and the host:port tests use are under $TLS.
 TLS="${MESHTOP_REGISTRY_TLS_DIR:-/tmp/meshtop-registry-tls}"
 TLS_PORT=5443
 tls_answers() {
     code=$(curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "https://127.0.0.1:$TLS_PORT/v2/" 2>/dev/null || true)
     [ "$code" = 200 ] || [ "$code" = 401 ]
 }
-if tls_answers && [ -f "$TLS/host" ]; then
+NAME=registry.meshtop.test
+if ! grep -qE "^127\.0\.0\.1[[:space:]].*\b$NAME\b" /etc/hosts; then
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    echo "127.0.0.1 $NAME" | $sudo_cmd tee -a /etc/hosts >/dev/null
+fi
+if tls_answers && [ "$(cat "$TLS/host" 2>/dev/null)" = "$NAME:$TLS_PORT" ]; then
     echo "TLS registry already answers at https://$(cat "$TLS/host")/v2/"
     exit 0
+fi
+# One set up another way (an earlier version of this script) is stopped and set up again.
+if [ -f "$TLS/registry.pid" ]; then
+    kill "$(cat "$TLS/registry.pid")" 2>/dev/null || true
+    sleep 0.5
 fi
 if ! command -v openssl >/dev/null 2>&1; then
     echo "error: openssl is missing: install Debian's package openssl" >&2
     exit 1
-fi
-IP=$(ip -4 route get 192.0.2.255 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "src") print $(i + 1)}' | head -n 1)
-if [ -z "$IP" ]; then
-    IP=$(hostname -I | awk '{print $1}')
 fi
 mkdir -p "$TLS/storage"
 (
@@ -82,11 +90,11 @@ mkdir -p "$TLS/storage"
         -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -keyout registry.key -out registry.csr \
         -subj "/CN=meshtop test registry" 2>/dev/null
-    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,IP:%s\n' "$IP" >registry.ext
+    printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:%s\n' "$NAME" >registry.ext
     openssl x509 -req -in registry.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out registry.crt \
         -days 3650 -extfile registry.ext 2>/dev/null
 )
-echo "$IP:$TLS_PORT" >"$TLS/host"
+echo "$NAME:$TLS_PORT" >"$TLS/host"
 cat > "$TLS/config.yml" <<CONFIG
 version: 0.1
 log:
@@ -95,7 +103,7 @@ storage:
   filesystem:
     rootdirectory: $TLS/storage
 http:
-  addr: 0.0.0.0:$TLS_PORT
+  addr: 127.0.0.1:$TLS_PORT
   tls:
     certificate: $TLS/registry.crt
     key: $TLS/registry.key
@@ -112,4 +120,4 @@ while ! tls_answers; do
     fi
     sleep 0.1
 done
-echo "TLS registry answers at https://$IP:$TLS_PORT/v2/ (pid $(cat "$TLS/registry.pid"), CA $TLS/ca.crt)"
+echo "TLS registry answers at https://$NAME:$TLS_PORT/v2/ (pid $(cat "$TLS/registry.pid"), CA $TLS/ca.crt)"

@@ -24,13 +24,13 @@ users:\n- name: dev\n  user: {{}}\n",
         ),
     )
     .unwrap();
-    let proxy = format!("http://{}:9", outward_ip());
+    let proxy = "http://127.0.0.2:9".to_string();
     // SAFETY: this test binary has a single test and no other thread reads the environment now.
     #[allow(unsafe_code)]
     unsafe {
         std::env::set_var("KUBECONFIG", &config);
-        // A proxy that nothing answers, on this machine's non-loopback address: kubectl would not use it
-        // for 127.0.0.1 (NO_PROXY, and loopback is never proxied). Before, kube-client took HTTPS_PROXY
+        // A proxy that nothing answers (127.0.0.2:9: every byte stays on loopback): kubectl would not
+        // use it for 127.0.0.1 (NO_PROXY, and loopback is never proxied). Before, kube-client took HTTPS_PROXY
         // for every server (and matched NO_PROXY against the proxy's own address).
         std::env::set_var("HTTPS_PROXY", &proxy);
         std::env::set_var("HTTP_PROXY", &proxy);
@@ -67,16 +67,4 @@ users:\n- name: dev\n  user: {{}}\n",
     };
     let err = Cluster::connect(None, "demo").await.unwrap_err();
     assert!(err.to_string().contains("not inside a cluster"), "{err}");
-}
-
-/// This machine's address on its default route (not loopback).
-fn outward_ip() -> String {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
-    socket
-        .connect("192.0.2.255:9")
-        .or_else(|_| socket.connect("8.8.8.8:53"))
-        .expect("a non-loopback route");
-    let ip = socket.local_addr().unwrap().ip();
-    assert!(!ip.is_loopback(), "no non-loopback address on this machine");
-    ip.to_string()
 }

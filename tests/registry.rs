@@ -444,7 +444,8 @@ async fn of_several_challenges_the_token_flow_is_taken() {
     assert_eq!(seen.lock().unwrap().authorizations, vec!["", "Bearer t0k"]);
 }
 
-/// The TLS registry scripts/start-registry.sh starts: its non-loopback host:port and its CA.
+/// The TLS registry scripts/start-registry.sh starts: its host:port (a name /etc/hosts maps to
+/// 127.0.0.1, not a loopback literal, so it reads as a secure registry) and its CA.
 fn tls_registry() -> (String, std::path::PathBuf) {
     let dir = std::path::PathBuf::from("/tmp/meshtop-registry-tls");
     let host = std::fs::read_to_string(dir.join("host")).unwrap_or_else(|_| {
