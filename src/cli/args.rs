@@ -107,7 +107,7 @@ pub struct StatusArgs {
     /// Print a JSON array.
     #[arg(long)]
     pub json: bool,
-    /// Exit 1 when any machine is behind.
+    /// Exit 1 when any machine is behind (or held) or a declared machine is missing.
     #[arg(long)]
     pub exit_code: bool,
 }
