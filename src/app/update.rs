@@ -2,6 +2,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
+use crate::mesh::progress::{EventRow, Step, operation_label};
 use crate::timefmt;
 
 use super::ask;
@@ -78,7 +79,10 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::ActionProgress(step) => {
-            notify(state, step.line().trim_start().to_string(), false);
+            // Builder output belongs to the converge pane and the logs, not the one-line notice.
+            if step.step != Step::Output {
+                notify(state, step.line().trim_start().to_string(), false);
+            }
             Vec::new()
         }
         Msg::ActionDone {
@@ -120,6 +124,37 @@ fn notify(state: &mut AppState, text: String, error: bool) {
     state.dirty = true;
 }
 
+/// The notice follows the newest operation of the mesh, from any process: its start, then its end.
+/// A notice about an earlier operation (a converge that succeeded here) never stays as if current.
+fn follow_operation(state: &mut AppState, event: &EventRow) {
+    let label = operation_label(event.operation, &event.converge_id);
+    let (text, error) = match event.step {
+        Step::Started => (format!("{label} running: {}", event.text), false),
+        _ => (
+            format!("{label} {}", event.text),
+            !finished_well(&event.text),
+        ),
+    };
+    state.notice = Some(Notice {
+        text,
+        error,
+        at_ms: event.at_ms,
+    });
+    state.dirty = true;
+}
+
+/// Whether an operation's last word says it went well: `converge succeeded`, or a send that moved
+/// every machine (`send: 2/2 machine(s) moved`).
+fn finished_well(text: &str) -> bool {
+    if text.ends_with("succeeded") {
+        return true;
+    }
+    text.strip_prefix("send: ")
+        .and_then(|rest| rest.strip_suffix(" machine(s) moved"))
+        .and_then(|counts| counts.split_once('/'))
+        .is_some_and(|(moved, all)| moved == all)
+}
+
 fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
     match data {
         SourceData::Plan(plan) => state.set_plan(*plan),
@@ -138,17 +173,26 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
             if view.converge_id.is_none() {
                 view.converge_id = snapshot.latest_converge;
             }
+            let mut newest_word = None;
             for event in snapshot.events {
                 view.last_event_id = view.last_event_id.max(event.id);
                 if view.converge_id.as_deref() != Some(event.converge_id.as_str()) {
                     view.converge_id = Some(event.converge_id.clone());
+                    view.operation = None;
                     view.lines.clear();
                     view.scroll = 0;
+                }
+                view.operation = event.operation.or(view.operation);
+                if matches!(event.step, Step::Started | Step::Finished) {
+                    newest_word = Some(event.clone());
                 }
                 view.lines.push_back(event);
                 if view.lines.len() > MAX_CONVERGE_LINES {
                     view.lines.pop_front();
                 }
+            }
+            if let Some(event) = newest_word {
+                follow_operation(state, &event);
             }
         }
     }
@@ -158,6 +202,19 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
 fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
     let mode = state.mode;
     let Some(action) = state.keys.lookup(mode, &event) else {
+        // `--readonly` removed the actions that change something: their keys answer so.
+        if state.readonly
+            && mode == Mode::Normal
+            && let Some(action) = super::keys::KeyTable::new(false).lookup(mode, &event)
+            && action.is_mutating()
+        {
+            notify(
+                state,
+                format!("read-only: {} is off (--readonly)", action.description()),
+                true,
+            );
+            return Vec::new();
+        }
         if mode == Mode::Filter
             && let KeyCode::Char(c) = event.code
             && !event.modifiers.contains(KeyModifiers::CONTROL)
@@ -194,6 +251,12 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
             match action {
                 Action::Up => state.help_scroll = state.help_scroll.saturating_sub(1),
                 Action::Down => state.help_scroll += 1,
+                Action::PageUp => {
+                    state.help_scroll = state.help_scroll.saturating_sub(page_rows(state))
+                }
+                Action::PageDown => state.help_scroll += page_rows(state),
+                Action::Top => state.help_scroll = 0,
+                Action::Bottom => state.help_scroll = usize::MAX / 2,
                 Action::Close => state.mode = Mode::Normal,
                 _ => {}
             }
@@ -202,12 +265,14 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
         Mode::Detail => {
             let page = page_rows(state);
             match action {
-                Action::Up => state.detail_scroll = state.detail_scroll.saturating_sub(1),
-                Action::Down => state.detail_scroll += 1,
-                Action::PageUp => state.detail_scroll = state.detail_scroll.saturating_sub(page),
-                Action::PageDown => state.detail_scroll += page,
-                Action::Top => state.detail_scroll = 0,
-                Action::Bottom => state.detail_scroll = usize::MAX / 2,
+                // The detail is anchored at its end: `detail_scroll` counts lines up from it.
+                Action::Up => state.detail_scroll = state.detail_scroll.saturating_add(1),
+                Action::Down => state.detail_scroll = state.detail_scroll.saturating_sub(1),
+                Action::PageUp => state.detail_scroll = state.detail_scroll.saturating_add(page),
+                Action::PageDown => state.detail_scroll = state.detail_scroll.saturating_sub(page),
+                Action::Top => state.detail_scroll = usize::MAX / 2,
+                Action::Bottom => state.detail_scroll = 0,
+                Action::Wrap => state.detail_wrap = !state.detail_wrap,
                 Action::Close => {
                     state.mode = Mode::Normal;
                     state.detail = None;
@@ -361,7 +426,9 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             state.help_scroll = 0;
             Vec::new()
         }
-        Action::Quit | Action::Accept | Action::Backspace | Action::Toggle => Vec::new(),
+        Action::Quit | Action::Accept | Action::Backspace | Action::Toggle | Action::Wrap => {
+            Vec::new()
+        }
     }
 }
 

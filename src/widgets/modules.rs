@@ -91,12 +91,18 @@ pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
 }
 
-/// MACHINES: `2/2`, `1 behind/3`, `held`, `–` when none.
+/// MACHINES: `2/2`, `1 behind/3`, `1 missing/2`, `held`, `–` when none, `?` when they could not
+/// be listed.
 pub fn machines_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
-    let (current, behind, held, total) = state.machine_counts(module);
+    let counts = state.machine_counts(module);
+    let (current, behind, held, total) = (counts.current, counts.behind, counts.held, counts.total);
     match () {
+        _ if total == 0 && state.source(SourceId::Machines).error.is_some() => {
+            ("?".into(), palette.warn())
+        }
         _ if total == 0 => ("–".into(), palette.dim()),
         _ if behind > 0 => (format!("{behind} behind/{total}"), palette.warn()),
+        _ if counts.missing > 0 => (format!("{} missing/{total}", counts.missing), palette.bad()),
         _ if held > 0 => ("held".into(), palette.info()),
         _ if current == total => (format!("{current}/{total}"), palette.good()),
         _ => (format!("{current}/{total}"), palette.plain()),
@@ -111,7 +117,15 @@ pub fn last_build_cell(state: &AppState, module: &str, palette: Palette) -> Cell
     let age = timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms);
     match build.status {
         BuildStatus::Succeeded => (format!("✓ {age} {}", build.host), palette.good()),
-        BuildStatus::Failed => (format!("✗ {age} failed"), palette.bad()),
+        BuildStatus::Failed => {
+            let current = state.planned(module).and_then(|p| p.reference.as_deref());
+            if super::detail::failed_for_current(build, current) {
+                (format!("✗ {age} failed"), palette.bad())
+            } else {
+                // A failure of an older ref: the current ref has not failed.
+                (format!("✗ {age} old ref"), palette.dim())
+            }
+        }
         BuildStatus::Running => (format!("… {age} running"), palette.warn()),
         BuildStatus::Cancelled => (format!("– {age} cancelled"), palette.dim()),
     }
