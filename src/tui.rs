@@ -161,7 +161,22 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.size = (size.width, size.height);
     let events = EventStream::new()
         .map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
-    let outcome = run_loop(&mut terminal, state, sources, on_demand, events).await;
+    // SIGTERM and SIGHUP (a closed terminal window, `kill`) end the dashboard as `q` does: the
+    // loop stops, `_restore` puts the terminal back.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).wrap_err("cannot listen for SIGTERM")?;
+    let mut hangup = signal(SignalKind::hangup()).wrap_err("cannot listen for SIGHUP")?;
+    let outcome = tokio::select! {
+        outcome = run_loop(&mut terminal, state, sources, on_demand, events) => outcome,
+        _ = terminate.recv() => {
+            tracing::info!("SIGTERM: the dashboard closes");
+            Ok(())
+        }
+        _ = hangup.recv() => {
+            tracing::info!("SIGHUP: the dashboard closes");
+            Ok(())
+        }
+    };
     tracing::info!(ok = outcome.is_ok(), "dashboard closes");
     outcome
 }

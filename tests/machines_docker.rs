@@ -63,6 +63,10 @@ fn builder_containers_are_never_machines() {
     let mesh = ExampleMesh::new("bldr");
     let first = mesh.json(&["converge", "--json", "base"]);
     assert_eq!(first["stamped"], true, "{first}");
+    assert_eq!(
+        first["operation"], 1,
+        "the first operation of the mesh is #1: {first}"
+    );
 
     // web's build runs a step in a container made from base's image: it wears base's labels.
     let file = mesh.root().join("web/Dockerfile");

@@ -159,14 +159,16 @@ fn failure_lines(build: &BuildRow, current: Option<&str>, lines: &mut Vec<Line>,
         ),
         palette.bad(),
     ));
-    if let Some(error) = &build.error {
-        let error = crate::mesh::text::plain(error);
-        lines.extend(error.lines().map(|l| (format!("  {l}"), palette.bad())));
-    }
+    // The end of the log, then the error: the detail opens at its end, where they meet.
     if let Some(tail) = &build.log_tail {
         lines.push(("end of its log:".into(), palette.heading()));
         let tail = crate::mesh::text::plain(tail);
         lines.extend(tail.lines().map(|l| (format!("  {l}"), palette.plain())));
+    }
+    if let Some(error) = &build.error {
+        lines.push(("error:".into(), palette.bad()));
+        let error = crate::mesh::text::plain(error);
+        lines.extend(error.lines().map(|l| (format!("  {l}"), palette.bad())));
     }
 }
 
@@ -281,15 +283,16 @@ fn build_lines(build: &BuildRow, state: &AppState, palette: Palette) -> Vec<Line
             palette.plain(),
         ));
     }
-    if let Some(error) = &build.error {
-        lines.push(("error:".into(), palette.bad()));
-        let error = crate::mesh::text::plain(error);
-        lines.extend(error.lines().map(|l| (format!("  {l}"), palette.bad())));
-    }
+    // The log's end, then the error last: the detail opens at its end, where they meet.
     if let Some(tail) = &build.log_tail {
         lines.push(("log tail:".into(), palette.heading()));
         let tail = crate::mesh::text::plain(tail);
         lines.extend(tail.lines().map(|l| (format!("  {l}"), palette.plain())));
+    }
+    if let Some(error) = &build.error {
+        lines.push(("error:".into(), palette.bad()));
+        let error = crate::mesh::text::plain(error);
+        lines.extend(error.lines().map(|l| (format!("  {l}"), palette.bad())));
     }
     lines
 }
