@@ -162,11 +162,45 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
         + MACHINES_W
         + 1
         + LAST_W;
+    // REF is as wide as the longest ref shown, at most REF_MAX; the rest of the row stays free.
+    let longest_ref = state
+        .visible
+        .iter()
+        .skip(first)
+        .take(rows)
+        .map(|&i| {
+            state
+                .planned(&state.modules[i].name)
+                .and_then(|p| p.reference.as_deref())
+                .map_or(8, |r| r.chars().count())
+        })
+        .max()
+        .unwrap_or(8)
+        .clamp(3, usize::from(REF_MAX)) as u16;
     Columns {
         name,
-        reference: width.saturating_sub(fixed + 1).max(4),
+        reference: width.saturating_sub(fixed + 1).clamp(4, longest_ref.max(4)),
         registry,
     }
+}
+
+/// The widest REF column: a ref longer than this elides its middle.
+const REF_MAX: u16 = 48;
+
+/// A ref that does not fit loses the middle of its repository, never its tag:
+/// `demo/wor…:0c1d2e3f4a5b-amd64`; with no room for more, the tag alone (cut with `…`).
+pub fn elide_ref(reference: &str, width: usize) -> String {
+    let length = reference.chars().count();
+    if length <= width {
+        return reference.to_string();
+    }
+    let tag = tag_of(reference);
+    let tag_length = tag.chars().count() + 1;
+    if tag_length + 2 > width {
+        return tag.to_string();
+    }
+    let head: String = reference.chars().take(width - tag_length - 1).collect();
+    format!("{head}…:{tag}")
 }
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
@@ -228,11 +262,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         };
         previous_tier = Some(module.tier);
         let (reference, ref_style) = ref_cell(state, module, palette);
-        let reference = if reference.chars().count() > usize::from(cols.reference) {
-            tag_of(&reference).to_string()
-        } else {
-            reference
-        };
+        let reference = elide_ref(&reference, usize::from(cols.reference));
         let mut cells: Vec<(Cell, u16)> = vec![
             ((tier, palette.dim()), 2),
             (
@@ -301,5 +331,19 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             text,
             palette.dim(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::elide_ref;
+
+    #[test]
+    fn refs_keep_their_tag() {
+        let r = "demo/worker:0c1d2e3f4a5b-amd64";
+        assert_eq!(elide_ref(r, 40), r);
+        assert_eq!(elide_ref(r, 28), "demo/wo…:0c1d2e3f4a5b-amd64");
+        assert_eq!(elide_ref(r, 28).chars().count(), 28);
+        assert_eq!(elide_ref(r, 12), "0c1d2e3f4a5b-amd64");
     }
 }
