@@ -355,8 +355,13 @@ fn send_asks_first_with_cancel_selected() {
     assert_eq!(state.mode, Mode::Confirm);
     let confirm = state.confirm.clone().unwrap();
     assert!(!confirm.go);
-    assert_eq!(confirm.lines.len(), 2);
+    assert_eq!(confirm.lines.len(), 4);
     assert!(confirm.lines[1].contains("worker-1"), "{:?}", confirm.lines);
+    assert!(
+        confirm.lines[3].contains("recreated with the same configuration"),
+        "{:?}",
+        confirm.lines
+    );
     // Enter on the default (Cancel) does nothing.
     assert!(key(&mut state, KeyCode::Enter).is_empty());
     assert_eq!((state.mode, state.confirm.is_none()), (Mode::Normal, true));
@@ -365,8 +370,18 @@ fn send_asks_first_with_cancel_selected() {
     ch(&mut state, 's');
     let confirm = state.confirm.clone().unwrap();
     assert!(
-        confirm.lines[1]
-            .contains("api-1  sha256:eeeeeeeeeeee… → demo/api:1111aaaa2222-amd64@sha256:aaaa"),
+        confirm.lines[1].contains("api-1  sha256:eeeeeeeeeeee… (no build in the history)"),
+        "{:?}",
+        confirm.lines
+    );
+    // The target: ref @ short digest and the build that made it — never 64 hex wrapping.
+    assert!(
+        confirm.lines[2].starts_with("    → demo/api:1111aaaa2222-amd64 @sha256:aaaaaaaaaaaa…"),
+        "{:?}",
+        confirm.lines
+    );
+    assert!(
+        !confirm.lines[2].contains(&"a".repeat(20)),
         "{:?}",
         confirm.lines
     );
@@ -414,7 +429,22 @@ fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
     assert!(state.confirm.as_ref().unwrap().lines[0].contains("demo/api:9a8b7c6d5e4f-amd64"));
     assert!(key(&mut state, KeyCode::Esc).is_empty());
     assert_eq!((state.mode, state.running.clone()), (Mode::Normal, None));
-    let effects = ch(&mut state, 'c');
+    // api would build: c asks first, saying what happens to its machines.
+    assert!(ch(&mut state, 'c').is_empty());
+    let confirm = state.confirm.clone().expect("c asks when it would build");
+    assert!(
+        confirm.lines[0].starts_with("build and deliver demo/api:"),
+        "{confirm:?}"
+    );
+    assert!(
+        confirm
+            .lines
+            .iter()
+            .any(|l| l.contains("held") && l.contains("api-1")),
+        "{confirm:?}"
+    );
+    key(&mut state, KeyCode::Right);
+    let effects = key(&mut state, KeyCode::Enter);
     assert_eq!(
         effects,
         vec![Effect::Start(ActionRequest::Converge {

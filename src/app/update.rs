@@ -395,16 +395,23 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::Poll => vec![Effect::PollNow(SourceId::ALL.to_vec())],
-        Action::ConvergeModule => match state.selected_module() {
-            Some(module) => {
-                let request = super::msg::ActionRequest::Converge {
-                    modules: Some(vec![module.name.clone()]),
-                    force: false,
-                };
-                start(state, request)
+        // While an action runs, `start` says so at once (no confirm to answer first).
+        Action::ConvergeModule => {
+            match ask::converge_module(state).map(|c| c.filter(|_| state.running.is_none())) {
+                Ok(None) => match state.selected_module() {
+                    Some(module) => {
+                        let request = super::msg::ActionRequest::Converge {
+                            modules: Some(vec![module.name.clone()]),
+                            force: false,
+                        };
+                        start(state, request)
+                    }
+                    None => Vec::new(),
+                },
+                Ok(Some(confirm)) => ask(state, Ok(confirm)),
+                Err(error) => ask(state, Err(error)),
             }
-            None => Vec::new(),
-        },
+        }
         Action::ConvergeMesh => {
             let built = ask::converge_mesh(state);
             ask(state, built)
