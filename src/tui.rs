@@ -32,6 +32,8 @@ pub struct DashboardOptions {
     pub mesh: Mesh,
     pub state_path: PathBuf,
     pub readonly: bool,
+    /// Ring the bell when a followed converge fails or a long one finishes (`--no-bell` off).
+    pub bell: bool,
     pub kube_context: Option<String>,
     pub namespace: Option<String>,
 }
@@ -142,6 +144,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     );
     state.warnings = warnings;
     state.no_color = no_color;
+    state.bell = opts.bell;
     let mesh = Arc::new(opts.mesh.clone());
     let place = Place {
         context: opts.kube_context.clone(),
@@ -179,6 +182,16 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     };
     tracing::info!(ok = outcome.is_ok(), "dashboard closes");
     outcome
+}
+
+/// The terminal bell, and the desktop-notification escape (OSC 777, understood by several
+/// terminals and ignored by the rest) with what happened.
+fn ring(text: &str) {
+    use std::io::Write;
+    let text: String = text.chars().filter(|c| !c.is_control()).take(200).collect();
+    let mut out = io::stdout();
+    let _ = write!(out, "\x07\x1b]777;notify;meshtop;{text}\x07");
+    let _ = out.flush();
 }
 
 /// The loop: draw when dirty, then wait for a key, a source message or the clock.
@@ -222,6 +235,7 @@ where
         for effect in update(&mut state, msg) {
             match effect {
                 Effect::Quit => return Ok(()),
+                Effect::Bell(text) => ring(&text),
                 Effect::PollNow(ids) => pollers.poll_now(&ids),
                 Effect::FetchBuilds(request) => {
                     sources::poll::fetch_builds(&on_demand, request, tx.clone())

@@ -538,27 +538,41 @@ fn the_notice_follows_the_newest_operation_never_a_stale_success() {
         },
     );
     assert!(!state.notice.as_ref().unwrap().error);
-    // A converge started from the command line fails while the dashboard is open.
-    update(
+    // A converge started from the command line fails while the dashboard is open: the bell rings.
+    let effects = update(
         &mut state,
         other_converge(100, "01a22df9-0002", 42, "converge failed"),
     );
+    assert_eq!(effects, vec![Effect::Bell("#42 converge failed".into())]);
     let notice = state.notice.clone().unwrap();
     assert!(notice.error, "{notice:?}");
     assert_eq!(notice.text, "#42 converge failed");
     assert!(!notice.text.contains("succeeded"), "{notice:?}");
     assert_eq!(state.converge.operation, Some(42));
     assert_eq!(state.converge.converge_id.as_deref(), Some("01a22df9-0002"));
-    // And the next one, succeeding, is said as such.
-    update(
+    // And the next one, succeeding within seconds, is said as such, without the bell.
+    let effects = update(
         &mut state,
         other_converge(200, "01a22df9-0003", 43, "converge succeeded"),
     );
+    assert!(effects.is_empty(), "{effects:?}");
     let notice = state.notice.clone().unwrap();
     assert!(
         !notice.error && notice.text == "#43 converge succeeded",
         "{notice:?}"
     );
+}
+
+#[test]
+fn no_bell_means_no_bell() {
+    let mut state = demo_state();
+    state.bell = false;
+    let effects = update(
+        &mut state,
+        other_converge(100, "01a22df9-0002", 42, "converge failed"),
+    );
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(state.notice.unwrap().error);
 }
 
 #[test]

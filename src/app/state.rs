@@ -146,6 +146,8 @@ pub struct AppState {
     pub size: (u16, u16),
     /// `NO_COLOR`: draw with modifiers only.
     pub no_color: bool,
+    /// Ring the bell when a followed converge fails or a long one (> 30 s) finishes.
+    pub bell: bool,
     pub quit: bool,
     /// Something visible changed since the last draw.
     pub dirty: bool,
@@ -200,6 +202,7 @@ impl AppState {
             mode: Mode::Normal,
             detail: None,
             detail_scroll: 0,
+            bell: true,
             detail_wrap: true,
             help_scroll: 0,
             confirm: None,

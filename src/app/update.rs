@@ -126,8 +126,14 @@ fn notify(state: &mut AppState, text: String, error: bool) {
 
 /// The notice follows the newest operation of the mesh, from any process: its start, then its end.
 /// A notice about an earlier operation (a converge that succeeded here) never stays as if current.
-fn follow_operation(state: &mut AppState, event: &EventRow) {
+fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> Vec<Effect> {
     let label = operation_label(event.operation, &event.converge_id);
+    let started_ms = state
+        .converge
+        .lines
+        .iter()
+        .find(|e| e.converge_id == event.converge_id)
+        .map_or(event.at_ms, |e| e.at_ms);
     let (text, error) = match event.step {
         Step::Started => (format!("{label} running: {}", event.text), false),
         _ => (
@@ -135,13 +141,25 @@ fn follow_operation(state: &mut AppState, event: &EventRow) {
             !finished_well(&event.text),
         ),
     };
+    // A followed converge (not the one read at start-up) that fails or ran long rings the bell.
+    let long = event.at_ms - started_ms > LONG_OPERATION_MS;
+    let ring = state.bell && live && event.step == Step::Finished && (error || long);
+    let effects = if ring {
+        vec![Effect::Bell(text.clone())]
+    } else {
+        Vec::new()
+    };
     state.notice = Some(Notice {
         text,
         error,
         at_ms: event.at_ms,
     });
     state.dirty = true;
+    effects
 }
+
+/// An operation that ran longer than this rings the bell when it finishes.
+pub const LONG_OPERATION_MS: i64 = 30_000;
 
 /// Whether an operation's last word says it went well: `converge succeeded`, or a send that moved
 /// every machine (`send: 2/2 machine(s) moved`).
@@ -174,6 +192,8 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
                 view.converge_id = snapshot.latest_converge;
             }
             let mut newest_word = None;
+            // The first poll reads the past: nothing of it rings.
+            let live = view.last_event_id > 0;
             for event in snapshot.events {
                 view.last_event_id = view.last_event_id.max(event.id);
                 if view.converge_id.as_deref() != Some(event.converge_id.as_str()) {
@@ -192,7 +212,7 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
                 }
             }
             if let Some(event) = newest_word {
-                follow_operation(state, &event);
+                return follow_operation(state, &event, live);
             }
         }
     }

@@ -38,6 +38,10 @@ pub struct Global {
     /// The dashboard without actions: no converge, force rebuild or send.
     #[arg(long, global = true)]
     pub readonly: bool,
+    /// The dashboard never rings the bell (nor sends a desktop notification) when a followed
+    /// converge fails or a long one finishes.
+    #[arg(long, global = true)]
+    pub no_bell: bool,
 }
 
 #[derive(Debug, Subcommand)]
