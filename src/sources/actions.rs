@@ -52,7 +52,7 @@ pub async fn run(
     progress: mpsc::UnboundedSender<Progress>,
 ) -> Result<String, String> {
     let target = session.target(|t| async move { Ok(t) }).await?;
-    let daemon = session.engine_daemon().await?;
+    let daemon = session.lazy_daemon().await;
     let mesh = session.mesh.clone();
     match request {
         ActionRequest::Converge { modules, force } => {

@@ -11,7 +11,7 @@ use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::history::History;
 use crate::backends::registry::RegistryClient;
 use crate::converge::target::ConnectedTarget;
-use crate::mesh::model::{Mesh, Target};
+use crate::mesh::model::Mesh;
 
 /// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
 #[derive(Debug, Clone, Default)]
@@ -143,18 +143,9 @@ impl Session {
             .await
     }
 
-    /// The daemon as the engine takes it: the shared connection on the Docker target (where every
-    /// machine is a container), a lazy one elsewhere (asked only if a delivery needs it).
-    pub async fn engine_daemon(&self) -> Result<Arc<LazyDaemon>, String> {
-        if self.mesh.target != Target::Docker {
-            return Ok(Arc::new(LazyDaemon::new()));
-        }
-        let daemon = self.daemon(|d| async move { Ok(d) }).await?;
-        Ok(Arc::new(LazyDaemon::with(daemon)))
-    }
-
-    /// The daemon for a dry run: the shared connection when one is made, else one made only if the
-    /// planner asks (a plan the record answers never talks to the daemon).
+    /// The daemon for a dry run or a converge: the shared connection when one is made, else one
+    /// made only if asked (a plan or converge the record answers never needs the daemon, and an
+    /// unreachable daemon must not fail it).
     pub async fn lazy_daemon(&self) -> Arc<LazyDaemon> {
         match self.daemon.peek().await {
             Some(daemon) => Arc::new(LazyDaemon::with(daemon)),
