@@ -32,6 +32,8 @@ pub struct DashboardOptions {
     pub mesh: Mesh,
     pub state_path: PathBuf,
     pub readonly: bool,
+    /// Ring the bell when a followed converge fails or a long one finishes (`--no-bell` off).
+    pub bell: bool,
     pub kube_context: Option<String>,
     pub namespace: Option<String>,
 }
@@ -142,6 +144,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     );
     state.warnings = warnings;
     state.no_color = no_color;
+    state.bell = opts.bell;
     let mesh = Arc::new(opts.mesh.clone());
     let place = Place {
         context: opts.kube_context.clone(),
@@ -161,9 +164,34 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.size = (size.width, size.height);
     let events = EventStream::new()
         .map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
-    let outcome = run_loop(&mut terminal, state, sources, on_demand, events).await;
+    // SIGTERM and SIGHUP (a closed terminal window, `kill`) end the dashboard as `q` does: the
+    // loop stops, `_restore` puts the terminal back.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).wrap_err("cannot listen for SIGTERM")?;
+    let mut hangup = signal(SignalKind::hangup()).wrap_err("cannot listen for SIGHUP")?;
+    let outcome = tokio::select! {
+        outcome = run_loop(&mut terminal, state, sources, on_demand, events) => outcome,
+        _ = terminate.recv() => {
+            tracing::info!("SIGTERM: the dashboard closes");
+            Ok(())
+        }
+        _ = hangup.recv() => {
+            tracing::info!("SIGHUP: the dashboard closes");
+            Ok(())
+        }
+    };
     tracing::info!(ok = outcome.is_ok(), "dashboard closes");
     outcome
+}
+
+/// The terminal bell, and the desktop-notification escape (OSC 777, understood by several
+/// terminals and ignored by the rest) with what happened.
+fn ring(text: &str) {
+    use std::io::Write;
+    let text: String = text.chars().filter(|c| !c.is_control()).take(200).collect();
+    let mut out = io::stdout();
+    let _ = write!(out, "\x07\x1b]777;notify;meshtop;{text}\x07");
+    let _ = out.flush();
 }
 
 /// The loop: draw when dirty, then wait for a key, a source message or the clock.
@@ -207,6 +235,7 @@ where
         for effect in update(&mut state, msg) {
             match effect {
                 Effect::Quit => return Ok(()),
+                Effect::Bell(text) => ring(&text),
                 Effect::PollNow(ids) => pollers.poll_now(&ids),
                 Effect::FetchBuilds(request) => {
                     sources::poll::fetch_builds(&on_demand, request, tx.clone())

@@ -83,7 +83,7 @@ fn example_mesh_converges_skips_moves_and_sends() {
         0
     );
 
-    // A machine started by hand with the label counts the same; a send keeps its configuration.
+    // A machine started by hand with the machine mark counts the same; a send keeps its configuration.
     let by_hand = format!("{}-by-hand", mesh.name);
     let web_digest = digest_of(&second, "web");
     let run = std::process::Command::new("docker")
@@ -94,6 +94,8 @@ fn example_mesh_converges_skips_moves_and_sends() {
             &by_hand,
             "--label",
             "jr2.dev/module=web",
+            "--label",
+            &format!("jr2.dev/machine={by_hand}"),
             "--label",
             "team=blue",
         ])

@@ -65,10 +65,8 @@ fn key(c: char) -> color_eyre::Result<Event> {
 #[tokio::test]
 async fn keys_reach_the_backend_and_q_quits() {
     let state = empty_state(&demo_mesh(Target::Docker), false);
+    // No plan answers here: `c` cannot know the module would not build, so it asks first.
     let sources = vec![
-        source(SourceId::Plan, || {
-            Ok(SourceData::Plan(Box::new(demo_plan())))
-        }),
         source(SourceId::Record, || Ok(SourceData::Record(demo_record()))),
         source(SourceId::Host, || Err("no daemon here".into())),
         source(SourceId::Machines, || Err("not wired yet".into())),
@@ -77,7 +75,8 @@ async fn keys_reach_the_backend_and_q_quits() {
     let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(Some(started_tx)),
     });
-    // `c` converges the selected module; `q` comes once the backend was asked.
+    // `c`, then → Enter on the confirm, converges the selected module; `q` comes once the backend
+    // was asked.
     let quit_after_start = futures_util::stream::once(async move {
         let request = started_rx.await.unwrap();
         assert_eq!(
@@ -89,9 +88,16 @@ async fn keys_reach_the_backend_and_q_quits() {
         );
         key('q')
     });
-    let events = futures_util::stream::iter([key('c')])
-        .chain(quit_after_start)
-        .boxed();
+    let special = |code| {
+        Ok(Event::Key(ratatui::crossterm::event::KeyEvent::new(
+            code,
+            KeyModifiers::NONE,
+        )))
+    };
+    let events =
+        futures_util::stream::iter([key('c'), special(KeyCode::Right), special(KeyCode::Enter)])
+            .chain(quit_after_start)
+            .boxed();
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
     tokio::time::timeout(
         Duration::from_secs(30),

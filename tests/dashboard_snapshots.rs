@@ -59,6 +59,8 @@ fn whole_screen() {
     let state = demo_state();
     insta::assert_snapshot!("screen_120x40", screen(&state, 120, 40));
     insta::assert_snapshot!("screen_80x24", screen(&state, 80, 24));
+    insta::assert_snapshot!("screen_60x15", screen(&state, 60, 15));
+    insta::assert_snapshot!("screen_200x50", screen(&state, 200, 50));
 }
 
 #[test]

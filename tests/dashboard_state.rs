@@ -13,6 +13,7 @@ use meshtop::app::update::update;
 use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::Target;
+use meshtop::mesh::progress::Step;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn key(state: &mut AppState, code: KeyCode) -> Vec<Effect> {
@@ -111,8 +112,14 @@ fn detail_opens_on_enter_and_closes_on_esc() {
         (state.mode, state.detail.clone()),
         (Mode::Detail, Some(Detail::Module("api".into())))
     );
-    ch(&mut state, 'j');
+    // Anchored at the end: up scrolls back from it, down returns.
+    ch(&mut state, 'k');
     assert_eq!(state.detail_scroll, 1);
+    ch(&mut state, 'j');
+    assert_eq!(state.detail_scroll, 0);
+    assert!(state.detail_wrap);
+    ch(&mut state, 'w');
+    assert!(!state.detail_wrap, "w toggles wrapping");
     key(&mut state, KeyCode::Esc);
     assert_eq!((state.mode, state.detail.clone()), (Mode::Normal, None));
 }
@@ -120,8 +127,12 @@ fn detail_opens_on_enter_and_closes_on_esc() {
 #[test]
 fn machines_pane_counts_and_selects() {
     let mut state = demo_state();
-    assert_eq!(state.machine_counts("worker"), (2, 1, 0, 3));
-    assert_eq!(state.machine_counts("api"), (0, 0, 1, 1));
+    let counts = |s: &AppState, m: &str| {
+        let c = s.machine_counts(m);
+        (c.current, c.behind, c.held, c.total)
+    };
+    assert_eq!(counts(&state, "worker"), (2, 1, 0, 3));
+    assert_eq!(counts(&state, "api"), (0, 0, 1, 1));
     ch(&mut state, 'G');
     key(&mut state, KeyCode::Tab);
     assert_eq!(state.focus, Pane::Machines);
@@ -344,8 +355,13 @@ fn send_asks_first_with_cancel_selected() {
     assert_eq!(state.mode, Mode::Confirm);
     let confirm = state.confirm.clone().unwrap();
     assert!(!confirm.go);
-    assert_eq!(confirm.lines.len(), 2);
+    assert_eq!(confirm.lines.len(), 4);
     assert!(confirm.lines[1].contains("worker-1"), "{:?}", confirm.lines);
+    assert!(
+        confirm.lines[3].contains("recreated with the same configuration"),
+        "{:?}",
+        confirm.lines
+    );
     // Enter on the default (Cancel) does nothing.
     assert!(key(&mut state, KeyCode::Enter).is_empty());
     assert_eq!((state.mode, state.confirm.is_none()), (Mode::Normal, true));
@@ -354,8 +370,18 @@ fn send_asks_first_with_cancel_selected() {
     ch(&mut state, 's');
     let confirm = state.confirm.clone().unwrap();
     assert!(
-        confirm.lines[1]
-            .contains("api-1  sha256:eeeeeeeeeeee… → demo/api:1111aaaa2222-amd64@sha256:aaaa"),
+        confirm.lines[1].contains("api-1  sha256:eeeeeeeeeeee… (no build in the history)"),
+        "{:?}",
+        confirm.lines
+    );
+    // The target: ref @ short digest and the build that made it — never 64 hex wrapping.
+    assert!(
+        confirm.lines[2].starts_with("    → demo/api:1111aaaa2222-amd64 @sha256:aaaaaaaaaaaa…"),
+        "{:?}",
+        confirm.lines
+    );
+    assert!(
+        !confirm.lines[2].contains(&"a".repeat(20)),
         "{:?}",
         confirm.lines
     );
@@ -403,7 +429,22 @@ fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
     assert!(state.confirm.as_ref().unwrap().lines[0].contains("demo/api:9a8b7c6d5e4f-amd64"));
     assert!(key(&mut state, KeyCode::Esc).is_empty());
     assert_eq!((state.mode, state.running.clone()), (Mode::Normal, None));
-    let effects = ch(&mut state, 'c');
+    // api would build: c asks first, saying what happens to its machines.
+    assert!(ch(&mut state, 'c').is_empty());
+    let confirm = state.confirm.clone().expect("c asks when it would build");
+    assert!(
+        confirm.lines[0].starts_with("build and deliver demo/api:"),
+        "{confirm:?}"
+    );
+    assert!(
+        confirm
+            .lines
+            .iter()
+            .any(|l| l.contains("held") && l.contains("api-1")),
+        "{confirm:?}"
+    );
+    key(&mut state, KeyCode::Right);
+    let effects = key(&mut state, KeyCode::Enter);
     assert_eq!(
         effects,
         vec![Effect::Start(ActionRequest::Converge {
@@ -448,12 +489,104 @@ fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
 }
 
 #[test]
-fn readonly_has_no_actions() {
+fn readonly_has_no_actions_and_says_so() {
     let mut state = demo_state_on(Target::Docker, true);
     for c in ['c', 'C', 'f', 's'] {
+        state.notice = None;
         assert!(ch(&mut state, c).is_empty());
         assert_eq!((state.mode, state.running.clone()), (Mode::Normal, None));
+        let notice = state
+            .notice
+            .clone()
+            .expect("an action key answers in read-only");
+        assert!(notice.text.starts_with("read-only"), "{c}: {notice:?}");
     }
+}
+
+/// A later operation of the mesh, from another process, with its short id.
+fn other_converge(first_id: i64, uuid: &str, number: i64, last: &str) -> Msg {
+    let mut events = vec![
+        event(first_id, Step::Started, None, "converge of 5 module(s)"),
+        event(first_id + 1, Step::Failed, Some("api"), "step 3/5: exit 3"),
+        event(first_id + 2, Step::Finished, None, last),
+    ];
+    for e in &mut events {
+        e.converge_id = uuid.into();
+        e.operation = Some(number);
+    }
+    let snapshot = HistorySnapshot {
+        events,
+        latest_converge: Some(uuid.into()),
+        ..demo_history()
+    };
+    polled(
+        SourceId::History,
+        -1000,
+        SourceData::History(Box::new(snapshot)),
+    )
+}
+
+#[test]
+fn the_notice_follows_the_newest_operation_never_a_stale_success() {
+    let mut state = demo_state();
+    update(
+        &mut state,
+        Msg::ActionDone {
+            at_ms: NOW,
+            label: "converge demo".into(),
+            result: Ok("converge #41 succeeded".into()),
+        },
+    );
+    assert!(!state.notice.as_ref().unwrap().error);
+    // A converge started from the command line fails while the dashboard is open: the bell rings.
+    let effects = update(
+        &mut state,
+        other_converge(100, "01a22df9-0002", 42, "converge failed"),
+    );
+    assert_eq!(effects, vec![Effect::Bell("#42 converge failed".into())]);
+    let notice = state.notice.clone().unwrap();
+    assert!(notice.error, "{notice:?}");
+    assert_eq!(notice.text, "#42 converge failed");
+    assert!(!notice.text.contains("succeeded"), "{notice:?}");
+    assert_eq!(state.converge.operation, Some(42));
+    assert_eq!(state.converge.converge_id.as_deref(), Some("01a22df9-0002"));
+    // And the next one, succeeding within seconds, is said as such, without the bell.
+    let effects = update(
+        &mut state,
+        other_converge(200, "01a22df9-0003", 43, "converge succeeded"),
+    );
+    assert!(effects.is_empty(), "{effects:?}");
+    let notice = state.notice.clone().unwrap();
+    assert!(
+        !notice.error && notice.text == "#43 converge succeeded",
+        "{notice:?}"
+    );
+}
+
+#[test]
+fn no_bell_means_no_bell() {
+    let mut state = demo_state();
+    state.bell = false;
+    let effects = update(
+        &mut state,
+        other_converge(100, "01a22df9-0002", 42, "converge failed"),
+    );
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(state.notice.unwrap().error);
+}
+
+#[test]
+fn builder_output_never_becomes_the_notice() {
+    let mut state = demo_state();
+    update(
+        &mut state,
+        Msg::ActionProgress(meshtop::mesh::progress::Progress {
+            step: Step::Output,
+            module: Some("api".into()),
+            text: "---> Running in 997ef2f20ecc".into(),
+        }),
+    );
+    assert!(state.notice.is_none(), "{:?}", state.notice);
 }
 
 #[test]

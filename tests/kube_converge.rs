@@ -504,7 +504,7 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     api.put("deployments", &k.namespace, changed);
 
     let moves = send::moves_for(&record.record, &listed, "web");
-    let emitter = Emitter::new(history.clone(), &mesh.name, "test", None);
+    let emitter = Emitter::new(history.clone(), &mesh.name, "test", "converge", None);
     let outcomes = send::send(&mesh, &moves, &daemon, &backend, &history, &emitter).await;
     assert_eq!(outcomes.len(), 1);
     assert!(!outcomes[0].ok);

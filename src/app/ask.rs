@@ -13,6 +13,109 @@ fn short(digest: &str) -> String {
     format!("sha256:{}…", short_id(digest))
 }
 
+/// `sha256:3f9c2a1b7d4e… (build 7f3e21aa, c0ffee1, 3m ago)`: a digest and the build that made it.
+fn made(state: &AppState, digest: &str) -> String {
+    match state.build_of(digest) {
+        Some(build) => format!(
+            "{} (build {}, {}, {} ago)",
+            short(digest),
+            crate::mesh::text::first_chars(&build.id, 8),
+            build
+                .commit
+                .as_deref()
+                .map(crate::mesh::text::short_commit)
+                .unwrap_or("no commit"),
+            crate::timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms)
+        ),
+        None => format!("{} (no build in the history)", short(digest)),
+    }
+}
+
+/// Every module built FROM `module`, directly or not: their addresses move when it rebuilds.
+fn dependents(state: &AppState, module: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut frontier = vec![module.to_string()];
+    while let Some(base) = frontier.pop() {
+        for m in &state.modules {
+            if m.base.as_deref() == Some(base.as_str()) && !found.contains(&m.name) {
+                found.push(m.name.clone());
+                frontier.push(m.name.clone());
+            }
+        }
+    }
+    found
+}
+
+/// What a build of `module` does to machines: rollout ones are recreated, record ones held.
+fn machine_consequences(state: &AppState, module: &str, lines: &mut Vec<String>) {
+    let names: Vec<&str> = state
+        .machines_of(module)
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    let policy = state
+        .modules
+        .iter()
+        .find(|m| m.name == module)
+        .map(|m| m.policy);
+    match (names.is_empty(), policy) {
+        (true, _) => lines.push(format!("no machine runs {module}")),
+        (false, Some(Policy::Rollout)) => lines.push(format!(
+            "machines recreated on the new artifact (policy rollout): {}",
+            names.join(", ")
+        )),
+        (false, _) => lines.push(format!(
+            "machines held on their artifact (policy record) until someone sends: {}",
+            names.join(", ")
+        )),
+    }
+}
+
+/// `c`: converge the selected module. Asks first when it would build, deliver or send; a
+/// module the record already vouches for with no machine behind converges at once (None).
+pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, String> {
+    let module = state.selected_module().ok_or("no module selected")?;
+    let planned = state.planned(&module.name);
+    let decision = planned.map(|p| p.decision);
+    let behind = !state.behind_machines(&module.name).is_empty();
+    if decision == Some(Decision::Record) && !(behind && module.policy == Policy::Rollout) {
+        return Ok(None);
+    }
+    let reference = planned
+        .and_then(|p| p.reference.clone())
+        .unwrap_or_else(|| "(ref pending)".into());
+    let mut lines = vec![match decision {
+        Some(Decision::Host) => format!("deliver {reference} (the host holds it: no build)"),
+        Some(Decision::Record) => format!("{reference}: the record vouches, no build"),
+        Some(Decision::Refused) => format!(
+            "refused: {}",
+            planned.map(|p| p.reason.as_str()).unwrap_or("")
+        ),
+        _ => format!("build and deliver {reference}, then stamp the record"),
+    }];
+    if matches!(decision, Some(Decision::Build | Decision::Forced) | None) {
+        let moved = dependents(state, &module.name);
+        if !moved.is_empty() {
+            lines.push(format!(
+                "then {} module(s) are out of date (their addresses move): {}",
+                moved.len(),
+                moved.join(", ")
+            ));
+        }
+    }
+    machine_consequences(state, &module.name, &mut lines);
+    Ok(Some(Confirm {
+        title: format!("Converge {}?", module.name),
+        lines,
+        verb: "Converge".into(),
+        request: ActionRequest::Converge {
+            modules: Some(vec![module.name.clone()]),
+            force: false,
+        },
+        go: false,
+    }))
+}
+
 /// `C`: converge the whole mesh; one line per module with what the plan says it will do.
 pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
     let mut lines = vec![format!(
@@ -84,16 +187,15 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, String> {
         lines.push(format!("FROM base {base} as the mesh holds it"));
     }
     lines.push("deliver it to the target and stamp the record".into());
-    lines.push(match module.policy {
-        Policy::Rollout => format!(
-            "policy rollout: machines of {} are sent the new artifact",
-            module.name
-        ),
-        Policy::Record => format!(
-            "policy record: machines of {} stay held until someone sends",
-            module.name
-        ),
-    });
+    let moved = dependents(state, &module.name);
+    if !moved.is_empty() {
+        lines.push(format!(
+            "if its artifact changes, {} module(s) are out of date (their addresses move): {}",
+            moved.len(),
+            moved.join(", ")
+        ));
+    }
+    machine_consequences(state, &module.name, &mut lines);
     Ok(Confirm {
         title: format!("Force-rebuild {}?", module.name),
         lines,
@@ -135,14 +237,18 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
     for machine in &behind {
         let from = match machine.running.as_slice() {
             [] => "nothing running".to_string(),
-            [one] => short(one),
-            [one, ..] => format!("{} (+{})", short(one), machine.running.len() - 1),
+            [one] => made(state, one),
+            [one, ..] => format!("{} (+{})", made(state, one), machine.running.len() - 1),
         };
+        lines.push(format!("  {}  {from}", machine.name));
         lines.push(format!(
-            "  {}  {from} → {}@{}",
-            machine.name, entry.reference, entry.digest
+            "    → {} @{}",
+            entry.reference,
+            made(state, &entry.digest)
         ));
     }
+    lines
+        .push("each container is recreated with the same configuration on the new artifact".into());
     Ok(Confirm {
         title: format!("Send {}?", module.name),
         lines,

@@ -192,5 +192,7 @@ pub enum Effect {
     PollNow(Vec<SourceId>),
     FetchBuilds(PageRequest),
     Start(ActionRequest),
+    /// Ring the terminal bell (and notify the desktop) with this text.
+    Bell(String),
     Quit,
 }

@@ -90,6 +90,8 @@ pub struct Notice {
 #[derive(Debug, Clone, Default)]
 pub struct ConvergeView {
     pub converge_id: Option<String>,
+    /// Its short id within the mesh (`#142`), when it has one.
+    pub operation: Option<i64>,
     pub lines: VecDeque<EventRow>,
     pub last_event_id: i64,
     /// Lines scrolled up from the bottom (0: follow the tail).
@@ -133,7 +135,10 @@ pub struct AppState {
     pub focus: Pane,
     pub mode: Mode,
     pub detail: Option<Detail>,
+    /// Lines scrolled up from the end of the detail (0: its end, where a log's last words are).
     pub detail_scroll: usize,
+    /// Whether the detail wraps long lines (`w` toggles; otherwise they are cut with `…`).
+    pub detail_wrap: bool,
     pub help_scroll: usize,
     pub confirm: Option<Confirm>,
     pub running: Option<String>,
@@ -141,6 +146,8 @@ pub struct AppState {
     pub size: (u16, u16),
     /// `NO_COLOR`: draw with modifiers only.
     pub no_color: bool,
+    /// Ring the bell when a followed converge fails or a long one (> 30 s) finishes.
+    pub bell: bool,
     pub quit: bool,
     /// Something visible changed since the last draw.
     pub dirty: bool,
@@ -195,6 +202,8 @@ impl AppState {
             mode: Mode::Normal,
             detail: None,
             detail_scroll: 0,
+            bell: true,
+            detail_wrap: true,
             help_scroll: 0,
             confirm: None,
             running: None,
@@ -330,18 +339,30 @@ impl AppState {
             .collect()
     }
 
-    /// Machine counts of a module: (current, behind, held, total).
-    pub fn machine_counts(&self, module: &str) -> (usize, usize, usize, usize) {
-        let mut counts = (0, 0, 0, 0);
+    /// Machine counts of a module.
+    pub fn machine_counts(&self, module: &str) -> MachineCounts {
+        let mut counts = MachineCounts::default();
         for machine in self.machines_of(module) {
-            counts.3 += 1;
+            counts.total += 1;
             match machine.state {
-                MachineState::Current => counts.0 += 1,
-                MachineState::Behind => counts.1 += 1,
-                MachineState::Held => counts.2 += 1,
+                MachineState::Current => counts.current += 1,
+                MachineState::Behind => counts.behind += 1,
+                MachineState::Held => counts.held += 1,
+                MachineState::Missing => counts.missing += 1,
                 MachineState::Unrecorded => {}
             }
         }
         counts
     }
+}
+
+/// How a module's machines stand against the record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MachineCounts {
+    pub current: usize,
+    pub behind: usize,
+    pub held: usize,
+    /// Declared machines that do not exist.
+    pub missing: usize,
+    pub total: usize,
 }

@@ -2,6 +2,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
+use crate::mesh::progress::{EventRow, Step, operation_label};
 use crate::timefmt;
 
 use super::ask;
@@ -78,7 +79,10 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::ActionProgress(step) => {
-            notify(state, step.line().trim_start().to_string(), false);
+            // Builder output belongs to the converge pane and the logs, not the one-line notice.
+            if step.step != Step::Output {
+                notify(state, step.line().trim_start().to_string(), false);
+            }
             Vec::new()
         }
         Msg::ActionDone {
@@ -120,6 +124,55 @@ fn notify(state: &mut AppState, text: String, error: bool) {
     state.dirty = true;
 }
 
+/// The notice follows the newest operation of the mesh, from any process: its start, then its end.
+/// A notice about an earlier operation (a converge that succeeded here) never stays as if current.
+fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> Vec<Effect> {
+    let label = operation_label(event.operation, &event.converge_id);
+    let started_ms = state
+        .converge
+        .lines
+        .iter()
+        .find(|e| e.converge_id == event.converge_id)
+        .map_or(event.at_ms, |e| e.at_ms);
+    let (text, error) = match event.step {
+        Step::Started => (format!("{label} running: {}", event.text), false),
+        _ => (
+            format!("{label} {}", event.text),
+            !finished_well(&event.text),
+        ),
+    };
+    // A followed converge (not the one read at start-up) that fails or ran long rings the bell.
+    let long = event.at_ms - started_ms > LONG_OPERATION_MS;
+    let ring = state.bell && live && event.step == Step::Finished && (error || long);
+    let effects = if ring {
+        vec![Effect::Bell(text.clone())]
+    } else {
+        Vec::new()
+    };
+    state.notice = Some(Notice {
+        text,
+        error,
+        at_ms: event.at_ms,
+    });
+    state.dirty = true;
+    effects
+}
+
+/// An operation that ran longer than this rings the bell when it finishes.
+pub const LONG_OPERATION_MS: i64 = 30_000;
+
+/// Whether an operation's last word says it went well: `converge succeeded`, or a send that moved
+/// every machine (`send: 2/2 machine(s) moved`).
+fn finished_well(text: &str) -> bool {
+    if text.ends_with("succeeded") {
+        return true;
+    }
+    text.strip_prefix("send: ")
+        .and_then(|rest| rest.strip_suffix(" machine(s) moved"))
+        .and_then(|counts| counts.split_once('/'))
+        .is_some_and(|(moved, all)| moved == all)
+}
+
 fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
     match data {
         SourceData::Plan(plan) => state.set_plan(*plan),
@@ -138,17 +191,28 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
             if view.converge_id.is_none() {
                 view.converge_id = snapshot.latest_converge;
             }
+            let mut newest_word = None;
+            // The first poll reads the past: nothing of it rings.
+            let live = view.last_event_id > 0;
             for event in snapshot.events {
                 view.last_event_id = view.last_event_id.max(event.id);
                 if view.converge_id.as_deref() != Some(event.converge_id.as_str()) {
                     view.converge_id = Some(event.converge_id.clone());
+                    view.operation = None;
                     view.lines.clear();
                     view.scroll = 0;
+                }
+                view.operation = event.operation.or(view.operation);
+                if matches!(event.step, Step::Started | Step::Finished) {
+                    newest_word = Some(event.clone());
                 }
                 view.lines.push_back(event);
                 if view.lines.len() > MAX_CONVERGE_LINES {
                     view.lines.pop_front();
                 }
+            }
+            if let Some(event) = newest_word {
+                return follow_operation(state, &event, live);
             }
         }
     }
@@ -158,6 +222,19 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
 fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
     let mode = state.mode;
     let Some(action) = state.keys.lookup(mode, &event) else {
+        // `--readonly` removed the actions that change something: their keys answer so.
+        if state.readonly
+            && mode == Mode::Normal
+            && let Some(action) = super::keys::KeyTable::new(false).lookup(mode, &event)
+            && action.is_mutating()
+        {
+            notify(
+                state,
+                format!("read-only: {} is off (--readonly)", action.description()),
+                true,
+            );
+            return Vec::new();
+        }
         if mode == Mode::Filter
             && let KeyCode::Char(c) = event.code
             && !event.modifiers.contains(KeyModifiers::CONTROL)
@@ -194,6 +271,12 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
             match action {
                 Action::Up => state.help_scroll = state.help_scroll.saturating_sub(1),
                 Action::Down => state.help_scroll += 1,
+                Action::PageUp => {
+                    state.help_scroll = state.help_scroll.saturating_sub(page_rows(state))
+                }
+                Action::PageDown => state.help_scroll += page_rows(state),
+                Action::Top => state.help_scroll = 0,
+                Action::Bottom => state.help_scroll = usize::MAX / 2,
                 Action::Close => state.mode = Mode::Normal,
                 _ => {}
             }
@@ -202,12 +285,14 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
         Mode::Detail => {
             let page = page_rows(state);
             match action {
-                Action::Up => state.detail_scroll = state.detail_scroll.saturating_sub(1),
-                Action::Down => state.detail_scroll += 1,
-                Action::PageUp => state.detail_scroll = state.detail_scroll.saturating_sub(page),
-                Action::PageDown => state.detail_scroll += page,
-                Action::Top => state.detail_scroll = 0,
-                Action::Bottom => state.detail_scroll = usize::MAX / 2,
+                // The detail is anchored at its end: `detail_scroll` counts lines up from it.
+                Action::Up => state.detail_scroll = state.detail_scroll.saturating_add(1),
+                Action::Down => state.detail_scroll = state.detail_scroll.saturating_sub(1),
+                Action::PageUp => state.detail_scroll = state.detail_scroll.saturating_add(page),
+                Action::PageDown => state.detail_scroll = state.detail_scroll.saturating_sub(page),
+                Action::Top => state.detail_scroll = usize::MAX / 2,
+                Action::Bottom => state.detail_scroll = 0,
+                Action::Wrap => state.detail_wrap = !state.detail_wrap,
                 Action::Close => {
                     state.mode = Mode::Normal;
                     state.detail = None;
@@ -330,16 +415,23 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::Poll => vec![Effect::PollNow(SourceId::ALL.to_vec())],
-        Action::ConvergeModule => match state.selected_module() {
-            Some(module) => {
-                let request = super::msg::ActionRequest::Converge {
-                    modules: Some(vec![module.name.clone()]),
-                    force: false,
-                };
-                start(state, request)
+        // While an action runs, `start` says so at once (no confirm to answer first).
+        Action::ConvergeModule => {
+            match ask::converge_module(state).map(|c| c.filter(|_| state.running.is_none())) {
+                Ok(None) => match state.selected_module() {
+                    Some(module) => {
+                        let request = super::msg::ActionRequest::Converge {
+                            modules: Some(vec![module.name.clone()]),
+                            force: false,
+                        };
+                        start(state, request)
+                    }
+                    None => Vec::new(),
+                },
+                Ok(Some(confirm)) => ask(state, Ok(confirm)),
+                Err(error) => ask(state, Err(error)),
             }
-            None => Vec::new(),
-        },
+        }
         Action::ConvergeMesh => {
             let built = ask::converge_mesh(state);
             ask(state, built)
@@ -361,7 +453,9 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             state.help_scroll = 0;
             Vec::new()
         }
-        Action::Quit | Action::Accept | Action::Backspace | Action::Toggle => Vec::new(),
+        Action::Quit | Action::Accept | Action::Backspace | Action::Toggle | Action::Wrap => {
+            Vec::new()
+        }
     }
 }
 

@@ -38,6 +38,10 @@ pub struct Global {
     /// The dashboard without actions: no converge, force rebuild or send.
     #[arg(long, global = true)]
     pub readonly: bool,
+    /// The dashboard never rings the bell (nor sends a desktop notification) when a followed
+    /// converge fails or a long one finishes.
+    #[arg(long, global = true)]
+    pub no_bell: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,7 +111,7 @@ pub struct StatusArgs {
     /// Print a JSON array.
     #[arg(long)]
     pub json: bool,
-    /// Exit 1 when any machine is behind.
+    /// Exit 1 when any machine is behind (or held) or a declared machine is missing.
     #[arg(long)]
     pub exit_code: bool,
 }

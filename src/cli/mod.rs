@@ -62,6 +62,7 @@ pub fn dashboard(global: args::Global) -> ExitCode {
             mesh,
             state_path,
             readonly: global.readonly,
+            bell: !global.no_bell,
             kube_context: global.context.clone(),
             namespace: global.namespace.clone(),
         };

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::{machines, target};
+use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::machine::Machine;
 use crate::mesh::text::short_id;
@@ -51,6 +52,10 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         rows.push(MachineStatus { machine, built_by });
     }
     let behind = rows.iter().filter(|r| r.machine.state.is_behind()).count();
+    let missing = rows
+        .iter()
+        .filter(|r| r.machine.state == MachineState::Missing)
+        .count();
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
@@ -61,10 +66,14 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         ))?;
     } else {
         let mut out = table_text(&rows);
-        outln!(out, "{} machine(s), {behind} behind", rows.len());
+        outln!(
+            out,
+            "{} machine(s), {behind} behind, {missing} missing",
+            rows.len()
+        );
         print_out(&out)?;
     }
-    Ok(if args.exit_code && behind > 0 {
+    Ok(if args.exit_code && behind + missing > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -30,7 +30,8 @@ impl LogTail {
         if self.0.len() == LOG_TAIL_LINES {
             self.0.pop_front();
         }
-        self.0.push_back(line.to_string());
+        self.0
+            .push_back(crate::mesh::text::plain(line).into_owned());
     }
 
     fn text(&self) -> String {
@@ -128,6 +129,7 @@ pub async fn build_module(
         })
     };
     let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
+        let error = crate::mesh::text::plain(&error).into_owned();
         finish(BuildStatus::Failed, None, Some(error.clone()), tail)
             .map_err(BuildError::NoRecord)?;
         emitter.emit(Step::Failed, Some(&module.name), error.clone());

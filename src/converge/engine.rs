@@ -71,7 +71,8 @@ pub async fn converge(
         mesh.name.clone(),
         converge_id.clone(),
     );
-    let emitter = Emitter::new(history.clone(), &mesh.name, &converge_id, tx);
+    let kind = if request.force { "force" } else { "converge" };
+    let emitter = Emitter::new(history.clone(), &mesh.name, &converge_id, kind, tx);
     let result = run(&request, &daemon, &history, &emitter, &mut cancel).await;
     heartbeat.abort();
     let outcome_text = match &result {
@@ -196,6 +197,7 @@ async fn run(
     } = walk;
     let summary = |stamped, created, sends, ok| ConvergeSummary {
         converge_id: emitter.converge_id.clone(),
+        operation: emitter.operation,
         mesh: mesh.name.clone(),
         warnings: record.warning.iter().cloned().collect(),
         stamped,

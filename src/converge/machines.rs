@@ -3,22 +3,49 @@
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
 use crate::backends::history::History;
-use crate::mesh::behind::machine_state;
+use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::machine::Machine;
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Record};
+use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Record};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::progress::{Emitter, Step};
 use super::target::{ConnectedTarget, Kube, published_digest};
 
-/// Whether a labelled container belongs to this mesh: its mesh label says so, or it has none
-/// (started by hand) and its module is one of the mesh's.
-fn belongs(mesh: &Mesh, container: &Container) -> bool {
+/// Whether a labelled container is a machine of this mesh. It must be a machine: it carries the
+/// machine mark (`jr2.dev/machine`, set on the container at create time; images never carry it),
+/// or its name is one of the mesh's declared machines (made before the mark existed). A builder's
+/// container inherits `jr2.dev/module` from its base image and is neither. Then its mesh label names
+/// this mesh, or it has none (started by hand) and its module is one of the mesh's.
+pub fn belongs(mesh: &Mesh, container: &Container) -> bool {
+    let declared = mesh
+        .machines
+        .iter()
+        .any(|m| m.name == container.name && m.module == container.module);
+    if container.machine.is_none() && !declared {
+        return false;
+    }
     match &container.mesh {
         Some(name) => name == &mesh.name && mesh.module(&container.module).is_some(),
         None => mesh.module(&container.module).is_some(),
     }
+}
+
+/// The declared machines that do not exist on the target, each as a `missing` machine.
+fn missing_declared(mesh: &Mesh, found: &[Machine]) -> Vec<Machine> {
+    mesh.machines
+        .iter()
+        .filter(|spec| !found.iter().any(|m| m.name == spec.name))
+        .map(|spec| Machine {
+            name: spec.name.clone(),
+            module: spec.module.clone(),
+            kind: "container".into(),
+            image: String::new(),
+            running: Vec::new(),
+            state: MachineState::Missing,
+            health: "missing".into(),
+        })
+        .collect()
 }
 
 fn health(container: &Container) -> String {
@@ -29,7 +56,8 @@ fn health(container: &Container) -> String {
     }
 }
 
-/// Every machine of the mesh, sorted by (module, name). `history` names the published digests of
+/// Every machine of the mesh, sorted by (module, name); on Docker, a declared machine that does
+/// not exist is listed as `missing`. `history` names the published digests of
 /// the record's artifacts (a pod reports the manifest digest it pulled).
 pub async fn list(
     mesh: &Mesh,
@@ -63,6 +91,8 @@ pub async fn list(
                     })
                 })
                 .collect();
+            let missing = missing_declared(mesh, &machines);
+            machines.extend(missing);
             machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
             Ok(machines)
         }
@@ -140,7 +170,10 @@ pub async fn create_declared(
     }
     let mut created = Vec::new();
     for spec in mesh.machines.iter().filter(|m| in_scope(&m.module)) {
-        if existing.iter().any(|m| m.name == spec.name) {
+        if existing
+            .iter()
+            .any(|m| m.name == spec.name && m.state != MachineState::Missing)
+        {
             continue;
         }
         let Some(entry) = record.get(&spec.module) else {
@@ -150,6 +183,7 @@ pub async fn create_declared(
         let labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
             (MESH_LABEL.to_string(), mesh.name.clone()),
+            (MACHINE_LABEL.to_string(), spec.name.clone()),
         ]);
         let new = NewContainer {
             name: spec.name.clone(),

@@ -19,27 +19,45 @@ pub struct Emitter {
     history: Arc<Mutex<History>>,
     pub mesh: String,
     pub converge_id: String,
+    /// The operation's short id within the mesh (`#142`); None when the database would not give one.
+    pub operation: Option<i64>,
     tx: Option<ProgressTx>,
     deferred: Arc<Mutex<Vec<NewEvent>>>,
 }
 
 impl Emitter {
+    /// An emitter for the operation `converge_id` of kind `kind` (`converge`, `force`, `send`…),
+    /// which is given its short id within the mesh here.
     pub fn new(
         history: Arc<Mutex<History>>,
         mesh: &str,
         converge_id: &str,
+        kind: &str,
         tx: Option<ProgressTx>,
     ) -> Emitter {
+        let operation = match history.lock() {
+            Ok(history) => match history.begin_operation(mesh, kind, converge_id) {
+                Ok(id) => Some(id.number),
+                Err(error) => {
+                    tracing::warn!("cannot give operation {converge_id} a short id: {error}");
+                    None
+                }
+            },
+            Err(_) => None,
+        };
         Emitter {
             history,
             mesh: mesh.to_string(),
             converge_id: converge_id.to_string(),
+            operation,
             tx,
             deferred: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
     fn step(&self, step: Step, module: Option<&str>, text: String) -> NewEvent {
+        // Builder output and errors carry colours: stored and shown plain.
+        let text = crate::mesh::text::plain(&text).into_owned();
         let progress = Progress {
             step,
             module: module.map(str::to_string),
@@ -94,6 +112,11 @@ impl Emitter {
                 tracing::warn!("cannot release the converge lock: {error}");
             }
         }
+    }
+
+    /// How the operation is named to a person: `#142` (or the uuid's start without a short id).
+    pub fn label(&self) -> String {
+        crate::mesh::progress::operation_label(self.operation, &self.converge_id)
     }
 
     fn take_deferred(&self) -> Vec<NewEvent> {

@@ -203,6 +203,8 @@ pub async fn prepare(
 #[derive(Debug, Clone, Serialize)]
 pub struct SendReport {
     pub send_id: String,
+    /// The send's short id within the mesh (`#142`).
+    pub operation: Option<i64>,
     pub module: String,
     pub outcomes: Vec<SendOutcome>,
     /// Confirmed machines that were current (or gone) by the time the send ran.
@@ -222,14 +224,15 @@ impl SendReport {
             .filter(|o| !o.ok)
             .map(|o| format!("{}: {}", o.moved.machine, o.message))
             .collect();
+        let id = crate::mesh::progress::operation_label(self.operation, &self.send_id);
         let mut text = if failed.is_empty() {
             format!(
-                "sent {}: {} machine(s) moved",
+                "send {id} of {}: {} machine(s) moved",
                 self.module,
                 self.outcomes.len()
             )
         } else {
-            format!("send {} failed: {}", self.module, failed.join("; "))
+            format!("send {id} of {} failed: {}", self.module, failed.join("; "))
         };
         if !self.skipped.is_empty() {
             text.push_str(&format!(
@@ -260,7 +263,7 @@ pub async fn send_confirmed(
     super::lock::acquire(history, &mesh.name, &holder, false)
         .await
         .map_err(|e| e.to_string())?;
-    let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, tx);
+    let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, "send", tx);
     let current = match prepare(mesh, module, daemon, target, history).await {
         Ok(current) => current,
         Err(error) => {
@@ -286,6 +289,7 @@ pub async fn send_confirmed(
     emitter.finish(format!("send: {moved}/{} machine(s) moved", outcomes.len()));
     Ok(SendReport {
         send_id,
+        operation: emitter.operation,
         module: module.to_string(),
         outcomes,
         skipped,

@@ -23,6 +23,8 @@ pub struct ModuleOutcome {
 #[derive(Debug, Clone, Serialize)]
 pub struct ConvergeSummary {
     pub converge_id: String,
+    /// The converge's short id within the mesh (`#142`).
+    pub operation: Option<i64>,
     pub mesh: String,
     /// Warnings about the target's record (e.g. an unreadable annotation).
     pub warnings: Vec<String>,
@@ -34,10 +36,15 @@ pub struct ConvergeSummary {
 }
 
 impl ConvergeSummary {
+    /// `#142`, or the uuid's start when the database gave no short id.
+    pub fn label(&self) -> String {
+        crate::mesh::progress::operation_label(self.operation, &self.converge_id)
+    }
+
     /// One line: succeeded, or which modules and sends failed.
     pub fn headline(&self) -> String {
         if self.ok {
-            return format!("converge {} succeeded", self.converge_id);
+            return format!("converge {} succeeded", self.label());
         }
         let mut failed: Vec<String> = self
             .modules
@@ -51,11 +58,7 @@ impl ConvergeSummary {
                 .filter(|s| !s.ok)
                 .map(|s| format!("send {}: {}", s.moved.machine, s.message)),
         );
-        format!(
-            "converge {} failed: {}",
-            self.converge_id,
-            failed.join("; ")
-        )
+        format!("converge {} failed: {}", self.label(), failed.join("; "))
     }
 
     /// The summary as `meshtop converge` prints it: one line per module, machine and send.
@@ -63,7 +66,13 @@ impl ConvergeSummary {
         use std::fmt::Write;
         let mut text = String::new();
         // Writing to a String cannot fail.
-        let _ = writeln!(text, "converge {} of mesh {}", self.converge_id, self.mesh);
+        let _ = writeln!(
+            text,
+            "converge {} ({}) of mesh {}",
+            self.label(),
+            self.converge_id,
+            self.mesh
+        );
         for module in &self.modules {
             let _ = writeln!(
                 text,

@@ -18,6 +18,8 @@ pub enum MachineState {
     Held,
     /// The record holds nothing for its module: nothing to be behind of.
     Unrecorded,
+    /// A declared machine that does not exist on the target: not current.
+    Missing,
 }
 
 impl MachineState {
@@ -27,12 +29,18 @@ impl MachineState {
             MachineState::Behind => "behind",
             MachineState::Held => "held",
             MachineState::Unrecorded => "unrecorded",
+            MachineState::Missing => "missing",
         }
     }
 
     /// Behind the record, whatever the policy says about sending.
     pub fn is_behind(self) -> bool {
         matches!(self, MachineState::Behind | MachineState::Held)
+    }
+
+    /// Counted against the mesh by `status --exit-code`: behind, held or missing.
+    pub fn needs_attention(self) -> bool {
+        self.is_behind() || self == MachineState::Missing
     }
 }
 

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 pub const MODULE_LABEL: &str = "jr2.dev/module";
 /// The label naming the mesh an image was built for.
 pub const MESH_LABEL: &str = "jr2.dev/mesh";
+/// The mark of a machine on the Docker target: a container label naming the machine, set when the
+/// container is created (by meshtop for a declared machine, by hand with `--label` otherwise). Images
+/// never carry it, so a builder's container (which inherits its image's labels) is never a machine.
+pub const MACHINE_LABEL: &str = "jr2.dev/machine";
 
 /// One validated mesh: its modules are sorted by (tier, name).
 #[derive(Debug, Clone)]

@@ -105,6 +105,30 @@ impl Progress {
     }
 }
 
+/// An operation's short id, unique within its mesh (`#142`), with its full uuid and kind
+/// (`converge`, `force`, `send`, `rollback`, `gc`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationId {
+    pub number: i64,
+    pub uuid: String,
+    pub kind: String,
+}
+
+impl fmt::Display for OperationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.number)
+    }
+}
+
+/// How an operation is named on screen: `#142` when it has a short id, else its uuid's first
+/// eight characters.
+pub fn operation_label(number: Option<i64>, uuid: &str) -> String {
+    match number {
+        Some(n) => format!("#{n}"),
+        None => uuid.chars().take(8).collect(),
+    }
+}
+
 /// A stored progress step. `id` only grows: follow with `events_after(last id)`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventRow {
@@ -112,6 +136,9 @@ pub struct EventRow {
     pub at_ms: i64,
     pub mesh: String,
     pub converge_id: String,
+    /// The operation's short id within the mesh (`#142`), when it has one.
+    #[serde(default)]
+    pub operation: Option<i64>,
     pub step: Step,
     pub module: Option<String>,
     pub text: String,

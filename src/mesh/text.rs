@@ -1,4 +1,26 @@
-//! Cutting stored text for one-line display: by characters, never bytes, so any text is safe.
+//! Cutting stored text for one-line display: by characters, never bytes, so any text is safe;
+//! and builder output made plain (no terminal escapes) before it is stored or shown.
+
+use std::borrow::Cow;
+
+/// Builder output or an error without terminal escapes (colours, cursor moves, titles) and other
+/// control characters but newline and tab, so that stored text never draws as `[91m` on a screen.
+/// The escapes are parsed by the `console` crate (the one indicatif and insta use), not a regex.
+pub fn plain(text: &str) -> Cow<'_, str> {
+    let stripped = console::strip_ansi_codes(text);
+    if !stripped
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return stripped;
+    }
+    Cow::Owned(
+        stripped
+            .chars()
+            .filter(|&c| !c.is_control() || c == '\n' || c == '\t')
+            .collect(),
+    )
+}
 
 /// `sha256:3f9c2a1b7d4e…` → `3f9c2a1b7d4e` (for one-line messages).
 pub fn short_id(id: &str) -> &str {
@@ -16,5 +38,23 @@ pub fn first_chars(text: &str, n: usize) -> &str {
     match text.char_indices().nth(n) {
         Some((end, _)) => &text[..end],
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_controls_go_text_stays() {
+        assert_eq!(
+            plain("\u{1b}[91m/bin/sh: make: not found\u{1b}[0m"),
+            "/bin/sh: make: not found"
+        );
+        assert_eq!(plain("a\r\u{7}b\nc\td"), "ab\nc\td");
+        assert_eq!(plain("\u{1b}]0;title\u{7}done"), "done");
+        assert_eq!(plain("plain ✓ text"), "plain ✓ text");
+        // A cut-off escape loses its ESC: what stays is plain text.
+        assert_eq!(plain("\u{1b}["), "[");
     }
 }

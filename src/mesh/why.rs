@@ -171,7 +171,14 @@ pub fn summary(changes: &[Change]) -> String {
         (false, false) => Some(format!("{head} ({})", rest.join(", "))),
     };
     parts.extend(file_part);
-    parts.join(", ")
+    // The Dockerfile is a file of the context too: its change is said once.
+    let mut said: Vec<String> = Vec::new();
+    for part in parts {
+        if !said.contains(&part) {
+            said.push(part);
+        }
+    }
+    said.join(", ")
 }
 
 fn list(platforms: &[String]) -> String {
@@ -214,6 +221,16 @@ pub fn describe(changes: &[Change]) -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+
+    #[test]
+    fn a_dockerfile_change_is_said_once() {
+        let changes = vec![
+            Change::DockerfileChanged,
+            Change::Changed(vec!["Dockerfile".into()]),
+        ];
+        assert_eq!(summary(&changes), "Dockerfile changed");
+    }
+
     use std::collections::BTreeMap;
 
     use super::*;

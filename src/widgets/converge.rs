@@ -15,7 +15,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let view = &state.converge;
     let mut title = match &view.converge_id {
-        Some(id) => format!("converge {}", crate::mesh::text::first_chars(id, 8)),
+        Some(id) => format!(
+            "converge {}",
+            crate::mesh::progress::operation_label(view.operation, id)
+        ),
         None => "converge".to_string(),
     };
     if let Some(running) = &state.running {
@@ -47,7 +50,12 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             _ => palette.plain(),
         };
         let module = event.module.as_deref().unwrap_or("");
-        let text = format!("{:<14} {:<12} {}", event.step, module, event.text);
+        let text = format!(
+            "{:<14} {:<12} {}",
+            event.step,
+            module,
+            crate::mesh::text::plain(&event.text)
+        );
         put(buf, area, area.x, y, usize::from(area.width), &text, style);
     }
 }

@@ -128,9 +128,56 @@ pub fn module_lines(
                 format!("last build: {}", build_summary(build, state.now_ms)),
                 palette.plain(),
             ));
+            failure_lines(build, reference, &mut lines, palette);
         }
     }
     lines
+}
+
+/// The last build's failure: in full with the end of its log when it was for the current ref;
+/// said plainly to belong to an older ref otherwise.
+fn failure_lines(build: &BuildRow, current: Option<&str>, lines: &mut Vec<Line>, palette: Palette) {
+    if build.status != BuildStatus::Failed {
+        return;
+    }
+    if !failed_for_current(build, current) {
+        lines.push((
+            format!(
+                "the last failure (build {}) was for an older ref {}; the current ref {} has not failed",
+                crate::mesh::text::first_chars(&build.id, 8),
+                build.reference.as_deref().unwrap_or("–"),
+                current.unwrap_or("(pending)")
+            ),
+            palette.dim(),
+        ));
+        return;
+    }
+    lines.push((
+        format!(
+            "failed build {} of the current ref:",
+            crate::mesh::text::first_chars(&build.id, 8)
+        ),
+        palette.bad(),
+    ));
+    // The end of the log, then the error: the detail opens at its end, where they meet.
+    if let Some(tail) = &build.log_tail {
+        lines.push(("end of its log:".into(), palette.heading()));
+        let tail = crate::mesh::text::plain(tail);
+        lines.extend(tail.lines().map(|l| (format!("  {l}"), palette.plain())));
+    }
+    if let Some(error) = &build.error {
+        lines.push(("error:".into(), palette.bad()));
+        let error = crate::mesh::text::plain(error);
+        lines.extend(error.lines().map(|l| (format!("  {l}"), palette.bad())));
+    }
+}
+
+/// Whether a failed build was for the module's current ref (an unknown ref counts as current).
+pub fn failed_for_current(build: &BuildRow, current: Option<&str>) -> bool {
+    match (build.reference.as_deref(), current) {
+        (Some(built), Some(current)) => built == current,
+        _ => true,
+    }
 }
 
 fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
@@ -236,13 +283,16 @@ fn build_lines(build: &BuildRow, state: &AppState, palette: Palette) -> Vec<Line
             palette.plain(),
         ));
     }
-    if let Some(error) = &build.error {
-        lines.push(("error:".into(), palette.bad()));
-        lines.extend(error.lines().map(|l| (format!("  {l}"), palette.bad())));
-    }
+    // The log's end, then the error last: the detail opens at its end, where they meet.
     if let Some(tail) = &build.log_tail {
         lines.push(("log tail:".into(), palette.heading()));
+        let tail = crate::mesh::text::plain(tail);
         lines.extend(tail.lines().map(|l| (format!("  {l}"), palette.plain())));
+    }
+    if let Some(error) = &build.error {
+        lines.push(("error:".into(), palette.bad()));
+        let error = crate::mesh::text::plain(error);
+        lines.extend(error.lines().map(|l| (format!("  {l}"), palette.bad())));
     }
     lines
 }
@@ -366,6 +416,50 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
         height: area.height - 1,
         ..area
     };
-    let max_skip = lines.len().saturating_sub(usize::from(body.height));
-    draw_lines(buf, body, &lines, state.detail_scroll.min(max_skip));
+    let lines = if state.detail_wrap {
+        wrap(lines, usize::from(body.width))
+    } else {
+        lines
+    };
+    // Anchored at the end (a log's last words first); the position is in the title.
+    let rows = usize::from(body.height);
+    let max_skip = lines.len().saturating_sub(rows);
+    let skip = max_skip.saturating_sub(state.detail_scroll);
+    let last = (skip + rows).min(lines.len());
+    let wrap_hint = state.keys.hint_line(Mode::Detail, &[Action::Wrap]);
+    let position = format!("lines {}–{last} of {}", skip + 1, lines.len());
+    rule(
+        buf,
+        area,
+        &format!("{title} · {position} · {wrap_hint} ({close})"),
+        true,
+        palette,
+    );
+    draw_lines(buf, body, &lines, skip);
+}
+
+/// Long lines broken at the width, by characters; a continuation is indented by two spaces.
+pub fn wrap(lines: Vec<Line>, width: usize) -> Vec<Line> {
+    if width < 8 {
+        return lines;
+    }
+    let mut out = Vec::with_capacity(lines.len());
+    for (text, style) in lines {
+        let chars: Vec<char> = text.chars().collect();
+        if ratatui::text::Span::raw(text.as_str()).width() <= width {
+            out.push((text, style));
+            continue;
+        }
+        let mut rest: &[char] = &chars;
+        let mut first = true;
+        while !rest.is_empty() {
+            let room = if first { width } else { width - 2 };
+            let take = room.min(rest.len());
+            let piece: String = rest[..take].iter().collect();
+            out.push((if first { piece } else { format!("  {piece}") }, style));
+            rest = &rest[take..];
+            first = false;
+        }
+    }
+    out
 }

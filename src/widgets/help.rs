@@ -8,7 +8,31 @@ use crate::app::state::AppState;
 
 use super::{Palette, overlay, put};
 
-/// The help text: one heading per mode, one line per action.
+/// What every column and symbol of the screen means.
+const LEGEND: [&str; 20] = [
+    "T          tier: 0 has no base in the mesh, else its base's tier + 1",
+    "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
+    "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
+    "DECISION   skip·record  the target's record names this ref: no build, no delivery",
+    "           deliver·host the host holds a meshtop-labelled image with this tag: delivery only",
+    "           build        nothing vouches: build and deliver; forced: --force / f",
+    "           refused      its base has no artifact in the mesh yet",
+    "RECORD     ✓ the record names this ref  ✗ it does not  ? could not be asked",
+    "HOST, REG  – cannot tell (ref pending, multi-platform, not asked)",
+    "MACHINES   2/2 current of all  1 behind/3 (policy rollout: a converge sends them)",
+    "           held (policy record: they stay until someone sends)  1 missing/2 (declared,",
+    "           does not exist)  – none  ? the machines could not be listed",
+    "LAST BUILD ✓ 3m host-a (the build host's name)  ✗ 1h failed (for the current ref)",
+    "           ✗ 1h old ref (a failure of an older ref)  … running  – cancelled",
+    "machine    current  behind  held  unrecorded (the record holds nothing)  missing",
+    "builds     ✓ ok  ✗ failed (first line of its error)  … running  – cancelled",
+    "converge   the newest operation of the mesh, `#42` its short id, from any process",
+    "notice     ⟳ an action running here; #42 … the newest operation's start or end",
+    "detail     opens at its end: a failure's last log lines, then its error; `w` wraps",
+    "header     each source's age, or ✗ its error (last ok 40s ago)",
+];
+
+/// The help text: one heading per mode, one line per action, then the legend.
 pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
     let mut lines = Vec::new();
     if state.readonly {
@@ -27,12 +51,24 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
         lines.push((format!("{} mode", mode.name()), true));
         for binding in state.keys.bindings(mode) {
             let keys = state.keys.keys_text(mode, binding.action);
-            lines.push((
-                format!("  {keys:<18} {}", binding.action.description()),
-                false,
-            ));
+            // The same action reads differently per mode: say what it does here.
+            let description = match (mode, binding.action) {
+                (Mode::Normal, Action::Close) => "clear the filter and the notice",
+                (Mode::Confirm, Action::Close) => "cancel",
+                (Mode::Detail | Mode::Help, Action::Close) => "close",
+                (Mode::Detail | Mode::Help, Action::Up | Action::Down) => "scroll",
+                (Mode::Detail | Mode::Help, Action::Top) => "to the start",
+                (Mode::Detail | Mode::Help, Action::Bottom) => "to the end",
+                (Mode::Confirm, Action::Accept) => "do what is selected (Cancel by default)",
+                (Mode::Filter, Action::Accept) => "keep the filter",
+                (Mode::Filter, Action::Close) => "clear the filter",
+                (_, action) => action.description(),
+            };
+            lines.push((format!("  {keys:<18} {description}"), false));
         }
     }
+    lines.push(("legend".to_string(), true));
+    lines.extend(LEGEND.iter().map(|l| (format!("  {l}"), false)));
     if !state.warnings.is_empty() {
         lines.push(("warnings".to_string(), true));
         lines.extend(state.warnings.iter().map(|w| (format!("  {w}"), false)));

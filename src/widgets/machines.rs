@@ -55,6 +55,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             MachineState::Behind => palette.warn(),
             MachineState::Held => palette.info(),
             MachineState::Unrecorded => palette.dim(),
+            MachineState::Missing => palette.bad(),
         };
         let made = match machine.running.first().and_then(|d| state.build_of(d)) {
             Some(build) if area.width < 60 => build.made_by(state.now_ms),

@@ -96,6 +96,11 @@ pub fn put(
         return x;
     }
     let room = usize::from(area.right() - x).min(width);
+    // Text that does not fit ends in `…`, never mid-word without a mark.
+    if room > 0 && ratatui::text::Span::raw(text).width() > room {
+        let end = buf.set_stringn(x, y, text, room - 1, style).0;
+        return buf.set_stringn(end, y, "…", 1, style).0;
+    }
     buf.set_stringn(x, y, text, room, style).0
 }
 

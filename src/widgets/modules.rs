@@ -91,12 +91,18 @@ pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
 }
 
-/// MACHINES: `2/2`, `1 behind/3`, `held`, `–` when none.
+/// MACHINES: `2/2`, `1 behind/3`, `1 missing/2`, `held`, `–` when none, `?` when they could not
+/// be listed.
 pub fn machines_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
-    let (current, behind, held, total) = state.machine_counts(module);
+    let counts = state.machine_counts(module);
+    let (current, behind, held, total) = (counts.current, counts.behind, counts.held, counts.total);
     match () {
+        _ if total == 0 && state.source(SourceId::Machines).error.is_some() => {
+            ("?".into(), palette.warn())
+        }
         _ if total == 0 => ("–".into(), palette.dim()),
         _ if behind > 0 => (format!("{behind} behind/{total}"), palette.warn()),
+        _ if counts.missing > 0 => (format!("{} missing/{total}", counts.missing), palette.bad()),
         _ if held > 0 => ("held".into(), palette.info()),
         _ if current == total => (format!("{current}/{total}"), palette.good()),
         _ => (format!("{current}/{total}"), palette.plain()),
@@ -111,7 +117,15 @@ pub fn last_build_cell(state: &AppState, module: &str, palette: Palette) -> Cell
     let age = timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms);
     match build.status {
         BuildStatus::Succeeded => (format!("✓ {age} {}", build.host), palette.good()),
-        BuildStatus::Failed => (format!("✗ {age} failed"), palette.bad()),
+        BuildStatus::Failed => {
+            let current = state.planned(module).and_then(|p| p.reference.as_deref());
+            if super::detail::failed_for_current(build, current) {
+                (format!("✗ {age} failed"), palette.bad())
+            } else {
+                // A failure of an older ref: the current ref has not failed.
+                (format!("✗ {age} old ref"), palette.dim())
+            }
+        }
         BuildStatus::Running => (format!("… {age} running"), palette.warn()),
         BuildStatus::Cancelled => (format!("– {age} cancelled"), palette.dim()),
     }
@@ -148,11 +162,45 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
         + MACHINES_W
         + 1
         + LAST_W;
+    // REF is as wide as the longest ref shown, at most REF_MAX; the rest of the row stays free.
+    let longest_ref = state
+        .visible
+        .iter()
+        .skip(first)
+        .take(rows)
+        .map(|&i| {
+            state
+                .planned(&state.modules[i].name)
+                .and_then(|p| p.reference.as_deref())
+                .map_or(8, |r| r.chars().count())
+        })
+        .max()
+        .unwrap_or(8)
+        .clamp(3, usize::from(REF_MAX)) as u16;
     Columns {
         name,
-        reference: width.saturating_sub(fixed + 1).max(4),
+        reference: width.saturating_sub(fixed + 1).clamp(4, longest_ref.max(4)),
         registry,
     }
+}
+
+/// The widest REF column: a ref longer than this elides its middle.
+const REF_MAX: u16 = 48;
+
+/// A ref that does not fit loses the middle of its repository, never its tag:
+/// `demo/wor…:0c1d2e3f4a5b-amd64`; with no room for more, the tag alone (cut with `…`).
+pub fn elide_ref(reference: &str, width: usize) -> String {
+    let length = reference.chars().count();
+    if length <= width {
+        return reference.to_string();
+    }
+    let tag = tag_of(reference);
+    let tag_length = tag.chars().count() + 1;
+    if tag_length + 2 > width {
+        return tag.to_string();
+    }
+    let head: String = reference.chars().take(width - tag_length - 1).collect();
+    format!("{head}…:{tag}")
 }
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
@@ -214,11 +262,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         };
         previous_tier = Some(module.tier);
         let (reference, ref_style) = ref_cell(state, module, palette);
-        let reference = if reference.chars().count() > usize::from(cols.reference) {
-            tag_of(&reference).to_string()
-        } else {
-            reference
-        };
+        let reference = elide_ref(&reference, usize::from(cols.reference));
         let mut cells: Vec<(Cell, u16)> = vec![
             ((tier, palette.dim()), 2),
             (
@@ -287,5 +331,19 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             text,
             palette.dim(),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::elide_ref;
+
+    #[test]
+    fn refs_keep_their_tag() {
+        let r = "demo/worker:0c1d2e3f4a5b-amd64";
+        assert_eq!(elide_ref(r, 40), r);
+        assert_eq!(elide_ref(r, 28), "demo/wo…:0c1d2e3f4a5b-amd64");
+        assert_eq!(elide_ref(r, 28).chars().count(), 28);
+        assert_eq!(elide_ref(r, 12), "0c1d2e3f4a5b-amd64");
     }
 }

@@ -4,7 +4,8 @@
 //! - `history`: a temporary state database and build rows;
 //! - `mesh_file`: mesh files written into a temporary repository;
 //! - `daemon_proxy`: a counting, closable proxy in front of the Docker daemon;
-//! - `kube_api`, `kube_objects`: the Kubernetes API test server.
+//! - `kube_api`, `kube_objects`: the Kubernetes API test server;
+//! - `tmux`: the real binary in a tmux session, its screen read back.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod daemon_proxy;
@@ -15,5 +16,6 @@ pub mod kube_api;
 pub mod kube_controllers;
 pub mod kube_objects;
 pub mod mesh_file;
+pub mod tmux;
 
 pub use example::*;

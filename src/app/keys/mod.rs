@@ -32,10 +32,11 @@ pub enum Action {
     Accept,
     Backspace,
     Toggle,
+    Wrap,
 }
 
 impl Action {
-    pub const ALL: [Action; 22] = [
+    pub const ALL: [Action; 23] = [
         Action::Up,
         Action::Down,
         Action::Top,
@@ -58,6 +59,7 @@ impl Action {
         Action::Accept,
         Action::Backspace,
         Action::Toggle,
+        Action::Wrap,
     ];
 
     /// The name used in `keys.toml`.
@@ -119,6 +121,7 @@ impl Action {
             Action::Accept => ("accept", "accept", "accept"),
             Action::Backspace => ("backspace", "delete the last character", ""),
             Action::Toggle => ("toggle", "switch between Cancel and the action", "switch"),
+            Action::Wrap => ("wrap", "wrap long lines / cut them at the edge", "wrap"),
         }
     }
 
@@ -245,6 +248,10 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
         Mode::Help => vec![
             up,
             down,
+            top,
+            bottom,
+            page_up,
+            page_down,
             (
                 A::Close,
                 vec![Key::plain(KeyCode::Esc), Key::ch('?'), Key::ch('q')],
@@ -271,6 +278,7 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             bottom,
             page_up,
             page_down,
+            (A::Wrap, vec![Key::ch('w')]),
             (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('q')]),
             (A::Quit, vec![CTRL_C]),
         ],

@@ -1,5 +1,6 @@
 //! Machines on the Docker target: containers labelled `jr2.dev/module`, created, listed and
-//! recreated on a new image with the configuration they had.
+//! recreated on a new image with the configuration they had. Which of them are machines (the
+//! `jr2.dev/machine` mark, or a declared machine's name) is the engine's call, not the listing's.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use bollard::query_parameters::{
 };
 
 use super::{Daemon, DaemonError};
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL};
+use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL};
 
 /// The name suffix of an old container kept, stopped, while its replacement starts during a send.
 pub const KEPT_SUFFIX: &str = ".meshtop-previous";
@@ -25,6 +26,8 @@ pub struct Container {
     pub name: String,
     pub module: String,
     pub mesh: Option<String>,
+    /// The machine mark (`jr2.dev/machine`), set on the container, never inherited from an image.
+    pub machine: Option<String>,
     /// What it was created from.
     pub image: String,
     /// The artifact it runs.
@@ -81,6 +84,7 @@ impl Daemon {
                     name,
                     module,
                     mesh: labels.get(MESH_LABEL).cloned(),
+                    machine: labels.get(MACHINE_LABEL).cloned(),
                     image: summary.image.unwrap_or_default(),
                     image_id: summary.image_id.unwrap_or_default(),
                     state: summary.state.map(|s| s.to_string()).unwrap_or_default(),
@@ -283,7 +287,12 @@ fn recreated_body(
         .labels
         .unwrap_or_default()
         .into_iter()
-        .filter(|(k, v)| k == MODULE_LABEL || k == MESH_LABEL || image_labels.get(k) != Some(v))
+        .filter(|(k, v)| {
+            k == MODULE_LABEL
+                || k == MESH_LABEL
+                || k == MACHINE_LABEL
+                || image_labels.get(k) != Some(v)
+        })
         .collect();
     ContainerCreateBody {
         image: Some(new_image.to_string()),

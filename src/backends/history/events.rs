@@ -52,6 +52,7 @@ fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
         step: Step::parse(&r.get::<_, String>(4)?),
         module: r.get(5)?,
         text: r.get(6)?,
+        operation: r.get(7)?,
     })
 }
 
@@ -133,8 +134,9 @@ impl History {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
             .prepare_cached(
-                "SELECT id, at_ms, mesh, converge_id, kind, module, text FROM events \
-                 WHERE mesh = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number \
+                 FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                 WHERE e.mesh = ?1 AND e.id > ?2 ORDER BY e.id LIMIT ?3",
             )
             .and_then(|mut st| {
                 st.query_map(params![mesh, after_id, limit], row_to_event)?
@@ -149,8 +151,9 @@ impl History {
         let mut rows: Vec<EventRow> = self
             .conn
             .prepare_cached(
-                "SELECT id, at_ms, mesh, converge_id, kind, module, text FROM events \
-                 WHERE mesh = ?1 ORDER BY id DESC LIMIT ?2",
+                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number \
+                 FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                 WHERE e.mesh = ?1 ORDER BY e.id DESC LIMIT ?2",
             )
             .and_then(|mut st| st.query_map(params![mesh, limit], row_to_event)?.collect())
             .map_err(self.err("read converge events"))?;

@@ -8,6 +8,7 @@ mod builds;
 mod error;
 mod events;
 mod lock;
+mod operations;
 mod record;
 mod schema;
 
@@ -22,6 +23,7 @@ pub use builds::{
 pub use error::HistoryError;
 pub use events::{EVENT_ID_RANGE_SQL, EventRow, KEEP_EVENTS, NewEvent, PRUNE_BATCH, SendRow};
 pub use lock::{Holder, LOCK_STALE_MS, this_host};
+pub use operations::OperationId;
 pub use schema::SCHEMA_VERSION;
 
 /// The state database of this user: `<data dir>/meshtop/state.db`

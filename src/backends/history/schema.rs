@@ -106,6 +106,17 @@ CREATE TABLE converge_locks (
     heartbeat_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
+    // 2: operations: a short id per mesh (`#142`) for each converge, send, force, rollback, gc.
+    r#"
+CREATE TABLE operations (
+    mesh       TEXT NOT NULL,
+    number     INTEGER NOT NULL,
+    uuid       TEXT NOT NULL UNIQUE,
+    kind       TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    PRIMARY KEY (mesh, number)
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

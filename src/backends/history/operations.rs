@@ -1,0 +1,54 @@
+//! Operations (converge, send, force, rollback, gc…): each gets a short id unique within its mesh,
+//! a number a person can say aloud (`#142`), beside the full uuid kept for correlation.
+//!
+//! ```ignore
+//! let id = history.begin_operation("demo", "converge", &uuid)?; // OperationId { number: 142, .. }
+//! println!("{id}"); // #142
+//! ```
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{History, HistoryError, now_ms};
+pub use crate::mesh::progress::OperationId;
+
+impl History {
+    /// Give the operation `uuid` of `mesh` the next short id of the mesh (1, 2, …). Idempotent on
+    /// the uuid: beginning it again answers the number it already has. One statement, so two
+    /// processes beginning operations at once never share a number.
+    pub fn begin_operation(
+        &self,
+        mesh: &str,
+        kind: &str,
+        uuid: &str,
+    ) -> Result<OperationId, HistoryError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO operations (mesh, number, uuid, kind, started_ms) \
+                 SELECT ?1, COALESCE(MAX(number), 0) + 1, ?2, ?3, ?4 FROM operations WHERE mesh = ?1 \
+                 ON CONFLICT (uuid) DO NOTHING",
+            )
+            .and_then(|mut st| st.execute(params![mesh, uuid, kind, now_ms()]))
+            .map_err(self.err("begin an operation"))?;
+        self.operation(uuid)?.ok_or_else(|| HistoryError::Invalid {
+            path: self.path.clone(),
+            what: format!("operation {uuid} was not recorded"),
+        })
+    }
+
+    /// The short id of an operation, when it was begun.
+    pub fn operation(&self, uuid: &str) -> Result<Option<OperationId>, HistoryError> {
+        self.conn
+            .prepare_cached("SELECT number, uuid, kind FROM operations WHERE uuid = ?1")
+            .and_then(|mut st| {
+                st.query_row([uuid], |r| {
+                    Ok(OperationId {
+                        number: r.get(0)?,
+                        uuid: r.get(1)?,
+                        kind: r.get(2)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(self.err("read an operation"))
+    }
+}
