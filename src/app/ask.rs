@@ -31,6 +31,7 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
             Decision::Host => "skip the build (host holds it), deliver".to_string(),
             Decision::Build | Decision::Forced => "build, deliver".to_string(),
             Decision::Refused => format!("refused: {}", module.reason),
+            Decision::Pinned => format!("keep ({})", module.reason),
         };
         let reference = module
             .reference

@@ -8,7 +8,9 @@ mod builds;
 mod error;
 mod events;
 mod lock;
+mod pins;
 mod record;
+mod record_history;
 mod schema;
 
 use std::path::{Path, PathBuf};

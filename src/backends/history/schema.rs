@@ -106,6 +106,48 @@ CREATE TABLE converge_locks (
     heartbeat_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
+    // ── issue 12 (rollback, pins, gc) ──────────────────────────────────────────────────────────
+    // The record's history (every stamp of a module's entry: from which artifact to which, by whom,
+    // by which operation), the operations' short ids (`#142`), and the pinned modules.
+    r#"
+CREATE TABLE operations (
+    mesh     TEXT NOT NULL,
+    short    INTEGER NOT NULL,
+    id       TEXT NOT NULL UNIQUE,
+    kind     TEXT NOT NULL,
+    at_ms    INTEGER NOT NULL,
+    PRIMARY KEY (mesh, short)
+);
+
+CREATE TABLE record_history (
+    id           INTEGER PRIMARY KEY,
+    mesh         TEXT NOT NULL,
+    module       TEXT NOT NULL,
+    from_ref     TEXT,
+    from_digest  TEXT,
+    to_ref       TEXT NOT NULL,
+    to_digest    TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    at_ms        INTEGER NOT NULL
+);
+CREATE INDEX record_history_by_module ON record_history (mesh, module, id);
+
+CREATE TABLE pins (
+    mesh         TEXT NOT NULL,
+    module       TEXT NOT NULL,
+    from_ref     TEXT NOT NULL,
+    from_digest  TEXT NOT NULL,
+    to_ref       TEXT NOT NULL,
+    to_digest    TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    at_ms        INTEGER NOT NULL,
+    PRIMARY KEY (mesh, module)
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).
