@@ -309,3 +309,53 @@ fn builds_report_formats_and_stats() {
     let stats = mesh.json(&["stats", "--since", "1h", "--json"]);
     assert_eq!(stats["converges"], 2, "{stats}");
 }
+
+#[test]
+fn gc_keeps_the_base_a_kept_artifact_was_built_from_and_removes_dependents_first() {
+    let mesh = ExampleMesh::new("gcbase");
+    let first = mesh.json(&["converge", "--json"]);
+    let (base1, web1, tools1) = (
+        digest_of(&first, "base"),
+        digest_of(&first, "web"),
+        digest_of(&first, "tools"),
+    );
+    // Two more bases: every dependent is rebuilt on each.
+    let dockerfile = mesh.root().join("base/Dockerfile");
+    let mut text = std::fs::read_to_string(&dockerfile).unwrap();
+    text.push_str("COPY version.txt /version.txt\n");
+    std::fs::write(&dockerfile, text).unwrap();
+    let mut bases = Vec::new();
+    for text in ["two", "three"] {
+        std::fs::write(mesh.root().join("base/version.txt"), text).unwrap();
+        let summary = mesh.json(&["converge", "--json"]);
+        assert_eq!(decisions(&summary)["base"], "build", "{summary}");
+        bases.push(digest_of(&summary, "base"));
+    }
+    // web back on its first artifact: it needs base1, which is not among base's newest 1.
+    mesh.json(&["rollback", "web", "--to", &web1, "--yes", "--json"]);
+    let swept = mesh.meshtop(&["gc", "--keep", "1", "--yes", "--json"]);
+    assert!(swept.status.success(), "{}", said(&swept));
+    assert!(
+        image_present(&base1),
+        "web's base is kept: {}",
+        said(&swept)
+    );
+    assert!(image_present(&web1));
+    // api's machine (policy record) still runs api's first artifact, built on tools1 on base1.
+    assert!(image_present(&tools1), "{}", said(&swept));
+    assert!(
+        !image_present(&bases[0]),
+        "base two is unreachable: {}",
+        said(&swept)
+    );
+    assert!(image_present(&bases[1]), "base three is the record's");
+    let report: Value = serde_json::from_slice(&swept.stdout).unwrap();
+    assert!(
+        report["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["outcome"] == "removed" || c["outcome"] == "untagged"),
+        "{report}"
+    );
+}

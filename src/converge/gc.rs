@@ -128,6 +128,30 @@ async fn read_roots(
             }
         }
     }
+    // A kept artifact needs the base it was built FROM (its layers, its parent on the daemon).
+    let bases: BTreeMap<&str, (&str, &str)> = builds
+        .values()
+        .flatten()
+        .filter_map(|b| {
+            let digest = b.digest.as_deref()?;
+            Some((
+                digest,
+                (b.base_digest.as_deref()?, b.base_module.as_deref()?),
+            ))
+        })
+        .collect();
+    let mut walk: Vec<String> = keep.keys().cloned().collect();
+    while let Some(digest) = walk.pop() {
+        if let Some((base, module)) = bases.get(digest.as_str())
+            && !keep.contains_key(*base)
+        {
+            keep.insert(
+                base.to_string(),
+                format!("the base ({module}) a kept artifact was built from"),
+            );
+            walk.push(base.to_string());
+        }
+    }
     Ok(Roots {
         keep,
         kept_refs,
@@ -221,6 +245,9 @@ fn candidates(
             out.extend(ours.iter().map(|t| candidate("tag", t, 0)));
         }
     }
+    // Dependents before their bases: the daemon refuses to remove an image a child is built on.
+    let tier = |c: &Candidate| mesh.module(&c.module).map_or(0, |m| m.tier);
+    out.sort_by(|a, b| tier(b).cmp(&tier(a)).then_with(|| a.name.cmp(&b.name)));
     out
 }
 

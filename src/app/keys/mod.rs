@@ -26,6 +26,7 @@ pub enum Action {
     ConvergeMesh,
     ForceRebuild,
     Send,
+    Rollback,
     ToggleHistory,
     Help,
     Quit,
@@ -35,7 +36,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 22] = [
+    pub const ALL: [Action; 23] = [
         Action::Up,
         Action::Down,
         Action::Top,
@@ -52,6 +53,7 @@ impl Action {
         Action::ConvergeMesh,
         Action::ForceRebuild,
         Action::Send,
+        Action::Rollback,
         Action::ToggleHistory,
         Action::Help,
         Action::Quit,
@@ -109,6 +111,11 @@ impl Action {
                 "send the selected module's behind machines (asks first)",
                 "send",
             ),
+            Action::Rollback => (
+                "rollback",
+                "roll the selected module back and pin it (asks first)",
+                "",
+            ),
             Action::ToggleHistory => (
                 "toggle_history",
                 "build history: selected module / whole mesh",
@@ -145,7 +152,11 @@ impl Action {
     pub fn is_mutating(self) -> bool {
         matches!(
             self,
-            Action::ConvergeModule | Action::ConvergeMesh | Action::ForceRebuild | Action::Send
+            Action::ConvergeModule
+                | Action::ConvergeMesh
+                | Action::ForceRebuild
+                | Action::Send
+                | Action::Rollback
         )
     }
 
@@ -232,6 +243,7 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             (A::ConvergeMesh, vec![Key::ch('C')]),
             (A::ForceRebuild, vec![Key::ch('f')]),
             (A::Send, vec![Key::ch('s')]),
+            (A::Rollback, vec![Key::ch('R')]),
             (A::ToggleHistory, vec![Key::ch('b')]),
             (A::Help, vec![Key::ch('?')]),
             (A::Quit, vec![Key::ch('q'), CTRL_C]),
