@@ -134,6 +134,7 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
             Decision::Host => "skip the build (host holds it), deliver".to_string(),
             Decision::Build | Decision::Forced => "build, deliver".to_string(),
             Decision::Refused => format!("refused: {}", module.reason),
+            Decision::Pinned => format!("keep ({})", module.reason),
         };
         let reference = module
             .reference
@@ -256,6 +257,46 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
         request: ActionRequest::Send {
             module: module.name.clone(),
             moves,
+        },
+        go: false,
+    })
+}
+
+/// `R`: roll the selected module back to the artifact the record named before its current one.
+/// The state database knows which that is: the confirm names the current artifact, and the
+/// rollback refuses when the record moved since.
+pub fn rollback(state: &AppState) -> Result<Confirm, String> {
+    let module = state.selected_module().ok_or("no module selected")?;
+    let record = state
+        .record
+        .as_ref()
+        .ok_or("the record has not answered yet; nothing to roll back")?;
+    let entry = record.get(&module.name).ok_or_else(|| {
+        format!(
+            "the record holds nothing for {}: there is nothing to roll back",
+            module.name
+        )
+    })?;
+    let lines = vec![
+        format!(
+            "roll {} back from {}@{} to the artifact the record named before,",
+            module.name,
+            entry.reference,
+            short(&entry.digest)
+        ),
+        "send every machine of the module there (whatever its policy), and pin it:".into(),
+        format!(
+            "converges keep it until its address moves to a third one, `meshtop unpin {}` or a forced converge",
+            module.name
+        ),
+    ];
+    Ok(Confirm {
+        title: format!("Roll back {}?", module.name),
+        lines,
+        verb: "Roll back".into(),
+        request: ActionRequest::Rollback {
+            module: module.name.clone(),
+            from: entry.clone(),
         },
         go: false,
     })

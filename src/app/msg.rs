@@ -7,7 +7,7 @@ use ratatui::crossterm::event::KeyEvent;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
 use crate::mesh::machine::{Machine, Move};
-use crate::mesh::model::Record;
+use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::plan::Plan;
 use crate::mesh::progress::{EventRow, Progress};
 
@@ -132,6 +132,9 @@ pub enum ActionRequest {
     /// Send a module's behind machines to the record's artifact: exactly the moves the person
     /// confirmed (the send refuses when the record no longer names their artifact).
     Send { module: String, moves: Vec<Move> },
+    /// Roll a module back to the artifact the record named before `from` (what the record named
+    /// when the person confirmed; refused when it moved since), send its machines, pin it.
+    Rollback { module: String, from: RecordEntry },
 }
 
 impl ActionRequest {
@@ -156,6 +159,7 @@ impl ActionRequest {
                 )
             }
             ActionRequest::Send { module, .. } => format!("send {module}"),
+            ActionRequest::Rollback { module, .. } => format!("roll back {module}"),
         }
     }
 }

@@ -444,6 +444,10 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             let built = ask::send(state);
             ask(state, built)
         }
+        Action::Rollback => {
+            let built = ask::rollback(state);
+            ask(state, built)
+        }
         Action::ToggleHistory => {
             state.history_by_module = !state.history_by_module;
             sync_history_scope(state)

@@ -56,6 +56,76 @@ pub enum Command {
     Status(StatusArgs),
     /// Move a module's behind machines to the record's artifact.
     Send(SendArgs),
+    /// Every stamp of a module's entry in the record: when, by whom, which operation, from → to.
+    History(HistoryArgs),
+    /// Go back to an earlier artifact without a rebuild, send every machine there, pin the module.
+    Rollback(RollbackArgs),
+    /// End a module's pin: later converges decide for it as usual again.
+    Unpin(UnpinArgs),
+    /// Remove this mesh's images nothing needs (outside the keep set).
+    Gc(GcArgs),
+    /// Per module: builds, failures, median build time, decisions, build time the skips saved.
+    Stats(StatsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The module whose stamps are shown.
+    pub module: String,
+    /// How many stamps (newest first, at least 1).
+    #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    /// Print a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// The module to roll back.
+    pub module: String,
+    /// The artifact to go back to: a build id or an artifact digest (a prefix will do). Default:
+    /// what the record named before the current one.
+    #[arg(long, value_name = "BUILD|DIGEST")]
+    pub to: Option<String>,
+    /// Do not ask (needed without a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print a JSON summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnpinArgs {
+    /// The pinned module.
+    pub module: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// List what would be removed and why it is unreachable; remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Each module's newest N successful builds are kept (at least 1).
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub keep: u32,
+    /// Do not ask (needed without a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print a JSON summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Only what happened in this past window: `90s`, `30m`, `12h`, `7d` (default: everything kept).
+    #[arg(long, value_name = "DURATION")]
+    pub since: Option<String>,
+    /// Print a JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -102,8 +172,18 @@ pub struct BuildsArgs {
     #[arg(long, value_name = "sha256:…")]
     pub digest: Option<String>,
     /// Print a JSON array.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Print the rows for a report: `csv`, `json` or `markdown`.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<BuildsFormat>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BuildsFormat {
+    Csv,
+    Json,
+    Markdown,
 }
 
 #[derive(Debug, Args)]

@@ -7,7 +7,7 @@ use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::text::short_id;
 use crate::timefmt;
 
-use super::args::{BuildsArgs, Global};
+use super::args::{BuildsArgs, BuildsFormat, Global};
 use super::setup;
 use super::{Failure, Outcome, print_json, print_out};
 
@@ -54,7 +54,13 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
             })
             .map_err(|e| Failure::failed(e.to_string()))?,
     };
-    if args.json {
+    if let Some(format) = args.format {
+        match format {
+            BuildsFormat::Json => print_json(&rows)?,
+            BuildsFormat::Csv => print_out(&report_text(&rows, csv_line, false))?,
+            BuildsFormat::Markdown => print_out(&report_text(&rows, markdown_line, true))?,
+        }
+    } else if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
         print_out(&format!(
@@ -122,4 +128,84 @@ fn table_text(rows: &[BuildRow]) -> String {
         );
     }
     out
+}
+
+const REPORT_COLUMNS: [&str; 12] = [
+    "id", "module", "status", "ref", "digest", "commit", "dirty", "host", "started", "seconds",
+    "forced", "error",
+];
+
+/// One report line from its cells: `csv_line` or `markdown_line`.
+type LineFn = fn(&[String]) -> String;
+
+fn report_text(rows: &[BuildRow], line: LineFn, rule: bool) -> String {
+    let mut out = String::new();
+    let header: Vec<String> = REPORT_COLUMNS.iter().map(|c| c.to_string()).collect();
+    out.push_str(&line(&header));
+    if rule {
+        out.push_str(&line(&vec!["---".to_string(); REPORT_COLUMNS.len()]));
+    }
+    for row in rows {
+        let cells = vec![
+            row.id.clone(),
+            row.subject().to_string(),
+            row.status.as_str().to_string(),
+            row.reference.clone().unwrap_or_default(),
+            row.digest.clone().unwrap_or_default(),
+            row.commit.clone().unwrap_or_default(),
+            row.dirty.to_string(),
+            row.host.clone(),
+            timefmt::local_time(row.started_ms),
+            row.ended_ms
+                .map(|end| format!("{:.1}", (end - row.started_ms) as f64 / 1000.0))
+                .unwrap_or_default(),
+            row.forced.to_string(),
+            row.error
+                .as_deref()
+                .and_then(|e| e.lines().next())
+                .unwrap_or("")
+                .to_string(),
+        ];
+        out.push_str(&line(&cells));
+    }
+    out
+}
+
+/// RFC 4180: a cell with a comma, quote or line break is quoted, its quotes doubled.
+fn csv_line(cells: &[String]) -> String {
+    let quoted: Vec<String> = cells
+        .iter()
+        .map(|c| {
+            if c.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", c.replace('"', "\"\""))
+            } else {
+                c.clone()
+            }
+        })
+        .collect();
+    format!("{}\r\n", quoted.join(","))
+}
+
+/// A markdown table row; `|` and line breaks in a cell are escaped.
+fn markdown_line(cells: &[String]) -> String {
+    let escaped: Vec<String> = cells
+        .iter()
+        .map(|c| c.replace('|', "\\|").replace(['\n', '\r'], " "))
+        .collect();
+    format!("| {} |\n", escaped.join(" | "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_and_markdown_cells_are_escaped() {
+        let cells = vec!["a,b".to_string(), "say \"hi\"".into(), "x|y\nz".into()];
+        assert_eq!(
+            csv_line(&cells),
+            "\"a,b\",\"say \"\"hi\"\"\",\"x|y\nz\"\r\n"
+        );
+        assert_eq!(markdown_line(&cells), "| a,b | say \"hi\" | x\\|y z |\n");
+    }
 }

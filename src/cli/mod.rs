@@ -13,9 +13,13 @@ macro_rules! outln {
 pub mod args;
 mod builds;
 mod converge;
+mod gc;
+mod history;
 mod plan;
+mod rollback;
 mod send;
 mod setup;
+mod stats;
 mod status;
 
 use std::process::ExitCode;
@@ -101,6 +105,11 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Converge(args) => converge::run(&global, args).await,
             Command::Status(args) => status::run(&global, args).await,
             Command::Send(args) => send::run(&global, args).await,
+            Command::History(args) => history::run(&global, args).await,
+            Command::Rollback(args) => rollback::run(&global, args).await,
+            Command::Unpin(args) => rollback::unpin(&global, args).await,
+            Command::Gc(args) => gc::run(&global, args).await,
+            Command::Stats(args) => stats::run(&global, args).await,
         }
     });
     report(outcome)
@@ -140,6 +149,37 @@ pub(crate) fn spawn_progress_printer() -> (
         }
     });
     (tx, printer)
+}
+
+/// The module named on the command line, or bad input naming the mesh's modules.
+pub(crate) fn known_module(mesh: &crate::mesh::model::Mesh, module: &str) -> Result<(), Failure> {
+    if mesh.module(module).is_some() {
+        return Ok(());
+    }
+    let names: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
+    Err(Failure::input(format!(
+        "no module {module:?} in mesh {}; modules: {}",
+        mesh.name,
+        names.join(", ")
+    )))
+}
+
+/// Ask y/N on the terminal (stderr); without a terminal, bad input telling to pass --yes.
+pub(crate) fn confirm(question: &str, what: &str) -> Result<bool, Failure> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::input(format!(
+            "not a terminal: pass --yes to {what} without asking"
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::failed(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 /// Print JSON to stdout; serialization of our own types cannot fail short of a bug, which still

@@ -193,6 +193,7 @@ async fn run(
         outcomes,
         mut stamp,
         all_ok,
+        planner,
         ..
     } = walk;
     let summary = |stamped, created, sends, ok| ConvergeSummary {
@@ -229,6 +230,7 @@ async fn run(
             format!("record stamped: {} module(s)", stamp.len()),
         );
     }
+    super::rollback::end_pins(mesh, history, emitter, planner.ended_pins());
     let mut merged = record.record.clone();
     merged.extend(stamp);
     let (created, sends) = roll_out(mesh, &merged, request, daemon, history, emitter).await?;

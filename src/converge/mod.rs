@@ -2,11 +2,13 @@
 
 pub mod build;
 pub mod engine;
+pub mod gc;
 pub mod lock;
 pub mod machines;
 pub mod plan;
 pub mod preflight;
 pub mod progress;
+pub mod rollback;
 pub mod rollout;
 pub mod send;
 pub mod summary;

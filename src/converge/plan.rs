@@ -11,6 +11,7 @@ use crate::backends::history::History;
 use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
 use crate::mesh::manifest::Manifest;
 use crate::mesh::model::{Mesh, Module, Platform, Record};
+use crate::mesh::pin::{self, Pin};
 pub use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::refs::ImageRef;
 use crate::mesh::why::{self, Change};
@@ -20,6 +21,11 @@ use crate::workspace::inputs::{self, InputSpec};
 pub trait ManifestSource: Sync {
     /// The manifest of `reference` if known, else the module's latest one.
     fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest>;
+
+    /// The mesh's pinned modules (rolled back by hand); none by default.
+    fn pins(&self) -> BTreeMap<String, Pin> {
+        BTreeMap::new()
+    }
 }
 
 /// No history: every module reads as new.
@@ -46,6 +52,18 @@ impl ManifestSource for HistoryManifests<'_> {
         };
         serde_json::from_str(&json).ok()
     }
+
+    /// A pin that cannot be read is no pin: the converge decides as it would without one (the
+    /// error is logged).
+    fn pins(&self) -> BTreeMap<String, Pin> {
+        let Ok(history) = self.history.lock() else {
+            return BTreeMap::new();
+        };
+        history.pins(self.mesh).unwrap_or_else(|error| {
+            tracing::warn!("cannot read the pinned modules: {error}");
+            BTreeMap::new()
+        })
+    }
 }
 
 /// What the planner is told about the world.
@@ -68,6 +86,10 @@ pub struct Planner<'a> {
     /// Per module decided so far: the artifact it resolves to (None: built later in this converge).
     artifacts: HashMap<String, Option<String>>,
     refused: BTreeSet<String>,
+    /// The pinned modules, read at the first decision.
+    pins: Option<BTreeMap<String, Pin>>,
+    /// Pinned modules whose pin ends in this converge, and why.
+    ended_pins: BTreeMap<String, String>,
 }
 
 /// Run blocking work (reading files) from async code: inline on a current-thread runtime (the
@@ -89,7 +111,14 @@ impl<'a> Planner<'a> {
             platform: None,
             artifacts: HashMap::new(),
             refused: BTreeSet::new(),
+            pins: None,
+            ended_pins: BTreeMap::new(),
         }
+    }
+
+    /// Pinned modules whose pin this converge ends (a third address, or forced), and why.
+    pub fn ended_pins(&self) -> &BTreeMap<String, String> {
+        &self.ended_pins
     }
 
     pub fn host_answer(&self) -> &HostAnswer {
@@ -201,7 +230,22 @@ impl<'a> Planner<'a> {
             forced,
             multi_platform,
         };
-        if decide::needs_host(&question, &self.ctx.record) && self.host == HostAnswer::NotAsked {
+        let pins = self.pins.get_or_insert_with(|| manifests.pins());
+        // A pin holds only while the record still names the pinned artifact.
+        let pinned = pins
+            .get(&module.name)
+            .filter(|p| self.ctx.record.get(&module.name) == Some(&p.entry()));
+        let at = pinned
+            .map(|p| crate::timefmt::local_time(p.at_ms))
+            .unwrap_or_default();
+        let pin_verdict = pin::pinned_verdict(&question, pinned, &at);
+        if let Some(why) = pin::pin_ends(&question, pinned) {
+            self.ended_pins.insert(module.name.clone(), why);
+        }
+        if pin_verdict.is_none()
+            && decide::needs_host(&question, &self.ctx.record)
+            && self.host == HostAnswer::NotAsked
+        {
             self.host = match self.daemon.get().await {
                 Ok(daemon) => match daemon.labelled_images().await {
                     Ok(images) => HostAnswer::Holds(images),
@@ -214,17 +258,24 @@ impl<'a> Planner<'a> {
             decision,
             reason,
             artifact,
-        } = decide::decide(
-            &question,
-            &self.ctx.record,
-            &self.host,
-            &self.ctx.record_source,
-        );
+        } = match pin_verdict {
+            Some(verdict) => verdict,
+            None => decide::decide(
+                &question,
+                &self.ctx.record,
+                &self.host,
+                &self.ctx.record_source,
+            ),
+        };
+        let reason = match self.ended_pins.get(&module.name) {
+            Some(why) => format!("{reason}; {why}"),
+            None => reason,
+        };
         match decision {
             Decision::Refused => {
                 self.refused.insert(module.name.clone());
             }
-            Decision::Record | Decision::Host => {
+            Decision::Record | Decision::Host | Decision::Pinned => {
                 self.artifacts.insert(module.name.clone(), artifact.clone());
             }
             Decision::Build | Decision::Forced => {

@@ -364,15 +364,43 @@ pub async fn stamp(
     converge_id: &str,
     entries: &Record,
 ) -> Result<(), String> {
+    stamp_as(mesh, target, history, converge_id, "converge", entries).await
+}
+
+/// Stamp the record by an operation of `kind` (converge, rollback); every changed entry is noted
+/// in the record's history in the state database (on Kubernetes after the annotation was written:
+/// a history that cannot be written then is a warning, the stamp stands).
+pub async fn stamp_as(
+    mesh: &Mesh,
+    target: &ConnectedTarget,
+    history: &Mutex<History>,
+    operation_id: &str,
+    kind: &str,
+    entries: &Record,
+) -> Result<(), String> {
     match target {
         ConnectedTarget::Docker => locked(history)?
-            .stamp_record(&mesh.name, converge_id, entries)
+            .stamp_record_as(&mesh.name, operation_id, kind, entries)
             .map_err(|e| e.to_string()),
-        ConnectedTarget::Kubernetes(kube) => kube
-            .cluster
-            .stamp_record(entries)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
+        ConnectedTarget::Kubernetes(kube) => {
+            let previous = kube
+                .cluster
+                .read_record()
+                .await
+                .map(|read| read.record)
+                .unwrap_or_default();
+            kube.cluster
+                .stamp_record(entries)
+                .await
+                .map_err(|e| e.to_string())?;
+            let noted = locked(history).and_then(|h| {
+                h.note_stamps(&mesh.name, operation_id, kind, &previous, entries)
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(error) = noted {
+                tracing::warn!("the record was stamped, its history not: {error}");
+            }
+            Ok(())
+        }
     }
 }

@@ -81,7 +81,9 @@ impl TierRun<'_> {
                 Decision::Refused => {
                     self.failed(&decided, format!("not reached: {}", decided.reason), None);
                 }
-                Decision::Record | Decision::Host => self.skip(module, decided).await?,
+                Decision::Record | Decision::Host | Decision::Pinned => {
+                    self.skip(module, decided).await?
+                }
                 Decision::Build | Decision::Forced => jobs.push(BuildJob {
                     module: (*module).clone(),
                     planned: decided,
@@ -172,17 +174,20 @@ impl TierRun<'_> {
             self.failed(&decided, format!("failed: delivery: {error}"), None);
             return Ok(());
         }
-        self.stamp.insert(
-            module.name.clone(),
-            RecordEntry {
-                reference,
-                digest: artifact,
-            },
-        );
-        let text = if decided.decision == Decision::Record {
-            "skipped (record)"
-        } else {
-            "skipped build (host), delivered"
+        // A pinned module keeps the record's entry as the rollback stamped it.
+        if decided.decision != Decision::Pinned {
+            self.stamp.insert(
+                module.name.clone(),
+                RecordEntry {
+                    reference,
+                    digest: artifact,
+                },
+            );
+        }
+        let text = match decided.decision {
+            Decision::Record => "skipped (record)",
+            Decision::Pinned => "kept (pinned)",
+            _ => "skipped build (host), delivered",
         };
         self.outcomes.push(outcome_of(&decided, text, true));
         Ok(())

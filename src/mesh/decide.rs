@@ -22,6 +22,9 @@ pub enum Decision {
     Forced,
     /// The base has no artifact in the mesh: nothing can be built.
     Refused,
+    /// Rolled back by hand: keep the pinned artifact (no build, no delivery) until the address moves
+    /// to a third one, an unpin, or `--force` (see `mesh::pin`).
+    Pinned,
 }
 
 impl Decision {
@@ -32,6 +35,7 @@ impl Decision {
             Decision::Build => "build",
             Decision::Forced => "forced",
             Decision::Refused => "refused",
+            Decision::Pinned => "pinned",
         }
     }
 

@@ -8,6 +8,7 @@ pub mod decide;
 pub mod machine;
 pub mod manifest;
 pub mod model;
+pub mod pin;
 pub mod plan;
 pub mod progress;
 pub mod refs;

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use crate::app::msg::{ActionRequest, PageRequest};
 use crate::backends::history::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
-use crate::converge::send;
+use crate::converge::{rollback, send};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::progress::Progress;
 
@@ -71,6 +71,23 @@ pub async fn run(
                 Ok(summary) if summary.ok => Ok(summary.headline()),
                 Ok(summary) => Err(summary.headline()),
                 Err(error) => Err(error.to_string()),
+            }
+        }
+        ActionRequest::Rollback { module, from } => {
+            let history = session.history().await?;
+            let plan = rollback::prepare(&mesh, &module, None, &daemon, &target, &history).await?;
+            if plan.from != from {
+                return Err(format!(
+                    "the record of {module} moved since the rollback was confirmed; nothing rolled back"
+                ));
+            }
+            let report =
+                rollback::rollback(&mesh, &plan, &daemon, &target, &history, Some(progress))
+                    .await?;
+            if report.ok() {
+                Ok(report.headline())
+            } else {
+                Err(report.headline())
             }
         }
         ActionRequest::Send { module, moves } => {

@@ -26,6 +26,7 @@ pub enum Action {
     ConvergeMesh,
     ForceRebuild,
     Send,
+    Rollback,
     ToggleHistory,
     Help,
     Quit,
@@ -36,7 +37,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 23] = [
+    pub const ALL: [Action; 24] = [
         Action::Up,
         Action::Down,
         Action::Top,
@@ -53,6 +54,7 @@ impl Action {
         Action::ConvergeMesh,
         Action::ForceRebuild,
         Action::Send,
+        Action::Rollback,
         Action::ToggleHistory,
         Action::Help,
         Action::Quit,
@@ -111,6 +113,11 @@ impl Action {
                 "send the selected module's behind machines (asks first)",
                 "send",
             ),
+            Action::Rollback => (
+                "rollback",
+                "roll the selected module back and pin it (asks first)",
+                "",
+            ),
             Action::ToggleHistory => (
                 "toggle_history",
                 "build history: selected module / whole mesh",
@@ -148,7 +155,11 @@ impl Action {
     pub fn is_mutating(self) -> bool {
         matches!(
             self,
-            Action::ConvergeModule | Action::ConvergeMesh | Action::ForceRebuild | Action::Send
+            Action::ConvergeModule
+                | Action::ConvergeMesh
+                | Action::ForceRebuild
+                | Action::Send
+                | Action::Rollback
         )
     }
 
@@ -235,6 +246,7 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             (A::ConvergeMesh, vec![Key::ch('C')]),
             (A::ForceRebuild, vec![Key::ch('f')]),
             (A::Send, vec![Key::ch('s')]),
+            (A::Rollback, vec![Key::ch('R')]),
             (A::ToggleHistory, vec![Key::ch('b')]),
             (A::Help, vec![Key::ch('?')]),
             (A::Quit, vec![Key::ch('q'), CTRL_C]),

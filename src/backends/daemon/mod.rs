@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod containers;
+pub mod images;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -9,7 +9,9 @@ mod error;
 mod events;
 mod lock;
 mod operations;
+mod pins;
 mod record;
+mod record_history;
 mod schema;
 
 use std::path::{Path, PathBuf};

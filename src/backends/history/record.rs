@@ -36,17 +36,31 @@ impl History {
         converge_id: &str,
         entries: &Record,
     ) -> Result<(), HistoryError> {
-        self.durably(|| self.upsert_record(mesh, converge_id, entries))
+        self.stamp_record_as(mesh, converge_id, "converge", entries)
+    }
+
+    /// As [`History::stamp_record`] by an operation of `kind` (converge, rollback); each changed
+    /// entry is noted in the record's history in the same transaction.
+    pub fn stamp_record_as(
+        &self,
+        mesh: &str,
+        operation_id: &str,
+        kind: &str,
+        entries: &Record,
+    ) -> Result<(), HistoryError> {
+        self.durably(|| self.upsert_record(mesh, operation_id, kind, entries))
     }
 
     fn upsert_record(
         &self,
         mesh: &str,
         converge_id: &str,
+        kind: &str,
         entries: &Record,
     ) -> Result<(), HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
+        self.note_docker_stamps(mesh, converge_id, kind, entries)?;
         let at = now_ms();
         {
             let mut st = tx

@@ -117,6 +117,38 @@ CREATE TABLE operations (
     PRIMARY KEY (mesh, number)
 ) WITHOUT ROWID;
 "#,
+    // 3: the record's history (every stamp of a module's entry: from which artifact to which, by whom,
+    // by which operation; operations are migration 2's), and the pinned modules.
+    r#"
+CREATE TABLE record_history (
+    id           INTEGER PRIMARY KEY,
+    mesh         TEXT NOT NULL,
+    module       TEXT NOT NULL,
+    from_ref     TEXT,
+    from_digest  TEXT,
+    to_ref       TEXT NOT NULL,
+    to_digest    TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    at_ms        INTEGER NOT NULL
+);
+CREATE INDEX record_history_by_module ON record_history (mesh, module, id);
+
+CREATE TABLE pins (
+    mesh         TEXT NOT NULL,
+    module       TEXT NOT NULL,
+    from_ref     TEXT NOT NULL,
+    from_digest  TEXT NOT NULL,
+    to_ref       TEXT NOT NULL,
+    to_digest    TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    at_ms        INTEGER NOT NULL,
+    PRIMARY KEY (mesh, module)
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

@@ -1,0 +1,95 @@
+//! Images on the host daemon beyond the labelled listing: presence, tagging, and what gc needs
+//! (the labelled images with their sizes, untagging, removal).
+
+use std::collections::HashMap;
+
+use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptions, TagImageOptions};
+
+use super::{Daemon, DaemonError};
+use crate::mesh::model::MODULE_LABEL;
+
+/// One meshtop-labelled image with its size, as gc weighs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizedImage {
+    pub id: String,
+    pub tags: Vec<String>,
+    pub labels: HashMap<String, String>,
+    /// Bytes on the daemon (layers shared with other images counted in each).
+    pub size: i64,
+}
+
+fn is_not_found(error: &bollard::errors::Error) -> bool {
+    matches!(
+        error,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+impl Daemon {
+    /// Whether the daemon holds the image `id` (an image id or a ref).
+    pub async fn has_image(&self, id: &str) -> Result<bool, DaemonError> {
+        match self.docker.inspect_image(id).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(self.call_error("inspect an image")(e)),
+        }
+    }
+
+    /// Tag the image `id` as `reference` (`repository:tag`).
+    pub async fn tag(&self, id: &str, reference: &str) -> Result<(), DaemonError> {
+        let (repo, tag) = crate::backends::registry::split_reference(reference);
+        let options = TagImageOptions {
+            repo: Some(repo.to_string()),
+            tag: Some(tag.to_string()),
+        };
+        self.docker
+            .tag_image(id, Some(options))
+            .await
+            .map_err(self.call_error("tag an image"))
+    }
+
+    /// Every image carrying meshtop's module label, with its size, in one call.
+    pub async fn sized_images(&self) -> Result<Vec<SizedImage>, DaemonError> {
+        let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
+        let options = ListImagesOptionsBuilder::default()
+            .all(false)
+            .filters(&filters)
+            .build();
+        let images = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(self.call_error("list images"))?;
+        Ok(images
+            .into_iter()
+            .map(|summary| SizedImage {
+                id: summary.id,
+                tags: summary
+                    .repo_tags
+                    .into_iter()
+                    .filter(|tag| tag != "<none>:<none>")
+                    .collect(),
+                labels: summary.labels,
+                size: summary.size,
+            })
+            .collect())
+    }
+
+    /// Remove one tag (the image stays while it has others) or an untagged image by id; never
+    /// forced: an image a container uses is refused by the daemon, and that refusal is the error.
+    pub async fn remove(&self, name: &str) -> Result<(), DaemonError> {
+        let options = RemoveImageOptions {
+            force: false,
+            noprune: false,
+            platforms: None,
+        };
+        self.docker
+            .remove_image(name, Some(options), None)
+            .await
+            .map(|_| ())
+            .map_err(self.call_error("remove an image"))
+    }
+}

@@ -1,0 +1,157 @@
+//! The record's history: every stamp of a module's entry (from which artifact to which, by whom,
+//! by which operation), and the operations' short ids, unique in a mesh (`#142`).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{History, HistoryError, now_ms, this_host};
+use crate::mesh::model::{Record, RecordEntry};
+use crate::mesh::pin::Stamp;
+
+const STAMP_COLUMNS: &str = "h.module, h.from_ref, h.from_digest, h.to_ref, h.to_digest, h.operation_id, \
+     h.kind, o.number, h.host, h.pid, h.at_ms";
+
+fn row_to_stamp(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stamp> {
+    Ok(Stamp {
+        module: r.get(0)?,
+        from_ref: r.get(1)?,
+        from_digest: r.get(2)?,
+        to_ref: r.get(3)?,
+        to_digest: r.get(4)?,
+        operation_id: r.get(5)?,
+        kind: r.get(6)?,
+        short: r.get(7)?,
+        host: r.get(8)?,
+        pid: r.get(9)?,
+        at_ms: r.get(10)?,
+    })
+}
+
+impl History {
+    /// The short id of an operation in its mesh (`#142`), given one on first sight.
+    pub fn operation_short(&self, mesh: &str, id: &str, kind: &str) -> Result<i64, HistoryError> {
+        self.begin_operation(mesh, kind, id).map(|op| op.number)
+    }
+
+    /// Note stamps of the docker record inside the stamping transaction: the previous entry is the
+    /// records table's own, read before it is overwritten.
+    pub(super) fn note_docker_stamps(
+        &self,
+        mesh: &str,
+        operation_id: &str,
+        kind: &str,
+        entries: &Record,
+    ) -> Result<(), HistoryError> {
+        let mut previous = Record::new();
+        for module in entries.keys() {
+            let entry = self
+                .conn
+                .prepare_cached("SELECT ref, digest FROM records WHERE mesh = ?1 AND module = ?2")
+                .and_then(|mut st| {
+                    st.query_row(params![mesh, module], |r| {
+                        Ok(RecordEntry {
+                            reference: r.get(0)?,
+                            digest: r.get(1)?,
+                        })
+                    })
+                    .optional()
+                })
+                .map_err(self.err("read the record before stamping"))?;
+            if let Some(entry) = entry {
+                previous.insert(module.clone(), entry);
+            }
+        }
+        self.insert_stamps(mesh, operation_id, kind, &previous, entries)
+    }
+
+    /// Note stamps made elsewhere (the Kubernetes namespace's annotation), durably, in one transaction.
+    pub fn note_stamps(
+        &self,
+        mesh: &str,
+        operation_id: &str,
+        kind: &str,
+        previous: &Record,
+        entries: &Record,
+    ) -> Result<(), HistoryError> {
+        self.durably(|| {
+            let tx = self
+                .conn
+                .unchecked_transaction()
+                .map_err(self.err("begin noting stamps"))?;
+            self.insert_stamps(mesh, operation_id, kind, previous, entries)?;
+            tx.commit().map_err(self.err("commit noted stamps"))
+        })
+    }
+
+    fn insert_stamps(
+        &self,
+        mesh: &str,
+        operation_id: &str,
+        kind: &str,
+        previous: &Record,
+        entries: &Record,
+    ) -> Result<(), HistoryError> {
+        self.operation_short(mesh, operation_id, kind)?;
+        let (host, pid, at) = (this_host(), std::process::id(), now_ms());
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO record_history (mesh, module, from_ref, from_digest, to_ref, to_digest, \
+                 operation_id, kind, host, pid, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .map_err(self.err("note a stamp"))?;
+        for (module, entry) in entries {
+            let before = previous.get(module);
+            if before == Some(entry) {
+                continue;
+            }
+            st.execute(params![
+                mesh,
+                module,
+                before.map(|e| e.reference.as_str()),
+                before.map(|e| e.digest.as_str()),
+                entry.reference,
+                entry.digest,
+                operation_id,
+                kind,
+                host,
+                pid,
+                at
+            ])
+            .map_err(self.err("note a stamp"))?;
+        }
+        Ok(())
+    }
+
+    /// A module's stamps, newest first (at most `limit`).
+    pub fn stamps(
+        &self,
+        mesh: &str,
+        module: &str,
+        limit: usize,
+    ) -> Result<Vec<Stamp>, HistoryError> {
+        let sql = format!(
+            "SELECT {STAMP_COLUMNS} FROM record_history AS h \
+             LEFT JOIN operations AS o ON o.uuid = h.operation_id \
+             WHERE h.mesh = ?1 AND h.module = ?2 ORDER BY h.id DESC LIMIT ?3"
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut st| {
+                st.query_map(params![mesh, module, limit], row_to_stamp)?
+                    .collect()
+            })
+            .map_err(self.err("read the record's history"))
+    }
+
+    /// Every artifact any stamp of the mesh named (from or to), for the record's history view.
+    pub fn stamped_digests(&self, mesh: &str) -> Result<Vec<String>, HistoryError> {
+        self.conn
+            .prepare_cached(
+                "SELECT to_digest FROM record_history WHERE mesh = ?1 UNION \
+                 SELECT from_digest FROM record_history WHERE mesh = ?1 AND from_digest IS NOT NULL",
+            )
+            .and_then(|mut st| st.query_map([mesh], |r| r.get(0))?.collect())
+            .map_err(self.err("read the record's history"))
+    }
+}

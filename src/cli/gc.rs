@@ -1,0 +1,134 @@
+//! `meshtop gc [--dry-run] [--keep N] [--yes] [--json]`: remove this mesh's images nothing needs.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use crate::backends::daemon::LazyDaemon;
+use crate::converge::gc::{self, GcReport};
+use crate::timefmt;
+
+use super::args::{GcArgs, Global};
+use super::{Failure, Outcome, confirm, print_json, print_out, setup};
+
+pub async fn run(global: &Global, args: GcArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    let history = Arc::new(Mutex::new(setup::open_history(global)?));
+    let target = setup::target(global, &mesh).await?;
+    if let Some(place) = target.place() {
+        eprintln!("meshtop: acting on Kubernetes {place}");
+    }
+    let daemon = Arc::new(LazyDaemon::new());
+    let keep = args.keep as usize;
+    let nothing = |e: String| Failure::failed(format!("gc took nothing: {e}"));
+    let mut report = gc::plan(&mesh, keep, &daemon, &target, &history)
+        .await
+        .map_err(nothing)?;
+    let holder = crate::backends::history::locked(&history)
+        .map_err(Failure::failed)?
+        .converge_holder(&mesh.name)
+        .map_err(|e| nothing(e.to_string()))?;
+    if let Some(holder) = holder.filter(|h| !h.is_dead(timefmt::now_ms())) {
+        let busy = format!(
+            "mesh {} is held by operation {} (host {}, process {}): gc takes nothing while it runs",
+            mesh.name, holder.converge_id, holder.host, holder.pid
+        );
+        if !args.dry_run {
+            return Err(Failure::failed(busy));
+        }
+        report.warnings.push(busy);
+    }
+    if args.dry_run || report.candidates.is_empty() {
+        return show(&report, args.json);
+    }
+    if !args.yes {
+        eprint!("{}", text(&report));
+        if !confirm(
+            &format!(
+                "take these {} from mesh {}?",
+                report.candidates.len(),
+                mesh.name
+            ),
+            "sweep",
+        )? {
+            eprintln!("nothing taken");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    let confirmed = report.candidates.clone();
+    let (tx, printer) = super::spawn_progress_printer();
+    let swept = gc::sweep(
+        &mesh,
+        keep,
+        Some(&confirmed),
+        &daemon,
+        &target,
+        &history,
+        Some(tx),
+    )
+    .await;
+    let _ = printer.await;
+    let swept = swept.map_err(nothing)?;
+    let failed = swept.candidates.iter().any(|c| {
+        c.outcome
+            .as_deref()
+            .is_some_and(|o| o.starts_with("failed"))
+    });
+    show(&swept, args.json)?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn show(report: &GcReport, json: bool) -> Outcome {
+    if json {
+        print_json(report)?;
+    } else {
+        print_out(&text(report))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn text(report: &GcReport) -> String {
+    let mut out = String::new();
+    for warning in &report.warnings {
+        outln!(out, "warning: {warning}");
+    }
+    let verb = if report.dry_run { "would take" } else { "took" };
+    for c in &report.candidates {
+        let outcome = c
+            .outcome
+            .as_deref()
+            .map(|o| format!(" → {o}"))
+            .unwrap_or_default();
+        let size = if c.bytes > 0 {
+            format!(" ({} bytes)", c.bytes)
+        } else {
+            String::new()
+        };
+        outln!(
+            out,
+            "{:<8} {} [{}]{size}: {}{outcome}",
+            c.kind,
+            c.name,
+            c.module,
+            c.why
+        );
+    }
+    let bytes = if report.dry_run {
+        report.candidates.iter().map(|c| c.bytes).sum::<i64>()
+    } else {
+        report.bytes_freed
+    };
+    outln!(
+        out,
+        "gc of mesh {}: {verb} {} ({} bytes; kept {} artifact(s): the record's, the running, the pinned and each module's newest {})",
+        report.mesh,
+        report.candidates.len(),
+        bytes,
+        report.kept,
+        report.keep_newest
+    );
+    out
+}

@@ -1,0 +1,66 @@
+//! `meshtop history MODULE`: every stamp of the module's entry in the record, newest first.
+
+use std::process::ExitCode;
+
+use crate::mesh::text::short_id;
+use crate::timefmt;
+
+use super::args::{Global, HistoryArgs};
+use super::{Failure, Outcome, known_module, print_json, print_out, setup};
+
+pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    known_module(&mesh, &args.module)?;
+    let history = setup::open_history(global)?;
+    let stamps = history
+        .stamps(&mesh.name, &args.module, args.limit as usize)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    let pins = history
+        .pins(&mesh.name)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    if args.json {
+        print_json(&stamps)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    if let Some(pin) = pins.get(&args.module) {
+        outln!(out, "{}", pin.reason(&timefmt::local_time(pin.at_ms)));
+    }
+    if stamps.is_empty() {
+        outln!(
+            out,
+            "no stamp of module {} is recorded in {}",
+            args.module,
+            history.path().display()
+        );
+    } else {
+        outln!(
+            out,
+            "{:<19}  {:<6}  {:<9}  {:<24}  {:<26}  FROM → TO",
+            "TIME",
+            "OP",
+            "KIND",
+            "BY",
+            "OPERATION"
+        );
+        for stamp in &stamps {
+            let from = match (&stamp.from_ref, &stamp.from_digest) {
+                (Some(reference), Some(digest)) => format!("{reference}@{}", short_id(digest)),
+                _ => "(nothing)".into(),
+            };
+            outln!(
+                out,
+                "{:<19}  {:<6}  {:<9}  {:<24}  {:<26}  {from} → {}@{}",
+                timefmt::local_time(stamp.at_ms),
+                stamp.short.map(|s| format!("#{s}")).unwrap_or_default(),
+                stamp.kind,
+                format!("{} pid {}", stamp.host, stamp.pid),
+                crate::mesh::text::first_chars(&stamp.operation_id, 26),
+                stamp.to_ref,
+                short_id(&stamp.to_digest)
+            );
+        }
+    }
+    print_out(&out)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,105 @@
+//! `meshtop rollback MODULE [--to BUILD|DIGEST]` and `meshtop unpin MODULE`.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use crate::backends::daemon::LazyDaemon;
+use crate::converge::rollback;
+use crate::mesh::text::short_id;
+use crate::timefmt;
+
+use super::args::{Global, RollbackArgs, UnpinArgs};
+use super::{Failure, Outcome, confirm, known_module, print_json, print_out, setup};
+
+pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    known_module(&mesh, &args.module)?;
+    let history = Arc::new(Mutex::new(setup::open_history(global)?));
+    let target = setup::target(global, &mesh).await?;
+    if let Some(place) = target.place() {
+        eprintln!("meshtop: acting on Kubernetes {place}");
+    }
+    let daemon = Arc::new(LazyDaemon::new());
+    let plan = rollback::prepare(
+        &mesh,
+        &args.module,
+        args.to.as_deref(),
+        &daemon,
+        &target,
+        &history,
+    )
+    .await
+    .map_err(Failure::failed)?;
+    let now = timefmt::now_ms();
+    eprintln!(
+        "roll back {} on target {}: {}@{} → {}@{}",
+        plan.module,
+        mesh.target.kind(),
+        plan.from.reference,
+        short_id(&plan.from.digest),
+        plan.to.reference,
+        short_id(&plan.to.digest)
+    );
+    match &plan.build {
+        Some(build) => eprintln!(
+            "  built by build {} ({}), commit {}, {} ago",
+            build.id,
+            build.host,
+            build.short_commit(),
+            timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), now)
+        ),
+        None => eprintln!("  no build record of this artifact is known"),
+    }
+    if plan.moves.is_empty() {
+        eprintln!("  no machine moves (none runs another artifact)");
+    }
+    for moved in &plan.moves {
+        eprintln!(
+            "  {}  {} → {}@{}",
+            moved.machine,
+            short_id(&moved.from),
+            moved.to_reference,
+            short_id(&moved.to_digest)
+        );
+    }
+    eprintln!(
+        "  the module stays pinned until its address moves to a third one, `meshtop unpin {}` or `converge --force {}`",
+        plan.module, plan.module
+    );
+    if !args.yes && !confirm("roll back?", "roll back")? {
+        eprintln!("nothing rolled back");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (tx, printer) = super::spawn_progress_printer();
+    let report = rollback::rollback(&mesh, &plan, &daemon, &target, &history, Some(tx)).await;
+    let _ = printer.await;
+    let report = report.map_err(Failure::failed)?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_out(&format!("{}\n", report.headline()))?;
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub async fn unpin(global: &Global, args: UnpinArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    known_module(&mesh, &args.module)?;
+    let history = setup::open_history(global)?;
+    let was = history
+        .unpin(&mesh.name, &args.module)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    if was {
+        print_out(&format!(
+            "unpinned {}: the next converge decides for it as usual\n",
+            args.module
+        ))?;
+    } else {
+        print_out(&format!("{} was not pinned\n", args.module))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,485 @@
+//! gc: remove this mesh's images nothing needs. Reachability, never age or count: the keep set is
+//! the record's artifacts ∪ what machines run (read, not assumed) ∪ each module's newest N
+//! successful builds ∪ pinned artifacts ∪ what a running converge holds (gc holds the mesh itself,
+//! so none runs beside it). A root that cannot be read makes gc take nothing and say which.
+
+const KIND: &str = "gc";
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use super::progress::{Emitter, ProgressTx, Step};
+use super::target::{ConnectedTarget, Delivery};
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::daemon::images::SizedImage;
+use crate::backends::history::{BuildQuery, History, Holder, locked};
+use crate::backends::registry::{Deleted, RegistryClient, repository_in, split_reference};
+use crate::mesh::builds::{BuildRow, BuildStatus};
+use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
+use crate::mesh::text::short_id;
+
+/// One thing gc would take (or took): a tag, an image, or a registry manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    /// `tag`, `image` or `manifest`.
+    pub kind: String,
+    /// The tag, the image id, or `repository@digest`.
+    pub name: String,
+    pub module: String,
+    /// The artifact (image id).
+    pub artifact: String,
+    /// Why nothing needs it.
+    pub why: String,
+    /// Bytes the daemon reports for an image (0 for a tag or a manifest).
+    pub bytes: i64,
+    /// What happened to it (`removed`, `untagged`, `deleted`, or the error); none on a dry run.
+    pub outcome: Option<String>,
+}
+
+/// What a gc saw and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct GcReport {
+    pub mesh: String,
+    pub dry_run: bool,
+    pub keep_newest: usize,
+    /// Artifacts in the keep set.
+    pub kept: usize,
+    pub candidates: Vec<Candidate>,
+    pub bytes_freed: i64,
+    pub warnings: Vec<String>,
+}
+
+/// Every root, read; an unreadable one is an error naming it.
+struct Roots {
+    /// artifact → why it is kept.
+    keep: BTreeMap<String, String>,
+    /// refs the keep set names.
+    kept_refs: BTreeSet<String>,
+    /// module → its builds, newest first.
+    builds: BTreeMap<String, Vec<BuildRow>>,
+}
+
+async fn read_roots(
+    mesh: &Mesh,
+    keep_newest: usize,
+    daemon: &LazyDaemon,
+    target: &ConnectedTarget,
+    history: &Mutex<History>,
+) -> Result<Roots, String> {
+    let state = |e: String| format!("the state database cannot be read ({e})");
+    let record = super::target::read_record(mesh, target, history)
+        .await
+        .map_err(|e| format!("the target's record cannot be read ({e})"))?;
+    if let Some(warning) = record.warning {
+        return Err(format!("the target's record cannot be read ({warning})"));
+    }
+    let mut keep = BTreeMap::new();
+    let mut kept_refs = BTreeSet::new();
+    for (module, entry) in &record.record {
+        keep.insert(
+            entry.digest.clone(),
+            format!("the record's artifact of {module}"),
+        );
+        kept_refs.insert(entry.reference.clone());
+    }
+    let root = match target {
+        ConnectedTarget::Docker => "the host daemon's containers",
+        ConnectedTarget::Kubernetes(_) => "the cluster's workloads",
+    };
+    let machines = super::machines::list(mesh, &record.record, daemon, target, history)
+        .await
+        .map_err(|e| format!("{root} cannot be read ({e})"))?;
+    for machine in &machines {
+        for running in &machine.running {
+            keep.entry(running.clone())
+                .or_insert_with(|| format!("machine {} runs it", machine.name));
+        }
+    }
+    let history = locked(history).map_err(state)?;
+    for (module, pin) in history.pins(&mesh.name).map_err(|e| state(e.to_string()))? {
+        keep.insert(pin.to_digest.clone(), format!("{module} is pinned to it"));
+        kept_refs.insert(pin.to_ref);
+    }
+    let mut builds: BTreeMap<String, Vec<BuildRow>> = BTreeMap::new();
+    let rows = history
+        .builds(&BuildQuery {
+            mesh: mesh.name.clone(),
+            limit: 1_000_000,
+            ..BuildQuery::default()
+        })
+        .map_err(|e| state(e.to_string()))?;
+    for row in rows {
+        if let Some(module) = row.module.clone() {
+            builds.entry(module).or_default().push(row);
+        }
+    }
+    for (module, rows) in &builds {
+        let newest = rows
+            .iter()
+            .filter(|b| b.status == BuildStatus::Succeeded)
+            .filter(|b| b.digest.is_some())
+            .take(keep_newest);
+        for (index, build) in newest.enumerate() {
+            if let Some(digest) = &build.digest {
+                keep.entry(digest.clone()).or_insert_with(|| {
+                    format!("newest successful build #{} of {module}", index + 1)
+                });
+                kept_refs.extend(build.reference.clone());
+            }
+        }
+    }
+    // A kept artifact needs the base it was built FROM (its layers, its parent on the daemon).
+    let bases: BTreeMap<&str, (&str, &str)> = builds
+        .values()
+        .flatten()
+        .filter_map(|b| {
+            let digest = b.digest.as_deref()?;
+            Some((
+                digest,
+                (b.base_digest.as_deref()?, b.base_module.as_deref()?),
+            ))
+        })
+        .collect();
+    let mut walk: Vec<String> = keep.keys().cloned().collect();
+    while let Some(digest) = walk.pop() {
+        if let Some((base, module)) = bases.get(digest.as_str())
+            && !keep.contains_key(*base)
+        {
+            keep.insert(
+                base.to_string(),
+                format!("the base ({module}) a kept artifact was built from"),
+            );
+            walk.push(base.to_string());
+        }
+    }
+    Ok(Roots {
+        keep,
+        kept_refs,
+        builds,
+    })
+}
+
+/// `[registry/]<mesh>/` — the repositories of this mesh's modules start with it.
+fn mesh_prefix(mesh: &Mesh) -> String {
+    match &mesh.registry {
+        Some(registry) => format!("{}/{}/", registry.host, mesh.name),
+        None => format!("{}/", mesh.name),
+    }
+}
+
+fn is_mesh_tag(mesh: &Mesh, tag: &str) -> bool {
+    let (repository, _) = split_reference(tag);
+    repository
+        .strip_prefix(&mesh_prefix(mesh))
+        .is_some_and(|module| mesh.module(module).is_some())
+}
+
+/// This mesh's image: labelled with its name, or (no mesh label) labelled with one of its modules
+/// and tagged into one of its repositories. Never another mesh's, never unlabelled.
+fn is_this_mesh(mesh: &Mesh, image: &SizedImage) -> bool {
+    match image.labels.get(MESH_LABEL) {
+        Some(name) => *name == mesh.name,
+        None => {
+            image.labels.contains_key(MODULE_LABEL)
+                && image.tags.iter().any(|tag| is_mesh_tag(mesh, tag))
+        }
+    }
+}
+
+fn unreachable_why(roots: &Roots, keep_newest: usize, module: &str, artifact: &str) -> String {
+    let built = roots
+        .builds
+        .get(module)
+        .map(|rows| {
+            let ok: Vec<&BuildRow> = rows
+                .iter()
+                .filter(|b| b.status == BuildStatus::Succeeded && b.digest.is_some())
+                .collect();
+            match ok
+                .iter()
+                .position(|b| b.digest.as_deref() == Some(artifact))
+            {
+                Some(at) => format!(
+                    "successful build #{} of {module} (keep {keep_newest})",
+                    at + 1
+                ),
+                None => "no successful build of this mesh made it".into(),
+            }
+        })
+        .unwrap_or_else(|| format!("no build of {module} is recorded"));
+    format!("not the record's, run by no machine, not pinned; {built}")
+}
+
+/// What the host (and the registry) hold that nothing needs.
+fn candidates(
+    mesh: &Mesh,
+    roots: &Roots,
+    keep_newest: usize,
+    images: &[SizedImage],
+) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for image in images.iter().filter(|i| is_this_mesh(mesh, i)) {
+        if roots.keep.contains_key(&image.id) {
+            continue;
+        }
+        let module = image.labels.get(MODULE_LABEL).cloned().unwrap_or_default();
+        let why = unreachable_why(roots, keep_newest, &module, &image.id);
+        let ours: Vec<&String> = image
+            .tags
+            .iter()
+            .filter(|t| is_mesh_tag(mesh, t) && !roots.kept_refs.contains(*t))
+            .collect();
+        let candidate = |kind: &str, name: &str, bytes| Candidate {
+            kind: kind.into(),
+            name: name.into(),
+            module: module.clone(),
+            artifact: image.id.clone(),
+            why: why.clone(),
+            bytes,
+            outcome: None,
+        };
+        if ours.len() == image.tags.len() {
+            out.push(candidate("image", &image.id, image.size));
+        } else {
+            // A kept or foreign tag keeps the image: only this mesh's unreachable tags go.
+            out.extend(ours.iter().map(|t| candidate("tag", t, 0)));
+        }
+    }
+    // Dependents before their bases: the daemon refuses to remove an image a child is built on.
+    let tier = |c: &Candidate| mesh.module(&c.module).map_or(0, |m| m.tier);
+    out.sort_by(|a, b| tier(b).cmp(&tier(a)).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// Published manifests of builds nothing needs (Kubernetes with a registry).
+fn manifest_candidates(
+    mesh: &Mesh,
+    roots: &Roots,
+    keep_newest: usize,
+    registry_host: &str,
+) -> Vec<Candidate> {
+    let kept_published: BTreeSet<&str> = roots
+        .builds
+        .values()
+        .flatten()
+        .filter(|b| {
+            b.digest
+                .as_ref()
+                .is_some_and(|d| roots.keep.contains_key(d))
+        })
+        .filter_map(|b| b.published_digest.as_deref())
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (module, rows) in &roots.builds {
+        for build in rows {
+            let (Some(digest), Some(published), Some(reference)) =
+                (&build.digest, &build.published_digest, &build.published_ref)
+            else {
+                continue;
+            };
+            if roots.keep.contains_key(digest)
+                || kept_published.contains(published.as_str())
+                || !seen.insert(published.clone())
+            {
+                continue;
+            }
+            let (repository, _) = repository_in(registry_host, reference);
+            out.push(Candidate {
+                kind: "manifest".into(),
+                name: format!("{repository}@{published}"),
+                module: module.clone(),
+                artifact: digest.clone(),
+                why: unreachable_why(roots, keep_newest, module, digest),
+                bytes: 0,
+                outcome: None,
+            });
+        }
+    }
+    let _ = mesh;
+    out
+}
+
+/// Read every root and list the candidates (nothing is taken).
+pub async fn plan(
+    mesh: &Mesh,
+    keep_newest: usize,
+    daemon: &LazyDaemon,
+    target: &ConnectedTarget,
+    history: &Mutex<History>,
+) -> Result<GcReport, String> {
+    let roots = read_roots(mesh, keep_newest, daemon, target, history).await?;
+    let docker = daemon
+        .get()
+        .await
+        .map_err(|e| format!("the host daemon cannot be read ({e})"))?;
+    let images = docker
+        .sized_images()
+        .await
+        .map_err(|e| format!("the host daemon cannot be read ({e})"))?;
+    let mut found = candidates(mesh, &roots, keep_newest, &images);
+    if let (ConnectedTarget::Kubernetes(_), Ok(Delivery::Push(registry))) =
+        (target, target.delivery())
+    {
+        let client = RegistryClient::new(&registry, None)
+            .map_err(|e| format!("the registry cannot be read ({e})"))?;
+        // The registry must answer before anything is taken from it.
+        for entry in super::target::read_record(mesh, target, history)
+            .await
+            .map_err(|e| format!("the target's record cannot be read ({e})"))?
+            .record
+            .values()
+            .take(1)
+        {
+            let (path, tag) = repository_in(&registry.host, &entry.reference);
+            client
+                .manifest(path, tag)
+                .await
+                .map_err(|e| format!("the registry cannot be read ({e})"))?;
+        }
+        found.extend(manifest_candidates(
+            mesh,
+            &roots,
+            keep_newest,
+            &registry.host,
+        ));
+    }
+    Ok(GcReport {
+        mesh: mesh.name.clone(),
+        dry_run: true,
+        keep_newest,
+        kept: roots.keep.len(),
+        candidates: found,
+        bytes_freed: 0,
+        warnings: Vec::new(),
+    })
+}
+
+/// Sweep, holding the mesh: the roots are read again under the lock and only what is still a
+/// candidate (and was confirmed, when `confirmed` is given) is taken.
+pub async fn sweep(
+    mesh: &Mesh,
+    keep_newest: usize,
+    confirmed: Option<&[Candidate]>,
+    daemon: &LazyDaemon,
+    target: &ConnectedTarget,
+    history: &Arc<Mutex<History>>,
+    tx: Option<ProgressTx>,
+) -> Result<GcReport, String> {
+    let operation_id = uuid::Uuid::now_v7().to_string();
+    let holder = Holder::here(&operation_id);
+    super::lock::acquire(history, &mesh.name, &holder, false)
+        .await
+        .map_err(|e| format!("gc takes nothing while another operation holds the mesh: {e}"))?;
+    let emitter = Emitter::new(history.clone(), &mesh.name, &operation_id, KIND, tx);
+    let result = take(
+        mesh,
+        keep_newest,
+        confirmed,
+        daemon,
+        target,
+        history,
+        &emitter,
+    )
+    .await;
+    match &result {
+        Ok(report) => emitter.finish(format!(
+            "gc: {} taken, {} bytes freed",
+            report
+                .candidates
+                .iter()
+                .filter(|c| c.outcome.as_deref().is_some_and(is_taken))
+                .count(),
+            report.bytes_freed
+        )),
+        Err(error) => emitter.finish(format!("gc: nothing taken: {error}")),
+    }
+    result
+}
+
+fn is_taken(outcome: &str) -> bool {
+    matches!(outcome, "removed" | "untagged" | "deleted")
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn take(
+    mesh: &Mesh,
+    keep_newest: usize,
+    confirmed: Option<&[Candidate]>,
+    daemon: &LazyDaemon,
+    target: &ConnectedTarget,
+    history: &Arc<Mutex<History>>,
+    emitter: &Emitter,
+) -> Result<GcReport, String> {
+    let _ = locked(history)?.operation_short(&mesh.name, &emitter.converge_id, "gc");
+    let mut report = plan(mesh, keep_newest, daemon, target, history).await?;
+    report.dry_run = false;
+    if let Some(confirmed) = confirmed {
+        report.candidates.retain(|c| {
+            confirmed
+                .iter()
+                .any(|k| k.kind == c.kind && k.name == c.name)
+        });
+    }
+    let docker = daemon.get().await?;
+    let registry = match (target, target.delivery()) {
+        (ConnectedTarget::Kubernetes(_), Ok(Delivery::Push(registry))) => {
+            Some(RegistryClient::new(&registry, None).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
+    let mut unsupported = false;
+    for candidate in &mut report.candidates {
+        let outcome = match candidate.kind.as_str() {
+            "manifest" => match &registry {
+                _ if unsupported => "skipped: the registry does not allow deletes".to_string(),
+                Some(client) => {
+                    let (repository, digest) = candidate
+                        .name
+                        .split_once('@')
+                        .unwrap_or((candidate.name.as_str(), ""));
+                    match client.delete_manifest(repository, digest).await {
+                        Ok(Deleted::Deleted) => "deleted".into(),
+                        Ok(Deleted::Absent) => "already gone".into(),
+                        Ok(Deleted::Unsupported(message)) => {
+                            unsupported = true;
+                            report.warnings.push(message.clone());
+                            format!("skipped: {message}")
+                        }
+                        Err(error) => format!("failed: {error}"),
+                    }
+                }
+                None => "skipped: no registry".into(),
+            },
+            kind => match docker.remove(&candidate.name).await {
+                Ok(()) if kind == "image" => {
+                    report.bytes_freed += candidate.bytes;
+                    "removed".into()
+                }
+                Ok(()) => "untagged".into(),
+                Err(error) => format!("failed: {error}"),
+            },
+        };
+        emitter.emit(
+            Step::Other,
+            Some(&candidate.module),
+            format!(
+                "gc {} {}: {outcome}",
+                candidate.kind,
+                short_name(&candidate.name)
+            ),
+        );
+        candidate.outcome = Some(outcome);
+    }
+    Ok(report)
+}
+
+fn short_name(name: &str) -> String {
+    if name.starts_with("sha256:") {
+        format!("sha256:{}", short_id(name))
+    } else {
+        name.to_string()
+    }
+}

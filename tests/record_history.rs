@@ -1,0 +1,148 @@
+//! The record's history and pins in the state database: stamps on the Docker record (in the
+//! stamping transaction) and on the Kubernetes annotation (the API test server), short ids, pins.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Mutex;
+
+use common::kube_api::KubeApi;
+use meshtop::backends::history::History;
+use meshtop::converge::target::{self, ConnectedTarget};
+use meshtop::mesh::model::{Record, RecordEntry, Target};
+use meshtop::mesh::pin::Pin;
+
+fn one(module: &str, reference: &str, digest: &str) -> Record {
+    Record::from([(
+        module.to_string(),
+        RecordEntry {
+            reference: reference.into(),
+            digest: digest.into(),
+        },
+    )])
+}
+
+fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
+    meshtop::mesh::model::Mesh {
+        name: name.into(),
+        file: "/nonexistent/mesh.toml".into(),
+        root: "/nonexistent".into(),
+        registry: None,
+        target,
+        modules: Vec::new(),
+        machines: Vec::new(),
+        rollout_deadline: None,
+    }
+}
+
+#[test]
+fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&dir.path().join("state.db")).unwrap();
+    history
+        .stamp_record("demo", "op-a", &one("api", "demo/api:1", "sha256:1"))
+        .unwrap();
+    // An unchanged entry is no new stamp.
+    history
+        .stamp_record("demo", "op-b", &one("api", "demo/api:1", "sha256:1"))
+        .unwrap();
+    history
+        .stamp_record_as(
+            "demo",
+            "op-c",
+            "rollback",
+            &one("api", "demo/api:0", "sha256:0"),
+        )
+        .unwrap();
+    history
+        .stamp_record("other", "op-d", &one("api", "other/api:9", "sha256:9"))
+        .unwrap();
+    let stamps = history.stamps("demo", "api", 10).unwrap();
+    assert_eq!(stamps.len(), 2, "{stamps:?}");
+    assert_eq!(stamps[0].kind, "rollback");
+    assert_eq!(stamps[0].from_digest.as_deref(), Some("sha256:1"));
+    assert_eq!(stamps[0].to_digest, "sha256:0");
+    assert_eq!(stamps[1].from_digest, None);
+    assert_eq!(stamps[1].pid, std::process::id());
+    // Short ids count the operations of a mesh (op-b too); asking again gives the same one.
+    assert_eq!(stamps[1].short, Some(1));
+    assert_eq!(stamps[0].short, Some(3));
+    assert_eq!(
+        history.operation_short("demo", "op-c", "rollback").unwrap(),
+        3
+    );
+    assert_eq!(
+        history
+            .operation_short("other", "op-d", "converge")
+            .unwrap(),
+        1
+    );
+}
+
+#[test]
+fn pins_are_kept_per_mesh_and_module_until_unpinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = History::open(&dir.path().join("state.db")).unwrap();
+    let pin = Pin {
+        module: "api".into(),
+        from_ref: "demo/api:bad".into(),
+        from_digest: "sha256:bad".into(),
+        to_ref: "demo/api:good".into(),
+        to_digest: "sha256:good".into(),
+        operation_id: "op-r".into(),
+        short: 0,
+        host: "host-a".into(),
+        at_ms: 5,
+    };
+    let short = history.operation_short("demo", "op-r", "rollback").unwrap();
+    history.pin("demo", &pin).unwrap();
+    let pins = history.pins("demo").unwrap();
+    assert_eq!(pins["api"], Pin { short, ..pin });
+    assert!(history.pins("other").unwrap().is_empty());
+    assert!(history.unpin("demo", "api").unwrap());
+    assert!(!history.unpin("demo", "api").unwrap());
+    assert!(history.pins("demo").unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
+    let api = KubeApi::start().await;
+    api.put_namespace("ns-h", &[]);
+    let target = ConnectedTarget::kubernetes(api.cluster("ns-h"), None);
+    let dir = tempfile::tempdir().unwrap();
+    let history = Mutex::new(History::open(&dir.path().join("state.db")).unwrap());
+    let mesh = mesh(
+        "kh",
+        Target::Kubernetes {
+            namespace: "ns-h".into(),
+            context: None,
+        },
+    );
+    target::stamp(
+        &mesh,
+        &target,
+        &history,
+        "op-1",
+        &one("web", "kh/web:1", "sha256:1"),
+    )
+    .await
+    .unwrap();
+    target::stamp_as(
+        &mesh,
+        &target,
+        &history,
+        "op-2",
+        "rollback",
+        &one("web", "kh/web:0", "sha256:0"),
+    )
+    .await
+    .unwrap();
+    let stamps = history.lock().unwrap().stamps("kh", "web", 10).unwrap();
+    assert_eq!(stamps.len(), 2, "{stamps:?}");
+    assert_eq!(stamps[0].kind, "rollback");
+    assert_eq!(stamps[0].from_ref.as_deref(), Some("kh/web:1"));
+    assert_eq!(stamps[0].to_ref, "kh/web:0");
+    assert_eq!(stamps[1].from_ref, None);
+    // The docker record of the state database was not touched: the annotation is the record.
+    assert!(history.lock().unwrap().record("kh").unwrap().is_empty());
+}
