@@ -3,6 +3,7 @@
 //! [`state::AppState`] → the widgets draw it. Nothing here does I/O or draws.
 
 pub mod ask;
+pub mod follow;
 pub mod keys;
 pub mod msg;
 pub mod state;

@@ -2,7 +2,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use crate::mesh::progress::{EventRow, Step, operation_label};
+use crate::mesh::progress::Step;
 use crate::timefmt;
 
 use super::ask;
@@ -124,55 +124,6 @@ fn notify(state: &mut AppState, text: String, error: bool) {
     state.dirty = true;
 }
 
-/// The notice follows the newest operation of the mesh, from any process: its start, then its end.
-/// A notice about an earlier operation (a converge that succeeded here) never stays as if current.
-fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> Vec<Effect> {
-    let label = operation_label(event.operation, &event.converge_id);
-    let started_ms = state
-        .converge
-        .lines
-        .iter()
-        .find(|e| e.converge_id == event.converge_id)
-        .map_or(event.at_ms, |e| e.at_ms);
-    let (text, error) = match event.step {
-        Step::Started => (format!("{label} running: {}", event.text), false),
-        _ => (
-            format!("{label} {}", event.text),
-            !finished_well(&event.text),
-        ),
-    };
-    // A followed converge (not the one read at start-up) that fails or ran long rings the bell.
-    let long = event.at_ms - started_ms > LONG_OPERATION_MS;
-    let ring = state.bell && live && event.step == Step::Finished && (error || long);
-    let effects = if ring {
-        vec![Effect::Bell(text.clone())]
-    } else {
-        Vec::new()
-    };
-    state.notice = Some(Notice {
-        text,
-        error,
-        at_ms: event.at_ms,
-    });
-    state.dirty = true;
-    effects
-}
-
-/// An operation that ran longer than this rings the bell when it finishes.
-pub const LONG_OPERATION_MS: i64 = 30_000;
-
-/// Whether an operation's last word says it went well: `converge succeeded`, or a send that moved
-/// every machine (`send: 2/2 machine(s) moved`).
-fn finished_well(text: &str) -> bool {
-    if text.ends_with("succeeded") {
-        return true;
-    }
-    text.strip_prefix("send: ")
-        .and_then(|rest| rest.strip_suffix(" machine(s) moved"))
-        .and_then(|counts| counts.split_once('/'))
-        .is_some_and(|(moved, all)| moved == all)
-}
-
 fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
     match data {
         SourceData::Plan(plan) => state.set_plan(*plan),
@@ -212,7 +163,7 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
                 }
             }
             if let Some(event) = newest_word {
-                return follow_operation(state, &event, live);
+                return super::follow::follow_operation(state, &event, live);
             }
         }
     }

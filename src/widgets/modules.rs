@@ -343,7 +343,7 @@ mod tests {
     fn refs_keep_their_tag() {
         let r = "demo/worker:0c1d2e3f4a5b-amd64";
         assert_eq!(elide_ref(r, 40), r);
-        assert_eq!(elide_ref(r, 28), "demo/wo…:0c1d2e3f4a5b-amd64");
+        assert_eq!(elide_ref(r, 28), "demo/wor…:0c1d2e3f4a5b-amd64");
         assert_eq!(elide_ref(r, 28).chars().count(), 28);
         assert_eq!(elide_ref(r, 12), "0c1d2e3f4a5b-amd64");
     }
