@@ -106,6 +106,20 @@ CREATE TABLE converge_locks (
     heartbeat_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
+    // 2: the stat cache of input hashing (see workspace::stat_cache), keyed by absolute path.
+    r#"
+CREATE TABLE input_stats (
+    path         TEXT PRIMARY KEY NOT NULL,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    ctime_ns     INTEGER NOT NULL,
+    ino          INTEGER NOT NULL,
+    dev          INTEGER NOT NULL,
+    mode         INTEGER NOT NULL,
+    sha256       TEXT NOT NULL,
+    hashed_at_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).
