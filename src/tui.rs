@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::mesh::model::{Mesh, Target};
 use crate::timefmt;
+use crate::workspace::watch::{ContextWatcher, own_files};
 
 use crate::app::keys::KeyTable;
 use crate::app::msg::{Effect, Msg};
@@ -100,6 +101,15 @@ fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
     installed.ok().map(|()| guard)
 }
 
+/// A task that ends with the loop.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Restores the terminal when dropped: on quit, on error, and while unwinding.
 struct Restore;
 
@@ -161,7 +171,28 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.size = (size.width, size.height);
     let events = EventStream::new()
         .map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
-    let outcome = run_loop(&mut terminal, state, sources, on_demand, events).await;
+    let quiet = std::time::Duration::from_millis(300);
+    let watcher = match ContextWatcher::start(&mesh, None, own_files(&opts.state_path)) {
+        Ok(watcher) => {
+            state.warnings.extend(watcher.fallback.clone());
+            Some(watcher)
+        }
+        Err(error) => {
+            state.warnings.push(format!(
+                "{error}: saves show with the next plan poll (every minute) instead"
+            ));
+            None
+        }
+    };
+    let outcome = run_loop(
+        &mut terminal,
+        state,
+        sources,
+        on_demand,
+        events,
+        watcher.map(|w| (w, quiet)),
+    )
+    .await;
     tracing::info!(ok = outcome.is_ok(), "dashboard closes");
     outcome
 }
@@ -173,6 +204,7 @@ pub async fn run_loop<B, E>(
     sources: Vec<Arc<dyn Source>>,
     on_demand: Arc<dyn OnDemand>,
     mut events: E,
+    watcher: Option<(ContextWatcher, Duration)>,
 ) -> color_eyre::Result<()>
 where
     B: TerminalBackend,
@@ -182,6 +214,20 @@ where
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (params_tx, params_rx) = watch::channel(state.poll_params());
     let pollers = Pollers::spawn(sources, tx.clone(), params_rx, timefmt::now_ms);
+    // A save reaches the screen through a plan poll asked for now (the timed one is a safety net).
+    let _watching = watcher.map(|(mut watcher, quiet)| {
+        let tx = tx.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            while let Some(modules) = watcher.next_burst(quiet).await {
+                if tx
+                    .send(Msg::InputsChanged(modules.into_iter().collect()))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }))
+    });
     let scope = state.builds.scope.clone();
     sources::poll::fetch_builds(&on_demand, state.builds.rescope(scope), tx.clone());
     let mut clock = tokio::time::interval(Duration::from_secs(1));

@@ -17,6 +17,7 @@ mod plan;
 mod send;
 mod setup;
 mod status;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -100,6 +101,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Converge(args) => converge::run(&global, args).await,
             Command::Status(args) => status::run(&global, args).await,
             Command::Send(args) => send::run(&global, args).await,
+            Command::Watch(args) => watch::run(&global, args).await,
         }
     });
     report(outcome)

@@ -7,3 +7,4 @@ pub mod ignore;
 pub mod inputs;
 pub mod realpath;
 pub mod stat_cache;
+pub mod watch;

@@ -32,10 +32,11 @@ pub enum Action {
     Accept,
     Backspace,
     Toggle,
+    AutoConverge,
 }
 
 impl Action {
-    pub const ALL: [Action; 22] = [
+    pub const ALL: [Action; 23] = [
         Action::Up,
         Action::Down,
         Action::Top,
@@ -58,6 +59,7 @@ impl Action {
         Action::Accept,
         Action::Backspace,
         Action::Toggle,
+        Action::AutoConverge,
     ];
 
     /// The name used in `keys.toml`.
@@ -119,6 +121,11 @@ impl Action {
             Action::Accept => ("accept", "accept", "accept"),
             Action::Backspace => ("backspace", "delete the last character", ""),
             Action::Toggle => ("toggle", "switch between Cancel and the action", "switch"),
+            Action::AutoConverge => (
+                "auto_converge",
+                "converge by itself after a save (toggle; the plan shows first)",
+                "auto",
+            ),
         }
     }
 
@@ -145,7 +152,11 @@ impl Action {
     pub fn is_mutating(self) -> bool {
         matches!(
             self,
-            Action::ConvergeModule | Action::ConvergeMesh | Action::ForceRebuild | Action::Send
+            Action::ConvergeModule
+                | Action::ConvergeMesh
+                | Action::ForceRebuild
+                | Action::Send
+                | Action::AutoConverge
         )
     }
 
@@ -233,6 +244,7 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             (A::ForceRebuild, vec![Key::ch('f')]),
             (A::Send, vec![Key::ch('s')]),
             (A::ToggleHistory, vec![Key::ch('b')]),
+            (A::AutoConverge, vec![Key::ch('a')]),
             (A::Help, vec![Key::ch('?')]),
             (A::Quit, vec![Key::ch('q'), CTRL_C]),
         ],
