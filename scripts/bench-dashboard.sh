@@ -2,12 +2,16 @@
 # The dashboard at rest: CPU over 30 s of idling, and resident memory with a 100,000-row history.
 # Runs the real binary in tmux on a copy of the example mesh, with a generated state database.
 # Targets (issue 4): idle CPU < 1% of a core over 30 s; resident memory < 60 MB with 100,000 rows.
+# TREE=1: on a generated tree of 12,000 files in 40 modules instead (scripts/gen-tree.sh), idling
+# 60 s after the first plan (issue 11's target: < 0.5% of a core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 PROFILE=${PROFILE:-dev}
 ROWS=${ROWS:-100000}
-IDLE_SECONDS=${IDLE_SECONDS:-30}
+TREE=${TREE:-0}
+IDLE_SECONDS=${IDLE_SECONDS:-$([ "$TREE" = 1 ] && echo 60 || echo 30)}
+TARGET_PCT=$([ "$TREE" = 1 ] && echo 0.5 || echo 1)
 
 cargo build --quiet --profile "$PROFILE" --bin meshtop
 bin="$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")/meshtop"
@@ -15,8 +19,12 @@ bin="$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")/
 work=$(mktemp -d)
 session="meshtop-bench-$$"
 trap 'tmux kill-session -t "$session" 2>/dev/null || true; rm -rf "$work"' EXIT
-cp -a assets/example "$work/mesh"
-cp -f /bin/busybox "$work/mesh/base/busybox"
+if [ "$TREE" = 1 ]; then
+  bash scripts/gen-tree.sh "$work/mesh"
+else
+  cp -a assets/example "$work/mesh"
+  cp -f /bin/busybox "$work/mesh/base/busybox"
+fi
 state="$work/state.db"
 
 # The schema comes from meshtop itself; the rows from SQLite's own generator (fast, no Rust needed).
@@ -40,7 +48,7 @@ echo "history: $(sqlite3 "$state" 'SELECT count(*) FROM builds') rows" >&2
 
 tmux new-session -d -s "$session" -x 120 -y 40 \
   "DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock} $bin --mesh $work/mesh/mesh.toml --state $state"
-sleep 3 # let it draw and answer its first polls
+sleep "$([ "$TREE" = 1 ] && echo 15 || echo 3)" # let it draw and answer its first polls (the first plan hashes every file)
 pid=$(pgrep -f -n -- "--state $state" || true)
 if [ -z "$pid" ]; then
   echo "the dashboard did not start:" >&2
@@ -56,10 +64,10 @@ rss_kb=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 hwm_kb=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 tmux send-keys -t "$session" q
 idle_pct=$(echo "scale=3; ($end - $start) * 100 / $ticks / $IDLE_SECONDS" | bc -l)
-printf 'idle CPU over %ss: %.2f%% of a core (target < 1%%)\n' "$IDLE_SECONDS" "$idle_pct"
+printf 'idle CPU over %ss: %.2f%% of a core (target < %s%%)\n' "$IDLE_SECONDS" "$idle_pct" "$TARGET_PCT"
 printf 'resident memory: %d MB now, %d MB peak, with %s history rows (target < 60 MB)\n' \
   $((rss_kb / 1024)) $((hwm_kb / 1024)) "$ROWS"
 ok=1
-[ "$(echo "$idle_pct < 1" | bc -l)" = 1 ] || ok=0
+[ "$(echo "$idle_pct < $TARGET_PCT" | bc -l)" = 1 ] || ok=0
 [ $((hwm_kb / 1024)) -lt 60 ] || ok=0
 [ "$ok" = 1 ] || { echo "below target" >&2; exit 1; }

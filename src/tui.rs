@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::mesh::model::{Mesh, Target};
 use crate::timefmt;
+use crate::workspace::watch::{ContextWatcher, own_files};
 
 use crate::app::keys::KeyTable;
 use crate::app::msg::{Effect, Msg};
@@ -102,6 +103,15 @@ fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
     installed.ok().map(|()| guard)
 }
 
+/// A task that ends with the loop.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Restores the terminal when dropped: on quit, on error, and while unwinding.
 struct Restore;
 
@@ -164,13 +174,33 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.size = (size.width, size.height);
     let events = EventStream::new()
         .map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
+    let quiet = std::time::Duration::from_millis(300);
+    let watcher = match ContextWatcher::start(&mesh, None, own_files(&opts.state_path)) {
+        Ok(watcher) => {
+            state.warnings.extend(watcher.fallback.clone());
+            Some(watcher)
+        }
+        Err(error) => {
+            state.warnings.push(format!(
+                "{error}: saves show with the next plan poll (every minute) instead"
+            ));
+            None
+        }
+    };
     // SIGTERM and SIGHUP (a closed terminal window, `kill`) end the dashboard as `q` does: the
     // loop stops, `_restore` puts the terminal back.
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate()).wrap_err("cannot listen for SIGTERM")?;
     let mut hangup = signal(SignalKind::hangup()).wrap_err("cannot listen for SIGHUP")?;
     let outcome = tokio::select! {
-        outcome = run_loop(&mut terminal, state, sources, on_demand, events) => outcome,
+        outcome = run_loop(
+            &mut terminal,
+            state,
+            sources,
+            on_demand,
+            events,
+            watcher.map(|w| (w, quiet)),
+        ) => outcome,
         _ = terminate.recv() => {
             tracing::info!("SIGTERM: the dashboard closes");
             Ok(())
@@ -201,6 +231,7 @@ pub async fn run_loop<B, E>(
     sources: Vec<Arc<dyn Source>>,
     on_demand: Arc<dyn OnDemand>,
     mut events: E,
+    watcher: Option<(ContextWatcher, Duration)>,
 ) -> color_eyre::Result<()>
 where
     B: TerminalBackend,
@@ -210,6 +241,20 @@ where
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (params_tx, params_rx) = watch::channel(state.poll_params());
     let pollers = Pollers::spawn(sources, tx.clone(), params_rx, timefmt::now_ms);
+    // A save reaches the screen through a plan poll asked for now (the timed one is a safety net).
+    let _watching = watcher.map(|(mut watcher, quiet)| {
+        let tx = tx.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            while let Some(modules) = watcher.next_burst(quiet).await {
+                if tx
+                    .send(Msg::InputsChanged(modules.into_iter().collect()))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }))
+    });
     let scope = state.builds.scope.clone();
     sources::poll::fetch_builds(&on_demand, state.builds.rescope(scope), tx.clone());
     let mut clock = tokio::time::interval(Duration::from_secs(1));

@@ -101,7 +101,7 @@ async fn keys_reach_the_backend_and_q_quits() {
     let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
     tokio::time::timeout(
         Duration::from_secs(30),
-        run_loop(&mut terminal, state, sources, backend, events),
+        run_loop(&mut terminal, state, sources, backend, events, None),
     )
     .await
     .expect("the loop ends on q")
@@ -127,7 +127,7 @@ async fn the_loop_ends_with_its_event_stream() {
     });
     let mut terminal = Terminal::new(TestBackend::new(40, 10)).unwrap();
     let events = futures_util::stream::iter(Vec::<color_eyre::Result<Event>>::new()).boxed();
-    run_loop(&mut terminal, state, Vec::new(), backend, events)
+    run_loop(&mut terminal, state, Vec::new(), backend, events, None)
         .await
         .unwrap();
 }

@@ -180,6 +180,8 @@ pub enum Msg {
         at_ms: i64,
         result: Result<Vec<BuildRow>, String>,
     },
+    /// Files of these modules' contexts changed (the watcher, after a quiet period).
+    InputsChanged(Vec<String>),
     /// A step of progress from an action started here.
     ActionProgress(Progress),
     ActionDone {

@@ -142,6 +142,12 @@ pub struct AppState {
     pub help_scroll: usize,
     pub confirm: Option<Confirm>,
     pub running: Option<String>,
+    /// Converge by itself once a change's plan shows something to build or deliver (off at start).
+    pub auto_converge: bool,
+    /// A change was seen with auto-converge on: converge when the plan it asked for answers.
+    pub converge_on_plan: bool,
+    /// The modules whose inputs changed last, and when (ms).
+    pub changed: Option<(Vec<String>, i64)>,
     pub notice: Option<Notice>,
     pub size: (u16, u16),
     /// `NO_COLOR`: draw with modifiers only.
@@ -208,6 +214,9 @@ impl AppState {
             confirm: None,
             running: None,
             notice: None,
+            auto_converge: false,
+            converge_on_plan: false,
+            changed: None,
             size: (0, 0),
             no_color: false,
             quit: false,

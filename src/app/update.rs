@@ -78,6 +78,19 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             }
             Vec::new()
         }
+        Msg::InputsChanged(modules) => {
+            state.changed = Some((modules.clone(), state.now_ms));
+            state.dirty = true;
+            if state.auto_converge {
+                state.converge_on_plan = true;
+            }
+            notify(
+                state,
+                format!("inputs changed: {}; planning", modules.join(", ")),
+                false,
+            );
+            vec![Effect::PollNow(vec![SourceId::Plan])]
+        }
         Msg::ActionProgress(step) => {
             // Builder output belongs to the converge pane and the logs, not the one-line notice.
             if step.step != Step::Output {
@@ -126,7 +139,22 @@ fn notify(state: &mut AppState, text: String, error: bool) {
 
 fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
     match data {
-        SourceData::Plan(plan) => state.set_plan(*plan),
+        SourceData::Plan(plan) => {
+            let work = plan
+                .modules
+                .iter()
+                .any(|m| m.decision != crate::mesh::decide::Decision::Record);
+            state.set_plan(*plan);
+            if std::mem::take(&mut state.converge_on_plan) && work && !state.readonly {
+                return start(
+                    state,
+                    super::msg::ActionRequest::Converge {
+                        modules: None,
+                        force: false,
+                    },
+                );
+            }
+        }
         SourceData::Record(record) => state.record = Some(record),
         SourceData::Host(images) => state.host = Some(images),
         SourceData::Machines(machines) => state.set_machines(machines),
@@ -402,6 +430,17 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         Action::ToggleHistory => {
             state.history_by_module = !state.history_by_module;
             sync_history_scope(state)
+        }
+        Action::AutoConverge => {
+            state.auto_converge = !state.auto_converge;
+            state.converge_on_plan = false;
+            let text = if state.auto_converge {
+                "auto-converge on: a save plans, then converges what the plan would build or deliver"
+            } else {
+                "auto-converge off"
+            };
+            notify(state, text.to_string(), false);
+            Vec::new()
         }
         Action::Help => {
             state.mode = Mode::Help;

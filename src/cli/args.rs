@@ -66,6 +66,9 @@ pub enum Command {
     Gc(GcArgs),
     /// Per module: builds, failures, median build time, decisions, build time the skips saved.
     Stats(StatsArgs),
+    /// Watch the contexts: after a quiet period following a change, print the plan, then converge
+    /// what it would build or deliver. Runs until Ctrl-C.
+    Watch(WatchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -206,4 +209,16 @@ pub struct SendArgs {
     /// Print a JSON summary.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// How long the contexts must stay still after a change before the plan and converge run.
+    #[arg(long, default_value_t = 500, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    pub quiet_ms: u64,
+    /// Builds of one tier that run at once (default: the number of cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Only these modules' contexts are watched and converged.
+    pub modules: Vec<String>,
 }

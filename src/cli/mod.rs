@@ -21,6 +21,7 @@ mod send;
 mod setup;
 mod stats;
 mod status;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -110,6 +111,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Unpin(args) => rollback::unpin(&global, args).await,
             Command::Gc(args) => gc::run(&global, args).await,
             Command::Stats(args) => stats::run(&global, args).await,
+            Command::Watch(args) => watch::run(&global, args).await,
         }
     });
     report(outcome)

@@ -69,7 +69,7 @@ pub fn select(
     Ok(Some(names.iter().cloned().collect()))
 }
 
-fn plan_text(plan: &Plan) -> String {
+pub fn plan_text(plan: &Plan) -> String {
     let mut out = String::new();
     outln!(out, "mesh {} · target {}", plan.mesh, plan.target);
     if let Some(error) = &plan.host_error {

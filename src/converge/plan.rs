@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
@@ -16,8 +17,10 @@ pub use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::refs::ImageRef;
 use crate::mesh::why::{self, Change};
 use crate::workspace::inputs::{self, InputSpec};
+use crate::workspace::stat_cache::ContextCache;
 
-/// Where the previous inputs of a module come from, to tell the why of its address.
+/// What the planner remembers between plans: the previous inputs of a module (the why of its
+/// address) and the stat cache that spares reading unchanged files.
 pub trait ManifestSource: Sync {
     /// The manifest of `reference` if known, else the module's latest one.
     fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest>;
@@ -26,6 +29,13 @@ pub trait ManifestSource: Sync {
     fn pins(&self) -> BTreeMap<String, Pin> {
         BTreeMap::new()
     }
+    /// The stat cache of the files below `context` (empty: every file is read).
+    fn input_cache(&self, _context: &Path) -> ContextCache {
+        ContextCache::default()
+    }
+
+    /// Keep what a walk left in the cache (best effort: a cache that cannot be written costs time only).
+    fn keep_input_cache(&self, _cache: ContextCache) {}
 }
 
 /// No history: every module reads as new.
@@ -63,6 +73,25 @@ impl ManifestSource for HistoryManifests<'_> {
             tracing::warn!("cannot read the pinned modules: {error}");
             BTreeMap::new()
         })
+    }
+
+    fn input_cache(&self, context: &Path) -> ContextCache {
+        let known = self
+            .history
+            .lock()
+            .ok()
+            .and_then(|h| h.input_stats_below(context).ok())
+            .unwrap_or_default();
+        ContextCache::new(known)
+    }
+
+    fn keep_input_cache(&self, cache: ContextCache) {
+        let (stored, gone) = cache.into_changes();
+        if let Ok(history) = self.history.lock()
+            && let Err(error) = history.save_input_stats(&stored, &gone)
+        {
+            tracing::debug!("the stat cache was not written: {error}");
+        }
     }
 }
 
@@ -205,8 +234,10 @@ impl<'a> Planner<'a> {
                     base_digest: base_artifact.as_deref(),
                     platforms: &platforms,
                 };
-                // Hashing reads files: see `blocking_here`.
-                let hashed = blocking_here(|| inputs::hash_inputs(&spec));
+                // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
+                let cache = manifests.input_cache(&module.context);
+                let hashed = blocking_here(|| inputs::hash_inputs_cached(&spec, &cache));
+                manifests.keep_input_cache(cache);
                 let inputs = hashed.map_err(|e| format!("module {}: {e}", module.name))?;
                 let mesh = self.ctx.mesh;
                 let registry = mesh.registry.as_ref().map(|r| r.host.as_str());

@@ -47,7 +47,8 @@ impl Source for SessionSource {
 pub fn all(session: &Arc<Session>) -> Vec<Arc<dyn Source>> {
     let secs = Duration::from_secs;
     let mut polls: Vec<(SourceId, Duration, PollFn)> = vec![
-        (SourceId::Plan, secs(10), plan::poll),
+        // A safety net: saves are seen by the context watcher (see tui.rs) within a second.
+        (SourceId::Plan, secs(60), plan::poll),
         (SourceId::Record, secs(3), record::poll),
         (SourceId::Host, secs(5), host::poll),
         (SourceId::History, secs(2), history::poll),

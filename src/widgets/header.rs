@@ -42,6 +42,9 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if state.readonly {
         first.push_str(" · read-only");
     }
+    if state.auto_converge {
+        first.push_str(" · auto-converge on");
+    }
     first.push_str(&format!(" · state {}", context.state_path));
     put(
         buf,

@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::ignore::{DockerIgnore, IgnoreError, MatchInfo, clean};
+use super::stat_cache::{CachedDigest, DigestCache, NoCache, StatKey};
 pub use crate::mesh::manifest::Inputs;
 use crate::mesh::manifest::{FileEntry, Manifest, digest_of};
 use crate::mesh::model::Platform;
@@ -63,6 +64,8 @@ enum Kind {
     File {
         executable: bool,
         len: u64,
+        /// The stat data the walk saw, for the digest cache.
+        stat: StatKey,
     },
     Link {
         target: String,
@@ -89,15 +92,28 @@ struct Prepared {
 
 /// Walks the context (its `.dockerignore` applied) and hashes every file (in parallel).
 pub fn hash_inputs(spec: &InputSpec) -> Result<Inputs, InputsError> {
+    hash_inputs_cached(spec, &NoCache)
+}
+
+/// [`hash_inputs`], reading only the files whose stat data `cache` does not answer for (see
+/// [`super::stat_cache`]); every file it reads is left in the cache.
+pub fn hash_inputs_cached(
+    spec: &InputSpec,
+    cache: &dyn DigestCache,
+) -> Result<Inputs, InputsError> {
     let prepared = prepare(spec.context, spec.dockerfile)?;
     let hash_entry = |e: &Entry| {
         let entry = match &e.kind {
-            Kind::File { executable, len } => FileEntry::File {
+            Kind::File {
+                executable,
+                len,
+                stat,
+            } => FileEntry::File {
                 // The Dockerfile was hashed already (it is usually a file of the context too).
                 sha256: if e.rel == prepared.dockerfile_rel {
                     prepared.dockerfile_sha.clone()
                 } else {
-                    hash_file_sized(&e.abs, *len)?
+                    hash_through(cache, &e.abs, *len, stat)?
                 },
                 executable: *executable,
             },
@@ -324,6 +340,7 @@ fn walk(
             Kind::File {
                 executable: meta.permissions().mode() & 0o100 != 0,
                 len: meta.len(),
+                stat: StatKey::of(&meta),
             }
         } else if file_type.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;
@@ -352,6 +369,34 @@ fn walk(
         });
     }
     Ok(())
+}
+
+/// A file's sha256 from the cache when its stat data is answered for, else read (and cached).
+/// The time is taken before the read: a change during the read leaves the entry racy.
+fn hash_through(
+    cache: &dyn DigestCache,
+    path: &Path,
+    len: u64,
+    stat: &StatKey,
+) -> Result<String, InputsError> {
+    // A path that is not UTF-8 (only the context's own directory can be) is not cached.
+    let Some(key) = path.to_str() else {
+        return hash_file_sized(path, len);
+    };
+    if let Some(sha256) = cache.lookup(key, stat) {
+        return Ok(sha256);
+    }
+    let hashed_at_ns = cache.now_ns();
+    let sha256 = hash_file_sized(path, len)?;
+    cache.store(
+        key,
+        CachedDigest {
+            stat: *stat,
+            sha256: sha256.clone(),
+            hashed_at_ns,
+        },
+    );
+    Ok(sha256)
 }
 
 /// sha256 hex of a file's bytes, read in chunks; `len` is what the walk saw (a hint: the whole

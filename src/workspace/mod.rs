@@ -6,3 +6,5 @@ pub mod file;
 pub mod ignore;
 pub mod inputs;
 pub mod realpath;
+pub mod stat_cache;
+pub mod watch;

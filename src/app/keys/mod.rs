@@ -34,10 +34,11 @@ pub enum Action {
     Backspace,
     Toggle,
     Wrap,
+    AutoConverge,
 }
 
 impl Action {
-    pub const ALL: [Action; 24] = [
+    pub const ALL: [Action; 25] = [
         Action::Up,
         Action::Down,
         Action::Top,
@@ -62,6 +63,7 @@ impl Action {
         Action::Backspace,
         Action::Toggle,
         Action::Wrap,
+        Action::AutoConverge,
     ];
 
     /// The name used in `keys.toml`.
@@ -129,6 +131,11 @@ impl Action {
             Action::Backspace => ("backspace", "delete the last character", ""),
             Action::Toggle => ("toggle", "switch between Cancel and the action", "switch"),
             Action::Wrap => ("wrap", "wrap long lines / cut them at the edge", "wrap"),
+            Action::AutoConverge => (
+                "auto_converge",
+                "converge by itself after a save (toggle; the plan shows first)",
+                "auto",
+            ),
         }
     }
 
@@ -160,6 +167,7 @@ impl Action {
                 | Action::ForceRebuild
                 | Action::Send
                 | Action::Rollback
+                | Action::AutoConverge
         )
     }
 
@@ -248,6 +256,7 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             (A::Send, vec![Key::ch('s')]),
             (A::Rollback, vec![Key::ch('R')]),
             (A::ToggleHistory, vec![Key::ch('b')]),
+            (A::AutoConverge, vec![Key::ch('a')]),
             (A::Help, vec![Key::ch('?')]),
             (A::Quit, vec![Key::ch('q'), CTRL_C]),
         ],

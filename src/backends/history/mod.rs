@@ -7,6 +7,7 @@
 mod builds;
 mod error;
 mod events;
+mod input_stats;
 mod lock;
 mod operations;
 mod pins;

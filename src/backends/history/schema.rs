@@ -147,6 +147,18 @@ CREATE TABLE pins (
     host         TEXT NOT NULL,
     at_ms        INTEGER NOT NULL,
     PRIMARY KEY (mesh, module)
+    // 4: the stat cache of input hashing (see workspace::stat_cache), keyed by absolute path.
+    r#"
+CREATE TABLE input_stats (
+    path         TEXT PRIMARY KEY NOT NULL,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    ctime_ns     INTEGER NOT NULL,
+    ino          INTEGER NOT NULL,
+    dev          INTEGER NOT NULL,
+    mode         INTEGER NOT NULL,
+    sha256       TEXT NOT NULL,
+    hashed_at_ns INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
 ];

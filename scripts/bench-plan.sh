@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Steady-state `meshtop plan` against `git status --porcelain` on the same tree (after `git add`),
+# and cold hashing against `sha256sum` over the same files (issue 11's targets: steady ≤ 1.5× git
+# status, cold ≥ 1.5× faster than sha256sum). Medians of RUNS alternating runs (default 11).
+# The daemon is not asked (DOCKER_HOST points nowhere: a plan then reads the host as holding
+# nothing, as it does when the daemon is down), so the figure is the planner's own work.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+RUNS=${RUNS:-11}
+cargo build --quiet --release --bin meshtop
+bin="$CARGO_TARGET_DIR/release/meshtop"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bash scripts/gen-tree.sh "$work/tree"
+tree="$work/tree"
+export DOCKER_HOST=unix:///nonexistent/docker.sock
+
+now() { echo "${EPOCHREALTIME/./}"; } # µs
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+plan() { "$bin" --mesh "$tree/mesh.toml" --state "$1" plan >/dev/null 2>&1 || true; }
+
+# Cold: a fresh state database each run (nothing cached), against sha256sum of the same files.
+: >"$work/cold"
+: >"$work/sha"
+for i in $(seq "$RUNS"); do
+  rm -f "$work/cold.db"*
+  sync
+  t=$(now); plan "$work/cold.db"; echo $(($(now) - t)) >>"$work/cold"
+  t=$(now); (cd "$tree" && git ls-files -z | xargs -0 sha256sum >/dev/null); echo $(($(now) - t)) >>"$work/sha"
+done
+
+# Steady: the cache warmed (and past its racy window), nothing changed.
+plan "$work/steady.db"
+sleep 3
+plan "$work/steady.db"
+: >"$work/steady"
+: >"$work/git"
+for i in $(seq "$RUNS"); do
+  t=$(now); plan "$work/steady.db"; echo $(($(now) - t)) >>"$work/steady"
+  t=$(now); git -C "$tree" status --porcelain >/dev/null; echo $(($(now) - t)) >>"$work/git"
+done
+
+cold=$(median <"$work/cold")
+sha=$(median <"$work/sha")
+steady=$(median <"$work/steady")
+git=$(median <"$work/git")
+files=$(git -C "$tree" ls-files | wc -l)
+echo "tree: $files files in $(grep -c '^\[\[module\]\]' "$tree/mesh.toml") modules; medians of $RUNS alternating runs"
+awk -v c="$cold" -v s="$sha" 'BEGIN {printf "cold:   meshtop plan %.1f ms, sha256sum %.1f ms -> meshtop %.2fx faster\n", c/1000, s/1000, s/c}'
+awk -v p="$steady" -v g="$git" 'BEGIN {printf "steady: meshtop plan %.1f ms, git status %.1f ms -> %.2fx git status\n", p/1000, g/1000, p/g}'

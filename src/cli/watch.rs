@@ -1,0 +1,120 @@
+//! `meshtop watch`: a dev loop like Tilt's or Skaffold's, but the plan is printed before anything
+//! is spent. After a quiet period following a change in a watched context: the plan, then — when
+//! it would build or deliver anything — one converge of the watched modules. Ctrl-C stops it.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::backends::daemon::LazyDaemon;
+use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
+use crate::converge::plan::{self, HistoryManifests, Plan, PlanContext};
+use crate::converge::target;
+use crate::mesh::decide::Decision;
+use crate::workspace::watch::{ContextWatcher, own_files};
+
+use super::args::{Global, WatchArgs};
+use super::plan::{plan_text, select};
+use super::{Failure, Outcome, print_out, setup, spawn_progress_printer};
+
+pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    let modules = select(&mesh, &args.modules)?;
+    let state_path = setup::state_path(global)?;
+    let jobs = args
+        .jobs
+        .map(usize::from)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let mut watcher = ContextWatcher::start(&mesh, modules.as_ref(), own_files(&state_path))
+        .map_err(Failure::failed)?;
+    if let Some(fallback) = &watcher.fallback {
+        eprintln!("meshtop: {fallback}");
+    }
+    let target = setup::target(global, &mesh).await?;
+    let quiet = Duration::from_millis(args.quiet_ms);
+    eprintln!(
+        "meshtop: watching {} context(s) of mesh {}; a change converges after {} ms of quiet (Ctrl-C stops)",
+        mesh.modules
+            .iter()
+            .filter(|m| modules.as_ref().is_none_or(|n| n.contains(&m.name)))
+            .count(),
+        mesh.name,
+        args.quiet_ms
+    );
+    let plan_now = async |global: &Global| -> Result<Plan, Failure> {
+        let history = Mutex::new(setup::open_history(global)?);
+        let record = target::read_record(&mesh, &target, &history)
+            .await
+            .map_err(Failure::failed)?;
+        let ctx = PlanContext {
+            mesh: &mesh,
+            record: record.record,
+            record_source: record.source,
+            selected: modules.clone(),
+            force: false,
+        };
+        let manifests = HistoryManifests {
+            history: &history,
+            mesh: &mesh.name,
+        };
+        plan::dry_run(ctx, Arc::new(LazyDaemon::new()), &manifests)
+            .await
+            .map_err(Failure::failed)
+    };
+    print_out(&plan_text(&plan_now(global).await?))?;
+    loop {
+        let touched = tokio::select! {
+            burst = watcher.next_burst(quiet) => match burst {
+                Some(touched) => touched,
+                None => return Err(Failure::failed("the context watcher stopped")),
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        };
+        eprintln!(
+            "meshtop: inputs changed: {}",
+            touched.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+        let plan = match plan_now(global).await {
+            Ok(plan) => plan,
+            // A context mid-edit (a file that vanished between walk and read) plans again next time.
+            Err(failure) => {
+                eprintln!("meshtop: plan failed: {}", failure.message);
+                continue;
+            }
+        };
+        print_out(&plan_text(&plan))?;
+        if plan.modules.iter().all(|m| m.decision == Decision::Record) {
+            eprintln!("meshtop: nothing to build or deliver: the record names every address");
+            continue;
+        }
+        let request = ConvergeRequest {
+            target: target.clone(),
+            mesh: mesh.clone(),
+            state_path: state_path.clone(),
+            force: false,
+            jobs,
+            modules: modules.clone(),
+            wait: true,
+        };
+        let (tx, printer) = spawn_progress_printer();
+        let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+        let ctrl_c = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                let _ = cancel_tx.send(true);
+            }
+        });
+        let result =
+            engine::converge(request, Arc::new(LazyDaemon::new()), Some(tx), cancel_rx).await;
+        ctrl_c.abort();
+        let _ = printer.await;
+        match result {
+            Ok(summary) => print_out(&format!("{}\n", summary.headline()))?,
+            Err(ConvergeError::Cancelled) => {
+                eprintln!("meshtop: {}", ConvergeError::Cancelled);
+                return Ok(ExitCode::from(130));
+            }
+            // The loop goes on: the next save may fix what failed.
+            Err(error) => eprintln!("meshtop: converge failed: {error}"),
+        }
+    }
+}

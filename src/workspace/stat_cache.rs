@@ -1,0 +1,236 @@
+//! A stat cache for input hashing, as git's index is for `git status`: per file, the stat data
+//! (size, mtime and ctime in ns, inode, device, mode) and the sha256 of its bytes. A file whose
+//! stat data equals the cached entry is not read again. The address stays exactly the same
+//! function of the bytes: the cache only skips reading bytes it already hashed.
+//!
+//! What is trusted: an entry whose stat data matches in every field, and whose file was last
+//! changed (mtime and ctime) well before the entry was written. The second half is git's
+//! racy-timestamp rule: a file written in the same timestamp tick as its hash could change again
+//! without its stat data moving, so such an entry is re-hashed next time (and then trusted).
+
+use std::collections::HashMap;
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// An entry written less than this after its file's last change is re-hashed: wider than the
+/// coarsest timestamp tick of a filesystem meshtop may read (1 s on some, 2 s on FAT).
+pub const RACY_NS: i64 = 2_000_000_000;
+
+/// What `lstat` says of a file, as compared between two looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatKey {
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub ino: u64,
+    pub dev: u64,
+    pub mode: u32,
+}
+
+impl StatKey {
+    pub fn of(meta: &Metadata) -> StatKey {
+        StatKey {
+            size: meta.size(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            ino: meta.ino(),
+            dev: meta.dev(),
+            mode: meta.mode(),
+        }
+    }
+}
+
+/// One cached hash: the stat data it was taken under, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedDigest {
+    pub stat: StatKey,
+    pub sha256: String,
+    /// When the bytes were read (ns since the epoch), taken before reading them.
+    pub hashed_at_ns: i64,
+}
+
+impl CachedDigest {
+    /// Whether this entry answers for a file whose stat data is now `stat`.
+    pub fn answers(&self, stat: &StatKey) -> bool {
+        self.stat == *stat
+            && stat.mtime_ns < self.hashed_at_ns - RACY_NS
+            && stat.ctime_ns < self.hashed_at_ns - RACY_NS
+    }
+}
+
+/// Now, in ns since the epoch (0 when the clock is before it: every entry then reads as racy).
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Where hashing asks for and leaves digests, keyed by the file's absolute path.
+pub trait DigestCache: Sync {
+    fn lookup(&self, path: &str, stat: &StatKey) -> Option<String>;
+    fn store(&self, path: &str, entry: CachedDigest);
+    /// The clock entries are stamped with (tests move it).
+    fn now_ns(&self) -> i64 {
+        now_ns()
+    }
+}
+
+/// No cache: every file is read.
+pub struct NoCache;
+
+impl DigestCache for NoCache {
+    fn lookup(&self, _path: &str, _stat: &StatKey) -> Option<String> {
+        None
+    }
+    fn store(&self, _path: &str, _entry: CachedDigest) {}
+}
+
+/// A context's entries, loaded at once, with what one walk changed: entries to write, and the
+/// paths it saw (the rest are gone and can be forgotten).
+pub struct ContextCache {
+    known: HashMap<String, CachedDigest>,
+    changes: Mutex<Changes>,
+    clock: fn() -> i64,
+}
+
+impl Default for ContextCache {
+    fn default() -> Self {
+        ContextCache::new(HashMap::new())
+    }
+}
+
+#[derive(Default)]
+struct Changes {
+    stored: Vec<(String, CachedDigest)>,
+    seen: Vec<String>,
+}
+
+impl ContextCache {
+    pub fn new(known: HashMap<String, CachedDigest>) -> ContextCache {
+        ContextCache::with_clock(known, now_ns)
+    }
+
+    /// A cache whose entries are stamped by `clock` (tests: a clock ahead makes entries trusted
+    /// at once, so that a property test exercises hits, not only the racy re-reads).
+    pub fn with_clock(known: HashMap<String, CachedDigest>, clock: fn() -> i64) -> ContextCache {
+        ContextCache {
+            known,
+            changes: Mutex::new(Changes::default()),
+            clock,
+        }
+    }
+
+    /// How many files were read (and stored) so far: a test's measure of what the cache spared.
+    pub fn stored_count(&self) -> usize {
+        self.changes.lock().map(|c| c.stored.len()).unwrap_or(0)
+    }
+
+    /// What to write back: new or changed entries, and the known paths the walk did not see.
+    pub fn into_changes(self) -> (Vec<(String, CachedDigest)>, Vec<String>) {
+        let changes = self.changes.into_inner().unwrap_or_else(|p| p.into_inner());
+        let seen: std::collections::HashSet<&String> = changes.seen.iter().collect();
+        let gone = self
+            .known
+            .keys()
+            .filter(|path| !seen.contains(path))
+            .cloned()
+            .collect();
+        (changes.stored, gone)
+    }
+}
+
+impl DigestCache for ContextCache {
+    fn lookup(&self, path: &str, stat: &StatKey) -> Option<String> {
+        if let Ok(mut changes) = self.changes.lock() {
+            changes.seen.push(path.to_string());
+        }
+        self.known
+            .get(path)
+            .filter(|entry| entry.answers(stat))
+            .map(|entry| entry.sha256.clone())
+    }
+
+    fn now_ns(&self) -> i64 {
+        (self.clock)()
+    }
+
+    fn store(&self, path: &str, entry: CachedDigest) {
+        // An entry that only moves out of its racy window is written once more; one that is
+        // already trusted and unchanged is not written at all.
+        if self.known.get(path) == Some(&entry) {
+            return;
+        }
+        if let Ok(mut changes) = self.changes.lock() {
+            changes.stored.push((path.to_string(), entry));
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn stat(mtime_ns: i64) -> StatKey {
+        StatKey {
+            size: 3,
+            mtime_ns,
+            ctime_ns: mtime_ns,
+            ino: 7,
+            dev: 1,
+            mode: 0o100644,
+        }
+    }
+
+    #[test]
+    fn an_entry_answers_only_for_the_same_stat_data_outside_the_racy_window() {
+        let now = 100 * RACY_NS;
+        let entry = CachedDigest {
+            stat: stat(now - 3 * RACY_NS),
+            sha256: "aa".into(),
+            hashed_at_ns: now,
+        };
+        assert!(entry.answers(&stat(now - 3 * RACY_NS)));
+        assert!(!entry.answers(&stat(now - 3 * RACY_NS + 1)), "mtime moved");
+        let mut other_inode = stat(now - 3 * RACY_NS);
+        other_inode.ino = 8;
+        assert!(!entry.answers(&other_inode), "replaced by rename");
+        let racy = CachedDigest {
+            stat: stat(now - 1),
+            ..entry.clone()
+        };
+        assert!(
+            !racy.answers(&stat(now - 1)),
+            "written in the same tick as hashed"
+        );
+    }
+
+    #[test]
+    fn a_context_cache_writes_back_what_changed_and_forgets_what_is_gone() {
+        let now = 100 * RACY_NS;
+        let old = CachedDigest {
+            stat: stat(1),
+            sha256: "aa".into(),
+            hashed_at_ns: now,
+        };
+        let cache = ContextCache::new(HashMap::from([
+            ("/c/kept".to_string(), old.clone()),
+            ("/c/gone".to_string(), old.clone()),
+        ]));
+        assert_eq!(cache.lookup("/c/kept", &stat(1)), Some("aa".into()));
+        cache.store("/c/kept", old.clone());
+        assert_eq!(cache.lookup("/c/new", &stat(2)), None);
+        let new = CachedDigest {
+            stat: stat(2),
+            sha256: "bb".into(),
+            hashed_at_ns: now,
+        };
+        cache.store("/c/new", new.clone());
+        let (stored, gone) = cache.into_changes();
+        assert_eq!(stored, vec![("/c/new".to_string(), new)]);
+        assert_eq!(gone, vec!["/c/gone".to_string()]);
+    }
+}
