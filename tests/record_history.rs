@@ -146,3 +146,46 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
     // The docker record of the state database was not touched: the annotation is the record.
     assert!(history.lock().unwrap().record("kh").unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_pinned_module_needs_no_delivery_so_a_target_without_one_does_not_refuse_it() {
+    use meshtop::converge::preflight;
+    use meshtop::mesh::decide::Decision;
+    use meshtop::mesh::plan::PlannedModule;
+    let api = KubeApi::start().await;
+    // Context "test-context" without a registry: nothing can deliver.
+    let target = ConnectedTarget::kubernetes(api.cluster("ns-p"), None);
+    let planned = |decision| PlannedModule {
+        name: "web".into(),
+        tier: 0,
+        base: None,
+        policy: meshtop::mesh::model::Policy::Rollout,
+        reference: Some("kh/web:1".into()),
+        decision,
+        reason: "pinned: rolled back from …".into(),
+        base_artifact: None,
+        artifact: Some("sha256:0".into()),
+        why: "unchanged".into(),
+        changes: Vec::new(),
+        multi_platform: false,
+        platforms: Vec::new(),
+        inputs: None,
+        image_ref: None,
+    };
+    let mesh = mesh(
+        "kp",
+        Target::Kubernetes {
+            namespace: "ns-p".into(),
+            context: None,
+        },
+    );
+    for (decision, refused) in [
+        (Decision::Pinned, false),
+        (Decision::Record, false),
+        (Decision::Host, true),
+    ] {
+        let plan = std::collections::BTreeMap::from([("web".to_string(), planned(decision))]);
+        let refusals = preflight::refusals(&plan, &mesh, &target);
+        assert_eq!(!refusals.is_empty(), refused, "{decision}: {refusals:?}");
+    }
+}

@@ -44,7 +44,9 @@ pub fn refusals(
         return unbuildable;
     }
     // Something will be delivered: the target must be able to take it, or nothing is built.
-    if planned.values().any(|p| p.decision != Decision::Record)
+    if planned
+        .values()
+        .any(|p| !matches!(p.decision, Decision::Record | Decision::Pinned))
         && let Err(why) = target.delivery()
     {
         return vec![why];
