@@ -112,19 +112,14 @@ fn manifest_lists_what_is_sent() {
         ]
     );
     let sha = hex::encode(Sha256::digest(b"fn main() {}\n"));
-    assert_eq!(
-        files["src/main.rs"],
-        FileEntry::File {
-            sha256: sha,
-            executable: false
-        }
+    assert!(
+        matches!(&files["src/main.rs"], FileEntry::File { sha256, mode } if *sha256 == sha && mode & 0o111 == 0),
+        "{:?}",
+        files["src/main.rs"]
     );
     assert!(matches!(
         files["run.sh"],
-        FileEntry::File {
-            executable: true,
-            ..
-        }
+        FileEntry::File { mode, .. } if mode & 0o100 != 0
     ));
     assert_eq!(
         files["link"],
@@ -148,19 +143,26 @@ fn same_tree_same_digest_anywhere() {
     let first = hash(a.path());
     assert_eq!(first, hash(b.path()));
 
-    // Touching mtimes and changing permissions other than the x bit change nothing.
+    // Touching mtimes changes nothing.
     let f = fs::File::options()
         .write(true)
         .open(a.path().join("src/main.rs"))
         .unwrap();
     f.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
+    assert_eq!(first, hash(a.path()));
+    // Permission bits are kept in the image (as `docker build` keeps them), so they are inputs:
+    // a file made private moves the address (issue 10: a 0600 file became world-readable).
     fs::set_permissions(
         a.path().join("src/lib/util.rs"),
         fs::Permissions::from_mode(0o600),
     )
     .unwrap();
-    fs::set_permissions(a.path().join("run.sh"), fs::Permissions::from_mode(0o700)).unwrap();
-    assert_eq!(first, hash(a.path()));
+    let private = hash(a.path());
+    assert_ne!(first, private);
+    assert!(matches!(
+        private.manifest.files["src/lib/util.rs"],
+        FileEntry::File { mode: 0o600, .. }
+    ));
 }
 
 #[test]
@@ -201,6 +203,8 @@ fn every_input_moves_the_digest() {
     check("one byte", hash(root).digest);
     fs::set_permissions(root.join("src/main.rs"), fs::Permissions::from_mode(0o744)).unwrap();
     check("x bit", hash(root).digest);
+    fs::set_permissions(root.join("src/main.rs"), fs::Permissions::from_mode(0o700)).unwrap();
+    check("group and other bits", hash(root).digest);
     fs::remove_file(root.join("link")).unwrap();
     symlink("src/lib/util.rs", root.join("link")).unwrap();
     check("link target", hash(root).digest);
@@ -291,11 +295,9 @@ fn tar_holds_exactly_what_was_hashed() {
             tar::EntryType::Regular => {
                 let mut data = Vec::new();
                 entry.read_to_end(&mut data).unwrap();
-                let executable = h.mode().unwrap() == 0o755;
-                assert!([0o644, 0o755].contains(&h.mode().unwrap()));
                 FileEntry::File {
                     sha256: hex::encode(Sha256::digest(&data)),
-                    executable,
+                    mode: h.mode().unwrap() & 0o7777,
                 }
             }
             other => panic!("unexpected entry {other:?}"),
