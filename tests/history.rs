@@ -115,6 +115,34 @@ fn a_file_that_is_not_a_database_is_a_clear_error() {
     );
 }
 
+/// Issue 10: `--state mesh.toml` was refused but chmod'ed to 0600 anyway, also through a symlink.
+#[test]
+fn a_refused_file_keeps_its_mode_also_through_a_symlink() {
+    let (dir, _) = temp_db();
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let foreign = dir.path().join("mesh.toml");
+    std::fs::write(&foreign, "[mesh]\nname = \"demo\"\n".repeat(40)).unwrap();
+    std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&foreign, &link).unwrap();
+    for path in [&foreign, &link] {
+        let err = History::open(path).unwrap_err();
+        assert!(matches!(err, HistoryError::NotADatabase { .. }), "{err:?}");
+        assert_eq!(
+            mode(&foreign),
+            0o644,
+            "opening {} changed the mode",
+            path.display()
+        );
+    }
+    // A database of ours, loose, is tightened once verified.
+    let (_dir2, ours) = temp_db();
+    drop(History::open(&ours).unwrap());
+    std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(History::open(&ours).unwrap());
+    assert_eq!(mode(&ours), 0o600);
+}
+
 #[test]
 fn a_directory_in_place_of_the_file_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,7 +236,20 @@ fn stamping_the_record_merges_and_clear_forgets() {
     ]
     .into_iter()
     .collect();
+    // Only the converge holding the mesh stamps.
+    let err = h.stamp_record("demo", "c1", &first).unwrap_err();
+    assert!(matches!(err, HistoryError::LockLost { .. }), "{err:?}");
+    assert!(h.record("demo").unwrap().is_empty());
+    let hold = |mesh: &str, id: &str| {
+        h.lock_converge(mesh, &meshtop::backends::history::Holder::here(id))
+            .unwrap()
+            .unwrap();
+    };
+    hold("demo", "c1");
     h.stamp_record("demo", "c1", &first).unwrap();
+    h.unlock_converge("demo", "c1").unwrap();
+    hold("demo", "c2");
+    hold("other", "c3");
     let second: Record = [("api".to_string(), entry("api:2", "sha256:a2"))]
         .into_iter()
         .collect();

@@ -7,11 +7,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::engine::ConvergeError;
 use super::progress::{Emitter, Step};
 use crate::backends::cluster::{Cluster, RECORD_ANNOTATION, Workload, kind_load};
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::{History, locked};
+use crate::backends::history::{History, HistoryError, locked};
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
 
@@ -280,23 +281,32 @@ pub async fn published_digest(
     }
 }
 
-/// Stamp the record: merge `entries` into what it holds.
+/// Stamp the record: merge `entries` into what it holds, only while `converge_id` holds the mesh.
+/// Docker: the check and the stamp are one transaction of the state database. Kubernetes: the
+/// lock is checked just before the annotation is written (two systems: no common transaction).
 pub async fn stamp(
     mesh: &Mesh,
     target: &ConnectedTarget,
     history: &Mutex<History>,
     converge_id: &str,
     entries: &Record,
-) -> Result<(), String> {
+) -> Result<(), ConvergeError> {
+    let history_error = |e: HistoryError| match e {
+        HistoryError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
+        other => ConvergeError::Failed(other.to_string()),
+    };
     match target {
-        ConnectedTarget::Docker => locked(history)?
+        ConnectedTarget::Docker => locked(history)
+            .map_err(ConvergeError::Failed)?
             .stamp_record(&mesh.name, converge_id, entries)
-            .map_err(|e| e.to_string()),
-        ConnectedTarget::Kubernetes(kube) => kube
-            .cluster
-            .stamp_record(entries)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
+            .map_err(history_error),
+        ConnectedTarget::Kubernetes(kube) => {
+            super::engine::still_holds(history, &mesh.name, converge_id)?;
+            kube.cluster
+                .stamp_record(entries)
+                .await
+                .map(|_| ())
+                .map_err(|e| ConvergeError::Failed(e.to_string()))
+        }
     }
 }

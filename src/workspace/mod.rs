@@ -5,4 +5,5 @@
 pub mod file;
 pub mod ignore;
 pub mod inputs;
+pub mod own_files;
 pub mod realpath;

@@ -21,7 +21,7 @@ pub use builds::{
 };
 pub use error::HistoryError;
 pub use events::{EVENT_ID_RANGE_SQL, EventRow, KEEP_EVENTS, NewEvent, PRUNE_BATCH, SendRow};
-pub use lock::{Holder, LOCK_STALE_MS, this_host};
+pub use lock::{Holder, LOCK_STALE_MS, TEST_STALE_ENV, lock_stale_ms, this_host};
 pub use schema::SCHEMA_VERSION;
 
 /// The state database of this user: `<data dir>/meshtop/state.db`
@@ -149,10 +149,13 @@ mod tests {
                 digest: "sha256:1".into(),
             },
         );
-        History::open(&path)
+        let history = History::open(&path).unwrap();
+        history
+            .lock_converge("demo", &Holder::here("c1"))
             .unwrap()
-            .stamp_record("demo", "c1", &record)
             .unwrap();
+        history.stamp_record("demo", "c1", &record).unwrap();
+        drop(history);
         // No checkpoint on close: the stamp is still in the WAL, which the next handle recovers.
         assert!(dir.path().join("state.db-wal").exists());
         assert_eq!(

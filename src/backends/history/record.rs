@@ -29,7 +29,8 @@ impl History {
     }
 
     /// Stamp the record: upsert `entries`, keep the other modules, in one transaction,
-    /// noting when and by which converge.
+    /// noting when and by which converge. Only the converge holding the mesh's lock stamps: the
+    /// check is inside the same transaction, else `LockLost` and nothing is written.
     pub fn stamp_record(
         &self,
         mesh: &str,
@@ -47,6 +48,7 @@ impl History {
     ) -> Result<(), HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
+        self.check_holds(mesh, converge_id)?;
         let at = now_ms();
         {
             let mut st = tx

@@ -106,6 +106,19 @@ CREATE TABLE converge_locks (
     heartbeat_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
+    // 2: who took a mesh over from whom, so that a converge frozen past the stale limit learns,
+    // when it wakes, who holds the mesh now (and never stamps over it).
+    r#"
+CREATE TABLE takeovers (
+    lost_converge_id TEXT PRIMARY KEY NOT NULL,
+    mesh             TEXT NOT NULL,
+    converge_id      TEXT NOT NULL,
+    host             TEXT NOT NULL,
+    pid              INTEGER NOT NULL,
+    since_ms         INTEGER NOT NULL,
+    heartbeat_ms     INTEGER NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).
@@ -168,6 +181,12 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
     if found != SCHEMA_VERSION {
         migrate(&conn, path)?;
     }
+    // Only now is the file known to be a state database: tighten it (never a file SQLite refused).
+    tighten(path).map_err(|source| HistoryError::Io {
+        path: path.to_path_buf(),
+        what: "set its mode to 0600",
+        source,
+    })?;
     tighten_sidecars(path)?;
     Ok(conn)
 }
@@ -212,13 +231,6 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
 
 /// Create the parent directories and the file with mode 0600; tighten a looser mode.
 fn prepare_file(path: &Path) -> Result<(), HistoryError> {
-    let io = |what: &'static str| {
-        move |source| HistoryError::Io {
-            path: path.to_path_buf(),
-            what,
-            source,
-        }
-    };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(|source| HistoryError::Dir {
             path: path.to_path_buf(),
@@ -230,14 +242,14 @@ fn prepare_file(path: &Path) -> Result<(), HistoryError> {
             path: path.to_path_buf(),
             what: "is a directory, not a database file; choose a file path with --state PATH / MESHTOP_STATE".into(),
         }),
-        Ok(_) => tighten(path).map_err(io("set its mode to 0600")),
+        // An existing file is tightened once SQLite has verified it as a database (see `open`):
+        // a refused `--state mesh.toml` (or a symlink to a system file) keeps its mode.
+        Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
                 Ok(_) => Ok(()),
-                // Another process created it first: fine, tighten it as any existing file.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    tighten(path).map_err(io("set its mode to 0600"))
-                }
+                // Another process created it first: fine, it is verified and tightened as any other.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
                 Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => Err(HistoryError::ReadOnly {
                     path: path.to_path_buf(),
                     detail: format!("cannot create the file: {source}"),
