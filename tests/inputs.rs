@@ -392,3 +392,56 @@ fn clear_errors_name_the_path() {
         assert!(err.contains("secret.txt"), "{err}");
     }
 }
+
+/// The context streams to the builder in bounded chunks; a context that changed since the plan
+/// ends the stream with an error (the builder never takes a truncated tar for a whole one), and an
+/// unchanged one streams exactly the bytes of the tar (issue 10, item 5).
+#[test]
+fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
+    use meshtop::backends::daemon::build::context_pipe;
+    let stream = |root: &Path, expected: Option<Inputs>| {
+        let (mut writer, mut body) = context_pipe();
+        let root = root.to_path_buf();
+        let producer = std::thread::spawn(move || {
+            let args = args();
+            let platforms = [Platform::parse("linux/amd64").unwrap()];
+            let spec = InputSpec {
+                context: &root,
+                dockerfile: "Dockerfile",
+                build_args: &args,
+                base_digest: None,
+                platforms: &platforms,
+            };
+            match tar_inputs(&spec, expected.as_ref(), &mut writer) {
+                Ok(_) => writer.finish().unwrap(),
+                Err(error) => writer.abort(&error.to_string()),
+            }
+        });
+        let mut items = Vec::new();
+        while let Some(item) = body.blocking_recv() {
+            items.push(item);
+        }
+        producer.join().unwrap();
+        items
+    };
+    let dir = TempDir::new().unwrap();
+    sample(dir.path(), false);
+    write(dir.path(), "big.bin", &vec![7u8; 3_000_001]);
+    let planned = hash(dir.path());
+    let items = stream(dir.path(), Some(planned.clone()));
+    assert!(items.len() > 4, "sent in chunks: {}", items.len());
+    let mut sent = Vec::new();
+    for item in items {
+        let chunk = item.unwrap();
+        assert!(chunk.len() <= 256 * 1024);
+        sent.extend_from_slice(&chunk);
+    }
+    let (_, whole) = tar_of(dir.path(), None);
+    assert_eq!(sent, whole);
+
+    write(dir.path(), "src/main.rs", b"fn main() { changed() }\n");
+    let items = stream(dir.path(), Some(planned));
+    let last = items.last().unwrap();
+    let error = last.as_ref().unwrap_err().to_string();
+    assert!(error.contains("changed since it was planned"), "{error}");
+}
