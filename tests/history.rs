@@ -30,6 +30,10 @@ fn migrates_from_empty_and_reopen_keeps_data() {
     let (_dir, path) = temp_db();
     let h = History::open(&path).unwrap();
     assert_eq!(h.path(), path);
+    // Its converge holds the mesh: the row stays running across opens.
+    h.lock_converge("demo", &meshtop::backends::history::Holder::here("c1"))
+        .unwrap()
+        .unwrap();
     h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();
     drop(h);
 

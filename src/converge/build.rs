@@ -59,6 +59,43 @@ pub enum BuildError {
     NoRecord(String),
     /// The daemon went away mid-build.
     Daemon(String),
+    /// The build ended but its end could not be written (e.g. a full disk): the message says
+    /// what was built and that nothing was stamped.
+    Unrecorded(String),
+}
+
+/// How a build's end is written when the first try fails: a few quick tries, then (the converge
+/// fails, nothing is stamped) on in the background for as long as the process runs. A row the
+/// process never completes is closed by the next open of the state (`History::open`).
+async fn finish_or_keep_trying(
+    history: &Arc<Mutex<History>>,
+    id: &str,
+    end: &BuildEnd,
+    what: &str,
+) -> Result<(), BuildError> {
+    let write =
+        |history: &Mutex<History>| with_history(history, |h| h.finish_build(id, end).map(|_| ()));
+    let mut last = String::new();
+    for attempt in 0..3u64 {
+        match write(history) {
+            Ok(()) => return Ok(()),
+            Err(error) => last = error,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100 * (attempt + 1))).await;
+    }
+    let (history, id, end) = (history.clone(), id.to_string(), end.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            let done = with_history(&history, |h| h.finish_build(&id, &end).map(|_| ()));
+            if done.is_ok() {
+                return;
+            }
+        }
+    });
+    Err(BuildError::Unrecorded(format!(
+        "{what}; its record could not be written: {last}; nothing stamped"
+    )))
 }
 
 fn with_history<T>(
@@ -126,6 +163,13 @@ pub async fn build_module(
         with_history(history, |h| {
             h.finish_build(&correlation_id, &end).map(|_| ())
         })
+    };
+    let ended = |status: BuildStatus, digest: Option<String>| BuildEnd {
+        status,
+        digest,
+        error: None,
+        log_tail: None,
+        ended_ms: timefmt::now_ms(),
     };
     let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
         finish(BuildStatus::Failed, None, Some(error.clone()), tail)
@@ -245,8 +289,14 @@ pub async fn build_module(
         }
         return match result {
             Ok(digest) => {
-                finish(BuildStatus::Succeeded, Some(digest.clone()), None, None)
-                    .map_err(BuildError::NoRecord)?;
+                let end = ended(BuildStatus::Succeeded, Some(digest.clone()));
+                finish_or_keep_trying(
+                    history,
+                    &correlation_id,
+                    &end,
+                    &format!("built and pushed {reference} → {digest}"),
+                )
+                .await?;
                 save_manifest();
                 let _ = with_history(history, |h| {
                     h.set_published(&correlation_id, &reference, &digest)
@@ -280,8 +330,14 @@ pub async fn build_module(
     }
     match result {
         Ok(DaemonBuildEnd::Built(id)) => {
-            finish(BuildStatus::Succeeded, Some(id.clone()), None, None)
-                .map_err(BuildError::NoRecord)?;
+            let end = ended(BuildStatus::Succeeded, Some(id.clone()));
+            finish_or_keep_trying(
+                history,
+                &correlation_id,
+                &end,
+                &format!("built {reference} → {id}"),
+            )
+            .await?;
             save_manifest();
             emitter.emit(
                 Step::Built,
