@@ -384,3 +384,79 @@ fn sends_newest_first_per_module() {
     );
     assert!(h.sends("other", None, 10).unwrap().is_empty());
 }
+
+/// Issue 10, item 7: a state the user cannot write still answers the commands that only read
+/// (`builds`, `plan`, `status`), read-only; a converge still refuses, naming the file.
+#[test]
+fn read_commands_open_a_state_they_cannot_write_read_only() {
+    if running_as_root() {
+        let exe = std::env::current_exe().unwrap();
+        let output = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(exe)
+            .args([
+                "--exact",
+                "read_commands_open_a_state_they_cannot_write_read_only",
+                "--test-threads=1",
+            ])
+            .env("TMPDIR", "/tmp")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "as nobody: {said}");
+        assert!(said.contains("1 passed"), "the test ran as nobody: {said}");
+        return;
+    }
+    let (dir, path) = temp_db();
+    let h = History::open(&path).unwrap();
+    h.lock_converge("demo", &meshtop::backends::history::Holder::here("c1"))
+        .unwrap()
+        .unwrap();
+    h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();
+    drop(h);
+    let bin = env!("CARGO_BIN_EXE_meshtop");
+    let mesh = dir.path().join("mesh.toml");
+    std::fs::write(
+        &mesh,
+        "[mesh]\nname = \"demo\"\n\n[target]\nkind = \"docker\"\n\n[[module]]\nname = \"api\"\ncontext = \"api\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("api")).unwrap();
+    std::fs::write(dir.path().join("api/Dockerfile"), "FROM scratch\n").unwrap();
+    // Shared for reading only: the file, its -wal/-shm, and its directory.
+    for file in ["state.db", "state.db-wal", "state.db-shm"] {
+        let file = path.parent().unwrap().join(file);
+        if file.exists() {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        }
+    }
+    std::fs::set_permissions(
+        path.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o555),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .arg("--mesh")
+            .arg(&mesh)
+            .arg("--state")
+            .arg(&path)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let builds = run(&["builds", "--json"]);
+    let said = String::from_utf8_lossy(&builds.stderr).into_owned();
+    assert!(builds.status.success(), "{said}");
+    assert!(String::from_utf8_lossy(&builds.stdout).contains("\"b1\""));
+    let converge = run(&["converge"]);
+    assert!(!converge.status.success());
+    let said = String::from_utf8_lossy(&converge.stderr).into_owned();
+    assert!(said.contains(&path.display().to_string()), "{said}");
+    std::fs::set_permissions(
+        path.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+}

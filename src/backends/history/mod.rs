@@ -62,6 +62,21 @@ impl History {
         Ok(history)
     }
 
+    /// For commands that only read (plan, builds, status): [`History::open`], or, when the file
+    /// cannot be written by this user, the same file read-only (nothing is written to it).
+    pub fn open_for_reading(path: &Path) -> Result<History, HistoryError> {
+        match History::open(path) {
+            Err(HistoryError::ReadOnly { .. }) if path.exists() => {
+                let conn = schema::open_read_only(path)?;
+                Ok(History {
+                    conn,
+                    path: path.to_path_buf(),
+                })
+            }
+            other => other,
+        }
+    }
+
     /// Where the database lives.
     pub fn path(&self) -> &Path {
         &self.path

@@ -191,6 +191,28 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
     Ok(conn)
 }
 
+/// Open an existing state database for reading only (a user who cannot write it): nothing is
+/// created, migrated, tightened or written. A schema other than this binary's is refused.
+pub(super) fn open_read_only(path: &Path) -> Result<Connection, HistoryError> {
+    let sql = |op: &'static str| move |e: rusqlite::Error| HistoryError::sqlite(path, op, e);
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(sql("open for reading"))?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(sql("set the busy timeout"))?;
+    let found = known_version(&conn, path)?;
+    if found != SCHEMA_VERSION {
+        return Err(HistoryError::ReadOnly {
+            path: path.to_path_buf(),
+            detail: format!(
+                "it has schema version {found} and needs migrating to {SCHEMA_VERSION}, which takes writing"
+            ),
+        });
+    }
+    Ok(conn)
+}
+
 /// The schema version of the file; one newer than this binary knows is refused, untouched.
 fn known_version(conn: &Connection, path: &Path) -> Result<i64, HistoryError> {
     let found: i64 = conn
