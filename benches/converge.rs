@@ -92,10 +92,12 @@ fn bench(c: &mut Criterion) {
     let state = dir.path().join("state.db");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let record = runtime.block_on(fake_record(&mesh));
-    History::open(&state)
-        .unwrap()
-        .stamp_record(&name, "bench-setup", &record)
-        .unwrap();
+    let setup = History::open(&state).unwrap();
+    let holder = meshtop::backends::history::Holder::here("bench-setup");
+    setup.lock_converge(&name, &holder).unwrap().unwrap();
+    setup.stamp_record(&name, "bench-setup", &record).unwrap();
+    setup.unlock_converge(&name, "bench-setup").unwrap();
+    drop(setup);
 
     let mut group = c.benchmark_group("converge_50_modules");
     group.sample_size(30);

@@ -90,7 +90,23 @@ fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
         .state_dir()
         .unwrap_or_else(|| dirs.cache_dir())
         .join("meshtop");
-    std::fs::create_dir_all(&dir).ok()?;
+    // Owner-only, as the state database: the directory 0700, the log file 0600.
+    {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .ok()?;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        let file = dir.join("meshtop.log");
+        let _ = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&file);
+        let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600));
+    }
     let (writer, guard) =
         tracing_appender::non_blocking(tracing_appender::rolling::never(&dir, "meshtop.log"));
     let filter = tracing_subscriber::EnvFilter::try_from_env("MESHTOP_LOG")

@@ -30,6 +30,10 @@ fn migrates_from_empty_and_reopen_keeps_data() {
     let (_dir, path) = temp_db();
     let h = History::open(&path).unwrap();
     assert_eq!(h.path(), path);
+    // Its converge holds the mesh: the row stays running across opens.
+    h.lock_converge("demo", &meshtop::backends::history::Holder::here("c1"))
+        .unwrap()
+        .unwrap();
     h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();
     drop(h);
 
@@ -113,6 +117,34 @@ fn a_file_that_is_not_a_database_is_a_clear_error() {
         text,
         "the file was modified"
     );
+}
+
+/// Issue 10: `--state mesh.toml` was refused but chmod'ed to 0600 anyway, also through a symlink.
+#[test]
+fn a_refused_file_keeps_its_mode_also_through_a_symlink() {
+    let (dir, _) = temp_db();
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let foreign = dir.path().join("mesh.toml");
+    std::fs::write(&foreign, "[mesh]\nname = \"demo\"\n".repeat(40)).unwrap();
+    std::fs::set_permissions(&foreign, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&foreign, &link).unwrap();
+    for path in [&foreign, &link] {
+        let err = History::open(path).unwrap_err();
+        assert!(matches!(err, HistoryError::NotADatabase { .. }), "{err:?}");
+        assert_eq!(
+            mode(&foreign),
+            0o644,
+            "opening {} changed the mode",
+            path.display()
+        );
+    }
+    // A database of ours, loose, is tightened once verified.
+    let (_dir2, ours) = temp_db();
+    drop(History::open(&ours).unwrap());
+    std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(History::open(&ours).unwrap());
+    assert_eq!(mode(&ours), 0o600);
 }
 
 #[test]
@@ -208,7 +240,20 @@ fn stamping_the_record_merges_and_clear_forgets() {
     ]
     .into_iter()
     .collect();
+    // Only the converge holding the mesh stamps.
+    let err = h.stamp_record("demo", "c1", &first).unwrap_err();
+    assert!(matches!(err, HistoryError::LockLost { .. }), "{err:?}");
+    assert!(h.record("demo").unwrap().is_empty());
+    let hold = |mesh: &str, id: &str| {
+        h.lock_converge(mesh, &meshtop::backends::history::Holder::here(id))
+            .unwrap()
+            .unwrap();
+    };
+    hold("demo", "c1");
     h.stamp_record("demo", "c1", &first).unwrap();
+    h.unlock_converge("demo", "c1").unwrap();
+    hold("demo", "c2");
+    hold("other", "c3");
     let second: Record = [("api".to_string(), entry("api:2", "sha256:a2"))]
         .into_iter()
         .collect();
@@ -338,4 +383,80 @@ fn sends_newest_first_per_module() {
         ["api-2", "web-1"]
     );
     assert!(h.sends("other", None, 10).unwrap().is_empty());
+}
+
+/// Issue 10, item 7: a state the user cannot write still answers the commands that only read
+/// (`builds`, `plan`, `status`), read-only; a converge still refuses, naming the file.
+#[test]
+fn read_commands_open_a_state_they_cannot_write_read_only() {
+    if running_as_root() {
+        let exe = std::env::current_exe().unwrap();
+        let output = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(exe)
+            .args([
+                "--exact",
+                "read_commands_open_a_state_they_cannot_write_read_only",
+                "--test-threads=1",
+            ])
+            .env("TMPDIR", "/tmp")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "as nobody: {said}");
+        assert!(said.contains("1 passed"), "the test ran as nobody: {said}");
+        return;
+    }
+    let (dir, path) = temp_db();
+    let h = History::open(&path).unwrap();
+    h.lock_converge("demo", &meshtop::backends::history::Holder::here("c1"))
+        .unwrap()
+        .unwrap();
+    h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();
+    drop(h);
+    let bin = env!("CARGO_BIN_EXE_meshtop");
+    let mesh = dir.path().join("mesh.toml");
+    std::fs::write(
+        &mesh,
+        "[mesh]\nname = \"demo\"\n\n[target]\nkind = \"docker\"\n\n[[module]]\nname = \"api\"\ncontext = \"api\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("api")).unwrap();
+    std::fs::write(dir.path().join("api/Dockerfile"), "FROM scratch\n").unwrap();
+    // Shared for reading only: the file, its -wal/-shm, and its directory.
+    for file in ["state.db", "state.db-wal", "state.db-shm"] {
+        let file = path.parent().unwrap().join(file);
+        if file.exists() {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        }
+    }
+    std::fs::set_permissions(
+        path.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o555),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin)
+            .arg("--mesh")
+            .arg(&mesh)
+            .arg("--state")
+            .arg(&path)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let builds = run(&["builds", "--json"]);
+    let said = String::from_utf8_lossy(&builds.stderr).into_owned();
+    assert!(builds.status.success(), "{said}");
+    assert!(String::from_utf8_lossy(&builds.stdout).contains("\"b1\""));
+    let converge = run(&["converge"]);
+    assert!(!converge.status.success());
+    let said = String::from_utf8_lossy(&converge.stderr).into_owned();
+    assert!(said.contains(&path.display().to_string()), "{said}");
+    std::fs::set_permissions(
+        path.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
 }

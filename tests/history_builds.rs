@@ -331,3 +331,38 @@ fn the_hot_queries_use_indexes_not_scans() {
     assert!(!p.lines().any(|l| l.contains("SCAN events")), "{p}");
     assert_eq!(p.matches("SEARCH events").count(), 2, "{p}");
 }
+
+/// Issue 10, item 3: a build whose end could not be written (a full disk) stays `running` with its
+/// lock released; the next open of the state closes it, saying why. A row whose converge still
+/// holds the mesh stays running.
+#[test]
+fn the_next_open_closes_rows_left_running_by_a_converge_that_is_gone() {
+    let (_dir, path) = temp_db();
+    let h = History::open(&path).unwrap();
+    let holder = meshtop::backends::history::Holder::here("alive");
+    h.lock_converge("demo", &holder).unwrap().unwrap();
+    let mut live = new_build("b-live", Some("api"), 1);
+    live.converge_id = Some("alive".into());
+    h.start_build(&live).unwrap();
+    let mut orphan = new_build("b-orphan", Some("web"), 2);
+    orphan.converge_id = Some("gone".into());
+    h.start_build(&orphan).unwrap();
+    drop(h);
+
+    let h = History::open(&path).unwrap();
+    let closed = h.build("b-orphan").unwrap().unwrap();
+    assert_eq!(closed.status, BuildStatus::Failed, "{closed:?}");
+    assert!(closed.ended_ms.is_some());
+    let error = closed.error.unwrap();
+    assert!(
+        error.contains("stopped")
+            && error.contains("gone")
+            && error.contains("could not be written"),
+        "{error}"
+    );
+    assert_eq!(
+        h.build("b-live").unwrap().unwrap().status,
+        BuildStatus::Running
+    );
+    assert_eq!(h.close_orphans().unwrap(), 0, "nothing more to close");
+}

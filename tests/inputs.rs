@@ -112,19 +112,14 @@ fn manifest_lists_what_is_sent() {
         ]
     );
     let sha = hex::encode(Sha256::digest(b"fn main() {}\n"));
-    assert_eq!(
-        files["src/main.rs"],
-        FileEntry::File {
-            sha256: sha,
-            executable: false
-        }
+    assert!(
+        matches!(&files["src/main.rs"], FileEntry::File { sha256, mode } if *sha256 == sha && mode & 0o111 == 0),
+        "{:?}",
+        files["src/main.rs"]
     );
     assert!(matches!(
         files["run.sh"],
-        FileEntry::File {
-            executable: true,
-            ..
-        }
+        FileEntry::File { mode, .. } if mode & 0o100 != 0
     ));
     assert_eq!(
         files["link"],
@@ -148,19 +143,26 @@ fn same_tree_same_digest_anywhere() {
     let first = hash(a.path());
     assert_eq!(first, hash(b.path()));
 
-    // Touching mtimes and changing permissions other than the x bit change nothing.
+    // Touching mtimes changes nothing.
     let f = fs::File::options()
         .write(true)
         .open(a.path().join("src/main.rs"))
         .unwrap();
     f.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
+    assert_eq!(first, hash(a.path()));
+    // Permission bits are kept in the image (as `docker build` keeps them), so they are inputs:
+    // a file made private moves the address (issue 10: a 0600 file became world-readable).
     fs::set_permissions(
         a.path().join("src/lib/util.rs"),
         fs::Permissions::from_mode(0o600),
     )
     .unwrap();
-    fs::set_permissions(a.path().join("run.sh"), fs::Permissions::from_mode(0o700)).unwrap();
-    assert_eq!(first, hash(a.path()));
+    let private = hash(a.path());
+    assert_ne!(first, private);
+    assert!(matches!(
+        private.manifest.files["src/lib/util.rs"],
+        FileEntry::File { mode: 0o600, .. }
+    ));
 }
 
 #[test]
@@ -201,6 +203,8 @@ fn every_input_moves_the_digest() {
     check("one byte", hash(root).digest);
     fs::set_permissions(root.join("src/main.rs"), fs::Permissions::from_mode(0o744)).unwrap();
     check("x bit", hash(root).digest);
+    fs::set_permissions(root.join("src/main.rs"), fs::Permissions::from_mode(0o700)).unwrap();
+    check("group and other bits", hash(root).digest);
     fs::remove_file(root.join("link")).unwrap();
     symlink("src/lib/util.rs", root.join("link")).unwrap();
     check("link target", hash(root).digest);
@@ -291,11 +295,9 @@ fn tar_holds_exactly_what_was_hashed() {
             tar::EntryType::Regular => {
                 let mut data = Vec::new();
                 entry.read_to_end(&mut data).unwrap();
-                let executable = h.mode().unwrap() == 0o755;
-                assert!([0o644, 0o755].contains(&h.mode().unwrap()));
                 FileEntry::File {
                     sha256: hex::encode(Sha256::digest(&data)),
-                    executable,
+                    mode: h.mode().unwrap() & 0o7777,
                 }
             }
             other => panic!("unexpected entry {other:?}"),
@@ -389,4 +391,57 @@ fn clear_errors_name_the_path() {
         let err = hash_inputs(&spec("Dockerfile")).unwrap_err().to_string();
         assert!(err.contains("secret.txt"), "{err}");
     }
+}
+
+/// The context streams to the builder in bounded chunks; a context that changed since the plan
+/// ends the stream with an error (the builder never takes a truncated tar for a whole one), and an
+/// unchanged one streams exactly the bytes of the tar (issue 10, item 5).
+#[test]
+fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
+    use meshtop::backends::daemon::build::context_pipe;
+    let stream = |root: &Path, expected: Option<Inputs>| {
+        let (mut writer, mut body) = context_pipe();
+        let root = root.to_path_buf();
+        let producer = std::thread::spawn(move || {
+            let args = args();
+            let platforms = [Platform::parse("linux/amd64").unwrap()];
+            let spec = InputSpec {
+                context: &root,
+                dockerfile: "Dockerfile",
+                build_args: &args,
+                base_digest: None,
+                platforms: &platforms,
+            };
+            match tar_inputs(&spec, expected.as_ref(), &mut writer) {
+                Ok(_) => writer.finish().unwrap(),
+                Err(error) => writer.abort(&error.to_string()),
+            }
+        });
+        let mut items = Vec::new();
+        while let Some(item) = body.blocking_recv() {
+            items.push(item);
+        }
+        producer.join().unwrap();
+        items
+    };
+    let dir = TempDir::new().unwrap();
+    sample(dir.path(), false);
+    write(dir.path(), "big.bin", &vec![7u8; 3_000_001]);
+    let planned = hash(dir.path());
+    let items = stream(dir.path(), Some(planned.clone()));
+    assert!(items.len() > 4, "sent in chunks: {}", items.len());
+    let mut sent = Vec::new();
+    for item in items {
+        let chunk = item.unwrap();
+        assert!(chunk.len() <= 256 * 1024);
+        sent.extend_from_slice(&chunk);
+    }
+    let (_, whole) = tar_of(dir.path(), None);
+    assert_eq!(sent, whole);
+
+    write(dir.path(), "src/main.rs", b"fn main() { changed() }\n");
+    let items = stream(dir.path(), Some(planned));
+    let last = items.last().unwrap();
+    let error = last.as_ref().unwrap_err().to_string();
+    assert!(error.contains("changed since it was planned"), "{error}");
 }

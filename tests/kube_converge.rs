@@ -347,7 +347,15 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
         digest: format!("sha256:{d}"),
     };
     let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
-    let history = Mutex::new(History::open(&k.mesh.state()).unwrap());
+    // Two converges with their own state databases, each holding the mesh in its own.
+    let own_state = |name: &str, id: &str| {
+        let h = History::open(&k.mesh.dir.path().join(name)).unwrap();
+        h.lock_converge(&mesh.name, &meshtop::backends::history::Holder::here(id))
+            .unwrap()
+            .unwrap();
+        Mutex::new(h)
+    };
+    let (history, history2) = (own_state("one.db", "c1"), own_state("two.db", "c2"));
     api.sync_next_namespace_reads(2);
     let one = ConnectedTarget::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
     let two = one.clone();
@@ -356,7 +364,7 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
     let y = Record::from([("y".to_string(), entry("02"))]);
     let (r1, r2) = tokio::join!(
         target::stamp(&mesh, &one, &history, "c1", &x),
-        target::stamp(&mesh, &two, &history, "c2", &y)
+        target::stamp(&mesh, &two, &history2, "c2", &y)
     );
     r1.unwrap();
     r2.unwrap();
@@ -504,6 +512,15 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     api.put("deployments", &k.namespace, changed);
 
     let moves = send::moves_for(&record.record, &listed, "web");
+    history
+        .lock()
+        .unwrap()
+        .lock_converge(
+            &mesh.name,
+            &meshtop::backends::history::Holder::here("test"),
+        )
+        .unwrap()
+        .unwrap();
     let emitter = Emitter::new(history.clone(), &mesh.name, "test", "converge", None);
     let outcomes = send::send(&mesh, &moves, &daemon, &backend, &history, &emitter).await;
     assert_eq!(outcomes.len(), 1);

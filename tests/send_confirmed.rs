@@ -37,6 +37,17 @@ fn digest(summary: &Value, module: &str) -> String {
         .to_string()
 }
 
+/// Another converge takes the mesh, stamps, and lets it go.
+fn stamp_as_another_converge(history: &Mutex<History>, mesh: &str, record: &Record) {
+    let history = history.lock().unwrap();
+    let holder = meshtop::backends::history::Holder::here("another-converge");
+    history.lock_converge(mesh, &holder).unwrap().unwrap();
+    history
+        .stamp_record(mesh, "another-converge", record)
+        .unwrap();
+    history.unlock_converge(mesh, "another-converge").unwrap();
+}
+
 #[test]
 fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
     let mesh = ExampleMesh::new("confirm");
@@ -72,11 +83,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
             digest: elsewhere.clone(),
         },
     );
-    history
-        .lock()
-        .unwrap()
-        .stamp_record(&mesh.name, "another-converge", &moved)
-        .unwrap();
+    stamp_as_another_converge(&history, &mesh.name, &moved);
 
     let refused = runtime.block_on(send::send_confirmed(
         &loaded, "api", &confirmed, &daemon, &target, &history, None,
@@ -113,11 +120,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
             digest: confirmed_digest.clone(),
         },
     );
-    history
-        .lock()
-        .unwrap()
-        .stamp_record(&mesh.name, "another-converge", &back)
-        .unwrap();
+    stamp_as_another_converge(&history, &mesh.name, &back);
     let report = runtime
         .block_on(send::send_confirmed(
             &loaded, "api", &confirmed, &daemon, &target, &history, None,

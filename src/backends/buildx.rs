@@ -81,11 +81,13 @@ pub async fn build_and_push(
         .stdin
         .take()
         .ok_or("`docker buildx build` has no stdin")?;
-    let tar = spec.context_tar;
+    let mut context = spec.context;
     let writer = tokio::spawn(async move {
-        let written = stdin.write_all(&tar).await;
+        while let Some(chunk) = context.recv().await {
+            stdin.write_all(&chunk?).await?;
+        }
         drop(stdin);
-        written
+        Ok::<(), std::io::Error>(())
     });
     if let Some(stderr) = child.stderr.take() {
         let mut lines = BufReader::new(stderr).lines();
@@ -122,7 +124,7 @@ mod tests {
     #[test]
     fn arguments_push_every_platform_and_read_the_context_from_stdin() {
         let spec = BuildRequest {
-            context_tar: Vec::new(),
+            context: tokio::sync::mpsc::channel(1).1,
             dockerfile: "Dockerfile".into(),
             tag: "127.0.0.1:5000/demo/api:abc-amd64-arm64".into(),
             build_args: HashMap::from([("BASE".to_string(), "sha256:1".to_string())]),

@@ -28,6 +28,12 @@ pub fn open_history(global: &Global) -> Result<History, Failure> {
     History::open(&path).map_err(|e| Failure::failed(e.to_string()))
 }
 
+/// For the commands that only read (plan, builds, status): read-only when it cannot be written.
+pub fn read_history(global: &Global) -> Result<History, Failure> {
+    let path = state_path(global)?;
+    History::open_for_reading(&path).map_err(|e| Failure::failed(e.to_string()))
+}
+
 /// The mesh's target, connected once for the command: `--context`/`--namespace` override the
 /// mesh file's (a Docker target has neither).
 pub async fn target(global: &Global, mesh: &Mesh) -> Result<ConnectedTarget, Failure> {

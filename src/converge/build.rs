@@ -8,7 +8,7 @@ use super::plan::PlannedModule;
 use super::progress::{Emitter, Step};
 use crate::backends::buildx;
 use crate::backends::daemon::Daemon;
-use crate::backends::daemon::build::{BuildEnd as DaemonBuildEnd, BuildRequest};
+use crate::backends::daemon::build::{BuildEnd as DaemonBuildEnd, BuildRequest, context_pipe};
 use crate::backends::git;
 use crate::backends::history::{BuildEnd, History, NewBuild};
 use crate::mesh::builds::BuildStatus;
@@ -16,7 +16,7 @@ use crate::mesh::decide::Decision;
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module, Target};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
-use crate::workspace::inputs::{self, InputSpec};
+use crate::workspace::inputs::{self, InputSpec, InputsError};
 
 /// How many lines of build output a failed build keeps.
 pub const LOG_TAIL_LINES: usize = 50;
@@ -60,6 +60,43 @@ pub enum BuildError {
     NoRecord(String),
     /// The daemon went away mid-build.
     Daemon(String),
+    /// The build ended but its end could not be written (e.g. a full disk): the message says
+    /// what was built and that nothing was stamped.
+    Unrecorded(String),
+}
+
+/// How a build's end is written when the first try fails: a few quick tries, then (the converge
+/// fails, nothing is stamped) on in the background for as long as the process runs. A row the
+/// process never completes is closed by the next open of the state (`History::open`).
+async fn finish_or_keep_trying(
+    history: &Arc<Mutex<History>>,
+    id: &str,
+    end: &BuildEnd,
+    what: &str,
+) -> Result<(), BuildError> {
+    let write =
+        |history: &Mutex<History>| with_history(history, |h| h.finish_build(id, end).map(|_| ()));
+    let mut last = String::new();
+    for attempt in 0..3u64 {
+        match write(history) {
+            Ok(()) => return Ok(()),
+            Err(error) => last = error,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100 * (attempt + 1))).await;
+    }
+    let (history, id, end) = (history.clone(), id.to_string(), end.clone());
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            let done = with_history(&history, |h| h.finish_build(&id, &end).map(|_| ()));
+            if done.is_ok() {
+                return;
+            }
+        }
+    });
+    Err(BuildError::Unrecorded(format!(
+        "{what}; its record could not be written: {last}; nothing stamped"
+    )))
 }
 
 fn with_history<T>(
@@ -128,6 +165,13 @@ pub async fn build_module(
             h.finish_build(&correlation_id, &end).map(|_| ())
         })
     };
+    let ended = |status: BuildStatus, digest: Option<String>| BuildEnd {
+        status,
+        digest,
+        error: None,
+        log_tail: None,
+        ended_ms: timefmt::now_ms(),
+    };
     let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
         let error = crate::mesh::text::plain(&error).into_owned();
         finish(BuildStatus::Failed, None, Some(error.clone()), tail)
@@ -167,13 +211,15 @@ pub async fn build_module(
             );
         }
     }
-    // The same walk that computed the address produces the tar; a file that changed since the plan fails the build.
+    // The same walk that computed the address writes the tar, streamed to the builder as it is
+    // written (bounded memory); a file that changed since the plan aborts the body and fails the build.
     let tar_module = module.clone();
     let expected = planned.inputs.clone();
     let base_digest = planned.base_artifact.clone();
     let platforms = planned.platforms.clone();
-    let tarred = tokio::task::spawn_blocking(move || {
-        let mut tar = Vec::new();
+    let (writer, context) = context_pipe();
+    let tarring = tokio::task::spawn_blocking(move || {
+        let mut writer = writer;
         let spec = InputSpec {
             context: &tar_module.context,
             dockerfile: &tar_module.dockerfile,
@@ -181,21 +227,23 @@ pub async fn build_module(
             base_digest: base_digest.as_deref(),
             platforms: &platforms,
         };
-        inputs::tar_inputs(&spec, expected.as_ref(), &mut tar).map(|_| tar)
-    })
-    .await;
-    let context_tar = match tarred {
-        Ok(Ok(tar)) => tar,
-        Ok(Err(error)) => return failed(format!("module {}: {error}", module.name), None),
-        Err(error) => {
-            return failed(
-                format!(
-                    "module {}: packing the context stopped: {error}",
-                    module.name
-                ),
-                None,
-            );
+        let tarred = inputs::tar_inputs(&spec, expected.as_ref(), &mut writer);
+        match tarred {
+            Ok(inputs) => writer.finish().map(|()| inputs).map_err(InputsError::Write),
+            Err(error) => {
+                writer.abort(&error.to_string());
+                Err(error)
+            }
         }
+    });
+    // What stopped the tar, unless only the builder stopped reading it (then the builder says why).
+    let tar_error = |tarred: Result<Result<_, InputsError>, tokio::task::JoinError>| match tarred {
+        Ok(Ok(_)) | Ok(Err(InputsError::Write(_))) => None,
+        Ok(Err(error)) => Some(format!("module {}: {error}", module.name)),
+        Err(error) => Some(format!(
+            "module {}: packing the context stopped: {error}",
+            module.name
+        )),
     };
     let mut build_args: HashMap<String, String> = module.build_args.clone().into_iter().collect();
     if let Some(base) = &planned.base_artifact {
@@ -222,7 +270,7 @@ pub async fn build_module(
         }
     };
     let request = BuildRequest {
-        context_tar,
+        context,
         dockerfile: module.dockerfile.clone(),
         tag: reference.clone(),
         build_args,
@@ -238,10 +286,19 @@ pub async fn build_module(
         })
         .await;
         let tail_text = Some(tail.text());
+        if let Some(error) = tar_error(tarring.await) {
+            return failed(error, tail_text);
+        }
         return match result {
             Ok(digest) => {
-                finish(BuildStatus::Succeeded, Some(digest.clone()), None, None)
-                    .map_err(BuildError::NoRecord)?;
+                let end = ended(BuildStatus::Succeeded, Some(digest.clone()));
+                finish_or_keep_trying(
+                    history,
+                    &correlation_id,
+                    &end,
+                    &format!("built and pushed {reference} → {digest}"),
+                )
+                .await?;
                 save_manifest();
                 let _ = with_history(history, |h| {
                     h.set_published(&correlation_id, &reference, &digest)
@@ -270,10 +327,19 @@ pub async fn build_module(
         })
         .await;
     let tail_text = Some(tail.text());
+    if let Some(error) = tar_error(tarring.await) {
+        return failed(error, tail_text);
+    }
     match result {
         Ok(DaemonBuildEnd::Built(id)) => {
-            finish(BuildStatus::Succeeded, Some(id.clone()), None, None)
-                .map_err(BuildError::NoRecord)?;
+            let end = ended(BuildStatus::Succeeded, Some(id.clone()));
+            finish_or_keep_trying(
+                history,
+                &correlation_id,
+                &end,
+                &format!("built {reference} → {id}"),
+            )
+            .await?;
             save_manifest();
             emitter.emit(
                 Step::Built,

@@ -48,8 +48,24 @@ pub enum ConvergeError {
     Refused(String),
     #[error("converge cancelled: running builds were marked cancelled, nothing was stamped")]
     Cancelled,
+    /// Another converge took the mesh over (this one was frozen past the stale limit): nothing more
+    /// is stamped or sent; the message names who took it.
+    #[error("{0}")]
+    LockLost(String),
     #[error("{0}")]
     Failed(String),
+}
+
+/// `LockLost` when this converge no longer holds the mesh (checked in the state database now).
+pub(super) fn still_holds(
+    history: &Mutex<History>,
+    mesh: &str,
+    converge_id: &str,
+) -> Result<(), ConvergeError> {
+    let history = crate::backends::history::locked(history).map_err(ConvergeError::Failed)?;
+    history
+        .check_holds(mesh, converge_id)
+        .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }
 
 /// Run one converge. `cancel` flips to true on Ctrl-C.
@@ -65,15 +81,20 @@ pub async fn converge(
     let mesh = &request.mesh;
     let converge_id = uuid::Uuid::now_v7().to_string();
     let holder = Holder::here(&converge_id);
-    lock::acquire(&history, &mesh.name, &holder, request.wait).await?;
+    let taken_from = lock::acquire(&history, &mesh.name, &holder, request.wait).await?;
+    let (lost_tx, lost_rx) = watch::channel(None);
     let heartbeat = lock::spawn_heartbeat(
         request.state_path.clone(),
         mesh.name.clone(),
         converge_id.clone(),
+        lost_tx,
     );
     let kind = if request.force { "force" } else { "converge" };
     let emitter = Emitter::new(history.clone(), &mesh.name, &converge_id, kind, tx);
-    let result = run(&request, &daemon, &history, &emitter, &mut cancel).await;
+    if let Some(from) = &taken_from {
+        emitter.emit(Step::Warning, None, lock::took_over(&mesh.name, from));
+    }
+    let result = run(&request, &daemon, &history, &emitter, &mut cancel, lost_rx).await;
     heartbeat.abort();
     let outcome_text = match &result {
         Ok(summary) if summary.ok => "converge succeeded".to_string(),
@@ -100,6 +121,7 @@ async fn run(
     history: &Arc<Mutex<History>>,
     emitter: &Emitter,
     cancel: &mut watch::Receiver<bool>,
+    lost: watch::Receiver<Option<String>>,
 ) -> Result<ConvergeSummary, ConvergeError> {
     let mesh = &request.mesh;
     let target = &request.target;
@@ -119,6 +141,19 @@ async fn run(
                 .is_none_or(|names| names.contains(&m.name))
         })
         .collect();
+    // meshtop's own files in a context: refused before anything is planned or built.
+    let own = crate::workspace::own_files::refusals(
+        selected
+            .iter()
+            .map(|m| (m.name.as_str(), m.context.as_path())),
+        &request.state_path,
+    );
+    if !own.is_empty() {
+        for line in &own {
+            emitter.emit(Step::Refused, None, line.clone());
+        }
+        return Err(ConvergeError::Refused(own.join("; ")));
+    }
     emitter.emit(
         Step::Started,
         None,
@@ -141,13 +176,15 @@ async fn run(
     };
     let mut planner = Planner::new(ctx, daemon.clone());
     // First pass: every decision that can be made now, and every refusal, before any build.
-    let mut planned: BTreeMap<String, PlannedModule> = BTreeMap::new();
-    for module in &selected {
-        let decided = planner
-            .decide(module, &manifests)
-            .await
-            .map_err(ConvergeError::Failed)?;
-        planned.insert(module.name.clone(), decided);
+    let mut planned = first_pass(&mut planner, &selected, &manifests).await?;
+    // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
+    // machine runs it) must be on the target: on Docker the host's listing says (asked only then).
+    if planner.host_is_target() && uses_record_artifacts(&planned, mesh) {
+        planner.ask_host().await;
+    }
+    if planner.any_gone(&planned.values().collect::<Vec<_>>()) {
+        planner.reset();
+        planned = first_pass(&mut planner, &selected, &manifests).await?;
     }
     let refused = preflight::refusals(&planned, mesh, target);
     if !refused.is_empty() {
@@ -177,6 +214,7 @@ async fn run(
         outcomes: Vec::new(),
         stamp: Record::new(),
         all_ok: true,
+        lost: lost.clone(),
     };
     let max_tier = selected.iter().map(|m| m.tier).max().unwrap_or(0);
     for tier in 0..=max_tier {
@@ -207,6 +245,10 @@ async fn run(
         sends,
         ok,
     };
+    // A converge that lost the mesh (frozen, then taken over) stamps nothing and sends nothing.
+    if let Some(message) = lost.borrow().clone() {
+        return Err(ConvergeError::LockLost(message));
+    }
     if !all_ok {
         emitter.defer(Step::Stamped, None, "nothing stamped: a build failed");
         return Ok(summary(false, Vec::new(), Vec::new(), false));
@@ -221,9 +263,7 @@ async fn run(
             "record unchanged: it already names every artifact",
         );
     } else {
-        super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp)
-            .await
-            .map_err(ConvergeError::Failed)?;
+        super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp).await?;
         emitter.defer(
             Step::Stamped,
             None,
@@ -233,9 +273,43 @@ async fn run(
     super::rollback::end_pins(mesh, history, emitter, planner.ended_pins());
     let mut merged = record.record.clone();
     merged.extend(stamp);
+    still_holds(history, &mesh.name, &emitter.converge_id)?;
     let (created, sends) = roll_out(mesh, &merged, request, daemon, history, emitter).await?;
     let ok = sends.iter().all(|s| s.ok);
     Ok(summary(true, created, sends, ok))
+}
+
+async fn first_pass(
+    planner: &mut Planner<'_>,
+    selected: &[&Module],
+    manifests: &HistoryManifests<'_>,
+) -> Result<BTreeMap<String, PlannedModule>, ConvergeError> {
+    let mut planned = BTreeMap::new();
+    for module in selected {
+        let decided = planner
+            .decide(module, manifests)
+            .await
+            .map_err(ConvergeError::Failed)?;
+        planned.insert(module.name.clone(), decided);
+    }
+    Ok(planned)
+}
+
+/// Whether this converge uses an artifact that only the record vouches for: a module built FROM a
+/// `record` base, or a `record` module with declared machines or under `rollout` (machines may be
+/// created or sent to). Nothing used: the host is not asked (the steady state makes no daemon call).
+fn uses_record_artifacts(planned: &BTreeMap<String, PlannedModule>, mesh: &Mesh) -> bool {
+    let from_record = |name: &str| {
+        planned
+            .get(name)
+            .is_some_and(|p| p.decision == Decision::Record)
+    };
+    planned.values().any(|p| {
+        (p.decision.builds() && p.base.as_deref().is_some_and(from_record))
+            || (p.decision == Decision::Record
+                && (p.policy == crate::mesh::Policy::Rollout
+                    || mesh.machines.iter().any(|m| m.module == p.name)))
+    })
 }
 
 /// `demo/api:abc-amd64@3f9c2a1b7d4e` for messages.

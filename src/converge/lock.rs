@@ -5,24 +5,28 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::backends::history::{History, Holder, locked};
+use tokio::sync::watch;
+
+use crate::backends::history::{History, HistoryError, Holder, lock_stale_ms, locked};
+use crate::timefmt;
 
 use super::engine::ConvergeError;
 
 /// Hold the mesh for this operation (or wait for it); a dead holder does not hold it forever.
+/// Returns the holder it was taken over from, if any (say so: [`took_over`]).
 pub async fn acquire(
     history: &Mutex<History>,
     mesh: &str,
     holder: &Holder,
     wait: bool,
-) -> Result<(), ConvergeError> {
+) -> Result<Option<Holder>, ConvergeError> {
     loop {
         let held = locked(history)
             .map_err(ConvergeError::Failed)?
-            .lock_converge(mesh, holder)
+            .take_converge(mesh, holder)
             .map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
         match held {
-            Ok(()) => return Ok(()),
+            Ok(taken_from) => return Ok(taken_from),
             Err(current) if !wait => {
                 return Err(ConvergeError::Busy {
                     mesh: mesh.to_string(),
@@ -34,23 +38,59 @@ pub async fn acquire(
     }
 }
 
-/// Beat every 20 s while the operation runs (abort the handle when it ends).
+/// The line that says a take-over happened (on the CLI's stderr and in the converge's events).
+pub fn took_over(mesh: &str, from: &Holder) -> String {
+    let age_s = timefmt::now_ms().saturating_sub(from.heartbeat_ms) / 1000;
+    format!(
+        "took mesh {mesh} over from converge {} (host {}, process {}, since {}): its last heartbeat was {age_s} s ago or its process is gone; its running builds were marked failed",
+        from.converge_id,
+        from.host,
+        from.pid,
+        timefmt::local_time(from.since_ms)
+    )
+}
+
+/// How often a holder beats: a sixth of the stale limit (20 s for the 2 minutes).
+fn beat_every() -> Duration {
+    Duration::from_millis(u64::try_from(lock_stale_ms() / 6).unwrap_or(20_000).max(50))
+}
+
+/// Beat while the operation runs (abort the handle when it ends). When a beat finds the lock lost
+/// (another converge took the mesh over while this one was frozen), `lost` gets the error naming
+/// who took it, and the beating stops: the converge must stop before stamping or sending.
 pub fn spawn_heartbeat(
     path: PathBuf,
     mesh: String,
     converge_id: String,
+    lost: watch::Sender<Option<String>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         // Opened at the first beat, not before: a converge the record answers ends long before.
         let mut history: Option<History> = None;
         loop {
-            tokio::time::sleep(Duration::from_secs(20)).await;
+            tokio::time::sleep(beat_every()).await;
             if history.is_none() {
                 history = History::open(&path).ok();
             }
-            if let Some(history) = &history {
-                let _ = history.heartbeat(&mesh, &converge_id);
+            if let Some(history) = &history
+                && let Err(error @ HistoryError::LockLost { .. }) =
+                    history.heartbeat(&mesh, &converge_id)
+            {
+                let _ = lost.send(Some(error.to_string()));
+                return;
             }
         }
     })
+}
+
+/// Resolves once the heartbeat found the lock lost, with its message.
+pub async fn lost(lost: &mut watch::Receiver<Option<String>>) -> String {
+    loop {
+        if let Some(message) = lost.borrow().clone() {
+            return message;
+        }
+        if lost.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }

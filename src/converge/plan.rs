@@ -154,6 +154,48 @@ impl<'a> Planner<'a> {
         &self.host
     }
 
+    /// Ask the host daemon for its labelled images, once per plan.
+    pub async fn ask_host(&mut self) {
+        if self.host != HostAnswer::NotAsked {
+            return;
+        }
+        self.host = match self.daemon.get().await {
+            Ok(daemon) => match daemon.labelled_images().await {
+                Ok(images) => HostAnswer::Holds(images),
+                Err(error) => HostAnswer::Failed(error.to_string()),
+            },
+            Err(why) => HostAnswer::Failed(why),
+        };
+    }
+
+    /// Docker target: the host daemon is the target, so it can tell an artifact the target lost.
+    pub fn host_is_target(&self) -> bool {
+        matches!(self.ctx.mesh.target, crate::mesh::model::Target::Docker)
+    }
+
+    /// Whether a `record` decision made before the host was asked would now be a rebuild
+    /// (the host no longer holds its artifact): the plan is then made again.
+    pub fn any_gone(&self, planned: &[&PlannedModule]) -> bool {
+        self.host_is_target()
+            && planned.iter().any(|p| {
+                !p.multi_platform
+                    && decide::gone_from_host(
+                        &Verdict {
+                            decision: p.decision,
+                            reason: String::new(),
+                            artifact: p.artifact.clone(),
+                        },
+                        &self.host,
+                    )
+            })
+    }
+
+    /// Forget every decision (the host's answer stays): to decide the modules again.
+    pub fn reset(&mut self) {
+        self.artifacts.clear();
+        self.refused.clear();
+    }
+
     pub fn is_selected(&self, module: &str) -> bool {
         self.ctx
             .selected
@@ -273,31 +315,34 @@ impl<'a> Planner<'a> {
         if let Some(why) = pin::pin_ends(&question, pinned) {
             self.ended_pins.insert(module.name.clone(), why);
         }
-        if pin_verdict.is_none()
-            && decide::needs_host(&question, &self.ctx.record)
-            && self.host == HostAnswer::NotAsked
-        {
-            self.host = match self.daemon.get().await {
-                Ok(daemon) => match daemon.labelled_images().await {
-                    Ok(images) => HostAnswer::Holds(images),
-                    Err(error) => HostAnswer::Failed(error.to_string()),
-                },
-                Err(why) => HostAnswer::Failed(why),
-            };
-        }
+        let verdict = match pin_verdict {
+            Some(verdict) => verdict,
+            None => {
+                if decide::needs_host(&question, &self.ctx.record) {
+                    self.ask_host().await;
+                }
+                let verdict = decide::decide(
+                    &question,
+                    &self.ctx.record,
+                    &self.host,
+                    &self.ctx.record_source,
+                );
+                // Where the host is the target, an artifact it lost is rebuilt (when the host was asked).
+                if self.host_is_target()
+                    && !multi_platform
+                    && decide::gone_from_host(&verdict, &self.host)
+                {
+                    decide::rebuild_gone(&verdict, &self.ctx.record_source)
+                } else {
+                    verdict
+                }
+            }
+        };
         let Verdict {
             decision,
             reason,
             artifact,
-        } = match pin_verdict {
-            Some(verdict) => verdict,
-            None => decide::decide(
-                &question,
-                &self.ctx.record,
-                &self.host,
-                &self.ctx.record_source,
-            ),
-        };
+        } = verdict;
         let reason = match self.ended_pins.get(&module.name) {
             Some(why) => format!("{reason}; {why}"),
             None => reason,
@@ -377,6 +422,17 @@ pub async fn dry_run(
     for module in &mesh.modules {
         if planner.is_selected(&module.name) {
             modules.push(planner.decide(module, manifests).await?);
+        }
+    }
+    // The host was asked after some record hits were decided: those whose artifact it no longer
+    // holds are shown as rebuilds, and their dependents follow.
+    if planner.any_gone(&modules.iter().collect::<Vec<_>>()) {
+        planner.reset();
+        modules.clear();
+        for module in &mesh.modules {
+            if planner.is_selected(&module.name) {
+                modules.push(planner.decide(module, manifests).await?);
+            }
         }
     }
     let mut tiers: BTreeMap<u32, Vec<String>> = BTreeMap::new();

@@ -385,7 +385,8 @@ async fn stamp_pin_send(
         "rollback",
         &entries,
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     emitter.emit(
         Step::Stamped,
         Some(module),

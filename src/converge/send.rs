@@ -52,7 +52,19 @@ pub async fn send(
         emitter.emit(Step::Refused, None, refused);
         return outcomes;
     }
-    for moved in moves {
+    for (index, moved) in moves.iter().enumerate() {
+        // Every send is made only while this operation still holds the mesh.
+        if let Err(error) = super::engine::still_holds(history, &mesh.name, &emitter.converge_id) {
+            emitter.emit(Step::Failed, Some(&moved.module), error.to_string());
+            for left in &moves[index..] {
+                outcomes.push(SendOutcome {
+                    moved: left.clone(),
+                    ok: false,
+                    message: format!("not sent: {error}"),
+                });
+            }
+            break;
+        }
         emitter.emit(
             Step::Send,
             Some(&moved.module),
@@ -260,10 +272,17 @@ pub async fn send_confirmed(
 ) -> Result<SendReport, String> {
     let send_id = uuid::Uuid::now_v7().to_string();
     let holder = crate::backends::history::Holder::here(&send_id);
-    super::lock::acquire(history, &mesh.name, &holder, false)
+    let taken_from = super::lock::acquire(history, &mesh.name, &holder, false)
         .await
         .map_err(|e| e.to_string())?;
     let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, "send", tx);
+    if let Some(from) = &taken_from {
+        emitter.emit(
+            Step::Warning,
+            None,
+            super::lock::took_over(&mesh.name, from),
+        );
+    }
     let current = match prepare(mesh, module, daemon, target, history).await {
         Ok(current) => current,
         Err(error) => {

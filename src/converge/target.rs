@@ -7,13 +7,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::engine::ConvergeError;
 use super::progress::{Emitter, Step};
 use crate::backends::cluster::{
     Cluster, FollowRules, Needed, RECORD_ANNOTATION, Workload, WorkloadKind, kind_load,
 };
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::{History, locked};
+use crate::backends::history::{History, HistoryError, locked};
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
 
@@ -356,20 +357,23 @@ pub async fn published_digest(
     }
 }
 
-/// Stamp the record: merge `entries` into what it holds.
+/// Stamp the record: merge `entries` into what it holds, only while `converge_id` holds the mesh.
+/// Docker: the check and the stamp are one transaction of the state database. Kubernetes: the
+/// lock is checked just before the annotation is written (two systems: no common transaction).
 pub async fn stamp(
     mesh: &Mesh,
     target: &ConnectedTarget,
     history: &Mutex<History>,
     converge_id: &str,
     entries: &Record,
-) -> Result<(), String> {
+) -> Result<(), ConvergeError> {
     stamp_as(mesh, target, history, converge_id, "converge", entries).await
 }
 
-/// Stamp the record by an operation of `kind` (converge, rollback); every changed entry is noted
-/// in the record's history in the state database (on Kubernetes after the annotation was written:
-/// a history that cannot be written then is a warning, the stamp stands).
+/// Stamp the record by an operation of `kind` (converge, rollback), only while that operation still
+/// holds the mesh; every changed entry is noted in the record's history in the state database (on
+/// Kubernetes after the annotation was written: a history that cannot be written then is a warning,
+/// the stamp stands).
 pub async fn stamp_as(
     mesh: &Mesh,
     target: &ConnectedTarget,
@@ -377,12 +381,18 @@ pub async fn stamp_as(
     operation_id: &str,
     kind: &str,
     entries: &Record,
-) -> Result<(), String> {
+) -> Result<(), ConvergeError> {
+    let history_error = |e: HistoryError| match e {
+        HistoryError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
+        other => ConvergeError::Failed(other.to_string()),
+    };
     match target {
-        ConnectedTarget::Docker => locked(history)?
+        ConnectedTarget::Docker => locked(history)
+            .map_err(ConvergeError::Failed)?
             .stamp_record_as(&mesh.name, operation_id, kind, entries)
-            .map_err(|e| e.to_string()),
+            .map_err(history_error),
         ConnectedTarget::Kubernetes(kube) => {
+            super::engine::still_holds(history, &mesh.name, operation_id)?;
             let previous = kube
                 .cluster
                 .read_record()
@@ -392,7 +402,7 @@ pub async fn stamp_as(
             kube.cluster
                 .stamp_record(entries)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| ConvergeError::Failed(e.to_string()))?;
             let noted = locked(history).and_then(|h| {
                 h.note_stamps(&mesh.name, operation_id, kind, &previous, entries)
                     .map_err(|e| e.to_string())

@@ -36,6 +36,8 @@ pub struct TierRun<'a> {
     /// What the record will name once everything succeeded.
     pub stamp: Record,
     pub all_ok: bool,
+    /// Says (with who took it) when the heartbeat found the mesh's lock lost.
+    pub lost: watch::Receiver<Option<String>>,
 }
 
 fn outcome_of(planned: &PlannedModule, outcome: impl Into<String>, ok: bool) -> ModuleOutcome {
@@ -93,6 +95,8 @@ impl TierRun<'_> {
         if jobs.is_empty() {
             return Ok(());
         }
+        // A converge that woke up after being taken over builds nothing more.
+        super::engine::still_holds(self.history, &self.mesh.name, &self.emitter.converge_id)?;
         let daemon = self
             .daemon
             .get()
@@ -105,14 +109,18 @@ impl TierRun<'_> {
         )
         .buffer_unordered(self.jobs.max(1))
         .collect::<Vec<_>>();
+        let mut lost = self.lost.clone();
         let results = tokio::select! {
             results = builds => results,
             () = cancelled(cancel) => return Err(ConvergeError::Cancelled),
+            message = super::lock::lost(&mut lost) => return Err(ConvergeError::LockLost(message)),
         };
         for result in results {
             let built = result.map_err(|e| match e {
                 BuildError::NoRecord(message) => ConvergeError::NoRecord(message),
-                BuildError::Daemon(message) => ConvergeError::Failed(message),
+                BuildError::Daemon(message) | BuildError::Unrecorded(message) => {
+                    ConvergeError::Failed(message)
+                }
             })?;
             self.deliver_built(built).await;
         }

@@ -147,6 +147,37 @@ fn record_names<'a>(record: &'a Record, module: &str, reference: &str) -> Option
         .map(|entry| entry.digest.as_str())
 }
 
+/// The reason a record hit is rebuilt on the Docker target (where the host is the target).
+pub const GONE_FROM_TARGET: &str = "the record's artifact is gone from the target";
+
+/// Whether the host, asked, no longer holds the artifact a `record` verdict vouches for. Only
+/// meaningful where the host is the target (Docker, one platform); a failed or missing listing
+/// never says gone.
+pub fn gone_from_host(verdict: &Verdict, host: &HostAnswer) -> bool {
+    let (Decision::Record, Some(artifact), HostAnswer::Holds(images)) =
+        (verdict.decision, &verdict.artifact, host)
+    else {
+        return false;
+    };
+    !images.iter().any(|image| &image.id == artifact)
+}
+
+/// A `record` verdict whose artifact the target lost becomes a build, saying so.
+pub fn rebuild_gone(verdict: &Verdict, record_source: &str) -> Verdict {
+    Verdict {
+        decision: Decision::Build,
+        reason: format!(
+            "{GONE_FROM_TARGET}: {record_source} names this ref as {}, which the host daemon no longer holds",
+            verdict
+                .artifact
+                .as_deref()
+                .map(short_id)
+                .unwrap_or_default()
+        ),
+        artifact: None,
+    }
+}
+
 /// Decide one module. `record_source` names the record in reasons (e.g. "the docker record").
 pub fn decide(
     question: &Question,

@@ -2,11 +2,15 @@
 //!
 //! The digest is sha256 over a canonical, versioned encoding ([`ENCODING`]): every field is written
 //! as its length (u64, little-endian) then its bytes, in this order: the encoding name; per entry in
-//! path order a tag (`F` file, `X` executable file, `L` symlink, `D` directory), the relative path
-//! (`/`-separated) and the content sha256 (files) or the link target (links); `dockerfile` and the
+//! path order a tag (`F` file, `L` symlink, `D` directory), the relative path (`/`-separated), then
+//! for a file its permission bits (`mode & 0o7777` as 4 octal digits, kept in the image as `docker
+//! build` keeps them) and its content sha256, for a link its target; `dockerfile` and the
 //! Dockerfile's sha256; `args`, their count and each name and value in name order; `base` and the
-//! base digest or `-`; `platforms`, their count and each sorted platform. No mtimes, owners,
-//! permissions other than the owner's x bit, or walk order: the same tree gives the same digest anywhere.
+//! base digest or `-`; `platforms`, their count and each sorted platform. No mtimes, owners or walk
+//! order: the same tree gives the same digest anywhere.
+//!
+//! v2 (this one) added the permission bits of files; v1 had only the owner's x bit (`X`/`F`), so
+//! every ref moved once with v2.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The name and version of the canonical encoding hashed into every digest.
-pub const ENCODING: &str = "meshtop-inputs/v1";
+pub const ENCODING: &str = "meshtop-inputs/v2";
 /// Per-entry record of the inputs, kept with each successful build to tell the *why* of a new address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -30,8 +34,15 @@ pub struct Manifest {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FileEntry {
-    File { sha256: String, executable: bool },
-    Link { target: String },
+    File {
+        sha256: String,
+        /// Permission bits (`mode & 0o7777`), sent to the builder and kept in the image.
+        #[serde(default)]
+        mode: u32,
+    },
+    Link {
+        target: String,
+    },
     Dir,
 }
 
@@ -45,9 +56,10 @@ pub fn digest_of(manifest: &Manifest) -> String {
     field(ENCODING.as_bytes());
     for (path, entry) in &manifest.files {
         match entry {
-            FileEntry::File { sha256, executable } => {
-                field(if *executable { b"X" } else { b"F" });
+            FileEntry::File { sha256, mode } => {
+                field(b"F");
                 field(path.as_bytes());
+                field(format!("{:04o}", mode & 0o7777).as_bytes());
                 field(sha256.as_bytes());
             }
             FileEntry::Link { target } => {

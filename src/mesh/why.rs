@@ -16,7 +16,7 @@ pub enum Change {
     /// Paths sent now and not before (a directory is named, with a trailing `/`, only when nothing below it is).
     Added(Vec<String>),
     Removed(Vec<String>),
-    /// Paths whose bytes, executable bit, link target or kind changed.
+    /// Paths whose bytes, permission bits, link target or kind changed.
     Changed(Vec<String>),
     DockerfileChanged,
     BaseMoved {
@@ -238,7 +238,7 @@ mod tests {
     fn file(sha: &str) -> FileEntry {
         FileEntry::File {
             sha256: sha.into(),
-            executable: false,
+            mode: 0o644,
         }
     }
 
@@ -320,7 +320,7 @@ mod tests {
                 "run",
                 FileEntry::File {
                     sha256: "1".into(),
-                    executable: true,
+                    mode: 0o755,
                 },
             ),
             ("l", FileEntry::Dir),

@@ -62,7 +62,8 @@ pub enum InputsError {
 enum Kind {
     /// `len` as the walk saw it: hashing sizes its buffer by it without asking again.
     File {
-        executable: bool,
+        /// Permission bits (`mode & 0o7777`), as `docker build` sends them.
+        mode: u32,
         len: u64,
         /// The stat data the walk saw, for the digest cache.
         stat: StatKey,
@@ -104,18 +105,14 @@ pub fn hash_inputs_cached(
     let prepared = prepare(spec.context, spec.dockerfile)?;
     let hash_entry = |e: &Entry| {
         let entry = match &e.kind {
-            Kind::File {
-                executable,
-                len,
-                stat,
-            } => FileEntry::File {
+            Kind::File { mode, len, stat } => FileEntry::File {
                 // The Dockerfile was hashed already (it is usually a file of the context too).
                 sha256: if e.rel == prepared.dockerfile_rel {
                     prepared.dockerfile_sha.clone()
                 } else {
                     hash_through(cache, &e.abs, *len, stat)?
                 },
-                executable: *executable,
+                mode: *mode,
             },
             Kind::Link { target } => FileEntry::Link {
                 target: target.clone(),
@@ -338,7 +335,7 @@ fn walk(
         let kind = if file_type.is_file() {
             let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
             Kind::File {
-                executable: meta.permissions().mode() & 0o100 != 0,
+                mode: meta.permissions().mode() & 0o7777,
                 len: meta.len(),
                 stat: StatKey::of(&meta),
             }
@@ -509,15 +506,14 @@ fn write_tar<W: Write>(
                     target: target.clone(),
                 }
             }
-            Kind::File { executable, .. } => {
+            Kind::File { mode, .. } => {
                 let changed = || InputsError::Changed {
                     files: vec![e.rel.clone()],
                     detail: format!("{} changed while it was read", e.rel),
                 };
                 let mut file = File::open(&e.abs).map_err(io_err(&e.abs))?;
                 let size = file.metadata().map_err(io_err(&e.abs))?.len();
-                let mode = if *executable { 0o755 } else { 0o644 };
-                let mut h = header(tar::EntryType::Regular, mode, size);
+                let mut h = header(tar::EntryType::Regular, *mode, size);
                 let mut reader = Hashing {
                     file: &mut file,
                     hasher: Sha256::new(),
@@ -541,7 +537,7 @@ fn write_tar<W: Write>(
                 }
                 FileEntry::File {
                     sha256,
-                    executable: *executable,
+                    mode: *mode,
                 }
             }
         };

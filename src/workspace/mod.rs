@@ -5,6 +5,7 @@
 pub mod file;
 pub mod ignore;
 pub mod inputs;
+pub mod own_files;
 pub mod realpath;
 pub mod stat_cache;
 pub mod watch;

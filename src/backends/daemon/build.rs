@@ -1,16 +1,94 @@
-//! Builds on the host daemon: the context tar goes in, the daemon's output streams out as lines.
+//! Builds on the host daemon: the context tar streams in (bounded memory, see [`context_pipe`]),
+//! the daemon's output streams out as lines.
 
 use std::collections::HashMap;
+use std::io::{self, Write};
 
 use bollard::query_parameters::BuildImageOptionsBuilder;
+use bytes::Bytes;
 use futures_util::StreamExt;
+use tokio::sync::mpsc;
 
 use super::{Daemon, DaemonError};
 
+/// The context tar is sent in chunks of this size.
+const CHUNK: usize = 256 * 1024;
+/// At most this many chunks wait between the tar and the builder: what a build holds in memory.
+const IN_FLIGHT: usize = 4;
+
+/// The receiving end of a context tar: chunks as the tar is written, an error when it was aborted.
+pub type ContextBody = mpsc::Receiver<io::Result<Bytes>>;
+
+/// A tar written on a blocking thread and streamed to the builder as it is written: at most
+/// [`IN_FLIGHT`] chunks of [`CHUNK`] bytes are held. Call [`ContextWriter::finish`] once the tar
+/// is complete, or [`ContextWriter::abort`]: an aborted body ends in an error, so the builder never
+/// sees a truncated tar as a whole one.
+pub fn context_pipe() -> (ContextWriter, ContextBody) {
+    let (tx, rx) = mpsc::channel(IN_FLIGHT);
+    (
+        ContextWriter {
+            tx,
+            buf: Vec::with_capacity(CHUNK),
+        },
+        rx,
+    )
+}
+
+pub struct ContextWriter {
+    tx: mpsc::Sender<io::Result<Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl ContextWriter {
+    fn send(&mut self, item: io::Result<Bytes>) -> io::Result<()> {
+        self.tx.blocking_send(item).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the builder stopped reading the context",
+            )
+        })
+    }
+
+    fn send_buffer(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+        self.send(Ok(Bytes::from(chunk)))
+    }
+
+    /// The tar is complete: send what is buffered and end the body.
+    pub fn finish(mut self) -> io::Result<()> {
+        self.send_buffer()
+    }
+
+    /// The tar was abandoned: drop what is buffered and end the body with an error.
+    pub fn abort(mut self, why: &str) {
+        self.buf.clear();
+        let _ = self.send(Err(io::Error::other(why.to_string())));
+    }
+}
+
+impl Write for ContextWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let room = CHUNK - self.buf.len();
+        let n = data.len().min(room);
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() >= CHUNK {
+            self.send_buffer()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// What one build asks of the builder (the daemon, or `docker buildx` for several platforms).
 pub struct BuildRequest {
-    /// The tar of the context (from the same walk that computed the address).
-    pub context_tar: Vec<u8>,
+    /// The tar of the context, streamed as the same walk that computed the address writes it.
+    pub context: ContextBody,
     pub dockerfile: String,
     /// The ref: the image's tag.
     pub tag: String,
@@ -49,7 +127,10 @@ impl Daemon {
             .forcerm(true)
             .platform(request.platforms.first().map_or("", String::as_str))
             .build();
-        let body = bollard::body_full(request.context_tar.into());
+        let chunks = futures_util::stream::unfold(request.context, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
+        let body = bollard::body_try_stream(chunks);
         let mut stream = self.docker.build_image(options, None, Some(body));
         let mut built: Option<String> = None;
         let mut last_line = String::new();

@@ -138,8 +138,9 @@ impl Daemon {
     /// Every image stamped with meshtop's module label, in ONE call (no per-image inspect).
     pub async fn labelled_images(&self) -> Result<Vec<HostImage>, DaemonError> {
         let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
+        // `all`: an untagged image that is still a parent (a base whose tag was removed) is held too.
         let options = ListImagesOptionsBuilder::default()
-            .all(false)
+            .all(true)
             .filters(&filters)
             .build();
         let images = self

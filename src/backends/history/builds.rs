@@ -279,6 +279,38 @@ impl History {
             .map_err(self.err("mark the running builds of a converge"))
     }
 
+    /// Close the build rows left `running` by a converge that holds no lock (it ended without
+    /// writing their end: killed, or the disk was full); returns how many. A read first: the usual
+    /// open, with nothing to close, writes nothing.
+    pub fn close_orphans(&self) -> Result<usize, HistoryError> {
+        const ORPHANS: &str = "status = 'running' AND (converge_id IS NULL OR converge_id NOT IN \
+             (SELECT converge_id FROM converge_locks))";
+        let any: bool = self
+            .conn
+            .query_row(
+                &format!("SELECT EXISTS (SELECT 1 FROM builds WHERE {ORPHANS})"),
+                [],
+                |r| r.get(0),
+            )
+            .map_err(self.err("look for builds left running"))?;
+        if !any {
+            return Ok(0);
+        }
+        self.durably(|| {
+            self.conn
+                .execute(
+                    &format!(
+                        "UPDATE builds SET status = 'failed', ended_ms = ?1, error = 'stopped: converge ' || \
+                         coalesce(converge_id, '?') || ' ended without recording the end of this build \
+                         (it was killed, or its record could not be written); nothing was stamped for it' \
+                         WHERE {ORPHANS}"
+                    ),
+                    [now_ms()],
+                )
+                .map_err(self.err("close builds left running"))
+        })
+    }
+
     /// One build by correlation id.
     pub fn build(&self, id: &str) -> Result<Option<BuildRow>, HistoryError> {
         self.conn

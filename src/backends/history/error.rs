@@ -80,14 +80,29 @@ pub enum HistoryError {
     UnknownBuild { path: PathBuf, id: String },
 
     #[error(
-        "the state database {}: converge {converge_id} no longer holds mesh {mesh} (its lock was taken over, or released); stop this converge and run it again",
-        path.display()
+        "converge {converge_id} lost mesh {mesh}: {}; it stopped before stamping or sending anything more (state database {}): see what that converge did (meshtop builds), then converge again if needed",
+        taken_by_text(taken_by.as_deref()), path.display()
     )]
     LockLost {
         path: PathBuf,
         mesh: String,
         converge_id: String,
+        /// Who took the mesh over, when known.
+        taken_by: Option<Box<crate::backends::history::Holder>>,
     },
+}
+
+fn taken_by_text(holder: Option<&crate::backends::history::Holder>) -> String {
+    match holder {
+        Some(h) => format!(
+            "converge {} (host {}, process {}) took it over at {}, its heartbeat having gone stale",
+            h.converge_id,
+            h.host,
+            h.pid,
+            crate::timefmt::local_time(h.since_ms)
+        ),
+        None => "its lock was taken over or released (who took it is not known)".into(),
+    }
 }
 
 impl HistoryError {

@@ -171,9 +171,21 @@ impl History {
             .map_err(self.err("read the latest converge"))
     }
 
-    /// Record one send.
+    /// Record one send. A send made by a converge (or a send operation) holding the mesh is
+    /// recorded only while it still holds it (checked in the same transaction), else `LockLost`.
     pub fn record_send(&self, s: &SendRow) -> Result<(), HistoryError> {
-        self.durably(|| self.insert_send(s))
+        self.durably(|| {
+            let tx = rusqlite::Transaction::new_unchecked(
+                &self.conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )
+            .map_err(self.err("begin recording a send"))?;
+            if let Some(converge_id) = &s.converge_id {
+                self.check_holds(&s.mesh, converge_id)?;
+            }
+            self.insert_send(s)?;
+            tx.commit().map_err(self.err("commit a send"))
+        })
     }
 
     fn insert_send(&self, s: &SendRow) -> Result<(), HistoryError> {

@@ -2,7 +2,9 @@
 //! processes cannot both win. A holder that died does not lock the mesh forever: its lock is taken
 //! over when it ran on this host and its process is gone, or when its heartbeat is older than
 //! [`LOCK_STALE_MS`] (a converge heartbeats well within that, e.g. every 20 s). Taking over marks
-//! the dead converge's running builds `failed`.
+//! the dead converge's running builds `failed` and notes who took over from whom, so that a holder
+//! that was only frozen learns, when it wakes, who has the mesh now. The stamp and every send are
+//! conditional on still holding the mesh ([`History::check_holds`], inside their transaction).
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
@@ -11,6 +13,19 @@ use super::{BuildStatus, History, HistoryError, NewEvent, now_ms};
 
 /// A heartbeat older than this (2 minutes) means the holder is gone.
 pub const LOCK_STALE_MS: i64 = 2 * 60 * 1000;
+
+/// TEST HOOK ONLY: a shorter stale limit in milliseconds (the frozen-converge test sets it on the
+/// processes it starts). Never set it in production: a converge would be taken over while alive.
+pub const TEST_STALE_ENV: &str = "MESHTOP_TEST_LOCK_STALE_MS";
+
+/// The stale limit in force: [`LOCK_STALE_MS`], unless the test hook [`TEST_STALE_ENV`] says otherwise.
+pub fn lock_stale_ms() -> i64 {
+    std::env::var(TEST_STALE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+        .filter(|ms| *ms > 0)
+        .unwrap_or(LOCK_STALE_MS)
+}
 
 /// Who holds (or wants) a mesh's converge lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +52,7 @@ impl Holder {
 
     /// Whether this holder can be taken to be dead at `now_ms`.
     pub fn is_dead(&self, now_ms: i64) -> bool {
-        if now_ms.saturating_sub(self.heartbeat_ms) > LOCK_STALE_MS {
+        if now_ms.saturating_sub(self.heartbeat_ms) > lock_stale_ms() {
             return true;
         }
         self.host == this_host() && !process_exists(self.pid)
@@ -80,6 +95,16 @@ impl History {
         mesh: &str,
         holder: &Holder,
     ) -> Result<Result<(), Holder>, HistoryError> {
+        Ok(self.take_converge(mesh, holder)?.map(|_| ()))
+    }
+
+    /// As [`History::lock_converge`]; `Ok(Ok(Some(dead)))` when the lock was taken over from a
+    /// holder that is gone (or frozen past the stale limit).
+    pub fn take_converge(
+        &self,
+        mesh: &str,
+        holder: &Holder,
+    ) -> Result<Result<Option<Holder>, Holder>, HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("take the converge lock"))?;
         let current = tx
@@ -87,6 +112,7 @@ impl History {
             .optional()
             .map_err(self.err("read the converge lock"))?;
         let now = now_ms();
+        let mut taken_from = None;
         if let Some(current) = current {
             if current.converge_id == holder.converge_id {
                 tx.execute(
@@ -95,7 +121,7 @@ impl History {
                 )
                 .map_err(self.err("refresh the converge lock"))?;
                 tx.commit().map_err(self.err("refresh the converge lock"))?;
-                return Ok(Ok(()));
+                return Ok(Ok(None));
             }
             if !current.is_dead(now) {
                 return Ok(Err(current)); // the transaction rolls back on drop
@@ -110,6 +136,12 @@ impl History {
                     current.converge_id, current.host, current.pid
                 ),
             )?;
+            tx.execute(
+                "INSERT OR REPLACE INTO takeovers (lost_converge_id, mesh, converge_id, host, pid, since_ms, heartbeat_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![current.converge_id, mesh, holder.converge_id, holder.host, holder.pid, now, now],
+            )
+            .map_err(self.err("note the take-over of the converge lock"))?;
             tracing::warn!(
                 mesh,
                 dead = %current.converge_id,
@@ -117,6 +149,7 @@ impl History {
                 pid = current.pid,
                 "taking over the converge lock of a holder that is gone"
             );
+            taken_from = Some(current);
         }
         tx.execute(
             "INSERT OR REPLACE INTO converge_locks (mesh, converge_id, host, pid, since_ms, heartbeat_ms) \
@@ -125,7 +158,7 @@ impl History {
         )
         .map_err(self.err("take the converge lock"))?;
         tx.commit().map_err(self.err("take the converge lock"))?;
-        Ok(Ok(()))
+        Ok(Ok(taken_from))
     }
 
     /// Tell others the converge holding `mesh` is alive. Fails with `LockLost` when `converge_id`
@@ -139,13 +172,51 @@ impl History {
             )
             .map_err(self.err("refresh the converge lock"))?;
         if changed == 0 {
-            return Err(HistoryError::LockLost {
-                path: self.path.clone(),
-                mesh: mesh.to_string(),
-                converge_id: converge_id.to_string(),
-            });
+            return Err(self.lock_lost(mesh, converge_id));
         }
         Ok(())
+    }
+
+    /// Fails with `LockLost` unless `converge_id` holds `mesh` now. Call it inside the transaction
+    /// of the write it guards (the stamp, a send): the check and the write are then one.
+    pub fn check_holds(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
+        let current = self
+            .conn
+            .query_row(HOLDER_SQL, [mesh], row_to_holder)
+            .optional()
+            .map_err(self.err("read the converge lock"))?;
+        match current {
+            Some(current) if current.converge_id == converge_id => Ok(()),
+            _ => Err(self.lock_lost(mesh, converge_id)),
+        }
+    }
+
+    /// The `LockLost` error of `converge_id`, naming who took the mesh over when that is known
+    /// (the take-over note, else whoever holds it now).
+    pub fn lock_lost(&self, mesh: &str, converge_id: &str) -> HistoryError {
+        let noted = self
+            .conn
+            .query_row(
+                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM takeovers \
+                 WHERE lost_converge_id = ?1 AND mesh = ?2",
+                params![converge_id, mesh],
+                row_to_holder,
+            )
+            .optional()
+            .ok()
+            .flatten();
+        let taken_by = noted.or_else(|| {
+            self.converge_holder(mesh)
+                .ok()
+                .flatten()
+                .filter(|h| h.converge_id != converge_id)
+        });
+        HistoryError::LockLost {
+            path: self.path.clone(),
+            mesh: mesh.to_string(),
+            converge_id: converge_id.to_string(),
+            taken_by: taken_by.map(Box::new),
+        }
     }
 
     /// Release the lock if `converge_id` holds it (otherwise nothing happens).

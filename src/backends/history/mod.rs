@@ -25,7 +25,7 @@ pub use builds::{
 };
 pub use error::HistoryError;
 pub use events::{EVENT_ID_RANGE_SQL, EventRow, KEEP_EVENTS, NewEvent, PRUNE_BATCH, SendRow};
-pub use lock::{Holder, LOCK_STALE_MS, this_host};
+pub use lock::{Holder, LOCK_STALE_MS, TEST_STALE_ENV, lock_stale_ms, this_host};
 pub use operations::OperationId;
 pub use schema::SCHEMA_VERSION;
 
@@ -54,12 +54,32 @@ impl std::fmt::Debug for History {
 impl History {
     /// Open (creating it and its directories if needed) and migrate the state database at `path`.
     /// The file is made owner-only (0600). A schema newer than this binary knows is refused untouched.
+    /// Build rows left `running` by a converge that no longer holds its mesh (killed, or its end
+    /// could not be written) are closed here as failed, saying so: a row never stays running
+    /// without a live holder.
     pub fn open(path: &Path) -> Result<History, HistoryError> {
         let conn = schema::open(path)?;
-        Ok(History {
+        let history = History {
             conn,
             path: path.to_path_buf(),
-        })
+        };
+        history.close_orphans()?;
+        Ok(history)
+    }
+
+    /// For commands that only read (plan, builds, status): [`History::open`], or, when the file
+    /// cannot be written by this user, the same file read-only (nothing is written to it).
+    pub fn open_for_reading(path: &Path) -> Result<History, HistoryError> {
+        match History::open(path) {
+            Err(HistoryError::ReadOnly { .. }) if path.exists() => {
+                let conn = schema::open_read_only(path)?;
+                Ok(History {
+                    conn,
+                    path: path.to_path_buf(),
+                })
+            }
+            other => other,
+        }
     }
 
     /// Where the database lives.
@@ -154,10 +174,13 @@ mod tests {
                 digest: "sha256:1".into(),
             },
         );
-        History::open(&path)
+        let history = History::open(&path).unwrap();
+        history
+            .lock_converge("demo", &Holder::here("c1"))
             .unwrap()
-            .stamp_record("demo", "c1", &record)
             .unwrap();
+        history.stamp_record("demo", "c1", &record).unwrap();
+        drop(history);
         // No checkpoint on close: the stamp is still in the WAL, which the next handle recovers.
         assert!(dir.path().join("state.db-wal").exists());
         assert_eq!(

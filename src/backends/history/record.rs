@@ -29,7 +29,8 @@ impl History {
     }
 
     /// Stamp the record: upsert `entries`, keep the other modules, in one transaction,
-    /// noting when and by which converge.
+    /// noting when and by which converge. Only the converge holding the mesh's lock stamps: the
+    /// check is inside the same transaction, else `LockLost` and nothing is written.
     pub fn stamp_record(
         &self,
         mesh: &str,
@@ -60,6 +61,7 @@ impl History {
     ) -> Result<(), HistoryError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
+        self.check_holds(mesh, converge_id)?;
         self.note_docker_stamps(mesh, converge_id, kind, entries)?;
         let at = now_ms();
         {

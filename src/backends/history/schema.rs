@@ -147,6 +147,8 @@ CREATE TABLE pins (
     host         TEXT NOT NULL,
     at_ms        INTEGER NOT NULL,
     PRIMARY KEY (mesh, module)
+) WITHOUT ROWID;
+"#,
     // 4: the stat cache of input hashing (see workspace::stat_cache), keyed by absolute path.
     r#"
 CREATE TABLE input_stats (
@@ -159,6 +161,19 @@ CREATE TABLE input_stats (
     mode         INTEGER NOT NULL,
     sha256       TEXT NOT NULL,
     hashed_at_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+"#,
+    // 5: who took a mesh over from whom, so that a converge frozen past the stale limit learns,
+    // when it wakes, who holds the mesh now (and never stamps over it).
+    r#"
+CREATE TABLE takeovers (
+    lost_converge_id TEXT PRIMARY KEY NOT NULL,
+    mesh             TEXT NOT NULL,
+    converge_id      TEXT NOT NULL,
+    host             TEXT NOT NULL,
+    pid              INTEGER NOT NULL,
+    since_ms         INTEGER NOT NULL,
+    heartbeat_ms     INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
 ];
@@ -223,7 +238,35 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
     if found != SCHEMA_VERSION {
         migrate(&conn, path)?;
     }
+    // Only now is the file known to be a state database: tighten it (never a file SQLite refused).
+    tighten(path).map_err(|source| HistoryError::Io {
+        path: path.to_path_buf(),
+        what: "set its mode to 0600",
+        source,
+    })?;
     tighten_sidecars(path)?;
+    Ok(conn)
+}
+
+/// Open an existing state database for reading only (a user who cannot write it): nothing is
+/// created, migrated, tightened or written. A schema other than this binary's is refused.
+pub(super) fn open_read_only(path: &Path) -> Result<Connection, HistoryError> {
+    let sql = |op: &'static str| move |e: rusqlite::Error| HistoryError::sqlite(path, op, e);
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(sql("open for reading"))?;
+    conn.busy_timeout(Duration::from_secs(5))
+        .map_err(sql("set the busy timeout"))?;
+    let found = known_version(&conn, path)?;
+    if found != SCHEMA_VERSION {
+        return Err(HistoryError::ReadOnly {
+            path: path.to_path_buf(),
+            detail: format!(
+                "it has schema version {found} and needs migrating to {SCHEMA_VERSION}, which takes writing"
+            ),
+        });
+    }
     Ok(conn)
 }
 
@@ -267,13 +310,6 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
 
 /// Create the parent directories and the file with mode 0600; tighten a looser mode.
 fn prepare_file(path: &Path) -> Result<(), HistoryError> {
-    let io = |what: &'static str| {
-        move |source| HistoryError::Io {
-            path: path.to_path_buf(),
-            what,
-            source,
-        }
-    };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(|source| HistoryError::Dir {
             path: path.to_path_buf(),
@@ -285,14 +321,14 @@ fn prepare_file(path: &Path) -> Result<(), HistoryError> {
             path: path.to_path_buf(),
             what: "is a directory, not a database file; choose a file path with --state PATH / MESHTOP_STATE".into(),
         }),
-        Ok(_) => tighten(path).map_err(io("set its mode to 0600")),
+        // An existing file is tightened once SQLite has verified it as a database (see `open`):
+        // a refused `--state mesh.toml` (or a symlink to a system file) keeps its mode.
+        Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
                 Ok(_) => Ok(()),
-                // Another process created it first: fine, tighten it as any existing file.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    tighten(path).map_err(io("set its mode to 0600"))
-                }
+                // Another process created it first: fine, it is verified and tightened as any other.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
                 Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => Err(HistoryError::ReadOnly {
                     path: path.to_path_buf(),
                     detail: format!("cannot create the file: {source}"),

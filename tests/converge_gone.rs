@@ -1,0 +1,112 @@
+//! The record vouches for an image the daemon lost (`docker rmi -f` by hand): a converge that uses
+//! it (machines to create, a dependent to build FROM it) finds it gone, rebuilds it with that reason,
+//! its dependents follow, and the machines run (issue 10, item 2). Real daemon.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use common::{ExampleMesh, decisions, said};
+use serde_json::Value;
+
+fn digests(summary: &Value) -> BTreeMap<String, String> {
+    summary["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["digest"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn docker(args: &[&str]) {
+    let out = Command::new("docker").args(args).output().unwrap();
+    assert!(out.status.success(), "docker {args:?}: {}", said(&out));
+}
+
+#[test]
+fn an_image_removed_by_hand_is_rebuilt_and_its_machines_run() {
+    let mesh = ExampleMesh::new("gone");
+    let first = mesh.json(&["converge", "--json"]);
+    let built = digests(&first);
+    let machines: Vec<String> = ["web", "api", "worker"]
+        .iter()
+        .map(|m| format!("{}-{m}-1", mesh.name))
+        .collect();
+    // Machines gone (they would otherwise keep the images), then the images of tools and of its
+    // dependents api and worker (children first: the daemon keeps a parent that has children).
+    let mut rm = vec!["rm", "-f"];
+    rm.extend(machines.iter().map(String::as_str));
+    docker(&rm);
+    docker(&[
+        "rmi",
+        "-f",
+        &built["api"],
+        &built["worker"],
+        &built["tools"],
+    ]);
+
+    let second = mesh.meshtop(&["converge", "--json"]);
+    let stderr = String::from_utf8_lossy(&second.stderr).into_owned();
+    assert!(second.status.success(), "{}", said(&second));
+    let summary: Value = serde_json::from_slice(&second.stdout).unwrap();
+    let decided = decisions(&summary);
+    assert_eq!(decided["base"], "record", "{summary}");
+    assert_eq!(decided["web"], "record", "{summary}");
+    for module in ["tools", "api", "worker"] {
+        assert_eq!(decided[module], "build", "{module}: {summary}");
+    }
+    assert!(
+        stderr.contains("the record's artifact is gone from the target"),
+        "the reason is said: {stderr}"
+    );
+    assert_eq!(summary["stamped"], true, "{summary}");
+    assert_eq!(summary["created"].as_array().unwrap().len(), 3, "{summary}");
+    let status = mesh.json(&["status", "--json"]);
+    let states: Vec<&str> = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["current"; 3], "{status}");
+    let running = Command::new("docker")
+        .args(["inspect", "-f", "{{.State.Running}}"])
+        .args(&machines)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&running.stdout).trim(),
+        "true\ntrue\ntrue",
+        "{}",
+        said(&running)
+    );
+
+    // The plan, once the host is asked, says the same of an artifact gone again.
+    let again = digests(&summary);
+    docker(&["rm", "-f", &machines[1]]);
+    docker(&["rmi", "-f", &again["api"]]);
+    std::fs::write(mesh.root().join("web/extra.txt"), "moves web's address\n").unwrap();
+    let plan = mesh.json(&["plan", "--json"]);
+    let api = plan["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "api")
+        .unwrap()
+        .clone();
+    assert_eq!(api["decision"], "build", "{plan}");
+    assert!(
+        api["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the record's artifact is gone from the target"),
+        "{api}"
+    );
+}

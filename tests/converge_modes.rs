@@ -1,0 +1,85 @@
+//! Files keep their permission bits in the image, as `docker build` keeps them: a 0600 file is
+//! 0600 inside the built image, not world-readable (issue 10, item 8 of the issue). Real daemon.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use common::{example::require_docker, said};
+
+#[test]
+fn a_private_file_stays_private_in_the_image() {
+    require_docker();
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("modes{}", std::process::id());
+    let context = dir.path().join("app");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::write(
+        dir.path().join("mesh.toml"),
+        format!(
+            "[mesh]\nname = \"{name}\"\n\n[target]\nkind = \"docker\"\n\n[[module]]\nname = \"app\"\ncontext = \"app\"\npolicy = \"record\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        context.join("Dockerfile"),
+        "FROM scratch\nCOPY secret tool /\nCMD [\"/tool\"]\n",
+    )
+    .unwrap();
+    for (file, mode) in [("secret", 0o600), ("tool", 0o750)] {
+        std::fs::write(context.join(file), file).unwrap();
+        std::fs::set_permissions(context.join(file), std::fs::Permissions::from_mode(mode))
+            .unwrap();
+    }
+    let converge = Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .arg("--mesh")
+        .arg(dir.path().join("mesh.toml"))
+        .arg("--state")
+        .arg(dir.path().join("state.db"))
+        .args(["converge", "--json"])
+        .output()
+        .unwrap();
+    let cleanup = || {
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "docker ps -aq --filter label=meshtop-test={name} | xargs -r docker rm -f; \
+                 docker images -q --filter label=jr2.dev/mesh={name} | xargs -r docker rmi -f"
+            ))
+            .output();
+    };
+    if !converge.status.success() {
+        cleanup();
+        panic!("{}", said(&converge));
+    }
+    let summary: serde_json::Value = serde_json::from_slice(&converge.stdout).unwrap();
+    let image = summary["modules"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let created = Command::new("docker")
+        .args(["create", "--label", &format!("meshtop-test={name}"), &image])
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", said(&created));
+    let container = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let mut modes = Vec::new();
+    for file in ["secret", "tool"] {
+        let copied = Command::new("docker")
+            .args(["cp", &format!("{container}:/{file}"), "-"])
+            .output()
+            .unwrap();
+        assert!(copied.status.success(), "{}", said(&copied));
+        let mut archive = tar::Archive::new(copied.stdout.as_slice());
+        let mut entry = archive.entries().unwrap().next().unwrap().unwrap();
+        let mut text = String::new();
+        entry.read_to_string(&mut text).unwrap();
+        assert_eq!(text, file);
+        modes.push(entry.header().mode().unwrap() & 0o7777);
+    }
+    cleanup();
+    assert_eq!(modes, [0o600, 0o750], "modes inside the image");
+}
