@@ -11,6 +11,7 @@ use meshtop::app::msg::{
 use meshtop::app::state::{AppState, Detail, Pane};
 use meshtop::app::update::update;
 use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
+use meshtop::mesh::behind::MachineState;
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::Target;
 use meshtop::mesh::progress::Step;
@@ -666,4 +667,39 @@ fn the_registry_answers_per_module_and_its_refs_come_from_the_plan() {
         "–"
     );
     assert!(state.source(SourceId::Registry).ok_ms.is_some());
+}
+
+/// The send confirm takes its target from the record the machines were judged against, not from a
+/// record polled at another moment: right after a converge the machines poll may answer before the
+/// record poll, and the confirm then named the old artifact (and the send was refused as "moved").
+#[test]
+fn the_send_confirm_goes_to_the_record_the_machines_were_judged_against() {
+    let mut state = demo_state();
+    ch(&mut state, 'G'); // worker
+    let mut newer = state.record.clone().unwrap();
+    let mut entry = newer["worker"].clone();
+    entry.digest = digest('f');
+    newer.insert("worker".into(), entry);
+    let machines = vec![
+        machine("worker-1", "worker", 'c', MachineState::Behind),
+        machine("worker-2", "worker", 'c', MachineState::Behind),
+    ];
+    update(
+        &mut state,
+        polled(
+            SourceId::Machines,
+            0,
+            SourceData::MachinesAgainst(newer, machines),
+        ),
+    );
+    ch(&mut state, 's');
+    let confirm = state.confirm.clone().expect("a send confirm");
+    let ActionRequest::Send { moves, .. } = confirm.request else {
+        panic!("not a send: {:?}", confirm.request);
+    };
+    assert_eq!(moves.len(), 2);
+    assert!(
+        moves.iter().all(|m| m.to_digest == digest('f')),
+        "{moves:?}"
+    );
 }

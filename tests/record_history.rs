@@ -22,6 +22,17 @@ fn one(module: &str, reference: &str, digest: &str) -> Record {
     )])
 }
 
+/// Make `op` the holder of `mesh` (a stamp is made only while its operation holds the mesh).
+fn hold(history: &History, mesh: &str, op: &str) {
+    if let Some(holder) = history.converge_holder(mesh).unwrap() {
+        history.unlock_converge(mesh, &holder.converge_id).unwrap();
+    }
+    history
+        .lock_converge(mesh, &meshtop::backends::history::Holder::here(op))
+        .unwrap()
+        .unwrap();
+}
+
 fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
     meshtop::mesh::model::Mesh {
         name: name.into(),
@@ -39,13 +50,16 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
 fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     let dir = tempfile::tempdir().unwrap();
     let history = History::open(&dir.path().join("state.db")).unwrap();
+    hold(&history, "demo", "op-a");
     history
         .stamp_record("demo", "op-a", &one("api", "demo/api:1", "sha256:1"))
         .unwrap();
     // An unchanged entry is no new stamp.
+    hold(&history, "demo", "op-b");
     history
         .stamp_record("demo", "op-b", &one("api", "demo/api:1", "sha256:1"))
         .unwrap();
+    hold(&history, "demo", "op-c");
     history
         .stamp_record_as(
             "demo",
@@ -54,6 +68,7 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
             &one("api", "demo/api:0", "sha256:0"),
         )
         .unwrap();
+    hold(&history, "other", "op-d");
     history
         .stamp_record("other", "op-d", &one("api", "other/api:9", "sha256:9"))
         .unwrap();
@@ -118,6 +133,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
             context: None,
         },
     );
+    hold(&history.lock().unwrap(), "kh", "op-1");
     target::stamp(
         &mesh,
         &target,
@@ -127,6 +143,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
     )
     .await
     .unwrap();
+    hold(&history.lock().unwrap(), "kh", "op-2");
     target::stamp_as(
         &mesh,
         &target,

@@ -195,6 +195,9 @@ fn gc_keeps_the_record_the_running_the_pinned_and_the_newest_and_nothing_else() 
         &by_hand,
         "--label",
         "jr2.dev/module=web",
+        // A hand-started machine carries the machine mark (issue 14: images never carry it).
+        "--label",
+        &format!("jr2.dev/machine={by_hand}"),
         &v3,
         "httpd",
         "-f",

@@ -212,9 +212,11 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, String> {
 /// `s`: send the selected module's behind machines — each `from digest → to ref@digest`.
 pub fn send(state: &AppState) -> Result<Confirm, String> {
     let module = state.selected_module().ok_or("no module selected")?;
+    // The record the machines were judged against, so that "behind" and "to where" are one answer.
     let record = state
-        .record
+        .machines_record
         .as_ref()
+        .or(state.record.as_ref())
         .ok_or("the record has not answered yet; nothing to send to")?;
     let entry = record.get(&module.name).ok_or_else(|| {
         format!(

@@ -73,6 +73,9 @@ pub enum SourceData {
     Host(Vec<HostImage>),
     History(Box<HistorySnapshot>),
     Machines(Vec<Machine>),
+    /// The machines with the record they were judged against (the real source: a send's confirm
+    /// is built from this pair, never from a record polled at another moment).
+    MachinesAgainst(Record, Vec<Machine>),
     /// Module → what the registry answered for its planned ref.
     Registry(BTreeMap<String, RegistryAnswer>),
 }

@@ -125,6 +125,9 @@ pub struct AppState {
     pub made_by: BTreeMap<String, BuildRow>,
     /// Sorted by module then name; set through [`AppState::set_machines`].
     pub machines: Vec<Machine>,
+    /// The record the machines' states were judged against, when the source says (a send's moves
+    /// go to this record's artifact: the pair is one poll's, so the confirm is consistent).
+    pub machines_record: Option<Record>,
     pub machine_ranges: HashMap<String, std::ops::Range<usize>>,
     pub machine_selected: usize,
     pub builds: BuildsWindow,
@@ -199,6 +202,7 @@ impl AppState {
             last_builds: BTreeMap::new(),
             made_by: BTreeMap::new(),
             machines: Vec::new(),
+            machines_record: None,
             machine_ranges: HashMap::new(),
             machine_selected: 0,
             builds: BuildsWindow::new(first),

@@ -1,4 +1,5 @@
 //! `update`: a message in, the state changed, effects out. Pure: no I/O, no clock.
+//! Long: every message's update in one match, so that what a key or a poll changes is found in one place; splitting it by mode is next.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -158,6 +159,10 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
         SourceData::Record(record) => state.record = Some(record),
         SourceData::Host(images) => state.host = Some(images),
         SourceData::Machines(machines) => state.set_machines(machines),
+        SourceData::MachinesAgainst(record, machines) => {
+            state.machines_record = Some(record);
+            state.set_machines(machines);
+        }
         SourceData::Registry(answers) => state.registry_answers = answers,
         SourceData::History(snapshot) => {
             let snapshot = *snapshot;

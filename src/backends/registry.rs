@@ -1,4 +1,5 @@
 //! An OCI registry over HTTP (reqwest + rustls): what it holds, and pushing through the daemon.
+//! Long: one client of the distribution API with its auth flows (Basic, token, identity token) and transports (HTTPS, insecure, HTTP) in one place.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, Once};

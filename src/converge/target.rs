@@ -393,14 +393,9 @@ pub async fn stamp_as(
             .map_err(history_error),
         ConnectedTarget::Kubernetes(kube) => {
             super::engine::still_holds(history, &mesh.name, operation_id)?;
-            let previous = kube
+            let (previous, _) = kube
                 .cluster
-                .read_record()
-                .await
-                .map(|read| read.record)
-                .unwrap_or_default();
-            kube.cluster
-                .stamp_record(entries)
+                .stamp_record_over(entries)
                 .await
                 .map_err(|e| ConvergeError::Failed(e.to_string()))?;
             let noted = locked(history).and_then(|h| {

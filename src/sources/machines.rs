@@ -25,7 +25,7 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
                     let daemon = LazyDaemon::with(daemon);
                     machines::list(&mesh, &read.record, &daemon, &target, &history)
                         .await
-                        .map(SourceData::Machines)
+                        .map(|listed| SourceData::MachinesAgainst(read.record, listed))
                 })
                 .await;
         }
@@ -34,7 +34,7 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
                 let read = target::read_record(&mesh, &target, &history).await?;
                 machines::list(&mesh, &read.record, &LazyDaemon::new(), &target, &history)
                     .await
-                    .map(SourceData::Machines)
+                    .map(|listed| SourceData::MachinesAgainst(read.record, listed))
             })
             .await
     })

@@ -5,6 +5,7 @@
 //! while hashing the very bytes it writes, so the bytes sent are the bytes hashed.
 //!
 //! The address is [`crate::mesh::manifest::digest_of`] over the manifest this walk fills.
+//! Long: the walk, the hashing and the tar share one entry list and must stay byte-for-byte the same; the stat cache is apart.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};

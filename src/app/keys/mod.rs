@@ -1,5 +1,6 @@
 //! The ONE key table: it drives dispatch, the `?` help overlay and the footer hints.
 //! Users override it from `<config dir>/meshtop/keys.toml`; a bad override is reported, never fatal.
+//! Long: the whole key table (actions, modes, defaults, overrides) is read as one; its tests are apart.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 

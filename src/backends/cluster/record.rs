@@ -93,8 +93,20 @@ impl Cluster {
     /// Merge `entries` into the record and write it with the namespace's resourceVersion as a precondition;
     /// on a conflict re-read, re-merge and retry (bounded). Returns the record as written.
     pub async fn stamp_record(&self, entries: &Record) -> Result<Record, ClusterError> {
+        self.stamp_record_over(entries)
+            .await
+            .map(|(_, written)| written)
+    }
+
+    /// As [`Cluster::stamp_record`], returning also the record the write replaced (the record's
+    /// history notes from → to without a read of its own).
+    pub async fn stamp_record_over(
+        &self,
+        entries: &Record,
+    ) -> Result<(Record, Record), ClusterError> {
         for _ in 0..STAMP_ATTEMPTS {
             let read = self.read_record().await?;
+            let before = read.record.clone();
             let Some(resource_version) = read.resource_version else {
                 return Err(ClusterError::NamespaceMissing {
                     namespace: self.namespace.clone(),
@@ -123,7 +135,7 @@ impl Cluster {
                 .await
                 .map_err(|()| self.timeout_error(format!("patch namespace {}", self.namespace)))?;
             match patched {
-                Ok(_) => return Ok(merged),
+                Ok(_) => return Ok((before, merged)),
                 Err(e) if status_code(&e) == Some(409) => {
                     tracing::debug!(namespace = %self.namespace, "record stamp conflicted; re-reading");
                     continue;

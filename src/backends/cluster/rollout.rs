@@ -5,6 +5,7 @@
 //! the pods of the NEW revision — a Deployment's new ReplicaSet (`pod-template-hash`), a StatefulSet's
 //! `status.updateRevision` or a DaemonSet's newest ControllerRevision (`controller-revision-hash`) — and never
 //! from terminating pods: old pods crash-looping while a fix rolls out are what the fix is for.
+//! Long: following a roll-out and diagnosing its failure share the revision and pod reading; kubectl's judgement itself is in judge.rs.
 
 use std::collections::HashMap;
 use std::time::Duration;

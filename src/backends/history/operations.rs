@@ -1,7 +1,7 @@
 //! Operations (converge, send, force, rollback, gc…): each gets a short id unique within its mesh,
 //! a number a person can say aloud (`#142`), beside the full uuid kept for correlation.
 //!
-//! ```ignore
+//! ```text
 //! let id = history.begin_operation("demo", "converge", &uuid)?; // OperationId { number: 142, .. }
 //! println!("{id}"); // #142
 //! ```
