@@ -3,10 +3,9 @@
 
 use std::collections::HashMap;
 
-use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptions, TagImageOptions};
+use bollard::query_parameters::{RemoveImageOptions, TagImageOptions};
 
 use super::{Daemon, DaemonError};
-use crate::mesh::model::MODULE_LABEL;
 
 /// One meshtop-labelled image with its size, as gc weighs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,25 +52,13 @@ impl Daemon {
 
     /// Every image carrying meshtop's module label, with its size, in one call.
     pub async fn sized_images(&self) -> Result<Vec<SizedImage>, DaemonError> {
-        let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
-        let options = ListImagesOptionsBuilder::default()
-            .all(false)
-            .filters(&filters)
-            .build();
-        let images = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(self.call_error("list images"))?;
-        Ok(images
+        Ok(self
+            .labelled_summaries(false)
+            .await?
             .into_iter()
             .map(|summary| SizedImage {
                 id: summary.id,
-                tags: summary
-                    .repo_tags
-                    .into_iter()
-                    .filter(|tag| tag != "<none>:<none>")
-                    .collect(),
+                tags: super::real_tags(summary.repo_tags),
                 labels: summary.labels,
                 size: summary.size,
             })

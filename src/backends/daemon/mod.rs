@@ -137,28 +137,40 @@ impl Daemon {
 
     /// Every image stamped with meshtop's module label, in ONE call (no per-image inspect).
     pub async fn labelled_images(&self) -> Result<Vec<HostImage>, DaemonError> {
-        let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
         // `all`: an untagged image that is still a parent (a base whose tag was removed) is held too.
-        let options = ListImagesOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let images = self
-            .docker
-            .list_images(Some(options))
-            .await
-            .map_err(self.call_error("list images"))?;
-        Ok(images
+        Ok(self
+            .labelled_summaries(true)
+            .await?
             .into_iter()
             .map(|summary| HostImage {
                 id: summary.id,
-                tags: summary
-                    .repo_tags
-                    .into_iter()
-                    .filter(|tag| tag != "<none>:<none>")
-                    .collect(),
+                tags: real_tags(summary.repo_tags),
                 labels: summary.labels,
             })
             .collect())
     }
+
+    /// The daemon's listing of the images carrying meshtop's module label (one call); `all` keeps
+    /// untagged parents too.
+    pub(super) async fn labelled_summaries(
+        &self,
+        all: bool,
+    ) -> Result<Vec<bollard::models::ImageSummary>, DaemonError> {
+        let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
+        let options = ListImagesOptionsBuilder::default()
+            .all(all)
+            .filters(&filters)
+            .build();
+        self.docker
+            .list_images(Some(options))
+            .await
+            .map_err(self.call_error("list images"))
+    }
+}
+
+/// An image's tags without the daemon's `<none>:<none>` placeholder.
+pub(super) fn real_tags(tags: Vec<String>) -> Vec<String> {
+    tags.into_iter()
+        .filter(|tag| tag != "<none>:<none>")
+        .collect()
 }
