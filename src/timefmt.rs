@@ -18,6 +18,16 @@ pub fn age(ms: i64) -> String {
     }
 }
 
+/// A running time to the second: `42s`, `3m05s`, `1h02m`.
+pub fn elapsed(ms: i64) -> String {
+    let seconds = (ms / 1000).max(0);
+    match seconds {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 /// The age of a moment given in ms since the epoch, against `now_ms`.
 pub fn age_since(at_ms: i64, now_ms: i64) -> String {
     age(now_ms - at_ms)
@@ -46,5 +56,8 @@ mod tests {
         assert_eq!(age(86_400_000 * 2), "2d");
         assert_eq!(age_since(1_000, 61_000), "1m");
         assert!(local_time(0).starts_with("19"));
+        assert_eq!(elapsed(42_900), "42s");
+        assert_eq!(elapsed(185_000), "3m05s");
+        assert_eq!(elapsed(3_720_000), "1h02m");
     }
 }

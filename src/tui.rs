@@ -21,7 +21,7 @@ use crate::mesh::model::{Mesh, Target};
 use crate::timefmt;
 use crate::workspace::watch::{ContextWatcher, own_files};
 
-use crate::app::keys::KeyTable;
+use crate::app::keys::{KeyTable, Settings};
 use crate::app::msg::{Effect, Msg};
 use crate::app::state::{AppState, Context};
 use crate::app::update::update;
@@ -45,17 +45,23 @@ pub fn keys_path() -> Option<PathBuf> {
 }
 
 /// The key table with the user's overrides, and what was wrong with them.
-pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Vec<String>) {
+pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Vec<String>) {
     let Some(path) = path else {
-        return (KeyTable::new(readonly), Vec::new());
+        return (KeyTable::new(readonly), Settings::default(), Vec::new());
     };
     match std::fs::read_to_string(path) {
-        Ok(text) => KeyTable::with_overrides(readonly, &text),
+        Ok(text) => {
+            let (table, mut warnings) = KeyTable::with_overrides(readonly, &text);
+            let (settings, more) = KeyTable::settings_of(&text);
+            warnings.extend(more);
+            (table, settings, warnings)
+        }
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            (KeyTable::new(readonly), Vec::new())
+            (KeyTable::new(readonly), Settings::default(), Vec::new())
         }
         Err(error) => (
             KeyTable::new(readonly),
+            Settings::default(),
             vec![format!(
                 "cannot read {}: {error}; using the default keys",
                 path.display()
@@ -160,7 +166,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     install_hooks(no_color);
     let _log = init_logging();
-    let (keys, warnings) = load_keys(opts.readonly, keys_path().as_deref());
+    let (keys, settings, warnings) = load_keys(opts.readonly, keys_path().as_deref());
     let mut state = AppState::new(
         &opts.mesh,
         context_of(&opts),
@@ -170,7 +176,8 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     );
     state.warnings = warnings;
     state.no_color = no_color;
-    state.bell = opts.bell;
+    // `--no-bell` wins; otherwise keys.toml's `bell` setting, otherwise on.
+    state.bell = opts.bell && settings.bell.unwrap_or(true);
     let mesh = Arc::new(opts.mesh.clone());
     let place = Place {
         context: opts.kube_context.clone(),
@@ -273,6 +280,8 @@ where
     });
     let scope = state.builds.scope.clone();
     sources::poll::fetch_builds(&on_demand, state.builds.rescope(scope), tx.clone());
+    // Stops the action started here (quitting while it runs).
+    let mut cancel: Option<watch::Sender<bool>> = None;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -303,7 +312,13 @@ where
                 }
                 Effect::Start(request) => {
                     tracing::info!(action = %request.label(), "action starts");
-                    sources::poll::start_action(&on_demand, request, tx.clone());
+                    cancel = Some(sources::poll::start_action(&on_demand, request, tx.clone()));
+                }
+                Effect::CancelAction => {
+                    if let Some(cancel) = &cancel {
+                        tracing::info!("the running action is asked to stop");
+                        let _ = cancel.send(true);
+                    }
                 }
             }
         }

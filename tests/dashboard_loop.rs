@@ -32,6 +32,7 @@ impl OnDemand for Fake {
         &self,
         request: ActionRequest,
         progress: mpsc::UnboundedSender<Progress>,
+        _cancel: tokio::sync::watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>> {
         if let Some(tx) = self.started.lock().unwrap().take() {
             tx.send(request).unwrap();

@@ -6,7 +6,7 @@ mod common;
 
 use common::dashboard::*;
 use meshtop::app::keys::{KeyTable, Mode};
-use meshtop::app::msg::{Msg, SourceId};
+use meshtop::app::msg::{Msg, SourceData, SourceId};
 use meshtop::app::state::{AppState, Pane};
 use meshtop::app::update::update;
 use meshtop::mesh::model::Target;
@@ -288,13 +288,35 @@ fn kubernetes_whole_screen() {
     ];
     update(
         &mut state,
-        polled(
-            SourceId::Machines,
-            1000,
-            meshtop::app::msg::SourceData::Machines(workloads),
-        ),
+        polled(SourceId::Machines, 1000, SourceData::Machines(workloads)),
     );
     key(&mut state, KeyCode::Char('j'));
     key(&mut state, KeyCode::Char('j'));
     insta::assert_snapshot!("kubernetes_screen_120x40", screen(&state, 120, 40));
+}
+
+/// While a converge runs (from any process), the table shows each module's state in it, and the
+/// line under the header its tier, what is done and how long it has run; Enter on the converge
+/// pane's build line opens the module with its output so far.
+#[test]
+fn live_converge() {
+    let mut state = demo_state();
+    // The next converge (#43) starts, from any process: its holder alive.
+    let mut running = running_history();
+    running.page = state.builds.rows(0, state.builds.len()).cloned().collect();
+    update(
+        &mut state,
+        polled(
+            SourceId::History,
+            1000,
+            SourceData::History(Box::new(running)),
+        ),
+    );
+    insta::assert_snapshot!("live_screen_120x40", screen(&state, 120, 40));
+    insta::assert_snapshot!("live_screen_80x24", screen(&state, 80, 24));
+    // The converge pane is a list: the cursor starts on the last line (api's output).
+    state.focus = Pane::Converge;
+    key(&mut state, KeyCode::Up);
+    key(&mut state, KeyCode::Enter);
+    insta::assert_snapshot!("live_detail_api_80x24", screen(&state, 80, 24));
 }

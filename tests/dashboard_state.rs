@@ -8,7 +8,7 @@ use meshtop::app::keys::Mode;
 use meshtop::app::msg::{
     ActionRequest, Effect, HistorySnapshot, Msg, PageRequest, Placement, SourceData, SourceId,
 };
-use meshtop::app::state::{AppState, Detail, Pane};
+use meshtop::app::state::{AppState, ConfirmThen, Detail, Pane};
 use meshtop::app::update::update;
 use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
 use meshtop::mesh::behind::MachineState;
@@ -326,10 +326,16 @@ fn converge_pane_follows_events_and_switches_converges() {
     assert_eq!(state.converge.converge_id.as_deref(), Some("4b2e9d10-77aa"));
     assert_eq!(
         (state.converge.lines.len(), state.converge.last_event_id),
-        (4, 4)
+        (12, 15),
+        "every step but the queued ones (those are the table's) is a line"
     );
-    assert_eq!(state.poll_params().events_after, 4);
-    let mut next = event(9, meshtop::mesh::progress::Step::Tier, None, "tier 0: base");
+    assert_eq!(state.poll_params().events_after, 15);
+    let mut next = event(
+        20,
+        meshtop::mesh::progress::Step::Tier,
+        None,
+        "tier 0: base",
+    );
     next.converge_id = "9f00".into();
     let snapshot = HistorySnapshot {
         events: vec![next],
@@ -352,6 +358,7 @@ fn converge_pane_follows_events_and_switches_converges() {
 fn send_asks_first_with_cancel_selected() {
     let mut state = demo_state();
     ch(&mut state, 'G'); // worker: one machine behind
+    let notice_before = state.notice.clone();
     assert!(ch(&mut state, 's').is_empty());
     assert_eq!(state.mode, Mode::Confirm);
     let confirm = state.confirm.clone().unwrap();
@@ -366,7 +373,7 @@ fn send_asks_first_with_cancel_selected() {
     // Enter on the default (Cancel) does nothing.
     assert!(key(&mut state, KeyCode::Enter).is_empty());
     assert_eq!((state.mode, state.confirm.is_none()), (Mode::Normal, true));
-    assert!(state.notice.is_none());
+    assert_eq!(state.notice, notice_before);
     ch(&mut state, 'k');
     ch(&mut state, 's');
     let confirm = state.confirm.clone().unwrap();
@@ -475,11 +482,11 @@ fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
     ch(&mut state, 'C');
     let confirm = state.confirm.clone().unwrap();
     assert_eq!(
-        confirm.request,
-        ActionRequest::Converge {
+        confirm.then,
+        ConfirmThen::Start(ActionRequest::Converge {
             modules: None,
             force: false
-        }
+        })
     );
     assert!(
         confirm
@@ -544,7 +551,19 @@ fn the_notice_follows_the_newest_operation_never_a_stale_success() {
         &mut state,
         other_converge(100, "01a22df9-0002", 42, "converge failed"),
     );
-    assert_eq!(effects, vec![Effect::Bell("#42 converge failed".into())]);
+    // The table falls back to the plan, asked for anew; the bell rings.
+    assert_eq!(
+        effects,
+        vec![
+            Effect::PollNow(vec![
+                SourceId::Plan,
+                SourceId::Record,
+                SourceId::Host,
+                SourceId::Machines
+            ]),
+            Effect::Bell("#42 converge failed".into())
+        ]
+    );
     let notice = state.notice.clone().unwrap();
     assert!(notice.error, "{notice:?}");
     assert_eq!(notice.text, "#42 converge failed");
@@ -556,7 +575,10 @@ fn the_notice_follows_the_newest_operation_never_a_stale_success() {
         &mut state,
         other_converge(200, "01a22df9-0003", 43, "converge succeeded"),
     );
-    assert!(effects.is_empty(), "{effects:?}");
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Bell(_))),
+        "{effects:?}"
+    );
     let notice = state.notice.clone().unwrap();
     assert!(
         !notice.error && notice.text == "#43 converge succeeded",
@@ -572,13 +594,17 @@ fn no_bell_means_no_bell() {
         &mut state,
         other_converge(100, "01a22df9-0002", 42, "converge failed"),
     );
-    assert!(effects.is_empty(), "{effects:?}");
+    assert!(
+        !effects.iter().any(|e| matches!(e, Effect::Bell(_))),
+        "{effects:?}"
+    );
     assert!(state.notice.unwrap().error);
 }
 
 #[test]
 fn builder_output_never_becomes_the_notice() {
     let mut state = demo_state();
+    state.notice = None;
     update(
         &mut state,
         Msg::ActionProgress(meshtop::mesh::progress::Progress {
@@ -694,8 +720,8 @@ fn the_send_confirm_goes_to_the_record_the_machines_were_judged_against() {
     );
     ch(&mut state, 's');
     let confirm = state.confirm.clone().expect("a send confirm");
-    let ActionRequest::Send { moves, .. } = confirm.request else {
-        panic!("not a send: {:?}", confirm.request);
+    let ConfirmThen::Start(ActionRequest::Send { moves, .. }) = confirm.then else {
+        panic!("not a send: {:?}", confirm.then);
     };
     assert_eq!(moves.len(), 2);
     assert!(

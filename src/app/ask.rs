@@ -7,7 +7,7 @@ use crate::mesh::text::short_id;
 
 use super::keys::{Action, Mode};
 use super::msg::ActionRequest;
-use super::state::{AppState, Confirm};
+use super::state::{AppState, Confirm, ConfirmThen};
 
 fn short(digest: &str) -> String {
     format!("sha256:{}…", short_id(digest))
@@ -108,10 +108,10 @@ pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, String> {
         title: format!("Converge {}?", module.name),
         lines,
         verb: "Converge".into(),
-        request: ActionRequest::Converge {
+        then: ConfirmThen::Start(ActionRequest::Converge {
             modules: Some(vec![module.name.clone()]),
             force: false,
-        },
+        }),
         go: false,
     }))
 }
@@ -164,10 +164,10 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
         title: format!("Converge mesh {}?", state.context.mesh),
         lines,
         verb: "Converge".into(),
-        request: ActionRequest::Converge {
+        then: ConfirmThen::Start(ActionRequest::Converge {
             modules: None,
             force: false,
-        },
+        }),
         go: false,
     })
 }
@@ -201,10 +201,10 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, String> {
         title: format!("Force-rebuild {}?", module.name),
         lines,
         verb: "Rebuild".into(),
-        request: ActionRequest::Converge {
+        then: ConfirmThen::Start(ActionRequest::Converge {
             modules: Some(vec![module.name.clone()]),
             force: true,
-        },
+        }),
         go: false,
     })
 }
@@ -256,10 +256,10 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
         title: format!("Send {}?", module.name),
         lines,
         verb: "Send".into(),
-        request: ActionRequest::Send {
+        then: ConfirmThen::Start(ActionRequest::Send {
             module: module.name.clone(),
             moves,
-        },
+        }),
         go: false,
     })
 }
@@ -296,10 +296,10 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
         title: format!("Roll back {}?", module.name),
         lines,
         verb: "Roll back".into(),
-        request: ActionRequest::Rollback {
+        then: ConfirmThen::Start(ActionRequest::Rollback {
             module: module.name.clone(),
             from: entry.clone(),
-        },
+        }),
         go: false,
     })
 }

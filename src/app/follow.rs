@@ -16,13 +16,15 @@ pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> V
         .iter()
         .find(|e| e.converge_id == event.converge_id)
         .map_or(event.at_ms, |e| e.at_ms);
-    let (text, error) = match event.step {
-        Step::Started => (format!("{label} running: {}", event.text), false),
-        _ => (
-            format!("{label} {}", event.text),
-            !finished_well(&event.text),
-        ),
-    };
+    if event.step == Step::Started {
+        // The line under the header shows the running operation itself (its tier, what is done):
+        // an earlier operation's notice must not stay beside it as if current.
+        state.notice = None;
+        state.dirty = true;
+        return Vec::new();
+    }
+    let text = format!("{label} {}", event.text);
+    let error = !finished_well(&event.text);
     // A followed converge (not the one read at start-up) that fails or ran long rings the bell.
     let long = event.at_ms - started_ms > LONG_OPERATION_MS;
     let ring = state.bell && live && event.step == Step::Finished && (error || long);

@@ -6,6 +6,7 @@ pub mod ask;
 pub mod follow;
 pub mod keys;
 pub mod msg;
+pub mod quit;
 pub mod state;
 pub mod update;
 pub mod window;

@@ -63,6 +63,8 @@ pub struct HistorySnapshot {
     pub latest_converge: Option<String>,
     /// Running digest → the build that made or published it.
     pub made_by: BTreeMap<String, BuildRow>,
+    /// Who holds the mesh's converge lock (read on the same snapshot as the events).
+    pub holder: Option<crate::mesh::live::LockHolder>,
 }
 
 /// What one source answered.
@@ -203,5 +205,7 @@ pub enum Effect {
     Start(ActionRequest),
     /// Ring the terminal bell (and notify the desktop) with this text.
     Bell(String),
+    /// Cancel the action started here (a converge stops its builds and marks them cancelled).
+    CancelAction,
     Quit,
 }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
+use crate::mesh::live::{LiveOperation, LockHolder, OperationState};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{Mesh, Policy, Record, Target};
 use crate::mesh::plan::{Plan, PlannedModule};
@@ -65,6 +66,8 @@ pub enum Detail {
     Module(String),
     Build(String),
     Machine(String),
+    /// One line of the converge pane, by its event id.
+    Event(i64),
 }
 
 /// A confirmation: what exactly will happen, Cancel selected by default.
@@ -72,11 +75,19 @@ pub enum Detail {
 pub struct Confirm {
     pub title: String,
     pub lines: Vec<String>,
-    /// The word on the button that goes ahead (`Send`, `Rebuild`, `Converge`).
+    /// The word on the button that goes ahead (`Send`, `Rebuild`, `Converge`, `Quit`).
     pub verb: String,
-    pub request: ActionRequest,
+    pub then: ConfirmThen,
     /// False: Cancel is selected.
     pub go: bool,
+}
+
+/// What going ahead does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfirmThen {
+    Start(ActionRequest),
+    /// Quit while an action started here runs: cancel it first (its builds are marked cancelled).
+    CancelAndQuit,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,8 +105,20 @@ pub struct ConvergeView {
     pub operation: Option<i64>,
     pub lines: VecDeque<EventRow>,
     pub last_event_id: i64,
-    /// Lines scrolled up from the bottom (0: follow the tail).
+    /// The selected line, counted up from the last (0: the last line, following the tail).
     pub scroll: usize,
+    /// The operation folded from its steps: each module's state in it, while it runs and after.
+    pub live: Option<LiveOperation>,
+    /// Who holds the mesh's converge lock, as the state database said at the last poll.
+    pub holder: Option<LockHolder>,
+}
+
+impl ConvergeView {
+    /// The line under the cursor (the last one while following).
+    pub fn selected_line(&self) -> Option<&EventRow> {
+        let last = self.lines.len().checked_sub(1)?;
+        self.lines.get(last.saturating_sub(self.scroll))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +168,10 @@ pub struct AppState {
     pub help_scroll: usize,
     pub confirm: Option<Confirm>,
     pub running: Option<String>,
+    /// The running action is a converge (quitting cancels it).
+    pub running_converge: bool,
+    /// Quitting: the running action was asked to stop; quit when it has, or at this time.
+    pub quit_after_ms: Option<i64>,
     /// Converge by itself once a change's plan shows something to build or deliver (off at start).
     pub auto_converge: bool,
     /// A change was seen with auto-converge on: converge when the plan it asked for answers.
@@ -217,6 +244,8 @@ impl AppState {
             help_scroll: 0,
             confirm: None,
             running: None,
+            running_converge: false,
+            quit_after_ms: None,
             notice: None,
             auto_converge: false,
             converge_on_plan: false,
@@ -342,6 +371,19 @@ impl AppState {
     /// The build that made or published a digest, when the history knows it.
     pub fn build_of(&self, digest: &str) -> Option<&BuildRow> {
         self.made_by.get(digest)
+    }
+
+    /// The operation being followed and where it stands (running, finished, or its process gone).
+    pub fn operation(&self) -> Option<(&LiveOperation, OperationState)> {
+        let live = self.converge.live.as_ref()?;
+        Some((live, live.state(self.converge.holder.as_ref())))
+    }
+
+    /// The operation that runs now, from this or any process: the table shows its modules' states.
+    pub fn live_running(&self) -> Option<&LiveOperation> {
+        self.operation()
+            .filter(|(_, state)| *state == OperationState::Running)
+            .map(|(live, _)| live)
     }
 
     /// The machines of a module that run another artifact than the record's.

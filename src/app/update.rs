@@ -3,13 +3,14 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
+use crate::mesh::live::LiveOperation;
 use crate::mesh::progress::Step;
 use crate::timefmt;
 
 use super::ask;
 use super::keys::{Action, Mode};
 use super::msg::{Effect, Msg, SourceData, SourceId};
-use super::state::{AppState, Detail, MAX_CONVERGE_LINES, Notice, Pane};
+use super::state::{AppState, ConfirmThen, Detail, MAX_CONVERGE_LINES, Notice, Pane};
 
 pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
     match msg {
@@ -28,6 +29,9 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
         Msg::Tick(now_ms) => {
             let before = clock_face(state);
             state.now_ms = state.now_ms.max(now_ms);
+            if super::quit::overdue(state) {
+                return vec![Effect::Quit];
+            }
             if clock_face(state) != before {
                 state.dirty = true;
             }
@@ -94,10 +98,13 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
         }
         Msg::ActionProgress(step) => {
             // Builder output belongs to the converge pane and the logs, not the one-line notice.
-            if step.step != Step::Output {
-                notify(state, step.line().trim_start().to_string(), false);
+            if step.step == Step::Output || step.step == Step::Queued {
+                return Vec::new();
             }
-            Vec::new()
+            notify(state, step.line().trim_start().to_string(), false);
+            // The table follows the operation through the state database: read its new step now
+            // rather than at the next timed poll.
+            vec![Effect::PollNow(vec![SourceId::History])]
         }
         Msg::ActionDone {
             at_ms,
@@ -109,6 +116,10 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             match result {
                 Ok(text) => notify(state, format!("{label}: {text}"), false),
                 Err(error) => notify(state, format!("{label} failed: {error}"), true),
+            }
+            if state.quit_after_ms.is_some() {
+                state.quit = true;
+                return vec![Effect::Quit];
             }
             vec![Effect::PollNow(SourceId::ALL.to_vec())]
         }
@@ -172,12 +183,14 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
                 .builds
                 .refresh_head(&snapshot.scope, snapshot.page, at_ms);
             let view = &mut state.converge;
+            view.holder = snapshot.holder;
             if view.converge_id.is_none() {
                 view.converge_id = snapshot.latest_converge;
             }
             let mut newest_word = None;
             // The first poll reads the past: nothing of it rings.
             let live = view.last_event_id > 0;
+            let mut ended_here = false;
             for event in snapshot.events {
                 view.last_event_id = view.last_event_id.max(event.id);
                 if view.converge_id.as_deref() != Some(event.converge_id.as_str()) {
@@ -185,19 +198,44 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
                     view.operation = None;
                     view.lines.clear();
                     view.scroll = 0;
+                    view.live = None;
                 }
                 view.operation = event.operation.or(view.operation);
+                view.live
+                    .get_or_insert_with(|| LiveOperation::new(&event))
+                    .apply(&event);
                 if matches!(event.step, Step::Started | Step::Finished) {
                     newest_word = Some(event.clone());
                 }
+                ended_here |= live && event.step == Step::Finished;
+                // Queued steps are the table's (each module's state), not lines to read.
+                if event.step == Step::Queued {
+                    continue;
+                }
                 view.lines.push_back(event);
+                // The selected line stays selected while lines arrive under it.
+                if view.scroll > 0 {
+                    view.scroll += 1;
+                }
                 if view.lines.len() > MAX_CONVERGE_LINES {
                     view.lines.pop_front();
                 }
             }
-            if let Some(event) = newest_word {
-                return super::follow::follow_operation(state, &event, live);
+            view.scroll = view.scroll.min(view.lines.len().saturating_sub(1));
+            let mut effects = Vec::new();
+            // The plan the table falls back to was made before the converge: ask for a fresh one.
+            if ended_here {
+                effects.push(Effect::PollNow(vec![
+                    SourceId::Plan,
+                    SourceId::Record,
+                    SourceId::Host,
+                    SourceId::Machines,
+                ]));
             }
+            if let Some(event) = newest_word {
+                effects.extend(super::follow::follow_operation(state, &event, live));
+            }
+            return effects;
         }
     }
     Vec::new()
@@ -230,8 +268,7 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
         return Vec::new();
     };
     if action == Action::Quit {
-        state.quit = true;
-        return vec![Effect::Quit];
+        return super::quit::asked(state);
     }
     match mode {
         Mode::Normal => normal(state, action),
@@ -300,7 +337,10 @@ fn confirm(state: &mut AppState, action: Action) -> Vec<Effect> {
         Action::Accept => {
             state.mode = Mode::Normal;
             match state.confirm.take() {
-                Some(confirm) if confirm.go => start(state, confirm.request),
+                Some(confirm) if confirm.go => match confirm.then {
+                    ConfirmThen::Start(request) => start(state, request),
+                    ConfirmThen::CancelAndQuit => super::quit::cancel_and_quit(state),
+                },
                 _ => Vec::new(),
             }
         }
@@ -322,6 +362,7 @@ fn start(state: &mut AppState, request: super::msg::ActionRequest) -> Vec<Effect
     let label = request.label();
     notify(state, format!("{label}: started"), false);
     state.running = Some(label);
+    state.running_converge = matches!(request, super::msg::ActionRequest::Converge { .. });
     vec![Effect::Start(request)]
 }
 
@@ -376,7 +417,15 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
                     .builds
                     .selected_row()
                     .map(|b| Detail::Build(b.id.clone())),
-                Pane::Converge => None,
+                // A module's line opens the module (its state, error and output in this
+                // operation); any other line opens in full.
+                Pane::Converge => state
+                    .converge
+                    .selected_line()
+                    .map(|event| match &event.module {
+                        Some(module) => Detail::Module(module.clone()),
+                        None => Detail::Event(event.id),
+                    }),
             };
             if detail.is_some() {
                 state.detail = detail;

@@ -163,6 +163,18 @@ async fn run(
             if request.force { ", forced" } else { "" }
         ),
     );
+    // Each module and its tier's place, so that a follower shows the whole converge from its start.
+    let mut tiers: Vec<u32> = selected.iter().map(|m| m.tier).collect();
+    tiers.sort_unstable();
+    tiers.dedup();
+    for module in &selected {
+        let index = tiers.iter().position(|t| *t == module.tier).unwrap_or(0);
+        let place = crate::mesh::live::TierPlace {
+            index: index as u32 + 1,
+            total: tiers.len() as u32,
+        };
+        emitter.defer(Step::Queued, Some(&module.name), place.text());
+    }
     let ctx = PlanContext {
         mesh,
         record: record.record.clone(),

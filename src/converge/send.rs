@@ -108,7 +108,7 @@ pub async fn send(
         emitter.emit(
             Step::Sent,
             Some(&moved.module),
-            format!("{}: {message}", moved.machine),
+            crate::mesh::live::sent_text(&moved.machine, ok, &message),
         );
         outcomes.push(SendOutcome {
             moved: moved.clone(),

@@ -39,6 +39,20 @@ impl Decision {
         }
     }
 
+    /// The decision named by [`Decision::as_str`].
+    pub fn parse(word: &str) -> Option<Decision> {
+        [
+            Decision::Record,
+            Decision::Host,
+            Decision::Build,
+            Decision::Forced,
+            Decision::Refused,
+            Decision::Pinned,
+        ]
+        .into_iter()
+        .find(|d| d.as_str() == word)
+    }
+
     /// Whether a converge runs a build for this decision.
     pub fn builds(self) -> bool {
         matches!(self, Decision::Build | Decision::Forced)

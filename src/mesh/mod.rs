@@ -5,6 +5,7 @@
 pub mod behind;
 pub mod builds;
 pub mod decide;
+pub mod live;
 pub mod machine;
 pub mod manifest;
 pub mod model;

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "lowercase")]
 pub enum Step {
     Started,
+    /// A module this operation will walk, with its tier's place (`tier 1 of 3`): sent once per
+    /// module before the first tier, so a follower knows the whole operation from its start.
+    Queued,
     Warning,
     Refused,
     Tier,
@@ -30,8 +33,9 @@ pub enum Step {
 }
 
 impl Step {
-    const ALL: [Step; 17] = [
+    const ALL: [Step; 18] = [
         Step::Started,
+        Step::Queued,
         Step::Warning,
         Step::Refused,
         Step::Tier,
@@ -53,6 +57,7 @@ impl Step {
     pub fn as_str(self) -> &'static str {
         match self {
             Step::Started => "started",
+            Step::Queued => "queued",
             Step::Warning => "warning",
             Step::Refused => "refused",
             Step::Tier => "tier",

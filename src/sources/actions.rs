@@ -40,16 +40,19 @@ impl OnDemand for Actions {
         &self,
         request: ActionRequest,
         progress: mpsc::UnboundedSender<Progress>,
+        cancel: tokio::sync::watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>> {
-        Box::pin(run(self.session.clone(), request, progress))
+        Box::pin(run(self.session.clone(), request, progress, cancel))
     }
 }
 
-/// Run one action to its end; its progress goes to `progress` as it comes. Ok is a one-line summary.
+/// Run one action to its end; its progress goes to `progress` as it comes; `cancel` stops a
+/// converge (sends and roll-backs run to their end). Ok is a one-line summary.
 pub async fn run(
     session: Arc<Session>,
     request: ActionRequest,
     progress: mpsc::UnboundedSender<Progress>,
+    cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<String, String> {
     let target = session.target(|t| async move { Ok(t) }).await?;
     let daemon = session.lazy_daemon().await;
@@ -65,9 +68,8 @@ pub async fn run(
                 wait: false,
                 target,
             };
-            // Nothing cancels a converge started here but quitting the dashboard.
-            let (_cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-            match engine::converge(request, daemon, Some(progress), cancel_rx).await {
+            // Quitting the dashboard (after its question) cancels a converge started here.
+            match engine::converge(request, daemon, Some(progress), cancel).await {
                 Ok(summary) if summary.ok => Ok(summary.headline()),
                 Ok(summary) => Err(summary.headline()),
                 Err(error) => Err(error.to_string()),

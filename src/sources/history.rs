@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::app::msg::{HistorySnapshot, PollParams, SourceData};
 use crate::backends::history::{BuildQuery, HistoryError, locked};
 use crate::mesh::builds::BuildRow;
+use crate::mesh::live::LockHolder;
 
 use super::poll::BoxFuture;
 use super::session::Session;
@@ -22,53 +23,77 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
         session
             .db(move |db| {
                 let history = locked(db)?;
-                let e = |e: HistoryError| e.to_string();
-                let last_builds = history.last_builds(&mesh).map_err(e)?;
-                let query = BuildQuery {
-                    mesh: mesh.clone(),
-                    module: params.history_module.clone(),
-                    failed_only: false,
-                    limit: params.page_size.max(1),
-                    before: None,
-                };
-                let page = history.builds(&query).map_err(e)?;
-                // First poll: the tail only, not every kept event in batches.
-                let mut events = if params.events_after == 0 {
-                    history.events_tail(&mesh, EVENTS_PER_POLL).map_err(e)?
-                } else {
-                    Vec::new()
-                };
-                let mut after = events.last().map_or(params.events_after, |row| row.id);
-                loop {
-                    let batch = history
-                        .events_after(&mesh, after, EVENTS_PER_POLL)
-                        .map_err(e)?;
-                    let full = batch.len() == EVENTS_PER_POLL;
-                    after = batch.last().map_or(after, |row| row.id);
-                    events.extend(batch);
-                    if events.len() > EVENTS_PER_POLL {
-                        events.drain(..events.len() - EVENTS_PER_POLL);
-                    }
-                    if !full {
-                        break;
-                    }
-                }
-                let latest_converge = history.latest_converge(&mesh).map_err(e)?;
-                let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
-                for digest in params.digests.iter().take(MAX_TRACED) {
-                    if let Some(row) = history.build_by_digest(&mesh, digest).map_err(e)? {
-                        made_by.insert(digest.clone(), row);
-                    }
-                }
-                Ok(SourceData::History(Box::new(HistorySnapshot {
-                    last_builds,
-                    scope: params.history_module,
-                    page,
-                    events,
-                    latest_converge,
-                    made_by,
-                })))
+                // The events and the lock on one snapshot: they must agree on whether the newest
+                // operation still runs (a converge that just ended is not "gone" for a poll).
+                history
+                    .on_one_snapshot(|history| Ok(read(history, &mesh, params)))
+                    .map_err(|e| e.to_string())?
             })
             .await
     })
+}
+
+fn read(
+    history: &crate::backends::history::History,
+    mesh: &str,
+    params: PollParams,
+) -> Result<SourceData, String> {
+    let mesh = mesh.to_string();
+    let e = |e: HistoryError| e.to_string();
+    let holder = history
+        .converge_holder(&mesh)
+        .map_err(e)?
+        .map(|h| LockHolder {
+            alive: !h.is_dead(crate::timefmt::now_ms()),
+            converge_id: h.converge_id,
+            host: h.host,
+            pid: h.pid,
+            heartbeat_ms: h.heartbeat_ms,
+        });
+    let last_builds = history.last_builds(&mesh).map_err(e)?;
+    let query = BuildQuery {
+        mesh: mesh.clone(),
+        module: params.history_module.clone(),
+        failed_only: false,
+        limit: params.page_size.max(1),
+        before: None,
+    };
+    let page = history.builds(&query).map_err(e)?;
+    // First poll: the tail only, not every kept event in batches.
+    let mut events = if params.events_after == 0 {
+        history.events_tail(&mesh, EVENTS_PER_POLL).map_err(e)?
+    } else {
+        Vec::new()
+    };
+    let mut after = events.last().map_or(params.events_after, |row| row.id);
+    loop {
+        let batch = history
+            .events_after(&mesh, after, EVENTS_PER_POLL)
+            .map_err(e)?;
+        let full = batch.len() == EVENTS_PER_POLL;
+        after = batch.last().map_or(after, |row| row.id);
+        events.extend(batch);
+        if events.len() > EVENTS_PER_POLL {
+            events.drain(..events.len() - EVENTS_PER_POLL);
+        }
+        if !full {
+            break;
+        }
+    }
+    let latest_converge = history.latest_converge(&mesh).map_err(e)?;
+    let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
+    for digest in params.digests.iter().take(MAX_TRACED) {
+        if let Some(row) = history.build_by_digest(&mesh, digest).map_err(e)? {
+            made_by.insert(digest.clone(), row);
+        }
+    }
+    Ok(SourceData::History(Box::new(HistorySnapshot {
+        last_builds,
+        scope: params.history_module,
+        page,
+        events,
+        latest_converge,
+        made_by,
+        holder,
+    })))
 }

@@ -32,11 +32,13 @@ pub trait Source: Send + Sync + 'static {
 /// Work done on demand: pages of history, and the actions that change something.
 pub trait OnDemand: Send + Sync + 'static {
     fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>>;
-    /// Run an action to its end; its progress goes to `progress`. Ok is a one-line summary.
+    /// Run an action to its end; its progress goes to `progress`; `cancel` turning true asks it to
+    /// stop (a converge stops its builds and marks them cancelled). Ok is a one-line summary.
     fn start(
         &self,
         request: ActionRequest,
         progress: mpsc::UnboundedSender<Progress>,
+        cancel: watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>>;
 }
 
@@ -158,15 +160,17 @@ pub fn fetch_builds(
     });
 }
 
-/// Run an action to its end, forwarding its progress steps and its outcome to the app.
+/// Run an action to its end, forwarding its progress steps and its outcome to the app. Sending true
+/// on the returned sender asks the action to stop.
 pub fn start_action(
     backend: &Arc<dyn OnDemand>,
     request: ActionRequest,
     tx: mpsc::UnboundedSender<Msg>,
-) {
+) -> watch::Sender<bool> {
     let label = request.label();
     let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
-    let work = backend.start(request, progress_tx);
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let work = backend.start(request, progress_tx, cancel_rx);
     let forward = tx.clone();
     tokio::spawn(async move {
         while let Some(step) = progress_rx.recv().await {
@@ -183,6 +187,7 @@ pub fn start_action(
             result,
         });
     });
+    cancel_tx
 }
 
 #[cfg(test)]

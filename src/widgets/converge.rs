@@ -3,9 +3,11 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 
 use crate::app::state::{AppState, Pane};
-use crate::mesh::progress::Step;
+use crate::mesh::live::{ModuleRun, OperationState};
+use crate::mesh::progress::{EventRow, Step};
 
 use super::{Palette, focused, put, rule};
 
@@ -40,8 +42,11 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let end = view.lines.len().saturating_sub(view.scroll);
     let start = end.saturating_sub(rows);
+    let has_focus = focused(state, Pane::Converge);
     for (row, event) in view.lines.iter().skip(start).take(end - start).enumerate() {
         let y = area.y + 1 + row as u16;
+        // The cursor is the last line shown: Up moves it (and the lines) back.
+        let selected = has_focus && start + row + 1 == end;
         // Typed steps: the styles once matched names the engine never wrote (`build-output`).
         let style = match event.step {
             Step::Output => palette.dim(),
@@ -56,6 +61,87 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             module,
             crate::mesh::text::plain(&event.text)
         );
+        let style = if selected {
+            style.patch(palette.selected(true))
+        } else {
+            style
+        };
         put(buf, area, area.x, y, usize::from(area.width), &text, style);
     }
+}
+
+/// One line of the pane in full (Enter on a line without a module).
+pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<(String, Style)>) {
+    let Some(event) = state.converge.lines.iter().find(|e| e.id == id) else {
+        return (
+            "converge".into(),
+            vec![("this line left the converge pane".into(), palette.dim())],
+        );
+    };
+    let label = crate::mesh::progress::operation_label(event.operation, &event.converge_id);
+    let lines = vec![
+        (
+            format!(
+                "{label} · {} · {}",
+                event.step,
+                crate::timefmt::local_time(event.at_ms)
+            ),
+            palette.dim(),
+        ),
+        (
+            crate::mesh::text::plain(&event.text).into_owned(),
+            palette.plain(),
+        ),
+    ];
+    (format!("converge {label} · {}", event.step), lines)
+}
+
+/// Most output lines of one module the module's detail shows (the pane keeps the newest 500 lines).
+const MODULE_OUTPUT_LINES: usize = 200;
+
+/// A module in the followed operation, for its detail: its state there, its error in full, and its
+/// builder output as the pane holds it (the detail is anchored at its end, so a running build's
+/// newest lines stay in sight as they arrive).
+pub fn module_operation_lines(
+    state: &AppState,
+    module: &str,
+    palette: Palette,
+) -> Vec<(String, Style)> {
+    let Some((live, now)) = state.operation() else {
+        return Vec::new();
+    };
+    let Some(walked) = live.modules.get(module) else {
+        return Vec::new();
+    };
+    let label = crate::mesh::progress::operation_label(live.operation, &live.converge_id);
+    let when = match now {
+        OperationState::Running => "running".to_string(),
+        OperationState::Finished => "finished".to_string(),
+        OperationState::Gone => "stopped (process gone)".to_string(),
+    };
+    let (cell, style) = super::modules::live_cell(walked, state.now_ms, palette);
+    let mut lines = vec![(format!("in {label} ({when}): {cell}"), style)];
+    match &walked.run {
+        ModuleRun::Failed(error) | ModuleRun::NotReached(error) | ModuleRun::Ended(error) => {
+            lines.push((format!("  {error}"), palette.bad()));
+        }
+        _ => {}
+    }
+    let output: Vec<&EventRow> = state
+        .converge
+        .lines
+        .iter()
+        .filter(|e| e.step == Step::Output && e.module.as_deref() == Some(module))
+        .collect();
+    if !output.is_empty() {
+        let skip = output.len().saturating_sub(MODULE_OUTPUT_LINES);
+        lines.push((format!("output in {label}:"), palette.dim()));
+        lines.extend(
+            output
+                .iter()
+                .skip(skip)
+                .map(|e| (format!("  {}", e.text), palette.dim())),
+        );
+    }
+    lines
 }

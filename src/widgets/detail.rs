@@ -130,6 +130,11 @@ pub fn module_lines(
             ));
             failure_lines(build, reference, &mut lines, palette);
         }
+        lines.extend(super::converge::module_operation_lines(
+            state,
+            &module.name,
+            palette,
+        ));
     }
     lines
 }
@@ -404,6 +409,7 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
                 vec![("no such machine any more".into(), palette.dim())],
             ),
         },
+        Some(Detail::Event(id)) => super::converge::event_lines(state, *id, palette),
         None => return,
     };
     let close = state.keys.hint_line(Mode::Detail, &[Action::Close]);

@@ -7,7 +7,9 @@ use ratatui::layout::Rect;
 use crate::app::keys::Mode;
 use crate::app::msg::SourceId;
 use crate::app::state::AppState;
+use crate::mesh::live::OperationState;
 use crate::mesh::model::Target;
+use crate::mesh::progress::operation_label;
 use crate::timefmt;
 
 use super::{Palette, put};
@@ -101,6 +103,33 @@ pub fn has_notice_line(state: &AppState) -> bool {
         || !state.warnings.is_empty()
         || state.notice.is_some()
         || state.running.is_some()
+        || operation_text(state).is_some()
+}
+
+/// The followed operation while it runs (`⟳ #42 · tier 2 of 3 · 3/7 done · 42s`), or when its
+/// process is gone without a last word; nothing once it finished (the notice says how).
+pub fn operation_text(state: &AppState) -> Option<(String, bool)> {
+    let (live, now) = state.operation()?;
+    let label = operation_label(live.operation, &live.converge_id);
+    match now {
+        OperationState::Running => {
+            let mut parts = vec![match &live.title {
+                Some(title) => format!("⟳ {label} {title}"),
+                None => format!("⟳ {label}"),
+            }];
+            if let Some(tier) = live.tier {
+                parts.push(tier.text());
+            }
+            let (done, total) = live.done_of();
+            if total > 0 {
+                parts.push(format!("{done}/{total} done"));
+            }
+            parts.push(timefmt::elapsed(live.elapsed_ms(state.now_ms)));
+            Some((parts.join(" · "), false))
+        }
+        OperationState::Gone => Some((format!("✗ {label} stopped (process gone)"), true)),
+        OperationState::Finished => None,
+    }
 }
 
 pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
@@ -123,16 +152,23 @@ pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Pale
         );
         x = put(buf, area, x, y, usize::MAX, &text, palette.info());
     }
-    if let Some(running) = &state.running {
-        x = put(
-            buf,
-            area,
-            x,
-            y,
-            usize::MAX,
-            &format!(" ⟳ {running} "),
-            palette.warn(),
-        );
+    match (operation_text(state), &state.running) {
+        (Some((text, gone)), _) => {
+            let style = if gone { palette.bad() } else { palette.warn() };
+            x = put(buf, area, x, y, usize::MAX, &format!(" {text} "), style);
+        }
+        (None, Some(running)) => {
+            x = put(
+                buf,
+                area,
+                x,
+                y,
+                usize::MAX,
+                &format!(" ⟳ {running} "),
+                palette.warn(),
+            );
+        }
+        (None, None) => {}
     }
     if let Some(notice) = &state.notice {
         let style = if notice.error {

@@ -9,7 +9,7 @@ use crate::app::state::AppState;
 use super::{Palette, overlay, put};
 
 /// What every column and symbol of the screen means.
-const LEGEND: [&str; 20] = [
+const LEGEND: [&str; 24] = [
     "T          tier: 0 has no base in the mesh, else its base's tier + 1",
     "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
     "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
@@ -17,6 +17,9 @@ const LEGEND: [&str; 20] = [
     "           deliver·host the host holds a meshtop-labelled image with this tag: delivery only",
     "           build        nothing vouches: build and deliver; forced: --force / f",
     "           refused      its base has no artifact in the mesh yet",
+    "NOW        replaces DECISION while an operation runs (from any process): queued, to build,",
+    "           building 2/4 12s (Dockerfile step, time), built 40s, delivered(·host), skip·record,",
+    "           failed, not reached (its base failed), cancelled; sent 1/2 machines moved",
     "RECORD     ✓ the record names this ref  ✗ it does not  ? could not be asked",
     "HOST, REG  – cannot tell (ref pending, multi-platform, not asked)",
     "MACHINES   2/2 current of all  1 behind/3 (policy rollout: a converge sends them)",
@@ -27,7 +30,8 @@ const LEGEND: [&str; 20] = [
     "machine    current  behind  held  unrecorded (the record holds nothing)  missing",
     "builds     ✓ ok  ✗ failed (first line of its error)  … running  – cancelled",
     "converge   the newest operation of the mesh, `#42` its short id, from any process",
-    "notice     ⟳ an action running here; #42 … the newest operation's start or end",
+    "notice     ⟳ #42 … · tier 2 of 3 · 3/7 done · 42s: the operation running; its end after;",
+    "           ✗ #42 stopped (process gone): it never ended and its process is gone",
     "detail     opens at its end: a failure's last log lines, then its error; `w` wraps",
     "header     each source's age, or ✗ its error (last ok 40s ago)",
 ];

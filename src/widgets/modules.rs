@@ -9,6 +9,7 @@ use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::{Decision, labelled_image_tagged};
+use crate::mesh::live::{LiveModule, ModuleRun};
 use crate::timefmt;
 
 use super::{Palette, focused, put, rule, scroll_offset, tag_of};
@@ -30,8 +31,15 @@ pub fn ref_cell(state: &AppState, module: &ModuleInfo, palette: Palette) -> Cell
     }
 }
 
-/// The DECISION cell, naming the record that vouched.
+/// The DECISION cell, naming the record that vouched; while an operation runs, the module's state
+/// in it (the plan was made before it and would contradict what the operation is doing).
 pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
+    if let Some(live) = state.live_running() {
+        return match live.modules.get(module) {
+            Some(walked) => live_cell(walked, state.now_ms, palette),
+            None => ("–".into(), palette.dim()),
+        };
+    }
     match state.planned(module).map(|p| p.decision) {
         Some(Decision::Record) => ("skip·record".into(), palette.good()),
         Some(Decision::Host) => ("deliver·host".into(), palette.info()),
@@ -41,6 +49,48 @@ pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
         Some(Decision::Pinned) => ("pinned".into(), palette.special()),
         None => ("…".into(), palette.dim()),
     }
+}
+
+/// A module's state in the running operation: `queued`, `building 2/4 12s`, `built 40s`,
+/// `delivered`, `skip·record`, `failed`, `not reached`, `cancelled`, with `sent 1/2` once it sends.
+pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
+    let (text, style) = match &module.run {
+        ModuleRun::Queued => ("queued".to_string(), palette.dim()),
+        ModuleRun::ToBuild => ("to build".to_string(), palette.warn()),
+        ModuleRun::Building { since_ms, step } => {
+            let step = step.map_or(String::new(), |(n, m)| format!("{n}/{m} "));
+            (
+                format!("building {step}{}", timefmt::elapsed(now_ms - since_ms)),
+                palette.warn(),
+            )
+        }
+        ModuleRun::Built { took_ms } => (
+            format!("built {}", timefmt::elapsed(*took_ms)),
+            palette.good(),
+        ),
+        ModuleRun::Delivered { built: true } => ("delivered".to_string(), palette.good()),
+        ModuleRun::Delivered { built: false } => ("delivered·host".to_string(), palette.info()),
+        ModuleRun::Skipped(Decision::Pinned) => ("pinned".to_string(), palette.special()),
+        ModuleRun::Skipped(Decision::Host) => ("skip·host".to_string(), palette.info()),
+        ModuleRun::Skipped(_) => ("skip·record".to_string(), palette.good()),
+        ModuleRun::Failed(_) => ("failed".to_string(), palette.bad()),
+        ModuleRun::NotReached(_) => ("not reached".to_string(), palette.bad()),
+        ModuleRun::Cancelled => ("cancelled".to_string(), palette.dim()),
+        ModuleRun::Ended(_) => ("stopped".to_string(), palette.bad()),
+    };
+    let sends = module.sends;
+    if sends.started == 0 {
+        return (text, style);
+    }
+    let style = if sends.failed > 0 {
+        palette.bad()
+    } else {
+        style
+    };
+    (
+        format!("{text} sent {}/{}", sends.moved, sends.started),
+        style,
+    )
 }
 
 /// RECORD: ✓ the record names this ref, ✗ it names another or nothing, – not known yet.
@@ -135,10 +185,13 @@ pub fn last_build_cell(state: &AppState, module: &str, palette: Palette) -> Cell
 struct Columns {
     name: u16,
     reference: u16,
+    decision: u16,
     registry: bool,
 }
 
 const DECISION_W: u16 = 12;
+/// While an operation runs the column holds `building 12/15 3m05s sent 2/2`-like states.
+const LIVE_W: u16 = 20;
 const MACHINES_W: u16 = 11;
 const LAST_W: u16 = 15;
 
@@ -152,10 +205,15 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
         .max();
     let name = (longest.unwrap_or(6).max(6) as u16).min(24);
     let registry = state.context.registry.is_some();
+    let decision = if state.live_running().is_some() {
+        LIVE_W
+    } else {
+        DECISION_W
+    };
     let fixed = 2
         + name
         + 1
-        + DECISION_W
+        + decision
         + 1
         + 7
         + 5
@@ -180,6 +238,7 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
         .clamp(3, usize::from(REF_MAX)) as u16;
     Columns {
         name,
+        decision,
         reference: width.saturating_sub(fixed + 1).clamp(4, longest_ref.max(4)),
         registry,
     }
@@ -225,7 +284,14 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         ("T", 2),
         ("MODULE", cols.name + 1),
         ("REF", cols.reference + 1),
-        ("DECISION", DECISION_W + 1),
+        (
+            if state.live_running().is_some() {
+                "NOW"
+            } else {
+                "DECISION"
+            },
+            cols.decision + 1,
+        ),
         ("RECORD", 7),
         ("HOST", 5),
     ];
@@ -278,7 +344,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
                 cols.name + 1,
             ),
             ((reference, ref_style), cols.reference + 1),
-            (decision_cell(state, &module.name, palette), DECISION_W + 1),
+            (
+                decision_cell(state, &module.name, palette),
+                cols.decision + 1,
+            ),
             (record_cell(state, &module.name, palette), 7),
             (host_cell(state, &module.name, palette), 5),
         ];

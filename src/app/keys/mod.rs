@@ -218,6 +218,16 @@ pub struct Binding {
     pub keys: Vec<Key>,
 }
 
+/// Names `keys.toml` takes at its top level as settings, not modes.
+const SETTINGS: [&str; 1] = ["bell"];
+
+/// Settings from `keys.toml` beside the key tables; None: as the command line says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// `bell = false` turns off the bell (and the desktop notification), as `--no-bell` does.
+    pub bell: Option<bool>,
+}
+
 /// The bindings of every mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyTable {
@@ -320,6 +330,26 @@ impl KeyTable {
         KeyTable { modes }
     }
 
+    /// The settings `keys.toml` holds beside the key tables (`bell = false`); a bad value is one
+    /// warning line and leaves the setting as the command line made it.
+    pub fn settings_of(text: &str) -> (Settings, Vec<String>) {
+        let mut settings = Settings::default();
+        let Ok(parsed) = toml::from_str::<toml::Table>(text) else {
+            // with_overrides reports the broken file.
+            return (settings, Vec::new());
+        };
+        let mut warnings = Vec::new();
+        if let Some(value) = parsed.get("bell") {
+            match value.as_bool() {
+                Some(bell) => settings.bell = Some(bell),
+                None => warnings.push(format!(
+                    "keys.toml: bell must be true or false, not {value}; the bell stays as it was"
+                )),
+            }
+        }
+        (settings, warnings)
+    }
+
     /// The built-in table with the user's overrides (`keys.toml` text) applied. Each problem is
     /// one warning line; a bad override is skipped, the default kept.
     pub fn with_overrides(readonly: bool, text: &str) -> (KeyTable, Vec<String>) {
@@ -338,6 +368,10 @@ impl KeyTable {
             }
         };
         for (section, value) in &parsed {
+            // Top-level settings (not key bindings): read by `settings_of`.
+            if SETTINGS.contains(&section.as_str()) {
+                continue;
+            }
             let Some(mode) = Mode::ALL.into_iter().find(|m| m.name() == section) else {
                 warnings.push(format!(
                     "keys.toml: unknown mode [{section}]; modes are normal, filter, help, confirm, detail"

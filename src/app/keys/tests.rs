@@ -142,3 +142,24 @@ fn a_list_item_that_is_not_a_string_is_named() {
         Some(Action::Quit)
     );
 }
+
+#[test]
+fn the_bell_setting_sits_beside_the_tables() {
+    let text = "bell = false\n[normal]\nquit = \"Q\"\n";
+    let (settings, warnings) = KeyTable::settings_of(text);
+    assert_eq!(settings.bell, Some(false));
+    assert!(warnings.is_empty());
+    // The setting is not a mode: the tables load without a warning about it.
+    let (table, warnings) = KeyTable::with_overrides(false, text);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(table.hint_line(Mode::Normal, &[Action::Quit]).contains('Q'));
+
+    let (settings, warnings) = KeyTable::settings_of("bell = \"off\"\n");
+    assert_eq!(settings.bell, None);
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].contains("bell must be true or false"),
+        "{warnings:?}"
+    );
+    assert_eq!(KeyTable::settings_of("").0.bell, None);
+}

@@ -92,6 +92,27 @@ impl History {
         move |e| HistoryError::sqlite(&self.path, op, e)
     }
 
+    /// Run several reads on one snapshot of the database (one read transaction: under WAL, writes
+    /// committed meanwhile by other processes are not seen half), e.g. the events and the lock
+    /// holder that must agree on whether an operation still runs.
+    pub fn on_one_snapshot<T>(
+        &self,
+        read: impl FnOnce(&History) -> Result<T, HistoryError>,
+    ) -> Result<T, HistoryError> {
+        self.conn
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(self.err("begin a read"))?;
+        let result = read(self);
+        // A read transaction has nothing to keep: end it whatever the reads said.
+        let ended = self
+            .conn
+            .execute_batch("COMMIT")
+            .map_err(self.err("end a read"));
+        let value = result?;
+        ended?;
+        Ok(value)
+    }
+
     /// Run `write` so that its commit is on disk when this returns (`synchronous = FULL` for it).
     /// Build records, stamps, manifests and sends go through here; progress events and the
     /// converge lock commit with `synchronous = NORMAL` and may roll back after a power loss,
