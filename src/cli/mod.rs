@@ -16,6 +16,7 @@ mod converge;
 mod gc;
 mod history;
 mod plan;
+mod progress;
 mod rollback;
 mod send;
 mod setup;
@@ -127,31 +128,7 @@ fn report(outcome: Outcome) -> ExitCode {
     }
 }
 
-/// Print a converge's (or send's) progress to stderr as it comes. Steps that arrive together (a
-/// tier's decisions) go out in one write; the task ends when every sender is gone.
-pub(crate) fn spawn_progress_printer() -> (
-    crate::converge::progress::ProgressTx,
-    tokio::task::JoinHandle<()>,
-) {
-    use std::io::Write;
-    let (tx, mut rx) =
-        tokio::sync::mpsc::unbounded_channel::<crate::converge::progress::Progress>();
-    let printer = tokio::spawn(async move {
-        let mut text = String::new();
-        while let Some(first) = rx.recv().await {
-            text.clear();
-            let mut next = Some(first);
-            while let Some(progress) = next {
-                text.push_str(&progress.line());
-                text.push('\n');
-                next = rx.try_recv().ok();
-            }
-            // stderr gone: nothing else to tell the user with.
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
-        }
-    });
-    (tx, printer)
-}
+pub(crate) use progress::spawn_progress_printer;
 
 /// The module named on the command line, or bad input naming the mesh's modules.
 pub(crate) fn known_module(mesh: &crate::mesh::model::Mesh, module: &str) -> Result<(), Failure> {

@@ -17,6 +17,20 @@ impl Tmux {
 
     /// The dashboard on the mesh with extra flags, in a 120×40 tmux session.
     pub fn start_with(mesh: &ExampleMesh, flags: &[&str]) -> Tmux {
+        let tmux = Tmux::shell();
+        let command = format!(
+            "{} --mesh {} --state {} {}",
+            env!("CARGO_BIN_EXE_meshtop"),
+            mesh.mesh_file().display(),
+            mesh.state().display(),
+            flags.join(" ")
+        );
+        tmux.keys(&[&command, "Enter"]);
+        tmux
+    }
+
+    /// A shell (prompt `prompt$ `) in a 120×40 tmux session: a terminal for a command.
+    pub fn shell() -> Tmux {
         let ok = Command::new("tmux")
             .arg("-V")
             .output()
@@ -26,7 +40,10 @@ impl Tmux {
             ok,
             "this test needs tmux (apt-get install tmux; scripts/test.sh installs it)"
         );
-        let session = format!("meshtop-e2e-{}", std::process::id());
+        // Several sessions in one test process (a dashboard beside a shell) need their own names.
+        static SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let session = format!("meshtop-e2e-{}-{n}", std::process::id());
         let status = Command::new("tmux")
             .args([
                 "new-session",
@@ -43,16 +60,7 @@ impl Tmux {
             .status()
             .unwrap();
         assert!(status.success());
-        let tmux = Tmux { session };
-        let command = format!(
-            "{} --mesh {} --state {} {}",
-            env!("CARGO_BIN_EXE_meshtop"),
-            mesh.mesh_file().display(),
-            mesh.state().display(),
-            flags.join(" ")
-        );
-        tmux.keys(&[&command, "Enter"]);
-        tmux
+        Tmux { session }
     }
 
     pub fn keys(&self, keys: &[&str]) {
@@ -70,6 +78,27 @@ impl Tmux {
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Wait until `ready` holds for the screen, pressing nothing.
+    pub fn wait_quietly(
+        &self,
+        what: &str,
+        timeout: Duration,
+        ready: impl Fn(&str) -> bool,
+    ) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "timed out waiting for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// Wait until `ready` holds for the screen, pressing `r` (poll now) every few seconds.
