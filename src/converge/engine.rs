@@ -141,12 +141,16 @@ async fn run(
                 .is_none_or(|names| names.contains(&m.name))
         })
         .collect();
-    // meshtop's own files in a context: refused before anything is planned or built.
+    // meshtop's own files (the state database, the log) in a context: refused before anything is
+    // planned or built.
     let own = crate::workspace::own_files::refusals(
         selected
             .iter()
             .map(|m| (m.name.as_str(), m.context.as_path())),
         &request.state_path,
+        crate::workspace::own_files::log_dir()
+            .map(|dir| dir.join(crate::workspace::own_files::LOG_FILE))
+            .as_deref(),
     );
     if !own.is_empty() {
         for line in &own {
