@@ -186,7 +186,8 @@ async fn run(
     if planner.host_is_target() && uses_record_artifacts(&planned, mesh) {
         planner.ask_host().await;
     }
-    if planner.any_gone(&planned.values().collect::<Vec<_>>()) {
+    let decided: Vec<&PlannedModule> = planned.values().collect();
+    if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
         planner.reset();
         planned = first_pass(&mut planner, &selected, &manifests).await?;
     }
@@ -300,13 +301,14 @@ async fn first_pass(
 }
 
 /// Whether this converge uses an artifact that only the record vouches for: a module built FROM a
-/// `record` base, or a `record` module with declared machines or under `rollout` (machines may be
-/// created or sent to). Nothing used: the host is not asked (the steady state makes no daemon call).
+/// `record` base or FROM a base outside the selection (the record names its artifact), or a
+/// `record` module with declared machines or under `rollout` (machines may be created or sent to).
+/// Nothing used: the host is not asked (the steady state makes no daemon call).
 fn uses_record_artifacts(planned: &BTreeMap<String, PlannedModule>, mesh: &Mesh) -> bool {
     let from_record = |name: &str| {
         planned
             .get(name)
-            .is_some_and(|p| p.decision == Decision::Record)
+            .is_none_or(|p| p.decision == Decision::Record)
     };
     planned.values().any(|p| {
         (p.decision.builds() && p.base.as_deref().is_some_and(from_record))
