@@ -54,6 +54,10 @@ pub enum ConvergeError {
     LockLost(String),
     #[error("{0}")]
     Failed(String),
+    /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
+    /// if it can be, else the next open of the state closes it so.
+    #[error("{0}")]
+    Unrecorded(String),
 }
 
 /// `LockLost` when this converge no longer holds the mesh (checked in the state database now).
@@ -102,10 +106,11 @@ pub async fn converge(
         Err(error) => error.to_string(),
     };
     if result.as_ref().map(|s| !s.ok).unwrap_or(true) {
-        let status = if matches!(result, Err(ConvergeError::Cancelled)) {
-            BuildStatus::Cancelled
-        } else {
-            BuildStatus::Failed
+        let status = match result {
+            Err(ConvergeError::Cancelled) => BuildStatus::Cancelled,
+            // Built, but its end was not written: not a failed build.
+            Err(ConvergeError::Unrecorded(_)) => BuildStatus::Stopped,
+            _ => BuildStatus::Failed,
         };
         if let Ok(history) = history.lock() {
             let _ = history.fail_running(&mesh.name, &converge_id, status, &outcome_text);
