@@ -89,32 +89,14 @@ pub fn context_of(opts: &DashboardOptions) -> Context {
     }
 }
 
-/// Logs go to `<state dir>/meshtop/meshtop.log` (the cache dir where there is no state dir).
+/// Logs go to `<state dir>/meshtop/meshtop.log` (the cache dir where there is no state dir),
+/// owner-only as the state database: the directory 0700, the file 0600.
 fn init_logging() -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    let dirs = directories::BaseDirs::new()?;
-    let dir = dirs
-        .state_dir()
-        .unwrap_or_else(|| dirs.cache_dir())
-        .join("meshtop");
-    // Owner-only, as the state database: the directory 0700, the log file 0600.
-    {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .ok()?;
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-        let file = dir.join("meshtop.log");
-        let _ = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&file);
-        let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600));
-    }
+    use crate::workspace::own_files;
+    let dir = own_files::log_dir()?;
+    own_files::prepare_log(&dir).ok()?;
     let (writer, guard) =
-        tracing_appender::non_blocking(tracing_appender::rolling::never(&dir, "meshtop.log"));
+        tracing_appender::non_blocking(tracing_appender::rolling::never(&dir, own_files::LOG_FILE));
     let filter = tracing_subscriber::EnvFilter::try_from_env("MESHTOP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let installed = tracing_subscriber::fmt()

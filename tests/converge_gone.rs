@@ -110,3 +110,76 @@ fn an_image_removed_by_hand_is_rebuilt_and_its_machines_run() {
         "{api}"
     );
 }
+
+/// The base is outside the converge's selection (`meshtop converge tools`) and its recorded
+/// artifact is gone from the daemon: building tools `FROM sha256:…` would make the daemon look
+/// for it on Docker Hub. Refused before any build, naming the base and the fix; the fix works.
+#[test]
+fn a_gone_base_outside_the_selection_is_refused_naming_it_and_the_fix() {
+    let mesh = ExampleMesh::new("gonebase");
+    let first = mesh.json(&["converge", "--json"]);
+    let built = digests(&first);
+    let machines: Vec<String> = ["web", "api", "worker"]
+        .iter()
+        .map(|m| format!("{}-{m}-1", mesh.name))
+        .collect();
+    let mut rm = vec!["rm", "-f"];
+    rm.extend(machines.iter().map(String::as_str));
+    docker(&rm);
+    // Children first: the daemon keeps a parent that has children.
+    docker(&[
+        "rmi",
+        "-f",
+        &built["api"],
+        &built["worker"],
+        &built["tools"],
+        &built["web"],
+        &built["base"],
+    ]);
+    std::fs::write(
+        mesh.root().join("tools/extra.txt"),
+        "moves tools' address\n",
+    )
+    .unwrap();
+    let before = common::builds(&mesh).len();
+
+    let refused = mesh.meshtop(&["converge", "tools"]);
+    let text = said(&refused);
+    assert!(!refused.status.success(), "{text}");
+    assert!(
+        text.contains("base base's artifact")
+            && text.contains("gone from the host daemon")
+            && text.contains("meshtop converge base tools"),
+        "names the base and the fix: {text}"
+    );
+    assert!(!text.contains("pull access"), "{text}");
+    assert_eq!(common::builds(&mesh).len(), before, "nothing was built");
+    // The plan says the same once the host is asked (tools builds FROM an unselected base).
+    let plan = mesh.meshtop(&["plan", "tools", "--json"]);
+    let plan_text = said(&plan);
+    if plan.status.success() {
+        let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+        let tools = &plan["modules"][0];
+        assert_eq!(tools["decision"], "refused", "{plan}");
+        assert!(
+            tools["reason"]
+                .as_str()
+                .unwrap()
+                .contains("gone from the host daemon"),
+            "{plan}"
+        );
+    } else {
+        assert!(
+            plan_text.contains("gone from the host daemon"),
+            "{plan_text}"
+        );
+    }
+
+    // The fix given works: the base is rebuilt (its artifact is gone), then tools FROM it.
+    let fixed = mesh.meshtop(&["converge", "base", "tools", "--json"]);
+    assert!(fixed.status.success(), "{}", said(&fixed));
+    let summary: Value = serde_json::from_slice(&fixed.stdout).unwrap();
+    let decided = decisions(&summary);
+    assert_eq!(decided["base"], "build", "{summary}");
+    assert_eq!(decided["tools"], "build", "{summary}");
+}

@@ -1,5 +1,6 @@
-//! Files keep their permission bits in the image, as `docker build` keeps them: a 0600 file is
-//! 0600 inside the built image, not world-readable (issue 10, item 8 of the issue). Real daemon.
+//! Files and directories keep their permission bits in the image, as `docker build` keeps them: a
+//! 0600 file is 0600 inside the built image, a 0700 directory 0700, not world-readable (issue 10,
+//! item 8 of the issue; directories since `meshtop-inputs/v3`). Real daemon.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -26,7 +27,7 @@ fn a_private_file_stays_private_in_the_image() {
     .unwrap();
     std::fs::write(
         context.join("Dockerfile"),
-        "FROM scratch\nCOPY secret tool /\nCMD [\"/tool\"]\n",
+        "FROM scratch\nCOPY secret tool /\nCOPY nest /nest\nCMD [\"/tool\"]\n",
     )
     .unwrap();
     for (file, mode) in [("secret", 0o600), ("tool", 0o750)] {
@@ -34,6 +35,10 @@ fn a_private_file_stays_private_in_the_image() {
         std::fs::set_permissions(context.join(file), std::fs::Permissions::from_mode(mode))
             .unwrap();
     }
+    let private = context.join("nest/private");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::write(private.join("key"), "key").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
     let converge = Command::new(env!("CARGO_BIN_EXE_meshtop"))
         .arg("--mesh")
         .arg(dir.path().join("mesh.toml"))
@@ -80,6 +85,22 @@ fn a_private_file_stays_private_in_the_image() {
         assert_eq!(text, file);
         modes.push(entry.header().mode().unwrap() & 0o7777);
     }
+    // The directory: `docker cp` of it starts with its own entry.
+    let copied = Command::new("docker")
+        .args(["cp", &format!("{container}:/nest/private"), "-"])
+        .output()
+        .unwrap();
+    assert!(copied.status.success(), "{}", said(&copied));
+    let mut archive = tar::Archive::new(copied.stdout.as_slice());
+    let entry = archive.entries().unwrap().next().unwrap().unwrap();
+    let dir_mode = entry.header().mode().unwrap() & 0o7777;
+    assert_eq!(
+        entry.header().entry_type(),
+        tar::EntryType::Directory,
+        "{:?}",
+        entry.path()
+    );
     cleanup();
     assert_eq!(modes, [0o600, 0o750], "modes inside the image");
+    assert_eq!(dir_mode, 0o700, "a 0700 directory inside the image");
 }

@@ -94,4 +94,22 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
             .all(|b| b.status != meshtop::mesh::builds::BuildStatus::Running),
         "no build row is left running"
     );
+    // A's build was taken over: `stopped` (not `failed`: it never failed), saying by whom.
+    let a_build = common::builds(&mesh)
+        .into_iter()
+        .find(|b| b.id == running.id)
+        .unwrap();
+    assert_eq!(
+        a_build.status,
+        meshtop::mesh::builds::BuildStatus::Stopped,
+        "{a_build:?}"
+    );
+    assert!(
+        a_build
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("taken over"),
+        "{a_build:?}"
+    );
 }

@@ -80,6 +80,7 @@ fn status_words_round_trip() {
         BuildStatus::Succeeded,
         BuildStatus::Failed,
         BuildStatus::Cancelled,
+        BuildStatus::Stopped,
     ] {
         assert_eq!(BuildStatus::parse(s.as_str()), Some(s));
         assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
@@ -351,13 +352,11 @@ fn the_next_open_closes_rows_left_running_by_a_converge_that_is_gone() {
 
     let h = History::open(&path).unwrap();
     let closed = h.build("b-orphan").unwrap().unwrap();
-    assert_eq!(closed.status, BuildStatus::Failed, "{closed:?}");
+    assert_eq!(closed.status, BuildStatus::Stopped, "{closed:?}");
     assert!(closed.ended_ms.is_some());
     let error = closed.error.unwrap();
     assert!(
-        error.contains("stopped")
-            && error.contains("gone")
-            && error.contains("could not be written"),
+        error.contains("process gone") && error.contains("could not be written"),
         "{error}"
     );
     assert_eq!(
@@ -365,4 +364,118 @@ fn the_next_open_closes_rows_left_running_by_a_converge_that_is_gone() {
         BuildStatus::Running
     );
     assert_eq!(h.close_orphans().unwrap(), 0, "nothing more to close");
+}
+
+/// Items 2 and 4 of what was left of issue 10: the lock still names a converge whose process is
+/// gone from this host (it was killed, or exited unable to write its end and release the lock: a
+/// full disk). The next open closes its rows as `stopped`; before, the lock kept them `running`.
+#[test]
+fn the_next_open_closes_rows_of_a_lock_holder_whose_process_is_gone() {
+    let (_dir, path) = temp_db();
+    let h = History::open(&path).unwrap();
+    let mut dead = meshtop::backends::history::Holder::here("killed");
+    dead.pid = dead_pid();
+    h.lock_converge("demo", &dead).unwrap().unwrap();
+    let mut row = new_build("b-killed", Some("api"), 1);
+    row.converge_id = Some("killed".into());
+    h.start_build(&row).unwrap();
+    drop(h);
+
+    let h = History::open(&path).unwrap();
+    let closed = h.build("b-killed").unwrap().unwrap();
+    assert_eq!(closed.status, BuildStatus::Stopped, "{closed:?}");
+    assert!(closed.error.unwrap().contains("process gone"));
+    // The lock itself is left to the next converge's take-over.
+    assert_eq!(
+        h.converge_holder("demo").unwrap().unwrap().converge_id,
+        "killed"
+    );
+}
+
+/// A pid no process has (the child waited for).
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// Issue 14: a running row whose holder's heartbeat is stale reads as `stopped (process gone)`
+/// (derived: the row still says running, nothing is written: the holder may be frozen and wake);
+/// with a fresh heartbeat it reads as running.
+#[test]
+fn a_running_row_reads_as_process_gone_once_its_holders_heartbeat_is_stale() {
+    let (_dir, path) = temp_db();
+    let h = History::open(&path).unwrap();
+    let now = meshtop::backends::history::now_ms();
+    let elsewhere = |converge_id: &str, heartbeat_ms| meshtop::backends::history::Holder {
+        converge_id: converge_id.into(),
+        host: "another-host".into(),
+        pid: 1,
+        since_ms: heartbeat_ms,
+        heartbeat_ms,
+    };
+    h.lock_converge("demo", &elsewhere("fresh", now))
+        .unwrap()
+        .unwrap();
+    h.lock_converge("other", &elsewhere("frozen", now - 10 * 60 * 1000))
+        .unwrap()
+        .unwrap();
+    let mut fresh = new_build("b-fresh", Some("api"), 1);
+    fresh.converge_id = Some("fresh".into());
+    h.start_build(&fresh).unwrap();
+    let mut frozen = new_build("b-frozen", Some("api"), 2);
+    frozen.mesh = "other".into();
+    frozen.converge_id = Some("frozen".into());
+    h.start_build(&frozen).unwrap();
+    drop(h);
+
+    let h = History::open(&path).unwrap();
+    let fresh = h.build("b-fresh").unwrap().unwrap();
+    assert!(!fresh.process_gone, "{fresh:?}");
+    assert_eq!(fresh.shown_status(), "running");
+    let frozen = h.build("b-frozen").unwrap().unwrap();
+    assert_eq!(
+        frozen.status,
+        BuildStatus::Running,
+        "the row is not rewritten"
+    );
+    assert!(frozen.process_gone, "{frozen:?}");
+    assert_eq!(frozen.shown_status(), "stopped (process gone)");
+    let listed = h
+        .builds(&BuildQuery {
+            mesh: "other".into(),
+            limit: 10,
+            ..BuildQuery::default()
+        })
+        .unwrap();
+    assert!(listed[0].process_gone);
+    assert!(h.last_builds("other").unwrap()["api"].process_gone);
+    let json = serde_json::to_value(&frozen).unwrap();
+    assert_eq!(json["status"], "running");
+    assert_eq!(json["process_gone"], true);
+}
+
+/// A build of an operation carries its short id (`#n`); one outside any operation has none.
+#[test]
+fn a_build_carries_the_short_id_of_its_operation() {
+    let (_dir, path) = temp_db();
+    let h = History::open(&path).unwrap();
+    h.begin_operation("demo", "converge", "op-a").unwrap();
+    let op = h.begin_operation("demo", "converge", "op-b").unwrap();
+    let mut b = new_build("b1", Some("api"), 1);
+    b.converge_id = Some("op-b".into());
+    h.start_build(&b).unwrap();
+    h.start_build(&new_build("b2", Some("web"), 2)).unwrap();
+    assert_eq!(op.number, 2);
+    assert_eq!(h.build("b1").unwrap().unwrap().operation, Some(2));
+    let rows = h
+        .builds(&BuildQuery {
+            mesh: "demo".into(),
+            limit: 10,
+            ..BuildQuery::default()
+        })
+        .unwrap();
+    let ops: Vec<_> = rows.iter().map(|r| (r.id.as_str(), r.operation)).collect();
+    assert_eq!(ops, [("b2", None), ("b1", Some(2))]);
 }

@@ -93,9 +93,9 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         a.converge_holder("demo").unwrap().unwrap().converge_id,
         "alive"
     );
-    // Its running build will never finish: it is marked failed, naming the dead converge.
+    // Its running build will never finish: it is marked stopped, naming the dead converge.
     let row = b.build("b1").unwrap().unwrap();
-    assert_eq!(row.status, BuildStatus::Failed);
+    assert_eq!(row.status, BuildStatus::Stopped);
     assert!(row.error.unwrap().contains(&format!("pid {}", dead.pid)));
     // The dead converge learns it lost the lock when it next heartbeats.
     assert!(matches!(

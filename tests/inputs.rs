@@ -127,7 +127,7 @@ fn manifest_lists_what_is_sent() {
             target: "src/main.rs".into()
         }
     );
-    assert_eq!(files["empty"], FileEntry::Dir);
+    assert_eq!(files["empty"], FileEntry::Dir { mode: 0o755 });
     assert_eq!(
         inputs.manifest.dockerfile,
         hex::encode(Sha256::digest(b"FROM scratch\nCOPY . /app\n"))
@@ -210,6 +210,14 @@ fn every_input_moves_the_digest() {
     check("link target", hash(root).digest);
     fs::create_dir(root.join("empty/more")).unwrap();
     check("empty dir", hash(root).digest);
+    // Directories keep their bits in the image too (issue 10: `docker build` keeps them).
+    fs::set_permissions(root.join("empty"), fs::Permissions::from_mode(0o700)).unwrap();
+    let private = hash(root);
+    assert_eq!(
+        private.manifest.files["empty"],
+        FileEntry::Dir { mode: 0o700 }
+    );
+    check("directory bits", private.digest);
     write(root, "Dockerfile", b"FROM scratch\n");
     check("Dockerfile", hash(root).digest);
 }
@@ -279,10 +287,9 @@ fn tar_holds_exactly_what_was_hashed() {
             .trim_end_matches('/')
             .to_string();
         let got = match h.entry_type() {
-            tar::EntryType::Directory => {
-                assert_eq!(h.mode().unwrap(), 0o755);
-                FileEntry::Dir
-            }
+            tar::EntryType::Directory => FileEntry::Dir {
+                mode: h.mode().unwrap(),
+            },
             tar::EntryType::Symlink => FileEntry::Link {
                 target: h
                     .link_name()
@@ -444,4 +451,23 @@ fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
     let last = items.last().unwrap();
     let error = last.as_ref().unwrap_err().to_string();
     assert!(error.contains("changed since it was planned"), "{error}");
+}
+
+/// A manifest saved before `meshtop-inputs/v3` stored a directory as the bare `"Dir"` (sent as
+/// 0755): it still reads, so the why of the next address can compare against it.
+#[test]
+fn a_directory_entry_saved_before_v3_still_reads() {
+    let old: FileEntry = serde_json::from_str("\"Dir\"").unwrap();
+    assert_eq!(old, FileEntry::Dir { mode: 0o755 });
+    let now = FileEntry::Dir { mode: 0o700 };
+    let json = serde_json::to_string(&now).unwrap();
+    assert_eq!(serde_json::from_str::<FileEntry>(&json).unwrap(), now);
+    let file: FileEntry = serde_json::from_str(r#"{"File":{"sha256":"ab"}}"#).unwrap();
+    assert_eq!(
+        file,
+        FileEntry::File {
+            sha256: "ab".into(),
+            mode: 0
+        }
+    );
 }

@@ -74,12 +74,45 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The STATUS cell: the stored status, or `stopped (process gone)` for a running row whose
+/// converge is gone (derived when read; the row is closed by the next take-over).
+fn status_cell(row: &BuildRow) -> String {
+    let mark = match row.status {
+        BuildStatus::Succeeded => "✓ ok",
+        BuildStatus::Failed => "✗ failed",
+        BuildStatus::Cancelled => "– cancel",
+        BuildStatus::Stopped => "■ stopped",
+        BuildStatus::Running if row.process_gone => "■ stopped (process gone)",
+        BuildStatus::Running => "… running",
+    };
+    mark.to_string()
+}
+
+/// The OP cell: the short id of the operation the build belongs to (`#142`), or `–`.
+fn operation_cell(row: &BuildRow) -> String {
+    row.operation
+        .map(|n| format!("#{n}"))
+        .unwrap_or_else(|| "–".into())
+}
+
 fn table_text(rows: &[BuildRow]) -> String {
     let mut out = String::new();
+    let statuses: Vec<String> = rows.iter().map(status_cell).collect();
+    let ops: Vec<String> = rows.iter().map(operation_cell).collect();
+    let width = |cells: &[String], header: &str| {
+        cells
+            .iter()
+            .map(|c| c.chars().count())
+            .chain([header.len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (sw, ow) = (width(&statuses, "STATUS"), width(&ops, "OP"));
     outln!(
         out,
-        "{:<19}  {:<9}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  ERROR",
+        "{:<19}  {:<ow$}  {:<sw$}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  ERROR",
         "TIME",
+        "OP",
         "STATUS",
         "MODULE",
         "REF",
@@ -87,13 +120,7 @@ fn table_text(rows: &[BuildRow]) -> String {
         "COMMIT",
         "HOST"
     );
-    for row in rows {
-        let status = match row.status {
-            BuildStatus::Succeeded => "✓ ok",
-            BuildStatus::Failed => "✗ failed",
-            BuildStatus::Cancelled => "– cancel",
-            BuildStatus::Running => "… running",
-        };
+    for ((row, status), op) in rows.iter().zip(&statuses).zip(&ops) {
         let module = row
             .module
             .clone()
@@ -116,8 +143,9 @@ fn table_text(rows: &[BuildRow]) -> String {
             .unwrap_or("");
         outln!(
             out,
-            "{:<19}  {:<9}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  {}",
+            "{:<19}  {:<ow$}  {:<sw$}  {:<14}  {:<36}  {:<12}  {:<8}  {:<12}  {}",
             timefmt::local_time(row.started_ms),
+            op,
             status,
             module,
             row.reference.as_deref().unwrap_or("–"),
@@ -130,9 +158,21 @@ fn table_text(rows: &[BuildRow]) -> String {
     out
 }
 
-const REPORT_COLUMNS: [&str; 12] = [
-    "id", "module", "status", "ref", "digest", "commit", "dirty", "host", "started", "seconds",
-    "forced", "error",
+/// `operation` last: columns are only ever added at the end, so scripts reading by position keep working.
+const REPORT_COLUMNS: [&str; 13] = [
+    "id",
+    "module",
+    "status",
+    "ref",
+    "digest",
+    "commit",
+    "dirty",
+    "host",
+    "started",
+    "seconds",
+    "forced",
+    "error",
+    "operation",
 ];
 
 /// One report line from its cells: `csv_line` or `markdown_line`.
@@ -149,7 +189,7 @@ fn report_text(rows: &[BuildRow], line: LineFn, rule: bool) -> String {
         let cells = vec![
             row.id.clone(),
             row.subject().to_string(),
-            row.status.as_str().to_string(),
+            row.shown_status().to_string(),
             row.reference.clone().unwrap_or_default(),
             row.digest.clone().unwrap_or_default(),
             row.commit.clone().unwrap_or_default(),
@@ -165,6 +205,7 @@ fn report_text(rows: &[BuildRow], line: LineFn, rule: bool) -> String {
                 .and_then(|e| e.lines().next())
                 .unwrap_or("")
                 .to_string(),
+            row.operation.map(|n| format!("#{n}")).unwrap_or_default(),
         ];
         out.push_str(&line(&cells));
     }

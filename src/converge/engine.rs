@@ -54,6 +54,10 @@ pub enum ConvergeError {
     LockLost(String),
     #[error("{0}")]
     Failed(String),
+    /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
+    /// if it can be, else the next open of the state closes it so.
+    #[error("{0}")]
+    Unrecorded(String),
 }
 
 /// `LockLost` when this converge no longer holds the mesh (checked in the state database now).
@@ -102,10 +106,11 @@ pub async fn converge(
         Err(error) => error.to_string(),
     };
     if result.as_ref().map(|s| !s.ok).unwrap_or(true) {
-        let status = if matches!(result, Err(ConvergeError::Cancelled)) {
-            BuildStatus::Cancelled
-        } else {
-            BuildStatus::Failed
+        let status = match result {
+            Err(ConvergeError::Cancelled) => BuildStatus::Cancelled,
+            // Built, but its end was not written: not a failed build.
+            Err(ConvergeError::Unrecorded(_)) => BuildStatus::Stopped,
+            _ => BuildStatus::Failed,
         };
         if let Ok(history) = history.lock() {
             let _ = history.fail_running(&mesh.name, &converge_id, status, &outcome_text);
@@ -141,12 +146,16 @@ async fn run(
                 .is_none_or(|names| names.contains(&m.name))
         })
         .collect();
-    // meshtop's own files in a context: refused before anything is planned or built.
+    // meshtop's own files (the state database, the log) in a context: refused before anything is
+    // planned or built.
     let own = crate::workspace::own_files::refusals(
         selected
             .iter()
             .map(|m| (m.name.as_str(), m.context.as_path())),
         &request.state_path,
+        crate::workspace::own_files::log_dir()
+            .map(|dir| dir.join(crate::workspace::own_files::LOG_FILE))
+            .as_deref(),
     );
     if !own.is_empty() {
         for line in &own {
@@ -194,7 +203,8 @@ async fn run(
     if planner.host_is_target() && uses_record_artifacts(&planned, mesh) {
         planner.ask_host().await;
     }
-    if planner.any_gone(&planned.values().collect::<Vec<_>>()) {
+    let decided: Vec<&PlannedModule> = planned.values().collect();
+    if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
         planner.reset();
         planned = first_pass(&mut planner, &selected, &manifests).await?;
     }
@@ -308,13 +318,14 @@ async fn first_pass(
 }
 
 /// Whether this converge uses an artifact that only the record vouches for: a module built FROM a
-/// `record` base, or a `record` module with declared machines or under `rollout` (machines may be
-/// created or sent to). Nothing used: the host is not asked (the steady state makes no daemon call).
+/// `record` base or FROM a base outside the selection (the record names its artifact), or a
+/// `record` module with declared machines or under `rollout` (machines may be created or sent to).
+/// Nothing used: the host is not asked (the steady state makes no daemon call).
 fn uses_record_artifacts(planned: &BTreeMap<String, PlannedModule>, mesh: &Mesh) -> bool {
     let from_record = |name: &str| {
         planned
             .get(name)
-            .is_some_and(|p| p.decision == Decision::Record)
+            .is_none_or(|p| p.decision == Decision::Record)
     };
     planned.values().any(|p| {
         (p.decision.builds() && p.base.as_deref().is_some_and(from_record))

@@ -42,7 +42,7 @@ pub async fn acquire(
 pub fn took_over(mesh: &str, from: &Holder) -> String {
     let age_s = timefmt::now_ms().saturating_sub(from.heartbeat_ms) / 1000;
     format!(
-        "took mesh {mesh} over from converge {} (host {}, process {}, since {}): its last heartbeat was {age_s} s ago or its process is gone; its running builds were marked failed",
+        "took mesh {mesh} over from converge {} (host {}, process {}, since {}): its last heartbeat was {age_s} s ago or its process is gone; its running builds were marked stopped",
         from.converge_id,
         from.host,
         from.pid,

@@ -15,6 +15,7 @@ use crate::mesh::model::{Mesh, Module, Platform, Record};
 use crate::mesh::pin::{self, Pin};
 pub use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::refs::ImageRef;
+use crate::mesh::text::short_id;
 use crate::mesh::why::{self, Change};
 use crate::workspace::inputs::{self, InputSpec};
 use crate::workspace::stat_cache::ContextCache;
@@ -190,6 +191,31 @@ impl<'a> Planner<'a> {
             })
     }
 
+    /// The recorded artifact of `base` when the host (the target) no longer holds it and `base` is
+    /// not selected in this converge, so that nothing here would build it again. Asked only once
+    /// the host has answered.
+    fn unselected_base_gone(&self, base: &str) -> Option<String> {
+        if !self.host_is_target() || self.is_selected(base) {
+            return None;
+        }
+        let HostAnswer::Holds(images) = &self.host else {
+            return None;
+        };
+        let entry = self.ctx.record.get(base)?;
+        (!images.iter().any(|image| image.id == entry.digest)).then(|| entry.digest.clone())
+    }
+
+    /// Whether a module that builds FROM a base outside the selection would build FROM an artifact
+    /// the host lost (decided before the host was asked): the plan is then made again.
+    pub fn any_unselected_base_gone(&self, planned: &[&PlannedModule]) -> bool {
+        planned.iter().any(|p| {
+            p.decision.builds()
+                && p.base
+                    .as_deref()
+                    .is_some_and(|base| self.unselected_base_gone(base).is_some())
+        })
+    }
+
     /// Forget every decision (the host's answer stays): to decide the modules again.
     pub fn reset(&mut self) {
         self.artifacts.clear();
@@ -338,6 +364,25 @@ impl<'a> Planner<'a> {
                 }
             }
         };
+        // A build FROM a base outside the selection whose recorded artifact the host lost would
+        // make the daemon look for `sha256:…` on Docker Hub: refused, naming the base and the fix.
+        let gone_base = module
+            .base
+            .as_deref()
+            .and_then(|base| Some((base, self.unselected_base_gone(base)?)));
+        let verdict = match gone_base {
+            Some((base, artifact)) if verdict.decision.builds() => Verdict {
+                decision: Decision::Refused,
+                reason: format!(
+                    "base {base}'s artifact {} ({} names it) is gone from the host daemon, and {base} is not selected in this converge, so nothing would build it again: converge it too (meshtop converge {base} {}), or converge every module (meshtop converge)",
+                    short_id(&artifact),
+                    self.ctx.record_source,
+                    module.name
+                ),
+                artifact: None,
+            },
+            _ => verdict,
+        };
         let Verdict {
             decision,
             reason,
@@ -426,7 +471,8 @@ pub async fn dry_run(
     }
     // The host was asked after some record hits were decided: those whose artifact it no longer
     // holds are shown as rebuilds, and their dependents follow.
-    if planner.any_gone(&modules.iter().collect::<Vec<_>>()) {
+    let decided: Vec<&PlannedModule> = modules.iter().collect();
+    if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
         planner.reset();
         modules.clear();
         for module in &mesh.modules {

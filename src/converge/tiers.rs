@@ -118,9 +118,8 @@ impl TierRun<'_> {
         for result in results {
             let built = result.map_err(|e| match e {
                 BuildError::NoRecord(message) => ConvergeError::NoRecord(message),
-                BuildError::Daemon(message) | BuildError::Unrecorded(message) => {
-                    ConvergeError::Failed(message)
-                }
+                BuildError::Daemon(message) => ConvergeError::Failed(message),
+                BuildError::Unrecorded(message) => ConvergeError::Unrecorded(message),
             })?;
             self.deliver_built(built).await;
         }

@@ -13,6 +13,9 @@ pub enum BuildStatus {
     Succeeded,
     Failed,
     Cancelled,
+    /// Its process ended without writing how the build ended (killed, frozen and taken over, or
+    /// its record could not be written); the reason is in the row's `error`.
+    Stopped,
 }
 
 impl BuildStatus {
@@ -22,6 +25,7 @@ impl BuildStatus {
             BuildStatus::Succeeded => "succeeded",
             BuildStatus::Failed => "failed",
             BuildStatus::Cancelled => "cancelled",
+            BuildStatus::Stopped => "stopped",
         }
     }
 
@@ -31,11 +35,12 @@ impl BuildStatus {
             "succeeded" => Some(BuildStatus::Succeeded),
             "failed" => Some(BuildStatus::Failed),
             "cancelled" => Some(BuildStatus::Cancelled),
+            "stopped" => Some(BuildStatus::Stopped),
             _ => None,
         }
     }
 
-    /// Succeeded, failed or cancelled.
+    /// Succeeded, failed, cancelled or stopped.
     pub fn is_finished(self) -> bool {
         self != BuildStatus::Running
     }
@@ -73,9 +78,27 @@ pub struct BuildRow {
     pub published_ref: Option<String>,
     pub published_digest: Option<String>,
     pub converge_id: Option<String>,
+    /// The short id (`#142`) of the operation the build belongs to, when it has one.
+    pub operation: Option<i64>,
+    /// Derived when read, never stored: the row says `running` but the converge that runs it is
+    /// gone (it holds no lock, or its heartbeat is stale, or its process is gone on this host).
+    /// Shown as `stopped (process gone)`; the row itself is closed by the next take-over.
+    pub process_gone: bool,
 }
 
+/// What a running row whose process is gone shows as its status.
+pub const PROCESS_GONE: &str = "stopped (process gone)";
+
 impl BuildRow {
+    /// The status to show: the stored one, or [`PROCESS_GONE`] for a running row whose process is gone.
+    pub fn shown_status(&self) -> &'static str {
+        if self.status == BuildStatus::Running && self.process_gone {
+            PROCESS_GONE
+        } else {
+            self.status.as_str()
+        }
+    }
+
     /// The module, or the repository for a build that never learned its module.
     pub fn subject(&self) -> &str {
         self.module.as_deref().unwrap_or(&self.repository)

@@ -4,13 +4,15 @@
 //! as its length (u64, little-endian) then its bytes, in this order: the encoding name; per entry in
 //! path order a tag (`F` file, `L` symlink, `D` directory), the relative path (`/`-separated), then
 //! for a file its permission bits (`mode & 0o7777` as 4 octal digits, kept in the image as `docker
-//! build` keeps them) and its content sha256, for a link its target; `dockerfile` and the
+//! build` keeps them) and its content sha256, for a link its target, for a directory its
+//! permission bits (as for a file); `dockerfile` and the
 //! Dockerfile's sha256; `args`, their count and each name and value in name order; `base` and the
 //! base digest or `-`; `platforms`, their count and each sorted platform. No mtimes, owners or walk
 //! order: the same tree gives the same digest anywhere.
 //!
-//! v2 (this one) added the permission bits of files; v1 had only the owner's x bit (`X`/`F`), so
-//! every ref moved once with v2.
+//! v3 (this one) added the permission bits of directories (v2 sent every directory as 0755, so a
+//! 0700 directory became world-readable in the image); v2 added the permission bits of files; v1
+//! had only the owner's x bit (`X`/`F`). Every ref moved once with each.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The name and version of the canonical encoding hashed into every digest.
-pub const ENCODING: &str = "meshtop-inputs/v2";
+pub const ENCODING: &str = "meshtop-inputs/v3";
 /// Per-entry record of the inputs, kept with each successful build to tell the *why* of a new address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -33,6 +35,7 @@ pub struct Manifest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredEntry")]
 pub enum FileEntry {
     File {
         sha256: String,
@@ -43,7 +46,54 @@ pub enum FileEntry {
     Link {
         target: String,
     },
+    Dir {
+        /// Permission bits (`mode & 0o7777`), sent to the builder and kept in the image.
+        mode: u32,
+    },
+}
+
+/// The mode every directory was sent with before `meshtop-inputs/v3`.
+pub const V2_DIR_MODE: u32 = 0o755;
+
+/// A manifest entry as stored: today's form, or a directory saved before v3 (the bare `"Dir"`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredEntry {
+    Current(CurrentEntry),
+    Legacy(LegacyEntry),
+}
+
+#[derive(Deserialize)]
+enum CurrentEntry {
+    File {
+        sha256: String,
+        #[serde(default)]
+        mode: u32,
+    },
+    Link {
+        target: String,
+    },
+    Dir {
+        mode: u32,
+    },
+}
+
+#[derive(Deserialize)]
+enum LegacyEntry {
     Dir,
+}
+
+impl From<StoredEntry> for FileEntry {
+    fn from(stored: StoredEntry) -> FileEntry {
+        match stored {
+            StoredEntry::Current(CurrentEntry::File { sha256, mode }) => {
+                FileEntry::File { sha256, mode }
+            }
+            StoredEntry::Current(CurrentEntry::Link { target }) => FileEntry::Link { target },
+            StoredEntry::Current(CurrentEntry::Dir { mode }) => FileEntry::Dir { mode },
+            StoredEntry::Legacy(LegacyEntry::Dir) => FileEntry::Dir { mode: V2_DIR_MODE },
+        }
+    }
 }
 
 /// The digest of a manifest: sha256 over the canonical encoding described in the module docs.
@@ -67,9 +117,10 @@ pub fn digest_of(manifest: &Manifest) -> String {
                 field(path.as_bytes());
                 field(target.as_bytes());
             }
-            FileEntry::Dir => {
+            FileEntry::Dir { mode } => {
                 field(b"D");
                 field(path.as_bytes());
+                field(format!("{:04o}", mode & 0o7777).as_bytes());
             }
         }
     }

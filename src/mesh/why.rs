@@ -100,7 +100,7 @@ fn only_in(a: &Manifest, b: &Manifest) -> Vec<String> {
     paths
         .iter()
         .filter_map(|(path, entry)| match entry {
-            FileEntry::Dir => {
+            FileEntry::Dir { .. } => {
                 let below = format!("{path}/");
                 let covered = paths.iter().any(|(other, _)| other.starts_with(&below));
                 (!covered).then_some(below)
@@ -267,17 +267,17 @@ mod tests {
     #[test]
     fn files_added_removed_changed() {
         let before = manifest(&[
-            ("src", FileEntry::Dir),
+            ("src", FileEntry::Dir { mode: 0o755 }),
             ("src/main.rs", file("1")),
             ("old.txt", file("9")),
         ]);
         let after = manifest(&[
-            ("src", FileEntry::Dir),
+            ("src", FileEntry::Dir { mode: 0o755 }),
             ("src/main.rs", file("2")),
-            ("src/new", FileEntry::Dir),
+            ("src/new", FileEntry::Dir { mode: 0o755 }),
             ("src/new/a.rs", file("3")),
             ("src/new/b.rs", file("4")),
-            ("empty", FileEntry::Dir),
+            ("empty", FileEntry::Dir { mode: 0o755 }),
         ]);
         let changes = why(Some(&before), &after);
         assert_eq!(
@@ -323,7 +323,7 @@ mod tests {
                     mode: 0o755,
                 },
             ),
-            ("l", FileEntry::Dir),
+            ("l", FileEntry::Dir { mode: 0o755 }),
         ]);
         assert_eq!(
             why(Some(&before), &after),

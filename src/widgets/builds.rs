@@ -51,8 +51,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         let (mark, style) = match build.status {
             BuildStatus::Succeeded => ("✓ ok     ", palette.plain()),
             BuildStatus::Failed => ("✗ failed ", palette.bad()),
+            BuildStatus::Running if build.process_gone => ("■ stopped", palette.warn()),
             BuildStatus::Running => ("… running", palette.warn()),
             BuildStatus::Cancelled => ("– cancel ", palette.dim()),
+            BuildStatus::Stopped => ("■ stopped", palette.warn()),
         };
         let age = timefmt::age_since(build.started_ms, state.now_ms);
         let commit = build
@@ -61,11 +63,11 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             .map(crate::mesh::text::short_commit)
             .unwrap_or("–");
         let tag = build.reference.as_deref().map(tag_of).unwrap_or("–");
-        let error = build
-            .error
-            .as_deref()
-            .and_then(|e| e.lines().next())
-            .unwrap_or("");
+        let error = match build.error.as_deref() {
+            _ if build.process_gone => "(process gone)",
+            Some(error) => error.lines().next().unwrap_or(""),
+            None => "",
+        };
         let text = format!(
             "{age:>4} {mark} {:<12} {:<20} {commit:<7} {:<10} {error}",
             build.subject(),

@@ -233,7 +233,7 @@ pub fn build_summary(build: &BuildRow, now_ms: i64) -> String {
     let dirty = if build.dirty { "+dirty" } else { "" };
     format!(
         "{} {age} ago on {} from {commit}{dirty}",
-        build.status.as_str(),
+        build.shown_status(),
         build.host
     )
 }

@@ -177,8 +177,12 @@ pub fn last_build_cell(state: &AppState, module: &str, palette: Palette) -> Cell
                 (format!("✗ {age} old ref"), palette.dim())
             }
         }
+        BuildStatus::Running if build.process_gone => {
+            (format!("■ {age} {}", build.shown_status()), palette.warn())
+        }
         BuildStatus::Running => (format!("… {age} running"), palette.warn()),
         BuildStatus::Cancelled => (format!("– {age} cancelled"), palette.dim()),
+        BuildStatus::Stopped => (format!("■ {age} stopped"), palette.warn()),
     }
 }
 

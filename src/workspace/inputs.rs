@@ -72,7 +72,10 @@ enum Kind {
     Link {
         target: String,
     },
-    Dir,
+    Dir {
+        /// Permission bits (`mode & 0o7777`), as `docker build` sends them.
+        mode: u32,
+    },
 }
 
 #[derive(Debug)]
@@ -118,7 +121,7 @@ pub fn hash_inputs_cached(
             Kind::Link { target } => FileEntry::Link {
                 target: target.clone(),
             },
-            Kind::Dir => FileEntry::Dir,
+            Kind::Dir { mode } => FileEntry::Dir { mode: *mode },
         };
         Ok((e.rel.clone(), entry))
     };
@@ -319,13 +322,18 @@ fn walk(
             if excluded && !ignore.may_reinclude_under(&child) {
                 continue;
             }
+            let mode = fs::symlink_metadata(&abs)
+                .map_err(io_err(&abs))?
+                .permissions()
+                .mode()
+                & 0o7777;
             let start = out.len();
             walk(&abs, &child, ignore, &info, out)?;
             if !excluded || out.len() > start {
                 out.push(Entry {
                     rel: child,
                     abs,
-                    kind: Kind::Dir,
+                    kind: Kind::Dir { mode },
                 });
             }
             continue;
@@ -491,12 +499,12 @@ fn write_tar<W: Write>(
     let mut files = BTreeMap::new();
     for e in &prepared.entries {
         let entry = match &e.kind {
-            Kind::Dir => {
-                let mut h = header(tar::EntryType::Directory, 0o755, 0);
+            Kind::Dir { mode } => {
+                let mut h = header(tar::EntryType::Directory, *mode, 0);
                 builder
                     .append_data(&mut h, format!("{}/", e.rel), io::empty())
                     .map_err(InputsError::Write)?;
-                FileEntry::Dir
+                FileEntry::Dir { mode: *mode }
             }
             Kind::Link { target } => {
                 let mut h = header(tar::EntryType::Symlink, 0o777, 0);

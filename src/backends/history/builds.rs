@@ -51,7 +51,7 @@ pub struct NewBuild {
 /// How a build attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuildEnd {
-    /// Succeeded, Failed or Cancelled.
+    /// Succeeded, Failed, Cancelled or Stopped.
     pub status: BuildStatus,
     /// The artifact (image id) of a succeeded build.
     pub digest: Option<String>,
@@ -88,7 +88,8 @@ macro_rules! columns {
     () => {
         "id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, digest, \
          platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref, \
-         published_digest, converge_id"
+         published_digest, converge_id, \
+         (SELECT number FROM operations WHERE operations.uuid = builds.converge_id) AS operation"
     };
 }
 const COLUMNS: &str = columns!();
@@ -117,6 +118,8 @@ fn row_to_build(row: &Row<'_>) -> rusqlite::Result<BuildRow> {
         published_ref: row.get(19)?,
         published_digest: row.get(20)?,
         converge_id: row.get(21)?,
+        operation: row.get(22)?,
+        process_gone: false,
     })
 }
 
@@ -205,7 +208,7 @@ impl History {
     pub fn finish_build(&self, id: &str, end: &BuildEnd) -> Result<bool, HistoryError> {
         if !end.status.is_finished() {
             return Err(self.invalid(format!(
-                "build {id} cannot finish as `running`; finish it as succeeded, failed or cancelled"
+                "build {id} cannot finish as `running`; finish it as succeeded, failed, cancelled or stopped"
             )));
         }
         let changed = self.durably(|| {
@@ -244,7 +247,7 @@ impl History {
         Ok(())
     }
 
-    /// Mark every still-running build of one converge `Failed` or `Cancelled` with `error`;
+    /// Mark every still-running build of one converge `Failed`, `Cancelled` or `Stopped` with `error`;
     /// returns how many rows changed.
     pub fn fail_running(
         &self,
@@ -253,9 +256,12 @@ impl History {
         status: BuildStatus,
         error: &str,
     ) -> Result<usize, HistoryError> {
-        if !matches!(status, BuildStatus::Failed | BuildStatus::Cancelled) {
+        if !matches!(
+            status,
+            BuildStatus::Failed | BuildStatus::Cancelled | BuildStatus::Stopped
+        ) {
             return Err(self.invalid(format!(
-                "running builds of converge {converge_id} can only be marked failed or cancelled, not {status}"
+                "running builds of converge {converge_id} can only be marked failed, cancelled or stopped, not {status}"
             )));
         }
         self.durably(|| self.end_running(mesh, converge_id, status, error))
@@ -279,48 +285,93 @@ impl History {
             .map_err(self.err("mark the running builds of a converge"))
     }
 
-    /// Close the build rows left `running` by a converge that holds no lock (it ended without
-    /// writing their end: killed, or the disk was full); returns how many. A read first: the usual
-    /// open, with nothing to close, writes nothing.
+    /// Close the build rows left `running` by a converge that is certainly gone — it holds no
+    /// lock, or its lock says it ran on this host and its process no longer exists (killed, or it
+    /// exited unable to write their end: a full disk) — as `stopped`, saying why; returns how many.
+    /// A read first: the usual open, with nothing running, writes nothing. A holder whose heartbeat
+    /// is only stale is left to the take-over (which moves the lock in the same transaction): it
+    /// may be frozen and wake up to write the build's real end. Reads show such rows as
+    /// `stopped (process gone)` meanwhile ([`BuildRow::process_gone`]).
     pub fn close_orphans(&self) -> Result<usize, HistoryError> {
-        const ORPHANS: &str = "status = 'running' AND (converge_id IS NULL OR converge_id NOT IN \
-             (SELECT converge_id FROM converge_locks))";
-        let any: bool = self
+        let running: Vec<(String, Option<String>)> = self
             .conn
-            .query_row(
-                &format!("SELECT EXISTS (SELECT 1 FROM builds WHERE {ORPHANS})"),
-                [],
-                |r| r.get(0),
+            .prepare_cached(
+                "SELECT DISTINCT mesh, converge_id FROM builds WHERE status = 'running'",
             )
+            .and_then(|mut st| {
+                st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()
+            })
             .map_err(self.err("look for builds left running"))?;
-        if !any {
+        let mut gone = Vec::new();
+        for (mesh, converge_id) in running {
+            let holder = self.converge_holder(&mesh)?;
+            let held = holder
+                .is_some_and(|h| Some(&h.converge_id) == converge_id.as_ref() && !h.process_gone());
+            if !held {
+                gone.push((mesh, converge_id));
+            }
+        }
+        if gone.is_empty() {
             return Ok(0);
         }
         self.durably(|| {
-            self.conn
-                .execute(
-                    &format!(
-                        "UPDATE builds SET status = 'failed', ended_ms = ?1, error = 'stopped: converge ' || \
+            let tx = self
+                .conn
+                .unchecked_transaction()
+                .map_err(self.err("close builds left running"))?;
+            let mut closed = 0;
+            for (mesh, converge_id) in &gone {
+                closed += tx
+                    .execute(
+                        "UPDATE builds SET status = 'stopped', ended_ms = ?3, error = 'process gone: converge ' || \
                          coalesce(converge_id, '?') || ' ended without recording the end of this build \
-                         (it was killed, or its record could not be written); nothing was stamped for it' \
-                         WHERE {ORPHANS}"
-                    ),
-                    [now_ms()],
-                )
-                .map_err(self.err("close builds left running"))
+                         (its process was killed, or its record could not be written, e.g. a full disk); \
+                         nothing was stamped for it' \
+                         WHERE mesh = ?1 AND converge_id IS ?2 AND status = 'running'",
+                        params![mesh, converge_id, now_ms()],
+                    )
+                    .map_err(self.err("close builds left running"))?;
+            }
+            tx.commit().map_err(self.err("close builds left running"))?;
+            Ok(closed)
         })
     }
 
     /// One build by correlation id.
     pub fn build(&self, id: &str) -> Result<Option<BuildRow>, HistoryError> {
-        self.conn
+        let row = self
+            .conn
             .query_row(
                 &format!("SELECT {COLUMNS} FROM builds WHERE id = ?1"),
                 [id],
                 row_to_build,
             )
             .optional()
-            .map_err(self.err("read a build"))
+            .map_err(self.err("read a build"))?;
+        Ok(self.with_gone(row.into_iter().collect())?.pop())
+    }
+
+    /// Mark the `running` rows whose converge is gone (derived, nothing is written): it holds no
+    /// lock of its mesh, or it does and [`super::Holder::is_dead`] (stale heartbeat, or its
+    /// process gone on this host). Asks the lock only when a row is running.
+    fn with_gone(&self, mut rows: Vec<BuildRow>) -> Result<Vec<BuildRow>, HistoryError> {
+        let now = now_ms();
+        let mut holders = BTreeMap::new();
+        for row in rows.iter_mut().filter(|r| r.status == BuildStatus::Running) {
+            if !holders.contains_key(&row.mesh) {
+                let holder = self.converge_holder(&row.mesh)?;
+                holders.insert(row.mesh.clone(), holder);
+            }
+            let alive = holders
+                .get(&row.mesh)
+                .and_then(Option::as_ref)
+                .is_some_and(|h| {
+                    Some(&h.converge_id) == row.converge_id.as_ref() && !h.is_dead(now)
+                });
+            row.process_gone = !alive;
+        }
+        Ok(rows)
     }
 
     /// Builds of a mesh (or of one module), newest first, one page.
@@ -342,7 +393,7 @@ impl History {
             )
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(self.err("list builds"))?;
-        Ok(rows)
+        self.with_gone(rows)
     }
 
     /// How many builds a mesh (or one module of it) has.
@@ -375,9 +426,11 @@ impl History {
             .conn
             .prepare_cached(BUILD_BY_DIGEST_SQL)
             .map_err(self.err("find a build by digest"))?;
-        st.query_row(params![mesh, digest], row_to_build)
+        let row = st
+            .query_row(params![mesh, digest], row_to_build)
             .optional()
-            .map_err(self.err("find a build by digest"))
+            .map_err(self.err("find a build by digest"))?;
+        Ok(self.with_gone(row.into_iter().collect())?.pop())
     }
 
     /// The newest build of every module of a mesh (builds without a module are left out).
@@ -390,7 +443,8 @@ impl History {
             .query_map([mesh], row_to_build)
             .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(self.err("read the last builds"))?;
-        Ok(rows
+        Ok(self
+            .with_gone(rows)?
             .into_iter()
             .filter_map(|row| row.module.clone().map(|m| (m, row)))
             .collect())

@@ -70,6 +70,12 @@ pub enum HistoryError {
         source: rusqlite::Error,
     },
 
+    #[error(
+        "the state database {}: cannot {op}: disk full; free space on its filesystem, then run any meshtop command (builds left running are closed as stopped)",
+        path.display()
+    )]
+    Full { path: PathBuf, op: String },
+
     #[error("the state database {}: {what}", path.display())]
     Invalid { path: PathBuf, what: String },
 
@@ -120,6 +126,10 @@ impl HistoryError {
             | Some(ErrorCode::CannotOpen) => HistoryError::ReadOnly {
                 path,
                 detail: format!("{op}: {source}"),
+            },
+            Some(ErrorCode::DiskFull) => HistoryError::Full {
+                path,
+                op: op.to_string(),
             },
             Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => HistoryError::Busy {
                 path,

@@ -2,7 +2,7 @@
 //! processes cannot both win. A holder that died does not lock the mesh forever: its lock is taken
 //! over when it ran on this host and its process is gone, or when its heartbeat is older than
 //! [`LOCK_STALE_MS`] (a converge heartbeats well within that, e.g. every 20 s). Taking over marks
-//! the dead converge's running builds `failed` and notes who took over from whom, so that a holder
+//! the dead converge's running builds `stopped` and notes who took over from whom, so that a holder
 //! that was only frozen learns, when it wakes, who has the mesh now. The stamp and every send are
 //! conditional on still holding the mesh ([`History::check_holds`], inside their transaction).
 
@@ -52,9 +52,12 @@ impl Holder {
 
     /// Whether this holder can be taken to be dead at `now_ms`.
     pub fn is_dead(&self, now_ms: i64) -> bool {
-        if now_ms.saturating_sub(self.heartbeat_ms) > lock_stale_ms() {
-            return true;
-        }
+        now_ms.saturating_sub(self.heartbeat_ms) > lock_stale_ms() || self.process_gone()
+    }
+
+    /// Whether this holder is certainly gone: it ran on this host and its process no longer
+    /// exists (it can never wake up and write again, unlike one whose heartbeat is only stale).
+    pub fn process_gone(&self) -> bool {
         self.host == this_host() && !process_exists(self.pid)
     }
 }
@@ -130,9 +133,9 @@ impl History {
             self.end_running(
                 mesh,
                 &current.converge_id,
-                BuildStatus::Failed,
+                BuildStatus::Stopped,
                 &format!(
-                    "converge {} (host {}, pid {}) stopped without finishing this build",
+                    "converge {} (host {}, pid {}) was taken over before it finished this build: its process is gone or its heartbeat stale; nothing was stamped for it",
                     current.converge_id, current.host, current.pid
                 ),
             )?;

@@ -54,9 +54,9 @@ impl std::fmt::Debug for History {
 impl History {
     /// Open (creating it and its directories if needed) and migrate the state database at `path`.
     /// The file is made owner-only (0600). A schema newer than this binary knows is refused untouched.
-    /// Build rows left `running` by a converge that no longer holds its mesh (killed, or its end
-    /// could not be written) are closed here as failed, saying so: a row never stays running
-    /// without a live holder.
+    /// Build rows left `running` by a converge that is certainly gone (it holds no lock, or its
+    /// process no longer exists on this host: killed, or its end could not be written) are closed
+    /// here as `stopped`, saying so: a row never stays running without a live holder.
     pub fn open(path: &Path) -> Result<History, HistoryError> {
         let conn = schema::open(path)?;
         let history = History {

@@ -176,6 +176,57 @@ CREATE TABLE takeovers (
     heartbeat_ms     INTEGER NOT NULL
 ) WITHOUT ROWID;
 "#,
+    // 6: the `stopped` build status (a build whose process ended without writing its end: killed,
+    // taken over, or its record could not be written). SQLite cannot alter a CHECK: the table is
+    // made again with every column and index as migration 1 made them, and the rows copied. Rows
+    // closed as `failed` before, with the reasons that meant stopped, become `stopped` (their
+    // reason stays in `error`).
+    r#"
+CREATE TABLE builds_v6 (
+    id               TEXT PRIMARY KEY NOT NULL,
+    mesh             TEXT NOT NULL,
+    module           TEXT,
+    repository       TEXT NOT NULL,
+    git_commit       TEXT,
+    dirty            INTEGER NOT NULL,
+    base_module      TEXT,
+    base_digest      TEXT,
+    ref              TEXT,
+    digest           TEXT,
+    platforms        TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed', 'cancelled', 'stopped')),
+    forced           INTEGER NOT NULL,
+    why              TEXT NOT NULL,
+    host             TEXT NOT NULL,
+    started_ms       INTEGER NOT NULL,
+    ended_ms         INTEGER,
+    error            TEXT,
+    log_tail         TEXT,
+    published_ref    TEXT,
+    published_digest TEXT,
+    converge_id      TEXT
+);
+INSERT INTO builds_v6 (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref,
+    digest, platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref,
+    published_digest, converge_id)
+SELECT id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref,
+    digest, platforms,
+    CASE WHEN status = 'failed' AND (error LIKE 'stopped: %'
+              OR error LIKE 'converge % stopped without finishing this build') THEN 'stopped'
+         ELSE status END,
+    forced, why, host, started_ms, ended_ms, error, log_tail, published_ref,
+    published_digest, converge_id
+FROM builds;
+DROP TABLE builds;
+ALTER TABLE builds_v6 RENAME TO builds;
+CREATE INDEX builds_by_module ON builds (mesh, module, started_ms, id);
+CREATE INDEX builds_by_time ON builds (mesh, started_ms, id);
+CREATE INDEX builds_failed_by_module ON builds (mesh, module, started_ms, id) WHERE status = 'failed';
+CREATE INDEX builds_failed_by_time ON builds (mesh, started_ms, id) WHERE status = 'failed';
+CREATE INDEX builds_by_digest ON builds (digest) WHERE digest IS NOT NULL;
+CREATE INDEX builds_by_published_digest ON builds (published_digest) WHERE published_digest IS NOT NULL;
+CREATE INDEX builds_running ON builds (mesh, converge_id) WHERE status = 'running';
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).
@@ -366,3 +417,7 @@ fn tighten_sidecars(path: &Path) -> Result<(), HistoryError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "schema_tests.rs"]
+mod tests;

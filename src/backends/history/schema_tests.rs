@@ -1,0 +1,186 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Migration 6 (the `stopped` build status) on a version-5 database that holds rows.
+
+use rusqlite::{Connection, params};
+
+use super::{MIGRATIONS, SCHEMA_VERSION, open};
+
+/// A database made by the first five migrations, as a binary of schema version 5 left it.
+fn v5_database(path: &std::path::Path) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    for migration in &MIGRATIONS[..5] {
+        conn.execute_batch(migration).unwrap();
+    }
+    conn.pragma_update(None, "user_version", 5).unwrap();
+    conn
+}
+
+fn insert(conn: &Connection, id: &str, status: &str, error: Option<&str>) {
+    conn.execute(
+        "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, \
+         digest, platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref, \
+         published_digest, converge_id) \
+         VALUES (?1, 'demo', 'api', 'demo/api', 'c0ffee', 1, 'base', 'sha256:b', 'demo/api:1-amd64', \
+         'sha256:d', 'linux/amd64', ?2, 0, 'new module', 'host-a', 1000, 2000, ?3, 'tail', \
+         'reg/demo/api:1', 'sha256:p', 'conv-1')",
+        params![id, status, error],
+    )
+    .unwrap();
+}
+
+/// Every row of `builds`, every column as text, by id.
+fn rows(conn: &Connection) -> Vec<Vec<String>> {
+    let mut st = conn.prepare("SELECT * FROM builds ORDER BY id").unwrap();
+    let width = st.column_count();
+    st.query_map([], |r| {
+        (0..width)
+            .map(|i| {
+                let v: rusqlite::types::Value = r.get(i)?;
+                Ok(format!("{v:?}"))
+            })
+            .collect()
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// The columns of `builds` (name, type, not null, default, primary key) and its indexes' SQL.
+fn shape(conn: &Connection) -> (Vec<String>, Vec<(String, String)>) {
+    let mut st = conn.prepare("PRAGMA table_info(builds)").unwrap();
+    let columns = st
+        .query_map([], |r| {
+            Ok(format!(
+                "{} {} {} {:?} {}",
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, i64>(5)?
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT name, coalesce(sql, '') FROM sqlite_master \
+             WHERE type = 'index' AND tbl_name = 'builds' ORDER BY name",
+        )
+        .unwrap();
+    let indexes = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    (columns, indexes)
+}
+
+fn status_of(conn: &Connection, id: &str) -> String {
+    conn.query_row("SELECT status FROM builds WHERE id = ?1", [id], |r| {
+        r.get(0)
+    })
+    .unwrap()
+}
+
+#[test]
+fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
+    assert_eq!(SCHEMA_VERSION, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v5 = v5_database(&path);
+    insert(&v5, "ok", "succeeded", None);
+    insert(
+        &v5,
+        "broken",
+        "failed",
+        Some("step 3 failed: stopped: no such file"),
+    );
+    insert(
+        &v5,
+        "closed",
+        "failed",
+        Some(
+            "stopped: converge conv-1 ended without recording the end of this build (it was killed, or its record could not be written); nothing was stamped for it",
+        ),
+    );
+    insert(
+        &v5,
+        "taken",
+        "failed",
+        Some("converge conv-1 (host host-a, pid 42) stopped without finishing this build"),
+    );
+    insert(&v5, "ctrl-c", "cancelled", Some("interrupted"));
+    insert(&v5, "live", "running", None);
+    // v5 refuses the new status: that is why the table is made again.
+    assert!(
+        v5.execute("UPDATE builds SET status = 'stopped' WHERE id = 'ok'", [])
+            .is_err()
+    );
+    let (columns_before, indexes_before) = shape(&v5);
+    let mut before = rows(&v5);
+    drop(v5);
+
+    let conn = open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 6);
+    let (columns_after, indexes_after) = shape(&conn);
+    assert_eq!(columns_after, columns_before, "every column, as it was");
+    assert_eq!(indexes_after, indexes_before, "every index, as it was");
+    assert_eq!(indexes_after.len(), 8, "{indexes_after:?}"); // 7 + the primary key's
+    // The old stops are `stopped`, their reason kept; nothing else changed in any row.
+    assert_eq!(status_of(&conn, "closed"), "stopped");
+    assert_eq!(status_of(&conn, "taken"), "stopped");
+    assert_eq!(
+        status_of(&conn, "broken"),
+        "failed",
+        "a real failure stays failed"
+    );
+    assert_eq!(status_of(&conn, "ok"), "succeeded");
+    assert_eq!(status_of(&conn, "ctrl-c"), "cancelled");
+    assert_eq!(status_of(&conn, "live"), "running");
+    for row in &mut before {
+        if row[0].contains("closed") || row[0].contains("taken") {
+            row[11] = "Text(\"stopped\")".into();
+        }
+    }
+    assert_eq!(rows(&conn), before);
+    // The new CHECK: `stopped` is allowed, an unknown status still is not.
+    conn.execute("UPDATE builds SET status = 'stopped' WHERE id = 'live'", [])
+        .unwrap();
+    assert!(
+        conn.execute("UPDATE builds SET status = 'gone' WHERE id = 'ok'", [])
+            .is_err()
+    );
+    // The partial indexes still serve their queries after the rename.
+    let plan: String = conn
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT id FROM builds WHERE mesh = 'demo' AND status = 'failed' \
+             ORDER BY started_ms DESC, id DESC",
+            [],
+            |r| r.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("builds_failed_by_time"), "{plan}");
+}
+
+#[test]
+fn a_fresh_database_and_a_migrated_one_have_the_same_builds_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = open(&dir.path().join("fresh.db")).unwrap();
+    drop(v5_database(&dir.path().join("old.db")));
+    let migrated = open(&dir.path().join("old.db")).unwrap();
+    let sql = |conn: &Connection| -> String {
+        conn.query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'builds'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(sql(&fresh), sql(&migrated));
+    assert!(sql(&fresh).contains("'stopped'"), "{}", sql(&fresh));
+    assert_eq!(shape(&fresh), shape(&migrated));
+}
