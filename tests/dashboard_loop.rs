@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::dashboard::*;
 use futures_util::StreamExt;
 use meshtop::app::msg::{ActionRequest, PageRequest, PollParams, SourceData, SourceId};
+use meshtop::app::views::{ViewData, ViewRequest};
 use meshtop::mesh::builds::BuildRow;
 use meshtop::mesh::model::Target;
 use meshtop::mesh::progress::{Progress, Step};
@@ -44,6 +45,13 @@ impl OnDemand for Fake {
             })
             .unwrap();
         Box::pin(async { Ok("done".to_string()) })
+    }
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+        let data = match request {
+            ViewRequest::Gc { .. } => ViewData::Gc(Box::new(demo_gc_report())),
+            ViewRequest::Stats { .. } => ViewData::Stats(Box::new(demo_stats())),
+        };
+        Box::pin(async move { Ok(data) })
     }
 }
 

@@ -726,3 +726,91 @@ async fn a_send_that_may_not_patch_the_workload_is_refused_naming_it() {
     assert!(text.contains("RBAC"), "{text}");
     assert_eq!(api.responses_with(403), 0, "nothing was tried: {text}");
 }
+
+/// Issue 12: `meshtop rollback` on Kubernetes asks the registry whether it still holds the artifact's
+/// manifest: held → the Deployment's image goes back to `ref@<manifest digest>` and the module is
+/// pinned; deleted from the registry → refused, nothing moves, the rebuild offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_checks_the_registry_then_moves_the_deployment_back() {
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("krb", &api, true, "test-ctx", "");
+    let repo = format!("{REGISTRY}/{}/web", k.name());
+    k.deploy(&api, "web", &format!("{repo}:old"), &old_id(1));
+    let digest_of = |summary: &Value| {
+        summary["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "web")
+            .unwrap()["digest"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (first, _) = k.json(&["converge", "--json"]).await;
+    let v1 = digest_of(&first);
+    let v1_image = k.image(&api, "web");
+    assert!(v1_image.starts_with(&format!("{repo}:")), "{v1_image}");
+    std::fs::write(k.mesh.root().join("web/www/version.txt"), "two").unwrap();
+    let (second, _) = k.json(&["converge", "--json"]).await;
+    assert_eq!(decisions(&second)["web"], "build", "{second}");
+    let v2 = digest_of(&second);
+    let v2_image = k.image(&api, "web");
+    assert_ne!(v1_image, v2_image, "the converge sent web its new artifact");
+
+    // The registry still holds v1: the rollback goes through and the Deployment moves back.
+    let (report, stderr) = k.json(&["rollback", "web", "--yes", "--json"]).await;
+    assert_eq!(report["to"]["digest"], v1.as_str(), "{report}\n{stderr}");
+    assert_eq!(report["pinned"], true, "{report}");
+    assert!(
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["ok"] == true),
+        "{report}"
+    );
+    assert_eq!(k.image(&api, "web"), v1_image);
+    assert_eq!(k.annotation(&api)["web"]["digest"], v1.as_str());
+    let (history, _) = k.json(&["history", "web", "--json"]).await;
+    assert_eq!(history[0]["kind"], "rollback", "{history}");
+    assert_eq!(history[0]["from_digest"], v2.as_str(), "{history}");
+
+    // Delete v2's manifest from the registry: rolling back to it is refused, the rebuild offered.
+    let (repository, manifest) = v2_image.split_once('@').unwrap();
+    let path = repository
+        .strip_prefix(&format!("{REGISTRY}/"))
+        .unwrap()
+        .rsplit_once(':')
+        .map_or(repository, |(path, _)| path)
+        .to_string();
+    let path = path.strip_prefix(&format!("{REGISTRY}/")).unwrap_or(&path);
+    let client = RegistryClient::new(
+        &Registry {
+            host: REGISTRY.into(),
+            insecure: false,
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        client.delete_manifest(path, manifest).await.unwrap(),
+        meshtop::backends::registry::Deleted::Deleted
+    );
+    let refused = k.run(&["rollback", "web", "--to", &v2, "--yes"]).await;
+    let text = said(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("is no longer held by registry {REGISTRY}")),
+        "{text}"
+    );
+    assert!(text.contains("nothing was rolled back"), "{text}");
+    assert!(
+        text.contains("Rebuild it from its recorded inputs")
+            || text.contains("converge --force web"),
+        "the rebuild is offered: {text}"
+    );
+    assert_eq!(k.image(&api, "web"), v1_image, "nothing moved");
+    assert_eq!(k.annotation(&api)["web"]["digest"], v1.as_str());
+}

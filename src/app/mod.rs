@@ -8,4 +8,5 @@ pub mod keys;
 pub mod msg;
 pub mod state;
 pub mod update;
+pub mod views;
 pub mod window;

@@ -5,6 +5,7 @@
 pub mod behind;
 pub mod builds;
 pub mod decide;
+pub mod gc;
 pub mod machine;
 pub mod manifest;
 pub mod model;
@@ -12,6 +13,7 @@ pub mod pin;
 pub mod plan;
 pub mod progress;
 pub mod refs;
+pub mod stats;
 pub mod text;
 pub mod tiers;
 pub mod why;

@@ -9,7 +9,7 @@ use crate::app::state::AppState;
 use super::{Palette, overlay, put};
 
 /// What every column and symbol of the screen means.
-const LEGEND: [&str; 20] = [
+const LEGEND: [&str; 24] = [
     "T          tier: 0 has no base in the mesh, else its base's tier + 1",
     "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
     "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
@@ -17,6 +17,9 @@ const LEGEND: [&str; 20] = [
     "           deliver·host the host holds a meshtop-labelled image with this tag: delivery only",
     "           build        nothing vouches: build and deliver; forced: --force / f",
     "           refused      its base has no artifact in the mesh yet",
+    "           ⚑ pinned     rolled back by hand (rollback): converges keep its artifact until its",
+    "                        address moves to a third one, `meshtop unpin` or a forced converge;",
+    "                        the detail says from what, by whom, when (#op) and the record history",
     "RECORD     ✓ the record names this ref  ✗ it does not  ? could not be asked",
     "HOST, REG  – cannot tell (ref pending, multi-platform, not asked)",
     "MACHINES   2/2 current of all  1 behind/3 (policy rollout: a converge sends them)",
@@ -30,6 +33,7 @@ const LEGEND: [&str; 20] = [
     "notice     ⟳ an action running here; #42 … the newest operation's start or end",
     "detail     opens at its end: a failure's last log lines, then its error; `w` wraps",
     "header     each source's age, or ✗ its error (last ok 40s ago)",
+    "gc, stats  views: what a sweep would take and why, the keep set; what the skips saved",
 ];
 
 /// The help text: one heading per mode, one line per action, then the legend.
