@@ -206,9 +206,21 @@ mod tests {
         let events = vec![
             // As the engine writes them (converge/tiers.rs): `<decision> <ref> — <reason>`.
             decided(1, "c1", "api", "build demo/api:1 — new module", 1_000),
-            decided(2, "c2", "api", "record demo/api:1 — the record names it", 60_000),
+            decided(
+                2,
+                "c2",
+                "api",
+                "record demo/api:1 — the record names it",
+                60_000,
+            ),
             decided(3, "c2", "web", "host demo/web:1 — labelled image", 60_000),
-            decided(4, "c3", "api", "pinned demo/api:2 — pinned: rolled back", 70_000),
+            decided(
+                4,
+                "c3",
+                "api",
+                "pinned demo/api:2 — pinned: rolled back",
+                70_000,
+            ),
         ];
         let modules = vec!["api".to_string(), "web".to_string()];
         let all = compute("demo", &modules, &rows, &events, None, 100_000);
