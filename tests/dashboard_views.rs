@@ -96,7 +96,11 @@ fn the_module_detail_shows_the_record_history_and_the_pin() {
     let mut state = pinned_state();
     let table = screen(&state, 120, 40);
     insta::assert_snapshot!("pinned_screen_120x40", table);
-    key(&mut state, KeyCode::Enter);
+    // Enter asks the history source now: the record history shows without waiting for its poll.
+    assert_eq!(
+        key(&mut state, KeyCode::Enter),
+        vec![Effect::PollNow(vec![SourceId::History])]
+    );
     assert_eq!(state.detail, Some(Detail::Module("api".into())));
     // Open at the top: the history sits above the end (a failure's log stays last).
     key(&mut state, KeyCode::Char('g'));

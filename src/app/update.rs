@@ -388,9 +388,14 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
                 Pane::Converge => None,
             };
             if detail.is_some() {
+                // A module's record history is read now, not at the next history poll.
+                let module = matches!(detail, Some(Detail::Module(_)));
                 state.detail = detail;
                 state.detail_scroll = 0;
                 state.mode = Mode::Detail;
+                if module {
+                    return vec![Effect::PollNow(vec![SourceId::History])];
+                }
             }
             Vec::new()
         }
