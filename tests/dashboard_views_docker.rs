@@ -72,9 +72,10 @@ async fn the_views_answer_as_the_commands_and_the_sweep_takes_what_the_view_list
     assert!(report.kept_by["record"] >= 5, "{report:#?}");
 
     // stats: the view's numbers are the command's.
-    let ViewData::Stats(stats) = views::read(session.clone(), ViewRequest::Stats { since_ms: None })
-        .await
-        .unwrap()
+    let ViewData::Stats(stats) =
+        views::read(session.clone(), ViewRequest::Stats { since_ms: None })
+            .await
+            .unwrap()
     else {
         panic!("the stats view was answered with something else");
     };

@@ -797,14 +797,10 @@ async fn a_rollback_checks_the_registry_then_moves_the_deployment_back() {
     assert_eq!(history[0]["from_digest"], v2.as_str(), "{history}");
 
     // Delete v2's manifest from the registry: rolling back to it is refused, the rebuild offered.
-    let (repository, manifest) = v2_image.split_once('@').unwrap();
-    let path = repository
-        .strip_prefix(&format!("{REGISTRY}/"))
-        .unwrap()
-        .rsplit_once(':')
-        .map_or(repository, |(path, _)| path)
-        .to_string();
-    let path = path.strip_prefix(&format!("{REGISTRY}/")).unwrap_or(&path);
+    // `127.0.0.1:5000/<mesh>/web:<tag>@sha256:…` → the repository path and the manifest digest.
+    let (reference, manifest) = v2_image.split_once('@').unwrap();
+    let (repository, _tag) = split_reference(reference);
+    let path = repository.strip_prefix(&format!("{REGISTRY}/")).unwrap();
     let client = RegistryClient::new(
         &Registry {
             host: REGISTRY.into(),
