@@ -292,6 +292,9 @@ where
                 Effect::FetchBuilds(request) => {
                     sources::poll::fetch_builds(&on_demand, request, tx.clone())
                 }
+                Effect::FetchView(request) => {
+                    sources::views::fetch(&on_demand, request, tx.clone())
+                }
                 Effect::Start(request) => {
                     tracing::info!(action = %request.label(), "action starts");
                     cancel = Some(sources::poll::start_action(&on_demand, request, tx.clone()));

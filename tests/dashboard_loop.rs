@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::dashboard::*;
 use futures_util::StreamExt;
 use meshtop::app::msg::{ActionRequest, PageRequest, PollParams, SourceData, SourceId};
+use meshtop::app::views::{ViewData, ViewRequest};
 use meshtop::mesh::builds::BuildRow;
 use meshtop::mesh::model::Target;
 use meshtop::mesh::progress::{Progress, Step};
@@ -45,6 +46,13 @@ impl OnDemand for Fake {
             })
             .unwrap();
         Box::pin(async { Ok("done".to_string()) })
+    }
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+        let data = match request {
+            ViewRequest::Gc { .. } => ViewData::Gc(Box::new(demo_gc_report())),
+            ViewRequest::Stats { .. } => ViewData::Stats(Box::new(demo_stats())),
+        };
+        Box::pin(async move { Ok(data) })
     }
 }
 
@@ -131,4 +139,54 @@ async fn the_loop_ends_with_its_event_stream() {
     run_loop(&mut terminal, state, Vec::new(), backend, events, None)
         .await
         .unwrap();
+}
+
+/// `x` opens the gc view: the loop asks the backend for it (Effect::FetchView), the answer comes
+/// back as a message, and `x` there, → and Enter start the sweep of exactly what it listed.
+#[tokio::test]
+async fn the_gc_view_is_read_through_the_backend_and_its_sweep_started() {
+    let state = empty_state(&demo_mesh(Target::Docker), false);
+    let (started_tx, started_rx) = oneshot::channel();
+    let backend: Arc<dyn OnDemand> = Arc::new(Fake {
+        started: Mutex::new(Some(started_tx)),
+    });
+    let special =
+        |code| Ok::<_, color_eyre::Report>(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+    // Until the view's answer has arrived, `x` in it only says it is still reading (and → and
+    // Enter mean nothing in a detail): the round is repeated until the sweep starts.
+    let rounds =
+        futures_util::stream::unfold((Some(started_rx), 0), move |(rx, round)| async move {
+            let mut rx = rx?;
+            assert!(round < 500, "the sweep never started");
+            let started = tokio::select! {
+                request = &mut rx => Some(request.unwrap()),
+                () = tokio::time::sleep(Duration::from_millis(20)) => None,
+            };
+            match started {
+                Some(request) => {
+                    assert_eq!(
+                        request,
+                        ActionRequest::Gc {
+                            keep_newest: 3,
+                            confirmed: demo_gc_report().candidates,
+                        }
+                    );
+                    Some((vec![key('q')], (None, round)))
+                }
+                None => Some((
+                    vec![key('x'), special(KeyCode::Right), special(KeyCode::Enter)],
+                    (Some(rx), round + 1),
+                )),
+            }
+        })
+        .flat_map(futures_util::stream::iter);
+    let events = futures_util::stream::iter([key('x')]).chain(rounds).boxed();
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        run_loop(&mut terminal, state, Vec::new(), backend, events, None),
+    )
+    .await
+    .expect("the loop ends on q")
+    .unwrap();
 }

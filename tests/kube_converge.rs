@@ -44,6 +44,8 @@ struct KubeMesh {
     mesh: ExampleMesh,
     namespace: String,
     kubeconfig: PathBuf,
+    /// `DOCKER_CONFIG` for the binary (a registry login), when set.
+    docker_config: Option<PathBuf>,
 }
 
 impl KubeMesh {
@@ -85,7 +87,20 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             mesh,
             namespace,
             kubeconfig,
+            docker_config: None,
         }
+    }
+
+    /// Push to `proxy` (the real registry behind a login) with its login in `DOCKER_CONFIG`.
+    fn behind_login(mut self, proxy: &common::registry_proxy::RegistryProxy) -> KubeMesh {
+        let file = self.mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap().replace(
+            &format!("registry = \"{REGISTRY}\""),
+            &format!("registry = \"{}\"", proxy.host),
+        );
+        std::fs::write(&file, text).unwrap();
+        self.docker_config = Some(proxy.docker_config(self.mesh.dir.path()));
+        self
     }
 
     fn name(&self) -> &str {
@@ -93,7 +108,11 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     async fn run_with_state(&self, state: &Path, args: &[&str]) -> Output {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"));
+        if let Some(config) = &self.docker_config {
+            command.env("DOCKER_CONFIG", config);
+        }
+        command
             .env("KUBECONFIG", &self.kubeconfig)
             .arg("--mesh")
             .arg(self.mesh.mesh_file())
@@ -725,4 +744,126 @@ async fn a_send_that_may_not_patch_the_workload_is_refused_naming_it() {
     );
     assert!(text.contains("RBAC"), "{text}");
     assert_eq!(api.responses_with(403), 0, "nothing was tried: {text}");
+}
+
+/// Issue 12: `meshtop rollback` on Kubernetes asks the registry whether it still holds the artifact's
+/// manifest: held → the Deployment's image goes back to `ref@<manifest digest>` and the module is
+/// pinned; deleted from the registry → refused, nothing moves, the rebuild offered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_checks_the_registry_then_moves_the_deployment_back() {
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("krb", &api, true, "test-ctx", "");
+    let repo = format!("{REGISTRY}/{}/web", k.name());
+    k.deploy(&api, "web", &format!("{repo}:old"), &old_id(1));
+    let digest_of = |summary: &Value| {
+        summary["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "web")
+            .unwrap()["digest"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (first, _) = k.json(&["converge", "--json"]).await;
+    let v1 = digest_of(&first);
+    let v1_image = k.image(&api, "web");
+    assert!(v1_image.starts_with(&format!("{repo}:")), "{v1_image}");
+    std::fs::write(k.mesh.root().join("web/www/version.txt"), "two").unwrap();
+    let (second, _) = k.json(&["converge", "--json"]).await;
+    assert_eq!(decisions(&second)["web"], "build", "{second}");
+    let v2 = digest_of(&second);
+    let v2_image = k.image(&api, "web");
+    assert_ne!(v1_image, v2_image, "the converge sent web its new artifact");
+
+    // The registry still holds v1: the rollback goes through and the Deployment moves back.
+    let (report, stderr) = k.json(&["rollback", "web", "--yes", "--json"]).await;
+    assert_eq!(report["to"]["digest"], v1.as_str(), "{report}\n{stderr}");
+    assert_eq!(report["pinned"], true, "{report}");
+    assert!(
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["ok"] == true),
+        "{report}"
+    );
+    assert_eq!(k.image(&api, "web"), v1_image);
+    assert_eq!(k.annotation(&api)["web"]["digest"], v1.as_str());
+    let (history, _) = k.json(&["history", "web", "--json"]).await;
+    assert_eq!(history[0]["kind"], "rollback", "{history}");
+    assert_eq!(history[0]["from_digest"], v2.as_str(), "{history}");
+
+    // Delete v2's manifest from the registry: rolling back to it is refused, the rebuild offered.
+    // `127.0.0.1:5000/<mesh>/web:<tag>@sha256:…` → the repository path and the manifest digest.
+    let (reference, manifest) = v2_image.split_once('@').unwrap();
+    let (repository, _tag) = split_reference(reference);
+    let path = repository.strip_prefix(&format!("{REGISTRY}/")).unwrap();
+    let client = RegistryClient::new(
+        &Registry {
+            host: REGISTRY.into(),
+            insecure: false,
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        client.delete_manifest(path, manifest).await.unwrap(),
+        meshtop::backends::registry::Deleted::Deleted
+    );
+    let refused = k.run(&["rollback", "web", "--to", &v2, "--yes"]).await;
+    let text = said(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("is no longer held by registry {REGISTRY}")),
+        "{text}"
+    );
+    assert!(text.contains("nothing was rolled back"), "{text}");
+    assert!(
+        text.contains("Rebuild it from its recorded inputs")
+            || text.contains("converge --force web"),
+        "the rebuild is offered: {text}"
+    );
+    assert_eq!(k.image(&api, "web"), v1_image, "nothing moved");
+    assert_eq!(k.annotation(&api)["web"]["digest"], v1.as_str());
+}
+
+/// Issue 12: a registry that wants a login. The push used the Docker config's login, but the
+/// rollback's "is it still held" question and gc's registry reads went without it (401): the
+/// rollback failed and gc took nothing. They now carry the push's credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_and_gc_ask_a_registry_that_wants_a_login_with_the_login() {
+    require_registry().await;
+    let proxy = common::registry_proxy::RegistryProxy::start().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("krl", &api, true, "test-ctx", "").behind_login(&proxy);
+    let repo = format!("{}/{}/web", proxy.host, k.name());
+    k.deploy(&api, "web", &format!("{repo}:old"), &old_id(1));
+    let (first, stderr) = k.json(&["converge", "--json"]).await;
+    assert_eq!(first["stamped"], true, "{first}\n{stderr}");
+    let v1_image = k.image(&api, "web");
+    assert!(v1_image.starts_with(&format!("{repo}:")), "{v1_image}");
+    std::fs::write(k.mesh.root().join("web/www/version.txt"), "two").unwrap();
+    let (second, _) = k.json(&["converge", "--json"]).await;
+    assert_eq!(decisions(&second)["web"], "build", "{second}");
+    assert_ne!(k.image(&api, "web"), v1_image);
+
+    let rollback = k.run(&["rollback", "web", "--yes", "--json"]).await;
+    assert!(
+        rollback.status.success(),
+        "the rollback asks the registry with the login:\n{}",
+        said(&rollback)
+    );
+    assert_eq!(k.image(&api, "web"), v1_image);
+
+    let (gc, stderr) = k.json(&["gc", "--dry-run", "--json"]).await;
+    assert!(
+        gc["candidates"].as_array().is_some(),
+        "gc read the registry with the login: {gc}\n{stderr}"
+    );
+    assert!(!gc["warnings"].to_string().contains("401"), "{gc}");
+    // The login was needed: requests without it were refused (each client's first try).
+    assert!(proxy.refused() > 0);
 }

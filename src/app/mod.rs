@@ -9,4 +9,5 @@ pub mod msg;
 pub mod quit;
 pub mod state;
 pub mod update;
+pub mod views;
 pub mod window;

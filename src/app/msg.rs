@@ -6,8 +6,10 @@ use ratatui::crossterm::event::KeyEvent;
 
 use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
+use crate::mesh::gc::Candidate;
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Record, RecordEntry};
+use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::plan::Plan;
 use crate::mesh::progress::{EventRow, Progress};
 
@@ -65,6 +67,10 @@ pub struct HistorySnapshot {
     pub made_by: BTreeMap<String, BuildRow>,
     /// Who holds the mesh's converge lock (read on the same snapshot as the events).
     pub holder: Option<crate::mesh::live::LockHolder>,
+    /// The record's history of [`PollParams::stamps_module`] (newest first), and of which module.
+    pub stamps: Option<(String, Vec<Stamp>)>,
+    /// The mesh's pinned modules.
+    pub pins: BTreeMap<String, Pin>,
 }
 
 /// What one source answered.
@@ -104,6 +110,8 @@ pub struct PollParams {
     pub page_size: usize,
     /// (module, planned ref) of every module whose ref is known, for the registry source.
     pub refs: Vec<(String, String)>,
+    /// The module whose record history the detail shows (the selected one).
+    pub stamps_module: Option<String>,
 }
 
 /// Where a fetched page of builds goes in the history window.
@@ -140,6 +148,11 @@ pub enum ActionRequest {
     /// Roll a module back to the artifact the record named before `from` (what the record named
     /// when the person confirmed; refused when it moved since), send its machines, pin it.
     Rollback { module: String, from: RecordEntry },
+    /// Sweep what the gc view listed: only these candidates, and only if still unreachable.
+    Gc {
+        keep_newest: usize,
+        confirmed: Vec<Candidate>,
+    },
 }
 
 impl ActionRequest {
@@ -165,6 +178,7 @@ impl ActionRequest {
             }
             ActionRequest::Send { module, .. } => format!("send {module}"),
             ActionRequest::Rollback { module, .. } => format!("roll back {module}"),
+            ActionRequest::Gc { .. } => "gc".into(),
         }
     }
 }
@@ -194,6 +208,12 @@ pub enum Msg {
         label: String,
         result: Result<String, String>,
     },
+    /// A view's data (gc, stats) arrived.
+    ViewLoaded {
+        request: super::views::ViewRequest,
+        at_ms: i64,
+        result: Result<super::views::ViewData, String>,
+    },
 }
 
 /// What `update` asks the loop to do.
@@ -202,6 +222,8 @@ pub enum Effect {
     /// Poll these sources now (each poller still runs one poll at a time).
     PollNow(Vec<SourceId>),
     FetchBuilds(PageRequest),
+    /// Read what a view shows (the gc dry run, the stats).
+    FetchView(super::views::ViewRequest),
     Start(ActionRequest),
     /// Ring the terminal bell (and notify the desktop) with this text.
     Bell(String),

@@ -68,6 +68,10 @@ pub enum Detail {
     Machine(String),
     /// One line of the converge pane, by its event id.
     Event(i64),
+    /// What gc would take (the dry run) and the keep set: `super::views`.
+    Gc,
+    /// What the skip decision saves: `super::views`.
+    Stats,
 }
 
 /// A confirmation: what exactly will happen, Cancel selected by default.
@@ -157,6 +161,8 @@ pub struct AppState {
     /// `b`: the history follows the selected module (true) or shows the whole mesh.
     pub history_by_module: bool,
     pub converge: ConvergeView,
+    /// The gc and stats views, the record's history and the pins.
+    pub views: super::views::ViewState,
 
     pub focus: Pane,
     pub mode: Mode,
@@ -235,6 +241,7 @@ impl AppState {
             builds: BuildsWindow::new(first),
             history_by_module: true,
             converge: ConvergeView::default(),
+            views: Default::default(),
             focus: Pane::Modules,
             mode: Mode::Normal,
             detail: None,
@@ -365,6 +372,7 @@ impl AppState {
                 .flat_map(|plan| plan.modules.iter())
                 .filter_map(|m| Some((m.name.clone(), m.reference.clone()?)))
                 .collect(),
+            stamps_module: self.selected_module().map(|m| m.name.clone()),
         }
     }
 

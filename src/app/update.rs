@@ -123,6 +123,11 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             }
             vec![Effect::PollNow(SourceId::ALL.to_vec())]
         }
+        Msg::ViewLoaded {
+            request,
+            at_ms,
+            result,
+        } => super::views::loaded(state, request, at_ms, result),
     }
 }
 
@@ -176,7 +181,8 @@ fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
         }
         SourceData::Registry(answers) => state.registry_answers = answers,
         SourceData::History(snapshot) => {
-            let snapshot = *snapshot;
+            let mut snapshot = *snapshot;
+            super::views::note_history(state, &mut snapshot);
             state.last_builds = snapshot.last_builds;
             state.made_by = snapshot.made_by;
             state
@@ -246,7 +252,7 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
     let Some(action) = state.keys.lookup(mode, &event) else {
         // `--readonly` removed the actions that change something: their keys answer so.
         if state.readonly
-            && mode == Mode::Normal
+            && matches!(mode, Mode::Normal | Mode::Detail)
             && let Some(action) = super::keys::KeyTable::new(false).lookup(mode, &event)
             && action.is_mutating()
         {
@@ -304,6 +310,9 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
             Vec::new()
         }
         Mode::Detail => {
+            if action == Action::Sweep {
+                return super::views::sweep(state);
+            }
             let page = page_rows(state);
             match action {
                 // The detail is anchored at its end: `detail_scroll` counts lines up from it.
@@ -428,9 +437,14 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
                     }),
             };
             if detail.is_some() {
+                // A module's record history is read now, not at the next history poll.
+                let module = matches!(detail, Some(Detail::Module(_)));
                 state.detail = detail;
                 state.detail_scroll = 0;
                 state.mode = Mode::Detail;
+                if module {
+                    return vec![Effect::PollNow(vec![SourceId::History])];
+                }
             }
             Vec::new()
         }
@@ -496,14 +510,18 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             notify(state, text.to_string(), false);
             Vec::new()
         }
+        Action::Gc | Action::Stats => super::views::open(state, action),
         Action::Help => {
             state.mode = Mode::Help;
             state.help_scroll = 0;
             Vec::new()
         }
-        Action::Quit | Action::Accept | Action::Backspace | Action::Toggle | Action::Wrap => {
-            Vec::new()
-        }
+        Action::Quit
+        | Action::Accept
+        | Action::Backspace
+        | Action::Toggle
+        | Action::Wrap
+        | Action::Sweep => Vec::new(),
     }
 }
 

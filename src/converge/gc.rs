@@ -8,53 +8,22 @@ const KIND: &str = "gc";
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
-
 use super::progress::{Emitter, ProgressTx, Step};
 use super::target::{ConnectedTarget, Delivery};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
 use crate::backends::history::{BuildQuery, History, Holder, locked};
-use crate::backends::registry::{Deleted, RegistryClient, repository_in, split_reference};
+use crate::backends::registry::{Deleted, repository_in, split_reference};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
 use crate::mesh::text::short_id;
 
-/// One thing gc would take (or took): a tag, an image, or a registry manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Candidate {
-    /// `tag`, `image` or `manifest`.
-    pub kind: String,
-    /// The tag, the image id, or `repository@digest`.
-    pub name: String,
-    pub module: String,
-    /// The artifact (image id).
-    pub artifact: String,
-    /// Why nothing needs it.
-    pub why: String,
-    /// Bytes the daemon reports for an image (0 for a tag or a manifest).
-    pub bytes: i64,
-    /// What happened to it (`removed`, `untagged`, `deleted`, or the error); none on a dry run.
-    pub outcome: Option<String>,
-}
-
-/// What a gc saw and did.
-#[derive(Debug, Clone, Serialize)]
-pub struct GcReport {
-    pub mesh: String,
-    pub dry_run: bool,
-    pub keep_newest: usize,
-    /// Artifacts in the keep set.
-    pub kept: usize,
-    pub candidates: Vec<Candidate>,
-    pub bytes_freed: i64,
-    pub warnings: Vec<String>,
-}
+pub use crate::mesh::gc::{Candidate, GcReport};
 
 /// Every root, read; an unreadable one is an error naming it.
 struct Roots {
-    /// artifact → why it is kept.
-    keep: BTreeMap<String, String>,
+    /// artifact → (which root keeps it, why).
+    keep: BTreeMap<String, (&'static str, String)>,
     /// refs the keep set names.
     kept_refs: BTreeSet<String>,
     /// module → its builds, newest first.
@@ -80,7 +49,7 @@ async fn read_roots(
     for (module, entry) in &record.record {
         keep.insert(
             entry.digest.clone(),
-            format!("the record's artifact of {module}"),
+            ("record", format!("the record's artifact of {module}")),
         );
         kept_refs.insert(entry.reference.clone());
     }
@@ -94,12 +63,15 @@ async fn read_roots(
     for machine in &machines {
         for running in &machine.running {
             keep.entry(running.clone())
-                .or_insert_with(|| format!("machine {} runs it", machine.name));
+                .or_insert_with(|| ("running", format!("machine {} runs it", machine.name)));
         }
     }
     let history = locked(history).map_err(state)?;
     for (module, pin) in history.pins(&mesh.name).map_err(|e| state(e.to_string()))? {
-        keep.insert(pin.to_digest.clone(), format!("{module} is pinned to it"));
+        keep.insert(
+            pin.to_digest.clone(),
+            ("pinned", format!("{module} is pinned to it")),
+        );
         kept_refs.insert(pin.to_ref);
     }
     let mut builds: BTreeMap<String, Vec<BuildRow>> = BTreeMap::new();
@@ -124,7 +96,10 @@ async fn read_roots(
         for (index, build) in newest.enumerate() {
             if let Some(digest) = &build.digest {
                 keep.entry(digest.clone()).or_insert_with(|| {
-                    format!("newest successful build #{} of {module}", index + 1)
+                    (
+                        "newest",
+                        format!("newest successful build #{} of {module}", index + 1),
+                    )
                 });
                 kept_refs.extend(build.reference.clone());
             }
@@ -149,7 +124,10 @@ async fn read_roots(
         {
             keep.insert(
                 base.to_string(),
-                format!("the base ({module}) a kept artifact was built from"),
+                (
+                    "base",
+                    format!("the base ({module}) a kept artifact was built from"),
+                ),
             );
             walk.push(base.to_string());
         }
@@ -323,7 +301,8 @@ pub async fn plan(
     if let (ConnectedTarget::Kubernetes(_), Ok(Delivery::Push(registry))) =
         (target, target.delivery())
     {
-        let client = RegistryClient::new(&registry, None)
+        let client = super::target::registry_client(target, &registry)
+            .await
             .map_err(|e| format!("the registry cannot be read ({e})"))?;
         // The registry must answer before anything is taken from it.
         for entry in super::target::read_record(mesh, target, history)
@@ -346,11 +325,22 @@ pub async fn plan(
             &registry.host,
         ));
     }
+    let mut kept_by = BTreeMap::new();
+    for (root, _) in roots.keep.values() {
+        *kept_by.entry(root.to_string()).or_default() += 1;
+    }
+    let kept_bytes = images
+        .iter()
+        .filter(|i| is_this_mesh(mesh, i) && roots.keep.contains_key(&i.id))
+        .map(|i| i.size)
+        .sum();
     Ok(GcReport {
         mesh: mesh.name.clone(),
         dry_run: true,
         keep_newest,
         kept: roots.keep.len(),
+        kept_by,
+        kept_bytes,
         candidates: found,
         bytes_freed: 0,
         warnings: Vec::new(),
@@ -387,20 +377,12 @@ pub async fn sweep(
     match &result {
         Ok(report) => emitter.finish(format!(
             "gc: {} taken, {} bytes freed",
-            report
-                .candidates
-                .iter()
-                .filter(|c| c.outcome.as_deref().is_some_and(is_taken))
-                .count(),
+            report.candidates.iter().filter(|c| c.taken()).count(),
             report.bytes_freed
         )),
         Err(error) => emitter.finish(format!("gc: nothing taken: {error}")),
     }
     result
-}
-
-fn is_taken(outcome: &str) -> bool {
-    matches!(outcome, "removed" | "untagged" | "deleted")
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -426,7 +408,7 @@ async fn take(
     let docker = daemon.get().await?;
     let registry = match (target, target.delivery()) {
         (ConnectedTarget::Kubernetes(_), Ok(Delivery::Push(registry))) => {
-            Some(RegistryClient::new(&registry, None).map_err(|e| e.to_string())?)
+            Some(super::target::registry_client(target, &registry).await?)
         }
         _ => None,
     };

@@ -13,7 +13,7 @@ use super::send::{SendOutcome, send};
 use super::target::{ConnectedTarget, Delivery};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::history::{BuildQuery, History, Holder, locked, this_host};
-use crate::backends::registry::{Published, RegistryClient, repository_in};
+use crate::backends::registry::{Published, repository_in};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
@@ -260,7 +260,7 @@ async fn held(
                 return Ok(());
             };
             let published = super::target::published_digest(mesh, target, history, wanted).await;
-            let client = RegistryClient::new(&registry, None).map_err(|e| e.to_string())?;
+            let client = super::target::registry_client(target, &registry).await?;
             let (path, tag) = repository_in(&registry.host, &wanted.reference);
             let answer = match &published {
                 Some(digest) => client.manifest(path, digest).await,

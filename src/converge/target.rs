@@ -217,6 +217,21 @@ impl Kube {
     }
 }
 
+/// A client for the registry the target pushes to, with the credentials a push uses (the Docker
+/// config's, read once per connection): a registry that wants a login answers every question so.
+pub async fn registry_client(
+    target: &ConnectedTarget,
+    registry: &crate::mesh::model::Registry,
+) -> Result<RegistryClient, String> {
+    let creds = match target {
+        ConnectedTarget::Kubernetes(kube) => kube.credentials(&registry.host).await?,
+        ConnectedTarget::Docker => credentials::for_registry(&registry.host)
+            .await
+            .map_err(|e| e.to_string())?,
+    };
+    RegistryClient::new(registry, creds).map_err(|e| e.to_string())
+}
+
 /// The target's record and how reasons name it.
 #[derive(Debug, Clone)]
 pub struct RecordRead {

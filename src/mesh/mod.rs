@@ -5,6 +5,7 @@
 pub mod behind;
 pub mod builds;
 pub mod decide;
+pub mod gc;
 pub mod live;
 pub mod machine;
 pub mod manifest;
@@ -13,6 +14,7 @@ pub mod pin;
 pub mod plan;
 pub mod progress;
 pub mod refs;
+pub mod stats;
 pub mod text;
 pub mod tiers;
 pub mod why;

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::app::msg::{ActionRequest, PageRequest};
+use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::history::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
-use crate::converge::{rollback, send};
+use crate::converge::{gc, rollback, send};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::progress::Progress;
 
@@ -43,6 +44,10 @@ impl OnDemand for Actions {
         cancel: tokio::sync::watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>> {
         Box::pin(run(self.session.clone(), request, progress, cancel))
+    }
+
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+        super::views::read(self.session.clone(), request)
     }
 }
 
@@ -91,6 +96,36 @@ pub async fn run(
             } else {
                 Err(report.headline())
             }
+        }
+        ActionRequest::Gc {
+            keep_newest,
+            confirmed,
+        } => {
+            let history = session.history().await?;
+            let report = gc::sweep(
+                &mesh,
+                keep_newest,
+                Some(&confirmed),
+                &daemon,
+                &target,
+                &history,
+                Some(progress),
+            )
+            .await
+            .map_err(|e| format!("took nothing: {e}"))?;
+            let taken = report.candidates.iter().filter(|c| c.taken()).count();
+            let failed = report.candidates.len() - taken;
+            let text = format!(
+                "took {taken} of {} confirmed, {} bytes freed{}",
+                confirmed.len(),
+                report.bytes_freed,
+                if failed > 0 {
+                    format!("; {failed} not taken (see `meshtop gc --dry-run`)")
+                } else {
+                    String::new()
+                }
+            );
+            if failed > 0 { Err(text) } else { Ok(text) }
         }
         ActionRequest::Send { module, moves } => {
             let history = session.history().await?;

@@ -1,5 +1,5 @@
-//! The state database: build records, the newest progress events, and the builds that made what
-//! machines run.
+//! The state database: build records, the newest progress events, the builds that made what
+//! machines run, the selected module's record history and the pinned modules.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +14,8 @@ use super::session::Session;
 
 /// Events read per history poll (the first poll reads the tail of the latest ones).
 const EVENTS_PER_POLL: usize = 500;
+/// The record's history shown of the selected module: its newest stamps.
+const STAMPS_SHOWN: usize = 50;
 /// At most this many running digests are traced back to their builds per poll.
 const MAX_TRACED: usize = 200;
 
@@ -87,6 +89,14 @@ fn read(
             made_by.insert(digest.clone(), row);
         }
     }
+    let stamps = match &params.stamps_module {
+        Some(module) => Some((
+            module.clone(),
+            history.stamps(&mesh, module, STAMPS_SHOWN).map_err(e)?,
+        )),
+        None => None,
+    };
+    let pins = history.pins(&mesh).map_err(e)?;
     Ok(SourceData::History(Box::new(HistorySnapshot {
         last_builds,
         scope: params.history_module,
@@ -95,5 +105,7 @@ fn read(
         latest_converge,
         made_by,
         holder,
+        stamps,
+        pins,
     })))
 }

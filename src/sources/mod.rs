@@ -11,6 +11,7 @@ pub mod poll;
 pub mod record;
 pub mod registry;
 pub mod session;
+pub mod views;
 
 use std::sync::Arc;
 use std::time::Duration;

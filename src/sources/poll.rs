@@ -17,6 +17,7 @@ use crate::mesh::progress::Progress;
 use crate::timefmt;
 
 use crate::app::msg::{ActionRequest, Msg, PageRequest, PollParams, SourceData, SourceId};
+use crate::app::views::{ViewData, ViewRequest};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -40,6 +41,8 @@ pub trait OnDemand: Send + Sync + 'static {
         progress: mpsc::UnboundedSender<Progress>,
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>>;
+    /// Read what a view shows (the gc dry run, the stats).
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>>;
 }
 
 /// The running pollers; dropping them stops every task.

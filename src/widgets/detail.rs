@@ -9,7 +9,7 @@ use crate::app::keys::{Action, Mode};
 use crate::app::msg::SourceId;
 use crate::app::state::{AppState, Detail, ModuleInfo};
 use crate::mesh::builds::{BuildRow, BuildStatus};
-use crate::mesh::decide::labelled_image_tagged;
+use crate::mesh::decide::{Decision, labelled_image_tagged};
 use crate::mesh::machine::Machine;
 use crate::mesh::text::short_id;
 use crate::mesh::why::Change;
@@ -65,6 +65,12 @@ pub fn module_lines(
             ),
             palette.dim(),
         )),
+    }
+    // The pin as the history holds it (the plan's decision says it too once it has answered).
+    if planned.is_none_or(|p| p.decision != Decision::Pinned)
+        && let Some(line) = super::record_history::pin_line(state, &module.name, palette)
+    {
+        lines.push(line);
     }
     match &module.base {
         Some(base) => {
@@ -123,6 +129,7 @@ pub fn module_lines(
     ));
     if full {
         lines.push((format!("policy: {}", module.policy), palette.plain()));
+        lines.extend(super::record_history::lines(state, &module.name, palette));
         if let Some(build) = state.last_builds.get(&module.name) {
             lines.push((
                 format!("last build: {}", build_summary(build, state.now_ms)),
@@ -410,6 +417,8 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
             ),
         },
         Some(Detail::Event(id)) => super::converge::event_lines(state, *id, palette),
+        Some(Detail::Gc) => ("gc".into(), super::gc::lines(state, palette)),
+        Some(Detail::Stats) => ("stats".into(), super::stats::lines(state, palette)),
         None => return,
     };
     let close = state.keys.hint_line(Mode::Detail, &[Action::Close]);

@@ -9,7 +9,11 @@ use crate::app::state::AppState;
 use super::{Palette, put};
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
-    let hints = state.keys.hints(state.mode);
+    let mut hints = state.keys.hints(state.mode);
+    // `R` is hinted where it applies: the selected module has an earlier artifact to go back to.
+    if !crate::app::views::rollback_applies(state) {
+        hints.retain(|(_, _, action)| *action != Action::Rollback);
+    }
     let tag = if state.readonly { 10 } else { 0 };
     let room = usize::from(area.width).saturating_sub(1 + tag);
     let cost =

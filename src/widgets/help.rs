@@ -9,7 +9,7 @@ use crate::app::state::AppState;
 use super::{Palette, overlay, put};
 
 /// What every column and symbol of the screen means.
-const LEGEND: [&str; 24] = [
+const LEGEND: [&str; 29] = [
     "T          tier: 0 has no base in the mesh, else its base's tier + 1",
     "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
     "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
@@ -17,6 +17,9 @@ const LEGEND: [&str; 24] = [
     "           deliver·host the host holds a meshtop-labelled image with this tag: delivery only",
     "           build        nothing vouches: build and deliver; forced: --force / f",
     "           refused      its base has no artifact in the mesh yet",
+    "           ⚑ pinned     rolled back by hand (rollback): converges keep its artifact until its",
+    "                        address moves to a third one, `meshtop unpin` or a forced converge;",
+    "                        the detail says from what, by whom, when (#op) and the record history",
     "NOW        replaces DECISION while an operation runs (from any process): queued, to build,",
     "           building 2/4 12s (Dockerfile step, time), built 40s, delivered(·host), skip·record,",
     "           failed, not reached (its base failed), cancelled; sent 1/2 machines moved",
@@ -26,14 +29,16 @@ const LEGEND: [&str; 24] = [
     "           held (policy record: they stay until someone sends)  1 missing/2 (declared,",
     "           does not exist)  – none  ? the machines could not be listed",
     "LAST BUILD ✓ 3m host-a (the build host's name)  ✗ 1h failed (for the current ref)",
-    "           ✗ 1h old ref (a failure of an older ref)  … running  – cancelled",
+    "           ✗ 1h old ref (a failure of an older ref)  … running  – cancelled  ■ stopped",
     "machine    current  behind  held  unrecorded (the record holds nothing)  missing",
-    "builds     ✓ ok  ✗ failed (first line of its error)  … running  – cancelled",
+    "builds     ✓ ok  ✗ failed (first line of its error)  … running  – cancelled  ■ stopped",
+    "           (its converge ended without its end, or its process is gone: `(process gone)`)",
     "converge   the newest operation of the mesh, `#42` its short id, from any process",
     "notice     ⟳ #42 … · tier 2 of 3 · 3/7 done · 42s: the operation running; its end after;",
     "           ✗ #42 stopped (process gone): it never ended and its process is gone",
     "detail     opens at its end: a failure's last log lines, then its error; `w` wraps",
     "header     each source's age, or ✗ its error (last ok 40s ago)",
+    "gc, stats  views: what a sweep would take and why, the keep set; what the skips saved",
 ];
 
 /// The help text: one heading per mode, one line per action, then the legend.

@@ -6,10 +6,13 @@ pub mod confirm;
 pub mod converge;
 pub mod detail;
 pub mod footer;
+pub mod gc;
 pub mod header;
 pub mod help;
 pub mod machines;
 pub mod modules;
+pub mod record_history;
+pub mod stats;
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -62,6 +65,16 @@ impl Palette {
     }
     pub fn special(self) -> Style {
         self.fg(Color::Magenta)
+    }
+    /// A module rolled back by hand: a colour no other decision wears (underlined under `NO_COLOR`).
+    pub fn pinned(self) -> Style {
+        if self.no_color {
+            Style::default().add_modifier(Modifier::UNDERLINED)
+        } else {
+            Style::default()
+                .fg(Color::LightBlue)
+                .add_modifier(Modifier::BOLD)
+        }
     }
     pub fn dim(self) -> Style {
         if self.no_color {

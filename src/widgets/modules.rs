@@ -46,7 +46,7 @@ pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
         Some(Decision::Build) => ("build".into(), palette.warn()),
         Some(Decision::Forced) => ("forced".into(), palette.special()),
         Some(Decision::Refused) => ("refused".into(), palette.bad()),
-        Some(Decision::Pinned) => ("pinned".into(), palette.special()),
+        Some(Decision::Pinned) => ("⚑ pinned".into(), palette.pinned()),
         None => ("…".into(), palette.dim()),
     }
 }

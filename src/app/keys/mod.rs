@@ -36,10 +36,13 @@ pub enum Action {
     Toggle,
     Wrap,
     AutoConverge,
+    Gc,
+    Stats,
+    Sweep,
 }
 
 impl Action {
-    pub const ALL: [Action; 25] = [
+    pub const ALL: [Action; 28] = [
         Action::Up,
         Action::Down,
         Action::Top,
@@ -65,6 +68,9 @@ impl Action {
         Action::Toggle,
         Action::Wrap,
         Action::AutoConverge,
+        Action::Gc,
+        Action::Stats,
+        Action::Sweep,
     ];
 
     /// The name used in `keys.toml`.
@@ -119,7 +125,7 @@ impl Action {
             Action::Rollback => (
                 "rollback",
                 "roll the selected module back and pin it (asks first)",
-                "",
+                "rollback",
             ),
             Action::ToggleHistory => (
                 "toggle_history",
@@ -137,6 +143,17 @@ impl Action {
                 "converge by itself after a save (toggle; the plan shows first)",
                 "auto",
             ),
+            Action::Gc => (
+                "gc",
+                "gc view: what a sweep would take and why, the keep set",
+                "gc",
+            ),
+            Action::Stats => (
+                "stats",
+                "stats view: builds, failures, median build, what the skips saved",
+                "stats",
+            ),
+            Action::Sweep => ("sweep", "sweep what the gc view lists (asks first)", ""),
         }
     }
 
@@ -148,14 +165,16 @@ impl Action {
             Action::ConvergeModule => 1,
             Action::ForceRebuild => 2,
             Action::Send => 3,
-            Action::ToggleHistory => 4,
-            Action::Open => 5,
-            Action::ConvergeMesh => 6,
-            Action::Filter => 7,
-            Action::Poll => 8,
-            Action::NextPane => 9,
-            Action::Close => 10,
-            _ => 11,
+            Action::Rollback => 4,
+            Action::ToggleHistory => 5,
+            Action::Open => 6,
+            Action::ConvergeMesh => 7,
+            Action::Filter => 8,
+            Action::Poll => 9,
+            Action::NextPane => 10,
+            Action::Close => 11,
+            Action::Gc | Action::Stats => 12,
+            _ => 13,
         }
     }
 
@@ -169,6 +188,7 @@ impl Action {
                 | Action::Send
                 | Action::Rollback
                 | Action::AutoConverge
+                | Action::Sweep
         )
     }
 
@@ -268,6 +288,8 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             (A::Rollback, vec![Key::ch('R')]),
             (A::ToggleHistory, vec![Key::ch('b')]),
             (A::AutoConverge, vec![Key::ch('a')]),
+            (A::Gc, vec![Key::ch('x')]),
+            (A::Stats, vec![Key::ch('S')]),
             (A::Help, vec![Key::ch('?')]),
             (A::Quit, vec![Key::ch('q'), CTRL_C]),
         ],
@@ -311,6 +333,7 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             page_up,
             page_down,
             (A::Wrap, vec![Key::ch('w')]),
+            (A::Sweep, vec![Key::ch('x')]),
             (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('q')]),
             (A::Quit, vec![CTRL_C]),
         ],

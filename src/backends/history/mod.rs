@@ -14,6 +14,7 @@ mod pins;
 mod record;
 mod record_history;
 mod schema;
+mod stats;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,245 @@
+//! The views beside the panes, opened from the key table and drawn in the detail overlay: the gc
+//! view (what a sweep would take and why, the keep set; the sweep behind a confirm) and the stats
+//! view (what the skip decision saves). Also the record's history and the pins the history source
+//! reads, for the module detail and the footer. State and its update only: no I/O.
+
+use std::collections::BTreeMap;
+
+use crate::mesh::gc::{GcReport, human_bytes};
+use crate::mesh::pin::{Pin, Stamp};
+use crate::mesh::stats::Stats;
+use crate::mesh::text::short_id;
+
+use super::keys::{Action, Mode};
+use super::msg::{ActionRequest, Effect, HistorySnapshot};
+use super::state::{AppState, Confirm, ConfirmThen, Detail, Notice};
+
+/// Each module's newest successful builds the dashboard's gc keeps (the command's default).
+pub const GC_KEEP_NEWEST: usize = 3;
+
+/// What a view asks the sources to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewRequest {
+    /// The gc dry run: every root read, each candidate with why it is unreachable.
+    Gc { keep_newest: usize },
+    /// The stats over everything kept (None) or the last `since_ms`.
+    Stats { since_ms: Option<i64> },
+}
+
+/// What a view's read answered.
+#[derive(Debug, Clone)]
+pub enum ViewData {
+    Gc(Box<GcReport>),
+    Stats(Box<Stats>),
+}
+
+/// One view's latest answer.
+#[derive(Debug, Clone)]
+pub struct Loaded<T> {
+    /// A read is in flight.
+    pub loading: bool,
+    /// When the answer held arrived.
+    pub at_ms: Option<i64>,
+    /// The answer, or why there is none (a root that cannot be read, for gc).
+    pub result: Option<Result<T, String>>,
+}
+
+impl<T> Default for Loaded<T> {
+    fn default() -> Self {
+        Loaded {
+            loading: false,
+            at_ms: None,
+            result: None,
+        }
+    }
+}
+
+/// The views' state, and the record's history the history source reads.
+#[derive(Debug, Clone, Default)]
+pub struct ViewState {
+    pub gc: Loaded<GcReport>,
+    pub stats: Loaded<Stats>,
+    /// The record's history of one module (newest first), and of which module.
+    pub stamps: Option<(String, Vec<Stamp>)>,
+    /// The mesh's pinned modules.
+    pub pins: BTreeMap<String, Pin>,
+}
+
+impl ViewState {
+    /// The record's history of `module`, when the history source has read it.
+    pub fn stamps_of(&self, module: &str) -> Option<&[Stamp]> {
+        match &self.stamps {
+            Some((of, stamps)) if of == module => Some(stamps),
+            _ => None,
+        }
+    }
+}
+
+fn notify(state: &mut AppState, text: String, error: bool) {
+    state.notice = Some(Notice {
+        text,
+        error,
+        at_ms: state.now_ms,
+    });
+    state.dirty = true;
+}
+
+/// Keep what a history poll read of the record's history and the pins.
+pub fn note_history(state: &mut AppState, snapshot: &mut HistorySnapshot) {
+    state.views.stamps = snapshot.stamps.take();
+    state.views.pins = std::mem::take(&mut snapshot.pins);
+}
+
+/// `Action::Gc` / `Action::Stats`: open the view and read what it shows (again).
+pub fn open(state: &mut AppState, action: Action) -> Vec<Effect> {
+    let (detail, request) = match action {
+        Action::Gc => {
+            state.views.gc.loading = true;
+            (
+                Detail::Gc,
+                ViewRequest::Gc {
+                    keep_newest: GC_KEEP_NEWEST,
+                },
+            )
+        }
+        Action::Stats => {
+            state.views.stats.loading = true;
+            (Detail::Stats, ViewRequest::Stats { since_ms: None })
+        }
+        _ => return Vec::new(),
+    };
+    state.detail = Some(detail);
+    state.detail_scroll = 0;
+    state.mode = Mode::Detail;
+    state.dirty = true;
+    vec![Effect::FetchView(request)]
+}
+
+/// A view's read answered.
+pub fn loaded(
+    state: &mut AppState,
+    request: ViewRequest,
+    at_ms: i64,
+    result: Result<ViewData, String>,
+) -> Vec<Effect> {
+    state.now_ms = state.now_ms.max(at_ms);
+    state.dirty = true;
+    match request {
+        ViewRequest::Gc { .. } => {
+            state.views.gc = Loaded {
+                loading: false,
+                at_ms: Some(at_ms),
+                result: Some(result.and_then(|data| match data {
+                    ViewData::Gc(report) => Ok(*report),
+                    ViewData::Stats(_) => Err("the gc view was answered with stats".into()),
+                })),
+            }
+        }
+        ViewRequest::Stats { .. } => {
+            state.views.stats = Loaded {
+                loading: false,
+                at_ms: Some(at_ms),
+                result: Some(result.and_then(|data| match data {
+                    ViewData::Stats(stats) => Ok(*stats),
+                    ViewData::Gc(_) => Err("the stats view was answered with gc".into()),
+                })),
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// `Action::Sweep` in the gc view: confirm taking exactly what the view lists. Nothing is offered
+/// while the list is being read or when a root could not be read.
+pub fn sweep(state: &mut AppState) -> Vec<Effect> {
+    if state.detail != Some(Detail::Gc) {
+        let open = state.keys.hint_line(Mode::Normal, &[Action::Gc]);
+        notify(
+            state,
+            format!("sweeping starts from the gc view ({open})"),
+            true,
+        );
+        return Vec::new();
+    }
+    let report = match (&state.views.gc.result, state.views.gc.loading) {
+        (_, true) | (None, _) => {
+            notify(
+                state,
+                "the gc view is still reading; wait for it".into(),
+                true,
+            );
+            return Vec::new();
+        }
+        (Some(Err(error)), _) => {
+            let text = format!("gc takes nothing: {error}");
+            notify(state, text, true);
+            return Vec::new();
+        }
+        (Some(Ok(report)), _) => report.clone(),
+    };
+    if report.candidates.is_empty() {
+        notify(
+            state,
+            format!(
+                "nothing to sweep: mesh {} holds nothing unreachable",
+                report.mesh
+            ),
+            false,
+        );
+        return Vec::new();
+    }
+    let mut lines = vec![format!(
+        "take {} from mesh {} (about {}):",
+        report.candidates.len(),
+        report.mesh,
+        human_bytes(report.bytes())
+    )];
+    for candidate in &report.candidates {
+        let name = if candidate.name.starts_with("sha256:") {
+            format!("sha256:{}", short_id(&candidate.name))
+        } else {
+            candidate.name.clone()
+        };
+        lines.push(format!(
+            "  {} {name} [{}]",
+            candidate.kind, candidate.module
+        ));
+    }
+    lines.push(
+        "each only if still unreachable when the sweep reads every root again, holding the mesh"
+            .into(),
+    );
+    lines.push(report.keep_line());
+    state.confirm = Some(Confirm {
+        title: format!("Sweep mesh {}?", report.mesh),
+        lines,
+        verb: "Sweep".into(),
+        then: ConfirmThen::Start(ActionRequest::Gc {
+            keep_newest: report.keep_newest,
+            confirmed: report.candidates.clone(),
+        }),
+        go: false,
+    });
+    state.detail = None;
+    state.mode = Mode::Confirm;
+    Vec::new()
+}
+
+/// Whether `R` applies to the selected module: the record names an artifact for it and, when
+/// its record history is known, the record named another before it (something to go back to).
+pub fn rollback_applies(state: &AppState) -> bool {
+    let Some(module) = state.selected_module() else {
+        return false;
+    };
+    let Some(entry) = state.record.as_ref().and_then(|r| r.get(&module.name)) else {
+        return false;
+    };
+    // As the rollback finds it: the newest stamp that named the current artifact, and its "from".
+    match state.views.stamps_of(&module.name) {
+        Some(stamps) => stamps
+            .iter()
+            .find(|s| s.to_digest == entry.digest && s.to_ref == entry.reference)
+            .is_some_and(|s| s.from_digest.is_some()),
+        None => true,
+    }
+}

@@ -1,0 +1,57 @@
+//! What the dashboard's views read on demand: the gc dry run (through the same `converge::gc` the
+//! command runs) and the stats (the same `History::stats` as `meshtop stats`).
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use crate::app::msg::Msg;
+use crate::app::views::{ViewData, ViewRequest};
+use crate::backends::history::locked;
+use crate::converge::gc;
+use crate::timefmt;
+
+use super::poll::{BoxFuture, OnDemand};
+use super::session::Session;
+
+/// Read what a view shows and hand it to the app.
+pub fn fetch(backend: &Arc<dyn OnDemand>, request: ViewRequest, tx: mpsc::UnboundedSender<Msg>) {
+    let work = backend.view(request.clone());
+    tokio::spawn(async move {
+        let result = work.await;
+        let _ = tx.send(Msg::ViewLoaded {
+            request,
+            at_ms: timefmt::now_ms(),
+            result,
+        });
+    });
+}
+
+/// One view's read through the session's connections.
+pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+    Box::pin(async move {
+        match request {
+            ViewRequest::Gc { keep_newest } => {
+                let target = session.target(|t| async move { Ok(t) }).await?;
+                let daemon = session.lazy_daemon().await;
+                let history = session.history().await?;
+                let mesh = session.mesh.clone();
+                let report = gc::plan(&mesh, keep_newest, &daemon, &target, &history).await?;
+                Ok(ViewData::Gc(Box::new(report)))
+            }
+            ViewRequest::Stats { since_ms } => {
+                let mesh = session.mesh.clone();
+                session
+                    .db(move |db| {
+                        let modules: Vec<String> =
+                            mesh.modules.iter().map(|m| m.name.clone()).collect();
+                        let stats = locked(db)?
+                            .stats(&mesh.name, &modules, since_ms, timefmt::now_ms())
+                            .map_err(|e| e.to_string())?;
+                        Ok(ViewData::Stats(Box::new(stats)))
+                    })
+                    .await
+            }
+        }
+    })
+}

@@ -1,0 +1,83 @@
+//! The stats view (in the detail overlay): per module builds, failures, median build time, the
+//! decisions of the last converges (record/host/build…) and the build time the skips saved.
+
+use ratatui::style::Style;
+
+use crate::app::state::AppState;
+use crate::mesh::stats::seconds;
+use crate::timefmt;
+
+use super::Palette;
+
+type Line = (String, Style);
+
+pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
+    let view = &state.views.stats;
+    let mut lines: Vec<Line> = Vec::new();
+    let stats = match (&view.result, view.loading) {
+        (_, true) => {
+            lines.push((
+                "reading the build records and progress…".into(),
+                palette.dim(),
+            ));
+            return lines;
+        }
+        (None, false) => {
+            lines.push(("not read yet".into(), palette.dim()));
+            return lines;
+        }
+        (Some(Err(error)), false) => {
+            lines.push((format!("cannot read the stats: {error}"), palette.bad()));
+            return lines;
+        }
+        (Some(Ok(stats)), false) => stats,
+    };
+    lines.push((
+        format!(
+            "{:<14} {:>6} {:>6} {:>8} {:>8}  DECISIONS",
+            "MODULE", "BUILDS", "FAILED", "MEDIAN", "SAVED"
+        ),
+        palette.heading(),
+    ));
+    for (name, m) in &stats.modules {
+        let decisions: Vec<String> = m
+            .decisions
+            .iter()
+            .map(|(d, n)| format!("{d} {n}"))
+            .collect();
+        let style = if m.failures > 0 {
+            palette.warn()
+        } else {
+            palette.plain()
+        };
+        lines.push((
+            format!(
+                "{:<14} {:>6} {:>6} {:>8} {:>8}  {}",
+                name,
+                m.builds,
+                m.failures,
+                m.median_build_ms.map(seconds).unwrap_or_else(|| "–".into()),
+                seconds(m.saved_ms),
+                if decisions.is_empty() {
+                    "–".to_string()
+                } else {
+                    decisions.join(", ")
+                }
+            ),
+            style,
+        ));
+    }
+    let read = view
+        .at_ms
+        .map(|at| format!(" (read {} ago)", timefmt::age_since(at, state.now_ms)))
+        .unwrap_or_default();
+    lines.push((
+        format!(
+            "{} converge(s): the skips did not spend about {} of build time, each skip counted at its module's median build{read}",
+            stats.converges,
+            seconds(stats.saved_ms)
+        ),
+        palette.good(),
+    ));
+    lines
+}

@@ -1,0 +1,346 @@
+//! The record's history in the module detail, pinned modules, the gc and stats views, and where
+//! `R` is hinted: snapshots at 120×40 and 80×24 from fixed states, and the update behind them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::dashboard::*;
+use meshtop::app::keys::Mode;
+use meshtop::app::msg::{ActionRequest, Effect, HistorySnapshot, Msg, SourceData, SourceId};
+use meshtop::app::state::{AppState, Detail};
+use meshtop::app::update::update;
+use meshtop::app::views::{GC_KEEP_NEWEST, ViewData, ViewRequest};
+use meshtop::mesh::decide::Decision;
+use meshtop::mesh::model::Target;
+use meshtop::widgets::{self, Palette};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+
+fn text(buffer: &Buffer) -> String {
+    let area = buffer.area;
+    let mut out = String::new();
+    for y in 0..area.height {
+        let mut line = String::new();
+        for x in 0..area.width {
+            line.push_str(buffer[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn screen(state: &AppState, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| widgets::draw(frame, state)).unwrap();
+    text(terminal.backend().buffer())
+}
+
+fn footer(state: &AppState, width: u16) -> String {
+    let area = Rect::new(0, 0, width, 1);
+    let mut buffer = Buffer::empty(area);
+    widgets::footer::draw(&mut buffer, area, state, Palette { no_color: true });
+    text(&buffer)
+}
+
+fn key(state: &mut AppState, code: KeyCode) -> Vec<Effect> {
+    let modifiers = if matches!(code, KeyCode::Char(c) if c.is_ascii_uppercase()) {
+        KeyModifiers::SHIFT
+    } else {
+        KeyModifiers::NONE
+    };
+    update(state, Msg::Key(KeyEvent::new(code, modifiers)))
+}
+
+/// The demo state after api was rolled back (#14) and pinned: the plan says so, the history
+/// source read api's record history and the pin.
+fn pinned_state() -> AppState {
+    let mut state = demo_state();
+    let mut plan = demo_plan();
+    let api = plan.modules.iter_mut().find(|m| m.name == "api").unwrap();
+    api.decision = Decision::Pinned;
+    api.reference = Some("demo/api:7777dddd8888-amd64".into());
+    api.reason = "pinned: rolled back from demo/api:7777dddd8888-amd64@dddddddddddd by host-a at 2027-01-15 07:55:00 UTC (#14)".into();
+    update(
+        &mut state,
+        polled(SourceId::Plan, 0, SourceData::Plan(Box::new(plan))),
+    );
+    key(&mut state, KeyCode::Char('j'));
+    assert_eq!(state.poll_params().stamps_module.as_deref(), Some("api"));
+    let snapshot = HistorySnapshot {
+        stamps: Some(("api".into(), demo_stamps())),
+        pins: BTreeMap::from([("api".to_string(), demo_pin())]),
+        events: Vec::new(),
+        ..demo_history()
+    };
+    update(
+        &mut state,
+        polled(
+            SourceId::History,
+            0,
+            SourceData::History(Box::new(snapshot)),
+        ),
+    );
+    state.now_ms = NOW;
+    state
+}
+
+#[test]
+fn the_module_detail_shows_the_record_history_and_the_pin() {
+    let mut state = pinned_state();
+    let table = screen(&state, 120, 40);
+    insta::assert_snapshot!("pinned_screen_120x40", table);
+    // Enter asks the history source now: the record history shows without waiting for its poll.
+    assert_eq!(
+        key(&mut state, KeyCode::Enter),
+        vec![Effect::PollNow(vec![SourceId::History])]
+    );
+    assert_eq!(state.detail, Some(Detail::Module("api".into())));
+    // Open at the top: the history sits above the end (a failure's log stays last).
+    key(&mut state, KeyCode::Char('g'));
+    let full = screen(&state, 120, 40);
+    assert!(full.contains("record history (3, newest first):"), "{full}");
+    assert!(
+        full.contains("#14 rollback by host-a · 7777dddd8888-amd64@dddddddddddd → 1111aaaa2222-amd64@aaaaaaaaaaaa"),
+        "{full}"
+    );
+    assert!(
+        full.contains("#9 converge by host-a · (nothing) →"),
+        "{full}"
+    );
+    let rollback = full.find("#14 rollback").unwrap();
+    assert!(
+        rollback < full.find("#13 converge").unwrap(),
+        "newest first:\n{full}"
+    );
+    insta::assert_snapshot!("pinned_detail_120x40", full);
+    insta::assert_snapshot!("pinned_detail_80x24", screen(&state, 80, 24));
+}
+
+#[test]
+fn a_pinned_decision_wears_a_colour_no_other_decision_does() {
+    let state = pinned_state();
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    terminal.draw(|frame| widgets::draw(frame, &state)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let row_of = |word: &str| {
+        let text = text(&buffer);
+        let y = text.lines().position(|l| l.contains(word)).unwrap();
+        let line = text.lines().nth(y).unwrap();
+        // The column in cells (one per char on these rows), not bytes.
+        let x = line[..line.find(word).unwrap()].chars().count();
+        (x as u16, y as u16)
+    };
+    let (x, y) = row_of("⚑ pinned");
+    let pinned = buffer[(x + 2, y)].fg;
+    assert_eq!(pinned, Color::LightBlue);
+    for word in ["skip·record", "deliver·host"] {
+        let (x, y) = row_of(word);
+        assert_ne!(buffer[(x, y)].fg, pinned, "{word}");
+    }
+    // The pin without the plan's word: the compact detail says it from the history.
+    let mut early = demo_state();
+    key(&mut early, KeyCode::Char('j'));
+    update(
+        &mut early,
+        polled(
+            SourceId::History,
+            0,
+            SourceData::History(Box::new(HistorySnapshot {
+                pins: BTreeMap::from([("api".to_string(), demo_pin())]),
+                events: Vec::new(),
+                ..demo_history()
+            })),
+        ),
+    );
+    let out = screen(&early, 120, 40);
+    assert!(
+        out.contains("pinned: rolled back from demo/api:7777dddd8888-amd64@dddddd…"),
+        "{out}"
+    );
+    let api = early.selected_module().unwrap().clone();
+    let full: Vec<String> =
+        widgets::detail::module_lines(&early, &api, true, Palette { no_color: true })
+            .into_iter()
+            .map(|(line, _)| line)
+            .collect();
+    assert!(
+        full.contains(&"pinned: rolled back from demo/api:7777dddd8888-amd64@dddddddddddd by host-a at 2027-01-15 07:55:00 UTC (#14)".to_string()),
+        "{full:#?}"
+    );
+}
+
+#[test]
+fn the_help_legend_names_pinned() {
+    let mut state = demo_state();
+    key(&mut state, KeyCode::Char('?'));
+    let lines: Vec<String> = widgets::help::help_lines(&state)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let text = lines.join("\n");
+    assert!(text.contains("⚑ pinned     rolled back by hand"), "{text}");
+    assert!(text.contains("gc view: what a sweep would take"), "{text}");
+    assert!(text.contains("stats view:"), "{text}");
+}
+
+#[test]
+fn rollback_is_hinted_where_it_applies() {
+    let mut state = pinned_state();
+    // api: the record names 1111aaaa (stamped by #14 from 7777dddd): something to go back to.
+    assert!(
+        footer(&state, 120).contains("R:rollback"),
+        "{}",
+        footer(&state, 120)
+    );
+    insta::assert_snapshot!("footer_rollback_120", footer(&state, 120));
+    insta::assert_snapshot!("footer_rollback_80", footer(&state, 80));
+    // Only the first stamp (from nothing): nothing to go back to.
+    let snapshot = HistorySnapshot {
+        stamps: Some(("api".into(), demo_stamps().split_off(2))),
+        events: Vec::new(),
+        ..demo_history()
+    };
+    let mut first = demo_state();
+    key(&mut first, KeyCode::Char('j'));
+    update(
+        &mut first,
+        polled(
+            SourceId::History,
+            0,
+            SourceData::History(Box::new(snapshot)),
+        ),
+    );
+    let hints = footer(&first, 120);
+    assert!(!hints.contains("rollback"), "{hints}");
+    // A module the record holds nothing for: no hint either.
+    state.record = Some(Default::default());
+    assert!(!footer(&state, 120).contains("rollback"));
+}
+
+fn gc_loaded(state: &mut AppState, result: Result<ViewData, String>) {
+    let effects = key(state, KeyCode::Char('x'));
+    let request = ViewRequest::Gc {
+        keep_newest: GC_KEEP_NEWEST,
+    };
+    assert_eq!(effects, vec![Effect::FetchView(request.clone())]);
+    assert_eq!(state.detail, Some(Detail::Gc));
+    assert!(screen(state, 80, 24).contains("reading every root"));
+    update(
+        state,
+        Msg::ViewLoaded {
+            request,
+            at_ms: NOW,
+            result,
+        },
+    );
+}
+
+#[test]
+fn the_gc_view_lists_candidates_and_sweeps_after_a_confirm() {
+    let mut state = demo_state();
+    gc_loaded(&mut state, Ok(ViewData::Gc(Box::new(demo_gc_report()))));
+    let out = screen(&state, 120, 40);
+    assert!(out.contains("a sweep would take 2 (12.3 MB):"), "{out}");
+    assert!(
+        out.contains("image    sha256:eeeeeeeeeeee [api] 12.3 MB"),
+        "{out}"
+    );
+    assert!(
+        out.contains("keep set: 5 artifact(s), 48.2 MB on the host — newest 2, record 3"),
+        "{out}"
+    );
+    insta::assert_snapshot!("gc_120x40", out);
+    insta::assert_snapshot!("gc_80x24", screen(&state, 80, 24));
+    // `x` in the view asks; Cancel is the default.
+    assert!(key(&mut state, KeyCode::Char('x')).is_empty());
+    assert_eq!(state.mode, Mode::Confirm);
+    insta::assert_snapshot!("gc_confirm_80x24", screen(&state, 80, 24));
+    key(&mut state, KeyCode::Tab);
+    let effects = key(&mut state, KeyCode::Enter);
+    assert_eq!(
+        effects,
+        vec![Effect::Start(ActionRequest::Gc {
+            keep_newest: 3,
+            confirmed: demo_gc_report().candidates,
+        })]
+    );
+    update(
+        &mut state,
+        Msg::ActionDone {
+            at_ms: NOW,
+            label: "gc".into(),
+            result: Ok("took 2 of 2 confirmed, 12345678 bytes freed".into()),
+        },
+    );
+    let notice = &state.notice.as_ref().unwrap().text;
+    assert_eq!(notice, "gc: took 2 of 2 confirmed, 12345678 bytes freed");
+}
+
+#[test]
+fn a_root_that_cannot_be_read_offers_nothing_to_sweep() {
+    let mut state = demo_state();
+    gc_loaded(
+        &mut state,
+        Err("the host daemon's containers cannot be read (connection refused)".into()),
+    );
+    let out = screen(&state, 80, 24);
+    assert!(
+        out.contains("gc takes nothing: the host daemon's containers cannot be read"),
+        "{out}"
+    );
+    insta::assert_snapshot!("gc_unreadable_80x24", out);
+    assert!(key(&mut state, KeyCode::Char('x')).is_empty());
+    assert_eq!(state.mode, Mode::Detail, "no confirm is offered");
+    assert!(state.confirm.is_none());
+    let notice = state.notice.as_ref().unwrap();
+    assert!(
+        notice.error && notice.text.starts_with("gc takes nothing"),
+        "{notice:?}"
+    );
+}
+
+#[test]
+fn readonly_lists_but_answers_read_only_to_the_sweep() {
+    let mut state = demo_state_on(Target::Docker, true);
+    gc_loaded(&mut state, Ok(ViewData::Gc(Box::new(demo_gc_report()))));
+    let out = screen(&state, 120, 40);
+    assert!(
+        out.contains("read-only: sweeping is off (--readonly)"),
+        "{out}"
+    );
+    assert!(key(&mut state, KeyCode::Char('x')).is_empty());
+    assert!(state.confirm.is_none());
+    let notice = state.notice.as_ref().unwrap();
+    assert!(notice.text.starts_with("read-only"), "{notice:?}");
+}
+
+#[test]
+fn the_stats_view_shows_what_the_skips_saved() {
+    let mut state = demo_state();
+    let effects = key(&mut state, KeyCode::Char('S'));
+    let request = ViewRequest::Stats { since_ms: None };
+    assert_eq!(effects, vec![Effect::FetchView(request.clone())]);
+    update(
+        &mut state,
+        Msg::ViewLoaded {
+            request,
+            at_ms: NOW,
+            result: Ok(ViewData::Stats(Box::new(demo_stats()))),
+        },
+    );
+    let out = screen(&state, 120, 40);
+    assert!(
+        out.contains("12 converge(s): the skips did not spend about 509.5s of build time"),
+        "{out}"
+    );
+    assert!(out.contains("api"), "{out}");
+    insta::assert_snapshot!("stats_120x40", out);
+    insta::assert_snapshot!("stats_80x24", screen(&state, 80, 24));
+}
