@@ -344,3 +344,39 @@ fn the_stats_view_shows_what_the_skips_saved() {
     insta::assert_snapshot!("stats_120x40", out);
     insta::assert_snapshot!("stats_80x24", screen(&state, 80, 24));
 }
+
+/// `R` confirms with the artifact it goes back to and every machine that moves, each with the
+/// build that made what it runs (as the send confirm does); Cancel is selected.
+#[test]
+fn the_rollback_confirm_names_the_target_and_the_machines_that_move() {
+    let mut state = pinned_state();
+    assert!(key(&mut state, KeyCode::Char('R')).is_empty());
+    assert_eq!(state.mode, Mode::Confirm);
+    let confirm = state.confirm.clone().unwrap();
+    assert!(!confirm.go);
+    let text = confirm.lines.join("\n");
+    // api's record names 1111aaaa (stamped by the rollback #14 from 7777dddd): back to 7777dddd.
+    assert!(
+        text.contains("roll api back from demo/api:1111aaaa2222-amd64@"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  to demo/api:7777dddd8888-amd64@sha256:dddddddddddd"),
+        "{text}"
+    );
+    let machines = state.machines_of("api").to_vec();
+    assert!(!machines.is_empty());
+    for machine in &machines {
+        assert!(
+            confirm
+                .lines
+                .iter()
+                .any(|l| l.starts_with(&format!("  {}  ", machine.name))
+                    && l.ends_with("→ @sha256:dddddddddddd…")),
+            "{} moves: {text}",
+            machine.name
+        );
+    }
+    assert!(text.contains("each container recreated"), "{text}");
+    assert!(text.contains("and pin it"), "{text}");
+}

@@ -279,19 +279,48 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
             module.name
         )
     })?;
-    let lines = vec![
-        format!(
-            "roll {} back from {}@{} to the artifact the record named before,",
-            module.name,
-            entry.reference,
-            short(&entry.digest)
+    // As the rollback finds its target: the newest stamp that named the current artifact, its "from".
+    let target = state.views.stamps_of(&module.name).and_then(|stamps| {
+        stamps
+            .iter()
+            .find(|s| s.to_digest == entry.digest && s.to_ref == entry.reference)
+            .and_then(|s| Some((s.from_ref.clone()?, s.from_digest.clone()?)))
+    });
+    let mut lines = vec![format!(
+        "roll {} back from {}@{}",
+        module.name,
+        entry.reference,
+        made(state, &entry.digest)
+    )];
+    match &target {
+        Some((reference, digest)) => {
+            lines.push(format!("  to {reference}@{}", made(state, digest)));
+            lines.push(
+                "send every machine of the module there (whatever its policy), each container recreated:"
+                    .into(),
+            );
+            let machines = state.machines_of(&module.name);
+            if machines.is_empty() {
+                lines.push("  no machine runs this module".into());
+            }
+            for machine in machines {
+                let from = match machine.running.as_slice() {
+                    [] => "nothing running".to_string(),
+                    [one, ..] if one == digest => format!("{} (already there)", short(one)),
+                    [one] => made(state, one),
+                    [one, ..] => format!("{} (+{})", made(state, one), machine.running.len() - 1),
+                };
+                lines.push(format!("  {}  {from} → @{}", machine.name, short(digest)));
+            }
+        }
+        None => lines.push(
+            "to the artifact the record named before (its record history is being read), sending every machine of the module there:".into(),
         ),
-        "send every machine of the module there (whatever its policy), and pin it:".into(),
-        format!(
-            "converges keep it until its address moves to a third one, `meshtop unpin {}` or a forced converge",
-            module.name
-        ),
-    ];
+    }
+    lines.push(format!(
+        "and pin it: converges keep it until its address moves to a third one, `meshtop unpin {}` or a forced converge",
+        module.name
+    ));
     Ok(Confirm {
         title: format!("Roll back {}?", module.name),
         lines,

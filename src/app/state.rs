@@ -359,6 +359,14 @@ impl AppState {
             .iter()
             .flat_map(|m| m.running.iter().cloned())
             .collect();
+        // The artifacts of the selected module's record history: a rollback's confirm names the
+        // builds that made them.
+        if let Some(module) = self.selected_module() {
+            for stamp in self.views.stamps_of(&module.name).unwrap_or(&[]) {
+                digests.push(stamp.to_digest.clone());
+                digests.extend(stamp.from_digest.clone());
+            }
+        }
         digests.sort();
         digests.dedup();
         PollParams {
