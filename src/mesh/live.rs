@@ -88,6 +88,9 @@ pub struct Sends {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveModule {
     pub tier: Option<TierPlace>,
+    /// The ref this operation decided on (known once its base was built, when the plan said
+    /// `pending`).
+    pub reference: Option<String>,
     pub run: ModuleRun,
     pub sends: Sends,
     pub created: u32,
@@ -198,13 +201,17 @@ impl LiveOperation {
             .entry(name.to_string())
             .or_insert_with(|| LiveModule {
                 tier: None,
+                reference: None,
                 run: ModuleRun::Queued,
                 sends: Sends::default(),
                 created: 0,
             });
         match event.step {
             Step::Queued => module.tier = TierPlace::parse(&event.text),
-            Step::Decided => module.run = decided(&event.text),
+            Step::Decided => {
+                module.run = decided(&event.text);
+                module.reference = decided_ref(&event.text).or(module.reference.take());
+            }
             Step::Build => {
                 module.run = ModuleRun::Building {
                     since_ms: at,
@@ -281,6 +288,13 @@ fn decided(text: &str) -> ModuleRun {
         Some(skip) => ModuleRun::Skipped(skip),
         None => ModuleRun::Queued,
     }
+}
+
+/// The ref of a decided step (`build demo/api:9a8b — …` → `demo/api:9a8b`); none for `(no ref)`.
+fn decided_ref(text: &str) -> Option<String> {
+    let head = text.split(" — ").next()?;
+    let reference = head.split_whitespace().nth(1)?;
+    (!reference.starts_with('(')).then(|| reference.to_string())
 }
 
 /// The builder's place in the Dockerfile: the classic builder's `Step 3/5 : RUN …`, or BuildKit's
@@ -416,6 +430,7 @@ mod tests {
             }
         );
         assert_eq!(live.modules["web"].run, ModuleRun::Skipped(Decision::Host));
+        assert_eq!(live.modules["api"].reference.as_deref(), Some("demo/api:2"));
         assert_eq!(live.done_of(), (2, 3));
         assert!(live.is_running());
 
@@ -518,6 +533,7 @@ mod tests {
             live.modules["api"].run,
             ModuleRun::NotReached("base base failed".into())
         );
+        assert_eq!(live.modules["api"].reference, None);
         // Another operation's steps are not this one's.
         let mut live = live;
         let mut other = event(8, 5, Step::Build, Some("api"), "building");

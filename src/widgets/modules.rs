@@ -19,6 +19,14 @@ type Cell = (String, Style);
 
 /// The REF cell: the ref, `pending (base)`, or `…` before the plan answered.
 pub fn ref_cell(state: &AppState, module: &ModuleInfo, palette: Palette) -> Cell {
+    // The running operation decided a ref the plan could not know yet (its base was pending).
+    if let Some(reference) = state
+        .live_running()
+        .and_then(|live| live.modules.get(&module.name))
+        .and_then(|m| m.reference.clone())
+    {
+        return (reference, palette.plain());
+    }
     match state.planned(&module.name) {
         Some(planned) => match (&planned.reference, &module.base) {
             (Some(reference), _) => (reference.clone(), palette.plain()),
