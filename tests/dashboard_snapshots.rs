@@ -17,26 +17,6 @@ use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 
-/// The buffer's symbols, one line per row, trailing spaces trimmed.
-fn text(buffer: &Buffer) -> String {
-    let area = buffer.area;
-    let mut out = String::new();
-    for y in 0..area.height {
-        let mut line = String::new();
-        for x in 0..area.width {
-            line.push_str(buffer[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn screen(state: &AppState, width: u16, height: u16) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|frame| widgets::draw(frame, state)).unwrap();
-    text(terminal.backend().buffer())
-}
 
 fn pane(width: u16, height: u16, draw: impl Fn(&mut Buffer, Rect)) -> String {
     let area = Rect::new(0, 0, width, height);

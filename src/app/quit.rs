@@ -4,7 +4,7 @@
 
 use super::keys::Mode;
 use super::msg::Effect;
-use super::state::{AppState, Confirm, ConfirmThen, Notice};
+use super::state::{AppState, Confirm, ConfirmThen};
 
 /// The longest wait for a cancelled action to stop before quitting anyway.
 pub const QUIT_GRACE_MS: i64 = 10_000;
@@ -72,12 +72,11 @@ pub fn cancel_and_quit(state: &mut AppState) -> Vec<Effect> {
         return vec![Effect::Quit];
     };
     state.quit_after_ms = Some(state.now_ms + QUIT_GRACE_MS);
-    state.notice = Some(Notice {
-        text: format!("cancelling {running}; quitting when it has stopped"),
-        error: false,
-        at_ms: state.now_ms,
-    });
-    state.dirty = true;
+    super::update::notify(
+        state,
+        format!("cancelling {running}; quitting when it has stopped"),
+        false,
+    );
     vec![Effect::CancelAction]
 }
 

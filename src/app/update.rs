@@ -145,7 +145,7 @@ fn clock_face(state: &AppState) -> (Vec<String>, i64) {
     (ages, state.now_ms / 60_000)
 }
 
-fn notify(state: &mut AppState, text: String, error: bool) {
+pub(super) fn notify(state: &mut AppState, text: String, error: bool) {
     state.notice = Some(Notice {
         text,
         error,

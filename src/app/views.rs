@@ -12,7 +12,7 @@ use crate::mesh::text::short_id;
 
 use super::keys::{Action, Mode};
 use super::msg::{ActionRequest, Effect, HistorySnapshot};
-use super::state::{AppState, Confirm, ConfirmThen, Detail, Notice};
+use super::state::{AppState, Confirm, ConfirmThen, Detail};
 
 /// Each module's newest successful builds the dashboard's gc keeps (the command's default).
 pub const GC_KEEP_NEWEST: usize = 3;
@@ -75,14 +75,7 @@ impl ViewState {
     }
 }
 
-fn notify(state: &mut AppState, text: String, error: bool) {
-    state.notice = Some(Notice {
-        text,
-        error,
-        at_ms: state.now_ms,
-    });
-    state.dirty = true;
-}
+use super::update::notify;
 
 /// Keep what a history poll read of the record's history and the pins.
 pub fn note_history(state: &mut AppState, snapshot: &mut HistorySnapshot) {

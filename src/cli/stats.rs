@@ -38,11 +38,6 @@ pub async fn run(global: &Global, args: StatsArgs) -> Outcome {
         "SAVED"
     );
     for (name, m) in &stats.modules {
-        let decisions: Vec<String> = m
-            .decisions
-            .iter()
-            .map(|(d, n)| format!("{d} {n}"))
-            .collect();
         outln!(
             out,
             "{:<16} {:>6} {:>8} {:>10}  {:<40} {:>10}",
@@ -50,7 +45,7 @@ pub async fn run(global: &Global, args: StatsArgs) -> Outcome {
             m.builds,
             m.failures,
             m.median_build_ms.map(seconds).unwrap_or_else(|| "–".into()),
-            decisions.join(", "),
+            m.decisions_text(),
             seconds(m.saved_ms)
         );
     }

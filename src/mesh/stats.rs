@@ -23,6 +23,18 @@ pub struct ModuleStats {
     pub saved_ms: i64,
 }
 
+impl ModuleStats {
+    /// `build 5, record 7`: each decision and how many converges made it.
+    pub fn decisions_text(&self) -> String {
+        let parts: Vec<String> = self
+            .decisions
+            .iter()
+            .map(|(decision, n)| format!("{decision} {n}"))
+            .collect();
+        parts.join(", ")
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
     pub mesh: String,

@@ -40,11 +40,7 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
         palette.heading(),
     ));
     for (name, m) in &stats.modules {
-        let decisions: Vec<String> = m
-            .decisions
-            .iter()
-            .map(|(d, n)| format!("{d} {n}"))
-            .collect();
+        let decisions = m.decisions_text();
         let style = if m.failures > 0 {
             palette.warn()
         } else {
@@ -61,7 +57,7 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
                 if decisions.is_empty() {
                     "–".to_string()
                 } else {
-                    decisions.join(", ")
+                    decisions
                 }
             ),
             style,

@@ -87,22 +87,21 @@ impl Tmux {
         timeout: Duration,
         ready: impl Fn(&str) -> bool,
     ) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if ready(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "timed out waiting for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        self.wait(what, timeout, ready, false)
     }
 
     /// Wait until `ready` holds for the screen, pressing `r` (poll now) every few seconds.
     pub fn wait_for(&self, what: &str, timeout: Duration, ready: impl Fn(&str) -> bool) -> String {
+        self.wait(what, timeout, ready, true)
+    }
+
+    fn wait(
+        &self,
+        what: &str,
+        timeout: Duration,
+        ready: impl Fn(&str) -> bool,
+        poll_now: bool,
+    ) -> String {
         let start = Instant::now();
         let mut last_poll = Instant::now();
         loop {
@@ -114,11 +113,11 @@ impl Tmux {
                 start.elapsed() < timeout,
                 "timed out waiting for {what}; the screen:\n{screen}"
             );
-            if last_poll.elapsed() > Duration::from_secs(3) {
+            if poll_now && last_poll.elapsed() > Duration::from_secs(3) {
                 self.keys(&["r"]);
                 last_poll = Instant::now();
             }
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
 }
