@@ -22,7 +22,6 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::Rect;
 use ratatui::style::Color;
 
-
 fn footer(state: &AppState, width: u16) -> String {
     let area = Rect::new(0, 0, width, 1);
     let mut buffer = Buffer::empty(area);

@@ -3,9 +3,11 @@
 //! [`state::AppState`] → the widgets draw it. Nothing here does I/O or draws.
 
 pub mod ask;
+mod cursor;
 pub mod follow;
 pub mod keys;
 pub mod msg;
+mod polled;
 pub mod quit;
 pub mod state;
 pub mod update;

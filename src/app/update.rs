@@ -1,16 +1,15 @@
 //! `update`: a message in, the state changed, effects out. Pure: no I/O, no clock.
-//! Long: every message's update in one match, so that what a key or a poll changes is found in one place; splitting it by mode is next.
+//! A poll's answer is `polled.rs`'s, a cursor move `cursor.rs`'s, quitting `quit.rs`'s.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use crate::mesh::live::LiveOperation;
 use crate::mesh::progress::Step;
 use crate::timefmt;
 
 use super::ask;
 use super::keys::{Action, Mode};
-use super::msg::{Effect, Msg, SourceData, SourceId};
-use super::state::{AppState, ConfirmThen, Detail, MAX_CONVERGE_LINES, Notice, Pane};
+use super::msg::{Effect, Msg, SourceId};
+use super::state::{AppState, ConfirmThen, Detail, Notice, Pane};
 
 pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
     match msg {
@@ -50,7 +49,7 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
                 Ok(data) => {
                     status.ok_ms = Some(at_ms);
                     status.error = None;
-                    polled(state, data, at_ms)
+                    super::polled::polled(state, data, at_ms)
                 }
                 Err(error) => {
                     status.error = Some((at_ms, error));
@@ -152,99 +151,6 @@ pub(super) fn notify(state: &mut AppState, text: String, error: bool) {
         at_ms: state.now_ms,
     });
     state.dirty = true;
-}
-
-fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
-    match data {
-        SourceData::Plan(plan) => {
-            let work = plan
-                .modules
-                .iter()
-                .any(|m| m.decision != crate::mesh::decide::Decision::Record);
-            state.set_plan(*plan);
-            if std::mem::take(&mut state.converge_on_plan) && work && !state.readonly {
-                return start(
-                    state,
-                    super::msg::ActionRequest::Converge {
-                        modules: None,
-                        force: false,
-                    },
-                );
-            }
-        }
-        SourceData::Record(record) => state.record = Some(record),
-        SourceData::Host(images) => state.host = Some(images),
-        SourceData::Machines(machines) => state.set_machines(machines),
-        SourceData::MachinesAgainst(record, machines) => {
-            state.machines_record = Some(record);
-            state.set_machines(machines);
-        }
-        SourceData::Registry(answers) => state.registry_answers = answers,
-        SourceData::History(snapshot) => {
-            let mut snapshot = *snapshot;
-            super::views::note_history(state, &mut snapshot);
-            state.last_builds = snapshot.last_builds;
-            state.made_by = snapshot.made_by;
-            state
-                .builds
-                .refresh_head(&snapshot.scope, snapshot.page, at_ms);
-            let view = &mut state.converge;
-            view.holder = snapshot.holder;
-            if view.converge_id.is_none() {
-                view.converge_id = snapshot.latest_converge;
-            }
-            let mut newest_word = None;
-            // The first poll reads the past: nothing of it rings.
-            let live = view.last_event_id > 0;
-            let mut ended_here = false;
-            for event in snapshot.events {
-                view.last_event_id = view.last_event_id.max(event.id);
-                if view.converge_id.as_deref() != Some(event.converge_id.as_str()) {
-                    view.converge_id = Some(event.converge_id.clone());
-                    view.operation = None;
-                    view.lines.clear();
-                    view.scroll = 0;
-                    view.live = None;
-                }
-                view.operation = event.operation.or(view.operation);
-                view.live
-                    .get_or_insert_with(|| LiveOperation::new(&event))
-                    .apply(&event);
-                if matches!(event.step, Step::Started | Step::Finished) {
-                    newest_word = Some(event.clone());
-                }
-                ended_here |= live && event.step == Step::Finished;
-                // Queued steps are the table's (each module's state), not lines to read.
-                if event.step == Step::Queued {
-                    continue;
-                }
-                view.lines.push_back(event);
-                // The selected line stays selected while lines arrive under it.
-                if view.scroll > 0 {
-                    view.scroll += 1;
-                }
-                if view.lines.len() > MAX_CONVERGE_LINES {
-                    view.lines.pop_front();
-                }
-            }
-            view.scroll = view.scroll.min(view.lines.len().saturating_sub(1));
-            let mut effects = Vec::new();
-            // The plan the table falls back to was made before the converge: ask for a fresh one.
-            if ended_here {
-                effects.push(Effect::PollNow(vec![
-                    SourceId::Plan,
-                    SourceId::Record,
-                    SourceId::Host,
-                    SourceId::Machines,
-                ]));
-            }
-            if let Some(event) = newest_word {
-                effects.extend(super::follow::follow_operation(state, &event, live));
-            }
-            return effects;
-        }
-    }
-    Vec::new()
 }
 
 fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
@@ -362,7 +268,7 @@ fn confirm(state: &mut AppState, action: Action) -> Vec<Effect> {
     }
 }
 
-fn start(state: &mut AppState, request: super::msg::ActionRequest) -> Vec<Effect> {
+pub(super) fn start(state: &mut AppState, request: super::msg::ActionRequest) -> Vec<Effect> {
     if let Some(running) = &state.running {
         let text = format!("{running} is still running; wait for it to end");
         notify(state, text, true);
@@ -394,12 +300,12 @@ fn page_rows(state: &AppState) -> usize {
 fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
     let page = page_rows(state) as isize;
     match action {
-        Action::Up => move_cursor(state, -1),
-        Action::Down => move_cursor(state, 1),
-        Action::PageUp => move_cursor(state, -page),
-        Action::PageDown => move_cursor(state, page),
-        Action::Top => move_cursor(state, isize::MIN),
-        Action::Bottom => move_cursor(state, isize::MAX),
+        Action::Up => super::cursor::move_cursor(state, -1),
+        Action::Down => super::cursor::move_cursor(state, 1),
+        Action::PageUp => super::cursor::move_cursor(state, -page),
+        Action::PageDown => super::cursor::move_cursor(state, page),
+        Action::Top => super::cursor::move_cursor(state, isize::MIN),
+        Action::Bottom => super::cursor::move_cursor(state, isize::MAX),
         Action::NextPane | Action::PrevPane => {
             let at = Pane::ORDER
                 .iter()
@@ -525,47 +431,8 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
     }
 }
 
-fn clamp_move(at: usize, delta: isize, len: usize) -> usize {
-    let last = len.saturating_sub(1) as isize;
-    (at as isize).saturating_add(delta).clamp(0, last.max(0)) as usize
-}
-
-fn move_cursor(state: &mut AppState, delta: isize) -> Vec<Effect> {
-    match state.focus {
-        Pane::Modules => {
-            state.selected = clamp_move(state.selected, delta, state.visible.len());
-            state.machine_selected = 0;
-            sync_history_scope(state)
-        }
-        Pane::Machines => {
-            let count = state.selected_machines().len();
-            state.machine_selected = clamp_move(state.machine_selected, delta, count);
-            Vec::new()
-        }
-        Pane::Builds => {
-            let request = match delta {
-                isize::MIN => state.builds.to_top(),
-                isize::MAX => {
-                    let len = state.builds.len() as isize;
-                    state.builds.move_by(len)
-                }
-                _ => state.builds.move_by(delta),
-            };
-            request.map(Effect::FetchBuilds).into_iter().collect()
-        }
-        Pane::Converge => {
-            // Scrolling counts up from the tail: Up shows older lines.
-            let max = state.converge.lines.len().saturating_sub(1) as isize;
-            state.converge.scroll = (state.converge.scroll as isize)
-                .saturating_sub(delta)
-                .clamp(0, max) as usize;
-            Vec::new()
-        }
-    }
-}
-
 /// When the history follows the selected module and the selection moved, ask for its builds.
-fn sync_history_scope(state: &mut AppState) -> Vec<Effect> {
+pub(super) fn sync_history_scope(state: &mut AppState) -> Vec<Effect> {
     let wanted = state.wanted_history_scope();
     if wanted == state.builds.scope {
         return Vec::new();
