@@ -103,7 +103,31 @@ pub fn hash_inputs_cached(
     spec: &InputSpec,
     cache: &dyn DigestCache,
 ) -> Result<Inputs, InputsError> {
-    let prepared = prepare(spec.context, spec.dockerfile)?;
+    let walked = walk_cached(spec.context, spec.dockerfile, cache)?;
+    Ok(inputs_of(spec, walked))
+}
+
+/// What one walk of a context found: every entry sent to the builder with its digest, and the
+/// Dockerfile's digest. The part of a module's inputs that lives on disk (the address adds the
+/// build args, the base's artifact and the platforms: [`inputs_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walked {
+    pub files: BTreeMap<String, FileEntry>,
+    pub dockerfile: String,
+}
+
+/// The inputs of `spec` whose context was walked into `walked`.
+pub fn inputs_of(spec: &InputSpec, walked: Walked) -> Inputs {
+    finish(spec, walked.files, walked.dockerfile)
+}
+
+/// Walks `context` (its `.dockerignore` applied) and hashes every file through `cache`.
+pub fn walk_cached(
+    context: &Path,
+    dockerfile: &str,
+    cache: &dyn DigestCache,
+) -> Result<Walked, InputsError> {
+    let prepared = prepare(context, dockerfile)?;
     let hash_entry = |e: &Entry| {
         let entry = match &e.kind {
             Kind::File { mode, len, stat } => FileEntry::File {
@@ -136,11 +160,11 @@ pub fn hash_inputs_cached(
             .map(hash_entry)
             .collect::<Result<_, InputsError>>()?
     };
-    Ok(finish(
-        spec,
-        hashed.into_iter().collect(),
-        prepared.dockerfile_sha,
-    ))
+    Ok(Walked {
+        // Sorted already: collecting into the map appends at its end.
+        files: hashed.into_iter().collect(),
+        dockerfile: prepared.dockerfile_sha,
+    })
 }
 
 /// Walks once: for each file, reads the bytes, hashes them AND appends them to the tar written to `sink`;
@@ -334,7 +358,8 @@ fn walk(
             continue;
         }
         let kind = if file_type.is_file() {
-            let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
+            // From the directory's own handle (`fstatat`): no walk of the whole path per file.
+            let meta = item.metadata().map_err(io_err(&abs))?;
             Kind::File {
                 mode: meta.permissions().mode() & 0o7777,
                 len: meta.len(),

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// An entry written less than this after its file's last change is re-hashed: wider than the
@@ -89,23 +90,23 @@ impl DigestCache for NoCache {
 }
 
 /// A context's entries, loaded at once, with what one walk changed: entries to write, and the
-/// paths it saw (the rest are gone and can be forgotten).
+/// paths it saw (the rest are gone and can be forgotten). A lookup takes no lock and allocates
+/// nothing (it marks its entry seen): a steady plan is thousands of lookups on several threads.
 pub struct ContextCache {
-    known: HashMap<String, CachedDigest>,
-    changes: Mutex<Changes>,
+    known: HashMap<String, Known>,
+    stored: Mutex<Vec<(String, CachedDigest)>>,
     clock: fn() -> i64,
+}
+
+struct Known {
+    entry: CachedDigest,
+    seen: AtomicBool,
 }
 
 impl Default for ContextCache {
     fn default() -> Self {
         ContextCache::new(HashMap::new())
     }
-}
-
-#[derive(Default)]
-struct Changes {
-    stored: Vec<(String, CachedDigest)>,
-    seen: Vec<String>,
 }
 
 impl ContextCache {
@@ -117,40 +118,47 @@ impl ContextCache {
     /// at once, so that a property test exercises hits, not only the racy re-reads).
     pub fn with_clock(known: HashMap<String, CachedDigest>, clock: fn() -> i64) -> ContextCache {
         ContextCache {
-            known,
-            changes: Mutex::new(Changes::default()),
+            known: known
+                .into_iter()
+                .map(|(path, entry)| {
+                    let known = Known {
+                        entry,
+                        seen: AtomicBool::new(false),
+                    };
+                    (path, known)
+                })
+                .collect(),
+            stored: Mutex::new(Vec::new()),
             clock,
         }
     }
 
     /// How many files were read (and stored) so far: a test's measure of what the cache spared.
     pub fn stored_count(&self) -> usize {
-        self.changes.lock().map(|c| c.stored.len()).unwrap_or(0)
+        self.stored.lock().map(|s| s.len()).unwrap_or(0)
     }
 
     /// What to write back: new or changed entries, and the known paths the walk did not see.
     pub fn into_changes(self) -> (Vec<(String, CachedDigest)>, Vec<String>) {
-        let changes = self.changes.into_inner().unwrap_or_else(|p| p.into_inner());
-        let seen: std::collections::HashSet<&String> = changes.seen.iter().collect();
+        let stored = self.stored.into_inner().unwrap_or_else(|p| p.into_inner());
         let gone = self
             .known
-            .keys()
-            .filter(|path| !seen.contains(path))
-            .cloned()
+            .into_iter()
+            .filter(|(_, known)| !known.seen.load(Ordering::Relaxed))
+            .map(|(path, _)| path)
             .collect();
-        (changes.stored, gone)
+        (stored, gone)
     }
 }
 
 impl DigestCache for ContextCache {
     fn lookup(&self, path: &str, stat: &StatKey) -> Option<String> {
-        if let Ok(mut changes) = self.changes.lock() {
-            changes.seen.push(path.to_string());
-        }
-        self.known
-            .get(path)
-            .filter(|entry| entry.answers(stat))
-            .map(|entry| entry.sha256.clone())
+        let known = self.known.get(path)?;
+        known.seen.store(true, Ordering::Relaxed);
+        known
+            .entry
+            .answers(stat)
+            .then(|| known.entry.sha256.clone())
     }
 
     fn now_ns(&self) -> i64 {
@@ -160,11 +168,15 @@ impl DigestCache for ContextCache {
     fn store(&self, path: &str, entry: CachedDigest) {
         // An entry that only moves out of its racy window is written once more; one that is
         // already trusted and unchanged is not written at all.
-        if self.known.get(path) == Some(&entry) {
+        if self
+            .known
+            .get(path)
+            .is_some_and(|known| known.entry == entry)
+        {
             return;
         }
-        if let Ok(mut changes) = self.changes.lock() {
-            changes.stored.push((path.to_string(), entry));
+        if let Ok(mut stored) = self.stored.lock() {
+            stored.push((path.to_string(), entry));
         }
     }
 }
