@@ -127,43 +127,43 @@ pub fn walk_cached(
     dockerfile: &str,
     cache: &dyn DigestCache,
 ) -> Result<Walked, InputsError> {
-    let prepared = prepare(context, dockerfile)?;
-    let hash_entry = |e: &Entry| {
-        let entry = match &e.kind {
+    let Prepared {
+        entries,
+        dockerfile_rel,
+        dockerfile_sha,
+    } = prepare(context, dockerfile)?;
+    let hash_entry = |e: Entry| {
+        let entry = match e.kind {
             Kind::File { mode, len, stat } => FileEntry::File {
                 // The Dockerfile was hashed already (it is usually a file of the context too).
-                sha256: if e.rel == prepared.dockerfile_rel {
-                    prepared.dockerfile_sha.clone()
+                sha256: if e.rel == dockerfile_rel {
+                    dockerfile_sha.clone()
                 } else {
-                    hash_through(cache, &e.abs, *len, stat)?
+                    hash_through(cache, &e.abs, len, &stat)?
                 },
-                mode: *mode,
+                mode,
             },
-            Kind::Link { target } => FileEntry::Link {
-                target: target.clone(),
-            },
+            Kind::Link { target } => FileEntry::Link { target },
             Kind::Dir => FileEntry::Dir,
         };
-        Ok((e.rel.clone(), entry))
+        Ok((e.rel, entry))
     };
     // A small context is hashed on this thread: waking the pool costs more than it saves.
-    let hashed: Vec<(String, FileEntry)> = if prepared.entries.len() < PARALLEL_FROM {
-        prepared
-            .entries
-            .iter()
+    let hashed: Vec<(String, FileEntry)> = if entries.len() < PARALLEL_FROM {
+        entries
+            .into_iter()
             .map(hash_entry)
             .collect::<Result<_, InputsError>>()?
     } else {
-        prepared
-            .entries
-            .par_iter()
+        entries
+            .into_par_iter()
             .map(hash_entry)
             .collect::<Result<_, InputsError>>()?
     };
     Ok(Walked {
         // Sorted already: collecting into the map appends at its end.
         files: hashed.into_iter().collect(),
-        dockerfile: prepared.dockerfile_sha,
+        dockerfile: dockerfile_sha,
     })
 }
 
@@ -328,15 +328,16 @@ fn walk(
     for item in fs::read_dir(dir).map_err(io_err(dir))? {
         let item = item.map_err(io_err(dir))?;
         let abs = item.path();
-        let name = item.file_name();
-        let Some(name) = name.to_str() else {
+        // The name as the path holds it (`DirEntry::file_name` would copy it once more).
+        let Some(name) = abs.file_name().and_then(|n| n.to_str()) else {
             return Err(InputsError::NotUtf8 { path: abs });
         };
-        let child = if rel.is_empty() {
-            name.to_string()
-        } else {
-            format!("{rel}/{name}")
-        };
+        let mut child = String::with_capacity(rel.len() + 1 + name.len());
+        if !rel.is_empty() {
+            child.push_str(rel);
+            child.push('/');
+        }
+        child.push_str(name);
         let (excluded, info) = ignore.matches_with_parent(&child, parent);
         let file_type = item.file_type().map_err(io_err(&abs))?;
         if file_type.is_dir() {

@@ -8,7 +8,6 @@
 //! racy-timestamp rule: a file written in the same timestamp tick as its hash could change again
 //! without its stat data moving, so such an entry is re-hashed next time (and then trusted).
 
-use std::collections::HashMap;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
@@ -91,46 +90,61 @@ impl DigestCache for NoCache {
 
 /// A context's entries, loaded at once, with what one walk changed: entries to write, and the
 /// paths it saw (the rest are gone and can be forgotten). A lookup takes no lock and allocates
-/// nothing (it marks its entry seen): a steady plan is thousands of lookups on several threads.
+/// nothing (a binary search; it marks its entry seen): a steady plan is thousands of lookups on
+/// several threads.
 pub struct ContextCache {
-    known: HashMap<String, Known>,
+    /// Sorted by path.
+    known: Vec<Known>,
     stored: Mutex<Vec<(String, CachedDigest)>>,
     clock: fn() -> i64,
 }
 
 struct Known {
+    path: String,
     entry: CachedDigest,
     seen: AtomicBool,
 }
 
 impl Default for ContextCache {
     fn default() -> Self {
-        ContextCache::new(HashMap::new())
+        ContextCache::new(Vec::new())
     }
 }
 
 impl ContextCache {
-    pub fn new(known: HashMap<String, CachedDigest>) -> ContextCache {
+    pub fn new(known: impl IntoIterator<Item = (String, CachedDigest)>) -> ContextCache {
         ContextCache::with_clock(known, now_ns)
     }
 
     /// A cache whose entries are stamped by `clock` (tests: a clock ahead makes entries trusted
     /// at once, so that a property test exercises hits, not only the racy re-reads).
-    pub fn with_clock(known: HashMap<String, CachedDigest>, clock: fn() -> i64) -> ContextCache {
+    pub fn with_clock(
+        known: impl IntoIterator<Item = (String, CachedDigest)>,
+        clock: fn() -> i64,
+    ) -> ContextCache {
+        let mut known: Vec<Known> = known
+            .into_iter()
+            .map(|(path, entry)| Known {
+                path,
+                entry,
+                seen: AtomicBool::new(false),
+            })
+            .collect();
+        // In order already when read from the state database (then this is one pass).
+        known.sort_by(|a, b| a.path.cmp(&b.path));
+        known.dedup_by(|a, b| a.path == b.path);
         ContextCache {
-            known: known
-                .into_iter()
-                .map(|(path, entry)| {
-                    let known = Known {
-                        entry,
-                        seen: AtomicBool::new(false),
-                    };
-                    (path, known)
-                })
-                .collect(),
+            known,
             stored: Mutex::new(Vec::new()),
             clock,
         }
+    }
+
+    fn get(&self, path: &str) -> Option<&Known> {
+        self.known
+            .binary_search_by(|k| k.path.as_str().cmp(path))
+            .ok()
+            .map(|i| &self.known[i])
     }
 
     /// How many files were read (and stored) so far: a test's measure of what the cache spared.
@@ -144,8 +158,8 @@ impl ContextCache {
         let gone = self
             .known
             .into_iter()
-            .filter(|(_, known)| !known.seen.load(Ordering::Relaxed))
-            .map(|(path, _)| path)
+            .filter(|known| !known.seen.load(Ordering::Relaxed))
+            .map(|known| known.path)
             .collect();
         (stored, gone)
     }
@@ -153,7 +167,7 @@ impl ContextCache {
 
 impl DigestCache for ContextCache {
     fn lookup(&self, path: &str, stat: &StatKey) -> Option<String> {
-        let known = self.known.get(path)?;
+        let known = self.get(path)?;
         known.seen.store(true, Ordering::Relaxed);
         known
             .entry
@@ -168,11 +182,7 @@ impl DigestCache for ContextCache {
     fn store(&self, path: &str, entry: CachedDigest) {
         // An entry that only moves out of its racy window is written once more; one that is
         // already trusted and unchanged is not written at all.
-        if self
-            .known
-            .get(path)
-            .is_some_and(|known| known.entry == entry)
-        {
+        if self.get(path).is_some_and(|known| known.entry == entry) {
             return;
         }
         if let Ok(mut stored) = self.stored.lock() {
@@ -185,6 +195,7 @@ impl DigestCache for ContextCache {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn stat(mtime_ns: i64) -> StatKey {
         StatKey {

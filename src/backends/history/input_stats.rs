@@ -1,7 +1,6 @@
 //! The stat cache of input hashing (see `workspace::stat_cache`): per file, its stat data and
 //! digest. A cache: written without waiting for the disk, and a failed write loses nothing but time.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use rusqlite::params;
@@ -17,17 +16,17 @@ fn range_below(dir: &Path) -> (String, String) {
 }
 
 impl History {
-    /// Every cached entry below `dir`, by absolute path.
+    /// Every cached entry below `dir`, by absolute path, in path order.
     pub fn input_stats_below(
         &self,
         dir: &Path,
-    ) -> Result<HashMap<String, CachedDigest>, HistoryError> {
+    ) -> Result<Vec<(String, CachedDigest)>, HistoryError> {
         let (from, to) = range_below(dir);
         let mut st = self
             .conn
             .prepare_cached(
                 "SELECT path, size, mtime_ns, ctime_ns, ino, dev, mode, sha256, hashed_at_ns \
-                 FROM input_stats WHERE path >= ?1 AND path < ?2",
+                 FROM input_stats WHERE path >= ?1 AND path < ?2 ORDER BY path",
             )
             .map_err(self.err("read the stat cache"))?;
         let rows = st
