@@ -2,7 +2,7 @@
 //! address), the pins, and the stat cache that spares reading unchanged files.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::backends::history::History;
@@ -27,7 +27,7 @@ pub trait ManifestSource: Sync {
 
     /// Keep what walks left in their caches, all at once (best effort: a cache that cannot be
     /// written costs time only).
-    fn keep_input_caches(&self, _caches: Vec<ContextCache>) {}
+    fn keep_input_caches(&self, _caches: Vec<(PathBuf, ContextCache)>) {}
 }
 
 /// No history: every module reads as new.
@@ -72,21 +72,19 @@ impl ManifestSource for HistoryManifests<'_> {
             .history
             .lock()
             .ok()
-            .and_then(|h| h.input_stats_below(context).ok())
+            .and_then(|h| h.input_stats_of(context).ok())
             .unwrap_or_default();
         ContextCache::new(known)
     }
 
-    /// One transaction for every context: a first fill is thousands of rows.
-    fn keep_input_caches(&self, caches: Vec<ContextCache>) {
-        let (mut stored, mut gone) = (Vec::new(), Vec::new());
-        for cache in caches {
-            let (s, g) = cache.into_changes();
-            stored.extend(s);
-            gone.extend(g);
-        }
+    /// One transaction for every context whose entries changed.
+    fn keep_input_caches(&self, caches: Vec<(PathBuf, ContextCache)>) {
+        let sets: Vec<(PathBuf, Vec<_>)> = caches
+            .into_iter()
+            .filter_map(|(context, cache)| cache.into_entries().map(|e| (context, e)))
+            .collect();
         if let Ok(history) = self.history.lock()
-            && let Err(error) = history.save_input_stats(&stored, &gone)
+            && let Err(error) = history.save_input_stats(&sets)
         {
             tracing::debug!("the stat cache was not written: {error}");
         }

@@ -3,6 +3,7 @@
 //! with [`Planner::built`] before it decides the next tier.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -366,8 +367,9 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// A walk's result, and the stat cache it went through (to keep; none when `memo` answered).
-type Walk = (Result<Walked, String>, Option<ContextCache>);
+/// A walk's result, and the stat cache it went through with its context (to keep; none when
+/// `memo` answered).
+type Walk = (Result<Walked, String>, Option<(PathBuf, ContextCache)>);
 
 /// Walk `module`'s context through the stat cache (and `memo`, when given).
 fn walk(module: &Module, manifests: &dyn ManifestSource, memo: Option<&WalkMemo>) -> Walk {
@@ -383,7 +385,7 @@ fn walk(module: &Module, manifests: &dyn ManifestSource, memo: Option<&WalkMemo>
     if let (Ok(walked), Some(memo), Some(ticket)) = (&walked, memo, ticket) {
         memo.keep(&module.name, context, dockerfile, ticket, walked);
     }
-    (walked, Some(cache))
+    (walked, Some((context.to_path_buf(), cache)))
 }
 
 pub async fn dry_run(

@@ -163,6 +163,31 @@ impl ContextCache {
             .collect();
         (stored, gone)
     }
+
+    /// The context's entries after this walk, in path order, when anything changed (None: the
+    /// kept entries stand as they are): the known entries the walk saw, replaced by what it read.
+    pub fn into_entries(self) -> Option<Vec<(String, CachedDigest)>> {
+        let mut stored = self.stored.into_inner().unwrap_or_else(|p| p.into_inner());
+        let all_seen = self.known.iter().all(|k| k.seen.load(Ordering::Relaxed));
+        if stored.is_empty() && all_seen {
+            return None;
+        }
+        stored.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut entries = Vec::with_capacity(self.known.len() + stored.len());
+        let mut stored = stored.into_iter().peekable();
+        for known in self.known {
+            while let Some(next) = stored.next_if(|(path, _)| *path < known.path) {
+                entries.push(next);
+            }
+            if let Some(next) = stored.next_if(|(path, _)| *path == known.path) {
+                entries.push(next);
+            } else if known.seen.into_inner() {
+                entries.push((known.path, known.entry));
+            }
+        }
+        entries.extend(stored);
+        Some(entries)
+    }
 }
 
 impl DigestCache for ContextCache {
@@ -255,5 +280,49 @@ mod tests {
         let (stored, gone) = cache.into_changes();
         assert_eq!(stored, vec![("/c/new".to_string(), new)]);
         assert_eq!(gone, vec!["/c/gone".to_string()]);
+    }
+
+    #[test]
+    fn the_entries_kept_are_what_the_walk_saw_with_what_it_read() {
+        let entry = |sha: &str, mtime| CachedDigest {
+            stat: stat(mtime),
+            sha256: sha.into(),
+            hashed_at_ns: 100 * RACY_NS,
+        };
+        let known = vec![
+            ("/c/a".to_string(), entry("aa", 1)),
+            ("/c/c".to_string(), entry("cc", 1)),
+            ("/c/e".to_string(), entry("ee", 1)),
+        ];
+        let cache = ContextCache::new(known.clone());
+        for path in ["/c/a", "/c/c", "/c/e"] {
+            assert!(cache.lookup(path, &stat(1)).is_some());
+        }
+        assert_eq!(cache.into_entries(), None, "nothing changed");
+
+        let cache = ContextCache::new(known);
+        assert!(cache.lookup("/c/a", &stat(1)).is_some());
+        assert_eq!(cache.lookup("/c/c", &stat(2)), None, "changed");
+        cache.store("/c/c", entry("c2", 2));
+        cache.store("/c/d", entry("dd", 1));
+        cache.store("/c/b", entry("bb", 1));
+        // /c/e was not seen: gone.
+        let paths: Vec<(String, String)> = cache
+            .into_entries()
+            .unwrap()
+            .into_iter()
+            .map(|(p, e)| (p, e.sha256))
+            .collect();
+        let want = [
+            ("/c/a", "aa"),
+            ("/c/b", "bb"),
+            ("/c/c", "c2"),
+            ("/c/d", "dd"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(p, s)| (p.to_string(), s.to_string()))
+            .collect();
+        assert_eq!(paths, want);
     }
 }
