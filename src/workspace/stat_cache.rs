@@ -130,8 +130,10 @@ impl ContextCache {
                 seen: AtomicBool::new(false),
             })
             .collect();
-        // In order already when read from the state database (then this is one pass).
-        known.sort_by(|a, b| a.path.cmp(&b.path));
+        // In order already when read from the state database.
+        if !known.is_sorted_by(|a, b| a.path <= b.path) {
+            known.sort_by(|a, b| a.path.cmp(&b.path));
+        }
         known.dedup_by(|a, b| a.path == b.path);
         ContextCache {
             known,

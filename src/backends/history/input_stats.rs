@@ -87,11 +87,23 @@ pub fn decode(bytes: &[u8]) -> Option<Vec<(String, CachedDigest)>> {
                     mode: u32::from_le_bytes(mode),
                 },
                 hashed_at_ns: u64_at(fixed, 40) as i64,
-                sha256: hex::encode(&fixed[52..84]),
+                sha256: lower_hex(&fixed[52..84]),
             },
         ));
     }
     Some(entries)
+}
+
+/// Lowercase hex, as `hex::encode` writes it (without its per-character iterator: this runs for
+/// every file of every context on every plan).
+fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 impl History {
@@ -167,6 +179,8 @@ mod tests {
         other[0] = FORMAT + 1;
         assert_eq!(decode(&other), None, "another format");
         assert_eq!(decode(&encode(&[])), Some(Vec::new()));
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(lower_hex(&bytes), hex::encode(&bytes));
 
         let dir = tempfile::tempdir().unwrap();
         let history = History::open(&dir.path().join("state.db")).unwrap();
