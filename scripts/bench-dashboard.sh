@@ -13,8 +13,13 @@ TREE=${TREE:-0}
 IDLE_SECONDS=${IDLE_SECONDS:-$([ "$TREE" = 1 ] && echo 60 || echo 30)}
 TARGET_PCT=$([ "$TREE" = 1 ] && echo 0.5 || echo 1)
 
-cargo build --quiet --profile "$PROFILE" --bin meshtop
-bin="$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")/meshtop"
+# BIN=path: run that binary instead (e.g. a build of an earlier commit, for a before/after).
+if [ -n "${BIN:-}" ]; then
+  bin=$BIN
+else
+  cargo build --quiet --profile "$PROFILE" --bin meshtop
+  bin="$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")/meshtop"
+fi
 
 work=$(mktemp -d)
 session="meshtop-bench-$$"
@@ -64,7 +69,7 @@ rss_kb=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 hwm_kb=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 tmux send-keys -t "$session" q
 idle_pct=$(echo "scale=3; ($end - $start) * 100 / $ticks / $IDLE_SECONDS" | bc -l)
-printf 'idle CPU over %ss: %.2f%% of a core (target < %s%%)\n' "$IDLE_SECONDS" "$idle_pct" "$TARGET_PCT"
+printf 'idle CPU over %ss: %.2f%% of a core (target < %s%%; load %s)\n' "$IDLE_SECONDS" "$idle_pct" "$TARGET_PCT" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf 'resident memory: %d MB now, %d MB peak, with %s history rows (target < 60 MB)\n' \
   $((rss_kb / 1024)) $((hwm_kb / 1024)) "$ROWS"
 ok=1

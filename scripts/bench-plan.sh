@@ -8,8 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 RUNS=${RUNS:-11}
-cargo build --quiet --release --bin meshtop
-bin="$CARGO_TARGET_DIR/release/meshtop"
+# BIN=path: time that binary instead (e.g. a build of an earlier commit, for a before/after).
+if [ -n "${BIN:-}" ]; then
+  bin=$BIN
+else
+  cargo build --quiet --release --bin meshtop
+  bin="$CARGO_TARGET_DIR/release/meshtop"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bash scripts/gen-tree.sh "$work/tree"
@@ -17,10 +22,12 @@ tree="$work/tree"
 export DOCKER_HOST=unix:///nonexistent/docker.sock
 
 now() { echo "${EPOCHREALTIME/./}"; } # µs
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 plan() { "$bin" --mesh "$tree/mesh.toml" --state "$1" plan >/dev/null 2>&1 || true; }
 
 # Cold: a fresh state database each run (nothing cached), against sha256sum of the same files.
+load_cold=$(load)
 : >"$work/cold"
 : >"$work/sha"
 for i in $(seq "$RUNS"); do
@@ -30,10 +37,12 @@ for i in $(seq "$RUNS"); do
   t=$(now); (cd "$tree" && git ls-files -z | xargs -0 sha256sum >/dev/null); echo $(($(now) - t)) >>"$work/sha"
 done
 
+load_cold="$load_cold -> $(load)"
 # Steady: the cache warmed (and past its racy window), nothing changed.
 plan "$work/steady.db"
 sleep 3
 plan "$work/steady.db"
+load_steady=$(load)
 : >"$work/steady"
 : >"$work/git"
 for i in $(seq "$RUNS"); do
@@ -41,11 +50,12 @@ for i in $(seq "$RUNS"); do
   t=$(now); git -C "$tree" status --porcelain >/dev/null; echo $(($(now) - t)) >>"$work/git"
 done
 
+load_steady="$load_steady -> $(load)"
 cold=$(median <"$work/cold")
 sha=$(median <"$work/sha")
 steady=$(median <"$work/steady")
 git=$(median <"$work/git")
 files=$(git -C "$tree" ls-files | wc -l)
 echo "tree: $files files in $(grep -c '^\[\[module\]\]' "$tree/mesh.toml") modules; medians of $RUNS alternating runs"
-awk -v c="$cold" -v s="$sha" 'BEGIN {printf "cold:   meshtop plan %.1f ms, sha256sum %.1f ms -> meshtop %.2fx faster\n", c/1000, s/1000, s/c}'
-awk -v p="$steady" -v g="$git" 'BEGIN {printf "steady: meshtop plan %.1f ms, git status %.1f ms -> %.2fx git status\n", p/1000, g/1000, p/g}'
+awk -v c="$cold" -v s="$sha" -v l="$load_cold" 'BEGIN {printf "cold:   meshtop plan %.1f ms, sha256sum %.1f ms -> meshtop %.2fx faster (load %s)\n", c/1000, s/1000, s/c, l}'
+awk -v p="$steady" -v g="$git" -v l="$load_steady" 'BEGIN {printf "steady: meshtop plan %.1f ms, git status %.1f ms -> %.2fx git status (load %s)\n", p/1000, g/1000, p/g, l}'

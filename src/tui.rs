@@ -167,6 +167,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     };
     let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
     let sources = sources::all(&session);
+    let walks = session.walks.clone();
     let on_demand: Arc<dyn OnDemand> = Arc::new(sources::actions::Actions { session });
     tracing::info!(mesh = %mesh.name, state = %opts.state_path.display(), readonly = opts.readonly, "dashboard opens");
 
@@ -181,8 +182,10 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         .map(|event| event.map_err(|e| eyre!("reading the terminal failed: {e}")));
     let quiet = std::time::Duration::from_millis(300);
     let watcher = match ContextWatcher::start(&mesh, None, own_files(&opts.state_path)) {
-        Ok(watcher) => {
+        Ok(mut watcher) => {
             state.warnings.extend(watcher.fallback.clone());
+            // A save re-walks only the modules it touched.
+            watcher.remember_walks(walks);
             Some(watcher)
         }
         Err(error) => {

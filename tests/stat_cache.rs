@@ -147,12 +147,15 @@ fn clock_ahead() -> i64 {
 
 /// The address through the cache kept in `history`, and how many files were read for it.
 fn cached_digest(history: &History, spec: &InputSpec, clock: fn() -> i64) -> (String, usize) {
-    let known = history.input_stats_below(spec.context).unwrap();
+    let known = history.input_stats_of(spec.context).unwrap();
     let cache = ContextCache::with_clock(known, clock);
     let inputs = hash_inputs_cached(spec, &cache).unwrap();
     let read = cache.stored_count();
-    let (stored, gone) = cache.into_changes();
-    history.save_input_stats(&stored, &gone).unwrap();
+    if let Some(entries) = cache.into_entries() {
+        history
+            .save_input_stats(&[(spec.context, entries)])
+            .unwrap();
+    }
     (inputs.digest, read)
 }
 

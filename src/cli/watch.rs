@@ -11,6 +11,7 @@ use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
 use crate::converge::plan::{self, HistoryManifests, Plan, PlanContext};
 use crate::converge::target;
 use crate::mesh::decide::Decision;
+use crate::workspace::walks::WalkMemo;
 use crate::workspace::watch::{ContextWatcher, own_files};
 
 use super::args::{Global, WatchArgs};
@@ -27,6 +28,9 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let mut watcher = ContextWatcher::start(&mesh, modules.as_ref(), own_files(&state_path))
         .map_err(Failure::failed)?;
+    // A change re-walks only the contexts it touched.
+    let walks = Arc::new(WalkMemo::new());
+    watcher.remember_walks(walks.clone());
     if let Some(fallback) = &watcher.fallback {
         eprintln!("meshtop: {fallback}");
     }
@@ -57,7 +61,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
             history: &history,
             mesh: &mesh.name,
         };
-        plan::dry_run(ctx, Arc::new(LazyDaemon::new()), &manifests)
+        plan::dry_run_watched(ctx, Arc::new(LazyDaemon::new()), &manifests, Some(&walks))
             .await
             .map_err(Failure::failed)
     };

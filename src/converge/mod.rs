@@ -5,6 +5,7 @@ pub mod engine;
 pub mod gc;
 pub mod lock;
 pub mod machines;
+pub mod manifests;
 pub mod plan;
 pub mod preflight;
 pub mod progress;

@@ -3,98 +3,23 @@
 //! with [`Planner::built`] before it decides the next tier.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use rayon::prelude::*;
 
+pub use super::manifests::{HistoryManifests, ManifestSource, NoManifests};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::History;
 use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
-use crate::mesh::manifest::Manifest;
 use crate::mesh::model::{Mesh, Module, Platform, Record};
 use crate::mesh::pin::{self, Pin};
 pub use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::refs::ImageRef;
 use crate::mesh::text::short_id;
 use crate::mesh::why::{self, Change};
-use crate::workspace::inputs::{self, InputSpec};
+use crate::workspace::inputs::{self, InputSpec, Walked};
 use crate::workspace::stat_cache::ContextCache;
-
-/// What the planner remembers between plans: the previous inputs of a module (the why of its
-/// address) and the stat cache that spares reading unchanged files.
-pub trait ManifestSource: Sync {
-    /// The manifest of `reference` if known, else the module's latest one.
-    fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest>;
-
-    /// The mesh's pinned modules (rolled back by hand); none by default.
-    fn pins(&self) -> BTreeMap<String, Pin> {
-        BTreeMap::new()
-    }
-    /// The stat cache of the files below `context` (empty: every file is read).
-    fn input_cache(&self, _context: &Path) -> ContextCache {
-        ContextCache::default()
-    }
-
-    /// Keep what a walk left in the cache (best effort: a cache that cannot be written costs time only).
-    fn keep_input_cache(&self, _cache: ContextCache) {}
-}
-
-/// No history: every module reads as new.
-pub struct NoManifests;
-impl ManifestSource for NoManifests {
-    fn previous(&self, _module: &str, _reference: Option<&str>) -> Option<Manifest> {
-        None
-    }
-}
-
-/// Previous manifests from the state database.
-pub struct HistoryManifests<'a> {
-    pub history: &'a Mutex<History>,
-    pub mesh: &'a str,
-}
-
-impl ManifestSource for HistoryManifests<'_> {
-    fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest> {
-        let history = self.history.lock().ok()?;
-        let by_ref = reference.and_then(|r| history.manifest(self.mesh, module, r).ok().flatten());
-        let json = match by_ref {
-            Some(json) => json,
-            None => history.latest_manifest(self.mesh, module).ok().flatten()?.1,
-        };
-        serde_json::from_str(&json).ok()
-    }
-
-    /// A pin that cannot be read is no pin: the converge decides as it would without one (the
-    /// error is logged).
-    fn pins(&self) -> BTreeMap<String, Pin> {
-        let Ok(history) = self.history.lock() else {
-            return BTreeMap::new();
-        };
-        history.pins(self.mesh).unwrap_or_else(|error| {
-            tracing::warn!("cannot read the pinned modules: {error}");
-            BTreeMap::new()
-        })
-    }
-
-    fn input_cache(&self, context: &Path) -> ContextCache {
-        let known = self
-            .history
-            .lock()
-            .ok()
-            .and_then(|h| h.input_stats_below(context).ok())
-            .unwrap_or_default();
-        ContextCache::new(known)
-    }
-
-    fn keep_input_cache(&self, cache: ContextCache) {
-        let (stored, gone) = cache.into_changes();
-        if let Ok(history) = self.history.lock()
-            && let Err(error) = history.save_input_stats(&stored, &gone)
-        {
-            tracing::debug!("the stat cache was not written: {error}");
-        }
-    }
-}
+use crate::workspace::walks::WalkMemo;
 
 /// What the planner is told about the world.
 pub struct PlanContext<'a> {
@@ -120,6 +45,8 @@ pub struct Planner<'a> {
     pins: Option<BTreeMap<String, Pin>>,
     /// Pinned modules whose pin ends in this converge, and why.
     ended_pins: BTreeMap<String, String>,
+    /// Contexts walked ahead of their decision ([`Planner::walk_ahead`]), by module.
+    walked: HashMap<String, Result<Walked, String>>,
 }
 
 /// Run blocking work (reading files) from async code: inline on a current-thread runtime (the
@@ -143,7 +70,31 @@ impl<'a> Planner<'a> {
             refused: BTreeSet::new(),
             pins: None,
             ended_pins: BTreeMap::new(),
+            walked: HashMap::new(),
         }
+    }
+
+    /// Walk the contexts of `modules` now, all at once (a context's walk does not depend on its
+    /// base: only the address does), for the decisions that follow; through `memo`, a watched
+    /// context that reported no change is not walked again.
+    pub fn walk_ahead(
+        &mut self,
+        modules: &[&Module],
+        manifests: &dyn ManifestSource,
+        memo: Option<&WalkMemo>,
+    ) {
+        let walked: Vec<(String, Walk)> = blocking_here(|| {
+            modules
+                .par_iter()
+                .map(|module| (module.name.clone(), walk(module, manifests, memo)))
+                .collect()
+        });
+        let mut caches = Vec::new();
+        for (module, (walked, cache)) in walked {
+            caches.extend(cache);
+            self.walked.insert(module, walked);
+        }
+        manifests.keep_input_caches(caches);
     }
 
     /// Pinned modules whose pin this converge ends (a third address, or forced), and why.
@@ -302,11 +253,16 @@ impl<'a> Planner<'a> {
                     base_digest: base_artifact.as_deref(),
                     platforms: &platforms,
                 };
-                // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
-                let cache = manifests.input_cache(&module.context);
-                let hashed = blocking_here(|| inputs::hash_inputs_cached(&spec, &cache));
-                manifests.keep_input_cache(cache);
-                let inputs = hashed.map_err(|e| format!("module {}: {e}", module.name))?;
+                let walked = match self.walked.remove(&module.name) {
+                    Some(walked) => walked,
+                    // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
+                    None => {
+                        let (walked, cache) = blocking_here(|| walk(module, manifests, None));
+                        manifests.keep_input_caches(cache.into_iter().collect());
+                        walked
+                    }
+                };
+                let inputs = inputs::inputs_of(&spec, walked?);
                 let mesh = self.ctx.mesh;
                 let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
                 let image_ref = ImageRef::new(
@@ -456,13 +412,51 @@ impl<'a> Planner<'a> {
     }
 }
 
+/// A walk's result, and the stat cache it went through with its context (to keep; none when
+/// `memo` answered).
+type Walk = (Result<Walked, String>, Option<(PathBuf, ContextCache)>);
+
+/// Walk `module`'s context through the stat cache (and `memo`, when given).
+fn walk(module: &Module, manifests: &dyn ManifestSource, memo: Option<&WalkMemo>) -> Walk {
+    let (context, dockerfile) = (module.context.as_path(), module.dockerfile.as_str());
+    if let Some(walked) = memo.and_then(|memo| memo.get(&module.name, context, dockerfile)) {
+        return (Ok(walked), None);
+    }
+    let ticket = memo.map(|memo| memo.ticket(&module.name));
+    let cache = manifests.input_cache(context);
+    // What was read before a failure is still worth keeping: the cache is kept either way.
+    let walked = inputs::walk_cached(context, dockerfile, &cache)
+        .map_err(|e| format!("module {}: {e}", module.name));
+    if let (Ok(walked), Some(memo), Some(ticket)) = (&walked, memo, ticket) {
+        memo.keep(&module.name, context, dockerfile, ticket, walked);
+    }
+    (walked, Some((context.to_path_buf(), cache)))
+}
+
 pub async fn dry_run(
     ctx: PlanContext<'_>,
     daemon: Arc<LazyDaemon>,
     manifests: &dyn ManifestSource,
 ) -> Result<Plan, String> {
+    dry_run_watched(ctx, daemon, manifests, None).await
+}
+
+/// [`dry_run`], walking again only the contexts `memo` does not answer for (see
+/// [`crate::workspace::walks`]).
+pub async fn dry_run_watched(
+    ctx: PlanContext<'_>,
+    daemon: Arc<LazyDaemon>,
+    manifests: &dyn ManifestSource,
+    memo: Option<&WalkMemo>,
+) -> Result<Plan, String> {
     let mesh = ctx.mesh;
     let mut planner = Planner::new(ctx, daemon);
+    let selected: Vec<&Module> = mesh
+        .modules
+        .iter()
+        .filter(|m| planner.is_selected(&m.name))
+        .collect();
+    planner.walk_ahead(&selected, manifests, memo);
     let mut modules = Vec::new();
     for module in &mesh.modules {
         if planner.is_selected(&module.name) {

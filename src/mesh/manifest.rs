@@ -109,7 +109,7 @@ pub fn digest_of(manifest: &Manifest) -> String {
             FileEntry::File { sha256, mode } => {
                 field(b"F");
                 field(path.as_bytes());
-                field(format!("{:04o}", mode & 0o7777).as_bytes());
+                field(&octal4(*mode));
                 field(sha256.as_bytes());
             }
             FileEntry::Link { target } => {
@@ -142,9 +142,28 @@ pub fn digest_of(manifest: &Manifest) -> String {
     hex::encode(h.finalize())
 }
 
+/// `mode & 0o7777` as 4 octal digits (`format!("{:04o}")` without allocating: once per file).
+fn octal4(mode: u32) -> [u8; 4] {
+    let digit = |shift: u32| b'0' + ((mode >> shift) & 7) as u8;
+    [digit(9), digit(6), digit(3), digit(0)]
+}
+
 /// A module's inputs: the digest (64 lowercase hex) and the manifest it was computed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inputs {
     pub digest: String,
     pub manifest: Manifest,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn octal4_writes_what_format_writes() {
+        for mode in [0, 0o7, 0o644, 0o755, 0o4755, 0o7777, 0o100644, 0o120777] {
+            let want = format!("{:04o}", mode & 0o7777);
+            assert_eq!(octal4(mode), want.as_bytes(), "mode {mode:o}");
+        }
+    }
 }

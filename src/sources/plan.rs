@@ -14,6 +14,7 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
         let history = session.history().await?;
         let daemon = session.lazy_daemon().await;
         let mesh = session.mesh.clone();
+        let walks = session.walks.clone();
         session
             .target(|target| async move {
                 let read = target::read_record(&mesh, &target, &history).await?;
@@ -28,8 +29,9 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
                     history: &history,
                     mesh: &mesh.name,
                 };
-                // Hashing runs on this worker thread (the planner moves it off the async pool).
-                let plan = plan::dry_run(ctx, daemon, &manifests).await?;
+                // Hashing runs on this worker thread (the planner moves it off the async pool);
+                // a watched context that reported no change is not walked again.
+                let plan = plan::dry_run_watched(ctx, daemon, &manifests, Some(&walks)).await?;
                 Ok(SourceData::Plan(Box::new(plan)))
             })
             .await

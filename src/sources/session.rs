@@ -12,6 +12,7 @@ use crate::backends::history::History;
 use crate::backends::registry::RegistryClient;
 use crate::converge::target::ConnectedTarget;
 use crate::mesh::model::Mesh;
+use crate::workspace::walks::WalkMemo;
 
 /// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
 #[derive(Debug, Clone, Default)]
@@ -83,6 +84,8 @@ pub struct Session {
     daemon: Shared<Daemon>,
     target: Shared<ConnectedTarget>,
     registry: Shared<Arc<RegistryClient>>,
+    /// The plan's walks of the contexts, kept while they are watched (the dashboard's watcher).
+    pub walks: Arc<WalkMemo>,
 }
 
 impl Session {
@@ -95,6 +98,7 @@ impl Session {
             daemon: Shared::new(),
             target: Shared::new(),
             registry: Shared::new(),
+            walks: Arc::new(WalkMemo::new()),
         })
     }
 

@@ -106,44 +106,68 @@ pub fn hash_inputs_cached(
     spec: &InputSpec,
     cache: &dyn DigestCache,
 ) -> Result<Inputs, InputsError> {
-    let prepared = prepare(spec.context, spec.dockerfile)?;
-    let hash_entry = |e: &Entry| {
-        let entry = match &e.kind {
+    let walked = walk_cached(spec.context, spec.dockerfile, cache)?;
+    Ok(inputs_of(spec, walked))
+}
+
+/// What one walk of a context found: every entry sent to the builder with its digest, and the
+/// Dockerfile's digest. The part of a module's inputs that lives on disk (the address adds the
+/// build args, the base's artifact and the platforms: [`inputs_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Walked {
+    pub files: BTreeMap<String, FileEntry>,
+    pub dockerfile: String,
+}
+
+/// The inputs of `spec` whose context was walked into `walked`.
+pub fn inputs_of(spec: &InputSpec, walked: Walked) -> Inputs {
+    finish(spec, walked.files, walked.dockerfile)
+}
+
+/// Walks `context` (its `.dockerignore` applied) and hashes every file through `cache`.
+pub fn walk_cached(
+    context: &Path,
+    dockerfile: &str,
+    cache: &dyn DigestCache,
+) -> Result<Walked, InputsError> {
+    let Prepared {
+        entries,
+        dockerfile_rel,
+        dockerfile_sha,
+    } = prepare(context, dockerfile)?;
+    let hash_entry = |e: Entry| {
+        let entry = match e.kind {
             Kind::File { mode, len, stat } => FileEntry::File {
                 // The Dockerfile was hashed already (it is usually a file of the context too).
-                sha256: if e.rel == prepared.dockerfile_rel {
-                    prepared.dockerfile_sha.clone()
+                sha256: if e.rel == dockerfile_rel {
+                    dockerfile_sha.clone()
                 } else {
-                    hash_through(cache, &e.abs, *len, stat)?
+                    hash_through(cache, &e.abs, len, &stat)?
                 },
-                mode: *mode,
+                mode,
             },
-            Kind::Link { target } => FileEntry::Link {
-                target: target.clone(),
-            },
-            Kind::Dir { mode } => FileEntry::Dir { mode: *mode },
+            Kind::Link { target } => FileEntry::Link { target },
+            Kind::Dir { mode } => FileEntry::Dir { mode },
         };
-        Ok((e.rel.clone(), entry))
+        Ok((e.rel, entry))
     };
     // A small context is hashed on this thread: waking the pool costs more than it saves.
-    let hashed: Vec<(String, FileEntry)> = if prepared.entries.len() < PARALLEL_FROM {
-        prepared
-            .entries
-            .iter()
+    let hashed: Vec<(String, FileEntry)> = if entries.len() < PARALLEL_FROM {
+        entries
+            .into_iter()
             .map(hash_entry)
             .collect::<Result<_, InputsError>>()?
     } else {
-        prepared
-            .entries
-            .par_iter()
+        entries
+            .into_par_iter()
             .map(hash_entry)
             .collect::<Result<_, InputsError>>()?
     };
-    Ok(finish(
-        spec,
-        hashed.into_iter().collect(),
-        prepared.dockerfile_sha,
-    ))
+    Ok(Walked {
+        // Sorted already: collecting into the map appends at its end.
+        files: hashed.into_iter().collect(),
+        dockerfile: dockerfile_sha,
+    })
 }
 
 /// Walks once: for each file, reads the bytes, hashes them AND appends them to the tar written to `sink`;
@@ -307,15 +331,16 @@ fn walk(
     for item in fs::read_dir(dir).map_err(io_err(dir))? {
         let item = item.map_err(io_err(dir))?;
         let abs = item.path();
-        let name = item.file_name();
-        let Some(name) = name.to_str() else {
+        // The name as the path holds it (`DirEntry::file_name` would copy it once more).
+        let Some(name) = abs.file_name().and_then(|n| n.to_str()) else {
             return Err(InputsError::NotUtf8 { path: abs });
         };
-        let child = if rel.is_empty() {
-            name.to_string()
-        } else {
-            format!("{rel}/{name}")
-        };
+        let mut child = String::with_capacity(rel.len() + 1 + name.len());
+        if !rel.is_empty() {
+            child.push_str(rel);
+            child.push('/');
+        }
+        child.push_str(name);
         let (excluded, info) = ignore.matches_with_parent(&child, parent);
         let file_type = item.file_type().map_err(io_err(&abs))?;
         if file_type.is_dir() {
@@ -342,7 +367,8 @@ fn walk(
             continue;
         }
         let kind = if file_type.is_file() {
-            let meta = fs::symlink_metadata(&abs).map_err(io_err(&abs))?;
+            // From the directory's own handle (`fstatat`): no walk of the whole path per file.
+            let meta = item.metadata().map_err(io_err(&abs))?;
             Kind::File {
                 mode: meta.permissions().mode() & 0o7777,
                 len: meta.len(),

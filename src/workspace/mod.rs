@@ -8,4 +8,5 @@ pub mod inputs;
 pub mod own_files;
 pub mod realpath;
 pub mod stat_cache;
+pub mod walks;
 pub mod watch;

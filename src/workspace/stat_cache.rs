@@ -8,10 +8,10 @@
 //! racy-timestamp rule: a file written in the same timestamp tick as its hash could change again
 //! without its stat data moving, so such an entry is re-hashed next time (and then trusted).
 
-use std::collections::HashMap;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// An entry written less than this after its file's last change is re-hashed: wider than the
@@ -89,68 +89,117 @@ impl DigestCache for NoCache {
 }
 
 /// A context's entries, loaded at once, with what one walk changed: entries to write, and the
-/// paths it saw (the rest are gone and can be forgotten).
+/// paths it saw (the rest are gone and can be forgotten). A lookup takes no lock and allocates
+/// nothing (a binary search; it marks its entry seen): a steady plan is thousands of lookups on
+/// several threads.
 pub struct ContextCache {
-    known: HashMap<String, CachedDigest>,
-    changes: Mutex<Changes>,
+    /// Sorted by path.
+    known: Vec<Known>,
+    stored: Mutex<Vec<(String, CachedDigest)>>,
     clock: fn() -> i64,
+}
+
+struct Known {
+    path: String,
+    entry: CachedDigest,
+    seen: AtomicBool,
 }
 
 impl Default for ContextCache {
     fn default() -> Self {
-        ContextCache::new(HashMap::new())
+        ContextCache::new(Vec::new())
     }
 }
 
-#[derive(Default)]
-struct Changes {
-    stored: Vec<(String, CachedDigest)>,
-    seen: Vec<String>,
-}
-
 impl ContextCache {
-    pub fn new(known: HashMap<String, CachedDigest>) -> ContextCache {
+    pub fn new(known: impl IntoIterator<Item = (String, CachedDigest)>) -> ContextCache {
         ContextCache::with_clock(known, now_ns)
     }
 
     /// A cache whose entries are stamped by `clock` (tests: a clock ahead makes entries trusted
     /// at once, so that a property test exercises hits, not only the racy re-reads).
-    pub fn with_clock(known: HashMap<String, CachedDigest>, clock: fn() -> i64) -> ContextCache {
+    pub fn with_clock(
+        known: impl IntoIterator<Item = (String, CachedDigest)>,
+        clock: fn() -> i64,
+    ) -> ContextCache {
+        let mut known: Vec<Known> = known
+            .into_iter()
+            .map(|(path, entry)| Known {
+                path,
+                entry,
+                seen: AtomicBool::new(false),
+            })
+            .collect();
+        // In order already when read from the state database.
+        if !known.is_sorted_by(|a, b| a.path <= b.path) {
+            known.sort_by(|a, b| a.path.cmp(&b.path));
+        }
+        known.dedup_by(|a, b| a.path == b.path);
         ContextCache {
             known,
-            changes: Mutex::new(Changes::default()),
+            stored: Mutex::new(Vec::new()),
             clock,
         }
     }
 
+    fn get(&self, path: &str) -> Option<&Known> {
+        self.known
+            .binary_search_by(|k| k.path.as_str().cmp(path))
+            .ok()
+            .map(|i| &self.known[i])
+    }
+
     /// How many files were read (and stored) so far: a test's measure of what the cache spared.
     pub fn stored_count(&self) -> usize {
-        self.changes.lock().map(|c| c.stored.len()).unwrap_or(0)
+        self.stored.lock().map(|s| s.len()).unwrap_or(0)
     }
 
     /// What to write back: new or changed entries, and the known paths the walk did not see.
     pub fn into_changes(self) -> (Vec<(String, CachedDigest)>, Vec<String>) {
-        let changes = self.changes.into_inner().unwrap_or_else(|p| p.into_inner());
-        let seen: std::collections::HashSet<&String> = changes.seen.iter().collect();
+        let stored = self.stored.into_inner().unwrap_or_else(|p| p.into_inner());
         let gone = self
             .known
-            .keys()
-            .filter(|path| !seen.contains(path))
-            .cloned()
+            .into_iter()
+            .filter(|known| !known.seen.load(Ordering::Relaxed))
+            .map(|known| known.path)
             .collect();
-        (changes.stored, gone)
+        (stored, gone)
+    }
+
+    /// The context's entries after this walk, in path order, when anything changed (None: the
+    /// kept entries stand as they are): the known entries the walk saw, replaced by what it read.
+    pub fn into_entries(self) -> Option<Vec<(String, CachedDigest)>> {
+        let mut stored = self.stored.into_inner().unwrap_or_else(|p| p.into_inner());
+        let all_seen = self.known.iter().all(|k| k.seen.load(Ordering::Relaxed));
+        if stored.is_empty() && all_seen {
+            return None;
+        }
+        stored.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut entries = Vec::with_capacity(self.known.len() + stored.len());
+        let mut stored = stored.into_iter().peekable();
+        for known in self.known {
+            while let Some(next) = stored.next_if(|(path, _)| *path < known.path) {
+                entries.push(next);
+            }
+            if let Some(next) = stored.next_if(|(path, _)| *path == known.path) {
+                entries.push(next);
+            } else if known.seen.into_inner() {
+                entries.push((known.path, known.entry));
+            }
+        }
+        entries.extend(stored);
+        Some(entries)
     }
 }
 
 impl DigestCache for ContextCache {
     fn lookup(&self, path: &str, stat: &StatKey) -> Option<String> {
-        if let Ok(mut changes) = self.changes.lock() {
-            changes.seen.push(path.to_string());
-        }
-        self.known
-            .get(path)
-            .filter(|entry| entry.answers(stat))
-            .map(|entry| entry.sha256.clone())
+        let known = self.get(path)?;
+        known.seen.store(true, Ordering::Relaxed);
+        known
+            .entry
+            .answers(stat)
+            .then(|| known.entry.sha256.clone())
     }
 
     fn now_ns(&self) -> i64 {
@@ -160,11 +209,11 @@ impl DigestCache for ContextCache {
     fn store(&self, path: &str, entry: CachedDigest) {
         // An entry that only moves out of its racy window is written once more; one that is
         // already trusted and unchanged is not written at all.
-        if self.known.get(path) == Some(&entry) {
+        if self.get(path).is_some_and(|known| known.entry == entry) {
             return;
         }
-        if let Ok(mut changes) = self.changes.lock() {
-            changes.stored.push((path.to_string(), entry));
+        if let Ok(mut stored) = self.stored.lock() {
+            stored.push((path.to_string(), entry));
         }
     }
 }
@@ -173,6 +222,7 @@ impl DigestCache for ContextCache {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn stat(mtime_ns: i64) -> StatKey {
         StatKey {
@@ -232,5 +282,49 @@ mod tests {
         let (stored, gone) = cache.into_changes();
         assert_eq!(stored, vec![("/c/new".to_string(), new)]);
         assert_eq!(gone, vec!["/c/gone".to_string()]);
+    }
+
+    #[test]
+    fn the_entries_kept_are_what_the_walk_saw_with_what_it_read() {
+        let entry = |sha: &str, mtime| CachedDigest {
+            stat: stat(mtime),
+            sha256: sha.into(),
+            hashed_at_ns: 100 * RACY_NS,
+        };
+        let known = vec![
+            ("/c/a".to_string(), entry("aa", 1)),
+            ("/c/c".to_string(), entry("cc", 1)),
+            ("/c/e".to_string(), entry("ee", 1)),
+        ];
+        let cache = ContextCache::new(known.clone());
+        for path in ["/c/a", "/c/c", "/c/e"] {
+            assert!(cache.lookup(path, &stat(1)).is_some());
+        }
+        assert_eq!(cache.into_entries(), None, "nothing changed");
+
+        let cache = ContextCache::new(known);
+        assert!(cache.lookup("/c/a", &stat(1)).is_some());
+        assert_eq!(cache.lookup("/c/c", &stat(2)), None, "changed");
+        cache.store("/c/c", entry("c2", 2));
+        cache.store("/c/d", entry("dd", 1));
+        cache.store("/c/b", entry("bb", 1));
+        // /c/e was not seen: gone.
+        let paths: Vec<(String, String)> = cache
+            .into_entries()
+            .unwrap()
+            .into_iter()
+            .map(|(p, e)| (p, e.sha256))
+            .collect();
+        let want = [
+            ("/c/a", "aa"),
+            ("/c/b", "bb"),
+            ("/c/c", "c2"),
+            ("/c/d", "dd"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(p, s)| (p.to_string(), s.to_string()))
+            .collect();
+        assert_eq!(paths, want);
     }
 }

@@ -5,11 +5,13 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{Config, Event, EventKind, PollWatcher, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use super::walks::WalkMemo;
 use crate::mesh::model::Mesh;
 
 /// How often the polling fallback scans the contexts.
@@ -24,18 +26,28 @@ pub struct ContextWatcher {
     ignored: Vec<PathBuf>,
     /// Why watching fell back to polling, when it did.
     pub fallback: Option<String>,
+    /// Told of every change as it is seen (before the quiet period ends): see [`Self::remember_walks`].
+    memo: Option<Arc<WalkMemo>>,
     _watcher: Box<dyn Watcher + Send>,
 }
 
+/// Passes on the paths of every event; an event the watcher could not follow (an error, or
+/// events lost in an overflowing queue) counts as a change of every context.
 fn handler(
     tx: mpsc::UnboundedSender<PathBuf>,
+    roots: Vec<PathBuf>,
 ) -> impl FnMut(notify::Result<Event>) + Send + 'static {
     move |event: notify::Result<Event>| {
-        let Ok(event) = event else { return };
-        if matches!(event.kind, EventKind::Access(_)) {
-            return;
-        }
-        for path in event.paths {
+        let paths = match event {
+            Ok(event) if event.need_rescan() => roots.clone(),
+            Ok(event) if matches!(event.kind, EventKind::Access(_)) => return,
+            Ok(event) => event.paths,
+            Err(error) => {
+                tracing::debug!("the context watcher erred: {error}");
+                roots.clone()
+            }
+        };
+        for path in paths {
             let _ = tx.send(path);
         }
     }
@@ -56,8 +68,9 @@ impl ContextWatcher {
             .map(|m| (m.name.clone(), m.context.clone()))
             .collect();
         let (tx, rx) = mpsc::unbounded_channel();
+        let roots: Vec<PathBuf> = contexts.iter().map(|(_, c)| c.clone()).collect();
         let mut fallback = None;
-        let watcher: Box<dyn Watcher + Send> = match native(&contexts, tx.clone()) {
+        let watcher: Box<dyn Watcher + Send> = match native(&contexts, tx.clone(), roots.clone()) {
             Ok(watcher) => watcher,
             Err(error) => {
                 fallback = Some(format!(
@@ -65,7 +78,7 @@ impl ContextWatcher {
                     POLL_EVERY.as_secs()
                 ));
                 let config = Config::default().with_poll_interval(POLL_EVERY);
-                let mut poller = PollWatcher::new(handler(tx), config)
+                let mut poller = PollWatcher::new(handler(tx, roots), config)
                     .map_err(|e| format!("cannot watch the contexts: {e}"))?;
                 for (_, context) in &contexts {
                     poller
@@ -80,8 +93,16 @@ impl ContextWatcher {
             contexts,
             ignored,
             fallback,
+            memo: None,
             _watcher: watcher,
         })
+    }
+
+    /// Plans may keep their walks in `memo` while this watcher runs: every change it sees makes
+    /// the touched modules walk again (told at once, not after the quiet period).
+    pub fn remember_walks(&mut self, memo: Arc<WalkMemo>) {
+        memo.set_watching(true);
+        self.memo = Some(memo);
     }
 
     /// The modules whose contexts changed, once `quiet` passed with no further change.
@@ -110,8 +131,20 @@ impl ContextWatcher {
         }
         for (module, context) in &self.contexts {
             if path.starts_with(context) {
+                if let Some(memo) = &self.memo {
+                    memo.changed([module.as_str()]);
+                }
                 touched.insert(module.clone());
             }
+        }
+    }
+}
+
+impl Drop for ContextWatcher {
+    /// Nothing watches any more: plans walk every context again.
+    fn drop(&mut self) {
+        if let Some(memo) = &self.memo {
+            memo.set_watching(false);
         }
     }
 }
@@ -119,8 +152,9 @@ impl ContextWatcher {
 fn native(
     contexts: &[(String, PathBuf)],
     tx: mpsc::UnboundedSender<PathBuf>,
+    roots: Vec<PathBuf>,
 ) -> Result<Box<dyn Watcher + Send>, notify::Error> {
-    let mut watcher = RecommendedWatcher::new(handler(tx), Config::default())?;
+    let mut watcher = RecommendedWatcher::new(handler(tx, roots), Config::default())?;
     for (_, context) in contexts {
         watcher.watch(context, RecursiveMode::Recursive)?;
     }

@@ -1,66 +1,131 @@
-//! The stat cache of input hashing (see `workspace::stat_cache`): per file, its stat data and
-//! digest. A cache: written without waiting for the disk, and a failed write loses nothing but time.
+//! The stat cache of input hashing (see `workspace::stat_cache`): per build context, one row
+//! holding every file's stat data and digest, encoded — as git's index is one file, so that a
+//! steady plan reads one row per context rather than one per file. A cache: written without
+//! waiting for the disk; a row that cannot be decoded reads as empty (its files are read again).
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::{History, HistoryError};
 use crate::workspace::stat_cache::{CachedDigest, StatKey};
 
-/// `[dir/, dir0)`: every path below `dir` ('0' is the byte after '/').
-fn range_below(dir: &Path) -> (String, String) {
-    let dir = dir.to_string_lossy();
-    let dir = dir.trim_end_matches('/');
-    (format!("{dir}/"), format!("{dir}0"))
+/// The encoding's version, its first byte: another version reads as empty.
+const FORMAT: u8 = 1;
+/// Per entry after the path: size, mtime, ctime, inode, device, hashed-at (8 bytes each), mode
+/// (4 bytes), sha256 (32 raw bytes).
+const FIXED: usize = 6 * 8 + 4 + 32;
+
+/// The row's key: the context's path without a trailing `/`.
+fn key(dir: &Path) -> String {
+    dir.to_string_lossy().trim_end_matches('/').to_string()
+}
+
+/// Entries as stored: [`FORMAT`], then per entry the path's length (u32, little-endian), the
+/// path, then the [`FIXED`] part. An entry whose digest is not 64 hex digits is left out.
+pub fn encode(entries: &[(String, CachedDigest)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + entries.len() * (FIXED + 64));
+    out.push(FORMAT);
+    for (path, e) in entries {
+        let mut sha = [0u8; 32];
+        let Ok(len) = u32::try_from(path.len()) else {
+            continue;
+        };
+        if hex::decode_to_slice(&e.sha256, &mut sha).is_err() {
+            continue;
+        }
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(path.as_bytes());
+        out.extend_from_slice(&e.stat.size.to_le_bytes());
+        out.extend_from_slice(&e.stat.mtime_ns.to_le_bytes());
+        out.extend_from_slice(&e.stat.ctime_ns.to_le_bytes());
+        out.extend_from_slice(&e.stat.ino.to_le_bytes());
+        out.extend_from_slice(&e.stat.dev.to_le_bytes());
+        out.extend_from_slice(&e.hashed_at_ns.to_le_bytes());
+        out.extend_from_slice(&e.stat.mode.to_le_bytes());
+        out.extend_from_slice(&sha);
+    }
+    out
+}
+
+/// What [`encode`] wrote; None for anything else (another format, a truncated row).
+pub fn decode(bytes: &[u8]) -> Option<Vec<(String, CachedDigest)>> {
+    let (&format, mut rest) = bytes.split_first()?;
+    if format != FORMAT {
+        return None;
+    }
+    fn take<'a>(rest: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        if rest.len() < n {
+            return None;
+        }
+        let (head, tail) = rest.split_at(n);
+        *rest = tail;
+        Some(head)
+    }
+    fn u64_at(bytes: &[u8], at: usize) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(b)
+    }
+    let mut entries = Vec::new();
+    while !rest.is_empty() {
+        let len: [u8; 4] = take(&mut rest, 4)?.try_into().ok()?;
+        let len = usize::try_from(u32::from_le_bytes(len)).ok()?;
+        let path = std::str::from_utf8(take(&mut rest, len)?).ok()?;
+        let fixed = take(&mut rest, FIXED)?;
+        let mode: [u8; 4] = fixed[48..52].try_into().ok()?;
+        entries.push((
+            path.to_string(),
+            CachedDigest {
+                // Signed values travel as their bits.
+                stat: StatKey {
+                    size: u64_at(fixed, 0),
+                    mtime_ns: u64_at(fixed, 8) as i64,
+                    ctime_ns: u64_at(fixed, 16) as i64,
+                    ino: u64_at(fixed, 24),
+                    dev: u64_at(fixed, 32),
+                    mode: u32::from_le_bytes(mode),
+                },
+                hashed_at_ns: u64_at(fixed, 40) as i64,
+                sha256: lower_hex(&fixed[52..84]),
+            },
+        ));
+    }
+    Some(entries)
+}
+
+/// Lowercase hex, as `hex::encode` writes it (without its per-character iterator: this runs for
+/// every file of every context on every plan).
+fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 impl History {
-    /// Every cached entry below `dir`, by absolute path.
-    pub fn input_stats_below(
-        &self,
-        dir: &Path,
-    ) -> Result<HashMap<String, CachedDigest>, HistoryError> {
-        let (from, to) = range_below(dir);
+    /// The cached entries of the build context `dir` (none when never kept, or unreadable).
+    pub fn input_stats_of(&self, dir: &Path) -> Result<Vec<(String, CachedDigest)>, HistoryError> {
         let mut st = self
             .conn
-            .prepare_cached(
-                "SELECT path, size, mtime_ns, ctime_ns, ino, dev, mode, sha256, hashed_at_ns \
-                 FROM input_stats WHERE path >= ?1 AND path < ?2",
-            )
+            .prepare_cached("SELECT entries FROM input_stat_sets WHERE context = ?1")
             .map_err(self.err("read the stat cache"))?;
-        let rows = st
-            .query_map(params![from, to], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    CachedDigest {
-                        // Stored as SQLite's signed integers, bit for bit.
-                        stat: StatKey {
-                            size: r.get::<_, i64>(1)? as u64,
-                            mtime_ns: r.get(2)?,
-                            ctime_ns: r.get(3)?,
-                            ino: r.get::<_, i64>(4)? as u64,
-                            dev: r.get::<_, i64>(5)? as u64,
-                            mode: r.get(6)?,
-                        },
-                        sha256: r.get(7)?,
-                        hashed_at_ns: r.get(8)?,
-                    },
-                ))
-            })
+        let bytes: Option<Vec<u8>> = st
+            .query_row([key(dir)], |r| r.get(0))
+            .optional()
             .map_err(self.err("read the stat cache"))?;
-        rows.collect::<Result<_, _>>()
-            .map_err(self.err("read the stat cache"))
+        Ok(bytes.and_then(|b| decode(&b)).unwrap_or_default())
     }
 
-    /// Write new entries and forget the paths that are gone, in one transaction.
-    pub fn save_input_stats(
+    /// Replace the entries of each given build context, in one transaction.
+    pub fn save_input_stats<P: AsRef<Path>>(
         &self,
-        stored: &[(String, CachedDigest)],
-        gone: &[String],
+        sets: &[(P, Vec<(String, CachedDigest)>)],
     ) -> Result<(), HistoryError> {
-        if stored.is_empty() && gone.is_empty() {
+        if sets.is_empty() {
             return Ok(());
         }
         let tx = self
@@ -70,34 +135,63 @@ impl History {
         {
             let mut put = tx
                 .prepare_cached(
-                    "INSERT OR REPLACE INTO input_stats \
-                     (path, size, mtime_ns, ctime_ns, ino, dev, mode, sha256, hashed_at_ns) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    "INSERT OR REPLACE INTO input_stat_sets (context, entries) VALUES (?1, ?2)",
                 )
                 .map_err(self.err("write the stat cache"))?;
-            for (path, e) in stored {
-                put.execute(params![
-                    path,
-                    e.stat.size as i64,
-                    e.stat.mtime_ns,
-                    e.stat.ctime_ns,
-                    e.stat.ino as i64,
-                    e.stat.dev as i64,
-                    e.stat.mode,
-                    e.sha256,
-                    e.hashed_at_ns
-                ])
-                .map_err(self.err("write the stat cache"))?;
-            }
-            let mut forget = tx
-                .prepare_cached("DELETE FROM input_stats WHERE path = ?1")
-                .map_err(self.err("write the stat cache"))?;
-            for path in gone {
-                forget
-                    .execute([path])
+            for (dir, entries) in sets {
+                put.execute(params![key(dir.as_ref()), encode(entries)])
                     .map_err(self.err("write the stat cache"))?;
             }
         }
         tx.commit().map_err(self.err("write the stat cache"))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn entry(i: i64) -> CachedDigest {
+        CachedDigest {
+            stat: StatKey {
+                size: i as u64,
+                mtime_ns: -i,
+                ctime_ns: i64::MAX - i,
+                ino: u64::MAX - i as u64,
+                dev: 7,
+                mode: 0o100755,
+            },
+            sha256: format!("{:064x}", i),
+            hashed_at_ns: i * 1_000_000_007,
+        }
+    }
+
+    #[test]
+    fn entries_come_back_as_they_were_kept_and_a_damaged_row_reads_as_empty() {
+        let entries: Vec<(String, CachedDigest)> = (0..50)
+            .map(|i| (format!("/ctx/src/é{i}.txt"), entry(i)))
+            .collect();
+        let bytes = encode(&entries);
+        assert_eq!(decode(&bytes), Some(entries.clone()));
+        assert_eq!(decode(&bytes[..bytes.len() - 1]), None, "truncated");
+        let mut other = bytes.clone();
+        other[0] = FORMAT + 1;
+        assert_eq!(decode(&other), None, "another format");
+        assert_eq!(decode(&encode(&[])), Some(Vec::new()));
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(lower_hex(&bytes), hex::encode(&bytes));
+
+        let dir = tempfile::tempdir().unwrap();
+        let history = History::open(&dir.path().join("state.db")).unwrap();
+        let ctx = Path::new("/ctx/");
+        assert_eq!(history.input_stats_of(ctx).unwrap(), Vec::new());
+        history.save_input_stats(&[(ctx, entries.clone())]).unwrap();
+        assert_eq!(history.input_stats_of(Path::new("/ctx")).unwrap(), entries);
+        history
+            .conn
+            .execute("UPDATE input_stat_sets SET entries = x'01ff'", [])
+            .unwrap();
+        assert_eq!(history.input_stats_of(ctx).unwrap(), Vec::new());
     }
 }

@@ -1,0 +1,92 @@
+//! What the planner remembers between plans: the previous inputs of a module (the why of its
+//! address), the pins, and the stat cache that spares reading unchanged files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::backends::history::History;
+use crate::mesh::manifest::Manifest;
+use crate::mesh::pin::Pin;
+use crate::workspace::stat_cache::ContextCache;
+
+/// What the planner remembers between plans: the previous inputs of a module (the why of its
+/// address) and the stat cache that spares reading unchanged files.
+pub trait ManifestSource: Sync {
+    /// The manifest of `reference` if known, else the module's latest one.
+    fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest>;
+
+    /// The mesh's pinned modules (rolled back by hand); none by default.
+    fn pins(&self) -> BTreeMap<String, Pin> {
+        BTreeMap::new()
+    }
+    /// The stat cache of the files below `context` (empty: every file is read).
+    fn input_cache(&self, _context: &Path) -> ContextCache {
+        ContextCache::default()
+    }
+
+    /// Keep what walks left in their caches, all at once (best effort: a cache that cannot be
+    /// written costs time only).
+    fn keep_input_caches(&self, _caches: Vec<(PathBuf, ContextCache)>) {}
+}
+
+/// No history: every module reads as new.
+pub struct NoManifests;
+impl ManifestSource for NoManifests {
+    fn previous(&self, _module: &str, _reference: Option<&str>) -> Option<Manifest> {
+        None
+    }
+}
+
+/// Previous manifests from the state database.
+pub struct HistoryManifests<'a> {
+    pub history: &'a Mutex<History>,
+    pub mesh: &'a str,
+}
+
+impl ManifestSource for HistoryManifests<'_> {
+    fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest> {
+        let history = self.history.lock().ok()?;
+        let by_ref = reference.and_then(|r| history.manifest(self.mesh, module, r).ok().flatten());
+        let json = match by_ref {
+            Some(json) => json,
+            None => history.latest_manifest(self.mesh, module).ok().flatten()?.1,
+        };
+        serde_json::from_str(&json).ok()
+    }
+
+    /// A pin that cannot be read is no pin: the converge decides as it would without one (the
+    /// error is logged).
+    fn pins(&self) -> BTreeMap<String, Pin> {
+        let Ok(history) = self.history.lock() else {
+            return BTreeMap::new();
+        };
+        history.pins(self.mesh).unwrap_or_else(|error| {
+            tracing::warn!("cannot read the pinned modules: {error}");
+            BTreeMap::new()
+        })
+    }
+
+    fn input_cache(&self, context: &Path) -> ContextCache {
+        let known = self
+            .history
+            .lock()
+            .ok()
+            .and_then(|h| h.input_stats_of(context).ok())
+            .unwrap_or_default();
+        ContextCache::new(known)
+    }
+
+    /// One transaction for every context whose entries changed.
+    fn keep_input_caches(&self, caches: Vec<(PathBuf, ContextCache)>) {
+        let sets: Vec<(PathBuf, Vec<_>)> = caches
+            .into_iter()
+            .filter_map(|(context, cache)| cache.into_entries().map(|e| (context, e)))
+            .collect();
+        if let Ok(history) = self.history.lock()
+            && let Err(error) = history.save_input_stats(&sets)
+        {
+            tracing::debug!("the stat cache was not written: {error}");
+        }
+    }
+}
