@@ -10,7 +10,6 @@ use crate::app::msg::SourceId;
 use crate::app::state::{AppState, Detail, ModuleInfo};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::decide::{Decision, labelled_image_tagged};
-use crate::mesh::machine::Machine;
 use crate::mesh::text::short_id;
 use crate::mesh::why::Change;
 use crate::timefmt;
@@ -130,6 +129,16 @@ pub fn module_lines(
     if full {
         lines.push((format!("policy: {}", module.policy), palette.plain()));
         lines.extend(super::record_history::lines(state, &module.name, palette));
+        // The detail opens at its end: a build running now ends it with its newest output;
+        // otherwise a failure's last words do.
+        let operation = super::converge::module_operation_lines(state, &module.name, palette);
+        let building_now = state
+            .live_running()
+            .and_then(|live| live.modules.get(&module.name))
+            .is_some_and(|m| !m.run.is_final());
+        if !building_now {
+            lines.extend(operation.iter().cloned());
+        }
         if let Some(build) = state.last_builds.get(&module.name) {
             lines.push((
                 format!("last build: {}", build_summary(build, state.now_ms)),
@@ -137,11 +146,9 @@ pub fn module_lines(
             ));
             failure_lines(build, reference, &mut lines, palette);
         }
-        lines.extend(super::converge::module_operation_lines(
-            state,
-            &module.name,
-            palette,
-        ));
+        if building_now {
+            lines.extend(operation);
+        }
     }
     lines
 }
@@ -317,31 +324,6 @@ fn utc_time(at_ms: i64) -> String {
     )
 }
 
-fn machine_lines(machine: &Machine, state: &AppState, palette: Palette) -> Vec<Line> {
-    let mut lines = vec![
-        (
-            format!(
-                "{} {} of module {}",
-                machine.kind, machine.name, machine.module
-            ),
-            palette.heading(),
-        ),
-        (
-            format!("state: {} · {}", machine.state, machine.health),
-            palette.plain(),
-        ),
-        (format!("image: {}", machine.image), palette.plain()),
-    ];
-    for digest in &machine.running {
-        let made = match state.build_of(digest) {
-            Some(build) => build_summary(build, state.now_ms),
-            None => "no build in the history made it".into(),
-        };
-        lines.push((format!("runs {digest}: {made}"), palette.plain()));
-    }
-    lines
-}
-
 fn draw_lines(buf: &mut Buffer, area: Rect, lines: &[Line], skip: usize) {
     for (row, (text, style)) in lines
         .iter()
@@ -409,7 +391,7 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
         Some(Detail::Machine(name)) => match state.machines.iter().find(|m| &m.name == name) {
             Some(machine) => (
                 format!("machine · {name}"),
-                machine_lines(machine, state, palette),
+                super::machines::detail_lines(machine, state, palette),
             ),
             None => (
                 format!("machine · {name}"),

@@ -3,10 +3,12 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 
 use crate::app::msg::SourceId;
 use crate::app::state::{AppState, Pane};
 use crate::mesh::behind::MachineState;
+use crate::mesh::machine::Machine;
 
 use super::{Palette, focused, put, rule, scroll_offset};
 use crate::mesh::text::short_id;
@@ -94,4 +96,30 @@ fn display_name(machine: &crate::mesh::machine::Machine) -> String {
     } else {
         format!("{}/{}", machine.kind.to_lowercase(), machine.name)
     }
+}
+
+/// A machine in full (Enter on the machines pane): every running digest and the build that made it.
+pub fn detail_lines(machine: &Machine, state: &AppState, palette: Palette) -> Vec<(String, Style)> {
+    let mut lines = vec![
+        (
+            format!(
+                "{} {} of module {}",
+                machine.kind, machine.name, machine.module
+            ),
+            palette.heading(),
+        ),
+        (
+            format!("state: {} · {}", machine.state, machine.health),
+            palette.plain(),
+        ),
+        (format!("image: {}", machine.image), palette.plain()),
+    ];
+    for digest in &machine.running {
+        let made = match state.build_of(digest) {
+            Some(build) => super::detail::build_summary(build, state.now_ms),
+            None => "no build in the history made it".into(),
+        };
+        lines.push((format!("runs {digest}: {made}"), palette.plain()));
+    }
+    lines
 }
