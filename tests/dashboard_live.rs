@@ -42,6 +42,13 @@ fn running_state() -> AppState {
     state
 }
 
+/// `C`, then go: a converge of the mesh starts on the dashboard.
+fn converge_here(state: &mut AppState) -> Vec<Effect> {
+    key(state, KeyCode::Char('C'), KeyModifiers::SHIFT);
+    key(state, KeyCode::Right, KeyModifiers::NONE);
+    key(state, KeyCode::Enter, KeyModifiers::NONE)
+}
+
 fn decision(state: &AppState, module: &str) -> String {
     decision_cell(state, module, Palette { no_color: true }).0
 }
@@ -142,10 +149,7 @@ fn quit_while_nothing_runs_quits_at_once() {
 #[test]
 fn quit_while_a_converge_started_here_runs_asks_then_cancels_and_quits_when_it_stopped() {
     let mut state = running_state();
-    // `C`, then go: the converge starts here.
-    key(&mut state, KeyCode::Char('C'), KeyModifiers::SHIFT);
-    key(&mut state, KeyCode::Right, KeyModifiers::NONE);
-    let started = key(&mut state, KeyCode::Enter, KeyModifiers::NONE);
+    let started = converge_here(&mut state);
     assert!(matches!(
         started.as_slice(),
         [Effect::Start(ActionRequest::Converge { .. })]
@@ -206,9 +210,7 @@ fn quit_while_a_converge_started_here_runs_asks_then_cancels_and_quits_when_it_s
 #[test]
 fn ctrl_c_twice_cancels_and_a_stuck_action_is_left_after_the_grace() {
     let mut state = running_state();
-    key(&mut state, KeyCode::Char('C'), KeyModifiers::SHIFT);
-    key(&mut state, KeyCode::Right, KeyModifiers::NONE);
-    key(&mut state, KeyCode::Enter, KeyModifiers::NONE);
+    converge_here(&mut state);
     assert!(ctrl_c(&mut state).is_empty(), "the first ctrl-c asks");
     assert_eq!(ctrl_c(&mut state), vec![Effect::CancelAction]);
     // The action never ends: the clock quits after the grace.
