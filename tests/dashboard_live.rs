@@ -250,3 +250,40 @@ fn a_new_operation_clears_an_earlier_notice() {
     let (text, _) = operation_text(&state).unwrap();
     assert!(text.starts_with("⟳ #44 converge of 3 module(s)"), "{text}");
 }
+
+/// A send (or a rollback) walks no tiers: its module reads `sending`, then `sent 1/1`, never
+/// `queued`; the modules it does not touch read `–`.
+#[test]
+fn a_send_from_another_terminal_reads_sending_then_sent() {
+    use meshtop::mesh::progress::Step;
+    let mut state = demo_state();
+    let mut events = vec![
+        event(300, Step::Started, None, "send of worker"),
+        event(301, Step::Send, Some("worker"), "worker-1: a → b"),
+    ];
+    for e in &mut events {
+        e.converge_id = "send-1".into();
+        e.operation = Some(50);
+    }
+    let mut history = running_history();
+    history.events = events;
+    history.holder.as_mut().unwrap().converge_id = "send-1".into();
+    update(
+        &mut state,
+        polled(
+            SourceId::History,
+            0,
+            SourceData::History(Box::new(history.clone())),
+        ),
+    );
+    assert_eq!(decision(&state, "worker"), "sending 0/1");
+    assert_eq!(decision(&state, "api"), "–");
+    let mut sent = event(302, Step::Sent, Some("worker"), "worker-1: moved");
+    sent.converge_id = "send-1".into();
+    history.events = vec![sent];
+    update(
+        &mut state,
+        polled(SourceId::History, 0, SourceData::History(Box::new(history))),
+    );
+    assert_eq!(decision(&state, "worker"), "sent 1/1");
+}

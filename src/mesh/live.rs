@@ -58,6 +58,10 @@ pub enum ModuleRun {
     Cancelled,
     /// The operation ended while this module was on its way (lock lost, an error of the whole).
     Ended(String),
+    /// An operation that only sends (send, rollback): its machines are being moved.
+    Sending,
+    /// Every machine of such an operation answered (see [`LiveModule::sends`]).
+    Sent,
 }
 
 impl ModuleRun {
@@ -65,7 +69,10 @@ impl ModuleRun {
     pub fn is_final(&self) -> bool {
         !matches!(
             self,
-            ModuleRun::Queued | ModuleRun::ToBuild | ModuleRun::Building { .. }
+            ModuleRun::Queued
+                | ModuleRun::ToBuild
+                | ModuleRun::Building { .. }
+                | ModuleRun::Sending
         )
     }
 
@@ -240,12 +247,22 @@ impl LiveOperation {
             }
             Step::Failed => module.run = ModuleRun::Failed(event.text.clone()),
             Step::Created => module.created += 1,
-            Step::Send => module.sends.started += 1,
+            Step::Send => {
+                module.sends.started += 1;
+                // A module no converge walked (a send, a rollback): its state is its sending.
+                if module.tier.is_none() && module.run == ModuleRun::Queued {
+                    module.run = ModuleRun::Sending;
+                }
+            }
             Step::Sent => {
                 if sent_ok(&event.text) {
                     module.sends.moved += 1;
                 } else {
                     module.sends.failed += 1;
+                }
+                let sends = module.sends;
+                if module.run == ModuleRun::Sending && sends.moved + sends.failed >= sends.started {
+                    module.run = ModuleRun::Sent;
                 }
             }
             _ => {}
@@ -261,7 +278,9 @@ impl LiveOperation {
                 {
                     ModuleRun::Cancelled
                 }
-                ModuleRun::Building { .. } => ModuleRun::Ended(text.to_string()),
+                ModuleRun::Building { .. } | ModuleRun::Sending => {
+                    ModuleRun::Ended(text.to_string())
+                }
                 ModuleRun::Queued | ModuleRun::ToBuild => ModuleRun::NotReached(text.to_string()),
                 other => other.clone(),
             };
@@ -473,6 +492,38 @@ mod tests {
         assert_eq!(live.done_of(), (3, 3));
         assert_eq!(live.elapsed_ms(99_999), 5_007);
         assert!(!live.is_running());
+    }
+
+    #[test]
+    fn a_send_is_its_sending_never_queued() {
+        let events = [
+            event(1, 0, Step::Started, None, "send of api"),
+            event(2, 1, Step::Send, Some("api"), "api-1: a → b"),
+            event(3, 1, Step::Send, Some("api"), "api-2: a → b"),
+            event(4, 2, Step::Sent, Some("api"), "api-1: moved"),
+        ];
+        let live = fold(&events);
+        assert_eq!(live.modules["api"].run, ModuleRun::Sending);
+        assert_eq!(live.done_of(), (0, 1));
+        let mut more = events.to_vec();
+        more.push(event(
+            5,
+            3,
+            Step::Sent,
+            Some("api"),
+            "api-2: failed: no such image",
+        ));
+        let live = fold(&more);
+        assert_eq!(live.modules["api"].run, ModuleRun::Sent);
+        assert_eq!(
+            live.modules["api"].sends,
+            Sends {
+                started: 2,
+                moved: 1,
+                failed: 1
+            }
+        );
+        assert_eq!(live.done_of(), (1, 1));
     }
 
     #[test]

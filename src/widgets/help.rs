@@ -9,7 +9,7 @@ use crate::app::state::AppState;
 use super::{Palette, overlay, put};
 
 /// What every column and symbol of the screen means.
-const LEGEND: [&str; 29] = [
+const LEGEND: [&str; 30] = [
     "T          tier: 0 has no base in the mesh, else its base's tier + 1",
     "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
     "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
@@ -22,7 +22,8 @@ const LEGEND: [&str; 29] = [
     "                        the detail says from what, by whom, when (#op) and the record history",
     "NOW        replaces DECISION while an operation runs (from any process): queued, to build,",
     "           building 2/4 12s (Dockerfile step, time), built 40s, delivered(·host), skip·record,",
-    "           failed, not reached (its base failed), cancelled; sent 1/2 machines moved",
+    "           failed, not reached (its base failed), cancelled; sent 1/2 machines moved; a send",
+    "           or rollback: sending 0/2, sent 2/2; – the module is not part of the operation",
     "RECORD     ✓ the record names this ref  ✗ it does not  ? could not be asked",
     "HOST, REG  – cannot tell (ref pending, multi-platform, not asked)",
     "MACHINES   2/2 current of all  1 behind/3 (policy rollout: a converge sends them)",

@@ -62,7 +62,21 @@ pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
 /// A module's state in the running operation: `queued`, `building 2/4 12s`, `built 40s`,
 /// `delivered`, `skip·record`, `failed`, `not reached`, `cancelled`, with `sent 1/2` once it sends.
 pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
+    let sends = module.sends;
+    let bad_sends = if sends.failed > 0 {
+        palette.bad()
+    } else {
+        palette.good()
+    };
     let (text, style) = match &module.run {
+        // An operation that only sends: its state is the sending itself.
+        ModuleRun::Sending => {
+            return (
+                format!("sending {}/{}", sends.moved, sends.started),
+                palette.warn(),
+            );
+        }
+        ModuleRun::Sent => return (format!("sent {}/{}", sends.moved, sends.started), bad_sends),
         ModuleRun::Queued => ("queued".to_string(), palette.dim()),
         ModuleRun::ToBuild => ("to build".to_string(), palette.warn()),
         ModuleRun::Building { since_ms, step } => {
@@ -86,7 +100,6 @@ pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
         ModuleRun::Cancelled => ("cancelled".to_string(), palette.dim()),
         ModuleRun::Ended(_) => ("stopped".to_string(), palette.bad()),
     };
-    let sends = module.sends;
     if sends.started == 0 {
         return (text, style);
     }
