@@ -457,26 +457,38 @@ impl RegistryClient {
             .send()
             .await
             .map_err(|e| self.http_error("its token service", e))?;
+        self.token_answer(response, what, ["token", "access_token"], |status| {
+            format!("its token service answered {status}")
+        })
+        .await
+    }
+
+    /// The token in a token service's answer (the first of `keys` it has), or why there is none.
+    async fn token_answer(
+        &self,
+        response: reqwest::Response,
+        what: &str,
+        keys: [&str; 2],
+        refused: impl FnOnce(reqwest::StatusCode) -> String,
+    ) -> Result<String, RegistryError> {
+        let unauthorized = |message: String| RegistryError::Unauthorized {
+            host: self.host.clone(),
+            what: what.to_string(),
+            message,
+        };
         let status = response.status();
         if !status.is_success() {
-            return Err(RegistryError::Unauthorized {
-                host: self.host.clone(),
-                what: what.to_string(),
-                message: format!("its token service answered {status}"),
-            });
+            return Err(unauthorized(refused(status)));
         }
         let body: serde_json::Value = response
             .json()
             .await
             .map_err(|e| self.http_error("its token service", e))?;
-        body.get("token")
-            .or_else(|| body.get("access_token"))
-            .and_then(|t| t.as_str())
+        keys.iter()
+            .find_map(|key| body.get(*key).and_then(|t| t.as_str()))
             .map(str::to_string)
-            .ok_or_else(|| RegistryError::Unauthorized {
-                host: self.host.clone(),
-                what: what.to_string(),
-                message: "its token service answered without a token".into(),
+            .ok_or_else(|| {
+                unauthorized(format!("its token service answered without `{}`", keys[0]))
             })
     }
 }
@@ -520,27 +532,10 @@ impl RegistryClient {
             .send()
             .await
             .map_err(|e| self.http_error("its token service", e))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(RegistryError::Unauthorized {
-                host: self.host.clone(),
-                what: what.to_string(),
-                message: format!("its token service refused the identity token ({status})"),
-            });
-        }
-        let body: serde_json::Value = response
-            .json()
-            .await
-            .map_err(|e| self.http_error("its token service", e))?;
-        body.get("access_token")
-            .or_else(|| body.get("token"))
-            .and_then(|t| t.as_str())
-            .map(str::to_string)
-            .ok_or_else(|| RegistryError::Unauthorized {
-                host: self.host.clone(),
-                what: what.to_string(),
-                message: "its token service answered without an access token".into(),
-            })
+        self.token_answer(response, what, ["access_token", "token"], |status| {
+            format!("its token service refused the identity token ({status})")
+        })
+        .await
     }
 }
 
