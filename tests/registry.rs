@@ -2,49 +2,17 @@
 //! push through the real daemon, and Docker's credentials.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use common::local_registry::{LOCAL, docker, registry, require_registry};
 use meshtop::backends::credentials::{Credentials, from_config_dir};
 use meshtop::backends::registry::{Published, RegistryClient, RegistryError, push_image};
 use meshtop::mesh::model::Registry;
-
-const LOCAL: &str = "127.0.0.1:5000";
-
-fn registry(host: &str) -> Registry {
-    Registry {
-        host: host.into(),
-        insecure: false,
-    }
-}
-
-/// The real registry must run: it is never skipped.
-async fn require_registry() {
-    let answer = reqwest::Client::new()
-        .get(format!("http://{LOCAL}/v2/"))
-        .send()
-        .await;
-    if !answer.is_ok_and(|r| r.status().is_success()) {
-        panic!(
-            "no registry answers at http://{LOCAL}/v2/: start one with scripts/start-registry.sh"
-        );
-    }
-}
-
-fn docker(args: &[&str]) -> String {
-    let out = std::process::Command::new("docker")
-        .args(args)
-        .output()
-        .expect("the docker CLI runs");
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[tokio::test]
 async fn push_returns_the_digest_the_registry_then_answers() {

@@ -2,46 +2,13 @@
 //! one that refuses them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use common::local_registry::{LOCAL, docker, registry, require_registry};
 use meshtop::backends::registry::{Deleted, Published, RegistryClient, push_image};
-use meshtop::mesh::model::Registry;
-
-const LOCAL: &str = "127.0.0.1:5000";
-
-fn registry(host: &str) -> Registry {
-    Registry {
-        host: host.into(),
-        insecure: false,
-    }
-}
-
-/// The real registry must run: it is never skipped.
-async fn require_registry() {
-    meshtop::backends::registry::install_crypto_provider();
-    let answer = reqwest::Client::new()
-        .get(format!("http://{LOCAL}/v2/"))
-        .send()
-        .await;
-    if !answer.is_ok_and(|r| r.status().is_success()) {
-        panic!(
-            "no registry answers at http://{LOCAL}/v2/: start one with scripts/start-registry.sh"
-        );
-    }
-}
-
-fn docker(args: &[&str]) {
-    let out = std::process::Command::new("docker")
-        .args(args)
-        .output()
-        .expect("the docker CLI runs");
-    assert!(
-        out.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 #[tokio::test]
 async fn a_pushed_manifest_is_deleted_by_digest_and_then_absent() {
