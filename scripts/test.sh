@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(busybox-static docker-registry tmux curl openssl procps)
+# mount: the full-disk test mounts a small tmpfs; util-linux: setpriv (read-only state as another user).
+packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
