@@ -191,3 +191,29 @@ fn quitting_while_a_converge_started_here_runs_asks_and_cancels_it() {
     let busy = mesh.meshtop(&["converge", "base"]);
     assert!(busy.status.success(), "{}", said(&busy));
 }
+
+/// A converge killed mid-build never says its last word: the dashboard says it stopped (its process
+/// is gone) and shows the plan again, never a `building` that is not so.
+#[test]
+fn a_killed_converge_reads_stopped_process_gone_not_building() {
+    let mesh = ExampleMesh::new("livekill");
+    let first = mesh.meshtop(&["converge"]);
+    assert!(first.status.success(), "{}", said(&first));
+    slow_api(&mesh, 120);
+    let tmux = Tmux::start(&mesh);
+    tmux.wait_for("the modules table", Duration::from_secs(30), |s| {
+        s.contains("modules · 5 of 5") && row(s, "api").contains("build")
+    });
+    let log = mesh.root().join("converge.log");
+    let mut child = mesh.spawn_converge(&log, None);
+    tmux.wait_quietly("api building on its row", Duration::from_secs(60), |s| {
+        row(s, "api").contains("building")
+    });
+    child.kill().unwrap();
+    child.wait().unwrap(); // reaped: its pid no longer exists
+    let screen = tmux.wait_quietly("the stopped converge", Duration::from_secs(30), |s| {
+        s.contains("#2 stopped (process gone)")
+    });
+    assert!(!row(&screen, "api").contains("building"), "{screen}");
+    assert!(screen.contains("DECISION"), "the plan is back:\n{screen}");
+}
