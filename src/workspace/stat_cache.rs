@@ -154,18 +154,6 @@ impl ContextCache {
         self.stored.lock().map(|s| s.len()).unwrap_or(0)
     }
 
-    /// What to write back: new or changed entries, and the known paths the walk did not see.
-    pub fn into_changes(self) -> (Vec<(String, CachedDigest)>, Vec<String>) {
-        let stored = self.stored.into_inner().unwrap_or_else(|p| p.into_inner());
-        let gone = self
-            .known
-            .into_iter()
-            .filter(|known| !known.seen.load(Ordering::Relaxed))
-            .map(|known| known.path)
-            .collect();
-        (stored, gone)
-    }
-
     /// The context's entries after this walk, in path order, when anything changed (None: the
     /// kept entries stand as they are): the known entries the walk saw, replaced by what it read.
     pub fn into_entries(self) -> Option<Vec<(String, CachedDigest)>> {
@@ -279,9 +267,15 @@ mod tests {
             hashed_at_ns: now,
         };
         cache.store("/c/new", new.clone());
-        let (stored, gone) = cache.into_changes();
-        assert_eq!(stored, vec![("/c/new".to_string(), new)]);
-        assert_eq!(gone, vec!["/c/gone".to_string()]);
+        // What is written back: what the walk saw, with what it read; the path it did not see is
+        // forgotten.
+        assert_eq!(
+            cache.into_entries(),
+            Some(vec![
+                ("/c/kept".to_string(), old),
+                ("/c/new".to_string(), new)
+            ])
+        );
     }
 
     #[test]
