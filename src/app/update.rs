@@ -112,6 +112,7 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
         } => {
             state.now_ms = state.now_ms.max(at_ms);
             state.running = None;
+            state.running_converge = false;
             match result {
                 Ok(text) => notify(state, format!("{label}: {text}"), false),
                 Err(error) => notify(state, format!("{label} failed: {error}"), true),
