@@ -159,6 +159,41 @@ fn cached_digest(history: &History, spec: &InputSpec, clock: fn() -> i64) -> (St
     (inputs.digest, read)
 }
 
+/// A context of a few files and a state database of its own.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    _db: tempfile::TempDir,
+    ctx: std::path::PathBuf,
+    history: History,
+    args: BTreeMap<String, String>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = context();
+        let ctx = dir.path().canonicalize().unwrap();
+        let db = tempfile::tempdir().unwrap();
+        let history = History::open(&db.path().join("state.db")).unwrap();
+        Fixture {
+            _dir: dir,
+            _db: db,
+            ctx,
+            history,
+            args: BTreeMap::new(),
+        }
+    }
+
+    fn spec(&self) -> InputSpec<'_> {
+        InputSpec {
+            context: &self.ctx,
+            dockerfile: "Dockerfile",
+            build_args: &self.args,
+            base_digest: None,
+            platforms: &[],
+        }
+    }
+}
+
 fn context() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let ctx = dir.path();
@@ -176,25 +211,15 @@ proptest! {
 
     #[test]
     fn cached_and_uncached_addresses_agree_over_any_edits(edits in prop::collection::vec(edit(), 1..24)) {
-        let dir = context();
-        let ctx = dir.path().canonicalize().unwrap();
-        let db = tempfile::tempdir().unwrap();
-        let history = History::open(&db.path().join("state.db")).unwrap();
-        let args = BTreeMap::new();
-        let spec = InputSpec {
-            context: &ctx,
-            dockerfile: "Dockerfile",
-            build_args: &args,
-            base_digest: None,
-            platforms: &[],
-        };
-        cached_digest(&history, &spec, clock_ahead);
+        let fixture = Fixture::new();
+        let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
+        cached_digest(history, &spec, clock_ahead);
         for edit in &edits {
             // A new timestamp tick for every edit (ctime cannot be put back; it is what catches a
             // rewrite that restores the mtime).
             std::thread::sleep(Duration::from_millis(5));
             apply(&ctx, edit);
-            let (cached, _) = cached_digest(&history, &spec, clock_ahead);
+            let (cached, _) = cached_digest(history, &spec, clock_ahead);
             let uncached = hash_inputs(&spec).unwrap().digest;
             prop_assert_eq!(cached, uncached, "after {:?}", edit);
         }
@@ -203,28 +228,18 @@ proptest! {
 
 #[test]
 fn an_unchanged_context_is_not_read_again_and_a_changed_file_is() {
-    let dir = context();
-    let ctx = dir.path().canonicalize().unwrap();
-    let db = tempfile::tempdir().unwrap();
-    let history = History::open(&db.path().join("state.db")).unwrap();
-    let args = BTreeMap::new();
-    let spec = InputSpec {
-        context: &ctx,
-        dockerfile: "Dockerfile",
-        build_args: &args,
-        base_digest: None,
-        platforms: &[],
-    };
-    let (first, read) = cached_digest(&history, &spec, clock_ahead);
+    let fixture = Fixture::new();
+    let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
+    let (first, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(
         read, 4,
         "the first plan reads every file but the Dockerfile (hashed apart)"
     );
-    let (again, read) = cached_digest(&history, &spec, clock_ahead);
+    let (again, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!((again.as_str(), read), (first.as_str(), 0));
     std::thread::sleep(Duration::from_millis(5));
     fs::write(ctx.join(name(2)), bytes(99)).unwrap();
-    let (moved, read) = cached_digest(&history, &spec, clock_ahead);
+    let (moved, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(read, 1, "only the changed file is read");
     assert_ne!(moved, first);
 }
@@ -233,21 +248,11 @@ fn an_unchanged_context_is_not_read_again_and_a_changed_file_is() {
 fn a_file_rewritten_in_the_tick_it_was_hashed_is_read_again() {
     // The real clock: the file was written just now, so its entry is racy and never trusted,
     // even when a same-size rewrite with the old mtime lands in the same timestamp tick.
-    let dir = context();
-    let ctx = dir.path().canonicalize().unwrap();
-    let db = tempfile::tempdir().unwrap();
-    let history = History::open(&db.path().join("state.db")).unwrap();
-    let args = BTreeMap::new();
-    let spec = InputSpec {
-        context: &ctx,
-        dockerfile: "Dockerfile",
-        build_args: &args,
-        base_digest: None,
-        platforms: &[],
-    };
-    let (before, _) = cached_digest(&history, &spec, now_ns);
+    let fixture = Fixture::new();
+    let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
+    let (before, _) = cached_digest(history, &spec, now_ns);
     apply(&ctx, &Edit::RewriteKeepingMtime { file: 0 });
-    let (after, read) = cached_digest(&history, &spec, now_ns);
+    let (after, read) = cached_digest(history, &spec, now_ns);
     assert_ne!(after, before, "a racy entry answered for changed bytes");
     assert_eq!(after, hash_inputs(&spec).unwrap().digest);
     assert!(read >= 1);
