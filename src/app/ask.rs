@@ -31,6 +31,16 @@ fn made(state: &AppState, digest: &str) -> String {
     }
 }
 
+/// What a machine runs, with the build that made it: `sha256:… (build …, commit, age)`, `(+1)` for
+/// more than one container, or `nothing running`.
+fn runs(state: &AppState, running: &[String]) -> String {
+    match running {
+        [] => "nothing running".to_string(),
+        [one] => made(state, one),
+        [one, ..] => format!("{} (+{})", made(state, one), running.len() - 1),
+    }
+}
+
 /// Every module built FROM `module`, directly or not: their addresses move when it rebuilds.
 fn dependents(state: &AppState, module: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
@@ -238,11 +248,7 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
         module.name
     )];
     for machine in &behind {
-        let from = match machine.running.as_slice() {
-            [] => "nothing running".to_string(),
-            [one] => made(state, one),
-            [one, ..] => format!("{} (+{})", made(state, one), machine.running.len() - 1),
-        };
+        let from = runs(state, &machine.running);
         lines.push(format!("  {}  {from}", machine.name));
         lines.push(format!(
             "    → {} @{}",
@@ -304,11 +310,9 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
                 lines.push("  no machine runs this module".into());
             }
             for machine in machines {
-                let from = match machine.running.as_slice() {
-                    [] => "nothing running".to_string(),
-                    [one, ..] if one == digest => format!("{} (already there)", short(one)),
-                    [one] => made(state, one),
-                    [one, ..] => format!("{} (+{})", made(state, one), machine.running.len() - 1),
+                let from = match machine.running.first() {
+                    Some(one) if one == digest => format!("{} (already there)", short(one)),
+                    _ => runs(state, &machine.running),
                 };
                 lines.push(format!("  {}  {from} → @{}", machine.name, short(digest)));
             }
