@@ -24,6 +24,20 @@ fn slow_api(mesh: &ExampleMesh, seconds: u32) {
     .unwrap();
 }
 
+/// The example mesh converged once, then api's build slowed to `seconds`, and the dashboard open
+/// on it, its table showing that api would build.
+fn dashboard_on_slow_api(tag: &str, seconds: u32) -> (ExampleMesh, Tmux) {
+    let mesh = ExampleMesh::new(tag);
+    let first = mesh.meshtop(&["converge"]);
+    assert!(first.status.success(), "{}", said(&first));
+    slow_api(&mesh, seconds);
+    let tmux = Tmux::start(&mesh);
+    tmux.wait_for("the modules table", Duration::from_secs(30), |s| {
+        s.contains("modules · 5 of 5") && row(s, "api").contains("build")
+    });
+    (mesh, tmux)
+}
+
 fn command(mesh: &ExampleMesh, args: &str) -> String {
     format!(
         "{} --mesh {} --state {} {args}",
@@ -93,14 +107,7 @@ fn on_a_terminal_each_running_build_is_one_live_line() {
 
 #[test]
 fn the_dashboard_follows_a_converge_from_another_terminal_module_by_module() {
-    let mesh = ExampleMesh::new("livedash");
-    let first = mesh.meshtop(&["converge"]);
-    assert!(first.status.success(), "{}", said(&first));
-    slow_api(&mesh, 10);
-    let tmux = Tmux::start(&mesh);
-    tmux.wait_for("the modules table", Duration::from_secs(30), |s| {
-        s.contains("modules · 5 of 5") && row(s, "api").contains("build")
-    });
+    let (mesh, tmux) = dashboard_on_slow_api("livedash", 10);
     let log = mesh.root().join("converge.log");
     let mut child = mesh.spawn_converge(&log, None);
     let screen = tmux.wait_quietly("api building on its row", Duration::from_secs(60), |s| {
@@ -146,14 +153,7 @@ fn the_dashboard_follows_a_converge_from_another_terminal_module_by_module() {
 
 #[test]
 fn quitting_while_a_converge_started_here_runs_asks_and_cancels_it() {
-    let mesh = ExampleMesh::new("livequit");
-    let first = mesh.meshtop(&["converge"]);
-    assert!(first.status.success(), "{}", said(&first));
-    slow_api(&mesh, 120);
-    let tmux = Tmux::start(&mesh);
-    tmux.wait_for("the modules table", Duration::from_secs(30), |s| {
-        s.contains("modules · 5 of 5") && row(s, "api").contains("build")
-    });
+    let (mesh, tmux) = dashboard_on_slow_api("livequit", 120);
     tmux.keys(&["C"]);
     tmux.wait_quietly("the converge confirm", Duration::from_secs(10), |s| {
         s.contains("Converge mesh")
@@ -196,14 +196,7 @@ fn quitting_while_a_converge_started_here_runs_asks_and_cancels_it() {
 /// is gone) and shows the plan again, never a `building` that is not so.
 #[test]
 fn a_killed_converge_reads_stopped_process_gone_not_building() {
-    let mesh = ExampleMesh::new("livekill");
-    let first = mesh.meshtop(&["converge"]);
-    assert!(first.status.success(), "{}", said(&first));
-    slow_api(&mesh, 120);
-    let tmux = Tmux::start(&mesh);
-    tmux.wait_for("the modules table", Duration::from_secs(30), |s| {
-        s.contains("modules · 5 of 5") && row(s, "api").contains("build")
-    });
+    let (mesh, tmux) = dashboard_on_slow_api("livekill", 120);
     let log = mesh.root().join("converge.log");
     let mut child = mesh.spawn_converge(&log, None);
     tmux.wait_quietly("api building on its row", Duration::from_secs(60), |s| {
