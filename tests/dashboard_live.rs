@@ -287,3 +287,28 @@ fn a_send_from_another_terminal_reads_sending_then_sent() {
     );
     assert_eq!(decision(&state, "worker"), "sent 1/1");
 }
+
+/// The first poll reads only the newest steps: an operation read from mid-way has lost its start
+/// and perhaps some modules, so the header claims neither a total nor an exact running time.
+#[test]
+fn an_operation_read_from_mid_way_claims_no_total() {
+    let mut state = empty_state(&demo_mesh(meshtop::mesh::model::Target::Docker), false);
+    let mut history = running_history();
+    // Its tail only: from api's build on.
+    history.events.retain(|e| e.id >= 109);
+    update(
+        &mut state,
+        polled(
+            SourceId::History,
+            1000,
+            SourceData::History(Box::new(history)),
+        ),
+    );
+    let (text, gone) = operation_text(&state).unwrap();
+    assert!(!gone);
+    assert!(text.contains("0 done · over "), "{text}");
+    assert!(!text.contains('/'), "no total is known: {text}");
+    // Read from its start, the same operation has both.
+    let (text, _) = operation_text(&running_state()).unwrap();
+    assert!(text.contains("1/3 done · "), "{text}");
+}

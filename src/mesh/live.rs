@@ -130,6 +130,9 @@ pub struct LiveOperation {
     /// Its short id within the mesh (`#142`).
     pub operation: Option<i64>,
     pub started_ms: i64,
+    /// Whether its first step was read (the first poll reads a tail that may begin mid-way: then
+    /// its start time and its list of modules are not known whole).
+    pub saw_start: bool,
     /// What its start said (`converge of 3 module(s)`).
     pub title: Option<String>,
     /// The tier being walked now.
@@ -145,6 +148,7 @@ impl LiveOperation {
             converge_id: first.converge_id.clone(),
             operation: first.operation,
             started_ms: first.at_ms,
+            saw_start: false,
             title: None,
             tier: None,
             modules: BTreeMap::new(),
@@ -194,6 +198,8 @@ impl LiveOperation {
         }
         if event.step == Step::Started {
             self.title = Some(event.text.clone());
+            self.started_ms = at;
+            self.saw_start = true;
             return;
         }
         if event.step == Step::Finished {

@@ -121,10 +121,17 @@ pub fn operation_text(state: &AppState) -> Option<(String, bool)> {
                 parts.push(tier.text());
             }
             let (done, total) = live.done_of();
-            if total > 0 {
-                parts.push(format!("{done}/{total} done"));
+            let elapsed = timefmt::elapsed(live.elapsed_ms(state.now_ms));
+            // Read from mid-way (its start fell out of the first read): say only what is known.
+            if live.saw_start {
+                if total > 0 {
+                    parts.push(format!("{done}/{total} done"));
+                }
+                parts.push(elapsed);
+            } else {
+                parts.push(format!("{done} done"));
+                parts.push(format!("over {elapsed}"));
             }
-            parts.push(timefmt::elapsed(live.elapsed_ms(state.now_ms)));
             Some((parts.join(" · "), false))
         }
         OperationState::Gone => Some((format!("✗ {label} stopped (process gone)"), true)),
