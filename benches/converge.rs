@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshtop::backends::daemon::LazyDaemon;
-use meshtop::backends::history::History;
+use meshtop::backends::state::StateDb;
 use meshtop::converge::engine::{ConvergeRequest, converge};
 use meshtop::converge::plan::{NoManifests, PlanContext, dry_run};
 use meshtop::converge::target::ConnectedTarget;
@@ -92,11 +92,11 @@ fn bench(c: &mut Criterion) {
     let state = dir.path().join("state.db");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let record = runtime.block_on(fake_record(&mesh));
-    let setup = History::open(&state).unwrap();
-    let holder = meshtop::backends::history::Holder::here("bench-setup");
-    setup.lock_converge(&name, &holder).unwrap().unwrap();
+    let setup = StateDb::open(&state).unwrap();
+    let holder = meshtop::backends::state::Holder::here("bench-setup");
+    setup.lock_mesh(&name, &holder).unwrap().unwrap();
     setup.stamp_record(&name, "bench-setup", &record).unwrap();
-    setup.unlock_converge(&name, "bench-setup").unwrap();
+    setup.unlock_mesh(&name, "bench-setup").unwrap();
     drop(setup);
 
     let mut group = c.benchmark_group("converge_50_modules");

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use meshtop::backends::history::{BuildQuery, History};
+use meshtop::backends::state::{BuildQuery, StateDb};
 
 const ROWS: u64 = 1_000_000;
 const MODULES: u64 = 200;
@@ -36,7 +36,7 @@ fn published(i: u64) -> String {
 /// Fill the database: one transaction, rows in time order, ~2% failed, every 10th published,
 /// every 1000th without a module. Two other meshes get a few rows so every query must filter.
 fn generate(path: &Path) {
-    drop(History::open(path).unwrap()); // the schema
+    drop(StateDb::open(path).unwrap()); // the schema
     let mut conn = rusqlite::Connection::open(path).unwrap();
     let _: String = conn
         .query_row("PRAGMA journal_mode = DELETE", [], |r| r.get(0))
@@ -97,7 +97,7 @@ fn bench(c: &mut Criterion) {
         "generated {ROWS} rows across {MODULES} modules in {:.1?}",
         t.elapsed()
     );
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     assert_eq!(h.count_builds(MESH, None).unwrap(), ROWS);
 
     // One cold-ish single shot of each, printed for the note, before criterion's warm loops.

@@ -56,7 +56,7 @@ fn main() -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         times.push(start.elapsed().as_secs_f64() * 1000.0);
         if !summary.ok {
-            return Err(format!("converge {} failed", summary.converge_id));
+            return Err(format!("converge {} failed", summary.operation_id));
         }
         decisions.clear();
         for module in &summary.modules {

@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{ExampleMesh, said, wait_exit};
-use meshtop::backends::history::{BuildQuery, History};
+use meshtop::backends::state::{BuildQuery, StateDb};
 use meshtop::mesh::builds::{BuildRow, BuildStatus};
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
@@ -68,7 +68,7 @@ fn meshtop(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> Output {
 }
 
 fn rows(state: &Path, mesh: &str) -> Vec<BuildRow> {
-    History::open(state)
+    StateDb::open(state)
         .unwrap()
         .builds(&BuildQuery {
             mesh: mesh.to_string(),
@@ -156,9 +156,9 @@ fn a_full_disk_at_the_end_of_a_build_stamps_nothing_and_the_next_open_closes_the
             .contains("its record could not be written"),
         "{row}"
     );
-    let history = History::open(&state).unwrap();
+    let db = StateDb::open(&state).unwrap();
     assert!(
-        history.record(&mesh.name).unwrap().is_empty(),
+        db.record(&mesh.name).unwrap().is_empty(),
         "nothing stamped"
     );
     std::fs::write(&dockerfile, &original).unwrap();

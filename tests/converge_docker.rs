@@ -340,17 +340,17 @@ fn a_failed_build_is_recorded_and_stamps_nothing() {
 
 #[test]
 fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
-    use meshtop::backends::history::{History, Holder};
+    use meshtop::backends::state::{StateDb, Holder};
     let mesh = ExampleMesh::new("lock");
-    let history = History::open(&mesh.state()).unwrap();
+    let db = StateDb::open(&mesh.state()).unwrap();
     let holder = Holder {
-        converge_id: "other-converge".into(),
+        operation_id: "other-converge".into(),
         host: gethostname::gethostname().to_string_lossy().into_owned(),
         pid: std::process::id(),
         since_ms: 0,
         heartbeat_ms: meshtop::timefmt::now_ms(),
     };
-    history.lock_converge(&mesh.name, &holder).unwrap().unwrap();
+    db.lock_mesh(&mesh.name, &holder).unwrap().unwrap();
     let output = mesh.meshtop(&["converge"]);
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let text = said(&output);
@@ -358,7 +358,7 @@ fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
         text.contains("other-converge") && text.contains(&std::process::id().to_string()),
         "{text}"
     );
-    history
-        .unlock_converge(&mesh.name, "other-converge")
+    db
+        .unlock_mesh(&mesh.name, "other-converge")
         .unwrap();
 }

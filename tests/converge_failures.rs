@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
 use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
-use meshtop::backends::history::History;
+use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::{BuildRow, BuildStatus};
 
 #[test]
@@ -28,7 +28,7 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
     let log = mesh.dir.path().join("converge.log");
     let mut child = mesh.spawn_converge(&log, Some(&proxy.docker_host()));
     let running = wait_for_running_build(&mesh, &mut child, &log);
-    let converge_id = running.converge_id.clone().unwrap();
+    let operation_id = running.operation_id.clone().unwrap();
     // Let the build reach the daemon, then the daemon goes away.
     std::thread::sleep(Duration::from_millis(500));
     assert!(proxy.requests() > 0, "the converge went through the proxy");
@@ -46,22 +46,22 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
         "the error names the daemon: {stderr}"
     );
 
-    let history = History::open(&mesh.state()).unwrap();
+    let db = StateDb::open(&mesh.state()).unwrap();
     let rows: Vec<BuildRow> = builds(&mesh)
         .into_iter()
-        .filter(|b| b.converge_id.as_deref() == Some(converge_id.as_str()))
+        .filter(|b| b.operation_id.as_deref() == Some(operation_id.as_str()))
         .collect();
     assert!(!rows.is_empty(), "the converge recorded its builds");
     assert!(
         rows.iter().all(|b| b.status != BuildStatus::Running),
         "{rows:#?}"
     );
-    let base = history.build(&running.id).unwrap().unwrap();
+    let base = db.build(&running.id).unwrap().unwrap();
     assert_eq!(base.status, BuildStatus::Failed, "{base:#?}");
     let error = base.error.clone().unwrap_or_default();
     assert!(error.contains("Docker daemon"), "{base:#?}");
-    assert!(history.record(&mesh.name).unwrap().is_empty());
-    let holder = history.converge_holder(&mesh.name).unwrap();
+    assert!(db.record(&mesh.name).unwrap().is_empty());
+    let holder = db.mesh_holder(&mesh.name).unwrap();
     assert!(holder.is_none(), "the lock is released: {holder:?}");
 }
 

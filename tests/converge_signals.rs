@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
-use meshtop::backends::history::History;
+use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::{BuildRow, BuildStatus};
 
 /// Make the base's build slow: a step that sleeps (the base has busybox by then).
@@ -27,7 +27,7 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     let mut child = mesh.spawn_converge(&log, None);
     let running = wait_for_running_build(&mesh, &mut child, &log);
     assert_eq!(running.module.as_deref(), Some("base"));
-    let converge_id = running.converge_id.clone().unwrap();
+    let operation_id = running.operation_id.clone().unwrap();
 
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -40,24 +40,24 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
 
-    let history = History::open(&mesh.state()).unwrap();
+    let db = StateDb::open(&mesh.state()).unwrap();
     let rows: Vec<BuildRow> = builds(&mesh)
         .into_iter()
-        .filter(|b| b.converge_id.as_deref() == Some(converge_id.as_str()))
+        .filter(|b| b.operation_id.as_deref() == Some(operation_id.as_str()))
         .collect();
     assert!(!rows.is_empty());
     assert!(
         rows.iter().all(|b| b.status != BuildStatus::Running),
         "{rows:#?}"
     );
-    let base = history.build(&running.id).unwrap().unwrap();
+    let base = db.build(&running.id).unwrap().unwrap();
     assert_eq!(base.status, BuildStatus::Cancelled, "{base:#?}");
     assert!(base.ended_ms.is_some(), "{base:#?}");
     assert!(
-        history.record(&mesh.name).unwrap().is_empty(),
+        db.record(&mesh.name).unwrap().is_empty(),
         "a cancelled converge stamps nothing"
     );
-    let holder = history.converge_holder(&mesh.name).unwrap();
+    let holder = db.mesh_holder(&mesh.name).unwrap();
     assert!(holder.is_none(), "the lock is released: {holder:?}");
 
     // The mesh is free: plan and converge work (without the slow step, to keep the test short).
@@ -68,5 +68,5 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     assert!(converge.status.success(), "{}", said(&converge));
     let summary: serde_json::Value = serde_json::from_slice(&converge.stdout).unwrap();
     assert_eq!(summary["stamped"], true, "{summary}");
-    assert_eq!(history.record(&mesh.name).unwrap().len(), 5);
+    assert_eq!(db.record(&mesh.name).unwrap().len(), 5);
 }

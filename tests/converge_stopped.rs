@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{ExampleMesh, said, wait_exit, wait_for_running_build};
-use meshtop::backends::history::TEST_STALE_ENV;
+use meshtop::backends::state::TEST_STALE_ENV;
 use serde_json::Value;
 
 const STALE_MS: &str = "1500";

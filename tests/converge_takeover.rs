@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{ExampleMesh, said, wait_exit, wait_for_running_build};
-use meshtop::backends::history::{History, TEST_STALE_ENV};
+use meshtop::backends::state::{StateDb, TEST_STALE_ENV};
 
 const STALE_MS: &str = "1500";
 
@@ -48,7 +48,7 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
         .spawn()
         .unwrap();
     let running = wait_for_running_build(&mesh, &mut a, &log);
-    let a_id = running.converge_id.clone().unwrap();
+    let a_id = running.operation_id.clone().unwrap();
     signal(a.id(), "STOP");
     std::thread::sleep(Duration::from_millis(3000));
 
@@ -69,8 +69,8 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
         b_err.contains(&format!("over from converge {a_id}")),
         "the take-over is printed: {b_err}"
     );
-    let history = History::open(&mesh.state()).unwrap();
-    let stamped = history.record(&mesh.name).unwrap();
+    let db = StateDb::open(&mesh.state()).unwrap();
+    let stamped = db.record(&mesh.name).unwrap();
     assert_eq!(stamped.len(), 5, "{stamped:?}");
 
     // A wakes: it must stop, stamp nothing, and say who took the mesh.
@@ -84,7 +84,7 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
     );
     assert!(!a_err.contains("record stamped"), "{a_err}");
     assert_eq!(
-        history.record(&mesh.name).unwrap(),
+        db.record(&mesh.name).unwrap(),
         stamped,
         "the record never goes back"
     );

@@ -34,9 +34,9 @@ fn running_state() -> AppState {
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             1000,
-            SourceData::History(Box::new(running_history())),
+            SourceData::State(Box::new(running_history())),
         ),
     );
     state
@@ -62,9 +62,9 @@ fn while_a_converge_runs_the_table_shows_each_module_in_it() {
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             1000,
-            SourceData::History(Box::new(running_history())),
+            SourceData::State(Box::new(running_history())),
         ),
     );
     let (live, now) = state.operation().unwrap();
@@ -85,15 +85,15 @@ fn while_a_converge_runs_the_table_shows_each_module_in_it() {
 #[test]
 fn a_converge_whose_process_is_gone_is_said_stopped_and_the_plan_comes_back() {
     let mut state = demo_state();
-    let mut history = running_history();
+    let mut db = running_history();
     // Killed: no last word, and the lock's holder is dead (or the lock gone).
-    history.holder.as_mut().unwrap().alive = false;
+    db.holder.as_mut().unwrap().alive = false;
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             1000,
-            SourceData::History(Box::new(history)),
+            SourceData::State(Box::new(db)),
         ),
     );
     assert_eq!(state.operation().unwrap().1, OperationState::Gone);
@@ -113,13 +113,13 @@ fn the_end_of_a_followed_converge_asks_for_a_fresh_plan() {
         "converge failed",
     );
     done.at_ms = NOW;
-    done.converge_id = "7c00aa11-0001".into();
-    let mut history = running_history();
-    history.events = vec![done];
-    history.holder = None;
+    done.operation_id = "7c00aa11-0001".into();
+    let mut db = running_history();
+    db.events = vec![done];
+    db.holder = None;
     let effects = update(
         &mut state,
-        polled(SourceId::History, 0, SourceData::History(Box::new(history))),
+        polled(SourceId::State, 0, SourceData::State(Box::new(db))),
     );
     assert!(
         effects.contains(&Effect::PollNow(vec![
@@ -230,18 +230,18 @@ fn a_new_operation_clears_an_earlier_notice() {
         state.notice.as_ref().map(|n| n.text.as_str()),
         Some("4b2e9d10 converge succeeded")
     );
-    let mut history = running_history();
-    history.events.truncate(1);
-    for e in &mut history.events {
+    let mut db = running_history();
+    db.events.truncate(1);
+    for e in &mut db.events {
         e.id += 200;
-        e.converge_id = "next".into();
+        e.operation_id = "next".into();
         e.operation = Some(44);
     }
-    history.holder.as_mut().unwrap().converge_id = "next".into();
+    db.holder.as_mut().unwrap().operation_id = "next".into();
     // Read after the first poll: this start is live.
     update(
         &mut state,
-        polled(SourceId::History, 0, SourceData::History(Box::new(history))),
+        polled(SourceId::State, 0, SourceData::State(Box::new(db))),
     );
     assert_eq!(
         state.notice, None,
@@ -262,28 +262,28 @@ fn a_send_from_another_terminal_reads_sending_then_sent() {
         event(301, Step::Send, Some("worker"), "worker-1: a → b"),
     ];
     for e in &mut events {
-        e.converge_id = "send-1".into();
+        e.operation_id = "send-1".into();
         e.operation = Some(50);
     }
-    let mut history = running_history();
-    history.events = events;
-    history.holder.as_mut().unwrap().converge_id = "send-1".into();
+    let mut db = running_history();
+    db.events = events;
+    db.holder.as_mut().unwrap().operation_id = "send-1".into();
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             0,
-            SourceData::History(Box::new(history.clone())),
+            SourceData::State(Box::new(db.clone())),
         ),
     );
     assert_eq!(decision(&state, "worker"), "sending 0/1");
     assert_eq!(decision(&state, "api"), "–");
     let mut sent = event(302, Step::Sent, Some("worker"), "worker-1: moved");
-    sent.converge_id = "send-1".into();
-    history.events = vec![sent];
+    sent.operation_id = "send-1".into();
+    db.events = vec![sent];
     update(
         &mut state,
-        polled(SourceId::History, 0, SourceData::History(Box::new(history))),
+        polled(SourceId::State, 0, SourceData::State(Box::new(db))),
     );
     assert_eq!(decision(&state, "worker"), "sent 1/1");
 }
@@ -293,15 +293,15 @@ fn a_send_from_another_terminal_reads_sending_then_sent() {
 #[test]
 fn an_operation_read_from_mid_way_claims_no_total() {
     let mut state = empty_state(&demo_mesh(meshtop::mesh::model::Target::Docker), false);
-    let mut history = running_history();
+    let mut db = running_history();
     // Its tail only: from api's build on.
-    history.events.retain(|e| e.id >= 109);
+    db.events.retain(|e| e.id >= 109);
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             1000,
-            SourceData::History(Box::new(history)),
+            SourceData::State(Box::new(db)),
         ),
     );
     let (text, gone) = operation_text(&state).unwrap();

@@ -286,9 +286,9 @@ fn live_converge() {
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             1000,
-            SourceData::History(Box::new(running)),
+            SourceData::State(Box::new(running)),
         ),
     );
     insta::assert_snapshot!("live_screen_120x40", screen(&state, 120, 40));

@@ -6,7 +6,7 @@ mod common;
 use common::dashboard::*;
 use meshtop::app::keys::Mode;
 use meshtop::app::msg::{
-    ActionRequest, Effect, HistorySnapshot, Msg, PageRequest, Placement, SourceData, SourceId,
+    ActionRequest, Effect, StateSnapshot, Msg, PageRequest, Placement, SourceData, SourceId,
 };
 use meshtop::app::state::{AppState, ConfirmThen, Detail, Pane};
 use meshtop::app::update::update;
@@ -323,7 +323,7 @@ fn scrolling_to_the_end_asks_for_the_next_page_once() {
 #[test]
 fn converge_pane_follows_events_and_switches_converges() {
     let mut state = demo_state();
-    assert_eq!(state.converge.converge_id.as_deref(), Some("4b2e9d10-77aa"));
+    assert_eq!(state.converge.operation_id.as_deref(), Some("4b2e9d10-77aa"));
     assert_eq!(
         (state.converge.lines.len(), state.converge.last_event_id),
         (12, 15),
@@ -336,21 +336,21 @@ fn converge_pane_follows_events_and_switches_converges() {
         None,
         "tier 0: base",
     );
-    next.converge_id = "9f00".into();
-    let snapshot = HistorySnapshot {
+    next.operation_id = "9f00".into();
+    let snapshot = StateSnapshot {
         events: vec![next],
         scope: Some("base".into()),
-        ..HistorySnapshot::default()
+        ..StateSnapshot::default()
     };
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             0,
-            SourceData::History(Box::new(snapshot)),
+            SourceData::State(Box::new(snapshot)),
         ),
     );
-    assert_eq!(state.converge.converge_id.as_deref(), Some("9f00"));
+    assert_eq!(state.converge.operation_id.as_deref(), Some("9f00"));
     assert_eq!(state.converge.lines.len(), 1);
 }
 
@@ -519,18 +519,18 @@ fn other_converge(first_id: i64, uuid: &str, number: i64, last: &str) -> Msg {
         event(first_id + 2, Step::Finished, None, last),
     ];
     for e in &mut events {
-        e.converge_id = uuid.into();
+        e.operation_id = uuid.into();
         e.operation = Some(number);
     }
-    let snapshot = HistorySnapshot {
+    let snapshot = StateSnapshot {
         events,
-        latest_converge: Some(uuid.into()),
+        latest_operation: Some(uuid.into()),
         ..demo_history()
     };
     polled(
-        SourceId::History,
+        SourceId::State,
         -1000,
-        SourceData::History(Box::new(snapshot)),
+        SourceData::State(Box::new(snapshot)),
     )
 }
 
@@ -569,7 +569,7 @@ fn the_notice_follows_the_newest_operation_never_a_stale_success() {
     assert_eq!(notice.text, "#42 converge failed");
     assert!(!notice.text.contains("succeeded"), "{notice:?}");
     assert_eq!(state.converge.operation, Some(42));
-    assert_eq!(state.converge.converge_id.as_deref(), Some("01a22df9-0002"));
+    assert_eq!(state.converge.operation_id.as_deref(), Some("01a22df9-0002"));
     // And the next one, succeeding within seconds, is said as such, without the bell.
     let effects = update(
         &mut state,

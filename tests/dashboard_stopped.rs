@@ -1,5 +1,5 @@
 //! Every view of the dashboard says `stopped (process gone)` for a running build whose converge is
-//! gone (derived when read, see `History::builds`), and `stopped` for a row closed as stopped: the
+//! gone (derived when read, see `StateDb::builds`), and `stopped` for a row closed as stopped: the
 //! builds pane, the modules pane's LAST BUILD, and the module detail (issue 14).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

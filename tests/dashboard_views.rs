@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use common::dashboard::*;
 use meshtop::app::keys::Mode;
-use meshtop::app::msg::{ActionRequest, Effect, HistorySnapshot, Msg, SourceData, SourceId};
+use meshtop::app::msg::{ActionRequest, Effect, StateSnapshot, Msg, SourceData, SourceId};
 use meshtop::app::state::{AppState, Detail};
 use meshtop::app::update::update;
 use meshtop::app::views::{GC_KEEP_NEWEST, ViewData, ViewRequest};
@@ -53,7 +53,7 @@ fn pinned_state() -> AppState {
     );
     key(&mut state, KeyCode::Char('j'));
     assert_eq!(state.poll_params().stamps_module.as_deref(), Some("api"));
-    let snapshot = HistorySnapshot {
+    let snapshot = StateSnapshot {
         stamps: Some(("api".into(), demo_stamps())),
         pins: BTreeMap::from([("api".to_string(), demo_pin())]),
         events: Vec::new(),
@@ -62,9 +62,9 @@ fn pinned_state() -> AppState {
     update(
         &mut state,
         polled(
-            SourceId::History,
+            SourceId::State,
             0,
-            SourceData::History(Box::new(snapshot)),
+            SourceData::State(Box::new(snapshot)),
         ),
     );
     state.now_ms = NOW;
@@ -79,7 +79,7 @@ fn the_module_detail_shows_the_record_history_and_the_pin() {
     // Enter asks the history source now: the record history shows without waiting for its poll.
     assert_eq!(
         key(&mut state, KeyCode::Enter),
-        vec![Effect::PollNow(vec![SourceId::History])]
+        vec![Effect::PollNow(vec![SourceId::State])]
     );
     assert_eq!(state.detail, Some(Detail::Module("api".into())));
     // Open at the top: the history sits above the end (a failure's log stays last).
@@ -130,9 +130,9 @@ fn a_pinned_decision_wears_a_colour_no_other_decision_does() {
     update(
         &mut early,
         polled(
-            SourceId::History,
+            SourceId::State,
             0,
-            SourceData::History(Box::new(HistorySnapshot {
+            SourceData::State(Box::new(StateSnapshot {
                 pins: BTreeMap::from([("api".to_string(), demo_pin())]),
                 events: Vec::new(),
                 ..demo_history()
@@ -182,7 +182,7 @@ fn rollback_is_hinted_where_it_applies() {
     insta::assert_snapshot!("footer_rollback_120", footer(&state, 120));
     insta::assert_snapshot!("footer_rollback_80", footer(&state, 80));
     // Only the first stamp (from nothing): nothing to go back to.
-    let snapshot = HistorySnapshot {
+    let snapshot = StateSnapshot {
         stamps: Some(("api".into(), demo_stamps().split_off(2))),
         events: Vec::new(),
         ..demo_history()
@@ -192,9 +192,9 @@ fn rollback_is_hinted_where_it_applies() {
     update(
         &mut first,
         polled(
-            SourceId::History,
+            SourceId::State,
             0,
-            SourceData::History(Box::new(snapshot)),
+            SourceData::State(Box::new(snapshot)),
         ),
     );
     let hints = footer(&first, 120);

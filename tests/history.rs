@@ -7,8 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::history::{new_build, temp_db};
-use meshtop::backends::history::{
-    EventRow, History, HistoryError, NewEvent, SCHEMA_VERSION, SendRow,
+use meshtop::backends::state::{
+    EventRow, StateDb, StateError, NewEvent, SCHEMA_VERSION, SendRow,
 };
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::{Record, RecordEntry};
@@ -28,10 +28,10 @@ fn running_as_root() -> bool {
 #[test]
 fn migrates_from_empty_and_reopen_keeps_data() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     assert_eq!(h.path(), path);
     // Its converge holds the mesh: the row stays running across opens.
-    h.lock_converge("demo", &meshtop::backends::history::Holder::here("c1"))
+    h.lock_mesh("demo", &meshtop::backends::state::Holder::here("c1"))
         .unwrap()
         .unwrap();
     h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();
@@ -48,7 +48,7 @@ fn migrates_from_empty_and_reopen_keeps_data() {
     assert_eq!(journal, "wal");
     drop(raw);
 
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     let row = h.build("b1").unwrap().unwrap();
     assert_eq!(row.module.as_deref(), Some("api"));
     assert_eq!(row.status, BuildStatus::Running);
@@ -57,18 +57,18 @@ fn migrates_from_empty_and_reopen_keeps_data() {
 #[test]
 fn file_mode_is_0600_and_looser_modes_are_tightened() {
     let (_dir, path) = temp_db();
-    drop(History::open(&path).unwrap());
+    drop(StateDb::open(&path).unwrap());
     assert_eq!(mode(&path), 0o600);
 
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    drop(History::open(&path).unwrap());
+    drop(StateDb::open(&path).unwrap());
     assert_eq!(mode(&path), 0o600);
 }
 
 #[test]
 fn newer_schema_is_refused_and_the_file_untouched() {
     let (_dir, path) = temp_db();
-    drop(History::open(&path).unwrap());
+    drop(StateDb::open(&path).unwrap());
     let raw = rusqlite::Connection::open(&path).unwrap();
     raw.pragma_update(None, "user_version", SCHEMA_VERSION + 5)
         .unwrap();
@@ -78,9 +78,9 @@ fn newer_schema_is_refused_and_the_file_untouched() {
     drop(raw);
     let before = std::fs::read(&path).unwrap();
 
-    let err = History::open(&path).unwrap_err();
+    let err = StateDb::open(&path).unwrap_err();
     assert!(
-        matches!(err, HistoryError::TooNew { found, known, .. } if found == SCHEMA_VERSION + 5 && known == SCHEMA_VERSION),
+        matches!(err, StateError::TooNew { found, known, .. } if found == SCHEMA_VERSION + 5 && known == SCHEMA_VERSION),
         "{err:?}"
     );
     let message = err.to_string();
@@ -108,8 +108,8 @@ fn a_file_that_is_not_a_database_is_a_clear_error() {
     let text =
         "this is a text file, long enough to look like a header to anyone at all....\n".repeat(20);
     std::fs::write(&path, &text).unwrap();
-    let err = History::open(&path).unwrap_err();
-    assert!(matches!(err, HistoryError::NotADatabase { .. }), "{err:?}");
+    let err = StateDb::open(&path).unwrap_err();
+    assert!(matches!(err, StateError::NotADatabase { .. }), "{err:?}");
     assert!(err.to_string().contains(&path.display().to_string()));
     assert!(err.to_string().contains("--state"));
     assert_eq!(
@@ -130,8 +130,8 @@ fn a_refused_file_keeps_its_mode_also_through_a_symlink() {
     let link = dir.path().join("link.db");
     std::os::unix::fs::symlink(&foreign, &link).unwrap();
     for path in [&foreign, &link] {
-        let err = History::open(path).unwrap_err();
-        assert!(matches!(err, HistoryError::NotADatabase { .. }), "{err:?}");
+        let err = StateDb::open(path).unwrap_err();
+        assert!(matches!(err, StateError::NotADatabase { .. }), "{err:?}");
         assert_eq!(
             mode(&foreign),
             0o644,
@@ -141,16 +141,16 @@ fn a_refused_file_keeps_its_mode_also_through_a_symlink() {
     }
     // A database of ours, loose, is tightened once verified.
     let (_dir2, ours) = temp_db();
-    drop(History::open(&ours).unwrap());
+    drop(StateDb::open(&ours).unwrap());
     std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o644)).unwrap();
-    drop(History::open(&ours).unwrap());
+    drop(StateDb::open(&ours).unwrap());
     assert_eq!(mode(&ours), 0o600);
 }
 
 #[test]
 fn a_directory_in_place_of_the_file_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let err = History::open(dir.path()).unwrap_err();
+    let err = StateDb::open(dir.path()).unwrap_err();
     assert!(
         err.to_string().contains(&dir.path().display().to_string()),
         "{err}"
@@ -162,8 +162,8 @@ fn a_directory_in_place_of_the_file_is_a_clear_error() {
 fn an_unwritable_location_names_the_path() {
     // Under /proc nothing can be created, not even by root.
     let path = Path::new("/proc/meshtop-no-such-dir/state.db");
-    let err = History::open(path).unwrap_err();
-    assert!(matches!(err, HistoryError::Dir { .. }), "{err:?}");
+    let err = StateDb::open(path).unwrap_err();
+    assert!(matches!(err, StateError::Dir { .. }), "{err:?}");
     assert!(
         err.to_string()
             .contains("/proc/meshtop-no-such-dir/state.db"),
@@ -174,7 +174,7 @@ fn an_unwritable_location_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("file"), b"x").unwrap();
     let path = dir.path().join("file").join("state.db");
-    let err = History::open(&path).unwrap_err();
+    let err = StateDb::open(&path).unwrap_err();
     assert!(
         err.to_string().contains(&path.display().to_string()),
         "{err}"
@@ -204,10 +204,10 @@ fn a_read_only_database_names_the_path() {
         return;
     }
     let (_dir, path) = temp_db();
-    drop(History::open(&path).unwrap());
+    drop(StateDb::open(&path).unwrap());
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
-    let err = History::open(&path).unwrap_err();
-    assert!(matches!(err, HistoryError::ReadOnly { .. }), "{err:?}");
+    let err = StateDb::open(&path).unwrap_err();
+    assert!(matches!(err, StateError::ReadOnly { .. }), "{err:?}");
     assert!(
         err.to_string().contains(&path.display().to_string()),
         "{err}"
@@ -217,7 +217,7 @@ fn a_read_only_database_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o500)).unwrap();
     let path = dir.path().join("state.db");
-    let err = History::open(&path).unwrap_err();
+    let err = StateDb::open(&path).unwrap_err();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     assert!(
         err.to_string().contains(&path.display().to_string()),
@@ -228,7 +228,7 @@ fn a_read_only_database_names_the_path() {
 #[test]
 fn stamping_the_record_merges_and_clear_forgets() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     assert!(h.record("demo").unwrap().is_empty());
     let entry = |r: &str, d: &str| RecordEntry {
         reference: r.into(),
@@ -242,16 +242,16 @@ fn stamping_the_record_merges_and_clear_forgets() {
     .collect();
     // Only the converge holding the mesh stamps.
     let err = h.stamp_record("demo", "c1", &first).unwrap_err();
-    assert!(matches!(err, HistoryError::LockLost { .. }), "{err:?}");
+    assert!(matches!(err, StateError::LockLost { .. }), "{err:?}");
     assert!(h.record("demo").unwrap().is_empty());
     let hold = |mesh: &str, id: &str| {
-        h.lock_converge(mesh, &meshtop::backends::history::Holder::here(id))
+        h.lock_mesh(mesh, &meshtop::backends::state::Holder::here(id))
             .unwrap()
             .unwrap();
     };
     hold("demo", "c1");
     h.stamp_record("demo", "c1", &first).unwrap();
-    h.unlock_converge("demo", "c1").unwrap();
+    h.unlock_mesh("demo", "c1").unwrap();
     hold("demo", "c2");
     hold("other", "c3");
     let second: Record = [("api".to_string(), entry("api:2", "sha256:a2"))]
@@ -280,7 +280,7 @@ fn stamping_the_record_merges_and_clear_forgets() {
 #[test]
 fn manifests_per_mesh_module_and_ref() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     assert_eq!(h.latest_manifest("demo", "api").unwrap(), None);
     h.save_manifest("demo", "api", "r1", r#"{"a":"1"}"#)
         .unwrap();
@@ -309,12 +309,12 @@ fn manifests_per_mesh_module_and_ref() {
 #[test]
 fn events_are_read_in_order_after_a_cursor_from_another_handle() {
     let (_dir, path) = temp_db();
-    let writer = History::open(&path).unwrap();
-    let reader = History::open(&path).unwrap();
-    assert_eq!(reader.latest_converge("demo").unwrap(), None);
+    let writer = StateDb::open(&path).unwrap();
+    let reader = StateDb::open(&path).unwrap();
+    assert_eq!(reader.latest_operation("demo").unwrap(), None);
     let event = |c: &str, kind: &str, text: &str| NewEvent {
         mesh: "demo".into(),
-        converge_id: c.into(),
+        operation_id: c.into(),
         kind: kind.into(),
         module: Some("api".into()),
         text: text.into(),
@@ -343,10 +343,10 @@ fn events_are_read_in_order_after_a_cursor_from_another_handle() {
     assert_eq!(after[0].step, Step::Output);
     // A step this meshtop does not know reads, it is not an error.
     assert_eq!(all[2].step, Step::Other);
-    assert_eq!(after[0].converge_id, "c1");
+    assert_eq!(after[0].operation_id, "c1");
     assert!(reader.events_after("demo", third, 10).unwrap().is_empty());
     assert_eq!(
-        reader.latest_converge("demo").unwrap().as_deref(),
+        reader.latest_operation("demo").unwrap().as_deref(),
         Some("c2")
     );
 }
@@ -354,7 +354,7 @@ fn events_are_read_in_order_after_a_cursor_from_another_handle() {
 #[test]
 fn sends_newest_first_per_module() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     let send = |module: &str, machine: &str, at_ms: i64, outcome: &str| SendRow {
         mesh: "demo".into(),
         module: module.into(),
@@ -364,7 +364,7 @@ fn sends_newest_first_per_module() {
         to_digest: "sha256:new".into(),
         outcome: outcome.into(),
         at_ms,
-        converge_id: None,
+        operation_id: None,
     };
     h.record_send(&send("api", "api-1", 10, "moved")).unwrap();
     h.record_send(&send("api", "api-2", 20, "failed: port in use"))
@@ -409,8 +409,8 @@ fn read_commands_open_a_state_they_cannot_write_read_only() {
         return;
     }
     let (dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
-    h.lock_converge("demo", &meshtop::backends::history::Holder::here("c1"))
+    let h = StateDb::open(&path).unwrap();
+    h.lock_mesh("demo", &meshtop::backends::state::Holder::here("c1"))
         .unwrap()
         .unwrap();
     h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();

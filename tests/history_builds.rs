@@ -4,7 +4,7 @@
 mod common;
 
 use common::history::{new_build, temp_db};
-use meshtop::backends::history::{BuildEnd, BuildQuery, History, HistoryError, builds_sql};
+use meshtop::backends::state::{BuildEnd, BuildQuery, StateDb, StateError, builds_sql};
 use meshtop::mesh::builds::BuildStatus;
 
 fn end(status: BuildStatus, digest: Option<&str>) -> BuildEnd {
@@ -20,7 +20,7 @@ fn end(status: BuildStatus, digest: Option<&str>) -> BuildEnd {
 #[test]
 fn start_is_idempotent_and_a_finished_build_never_returns_to_running() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     let b = new_build("b1", Some("api"), 1_000);
     h.start_build(&b).unwrap();
     h.start_build(&b).unwrap();
@@ -59,7 +59,7 @@ fn start_is_idempotent_and_a_finished_build_never_returns_to_running() {
 #[test]
 fn a_failed_build_keeps_its_error_and_log_tail_and_a_build_without_module_its_repository() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     h.start_build(&new_build("b1", None, 1_000)).unwrap();
     h.finish_build("b1", &end(BuildStatus::Failed, None))
         .unwrap();
@@ -91,14 +91,14 @@ fn status_words_round_trip() {
 #[test]
 fn fail_running_marks_only_running_rows_of_that_converge() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     h.start_build(&new_build("done", Some("a"), 1)).unwrap();
     h.finish_build("done", &end(BuildStatus::Succeeded, Some("sha256:d")))
         .unwrap();
     h.start_build(&new_build("run1", Some("b"), 2)).unwrap();
     h.start_build(&new_build("run2", Some("c"), 3)).unwrap();
     let mut other = new_build("other", Some("d"), 4);
-    other.converge_id = Some("c2".into());
+    other.operation_id = Some("c2".into());
     h.start_build(&other).unwrap();
     let mut other_mesh = new_build("elsewhere", Some("b"), 5);
     other_mesh.mesh = "other".into();
@@ -140,7 +140,7 @@ fn fail_running_marks_only_running_rows_of_that_converge() {
 #[test]
 fn builds_page_newest_first_with_the_cursor() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     // 25 builds of api (api-10 and api-11 share a start time), 5 of web; every 8th api build failed.
     for i in 0..25 {
         let started = if i == 11 { 100 } else { i * 10 };
@@ -224,7 +224,7 @@ fn builds_page_newest_first_with_the_cursor() {
 #[test]
 fn build_by_digest_finds_the_artifact_and_the_published_digest() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     h.start_build(&new_build("old", Some("api"), 1)).unwrap();
     h.finish_build("old", &end(BuildStatus::Succeeded, Some("sha256:img")))
         .unwrap();
@@ -254,14 +254,14 @@ fn build_by_digest_finds_the_artifact_and_the_published_digest() {
     assert!(h.build_by_digest("other", "sha256:img").unwrap().is_none());
     assert!(matches!(
         h.set_published("nope", "r", "d"),
-        Err(HistoryError::UnknownBuild { .. })
+        Err(StateError::UnknownBuild { .. })
     ));
 }
 
 #[test]
 fn last_builds_gives_the_newest_build_per_module() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     h.start_build(&new_build("a1", Some("api"), 1)).unwrap();
     h.start_build(&new_build("a2", Some("api"), 9)).unwrap();
     h.start_build(&new_build("w1", Some("web"), 5)).unwrap();
@@ -298,7 +298,7 @@ fn scans_builds(plan: &str) -> bool {
 #[test]
 fn the_hot_queries_use_indexes_not_scans() {
     let (_dir, path) = temp_db();
-    drop(History::open(&path).unwrap());
+    drop(StateDb::open(&path).unwrap());
     let conn = rusqlite::Connection::open(&path).unwrap();
     for (module, failed, cursor, index) in [
         (true, false, false, "builds_by_module"),
@@ -319,16 +319,16 @@ fn the_hot_queries_use_indexes_not_scans() {
             "sorts instead of walking the index: {p}"
         );
     }
-    let p = plan(&conn, meshtop::backends::history::BUILD_BY_DIGEST_SQL);
+    let p = plan(&conn, meshtop::backends::state::BUILD_BY_DIGEST_SQL);
     assert!(
         p.contains("builds_by_digest") && p.contains("builds_by_published_digest"),
         "{p}"
     );
     assert!(!scans_builds(&p), "{p}");
-    let p = plan(&conn, meshtop::backends::history::LAST_BUILDS_SQL);
+    let p = plan(&conn, meshtop::backends::state::LAST_BUILDS_SQL);
     assert!(!scans_builds(&p), "{p}");
     // Every converge asks it as it finishes: both ends of the rowid tree, no scan.
-    let p = plan(&conn, meshtop::backends::history::EVENT_ID_RANGE_SQL);
+    let p = plan(&conn, meshtop::backends::state::EVENT_ID_RANGE_SQL);
     assert!(!p.lines().any(|l| l.contains("SCAN events")), "{p}");
     assert_eq!(p.matches("SEARCH events").count(), 2, "{p}");
 }
@@ -339,18 +339,18 @@ fn the_hot_queries_use_indexes_not_scans() {
 #[test]
 fn the_next_open_closes_rows_left_running_by_a_converge_that_is_gone() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
-    let holder = meshtop::backends::history::Holder::here("alive");
-    h.lock_converge("demo", &holder).unwrap().unwrap();
+    let h = StateDb::open(&path).unwrap();
+    let holder = meshtop::backends::state::Holder::here("alive");
+    h.lock_mesh("demo", &holder).unwrap().unwrap();
     let mut live = new_build("b-live", Some("api"), 1);
-    live.converge_id = Some("alive".into());
+    live.operation_id = Some("alive".into());
     h.start_build(&live).unwrap();
     let mut orphan = new_build("b-orphan", Some("web"), 2);
-    orphan.converge_id = Some("gone".into());
+    orphan.operation_id = Some("gone".into());
     h.start_build(&orphan).unwrap();
     drop(h);
 
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     let closed = h.build("b-orphan").unwrap().unwrap();
     assert_eq!(closed.status, BuildStatus::Stopped, "{closed:?}");
     assert!(closed.ended_ms.is_some());
@@ -372,22 +372,22 @@ fn the_next_open_closes_rows_left_running_by_a_converge_that_is_gone() {
 #[test]
 fn the_next_open_closes_rows_of_a_lock_holder_whose_process_is_gone() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
-    let mut dead = meshtop::backends::history::Holder::here("killed");
+    let h = StateDb::open(&path).unwrap();
+    let mut dead = meshtop::backends::state::Holder::here("killed");
     dead.pid = dead_pid();
-    h.lock_converge("demo", &dead).unwrap().unwrap();
+    h.lock_mesh("demo", &dead).unwrap().unwrap();
     let mut row = new_build("b-killed", Some("api"), 1);
-    row.converge_id = Some("killed".into());
+    row.operation_id = Some("killed".into());
     h.start_build(&row).unwrap();
     drop(h);
 
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     let closed = h.build("b-killed").unwrap().unwrap();
     assert_eq!(closed.status, BuildStatus::Stopped, "{closed:?}");
     assert!(closed.error.unwrap().contains("process gone"));
     // The lock itself is left to the next converge's take-over.
     assert_eq!(
-        h.converge_holder("demo").unwrap().unwrap().converge_id,
+        h.mesh_holder("demo").unwrap().unwrap().operation_id,
         "killed"
     );
 }
@@ -406,31 +406,31 @@ fn dead_pid() -> u32 {
 #[test]
 fn a_running_row_reads_as_process_gone_once_its_holders_heartbeat_is_stale() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
-    let now = meshtop::backends::history::now_ms();
-    let elsewhere = |converge_id: &str, heartbeat_ms| meshtop::backends::history::Holder {
-        converge_id: converge_id.into(),
+    let h = StateDb::open(&path).unwrap();
+    let now = meshtop::backends::state::now_ms();
+    let elsewhere = |operation_id: &str, heartbeat_ms| meshtop::backends::state::Holder {
+        operation_id: operation_id.into(),
         host: "another-host".into(),
         pid: 1,
         since_ms: heartbeat_ms,
         heartbeat_ms,
     };
-    h.lock_converge("demo", &elsewhere("fresh", now))
+    h.lock_mesh("demo", &elsewhere("fresh", now))
         .unwrap()
         .unwrap();
-    h.lock_converge("other", &elsewhere("frozen", now - 10 * 60 * 1000))
+    h.lock_mesh("other", &elsewhere("frozen", now - 10 * 60 * 1000))
         .unwrap()
         .unwrap();
     let mut fresh = new_build("b-fresh", Some("api"), 1);
-    fresh.converge_id = Some("fresh".into());
+    fresh.operation_id = Some("fresh".into());
     h.start_build(&fresh).unwrap();
     let mut frozen = new_build("b-frozen", Some("api"), 2);
     frozen.mesh = "other".into();
-    frozen.converge_id = Some("frozen".into());
+    frozen.operation_id = Some("frozen".into());
     h.start_build(&frozen).unwrap();
     drop(h);
 
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     let fresh = h.build("b-fresh").unwrap().unwrap();
     assert!(!fresh.process_gone, "{fresh:?}");
     assert_eq!(fresh.shown_status(), "running");
@@ -460,11 +460,11 @@ fn a_running_row_reads_as_process_gone_once_its_holders_heartbeat_is_stale() {
 #[test]
 fn a_build_carries_the_short_id_of_its_operation() {
     let (_dir, path) = temp_db();
-    let h = History::open(&path).unwrap();
+    let h = StateDb::open(&path).unwrap();
     h.begin_operation("demo", "converge", "op-a").unwrap();
     let op = h.begin_operation("demo", "converge", "op-b").unwrap();
     let mut b = new_build("b1", Some("api"), 1);
-    b.converge_id = Some("op-b".into());
+    b.operation_id = Some("op-b".into());
     h.start_build(&b).unwrap();
     h.start_build(&new_build("b2", Some("web"), 2)).unwrap();
     assert_eq!(op.number, 2);

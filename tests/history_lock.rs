@@ -1,14 +1,14 @@
 //! The one-converge-per-mesh lock, with two handles on one file (as two processes would have).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use meshtop::backends::history::{History, HistoryError, Holder, LOCK_STALE_MS, NewBuild, now_ms};
+use meshtop::backends::state::{StateDb, StateError, Holder, LOCK_STALE_MS, NewBuild, now_ms};
 use meshtop::mesh::builds::BuildStatus;
 
-fn two_handles() -> (tempfile::TempDir, History, History) {
+fn two_handles() -> (tempfile::TempDir, StateDb, StateDb) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let a = History::open(&path).unwrap();
-    let b = History::open(&path).unwrap();
+    let a = StateDb::open(&path).unwrap();
+    let b = StateDb::open(&path).unwrap();
     (dir, a, b)
 }
 
@@ -24,37 +24,37 @@ fn dead_pid() -> u32 {
 fn a_second_holder_is_refused_with_the_holders_info_and_gets_it_after_unlock() {
     let (_dir, a, b) = two_handles();
     let first = Holder::here("c1");
-    assert_eq!(a.lock_converge("demo", &first).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("demo", &first).unwrap(), Ok(()));
     let refused = b
-        .lock_converge("demo", &Holder::here("c2"))
+        .lock_mesh("demo", &Holder::here("c2"))
         .unwrap()
         .unwrap_err();
-    assert_eq!(refused.converge_id, "c1");
+    assert_eq!(refused.operation_id, "c1");
     assert_eq!(refused.pid, std::process::id());
     assert_eq!(refused.host, first.host);
     assert_eq!(refused.since_ms, first.since_ms);
 
     // Another mesh is free; the same converge may take its lock again.
     assert_eq!(
-        b.lock_converge("other", &Holder::here("c2")).unwrap(),
+        b.lock_mesh("other", &Holder::here("c2")).unwrap(),
         Ok(())
     );
-    assert_eq!(a.lock_converge("demo", &first).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("demo", &first).unwrap(), Ok(()));
 
     // Unlocking with the wrong id does nothing; with the right one frees the mesh.
-    b.unlock_converge("demo", "c2").unwrap();
+    b.unlock_mesh("demo", "c2").unwrap();
     assert!(
-        b.lock_converge("demo", &Holder::here("c2"))
+        b.lock_mesh("demo", &Holder::here("c2"))
             .unwrap()
             .is_err()
     );
-    a.unlock_converge("demo", "c1").unwrap();
+    a.unlock_mesh("demo", "c1").unwrap();
     assert_eq!(
-        b.lock_converge("demo", &Holder::here("c2")).unwrap(),
+        b.lock_mesh("demo", &Holder::here("c2")).unwrap(),
         Ok(())
     );
     assert_eq!(
-        a.converge_holder("demo").unwrap().unwrap().converge_id,
+        a.mesh_holder("demo").unwrap().unwrap().operation_id,
         "c2"
     );
 }
@@ -66,7 +66,7 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         pid: dead_pid(),
         ..Holder::here("dead")
     };
-    assert_eq!(a.lock_converge("demo", &dead).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("demo", &dead).unwrap(), Ok(()));
     let build = NewBuild {
         id: "b1".into(),
         mesh: "demo".into(),
@@ -82,15 +82,15 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         why: "new module".into(),
         host: dead.host.clone(),
         started_ms: now_ms(),
-        converge_id: Some("dead".into()),
+        operation_id: Some("dead".into()),
     };
     a.start_build(&build).unwrap();
     assert_eq!(
-        b.lock_converge("demo", &Holder::here("alive")).unwrap(),
+        b.lock_mesh("demo", &Holder::here("alive")).unwrap(),
         Ok(())
     );
     assert_eq!(
-        a.converge_holder("demo").unwrap().unwrap().converge_id,
+        a.mesh_holder("demo").unwrap().unwrap().operation_id,
         "alive"
     );
     // Its running build will never finish: it is marked stopped, naming the dead converge.
@@ -100,7 +100,7 @@ fn a_dead_holder_on_this_host_is_taken_over() {
     // The dead converge learns it lost the lock when it next heartbeats.
     assert!(matches!(
         a.heartbeat("demo", "dead"),
-        Err(HistoryError::LockLost { .. })
+        Err(StateError::LockLost { .. })
     ));
     b.heartbeat("demo", "alive").unwrap();
 }
@@ -110,30 +110,30 @@ fn a_holder_on_another_host_is_taken_over_only_when_its_heartbeat_is_stale() {
     let (_dir, a, b) = two_handles();
     let now = now_ms();
     let remote = Holder {
-        converge_id: "remote".into(),
+        operation_id: "remote".into(),
         host: "some-other-host.invalid".into(),
         pid: dead_pid(), // a pid on another host says nothing here
         since_ms: now,
         heartbeat_ms: now,
     };
-    assert_eq!(a.lock_converge("demo", &remote).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("demo", &remote).unwrap(), Ok(()));
     assert_eq!(
-        b.lock_converge("demo", &Holder::here("c2"))
+        b.lock_mesh("demo", &Holder::here("c2"))
             .unwrap()
             .unwrap_err()
-            .converge_id,
+            .operation_id,
         "remote"
     );
 
     let stale = Holder {
-        converge_id: "remote-stale".into(),
+        operation_id: "remote-stale".into(),
         heartbeat_ms: now - LOCK_STALE_MS - 1_000,
         since_ms: now - LOCK_STALE_MS - 60_000,
         ..remote
     };
-    assert_eq!(a.lock_converge("other", &stale).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("other", &stale).unwrap(), Ok(()));
     assert_eq!(
-        b.lock_converge("other", &Holder::here("c3")).unwrap(),
+        b.lock_mesh("other", &Holder::here("c3")).unwrap(),
         Ok(())
     );
 }
@@ -142,9 +142,9 @@ fn a_holder_on_another_host_is_taken_over_only_when_its_heartbeat_is_stale() {
 fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
-    let setup = History::open(&path).unwrap();
+    let setup = StateDb::open(&path).unwrap();
     setup
-        .lock_converge(
+        .lock_mesh(
             "demo",
             &Holder {
                 pid: dead_pid(),
@@ -160,9 +160,9 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
             let path = path.clone();
             let barrier = barrier.clone();
             std::thread::spawn(move || {
-                let h = History::open(&path).unwrap();
+                let h = StateDb::open(&path).unwrap();
                 barrier.wait();
-                h.lock_converge("demo", &Holder::here(&format!("racer-{i}")))
+                h.lock_mesh("demo", &Holder::here(&format!("racer-{i}")))
                     .unwrap()
                     .is_ok()
             })
@@ -178,19 +178,19 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
 fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
     let (_dir, a, b) = two_handles();
     assert_eq!(
-        a.lock_converge("demo", &Holder::here("c1")).unwrap(),
+        a.lock_mesh("demo", &Holder::here("c1")).unwrap(),
         Ok(())
     );
-    let event = |kind: &str| meshtop::backends::history::NewEvent {
+    let event = |kind: &str| meshtop::backends::state::NewEvent {
         mesh: "demo".into(),
-        converge_id: "c1".into(),
+        operation_id: "c1".into(),
         kind: kind.into(),
         module: None,
         text: format!("{kind} text"),
     };
     a.finish_converge(&[event("stamped"), event("finished")], "demo", "c1")
         .unwrap();
-    assert_eq!(b.converge_holder("demo").unwrap(), None);
+    assert_eq!(b.mesh_holder("demo").unwrap(), None);
     let kinds: Vec<&str> = b
         .events_after("demo", 0, 10)
         .unwrap()
@@ -200,45 +200,45 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
     assert_eq!(kinds, ["stamped", "finished"]);
     // Another converge's lock is not released by it.
     assert_eq!(
-        b.lock_converge("demo", &Holder::here("c2")).unwrap(),
+        b.lock_mesh("demo", &Holder::here("c2")).unwrap(),
         Ok(())
     );
     a.finish_converge(&[event("finished")], "demo", "c1")
         .unwrap();
     assert_eq!(
-        b.converge_holder("demo").unwrap().map(|h| h.converge_id),
+        b.mesh_holder("demo").unwrap().map(|h| h.operation_id),
         Some("c2".to_string())
     );
 }
 
 #[test]
 fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
-    use meshtop::backends::history::{KEEP_EVENTS, NewEvent, PRUNE_BATCH};
+    use meshtop::backends::state::{KEEP_EVENTS, NewEvent, PRUNE_BATCH};
     let (_dir, a, _b) = two_handles();
     let event = |i: i64| NewEvent {
         mesh: "demo".into(),
-        converge_id: format!("old-{}", i / 50),
+        operation_id: format!("old-{}", i / 50),
         kind: "decided".into(),
         module: Some(format!("m{i}")),
         text: "record".into(),
     };
-    let count = |h: &History| h.events_after("demo", 0, usize::MAX).unwrap().len() as i64;
+    let count = |h: &StateDb| h.events_after("demo", 0, usize::MAX).unwrap().len() as i64;
     // Just under the batch: nothing is pruned.
     let below: Vec<NewEvent> = (0..KEEP_EVENTS + PRUNE_BATCH - 2).map(event).collect();
     a.append_events(&below).unwrap();
     assert_eq!(
-        a.lock_converge("demo", &Holder::here("c1")).unwrap(),
+        a.lock_mesh("demo", &Holder::here("c1")).unwrap(),
         Ok(())
     );
     a.finish_converge(&[event(-1)], "demo", "c1").unwrap();
     assert_eq!(count(&a), KEEP_EVENTS + PRUNE_BATCH - 1);
     // One more converge crosses it: the newest KEEP_EVENTS stay, the newest of all among them.
     assert_eq!(
-        a.lock_converge("demo", &Holder::here("c2")).unwrap(),
+        a.lock_mesh("demo", &Holder::here("c2")).unwrap(),
         Ok(())
     );
     let last = NewEvent {
-        converge_id: "c2".into(),
+        operation_id: "c2".into(),
         kind: "finished".into(),
         module: None,
         ..event(0)
@@ -247,7 +247,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
     let kept = a.events_after("demo", 0, usize::MAX).unwrap();
     assert_eq!(kept.len() as i64, KEEP_EVENTS);
     assert_eq!(kept.last().map(|e| e.step.as_str()), Some("finished"));
-    assert_eq!(a.latest_converge("demo").unwrap().as_deref(), Some("c2"));
+    assert_eq!(a.latest_operation("demo").unwrap().as_deref(), Some("c2"));
     // A follower starts from the tail: the newest events, oldest first.
     let tail = a.events_tail("demo", 3).unwrap();
     assert_eq!(

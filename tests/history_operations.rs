@@ -4,23 +4,23 @@
 mod common;
 
 use common::history::temp_db;
-use meshtop::backends::history::{History, NewEvent};
+use meshtop::backends::state::{StateDb, NewEvent};
 
 #[test]
 fn short_ids_count_per_mesh_and_never_collide() {
     let (_dir, path) = temp_db();
-    let history = History::open(&path).unwrap();
+    let db = StateDb::open(&path).unwrap();
     // Three v7 uuids sharing their first eight characters: the old short form collided.
-    let a = history
+    let a = db
         .begin_operation("demo", "converge", "01a22df9-0001")
         .unwrap();
-    let b = history
+    let b = db
         .begin_operation("demo", "send", "01a22df9-0002")
         .unwrap();
-    let other = history
+    let other = db
         .begin_operation("other", "converge", "01a22df9-0003")
         .unwrap();
-    let c = history
+    let c = db
         .begin_operation("demo", "force", "01a22df9-0004")
         .unwrap();
     assert_eq!((a.number, b.number, c.number), (1, 2, 3));
@@ -31,44 +31,44 @@ fn short_ids_count_per_mesh_and_never_collide() {
         ("01a22df9-0002", "send")
     );
     // Idempotent on the uuid.
-    let again = history
+    let again = db
         .begin_operation("demo", "converge", "01a22df9-0001")
         .unwrap();
     assert_eq!(again, a);
     // Another handle (another process) continues the count.
-    let second = History::open(&path).unwrap();
+    let second = StateDb::open(&path).unwrap();
     let d = second
         .begin_operation("demo", "converge", "01a22df9-0005")
         .unwrap();
     assert_eq!(d.number, 4);
-    assert_eq!(history.operation("01a22df9-0005").unwrap(), Some(d));
-    assert_eq!(history.operation("nope").unwrap(), None);
+    assert_eq!(db.operation("01a22df9-0005").unwrap(), Some(d));
+    assert_eq!(db.operation("nope").unwrap(), None);
 }
 
 #[test]
 fn events_carry_their_operation_short_id() {
     let (_dir, path) = temp_db();
-    let history = History::open(&path).unwrap();
-    history
+    let db = StateDb::open(&path).unwrap();
+    db
         .begin_operation("demo", "converge", "01a22df9-0001")
         .unwrap();
-    history
+    db
         .begin_operation("demo", "converge", "01a22df9-0002")
         .unwrap();
     for (uuid, text) in [("01a22df9-0002", "numbered"), ("no-operation", "older")] {
-        history
+        db
             .append_event(&NewEvent {
                 mesh: "demo".into(),
-                converge_id: uuid.into(),
+                operation_id: uuid.into(),
                 kind: "started".into(),
                 module: None,
                 text: text.into(),
             })
             .unwrap();
     }
-    let events = history.events_after("demo", 0, 10).unwrap();
+    let events = db.events_after("demo", 0, 10).unwrap();
     assert_eq!(events[0].operation, Some(2));
     assert_eq!(events[1].operation, None);
-    let tail = history.events_tail("demo", 10).unwrap();
+    let tail = db.events_tail("demo", 10).unwrap();
     assert_eq!(tail, events);
 }

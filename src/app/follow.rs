@@ -9,12 +9,12 @@ use super::state::{AppState, Notice};
 /// The notice follows the newest operation of the mesh, from any process: its start, then its end.
 /// A notice about an earlier operation (a converge that succeeded here) never stays as if current.
 pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> Vec<Effect> {
-    let label = operation_label(event.operation, &event.converge_id);
+    let label = operation_label(event.operation, &event.operation_id);
     let started_ms = state
         .converge
         .lines
         .iter()
-        .find(|e| e.converge_id == event.converge_id)
+        .find(|e| e.operation_id == event.operation_id)
         .map_or(event.at_ms, |e| e.at_ms);
     if event.step == Step::Started {
         // The line under the header shows the running operation itself (its tier, what is done):

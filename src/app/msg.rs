@@ -19,7 +19,7 @@ pub enum SourceId {
     Plan,
     Record,
     Host,
-    History,
+    State,
     Machines,
     /// Only when the mesh names a registry.
     Registry,
@@ -30,7 +30,7 @@ impl SourceId {
         SourceId::Plan,
         SourceId::Record,
         SourceId::Host,
-        SourceId::History,
+        SourceId::State,
         SourceId::Machines,
         SourceId::Registry,
     ];
@@ -40,7 +40,7 @@ impl SourceId {
             SourceId::Plan => "plan",
             SourceId::Record => "record",
             SourceId::Host => "host",
-            SourceId::History => "history",
+            SourceId::State => "history",
             SourceId::Machines => "machines",
             SourceId::Registry => "registry",
         }
@@ -53,7 +53,7 @@ impl SourceId {
 
 /// One poll of the history: what the panes need from the state database.
 #[derive(Debug, Clone, Default)]
-pub struct HistorySnapshot {
+pub struct StateSnapshot {
     /// The newest build of each module.
     pub last_builds: BTreeMap<String, BuildRow>,
     /// The module the page is of (None: the whole mesh), as asked in [`PollParams`].
@@ -62,7 +62,7 @@ pub struct HistorySnapshot {
     pub page: Vec<BuildRow>,
     /// Progress events after [`PollParams::events_after`], oldest first.
     pub events: Vec<EventRow>,
-    pub latest_converge: Option<String>,
+    pub latest_operation: Option<String>,
     /// Running digest → the build that made or published it.
     pub made_by: BTreeMap<String, BuildRow>,
     /// Who holds the mesh's converge lock (read on the same snapshot as the events).
@@ -79,7 +79,7 @@ pub enum SourceData {
     Plan(Box<Plan>),
     Record(Record),
     Host(Vec<HostImage>),
-    History(Box<HistorySnapshot>),
+    State(Box<StateSnapshot>),
     Machines(Vec<Machine>),
     /// The machines with the record they were judged against (the real source: a send's confirm
     /// is built from this pair, never from a record polled at another moment).

@@ -35,7 +35,7 @@ pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<
             state.set_machines(machines);
         }
         SourceData::Registry(answers) => state.registry_answers = answers,
-        SourceData::History(snapshot) => {
+        SourceData::State(snapshot) => {
             let mut snapshot = *snapshot;
             super::views::note_history(state, &mut snapshot);
             state.last_builds = snapshot.last_builds;
@@ -45,8 +45,8 @@ pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<
                 .refresh_head(&snapshot.scope, snapshot.page, at_ms);
             let view = &mut state.converge;
             view.holder = snapshot.holder;
-            if view.converge_id.is_none() {
-                view.converge_id = snapshot.latest_converge;
+            if view.operation_id.is_none() {
+                view.operation_id = snapshot.latest_operation;
             }
             let mut newest_word = None;
             // The first poll reads the past: nothing of it rings.
@@ -54,8 +54,8 @@ pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<
             let mut ended_here = false;
             for event in snapshot.events {
                 view.last_event_id = view.last_event_id.max(event.id);
-                if view.converge_id.as_deref() != Some(event.converge_id.as_str()) {
-                    view.converge_id = Some(event.converge_id.clone());
+                if view.operation_id.as_deref() != Some(event.operation_id.as_str()) {
+                    view.operation_id = Some(event.operation_id.clone());
                     view.operation = None;
                     view.lines.clear();
                     view.scroll = 0;

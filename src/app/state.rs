@@ -103,8 +103,8 @@ pub struct Notice {
 
 /// The converge pane: progress of the latest converge, followed through the state database.
 #[derive(Debug, Clone, Default)]
-pub struct ConvergeView {
-    pub converge_id: Option<String>,
+pub struct OperationView {
+    pub operation_id: Option<String>,
     /// Its short id within the mesh (`#142`), when it has one.
     pub operation: Option<i64>,
     pub lines: VecDeque<EventRow>,
@@ -117,7 +117,7 @@ pub struct ConvergeView {
     pub holder: Option<LockHolder>,
 }
 
-impl ConvergeView {
+impl OperationView {
     /// The line under the cursor (the last one while following).
     pub fn selected_line(&self) -> Option<&EventRow> {
         let last = self.lines.len().checked_sub(1)?;
@@ -160,7 +160,7 @@ pub struct AppState {
     pub builds: BuildsWindow,
     /// `b`: the history follows the selected module (true) or shows the whole mesh.
     pub history_by_module: bool,
-    pub converge: ConvergeView,
+    pub converge: OperationView,
     /// The gc and stats views, the record's history and the pins.
     pub views: super::views::ViewState,
 
@@ -240,7 +240,7 @@ impl AppState {
             machine_selected: 0,
             builds: BuildsWindow::new(first),
             history_by_module: true,
-            converge: ConvergeView::default(),
+            converge: OperationView::default(),
             views: Default::default(),
             focus: Pane::Modules,
             mode: Mode::Normal,

@@ -103,7 +103,7 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             notify(state, step.line().trim_start().to_string(), false);
             // The table follows the operation through the state database: read its new step now
             // rather than at the next timed poll.
-            vec![Effect::PollNow(vec![SourceId::History])]
+            vec![Effect::PollNow(vec![SourceId::State])]
         }
         Msg::ActionDone {
             at_ms,
@@ -350,7 +350,7 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
                 state.detail_scroll = 0;
                 state.mode = Mode::Detail;
                 if module {
-                    return vec![Effect::PollNow(vec![SourceId::History])];
+                    return vec![Effect::PollNow(vec![SourceId::State])];
                 }
             }
             Vec::new()

@@ -11,7 +11,7 @@ use crate::mesh::stats::Stats;
 use crate::mesh::text::short_id;
 
 use super::keys::{Action, Mode};
-use super::msg::{ActionRequest, Effect, HistorySnapshot};
+use super::msg::{ActionRequest, Effect, StateSnapshot};
 use super::state::{AppState, Confirm, ConfirmThen, Detail};
 
 /// Each module's newest successful builds the dashboard's gc keeps (the command's default).
@@ -78,7 +78,7 @@ impl ViewState {
 use super::update::notify;
 
 /// Keep what a history poll read of the record's history and the pins.
-pub fn note_history(state: &mut AppState, snapshot: &mut HistorySnapshot) {
+pub fn note_history(state: &mut AppState, snapshot: &mut StateSnapshot) {
     state.views.stamps = snapshot.stamps.take();
     state.views.pins = std::mem::take(&mut snapshot.pins);
 }

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use crate::backends::history::BuildQuery;
+use crate::backends::state::BuildQuery;
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::text::short_id;
 use crate::timefmt;
@@ -13,10 +13,10 @@ use super::{Failure, Outcome, print_json, print_out};
 
 pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    let history = setup::read_history(global)?;
+    let db = setup::read_history(global)?;
     if let Some(module) = &args.module {
         let known = mesh.module(module).is_some()
-            || history
+            || db
                 .count_builds(&mesh.name, Some(module))
                 .map_err(|e| Failure::failed(e.to_string()))?
                 > 0;
@@ -31,7 +31,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     }
     let rows = match &args.digest {
         Some(digest) => {
-            let found = history
+            let found = db
                 .build_by_digest(&mesh.name, digest)
                 .map_err(|e| Failure::failed(e.to_string()))?;
             match found {
@@ -44,7 +44,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
                 }
             }
         }
-        None => history
+        None => db
             .builds(&BuildQuery {
                 mesh: mesh.name.clone(),
                 module: args.module.clone(),
@@ -66,7 +66,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
         print_out(&format!(
             "no builds recorded for mesh {} in {}\n",
             mesh.name,
-            history.path().display()
+            db.path().display()
         ))?;
     } else {
         print_out(&table_text(&rows))?;

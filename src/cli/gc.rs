@@ -12,7 +12,7 @@ use super::{Failure, Outcome, confirm, print_json, print_out, setup};
 
 pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    let history = Arc::new(Mutex::new(setup::open_history(global)?));
+    let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
@@ -20,17 +20,17 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     let daemon = Arc::new(LazyDaemon::new());
     let keep = args.keep as usize;
     let nothing = |e: String| Failure::failed(format!("gc took nothing: {e}"));
-    let mut report = gc::plan(&mesh, keep, &daemon, &target, &history)
+    let mut report = gc::plan(&mesh, keep, &daemon, &target, &db)
         .await
         .map_err(nothing)?;
-    let holder = crate::backends::history::locked(&history)
+    let holder = crate::backends::state::locked(&db)
         .map_err(Failure::failed)?
-        .converge_holder(&mesh.name)
+        .mesh_holder(&mesh.name)
         .map_err(|e| nothing(e.to_string()))?;
     if let Some(holder) = holder.filter(|h| !h.is_dead(timefmt::now_ms())) {
         let busy = format!(
             "mesh {} is held by operation {} (host {}, process {}): gc takes nothing while it runs",
-            mesh.name, holder.converge_id, holder.host, holder.pid
+            mesh.name, holder.operation_id, holder.host, holder.pid
         );
         if !args.dry_run {
             return Err(Failure::failed(busy));
@@ -62,7 +62,7 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         Some(&confirmed),
         &daemon,
         &target,
-        &history,
+        &db,
         Some(tx),
     )
     .await;

@@ -11,11 +11,11 @@ use super::{Failure, Outcome, known_module, print_json, print_out, setup};
 pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
-    let history = setup::open_history(global)?;
-    let stamps = history
+    let db = setup::open_state(global)?;
+    let stamps = db
         .stamps(&mesh.name, &args.module, args.limit as usize)
         .map_err(|e| Failure::failed(e.to_string()))?;
-    let pins = history
+    let pins = db
         .pins(&mesh.name)
         .map_err(|e| Failure::failed(e.to_string()))?;
     if args.json {
@@ -31,7 +31,7 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
             out,
             "no stamp of module {} is recorded in {}",
             args.module,
-            history.path().display()
+            db.path().display()
         );
     } else {
         outln!(

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use crate::converge::plan::{self, HistoryManifests, Plan, PlanContext};
+use crate::converge::plan::{self, StateManifests, Plan, PlanContext};
 use crate::converge::target;
 use std::sync::{Arc, Mutex};
 
@@ -16,9 +16,9 @@ use super::{Failure, Outcome, print_json, print_out};
 pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let selected = select(&mesh, &args.modules)?;
-    let history = Mutex::new(setup::read_history(global)?);
+    let db = Mutex::new(setup::read_history(global)?);
     let target = setup::target(global, &mesh).await?;
-    let record = target::read_record(&mesh, &target, &history)
+    let record = target::read_record(&mesh, &target, &db)
         .await
         .map_err(Failure::failed)?;
     let daemon = Arc::new(LazyDaemon::new());
@@ -29,8 +29,8 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
         selected,
         force: args.force,
     };
-    let manifests = HistoryManifests {
-        history: &history,
+    let manifests = StateManifests {
+        db: &db,
         mesh: &mesh.name,
     };
     let plan = plan::dry_run(ctx, daemon, &manifests)

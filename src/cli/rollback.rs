@@ -14,7 +14,7 @@ use super::{Failure, Outcome, confirm, known_module, print_json, print_out, setu
 pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
-    let history = Arc::new(Mutex::new(setup::open_history(global)?));
+    let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
@@ -26,7 +26,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
         args.to.as_deref(),
         &daemon,
         &target,
-        &history,
+        &db,
     )
     .await
     .map_err(Failure::failed)?;
@@ -71,7 +71,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
         return Ok(ExitCode::SUCCESS);
     }
     let (tx, printer) = super::spawn_progress_printer();
-    let report = rollback::rollback(&mesh, &plan, &daemon, &target, &history, Some(tx)).await;
+    let report = rollback::rollback(&mesh, &plan, &daemon, &target, &db, Some(tx)).await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;
     if args.json {
@@ -89,8 +89,8 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
 pub async fn unpin(global: &Global, args: UnpinArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
-    let history = setup::open_history(global)?;
-    let was = history
+    let db = setup::open_state(global)?;
+    let was = db
         .unpin(&mesh.name, &args.module)
         .map_err(|e| Failure::failed(e.to_string()))?;
     if was {

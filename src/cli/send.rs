@@ -22,13 +22,13 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
             names.join(", ")
         )));
     }
-    let history = Arc::new(Mutex::new(setup::open_history(global)?));
+    let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }
     let daemon = Arc::new(LazyDaemon::new());
-    let moves = send::prepare(&mesh, &args.module, &daemon, &target, &history)
+    let moves = send::prepare(&mesh, &args.module, &daemon, &target, &db)
         .await
         .map_err(Failure::failed)?;
     if moves.is_empty() {
@@ -77,7 +77,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         &moves,
         &daemon,
         &target,
-        &history,
+        &db,
         Some(tx),
     )
     .await;

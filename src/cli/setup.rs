@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::backends::history::{self, History};
+use crate::backends::state::{self, StateDb};
 use crate::converge::target::ConnectedTarget;
 use crate::mesh::model::Mesh;
 use crate::workspace::file;
@@ -23,15 +23,15 @@ pub fn state_path(global: &Global) -> Result<PathBuf, Failure> {
     }
 }
 
-pub fn open_history(global: &Global) -> Result<History, Failure> {
+pub fn open_state(global: &Global) -> Result<StateDb, Failure> {
     let path = state_path(global)?;
-    History::open(&path).map_err(|e| Failure::failed(e.to_string()))
+    StateDb::open(&path).map_err(|e| Failure::failed(e.to_string()))
 }
 
 /// For the commands that only read (plan, builds, status): read-only when it cannot be written.
-pub fn read_history(global: &Global) -> Result<History, Failure> {
+pub fn read_history(global: &Global) -> Result<StateDb, Failure> {
     let path = state_path(global)?;
-    History::open_for_reading(&path).map_err(|e| Failure::failed(e.to_string()))
+    StateDb::open_for_reading(&path).map_err(|e| Failure::failed(e.to_string()))
 }
 
 /// The mesh's target, connected once for the command: `--context`/`--namespace` override the

@@ -17,9 +17,9 @@ pub async fn run(global: &Global, args: StatsArgs) -> Outcome {
         .transpose()
         .map_err(Failure::input)?;
     let mesh = setup::load_mesh(global)?;
-    let history = setup::open_history(global)?;
+    let db = setup::open_state(global)?;
     let modules: Vec<String> = mesh.modules.iter().map(|m| m.name.clone()).collect();
-    let stats: Stats = history
+    let stats: Stats = db
         .stats(&mesh.name, &modules, since, timefmt::now_ms())
         .map_err(|e| Failure::failed(e.to_string()))?;
     if args.json {

@@ -26,25 +26,25 @@ struct MachineStatus {
 
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    let history = Mutex::new(setup::read_history(global)?);
+    let db = Mutex::new(setup::read_history(global)?);
     let target = setup::target(global, &mesh).await?;
-    let record = target::read_record(&mesh, &target, &history)
+    let record = target::read_record(&mesh, &target, &db)
         .await
         .map_err(Failure::failed)?;
     if let Some(warning) = &record.warning {
         eprintln!("meshtop: warning: {warning}");
     }
     let daemon = Arc::new(LazyDaemon::new());
-    let machines = machines::list(&mesh, &record.record, &daemon, &target, &history)
+    let machines = machines::list(&mesh, &record.record, &daemon, &target, &db)
         .await
         .map_err(Failure::failed)?;
-    let history = history
+    let db = db
         .into_inner()
         .map_err(|_| Failure::failed("the state database handle is poisoned"))?;
     let mut rows = Vec::new();
     for machine in machines {
         let built_by = match machine.running.first() {
-            Some(digest) => history
+            Some(digest) => db
                 .build_by_digest(&mesh.name, digest)
                 .map_err(|e| Failure::failed(e.to_string()))?,
             None => None,

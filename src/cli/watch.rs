@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
-use crate::converge::plan::{self, HistoryManifests, Plan, PlanContext};
+use crate::converge::plan::{self, StateManifests, Plan, PlanContext};
 use crate::converge::target;
 use crate::mesh::decide::Decision;
 use crate::workspace::walks::WalkMemo;
@@ -46,8 +46,8 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
         args.quiet_ms
     );
     let plan_now = async |global: &Global| -> Result<Plan, Failure> {
-        let history = Mutex::new(setup::open_history(global)?);
-        let record = target::read_record(&mesh, &target, &history)
+        let db = Mutex::new(setup::open_state(global)?);
+        let record = target::read_record(&mesh, &target, &db)
             .await
             .map_err(Failure::failed)?;
         let ctx = PlanContext {
@@ -57,8 +57,8 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
             selected: modules.clone(),
             force: false,
         };
-        let manifests = HistoryManifests {
-            history: &history,
+        let manifests = StateManifests {
+            db: &db,
             mesh: &mesh.name,
         };
         plan::dry_run_watched(ctx, Arc::new(LazyDaemon::new()), &manifests, Some(&walks))

@@ -10,7 +10,7 @@ use crate::backends::buildx;
 use crate::backends::daemon::Daemon;
 use crate::backends::daemon::build::{BuildEnd as DaemonBuildEnd, BuildRequest, context_pipe};
 use crate::backends::git;
-use crate::backends::history::{BuildEnd, History, NewBuild};
+use crate::backends::state::{BuildEnd, StateDb, NewBuild};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module, Target};
@@ -67,28 +67,28 @@ pub enum BuildError {
 
 /// How a build's end is written when the first try fails: a few quick tries, then (the converge
 /// fails, nothing is stamped) on in the background for as long as the process runs. A row the
-/// process never completes is closed by the next open of the state (`History::open`).
+/// process never completes is closed by the next open of the state (`StateDb::open`).
 async fn finish_or_keep_trying(
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     id: &str,
     end: &BuildEnd,
     what: &str,
 ) -> Result<(), BuildError> {
     let write =
-        |history: &Mutex<History>| with_history(history, |h| h.finish_build(id, end).map(|_| ()));
+        |db: &Mutex<StateDb>| with_history(db, |h| h.finish_build(id, end).map(|_| ()));
     let mut last = String::new();
     for attempt in 0..3u64 {
-        match write(history) {
+        match write(db) {
             Ok(()) => return Ok(()),
             Err(error) => last = error,
         }
         tokio::time::sleep(std::time::Duration::from_millis(100 * (attempt + 1))).await;
     }
-    let (history, id, end) = (history.clone(), id.to_string(), end.clone());
+    let (db, id, end) = (db.clone(), id.to_string(), end.clone());
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            let done = with_history(&history, |h| h.finish_build(&id, &end).map(|_| ()));
+            let done = with_history(&db, |h| h.finish_build(&id, &end).map(|_| ()));
             if done.is_ok() {
                 return;
             }
@@ -100,17 +100,17 @@ async fn finish_or_keep_trying(
 }
 
 fn with_history<T>(
-    history: &Mutex<History>,
-    f: impl FnOnce(&History) -> Result<T, crate::backends::history::HistoryError>,
+    db: &Mutex<StateDb>,
+    f: impl FnOnce(&StateDb) -> Result<T, crate::backends::state::StateError>,
 ) -> Result<T, String> {
-    f(&*crate::backends::history::locked(history)?).map_err(|e| e.to_string())
+    f(&*crate::backends::state::locked(db)?).map_err(|e| e.to_string())
 }
 
 pub async fn build_module(
     job: BuildJob,
     mesh: &Mesh,
     daemon: &Daemon,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<Built, BuildError> {
     let BuildJob { module, planned } = job;
@@ -141,9 +141,9 @@ pub async fn build_module(
         why: planned.why.clone(),
         host: host.clone(),
         started_ms: timefmt::now_ms(),
-        converge_id: Some(emitter.converge_id.clone()),
+        operation_id: Some(emitter.operation_id.clone()),
     };
-    with_history(history, |h| h.start_build(&new_build))
+    with_history(db, |h| h.start_build(&new_build))
         .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
     emitter.emit(
         Step::Build,
@@ -161,7 +161,7 @@ pub async fn build_module(
             log_tail: tail,
             ended_ms: timefmt::now_ms(),
         };
-        with_history(history, |h| {
+        with_history(db, |h| {
             h.finish_build(&correlation_id, &end).map(|_| ())
         })
     };
@@ -264,7 +264,7 @@ pub async fn build_module(
         if let Some(inputs) = &planned.inputs
             && let Ok(json) = serde_json::to_string(&inputs.manifest)
         {
-            let _ = with_history(history, |h| {
+            let _ = with_history(db, |h| {
                 h.save_manifest(&mesh.name, &module.name, &reference, &json)
             });
         }
@@ -293,14 +293,14 @@ pub async fn build_module(
             Ok(digest) => {
                 let end = ended(BuildStatus::Succeeded, Some(digest.clone()));
                 finish_or_keep_trying(
-                    history,
+                    db,
                     &correlation_id,
                     &end,
                     &format!("built and pushed {reference} → {digest}"),
                 )
                 .await?;
                 save_manifest();
-                let _ = with_history(history, |h| {
+                let _ = with_history(db, |h| {
                     h.set_published(&correlation_id, &reference, &digest)
                 });
                 emitter.emit(
@@ -334,7 +334,7 @@ pub async fn build_module(
         Ok(DaemonBuildEnd::Built(id)) => {
             let end = ended(BuildStatus::Succeeded, Some(id.clone()));
             finish_or_keep_trying(
-                history,
+                db,
                 &correlation_id,
                 &end,
                 &format!("built {reference} → {id}"),

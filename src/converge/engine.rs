@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::lock;
-use super::plan::{HistoryManifests, PlanContext, PlannedModule, Planner};
+use super::plan::{StateManifests, PlanContext, PlannedModule, Planner};
 use super::preflight;
 use super::progress::{Emitter, ProgressTx, Step};
 use super::rollout::roll_out;
@@ -16,7 +16,7 @@ pub use super::summary::{ConvergeSummary, ModuleOutcome};
 use super::target::ConnectedTarget;
 use super::tiers::TierRun;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::{History, Holder};
+use crate::backends::state::{StateDb, Holder};
 use crate::mesh::Module;
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
@@ -40,7 +40,7 @@ pub struct ConvergeRequest {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConvergeError {
-    #[error("mesh {mesh} is being converged by {} (host {}, process {}, since {}): wait for it, or pass --wait", .holder.converge_id, .holder.host, .holder.pid, timefmt::local_time(.holder.since_ms))]
+    #[error("mesh {mesh} is being converged by {} (host {}, process {}, since {}): wait for it, or pass --wait", .holder.operation_id, .holder.host, .holder.pid, timefmt::local_time(.holder.since_ms))]
     Busy { mesh: String, holder: Holder },
     #[error("meshtop refuses to build: there is nowhere to record builds ({0})")]
     NoRecord(String),
@@ -62,13 +62,13 @@ pub enum ConvergeError {
 
 /// `LockLost` when this converge no longer holds the mesh (checked in the state database now).
 pub(super) fn still_holds(
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
     mesh: &str,
-    converge_id: &str,
+    operation_id: &str,
 ) -> Result<(), ConvergeError> {
-    let history = crate::backends::history::locked(history).map_err(ConvergeError::Failed)?;
-    history
-        .check_holds(mesh, converge_id)
+    let db = crate::backends::state::locked(db).map_err(ConvergeError::Failed)?;
+    db
+        .check_holds(mesh, operation_id)
         .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }
 
@@ -79,26 +79,26 @@ pub async fn converge(
     tx: Option<ProgressTx>,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<ConvergeSummary, ConvergeError> {
-    let history =
-        History::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
-    let history = Arc::new(Mutex::new(history));
+    let db =
+        StateDb::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
+    let db = Arc::new(Mutex::new(db));
     let mesh = &request.mesh;
-    let converge_id = uuid::Uuid::now_v7().to_string();
-    let holder = Holder::here(&converge_id);
-    let taken_from = lock::acquire(&history, &mesh.name, &holder, request.wait).await?;
+    let operation_id = uuid::Uuid::now_v7().to_string();
+    let holder = Holder::here(&operation_id);
+    let taken_from = lock::acquire(&db, &mesh.name, &holder, request.wait).await?;
     let (lost_tx, lost_rx) = watch::channel(None);
     let heartbeat = lock::spawn_heartbeat(
         request.state_path.clone(),
         mesh.name.clone(),
-        converge_id.clone(),
+        operation_id.clone(),
         lost_tx,
     );
     let kind = if request.force { "force" } else { "converge" };
-    let emitter = Emitter::new(history.clone(), &mesh.name, &converge_id, kind, tx);
+    let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, kind, tx);
     if let Some(from) = &taken_from {
         emitter.emit(Step::Warning, None, lock::took_over(&mesh.name, from));
     }
-    let result = run(&request, &daemon, &history, &emitter, &mut cancel, lost_rx).await;
+    let result = run(&request, &daemon, &db, &emitter, &mut cancel, lost_rx).await;
     heartbeat.abort();
     let outcome_text = match &result {
         Ok(summary) if summary.ok => "converge succeeded".to_string(),
@@ -112,8 +112,8 @@ pub async fn converge(
             Err(ConvergeError::Unrecorded(_)) => BuildStatus::Stopped,
             _ => BuildStatus::Failed,
         };
-        if let Ok(history) = history.lock() {
-            let _ = history.fail_running(&mesh.name, &converge_id, status, &outcome_text);
+        if let Ok(db) = db.lock() {
+            let _ = db.fail_running(&mesh.name, &operation_id, status, &outcome_text);
         }
     }
     emitter.finish(outcome_text);
@@ -123,14 +123,14 @@ pub async fn converge(
 async fn run(
     request: &ConvergeRequest,
     daemon: &Arc<LazyDaemon>,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
     cancel: &mut watch::Receiver<bool>,
     lost: watch::Receiver<Option<String>>,
 ) -> Result<ConvergeSummary, ConvergeError> {
     let mesh = &request.mesh;
     let target = &request.target;
-    let record = super::target::read_record(mesh, target, history)
+    let record = super::target::read_record(mesh, target, db)
         .await
         .map_err(ConvergeError::Failed)?;
     if let Some(warning) = &record.warning {
@@ -191,8 +191,8 @@ async fn run(
         selected: request.modules.clone(),
         force: request.force,
     };
-    let manifests = HistoryManifests {
-        history,
+    let manifests = StateManifests {
+        db,
         mesh: &mesh.name,
     };
     let mut planner = Planner::new(ctx, daemon.clone());
@@ -227,7 +227,7 @@ async fn run(
         mesh,
         target,
         daemon,
-        history,
+        db,
         emitter,
         planner,
         manifests,
@@ -257,7 +257,7 @@ async fn run(
         ..
     } = walk;
     let summary = |stamped, created, sends, ok| ConvergeSummary {
-        converge_id: emitter.converge_id.clone(),
+        operation_id: emitter.operation_id.clone(),
         operation: emitter.operation,
         mesh: mesh.name.clone(),
         warnings: record.warning.iter().cloned().collect(),
@@ -285,18 +285,18 @@ async fn run(
             "record unchanged: it already names every artifact",
         );
     } else {
-        super::target::stamp(mesh, target, history, &emitter.converge_id, &stamp).await?;
+        super::target::stamp(mesh, target, db, &emitter.operation_id, &stamp).await?;
         emitter.defer(
             Step::Stamped,
             None,
             format!("record stamped: {} module(s)", stamp.len()),
         );
     }
-    super::rollback::end_pins(mesh, history, emitter, planner.ended_pins());
+    super::rollback::end_pins(mesh, db, emitter, planner.ended_pins());
     let mut merged = record.record.clone();
     merged.extend(stamp);
-    still_holds(history, &mesh.name, &emitter.converge_id)?;
-    let (created, sends) = roll_out(mesh, &merged, request, daemon, history, emitter).await?;
+    still_holds(db, &mesh.name, &emitter.operation_id)?;
+    let (created, sends) = roll_out(mesh, &merged, request, daemon, db, emitter).await?;
     let ok = sends.iter().all(|s| s.ok);
     Ok(summary(true, created, sends, ok))
 }
@@ -304,7 +304,7 @@ async fn run(
 async fn first_pass(
     planner: &mut Planner<'_>,
     selected: &[&Module],
-    manifests: &HistoryManifests<'_>,
+    manifests: &StateManifests<'_>,
 ) -> Result<BTreeMap<String, PlannedModule>, ConvergeError> {
     let mut planned = BTreeMap::new();
     for module in selected {

@@ -12,7 +12,7 @@ use super::progress::{Emitter, ProgressTx, Step};
 use super::target::{ConnectedTarget, Delivery};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
-use crate::backends::history::{BuildQuery, History, Holder, locked};
+use crate::backends::state::{BuildQuery, StateDb, Holder, locked};
 use crate::backends::registry::{Deleted, repository_in, split_reference};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
@@ -35,10 +35,10 @@ async fn read_roots(
     keep_newest: usize,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<Roots, String> {
     let state = |e: String| format!("the state database cannot be read ({e})");
-    let record = super::target::read_record(mesh, target, history)
+    let record = super::target::read_record(mesh, target, db)
         .await
         .map_err(|e| format!("the target's record cannot be read ({e})"))?;
     if let Some(warning) = record.warning {
@@ -57,7 +57,7 @@ async fn read_roots(
         ConnectedTarget::Docker => "the host daemon's containers",
         ConnectedTarget::Kubernetes(_) => "the cluster's workloads",
     };
-    let machines = super::machines::list(mesh, &record.record, daemon, target, history)
+    let machines = super::machines::list(mesh, &record.record, daemon, target, db)
         .await
         .map_err(|e| format!("{root} cannot be read ({e})"))?;
     for machine in &machines {
@@ -66,8 +66,8 @@ async fn read_roots(
                 .or_insert_with(|| ("running", format!("machine {} runs it", machine.name)));
         }
     }
-    let history = locked(history).map_err(state)?;
-    for (module, pin) in history.pins(&mesh.name).map_err(|e| state(e.to_string()))? {
+    let db = locked(db).map_err(state)?;
+    for (module, pin) in db.pins(&mesh.name).map_err(|e| state(e.to_string()))? {
         keep.insert(
             pin.to_digest.clone(),
             ("pinned", format!("{module} is pinned to it")),
@@ -75,7 +75,7 @@ async fn read_roots(
         kept_refs.insert(pin.to_ref);
     }
     let mut builds: BTreeMap<String, Vec<BuildRow>> = BTreeMap::new();
-    let rows = history
+    let rows = db
         .builds(&BuildQuery {
             mesh: mesh.name.clone(),
             limit: 1_000_000,
@@ -286,9 +286,9 @@ pub async fn plan(
     keep_newest: usize,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<GcReport, String> {
-    let roots = read_roots(mesh, keep_newest, daemon, target, history).await?;
+    let roots = read_roots(mesh, keep_newest, daemon, target, db).await?;
     let docker = daemon
         .get()
         .await
@@ -305,7 +305,7 @@ pub async fn plan(
             .await
             .map_err(|e| format!("the registry cannot be read ({e})"))?;
         // The registry must answer before anything is taken from it.
-        for entry in super::target::read_record(mesh, target, history)
+        for entry in super::target::read_record(mesh, target, db)
             .await
             .map_err(|e| format!("the target's record cannot be read ({e})"))?
             .record
@@ -355,22 +355,22 @@ pub async fn sweep(
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
 ) -> Result<GcReport, String> {
     let operation_id = uuid::Uuid::now_v7().to_string();
     let holder = Holder::here(&operation_id);
-    super::lock::acquire(history, &mesh.name, &holder, false)
+    super::lock::acquire(db, &mesh.name, &holder, false)
         .await
         .map_err(|e| format!("gc takes nothing while another operation holds the mesh: {e}"))?;
-    let emitter = Emitter::new(history.clone(), &mesh.name, &operation_id, KIND, tx);
+    let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, KIND, tx);
     let result = take(
         mesh,
         keep_newest,
         confirmed,
         daemon,
         target,
-        history,
+        db,
         &emitter,
     )
     .await;
@@ -392,11 +392,11 @@ async fn take(
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<GcReport, String> {
-    let _ = locked(history)?.operation_short(&mesh.name, &emitter.converge_id, "gc");
-    let mut report = plan(mesh, keep_newest, daemon, target, history).await?;
+    let _ = locked(db)?.operation_short(&mesh.name, &emitter.operation_id, "gc");
+    let mut report = plan(mesh, keep_newest, daemon, target, db).await?;
     report.dry_run = false;
     if let Some(confirmed) = confirmed {
         report.candidates.retain(|c| {

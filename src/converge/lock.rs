@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::backends::history::{History, HistoryError, Holder, lock_stale_ms, locked};
+use crate::backends::state::{StateDb, StateError, Holder, lock_stale_ms, locked};
 use crate::timefmt;
 
 use super::engine::ConvergeError;
@@ -15,15 +15,15 @@ use super::engine::ConvergeError;
 /// Hold the mesh for this operation (or wait for it); a dead holder does not hold it forever.
 /// Returns the holder it was taken over from, if any (say so: [`took_over`]).
 pub async fn acquire(
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
     mesh: &str,
     holder: &Holder,
     wait: bool,
 ) -> Result<Option<Holder>, ConvergeError> {
     loop {
-        let held = locked(history)
+        let held = locked(db)
             .map_err(ConvergeError::Failed)?
-            .take_converge(mesh, holder)
+            .take_mesh(mesh, holder)
             .map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
         match held {
             Ok(taken_from) => return Ok(taken_from),
@@ -43,7 +43,7 @@ pub fn took_over(mesh: &str, from: &Holder) -> String {
     let age_s = timefmt::now_ms().saturating_sub(from.heartbeat_ms) / 1000;
     format!(
         "took mesh {mesh} over from converge {} (host {}, process {}, since {}): its last heartbeat was {age_s} s ago or its process is gone; its running builds were marked stopped",
-        from.converge_id,
+        from.operation_id,
         from.host,
         from.pid,
         timefmt::local_time(from.since_ms)
@@ -61,20 +61,20 @@ fn beat_every() -> Duration {
 pub fn spawn_heartbeat(
     path: PathBuf,
     mesh: String,
-    converge_id: String,
+    operation_id: String,
     lost: watch::Sender<Option<String>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         // Opened at the first beat, not before: a converge the record answers ends long before.
-        let mut history: Option<History> = None;
+        let mut db: Option<StateDb> = None;
         loop {
             tokio::time::sleep(beat_every()).await;
-            if history.is_none() {
-                history = History::open(&path).ok();
+            if db.is_none() {
+                db = StateDb::open(&path).ok();
             }
-            if let Some(history) = &history
-                && let Err(error @ HistoryError::LockLost { .. }) =
-                    history.heartbeat(&mesh, &converge_id)
+            if let Some(db) = &db
+                && let Err(error @ StateError::LockLost { .. }) =
+                    db.heartbeat(&mesh, &operation_id)
             {
                 let _ = lost.send(Some(error.to_string()));
                 return;

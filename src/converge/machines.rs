@@ -2,7 +2,7 @@
 
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
-use crate::backends::history::History;
+use crate::backends::state::StateDb;
 use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Record};
@@ -64,7 +64,7 @@ pub async fn list(
     record: &Record,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<Vec<Machine>, String> {
     match target {
         ConnectedTarget::Docker => {
@@ -97,7 +97,7 @@ pub async fn list(
             Ok(machines)
         }
         ConnectedTarget::Kubernetes(kube) => {
-            kube_machines(mesh, record, target, kube, history).await
+            kube_machines(mesh, record, target, kube, db).await
         }
     }
 }
@@ -108,7 +108,7 @@ async fn kube_machines(
     record: &Record,
     target: &ConnectedTarget,
     kube: &Kube,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<Vec<Machine>, String> {
     let workloads = kube.cluster.machines().await.map_err(|e| e.to_string())?;
     let workloads: Vec<_> = workloads
@@ -121,7 +121,7 @@ async fn kube_machines(
             continue;
         }
         let published = match record.get(&w.module) {
-            Some(entry) => published_digest(mesh, target, history, entry).await,
+            Some(entry) => published_digest(mesh, target, db, entry).await,
             None => None,
         };
         aliases.insert(w.module.as_str(), published.into_iter().collect());

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::backends::history::History;
+use crate::backends::state::StateDb;
 use crate::mesh::manifest::Manifest;
 use crate::mesh::pin::Pin;
 use crate::workspace::stat_cache::ContextCache;
@@ -39,18 +39,18 @@ impl ManifestSource for NoManifests {
 }
 
 /// Previous manifests from the state database.
-pub struct HistoryManifests<'a> {
-    pub history: &'a Mutex<History>,
+pub struct StateManifests<'a> {
+    pub db: &'a Mutex<StateDb>,
     pub mesh: &'a str,
 }
 
-impl ManifestSource for HistoryManifests<'_> {
+impl ManifestSource for StateManifests<'_> {
     fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest> {
-        let history = self.history.lock().ok()?;
-        let by_ref = reference.and_then(|r| history.manifest(self.mesh, module, r).ok().flatten());
+        let db = self.db.lock().ok()?;
+        let by_ref = reference.and_then(|r| db.manifest(self.mesh, module, r).ok().flatten());
         let json = match by_ref {
             Some(json) => json,
-            None => history.latest_manifest(self.mesh, module).ok().flatten()?.1,
+            None => db.latest_manifest(self.mesh, module).ok().flatten()?.1,
         };
         serde_json::from_str(&json).ok()
     }
@@ -58,10 +58,10 @@ impl ManifestSource for HistoryManifests<'_> {
     /// A pin that cannot be read is no pin: the converge decides as it would without one (the
     /// error is logged).
     fn pins(&self) -> BTreeMap<String, Pin> {
-        let Ok(history) = self.history.lock() else {
+        let Ok(db) = self.db.lock() else {
             return BTreeMap::new();
         };
-        history.pins(self.mesh).unwrap_or_else(|error| {
+        db.pins(self.mesh).unwrap_or_else(|error| {
             tracing::warn!("cannot read the pinned modules: {error}");
             BTreeMap::new()
         })
@@ -69,7 +69,7 @@ impl ManifestSource for HistoryManifests<'_> {
 
     fn input_cache(&self, context: &Path) -> ContextCache {
         let known = self
-            .history
+            .db
             .lock()
             .ok()
             .and_then(|h| h.input_stats_of(context).ok())
@@ -83,8 +83,8 @@ impl ManifestSource for HistoryManifests<'_> {
             .into_iter()
             .filter_map(|(context, cache)| cache.into_entries().map(|e| (context, e)))
             .collect();
-        if let Ok(history) = self.history.lock()
-            && let Err(error) = history.save_input_stats(&sets)
+        if let Ok(db) = self.db.lock()
+            && let Err(error) = db.save_input_stats(&sets)
         {
             tracing::debug!("the stat cache was not written: {error}");
         }

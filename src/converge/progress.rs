@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::backends::history::{History, NewEvent};
+use crate::backends::state::{StateDb, NewEvent};
 pub use crate::mesh::progress::{Progress, Step};
 
 pub type ProgressTx = UnboundedSender<Progress>;
@@ -16,9 +16,9 @@ pub type ProgressTx = UnboundedSender<Progress>;
 /// reach the channel at once and the database in one write, before the next step that is not.
 #[derive(Clone)]
 pub struct Emitter {
-    history: Arc<Mutex<History>>,
+    db: Arc<Mutex<StateDb>>,
     pub mesh: String,
-    pub converge_id: String,
+    pub operation_id: String,
     /// The operation's short id within the mesh (`#142`); None when the database would not give one.
     pub operation: Option<i64>,
     tx: Option<ProgressTx>,
@@ -26,17 +26,17 @@ pub struct Emitter {
 }
 
 impl Emitter {
-    /// An emitter for the operation `converge_id` of kind `kind` (`converge`, `force`, `send`…),
+    /// An emitter for the operation `operation_id` of kind `kind` (`converge`, `force`, `send`…),
     /// which is given its short id within the mesh here.
     pub fn new(
-        history: Arc<Mutex<History>>,
+        db: Arc<Mutex<StateDb>>,
         mesh: &str,
-        converge_id: &str,
+        operation_id: &str,
         kind: &str,
         tx: Option<ProgressTx>,
     ) -> Emitter {
-        let operation = match history.lock() {
-            Ok(history) => match history.begin_operation(mesh, kind, converge_id) {
+        let operation = match db.lock() {
+            Ok(db) => match db.begin_operation(mesh, kind, operation_id) {
                 Ok(id) => Some(id.number),
                 Err(error) => {
                     tracing::warn!("cannot give operation {converge_id} a short id: {error}");
@@ -46,9 +46,9 @@ impl Emitter {
             Err(_) => None,
         };
         Emitter {
-            history,
+            db,
             mesh: mesh.to_string(),
-            converge_id: converge_id.to_string(),
+            operation_id: operation_id.to_string(),
             operation,
             tx,
             deferred: Arc::new(Mutex::new(Vec::new())),
@@ -65,7 +65,7 @@ impl Emitter {
         };
         let event = NewEvent {
             mesh: self.mesh.clone(),
-            converge_id: self.converge_id.clone(),
+            operation_id: self.operation_id.clone(),
             kind: step.as_str().to_string(),
             module: progress.module.clone(),
             text: progress.text.clone(),
@@ -99,16 +99,16 @@ impl Emitter {
         let event = self.step(Step::Finished, None, text.into());
         let mut batch = self.take_deferred();
         batch.push(event);
-        let Ok(history) = self.history.lock() else {
+        let Ok(db) = self.db.lock() else {
             tracing::warn!(
                 "the state database handle is poisoned; the converge lock stays until it is taken over"
             );
             return;
         };
-        if let Err(error) = history.finish_converge(&batch, &self.mesh, &self.converge_id) {
+        if let Err(error) = db.finish_converge(&batch, &self.mesh, &self.operation_id) {
             tracing::warn!("cannot record the end of the converge: {error}");
             // The events could not be written: the mesh must still be freed.
-            if let Err(error) = history.unlock_converge(&self.mesh, &self.converge_id) {
+            if let Err(error) = db.unlock_mesh(&self.mesh, &self.operation_id) {
                 tracing::warn!("cannot release the converge lock: {error}");
             }
         }
@@ -116,7 +116,7 @@ impl Emitter {
 
     /// How the operation is named to a person: `#142` (or the uuid's start without a short id).
     pub fn label(&self) -> String {
-        crate::mesh::progress::operation_label(self.operation, &self.converge_id)
+        crate::mesh::progress::operation_label(self.operation, &self.operation_id)
     }
 
     fn take_deferred(&self) -> Vec<NewEvent> {
@@ -127,8 +127,8 @@ impl Emitter {
     }
 
     fn write(&self, events: &[NewEvent]) {
-        let written = match self.history.lock() {
-            Ok(history) => history.append_events(events),
+        let written = match self.db.lock() {
+            Ok(db) => db.append_events(events),
             Err(_) => {
                 tracing::warn!("the state database handle is poisoned; events not recorded");
                 return;

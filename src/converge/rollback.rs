@@ -12,7 +12,7 @@ use super::progress::{Emitter, ProgressTx, Step};
 use super::send::{SendOutcome, send};
 use super::target::{ConnectedTarget, Delivery};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::{BuildQuery, History, Holder, locked, this_host};
+use crate::backends::state::{BuildQuery, StateDb, Holder, locked, this_host};
 use crate::backends::registry::{Published, repository_in};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
@@ -74,12 +74,12 @@ impl RollbackReport {
 /// Find the artifact `--to` names: a build (correlation id or its prefix) or an artifact digest
 /// (full or a prefix of at least 6 hex digits), among the module's builds and the record's history.
 fn resolve_to(
-    history: &History,
+    db: &StateDb,
     mesh: &str,
     module: &str,
     to: &str,
 ) -> Result<(RecordEntry, Option<BuildRow>), String> {
-    let builds = history
+    let builds = db
         .builds(&BuildQuery {
             mesh: mesh.to_string(),
             module: Some(module.to_string()),
@@ -109,7 +109,7 @@ fn resolve_to(
                 .or_insert((RecordEntry { reference, digest }, Some(build)));
         }
     }
-    for stamp in history
+    for stamp in db
         .stamps(mesh, module, 10_000)
         .map_err(|e| e.to_string())?
     {
@@ -147,12 +147,12 @@ fn short_matches(digest: &str, wanted: &str) -> bool {
 
 /// The artifact the record named before the current one.
 fn previous(
-    history: &History,
+    db: &StateDb,
     mesh: &str,
     module: &str,
     current: &RecordEntry,
 ) -> Result<RecordEntry, String> {
-    let stamps = history
+    let stamps = db
         .stamps(mesh, module, 10_000)
         .map_err(|e| e.to_string())?;
     let last = stamps
@@ -186,9 +186,9 @@ pub async fn prepare(
     to: Option<&str>,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<RollbackPlan, String> {
-    let record = super::target::read_record(mesh, target, history).await?;
+    let record = super::target::read_record(mesh, target, db).await?;
     let Some(current) = record.record.get(module).cloned() else {
         return Err(format!(
             "{} holds nothing for module {module}: there is nothing to roll back",
@@ -196,10 +196,10 @@ pub async fn prepare(
         ));
     };
     let (wanted, mut build) = {
-        let history = locked(history)?;
+        let db = locked(db)?;
         match to {
-            Some(to) => resolve_to(&history, &mesh.name, module, to)?,
-            None => (previous(&history, &mesh.name, module, &current)?, None),
+            Some(to) => resolve_to(&db, &mesh.name, module, to)?,
+            None => (previous(&db, &mesh.name, module, &current)?, None),
         }
     };
     if wanted == current {
@@ -210,7 +210,7 @@ pub async fn prepare(
         ));
     }
     if build.is_none() {
-        build = locked(history)?
+        build = locked(db)?
             .build_by_digest(&mesh.name, &wanted.digest)
             .map_err(|e| e.to_string())?;
     }
@@ -221,12 +221,12 @@ pub async fn prepare(
         build.as_ref(),
         daemon,
         target,
-        history,
+        db,
     )
     .await?;
     let mut wanted_record = record.record.clone();
     wanted_record.insert(module.to_string(), wanted.clone());
-    let machines = super::machines::list(mesh, &wanted_record, daemon, target, history).await?;
+    let machines = super::machines::list(mesh, &wanted_record, daemon, target, db).await?;
     Ok(RollbackPlan {
         module: module.to_string(),
         from: current,
@@ -244,7 +244,7 @@ async fn held(
     build: Option<&BuildRow>,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<(), String> {
     let gone = |place: String| {
         format!(
@@ -259,7 +259,7 @@ async fn held(
             let ConnectedTarget::Kubernetes(kube) = target else {
                 return Ok(());
             };
-            let published = super::target::published_digest(mesh, target, history, wanted).await;
+            let published = super::target::published_digest(mesh, target, db, wanted).await;
             let client = super::target::registry_client(target, &registry).await?;
             let (path, tag) = repository_in(&registry.host, &wanted.reference);
             let answer = match &published {
@@ -342,16 +342,16 @@ pub async fn rollback(
     plan: &RollbackPlan,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
 ) -> Result<RollbackReport, String> {
     let operation_id = uuid::Uuid::now_v7().to_string();
     let holder = Holder::here(&operation_id);
-    super::lock::acquire(history, &mesh.name, &holder, false)
+    super::lock::acquire(db, &mesh.name, &holder, false)
         .await
         .map_err(|e| e.to_string())?;
-    let emitter = Emitter::new(history.clone(), &mesh.name, &operation_id, KIND, tx);
-    let result = stamp_pin_send(mesh, plan, daemon, target, history, &emitter).await;
+    let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, KIND, tx);
+    let result = stamp_pin_send(mesh, plan, daemon, target, db, &emitter).await;
     match &result {
         Ok(report) => emitter.finish(format!("rollback: {}", report.headline())),
         Err(error) => emitter.finish(format!("rollback: nothing rolled back: {error}")),
@@ -364,11 +364,11 @@ async fn stamp_pin_send(
     plan: &RollbackPlan,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<RollbackReport, String> {
     let module = &plan.module;
-    let record = super::target::read_record(mesh, target, history).await?;
+    let record = super::target::read_record(mesh, target, db).await?;
     if record.record.get(module) != Some(&plan.from) {
         return Err(format!(
             "the record of {module} moved since the rollback was confirmed (confirmed from {}@{}); look again and roll back again",
@@ -380,8 +380,8 @@ async fn stamp_pin_send(
     super::target::stamp_as(
         mesh,
         target,
-        history,
-        &emitter.converge_id,
+        db,
+        &emitter.operation_id,
         "rollback",
         &entries,
     )
@@ -399,9 +399,9 @@ async fn stamp_pin_send(
         ),
     );
     let short = {
-        let history = locked(history)?;
-        let short = history
-            .operation_short(&mesh.name, &emitter.converge_id, "rollback")
+        let db = locked(db)?;
+        let short = db
+            .operation_short(&mesh.name, &emitter.operation_id, "rollback")
             .map_err(|e| e.to_string())?;
         let pin = Pin {
             module: module.clone(),
@@ -409,21 +409,21 @@ async fn stamp_pin_send(
             from_digest: plan.from.digest.clone(),
             to_ref: plan.to.reference.clone(),
             to_digest: plan.to.digest.clone(),
-            operation_id: emitter.converge_id.clone(),
+            operation_id: emitter.operation_id.clone(),
             short,
             host: this_host(),
             at_ms: timefmt::now_ms(),
         };
-        history.pin(&mesh.name, &pin).map_err(|e| e.to_string())?;
+        db.pin(&mesh.name, &pin).map_err(|e| e.to_string())?;
         short
     };
     let mut merged = record.record.clone();
     merged.extend(entries);
-    let machines = super::machines::list(mesh, &merged, daemon, target, history).await?;
+    let machines = super::machines::list(mesh, &merged, daemon, target, db).await?;
     let moves = moves_for(&merged, &machines, module);
-    let outcomes = send(mesh, &moves, daemon, target, history, emitter).await;
+    let outcomes = send(mesh, &moves, daemon, target, db, emitter).await;
     Ok(RollbackReport {
-        operation_id: emitter.converge_id.clone(),
+        operation_id: emitter.operation_id.clone(),
         short,
         module: module.clone(),
         from: plan.from.clone(),
@@ -436,12 +436,12 @@ async fn stamp_pin_send(
 /// A converge that stamped ends the pins its plan ended (a third address, or forced).
 pub fn end_pins(
     mesh: &Mesh,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
     emitter: &Emitter,
     ended: &BTreeMap<String, String>,
 ) {
     for (module, why) in ended {
-        match locked(history).and_then(|h| h.unpin(&mesh.name, module).map_err(|e| e.to_string())) {
+        match locked(db).and_then(|h| h.unpin(&mesh.name, module).map_err(|e| e.to_string())) {
             Ok(true) => emitter.emit(Step::Warning, Some(module), why.clone()),
             Ok(false) => {}
             Err(error) => emitter.emit(

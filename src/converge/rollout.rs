@@ -7,7 +7,7 @@ use super::engine::{ConvergeError, ConvergeRequest};
 use super::progress::{Emitter, Step};
 use super::{machines, send};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::History;
+use crate::backends::state::StateDb;
 use crate::mesh::model::{Mesh, Record};
 
 /// After the stamp: create declared machines that do not exist yet, then send the behind machines
@@ -17,7 +17,7 @@ pub async fn roll_out(
     record: &Record,
     request: &ConvergeRequest,
     daemon: &Arc<LazyDaemon>,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<(Vec<String>, Vec<send::SendOutcome>), ConvergeError> {
     let in_scope = |module: &str| {
@@ -35,7 +35,7 @@ pub async fn roll_out(
         return Ok((Vec::new(), Vec::new()));
     }
     let target = &request.target;
-    let existing = machines::list(mesh, record, daemon, target, history)
+    let existing = machines::list(mesh, record, daemon, target, db)
         .await
         .map_err(ConvergeError::Failed)?;
     let created = machines::create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
@@ -44,7 +44,7 @@ pub async fn roll_out(
     let machines = if created.is_empty() {
         existing
     } else {
-        machines::list(mesh, record, daemon, target, history)
+        machines::list(mesh, record, daemon, target, db)
             .await
             .map_err(ConvergeError::Failed)?
     };
@@ -55,7 +55,7 @@ pub async fn roll_out(
         .filter(|m| in_scope(&m.name) && m.policy == crate::mesh::Policy::Rollout)
     {
         let moves = send::moves_for(record, &machines, &module.name);
-        for outcome in send::send(mesh, &moves, daemon, target, history, emitter).await {
+        for outcome in send::send(mesh, &moves, daemon, target, db, emitter).await {
             sends.push(outcome);
         }
     }

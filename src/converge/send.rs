@@ -8,7 +8,7 @@ use super::progress::{Emitter, Step};
 use super::target::{ConnectedTarget, Delivery, Kube, published_digest};
 use crate::backends::cluster::WorkloadKind;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::{History, SendRow};
+use crate::backends::state::{StateDb, SendRow};
 pub use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, RecordEntry};
 use crate::timefmt;
@@ -27,7 +27,7 @@ pub async fn send(
     moves: &[Move],
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
@@ -54,7 +54,7 @@ pub async fn send(
     }
     for (index, moved) in moves.iter().enumerate() {
         // Every send is made only while this operation still holds the mesh.
-        if let Err(error) = super::engine::still_holds(history, &mesh.name, &emitter.converge_id) {
+        if let Err(error) = super::engine::still_holds(db, &mesh.name, &emitter.operation_id) {
             emitter.emit(Step::Failed, Some(&moved.module), error.to_string());
             for left in &moves[index..] {
                 outcomes.push(SendOutcome {
@@ -82,7 +82,7 @@ pub async fn send(
                 Err(error) => Err(error),
             },
             ConnectedTarget::Kubernetes(kube) => {
-                send_kube(mesh, kube, target, history, moved, emitter).await
+                send_kube(mesh, kube, target, db, moved, emitter).await
             }
         };
         let (ok, message) = match result {
@@ -98,10 +98,10 @@ pub async fn send(
             to_digest: moved.to_digest.clone(),
             outcome: message.clone(),
             at_ms: timefmt::now_ms(),
-            converge_id: Some(emitter.converge_id.clone()),
+            operation_id: Some(emitter.operation_id.clone()),
         };
-        if let Ok(history) = history.lock()
-            && let Err(error) = history.record_send(&row)
+        if let Ok(db) = db.lock()
+            && let Err(error) = db.record_send(&row)
         {
             tracing::warn!("cannot record a send: {error}");
         }
@@ -124,7 +124,7 @@ async fn send_kube(
     mesh: &Mesh,
     kube: &Kube,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
     moved: &Move,
     emitter: &Emitter,
 ) -> Result<(), String> {
@@ -154,7 +154,7 @@ async fn send_kube(
         digest: moved.to_digest.clone(),
     };
     let (to_image, artifact) = match target.delivery()? {
-        Delivery::Push(registry) => match published_digest(mesh, target, history, &entry).await {
+        Delivery::Push(registry) => match published_digest(mesh, target, db, &entry).await {
             Some(digest) => (format!("{}@{digest}", entry.reference), None),
             None => {
                 return Err(format!(
@@ -197,16 +197,16 @@ pub async fn prepare(
     module: &str,
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<Vec<Move>, String> {
-    let record = super::target::read_record(mesh, target, history).await?;
+    let record = super::target::read_record(mesh, target, db).await?;
     if !record.record.contains_key(module) {
         return Err(format!(
             "{} holds nothing for module {module}: converge it first",
             record.source
         ));
     }
-    let machines = super::machines::list(mesh, &record.record, daemon, target, history).await?;
+    let machines = super::machines::list(mesh, &record.record, daemon, target, db).await?;
     Ok(moves_for(&record.record, &machines, module))
 }
 
@@ -267,15 +267,15 @@ pub async fn send_confirmed(
     confirmed: &[Move],
     daemon: &LazyDaemon,
     target: &ConnectedTarget,
-    history: &Arc<Mutex<History>>,
+    db: &Arc<Mutex<StateDb>>,
     tx: Option<super::progress::ProgressTx>,
 ) -> Result<SendReport, String> {
     let send_id = uuid::Uuid::now_v7().to_string();
-    let holder = crate::backends::history::Holder::here(&send_id);
-    let taken_from = super::lock::acquire(history, &mesh.name, &holder, false)
+    let holder = crate::backends::state::Holder::here(&send_id);
+    let taken_from = super::lock::acquire(db, &mesh.name, &holder, false)
         .await
         .map_err(|e| e.to_string())?;
-    let emitter = Emitter::new(history.clone(), &mesh.name, &send_id, "send", tx);
+    let emitter = Emitter::new(db.clone(), &mesh.name, &send_id, "send", tx);
     if let Some(from) = &taken_from {
         emitter.emit(
             Step::Warning,
@@ -283,14 +283,14 @@ pub async fn send_confirmed(
             super::lock::took_over(&mesh.name, from),
         );
     }
-    let current = match prepare(mesh, module, daemon, target, history).await {
+    let current = match prepare(mesh, module, daemon, target, db).await {
         Ok(current) => current,
         Err(error) => {
             emitter.finish(format!("send: nothing sent: {error}"));
             return Err(error);
         }
     };
-    if let Err(error) = same_artifact(module, confirmed, &current, target, mesh, history).await {
+    if let Err(error) = same_artifact(module, confirmed, &current, target, mesh, db).await {
         emitter.finish(format!("send: nothing sent: {error}"));
         return Err(error);
     }
@@ -303,7 +303,7 @@ pub async fn send_confirmed(
         .filter(|c| !moves.iter().any(|m| m.machine == c.machine))
         .map(|c| c.machine.clone())
         .collect();
-    let outcomes = send(mesh, &moves, daemon, target, history, &emitter).await;
+    let outcomes = send(mesh, &moves, daemon, target, db, &emitter).await;
     let moved = outcomes.iter().filter(|o| o.ok).count();
     emitter.finish(format!("send: {moved}/{} machine(s) moved", outcomes.len()));
     Ok(SendReport {
@@ -322,7 +322,7 @@ async fn same_artifact(
     current: &[Move],
     target: &ConnectedTarget,
     mesh: &Mesh,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<(), String> {
     let Some(wanted) = confirmed.first() else {
         return Ok(());
@@ -330,7 +330,7 @@ async fn same_artifact(
     let now = match current.first() {
         Some(m) => Some((m.to_reference.clone(), m.to_digest.clone())),
         // No machine is behind any more: the record may still have moved (say so), or not.
-        None => super::target::read_record(mesh, target, history)
+        None => super::target::read_record(mesh, target, db)
             .await?
             .record
             .get(module)

@@ -22,7 +22,7 @@ pub struct ModuleOutcome {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ConvergeSummary {
-    pub converge_id: String,
+    pub operation_id: String,
     /// The converge's short id within the mesh (`#142`).
     pub operation: Option<i64>,
     pub mesh: String,
@@ -38,7 +38,7 @@ pub struct ConvergeSummary {
 impl ConvergeSummary {
     /// `#142`, or the uuid's start when the database gave no short id.
     pub fn label(&self) -> String {
-        crate::mesh::progress::operation_label(self.operation, &self.converge_id)
+        crate::mesh::progress::operation_label(self.operation, &self.operation_id)
     }
 
     /// One line: succeeded, or which modules and sends failed.
@@ -70,7 +70,7 @@ impl ConvergeSummary {
             text,
             "converge {} ({}) of mesh {}",
             self.label(),
-            self.converge_id,
+            self.operation_id,
             self.mesh
         );
         for module in &self.modules {

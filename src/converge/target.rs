@@ -14,7 +14,7 @@ use crate::backends::cluster::{
 };
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::{History, HistoryError, locked};
+use crate::backends::state::{StateDb, StateError, locked};
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
 
@@ -245,11 +245,11 @@ pub struct RecordRead {
 pub async fn read_record(
     mesh: &Mesh,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
 ) -> Result<RecordRead, String> {
     match target {
         ConnectedTarget::Docker => {
-            let record = locked(history)?
+            let record = locked(db)?
                 .record(&mesh.name)
                 .map_err(|e| e.to_string())?;
             Ok(RecordRead {
@@ -284,7 +284,7 @@ pub async fn deliver(
     mesh: &Mesh,
     target: &ConnectedTarget,
     daemon: &LazyDaemon,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
     module: &str,
     reference: &str,
     artifact: &str,
@@ -318,20 +318,20 @@ pub async fn deliver(
             let digest = push_image(docker.docker(), reference, creds.as_ref())
                 .await
                 .map_err(|e| e.to_string())?;
-            let history = locked(history)?;
+            let db = locked(db)?;
             let build = match build_id {
                 Some(id) => Some(id.to_string()),
-                None => history
+                None => db
                     .build_by_digest(&mesh.name, artifact)
                     .map_err(|e| e.to_string())?
                     .map(|b| b.id),
             };
             if let Some(id) = build {
-                history
+                db
                     .set_published(&id, reference, &digest)
                     .map_err(|e| e.to_string())?;
             }
-            drop(history);
+            drop(db);
             emitter.emit(
                 Step::Delivered,
                 Some(module),
@@ -347,13 +347,13 @@ pub async fn deliver(
 pub async fn published_digest(
     mesh: &Mesh,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
     entry: &RecordEntry,
 ) -> Option<String> {
     let ConnectedTarget::Kubernetes(kube) = target else {
         return None;
     };
-    let known = locked(history)
+    let known = locked(db)
         .ok()?
         .build_by_digest(&mesh.name, &entry.digest)
         .ok()
@@ -372,17 +372,17 @@ pub async fn published_digest(
     }
 }
 
-/// Stamp the record: merge `entries` into what it holds, only while `converge_id` holds the mesh.
+/// Stamp the record: merge `entries` into what it holds, only while `operation_id` holds the mesh.
 /// Docker: the check and the stamp are one transaction of the state database. Kubernetes: the
 /// lock is checked just before the annotation is written (two systems: no common transaction).
 pub async fn stamp(
     mesh: &Mesh,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
-    converge_id: &str,
+    db: &Mutex<StateDb>,
+    operation_id: &str,
     entries: &Record,
 ) -> Result<(), ConvergeError> {
-    stamp_as(mesh, target, history, converge_id, "converge", entries).await
+    stamp_as(mesh, target, db, operation_id, "converge", entries).await
 }
 
 /// Stamp the record by an operation of `kind` (converge, rollback), only while that operation still
@@ -392,28 +392,28 @@ pub async fn stamp(
 pub async fn stamp_as(
     mesh: &Mesh,
     target: &ConnectedTarget,
-    history: &Mutex<History>,
+    db: &Mutex<StateDb>,
     operation_id: &str,
     kind: &str,
     entries: &Record,
 ) -> Result<(), ConvergeError> {
-    let history_error = |e: HistoryError| match e {
-        HistoryError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
+    let history_error = |e: StateError| match e {
+        StateError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
         other => ConvergeError::Failed(other.to_string()),
     };
     match target {
-        ConnectedTarget::Docker => locked(history)
+        ConnectedTarget::Docker => locked(db)
             .map_err(ConvergeError::Failed)?
             .stamp_record_as(&mesh.name, operation_id, kind, entries)
             .map_err(history_error),
         ConnectedTarget::Kubernetes(kube) => {
-            super::engine::still_holds(history, &mesh.name, operation_id)?;
+            super::engine::still_holds(db, &mesh.name, operation_id)?;
             let (previous, _) = kube
                 .cluster
                 .stamp_record_over(entries)
                 .await
                 .map_err(|e| ConvergeError::Failed(e.to_string()))?;
-            let noted = locked(history).and_then(|h| {
+            let noted = locked(db).and_then(|h| {
                 h.note_stamps(&mesh.name, operation_id, kind, &previous, entries)
                     .map_err(|e| e.to_string())
             });

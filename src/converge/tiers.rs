@@ -10,11 +10,11 @@ use tokio::sync::watch;
 
 use super::build::{BuildError, BuildJob, Built, build_module};
 use super::engine::{ConvergeError, ModuleOutcome};
-use super::plan::{HistoryManifests, PlannedModule, Planner};
+use super::plan::{StateManifests, PlannedModule, Planner};
 use super::progress::{Emitter, Step};
 use super::target::{self, ConnectedTarget};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::history::History;
+use crate::backends::state::StateDb;
 use crate::mesh::Module;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
@@ -24,10 +24,10 @@ pub struct TierRun<'a> {
     pub mesh: &'a Mesh,
     pub target: &'a ConnectedTarget,
     pub daemon: &'a Arc<LazyDaemon>,
-    pub history: &'a Arc<Mutex<History>>,
+    pub db: &'a Arc<Mutex<StateDb>>,
     pub emitter: &'a Emitter,
     pub planner: Planner<'a>,
-    pub manifests: HistoryManifests<'a>,
+    pub manifests: StateManifests<'a>,
     /// Decided before any build; a module whose base is built in this converge is decided again.
     pub planned: BTreeMap<String, PlannedModule>,
     /// Builds of one tier at once.
@@ -96,16 +96,16 @@ impl TierRun<'_> {
             return Ok(());
         }
         // A converge that woke up after being taken over builds nothing more.
-        super::engine::still_holds(self.history, &self.mesh.name, &self.emitter.converge_id)?;
+        super::engine::still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)?;
         let daemon = self
             .daemon
             .get()
             .await
             .map_err(|e| ConvergeError::Failed(format!("cannot build: {e}")))?;
-        let (mesh, history, emitter) = (self.mesh, self.history, self.emitter);
+        let (mesh, db, emitter) = (self.mesh, self.db, self.emitter);
         let builds = futures_util::stream::iter(
             jobs.into_iter()
-                .map(|job| build_module(job, mesh, daemon, history, emitter)),
+                .map(|job| build_module(job, mesh, daemon, db, emitter)),
         )
         .buffer_unordered(self.jobs.max(1))
         .collect::<Vec<_>>();
@@ -167,7 +167,7 @@ impl TierRun<'_> {
                 self.mesh,
                 self.target,
                 self.daemon,
-                self.history,
+                self.db,
                 &module.name,
                 &reference,
                 &artifact,
@@ -220,7 +220,7 @@ impl TierRun<'_> {
                 self.mesh,
                 self.target,
                 self.daemon,
-                self.history,
+                self.db,
                 &built.planned.name,
                 &reference,
                 artifact,

@@ -1,5 +1,5 @@
 //! Build records as the domain sees them: one row per build attempt and where it stands.
-//! The state database (`backends::history`) stores and reads them.
+//! The state database (`backends::state`) stores and reads them.
 
 use std::fmt;
 
@@ -77,7 +77,7 @@ pub struct BuildRow {
     pub log_tail: Option<String>,
     pub published_ref: Option<String>,
     pub published_digest: Option<String>,
-    pub converge_id: Option<String>,
+    pub operation_id: Option<String>,
     /// The short id (`#142`) of the operation the build belongs to, when it has one.
     pub operation: Option<i64>,
     /// Derived when read, never stored: the row says `running` but the converge that runs it is

@@ -107,7 +107,7 @@ pub struct LiveModule {
 /// or (on another host) its heartbeat is within the stale limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockHolder {
-    pub converge_id: String,
+    pub operation_id: String,
     pub host: String,
     pub pid: u32,
     pub heartbeat_ms: i64,
@@ -126,7 +126,7 @@ pub enum OperationState {
 /// One operation, as far as its steps have been read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveOperation {
-    pub converge_id: String,
+    pub operation_id: String,
     /// Its short id within the mesh (`#142`).
     pub operation: Option<i64>,
     pub started_ms: i64,
@@ -145,7 +145,7 @@ pub struct LiveOperation {
 impl LiveOperation {
     pub fn new(first: &EventRow) -> LiveOperation {
         LiveOperation {
-            converge_id: first.converge_id.clone(),
+            operation_id: first.operation_id.clone(),
             operation: first.operation,
             started_ms: first.at_ms,
             saw_start: false,
@@ -166,7 +166,7 @@ impl LiveOperation {
             return OperationState::Finished;
         }
         match holder {
-            Some(h) if h.converge_id == self.converge_id && h.alive => OperationState::Running,
+            Some(h) if h.operation_id == self.operation_id && h.alive => OperationState::Running,
             _ => OperationState::Gone,
         }
     }
@@ -184,7 +184,7 @@ impl LiveOperation {
 
     /// Fold one step of this operation in (steps of another operation are not this one's).
     pub fn apply(&mut self, event: &EventRow) {
-        if event.converge_id != self.converge_id {
+        if event.operation_id != self.operation_id {
             return;
         }
         self.operation = self.operation.or(event.operation);
@@ -362,7 +362,7 @@ mod tests {
             id,
             at_ms,
             mesh: "demo".into(),
-            converge_id: "c1".into(),
+            operation_id: "c1".into(),
             operation: Some(7),
             step,
             module: module.map(str::to_string),
@@ -594,7 +594,7 @@ mod tests {
         // Another operation's steps are not this one's.
         let mut live = live;
         let mut other = event(8, 5, Step::Build, Some("api"), "building");
-        other.converge_id = "c2".into();
+        other.operation_id = "c2".into();
         live.apply(&other);
         assert!(matches!(live.modules["api"].run, ModuleRun::NotReached(_)));
     }

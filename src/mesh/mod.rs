@@ -15,6 +15,7 @@ pub mod plan;
 pub mod progress;
 pub mod refs;
 pub mod stats;
+pub mod target;
 pub mod text;
 pub mod tiers;
 pub mod why;

@@ -104,6 +104,35 @@ pub struct Stamp {
     pub at_ms: i64,
 }
 
+/// Where a rollback goes back to by default, read from the module's stamps (newest first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RollbackTarget {
+    /// The newest stamp that named the current artifact came from this one.
+    To(RecordEntry),
+    /// That stamp named nothing before: the module's first artifact.
+    NothingBefore,
+    /// No stamp named the current artifact (stamped before the record's history was kept, or elsewhere).
+    Unknown,
+}
+
+/// The one rule for "which artifact does a rollback go back to": the newest stamp that named
+/// `current` (ref and digest), its "from".
+pub fn rollback_target(stamps: &[Stamp], current: &RecordEntry) -> RollbackTarget {
+    let last = stamps
+        .iter()
+        .find(|s| s.to_digest == current.digest && s.to_ref == current.reference);
+    match last {
+        Some(stamp) => match (&stamp.from_ref, &stamp.from_digest) {
+            (Some(reference), Some(digest)) => RollbackTarget::To(RecordEntry {
+                reference: reference.clone(),
+                digest: digest.clone(),
+            }),
+            _ => RollbackTarget::NothingBefore,
+        },
+        None => RollbackTarget::Unknown,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -160,5 +189,51 @@ mod tests {
         assert_eq!(pinned_verdict(&pending, Some(&pin), "T"), None);
         assert_eq!(pin_ends(&pending, Some(&pin)), None);
         assert_eq!(pinned_verdict(&third, None, "T"), None);
+    }
+
+    fn stamp(from: Option<(&str, &str)>, to: (&str, &str)) -> Stamp {
+        Stamp {
+            module: "api".into(),
+            from_ref: from.map(|f| f.0.into()),
+            from_digest: from.map(|f| f.1.into()),
+            to_ref: to.0.into(),
+            to_digest: to.1.into(),
+            operation_id: "op".into(),
+            kind: "converge".into(),
+            short: Some(1),
+            host: "host-a".into(),
+            pid: 1,
+            at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_rollback_goes_back_to_the_from_of_the_newest_stamp_naming_the_current_artifact() {
+        let current = RecordEntry {
+            reference: "r2".into(),
+            digest: "d2".into(),
+        };
+        let stamps = vec![
+            stamp(Some(("r1", "d1")), ("r2", "d2")),
+            stamp(Some(("r0", "d0")), ("r2", "d2")),
+            stamp(None, ("r1", "d1")),
+        ];
+        let to = RollbackTarget::To(RecordEntry {
+            reference: "r1".into(),
+            digest: "d1".into(),
+        });
+        assert_eq!(rollback_target(&stamps, &current), to);
+        assert_eq!(
+            rollback_target(&stamps[2..], &current),
+            RollbackTarget::Unknown
+        );
+        let first = RecordEntry {
+            reference: "r1".into(),
+            digest: "d1".into(),
+        };
+        assert_eq!(
+            rollback_target(&stamps, &first),
+            RollbackTarget::NothingBefore
+        );
     }
 }

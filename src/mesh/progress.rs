@@ -140,7 +140,7 @@ pub struct EventRow {
     pub id: i64,
     pub at_ms: i64,
     pub mesh: String,
-    pub converge_id: String,
+    pub operation_id: String,
     /// The operation's short id within the mesh (`#142`), when it has one.
     #[serde(default)]
     pub operation: Option<i64>,

@@ -129,7 +129,7 @@ pub fn compute(
         else {
             continue;
         };
-        converges.insert(event.converge_id.clone());
+        converges.insert(event.operation_id.clone());
         let stats = per.entry(module.clone()).or_default();
         *stats.decisions.entry(decision.to_string()).or_default() += 1;
         if matches!(decision, "record" | "host" | "pinned") {
@@ -190,7 +190,7 @@ mod tests {
             log_tail: None,
             published_ref: None,
             published_digest: None,
-            converge_id: None,
+            operation_id: None,
             operation: None,
             process_gone: false,
         }
@@ -201,7 +201,7 @@ mod tests {
             id,
             at_ms: at,
             mesh: "demo".into(),
-            converge_id: converge.into(),
+            operation_id: converge.into(),
             operation: None,
             step: Step::Decided,
             module: Some(module.into()),

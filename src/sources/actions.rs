@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use crate::app::msg::{ActionRequest, PageRequest};
 use crate::app::views::{ViewData, ViewRequest};
-use crate::backends::history::{BuildQuery, locked};
+use crate::backends::state::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
 use crate::converge::{gc, rollback, send};
 use crate::mesh::builds::BuildRow;
@@ -81,15 +81,15 @@ pub async fn run(
             }
         }
         ActionRequest::Rollback { module, from } => {
-            let history = session.history().await?;
-            let plan = rollback::prepare(&mesh, &module, None, &daemon, &target, &history).await?;
+            let db = session.db_handle().await?;
+            let plan = rollback::prepare(&mesh, &module, None, &daemon, &target, &db).await?;
             if plan.from != from {
                 return Err(format!(
                     "the record of {module} moved since the rollback was confirmed; nothing rolled back"
                 ));
             }
             let report =
-                rollback::rollback(&mesh, &plan, &daemon, &target, &history, Some(progress))
+                rollback::rollback(&mesh, &plan, &daemon, &target, &db, Some(progress))
                     .await?;
             if report.ok() {
                 Ok(report.headline())
@@ -101,14 +101,14 @@ pub async fn run(
             keep_newest,
             confirmed,
         } => {
-            let history = session.history().await?;
+            let db = session.db_handle().await?;
             let report = gc::sweep(
                 &mesh,
                 keep_newest,
                 Some(&confirmed),
                 &daemon,
                 &target,
-                &history,
+                &db,
                 Some(progress),
             )
             .await
@@ -128,14 +128,14 @@ pub async fn run(
             if failed > 0 { Err(text) } else { Ok(text) }
         }
         ActionRequest::Send { module, moves } => {
-            let history = session.history().await?;
+            let db = session.db_handle().await?;
             let report = send::send_confirmed(
                 &mesh,
                 &module,
                 &moves,
                 &daemon,
                 &target,
-                &history,
+                &db,
                 Some(progress),
             )
             .await?;

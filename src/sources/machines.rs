@@ -14,16 +14,16 @@ use super::session::Session;
 
 pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
     Box::pin(async move {
-        let history = session.history().await?;
+        let db = session.db_handle().await?;
         let mesh = session.mesh.clone();
         if mesh.target == Target::Docker {
             // Every machine is a container: the daemon's connection is the one to drop on error.
             return session
                 .daemon(|daemon| async move {
                     let target = ConnectedTarget::Docker;
-                    let read = target::read_record(&mesh, &target, &history).await?;
+                    let read = target::read_record(&mesh, &target, &db).await?;
                     let daemon = LazyDaemon::with(daemon);
-                    machines::list(&mesh, &read.record, &daemon, &target, &history)
+                    machines::list(&mesh, &read.record, &daemon, &target, &db)
                         .await
                         .map(|listed| SourceData::MachinesAgainst(read.record, listed))
                 })
@@ -31,8 +31,8 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
         }
         session
             .target(|target| async move {
-                let read = target::read_record(&mesh, &target, &history).await?;
-                machines::list(&mesh, &read.record, &LazyDaemon::new(), &target, &history)
+                let read = target::read_record(&mesh, &target, &db).await?;
+                machines::list(&mesh, &read.record, &LazyDaemon::new(), &target, &db)
                     .await
                     .map(|listed| SourceData::MachinesAgainst(read.record, listed))
             })

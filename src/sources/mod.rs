@@ -3,7 +3,7 @@
 //! messages; nothing here knows the screen.
 
 pub mod actions;
-pub mod history;
+pub mod state;
 pub mod host;
 pub mod machines;
 pub mod plan;
@@ -52,7 +52,7 @@ pub fn all(session: &Arc<Session>) -> Vec<Arc<dyn Source>> {
         (SourceId::Plan, secs(60), plan::poll),
         (SourceId::Record, secs(3), record::poll),
         (SourceId::Host, secs(5), host::poll),
-        (SourceId::History, secs(2), history::poll),
+        (SourceId::State, secs(2), history::poll),
         (SourceId::Machines, secs(5), machines::poll),
     ];
     if session.mesh.registry.is_some() {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::app::msg::{PollParams, SourceData};
-use crate::converge::plan::{self, HistoryManifests, PlanContext};
+use crate::converge::plan::{self, StateManifests, PlanContext};
 use crate::converge::target;
 
 use super::poll::BoxFuture;
@@ -11,13 +11,13 @@ use super::session::Session;
 
 pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
     Box::pin(async move {
-        let history = session.history().await?;
+        let db = session.db_handle().await?;
         let daemon = session.lazy_daemon().await;
         let mesh = session.mesh.clone();
         let walks = session.walks.clone();
         session
             .target(|target| async move {
-                let read = target::read_record(&mesh, &target, &history).await?;
+                let read = target::read_record(&mesh, &target, &db).await?;
                 let ctx = PlanContext {
                     mesh: &mesh,
                     record: read.record,
@@ -25,8 +25,8 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
                     selected: None,
                     force: false,
                 };
-                let manifests = HistoryManifests {
-                    history: &history,
+                let manifests = StateManifests {
+                    db: &db,
                     mesh: &mesh.name,
                 };
                 // Hashing runs on this worker thread (the planner moves it off the async pool);

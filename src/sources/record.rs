@@ -15,17 +15,17 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
         if mesh.target == Target::Docker {
             return session
                 .db(move |db| {
-                    crate::backends::history::locked(db)?
+                    crate::backends::state::locked(db)?
                         .record(&mesh.name)
                         .map(SourceData::Record)
                         .map_err(|e| e.to_string())
                 })
                 .await;
         }
-        let history = session.history().await?;
+        let db = session.db_handle().await?;
         session
             .target(|target| async move {
-                let read = target::read_record(&mesh, &target, &history).await?;
+                let read = target::read_record(&mesh, &target, &db).await?;
                 Ok(SourceData::Record(read.record))
             })
             .await

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backends::credentials;
 use crate::backends::daemon::{Daemon, LazyDaemon};
-use crate::backends::history::History;
+use crate::backends::state::StateDb;
 use crate::backends::registry::RegistryClient;
 use crate::converge::target::ConnectedTarget;
 use crate::mesh::model::Mesh;
@@ -73,7 +73,7 @@ impl<T: Clone> Default for Shared<T> {
 }
 
 /// The state database handle, shared (SQLite calls run on the blocking pool).
-pub type Db = Arc<Mutex<History>>;
+pub type Db = Arc<Mutex<StateDb>>;
 
 /// Everything the dashboard's sources and actions reach, each reached once.
 pub struct Session {
@@ -112,7 +112,7 @@ impl Session {
             .with(
                 || async move {
                     tokio::task::spawn_blocking(move || {
-                        History::open(&path)
+                        StateDb::open(&path)
                             .map(|h| Arc::new(Mutex::new(h)))
                             .map_err(|e| e.to_string())
                     })
@@ -129,7 +129,7 @@ impl Session {
     }
 
     /// The state database handle itself, for engine calls that lock it as they go.
-    pub async fn history(&self) -> Result<Db, String> {
+    pub async fn db_handle(&self) -> Result<Db, String> {
         self.db(|db| Ok(db.clone())).await
     }
 

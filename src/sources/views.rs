@@ -1,5 +1,5 @@
 //! What the dashboard's views read on demand: the gc dry run (through the same `converge::gc` the
-//! command runs) and the stats (the same `History::stats` as `meshtop stats`).
+//! command runs) and the stats (the same `StateDb::stats` as `meshtop stats`).
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use crate::app::msg::Msg;
 use crate::app::views::{ViewData, ViewRequest};
-use crate::backends::history::locked;
+use crate::backends::state::locked;
 use crate::converge::gc;
 use crate::timefmt;
 
@@ -34,9 +34,9 @@ pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<Vie
             ViewRequest::Gc { keep_newest } => {
                 let target = session.target(|t| async move { Ok(t) }).await?;
                 let daemon = session.lazy_daemon().await;
-                let history = session.history().await?;
+                let db = session.db_handle().await?;
                 let mesh = session.mesh.clone();
-                let report = gc::plan(&mesh, keep_newest, &daemon, &target, &history).await?;
+                let report = gc::plan(&mesh, keep_newest, &daemon, &target, &db).await?;
                 Ok(ViewData::Gc(Box::new(report)))
             }
             ViewRequest::Stats { since_ms } => {

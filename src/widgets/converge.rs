@@ -16,7 +16,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         return;
     }
     let view = &state.converge;
-    let mut title = match &view.converge_id {
+    let mut title = match &view.operation_id {
         Some(id) => format!(
             "converge {}",
             crate::mesh::progress::operation_label(view.operation, id)
@@ -78,7 +78,7 @@ pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<
             vec![("this line left the converge pane".into(), palette.dim())],
         );
     };
-    let label = crate::mesh::progress::operation_label(event.operation, &event.converge_id);
+    let label = crate::mesh::progress::operation_label(event.operation, &event.operation_id);
     let lines = vec![
         (
             format!(
@@ -113,7 +113,7 @@ pub fn module_operation_lines(
     let Some(walked) = live.modules.get(module) else {
         return Vec::new();
     };
-    let label = crate::mesh::progress::operation_label(live.operation, &live.converge_id);
+    let label = crate::mesh::progress::operation_label(live.operation, &live.operation_id);
     let when = match now {
         OperationState::Running => "running".to_string(),
         OperationState::Finished => "finished".to_string(),

@@ -110,7 +110,7 @@ pub fn has_notice_line(state: &AppState) -> bool {
 /// process is gone without a last word; nothing once it finished (the notice says how).
 pub fn operation_text(state: &AppState) -> Option<(String, bool)> {
     let (live, now) = state.operation()?;
-    let label = operation_label(live.operation, &live.converge_id);
+    let label = operation_label(live.operation, &live.operation_id);
     match now {
         OperationState::Running => {
             let mut parts = vec![match &live.title {

@@ -182,8 +182,8 @@ pub fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<Stri
 
 /// Every build row of the mesh (newest first), read straight from the state database.
 pub fn builds(mesh: &ExampleMesh) -> Vec<meshtop::mesh::builds::BuildRow> {
-    use meshtop::backends::history::{BuildQuery, History};
-    History::open(&mesh.state())
+    use meshtop::backends::state::{BuildQuery, StateDb};
+    StateDb::open(&mesh.state())
         .and_then(|h| {
             h.builds(&BuildQuery {
                 mesh: mesh.name.clone(),

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use meshtop::backends::history::NewBuild;
+use meshtop::backends::state::NewBuild;
 
 pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -27,6 +27,6 @@ pub fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
         why: "new module".into(),
         host: "builder".into(),
         started_ms,
-        converge_id: Some("c1".into()),
+        operation_id: Some("c1".into()),
     }
 }

@@ -4,12 +4,12 @@
 //! [`LOCK_STALE_MS`] (a converge heartbeats well within that, e.g. every 20 s). Taking over marks
 //! the dead converge's running builds `stopped` and notes who took over from whom, so that a holder
 //! that was only frozen learns, when it wakes, who has the mesh now. The stamp and every send are
-//! conditional on still holding the mesh ([`History::check_holds`], inside their transaction).
+//! conditional on still holding the mesh ([`StateDb::check_holds`], inside their transaction).
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use super::{BuildStatus, History, HistoryError, NewEvent, now_ms};
+use super::{BuildStatus, StateDb, StateError, NewEvent, now_ms};
 
 /// A heartbeat older than this (2 minutes) means the holder is gone.
 pub const LOCK_STALE_MS: i64 = 2 * 60 * 1000;
@@ -30,7 +30,7 @@ pub fn lock_stale_ms() -> i64 {
 /// Who holds (or wants) a mesh's converge lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
-    pub converge_id: String,
+    pub operation_id: String,
     pub host: String,
     pub pid: u32,
     pub since_ms: i64,
@@ -39,10 +39,10 @@ pub struct Holder {
 
 impl Holder {
     /// This process on this host, now.
-    pub fn here(converge_id: &str) -> Holder {
+    pub fn here(operation_id: &str) -> Holder {
         let now = now_ms();
         Holder {
-            converge_id: converge_id.to_string(),
+            operation_id: operation_id.to_string(),
             host: this_host(),
             pid: std::process::id(),
             since_ms: now,
@@ -90,24 +90,24 @@ fn signal_zero(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-impl History {
+impl StateDb {
     /// Take the converge lock of `mesh` for `holder`. `Ok(Err(current))` when another live converge
     /// holds it. Taking it again with the same converge id refreshes the heartbeat.
-    pub fn lock_converge(
+    pub fn lock_mesh(
         &self,
         mesh: &str,
         holder: &Holder,
-    ) -> Result<Result<(), Holder>, HistoryError> {
-        Ok(self.take_converge(mesh, holder)?.map(|_| ()))
+    ) -> Result<Result<(), Holder>, StateError> {
+        Ok(self.take_mesh(mesh, holder)?.map(|_| ()))
     }
 
-    /// As [`History::lock_converge`]; `Ok(Ok(Some(dead)))` when the lock was taken over from a
+    /// As [`StateDb::lock_mesh`]; `Ok(Ok(Some(dead)))` when the lock was taken over from a
     /// holder that is gone (or frozen past the stale limit).
-    pub fn take_converge(
+    pub fn take_mesh(
         &self,
         mesh: &str,
         holder: &Holder,
-    ) -> Result<Result<Option<Holder>, Holder>, HistoryError> {
+    ) -> Result<Result<Option<Holder>, Holder>, StateError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("take the converge lock"))?;
         let current = tx
@@ -117,7 +117,7 @@ impl History {
         let now = now_ms();
         let mut taken_from = None;
         if let Some(current) = current {
-            if current.converge_id == holder.converge_id {
+            if current.operation_id == holder.operation_id {
                 tx.execute(
                     "UPDATE converge_locks SET heartbeat_ms = ?2 WHERE mesh = ?1",
                     params![mesh, now.max(holder.heartbeat_ms)],
@@ -132,22 +132,22 @@ impl History {
             // Its builds will never finish: say so rather than leave them running forever.
             self.end_running(
                 mesh,
-                &current.converge_id,
+                &current.operation_id,
                 BuildStatus::Stopped,
                 &format!(
                     "converge {} (host {}, pid {}) was taken over before it finished this build: its process is gone or its heartbeat stale; nothing was stamped for it",
-                    current.converge_id, current.host, current.pid
+                    current.operation_id, current.host, current.pid
                 ),
             )?;
             tx.execute(
                 "INSERT OR REPLACE INTO takeovers (lost_converge_id, mesh, converge_id, host, pid, since_ms, heartbeat_ms) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![current.converge_id, mesh, holder.converge_id, holder.host, holder.pid, now, now],
+                params![current.operation_id, mesh, holder.operation_id, holder.host, holder.pid, now, now],
             )
             .map_err(self.err("note the take-over of the converge lock"))?;
             tracing::warn!(
                 mesh,
-                dead = %current.converge_id,
+                dead = %current.operation_id,
                 host = %current.host,
                 pid = current.pid,
                 "taking over the converge lock of a holder that is gone"
@@ -157,77 +157,77 @@ impl History {
         tx.execute(
             "INSERT OR REPLACE INTO converge_locks (mesh, converge_id, host, pid, since_ms, heartbeat_ms) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![mesh, holder.converge_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms],
+            params![mesh, holder.operation_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms],
         )
         .map_err(self.err("take the converge lock"))?;
         tx.commit().map_err(self.err("take the converge lock"))?;
         Ok(Ok(taken_from))
     }
 
-    /// Tell others the converge holding `mesh` is alive. Fails with `LockLost` when `converge_id`
+    /// Tell others the converge holding `mesh` is alive. Fails with `LockLost` when `operation_id`
     /// no longer holds it (it was taken over): that converge must stop.
-    pub fn heartbeat(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
+    pub fn heartbeat(&self, mesh: &str, operation_id: &str) -> Result<(), StateError> {
         let changed = self
             .conn
             .execute(
                 "UPDATE converge_locks SET heartbeat_ms = ?3 WHERE mesh = ?1 AND converge_id = ?2",
-                params![mesh, converge_id, now_ms()],
+                params![mesh, operation_id, now_ms()],
             )
             .map_err(self.err("refresh the converge lock"))?;
         if changed == 0 {
-            return Err(self.lock_lost(mesh, converge_id));
+            return Err(self.lock_lost(mesh, operation_id));
         }
         Ok(())
     }
 
-    /// Fails with `LockLost` unless `converge_id` holds `mesh` now. Call it inside the transaction
+    /// Fails with `LockLost` unless `operation_id` holds `mesh` now. Call it inside the transaction
     /// of the write it guards (the stamp, a send): the check and the write are then one.
-    pub fn check_holds(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
+    pub fn check_holds(&self, mesh: &str, operation_id: &str) -> Result<(), StateError> {
         let current = self
             .conn
             .query_row(HOLDER_SQL, [mesh], row_to_holder)
             .optional()
             .map_err(self.err("read the converge lock"))?;
         match current {
-            Some(current) if current.converge_id == converge_id => Ok(()),
-            _ => Err(self.lock_lost(mesh, converge_id)),
+            Some(current) if current.operation_id == operation_id => Ok(()),
+            _ => Err(self.lock_lost(mesh, operation_id)),
         }
     }
 
-    /// The `LockLost` error of `converge_id`, naming who took the mesh over when that is known
+    /// The `LockLost` error of `operation_id`, naming who took the mesh over when that is known
     /// (the take-over note, else whoever holds it now).
-    pub fn lock_lost(&self, mesh: &str, converge_id: &str) -> HistoryError {
+    pub fn lock_lost(&self, mesh: &str, operation_id: &str) -> StateError {
         let noted = self
             .conn
             .query_row(
                 "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM takeovers \
                  WHERE lost_converge_id = ?1 AND mesh = ?2",
-                params![converge_id, mesh],
+                params![operation_id, mesh],
                 row_to_holder,
             )
             .optional()
             .ok()
             .flatten();
         let taken_by = noted.or_else(|| {
-            self.converge_holder(mesh)
+            self.mesh_holder(mesh)
                 .ok()
                 .flatten()
-                .filter(|h| h.converge_id != converge_id)
+                .filter(|h| h.operation_id != operation_id)
         });
-        HistoryError::LockLost {
+        StateError::LockLost {
             path: self.path.clone(),
             mesh: mesh.to_string(),
-            converge_id: converge_id.to_string(),
+            operation_id: operation_id.to_string(),
             taken_by: taken_by.map(Box::new),
         }
     }
 
-    /// Release the lock if `converge_id` holds it (otherwise nothing happens).
-    pub fn unlock_converge(&self, mesh: &str, converge_id: &str) -> Result<(), HistoryError> {
+    /// Release the lock if `operation_id` holds it (otherwise nothing happens).
+    pub fn unlock_mesh(&self, mesh: &str, operation_id: &str) -> Result<(), StateError> {
         self.conn
             .execute(
                 "DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2",
-                params![mesh, converge_id],
+                params![mesh, operation_id],
             )
             .map_err(self.err("release the converge lock"))?;
         Ok(())
@@ -239,21 +239,21 @@ impl History {
         &self,
         events: &[NewEvent],
         mesh: &str,
-        converge_id: &str,
-    ) -> Result<(), HistoryError> {
+        operation_id: &str,
+    ) -> Result<(), StateError> {
         let tx = self
             .conn
             .unchecked_transaction()
             .map_err(self.err("begin finishing a converge"))?;
         self.insert_events(events)?;
-        self.unlock_converge(mesh, converge_id)?;
+        self.unlock_mesh(mesh, operation_id)?;
         self.prune_events()?;
         tx.commit()
             .map_err(self.err("commit the end of a converge"))
     }
 
     /// Who holds the converge lock of a mesh, if anyone (dead or alive).
-    pub fn converge_holder(&self, mesh: &str) -> Result<Option<Holder>, HistoryError> {
+    pub fn mesh_holder(&self, mesh: &str) -> Result<Option<Holder>, StateError> {
         self.conn
             .query_row(HOLDER_SQL, [mesh], row_to_holder)
             .optional()
@@ -266,7 +266,7 @@ const HOLDER_SQL: &str =
 
 fn row_to_holder(r: &rusqlite::Row<'_>) -> rusqlite::Result<Holder> {
     Ok(Holder {
-        converge_id: r.get(0)?,
+        operation_id: r.get(0)?,
         host: r.get(1)?,
         pid: r.get(2)?,
         since_ms: r.get(3)?,

@@ -7,7 +7,7 @@ use rusqlite::ErrorCode;
 
 /// What can go wrong with the state database.
 #[derive(Debug, thiserror::Error)]
-pub enum HistoryError {
+pub enum StateError {
     #[error(
         "cannot find the user's data directory for the state database (is HOME set?): pass --state PATH or set MESHTOP_STATE"
     )]
@@ -92,17 +92,17 @@ pub enum HistoryError {
     LockLost {
         path: PathBuf,
         mesh: String,
-        converge_id: String,
+        operation_id: String,
         /// Who took the mesh over, when known.
-        taken_by: Option<Box<crate::backends::history::Holder>>,
+        taken_by: Option<Box<crate::backends::state::Holder>>,
     },
 }
 
-fn taken_by_text(holder: Option<&crate::backends::history::Holder>) -> String {
+fn taken_by_text(holder: Option<&crate::backends::state::Holder>) -> String {
     match holder {
         Some(h) => format!(
             "converge {} (host {}, process {}) took it over at {}, its heartbeat having gone stale",
-            h.converge_id,
+            h.operation_id,
             h.host,
             h.pid,
             crate::timefmt::local_time(h.since_ms)
@@ -111,7 +111,7 @@ fn taken_by_text(holder: Option<&crate::backends::history::Holder>) -> String {
     }
 }
 
-impl HistoryError {
+impl StateError {
     /// Classify a SQLite error met while doing `op` on the database at `path`.
     pub(crate) fn sqlite(
         path: &std::path::Path,
@@ -120,22 +120,22 @@ impl HistoryError {
     ) -> Self {
         let path = path.to_path_buf();
         match source.sqlite_error_code() {
-            Some(ErrorCode::NotADatabase) => HistoryError::NotADatabase { path },
+            Some(ErrorCode::NotADatabase) => StateError::NotADatabase { path },
             Some(ErrorCode::ReadOnly)
             | Some(ErrorCode::PermissionDenied)
-            | Some(ErrorCode::CannotOpen) => HistoryError::ReadOnly {
+            | Some(ErrorCode::CannotOpen) => StateError::ReadOnly {
                 path,
                 detail: format!("{op}: {source}"),
             },
-            Some(ErrorCode::DiskFull) => HistoryError::Full {
+            Some(ErrorCode::DiskFull) => StateError::Full {
                 path,
                 op: op.to_string(),
             },
-            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => HistoryError::Busy {
+            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StateError::Busy {
                 path,
                 op: op.to_string(),
             },
-            _ => HistoryError::Sqlite {
+            _ => StateError::Sqlite {
                 path,
                 op: op.to_string(),
                 source,

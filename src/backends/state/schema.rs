@@ -13,7 +13,7 @@ use std::time::Duration;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::HistoryError;
+use super::StateError;
 
 /// The migrations, oldest first. Never edit one that shipped: append a new one.
 const MIGRATIONS: &[&str] = &[
@@ -246,11 +246,11 @@ const WAL_AUTOCHECKPOINT_PAGES: i64 = 256;
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Create the file (mode 0600) or tighten its mode, then open, check and migrate it.
-pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
+pub(super) fn open(path: &Path) -> Result<Connection, StateError> {
     prepare_file(path)?;
     let sql = |op: &str| {
         let op = op.to_string();
-        move |e: rusqlite::Error| HistoryError::sqlite(path, op, e)
+        move |e: rusqlite::Error| StateError::sqlite(path, op, e)
     };
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -265,7 +265,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
         .is_readonly(rusqlite::MAIN_DB)
         .map_err(sql("check that the file is writable"))?
     {
-        return Err(HistoryError::ReadOnly {
+        return Err(StateError::ReadOnly {
             path: path.to_path_buf(),
             detail: "SQLite could open it only for reading".into(),
         });
@@ -275,7 +275,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(sql("switch to WAL journaling"))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(HistoryError::Invalid {
+        return Err(StateError::Invalid {
             path: path.to_path_buf(),
             what: format!(
                 "journal mode stayed {mode:?} instead of WAL; put the file on a local filesystem, or choose another file with --state PATH / MESHTOP_STATE"
@@ -284,7 +284,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
     }
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(sql("set synchronous"))?;
-    // What must survive a power loss commits durably (`History::durably`); the rest (progress
+    // What must survive a power loss commits durably (`StateDb::durably`); the rest (progress
     // events, the converge lock) need not, so closing a handle does not checkpoint: a command
     // the record answers would otherwise spend most of its time in the checkpoint's two fsyncs.
     // The WAL is checkpointed as it grows instead, kept small so that reading it back when the
@@ -300,7 +300,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
         migrate(&conn, path)?;
     }
     // Only now is the file known to be a state database: tighten it (never a file SQLite refused).
-    tighten(path).map_err(|source| HistoryError::Io {
+    tighten(path).map_err(|source| StateError::Io {
         path: path.to_path_buf(),
         what: "set its mode to 0600",
         source,
@@ -311,8 +311,8 @@ pub(super) fn open(path: &Path) -> Result<Connection, HistoryError> {
 
 /// Open an existing state database for reading only (a user who cannot write it): nothing is
 /// created, migrated, tightened or written. A schema other than this binary's is refused.
-pub(super) fn open_read_only(path: &Path) -> Result<Connection, HistoryError> {
-    let sql = |op: &'static str| move |e: rusqlite::Error| HistoryError::sqlite(path, op, e);
+pub(super) fn open_read_only(path: &Path) -> Result<Connection, StateError> {
+    let sql = |op: &'static str| move |e: rusqlite::Error| StateError::sqlite(path, op, e);
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
@@ -321,7 +321,7 @@ pub(super) fn open_read_only(path: &Path) -> Result<Connection, HistoryError> {
         .map_err(sql("set the busy timeout"))?;
     let found = known_version(&conn, path)?;
     if found != SCHEMA_VERSION {
-        return Err(HistoryError::ReadOnly {
+        return Err(StateError::ReadOnly {
             path: path.to_path_buf(),
             detail: format!(
                 "it has schema version {found} and needs migrating to {SCHEMA_VERSION}, which takes writing"
@@ -332,12 +332,12 @@ pub(super) fn open_read_only(path: &Path) -> Result<Connection, HistoryError> {
 }
 
 /// The schema version of the file; one newer than this binary knows is refused, untouched.
-fn known_version(conn: &Connection, path: &Path) -> Result<i64, HistoryError> {
+fn known_version(conn: &Connection, path: &Path) -> Result<i64, StateError> {
     let found: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| HistoryError::sqlite(path, "read the schema version", e))?;
+        .map_err(|e| StateError::sqlite(path, "read the schema version", e))?;
     if found > SCHEMA_VERSION {
-        return Err(HistoryError::TooNew {
+        return Err(StateError::TooNew {
             path: path.to_path_buf(),
             found,
             known: SCHEMA_VERSION,
@@ -346,13 +346,13 @@ fn known_version(conn: &Connection, path: &Path) -> Result<i64, HistoryError> {
     Ok(found)
 }
 
-fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
-    let sql = |op: &'static str| move |e: rusqlite::Error| HistoryError::sqlite(path, op, e);
+fn migrate(conn: &Connection, path: &Path) -> Result<(), StateError> {
+    let sql = |op: &'static str| move |e: rusqlite::Error| StateError::sqlite(path, op, e);
     let tx = rusqlite::Transaction::new_unchecked(conn, TransactionBehavior::Immediate)
         .map_err(sql("begin the migration"))?;
     // Another process may have migrated between our first look and this transaction.
     let found = known_version(&tx, path)?;
-    let from = usize::try_from(found).map_err(|_| HistoryError::Invalid {
+    let from = usize::try_from(found).map_err(|_| StateError::Invalid {
         path: path.to_path_buf(),
         what: format!("schema version {found} is negative; move the file away, or choose another file with --state PATH"),
     })?;
@@ -361,7 +361,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
     }
     for (index, migration) in MIGRATIONS.iter().enumerate().skip(from) {
         tx.execute_batch(migration).map_err(|e| {
-            HistoryError::sqlite(path, format!("migrate to schema version {}", index + 1), e)
+            StateError::sqlite(path, format!("migrate to schema version {}", index + 1), e)
         })?;
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -370,15 +370,15 @@ fn migrate(conn: &Connection, path: &Path) -> Result<(), HistoryError> {
 }
 
 /// Create the parent directories and the file with mode 0600; tighten a looser mode.
-fn prepare_file(path: &Path) -> Result<(), HistoryError> {
+fn prepare_file(path: &Path) -> Result<(), StateError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(|source| HistoryError::Dir {
+        fs::create_dir_all(parent).map_err(|source| StateError::Dir {
             path: path.to_path_buf(),
             source,
         })?;
     }
     match fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => Err(HistoryError::Invalid {
+        Ok(meta) if meta.is_dir() => Err(StateError::Invalid {
             path: path.to_path_buf(),
             what: "is a directory, not a database file; choose a file path with --state PATH / MESHTOP_STATE".into(),
         }),
@@ -390,14 +390,14 @@ fn prepare_file(path: &Path) -> Result<(), HistoryError> {
                 Ok(_) => Ok(()),
                 // Another process created it first: fine, it is verified and tightened as any other.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-                Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => Err(HistoryError::ReadOnly {
+                Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => Err(StateError::ReadOnly {
                     path: path.to_path_buf(),
                     detail: format!("cannot create the file: {source}"),
                 }),
-                Err(source) => Err(HistoryError::Io { path: path.to_path_buf(), what: "create the file", source }),
+                Err(source) => Err(StateError::Io { path: path.to_path_buf(), what: "create the file", source }),
             }
         }
-        Err(source) => Err(HistoryError::Io { path: path.to_path_buf(), what: "look at the file", source }),
+        Err(source) => Err(StateError::Io { path: path.to_path_buf(), what: "look at the file", source }),
     }
 }
 
@@ -412,13 +412,13 @@ fn tighten(path: &Path) -> std::io::Result<()> {
 }
 
 /// SQLite gives `-wal` and `-shm` the database's mode when it creates them; tighten leftovers of an older, looser file.
-fn tighten_sidecars(path: &Path) -> Result<(), HistoryError> {
+fn tighten_sidecars(path: &Path) -> Result<(), StateError> {
     for suffix in ["-wal", "-shm"] {
         let mut name = path.as_os_str().to_os_string();
         name.push(suffix);
         let sidecar = Path::new(&name);
         if sidecar.exists() {
-            tighten(sidecar).map_err(|source| HistoryError::Io {
+            tighten(sidecar).map_err(|source| StateError::Io {
                 path: path.to_path_buf(),
                 what: "set the mode of its -wal/-shm file to 0600",
                 source,

@@ -24,7 +24,7 @@ pub use builds::{
     BUILD_BY_DIGEST_SQL, BuildEnd, BuildQuery, BuildRow, BuildStatus, LAST_BUILDS_SQL, NewBuild,
     builds_sql,
 };
-pub use error::HistoryError;
+pub use error::StateError;
 pub use events::{EVENT_ID_RANGE_SQL, EventRow, KEEP_EVENTS, NewEvent, PRUNE_BATCH, SendRow};
 pub use lock::{Holder, LOCK_STALE_MS, TEST_STALE_ENV, lock_stale_ms, this_host};
 pub use operations::OperationId;
@@ -32,19 +32,19 @@ pub use schema::SCHEMA_VERSION;
 
 /// The state database of this user: `<data dir>/meshtop/state.db`
 /// (on Linux `~/.local/share/meshtop/state.db`). The CLI handles `--state` / `MESHTOP_STATE` itself.
-pub fn default_path() -> Result<PathBuf, HistoryError> {
-    let base = directories::BaseDirs::new().ok_or(HistoryError::NoDataDir)?;
+pub fn default_path() -> Result<PathBuf, StateError> {
+    let base = directories::BaseDirs::new().ok_or(StateError::NoDataDir)?;
     Ok(base.data_dir().join("meshtop").join("state.db"))
 }
 
 /// An open state database. One handle is one SQLite connection: `Send`, not `Sync`;
 /// open one handle per thread (they share the file safely, WAL + busy timeout).
-pub struct History {
+pub struct StateDb {
     conn: Connection,
     path: PathBuf,
 }
 
-impl std::fmt::Debug for History {
+impl std::fmt::Debug for StateDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("History")
             .field("path", &self.path)
@@ -52,29 +52,29 @@ impl std::fmt::Debug for History {
     }
 }
 
-impl History {
+impl StateDb {
     /// Open (creating it and its directories if needed) and migrate the state database at `path`.
     /// The file is made owner-only (0600). A schema newer than this binary knows is refused untouched.
     /// Build rows left `running` by a converge that is certainly gone (it holds no lock, or its
     /// process no longer exists on this host: killed, or its end could not be written) are closed
     /// here as `stopped`, saying so: a row never stays running without a live holder.
-    pub fn open(path: &Path) -> Result<History, HistoryError> {
+    pub fn open(path: &Path) -> Result<StateDb, StateError> {
         let conn = schema::open(path)?;
-        let history = History {
+        let db = StateDb {
             conn,
             path: path.to_path_buf(),
         };
-        history.close_orphans()?;
-        Ok(history)
+        db.close_orphans()?;
+        Ok(db)
     }
 
-    /// For commands that only read (plan, builds, status): [`History::open`], or, when the file
+    /// For commands that only read (plan, builds, status): [`StateDb::open`], or, when the file
     /// cannot be written by this user, the same file read-only (nothing is written to it).
-    pub fn open_for_reading(path: &Path) -> Result<History, HistoryError> {
-        match History::open(path) {
-            Err(HistoryError::ReadOnly { .. }) if path.exists() => {
+    pub fn open_for_reading(path: &Path) -> Result<StateDb, StateError> {
+        match StateDb::open(path) {
+            Err(StateError::ReadOnly { .. }) if path.exists() => {
                 let conn = schema::open_read_only(path)?;
-                Ok(History {
+                Ok(StateDb {
                     conn,
                     path: path.to_path_buf(),
                 })
@@ -89,8 +89,8 @@ impl History {
     }
 
     /// Map a SQLite error met while doing `op` to an error naming this database.
-    fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> HistoryError + '_ {
-        move |e| HistoryError::sqlite(&self.path, op, e)
+    fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> StateError + '_ {
+        move |e| StateError::sqlite(&self.path, op, e)
     }
 
     /// Run several reads on one snapshot of the database (one read transaction: under WAL, writes
@@ -98,8 +98,8 @@ impl History {
     /// holder that must agree on whether an operation still runs.
     pub fn on_one_snapshot<T>(
         &self,
-        read: impl FnOnce(&History) -> Result<T, HistoryError>,
-    ) -> Result<T, HistoryError> {
+        read: impl FnOnce(&StateDb) -> Result<T, StateError>,
+    ) -> Result<T, StateError> {
         self.conn
             .execute_batch("BEGIN DEFERRED")
             .map_err(self.err("begin a read"))?;
@@ -120,8 +120,8 @@ impl History {
     /// which is why closing a handle need not checkpoint (see `schema::open`).
     fn durably<T>(
         &self,
-        write: impl FnOnce() -> Result<T, HistoryError>,
-    ) -> Result<T, HistoryError> {
+        write: impl FnOnce() -> Result<T, StateError>,
+    ) -> Result<T, StateError> {
         let set = |level: &str| {
             self.conn
                 .pragma_update(None, "synchronous", level)
@@ -135,8 +135,8 @@ impl History {
         Ok(value)
     }
 
-    fn invalid(&self, what: impl Into<String>) -> HistoryError {
-        HistoryError::Invalid {
+    fn invalid(&self, what: impl Into<String>) -> StateError {
+        StateError::Invalid {
             path: self.path.clone(),
             what: what.into(),
         }
@@ -147,9 +147,9 @@ pub use crate::timefmt::now_ms;
 
 /// The shared handle, locked; a poisoned lock (a panic while it was held) is an error, not a panic.
 pub fn locked(
-    history: &std::sync::Mutex<History>,
-) -> Result<std::sync::MutexGuard<'_, History>, String> {
-    history
+    db: &std::sync::Mutex<StateDb>,
+) -> Result<std::sync::MutexGuard<'_, StateDb>, String> {
+    db
         .lock()
         .map_err(|_| "the state database handle is poisoned".to_string())
 }
@@ -160,8 +160,8 @@ mod tests {
     use super::*;
     use crate::mesh::model::{Record, RecordEntry};
 
-    fn synchronous(history: &History) -> i64 {
-        history
+    fn synchronous(db: &StateDb) -> i64 {
+        db
             .conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .unwrap()
@@ -170,15 +170,15 @@ mod tests {
     #[test]
     fn durable_writes_commit_with_full_sync_and_leave_normal_behind() {
         let dir = tempfile::tempdir().unwrap();
-        let history = History::open(&dir.path().join("state.db")).unwrap();
-        assert_eq!(synchronous(&history), 1, "NORMAL between durable writes");
-        let seen = history.durably(|| Ok(synchronous(&history))).unwrap();
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+        assert_eq!(synchronous(&db), 1, "NORMAL between durable writes");
+        let seen = db.durably(|| Ok(synchronous(&db))).unwrap();
         assert_eq!(seen, 2, "FULL inside a durable write");
-        let failed: Result<(), HistoryError> =
-            history.durably(|| Err(history.invalid("a write that failed")));
+        let failed: Result<(), StateError> =
+            db.durably(|| Err(db.invalid("a write that failed")));
         assert!(failed.is_err());
         assert_eq!(
-            synchronous(&history),
+            synchronous(&db),
             1,
             "NORMAL again after a failed write"
         );
@@ -196,17 +196,17 @@ mod tests {
                 digest: "sha256:1".into(),
             },
         );
-        let history = History::open(&path).unwrap();
-        history
-            .lock_converge("demo", &Holder::here("c1"))
+        let db = StateDb::open(&path).unwrap();
+        db
+            .lock_mesh("demo", &Holder::here("c1"))
             .unwrap()
             .unwrap();
-        history.stamp_record("demo", "c1", &record).unwrap();
-        drop(history);
+        db.stamp_record("demo", "c1", &record).unwrap();
+        drop(db);
         // No checkpoint on close: the stamp is still in the WAL, which the next handle recovers.
         assert!(dir.path().join("state.db-wal").exists());
         assert_eq!(
-            History::open(&path).unwrap().record("demo").unwrap(),
+            StateDb::open(&path).unwrap().record("demo").unwrap(),
             record
         );
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{History, HistoryError};
+use super::{StateDb, StateError};
 use crate::workspace::stat_cache::{CachedDigest, StatKey};
 
 /// The encoding's version, its first byte: another version reads as empty.
@@ -106,9 +106,9 @@ fn lower_hex(bytes: &[u8]) -> String {
     out
 }
 
-impl History {
+impl StateDb {
     /// The cached entries of the build context `dir` (none when never kept, or unreadable).
-    pub fn input_stats_of(&self, dir: &Path) -> Result<Vec<(String, CachedDigest)>, HistoryError> {
+    pub fn input_stats_of(&self, dir: &Path) -> Result<Vec<(String, CachedDigest)>, StateError> {
         let mut st = self
             .conn
             .prepare_cached("SELECT entries FROM input_stat_sets WHERE context = ?1")
@@ -124,7 +124,7 @@ impl History {
     pub fn save_input_stats<P: AsRef<Path>>(
         &self,
         sets: &[(P, Vec<(String, CachedDigest)>)],
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         if sets.is_empty() {
             return Ok(());
         }
@@ -183,15 +183,15 @@ mod tests {
         assert_eq!(lower_hex(&bytes), hex::encode(&bytes));
 
         let dir = tempfile::tempdir().unwrap();
-        let history = History::open(&dir.path().join("state.db")).unwrap();
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
         let ctx = Path::new("/ctx/");
-        assert_eq!(history.input_stats_of(ctx).unwrap(), Vec::new());
-        history.save_input_stats(&[(ctx, entries.clone())]).unwrap();
-        assert_eq!(history.input_stats_of(Path::new("/ctx")).unwrap(), entries);
-        history
+        assert_eq!(db.input_stats_of(ctx).unwrap(), Vec::new());
+        db.save_input_stats(&[(ctx, entries.clone())]).unwrap();
+        assert_eq!(db.input_stats_of(Path::new("/ctx")).unwrap(), entries);
+        db
             .conn
             .execute("UPDATE input_stat_sets SET entries = x'01ff'", [])
             .unwrap();
-        assert_eq!(history.input_stats_of(ctx).unwrap(), Vec::new());
+        assert_eq!(db.input_stats_of(ctx).unwrap(), Vec::new());
     }
 }

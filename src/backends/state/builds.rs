@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, Row, params};
 
-use super::{History, HistoryError, now_ms};
+use super::{StateDb, StateError, now_ms};
 pub use crate::mesh::builds::{BuildRow, BuildStatus};
 
 impl ToSql for BuildStatus {
@@ -45,7 +45,7 @@ pub struct NewBuild {
     /// The host that ran the build.
     pub host: String,
     pub started_ms: i64,
-    pub converge_id: Option<String>,
+    pub operation_id: Option<String>,
 }
 
 /// How a build attempt ended.
@@ -117,13 +117,13 @@ fn row_to_build(row: &Row<'_>) -> rusqlite::Result<BuildRow> {
         log_tail: row.get(18)?,
         published_ref: row.get(19)?,
         published_digest: row.get(20)?,
-        converge_id: row.get(21)?,
+        operation_id: row.get(21)?,
         operation: row.get(22)?,
         process_gone: false,
     })
 }
 
-/// The SQL of [`History::builds`] for a query's shape (public for EXPLAIN QUERY PLAN in tests).
+/// The SQL of [`StateDb::builds`] for a query's shape (public for EXPLAIN QUERY PLAN in tests).
 /// Parameters: ?1 mesh, ?2 module, ?3 cursor started_ms, ?4 cursor id, ?5 limit.
 pub fn builds_sql(with_module: bool, failed_only: bool, with_cursor: bool) -> String {
     let mut sql = format!("SELECT {COLUMNS} FROM builds WHERE mesh = ?1");
@@ -141,7 +141,7 @@ pub fn builds_sql(with_module: bool, failed_only: bool, with_cursor: bool) -> St
     sql
 }
 
-/// The SQL of [`History::build_by_digest`]. Parameters: ?1 mesh, ?2 digest.
+/// The SQL of [`StateDb::build_by_digest`]. Parameters: ?1 mesh, ?2 digest.
 pub const BUILD_BY_DIGEST_SQL: &str = concat!(
     "SELECT * FROM (SELECT ",
     columns!(),
@@ -151,7 +151,7 @@ pub const BUILD_BY_DIGEST_SQL: &str = concat!(
      ORDER BY status = 'succeeded' DESC, started_ms DESC, id DESC LIMIT 1"
 );
 
-/// The SQL of [`History::last_builds`]: hops from module to module along the index, then takes
+/// The SQL of [`StateDb::last_builds`]: hops from module to module along the index, then takes
 /// each module's newest row — O(modules · log rows). Parameter: ?1 mesh.
 pub const LAST_BUILDS_SQL: &str = concat!(
     "WITH RECURSIVE mods(m) AS (\
@@ -166,13 +166,13 @@ pub const LAST_BUILDS_SQL: &str = concat!(
      WHERE mods.m IS NOT NULL"
 );
 
-impl History {
+impl StateDb {
     /// Record that a build started. Idempotent: a second start with the same id changes nothing.
-    pub fn start_build(&self, b: &NewBuild) -> Result<(), HistoryError> {
+    pub fn start_build(&self, b: &NewBuild) -> Result<(), StateError> {
         self.durably(|| self.insert_build(b))
     }
 
-    fn insert_build(&self, b: &NewBuild) -> Result<(), HistoryError> {
+    fn insert_build(&self, b: &NewBuild) -> Result<(), StateError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, \
@@ -196,7 +196,7 @@ impl History {
                     b.why,
                     b.host,
                     b.started_ms,
-                    b.converge_id
+                    b.operation_id
                 ])
             })
             .map_err(self.err("record the start of a build"))?;
@@ -205,7 +205,7 @@ impl History {
 
     /// Record how a build ended. Only a `running` row changes; returns whether this call changed it
     /// (false: already finished — the first result stands — or never started).
-    pub fn finish_build(&self, id: &str, end: &BuildEnd) -> Result<bool, HistoryError> {
+    pub fn finish_build(&self, id: &str, end: &BuildEnd) -> Result<bool, StateError> {
         if !end.status.is_finished() {
             return Err(self.invalid(format!(
                 "build {id} cannot finish as `running`; finish it as succeeded, failed, cancelled or stopped"
@@ -229,7 +229,7 @@ impl History {
         id: &str,
         published_ref: &str,
         published_digest: &str,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         let changed = self.durably(|| {
             self.conn
                 .execute(
@@ -239,7 +239,7 @@ impl History {
                 .map_err(self.err("record what a build published"))
         })?;
         if changed == 0 {
-            return Err(HistoryError::UnknownBuild {
+            return Err(StateError::UnknownBuild {
                 path: self.path.clone(),
                 id: id.to_string(),
             });
@@ -252,10 +252,10 @@ impl History {
     pub fn fail_running(
         &self,
         mesh: &str,
-        converge_id: &str,
+        operation_id: &str,
         status: BuildStatus,
         error: &str,
-    ) -> Result<usize, HistoryError> {
+    ) -> Result<usize, StateError> {
         if !matches!(
             status,
             BuildStatus::Failed | BuildStatus::Cancelled | BuildStatus::Stopped
@@ -264,7 +264,7 @@ impl History {
                 "running builds of converge {converge_id} can only be marked failed, cancelled or stopped, not {status}"
             )));
         }
-        self.durably(|| self.end_running(mesh, converge_id, status, error))
+        self.durably(|| self.end_running(mesh, operation_id, status, error))
     }
 
     /// End every still-running build of one converge as `status` with `error`, inside the
@@ -272,16 +272,16 @@ impl History {
     pub(super) fn end_running(
         &self,
         mesh: &str,
-        converge_id: &str,
+        operation_id: &str,
         status: BuildStatus,
         error: &str,
-    ) -> Result<usize, HistoryError> {
+    ) -> Result<usize, StateError> {
         self.conn
             .prepare_cached(
                 "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
                  WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
             )
-            .and_then(|mut st| st.execute(params![mesh, converge_id, status, error, now_ms()]))
+            .and_then(|mut st| st.execute(params![mesh, operation_id, status, error, now_ms()]))
             .map_err(self.err("mark the running builds of a converge"))
     }
 
@@ -292,7 +292,7 @@ impl History {
     /// is only stale is left to the take-over (which moves the lock in the same transaction): it
     /// may be frozen and wake up to write the build's real end. Reads show such rows as
     /// `stopped (process gone)` meanwhile ([`BuildRow::process_gone`]).
-    pub fn close_orphans(&self) -> Result<usize, HistoryError> {
+    pub fn close_orphans(&self) -> Result<usize, StateError> {
         let running: Vec<(String, Option<String>)> = self
             .conn
             .prepare_cached(
@@ -304,12 +304,12 @@ impl History {
             })
             .map_err(self.err("look for builds left running"))?;
         let mut gone = Vec::new();
-        for (mesh, converge_id) in running {
-            let holder = self.converge_holder(&mesh)?;
+        for (mesh, operation_id) in running {
+            let holder = self.mesh_holder(&mesh)?;
             let held = holder
-                .is_some_and(|h| Some(&h.converge_id) == converge_id.as_ref() && !h.process_gone());
+                .is_some_and(|h| Some(&h.operation_id) == operation_id.as_ref() && !h.process_gone());
             if !held {
-                gone.push((mesh, converge_id));
+                gone.push((mesh, operation_id));
             }
         }
         if gone.is_empty() {
@@ -321,7 +321,7 @@ impl History {
                 .unchecked_transaction()
                 .map_err(self.err("close builds left running"))?;
             let mut closed = 0;
-            for (mesh, converge_id) in &gone {
+            for (mesh, operation_id) in &gone {
                 closed += tx
                     .execute(
                         "UPDATE builds SET status = 'stopped', ended_ms = ?3, error = 'process gone: converge ' || \
@@ -329,7 +329,7 @@ impl History {
                          (its process was killed, or its record could not be written, e.g. a full disk); \
                          nothing was stamped for it' \
                          WHERE mesh = ?1 AND converge_id IS ?2 AND status = 'running'",
-                        params![mesh, converge_id, now_ms()],
+                        params![mesh, operation_id, now_ms()],
                     )
                     .map_err(self.err("close builds left running"))?;
             }
@@ -339,7 +339,7 @@ impl History {
     }
 
     /// One build by correlation id.
-    pub fn build(&self, id: &str) -> Result<Option<BuildRow>, HistoryError> {
+    pub fn build(&self, id: &str) -> Result<Option<BuildRow>, StateError> {
         let row = self
             .conn
             .query_row(
@@ -355,19 +355,19 @@ impl History {
     /// Mark the `running` rows whose converge is gone (derived, nothing is written): it holds no
     /// lock of its mesh, or it does and [`super::Holder::is_dead`] (stale heartbeat, or its
     /// process gone on this host). Asks the lock only when a row is running.
-    fn with_gone(&self, mut rows: Vec<BuildRow>) -> Result<Vec<BuildRow>, HistoryError> {
+    fn with_gone(&self, mut rows: Vec<BuildRow>) -> Result<Vec<BuildRow>, StateError> {
         let now = now_ms();
         let mut holders = BTreeMap::new();
         for row in rows.iter_mut().filter(|r| r.status == BuildStatus::Running) {
             if !holders.contains_key(&row.mesh) {
-                let holder = self.converge_holder(&row.mesh)?;
+                let holder = self.mesh_holder(&row.mesh)?;
                 holders.insert(row.mesh.clone(), holder);
             }
             let alive = holders
                 .get(&row.mesh)
                 .and_then(Option::as_ref)
                 .is_some_and(|h| {
-                    Some(&h.converge_id) == row.converge_id.as_ref() && !h.is_dead(now)
+                    Some(&h.operation_id) == row.operation_id.as_ref() && !h.is_dead(now)
                 });
             row.process_gone = !alive;
         }
@@ -375,7 +375,7 @@ impl History {
     }
 
     /// Builds of a mesh (or of one module), newest first, one page.
-    pub fn builds(&self, q: &BuildQuery) -> Result<Vec<BuildRow>, HistoryError> {
+    pub fn builds(&self, q: &BuildQuery) -> Result<Vec<BuildRow>, StateError> {
         let sql = builds_sql(q.module.is_some(), q.failed_only, q.before.is_some());
         let (cursor_ms, cursor_id) = match &q.before {
             Some((ms, id)) => (Some(*ms), Some(id.as_str())),
@@ -397,7 +397,7 @@ impl History {
     }
 
     /// How many builds a mesh (or one module of it) has.
-    pub fn count_builds(&self, mesh: &str, module: Option<&str>) -> Result<u64, HistoryError> {
+    pub fn count_builds(&self, mesh: &str, module: Option<&str>) -> Result<u64, StateError> {
         let count: i64 = match module {
             Some(module) => self.conn.query_row(
                 "SELECT count(*) FROM builds WHERE mesh = ?1 AND module = ?2",
@@ -421,7 +421,7 @@ impl History {
         &self,
         mesh: &str,
         digest: &str,
-    ) -> Result<Option<BuildRow>, HistoryError> {
+    ) -> Result<Option<BuildRow>, StateError> {
         let mut st = self
             .conn
             .prepare_cached(BUILD_BY_DIGEST_SQL)
@@ -434,7 +434,7 @@ impl History {
     }
 
     /// The newest build of every module of a mesh (builds without a module are left out).
-    pub fn last_builds(&self, mesh: &str) -> Result<BTreeMap<String, BuildRow>, HistoryError> {
+    pub fn last_builds(&self, mesh: &str) -> Result<BTreeMap<String, BuildRow>, StateError> {
         let mut st = self
             .conn
             .prepare_cached(LAST_BUILDS_SQL)

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::app::msg::{HistorySnapshot, PollParams, SourceData};
-use crate::backends::history::{BuildQuery, HistoryError, locked};
+use crate::app::msg::{StateSnapshot, PollParams, SourceData};
+use crate::backends::state::{BuildQuery, StateError, locked};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::live::LockHolder;
 
@@ -24,11 +24,11 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
     Box::pin(async move {
         session
             .db(move |db| {
-                let history = locked(db)?;
+                let db = locked(db)?;
                 // The events and the lock on one snapshot: they must agree on whether the newest
                 // operation still runs (a converge that just ended is not "gone" for a poll).
-                history
-                    .on_one_snapshot(|history| Ok(read(history, &mesh, params)))
+                db
+                    .on_one_snapshot(|db| Ok(read(db, &mesh, params)))
                     .map_err(|e| e.to_string())?
             })
             .await
@@ -36,23 +36,23 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
 }
 
 fn read(
-    history: &crate::backends::history::History,
+    db: &crate::backends::state::StateDb,
     mesh: &str,
     params: PollParams,
 ) -> Result<SourceData, String> {
     let mesh = mesh.to_string();
-    let e = |e: HistoryError| e.to_string();
-    let holder = history
-        .converge_holder(&mesh)
+    let e = |e: StateError| e.to_string();
+    let holder = db
+        .mesh_holder(&mesh)
         .map_err(e)?
         .map(|h| LockHolder {
             alive: !h.is_dead(crate::timefmt::now_ms()),
-            converge_id: h.converge_id,
+            operation_id: h.operation_id,
             host: h.host,
             pid: h.pid,
             heartbeat_ms: h.heartbeat_ms,
         });
-    let last_builds = history.last_builds(&mesh).map_err(e)?;
+    let last_builds = db.last_builds(&mesh).map_err(e)?;
     let query = BuildQuery {
         mesh: mesh.clone(),
         module: params.history_module.clone(),
@@ -60,16 +60,16 @@ fn read(
         limit: params.page_size.max(1),
         before: None,
     };
-    let page = history.builds(&query).map_err(e)?;
+    let page = db.builds(&query).map_err(e)?;
     // First poll: the tail only, not every kept event in batches.
     let mut events = if params.events_after == 0 {
-        history.events_tail(&mesh, EVENTS_PER_POLL).map_err(e)?
+        db.events_tail(&mesh, EVENTS_PER_POLL).map_err(e)?
     } else {
         Vec::new()
     };
     let mut after = events.last().map_or(params.events_after, |row| row.id);
     loop {
-        let batch = history
+        let batch = db
             .events_after(&mesh, after, EVENTS_PER_POLL)
             .map_err(e)?;
         let full = batch.len() == EVENTS_PER_POLL;
@@ -82,27 +82,27 @@ fn read(
             break;
         }
     }
-    let latest_converge = history.latest_converge(&mesh).map_err(e)?;
+    let latest_operation = db.latest_operation(&mesh).map_err(e)?;
     let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
     for digest in params.digests.iter().take(MAX_TRACED) {
-        if let Some(row) = history.build_by_digest(&mesh, digest).map_err(e)? {
+        if let Some(row) = db.build_by_digest(&mesh, digest).map_err(e)? {
             made_by.insert(digest.clone(), row);
         }
     }
     let stamps = match &params.stamps_module {
         Some(module) => Some((
             module.clone(),
-            history.stamps(&mesh, module, STAMPS_SHOWN).map_err(e)?,
+            db.stamps(&mesh, module, STAMPS_SHOWN).map_err(e)?,
         )),
         None => None,
     };
-    let pins = history.pins(&mesh).map_err(e)?;
-    Ok(SourceData::History(Box::new(HistorySnapshot {
+    let pins = db.pins(&mesh).map_err(e)?;
+    Ok(SourceData::State(Box::new(StateSnapshot {
         last_builds,
         scope: params.history_module,
         page,
         events,
-        latest_converge,
+        latest_operation,
         made_by,
         holder,
         stamps,

@@ -3,12 +3,12 @@
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
-use super::{History, HistoryError, now_ms};
+use super::{StateDb, StateError, now_ms};
 use crate::mesh::model::{Record, RecordEntry};
 
-impl History {
+impl StateDb {
     /// The docker target's record of a mesh (empty when nothing was stamped).
-    pub fn record(&self, mesh: &str) -> Result<Record, HistoryError> {
+    pub fn record(&self, mesh: &str) -> Result<Record, StateError> {
         let mut st = self
             .conn
             .prepare_cached("SELECT module, ref, digest FROM records WHERE mesh = ?1")
@@ -34,13 +34,13 @@ impl History {
     pub fn stamp_record(
         &self,
         mesh: &str,
-        converge_id: &str,
+        operation_id: &str,
         entries: &Record,
-    ) -> Result<(), HistoryError> {
-        self.stamp_record_as(mesh, converge_id, "converge", entries)
+    ) -> Result<(), StateError> {
+        self.stamp_record_as(mesh, operation_id, "converge", entries)
     }
 
-    /// As [`History::stamp_record`] by an operation of `kind` (converge, rollback); each changed
+    /// As [`StateDb::stamp_record`] by an operation of `kind` (converge, rollback); each changed
     /// entry is noted in the record's history in the same transaction.
     pub fn stamp_record_as(
         &self,
@@ -48,21 +48,21 @@ impl History {
         operation_id: &str,
         kind: &str,
         entries: &Record,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         self.durably(|| self.upsert_record(mesh, operation_id, kind, entries))
     }
 
     fn upsert_record(
         &self,
         mesh: &str,
-        converge_id: &str,
+        operation_id: &str,
         kind: &str,
         entries: &Record,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
-        self.check_holds(mesh, converge_id)?;
-        self.note_docker_stamps(mesh, converge_id, kind, entries)?;
+        self.check_holds(mesh, operation_id)?;
+        self.note_docker_stamps(mesh, operation_id, kind, entries)?;
         let at = now_ms();
         {
             let mut st = tx
@@ -80,7 +80,7 @@ impl History {
                     entry.reference,
                     entry.digest,
                     at,
-                    converge_id
+                    operation_id
                 ])
                 .map_err(self.err("stamp the record"))?;
             }
@@ -92,7 +92,7 @@ impl History {
     pub fn record_stamps(
         &self,
         mesh: &str,
-    ) -> Result<std::collections::BTreeMap<String, (i64, String)>, HistoryError> {
+    ) -> Result<std::collections::BTreeMap<String, (i64, String)>, StateError> {
         let mut st = self
             .conn
             .prepare_cached("SELECT module, stamped_ms, converge_id FROM records WHERE mesh = ?1")
@@ -105,7 +105,7 @@ impl History {
     }
 
     /// Forget the whole record of a mesh.
-    pub fn clear_record(&self, mesh: &str) -> Result<(), HistoryError> {
+    pub fn clear_record(&self, mesh: &str) -> Result<(), StateError> {
         self.durably(|| {
             self.conn
                 .execute("DELETE FROM records WHERE mesh = ?1", [mesh])
@@ -122,7 +122,7 @@ impl History {
         module: &str,
         reference: &str,
         manifest_json: &str,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         self.durably(|| self.insert_manifest(mesh, module, reference, manifest_json))
     }
 
@@ -132,7 +132,7 @@ impl History {
         module: &str,
         reference: &str,
         manifest_json: &str,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         self.conn
             .prepare_cached(
                 "INSERT OR REPLACE INTO manifests (mesh, module, ref, manifest, saved_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -148,7 +148,7 @@ impl History {
         mesh: &str,
         module: &str,
         reference: &str,
-    ) -> Result<Option<String>, HistoryError> {
+    ) -> Result<Option<String>, StateError> {
         self.conn
             .prepare_cached(
                 "SELECT manifest FROM manifests WHERE mesh = ?1 AND module = ?2 AND ref = ?3",
@@ -165,7 +165,7 @@ impl History {
         &self,
         mesh: &str,
         module: &str,
-    ) -> Result<Option<(String, String)>, HistoryError> {
+    ) -> Result<Option<(String, String)>, StateError> {
         self.conn
             .prepare_cached(
                 "SELECT ref, manifest FROM manifests WHERE mesh = ?1 AND module = ?2 ORDER BY rowid DESC LIMIT 1",

@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 
 use rusqlite::params;
 
-use super::{History, HistoryError};
+use super::{StateDb, StateError};
 use crate::mesh::pin::Pin;
 
-impl History {
+impl StateDb {
     /// Pin a module (replaces an older pin of it), durably.
-    pub fn pin(&self, mesh: &str, pin: &Pin) -> Result<(), HistoryError> {
+    pub fn pin(&self, mesh: &str, pin: &Pin) -> Result<(), StateError> {
         self.durably(|| {
             self.conn
                 .prepare_cached(
@@ -35,7 +35,7 @@ impl History {
     }
 
     /// Unpin a module; whether it was pinned.
-    pub fn unpin(&self, mesh: &str, module: &str) -> Result<bool, HistoryError> {
+    pub fn unpin(&self, mesh: &str, module: &str) -> Result<bool, StateError> {
         self.durably(|| {
             self.conn
                 .execute(
@@ -48,7 +48,7 @@ impl History {
     }
 
     /// The pinned modules of a mesh: module → pin.
-    pub fn pins(&self, mesh: &str) -> Result<BTreeMap<String, Pin>, HistoryError> {
+    pub fn pins(&self, mesh: &str) -> Result<BTreeMap<String, Pin>, StateError> {
         self.conn
             .prepare_cached(
                 "SELECT p.module, p.from_ref, p.from_digest, p.to_ref, p.to_digest, p.operation_id, \

@@ -3,7 +3,7 @@
 use rusqlite::{OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
-use super::{History, HistoryError, now_ms};
+use super::{StateDb, StateError, now_ms};
 pub use crate::mesh::progress::EventRow;
 use crate::mesh::progress::Step;
 
@@ -21,7 +21,7 @@ pub const PRUNE_BATCH: i64 = 5_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewEvent {
     pub mesh: String,
-    pub converge_id: String,
+    pub operation_id: String,
     /// What happened, e.g. `tier`, `decided`, `build`, `output`, `built`, `failed`, `stamped`, `send`.
     pub kind: String,
     pub module: Option<String>,
@@ -40,7 +40,7 @@ pub struct SendRow {
     /// `moved`, or `failed: <why>`.
     pub outcome: String,
     pub at_ms: i64,
-    pub converge_id: Option<String>,
+    pub operation_id: Option<String>,
 }
 
 fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
@@ -48,7 +48,7 @@ fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
         id: r.get(0)?,
         at_ms: r.get(1)?,
         mesh: r.get(2)?,
-        converge_id: r.get(3)?,
+        operation_id: r.get(3)?,
         step: Step::parse(&r.get::<_, String>(4)?),
         module: r.get(5)?,
         text: r.get(6)?,
@@ -66,19 +66,19 @@ fn row_to_send(r: &Row<'_>) -> rusqlite::Result<SendRow> {
         to_digest: r.get(5)?,
         outcome: r.get(6)?,
         at_ms: r.get(7)?,
-        converge_id: r.get(8)?,
+        operation_id: r.get(8)?,
     })
 }
 
-impl History {
+impl StateDb {
     /// Append a progress event; returns its id.
-    pub fn append_event(&self, e: &NewEvent) -> Result<i64, HistoryError> {
+    pub fn append_event(&self, e: &NewEvent) -> Result<i64, StateError> {
         self.insert_events(std::slice::from_ref(e))?;
         Ok(self.conn.last_insert_rowid())
     }
 
     /// Several events in one transaction (a tier's decisions: one write, not one per module).
-    pub fn append_events(&self, events: &[NewEvent]) -> Result<(), HistoryError> {
+    pub fn append_events(&self, events: &[NewEvent]) -> Result<(), StateError> {
         let tx = self
             .conn
             .unchecked_transaction()
@@ -91,7 +91,7 @@ impl History {
     /// kept: the newest `KEEP_EVENTS` stay. Deleting in batches keeps a converge that finishes
     /// without pruning (nearly all of them) as cheap as before. Build records, the record and sends
     /// are never pruned. Runs inside the caller's transaction; returns how many events went.
-    pub(super) fn prune_events(&self) -> Result<usize, HistoryError> {
+    pub(super) fn prune_events(&self) -> Result<usize, StateError> {
         let (oldest, newest): (Option<i64>, Option<i64>) = self
             .conn
             .prepare_cached(EVENT_ID_RANGE_SQL)
@@ -112,13 +112,13 @@ impl History {
     }
 
     /// Insert events inside the caller's transaction.
-    pub(super) fn insert_events(&self, events: &[NewEvent]) -> Result<(), HistoryError> {
+    pub(super) fn insert_events(&self, events: &[NewEvent]) -> Result<(), StateError> {
         for e in events {
             self.conn
                 .prepare_cached(
                     "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
-                .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.converge_id, e.kind, e.module, e.text]))
+                .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.operation_id, e.kind, e.module, e.text]))
                 .map_err(self.err("append a converge event"))?;
         }
         Ok(())
@@ -130,7 +130,7 @@ impl History {
         mesh: &str,
         after_id: i64,
         limit: usize,
-    ) -> Result<Vec<EventRow>, HistoryError> {
+    ) -> Result<Vec<EventRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
             .prepare_cached(
@@ -146,7 +146,7 @@ impl History {
     }
 
     /// The newest `limit` events of a mesh, oldest first (where a follower starts).
-    pub fn events_tail(&self, mesh: &str, limit: usize) -> Result<Vec<EventRow>, HistoryError> {
+    pub fn events_tail(&self, mesh: &str, limit: usize) -> Result<Vec<EventRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut rows: Vec<EventRow> = self
             .conn
@@ -162,7 +162,7 @@ impl History {
     }
 
     /// The converge that emitted the mesh's newest event.
-    pub fn latest_converge(&self, mesh: &str) -> Result<Option<String>, HistoryError> {
+    pub fn latest_operation(&self, mesh: &str) -> Result<Option<String>, StateError> {
         self.conn
             .prepare_cached(
                 "SELECT converge_id FROM events WHERE mesh = ?1 ORDER BY id DESC LIMIT 1",
@@ -173,22 +173,22 @@ impl History {
 
     /// Record one send. A send made by a converge (or a send operation) holding the mesh is
     /// recorded only while it still holds it (checked in the same transaction), else `LockLost`.
-    pub fn record_send(&self, s: &SendRow) -> Result<(), HistoryError> {
+    pub fn record_send(&self, s: &SendRow) -> Result<(), StateError> {
         self.durably(|| {
             let tx = rusqlite::Transaction::new_unchecked(
                 &self.conn,
                 rusqlite::TransactionBehavior::Immediate,
             )
             .map_err(self.err("begin recording a send"))?;
-            if let Some(converge_id) = &s.converge_id {
-                self.check_holds(&s.mesh, converge_id)?;
+            if let Some(operation_id) = &s.operation_id {
+                self.check_holds(&s.mesh, operation_id)?;
             }
             self.insert_send(s)?;
             tx.commit().map_err(self.err("commit a send"))
         })
     }
 
-    fn insert_send(&self, s: &SendRow) -> Result<(), HistoryError> {
+    fn insert_send(&self, s: &SendRow) -> Result<(), StateError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id) \
@@ -204,7 +204,7 @@ impl History {
                     s.to_digest,
                     s.outcome,
                     s.at_ms,
-                    s.converge_id
+                    s.operation_id
                 ])
             })
             .map_err(self.err("record a send"))?;
@@ -217,7 +217,7 @@ impl History {
         mesh: &str,
         module: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<SendRow>, HistoryError> {
+    ) -> Result<Vec<SendRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let columns =
             "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id";

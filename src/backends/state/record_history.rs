@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{History, HistoryError, now_ms, this_host};
+use super::{StateDb, StateError, now_ms, this_host};
 use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::pin::Stamp;
 
@@ -26,9 +26,9 @@ fn row_to_stamp(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stamp> {
     })
 }
 
-impl History {
+impl StateDb {
     /// The short id of an operation in its mesh (`#142`), given one on first sight.
-    pub fn operation_short(&self, mesh: &str, id: &str, kind: &str) -> Result<i64, HistoryError> {
+    pub fn operation_short(&self, mesh: &str, id: &str, kind: &str) -> Result<i64, StateError> {
         self.begin_operation(mesh, kind, id).map(|op| op.number)
     }
 
@@ -40,7 +40,7 @@ impl History {
         operation_id: &str,
         kind: &str,
         entries: &Record,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         let mut previous = Record::new();
         for module in entries.keys() {
             let entry = self
@@ -71,7 +71,7 @@ impl History {
         kind: &str,
         previous: &Record,
         entries: &Record,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         self.durably(|| {
             let tx = self
                 .conn
@@ -89,7 +89,7 @@ impl History {
         kind: &str,
         previous: &Record,
         entries: &Record,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StateError> {
         self.operation_short(mesh, operation_id, kind)?;
         let (host, pid, at) = (this_host(), std::process::id(), now_ms());
         let mut st = self
@@ -128,7 +128,7 @@ impl History {
         mesh: &str,
         module: &str,
         limit: usize,
-    ) -> Result<Vec<Stamp>, HistoryError> {
+    ) -> Result<Vec<Stamp>, StateError> {
         let sql = format!(
             "SELECT {STAMP_COLUMNS} FROM record_history AS h \
              LEFT JOIN operations AS o ON o.uuid = h.operation_id \
@@ -145,7 +145,7 @@ impl History {
     }
 
     /// Every artifact any stamp of the mesh named (from or to), for the record's history view.
-    pub fn stamped_digests(&self, mesh: &str) -> Result<Vec<String>, HistoryError> {
+    pub fn stamped_digests(&self, mesh: &str) -> Result<Vec<String>, StateError> {
         self.conn
             .prepare_cached(
                 "SELECT to_digest FROM record_history WHERE mesh = ?1 UNION \

@@ -8,10 +8,10 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{History, HistoryError, now_ms};
+use super::{StateDb, StateError, now_ms};
 pub use crate::mesh::progress::OperationId;
 
-impl History {
+impl StateDb {
     /// Give the operation `uuid` of `mesh` the next short id of the mesh (1, 2, …). Idempotent on
     /// the uuid: beginning it again answers the number it already has. One statement, so two
     /// processes beginning operations at once never share a number.
@@ -20,7 +20,7 @@ impl History {
         mesh: &str,
         kind: &str,
         uuid: &str,
-    ) -> Result<OperationId, HistoryError> {
+    ) -> Result<OperationId, StateError> {
         self.conn
             .prepare_cached(
                 "INSERT INTO operations (mesh, number, uuid, kind, started_ms) \
@@ -29,14 +29,14 @@ impl History {
             )
             .and_then(|mut st| st.execute(params![mesh, uuid, kind, now_ms()]))
             .map_err(self.err("begin an operation"))?;
-        self.operation(uuid)?.ok_or_else(|| HistoryError::Invalid {
+        self.operation(uuid)?.ok_or_else(|| StateError::Invalid {
             path: self.path.clone(),
             what: format!("operation {uuid} was not recorded"),
         })
     }
 
     /// The short id of an operation, when it was begun.
-    pub fn operation(&self, uuid: &str) -> Result<Option<OperationId>, HistoryError> {
+    pub fn operation(&self, uuid: &str) -> Result<Option<OperationId>, StateError> {
         self.conn
             .prepare_cached("SELECT number, uuid, kind FROM operations WHERE uuid = ?1")
             .and_then(|mut st| {
