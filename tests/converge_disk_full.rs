@@ -156,9 +156,9 @@ fn a_full_disk_at_the_end_of_a_build_stamps_nothing_and_the_next_open_closes_the
             .contains("its record could not be written"),
         "{row}"
     );
-    let db = StateDb::open(&state).unwrap();
+    let history = StateDb::open(&state).unwrap();
     assert!(
-        db.record(&mesh.name).unwrap().is_empty(),
+        history.record(&mesh.name).unwrap().is_empty(),
         "nothing stamped"
     );
     std::fs::write(&dockerfile, &original).unwrap();

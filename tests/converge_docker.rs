@@ -340,9 +340,9 @@ fn a_failed_build_is_recorded_and_stamps_nothing() {
 
 #[test]
 fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
-    use meshtop::backends::state::{StateDb, Holder};
+    use meshtop::backends::state::{Holder, StateDb};
     let mesh = ExampleMesh::new("lock");
-    let db = StateDb::open(&mesh.state()).unwrap();
+    let history = StateDb::open(&mesh.state()).unwrap();
     let holder = Holder {
         operation_id: "other-converge".into(),
         host: gethostname::gethostname().to_string_lossy().into_owned(),
@@ -350,7 +350,7 @@ fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
         since_ms: 0,
         heartbeat_ms: meshtop::timefmt::now_ms(),
     };
-    db.lock_mesh(&mesh.name, &holder).unwrap().unwrap();
+    history.lock_mesh(&mesh.name, &holder).unwrap().unwrap();
     let output = mesh.meshtop(&["converge"]);
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let text = said(&output);
@@ -358,7 +358,5 @@ fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
         text.contains("other-converge") && text.contains(&std::process::id().to_string()),
         "{text}"
     );
-    db
-        .unlock_mesh(&mesh.name, "other-converge")
-        .unwrap();
+    history.unlock_mesh(&mesh.name, "other-converge").unwrap();
 }

@@ -46,7 +46,7 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
         "the error names the daemon: {stderr}"
     );
 
-    let db = StateDb::open(&mesh.state()).unwrap();
+    let history = StateDb::open(&mesh.state()).unwrap();
     let rows: Vec<BuildRow> = builds(&mesh)
         .into_iter()
         .filter(|b| b.operation_id.as_deref() == Some(operation_id.as_str()))
@@ -56,12 +56,12 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
         rows.iter().all(|b| b.status != BuildStatus::Running),
         "{rows:#?}"
     );
-    let base = db.build(&running.id).unwrap().unwrap();
+    let base = history.build(&running.id).unwrap().unwrap();
     assert_eq!(base.status, BuildStatus::Failed, "{base:#?}");
     let error = base.error.clone().unwrap_or_default();
     assert!(error.contains("Docker daemon"), "{base:#?}");
-    assert!(db.record(&mesh.name).unwrap().is_empty());
-    let holder = db.mesh_holder(&mesh.name).unwrap();
+    assert!(history.record(&mesh.name).unwrap().is_empty());
+    let holder = history.mesh_holder(&mesh.name).unwrap();
     assert!(holder.is_none(), "the lock is released: {holder:?}");
 }
 

@@ -40,7 +40,7 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
 
-    let db = StateDb::open(&mesh.state()).unwrap();
+    let history = StateDb::open(&mesh.state()).unwrap();
     let rows: Vec<BuildRow> = builds(&mesh)
         .into_iter()
         .filter(|b| b.operation_id.as_deref() == Some(operation_id.as_str()))
@@ -50,14 +50,14 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
         rows.iter().all(|b| b.status != BuildStatus::Running),
         "{rows:#?}"
     );
-    let base = db.build(&running.id).unwrap().unwrap();
+    let base = history.build(&running.id).unwrap().unwrap();
     assert_eq!(base.status, BuildStatus::Cancelled, "{base:#?}");
     assert!(base.ended_ms.is_some(), "{base:#?}");
     assert!(
-        db.record(&mesh.name).unwrap().is_empty(),
+        history.record(&mesh.name).unwrap().is_empty(),
         "a cancelled converge stamps nothing"
     );
-    let holder = db.mesh_holder(&mesh.name).unwrap();
+    let holder = history.mesh_holder(&mesh.name).unwrap();
     assert!(holder.is_none(), "the lock is released: {holder:?}");
 
     // The mesh is free: plan and converge work (without the slow step, to keep the test short).
@@ -68,5 +68,5 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     assert!(converge.status.success(), "{}", said(&converge));
     let summary: serde_json::Value = serde_json::from_slice(&converge.stdout).unwrap();
     assert_eq!(summary["stamped"], true, "{summary}");
-    assert_eq!(db.record(&mesh.name).unwrap().len(), 5);
+    assert_eq!(history.record(&mesh.name).unwrap().len(), 5);
 }

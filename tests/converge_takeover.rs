@@ -69,8 +69,8 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
         b_err.contains(&format!("over from converge {a_id}")),
         "the take-over is printed: {b_err}"
     );
-    let db = StateDb::open(&mesh.state()).unwrap();
-    let stamped = db.record(&mesh.name).unwrap();
+    let history = StateDb::open(&mesh.state()).unwrap();
+    let stamped = history.record(&mesh.name).unwrap();
     assert_eq!(stamped.len(), 5, "{stamped:?}");
 
     // A wakes: it must stop, stamp nothing, and say who took the mesh.
@@ -84,7 +84,7 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
     );
     assert!(!a_err.contains("record stamped"), "{a_err}");
     assert_eq!(
-        db.record(&mesh.name).unwrap(),
+        history.record(&mesh.name).unwrap(),
         stamped,
         "the record never goes back"
     );

@@ -85,16 +85,12 @@ fn while_a_converge_runs_the_table_shows_each_module_in_it() {
 #[test]
 fn a_converge_whose_process_is_gone_is_said_stopped_and_the_plan_comes_back() {
     let mut state = demo_state();
-    let mut db = running_history();
+    let mut history = running_history();
     // Killed: no last word, and the lock's holder is dead (or the lock gone).
-    db.holder.as_mut().unwrap().alive = false;
+    history.holder.as_mut().unwrap().alive = false;
     update(
         &mut state,
-        polled(
-            SourceId::State,
-            1000,
-            SourceData::State(Box::new(db)),
-        ),
+        polled(SourceId::State, 1000, SourceData::State(Box::new(history))),
     );
     assert_eq!(state.operation().unwrap().1, OperationState::Gone);
     let (text, gone) = operation_text(&state).unwrap();
@@ -114,12 +110,12 @@ fn the_end_of_a_followed_converge_asks_for_a_fresh_plan() {
     );
     done.at_ms = NOW;
     done.operation_id = "7c00aa11-0001".into();
-    let mut db = running_history();
-    db.events = vec![done];
-    db.holder = None;
+    let mut history = running_history();
+    history.events = vec![done];
+    history.holder = None;
     let effects = update(
         &mut state,
-        polled(SourceId::State, 0, SourceData::State(Box::new(db))),
+        polled(SourceId::State, 0, SourceData::State(Box::new(history))),
     );
     assert!(
         effects.contains(&Effect::PollNow(vec![
@@ -230,18 +226,18 @@ fn a_new_operation_clears_an_earlier_notice() {
         state.notice.as_ref().map(|n| n.text.as_str()),
         Some("4b2e9d10 converge succeeded")
     );
-    let mut db = running_history();
-    db.events.truncate(1);
-    for e in &mut db.events {
+    let mut history = running_history();
+    history.events.truncate(1);
+    for e in &mut history.events {
         e.id += 200;
         e.operation_id = "next".into();
         e.operation = Some(44);
     }
-    db.holder.as_mut().unwrap().operation_id = "next".into();
+    history.holder.as_mut().unwrap().operation_id = "next".into();
     // Read after the first poll: this start is live.
     update(
         &mut state,
-        polled(SourceId::State, 0, SourceData::State(Box::new(db))),
+        polled(SourceId::State, 0, SourceData::State(Box::new(history))),
     );
     assert_eq!(
         state.notice, None,
@@ -265,25 +261,25 @@ fn a_send_from_another_terminal_reads_sending_then_sent() {
         e.operation_id = "send-1".into();
         e.operation = Some(50);
     }
-    let mut db = running_history();
-    db.events = events;
-    db.holder.as_mut().unwrap().operation_id = "send-1".into();
+    let mut history = running_history();
+    history.events = events;
+    history.holder.as_mut().unwrap().operation_id = "send-1".into();
     update(
         &mut state,
         polled(
             SourceId::State,
             0,
-            SourceData::State(Box::new(db.clone())),
+            SourceData::State(Box::new(history.clone())),
         ),
     );
     assert_eq!(decision(&state, "worker"), "sending 0/1");
     assert_eq!(decision(&state, "api"), "–");
     let mut sent = event(302, Step::Sent, Some("worker"), "worker-1: moved");
     sent.operation_id = "send-1".into();
-    db.events = vec![sent];
+    history.events = vec![sent];
     update(
         &mut state,
-        polled(SourceId::State, 0, SourceData::State(Box::new(db))),
+        polled(SourceId::State, 0, SourceData::State(Box::new(history))),
     );
     assert_eq!(decision(&state, "worker"), "sent 1/1");
 }
@@ -293,16 +289,12 @@ fn a_send_from_another_terminal_reads_sending_then_sent() {
 #[test]
 fn an_operation_read_from_mid_way_claims_no_total() {
     let mut state = empty_state(&demo_mesh(meshtop::mesh::model::Target::Docker), false);
-    let mut db = running_history();
+    let mut history = running_history();
     // Its tail only: from api's build on.
-    db.events.retain(|e| e.id >= 109);
+    history.events.retain(|e| e.id >= 109);
     update(
         &mut state,
-        polled(
-            SourceId::State,
-            1000,
-            SourceData::State(Box::new(db)),
-        ),
+        polled(SourceId::State, 1000, SourceData::State(Box::new(history))),
     );
     let (text, gone) = operation_text(&state).unwrap();
     assert!(!gone);

@@ -285,11 +285,7 @@ fn live_converge() {
     running.page = state.builds.rows(0, state.builds.len()).cloned().collect();
     update(
         &mut state,
-        polled(
-            SourceId::State,
-            1000,
-            SourceData::State(Box::new(running)),
-        ),
+        polled(SourceId::State, 1000, SourceData::State(Box::new(running))),
     );
     insta::assert_snapshot!("live_screen_120x40", screen(&state, 120, 40));
     insta::assert_snapshot!("live_screen_80x24", screen(&state, 80, 24));

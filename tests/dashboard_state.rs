@@ -6,7 +6,7 @@ mod common;
 use common::dashboard::*;
 use meshtop::app::keys::Mode;
 use meshtop::app::msg::{
-    ActionRequest, Effect, StateSnapshot, Msg, PageRequest, Placement, SourceData, SourceId,
+    ActionRequest, Effect, Msg, PageRequest, Placement, SourceData, SourceId, StateSnapshot,
 };
 use meshtop::app::state::{AppState, ConfirmThen, Detail, Pane};
 use meshtop::app::update::update;
@@ -323,7 +323,10 @@ fn scrolling_to_the_end_asks_for_the_next_page_once() {
 #[test]
 fn converge_pane_follows_events_and_switches_converges() {
     let mut state = demo_state();
-    assert_eq!(state.converge.operation_id.as_deref(), Some("4b2e9d10-77aa"));
+    assert_eq!(
+        state.converge.operation_id.as_deref(),
+        Some("4b2e9d10-77aa")
+    );
     assert_eq!(
         (state.converge.lines.len(), state.converge.last_event_id),
         (12, 15),
@@ -344,11 +347,7 @@ fn converge_pane_follows_events_and_switches_converges() {
     };
     update(
         &mut state,
-        polled(
-            SourceId::State,
-            0,
-            SourceData::State(Box::new(snapshot)),
-        ),
+        polled(SourceId::State, 0, SourceData::State(Box::new(snapshot))),
     );
     assert_eq!(state.converge.operation_id.as_deref(), Some("9f00"));
     assert_eq!(state.converge.lines.len(), 1);
@@ -569,7 +568,10 @@ fn the_notice_follows_the_newest_operation_never_a_stale_success() {
     assert_eq!(notice.text, "#42 converge failed");
     assert!(!notice.text.contains("succeeded"), "{notice:?}");
     assert_eq!(state.converge.operation, Some(42));
-    assert_eq!(state.converge.operation_id.as_deref(), Some("01a22df9-0002"));
+    assert_eq!(
+        state.converge.operation_id.as_deref(),
+        Some("01a22df9-0002")
+    );
     // And the next one, succeeding within seconds, is said as such, without the bell.
     let effects = update(
         &mut state,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use common::dashboard::*;
 use meshtop::app::keys::Mode;
-use meshtop::app::msg::{ActionRequest, Effect, StateSnapshot, Msg, SourceData, SourceId};
+use meshtop::app::msg::{ActionRequest, Effect, Msg, SourceData, SourceId, StateSnapshot};
 use meshtop::app::state::{AppState, Detail};
 use meshtop::app::update::update;
 use meshtop::app::views::{GC_KEEP_NEWEST, ViewData, ViewRequest};
@@ -61,11 +61,7 @@ fn pinned_state() -> AppState {
     };
     update(
         &mut state,
-        polled(
-            SourceId::State,
-            0,
-            SourceData::State(Box::new(snapshot)),
-        ),
+        polled(SourceId::State, 0, SourceData::State(Box::new(snapshot))),
     );
     state.now_ms = NOW;
     state
@@ -191,11 +187,7 @@ fn rollback_is_hinted_where_it_applies() {
     key(&mut first, KeyCode::Char('j'));
     update(
         &mut first,
-        polled(
-            SourceId::State,
-            0,
-            SourceData::State(Box::new(snapshot)),
-        ),
+        polled(SourceId::State, 0, SourceData::State(Box::new(snapshot))),
     );
     let hints = footer(&first, 120);
     assert!(!hints.contains("rollback"), "{hints}");

@@ -7,9 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::history::{new_build, temp_db};
-use meshtop::backends::state::{
-    EventRow, StateDb, StateError, NewEvent, SCHEMA_VERSION, SendRow,
-};
+use meshtop::backends::state::{EventRow, NewEvent, SCHEMA_VERSION, SendRow, StateDb, StateError};
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::{Record, RecordEntry};
 use meshtop::mesh::progress::Step;

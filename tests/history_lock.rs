@@ -1,7 +1,7 @@
 //! The one-converge-per-mesh lock, with two handles on one file (as two processes would have).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use meshtop::backends::state::{StateDb, StateError, Holder, LOCK_STALE_MS, NewBuild, now_ms};
+use meshtop::backends::state::{Holder, LOCK_STALE_MS, NewBuild, StateDb, StateError, now_ms};
 use meshtop::mesh::builds::BuildStatus;
 
 fn two_handles() -> (tempfile::TempDir, StateDb, StateDb) {
@@ -35,28 +35,15 @@ fn a_second_holder_is_refused_with_the_holders_info_and_gets_it_after_unlock() {
     assert_eq!(refused.since_ms, first.since_ms);
 
     // Another mesh is free; the same converge may take its lock again.
-    assert_eq!(
-        b.lock_mesh("other", &Holder::here("c2")).unwrap(),
-        Ok(())
-    );
+    assert_eq!(b.lock_mesh("other", &Holder::here("c2")).unwrap(), Ok(()));
     assert_eq!(a.lock_mesh("demo", &first).unwrap(), Ok(()));
 
     // Unlocking with the wrong id does nothing; with the right one frees the mesh.
     b.unlock_mesh("demo", "c2").unwrap();
-    assert!(
-        b.lock_mesh("demo", &Holder::here("c2"))
-            .unwrap()
-            .is_err()
-    );
+    assert!(b.lock_mesh("demo", &Holder::here("c2")).unwrap().is_err());
     a.unlock_mesh("demo", "c1").unwrap();
-    assert_eq!(
-        b.lock_mesh("demo", &Holder::here("c2")).unwrap(),
-        Ok(())
-    );
-    assert_eq!(
-        a.mesh_holder("demo").unwrap().unwrap().operation_id,
-        "c2"
-    );
+    assert_eq!(b.lock_mesh("demo", &Holder::here("c2")).unwrap(), Ok(()));
+    assert_eq!(a.mesh_holder("demo").unwrap().unwrap().operation_id, "c2");
 }
 
 #[test]
@@ -85,10 +72,7 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         operation_id: Some("dead".into()),
     };
     a.start_build(&build).unwrap();
-    assert_eq!(
-        b.lock_mesh("demo", &Holder::here("alive")).unwrap(),
-        Ok(())
-    );
+    assert_eq!(b.lock_mesh("demo", &Holder::here("alive")).unwrap(), Ok(()));
     assert_eq!(
         a.mesh_holder("demo").unwrap().unwrap().operation_id,
         "alive"
@@ -132,10 +116,7 @@ fn a_holder_on_another_host_is_taken_over_only_when_its_heartbeat_is_stale() {
         ..remote
     };
     assert_eq!(a.lock_mesh("other", &stale).unwrap(), Ok(()));
-    assert_eq!(
-        b.lock_mesh("other", &Holder::here("c3")).unwrap(),
-        Ok(())
-    );
+    assert_eq!(b.lock_mesh("other", &Holder::here("c3")).unwrap(), Ok(()));
 }
 
 #[test]
@@ -177,10 +158,7 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
 #[test]
 fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
     let (_dir, a, b) = two_handles();
-    assert_eq!(
-        a.lock_mesh("demo", &Holder::here("c1")).unwrap(),
-        Ok(())
-    );
+    assert_eq!(a.lock_mesh("demo", &Holder::here("c1")).unwrap(), Ok(()));
     let event = |kind: &str| meshtop::backends::state::NewEvent {
         mesh: "demo".into(),
         operation_id: "c1".into(),
@@ -199,10 +177,7 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         .collect();
     assert_eq!(kinds, ["stamped", "finished"]);
     // Another converge's lock is not released by it.
-    assert_eq!(
-        b.lock_mesh("demo", &Holder::here("c2")).unwrap(),
-        Ok(())
-    );
+    assert_eq!(b.lock_mesh("demo", &Holder::here("c2")).unwrap(), Ok(()));
     a.finish_converge(&[event("finished")], "demo", "c1")
         .unwrap();
     assert_eq!(
@@ -226,17 +201,11 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
     // Just under the batch: nothing is pruned.
     let below: Vec<NewEvent> = (0..KEEP_EVENTS + PRUNE_BATCH - 2).map(event).collect();
     a.append_events(&below).unwrap();
-    assert_eq!(
-        a.lock_mesh("demo", &Holder::here("c1")).unwrap(),
-        Ok(())
-    );
+    assert_eq!(a.lock_mesh("demo", &Holder::here("c1")).unwrap(), Ok(()));
     a.finish_converge(&[event(-1)], "demo", "c1").unwrap();
     assert_eq!(count(&a), KEEP_EVENTS + PRUNE_BATCH - 1);
     // One more converge crosses it: the newest KEEP_EVENTS stay, the newest of all among them.
-    assert_eq!(
-        a.lock_mesh("demo", &Holder::here("c2")).unwrap(),
-        Ok(())
-    );
+    assert_eq!(a.lock_mesh("demo", &Holder::here("c2")).unwrap(), Ok(()));
     let last = NewEvent {
         operation_id: "c2".into(),
         kind: "finished".into(),

@@ -4,23 +4,23 @@
 mod common;
 
 use common::history::temp_db;
-use meshtop::backends::state::{StateDb, NewEvent};
+use meshtop::backends::state::{NewEvent, StateDb};
 
 #[test]
 fn short_ids_count_per_mesh_and_never_collide() {
     let (_dir, path) = temp_db();
-    let db = StateDb::open(&path).unwrap();
+    let history = StateDb::open(&path).unwrap();
     // Three v7 uuids sharing their first eight characters: the old short form collided.
-    let a = db
+    let a = history
         .begin_operation("demo", "converge", "01a22df9-0001")
         .unwrap();
-    let b = db
+    let b = history
         .begin_operation("demo", "send", "01a22df9-0002")
         .unwrap();
-    let other = db
+    let other = history
         .begin_operation("other", "converge", "01a22df9-0003")
         .unwrap();
-    let c = db
+    let c = history
         .begin_operation("demo", "force", "01a22df9-0004")
         .unwrap();
     assert_eq!((a.number, b.number, c.number), (1, 2, 3));
@@ -31,7 +31,7 @@ fn short_ids_count_per_mesh_and_never_collide() {
         ("01a22df9-0002", "send")
     );
     // Idempotent on the uuid.
-    let again = db
+    let again = history
         .begin_operation("demo", "converge", "01a22df9-0001")
         .unwrap();
     assert_eq!(again, a);
@@ -41,22 +41,22 @@ fn short_ids_count_per_mesh_and_never_collide() {
         .begin_operation("demo", "converge", "01a22df9-0005")
         .unwrap();
     assert_eq!(d.number, 4);
-    assert_eq!(db.operation("01a22df9-0005").unwrap(), Some(d));
-    assert_eq!(db.operation("nope").unwrap(), None);
+    assert_eq!(history.operation("01a22df9-0005").unwrap(), Some(d));
+    assert_eq!(history.operation("nope").unwrap(), None);
 }
 
 #[test]
 fn events_carry_their_operation_short_id() {
     let (_dir, path) = temp_db();
-    let db = StateDb::open(&path).unwrap();
-    db
+    let history = StateDb::open(&path).unwrap();
+    history
         .begin_operation("demo", "converge", "01a22df9-0001")
         .unwrap();
-    db
+    history
         .begin_operation("demo", "converge", "01a22df9-0002")
         .unwrap();
     for (uuid, text) in [("01a22df9-0002", "numbered"), ("no-operation", "older")] {
-        db
+        history
             .append_event(&NewEvent {
                 mesh: "demo".into(),
                 operation_id: uuid.into(),
@@ -66,9 +66,9 @@ fn events_carry_their_operation_short_id() {
             })
             .unwrap();
     }
-    let events = db.events_after("demo", 0, 10).unwrap();
+    let events = history.events_after("demo", 0, 10).unwrap();
     assert_eq!(events[0].operation, Some(2));
     assert_eq!(events[1].operation, None);
-    let tail = db.events_tail("demo", 10).unwrap();
+    let tail = history.events_tail("demo", 10).unwrap();
     assert_eq!(tail, events);
 }

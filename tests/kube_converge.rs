@@ -16,8 +16,8 @@ use common::kube_objects::{pod, workload};
 use common::{ExampleMesh, decisions, said};
 use meshtop::backends::cluster::{Cluster, RECORD_ANNOTATION};
 use meshtop::backends::daemon::LazyDaemon;
-use meshtop::backends::state::StateDb;
 use meshtop::backends::registry::{Published, RegistryClient, split_reference};
+use meshtop::backends::state::StateDb;
 use meshtop::converge::progress::Emitter;
 use meshtop::converge::target::{self, ConnectedTarget};
 use meshtop::converge::{machines, send};
@@ -374,7 +374,7 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
             .unwrap();
         Mutex::new(h)
     };
-    let (db, history2) = (own_state("one.db", "c1"), own_state("two.db", "c2"));
+    let (history, history2) = (own_state("one.db", "c1"), own_state("two.db", "c2"));
     api.sync_next_namespace_reads(2);
     let one = ConnectedTarget::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
     let two = one.clone();
@@ -382,7 +382,7 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
     let x = Record::from([("x".to_string(), entry("01"))]);
     let y = Record::from([("y".to_string(), entry("02"))]);
     let (r1, r2) = tokio::join!(
-        target::stamp(&mesh, &one, &db, "c1", &x),
+        target::stamp(&mesh, &one, &history, "c1", &x),
         target::stamp(&mesh, &two, &history2, "c2", &y)
     );
     r1.unwrap();
@@ -498,8 +498,8 @@ async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
         ])
         .await;
     assert!(!done, "kubectl: {said}");
-    let db = StateDb::open(&k.mesh.state()).unwrap();
-    let rows = db.sends(k.name(), Some("web"), 10).unwrap();
+    let history = StateDb::open(&k.mesh.state()).unwrap();
+    let rows = history.sends(k.name(), Some("web"), 10).unwrap();
     assert_eq!(rows.len(), 1);
     assert!(
         rows[0].outcome.contains("ImagePullBackOff"),
@@ -513,14 +513,14 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     let api = KubeApi::start().await;
     let (k, _) = kind_setup(&api, "kg");
     let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
-    let db = Arc::new(Mutex::new(StateDb::open(&k.mesh.state()).unwrap()));
+    let history = Arc::new(Mutex::new(StateDb::open(&k.mesh.state()).unwrap()));
     let cluster = Cluster::from_client(api.client(), "kind-t", &k.namespace);
     let backend = ConnectedTarget::kubernetes(cluster, None);
     let daemon = LazyDaemon::new();
-    let record = target::read_record(&mesh, &backend, &db)
+    let record = target::read_record(&mesh, &backend, &history)
         .await
         .unwrap();
-    let listed = machines::list(&mesh, &record.record, &daemon, &backend, &db)
+    let listed = machines::list(&mesh, &record.record, &daemon, &backend, &history)
         .await
         .unwrap();
     assert_eq!(listed.len(), 1);
@@ -531,17 +531,14 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     api.put("deployments", &k.namespace, changed);
 
     let moves = send::moves_for(&record.record, &listed, "web");
-    db
+    history
         .lock()
         .unwrap()
-        .lock_mesh(
-            &mesh.name,
-            &meshtop::backends::state::Holder::here("test"),
-        )
+        .lock_mesh(&mesh.name, &meshtop::backends::state::Holder::here("test"))
         .unwrap()
         .unwrap();
-    let emitter = Emitter::new(db.clone(), &mesh.name, "test", "converge", None);
-    let outcomes = send::send(&mesh, &moves, &daemon, &backend, &db, &emitter).await;
+    let emitter = Emitter::new(history.clone(), &mesh.name, "test", "converge", None);
+    let outcomes = send::send(&mesh, &moves, &daemon, &backend, &history, &emitter).await;
     assert_eq!(outcomes.len(), 1);
     assert!(!outcomes[0].ok);
     assert!(
@@ -792,9 +789,9 @@ async fn a_rollback_checks_the_registry_then_moves_the_deployment_back() {
     );
     assert_eq!(k.image(&api, "web"), v1_image);
     assert_eq!(k.annotation(&api)["web"]["digest"], v1.as_str());
-    let (db, _) = k.json(&["history", "web", "--json"]).await;
-    assert_eq!(db[0]["kind"], "rollback", "{history}");
-    assert_eq!(db[0]["from_digest"], v2.as_str(), "{history}");
+    let (history, _) = k.json(&["history", "web", "--json"]).await;
+    assert_eq!(history[0]["kind"], "rollback", "{history}");
+    assert_eq!(history[0]["from_digest"], v2.as_str(), "{history}");
 
     // Delete v2's manifest from the registry: rolling back to it is refused, the rebuild offered.
     // `127.0.0.1:5000/<mesh>/web:<tag>@sha256:…` → the repository path and the manifest digest.

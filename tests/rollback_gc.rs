@@ -59,8 +59,8 @@ fn rollback_moves_the_machine_back_and_pins_until_a_third_address() {
     assert_eq!(running(&mesh, &machine), v2, "policy rollout sent web");
 
     // The record's history: two stamps of web, the second from v1 to v2.
-    let db = mesh.json(&["history", "web", "--json"]);
-    let stamps = db.as_array().unwrap();
+    let history = mesh.json(&["history", "web", "--json"]);
+    let stamps = history.as_array().unwrap();
     assert_eq!(stamps.len(), 2, "{history}");
     assert_eq!(stamps[0]["from_digest"], v1.as_str(), "{history}");
     assert_eq!(stamps[0]["to_digest"], v2.as_str(), "{history}");
@@ -72,9 +72,9 @@ fn rollback_moves_the_machine_back_and_pins_until_a_third_address() {
     assert_eq!(report["to"]["digest"], v1.as_str(), "{report}");
     assert_eq!(report["pinned"], true, "{report}");
     assert_eq!(running(&mesh, &machine), v1, "{report}");
-    let db = mesh.json(&["history", "web", "--json"]);
-    assert_eq!(db[0]["kind"], "rollback", "{history}");
-    assert_eq!(db[0]["from_digest"], v2.as_str(), "{history}");
+    let history = mesh.json(&["history", "web", "--json"]);
+    assert_eq!(history[0]["kind"], "rollback", "{history}");
+    assert_eq!(history[0]["from_digest"], v2.as_str(), "{history}");
 
     // A converge with unchanged sources keeps the pinned artifact and says why.
     let plan = mesh.json(&["plan", "--json"]);

@@ -38,14 +38,14 @@ fn digest(summary: &Value, module: &str) -> String {
 }
 
 /// Another converge takes the mesh, stamps, and lets it go.
-fn stamp_as_another_converge(db: &Mutex<StateDb>, mesh: &str, record: &Record) {
-    let db = db.lock().unwrap();
+fn stamp_as_another_converge(history: &Mutex<StateDb>, mesh: &str, record: &Record) {
+    let history = history.lock().unwrap();
     let holder = meshtop::backends::state::Holder::here("another-converge");
-    db.lock_mesh(mesh, &holder).unwrap().unwrap();
-    db
+    history.lock_mesh(mesh, &holder).unwrap().unwrap();
+    history
         .stamp_record(mesh, "another-converge", record)
         .unwrap();
-    db.unlock_mesh(mesh, "another-converge").unwrap();
+    history.unlock_mesh(mesh, "another-converge").unwrap();
 }
 
 #[test]
@@ -62,18 +62,18 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
-    let db = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
+    let history = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
     let daemon = LazyDaemon::new();
     let target = ConnectedTarget::Docker;
     // What the confirm showed: api-1 from the running artifact to the record's.
     let confirmed = runtime
-        .block_on(send::prepare(&loaded, "api", &daemon, &target, &db))
+        .block_on(send::prepare(&loaded, "api", &daemon, &target, &history))
         .unwrap();
     assert_eq!(confirmed.len(), 1, "{confirmed:?}");
     assert_eq!(confirmed[0].to_digest, confirmed_digest);
 
     // Between the confirm and the run, another converge stamps another artifact for api.
-    let record = db.lock().unwrap().record(&mesh.name).unwrap();
+    let record = history.lock().unwrap().record(&mesh.name).unwrap();
     let elsewhere = record["worker"].digest.clone();
     let mut moved = Record::new();
     moved.insert(
@@ -83,10 +83,10 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
             digest: elsewhere.clone(),
         },
     );
-    stamp_as_another_converge(&db, &mesh.name, &moved);
+    stamp_as_another_converge(&history, &mesh.name, &moved);
 
     let refused = runtime.block_on(send::send_confirmed(
-        &loaded, "api", &confirmed, &daemon, &target, &db, None,
+        &loaded, "api", &confirmed, &daemon, &target, &history, None,
     ));
     let error = refused.expect_err("a send to an artifact nobody confirmed");
     assert!(
@@ -102,7 +102,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
         "{after}"
     );
     assert!(
-        db
+        history
             .lock()
             .unwrap()
             .sends(&mesh.name, None, 10)
@@ -120,10 +120,10 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
             digest: confirmed_digest.clone(),
         },
     );
-    stamp_as_another_converge(&db, &mesh.name, &back);
+    stamp_as_another_converge(&history, &mesh.name, &back);
     let report = runtime
         .block_on(send::send_confirmed(
-            &loaded, "api", &confirmed, &daemon, &target, &db, None,
+            &loaded, "api", &confirmed, &daemon, &target, &history, None,
         ))
         .unwrap();
     assert!(report.ok(), "{}", report.headline());

@@ -146,13 +146,13 @@ fn clock_ahead() -> i64 {
 }
 
 /// The address through the cache kept in `history`, and how many files were read for it.
-fn cached_digest(db: &StateDb, spec: &InputSpec, clock: fn() -> i64) -> (String, usize) {
-    let known = db.input_stats_of(spec.context).unwrap();
+fn cached_digest(history: &StateDb, spec: &InputSpec, clock: fn() -> i64) -> (String, usize) {
+    let known = history.input_stats_of(spec.context).unwrap();
     let cache = ContextCache::with_clock(known, clock);
     let inputs = hash_inputs_cached(spec, &cache).unwrap();
     let read = cache.stored_count();
     if let Some(entries) = cache.into_entries() {
-        db
+        history
             .save_input_stats(&[(spec.context, entries)])
             .unwrap();
     }
@@ -164,7 +164,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     _db: tempfile::TempDir,
     ctx: std::path::PathBuf,
-    db: StateDb,
+    history: StateDb,
     args: BTreeMap<String, String>,
 }
 
@@ -173,12 +173,12 @@ impl Fixture {
         let dir = context();
         let ctx = dir.path().canonicalize().unwrap();
         let db = tempfile::tempdir().unwrap();
-        let db = StateDb::open(&db.path().join("state.db")).unwrap();
+        let history = StateDb::open(&db.path().join("state.db")).unwrap();
         Fixture {
             _dir: dir,
             _db: db,
             ctx,
-            db,
+            history,
             args: BTreeMap::new(),
         }
     }
@@ -212,14 +212,14 @@ proptest! {
     #[test]
     fn cached_and_uncached_addresses_agree_over_any_edits(edits in prop::collection::vec(edit(), 1..24)) {
         let fixture = Fixture::new();
-        let (ctx, db, spec) = (fixture.ctx.clone(), &fixture.db, fixture.spec());
-        cached_digest(db, &spec, clock_ahead);
+        let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
+        cached_digest(history, &spec, clock_ahead);
         for edit in &edits {
             // A new timestamp tick for every edit (ctime cannot be put back; it is what catches a
             // rewrite that restores the mtime).
             std::thread::sleep(Duration::from_millis(5));
             apply(&ctx, edit);
-            let (cached, _) = cached_digest(db, &spec, clock_ahead);
+            let (cached, _) = cached_digest(history, &spec, clock_ahead);
             let uncached = hash_inputs(&spec).unwrap().digest;
             prop_assert_eq!(cached, uncached, "after {:?}", edit);
         }
@@ -229,17 +229,17 @@ proptest! {
 #[test]
 fn an_unchanged_context_is_not_read_again_and_a_changed_file_is() {
     let fixture = Fixture::new();
-    let (ctx, db, spec) = (fixture.ctx.clone(), &fixture.db, fixture.spec());
-    let (first, read) = cached_digest(db, &spec, clock_ahead);
+    let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
+    let (first, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(
         read, 4,
         "the first plan reads every file but the Dockerfile (hashed apart)"
     );
-    let (again, read) = cached_digest(db, &spec, clock_ahead);
+    let (again, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!((again.as_str(), read), (first.as_str(), 0));
     std::thread::sleep(Duration::from_millis(5));
     fs::write(ctx.join(name(2)), bytes(99)).unwrap();
-    let (moved, read) = cached_digest(db, &spec, clock_ahead);
+    let (moved, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(read, 1, "only the changed file is read");
     assert_ne!(moved, first);
 }
@@ -249,10 +249,10 @@ fn a_file_rewritten_in_the_tick_it_was_hashed_is_read_again() {
     // The real clock: the file was written just now, so its entry is racy and never trusted,
     // even when a same-size rewrite with the old mtime lands in the same timestamp tick.
     let fixture = Fixture::new();
-    let (ctx, db, spec) = (fixture.ctx.clone(), &fixture.db, fixture.spec());
-    let (before, _) = cached_digest(db, &spec, now_ns);
+    let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
+    let (before, _) = cached_digest(history, &spec, now_ns);
     apply(&ctx, &Edit::RewriteKeepingMtime { file: 0 });
-    let (after, read) = cached_digest(db, &spec, now_ns);
+    let (after, read) = cached_digest(history, &spec, now_ns);
     assert_ne!(after, before, "a racy entry answered for changed bytes");
     assert_eq!(after, hash_inputs(&spec).unwrap().digest);
     assert!(read >= 1);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::state::StateDb;
-use meshtop::converge::plan::{StateManifests, Plan, PlanContext, dry_run_watched};
+use meshtop::converge::plan::{Plan, PlanContext, StateManifests, dry_run_watched};
 use meshtop::mesh::model::{Mesh, Record};
 use meshtop::workspace::walks::WalkMemo;
 use meshtop::workspace::watch::ContextWatcher;
@@ -42,7 +42,7 @@ fn generate(dir: &Path) -> Mesh {
     meshtop::workspace::file::load(&file).unwrap()
 }
 
-async fn plan(mesh: &Mesh, db: &Mutex<StateDb>, memo: &WalkMemo) -> Plan {
+async fn plan(mesh: &Mesh, history: &Mutex<StateDb>, memo: &WalkMemo) -> Plan {
     let ctx = PlanContext {
         mesh,
         record: Record::new(),
@@ -51,7 +51,7 @@ async fn plan(mesh: &Mesh, db: &Mutex<StateDb>, memo: &WalkMemo) -> Plan {
         force: false,
     };
     let manifests = StateManifests {
-        db,
+        db: history,
         mesh: &mesh.name,
     };
     dry_run_watched(ctx, Arc::new(LazyDaemon::new()), &manifests, Some(memo))
@@ -74,12 +74,12 @@ async fn a_save_in_one_context_walks_only_that_module_again() {
     let root = dir.path().canonicalize().unwrap();
     let mesh = generate(&root);
     let db = tempfile::tempdir().unwrap();
-    let db = Mutex::new(StateDb::open(&db.path().join("state.db")).unwrap());
+    let history = Mutex::new(StateDb::open(&db.path().join("state.db")).unwrap());
     let memo = Arc::new(WalkMemo::new());
 
     // Not watched: every plan walks every context.
-    let first = plan(&mesh, &db, &memo).await;
-    plan(&mesh, &db, &memo).await;
+    let first = plan(&mesh, &history, &memo).await;
+    plan(&mesh, &history, &memo).await;
     assert_eq!(
         walks(&memo),
         vec![2, 2, 2],
@@ -89,8 +89,8 @@ async fn a_save_in_one_context_walks_only_that_module_again() {
     let mut watcher = ContextWatcher::start(&mesh, None, Vec::new()).unwrap();
     assert_eq!(watcher.fallback, None, "inotify watches are available here");
     watcher.remember_walks(memo.clone());
-    plan(&mesh, &db, &memo).await;
-    let steady = plan(&mesh, &db, &memo).await;
+    plan(&mesh, &history, &memo).await;
+    let steady = plan(&mesh, &history, &memo).await;
     assert_eq!(
         walks(&memo),
         vec![3, 3, 3],
@@ -112,20 +112,20 @@ async fn a_save_in_one_context_walks_only_that_module_again() {
     .expect("the watcher saw the save within 10 s")
     .unwrap();
     assert_eq!(touched, BTreeSet::from(["beta".to_string()]));
-    let after = plan(&mesh, &db, &memo).await;
+    let after = plan(&mesh, &history, &memo).await;
     assert_eq!(walks(&memo), vec![3, 4, 3], "only beta is walked again");
     assert_ne!(reference(&after, "beta"), reference(&first, "beta"));
     assert_eq!(reference(&after, "alpha"), reference(&first, "alpha"));
     assert_eq!(reference(&after, "gamma"), reference(&first, "gamma"));
 
     // The walk of beta matches one made from scratch (the memo only skips walks).
-    let fresh = plan(&mesh, &db, &WalkMemo::new()).await;
+    let fresh = plan(&mesh, &history, &WalkMemo::new()).await;
     for module in MODULES {
         assert_eq!(reference(&after, module), reference(&fresh, module));
     }
 
     // The watcher gone: plans walk every context again.
     drop(watcher);
-    plan(&mesh, &db, &memo).await;
+    plan(&mesh, &history, &memo).await;
     assert_eq!(walks(&memo), vec![4, 5, 4]);
 }

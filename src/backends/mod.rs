@@ -5,5 +5,5 @@ pub mod cluster;
 pub mod credentials;
 pub mod daemon;
 pub mod git;
-pub mod state;
 pub mod registry;
+pub mod state;

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use crate::converge::plan::{self, StateManifests, Plan, PlanContext};
+use crate::converge::plan::{self, Plan, PlanContext, StateManifests};
 use crate::converge::target;
 use std::sync::{Arc, Mutex};
 

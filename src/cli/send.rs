@@ -71,16 +71,8 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         }
     }
     let (tx, printer) = super::spawn_progress_printer();
-    let report = send::send_confirmed(
-        &mesh,
-        &args.module,
-        &moves,
-        &daemon,
-        &target,
-        &db,
-        Some(tx),
-    )
-    .await;
+    let report =
+        send::send_confirmed(&mesh, &args.module, &moves, &daemon, &target, &db, Some(tx)).await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;
     let ok = report.ok();

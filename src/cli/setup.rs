@@ -19,7 +19,7 @@ pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
 pub fn state_path(global: &Global) -> Result<PathBuf, Failure> {
     match &global.state {
         Some(path) => Ok(path.clone()),
-        None => history::default_path().map_err(|e| Failure::failed(e.to_string())),
+        None => state::default_path().map_err(|e| Failure::failed(e.to_string())),
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
-use crate::converge::plan::{self, StateManifests, Plan, PlanContext};
+use crate::converge::plan::{self, Plan, PlanContext, StateManifests};
 use crate::converge::target;
 use crate::mesh::decide::Decision;
 use crate::workspace::walks::WalkMemo;

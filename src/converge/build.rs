@@ -10,7 +10,7 @@ use crate::backends::buildx;
 use crate::backends::daemon::Daemon;
 use crate::backends::daemon::build::{BuildEnd as DaemonBuildEnd, BuildRequest, context_pipe};
 use crate::backends::git;
-use crate::backends::state::{BuildEnd, StateDb, NewBuild};
+use crate::backends::state::{BuildEnd, NewBuild, StateDb};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module, Target};
@@ -74,8 +74,7 @@ async fn finish_or_keep_trying(
     end: &BuildEnd,
     what: &str,
 ) -> Result<(), BuildError> {
-    let write =
-        |db: &Mutex<StateDb>| with_history(db, |h| h.finish_build(id, end).map(|_| ()));
+    let write = |db: &Mutex<StateDb>| with_history(db, |h| h.finish_build(id, end).map(|_| ()));
     let mut last = String::new();
     for attempt in 0..3u64 {
         match write(db) {
@@ -161,9 +160,7 @@ pub async fn build_module(
             log_tail: tail,
             ended_ms: timefmt::now_ms(),
         };
-        with_history(db, |h| {
-            h.finish_build(&correlation_id, &end).map(|_| ())
-        })
+        with_history(db, |h| h.finish_build(&correlation_id, &end).map(|_| ()))
     };
     let ended = |status: BuildStatus, digest: Option<String>| BuildEnd {
         status,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::lock;
-use super::plan::{StateManifests, PlanContext, PlannedModule, Planner};
+use super::plan::{PlanContext, PlannedModule, Planner, StateManifests};
 use super::preflight;
 use super::progress::{Emitter, ProgressTx, Step};
 use super::rollout::roll_out;
@@ -16,7 +16,7 @@ pub use super::summary::{ConvergeSummary, ModuleOutcome};
 use super::target::ConnectedTarget;
 use super::tiers::TierRun;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{StateDb, Holder};
+use crate::backends::state::{Holder, StateDb};
 use crate::mesh::Module;
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
@@ -67,8 +67,7 @@ pub(super) fn still_holds(
     operation_id: &str,
 ) -> Result<(), ConvergeError> {
     let db = crate::backends::state::locked(db).map_err(ConvergeError::Failed)?;
-    db
-        .check_holds(mesh, operation_id)
+    db.check_holds(mesh, operation_id)
         .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }
 

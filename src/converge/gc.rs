@@ -12,8 +12,8 @@ use super::progress::{Emitter, ProgressTx, Step};
 use super::target::{ConnectedTarget, Delivery};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
-use crate::backends::state::{BuildQuery, StateDb, Holder, locked};
 use crate::backends::registry::{Deleted, repository_in, split_reference};
+use crate::backends::state::{BuildQuery, Holder, StateDb, locked};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
 use crate::mesh::text::short_id;
@@ -364,16 +364,7 @@ pub async fn sweep(
         .await
         .map_err(|e| format!("gc takes nothing while another operation holds the mesh: {e}"))?;
     let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, KIND, tx);
-    let result = take(
-        mesh,
-        keep_newest,
-        confirmed,
-        daemon,
-        target,
-        db,
-        &emitter,
-    )
-    .await;
+    let result = take(mesh, keep_newest, confirmed, daemon, target, db, &emitter).await;
     match &result {
         Ok(report) => emitter.finish(format!(
             "gc: {} taken, {} bytes freed",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::backends::state::{StateDb, StateError, Holder, lock_stale_ms, locked};
+use crate::backends::state::{Holder, StateDb, StateError, lock_stale_ms, locked};
 use crate::timefmt;
 
 use super::engine::ConvergeError;
@@ -73,8 +73,7 @@ pub fn spawn_heartbeat(
                 db = StateDb::open(&path).ok();
             }
             if let Some(db) = &db
-                && let Err(error @ StateError::LockLost { .. }) =
-                    db.heartbeat(&mesh, &operation_id)
+                && let Err(error @ StateError::LockLost { .. }) = db.heartbeat(&mesh, &operation_id)
             {
                 let _ = lost.send(Some(error.to_string()));
                 return;

@@ -96,9 +96,7 @@ pub async fn list(
             machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
             Ok(machines)
         }
-        ConnectedTarget::Kubernetes(kube) => {
-            kube_machines(mesh, record, target, kube, db).await
-        }
+        ConnectedTarget::Kubernetes(kube) => kube_machines(mesh, record, target, kube, db).await,
     }
 }
 

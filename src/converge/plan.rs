@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-pub use super::manifests::{StateManifests, ManifestSource, NoManifests};
+pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
 use crate::backends::daemon::LazyDaemon;
 use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
 use crate::mesh::model::{Mesh, Module, Platform, Record};

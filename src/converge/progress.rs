@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::backends::state::{StateDb, NewEvent};
+use crate::backends::state::{NewEvent, StateDb};
 pub use crate::mesh::progress::{Progress, Step};
 
 pub type ProgressTx = UnboundedSender<Progress>;
@@ -39,7 +39,7 @@ impl Emitter {
             Ok(db) => match db.begin_operation(mesh, kind, operation_id) {
                 Ok(id) => Some(id.number),
                 Err(error) => {
-                    tracing::warn!("cannot give operation {converge_id} a short id: {error}");
+                    tracing::warn!("cannot give operation {operation_id} a short id: {error}");
                     None
                 }
             },

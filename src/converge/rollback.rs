@@ -12,8 +12,8 @@ use super::progress::{Emitter, ProgressTx, Step};
 use super::send::{SendOutcome, send};
 use super::target::{ConnectedTarget, Delivery};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{BuildQuery, StateDb, Holder, locked, this_host};
 use crate::backends::registry::{Published, repository_in};
+use crate::backends::state::{BuildQuery, Holder, StateDb, locked, this_host};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
@@ -109,10 +109,7 @@ fn resolve_to(
                 .or_insert((RecordEntry { reference, digest }, Some(build)));
         }
     }
-    for stamp in db
-        .stamps(mesh, module, 10_000)
-        .map_err(|e| e.to_string())?
-    {
+    for stamp in db.stamps(mesh, module, 10_000).map_err(|e| e.to_string())? {
         if digest_matches(&stamp.to_digest) && !found.contains_key(&stamp.to_digest) {
             found.insert(
                 stamp.to_digest.clone(),
@@ -152,9 +149,7 @@ fn previous(
     module: &str,
     current: &RecordEntry,
 ) -> Result<RecordEntry, String> {
-    let stamps = db
-        .stamps(mesh, module, 10_000)
-        .map_err(|e| e.to_string())?;
+    let stamps = db.stamps(mesh, module, 10_000).map_err(|e| e.to_string())?;
     let last = stamps
         .iter()
         .find(|s| s.to_digest == current.digest && s.to_ref == current.reference);
@@ -214,16 +209,7 @@ pub async fn prepare(
             .build_by_digest(&mesh.name, &wanted.digest)
             .map_err(|e| e.to_string())?;
     }
-    held(
-        mesh,
-        module,
-        &wanted,
-        build.as_ref(),
-        daemon,
-        target,
-        db,
-    )
-    .await?;
+    held(mesh, module, &wanted, build.as_ref(), daemon, target, db).await?;
     let mut wanted_record = record.record.clone();
     wanted_record.insert(module.to_string(), wanted.clone());
     let machines = super::machines::list(mesh, &wanted_record, daemon, target, db).await?;

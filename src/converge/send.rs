@@ -8,7 +8,7 @@ use super::progress::{Emitter, Step};
 use super::target::{ConnectedTarget, Delivery, Kube, published_digest};
 use crate::backends::cluster::WorkloadKind;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{StateDb, SendRow};
+use crate::backends::state::{SendRow, StateDb};
 pub use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, RecordEntry};
 use crate::timefmt;

@@ -14,8 +14,8 @@ use crate::backends::cluster::{
 };
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{StateDb, StateError, locked};
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
+use crate::backends::state::{StateDb, StateError, locked};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry, Target};
 
 /// How often a roll-out is polled.
@@ -249,9 +249,7 @@ pub async fn read_record(
 ) -> Result<RecordRead, String> {
     match target {
         ConnectedTarget::Docker => {
-            let record = locked(db)?
-                .record(&mesh.name)
-                .map_err(|e| e.to_string())?;
+            let record = locked(db)?.record(&mesh.name).map_err(|e| e.to_string())?;
             Ok(RecordRead {
                 record,
                 source: "the docker record".into(),
@@ -327,8 +325,7 @@ pub async fn deliver(
                     .map(|b| b.id),
             };
             if let Some(id) = build {
-                db
-                    .set_published(&id, reference, &digest)
+                db.set_published(&id, reference, &digest)
                     .map_err(|e| e.to_string())?;
             }
             drop(db);

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::build::{BuildError, BuildJob, Built, build_module};
 use super::engine::{ConvergeError, ModuleOutcome};
-use super::plan::{StateManifests, PlannedModule, Planner};
+use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Step};
 use super::target::{self, ConnectedTarget};
 use crate::backends::daemon::LazyDaemon;

@@ -89,8 +89,7 @@ pub async fn run(
                 ));
             }
             let report =
-                rollback::rollback(&mesh, &plan, &daemon, &target, &db, Some(progress))
-                    .await?;
+                rollback::rollback(&mesh, &plan, &daemon, &target, &db, Some(progress)).await?;
             if report.ok() {
                 Ok(report.headline())
             } else {

@@ -3,7 +3,6 @@
 //! messages; nothing here knows the screen.
 
 pub mod actions;
-pub mod state;
 pub mod host;
 pub mod machines;
 pub mod plan;
@@ -11,6 +10,7 @@ pub mod poll;
 pub mod record;
 pub mod registry;
 pub mod session;
+pub mod state;
 pub mod views;
 
 use std::sync::Arc;
@@ -52,7 +52,7 @@ pub fn all(session: &Arc<Session>) -> Vec<Arc<dyn Source>> {
         (SourceId::Plan, secs(60), plan::poll),
         (SourceId::Record, secs(3), record::poll),
         (SourceId::Host, secs(5), host::poll),
-        (SourceId::State, secs(2), history::poll),
+        (SourceId::State, secs(2), state::poll),
         (SourceId::Machines, secs(5), machines::poll),
     ];
     if session.mesh.registry.is_some() {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::app::msg::{PollParams, SourceData};
-use crate::converge::plan::{self, StateManifests, PlanContext};
+use crate::converge::plan::{self, PlanContext, StateManifests};
 use crate::converge::target;
 
 use super::poll::BoxFuture;

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::backends::credentials;
 use crate::backends::daemon::{Daemon, LazyDaemon};
-use crate::backends::state::StateDb;
 use crate::backends::registry::RegistryClient;
+use crate::backends::state::StateDb;
 use crate::converge::target::ConnectedTarget;
 use crate::mesh::model::Mesh;
 use crate::workspace::walks::WalkMemo;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::app::msg::{StateSnapshot, PollParams, SourceData};
+use crate::app::msg::{PollParams, SourceData, StateSnapshot};
 use crate::backends::state::{BuildQuery, StateError, locked};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::live::LockHolder;
@@ -27,8 +27,7 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
                 let db = locked(db)?;
                 // The events and the lock on one snapshot: they must agree on whether the newest
                 // operation still runs (a converge that just ended is not "gone" for a poll).
-                db
-                    .on_one_snapshot(|db| Ok(read(db, &mesh, params)))
+                db.on_one_snapshot(|db| Ok(read(db, &mesh, params)))
                     .map_err(|e| e.to_string())?
             })
             .await
@@ -42,16 +41,13 @@ fn read(
 ) -> Result<SourceData, String> {
     let mesh = mesh.to_string();
     let e = |e: StateError| e.to_string();
-    let holder = db
-        .mesh_holder(&mesh)
-        .map_err(e)?
-        .map(|h| LockHolder {
-            alive: !h.is_dead(crate::timefmt::now_ms()),
-            operation_id: h.operation_id,
-            host: h.host,
-            pid: h.pid,
-            heartbeat_ms: h.heartbeat_ms,
-        });
+    let holder = db.mesh_holder(&mesh).map_err(e)?.map(|h| LockHolder {
+        alive: !h.is_dead(crate::timefmt::now_ms()),
+        operation_id: h.operation_id,
+        host: h.host,
+        pid: h.pid,
+        heartbeat_ms: h.heartbeat_ms,
+    });
     let last_builds = db.last_builds(&mesh).map_err(e)?;
     let query = BuildQuery {
         mesh: mesh.clone(),
@@ -69,9 +65,7 @@ fn read(
     };
     let mut after = events.last().map_or(params.events_after, |row| row.id);
     loop {
-        let batch = db
-            .events_after(&mesh, after, EVENTS_PER_POLL)
-            .map_err(e)?;
+        let batch = db.events_after(&mesh, after, EVENTS_PER_POLL).map_err(e)?;
         let full = batch.len() == EVENTS_PER_POLL;
         after = batch.last().map_or(after, |row| row.id);
         events.extend(batch);

@@ -261,7 +261,7 @@ impl StateDb {
             BuildStatus::Failed | BuildStatus::Cancelled | BuildStatus::Stopped
         ) {
             return Err(self.invalid(format!(
-                "running builds of converge {converge_id} can only be marked failed, cancelled or stopped, not {status}"
+                "running builds of converge {operation_id} can only be marked failed, cancelled or stopped, not {status}"
             )));
         }
         self.durably(|| self.end_running(mesh, operation_id, status, error))
@@ -306,8 +306,9 @@ impl StateDb {
         let mut gone = Vec::new();
         for (mesh, operation_id) in running {
             let holder = self.mesh_holder(&mesh)?;
-            let held = holder
-                .is_some_and(|h| Some(&h.operation_id) == operation_id.as_ref() && !h.process_gone());
+            let held = holder.is_some_and(|h| {
+                Some(&h.operation_id) == operation_id.as_ref() && !h.process_gone()
+            });
             if !held {
                 gone.push((mesh, operation_id));
             }

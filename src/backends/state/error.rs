@@ -86,7 +86,7 @@ pub enum StateError {
     UnknownBuild { path: PathBuf, id: String },
 
     #[error(
-        "converge {converge_id} lost mesh {mesh}: {}; it stopped before stamping or sending anything more (state database {}): see what that converge did (meshtop builds), then converge again if needed",
+        "converge {operation_id} lost mesh {mesh}: {}; it stopped before stamping or sending anything more (state database {}): see what that converge did (meshtop builds), then converge again if needed",
         taken_by_text(taken_by.as_deref()), path.display()
     )]
     LockLost {

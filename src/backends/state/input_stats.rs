@@ -188,8 +188,7 @@ mod tests {
         assert_eq!(db.input_stats_of(ctx).unwrap(), Vec::new());
         db.save_input_stats(&[(ctx, entries.clone())]).unwrap();
         assert_eq!(db.input_stats_of(Path::new("/ctx")).unwrap(), entries);
-        db
-            .conn
+        db.conn
             .execute("UPDATE input_stat_sets SET entries = x'01ff'", [])
             .unwrap();
         assert_eq!(db.input_stats_of(ctx).unwrap(), Vec::new());

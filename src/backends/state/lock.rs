@@ -9,7 +9,7 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-use super::{BuildStatus, StateDb, StateError, NewEvent, now_ms};
+use super::{BuildStatus, NewEvent, StateDb, StateError, now_ms};
 
 /// A heartbeat older than this (2 minutes) means the holder is gone.
 pub const LOCK_STALE_MS: i64 = 2 * 60 * 1000;
@@ -93,11 +93,7 @@ fn signal_zero(pid: u32) -> bool {
 impl StateDb {
     /// Take the converge lock of `mesh` for `holder`. `Ok(Err(current))` when another live converge
     /// holds it. Taking it again with the same converge id refreshes the heartbeat.
-    pub fn lock_mesh(
-        &self,
-        mesh: &str,
-        holder: &Holder,
-    ) -> Result<Result<(), Holder>, StateError> {
+    pub fn lock_mesh(&self, mesh: &str, holder: &Holder) -> Result<Result<(), Holder>, StateError> {
         Ok(self.take_mesh(mesh, holder)?.map(|_| ()))
     }
 

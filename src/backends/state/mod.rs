@@ -118,10 +118,7 @@ impl StateDb {
     /// Build records, stamps, manifests and sends go through here; progress events and the
     /// converge lock commit with `synchronous = NORMAL` and may roll back after a power loss,
     /// which is why closing a handle need not checkpoint (see `schema::open`).
-    fn durably<T>(
-        &self,
-        write: impl FnOnce() -> Result<T, StateError>,
-    ) -> Result<T, StateError> {
+    fn durably<T>(&self, write: impl FnOnce() -> Result<T, StateError>) -> Result<T, StateError> {
         let set = |level: &str| {
             self.conn
                 .pragma_update(None, "synchronous", level)
@@ -149,8 +146,7 @@ pub use crate::timefmt::now_ms;
 pub fn locked(
     db: &std::sync::Mutex<StateDb>,
 ) -> Result<std::sync::MutexGuard<'_, StateDb>, String> {
-    db
-        .lock()
+    db.lock()
         .map_err(|_| "the state database handle is poisoned".to_string())
 }
 
@@ -161,8 +157,7 @@ mod tests {
     use crate::mesh::model::{Record, RecordEntry};
 
     fn synchronous(db: &StateDb) -> i64 {
-        db
-            .conn
+        db.conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .unwrap()
     }
@@ -174,14 +169,9 @@ mod tests {
         assert_eq!(synchronous(&db), 1, "NORMAL between durable writes");
         let seen = db.durably(|| Ok(synchronous(&db))).unwrap();
         assert_eq!(seen, 2, "FULL inside a durable write");
-        let failed: Result<(), StateError> =
-            db.durably(|| Err(db.invalid("a write that failed")));
+        let failed: Result<(), StateError> = db.durably(|| Err(db.invalid("a write that failed")));
         assert!(failed.is_err());
-        assert_eq!(
-            synchronous(&db),
-            1,
-            "NORMAL again after a failed write"
-        );
+        assert_eq!(synchronous(&db), 1, "NORMAL again after a failed write");
     }
 
     #[test]
@@ -197,10 +187,7 @@ mod tests {
             },
         );
         let db = StateDb::open(&path).unwrap();
-        db
-            .lock_mesh("demo", &Holder::here("c1"))
-            .unwrap()
-            .unwrap();
+        db.lock_mesh("demo", &Holder::here("c1")).unwrap().unwrap();
         db.stamp_record("demo", "c1", &record).unwrap();
         drop(db);
         // No checkpoint on close: the stamp is still in the WAL, which the next handle recovers.

@@ -123,12 +123,7 @@ impl StateDb {
     }
 
     /// A module's stamps, newest first (at most `limit`).
-    pub fn stamps(
-        &self,
-        mesh: &str,
-        module: &str,
-        limit: usize,
-    ) -> Result<Vec<Stamp>, StateError> {
+    pub fn stamps(&self, mesh: &str, module: &str, limit: usize) -> Result<Vec<Stamp>, StateError> {
         let sql = format!(
             "SELECT {STAMP_COLUMNS} FROM record_history AS h \
              LEFT JOIN operations AS o ON o.uuid = h.operation_id \
