@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub const MODULE_LABEL: &str = "jr2.dev/module";
 /// The label naming the mesh an image was built for.
 pub const MESH_LABEL: &str = "jr2.dev/mesh";
+/// The label carrying the full input digest of the ref an image was built under: the ref's 12 hex
+/// characters are a name, this is the proof a registry answer is checked against.
+pub const INPUTS_LABEL: &str = "jr2.dev/inputs";
 /// The mark of a machine on the Docker target: a container label naming the machine, set when the
 /// container is created (by meshtop for a declared machine, by hand with `--label` otherwise). Images
 /// never carry it, so a builder's container (which inherits its image's labels) is never a machine.
