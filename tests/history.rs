@@ -223,6 +223,96 @@ fn a_read_only_database_names_the_path() {
     );
 }
 
+/// The env var under which the read-only test runs its reading half as another user.
+const READ_ONLY_DIRS: &str = "MESHTOP_TEST_READ_ONLY_DIRS";
+
+/// Two state files in directories the reader cannot write, neither with a `-shm`: one whose log
+/// was checkpointed away (read as it is), one whose `-wal` still holds the newest build (read from
+/// a copy). Both answer, with every build; nothing is written beside them.
+#[test]
+fn a_state_file_in_a_read_only_directory_is_read_whole() {
+    if let Ok(dirs) = std::env::var(READ_ONLY_DIRS) {
+        for dir in dirs.split(':') {
+            let path = Path::new(dir).join("state.db");
+            let db = StateDb::open_for_reading(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(db.count_builds("demo", None).unwrap(), 2, "{dir}");
+            drop(db);
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            assert!(
+                !names.iter().any(|n| n.ends_with("-shm")),
+                "{dir}: {names:?}"
+            );
+        }
+        return;
+    }
+    let top = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for (name, keep_log) in [("checkpointed", false), ("logged", true)] {
+        let dir = top.path().join(name);
+        let path = dir.join("state.db");
+        let db = StateDb::open(&path).unwrap();
+        db.start_build(&new_build("b1", Some("api"), 1_000))
+            .unwrap();
+        db.start_build(&new_build("b2", Some("api"), 2_000))
+            .unwrap();
+        drop(db);
+        let wal = dir.join("state.db-wal");
+        if !keep_log {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                .unwrap();
+            drop(conn);
+            let _ = std::fs::remove_file(&wal);
+        }
+        assert_eq!(
+            wal.exists(),
+            keep_log,
+            "{name}: the log is where the test needs it"
+        );
+        let _ = std::fs::remove_file(dir.join("state.db-shm"));
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let file = file.unwrap().path();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        dirs.push(dir.display().to_string());
+    }
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let joined = dirs.join(":");
+    let exe = std::env::current_exe().unwrap();
+    // Permission bits do not bind root: the reading half runs as nobody (as any user otherwise).
+    let mut command = if running_as_root() {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&exe);
+        c
+    } else {
+        std::process::Command::new(&exe)
+    };
+    let output = command
+        .args([
+            "--exact",
+            "a_state_file_in_a_read_only_directory_is_read_whole",
+            "--test-threads=1",
+        ])
+        .env(READ_ONLY_DIRS, &joined)
+        .env("TMPDIR", "/tmp")
+        .output()
+        .unwrap();
+    for dir in &dirs {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let said = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the reading half: {said}");
+    assert!(said.contains("1 passed"), "the reading half ran: {said}");
+}
+
 #[test]
 fn stamping_the_record_merges_and_clear_forgets() {
     let (_dir, path) = temp_db();

@@ -13,7 +13,7 @@ use super::{Failure, Outcome, print_json, print_out};
 
 pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    let db = setup::read_history(global)?;
+    let db = setup::open_state_for_reading(global)?;
     if let Some(module) = &args.module {
         let known = mesh.module(module).is_some()
             || db

@@ -11,7 +11,7 @@ use super::{Failure, Outcome, known_module, print_json, print_out, setup};
 pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
-    let db = setup::open_state(global)?;
+    let db = setup::open_state_for_reading(global)?;
     let stamps = db
         .stamps(&mesh.name, &args.module, args.limit as usize)
         .map_err(|e| Failure::failed(e.to_string()))?;

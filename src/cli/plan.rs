@@ -16,7 +16,7 @@ use super::{Failure, Outcome, print_json, print_out};
 pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let selected = select(&mesh, &args.modules)?;
-    let db = Mutex::new(setup::read_history(global)?);
+    let db = Mutex::new(setup::open_state_for_reading(global)?);
     let target = setup::target(global, &mesh).await?;
     let record = target::read_record(&mesh, &target, &db)
         .await

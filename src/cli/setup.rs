@@ -28,8 +28,9 @@ pub fn open_state(global: &Global) -> Result<StateDb, Failure> {
     StateDb::open(&path).map_err(|e| Failure::failed(e.to_string()))
 }
 
-/// For the commands that only read (plan, builds, status): read-only when it cannot be written.
-pub fn read_history(global: &Global) -> Result<StateDb, Failure> {
+/// For the commands that only read (plan, builds, status, history, stats): read-only when it cannot
+/// be written.
+pub fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
     let path = state_path(global)?;
     StateDb::open_for_reading(&path).map_err(|e| Failure::failed(e.to_string()))
 }

@@ -17,7 +17,7 @@ pub async fn run(global: &Global, args: StatsArgs) -> Outcome {
         .transpose()
         .map_err(Failure::input)?;
     let mesh = setup::load_mesh(global)?;
-    let db = setup::open_state(global)?;
+    let db = setup::open_state_for_reading(global)?;
     let modules: Vec<String> = mesh.modules.iter().map(|m| m.name.clone()).collect();
     let stats: Stats = db
         .stats(&mesh.name, &modules, since, timefmt::now_ms())

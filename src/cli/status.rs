@@ -26,7 +26,7 @@ struct MachineStatus {
 
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    let db = Mutex::new(setup::read_history(global)?);
+    let db = Mutex::new(setup::open_state_for_reading(global)?);
     let target = setup::target(global, &mesh).await?;
     let record = target::read_record(&mesh, &target, &db)
         .await

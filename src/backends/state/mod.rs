@@ -11,6 +11,7 @@ mod input_stats;
 mod lock;
 mod operations;
 mod pins;
+mod read_only;
 mod record;
 mod record_history;
 mod schema;
@@ -42,11 +43,14 @@ pub fn default_path() -> Result<PathBuf, StateError> {
 pub struct StateDb {
     conn: Connection,
     path: PathBuf,
+    /// A private copy read instead of a file whose log this user cannot index (`read_only.rs`);
+    /// declared after `conn` so that the connection closes before the copy is removed.
+    _snapshot: Option<read_only::Snapshot>,
 }
 
 impl std::fmt::Debug for StateDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("History")
+        f.debug_struct("StateDb")
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
@@ -63,6 +67,7 @@ impl StateDb {
         let db = StateDb {
             conn,
             path: path.to_path_buf(),
+            _snapshot: None,
         };
         db.close_orphans()?;
         Ok(db)
@@ -73,10 +78,11 @@ impl StateDb {
     pub fn open_for_reading(path: &Path) -> Result<StateDb, StateError> {
         match StateDb::open(path) {
             Err(StateError::ReadOnly { .. }) if path.exists() => {
-                let conn = schema::open_read_only(path)?;
+                let (conn, snapshot) = schema::open_read_only(path)?;
                 Ok(StateDb {
                     conn,
                     path: path.to_path_buf(),
+                    _snapshot: snapshot,
                 })
             }
             other => other,

@@ -14,6 +14,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::StateError;
+use super::read_only;
 
 /// The migrations, oldest first. Never edit one that shipped: append a new one.
 const MIGRATIONS: &[&str] = &[
@@ -311,15 +312,29 @@ pub(super) fn open(path: &Path) -> Result<Connection, StateError> {
 
 /// Open an existing state database for reading only (a user who cannot write it): nothing is
 /// created, migrated, tightened or written. A schema other than this binary's is refused.
-pub(super) fn open_read_only(path: &Path) -> Result<Connection, StateError> {
+/// In a directory this user cannot write either, SQLite cannot make the `-shm` a WAL reader needs:
+/// then the file is read immutable, or a copy of it with its log (`read_only.rs`).
+pub(super) fn open_read_only(
+    path: &Path,
+) -> Result<(Connection, Option<read_only::Snapshot>), StateError> {
     let sql = |op: &'static str| move |e: rusqlite::Error| StateError::sqlite(path, op, e);
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(path, flags).map_err(sql("open for reading"))?;
+    let in_place = Connection::open_with_flags(path, flags)
+        .map_err(sql("open for reading"))
+        .and_then(|conn| known_version(&conn, path).map(|found| (conn, found)));
+    let (conn, snapshot, found) = match in_place {
+        Ok((conn, found)) => (conn, None, found),
+        Err(StateError::ReadOnly { .. }) => {
+            let (conn, snapshot) = read_only::open_without_shm(path)?;
+            let found = known_version(&conn, path)?;
+            (conn, snapshot, found)
+        }
+        Err(other) => return Err(other),
+    };
     conn.busy_timeout(Duration::from_secs(5))
         .map_err(sql("set the busy timeout"))?;
-    let found = known_version(&conn, path)?;
     if found != SCHEMA_VERSION {
         return Err(StateError::ReadOnly {
             path: path.to_path_buf(),
@@ -328,7 +343,7 @@ pub(super) fn open_read_only(path: &Path) -> Result<Connection, StateError> {
             ),
         });
     }
-    Ok(conn)
+    Ok((conn, snapshot))
 }
 
 /// The schema version of the file; one newer than this binary knows is refused, untouched.
