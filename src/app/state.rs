@@ -5,18 +5,16 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
-use crate::mesh::gc::GcReport;
 use crate::mesh::live::{LiveOperation, LockHolder, OperationState};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{Mesh, Policy, Record};
-use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::progress::EventRow;
-use crate::mesh::stats::Stats;
 use crate::mesh::target::TargetDescription;
 
 use super::keys::{KeyTable, Mode};
 use super::msg::{ActionRequest, Effect, PollParams, RegistryAnswer, SourceId};
+use super::view_state::ViewState;
 use super::window::{BuildsWindow, PAGE_SIZE};
 
 /// At most this many progress lines of the followed operation are kept.
@@ -69,9 +67,9 @@ pub enum Detail {
     Machine(String),
     /// One line of the operation pane, by its event id.
     Event(i64),
-    /// What gc would take (the dry run) and the keep set: [`ViewState::gc`].
+    /// What gc would take (the dry run) and the keep set: `ViewState::gc`.
     Gc,
-    /// What the skip decision saves: [`ViewState::stats`].
+    /// What the skip decision saves: `ViewState::stats`.
     Stats,
 }
 
@@ -155,48 +153,6 @@ impl Running {
             | Running::Send(label)
             | Running::Rollback(label)
             | Running::Gc(label) => label,
-        }
-    }
-}
-
-/// One view's latest answer.
-#[derive(Debug, Clone)]
-pub struct Loaded<T> {
-    /// A read is in flight.
-    pub loading: bool,
-    /// When the answer held arrived.
-    pub at_ms: Option<i64>,
-    /// The answer, or why there is none (a root that cannot be read, for gc).
-    pub result: Option<Result<T, String>>,
-}
-
-impl<T> Default for Loaded<T> {
-    fn default() -> Self {
-        Loaded {
-            loading: false,
-            at_ms: None,
-            result: None,
-        }
-    }
-}
-
-/// The views' state (gc, stats), and the record's history and pins the history source reads.
-#[derive(Debug, Clone, Default)]
-pub struct ViewState {
-    pub gc: Loaded<GcReport>,
-    pub stats: Loaded<Stats>,
-    /// The record's history of one module (newest first), and of which module.
-    pub stamps: Option<(String, Vec<Stamp>)>,
-    /// The mesh's pinned modules.
-    pub pins: BTreeMap<String, Pin>,
-}
-
-impl ViewState {
-    /// The record's history of `module`, when the history source has read it.
-    pub fn stamps_of(&self, module: &str) -> Option<&[Stamp]> {
-        match &self.stamps {
-            Some((of, stamps)) if of == module => Some(stamps),
-            _ => None,
         }
     }
 }

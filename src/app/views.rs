@@ -1,8 +1,8 @@
 //! The views beside the panes, opened from the key table and drawn in the detail overlay: the gc
 //! view (what a sweep would take and why, the keep set; the sweep behind a confirm) and the stats
 //! view (what the skip decision saves). Also the record's history and the pins the history source
-//! reads, for the module detail and the footer. Their update only (their state is `state.rs`'s
-//! `ViewState`, what they ask and answer `msg.rs`'s): no I/O.
+//! reads, for the module detail and the footer. Their update only (their state is
+//! `view_state.rs`'s, what they ask and answer `msg.rs`'s): no I/O.
 
 use crate::mesh::gc::human_bytes;
 use crate::mesh::pin::{RollbackTarget, rollback_target};
@@ -10,7 +10,8 @@ use crate::mesh::text::short_id;
 
 use super::keys::{Action, Mode};
 use super::msg::{ActionRequest, Effect, StateSnapshot};
-use super::state::{AppState, Confirm, ConfirmThen, Detail, Loaded};
+use super::state::{AppState, Confirm, ConfirmThen, Detail};
+use super::view_state::Loaded;
 // The sources read what a view asks: its request and answer are messages (`msg.rs`).
 pub use super::msg::{ViewData, ViewRequest};
 
