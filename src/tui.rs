@@ -18,6 +18,7 @@ use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 use tokio::sync::{mpsc, watch};
 
 use crate::mesh::model::{Mesh, Target};
+use crate::mesh::target::TargetDescription;
 use crate::timefmt;
 use crate::workspace::watch::{ContextWatcher, own_files};
 
@@ -70,22 +71,37 @@ pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Ve
     }
 }
 
-/// The header's context: flags win over the mesh file for the Kubernetes context and namespace.
+/// The header's context (the target is the state's own: [`target_of`]).
 pub fn context_of(opts: &DashboardOptions) -> Context {
-    let (namespace, kube_context) = match &opts.mesh.target {
-        Target::Docker => (opts.namespace.clone(), opts.kube_context.clone()),
-        Target::Kubernetes { namespace, context } => (
-            opts.namespace.clone().or_else(|| Some(namespace.clone())),
-            opts.kube_context.clone().or_else(|| context.clone()),
-        ),
-    };
     Context {
         mesh: opts.mesh.name.clone(),
-        target: opts.mesh.target.clone(),
-        kube_context,
-        namespace,
         state_path: opts.state_path.display().to_string(),
         registry: opts.mesh.registry.as_ref().map(|r| r.host.clone()),
+    }
+}
+
+/// The target in words (the state starts with the host daemon's): flags win over the mesh file for
+/// the Kubernetes context and namespace. Stands in until the target seam describes the connected
+/// target itself.
+fn target_of(opts: &DashboardOptions) -> Option<TargetDescription> {
+    match &opts.mesh.target {
+        Target::Docker => None,
+        Target::Kubernetes { namespace, context } => {
+            let context = opts.kube_context.clone().or_else(|| context.clone());
+            let namespace = opts.namespace.clone().unwrap_or_else(|| namespace.clone());
+            let mut place = context
+                .map(|c| format!("context {c}, "))
+                .unwrap_or_default();
+            place.push_str(&format!("namespace {namespace}"));
+            Some(TargetDescription {
+                name: "default".into(),
+                kind: "kubernetes".into(),
+                place: Some(place),
+                send_does:
+                    "each workload's image is patched to the new artifact and its roll-out followed"
+                        .into(),
+            })
+        }
     }
 }
 
@@ -156,6 +172,9 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         keys,
         timefmt::now_ms(),
     );
+    if let Some(target) = target_of(&opts) {
+        state.target = target;
+    }
     state.warnings = warnings;
     state.no_color = no_color;
     // `--no-bell` wins; otherwise keys.toml's `bell` setting, otherwise on.
@@ -316,8 +335,5 @@ where
             *params = now;
             changed
         });
-        if state.quit {
-            return Ok(());
-        }
     }
 }

@@ -9,7 +9,7 @@ use common::dashboard::*;
 use meshtop::app::keys::Mode;
 use meshtop::app::msg::{ActionRequest, Effect, Msg, SourceData, SourceId};
 use meshtop::app::quit::QUIT_GRACE_MS;
-use meshtop::app::state::{AppState, ConfirmThen};
+use meshtop::app::state::{AppState, ConfirmThen, Running};
 use meshtop::app::update::update;
 use meshtop::mesh::live::{ModuleRun, OperationState};
 use meshtop::widgets::Palette;
@@ -67,7 +67,7 @@ fn while_a_converge_runs_the_table_shows_each_module_in_it() {
             SourceData::State(Box::new(running_history())),
         ),
     );
-    let (live, now) = state.operation().unwrap();
+    let (live, now) = state.followed().unwrap();
     assert_eq!(now, OperationState::Running);
     assert_eq!(live.done_of(), (1, 3));
     assert_eq!(decision(&state, "base"), "skip·record");
@@ -92,7 +92,7 @@ fn a_converge_whose_process_is_gone_is_said_stopped_and_the_plan_comes_back() {
         &mut state,
         polled(SourceId::State, 1000, SourceData::State(Box::new(history))),
     );
-    assert_eq!(state.operation().unwrap().1, OperationState::Gone);
+    assert_eq!(state.followed().unwrap().1, OperationState::Gone);
     let (text, gone) = operation_text(&state).unwrap();
     assert!(gone && text.contains("stopped (process gone)"), "{text}");
     // Nothing runs: the table shows the plan, never a `building` that is not so.
@@ -126,7 +126,7 @@ fn the_end_of_a_followed_converge_asks_for_a_fresh_plan() {
         ])),
         "{effects:?}"
     );
-    let live = state.converge.live.as_ref().unwrap();
+    let live = state.operation.live.as_ref().unwrap();
     assert!(matches!(live.modules["api"].run, ModuleRun::Ended(_)));
     assert!(matches!(
         live.modules["worker"].run,
@@ -139,7 +139,6 @@ fn the_end_of_a_followed_converge_asks_for_a_fresh_plan() {
 fn quit_while_nothing_runs_quits_at_once() {
     let mut state = demo_state();
     assert_eq!(q(&mut state), vec![Effect::Quit]);
-    assert!(state.quit);
 }
 
 #[test]
@@ -150,7 +149,7 @@ fn quit_while_a_converge_started_here_runs_asks_then_cancels_and_quits_when_it_s
         started.as_slice(),
         [Effect::Start(ActionRequest::Converge { .. })]
     ));
-    assert!(state.running.is_some() && state.running_converge);
+    assert!(matches!(state.running, Some(Running::Converge(_))));
 
     // q asks, with Cancel selected; Enter on Cancel keeps running.
     assert!(q(&mut state).is_empty());
@@ -172,7 +171,7 @@ fn quit_while_a_converge_started_here_runs_asks_then_cancels_and_quits_when_it_s
         confirm.lines
     );
     assert!(key(&mut state, KeyCode::Enter, KeyModifiers::NONE).is_empty());
-    assert!(!state.quit && state.confirm.is_none());
+    assert!(state.confirm.is_none());
 
     // q, then go: the action is asked to stop; nothing quits yet.
     q(&mut state);
@@ -181,7 +180,6 @@ fn quit_while_a_converge_started_here_runs_asks_then_cancels_and_quits_when_it_s
         key(&mut state, KeyCode::Enter, KeyModifiers::NONE),
         vec![Effect::CancelAction]
     );
-    assert!(!state.quit);
     assert!(
         state
             .notice
@@ -200,7 +198,6 @@ fn quit_while_a_converge_started_here_runs_asks_then_cancels_and_quits_when_it_s
         },
     );
     assert_eq!(effects.last(), Some(&Effect::Quit));
-    assert!(state.quit);
 }
 
 #[test]
@@ -216,7 +213,6 @@ fn ctrl_c_twice_cancels_and_a_stuck_action_is_left_after_the_grace() {
         update(&mut state, Msg::Tick(at + QUIT_GRACE_MS)),
         vec![Effect::Quit]
     );
-    assert!(state.quit);
 }
 
 #[test]

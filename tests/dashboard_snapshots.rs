@@ -114,10 +114,10 @@ fn each_pane() {
             format!("builds_{tag}"),
             pane(w, h, |b, a| widgets::builds::draw(b, a, &state, palette))
         );
-        let (w, h) = size(panes.converge);
+        let (w, h) = size(panes.operation);
         insta::assert_snapshot!(
             format!("converge_{tag}"),
-            pane(w, h, |b, a| widgets::converge::draw(b, a, &state, palette))
+            pane(w, h, |b, a| widgets::operation::draw(b, a, &state, palette))
         );
         insta::assert_snapshot!(
             format!("header_{tag}"),
@@ -267,7 +267,11 @@ fn kubernetes_whole_screen() {
     ];
     update(
         &mut state,
-        polled(SourceId::Machines, 1000, SourceData::Machines(workloads)),
+        polled(
+            SourceId::Machines,
+            1000,
+            SourceData::MachinesAgainst(demo_record(), workloads),
+        ),
     );
     key(&mut state, KeyCode::Char('j'));
     key(&mut state, KeyCode::Char('j'));
@@ -290,7 +294,7 @@ fn live_converge() {
     insta::assert_snapshot!("live_screen_120x40", screen(&state, 120, 40));
     insta::assert_snapshot!("live_screen_80x24", screen(&state, 80, 24));
     // The converge pane is a list: the cursor starts on the last line (api's output).
-    state.focus = Pane::Converge;
+    state.focus = Pane::Operation;
     key(&mut state, KeyCode::Up);
     key(&mut state, KeyCode::Enter);
     insta::assert_snapshot!("live_detail_api_80x24", screen(&state, 80, 24));

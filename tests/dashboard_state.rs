@@ -8,7 +8,7 @@ use meshtop::app::keys::Mode;
 use meshtop::app::msg::{
     ActionRequest, Effect, Msg, PageRequest, Placement, SourceData, SourceId, StateSnapshot,
 };
-use meshtop::app::state::{AppState, ConfirmThen, Detail, Pane};
+use meshtop::app::state::{AppState, ConfirmThen, Detail, Pane, Running};
 use meshtop::app::update::update;
 use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
 use meshtop::mesh::behind::MachineState;
@@ -86,8 +86,8 @@ fn filter_narrows_the_modules_and_esc_clears_it() {
     ch(&mut state, '/');
     assert_eq!(state.mode, Mode::Filter);
     ch(&mut state, 'w');
-    ch(&mut state, 'q'); // text in the filter line, not quit
-    assert!(!state.quit);
+    // Text in the filter line, not quit.
+    assert!(!ch(&mut state, 'q').contains(&Effect::Quit));
     assert_eq!(state.filter, "wq");
     assert!(state.visible.is_empty());
     key(&mut state, KeyCode::Backspace);
@@ -149,12 +149,15 @@ fn machines_pane_counts_and_selects() {
         polled(
             SourceId::Machines,
             0,
-            SourceData::Machines(vec![machine(
-                "worker-1",
-                "worker",
-                'c',
-                meshtop::mesh::behind::MachineState::Current,
-            )]),
+            SourceData::MachinesAgainst(
+                demo_record(),
+                vec![machine(
+                    "worker-1",
+                    "worker",
+                    'c',
+                    meshtop::mesh::behind::MachineState::Current,
+                )],
+            ),
         ),
     );
     assert_eq!(
@@ -324,11 +327,15 @@ fn scrolling_to_the_end_asks_for_the_next_page_once() {
 fn converge_pane_follows_events_and_switches_converges() {
     let mut state = demo_state();
     assert_eq!(
-        state.converge.operation_id.as_deref(),
+        state.operation.operation_id.as_deref(),
         Some("4b2e9d10-77aa")
     );
     assert_eq!(
-        (state.converge.lines.len(), state.converge.last_event_id),
+        state.operation.operation_id.as_deref(),
+        Some("4b2e9d10-77aa")
+    );
+    assert_eq!(
+        (state.operation.lines.len(), state.operation.last_event_id),
         (12, 15),
         "every step but the queued ones (those are the table's) is a line"
     );
@@ -349,8 +356,8 @@ fn converge_pane_follows_events_and_switches_converges() {
         &mut state,
         polled(SourceId::State, 0, SourceData::State(Box::new(snapshot))),
     );
-    assert_eq!(state.converge.operation_id.as_deref(), Some("9f00"));
-    assert_eq!(state.converge.lines.len(), 1);
+    assert_eq!(state.operation.operation_id.as_deref(), Some("9f00"));
+    assert_eq!(state.operation.lines.len(), 1);
 }
 
 #[test]
@@ -411,14 +418,16 @@ fn send_asks_first_with_cancel_selected() {
             }]
         })]
     );
-    assert_eq!(state.running.as_deref(), Some("send api"));
+    assert_eq!(state.running, Some(Running::Send("send api".into())));
 }
 
 #[test]
 fn send_without_a_record_entry_says_why() {
     let mut state = demo_state();
     ch(&mut state, 'G');
+    // Both records: the polled one and the one the machines were judged against (the send's).
     state.record.as_mut().unwrap().remove("worker");
+    state.machines_record.as_mut().unwrap().remove("worker");
     ch(&mut state, 's');
     assert_eq!(state.mode, Mode::Normal);
     let notice = state.notice.clone().unwrap();
@@ -567,9 +576,9 @@ fn the_notice_follows_the_newest_operation_never_a_stale_success() {
     assert!(notice.error, "{notice:?}");
     assert_eq!(notice.text, "#42 converge failed");
     assert!(!notice.text.contains("succeeded"), "{notice:?}");
-    assert_eq!(state.converge.operation, Some(42));
+    assert_eq!(state.operation.operation, Some(42));
     assert_eq!(
-        state.converge.operation_id.as_deref(),
+        state.operation.operation_id.as_deref(),
         Some("01a22df9-0002")
     );
     // And the next one, succeeding within seconds, is said as such, without the bell.
@@ -623,12 +632,8 @@ fn help_poll_and_quit() {
     let mut state = demo_state();
     ch(&mut state, '?');
     assert_eq!(state.mode, Mode::Help);
-    ch(&mut state, 'q');
-    assert_eq!(
-        (state.mode, state.quit),
-        (Mode::Normal, false),
-        "q closes the help"
-    );
+    assert!(!ch(&mut state, 'q').contains(&Effect::Quit));
+    assert_eq!(state.mode, Mode::Normal, "q closes the help");
     assert_eq!(
         ch(&mut state, 'r'),
         vec![Effect::PollNow(SourceId::ALL.to_vec())]
@@ -638,7 +643,6 @@ fn help_poll_and_quit() {
         Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
     );
     assert_eq!(effects, vec![Effect::Quit]);
-    assert!(state.quit);
 }
 
 #[test]
@@ -730,4 +734,130 @@ fn the_send_confirm_goes_to_the_record_the_machines_were_judged_against() {
         moves.iter().all(|m| m.to_digest == digest('f')),
         "{moves:?}"
     );
+}
+
+/// Issue 18: a send's confirm says what a send does on the target it goes to, in the target's own
+/// words; a Kubernetes user is never told that a container is recreated.
+#[test]
+fn the_send_confirm_says_what_a_send_does_on_a_kubernetes_target() {
+    let target = Target::Kubernetes {
+        namespace: "demo".into(),
+        context: Some("kind-dev".into()),
+    };
+    let mut state = demo_state_on(target, false);
+    ch(&mut state, 'G'); // worker: one machine behind
+    assert!(ch(&mut state, 's').is_empty());
+    assert_eq!(state.mode, Mode::Confirm);
+    let text = state.confirm.clone().unwrap().lines.join("\n");
+    assert!(!text.contains("container is recreated"), "{text}");
+    assert!(
+        text.contains("each workload's image is patched to the new artifact"),
+        "{text}"
+    );
+}
+
+/// Every source answering again exactly what the state holds (the history with no new step).
+fn same_answers(state: &AppState) -> Vec<(SourceId, SourceData)> {
+    let mut history = demo_history();
+    history.events.clear();
+    history.page = state.builds.rows(0, usize::MAX).cloned().collect();
+    vec![
+        (SourceId::Plan, SourceData::Plan(Box::new(demo_plan()))),
+        (SourceId::Record, SourceData::Record(demo_record())),
+        (SourceId::Host, SourceData::Host(demo_host())),
+        (
+            SourceId::Machines,
+            SourceData::MachinesAgainst(demo_record(), demo_machines()),
+        ),
+        (SourceId::State, SourceData::State(Box::new(history))),
+    ]
+}
+
+/// Issue 18: redraw only when the state changed. A poll that answers what the state holds (the
+/// same data, or the same error again) leaves nothing to draw; its age still restarts.
+#[test]
+fn a_poll_that_answers_what_the_state_holds_marks_nothing_to_draw() {
+    let mut state = demo_state();
+    for (source, data) in same_answers(&state) {
+        state.dirty = false; // the loop drew
+        update(&mut state, polled(source, -1000, data));
+        assert!(!state.dirty, "{source:?} answered what the state holds");
+        assert_eq!(state.source(source).ok_ms, Some(NOW + 1000));
+    }
+    let error = |at_ms| Msg::Polled {
+        source: SourceId::Host,
+        at_ms,
+        result: Err("daemon gone".into()),
+    };
+    update(&mut state, error(NOW + 2000));
+    assert!(state.dirty, "a new error is drawn");
+    state.dirty = false;
+    update(&mut state, error(NOW + 3000));
+    assert!(!state.dirty, "the same error again is not");
+    assert_eq!(
+        state.source(SourceId::Host).error,
+        Some((NOW + 2000, "daemon gone".to_string())),
+        "when it first came is kept"
+    );
+}
+
+#[test]
+fn a_poll_that_answers_something_new_marks_the_screen_to_draw() {
+    let mut moved = demo_record();
+    moved.get_mut("api").unwrap().digest = digest('f');
+    let mut plan = demo_plan();
+    plan.modules[0].reason = "another reason".into();
+    let mut history = demo_history();
+    history.events.clear();
+    history.pins.clear();
+    history.holder = None;
+    history.last_builds.remove("api");
+    let changed = vec![
+        (SourceId::Plan, SourceData::Plan(Box::new(plan))),
+        (SourceId::Record, SourceData::Record(moved.clone())),
+        (SourceId::Host, SourceData::Host(Vec::new())),
+        (
+            SourceId::Machines,
+            SourceData::MachinesAgainst(moved, demo_machines()),
+        ),
+        (
+            SourceId::Machines,
+            SourceData::MachinesAgainst(demo_record(), demo_machines()[1..].to_vec()),
+        ),
+        (SourceId::State, SourceData::State(Box::new(history))),
+    ];
+    for (source, data) in changed {
+        let mut state = demo_state();
+        state.dirty = false;
+        update(&mut state, polled(source, -1000, data));
+        assert!(state.dirty, "{source:?} answered something new");
+    }
+}
+
+/// The header's age of a source whose equal answer was not drawn is drawn at the next tick: the
+/// tick compares the clock with what the screen shows, not with the clock a moment before.
+#[test]
+fn the_age_an_equal_poll_restarted_is_drawn_at_the_next_tick() {
+    let mut state = demo_state();
+    update(&mut state, Msg::Tick(NOW));
+    state.dirty = false; // drawn: `plan 4s`
+    assert!(screen(&state, 120, 40).contains("plan 4s"));
+    update(
+        &mut state,
+        polled(
+            SourceId::Plan,
+            -1000,
+            SourceData::Plan(Box::new(demo_plan())),
+        ),
+    );
+    assert!(!state.dirty);
+    // Half a second on, no other age moved: only the plan's, from what the screen shows.
+    update(&mut state, Msg::Tick(NOW + 1500));
+    assert!(state.dirty, "the plan's age restarted");
+    assert!(screen(&state, 120, 40).contains("plan 0s"));
+    state.dirty = false;
+    update(&mut state, Msg::Tick(NOW + 1600));
+    assert!(!state.dirty, "nothing on screen moved");
+    update(&mut state, Msg::Tick(NOW + 2000));
+    assert!(state.dirty, "a second on: `plan 1s`");
 }

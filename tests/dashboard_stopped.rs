@@ -104,8 +104,8 @@ fn a_build_whose_process_is_gone_reads_stopped_process_gone_in_every_view() {
         "{detail:?}"
     );
     assert!(
-        widgets::detail::build_summary(&stopped, NOW).starts_with("stopped "),
+        widgets::lines::build_summary(&stopped, NOW).starts_with("stopped "),
         "{}",
-        widgets::detail::build_summary(&stopped, NOW)
+        widgets::lines::build_summary(&stopped, NOW)
     );
 }

@@ -349,6 +349,10 @@ fn the_rollback_confirm_names_the_target_and_the_machines_that_move() {
             machine.name
         );
     }
-    assert!(text.contains("each container recreated"), "{text}");
+    // What a send does on the target, in its words (the Docker host here).
+    assert!(
+        text.contains("each container is recreated with the same configuration"),
+        "{text}"
+    );
     assert!(text.contains("and pin it"), "{text}");
 }

@@ -2,7 +2,8 @@
 
 use crate::mesh::decide::Decision;
 use crate::mesh::machine::moves_for;
-use crate::mesh::model::Policy;
+use crate::mesh::model::{Policy, RecordEntry};
+use crate::mesh::pin::{RollbackTarget, rollback_target};
 use crate::mesh::text::short_id;
 
 use super::keys::{Action, Mode};
@@ -256,8 +257,7 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
             made(state, &entry.digest)
         ));
     }
-    lines
-        .push("each container is recreated with the same configuration on the new artifact".into());
+    lines.push(state.target.send_does.clone());
     Ok(Confirm {
         title: format!("Send {}?", module.name),
         lines,
@@ -285,13 +285,10 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
             module.name
         )
     })?;
-    // As the rollback finds its target: the newest stamp that named the current artifact, its "from".
-    let target = state.views.stamps_of(&module.name).and_then(|stamps| {
-        stamps
-            .iter()
-            .find(|s| s.to_digest == entry.digest && s.to_ref == entry.reference)
-            .and_then(|s| Some((s.from_ref.clone()?, s.from_digest.clone()?)))
-    });
+    let target = state
+        .views
+        .stamps_of(&module.name)
+        .map(|stamps| rollback_target(stamps, entry));
     let mut lines = vec![format!(
         "roll {} back from {}@{}",
         module.name,
@@ -299,12 +296,9 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
         made(state, &entry.digest)
     )];
     match &target {
-        Some((reference, digest)) => {
+        Some(RollbackTarget::To(RecordEntry { reference, digest })) => {
             lines.push(format!("  to {reference}@{}", made(state, digest)));
-            lines.push(
-                "send every machine of the module there (whatever its policy), each container recreated:"
-                    .into(),
-            );
+            lines.push("send every machine of the module there (whatever its policy):".into());
             let machines = state.machines_of(&module.name);
             if machines.is_empty() {
                 lines.push("  no machine runs this module".into());
@@ -316,8 +310,10 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
                 };
                 lines.push(format!("  {}  {from} → @{}", machine.name, short(digest)));
             }
+            lines.push(state.target.send_does.clone());
         }
-        None => lines.push(
+        // Not known here: the rollback itself finds where to go back to, or says why it cannot.
+        Some(RollbackTarget::NothingBefore | RollbackTarget::Unknown) | None => lines.push(
             "to the artifact the record named before (its record history is being read), sending every machine of the module there:".into(),
         ),
     }

@@ -1,9 +1,8 @@
 //! The cursor of the focused pane: modules (and the history that follows them), machines, the
-//! paged builds window, the converge pane's selected line.
+//! paged builds window, the operation pane's selected line.
 
 use super::msg::Effect;
 use super::state::{AppState, Pane};
-use super::update::sync_history_scope;
 
 fn clamp_move(at: usize, delta: isize, len: usize) -> usize {
     let last = len.saturating_sub(1) as isize;
@@ -15,7 +14,7 @@ pub(super) fn move_cursor(state: &mut AppState, delta: isize) -> Vec<Effect> {
         Pane::Modules => {
             state.selected = clamp_move(state.selected, delta, state.visible.len());
             state.machine_selected = 0;
-            sync_history_scope(state)
+            state.sync_history_scope()
         }
         Pane::Machines => {
             let count = state.selected_machines().len();
@@ -33,10 +32,10 @@ pub(super) fn move_cursor(state: &mut AppState, delta: isize) -> Vec<Effect> {
             };
             request.map(Effect::FetchBuilds).into_iter().collect()
         }
-        Pane::Converge => {
+        Pane::Operation => {
             // Scrolling counts up from the tail: Up shows older lines.
-            let max = state.converge.lines.len().saturating_sub(1) as isize;
-            state.converge.scroll = (state.converge.scroll as isize)
+            let max = state.operation.lines.len().saturating_sub(1) as isize;
+            state.operation.scroll = (state.operation.scroll as isize)
                 .saturating_sub(delta)
                 .clamp(0, max) as usize;
             Vec::new()

@@ -1,5 +1,5 @@
 //! The notice follows the newest operation of the mesh, from any process: its start, then its end
-//! by its short id (`#42 converge failed`); a followed converge that fails or ran long rings the bell.
+//! by its short id (`#42 converge failed`); a followed operation that fails or ran long rings the bell.
 
 use crate::mesh::progress::{EventRow, Step, operation_label};
 
@@ -11,7 +11,7 @@ use super::state::{AppState, Notice};
 pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> Vec<Effect> {
     let label = operation_label(event.operation, &event.operation_id);
     let started_ms = state
-        .converge
+        .operation
         .lines
         .iter()
         .find(|e| e.operation_id == event.operation_id)
@@ -25,7 +25,7 @@ pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> V
     }
     let text = format!("{label} {}", event.text);
     let error = !finished_well(&event.text);
-    // A followed converge (not the one read at start-up) that fails or ran long rings the bell.
+    // A followed operation (not the one read at start-up) that fails or ran long rings the bell.
     let long = event.at_ms - started_ms > LONG_OPERATION_MS;
     let ring = state.bell && live && event.step == Step::Finished && (error || long);
     let effects = if ring {

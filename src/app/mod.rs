@@ -11,5 +11,6 @@ mod polled;
 pub mod quit;
 pub mod state;
 pub mod update;
+pub mod view_state;
 pub mod views;
 pub mod window;

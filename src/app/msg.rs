@@ -6,12 +6,13 @@ use ratatui::crossterm::event::KeyEvent;
 
 use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
-use crate::mesh::gc::Candidate;
+use crate::mesh::gc::{Candidate, GcReport};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::plan::Plan;
 use crate::mesh::progress::{EventRow, Progress};
+use crate::mesh::stats::Stats;
 
 /// The sources the dashboard polls, each on its own task and interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,7 +66,7 @@ pub struct StateSnapshot {
     pub latest_operation: Option<String>,
     /// Running digest → the build that made or published it.
     pub made_by: BTreeMap<String, BuildRow>,
-    /// Who holds the mesh's converge lock (read on the same snapshot as the events).
+    /// Who holds the mesh's lock (read on the same snapshot as the events).
     pub holder: Option<crate::mesh::live::LockHolder>,
     /// The record's history of [`PollParams::stamps_module`] (newest first), and of which module.
     pub stamps: Option<(String, Vec<Stamp>)>,
@@ -80,12 +81,27 @@ pub enum SourceData {
     Record(Record),
     Host(Vec<HostImage>),
     State(Box<StateSnapshot>),
-    Machines(Vec<Machine>),
-    /// The machines with the record they were judged against (the real source: a send's confirm
-    /// is built from this pair, never from a record polled at another moment).
+    /// The machines with the record they were judged against: a send's confirm is built from
+    /// this pair, never from a record polled at another moment.
     MachinesAgainst(Record, Vec<Machine>),
     /// Module → what the registry answered for its planned ref.
     Registry(BTreeMap<String, RegistryAnswer>),
+}
+
+/// What a view asks the sources to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ViewRequest {
+    /// The gc dry run: every root read, each candidate with why it is unreachable.
+    Gc { keep_newest: usize },
+    /// The stats over everything kept (None) or the last `since_ms`.
+    Stats { since_ms: Option<i64> },
+}
+
+/// What a view's read answered.
+#[derive(Debug, Clone)]
+pub enum ViewData {
+    Gc(Box<GcReport>),
+    Stats(Box<Stats>),
 }
 
 /// What the registry said of one ref.
@@ -210,9 +226,9 @@ pub enum Msg {
     },
     /// A view's data (gc, stats) arrived.
     ViewLoaded {
-        request: super::views::ViewRequest,
+        request: ViewRequest,
         at_ms: i64,
-        result: Result<super::views::ViewData, String>,
+        result: Result<ViewData, String>,
     },
 }
 
@@ -223,7 +239,7 @@ pub enum Effect {
     PollNow(Vec<SourceId>),
     FetchBuilds(PageRequest),
     /// Read what a view shows (the gc dry run, the stats).
-    FetchView(super::views::ViewRequest),
+    FetchView(ViewRequest),
     Start(ActionRequest),
     /// Ring the terminal bell (and notify the desktop) with this text.
     Bell(String),

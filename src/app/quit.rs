@@ -4,7 +4,7 @@
 
 use super::keys::Mode;
 use super::msg::Effect;
-use super::state::{AppState, Confirm, ConfirmThen};
+use super::state::{AppState, Confirm, ConfirmThen, Running};
 
 /// The longest wait for a cancelled action to stop before quitting anyway.
 pub const QUIT_GRACE_MS: i64 = 10_000;
@@ -25,15 +25,14 @@ pub fn asked(state: &mut AppState) -> Vec<Effect> {
         return cancel_and_quit(state);
     }
     let Some(running) = state.running.clone() else {
-        state.quit = true;
         return vec![Effect::Quit];
     };
     if state.quit_after_ms.is_some() {
-        state.quit = true;
         return vec![Effect::Quit];
     }
-    let mut lines = vec![format!("{running} was started here and is still running.")];
-    if let Some(live) = state.converge.live.as_ref().filter(|l| l.is_running()) {
+    let label = running.label();
+    let mut lines = vec![format!("{label} was started here and is still running.")];
+    if let Some(live) = state.operation.live.as_ref().filter(|l| l.is_running()) {
         let building: Vec<&str> = live
             .modules
             .iter()
@@ -44,7 +43,7 @@ pub fn asked(state: &mut AppState) -> Vec<Effect> {
             lines.push(format!("building now: {}", building.join(", ")));
         }
     }
-    if state.running_converge {
+    if let Running::Converge(_) = running {
         lines.push("Quitting cancels it: its running builds are marked cancelled and".into());
         lines.push("nothing is stamped; what it already delivered stays delivered.".into());
     } else {
@@ -54,7 +53,7 @@ pub fn asked(state: &mut AppState) -> Vec<Effect> {
         ));
     }
     state.confirm = Some(Confirm {
-        title: format!("Quit while {running} runs?"),
+        title: format!("Quit while {label} runs?"),
         lines,
         verb: "Quit".into(),
         then: ConfirmThen::CancelAndQuit,
@@ -68,25 +67,22 @@ pub fn asked(state: &mut AppState) -> Vec<Effect> {
 /// Cancel what runs and quit when it has stopped (see [`overdue`] for the latest).
 pub fn cancel_and_quit(state: &mut AppState) -> Vec<Effect> {
     let Some(running) = state.running.clone() else {
-        state.quit = true;
         return vec![Effect::Quit];
     };
     state.quit_after_ms = Some(state.now_ms + QUIT_GRACE_MS);
-    super::update::notify(
-        state,
-        format!("cancelling {running}; quitting when it has stopped"),
+    state.notify(
+        format!(
+            "cancelling {}; quitting when it has stopped",
+            running.label()
+        ),
         false,
     );
     vec![Effect::CancelAction]
 }
 
 /// Whether a cancelled action took longer than [`QUIT_GRACE_MS`] to stop: quit anyway.
-pub fn overdue(state: &mut AppState) -> bool {
-    let late = state
+pub fn overdue(state: &AppState) -> bool {
+    state
         .quit_after_ms
-        .is_some_and(|deadline| state.now_ms >= deadline);
-    if late {
-        state.quit = true;
-    }
-    late
+        .is_some_and(|deadline| state.now_ms >= deadline)
 }

@@ -7,25 +7,23 @@ use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
 use crate::mesh::live::{LiveOperation, LockHolder, OperationState};
 use crate::mesh::machine::Machine;
-use crate::mesh::model::{Mesh, Policy, Record, Target};
+use crate::mesh::model::{Mesh, Policy, Record};
 use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::progress::EventRow;
+use crate::mesh::target::TargetDescription;
 
 use super::keys::{KeyTable, Mode};
-use super::msg::{ActionRequest, PollParams, RegistryAnswer, SourceId};
+use super::msg::{ActionRequest, Effect, PollParams, RegistryAnswer, SourceId};
+use super::view_state::ViewState;
 use super::window::{BuildsWindow, PAGE_SIZE};
 
-/// At most this many converge progress lines are kept.
-pub const MAX_CONVERGE_LINES: usize = 500;
+/// At most this many progress lines of the followed operation are kept.
+pub const MAX_OPERATION_LINES: usize = 500;
 
-/// What the header names: fixed for the life of the dashboard.
+/// What the header names: fixed for the life of the dashboard (the target is [`AppState::target`]).
 #[derive(Debug, Clone)]
 pub struct Context {
     pub mesh: String,
-    pub target: Target,
-    /// The Kubernetes context and namespace the dashboard was opened on (flags win over the mesh file).
-    pub kube_context: Option<String>,
-    pub namespace: Option<String>,
     pub state_path: String,
     pub registry: Option<String>,
 }
@@ -53,11 +51,12 @@ pub enum Pane {
     Modules,
     Machines,
     Builds,
-    Converge,
+    /// The followed operation's progress lines (a converge, a send, a rollback, a gc).
+    Operation,
 }
 
 impl Pane {
-    pub const ORDER: [Pane; 4] = [Pane::Modules, Pane::Machines, Pane::Builds, Pane::Converge];
+    pub const ORDER: [Pane; 4] = [Pane::Modules, Pane::Machines, Pane::Builds, Pane::Operation];
 }
 
 /// What the detail overlay shows.
@@ -66,11 +65,11 @@ pub enum Detail {
     Module(String),
     Build(String),
     Machine(String),
-    /// One line of the converge pane, by its event id.
+    /// One line of the operation pane, by its event id.
     Event(i64),
-    /// What gc would take (the dry run) and the keep set: `super::views`.
+    /// What gc would take (the dry run) and the keep set: `ViewState::gc`.
     Gc,
-    /// What the skip decision saves: `super::views`.
+    /// What the skip decision saves: `ViewState::stats`.
     Stats,
 }
 
@@ -101,7 +100,7 @@ pub struct Notice {
     pub at_ms: i64,
 }
 
-/// The converge pane: progress of the latest converge, followed through the state database.
+/// The operation pane: progress of the mesh's latest operation, followed through the state database.
 #[derive(Debug, Clone, Default)]
 pub struct OperationView {
     pub operation_id: Option<String>,
@@ -113,7 +112,7 @@ pub struct OperationView {
     pub scroll: usize,
     /// The operation folded from its steps: each module's state in it, while it runs and after.
     pub live: Option<LiveOperation>,
-    /// Who holds the mesh's converge lock, as the state database said at the last poll.
+    /// Who holds the mesh's lock, as the state database said at the last poll.
     pub holder: Option<LockHolder>,
 }
 
@@ -125,9 +124,54 @@ impl OperationView {
     }
 }
 
+/// The action started here that runs now (one at a time), by what it is, with its label. Quitting
+/// cancels a converge (its builds are marked cancelled) and waits for the others to end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Running {
+    /// A converge or a forced rebuild.
+    Converge(String),
+    Send(String),
+    Rollback(String),
+    Gc(String),
+}
+
+impl Running {
+    pub fn of(request: &ActionRequest) -> Running {
+        let label = request.label();
+        match request {
+            ActionRequest::Converge { .. } => Running::Converge(label),
+            ActionRequest::Send { .. } => Running::Send(label),
+            ActionRequest::Rollback { .. } => Running::Rollback(label),
+            ActionRequest::Gc { .. } => Running::Gc(label),
+        }
+    }
+
+    /// What it is, as the notices say it (`send api`, `converge mesh`).
+    pub fn label(&self) -> &str {
+        match self {
+            Running::Converge(label)
+            | Running::Send(label)
+            | Running::Rollback(label)
+            | Running::Gc(label) => label,
+        }
+    }
+}
+
+/// What of the screen depends on the clock: each source's age (seconds), row ages (minutes), and
+/// while an operation runs its elapsed times (seconds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClockFace {
+    ages: Vec<String>,
+    minute: i64,
+    running_second: Option<i64>,
+}
+
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub context: Context,
+    /// The target in words (kind, place, what a send does there): the header and the confirms say
+    /// it; no file of the app or the widgets names a target kind.
+    pub target: TargetDescription,
     pub readonly: bool,
     pub keys: KeyTable,
     /// Problems met on the way (bad key overrides…), shown on a warning line.
@@ -160,9 +204,9 @@ pub struct AppState {
     pub builds: BuildsWindow,
     /// `b`: the history follows the selected module (true) or shows the whole mesh.
     pub history_by_module: bool,
-    pub converge: OperationView,
+    pub operation: OperationView,
     /// The gc and stats views, the record's history and the pins.
-    pub views: super::views::ViewState,
+    pub views: ViewState,
 
     pub focus: Pane,
     pub mode: Mode,
@@ -173,9 +217,7 @@ pub struct AppState {
     pub detail_wrap: bool,
     pub help_scroll: usize,
     pub confirm: Option<Confirm>,
-    pub running: Option<String>,
-    /// The running action is a converge (quitting cancels it).
-    pub running_converge: bool,
+    pub running: Option<Running>,
     /// Quitting: the running action was asked to stop; quit when it has, or at this time.
     pub quit_after_ms: Option<i64>,
     /// Converge by itself once a change's plan shows something to build or deliver (off at start).
@@ -188,11 +230,13 @@ pub struct AppState {
     pub size: (u16, u16),
     /// `NO_COLOR`: draw with modifiers only.
     pub no_color: bool,
-    /// Ring the bell when a followed converge fails or a long one (> 30 s) finishes.
+    /// Ring the bell when a followed operation fails or a long one (> 30 s) finishes.
     pub bell: bool,
-    pub quit: bool,
     /// Something visible changed since the last draw.
     pub dirty: bool,
+    /// The clock's part of the screen as last drawn (or about to be: set whenever `dirty` is):
+    /// a tick redraws when the face it shows now differs.
+    pub clock_drawn: ClockFace,
 }
 
 impl AppState {
@@ -218,6 +262,7 @@ impl AppState {
         let first = modules.first().map(|m| m.name.clone());
         AppState {
             context,
+            target: docker_description(),
             readonly,
             keys,
             warnings: Vec::new(),
@@ -240,7 +285,7 @@ impl AppState {
             machine_selected: 0,
             builds: BuildsWindow::new(first),
             history_by_module: true,
-            converge: OperationView::default(),
+            operation: OperationView::default(),
             views: Default::default(),
             focus: Pane::Modules,
             mode: Mode::Normal,
@@ -251,7 +296,6 @@ impl AppState {
             help_scroll: 0,
             confirm: None,
             running: None,
-            running_converge: false,
             quit_after_ms: None,
             notice: None,
             auto_converge: false,
@@ -259,8 +303,58 @@ impl AppState {
             changed: None,
             size: (0, 0),
             no_color: false,
-            quit: false,
             dirty: true,
+            clock_drawn: ClockFace::default(),
+        }
+    }
+
+    /// Show a one-line notice (an error in the error style).
+    pub fn notify(&mut self, text: String, error: bool) {
+        self.notice = Some(Notice {
+            text,
+            error,
+            at_ms: self.now_ms,
+        });
+        self.dirty = true;
+    }
+
+    /// Start an action, unless one started here still runs (one at a time: say so instead).
+    pub fn start(&mut self, request: ActionRequest) -> Vec<Effect> {
+        if let Some(running) = &self.running {
+            let text = format!("{} is still running; wait for it to end", running.label());
+            self.notify(text, true);
+            return Vec::new();
+        }
+        let running = Running::of(&request);
+        self.notify(format!("{}: started", running.label()), false);
+        self.running = Some(running);
+        vec![Effect::Start(request)]
+    }
+
+    /// When the history follows the selected module and the selection moved, ask for its builds.
+    pub fn sync_history_scope(&mut self) -> Vec<Effect> {
+        let wanted = self.wanted_history_scope();
+        if wanted == self.builds.scope {
+            return Vec::new();
+        }
+        vec![Effect::FetchBuilds(self.builds.rescope(wanted))]
+    }
+
+    /// What of the screen depends on the clock, now.
+    pub fn clock_face(&self) -> ClockFace {
+        let ages = self
+            .sources
+            .iter()
+            .map(|s| {
+                s.ok_ms
+                    .map(|at| crate::timefmt::age_since(at, self.now_ms))
+                    .unwrap_or_default()
+            })
+            .collect();
+        ClockFace {
+            ages,
+            minute: self.now_ms / 60_000,
+            running_second: self.live_running().map(|_| self.now_ms / 1000),
         }
     }
 
@@ -288,9 +382,13 @@ impl AppState {
         }
     }
 
-    /// Hold a new machine listing, sorted by module then name, indexed by module.
-    pub fn set_machines(&mut self, mut machines: Vec<Machine>) {
+    /// Hold a new machine listing, sorted by module then name, indexed by module; whether it
+    /// differs from the one held.
+    pub fn set_machines(&mut self, mut machines: Vec<Machine>) -> bool {
         machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
+        if machines == self.machines {
+            return false;
+        }
         self.machine_ranges.clear();
         let mut start = 0;
         for i in 1..=machines.len() {
@@ -303,6 +401,7 @@ impl AppState {
         self.machines = machines;
         let count = self.selected_machines().len();
         self.machine_selected = self.machine_selected.min(count.saturating_sub(1));
+        true
     }
 
     /// The machines of the selected module.
@@ -371,7 +470,7 @@ impl AppState {
         digests.dedup();
         PollParams {
             history_module: self.builds.scope.clone(),
-            events_after: self.converge.last_event_id,
+            events_after: self.operation.last_event_id,
             digests,
             page_size: PAGE_SIZE,
             refs: self
@@ -390,14 +489,14 @@ impl AppState {
     }
 
     /// The operation being followed and where it stands (running, finished, or its process gone).
-    pub fn operation(&self) -> Option<(&LiveOperation, OperationState)> {
-        let live = self.converge.live.as_ref()?;
-        Some((live, live.state(self.converge.holder.as_ref())))
+    pub fn followed(&self) -> Option<(&LiveOperation, OperationState)> {
+        let live = self.operation.live.as_ref()?;
+        Some((live, live.state(self.operation.holder.as_ref())))
     }
 
     /// The operation that runs now, from this or any process: the table shows its modules' states.
     pub fn live_running(&self) -> Option<&LiveOperation> {
-        self.operation()
+        self.followed()
             .filter(|(_, state)| *state == OperationState::Running)
             .map(|(live, _)| live)
     }
@@ -436,4 +535,16 @@ pub struct MachineCounts {
     /// Declared machines that do not exist.
     pub missing: usize,
     pub total: usize,
+}
+
+/// The target a state starts with until the loop sets the connected one's ([`AppState::target`]):
+/// the embedded default, the host daemon.
+fn docker_description() -> TargetDescription {
+    TargetDescription {
+        name: "default".into(),
+        kind: "docker".into(),
+        place: None,
+        send_does: "each container is recreated with the same configuration on the new artifact"
+            .into(),
+    }
 }

@@ -4,14 +4,22 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::mesh::progress::Step;
-use crate::timefmt;
 
 use super::ask;
 use super::keys::{Action, Mode};
-use super::msg::{Effect, Msg, SourceId};
-use super::state::{AppState, ConfirmThen, Detail, Notice, Pane};
+use super::msg::{ActionRequest, Effect, Msg, SourceId};
+use super::state::{AppState, Confirm, ConfirmThen, Detail, Pane};
 
 pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
+    let effects = apply(state, msg);
+    // What is marked dirty is drawn next, with the clock's face as it is now.
+    if state.dirty {
+        state.clock_drawn = state.clock_face();
+    }
+    effects
+}
+
+fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
     match msg {
         Msg::Key(event) => {
             if event.kind == KeyEventKind::Release {
@@ -26,12 +34,13 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             Vec::new()
         }
         Msg::Tick(now_ms) => {
-            let before = clock_face(state);
             state.now_ms = state.now_ms.max(now_ms);
             if super::quit::overdue(state) {
                 return vec![Effect::Quit];
             }
-            if clock_face(state) != before {
+            // Against what the screen shows: a poll that changed nothing else was not drawn, but
+            // the age it reset is, at the next tick.
+            if state.clock_face() != state.clock_drawn {
                 state.dirty = true;
             }
             Vec::new()
@@ -42,17 +51,23 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             result,
         } => {
             state.now_ms = state.now_ms.max(at_ms);
-            state.dirty = true;
             let status = &mut state.sources[source.index()];
             status.polls += 1;
             match result {
                 Ok(data) => {
+                    // A first answer, or one after an error, changes the header at once.
+                    if status.error.take().is_some() || status.ok_ms.is_none() {
+                        state.dirty = true;
+                    }
                     status.ok_ms = Some(at_ms);
-                    status.error = None;
                     super::polled::polled(state, data, at_ms)
                 }
                 Err(error) => {
-                    status.error = Some((at_ms, error));
+                    // The same error again changes nothing on screen (when it first came is kept).
+                    if status.error.as_ref().map(|(_, e)| e) != Some(&error) {
+                        status.error = Some((at_ms, error));
+                        state.dirty = true;
+                    }
                     Vec::new()
                 }
             }
@@ -73,11 +88,7 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
                     if request.module == state.builds.scope {
                         state.builds.loading = false;
                     }
-                    notify(
-                        state,
-                        format!("cannot read the build history: {error}"),
-                        true,
-                    );
+                    state.notify(format!("cannot read the build history: {error}"), true);
                 }
             }
             Vec::new()
@@ -88,19 +99,18 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             if state.auto_converge {
                 state.converge_on_plan = true;
             }
-            notify(
-                state,
+            state.notify(
                 format!("inputs changed: {}; planning", modules.join(", ")),
                 false,
             );
             vec![Effect::PollNow(vec![SourceId::Plan])]
         }
         Msg::ActionProgress(step) => {
-            // Builder output belongs to the converge pane and the logs, not the one-line notice.
+            // Builder output belongs to the operation pane and the logs, not the one-line notice.
             if step.step == Step::Output || step.step == Step::Queued {
                 return Vec::new();
             }
-            notify(state, step.line().trim_start().to_string(), false);
+            state.notify(step.line().trim_start().to_string(), false);
             // The table follows the operation through the state database: read its new step now
             // rather than at the next timed poll.
             vec![Effect::PollNow(vec![SourceId::State])]
@@ -112,13 +122,11 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
         } => {
             state.now_ms = state.now_ms.max(at_ms);
             state.running = None;
-            state.running_converge = false;
             match result {
-                Ok(text) => notify(state, format!("{label}: {text}"), false),
-                Err(error) => notify(state, format!("{label} failed: {error}"), true),
+                Ok(text) => state.notify(format!("{label}: {text}"), false),
+                Err(error) => state.notify(format!("{label} failed: {error}"), true),
             }
             if state.quit_after_ms.is_some() {
-                state.quit = true;
                 return vec![Effect::Quit];
             }
             vec![Effect::PollNow(SourceId::ALL.to_vec())]
@@ -131,29 +139,6 @@ pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
     }
 }
 
-/// What of the screen depends on the clock: source ages (seconds) and row ages (minutes).
-fn clock_face(state: &AppState) -> (Vec<String>, i64) {
-    let ages = state
-        .sources
-        .iter()
-        .map(|s| {
-            s.ok_ms
-                .map(|at| timefmt::age_since(at, state.now_ms))
-                .unwrap_or_default()
-        })
-        .collect();
-    (ages, state.now_ms / 60_000)
-}
-
-pub(super) fn notify(state: &mut AppState, text: String, error: bool) {
-    state.notice = Some(Notice {
-        text,
-        error,
-        at_ms: state.now_ms,
-    });
-    state.dirty = true;
-}
-
 fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
     let mode = state.mode;
     let Some(action) = state.keys.lookup(mode, &event) else {
@@ -163,8 +148,7 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
             && let Some(action) = super::keys::KeyTable::new(false).lookup(mode, &event)
             && action.is_mutating()
         {
-            notify(
-                state,
+            state.notify(
                 format!("read-only: {} is off (--readonly)", action.description()),
                 true,
             );
@@ -176,7 +160,7 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
         {
             state.filter.push(c);
             state.refilter();
-            return sync_history_scope(state);
+            return state.sync_history_scope();
         }
         return Vec::new();
     };
@@ -199,7 +183,7 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
                 }
                 _ => {}
             }
-            sync_history_scope(state)
+            state.sync_history_scope()
         }
         Mode::Help => {
             match action {
@@ -254,7 +238,7 @@ fn confirm(state: &mut AppState, action: Action) -> Vec<Effect> {
             state.mode = Mode::Normal;
             match state.confirm.take() {
                 Some(confirm) if confirm.go => match confirm.then {
-                    ConfirmThen::Start(request) => start(state, request),
+                    ConfirmThen::Start(request) => state.start(request),
                     ConfirmThen::CancelAndQuit => super::quit::cancel_and_quit(state),
                 },
                 _ => Vec::new(),
@@ -269,26 +253,13 @@ fn confirm(state: &mut AppState, action: Action) -> Vec<Effect> {
     }
 }
 
-pub(super) fn start(state: &mut AppState, request: super::msg::ActionRequest) -> Vec<Effect> {
-    if let Some(running) = &state.running {
-        let text = format!("{running} is still running; wait for it to end");
-        notify(state, text, true);
-        return Vec::new();
-    }
-    let label = request.label();
-    notify(state, format!("{label}: started"), false);
-    state.running = Some(label);
-    state.running_converge = matches!(request, super::msg::ActionRequest::Converge { .. });
-    vec![Effect::Start(request)]
-}
-
-fn ask(state: &mut AppState, built: Result<super::state::Confirm, String>) -> Vec<Effect> {
+fn ask(state: &mut AppState, built: Result<Confirm, String>) -> Vec<Effect> {
     match built {
         Ok(confirm) => {
             state.confirm = Some(confirm);
             state.mode = Mode::Confirm;
         }
-        Err(why) => notify(state, why, true),
+        Err(why) => state.notify(why, true),
     }
     Vec::new()
 }
@@ -320,47 +291,13 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             state.focus = Pane::ORDER[(at + step) % Pane::ORDER.len()];
             Vec::new()
         }
-        Action::Open => {
-            let detail = match state.focus {
-                Pane::Modules => state
-                    .selected_module()
-                    .map(|m| Detail::Module(m.name.clone())),
-                Pane::Machines => state
-                    .selected_machines()
-                    .get(state.machine_selected)
-                    .map(|m| Detail::Machine(m.name.clone())),
-                Pane::Builds => state
-                    .builds
-                    .selected_row()
-                    .map(|b| Detail::Build(b.id.clone())),
-                // A module's line opens the module (its state, error and output in this
-                // operation); any other line opens in full.
-                Pane::Converge => state
-                    .converge
-                    .selected_line()
-                    .map(|event| match &event.module {
-                        Some(module) => Detail::Module(module.clone()),
-                        None => Detail::Event(event.id),
-                    }),
-            };
-            if detail.is_some() {
-                // A module's record history is read now, not at the next history poll.
-                let module = matches!(detail, Some(Detail::Module(_)));
-                state.detail = detail;
-                state.detail_scroll = 0;
-                state.mode = Mode::Detail;
-                if module {
-                    return vec![Effect::PollNow(vec![SourceId::State])];
-                }
-            }
-            Vec::new()
-        }
+        Action::Open => open(state),
         Action::Close => {
             state.notice = None;
             if !state.filter.is_empty() {
                 state.filter.clear();
                 state.refilter();
-                return sync_history_scope(state);
+                return state.sync_history_scope();
             }
             Vec::new()
         }
@@ -369,23 +306,7 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::Poll => vec![Effect::PollNow(SourceId::ALL.to_vec())],
-        // While an action runs, `start` says so at once (no confirm to answer first).
-        Action::ConvergeModule => {
-            match ask::converge_module(state).map(|c| c.filter(|_| state.running.is_none())) {
-                Ok(None) => match state.selected_module() {
-                    Some(module) => {
-                        let request = super::msg::ActionRequest::Converge {
-                            modules: Some(vec![module.name.clone()]),
-                            force: false,
-                        };
-                        start(state, request)
-                    }
-                    None => Vec::new(),
-                },
-                Ok(Some(confirm)) => ask(state, Ok(confirm)),
-                Err(error) => ask(state, Err(error)),
-            }
-        }
+        Action::ConvergeModule => converge_module(state),
         Action::ConvergeMesh => {
             let built = ask::converge_mesh(state);
             ask(state, built)
@@ -404,7 +325,7 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         }
         Action::ToggleHistory => {
             state.history_by_module = !state.history_by_module;
-            sync_history_scope(state)
+            state.sync_history_scope()
         }
         Action::AutoConverge => {
             state.auto_converge = !state.auto_converge;
@@ -414,7 +335,7 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             } else {
                 "auto-converge off"
             };
-            notify(state, text.to_string(), false);
+            state.notify(text.to_string(), false);
             Vec::new()
         }
         Action::Gc | Action::Stats => super::views::open(state, action),
@@ -432,11 +353,59 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
     }
 }
 
-/// When the history follows the selected module and the selection moved, ask for its builds.
-pub(super) fn sync_history_scope(state: &mut AppState) -> Vec<Effect> {
-    let wanted = state.wanted_history_scope();
-    if wanted == state.builds.scope {
+/// Enter: the detail of what is under the focused pane's cursor.
+fn open(state: &mut AppState) -> Vec<Effect> {
+    let detail = match state.focus {
+        Pane::Modules => state
+            .selected_module()
+            .map(|m| Detail::Module(m.name.clone())),
+        Pane::Machines => state
+            .selected_machines()
+            .get(state.machine_selected)
+            .map(|m| Detail::Machine(m.name.clone())),
+        Pane::Builds => state
+            .builds
+            .selected_row()
+            .map(|b| Detail::Build(b.id.clone())),
+        // A module's line opens the module (its state, error and output in this operation); any
+        // other line opens in full.
+        Pane::Operation => state
+            .operation
+            .selected_line()
+            .map(|event| match &event.module {
+                Some(module) => Detail::Module(module.clone()),
+                None => Detail::Event(event.id),
+            }),
+    };
+    let Some(detail) = detail else {
         return Vec::new();
+    };
+    // A module's record history is read now, not at the next history poll.
+    let module = matches!(detail, Detail::Module(_));
+    state.detail = Some(detail);
+    state.detail_scroll = 0;
+    state.mode = Mode::Detail;
+    if module {
+        return vec![Effect::PollNow(vec![SourceId::State])];
     }
-    vec![Effect::FetchBuilds(state.builds.rescope(wanted))]
+    Vec::new()
+}
+
+/// `c`: converge the selected module, asking first when it would build, deliver or send. While an
+/// action runs, `start` says so at once (no confirm to answer first).
+fn converge_module(state: &mut AppState) -> Vec<Effect> {
+    match ask::converge_module(state).map(|c| c.filter(|_| state.running.is_none())) {
+        Ok(None) => match state.selected_module() {
+            Some(module) => {
+                let request = ActionRequest::Converge {
+                    modules: Some(vec![module.name.clone()]),
+                    force: false,
+                };
+                state.start(request)
+            }
+            None => Vec::new(),
+        },
+        Ok(Some(confirm)) => ask(state, Ok(confirm)),
+        Err(error) => ask(state, Err(error)),
+    }
 }

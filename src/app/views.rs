@@ -1,86 +1,31 @@
 //! The views beside the panes, opened from the key table and drawn in the detail overlay: the gc
 //! view (what a sweep would take and why, the keep set; the sweep behind a confirm) and the stats
 //! view (what the skip decision saves). Also the record's history and the pins the history source
-//! reads, for the module detail and the footer. State and its update only: no I/O.
+//! reads, for the module detail and the footer. Their update only (their state is
+//! `view_state.rs`'s, what they ask and answer `msg.rs`'s): no I/O.
 
-use std::collections::BTreeMap;
-
-use crate::mesh::gc::{GcReport, human_bytes};
-use crate::mesh::pin::{Pin, Stamp};
-use crate::mesh::stats::Stats;
+use crate::mesh::gc::human_bytes;
+use crate::mesh::pin::{RollbackTarget, rollback_target};
 use crate::mesh::text::short_id;
 
 use super::keys::{Action, Mode};
 use super::msg::{ActionRequest, Effect, StateSnapshot};
 use super::state::{AppState, Confirm, ConfirmThen, Detail};
+use super::view_state::Loaded;
+// The sources read what a view asks: its request and answer are messages (`msg.rs`).
+pub use super::msg::{ViewData, ViewRequest};
 
 /// Each module's newest successful builds the dashboard's gc keeps (the command's default).
 pub const GC_KEEP_NEWEST: usize = 3;
 
-/// What a view asks the sources to read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ViewRequest {
-    /// The gc dry run: every root read, each candidate with why it is unreachable.
-    Gc { keep_newest: usize },
-    /// The stats over everything kept (None) or the last `since_ms`.
-    Stats { since_ms: Option<i64> },
-}
-
-/// What a view's read answered.
-#[derive(Debug, Clone)]
-pub enum ViewData {
-    Gc(Box<GcReport>),
-    Stats(Box<Stats>),
-}
-
-/// One view's latest answer.
-#[derive(Debug, Clone)]
-pub struct Loaded<T> {
-    /// A read is in flight.
-    pub loading: bool,
-    /// When the answer held arrived.
-    pub at_ms: Option<i64>,
-    /// The answer, or why there is none (a root that cannot be read, for gc).
-    pub result: Option<Result<T, String>>,
-}
-
-impl<T> Default for Loaded<T> {
-    fn default() -> Self {
-        Loaded {
-            loading: false,
-            at_ms: None,
-            result: None,
-        }
-    }
-}
-
-/// The views' state, and the record's history the history source reads.
-#[derive(Debug, Clone, Default)]
-pub struct ViewState {
-    pub gc: Loaded<GcReport>,
-    pub stats: Loaded<Stats>,
-    /// The record's history of one module (newest first), and of which module.
-    pub stamps: Option<(String, Vec<Stamp>)>,
-    /// The mesh's pinned modules.
-    pub pins: BTreeMap<String, Pin>,
-}
-
-impl ViewState {
-    /// The record's history of `module`, when the history source has read it.
-    pub fn stamps_of(&self, module: &str) -> Option<&[Stamp]> {
-        match &self.stamps {
-            Some((of, stamps)) if of == module => Some(stamps),
-            _ => None,
-        }
-    }
-}
-
-use super::update::notify;
-
-/// Keep what a history poll read of the record's history and the pins.
-pub fn note_history(state: &mut AppState, snapshot: &mut StateSnapshot) {
-    state.views.stamps = snapshot.stamps.take();
-    state.views.pins = std::mem::take(&mut snapshot.pins);
+/// Keep what a history poll read of the record's history and the pins; whether it differs.
+pub fn note_history(state: &mut AppState, snapshot: &mut StateSnapshot) -> bool {
+    let stamps = snapshot.stamps.take();
+    let pins = std::mem::take(&mut snapshot.pins);
+    let changed = state.views.stamps != stamps || state.views.pins != pins;
+    state.views.stamps = stamps;
+    state.views.pins = pins;
+    changed
 }
 
 /// `Action::Gc` / `Action::Stats`: open the view and read what it shows (again).
@@ -147,32 +92,23 @@ pub fn loaded(
 pub fn sweep(state: &mut AppState) -> Vec<Effect> {
     if state.detail != Some(Detail::Gc) {
         let open = state.keys.hint_line(Mode::Normal, &[Action::Gc]);
-        notify(
-            state,
-            format!("sweeping starts from the gc view ({open})"),
-            true,
-        );
+        state.notify(format!("sweeping starts from the gc view ({open})"), true);
         return Vec::new();
     }
     let report = match (&state.views.gc.result, state.views.gc.loading) {
         (_, true) | (None, _) => {
-            notify(
-                state,
-                "the gc view is still reading; wait for it".into(),
-                true,
-            );
+            state.notify("the gc view is still reading; wait for it".into(), true);
             return Vec::new();
         }
         (Some(Err(error)), _) => {
             let text = format!("gc takes nothing: {error}");
-            notify(state, text, true);
+            state.notify(text, true);
             return Vec::new();
         }
         (Some(Ok(report)), _) => report.clone(),
     };
     if report.candidates.is_empty() {
-        notify(
-            state,
+        state.notify(
             format!(
                 "nothing to sweep: mesh {} holds nothing unreachable",
                 report.mesh
@@ -227,12 +163,9 @@ pub fn rollback_applies(state: &AppState) -> bool {
     let Some(entry) = state.record.as_ref().and_then(|r| r.get(&module.name)) else {
         return false;
     };
-    // As the rollback finds it: the newest stamp that named the current artifact, and its "from".
+    // Until the record's history is read, the rollback itself finds out (and says why not).
     match state.views.stamps_of(&module.name) {
-        Some(stamps) => stamps
-            .iter()
-            .find(|s| s.to_digest == entry.digest && s.to_ref == entry.reference)
-            .is_some_and(|s| s.from_digest.is_some()),
+        Some(stamps) => matches!(rollback_target(stamps, entry), RollbackTarget::To(_)),
         None => true,
     }
 }

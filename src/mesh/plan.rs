@@ -10,7 +10,7 @@ use super::refs::ImageRef;
 use super::why::Change;
 
 /// One module, decided.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlannedModule {
     pub name: String,
     pub tier: u32,
@@ -39,7 +39,7 @@ pub struct PlannedModule {
 }
 
 /// The dry run: every selected module, tier by tier, nothing built.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub mesh: String,
     pub target: String,

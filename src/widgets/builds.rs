@@ -7,7 +7,7 @@ use crate::app::state::{AppState, Pane};
 use crate::mesh::builds::BuildStatus;
 use crate::timefmt;
 
-use super::{Palette, focused, put, rule, scroll_offset, tag_of};
+use super::lines::{Palette, focused, put, rule, scroll_offset, tag_of};
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if area.height == 0 || area.width == 0 {

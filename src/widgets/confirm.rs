@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use crate::app::keys::{Action, Mode};
 use crate::app::state::AppState;
 
-use super::{Palette, overlay, put};
+use super::lines::{Palette, overlay, put};
 
 pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
     let Some(confirm) = &state.confirm else {

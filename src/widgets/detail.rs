@@ -14,7 +14,7 @@ use crate::mesh::text::short_id;
 use crate::mesh::why::Change;
 use crate::timefmt;
 
-use super::{Palette, put, rule, short_digest};
+use super::lines::{Palette, build_summary, failed_for_current, put, rule, short_digest};
 
 type Line = (String, Style);
 
@@ -98,7 +98,7 @@ pub fn module_lines(
     let record = match state.record.as_ref().map(|r| r.get(&module.name)) {
         Some(Some(entry)) if !full => format!(
             "record: {} @{}",
-            super::tag_of(&entry.reference),
+            super::lines::tag_of(&entry.reference),
             short_id(&entry.digest)
         ),
         Some(Some(entry)) => format!(
@@ -131,7 +131,7 @@ pub fn module_lines(
         lines.extend(super::record_history::lines(state, &module.name, palette));
         // The detail opens at its end: a build running now ends it with its newest output;
         // otherwise a failure's last words do.
-        let operation = super::converge::module_operation_lines(state, &module.name, palette);
+        let operation = super::operation::module_operation_lines(state, &module.name, palette);
         let building_now = state
             .live_running()
             .and_then(|live| live.modules.get(&module.name))
@@ -191,14 +191,6 @@ fn failure_lines(build: &BuildRow, current: Option<&str>, lines: &mut Vec<Line>,
     }
 }
 
-/// Whether a failed build was for the module's current ref (an unknown ref counts as current).
-pub fn failed_for_current(build: &BuildRow, current: Option<&str>) -> bool {
-    match (build.reference.as_deref(), current) {
-        (Some(built), Some(current)) => built == current,
-        _ => true,
-    }
-}
-
 fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
     let mut list = |word: &str, paths: &[String]| {
         lines.push((format!("  {word} ({}):", paths.len()), palette.heading()));
@@ -234,22 +226,6 @@ fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
             palette.plain(),
         )),
     }
-}
-
-/// `✓ succeeded 3m ago on host-a from c0ffee1`.
-pub fn build_summary(build: &BuildRow, now_ms: i64) -> String {
-    let age = timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), now_ms);
-    let commit = build
-        .commit
-        .as_deref()
-        .map(crate::mesh::text::short_commit)
-        .unwrap_or("no commit");
-    let dirty = if build.dirty { "+dirty" } else { "" };
-    format!(
-        "{} {age} ago on {} from {commit}{dirty}",
-        build.shown_status(),
-        build.host
-    )
 }
 
 fn build_lines(build: &BuildRow, state: &AppState, palette: Palette) -> Vec<Line> {
@@ -398,7 +374,7 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
                 vec![("no such machine any more".into(), palette.dim())],
             ),
         },
-        Some(Detail::Event(id)) => super::converge::event_lines(state, *id, palette),
+        Some(Detail::Event(id)) => super::operation::event_lines(state, *id, palette),
         Some(Detail::Gc) => ("gc".into(), super::gc::lines(state, palette)),
         Some(Detail::Stats) => ("stats".into(), super::stats::lines(state, palette)),
         None => return,

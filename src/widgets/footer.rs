@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use crate::app::keys::Action;
 use crate::app::state::AppState;
 
-use super::{Palette, put};
+use super::lines::{Palette, put};
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let mut hints = state.keys.hints(state.mode);

@@ -8,7 +8,7 @@ use crate::app::state::AppState;
 use crate::mesh::gc::human_bytes as bytes;
 use crate::timefmt;
 
-use super::{Palette, short_digest};
+use super::lines::{Palette, short_digest};
 
 type Line = (String, Style);
 

@@ -1,4 +1,4 @@
-//! The header: mesh, target (and Kubernetes context/namespace), state database, and each source's
+//! The header: mesh, target (its kind and place), state database, and each source's
 //! age and last error. Below it, one line for the filter, warnings and the last notice.
 
 use ratatui::buffer::Buffer;
@@ -8,30 +8,17 @@ use crate::app::keys::Mode;
 use crate::app::msg::SourceId;
 use crate::app::state::AppState;
 use crate::mesh::live::OperationState;
-use crate::mesh::model::Target;
 use crate::mesh::progress::operation_label;
 use crate::timefmt;
 
-use super::{Palette, put};
+use super::lines::{Palette, put};
 
+/// `target docker`, `target kubernetes (context kind-dev, namespace demo)`: as the target says itself.
 fn target_text(state: &AppState) -> String {
-    let context = &state.context;
-    match &context.target {
-        Target::Docker => "target docker".to_string(),
-        Target::Kubernetes { .. } => {
-            let mut parts = Vec::new();
-            if let Some(kube) = &context.kube_context {
-                parts.push(format!("context {kube}"));
-            }
-            if let Some(namespace) = &context.namespace {
-                parts.push(format!("namespace {namespace}"));
-            }
-            if parts.is_empty() {
-                "target kubernetes".to_string()
-            } else {
-                format!("target kubernetes ({})", parts.join(", "))
-            }
-        }
+    let target = &state.target;
+    match &target.place {
+        Some(place) => format!("target {} ({place})", target.kind),
+        None => format!("target {}", target.kind),
     }
 }
 
@@ -109,7 +96,7 @@ pub fn has_notice_line(state: &AppState) -> bool {
 /// The followed operation while it runs (`⟳ #42 · tier 2 of 3 · 3/7 done · 42s`), or when its
 /// process is gone without a last word; nothing once it finished (the notice says how).
 pub fn operation_text(state: &AppState) -> Option<(String, bool)> {
-    let (live, now) = state.operation()?;
+    let (live, now) = state.followed()?;
     let label = operation_label(live.operation, &live.operation_id);
     match now {
         OperationState::Running => {
@@ -171,7 +158,7 @@ pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Pale
                 x,
                 y,
                 usize::MAX,
-                &format!(" ⟳ {running} "),
+                &format!(" ⟳ {} ", running.label()),
                 palette.warn(),
             );
         }

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use crate::app::keys::{Action, Mode};
 use crate::app::state::AppState;
 
-use super::{Palette, overlay, put};
+use super::lines::{Palette, overlay, put};
 
 /// What every column and symbol of the screen means.
 const LEGEND: [&str; 30] = [

@@ -10,7 +10,7 @@ use crate::app::state::{AppState, Pane};
 use crate::mesh::behind::MachineState;
 use crate::mesh::machine::Machine;
 
-use super::{Palette, focused, put, rule, scroll_offset};
+use super::lines::{Palette, focused, put, rule, scroll_offset};
 use crate::mesh::text::short_id;
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
@@ -116,7 +116,7 @@ pub fn detail_lines(machine: &Machine, state: &AppState, palette: Palette) -> Ve
     ];
     for digest in &machine.running {
         let made = match state.build_of(digest) {
-            Some(build) => super::detail::build_summary(build, state.now_ms),
+            Some(build) => super::lines::build_summary(build, state.now_ms),
             None => "no build in the history made it".into(),
         };
         lines.push((format!("runs {digest}: {made}"), palette.plain()));

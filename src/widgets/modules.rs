@@ -3,19 +3,14 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 
 use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::{Decision, labelled_image_tagged};
-use crate::mesh::live::{LiveModule, ModuleRun};
 use crate::timefmt;
 
-use super::{Palette, focused, put, rule, scroll_offset, tag_of};
-
-/// One cell: text and style.
-type Cell = (String, Style);
+use super::lines::{Cell, Palette, focused, live_cell, put, rule, scroll_offset, tag_of};
 
 /// The REF cell: the ref, `pending (base)`, or `…` before the plan answered.
 pub fn ref_cell(state: &AppState, module: &ModuleInfo, palette: Palette) -> Cell {
@@ -57,61 +52,6 @@ pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
         Some(Decision::Pinned) => ("⚑ pinned".into(), palette.pinned()),
         None => ("…".into(), palette.dim()),
     }
-}
-
-/// A module's state in the running operation: `queued`, `building 2/4 12s`, `built 40s`,
-/// `delivered`, `skip·record`, `failed`, `not reached`, `cancelled`, with `sent 1/2` once it sends.
-pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
-    let sends = module.sends;
-    let bad_sends = if sends.failed > 0 {
-        palette.bad()
-    } else {
-        palette.good()
-    };
-    let (text, style) = match &module.run {
-        // An operation that only sends: its state is the sending itself.
-        ModuleRun::Sending => {
-            return (
-                format!("sending {}/{}", sends.moved, sends.started),
-                palette.warn(),
-            );
-        }
-        ModuleRun::Sent => return (format!("sent {}/{}", sends.moved, sends.started), bad_sends),
-        ModuleRun::Queued => ("queued".to_string(), palette.dim()),
-        ModuleRun::ToBuild => ("to build".to_string(), palette.warn()),
-        ModuleRun::Building { since_ms, step } => {
-            let step = step.map_or(String::new(), |(n, m)| format!("{n}/{m} "));
-            (
-                format!("building {step}{}", timefmt::elapsed(now_ms - since_ms)),
-                palette.warn(),
-            )
-        }
-        ModuleRun::Built { took_ms } => (
-            format!("built {}", timefmt::elapsed(*took_ms)),
-            palette.good(),
-        ),
-        ModuleRun::Delivered { built: true } => ("delivered".to_string(), palette.good()),
-        ModuleRun::Delivered { built: false } => ("delivered·host".to_string(), palette.info()),
-        ModuleRun::Skipped(Decision::Pinned) => ("pinned".to_string(), palette.special()),
-        ModuleRun::Skipped(Decision::Host) => ("skip·host".to_string(), palette.info()),
-        ModuleRun::Skipped(_) => ("skip·record".to_string(), palette.good()),
-        ModuleRun::Failed(_) => ("failed".to_string(), palette.bad()),
-        ModuleRun::NotReached(_) => ("not reached".to_string(), palette.bad()),
-        ModuleRun::Cancelled => ("cancelled".to_string(), palette.dim()),
-        ModuleRun::Ended(_) => ("stopped".to_string(), palette.bad()),
-    };
-    if sends.started == 0 {
-        return (text, style);
-    }
-    let style = if sends.failed > 0 {
-        palette.bad()
-    } else {
-        style
-    };
-    (
-        format!("{text} sent {}/{}", sends.moved, sends.started),
-        style,
-    )
 }
 
 /// RECORD: ✓ the record names this ref, ✗ it names another or nothing, – not known yet.
@@ -191,7 +131,7 @@ pub fn last_build_cell(state: &AppState, module: &str, palette: Palette) -> Cell
         BuildStatus::Succeeded => (format!("✓ {age} {}", build.host), palette.good()),
         BuildStatus::Failed => {
             let current = state.planned(module).and_then(|p| p.reference.as_deref());
-            if super::detail::failed_for_current(build, current) {
+            if super::lines::failed_for_current(build, current) {
                 (format!("✗ {age} failed"), palette.bad())
             } else {
                 // A failure of an older ref: the current ref has not failed.
@@ -305,6 +245,44 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let rows = usize::from(area.height - 2);
     let first = scroll_offset(state.selected, rows);
     let cols = columns(state, area.width, first, rows);
+    draw_heads(buf, area, state, &cols, palette);
+    let mut previous_tier = first
+        .checked_sub(1)
+        .and_then(|i| state.visible.get(i))
+        .map(|&m| state.modules[m].tier);
+    for (row, &index) in state.visible.iter().skip(first).take(rows).enumerate() {
+        let module = &state.modules[index];
+        let y = area.y + 2 + row as u16;
+        let selected = (first + row == state.selected).then_some(has_focus);
+        let tier = if previous_tier == Some(module.tier) {
+            String::new()
+        } else {
+            module.tier.to_string()
+        };
+        previous_tier = Some(module.tier);
+        let cells = row_cells(state, module, tier, &cols, selected, palette);
+        draw_row(buf, area, y, cells, selected, palette);
+    }
+    if state.visible.is_empty() {
+        let text = if state.modules.is_empty() {
+            "the mesh has no modules"
+        } else {
+            "no module matches the filter"
+        };
+        put(
+            buf,
+            area,
+            area.x + 1,
+            area.y + 2,
+            usize::MAX,
+            text,
+            palette.dim(),
+        );
+    }
+}
+
+/// The column heads: DECISION reads NOW while an operation runs.
+fn draw_heads(buf: &mut Buffer, area: Rect, state: &AppState, cols: &Columns, palette: Palette) {
     let mut heads: Vec<(&str, u16)> = vec![
         ("T", 2),
         ("MODULE", cols.name + 1),
@@ -339,93 +317,78 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         );
         x += width;
     }
-    let mut previous_tier = first
-        .checked_sub(1)
-        .and_then(|i| state.visible.get(i))
-        .map(|&m| state.modules[m].tier);
-    for (row, &index) in state.visible.iter().skip(first).take(rows).enumerate() {
-        let module = &state.modules[index];
-        let y = area.y + 2 + row as u16;
-        let selected = first + row == state.selected;
-        let tier = if previous_tier == Some(module.tier) {
-            String::new()
-        } else {
-            module.tier.to_string()
-        };
-        previous_tier = Some(module.tier);
-        let (reference, ref_style) = ref_cell(state, module, palette);
-        let reference = elide_ref(&reference, usize::from(cols.reference));
-        let mut cells: Vec<(Cell, u16)> = vec![
-            ((tier, palette.dim()), 2),
-            (
-                (
-                    module.name.clone(),
-                    if selected {
-                        palette.selected(has_focus)
-                    } else {
-                        palette.plain()
-                    },
-                ),
-                cols.name + 1,
-            ),
-            ((reference, ref_style), cols.reference + 1),
-            (
-                decision_cell(state, &module.name, palette),
-                cols.decision + 1,
-            ),
-            (record_cell(state, &module.name, palette), 7),
-            (host_cell(state, &module.name, palette), 5),
-        ];
-        if cols.registry {
-            cells.push((registry_cell(state, &module.name, palette), 4));
-        }
-        cells.push((machines_cell(state, &module.name, palette), MACHINES_W + 1));
-        cells.push((last_build_cell(state, &module.name, palette), LAST_W));
-        let mut x = area.x;
-        if selected {
-            put(
-                buf,
-                area,
-                x,
-                y,
-                usize::from(area.width),
-                &" ".repeat(usize::from(area.width)),
-                palette.selected(has_focus),
-            );
-        }
-        for ((text, style), width) in cells {
-            let style = if selected {
-                style.patch(palette.selected(has_focus))
-            } else {
-                style
-            };
-            put(
-                buf,
-                area,
-                x,
-                y,
-                usize::from(width.saturating_sub(1)),
-                &text,
-                style,
-            );
-            x += width;
-        }
+}
+
+/// One module's cells with their widths; `selected` holds whether the pane has the focus.
+fn row_cells(
+    state: &AppState,
+    module: &ModuleInfo,
+    tier: String,
+    cols: &Columns,
+    selected: Option<bool>,
+    palette: Palette,
+) -> Vec<(Cell, u16)> {
+    let (reference, ref_style) = ref_cell(state, module, palette);
+    let reference = elide_ref(&reference, usize::from(cols.reference));
+    let name_style = match selected {
+        Some(has_focus) => palette.selected(has_focus),
+        None => palette.plain(),
+    };
+    let mut cells: Vec<(Cell, u16)> = vec![
+        ((tier, palette.dim()), 2),
+        ((module.name.clone(), name_style), cols.name + 1),
+        ((reference, ref_style), cols.reference + 1),
+        (
+            decision_cell(state, &module.name, palette),
+            cols.decision + 1,
+        ),
+        (record_cell(state, &module.name, palette), 7),
+        (host_cell(state, &module.name, palette), 5),
+    ];
+    if cols.registry {
+        cells.push((registry_cell(state, &module.name, palette), 4));
     }
-    if state.visible.is_empty() {
-        let text = if state.modules.is_empty() {
-            "the mesh has no modules"
-        } else {
-            "no module matches the filter"
+    cells.push((machines_cell(state, &module.name, palette), MACHINES_W + 1));
+    cells.push((last_build_cell(state, &module.name, palette), LAST_W));
+    cells
+}
+
+/// One row; the selected one (`Some(has_focus)`) is highlighted across the whole width.
+fn draw_row(
+    buf: &mut Buffer,
+    area: Rect,
+    y: u16,
+    cells: Vec<(Cell, u16)>,
+    selected: Option<bool>,
+    palette: Palette,
+) {
+    let mut x = area.x;
+    if let Some(has_focus) = selected {
+        put(
+            buf,
+            area,
+            x,
+            y,
+            usize::from(area.width),
+            &" ".repeat(usize::from(area.width)),
+            palette.selected(has_focus),
+        );
+    }
+    for ((text, style), width) in cells {
+        let style = match selected {
+            Some(has_focus) => style.patch(palette.selected(has_focus)),
+            None => style,
         };
         put(
             buf,
             area,
-            area.x + 1,
-            area.y + 2,
-            usize::MAX,
-            text,
-            palette.dim(),
+            x,
+            y,
+            usize::from(width.saturating_sub(1)),
+            &text,
+            style,
         );
+        x += width;
     }
 }
 

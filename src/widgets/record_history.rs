@@ -7,7 +7,7 @@ use crate::app::state::AppState;
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::text::short_id;
 
-use super::{Palette, tag_of};
+use super::lines::{Palette, tag_of};
 
 type Line = (String, Style);
 

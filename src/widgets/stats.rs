@@ -7,7 +7,7 @@ use crate::app::state::AppState;
 use crate::mesh::stats::seconds;
 use crate::timefmt;
 
-use super::Palette;
+use super::lines::Palette;
 
 type Line = (String, Style);
 

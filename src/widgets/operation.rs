@@ -1,5 +1,5 @@
-//! The converge pane: live progress of the latest converge, started here or elsewhere, followed
-//! through the state database.
+//! The operation pane: live progress of the mesh's latest operation (a converge, a send, a
+//! rollback, a gc), started here or elsewhere, followed through the state database.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -9,13 +9,13 @@ use crate::app::state::{AppState, Pane};
 use crate::mesh::live::{ModuleRun, OperationState};
 use crate::mesh::progress::{EventRow, Step};
 
-use super::{Palette, focused, put, rule};
+use super::lines::{Palette, focused, put, rule};
 
 pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if area.height == 0 || area.width == 0 {
         return;
     }
-    let view = &state.converge;
+    let view = &state.operation;
     let mut title = match &view.operation_id {
         Some(id) => format!(
             "converge {}",
@@ -24,9 +24,9 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         None => "converge".to_string(),
     };
     if let Some(running) = &state.running {
-        title.push_str(&format!(" · running: {running}"));
+        title.push_str(&format!(" · running: {}", running.label()));
     }
-    rule(buf, area, &title, focused(state, Pane::Converge), palette);
+    rule(buf, area, &title, focused(state, Pane::Operation), palette);
     let rows = usize::from(area.height - 1);
     if view.lines.is_empty() {
         put(
@@ -42,7 +42,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let end = view.lines.len().saturating_sub(view.scroll);
     let start = end.saturating_sub(rows);
-    let has_focus = focused(state, Pane::Converge);
+    let has_focus = focused(state, Pane::Operation);
     for (row, event) in view.lines.iter().skip(start).take(end - start).enumerate() {
         let y = area.y + 1 + row as u16;
         // The cursor is the last line shown: Up moves it (and the lines) back.
@@ -72,7 +72,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
 
 /// One line of the pane in full (Enter on a line without a module).
 pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<(String, Style)>) {
-    let Some(event) = state.converge.lines.iter().find(|e| e.id == id) else {
+    let Some(event) = state.operation.lines.iter().find(|e| e.id == id) else {
         return (
             "converge".into(),
             vec![("this line left the converge pane".into(), palette.dim())],
@@ -107,7 +107,7 @@ pub fn module_operation_lines(
     module: &str,
     palette: Palette,
 ) -> Vec<(String, Style)> {
-    let Some((live, now)) = state.operation() else {
+    let Some((live, now)) = state.followed() else {
         return Vec::new();
     };
     let Some(walked) = live.modules.get(module) else {
@@ -119,7 +119,7 @@ pub fn module_operation_lines(
         OperationState::Finished => "finished".to_string(),
         OperationState::Gone => "stopped (process gone)".to_string(),
     };
-    let (cell, style) = super::modules::live_cell(walked, state.now_ms, palette);
+    let (cell, style) = super::lines::live_cell(walked, state.now_ms, palette);
     let mut lines = vec![(format!("in {label} ({when}): {cell}"), style)];
     match &walked.run {
         ModuleRun::Failed(error) | ModuleRun::NotReached(error) | ModuleRun::Ended(error) => {
@@ -128,7 +128,7 @@ pub fn module_operation_lines(
         _ => {}
     }
     let output: Vec<&EventRow> = state
-        .converge
+        .operation
         .lines
         .iter()
         .filter(|e| e.step == Step::Output && e.module.as_deref() == Some(module))
