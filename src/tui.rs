@@ -17,7 +17,9 @@ use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 use tokio::sync::{mpsc, watch};
 
-use crate::mesh::model::{Mesh, Target};
+use crate::converge::target;
+use crate::mesh::model::{DEFAULT_TARGET, Mesh};
+use crate::mesh::target::TargetDescription;
 use crate::timefmt;
 use crate::workspace::watch::{ContextWatcher, own_files};
 
@@ -72,21 +74,35 @@ pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Ve
 
 /// The header's context: flags win over the mesh file for the Kubernetes context and namespace.
 pub fn context_of(opts: &DashboardOptions) -> Context {
-    let (namespace, kube_context) = match &opts.mesh.target {
-        Target::Docker => (opts.namespace.clone(), opts.kube_context.clone()),
-        Target::Kubernetes { namespace, context } => (
-            opts.namespace.clone().or_else(|| Some(namespace.clone())),
-            opts.kube_context.clone().or_else(|| context.clone()),
-        ),
-    };
+    let (kube_context, namespace) = target::place_of(
+        opts.mesh.default_target(),
+        opts.kube_context.as_deref(),
+        opts.namespace.as_deref(),
+    );
     Context {
         mesh: opts.mesh.name.clone(),
-        target: opts.mesh.target.clone(),
+        target: opts.mesh.default_target().clone(),
         kube_context,
         namespace,
         state_path: opts.state_path.display().to_string(),
         registry: opts.mesh.registry.as_ref().map(|r| r.host.clone()),
     }
+}
+
+/// The target in words, as the seam describes it once connected (one connection, the session's,
+/// kept for the sources); when it cannot be reached yet, as the mesh file and the flags say.
+async fn describe_target(session: &Session, opts: &DashboardOptions) -> TargetDescription {
+    let connected = session
+        .target(|target| async move { Ok(target.describe()) })
+        .await;
+    connected.unwrap_or_else(|_| {
+        target::describe(
+            &opts.mesh,
+            DEFAULT_TARGET,
+            opts.kube_context.as_deref(),
+            opts.namespace.as_deref(),
+        )
+    })
 }
 
 /// Logs go to `<state dir>/meshtop/meshtop.log` (the cache dir where there is no state dir),
@@ -166,6 +182,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         namespace: opts.namespace.clone(),
     };
     let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
+    state.target = describe_target(&session, &opts).await;
     let sources = sources::all(&session);
     let walks = session.walks.clone();
     let on_demand: Arc<dyn OnDemand> = Arc::new(sources::actions::Actions { session });

@@ -128,6 +128,7 @@ impl OperationView {
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub context: Context,
+    pub target: crate::mesh::target::TargetDescription, // the seam's describe(), set by tui.rs (the app branch's field wins at merge)
     pub readonly: bool,
     pub keys: KeyTable,
     /// Problems met on the way (bad key overrides…), shown on a warning line.
@@ -218,6 +219,7 @@ impl AppState {
         let first = modules.first().map(|m| m.name.clone());
         AppState {
             context,
+            target: crate::mesh::target::TargetDescription { name: "default".into(), kind: "docker".into(), place: None, send_does: String::new() },
             readonly,
             keys,
             warnings: Vec::new(),
