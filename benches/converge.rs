@@ -14,7 +14,7 @@ use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::state::StateDb;
 use meshtop::converge::engine::{ConvergeRequest, converge};
 use meshtop::converge::plan::{NoManifests, PlanContext, dry_run};
-use meshtop::converge::target::ConnectedTarget;
+use meshtop::converge::target;
 use meshtop::mesh::decide::Decision;
 use meshtop::mesh::model::{Mesh, Record, RecordEntry};
 
@@ -65,6 +65,7 @@ async fn fake_record(mesh: &Mesh) -> Record {
             record_source: "the docker record".into(),
             selected: None,
             force: false,
+            host_is_target: true,
         };
         // Every module here is either in the record or unbuilt; a host listing that fails (no
         // daemon) reads as "holds nothing", which is all this needs.
@@ -112,7 +113,7 @@ fn bench(c: &mut Criterion) {
                 jobs: 2,
                 modules: None,
                 wait: false,
-                target: ConnectedTarget::Docker,
+                target: target::docker(),
             };
             let summary = runtime
                 .block_on(converge(request, daemon.clone(), None, cancel_rx))
@@ -139,6 +140,7 @@ fn bench(c: &mut Criterion) {
                 record_source: "the docker record".into(),
                 selected: None,
                 force: false,
+                host_is_target: true,
             };
             let plan = runtime
                 .block_on(dry_run(ctx, daemon.clone(), &NoManifests))

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::converge::engine::{ConvergeRequest, converge};
-use meshtop::converge::target::ConnectedTarget;
+use meshtop::converge::target;
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,7 +44,7 @@ fn main() -> Result<(), String> {
             jobs: 2,
             modules: None,
             wait: false,
-            target: ConnectedTarget::Docker,
+            target: target::docker(),
         };
         let summary = runtime
             .block_on(converge(

@@ -17,7 +17,8 @@ use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 use tokio::sync::{mpsc, watch};
 
-use crate::mesh::model::{Mesh, Target};
+use crate::converge::target;
+use crate::mesh::model::{DEFAULT_TARGET, Mesh};
 use crate::mesh::target::TargetDescription;
 use crate::timefmt;
 use crate::workspace::watch::{ContextWatcher, own_files};
@@ -71,7 +72,7 @@ pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Ve
     }
 }
 
-/// The header's context (the target is the state's own: [`target_of`]).
+/// The header's context (the target is the state's own: [`describe_target`]).
 pub fn context_of(opts: &DashboardOptions) -> Context {
     Context {
         mesh: opts.mesh.name.clone(),
@@ -80,29 +81,20 @@ pub fn context_of(opts: &DashboardOptions) -> Context {
     }
 }
 
-/// The target in words (the state starts with the host daemon's): flags win over the mesh file for
-/// the Kubernetes context and namespace. Stands in until the target seam describes the connected
-/// target itself.
-fn target_of(opts: &DashboardOptions) -> Option<TargetDescription> {
-    match &opts.mesh.target {
-        Target::Docker => None,
-        Target::Kubernetes { namespace, context } => {
-            let context = opts.kube_context.clone().or_else(|| context.clone());
-            let namespace = opts.namespace.clone().unwrap_or_else(|| namespace.clone());
-            let mut place = context
-                .map(|c| format!("context {c}, "))
-                .unwrap_or_default();
-            place.push_str(&format!("namespace {namespace}"));
-            Some(TargetDescription {
-                name: "default".into(),
-                kind: "kubernetes".into(),
-                place: Some(place),
-                send_does:
-                    "each workload's image is patched to the new artifact and its roll-out followed"
-                        .into(),
-            })
-        }
-    }
+/// The target in words, as the seam describes it once connected (one connection, the session's,
+/// kept for the sources); when it cannot be reached yet, as the mesh file and the flags say.
+async fn describe_target(session: &Session, opts: &DashboardOptions) -> TargetDescription {
+    let connected = session
+        .target(|target| async move { Ok(target.describe()) })
+        .await;
+    connected.unwrap_or_else(|_| {
+        target::describe(
+            &opts.mesh,
+            DEFAULT_TARGET,
+            opts.kube_context.as_deref(),
+            opts.namespace.as_deref(),
+        )
+    })
 }
 
 /// Logs go to `<state dir>/meshtop/meshtop.log` (the cache dir where there is no state dir),
@@ -172,9 +164,6 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         keys,
         timefmt::now_ms(),
     );
-    if let Some(target) = target_of(&opts) {
-        state.target = target;
-    }
     state.warnings = warnings;
     state.no_color = no_color;
     // `--no-bell` wins; otherwise keys.toml's `bell` setting, otherwise on.
@@ -185,6 +174,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         namespace: opts.namespace.clone(),
     };
     let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
+    state.target = describe_target(&session, &opts).await;
     let sources = sources::all(&session);
     let walks = session.walks.clone();
     let on_demand: Arc<dyn OnDemand> = Arc::new(sources::actions::Actions { session });

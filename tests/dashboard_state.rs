@@ -411,7 +411,7 @@ fn send_asks_first_with_cancel_selected() {
             moves: vec![meshtop::mesh::machine::Move {
                 module: "api".into(),
                 machine: "api-1".into(),
-                kind: "container".into(),
+                kind: meshtop::mesh::machine::MachineKind::Container,
                 from: running,
                 to_reference: entry.reference,
                 to_digest: entry.digest,

@@ -19,8 +19,8 @@ use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::registry::{Published, RegistryClient, split_reference};
 use meshtop::backends::state::StateDb;
 use meshtop::converge::progress::Emitter;
-use meshtop::converge::target::{self, ConnectedTarget};
-use meshtop::converge::{machines, send};
+use meshtop::converge::send;
+use meshtop::converge::target::{self, Reach};
 use meshtop::mesh::model::{Record, RecordEntry, Registry};
 use serde_json::{Value, json};
 
@@ -374,16 +374,16 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
             .unwrap();
         Mutex::new(h)
     };
-    let (history, history2) = (own_state("one.db", "c1"), own_state("two.db", "c2"));
+    let (db, history2) = (own_state("one.db", "c1"), own_state("two.db", "c2"));
     api.sync_next_namespace_reads(2);
-    let one = ConnectedTarget::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
+    let one = target::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
     let two = one.clone();
     let conflicts_before = api.responses_with(409);
     let x = Record::from([("x".to_string(), entry("01"))]);
     let y = Record::from([("y".to_string(), entry("02"))]);
     let (r1, r2) = tokio::join!(
-        target::stamp(&mesh, &one, &history, "c1", &x),
-        target::stamp(&mesh, &two, &history2, "c2", &y)
+        one.stamp(&mesh, &db, "c1", "converge", &x),
+        two.stamp(&mesh, &history2, "c2", "converge", &y)
     );
     r1.unwrap();
     r2.unwrap();
@@ -498,8 +498,8 @@ async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
         ])
         .await;
     assert!(!done, "kubectl: {said}");
-    let history = StateDb::open(&k.mesh.state()).unwrap();
-    let rows = history.sends(k.name(), Some("web"), 10).unwrap();
+    let db = StateDb::open(&k.mesh.state()).unwrap();
+    let rows = db.sends(k.name(), Some("web"), 10).unwrap();
     assert_eq!(rows.len(), 1);
     assert!(
         rows[0].outcome.contains("ImagePullBackOff"),
@@ -513,14 +513,17 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     let api = KubeApi::start().await;
     let (k, _) = kind_setup(&api, "kg");
     let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
-    let history = Arc::new(Mutex::new(StateDb::open(&k.mesh.state()).unwrap()));
+    let db = Arc::new(Mutex::new(StateDb::open(&k.mesh.state()).unwrap()));
     let cluster = Cluster::from_client(api.client(), "kind-t", &k.namespace);
-    let backend = ConnectedTarget::kubernetes(cluster, None);
+    let backend = target::kubernetes(cluster, None);
     let daemon = LazyDaemon::new();
-    let record = target::read_record(&mesh, &backend, &history)
-        .await
-        .unwrap();
-    let listed = machines::list(&mesh, &record.record, &daemon, &backend, &history)
+    let record = backend.read_record(&mesh, &db).await.unwrap();
+    let reach = Reach {
+        daemon: &daemon,
+        db: &db,
+    };
+    let listed = backend
+        .machines(&mesh, &record.record, reach)
         .await
         .unwrap();
     assert_eq!(listed.len(), 1);
@@ -531,14 +534,13 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     api.put("deployments", &k.namespace, changed);
 
     let moves = send::moves_for(&record.record, &listed, "web");
-    history
-        .lock()
+    db.lock()
         .unwrap()
         .lock_mesh(&mesh.name, &meshtop::backends::state::Holder::here("test"))
         .unwrap()
         .unwrap();
-    let emitter = Emitter::new(history.clone(), &mesh.name, "test", "converge", None);
-    let outcomes = send::send(&mesh, &moves, &daemon, &backend, &history, &emitter).await;
+    let emitter = Emitter::new(db.clone(), &mesh.name, "test", "converge", None);
+    let outcomes = send::send(&mesh, &moves, &daemon, backend.as_ref(), &db, &emitter).await;
     assert_eq!(outcomes.len(), 1);
     assert!(!outcomes[0].ok);
     assert!(

@@ -64,7 +64,9 @@ module = "web"
     assert_eq!(mesh.name, "demo");
     assert_eq!(mesh.root, root);
     assert_eq!(mesh.file, root.join("mesh.toml"));
-    assert_eq!(mesh.target, Target::Docker);
+    // One [target] table: the mesh's one target, named `default`.
+    assert_eq!(mesh.targets.len(), 1);
+    assert_eq!(mesh.target("default"), Some(&Target::Docker));
     assert_eq!(
         mesh.registry,
         Some(Registry {
@@ -146,11 +148,11 @@ fn platforms_stay_empty_when_nobody_sets_them_and_kubernetes_defaults() {
     let mesh = file::load(&write(dir.path(), "mesh.toml", &text)).unwrap();
     assert!(mesh.modules[0].platforms.is_empty());
     assert_eq!(
-        mesh.target,
-        Target::Kubernetes {
+        mesh.target("default"),
+        Some(&Target::Kubernetes {
             namespace: "demo".into(),
             context: Some("kind-demo".into())
-        }
+        })
     );
     assert_eq!(mesh.registry, None);
 }

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use common::kube_api::KubeApi;
 use meshtop::backends::state::StateDb;
-use meshtop::converge::target::{self, ConnectedTarget};
+use meshtop::converge::target;
 use meshtop::mesh::model::{Record, RecordEntry, Target};
 use meshtop::mesh::pin::Pin;
 
@@ -23,12 +23,11 @@ fn one(module: &str, reference: &str, digest: &str) -> Record {
 }
 
 /// Make `op` the holder of `mesh` (a stamp is made only while its operation holds the mesh).
-fn hold(history: &StateDb, mesh: &str, op: &str) {
-    if let Some(holder) = history.mesh_holder(mesh).unwrap() {
-        history.unlock_mesh(mesh, &holder.operation_id).unwrap();
+fn hold(db: &StateDb, mesh: &str, op: &str) {
+    if let Some(holder) = db.mesh_holder(mesh).unwrap() {
+        db.unlock_mesh(mesh, &holder.operation_id).unwrap();
     }
-    history
-        .lock_mesh(mesh, &meshtop::backends::state::Holder::here(op))
+    db.lock_mesh(mesh, &meshtop::backends::state::Holder::here(op))
         .unwrap()
         .unwrap();
 }
@@ -39,7 +38,7 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
         file: "/nonexistent/mesh.toml".into(),
         root: "/nonexistent".into(),
         registry: None,
-        target,
+        targets: meshtop::mesh::model::single_target(target),
         modules: Vec::new(),
         machines: Vec::new(),
         rollout_deadline: None,
@@ -49,30 +48,26 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
 #[test]
 fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     let dir = tempfile::tempdir().unwrap();
-    let history = StateDb::open(&dir.path().join("state.db")).unwrap();
-    hold(&history, "demo", "op-a");
-    history
-        .stamp_record("demo", "op-a", &one("api", "demo/api:1", "sha256:1"))
+    let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+    hold(&db, "demo", "op-a");
+    db.stamp_record("demo", "op-a", &one("api", "demo/api:1", "sha256:1"))
         .unwrap();
     // An unchanged entry is no new stamp.
-    hold(&history, "demo", "op-b");
-    history
-        .stamp_record("demo", "op-b", &one("api", "demo/api:1", "sha256:1"))
+    hold(&db, "demo", "op-b");
+    db.stamp_record("demo", "op-b", &one("api", "demo/api:1", "sha256:1"))
         .unwrap();
-    hold(&history, "demo", "op-c");
-    history
-        .stamp_record_as(
-            "demo",
-            "op-c",
-            "rollback",
-            &one("api", "demo/api:0", "sha256:0"),
-        )
+    hold(&db, "demo", "op-c");
+    db.stamp_record_as(
+        "demo",
+        "op-c",
+        "rollback",
+        &one("api", "demo/api:0", "sha256:0"),
+    )
+    .unwrap();
+    hold(&db, "other", "op-d");
+    db.stamp_record("other", "op-d", &one("api", "other/api:9", "sha256:9"))
         .unwrap();
-    hold(&history, "other", "op-d");
-    history
-        .stamp_record("other", "op-d", &one("api", "other/api:9", "sha256:9"))
-        .unwrap();
-    let stamps = history.stamps("demo", "api", 10).unwrap();
+    let stamps = db.stamps("demo", "api", 10).unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
     assert_eq!(stamps[0].kind, "rollback");
     assert_eq!(stamps[0].from_digest.as_deref(), Some("sha256:1"));
@@ -82,22 +77,14 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     // Short ids count the operations of a mesh (op-b too); asking again gives the same one.
     assert_eq!(stamps[1].short, Some(1));
     assert_eq!(stamps[0].short, Some(3));
-    assert_eq!(
-        history.operation_short("demo", "op-c", "rollback").unwrap(),
-        3
-    );
-    assert_eq!(
-        history
-            .operation_short("other", "op-d", "converge")
-            .unwrap(),
-        1
-    );
+    assert_eq!(db.operation_short("demo", "op-c", "rollback").unwrap(), 3);
+    assert_eq!(db.operation_short("other", "op-d", "converge").unwrap(), 1);
 }
 
 #[test]
 fn pins_are_kept_per_mesh_and_module_until_unpinned() {
     let dir = tempfile::tempdir().unwrap();
-    let history = StateDb::open(&dir.path().join("state.db")).unwrap();
+    let db = StateDb::open(&dir.path().join("state.db")).unwrap();
     let pin = Pin {
         module: "api".into(),
         from_ref: "demo/api:bad".into(),
@@ -109,23 +96,23 @@ fn pins_are_kept_per_mesh_and_module_until_unpinned() {
         host: "host-a".into(),
         at_ms: 5,
     };
-    let short = history.operation_short("demo", "op-r", "rollback").unwrap();
-    history.pin("demo", &pin).unwrap();
-    let pins = history.pins("demo").unwrap();
+    let short = db.operation_short("demo", "op-r", "rollback").unwrap();
+    db.pin("demo", &pin).unwrap();
+    let pins = db.pins("demo").unwrap();
     assert_eq!(pins["api"], Pin { short, ..pin });
-    assert!(history.pins("other").unwrap().is_empty());
-    assert!(history.unpin("demo", "api").unwrap());
-    assert!(!history.unpin("demo", "api").unwrap());
-    assert!(history.pins("demo").unwrap().is_empty());
+    assert!(db.pins("other").unwrap().is_empty());
+    assert!(db.unpin("demo", "api").unwrap());
+    assert!(!db.unpin("demo", "api").unwrap());
+    assert!(db.pins("demo").unwrap().is_empty());
 }
 
 #[tokio::test]
 async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
     let api = KubeApi::start().await;
     api.put_namespace("ns-h", &[]);
-    let target = ConnectedTarget::kubernetes(api.cluster("ns-h"), None);
+    let target = target::kubernetes(api.cluster("ns-h"), None);
     let dir = tempfile::tempdir().unwrap();
-    let history = Mutex::new(StateDb::open(&dir.path().join("state.db")).unwrap());
+    let db = Mutex::new(StateDb::open(&dir.path().join("state.db")).unwrap());
     let mesh = mesh(
         "kh",
         Target::Kubernetes {
@@ -133,35 +120,36 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
             context: None,
         },
     );
-    hold(&history.lock().unwrap(), "kh", "op-1");
-    target::stamp(
-        &mesh,
-        &target,
-        &history,
-        "op-1",
-        &one("web", "kh/web:1", "sha256:1"),
-    )
-    .await
-    .unwrap();
-    hold(&history.lock().unwrap(), "kh", "op-2");
-    target::stamp_as(
-        &mesh,
-        &target,
-        &history,
-        "op-2",
-        "rollback",
-        &one("web", "kh/web:0", "sha256:0"),
-    )
-    .await
-    .unwrap();
-    let stamps = history.lock().unwrap().stamps("kh", "web", 10).unwrap();
+    hold(&db.lock().unwrap(), "kh", "op-1");
+    target
+        .stamp(
+            &mesh,
+            &db,
+            "op-1",
+            "converge",
+            &one("web", "kh/web:1", "sha256:1"),
+        )
+        .await
+        .unwrap();
+    hold(&db.lock().unwrap(), "kh", "op-2");
+    target
+        .stamp(
+            &mesh,
+            &db,
+            "op-2",
+            "rollback",
+            &one("web", "kh/web:0", "sha256:0"),
+        )
+        .await
+        .unwrap();
+    let stamps = db.lock().unwrap().stamps("kh", "web", 10).unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
     assert_eq!(stamps[0].kind, "rollback");
     assert_eq!(stamps[0].from_ref.as_deref(), Some("kh/web:1"));
     assert_eq!(stamps[0].to_ref, "kh/web:0");
     assert_eq!(stamps[1].from_ref, None);
     // The docker record of the state database was not touched: the annotation is the record.
-    assert!(history.lock().unwrap().record("kh").unwrap().is_empty());
+    assert!(db.lock().unwrap().record("kh").unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -171,7 +159,7 @@ async fn a_pinned_module_needs_no_delivery_so_a_target_without_one_does_not_refu
     use meshtop::mesh::plan::PlannedModule;
     let api = KubeApi::start().await;
     // Context "test-context" without a registry: nothing can deliver.
-    let target = ConnectedTarget::kubernetes(api.cluster("ns-p"), None);
+    let target = target::kubernetes(api.cluster("ns-p"), None);
     let planned = |decision| PlannedModule {
         name: "web".into(),
         tier: 0,
@@ -202,7 +190,7 @@ async fn a_pinned_module_needs_no_delivery_so_a_target_without_one_does_not_refu
         (Decision::Host, true),
     ] {
         let plan = std::collections::BTreeMap::from([("web".to_string(), planned(decision))]);
-        let refusals = preflight::refusals(&plan, &mesh, &target);
+        let refusals = preflight::refusals(&plan, &mesh, target.as_ref());
         assert_eq!(!refusals.is_empty(), refused, "{decision}: {refusals:?}");
     }
 }

@@ -11,7 +11,7 @@ use common::ExampleMesh;
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::state::StateDb;
 use meshtop::converge::send;
-use meshtop::converge::target::ConnectedTarget;
+use meshtop::converge::target;
 use meshtop::mesh::model::{Record, RecordEntry};
 use serde_json::Value;
 
@@ -38,14 +38,12 @@ fn digest(summary: &Value, module: &str) -> String {
 }
 
 /// Another converge takes the mesh, stamps, and lets it go.
-fn stamp_as_another_converge(history: &Mutex<StateDb>, mesh: &str, record: &Record) {
-    let history = history.lock().unwrap();
+fn stamp_as_another_converge(db: &Mutex<StateDb>, mesh: &str, record: &Record) {
+    let db = db.lock().unwrap();
     let holder = meshtop::backends::state::Holder::here("another-converge");
-    history.lock_mesh(mesh, &holder).unwrap().unwrap();
-    history
-        .stamp_record(mesh, "another-converge", record)
-        .unwrap();
-    history.unlock_mesh(mesh, "another-converge").unwrap();
+    db.lock_mesh(mesh, &holder).unwrap().unwrap();
+    db.stamp_record(mesh, "another-converge", record).unwrap();
+    db.unlock_mesh(mesh, "another-converge").unwrap();
 }
 
 #[test]
@@ -62,18 +60,18 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
-    let history = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
+    let db = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
     let daemon = LazyDaemon::new();
-    let target = ConnectedTarget::Docker;
+    let target = target::docker();
     // What the confirm showed: api-1 from the running artifact to the record's.
     let confirmed = runtime
-        .block_on(send::prepare(&loaded, "api", &daemon, &target, &history))
+        .block_on(send::prepare(&loaded, "api", &daemon, target.as_ref(), &db))
         .unwrap();
     assert_eq!(confirmed.len(), 1, "{confirmed:?}");
     assert_eq!(confirmed[0].to_digest, confirmed_digest);
 
     // Between the confirm and the run, another converge stamps another artifact for api.
-    let record = history.lock().unwrap().record(&mesh.name).unwrap();
+    let record = db.lock().unwrap().record(&mesh.name).unwrap();
     let elsewhere = record["worker"].digest.clone();
     let mut moved = Record::new();
     moved.insert(
@@ -83,12 +81,20 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
             digest: elsewhere.clone(),
         },
     );
-    stamp_as_another_converge(&history, &mesh.name, &moved);
+    stamp_as_another_converge(&db, &mesh.name, &moved);
 
     let refused = runtime.block_on(send::send_confirmed(
-        &loaded, "api", &confirmed, &daemon, &target, &history, None,
+        &loaded,
+        "api",
+        &confirmed,
+        &daemon,
+        target.as_ref(),
+        &db,
+        None,
     ));
-    let error = refused.expect_err("a send to an artifact nobody confirmed");
+    let error = refused
+        .expect_err("a send to an artifact nobody confirmed")
+        .to_string();
     assert!(
         error.contains("moved since the send was confirmed")
             && error.contains(meshtop::mesh::text::short_id(&elsewhere))
@@ -102,8 +108,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
         "{after}"
     );
     assert!(
-        history
-            .lock()
+        db.lock()
             .unwrap()
             .sends(&mesh.name, None, 10)
             .unwrap()
@@ -120,10 +125,16 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
             digest: confirmed_digest.clone(),
         },
     );
-    stamp_as_another_converge(&history, &mesh.name, &back);
+    stamp_as_another_converge(&db, &mesh.name, &back);
     let report = runtime
         .block_on(send::send_confirmed(
-            &loaded, "api", &confirmed, &daemon, &target, &history, None,
+            &loaded,
+            "api",
+            &confirmed,
+            &daemon,
+            target.as_ref(),
+            &db,
+            None,
         ))
         .unwrap();
     assert!(report.ok(), "{}", report.headline());

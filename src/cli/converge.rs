@@ -7,18 +7,16 @@ use crate::backends::daemon::LazyDaemon;
 use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
 
 use super::args::{ConvergeArgs, Global};
-use super::plan::select;
 use super::{Failure, Outcome, print_json, print_out, setup, spawn_progress_printer};
 
 pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
-    let mesh = setup::load_mesh(global)?;
-    let modules = select(&mesh, &args.modules)?;
-    let state_path = setup::state_path(global)?;
-    let jobs = args
-        .jobs
-        .map(usize::from)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let target = setup::target(global, &mesh).await?;
+    let setup::ConvergeSetup {
+        mesh,
+        modules,
+        state_path,
+        jobs,
+        target,
+    } = setup::converge_setup(global, &args.modules, args.jobs).await?;
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
+use crate::converge::error::GcError;
 use crate::converge::gc::{self, GcReport};
 use crate::timefmt;
 
@@ -19,14 +20,14 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     }
     let daemon = Arc::new(LazyDaemon::new());
     let keep = args.keep as usize;
-    let nothing = |e: String| Failure::failed(format!("gc took nothing: {e}"));
-    let mut report = gc::plan(&mesh, keep, &daemon, &target, &db)
+    let nothing = |e: GcError| Failure::failed(format!("gc took nothing: {e}"));
+    let mut report = gc::plan(&mesh, keep, &daemon, target.as_ref(), &db)
         .await
         .map_err(nothing)?;
     let holder = crate::backends::state::locked(&db)
         .map_err(Failure::failed)?
         .mesh_holder(&mesh.name)
-        .map_err(|e| nothing(e.to_string()))?;
+        .map_err(|e| Failure::failed(format!("gc took nothing: {e}")))?;
     if let Some(holder) = holder.filter(|h| !h.is_dead(timefmt::now_ms())) {
         let busy = format!(
             "mesh {} is held by operation {} (host {}, process {}): gc takes nothing while it runs",
@@ -61,7 +62,7 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         keep,
         Some(&confirmed),
         &daemon,
-        &target,
+        target.as_ref(),
         &db,
         Some(tx),
     )

@@ -1,10 +1,8 @@
 //! `meshtop plan`: the dry run.
 
-use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use crate::converge::plan::{self, Plan, PlanContext, StateManifests};
-use crate::converge::target;
 use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
@@ -15,10 +13,11 @@ use super::{Failure, Outcome, print_json, print_out};
 
 pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    let selected = select(&mesh, &args.modules)?;
+    let selected = setup::select(&mesh, &args.modules)?;
     let db = Mutex::new(setup::open_state_for_reading(global)?);
     let target = setup::target(global, &mesh).await?;
-    let record = target::read_record(&mesh, &target, &db)
+    let record = target
+        .read_record(&mesh, &db)
         .await
         .map_err(Failure::failed)?;
     let daemon = Arc::new(LazyDaemon::new());
@@ -28,6 +27,7 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
         record_source: record.source,
         selected,
         force: args.force,
+        host_is_target: target.host_is_target(),
     };
     let manifests = StateManifests {
         db: &db,
@@ -45,28 +45,6 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
         print_out(&plan_text(&plan))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The named modules, each checked against the mesh (None = all).
-pub fn select(
-    mesh: &crate::mesh::Mesh,
-    names: &[String],
-) -> Result<Option<BTreeSet<String>>, Failure> {
-    if names.is_empty() {
-        return Ok(None);
-    }
-    let known: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
-    for name in names {
-        if !known.contains(&name.as_str()) {
-            return Err(Failure::input(format!(
-                "no module {name:?} in mesh {} ({}); modules: {}",
-                mesh.name,
-                mesh.file.display(),
-                known.join(", ")
-            )));
-        }
-    }
-    Ok(Some(names.iter().cloned().collect()))
 }
 
 pub fn plan_text(plan: &Plan) -> String {

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressDrawTarget as DrawTo;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::converge::progress::{Progress, ProgressTx, Step};
 use crate::mesh::live::builder_step;
@@ -59,7 +60,7 @@ struct Running {
 }
 
 async fn live(mut rx: tokio::sync::mpsc::UnboundedReceiver<Progress>) {
-    let bars = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    let bars = MultiProgress::with_draw_target(DrawTo::stderr());
     let style =
         ProgressStyle::with_template("{spinner:.yellow} {prefix:.bold} {elapsed:>4} {wide_msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner());

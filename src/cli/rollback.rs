@@ -25,7 +25,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
         &args.module,
         args.to.as_deref(),
         &daemon,
-        &target,
+        target.as_ref(),
         &db,
     )
     .await
@@ -34,7 +34,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
     eprintln!(
         "roll back {} on target {}: {}@{} → {}@{}",
         plan.module,
-        mesh.target.kind(),
+        target.describe().kind,
         plan.from.reference,
         short_id(&plan.from.digest),
         plan.to.reference,
@@ -71,7 +71,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
         return Ok(ExitCode::SUCCESS);
     }
     let (tx, printer) = super::spawn_progress_printer();
-    let report = rollback::rollback(&mesh, &plan, &daemon, &target, &db, Some(tx)).await;
+    let report = rollback::rollback(&mesh, &plan, &daemon, target.as_ref(), &db, Some(tx)).await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;
     if args.json {

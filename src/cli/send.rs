@@ -1,6 +1,5 @@
 //! `meshtop send MODULE`: move the module's behind machines to the record's artifact.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
@@ -13,22 +12,14 @@ use super::{Failure, Outcome, print_json, print_out, setup};
 
 pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    if mesh.module(&args.module).is_none() {
-        let names: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
-        return Err(Failure::input(format!(
-            "no module {:?} in mesh {}; modules: {}",
-            args.module,
-            mesh.name,
-            names.join(", ")
-        )));
-    }
+    super::known_module(&mesh, &args.module)?;
     let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }
     let daemon = Arc::new(LazyDaemon::new());
-    let moves = send::prepare(&mesh, &args.module, &daemon, &target, &db)
+    let moves = send::prepare(&mesh, &args.module, &daemon, target.as_ref(), &db)
         .await
         .map_err(Failure::failed)?;
     if moves.is_empty() {
@@ -42,7 +33,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("send {} on target {}:", args.module, mesh.target.kind());
+    eprintln!("send {} on target {}:", args.module, target.describe().kind);
     for moved in &moves {
         eprintln!(
             "  {}  {} → {}@{}",
@@ -52,27 +43,21 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
             short_id(&moved.to_digest)
         );
     }
-    if !args.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(Failure::input(
-                "not a terminal: pass --yes to send without asking",
-            ));
-        }
-        eprint!("move {} machine(s)? [y/N] ", moves.len());
-        let _ = std::io::stderr().flush();
-        let mut answer = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut answer)
-            .map_err(|e| Failure::failed(format!("cannot read the answer: {e}")))?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            eprintln!("nothing sent");
-            return Ok(ExitCode::SUCCESS);
-        }
+    if !args.yes && !super::confirm(&format!("move {} machine(s)?", moves.len()), "send")? {
+        eprintln!("nothing sent");
+        return Ok(ExitCode::SUCCESS);
     }
     let (tx, printer) = super::spawn_progress_printer();
-    let report =
-        send::send_confirmed(&mesh, &args.module, &moves, &daemon, &target, &db, Some(tx)).await;
+    let report = send::send_confirmed(
+        &mesh,
+        &args.module,
+        &moves,
+        &daemon,
+        target.as_ref(),
+        &db,
+        Some(tx),
+    )
+    .await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;
     let ok = report.ok();

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::{machines, target};
+use crate::converge::target::Reach;
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::machine::Machine;
@@ -28,14 +28,20 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let db = Mutex::new(setup::open_state_for_reading(global)?);
     let target = setup::target(global, &mesh).await?;
-    let record = target::read_record(&mesh, &target, &db)
+    let record = target
+        .read_record(&mesh, &db)
         .await
         .map_err(Failure::failed)?;
     if let Some(warning) = &record.warning {
         eprintln!("meshtop: warning: {warning}");
     }
     let daemon = Arc::new(LazyDaemon::new());
-    let machines = machines::list(&mesh, &record.record, &daemon, &target, &db)
+    let reach = Reach {
+        daemon: &daemon,
+        db: &db,
+    };
+    let machines = target
+        .machines(&mesh, &record.record, reach)
         .await
         .map_err(Failure::failed)?;
     let db = db
@@ -62,7 +68,7 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         print_out(&format!(
             "no machines of mesh {} on target {}\n",
             mesh.name,
-            mesh.target.kind()
+            target.describe().kind
         ))?;
     } else {
         let mut out = table_text(&rows);

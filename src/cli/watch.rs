@@ -9,23 +9,22 @@ use std::time::Duration;
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
 use crate::converge::plan::{self, Plan, PlanContext, StateManifests};
-use crate::converge::target;
 use crate::mesh::decide::Decision;
 use crate::workspace::walks::WalkMemo;
 use crate::workspace::watch::{ContextWatcher, own_files};
 
 use super::args::{Global, WatchArgs};
-use super::plan::{plan_text, select};
+use super::plan::plan_text;
 use super::{Failure, Outcome, print_out, setup, spawn_progress_printer};
 
 pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
-    let mesh = setup::load_mesh(global)?;
-    let modules = select(&mesh, &args.modules)?;
-    let state_path = setup::state_path(global)?;
-    let jobs = args
-        .jobs
-        .map(usize::from)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let setup::ConvergeSetup {
+        mesh,
+        modules,
+        state_path,
+        jobs,
+        target,
+    } = setup::converge_setup(global, &args.modules, args.jobs).await?;
     let mut watcher = ContextWatcher::start(&mesh, modules.as_ref(), own_files(&state_path))
         .map_err(Failure::failed)?;
     // A change re-walks only the contexts it touched.
@@ -34,7 +33,6 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
     if let Some(fallback) = &watcher.fallback {
         eprintln!("meshtop: {fallback}");
     }
-    let target = setup::target(global, &mesh).await?;
     let quiet = Duration::from_millis(args.quiet_ms);
     eprintln!(
         "meshtop: watching {} context(s) of mesh {}; a change converges after {} ms of quiet (Ctrl-C stops)",
@@ -47,7 +45,8 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
     );
     let plan_now = async |global: &Global| -> Result<Plan, Failure> {
         let db = Mutex::new(setup::open_state(global)?);
-        let record = target::read_record(&mesh, &target, &db)
+        let record = target
+            .read_record(&mesh, &db)
             .await
             .map_err(Failure::failed)?;
         let ctx = PlanContext {
@@ -56,6 +55,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
             record_source: record.source,
             selected: modules.clone(),
             force: false,
+            host_is_target: target.host_is_target(),
         };
         let manifests = StateManifests {
             db: &db,

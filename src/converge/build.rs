@@ -13,7 +13,7 @@ use crate::backends::git;
 use crate::backends::state::{BuildEnd, NewBuild, StateDb};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module, Target};
+use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
 use crate::workspace::inputs::{self, InputSpec, InputsError};
@@ -42,6 +42,8 @@ impl LogTail {
 pub struct BuildJob {
     pub module: Module,
     pub planned: PlannedModule,
+    /// The target is delivered to by a push (the target's word): a multi-platform build can go there.
+    pub pushes: bool,
 }
 
 pub struct Built {
@@ -112,7 +114,11 @@ pub async fn build_module(
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<Built, BuildError> {
-    let BuildJob { module, planned } = job;
+    let BuildJob {
+        module,
+        planned,
+        pushes,
+    } = job;
     let correlation_id = uuid::Uuid::now_v7().to_string();
     let reference = planned.reference.clone().unwrap_or_default();
     let context = module.context.clone();
@@ -187,7 +193,6 @@ pub async fn build_module(
     let multi_platform = planned.multi_platform;
     if multi_platform {
         let platforms: Vec<String> = planned.platforms.iter().map(ToString::to_string).collect();
-        let pushes = matches!(mesh.target, Target::Kubernetes { .. }) && mesh.registry.is_some();
         if !pushes {
             return failed(
                 format!(

@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+pub use super::error::ConvergeError;
 use super::lock;
 use super::plan::{PlanContext, PlannedModule, Planner, StateManifests};
 use super::preflight;
 use super::progress::{Emitter, ProgressTx, Step};
 use super::rollout::roll_out;
 pub use super::summary::{ConvergeSummary, ModuleOutcome};
-use super::target::ConnectedTarget;
+use super::target::{Connected, RecordRead};
 use super::tiers::TierRun;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{Holder, StateDb};
@@ -22,7 +23,6 @@ use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
 use crate::mesh::text::short_id;
-use crate::timefmt;
 
 pub struct ConvergeRequest {
     pub mesh: Mesh,
@@ -35,40 +35,12 @@ pub struct ConvergeRequest {
     /// Wait for another converge of the mesh instead of failing.
     pub wait: bool,
     /// The target, connected once for the command.
-    pub target: ConnectedTarget,
+    pub target: Connected,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConvergeError {
-    #[error("mesh {mesh} is being converged by {} (host {}, process {}, since {}): wait for it, or pass --wait", .holder.operation_id, .holder.host, .holder.pid, timefmt::local_time(.holder.since_ms))]
-    Busy { mesh: String, holder: Holder },
-    #[error("meshtop refuses to build: there is nowhere to record builds ({0})")]
-    NoRecord(String),
-    #[error("refused before any build: {0}")]
-    Refused(String),
-    #[error("converge cancelled: running builds were marked cancelled, nothing was stamped")]
-    Cancelled,
-    /// Another converge took the mesh over (this one was frozen past the stale limit): nothing more
-    /// is stamped or sent; the message names who took it.
-    #[error("{0}")]
-    LockLost(String),
-    #[error("{0}")]
-    Failed(String),
-    /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
-    /// if it can be, else the next open of the state closes it so.
-    #[error("{0}")]
-    Unrecorded(String),
-}
-
-/// `LockLost` when this converge no longer holds the mesh (checked in the state database now).
-pub(super) fn still_holds(
-    db: &Mutex<StateDb>,
-    mesh: &str,
-    operation_id: &str,
-) -> Result<(), ConvergeError> {
-    let db = crate::backends::state::locked(db).map_err(ConvergeError::Failed)?;
-    db.check_holds(mesh, operation_id)
-        .map_err(|e| ConvergeError::LockLost(e.to_string()))
+/// Builds of one tier at once when nobody says: one per core (two when the cores cannot be counted).
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 /// Run one converge. `cancel` flips to true on Ctrl-C.
@@ -84,9 +56,10 @@ pub async fn converge(
     let mesh = &request.mesh;
     let operation_id = uuid::Uuid::now_v7().to_string();
     let holder = Holder::here(&operation_id);
-    let taken_from = lock::acquire(&db, &mesh.name, &holder, request.wait).await?;
+    let target = &request.target;
+    let taken_from = target.hold(&db, &mesh.name, &holder, request.wait).await?;
     let (lost_tx, lost_rx) = watch::channel(None);
-    let heartbeat = lock::spawn_heartbeat(
+    let heartbeat = target.heartbeat(
         request.state_path.clone(),
         mesh.name.clone(),
         operation_id.clone(),
@@ -95,7 +68,7 @@ pub async fn converge(
     let kind = if request.force { "force" } else { "converge" };
     let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, kind, tx);
     if let Some(from) = &taken_from {
-        emitter.emit(Step::Warning, None, lock::took_over(&mesh.name, from));
+        emitter.emit(Step::Warning, None, lock::took_over(&db, &mesh.name, from));
     }
     let result = run(&request, &daemon, &db, &emitter, &mut cancel, lost_rx).await;
     heartbeat.abort();
@@ -119,6 +92,14 @@ pub async fn converge(
     result
 }
 
+/// What every step of one converge reaches.
+struct Run<'a> {
+    request: &'a ConvergeRequest,
+    daemon: &'a Arc<LazyDaemon>,
+    db: &'a Arc<Mutex<StateDb>>,
+    emitter: &'a Emitter,
+}
+
 async fn run(
     request: &ConvergeRequest,
     daemon: &Arc<LazyDaemon>,
@@ -127,11 +108,15 @@ async fn run(
     cancel: &mut watch::Receiver<bool>,
     lost: watch::Receiver<Option<String>>,
 ) -> Result<ConvergeSummary, ConvergeError> {
+    let at = Run {
+        request,
+        daemon,
+        db,
+        emitter,
+    };
     let mesh = &request.mesh;
     let target = &request.target;
-    let record = super::target::read_record(mesh, target, db)
-        .await
-        .map_err(ConvergeError::Failed)?;
+    let record = target.read_record(mesh, db).await?;
     if let Some(warning) = &record.warning {
         emitter.emit(Step::Warning, None, warning.clone());
     }
@@ -145,86 +130,16 @@ async fn run(
                 .is_none_or(|names| names.contains(&m.name))
         })
         .collect();
-    // meshtop's own files (the state database, the log) in a context: refused before anything is
-    // planned or built.
-    let own = crate::workspace::own_files::refusals(
-        selected
-            .iter()
-            .map(|m| (m.name.as_str(), m.context.as_path())),
-        &request.state_path,
-        crate::workspace::own_files::log_dir()
-            .map(|dir| dir.join(crate::workspace::own_files::LOG_FILE))
-            .as_deref(),
-    );
-    if !own.is_empty() {
-        for line in &own {
-            emitter.emit(Step::Refused, None, line.clone());
-        }
-        return Err(ConvergeError::Refused(own.join("; ")));
-    }
-    emitter.emit(
-        Step::Started,
-        None,
-        format!(
-            "converge of {} module(s){}",
-            selected.len(),
-            if request.force { ", forced" } else { "" }
-        ),
-    );
-    // Each module and its tier's place, so that a follower shows the whole converge from its start.
-    let mut tiers: Vec<u32> = selected.iter().map(|m| m.tier).collect();
-    tiers.sort_unstable();
-    tiers.dedup();
-    for module in &selected {
-        let index = tiers.iter().position(|t| *t == module.tier).unwrap_or(0);
-        let place = crate::mesh::live::TierPlace {
-            index: index as u32 + 1,
-            total: tiers.len() as u32,
-        };
-        emitter.defer(Step::Queued, Some(&module.name), place.text());
-    }
-    let ctx = PlanContext {
-        mesh,
-        record: record.record.clone(),
-        record_source: record.source.clone(),
-        selected: request.modules.clone(),
-        force: request.force,
-    };
+    refuse_own_files(&at, &selected)?;
+    announce(&at, &selected);
     let manifests = StateManifests {
         db,
         mesh: &mesh.name,
     };
-    let mut planner = Planner::new(ctx, daemon.clone());
-    // First pass: every decision that can be made now, and every refusal, before any build.
-    let mut planned = first_pass(&mut planner, &selected, &manifests).await?;
-    // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
-    // machine runs it) must be on the target: on Docker the host's listing says (asked only then).
-    if planner.host_is_target() && uses_record_artifacts(&planned, mesh) {
-        planner.ask_host().await;
-    }
-    let decided: Vec<&PlannedModule> = planned.values().collect();
-    if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
-        planner.reset();
-        planned = first_pass(&mut planner, &selected, &manifests).await?;
-    }
-    let refused = preflight::refusals(&planned, mesh, target);
-    if !refused.is_empty() {
-        for line in &refused {
-            emitter.emit(Step::Refused, None, line.clone());
-        }
-        return Err(ConvergeError::Refused(refused.join("; ")));
-    }
-    // Something will be stamped: the target must let us write the record, or nothing is built.
-    let modules: Vec<&str> = planned.keys().map(String::as_str).collect();
-    if planned.values().any(|p| p.decision != Decision::Record)
-        && let Err(why) = super::target::check_converge_access(mesh, target, &modules).await
-    {
-        emitter.emit(Step::Refused, None, why.clone());
-        return Err(ConvergeError::Refused(why));
-    }
+    let (planner, planned) = plan(&at, &record, &selected, &manifests).await?;
     let mut walk = TierRun {
         mesh,
-        target,
+        target: target.as_ref(),
         daemon,
         db,
         emitter,
@@ -248,6 +163,117 @@ async fn run(
             walk.run_tier(tier, &in_tier, cancel).await?;
         }
     }
+    // A converge that lost the mesh (frozen, then taken over) stamps nothing and sends nothing.
+    if let Some(message) = lost.borrow().clone() {
+        return Err(ConvergeError::LockLost(message));
+    }
+    stamp_and_roll_out(&at, &record, walk).await
+}
+
+/// meshtop's own files (the state database, the log) in a context: refused before anything is
+/// planned or built.
+fn refuse_own_files(at: &Run<'_>, selected: &[&Module]) -> Result<(), ConvergeError> {
+    let own = crate::workspace::own_files::refusals(
+        selected
+            .iter()
+            .map(|m| (m.name.as_str(), m.context.as_path())),
+        &at.request.state_path,
+        crate::workspace::own_files::log_dir()
+            .map(|dir| dir.join(crate::workspace::own_files::LOG_FILE))
+            .as_deref(),
+    );
+    if own.is_empty() {
+        return Ok(());
+    }
+    for line in &own {
+        at.emitter.emit(Step::Refused, None, line.clone());
+    }
+    Err(ConvergeError::Refused(own.join("; ")))
+}
+
+/// `started`, then each module and its tier's place, so that a follower shows the whole converge
+/// from its start.
+fn announce(at: &Run<'_>, selected: &[&Module]) {
+    at.emitter.emit(
+        Step::Started,
+        None,
+        format!(
+            "converge of {} module(s){}",
+            selected.len(),
+            if at.request.force { ", forced" } else { "" }
+        ),
+    );
+    let mut tiers: Vec<u32> = selected.iter().map(|m| m.tier).collect();
+    tiers.sort_unstable();
+    tiers.dedup();
+    for module in selected {
+        let index = tiers.iter().position(|t| *t == module.tier).unwrap_or(0);
+        let place = crate::mesh::live::TierPlace {
+            index: index as u32 + 1,
+            total: tiers.len() as u32,
+        };
+        at.emitter
+            .defer(Step::Queued, Some(&module.name), place.text());
+    }
+}
+
+/// Every decision that can be made before any build, and every refusal: nothing is built when
+/// something is refused or the target would not let us write what we will write.
+async fn plan<'a>(
+    at: &Run<'a>,
+    record: &RecordRead,
+    selected: &[&Module],
+    manifests: &StateManifests<'_>,
+) -> Result<(Planner<'a>, BTreeMap<String, PlannedModule>), ConvergeError> {
+    let (mesh, target, emitter) = (&at.request.mesh, &at.request.target, at.emitter);
+    let ctx = PlanContext {
+        mesh,
+        record: record.record.clone(),
+        record_source: record.source.clone(),
+        selected: at.request.modules.clone(),
+        force: at.request.force,
+        host_is_target: target.host_is_target(),
+    };
+    let mut planner = Planner::new(ctx, at.daemon.clone());
+    // First pass: every decision that can be made now, and every refusal, before any build.
+    let mut planned = first_pass(&mut planner, selected, manifests).await?;
+    // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
+    // machine runs it) must be on the target: on Docker the host's listing says (asked only then).
+    if planner.host_is_target() && uses_record_artifacts(&planned, mesh) {
+        planner.ask_host().await;
+    }
+    let decided: Vec<&PlannedModule> = planned.values().collect();
+    if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
+        planner.reset();
+        planned = first_pass(&mut planner, selected, manifests).await?;
+    }
+    let refused = preflight::refusals(&planned, mesh, target.as_ref());
+    if !refused.is_empty() {
+        for line in &refused {
+            emitter.emit(Step::Refused, None, line.clone());
+        }
+        return Err(ConvergeError::Refused(refused.join("; ")));
+    }
+    // Something will be stamped: the target must let us write the record, or nothing is built.
+    let modules: Vec<&str> = planned.keys().map(String::as_str).collect();
+    if planned.values().any(|p| p.decision != Decision::Record)
+        && let Err(why) = target.check_converge_access(mesh, &modules).await
+    {
+        let why = why.to_string();
+        emitter.emit(Step::Refused, None, why.clone());
+        return Err(ConvergeError::Refused(why));
+    }
+    Ok((planner, planned))
+}
+
+/// After every tier: stamp what succeeded (only when everything did), end the pins the plan ended,
+/// then create and send what policy rolls out.
+async fn stamp_and_roll_out(
+    at: &Run<'_>,
+    record: &RecordRead,
+    walk: TierRun<'_>,
+) -> Result<ConvergeSummary, ConvergeError> {
+    let (mesh, target, db, emitter) = (&at.request.mesh, &at.request.target, at.db, at.emitter);
     let TierRun {
         outcomes,
         mut stamp,
@@ -266,10 +292,6 @@ async fn run(
         sends,
         ok,
     };
-    // A converge that lost the mesh (frozen, then taken over) stamps nothing and sends nothing.
-    if let Some(message) = lost.borrow().clone() {
-        return Err(ConvergeError::LockLost(message));
-    }
     if !all_ok {
         emitter.defer(Step::Stamped, None, "nothing stamped: a build failed");
         return Ok(summary(false, Vec::new(), Vec::new(), false));
@@ -284,7 +306,9 @@ async fn run(
             "record unchanged: it already names every artifact",
         );
     } else {
-        super::target::stamp(mesh, target, db, &emitter.operation_id, &stamp).await?;
+        target
+            .stamp(mesh, db, &emitter.operation_id, "converge", &stamp)
+            .await?;
         emitter.defer(
             Step::Stamped,
             None,
@@ -294,8 +318,17 @@ async fn run(
     super::rollback::end_pins(mesh, db, emitter, planner.ended_pins());
     let mut merged = record.record.clone();
     merged.extend(stamp);
-    still_holds(db, &mesh.name, &emitter.operation_id)?;
-    let (created, sends) = roll_out(mesh, &merged, request, daemon, db, emitter).await?;
+    target.still_holds(db, &mesh.name, &emitter.operation_id)?;
+    let (created, sends) = roll_out(
+        mesh,
+        &merged,
+        at.request.modules.as_ref(),
+        target.as_ref(),
+        at.daemon,
+        db,
+        emitter,
+    )
+    .await?;
     let ok = sends.iter().all(|s| s.ok);
     Ok(summary(true, created, sends, ok))
 }
@@ -307,10 +340,7 @@ async fn first_pass(
 ) -> Result<BTreeMap<String, PlannedModule>, ConvergeError> {
     let mut planned = BTreeMap::new();
     for module in selected {
-        let decided = planner
-            .decide(module, manifests)
-            .await
-            .map_err(ConvergeError::Failed)?;
+        let decided = planner.decide(module, manifests).await?;
         planned.insert(module.name.clone(), decided);
     }
     Ok(planned)

@@ -8,8 +8,10 @@ const KIND: &str = "gc";
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+use super::error::{GcError, TargetError};
+use super::lock::took_over;
 use super::progress::{Emitter, ProgressTx, Step};
-use super::target::{ConnectedTarget, Delivery};
+use super::target::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
 use crate::backends::registry::{Deleted, repository_in, split_reference};
@@ -34,15 +36,16 @@ async fn read_roots(
     mesh: &Mesh,
     keep_newest: usize,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Mutex<StateDb>,
-) -> Result<Roots, String> {
-    let state = |e: String| format!("the state database cannot be read ({e})");
-    let record = super::target::read_record(mesh, target, db)
+) -> Result<Roots, GcError> {
+    let state = |e: String| GcError::unreadable("the state database", e);
+    let record = target
+        .read_record(mesh, db)
         .await
-        .map_err(|e| format!("the target's record cannot be read ({e})"))?;
+        .map_err(|e| GcError::unreadable("the target's record", e))?;
     if let Some(warning) = record.warning {
-        return Err(format!("the target's record cannot be read ({warning})"));
+        return Err(GcError::unreadable("the target's record", warning));
     }
     let mut keep = BTreeMap::new();
     let mut kept_refs = BTreeSet::new();
@@ -53,13 +56,11 @@ async fn read_roots(
         );
         kept_refs.insert(entry.reference.clone());
     }
-    let root = match target {
-        ConnectedTarget::Docker => "the host daemon's containers",
-        ConnectedTarget::Kubernetes(_) => "the cluster's workloads",
-    };
-    let machines = super::machines::list(mesh, &record.record, daemon, target, db)
+    let root = target.machines_root();
+    let machines = target
+        .machines(mesh, &record.record, Reach { daemon, db })
         .await
-        .map_err(|e| format!("{root} cannot be read ({e})"))?;
+        .map_err(|e| GcError::unreadable(root, e))?;
     for machine in &machines {
         for running in &machine.running {
             keep.entry(running.clone())
@@ -285,29 +286,29 @@ pub async fn plan(
     mesh: &Mesh,
     keep_newest: usize,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Mutex<StateDb>,
-) -> Result<GcReport, String> {
+) -> Result<GcReport, GcError> {
     let roots = read_roots(mesh, keep_newest, daemon, target, db).await?;
     let docker = daemon
         .get()
         .await
-        .map_err(|e| format!("the host daemon cannot be read ({e})"))?;
+        .map_err(|e| GcError::unreadable("the host daemon", e))?;
     let images = docker
         .sized_images()
         .await
-        .map_err(|e| format!("the host daemon cannot be read ({e})"))?;
+        .map_err(|e| GcError::unreadable("the host daemon", e))?;
     let mut found = candidates(mesh, &roots, keep_newest, &images);
-    if let (ConnectedTarget::Kubernetes(_), Ok(Delivery::Push(registry))) =
-        (target, target.delivery())
-    {
-        let client = super::target::registry_client(target, &registry)
+    if let Some(registry) = target.pushes_to() {
+        let client = target
+            .registry_client(&registry)
             .await
-            .map_err(|e| format!("the registry cannot be read ({e})"))?;
+            .map_err(|e| GcError::unreadable("the registry", e))?;
         // The registry must answer before anything is taken from it.
-        for entry in super::target::read_record(mesh, target, db)
+        for entry in target
+            .read_record(mesh, db)
             .await
-            .map_err(|e| format!("the target's record cannot be read ({e})"))?
+            .map_err(|e| GcError::unreadable("the target's record", e))?
             .record
             .values()
             .take(1)
@@ -316,7 +317,7 @@ pub async fn plan(
             client
                 .manifest(path, tag)
                 .await
-                .map_err(|e| format!("the registry cannot be read ({e})"))?;
+                .map_err(|e| GcError::unreadable("the registry", e))?;
         }
         found.extend(manifest_candidates(
             mesh,
@@ -354,16 +355,20 @@ pub async fn sweep(
     keep_newest: usize,
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
-) -> Result<GcReport, String> {
+) -> Result<GcReport, GcError> {
     let operation_id = uuid::Uuid::now_v7().to_string();
     let holder = Holder::here(&operation_id);
-    super::lock::acquire(db, &mesh.name, &holder, false)
+    let taken_from = target
+        .hold(db, &mesh.name, &holder, false)
         .await
-        .map_err(|e| format!("gc takes nothing while another operation holds the mesh: {e}"))?;
+        .map_err(GcError::Held)?;
     let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, KIND, tx);
+    if let Some(from) = &taken_from {
+        emitter.emit(Step::Warning, None, took_over(db, &mesh.name, from));
+    }
     let result = take(mesh, keep_newest, confirmed, daemon, target, db, &emitter).await;
     match &result {
         Ok(report) => emitter.finish(format!(
@@ -382,11 +387,15 @@ async fn take(
     keep_newest: usize,
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
-) -> Result<GcReport, String> {
-    let _ = locked(db)?.operation_short(&mesh.name, &emitter.operation_id, "gc");
+) -> Result<GcReport, GcError> {
+    let _ = locked(db).map_err(GcError::Handle)?.operation_short(
+        &mesh.name,
+        &emitter.operation_id,
+        "gc",
+    );
     let mut report = plan(mesh, keep_newest, daemon, target, db).await?;
     report.dry_run = false;
     if let Some(confirmed) = confirmed {
@@ -396,12 +405,10 @@ async fn take(
                 .any(|k| k.kind == c.kind && k.name == c.name)
         });
     }
-    let docker = daemon.get().await?;
-    let registry = match (target, target.delivery()) {
-        (ConnectedTarget::Kubernetes(_), Ok(Delivery::Push(registry))) => {
-            Some(super::target::registry_client(target, &registry).await?)
-        }
-        _ => None,
+    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
+    let registry = match target.pushes_to() {
+        Some(registry) => Some(target.registry_client(&registry).await?),
+        None => None,
     };
     let mut unsupported = false;
     for candidate in &mut report.candidates {

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::backends::state::{Holder, StateDb, StateError, lock_stale_ms, locked};
 use crate::timefmt;
 
-use super::engine::ConvergeError;
+use super::error::ConvergeError;
 
 /// Hold the mesh for this operation (or wait for it); a dead holder does not hold it forever.
 /// Returns the holder it was taken over from, if any (say so: [`took_over`]).
@@ -30,6 +30,7 @@ pub async fn acquire(
             Err(current) if !wait => {
                 return Err(ConvergeError::Busy {
                     mesh: mesh.to_string(),
+                    by: holder_name(db, &current),
                     holder: current,
                 });
             }
@@ -38,12 +39,28 @@ pub async fn acquire(
     }
 }
 
-/// The line that says a take-over happened (on the CLI's stderr and in the converge's events).
-pub fn took_over(mesh: &str, from: &Holder) -> String {
+/// How a person names the operation a holder runs: `send #12 (<uuid>)`, whatever its kind; the
+/// uuid alone when the state database gives no short id for it.
+pub fn holder_name(db: &Mutex<StateDb>, holder: &Holder) -> String {
+    let known = locked(db)
+        .ok()
+        .and_then(|db| db.operation(&holder.operation_id).ok().flatten());
+    match known {
+        Some(operation) => format!(
+            "{} #{} ({})",
+            operation.kind, operation.number, holder.operation_id
+        ),
+        None => format!("operation {}", holder.operation_id),
+    }
+}
+
+/// The line that says a take-over happened (on the CLI's stderr and in the operation's events):
+/// `took mesh demo over from send #12 (<uuid>) …`.
+pub fn took_over(db: &Mutex<StateDb>, mesh: &str, from: &Holder) -> String {
     let age_s = timefmt::now_ms().saturating_sub(from.heartbeat_ms) / 1000;
     format!(
-        "took mesh {mesh} over from converge {} (host {}, process {}, since {}): its last heartbeat was {age_s} s ago or its process is gone; its running builds were marked stopped",
-        from.operation_id,
+        "took mesh {mesh} over from {} (host {}, process {}, since {}): its last heartbeat was {age_s} s ago or its process is gone; its running builds were marked stopped",
+        holder_name(db, from),
         from.host,
         from.pid,
         timefmt::local_time(from.since_ms)

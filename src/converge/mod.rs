@@ -2,9 +2,9 @@
 
 pub mod build;
 pub mod engine;
+pub mod error;
 pub mod gc;
 pub mod lock;
-pub mod machines;
 pub mod manifests;
 pub mod plan;
 pub mod preflight;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+pub use super::error::PlanError;
 pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
 use crate::backends::daemon::LazyDaemon;
 use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
@@ -17,7 +18,7 @@ pub use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::refs::ImageRef;
 use crate::mesh::text::short_id;
 use crate::mesh::why::{self, Change};
-use crate::workspace::inputs::{self, InputSpec, Walked};
+use crate::workspace::inputs::{self, InputSpec, Inputs, Walked};
 use crate::workspace::stat_cache::ContextCache;
 use crate::workspace::walks::WalkMemo;
 
@@ -30,6 +31,9 @@ pub struct PlanContext<'a> {
     /// None = every module.
     pub selected: Option<BTreeSet<String>>,
     pub force: bool,
+    /// The target's word (its `host_is_target()`): the host daemon is
+    /// the target, so it can tell an artifact the target lost.
+    pub host_is_target: bool,
 }
 
 pub struct Planner<'a> {
@@ -46,7 +50,7 @@ pub struct Planner<'a> {
     /// Pinned modules whose pin ends in this converge, and why.
     ended_pins: BTreeMap<String, String>,
     /// Contexts walked ahead of their decision ([`Planner::walk_ahead`]), by module.
-    walked: HashMap<String, Result<Walked, String>>,
+    walked: HashMap<String, Result<Walked, PlanError>>,
 }
 
 /// Run blocking work (reading files) from async code: inline on a current-thread runtime (the
@@ -122,7 +126,7 @@ impl<'a> Planner<'a> {
 
     /// Docker target: the host daemon is the target, so it can tell an artifact the target lost.
     pub fn host_is_target(&self) -> bool {
-        matches!(self.ctx.mesh.target, crate::mesh::model::Target::Docker)
+        self.ctx.host_is_target
     }
 
     /// Whether a `record` decision made before the host was asked would now be a rebuild
@@ -238,46 +242,14 @@ impl<'a> Planner<'a> {
         &mut self,
         module: &Module,
         manifests: &dyn ManifestSource,
-    ) -> Result<PlannedModule, String> {
+    ) -> Result<PlannedModule, PlanError> {
         let forced = self.ctx.force;
         let platforms = self.platforms(module).await;
         let multi_platform = platforms.len() > 1;
         let (blocked, base_artifact) = self.base_state(module);
         let (state, inputs, image_ref) = match blocked {
             Some(state) => (state, None, None),
-            None => {
-                let spec = InputSpec {
-                    context: &module.context,
-                    dockerfile: &module.dockerfile,
-                    build_args: &module.build_args,
-                    base_digest: base_artifact.as_deref(),
-                    platforms: &platforms,
-                };
-                let walked = match self.walked.remove(&module.name) {
-                    Some(walked) => walked,
-                    // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
-                    None => {
-                        let (walked, cache) = blocking_here(|| walk(module, manifests, None));
-                        manifests.keep_input_caches(cache.into_iter().collect());
-                        walked
-                    }
-                };
-                let inputs = inputs::inputs_of(&spec, walked?);
-                let mesh = self.ctx.mesh;
-                let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
-                let image_ref = ImageRef::new(
-                    registry,
-                    &mesh.name,
-                    &module.name,
-                    &inputs.digest,
-                    &platforms,
-                );
-                (
-                    RefState::Known(image_ref.to_string()),
-                    Some(inputs),
-                    Some(image_ref),
-                )
-            }
+            None => self.address(module, &platforms, base_artifact.as_deref(), manifests)?,
         };
         let question = Question {
             module: module.name.clone(),
@@ -285,60 +257,7 @@ impl<'a> Planner<'a> {
             forced,
             multi_platform,
         };
-        let pins = self.pins.get_or_insert_with(|| manifests.pins());
-        // A pin holds only while the record still names the pinned artifact.
-        let pinned = pins
-            .get(&module.name)
-            .filter(|p| self.ctx.record.get(&module.name) == Some(&p.entry()));
-        let at = pinned
-            .map(|p| crate::timefmt::local_time(p.at_ms))
-            .unwrap_or_default();
-        let pin_verdict = pin::pinned_verdict(&question, pinned, &at);
-        if let Some(why) = pin::pin_ends(&question, pinned) {
-            self.ended_pins.insert(module.name.clone(), why);
-        }
-        let verdict = match pin_verdict {
-            Some(verdict) => verdict,
-            None => {
-                if decide::needs_host(&question, &self.ctx.record) {
-                    self.ask_host().await;
-                }
-                let verdict = decide::decide(
-                    &question,
-                    &self.ctx.record,
-                    &self.host,
-                    &self.ctx.record_source,
-                );
-                // Where the host is the target, an artifact it lost is rebuilt (when the host was asked).
-                if self.host_is_target()
-                    && !multi_platform
-                    && decide::gone_from_host(&verdict, &self.host)
-                {
-                    decide::rebuild_gone(&verdict, &self.ctx.record_source)
-                } else {
-                    verdict
-                }
-            }
-        };
-        // A build FROM a base outside the selection whose recorded artifact the host lost would
-        // make the daemon look for `sha256:…` on Docker Hub: refused, naming the base and the fix.
-        let gone_base = module
-            .base
-            .as_deref()
-            .and_then(|base| Some((base, self.unselected_base_gone(base)?)));
-        let verdict = match gone_base {
-            Some((base, artifact)) if verdict.decision.builds() => Verdict {
-                decision: Decision::Refused,
-                reason: format!(
-                    "base {base}'s artifact {} ({} names it) is gone from the host daemon, and {base} is not selected in this converge, so nothing would build it again: converge it too (meshtop converge {base} {}), or converge every module (meshtop converge)",
-                    short_id(&artifact),
-                    self.ctx.record_source,
-                    module.name
-                ),
-                artifact: None,
-            },
-            _ => verdict,
-        };
+        let verdict = self.verdict(module, &question, manifests).await;
         let Verdict {
             decision,
             reason,
@@ -360,30 +279,7 @@ impl<'a> Planner<'a> {
             }
         }
         let reference = image_ref.as_ref().map(ToString::to_string);
-        let record_ref = self
-            .ctx
-            .record
-            .get(&module.name)
-            .map(|e| e.reference.as_str());
-        let changes = match &inputs {
-            // The address the record names: the same inputs by construction, nothing to look up.
-            Some(_) if reference.is_some() && reference.as_deref() == record_ref => {
-                if forced {
-                    vec![Change::Forced]
-                } else {
-                    Vec::new()
-                }
-            }
-            Some(inputs) => {
-                let previous = manifests.previous(&module.name, record_ref);
-                let mut changes = why::why(previous.as_ref(), &inputs.manifest);
-                if forced {
-                    changes.insert(0, Change::Forced);
-                }
-                changes
-            }
-            None => Vec::new(),
-        };
+        let changes = self.changes(module, inputs.as_ref(), reference.as_deref(), manifests);
         let why = match (&inputs, decision) {
             (_, Decision::Refused) => format!(
                 "base {} has no artifact",
@@ -410,11 +306,153 @@ impl<'a> Planner<'a> {
             image_ref,
         })
     }
+
+    /// The module's inputs and the address they give (its base's artifact is known).
+    fn address(
+        &mut self,
+        module: &Module,
+        platforms: &[Platform],
+        base_artifact: Option<&str>,
+        manifests: &dyn ManifestSource,
+    ) -> Result<(RefState, Option<Inputs>, Option<ImageRef>), PlanError> {
+        let spec = InputSpec {
+            context: &module.context,
+            dockerfile: &module.dockerfile,
+            build_args: &module.build_args,
+            base_digest: base_artifact,
+            platforms,
+        };
+        let walked = match self.walked.remove(&module.name) {
+            Some(walked) => walked,
+            // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
+            None => {
+                let (walked, cache) = blocking_here(|| walk(module, manifests, None));
+                manifests.keep_input_caches(cache.into_iter().collect());
+                walked
+            }
+        };
+        let inputs = inputs::inputs_of(&spec, walked?);
+        let mesh = self.ctx.mesh;
+        let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
+        let image_ref = ImageRef::new(
+            registry,
+            &mesh.name,
+            &module.name,
+            &inputs.digest,
+            platforms,
+        );
+        Ok((
+            RefState::Known(image_ref.to_string()),
+            Some(inputs),
+            Some(image_ref),
+        ))
+    }
+
+    /// The verdict for one module: its pin's, else the skip decision's (an artifact the host
+    /// lost is rebuilt where the host is the target), refused when it builds FROM a base outside
+    /// the selection whose artifact is gone.
+    async fn verdict(
+        &mut self,
+        module: &Module,
+        question: &Question,
+        manifests: &dyn ManifestSource,
+    ) -> Verdict {
+        let multi_platform = question.multi_platform;
+        let pins = self.pins.get_or_insert_with(|| manifests.pins());
+        // A pin holds only while the record still names the pinned artifact.
+        let pinned = pins
+            .get(&module.name)
+            .filter(|p| self.ctx.record.get(&module.name) == Some(&p.entry()));
+        let at = pinned
+            .map(|p| crate::timefmt::local_time(p.at_ms))
+            .unwrap_or_default();
+        let pin_verdict = pin::pinned_verdict(question, pinned, &at);
+        if let Some(why) = pin::pin_ends(question, pinned) {
+            self.ended_pins.insert(module.name.clone(), why);
+        }
+        let verdict = match pin_verdict {
+            Some(verdict) => verdict,
+            None => {
+                if decide::needs_host(question, &self.ctx.record) {
+                    self.ask_host().await;
+                }
+                let verdict = decide::decide(
+                    question,
+                    &self.ctx.record,
+                    &self.host,
+                    &self.ctx.record_source,
+                );
+                // Where the host is the target, an artifact it lost is rebuilt (when the host was asked).
+                if self.host_is_target()
+                    && !multi_platform
+                    && decide::gone_from_host(&verdict, &self.host)
+                {
+                    decide::rebuild_gone(&verdict, &self.ctx.record_source)
+                } else {
+                    verdict
+                }
+            }
+        };
+        // A build FROM a base outside the selection whose recorded artifact the host lost would
+        // make the daemon look for `sha256:…` on Docker Hub: refused, naming the base and the fix.
+        let gone_base = module
+            .base
+            .as_deref()
+            .and_then(|base| Some((base, self.unselected_base_gone(base)?)));
+        match gone_base {
+            Some((base, artifact)) if verdict.decision.builds() => Verdict {
+                decision: Decision::Refused,
+                reason: format!(
+                    "base {base}'s artifact {} ({} names it) is gone from the host daemon, and {base} is not selected in this converge, so nothing would build it again: converge it too (meshtop converge {base} {}), or converge every module (meshtop converge)",
+                    short_id(&artifact),
+                    self.ctx.record_source,
+                    module.name
+                ),
+                artifact: None,
+            },
+            _ => verdict,
+        }
+    }
+
+    /// What moved the address since the record's (forced first, when forced).
+    fn changes(
+        &self,
+        module: &Module,
+        inputs: Option<&Inputs>,
+        reference: Option<&str>,
+        manifests: &dyn ManifestSource,
+    ) -> Vec<Change> {
+        let forced = self.ctx.force;
+        let record_ref = self
+            .ctx
+            .record
+            .get(&module.name)
+            .map(|e| e.reference.as_str());
+        match inputs {
+            // The address the record names: the same inputs by construction, nothing to look up.
+            Some(_) if reference.is_some() && reference == record_ref => {
+                if forced {
+                    vec![Change::Forced]
+                } else {
+                    Vec::new()
+                }
+            }
+            Some(inputs) => {
+                let previous = manifests.previous(&module.name, record_ref);
+                let mut changes = why::why(previous.as_ref(), &inputs.manifest);
+                if forced {
+                    changes.insert(0, Change::Forced);
+                }
+                changes
+            }
+            None => Vec::new(),
+        }
+    }
 }
 
 /// A walk's result, and the stat cache it went through with its context (to keep; none when
 /// `memo` answered).
-type Walk = (Result<Walked, String>, Option<(PathBuf, ContextCache)>);
+type Walk = (Result<Walked, PlanError>, Option<(PathBuf, ContextCache)>);
 
 /// Walk `module`'s context through the stat cache (and `memo`, when given).
 fn walk(module: &Module, manifests: &dyn ManifestSource, memo: Option<&WalkMemo>) -> Walk {
@@ -425,8 +463,10 @@ fn walk(module: &Module, manifests: &dyn ManifestSource, memo: Option<&WalkMemo>
     let ticket = memo.map(|memo| memo.ticket(&module.name));
     let cache = manifests.input_cache(context);
     // What was read before a failure is still worth keeping: the cache is kept either way.
-    let walked = inputs::walk_cached(context, dockerfile, &cache)
-        .map_err(|e| format!("module {}: {e}", module.name));
+    let walked = inputs::walk_cached(context, dockerfile, &cache).map_err(|e| PlanError::Inputs {
+        module: module.name.clone(),
+        why: e.to_string(),
+    });
     if let (Ok(walked), Some(memo), Some(ticket)) = (&walked, memo, ticket) {
         memo.keep(&module.name, context, dockerfile, ticket, walked);
     }
@@ -437,7 +477,7 @@ pub async fn dry_run(
     ctx: PlanContext<'_>,
     daemon: Arc<LazyDaemon>,
     manifests: &dyn ManifestSource,
-) -> Result<Plan, String> {
+) -> Result<Plan, PlanError> {
     dry_run_watched(ctx, daemon, manifests, None).await
 }
 
@@ -448,7 +488,7 @@ pub async fn dry_run_watched(
     daemon: Arc<LazyDaemon>,
     manifests: &dyn ManifestSource,
     memo: Option<&WalkMemo>,
-) -> Result<Plan, String> {
+) -> Result<Plan, PlanError> {
     let mesh = ctx.mesh;
     let mut planner = Planner::new(ctx, daemon);
     let selected: Vec<&Module> = mesh
@@ -488,7 +528,7 @@ pub async fn dry_run_watched(
     };
     Ok(Plan {
         mesh: mesh.name.clone(),
-        target: mesh.target.kind().to_string(),
+        target: mesh.default_target().kind().to_string(),
         tiers: tiers.into_values().collect(),
         modules,
         host_error,

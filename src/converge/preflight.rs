@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::target::ConnectedTarget;
+use super::target::Target;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::Mesh;
 use crate::mesh::plan::PlannedModule;
@@ -13,7 +13,7 @@ use crate::mesh::plan::PlannedModule;
 pub fn refusals(
     planned: &BTreeMap<String, PlannedModule>,
     mesh: &Mesh,
-    target: &ConnectedTarget,
+    target: &dyn Target,
 ) -> Vec<String> {
     let refused: Vec<String> = planned
         .values()
@@ -24,7 +24,7 @@ pub fn refusals(
         return refused;
     }
     // A build for several platforms can only be pushed, never loaded into a daemon.
-    let pushes = matches!(target, ConnectedTarget::Kubernetes(_)) && mesh.registry.is_some();
+    let pushes = target.pushes_to().is_some();
     let unbuildable: Vec<String> = planned
         .values()
         .filter(|p| p.multi_platform && !pushes)
@@ -49,7 +49,7 @@ pub fn refusals(
         .any(|p| !matches!(p.decision, Decision::Record | Decision::Pinned))
         && let Err(why) = target.delivery()
     {
-        return vec![why];
+        return vec![why.to_string()];
     }
     Vec::new()
 }

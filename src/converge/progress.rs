@@ -1,4 +1,4 @@
-//! Progress of a converge: each step goes to the state database (so another process can follow it
+//! Progress of an operation (converge, send, rollback, gc): each step goes to the state database (so another process can follow it
 //! live) and to an optional channel (the command's stderr, the dashboard).
 
 use std::sync::{Arc, Mutex};
@@ -93,7 +93,7 @@ impl Emitter {
         }
     }
 
-    /// Record the last step and release the mesh's lock (taken under this emitter's converge id),
+    /// Record the last step and release the mesh's lock (taken under this emitter's operation id),
     /// in one write.
     pub fn finish(&self, text: impl Into<String>) {
         let event = self.step(Step::Finished, None, text.into());
@@ -101,15 +101,15 @@ impl Emitter {
         batch.push(event);
         let Ok(db) = self.db.lock() else {
             tracing::warn!(
-                "the state database handle is poisoned; the converge lock stays until it is taken over"
+                "the state database handle is poisoned; the mesh's lock stays until it is taken over"
             );
             return;
         };
         if let Err(error) = db.finish_converge(&batch, &self.mesh, &self.operation_id) {
-            tracing::warn!("cannot record the end of the converge: {error}");
+            tracing::warn!("cannot record the end of the operation: {error}");
             // The events could not be written: the mesh must still be freed.
             if let Err(error) = db.unlock_mesh(&self.mesh, &self.operation_id) {
-                tracing::warn!("cannot release the converge lock: {error}");
+                tracing::warn!("cannot release the mesh's lock: {error}");
             }
         }
     }
@@ -135,7 +135,7 @@ impl Emitter {
             }
         };
         if let Err(error) = written {
-            tracing::warn!("cannot record converge events: {error}");
+            tracing::warn!("cannot record the operation's events: {error}");
         }
     }
 }

@@ -8,16 +8,18 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use super::error::RollbackError;
+use super::lock::took_over;
 use super::progress::{Emitter, ProgressTx, Step};
 use super::send::{SendOutcome, send};
-use super::target::{ConnectedTarget, Delivery};
+use super::target::{Holding, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::registry::{Published, repository_in};
 use crate::backends::state::{BuildQuery, Holder, StateDb, locked, this_host};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
-use crate::mesh::pin::Pin;
+// Aliased: a rollback's destination is no target kind (tests/target_seam.rs looks for those).
+use crate::mesh::pin::{Pin, RollbackTarget as GoBack, rollback_target};
 use crate::mesh::text::short_id;
 use crate::timefmt;
 
@@ -78,20 +80,19 @@ fn resolve_to(
     mesh: &str,
     module: &str,
     to: &str,
-) -> Result<(RecordEntry, Option<BuildRow>), String> {
-    let builds = db
-        .builds(&BuildQuery {
-            mesh: mesh.to_string(),
-            module: Some(module.to_string()),
-            limit: 100_000,
-            ..BuildQuery::default()
-        })
-        .map_err(|e| e.to_string())?;
+) -> Result<(RecordEntry, Option<BuildRow>), RollbackError> {
+    let builds = db.builds(&BuildQuery {
+        mesh: mesh.to_string(),
+        module: Some(module.to_string()),
+        limit: 100_000,
+        ..BuildQuery::default()
+    })?;
     let wanted = to.strip_prefix("sha256:").unwrap_or(to);
     if wanted.len() < 6 {
-        return Err(format!(
-            "--to {to:?} is too short: give a build id or an artifact digest of at least 6 characters (see `meshtop builds {module}`)"
-        ));
+        return Err(RollbackError::TooShort {
+            to: to.to_string(),
+            module: module.to_string(),
+        });
     }
     let digest_matches = |digest: &str| short_matches(digest, wanted);
     let mut found: BTreeMap<String, (RecordEntry, Option<BuildRow>)> = BTreeMap::new();
@@ -109,7 +110,7 @@ fn resolve_to(
                 .or_insert((RecordEntry { reference, digest }, Some(build)));
         }
     }
-    for stamp in db.stamps(mesh, module, 10_000).map_err(|e| e.to_string())? {
+    for stamp in db.stamps(mesh, module, 10_000)? {
         if digest_matches(&stamp.to_digest) && !found.contains_key(&stamp.to_digest) {
             found.insert(
                 stamp.to_digest.clone(),
@@ -126,12 +127,15 @@ fn resolve_to(
     let mut found: Vec<_> = found.into_values().collect();
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(format!(
-            "no build or recorded artifact of module {module} matches {to:?}: see `meshtop builds {module}` and `meshtop history {module}`"
-        )),
-        n => Err(format!(
-            "{to:?} matches {n} artifacts of module {module}: give more characters"
-        )),
+        0 => Err(RollbackError::NoMatch {
+            to: to.to_string(),
+            module: module.to_string(),
+        }),
+        count => Err(RollbackError::Ambiguous {
+            to: to.to_string(),
+            count,
+            module: module.to_string(),
+        }),
     }
 }
 
@@ -142,34 +146,26 @@ fn short_matches(digest: &str, wanted: &str) -> bool {
         .starts_with(wanted)
 }
 
-/// The artifact the record named before the current one.
+/// The artifact the record named before the current one (the one rule: `mesh::pin::rollback_target`).
 fn previous(
     db: &StateDb,
     mesh: &str,
     module: &str,
     current: &RecordEntry,
-) -> Result<RecordEntry, String> {
-    let stamps = db.stamps(mesh, module, 10_000).map_err(|e| e.to_string())?;
-    let last = stamps
-        .iter()
-        .find(|s| s.to_digest == current.digest && s.to_ref == current.reference);
-    match last {
-        Some(stamp) => match (&stamp.from_ref, &stamp.from_digest) {
-            (Some(reference), Some(digest)) => Ok(RecordEntry {
-                reference: reference.clone(),
-                digest: digest.clone(),
-            }),
-            _ => Err(format!(
-                "the record named nothing for module {module} before {}@{}: nothing to roll back to; name an artifact with --to BUILD|DIGEST (see `meshtop builds {module}`)",
-                current.reference,
-                short_id(&current.digest)
-            )),
-        },
-        None => Err(format!(
-            "the state database holds no stamp of module {module} naming {}@{} (stamped before meshtop kept the record's history, or by another host): name an artifact with --to BUILD|DIGEST (see `meshtop builds {module}`)",
-            current.reference,
-            short_id(&current.digest)
-        )),
+) -> Result<RecordEntry, RollbackError> {
+    let stamps = db.stamps(mesh, module, 10_000)?;
+    match rollback_target(&stamps, current) {
+        GoBack::To(entry) => Ok(entry),
+        GoBack::NothingBefore => Err(RollbackError::NothingBefore {
+            module: module.to_string(),
+            reference: current.reference.clone(),
+            short: short_id(&current.digest).to_string(),
+        }),
+        GoBack::Unknown => Err(RollbackError::NoStamp {
+            module: module.to_string(),
+            reference: current.reference.clone(),
+            short: short_id(&current.digest).to_string(),
+        }),
     }
 }
 
@@ -180,39 +176,49 @@ pub async fn prepare(
     module: &str,
     to: Option<&str>,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Mutex<StateDb>,
-) -> Result<RollbackPlan, String> {
-    let record = super::target::read_record(mesh, target, db).await?;
+) -> Result<RollbackPlan, RollbackError> {
+    let record = target.read_record(mesh, db).await?;
     let Some(current) = record.record.get(module).cloned() else {
-        return Err(format!(
-            "{} holds nothing for module {module}: there is nothing to roll back",
-            record.source
-        ));
+        return Err(RollbackError::NothingRecorded {
+            record: record.source,
+            module: module.to_string(),
+        });
     };
     let (wanted, mut build) = {
-        let db = locked(db)?;
+        let db = locked(db).map_err(RollbackError::Handle)?;
         match to {
             Some(to) => resolve_to(&db, &mesh.name, module, to)?,
             None => (previous(&db, &mesh.name, module, &current)?, None),
         }
     };
     if wanted == current {
-        return Err(format!(
-            "the record already names {}@{} for module {module}: nothing to roll back",
-            wanted.reference,
-            short_id(&wanted.digest)
-        ));
+        return Err(RollbackError::AlreadyNamed {
+            module: module.to_string(),
+            reference: wanted.reference,
+            short: short_id(&wanted.digest).to_string(),
+        });
     }
     if build.is_none() {
-        build = locked(db)?
-            .build_by_digest(&mesh.name, &wanted.digest)
-            .map_err(|e| e.to_string())?;
+        build = locked(db)
+            .map_err(RollbackError::Handle)?
+            .build_by_digest(&mesh.name, &wanted.digest)?;
     }
-    held(mesh, module, &wanted, build.as_ref(), daemon, target, db).await?;
+    held(
+        mesh,
+        module,
+        &wanted,
+        build.as_ref(),
+        target,
+        Reach { daemon, db },
+    )
+    .await?;
     let mut wanted_record = record.record.clone();
     wanted_record.insert(module.to_string(), wanted.clone());
-    let machines = super::machines::list(mesh, &wanted_record, daemon, target, db).await?;
+    let machines = target
+        .machines(mesh, &wanted_record, Reach { daemon, db })
+        .await?;
     Ok(RollbackPlan {
         module: module.to_string(),
         from: current,
@@ -228,60 +234,17 @@ async fn held(
     module: &str,
     wanted: &RecordEntry,
     build: Option<&BuildRow>,
-    daemon: &LazyDaemon,
-    target: &ConnectedTarget,
-    db: &Mutex<StateDb>,
-) -> Result<(), String> {
-    let gone = |place: String| {
-        format!(
-            "{}@{} is no longer held by {place} (swept?): nothing was rolled back. {}",
-            wanted.reference,
-            short_id(&wanted.digest),
-            rebuild_offer(mesh, module, build)
-        )
-    };
-    match target.delivery() {
-        Ok(Delivery::Push(registry)) => {
-            let ConnectedTarget::Kubernetes(kube) = target else {
-                return Ok(());
-            };
-            let published = super::target::published_digest(mesh, target, db, wanted).await;
-            let client = super::target::registry_client(target, &registry).await?;
-            let (path, tag) = repository_in(&registry.host, &wanted.reference);
-            let answer = match &published {
-                Some(digest) => client.manifest(path, digest).await,
-                None => client.manifest(path, tag).await,
-            };
-            match answer.map_err(|e| e.to_string())? {
-                Published::Present { .. } => Ok(()),
-                Published::Absent => Err(gone(format!(
-                    "registry {} (namespace {})",
-                    registry.host, kube.cluster.namespace
-                ))),
-            }
-        }
-        _ => {
-            let docker = daemon.get().await?;
-            if !docker
-                .has_image(&wanted.digest)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                return Err(gone("the host daemon".into()));
-            }
-            // gc may have untagged the ref while the image stayed (another tag kept it).
-            if !docker
-                .has_image(&wanted.reference)
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                docker
-                    .tag(&wanted.digest, &wanted.reference)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        }
+    target: &dyn Target,
+    reach: Reach<'_>,
+) -> Result<(), RollbackError> {
+    match target.holds(mesh, wanted, reach).await? {
+        Holding::Held => Ok(()),
+        Holding::Gone(place) => Err(RollbackError::Gone {
+            reference: wanted.reference.clone(),
+            short: short_id(&wanted.digest).to_string(),
+            place,
+            offer: rebuild_offer(mesh, module, build),
+        }),
     }
 }
 
@@ -327,16 +290,17 @@ pub async fn rollback(
     mesh: &Mesh,
     plan: &RollbackPlan,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
-) -> Result<RollbackReport, String> {
+) -> Result<RollbackReport, RollbackError> {
     let operation_id = uuid::Uuid::now_v7().to_string();
     let holder = Holder::here(&operation_id);
-    super::lock::acquire(db, &mesh.name, &holder, false)
-        .await
-        .map_err(|e| e.to_string())?;
+    let taken_from = target.hold(db, &mesh.name, &holder, false).await?;
     let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, KIND, tx);
+    if let Some(from) = &taken_from {
+        emitter.emit(Step::Warning, None, took_over(db, &mesh.name, from));
+    }
     let result = stamp_pin_send(mesh, plan, daemon, target, db, &emitter).await;
     match &result {
         Ok(report) => emitter.finish(format!("rollback: {}", report.headline())),
@@ -349,30 +313,23 @@ async fn stamp_pin_send(
     mesh: &Mesh,
     plan: &RollbackPlan,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
-) -> Result<RollbackReport, String> {
+) -> Result<RollbackReport, RollbackError> {
     let module = &plan.module;
-    let record = super::target::read_record(mesh, target, db).await?;
+    let record = target.read_record(mesh, db).await?;
     if record.record.get(module) != Some(&plan.from) {
-        return Err(format!(
-            "the record of {module} moved since the rollback was confirmed (confirmed from {}@{}); look again and roll back again",
-            plan.from.reference,
-            short_id(&plan.from.digest)
-        ));
+        return Err(RollbackError::Moved {
+            module: module.clone(),
+            reference: plan.from.reference.clone(),
+            short: short_id(&plan.from.digest).to_string(),
+        });
     }
     let entries: Record = BTreeMap::from([(module.clone(), plan.to.clone())]);
-    super::target::stamp_as(
-        mesh,
-        target,
-        db,
-        &emitter.operation_id,
-        "rollback",
-        &entries,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    target
+        .stamp(mesh, db, &emitter.operation_id, KIND, &entries)
+        .await?;
     emitter.emit(
         Step::Stamped,
         Some(module),
@@ -385,10 +342,8 @@ async fn stamp_pin_send(
         ),
     );
     let short = {
-        let db = locked(db)?;
-        let short = db
-            .operation_short(&mesh.name, &emitter.operation_id, "rollback")
-            .map_err(|e| e.to_string())?;
+        let db = locked(db).map_err(RollbackError::Handle)?;
+        let short = db.operation_short(&mesh.name, &emitter.operation_id, "rollback")?;
         let pin = Pin {
             module: module.clone(),
             from_ref: plan.from.reference.clone(),
@@ -400,12 +355,21 @@ async fn stamp_pin_send(
             host: this_host(),
             at_ms: timefmt::now_ms(),
         };
-        db.pin(&mesh.name, &pin).map_err(|e| e.to_string())?;
+        db.pin(&mesh.name, &pin)?;
         short
     };
     let mut merged = record.record.clone();
     merged.extend(entries);
-    let machines = super::machines::list(mesh, &merged, daemon, target, db).await?;
+    let machines = target
+        .machines(
+            mesh,
+            &merged,
+            Reach {
+                daemon,
+                db: db.as_ref(),
+            },
+        )
+        .await?;
     let moves = moves_for(&merged, &machines, module);
     let outcomes = send(mesh, &moves, daemon, target, db, emitter).await;
     Ok(RollbackReport {

@@ -1,11 +1,13 @@
 //! After the stamp: the declared machines that do not exist are created, then the behind machines
 //! of every `rollout` module are sent, in tier order.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use super::engine::{ConvergeError, ConvergeRequest};
+use super::error::ConvergeError;
 use super::progress::{Emitter, Step};
-use super::{machines, send};
+use super::send;
+use super::target::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::StateDb;
 use crate::mesh::model::{Mesh, Record};
@@ -15,17 +17,13 @@ use crate::mesh::model::{Mesh, Record};
 pub async fn roll_out(
     mesh: &Mesh,
     record: &Record,
-    request: &ConvergeRequest,
+    modules: Option<&BTreeSet<String>>,
+    target: &dyn Target,
     daemon: &Arc<LazyDaemon>,
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<(Vec<String>, Vec<send::SendOutcome>), ConvergeError> {
-    let in_scope = |module: &str| {
-        request
-            .modules
-            .as_ref()
-            .is_none_or(|names| names.contains(module))
-    };
+    let in_scope = |module: &str| modules.is_none_or(|names| names.contains(module));
     let rolls_out = mesh
         .modules
         .iter()
@@ -34,19 +32,18 @@ pub async fn roll_out(
     if !rolls_out && !declares {
         return Ok((Vec::new(), Vec::new()));
     }
-    let target = &request.target;
-    let existing = machines::list(mesh, record, daemon, target, db)
-        .await
-        .map_err(ConvergeError::Failed)?;
-    let created = machines::create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
-        .await
-        .map_err(ConvergeError::Failed)?;
+    let reach = || Reach {
+        daemon: daemon.as_ref(),
+        db: db.as_ref(),
+    };
+    let existing = target.machines(mesh, record, reach()).await?;
+    let created = target
+        .create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
+        .await?;
     let machines = if created.is_empty() {
         existing
     } else {
-        machines::list(mesh, record, daemon, target, db)
-            .await
-            .map_err(ConvergeError::Failed)?
+        target.machines(mesh, record, reach()).await?
     };
     let mut sends = Vec::new();
     for module in mesh

@@ -4,13 +4,13 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
+use super::error::SendError;
 use super::progress::{Emitter, Step};
-use super::target::{ConnectedTarget, Delivery, Kube, published_digest};
-use crate::backends::cluster::WorkloadKind;
+use super::target::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{SendRow, StateDb};
 pub use crate::mesh::machine::{Move, moves_for};
-use crate::mesh::model::{Mesh, RecordEntry};
+use crate::mesh::model::Mesh;
 use crate::timefmt;
 
 #[derive(Debug, Clone, Serialize)]
@@ -26,22 +26,14 @@ pub async fn send(
     mesh: &Mesh,
     moves: &[Move],
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
-    // Before anything changes: may we patch these workloads?
-    let kinds: Vec<WorkloadKind> = moves
-        .iter()
-        .filter_map(|m| match m.kind.as_str() {
-            "Deployment" => Some(WorkloadKind::Deployment),
-            "StatefulSet" => Some(WorkloadKind::StatefulSet),
-            "DaemonSet" => Some(WorkloadKind::DaemonSet),
-            _ => None,
-        })
-        .collect();
-    if let Err(refused) = super::target::check_write_access(target, false, &kinds).await {
+    // Before anything changes: may we move these machines?
+    if let Err(refused) = target.check_write_access(false, moves).await {
+        let refused = refused.to_string();
         for moved in moves {
             outcomes.push(SendOutcome {
                 moved: moved.clone(),
@@ -54,7 +46,7 @@ pub async fn send(
     }
     for (index, moved) in moves.iter().enumerate() {
         // Every send is made only while this operation still holds the mesh.
-        if let Err(error) = super::engine::still_holds(db, &mesh.name, &emitter.operation_id) {
+        if let Err(error) = target.still_holds(db, &mesh.name, &emitter.operation_id) {
             emitter.emit(Step::Failed, Some(&moved.module), error.to_string());
             for left in &moves[index..] {
                 outcomes.push(SendOutcome {
@@ -73,18 +65,11 @@ pub async fn send(
                 moved.machine, moved.from, moved.to_reference, moved.to_digest
             ),
         );
-        let result = match target {
-            ConnectedTarget::Docker => match daemon.get().await {
-                Ok(daemon) => daemon
-                    .recreate(&moved.machine, &moved.to_digest)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(error) => Err(error),
-            },
-            ConnectedTarget::Kubernetes(kube) => {
-                send_kube(mesh, kube, target, db, moved, emitter).await
-            }
+        let reach = Reach {
+            daemon,
+            db: db.as_ref(),
         };
+        let result = target.send(mesh, moved, reach, emitter).await;
         let (ok, message) = match result {
             Ok(()) => (true, "moved".to_string()),
             Err(error) => (false, format!("failed: {error}")),
@@ -119,94 +104,24 @@ pub async fn send(
     outcomes
 }
 
-/// Patch the workload (guarded by the image it was listed with), then follow its roll-out.
-async fn send_kube(
-    mesh: &Mesh,
-    kube: &Kube,
-    target: &ConnectedTarget,
-    db: &Mutex<StateDb>,
-    moved: &Move,
-    emitter: &Emitter,
-) -> Result<(), String> {
-    let find = |workloads: &[crate::backends::cluster::Workload]| {
-        workloads
-            .iter()
-            .find(|w| w.kind.as_str() == moved.kind && w.name == moved.machine)
-            .cloned()
-    };
-    let seen = kube.workloads.lock().ok().and_then(|w| find(&w));
-    let workload = match seen {
-        Some(w) => w,
-        None => {
-            let listed = kube.cluster.machines().await.map_err(|e| e.to_string())?;
-            find(&listed).ok_or_else(|| {
-                format!(
-                    "{} {} is no longer in {}",
-                    moved.kind,
-                    moved.machine,
-                    kube.cluster.place()
-                )
-            })?
-        }
-    };
-    let entry = RecordEntry {
-        reference: moved.to_reference.clone(),
-        digest: moved.to_digest.clone(),
-    };
-    let (to_image, artifact) = match target.delivery()? {
-        Delivery::Push(registry) => match published_digest(mesh, target, db, &entry).await {
-            Some(digest) => (format!("{}@{digest}", entry.reference), None),
-            None => {
-                return Err(format!(
-                    "{} is not published in registry {}: converge module {} first",
-                    entry.reference, registry.host, moved.module
-                ));
-            }
-        },
-        Delivery::KindLoad(_) | Delivery::Host => {
-            (entry.reference.clone(), Some(entry.digest.as_str()))
-        }
-    };
-    kube.cluster
-        .send(&workload, &to_image, artifact)
-        .await
-        .map_err(|e| e.to_string())?;
-    emitter.emit(
-        Step::Rollout,
-        Some(&moved.module),
-        format!("{workload}: image {to_image}; following the roll-out"),
-    );
-    // kubectl's own words as progress; a failure carries its evidence in its message.
-    let said = |message: &str| {
-        emitter.emit(
-            Step::Rollout,
-            Some(&moved.module),
-            format!("{workload}: {message}"),
-        );
-    };
-    kube.cluster
-        .follow_rollout(&workload, kube.rollout, &said)
-        .await
-        .map(|_| ())
-        .map_err(|error| error.to_string())
-}
-
 /// What a send of `module` would move: the record's entry for it, and its behind machines.
 pub async fn prepare(
     mesh: &Mesh,
     module: &str,
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Mutex<StateDb>,
-) -> Result<Vec<Move>, String> {
-    let record = super::target::read_record(mesh, target, db).await?;
+) -> Result<Vec<Move>, SendError> {
+    let record = target.read_record(mesh, db).await?;
     if !record.record.contains_key(module) {
-        return Err(format!(
-            "{} holds nothing for module {module}: converge it first",
-            record.source
-        ));
+        return Err(SendError::NothingRecorded {
+            record: record.source,
+            module: module.to_string(),
+        });
     }
-    let machines = super::machines::list(mesh, &record.record, daemon, target, db).await?;
+    let machines = target
+        .machines(mesh, &record.record, Reach { daemon, db })
+        .await?;
     Ok(moves_for(&record.record, &machines, module))
 }
 
@@ -266,21 +181,19 @@ pub async fn send_confirmed(
     module: &str,
     confirmed: &[Move],
     daemon: &LazyDaemon,
-    target: &ConnectedTarget,
+    target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
     tx: Option<super::progress::ProgressTx>,
-) -> Result<SendReport, String> {
+) -> Result<SendReport, SendError> {
     let send_id = uuid::Uuid::now_v7().to_string();
     let holder = crate::backends::state::Holder::here(&send_id);
-    let taken_from = super::lock::acquire(db, &mesh.name, &holder, false)
-        .await
-        .map_err(|e| e.to_string())?;
+    let taken_from = target.hold(db, &mesh.name, &holder, false).await?;
     let emitter = Emitter::new(db.clone(), &mesh.name, &send_id, "send", tx);
     if let Some(from) = &taken_from {
         emitter.emit(
             Step::Warning,
             None,
-            super::lock::took_over(&mesh.name, from),
+            super::lock::took_over(db, &mesh.name, from),
         );
     }
     let current = match prepare(mesh, module, daemon, target, db).await {
@@ -320,17 +233,18 @@ async fn same_artifact(
     module: &str,
     confirmed: &[Move],
     current: &[Move],
-    target: &ConnectedTarget,
+    target: &dyn Target,
     mesh: &Mesh,
     db: &Mutex<StateDb>,
-) -> Result<(), String> {
+) -> Result<(), SendError> {
     let Some(wanted) = confirmed.first() else {
         return Ok(());
     };
     let now = match current.first() {
         Some(m) => Some((m.to_reference.clone(), m.to_digest.clone())),
         // No machine is behind any more: the record may still have moved (say so), or not.
-        None => super::target::read_record(mesh, target, db)
+        None => target
+            .read_record(mesh, db)
             .await?
             .record
             .get(module)
@@ -342,14 +256,15 @@ async fn same_artifact(
         {
             Ok(())
         }
-        Some((reference, digest)) => Err(format!(
-            "the record of {module} moved since the send was confirmed: it now names {reference}@{} (confirmed: {}@{}); nothing was sent — look at the new moves and send again",
-            crate::mesh::text::short_id(&digest),
-            wanted.to_reference,
-            crate::mesh::text::short_id(&wanted.to_digest),
-        )),
-        None => Err(format!(
-            "the record no longer names module {module}; nothing was sent"
-        )),
+        Some((reference, digest)) => Err(SendError::Moved {
+            module: module.to_string(),
+            short: crate::mesh::text::short_id(&digest).to_string(),
+            reference,
+            confirmed: wanted.to_reference.clone(),
+            confirmed_short: crate::mesh::text::short_id(&wanted.to_digest).to_string(),
+        }),
+        None => Err(SendError::NoLongerNamed {
+            module: module.to_string(),
+        }),
     }
 }

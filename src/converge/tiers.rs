@@ -9,10 +9,11 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use super::build::{BuildError, BuildJob, Built, build_module};
-use super::engine::{ConvergeError, ModuleOutcome};
+use super::error::ConvergeError;
 use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Step};
-use super::target::{self, ConnectedTarget};
+use super::summary::ModuleOutcome;
+use super::target::{Artifact, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::StateDb;
 use crate::mesh::Module;
@@ -22,7 +23,7 @@ use crate::mesh::model::{Mesh, Record, RecordEntry};
 /// One converge's walk over its tiers, and what it gathered.
 pub struct TierRun<'a> {
     pub mesh: &'a Mesh,
-    pub target: &'a ConnectedTarget,
+    pub target: &'a dyn Target,
     pub daemon: &'a Arc<LazyDaemon>,
     pub db: &'a Arc<Mutex<StateDb>>,
     pub emitter: &'a Emitter,
@@ -63,6 +64,14 @@ async fn cancelled(cancel: &mut watch::Receiver<bool>) {
 }
 
 impl TierRun<'_> {
+    /// The daemon and the state database, as the target is handed them.
+    fn reach(&self) -> Reach<'_> {
+        Reach {
+            daemon: self.daemon,
+            db: self.db,
+        }
+    }
+
     /// Decide, skip or build every module of one tier.
     pub async fn run_tier(
         &mut self,
@@ -89,6 +98,7 @@ impl TierRun<'_> {
                 Decision::Build | Decision::Forced => jobs.push(BuildJob {
                     module: (*module).clone(),
                     planned: decided,
+                    pushes: self.target.pushes_to().is_some(),
                 }),
             }
         }
@@ -96,7 +106,8 @@ impl TierRun<'_> {
             return Ok(());
         }
         // A converge that woke up after being taken over builds nothing more.
-        super::engine::still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)?;
+        self.target
+            .still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)?;
         let daemon = self
             .daemon
             .get()
@@ -133,11 +144,7 @@ impl TierRun<'_> {
             ConvergeError::Failed(format!("module {} was not planned", module.name))
         })?;
         if decided.reference.is_none() {
-            decided = self
-                .planner
-                .decide(module, &self.manifests)
-                .await
-                .map_err(ConvergeError::Failed)?;
+            decided = self.planner.decide(module, &self.manifests).await?;
         }
         self.emitter.defer(
             Step::Decided,
@@ -163,21 +170,23 @@ impl TierRun<'_> {
             )));
         };
         if decided.decision == Decision::Host
-            && let Err(error) = target::deliver(
-                self.mesh,
-                self.target,
-                self.daemon,
-                self.db,
-                &module.name,
-                &reference,
-                &artifact,
-                None,
-                self.emitter,
-            )
-            .await
+            && let Err(error) = self
+                .target
+                .deliver(
+                    self.mesh,
+                    Artifact {
+                        module: &module.name,
+                        reference: &reference,
+                        digest: &artifact,
+                        build_id: None,
+                    },
+                    self.reach(),
+                    self.emitter,
+                )
+                .await
         {
             self.emitter
-                .emit(Step::Failed, Some(&module.name), error.clone());
+                .emit(Step::Failed, Some(&module.name), error.to_string());
             self.failed(&decided, format!("failed: delivery: {error}"), None);
             return Ok(());
         }
@@ -216,22 +225,23 @@ impl TierRun<'_> {
         let delivered = if built.published.is_some() {
             Ok(())
         } else {
-            target::deliver(
-                self.mesh,
-                self.target,
-                self.daemon,
-                self.db,
-                &built.planned.name,
-                &reference,
-                artifact,
-                Some(&built.correlation_id),
-                self.emitter,
-            )
-            .await
+            self.target
+                .deliver(
+                    self.mesh,
+                    Artifact {
+                        module: &built.planned.name,
+                        reference: &reference,
+                        digest: artifact,
+                        build_id: Some(&built.correlation_id),
+                    },
+                    self.reach(),
+                    self.emitter,
+                )
+                .await
         };
         if let Err(error) = delivered {
             self.emitter
-                .emit(Step::Failed, Some(&built.planned.name), error.clone());
+                .emit(Step::Failed, Some(&built.planned.name), error.to_string());
             self.failed(
                 &built.planned,
                 format!("failed: delivery: {error}"),

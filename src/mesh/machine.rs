@@ -21,13 +21,51 @@ pub struct Machine {
     pub health: String,
 }
 
+/// What kind of machine a move moves: a container (Docker) or a workload (Kubernetes). Written as
+/// before it was typed (`container`, `Deployment`, …) in JSON and messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum MachineKind {
+    #[serde(rename = "container")]
+    Container,
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+}
+
+impl MachineKind {
+    /// The kind a machine's listing names; None for a word meshtop never lists.
+    pub fn of(word: &str) -> Option<MachineKind> {
+        match word {
+            "container" => Some(MachineKind::Container),
+            "Deployment" => Some(MachineKind::Deployment),
+            "StatefulSet" => Some(MachineKind::StatefulSet),
+            "DaemonSet" => Some(MachineKind::DaemonSet),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MachineKind::Container => "container",
+            MachineKind::Deployment => "Deployment",
+            MachineKind::StatefulSet => "StatefulSet",
+            MachineKind::DaemonSet => "DaemonSet",
+        }
+    }
+}
+
+impl std::fmt::Display for MachineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// One machine to move: from the artifact it runs to the record's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Move {
     pub module: String,
     pub machine: String,
-    /// `container`, `Deployment`, `StatefulSet` or `DaemonSet`.
-    pub kind: String,
+    pub kind: MachineKind,
     pub from: String,
     #[serde(rename = "to_ref")]
     pub to_reference: String,
@@ -42,13 +80,16 @@ pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Mov
     machines
         .iter()
         .filter(|m| m.module == module && m.state.is_behind())
-        .map(|m| Move {
-            module: module.to_string(),
-            machine: m.name.clone(),
-            kind: m.kind.clone(),
-            from: m.running.first().cloned().unwrap_or_default(),
-            to_reference: entry.reference.clone(),
-            to_digest: entry.digest.clone(),
+        // Every listed machine has a kind meshtop moves; a word it does not know is no move.
+        .filter_map(|m| {
+            Some(Move {
+                module: module.to_string(),
+                machine: m.name.clone(),
+                kind: MachineKind::of(&m.kind)?,
+                from: m.running.first().cloned().unwrap_or_default(),
+                to_reference: entry.reference.clone(),
+                to_digest: entry.digest.clone(),
+            })
         })
         .collect()
 }

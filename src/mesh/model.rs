@@ -29,7 +29,9 @@ pub struct Mesh {
     /// No context may leave it.
     pub root: PathBuf,
     pub registry: Option<Registry>,
-    pub target: Target,
+    /// The targets of this mesh, by name (one today: a mesh file's single `[target]` table is
+    /// [`DEFAULT_TARGET`]). A second target is one more entry; every caller asks for the one it acts on.
+    pub targets: BTreeMap<String, Target>,
     pub modules: Vec<Module>,
     pub machines: Vec<MachineSpec>,
     /// Kubernetes: how long a roll-out may go without progress before it reads as failed
@@ -37,7 +39,27 @@ pub struct Mesh {
     pub rollout_deadline: Option<std::time::Duration>,
 }
 
+/// The name of a mesh file's single `[target]` table (and of the embedded Docker default).
+pub const DEFAULT_TARGET: &str = "default";
+
+/// The targets of a mesh that has one: `target`, named [`DEFAULT_TARGET`].
+pub fn single_target(target: Target) -> BTreeMap<String, Target> {
+    BTreeMap::from([(DEFAULT_TARGET.to_string(), target)])
+}
+
 impl Mesh {
+    /// The target named `name`, if the mesh names it.
+    pub fn target(&self, name: &str) -> Option<&Target> {
+        self.targets.get(name)
+    }
+
+    /// The target a command acts on when it names none: [`DEFAULT_TARGET`], else the embedded
+    /// default (the host daemon) for a mesh made by hand without one.
+    pub fn default_target(&self) -> &Target {
+        const HOST: Target = Target::Docker;
+        self.target(DEFAULT_TARGET).unwrap_or(&HOST)
+    }
+
     pub fn module(&self, name: &str) -> Option<&Module> {
         self.modules.iter().find(|m| m.name == name)
     }
@@ -67,6 +89,7 @@ pub struct Registry {
     pub insecure: bool,
 }
 
+/// A target as the mesh file declares it (its kind and settings); `converge::target` connects it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Target {

@@ -68,7 +68,7 @@ pub async fn run(
                 mesh: (*mesh).clone(),
                 state_path: session.state_path.clone(),
                 force,
-                jobs: std::thread::available_parallelism().map_or(2, |n| n.get()),
+                jobs: engine::default_jobs(),
                 modules: modules.map(|names| names.into_iter().collect()),
                 wait: false,
                 target,
@@ -82,14 +82,16 @@ pub async fn run(
         }
         ActionRequest::Rollback { module, from } => {
             let db = session.db_handle().await?;
-            let plan = rollback::prepare(&mesh, &module, None, &daemon, &target, &db).await?;
+            let plan =
+                rollback::prepare(&mesh, &module, None, &daemon, target.as_ref(), &db).await?;
             if plan.from != from {
                 return Err(format!(
                     "the record of {module} moved since the rollback was confirmed; nothing rolled back"
                 ));
             }
             let report =
-                rollback::rollback(&mesh, &plan, &daemon, &target, &db, Some(progress)).await?;
+                rollback::rollback(&mesh, &plan, &daemon, target.as_ref(), &db, Some(progress))
+                    .await?;
             if report.ok() {
                 Ok(report.headline())
             } else {
@@ -106,7 +108,7 @@ pub async fn run(
                 keep_newest,
                 Some(&confirmed),
                 &daemon,
-                &target,
+                target.as_ref(),
                 &db,
                 Some(progress),
             )
@@ -133,7 +135,7 @@ pub async fn run(
                 &module,
                 &moves,
                 &daemon,
-                &target,
+                target.as_ref(),
                 &db,
                 Some(progress),
             )

@@ -1,13 +1,10 @@
-//! The machines of the mesh on its target, as the engine lists them, with their state against the
+//! The machines of the mesh on its target, as the target lists them, with their state against the
 //! record.
 
 use std::sync::Arc;
 
 use crate::app::msg::{PollParams, SourceData};
-use crate::backends::daemon::LazyDaemon;
-use crate::converge::machines;
-use crate::converge::target::{self, ConnectedTarget};
-use crate::mesh::model::Target;
+use crate::converge::target::Reach;
 
 use super::poll::BoxFuture;
 use super::session::Session;
@@ -16,25 +13,21 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
     Box::pin(async move {
         let db = session.db_handle().await?;
         let mesh = session.mesh.clone();
-        if mesh.target == Target::Docker {
-            // Every machine is a container: the daemon's connection is the one to drop on error.
-            return session
-                .daemon(|daemon| async move {
-                    let target = ConnectedTarget::Docker;
-                    let read = target::read_record(&mesh, &target, &db).await?;
-                    let daemon = LazyDaemon::with(daemon);
-                    machines::list(&mesh, &read.record, &daemon, &target, &db)
-                        .await
-                        .map(|listed| SourceData::MachinesAgainst(read.record, listed))
-                })
-                .await;
-        }
+        // The shared daemon connection when there is one (a target whose machines are containers
+        // asks it; one whose machines are elsewhere never connects).
+        let daemon = session.lazy_daemon().await;
         session
             .target(|target| async move {
-                let read = target::read_record(&mesh, &target, &db).await?;
-                machines::list(&mesh, &read.record, &LazyDaemon::new(), &target, &db)
+                let read = target.read_record(&mesh, &db).await?;
+                let reach = Reach {
+                    daemon: &daemon,
+                    db: &db,
+                };
+                target
+                    .machines(&mesh, &read.record, reach)
                     .await
                     .map(|listed| SourceData::MachinesAgainst(read.record, listed))
+                    .map_err(String::from)
             })
             .await
     })

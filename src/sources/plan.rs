@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use crate::app::msg::{PollParams, SourceData};
 use crate::converge::plan::{self, PlanContext, StateManifests};
-use crate::converge::target;
 
 use super::poll::BoxFuture;
 use super::session::Session;
@@ -17,13 +16,14 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
         let walks = session.walks.clone();
         session
             .target(|target| async move {
-                let read = target::read_record(&mesh, &target, &db).await?;
+                let read = target.read_record(&mesh, &db).await?;
                 let ctx = PlanContext {
                     mesh: &mesh,
                     record: read.record,
                     record_source: read.source,
                     selected: None,
                     force: false,
+                    host_is_target: target.host_is_target(),
                 };
                 let manifests = StateManifests {
                     db: &db,

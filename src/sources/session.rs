@@ -10,8 +10,8 @@ use crate::backends::credentials;
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::RegistryClient;
 use crate::backends::state::StateDb;
-use crate::converge::target::ConnectedTarget;
-use crate::mesh::model::Mesh;
+use crate::converge::target::{self, Connected};
+use crate::mesh::model::{DEFAULT_TARGET, Mesh};
 use crate::workspace::walks::WalkMemo;
 
 /// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
@@ -82,7 +82,7 @@ pub struct Session {
     pub place: Place,
     db: Shared<Db>,
     daemon: Shared<Daemon>,
-    target: Shared<ConnectedTarget>,
+    target: Shared<Connected>,
     registry: Shared<Arc<RegistryClient>>,
     /// The plan's walks of the contexts, kept while they are watched (the dashboard's watcher).
     pub walks: Arc<WalkMemo>,
@@ -160,19 +160,21 @@ impl Session {
     /// Run `work` on the target's connection (one cluster connection for every source and action).
     pub async fn target<R, W, WF>(&self, work: W) -> Result<R, String>
     where
-        W: FnOnce(ConnectedTarget) -> WF,
+        W: FnOnce(Connected) -> WF,
         WF: Future<Output = Result<R, String>>,
     {
         let (mesh, place) = (self.mesh.clone(), self.place.clone());
         self.target
             .with(
                 || async move {
-                    ConnectedTarget::connect(
+                    target::connect(
                         &mesh,
+                        DEFAULT_TARGET,
                         place.context.as_deref(),
                         place.namespace.as_deref(),
                     )
                     .await
+                    .map_err(String::from)
                 },
                 work,
             )

@@ -36,7 +36,7 @@ pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<Vie
                 let daemon = session.lazy_daemon().await;
                 let db = session.db_handle().await?;
                 let mesh = session.mesh.clone();
-                let report = gc::plan(&mesh, keep_newest, &daemon, &target, &db).await?;
+                let report = gc::plan(&mesh, keep_newest, &daemon, target.as_ref(), &db).await?;
                 Ok(ViewData::Gc(Box::new(report)))
             }
             ViewRequest::Stats { since_ms } => {

@@ -281,7 +281,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         file,
         root,
         registry: header.registry,
-        target,
+        targets: crate::mesh::model::single_target(target),
         rollout_deadline,
         modules: resolved,
         machines: machines

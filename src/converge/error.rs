@@ -1,0 +1,269 @@
+//! How the engine fails, and the one check every changing step makes first (does this operation
+//! still hold the mesh?). At the bottom of the room: every other file of `converge/` may use it, it
+//! uses none of them.
+
+use std::sync::Mutex;
+
+use crate::backends::cluster::ClusterError;
+use crate::backends::daemon::DaemonError;
+use crate::backends::registry::RegistryError;
+use crate::backends::state::{Holder, StateDb, StateError};
+use crate::mesh::machine::MachineKind;
+use crate::timefmt;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConvergeError {
+    /// Another operation holds the mesh; `by` names it as a person says it (`send #12 (<uuid>)`).
+    #[error("mesh {mesh} is held by {by} (host {}, process {}, since {}): wait for it, or pass --wait", .holder.host, .holder.pid, timefmt::local_time(.holder.since_ms))]
+    Busy {
+        mesh: String,
+        by: String,
+        holder: Holder,
+    },
+    #[error("meshtop refuses to build: there is nowhere to record builds ({0})")]
+    NoRecord(String),
+    #[error("refused before any build: {0}")]
+    Refused(String),
+    #[error("converge cancelled: running builds were marked cancelled, nothing was stamped")]
+    Cancelled,
+    /// Another operation took the mesh over (this one was frozen past the stale limit): nothing more
+    /// is stamped or sent; the message names who took it.
+    #[error("{0}")]
+    LockLost(String),
+    #[error("{0}")]
+    Failed(String),
+    /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
+    /// if it can be, else the next open of the state closes it so.
+    #[error("{0}")]
+    Unrecorded(String),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// `LockLost` when this operation no longer holds the mesh (checked in the state database now).
+pub fn still_holds(
+    db: &Mutex<StateDb>,
+    mesh: &str,
+    operation_id: &str,
+) -> Result<(), ConvergeError> {
+    let db = crate::backends::state::locked(db).map_err(ConvergeError::Failed)?;
+    db.check_holds(mesh, operation_id)
+        .map_err(|e| ConvergeError::LockLost(e.to_string()))
+}
+
+/// What a target could not do; each says where and, when it can, how to fix it. The words are those
+/// the CLI and the screen showed before the seam was typed.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The host daemon could not be reached (the connection's own message, remembered once).
+    #[error("{0}")]
+    Unreachable(String),
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// Docker's credentials for a registry could not be read (remembered once per connection).
+    #[error("{0}")]
+    Credentials(String),
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The state database's handle could not be taken.
+    #[error("{0}")]
+    Handle(String),
+    #[error(
+        "nothing can deliver to Kubernetes context {context:?} (namespace {namespace}): set `registry = \"host:port\"` in [mesh] to push there, or use a kind-* context (kind load)"
+    )]
+    NoDelivery { context: String, namespace: String },
+    #[error("{reference} is not published in registry {registry}: converge module {module} first")]
+    NotPublished {
+        reference: String,
+        registry: String,
+        module: String,
+    },
+    #[error("{kind} {machine} is no longer in {place}")]
+    MachineGone {
+        kind: MachineKind,
+        machine: String,
+        place: String,
+    },
+    #[error("cannot create declared machine {machine} of module {module}: {source}")]
+    CreateMachine {
+        machine: String,
+        module: String,
+        source: DaemonError,
+    },
+    #[error(
+        "mesh {mesh} names no target {name:?} (it names: {names}): add a [target] table to {file}"
+    )]
+    NoSuchTarget {
+        mesh: String,
+        name: String,
+        names: String,
+        file: String,
+    },
+}
+
+/// Callers whose own contract is still a message (a source's poll) take the target's as one.
+impl From<TargetError> for String {
+    fn from(error: TargetError) -> String {
+        error.to_string()
+    }
+}
+
+/// Why a rollback was refused or stopped; nothing was rolled back unless the message says so.
+#[derive(Debug, thiserror::Error)]
+pub enum RollbackError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The state database's handle could not be taken.
+    #[error("{0}")]
+    Handle(String),
+    /// The mesh could not be held (another operation holds it), or was lost while stamping.
+    #[error(transparent)]
+    Hold(#[from] ConvergeError),
+    #[error("{record} holds nothing for module {module}: there is nothing to roll back")]
+    NothingRecorded { record: String, module: String },
+    #[error(
+        "--to {to:?} is too short: give a build id or an artifact digest of at least 6 characters (see `meshtop builds {module}`)"
+    )]
+    TooShort { to: String, module: String },
+    #[error(
+        "no build or recorded artifact of module {module} matches {to:?}: see `meshtop builds {module}` and `meshtop history {module}`"
+    )]
+    NoMatch { to: String, module: String },
+    #[error("{to:?} matches {count} artifacts of module {module}: give more characters")]
+    Ambiguous {
+        to: String,
+        count: usize,
+        module: String,
+    },
+    #[error(
+        "the record named nothing for module {module} before {reference}@{short}: nothing to roll back to; name an artifact with --to BUILD|DIGEST (see `meshtop builds {module}`)"
+    )]
+    NothingBefore {
+        module: String,
+        reference: String,
+        short: String,
+    },
+    #[error(
+        "the state database holds no stamp of module {module} naming {reference}@{short} (stamped before meshtop kept the record's history, or by another host): name an artifact with --to BUILD|DIGEST (see `meshtop builds {module}`)"
+    )]
+    NoStamp {
+        module: String,
+        reference: String,
+        short: String,
+    },
+    #[error(
+        "the record already names {reference}@{short} for module {module}: nothing to roll back"
+    )]
+    AlreadyNamed {
+        module: String,
+        reference: String,
+        short: String,
+    },
+    #[error(
+        "{reference}@{short} is no longer held by {place} (swept?): nothing was rolled back. {offer}"
+    )]
+    Gone {
+        reference: String,
+        short: String,
+        place: String,
+        /// The commands that rebuild it, when its inputs are known.
+        offer: String,
+    },
+    #[error(
+        "the record of {module} moved since the rollback was confirmed (confirmed from {reference}@{short}); look again and roll back again"
+    )]
+    Moved {
+        module: String,
+        reference: String,
+        short: String,
+    },
+}
+
+impl From<RollbackError> for String {
+    fn from(error: RollbackError) -> String {
+        error.to_string()
+    }
+}
+
+/// Why a send sent nothing (a machine that failed is an outcome of the report, not this).
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The mesh could not be held: another operation holds it.
+    #[error(transparent)]
+    Hold(#[from] ConvergeError),
+    #[error("{record} holds nothing for module {module}: converge it first")]
+    NothingRecorded { record: String, module: String },
+    #[error(
+        "the record of {module} moved since the send was confirmed: it now names {reference}@{short} (confirmed: {confirmed}@{confirmed_short}); nothing was sent — look at the new moves and send again"
+    )]
+    Moved {
+        module: String,
+        reference: String,
+        short: String,
+        confirmed: String,
+        confirmed_short: String,
+    },
+    #[error("the record no longer names module {module}; nothing was sent")]
+    NoLongerNamed { module: String },
+}
+
+impl From<SendError> for String {
+    fn from(error: SendError) -> String {
+        error.to_string()
+    }
+}
+
+/// Why gc took nothing: a root of the keep set (or the place it would take from) could not be read,
+/// or another operation holds the mesh.
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    /// `root` names what could not be read: the target's record, its machines, the host daemon,
+    /// the registry, the state database.
+    #[error("{root} cannot be read ({why})")]
+    Unreadable { root: String, why: String },
+    #[error("gc takes nothing while another operation holds the mesh: {0}")]
+    Held(ConvergeError),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The state database's handle could not be taken.
+    #[error("{0}")]
+    Handle(String),
+}
+
+impl GcError {
+    pub fn unreadable(root: &str, why: impl std::fmt::Display) -> GcError {
+        GcError::Unreadable {
+            root: root.to_string(),
+            why: why.to_string(),
+        }
+    }
+}
+
+impl From<GcError> for String {
+    fn from(error: GcError) -> String {
+        error.to_string()
+    }
+}
+
+/// Why a plan could not be made: a module's inputs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("module {module}: {why}")]
+    Inputs { module: String, why: String },
+}
+
+impl From<PlanError> for String {
+    fn from(error: PlanError) -> String {
+        error.to_string()
+    }
+}

@@ -1,0 +1,327 @@
+//! The Docker target: the host daemon is the target. Its record is a table in the state database,
+//! delivery is nothing, machines are containers labelled `jr2.dev/module`, and a send recreates
+//! the container on the new artifact.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::backends::credentials;
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::daemon::containers::{Container, NewContainer};
+use crate::backends::registry::RegistryClient;
+use crate::backends::state::{StateDb, StateError, locked};
+use crate::converge::error::{ConvergeError, TargetError};
+use crate::converge::progress::{Emitter, Step};
+use crate::mesh::behind::{MachineState, machine_state};
+use crate::mesh::machine::{Machine, Move};
+use crate::mesh::model::{
+    MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Record, RecordEntry, Registry,
+};
+use crate::mesh::target::TargetDescription;
+
+use super::host;
+use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+
+/// The host daemon as the target (nothing to connect: the daemon is reached lazily per call).
+pub struct Docker {
+    /// The target's name in the mesh.
+    pub name: String,
+}
+
+impl Target for Docker {
+    fn describe(&self) -> TargetDescription {
+        description(&self.name)
+    }
+
+    fn host_is_target(&self) -> bool {
+        true
+    }
+
+    fn machines_root(&self) -> &'static str {
+        "the host daemon's containers"
+    }
+
+    fn delivery(&self) -> Result<Delivery, TargetError> {
+        Ok(Delivery::Host)
+    }
+
+    fn read_record<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+    ) -> Fut<'a, Result<RecordRead, TargetError>> {
+        Box::pin(async move {
+            let record = locked(db)
+                .map_err(TargetError::Handle)?
+                .record(&mesh.name)?;
+            Ok(RecordRead {
+                record,
+                source: "the docker record".into(),
+                warning: None,
+            })
+        })
+    }
+
+    /// The check and the stamp are one transaction of the state database.
+    fn stamp<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+        operation_id: &'a str,
+        kind: &'a str,
+        entries: &'a Record,
+    ) -> Fut<'a, Result<(), ConvergeError>> {
+        Box::pin(async move {
+            let state_error = |e: StateError| match e {
+                StateError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
+                other => ConvergeError::Failed(other.to_string()),
+            };
+            locked(db)
+                .map_err(ConvergeError::Failed)?
+                .stamp_record_as(&mesh.name, operation_id, kind, entries)
+                .map_err(state_error)
+        })
+    }
+
+    /// On Docker a declared machine that does not exist is listed as `missing`.
+    fn machines<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        record: &'a Record,
+        reach: Reach<'a>,
+    ) -> Fut<'a, Result<Vec<Machine>, TargetError>> {
+        Box::pin(async move {
+            let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+            let containers = daemon.labelled_containers().await?;
+            let mut machines: Vec<Machine> = containers
+                .iter()
+                .filter(|c| belongs(mesh, c))
+                .filter_map(|c| {
+                    let module = mesh.module(&c.module)?;
+                    let running = vec![c.image_id.clone()];
+                    let state = machine_state(&running, record.get(&c.module), &[], module.policy);
+                    Some(Machine {
+                        name: c.name.clone(),
+                        module: c.module.clone(),
+                        kind: "container".into(),
+                        image: c.image.clone(),
+                        running,
+                        state,
+                        health: health(c),
+                    })
+                })
+                .collect();
+            let missing = missing_declared(mesh, &machines);
+            machines.extend(missing);
+            machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
+            Ok(machines)
+        })
+    }
+
+    fn create_declared<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        record: &'a Record,
+        existing: &'a [Machine],
+        in_scope: &'a (dyn Fn(&str) -> bool + Sync),
+        daemon: &'a LazyDaemon,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Vec<String>, TargetError>> {
+        Box::pin(create_declared(
+            mesh, record, existing, in_scope, daemon, emitter,
+        ))
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        _reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            emitter.emit(
+                Step::Delivered,
+                Some(artifact.module),
+                format!(
+                    "{} is on the host daemon, which is the target",
+                    artifact.reference
+                ),
+            );
+            Ok(())
+        })
+    }
+
+    fn send<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        moved: &'a Move,
+        reach: Reach<'a>,
+        _emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            reach
+                .daemon
+                .get()
+                .await
+                .map_err(TargetError::Unreachable)?
+                .recreate(&moved.machine, &moved.to_digest)
+                .await
+                .map_err(TargetError::from)
+        })
+    }
+
+    /// The daemon is one host: whoever may use it may write everything.
+    fn check_write_access<'a>(
+        &'a self,
+        _stamps: bool,
+        _sends: &'a [Move],
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn check_converge_access<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _modules: &'a [&'a str],
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn holds<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        wanted: &'a RecordEntry,
+        reach: Reach<'a>,
+    ) -> Fut<'a, Result<Holding, TargetError>> {
+        Box::pin(host::holds(reach.daemon, wanted))
+    }
+
+    /// Containers run the image id: nothing is pulled, nothing published is needed.
+    fn published_digest<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _db: &'a Mutex<StateDb>,
+        _entry: &'a RecordEntry,
+    ) -> Fut<'a, Option<String>> {
+        Box::pin(async { None })
+    }
+
+    fn registry_client<'a>(
+        &'a self,
+        registry: &'a Registry,
+    ) -> Fut<'a, Result<RegistryClient, TargetError>> {
+        Box::pin(async move {
+            let creds = credentials::for_registry(&registry.host)
+                .await
+                .map_err(|e| TargetError::Credentials(e.to_string()))?;
+            RegistryClient::new(registry, creds).map_err(TargetError::from)
+        })
+    }
+}
+
+/// The host daemon in words: it is here, and a send recreates each container.
+pub fn description(name: &str) -> TargetDescription {
+    TargetDescription {
+        name: name.to_string(),
+        kind: "docker".into(),
+        place: None,
+        send_does: "each container is recreated with the same configuration on the new artifact"
+            .into(),
+    }
+}
+
+/// Whether a labelled container is a machine of this mesh. It must be a machine: it carries the
+/// machine mark (`jr2.dev/machine`, set on the container at create time; images never carry it),
+/// or its name is one of the mesh's declared machines (made before the mark existed). A builder's
+/// container inherits `jr2.dev/module` from its base image and is neither. Then its mesh label names
+/// this mesh, or it has none (started by hand) and its module is one of the mesh's.
+pub fn belongs(mesh: &Mesh, container: &Container) -> bool {
+    let declared = mesh
+        .machines
+        .iter()
+        .any(|m| m.name == container.name && m.module == container.module);
+    if container.machine.is_none() && !declared {
+        return false;
+    }
+    match &container.mesh {
+        Some(name) => name == &mesh.name && mesh.module(&container.module).is_some(),
+        None => mesh.module(&container.module).is_some(),
+    }
+}
+
+/// The declared machines that do not exist on the target, each as a `missing` machine.
+fn missing_declared(mesh: &Mesh, found: &[Machine]) -> Vec<Machine> {
+    mesh.machines
+        .iter()
+        .filter(|spec| !found.iter().any(|m| m.name == spec.name))
+        .map(|spec| Machine {
+            name: spec.name.clone(),
+            module: spec.module.clone(),
+            kind: "container".into(),
+            image: String::new(),
+            running: Vec::new(),
+            state: MachineState::Missing,
+            health: "missing".into(),
+        })
+        .collect()
+}
+
+fn health(container: &Container) -> String {
+    if container.status.is_empty() {
+        container.state.clone()
+    } else {
+        container.status.clone()
+    }
+}
+
+/// Create each declared machine that does not exist yet and whose module the record holds.
+async fn create_declared(
+    mesh: &Mesh,
+    record: &Record,
+    existing: &[Machine],
+    in_scope: &(dyn Fn(&str) -> bool + Sync),
+    daemon: &LazyDaemon,
+    emitter: &Emitter,
+) -> Result<Vec<String>, TargetError> {
+    let mut created = Vec::new();
+    for spec in mesh.machines.iter().filter(|m| in_scope(&m.module)) {
+        if existing
+            .iter()
+            .any(|m| m.name == spec.name && m.state != MachineState::Missing)
+        {
+            continue;
+        }
+        let Some(entry) = record.get(&spec.module) else {
+            continue;
+        };
+        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
+        let labels = HashMap::from([
+            (MODULE_LABEL.to_string(), spec.module.clone()),
+            (MESH_LABEL.to_string(), mesh.name.clone()),
+            (MACHINE_LABEL.to_string(), spec.name.clone()),
+        ]);
+        let new = NewContainer {
+            name: spec.name.clone(),
+            image: entry.digest.clone(),
+            command: spec.command.clone(),
+            env: spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            labels,
+        };
+        daemon
+            .create_machine(new)
+            .await
+            .map_err(|source| TargetError::CreateMachine {
+                machine: spec.name.clone(),
+                module: spec.module.clone(),
+                source,
+            })?;
+        emitter.emit(
+            Step::Created,
+            Some(&spec.module),
+            format!("created machine {} on {}", spec.name, entry.reference),
+        );
+        created.push(spec.name.clone());
+    }
+    Ok(created)
+}

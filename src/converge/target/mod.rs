@@ -1,0 +1,147 @@
+//! The target as one seam: where modules are delivered and machines run. Everything the engine, the
+//! sources and the commands ask of a target goes through [`Target`] (`seam.rs`); each kind lives
+//! in its own file (`docker.rs`, `kubernetes.rs`), and this file is the only one that chooses
+//! between them. A target is connected once per command (one cluster connection) and shared as
+//! `Arc<dyn Target>`.
+//!
+//! ```text
+//!   cli/ · sources/ · converge/{engine,tiers,send,rollback,gc,rollout,preflight}
+//!        │ ask (never match on the kind)
+//!        ▼
+//!   target::connect(mesh, name) ──▶ Arc<dyn Target>  (seam.rs: the trait, its answers' types)
+//!        ├── docker.rs      the host daemon · record in the state database · containers
+//!        └── kubernetes.rs  a namespace · record in its annotation · workloads, roll-outs
+//!   host.rs: the daemon's answers both need (does it still hold an artifact?)
+//! ```
+
+mod docker;
+mod host;
+mod kubernetes;
+mod seam;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backends::cluster::{Cluster, FollowRules};
+use crate::converge::error::TargetError;
+use crate::mesh::model::{Mesh, Registry, Target as Spec};
+use crate::mesh::target::TargetDescription;
+
+pub use docker::belongs;
+pub use seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+
+/// How often a roll-out is polled.
+pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
+
+/// A connected target, shared by every step of a command.
+pub type Connected = Arc<dyn Target>;
+
+/// Connect to the mesh's target `name`. Kubernetes: `--context`/`--namespace` override the mesh
+/// file's; the context defaults to the kubeconfig's current one.
+pub async fn connect(
+    mesh: &Mesh,
+    name: &str,
+    context: Option<&str>,
+    namespace: Option<&str>,
+) -> Result<Connected, TargetError> {
+    let Some(spec) = mesh.target(name) else {
+        return Err(TargetError::NoSuchTarget {
+            mesh: mesh.name.clone(),
+            name: name.to_string(),
+            names: mesh.targets.keys().cloned().collect::<Vec<_>>().join(", "),
+            file: mesh.file.display().to_string(),
+        });
+    };
+    match spec {
+        Spec::Docker => Ok(Arc::new(docker::Docker {
+            name: name.to_string(),
+        })),
+        Spec::Kubernetes { .. } => {
+            let (context, namespace) = place_of(spec, context, namespace);
+            let namespace = namespace.unwrap_or_default();
+            let cluster = Cluster::connect(context.as_deref(), &namespace).await?;
+            let rules = FollowRules {
+                deadline: mesh.rollout_deadline,
+                ..FollowRules::default()
+            };
+            Ok(Arc::new(kubernetes::Kube::new(
+                name,
+                cluster,
+                mesh.registry.clone(),
+                rules,
+            )))
+        }
+    }
+}
+
+/// The Kubernetes context and namespace a target is reached at: the flags win over the mesh
+/// file's. A target without either (the host daemon) keeps the flags as given.
+pub fn place_of(
+    spec: &Spec,
+    context: Option<&str>,
+    namespace: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let (context, namespace) = (context.map(str::to_string), namespace.map(str::to_string));
+    match spec {
+        Spec::Docker => (context, namespace),
+        Spec::Kubernetes {
+            namespace: file_namespace,
+            context: file_context,
+        } => (
+            context.or_else(|| file_context.clone()),
+            namespace.or_else(|| Some(file_namespace.clone())),
+        ),
+    }
+}
+
+/// The target `name` in words without connecting to it (when it cannot be reached yet): the
+/// flags win over the mesh file for the context and namespace.
+pub fn describe(
+    mesh: &Mesh,
+    name: &str,
+    context: Option<&str>,
+    namespace: Option<&str>,
+) -> TargetDescription {
+    let spec = mesh.target(name).unwrap_or(mesh.default_target());
+    match spec {
+        Spec::Docker => docker::description(name),
+        Spec::Kubernetes { .. } => {
+            let (context, namespace) = place_of(spec, context, namespace);
+            kubernetes::description(
+                name,
+                context.as_deref(),
+                namespace.as_deref().unwrap_or_default(),
+            )
+        }
+    }
+}
+
+/// The host daemon as the target (tests, benches and examples make it by hand).
+pub fn docker() -> Connected {
+    Arc::new(docker::Docker {
+        name: crate::mesh::model::DEFAULT_TARGET.to_string(),
+    })
+}
+
+/// A Kubernetes target over a ready cluster connection (tests point it at the API test server).
+pub fn kubernetes(cluster: Cluster, registry: Option<Registry>) -> Connected {
+    let rules = FollowRules {
+        poll: ROLLOUT_POLL,
+        ..FollowRules::default()
+    };
+    kubernetes_with_rollout(cluster, registry, rules)
+}
+
+/// As [`kubernetes`] with other roll-out rules.
+pub fn kubernetes_with_rollout(
+    cluster: Cluster,
+    registry: Option<Registry>,
+    rollout: FollowRules,
+) -> Connected {
+    Arc::new(kubernetes::Kube::new(
+        crate::mesh::model::DEFAULT_TARGET,
+        cluster,
+        registry,
+        rollout,
+    ))
+}

@@ -1,0 +1,225 @@
+//! The seam itself: what the engine, the sources and the commands ask of a target, and the types of
+//! its answers. A leaf of the folder: `docker.rs` and `kubernetes.rs` implement it, `mod.rs` makes
+//! them; nobody outside `converge/target/` knows which kind it is talking to.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::registry::RegistryClient;
+use crate::backends::state::{Holder, StateDb};
+use crate::converge::error::{ConvergeError, TargetError, still_holds};
+use crate::converge::lock;
+use crate::converge::progress::Emitter;
+use crate::mesh::machine::{Machine, Move};
+use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
+use crate::mesh::target::TargetDescription;
+
+/// A target's answer, later: boxed so that the seam can be a trait object (`Arc<dyn Target>`).
+pub type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The target's record and how reasons name it.
+#[derive(Debug, Clone)]
+pub struct RecordRead {
+    pub record: Record,
+    /// Names the record in reasons.
+    pub source: String,
+    /// A record that could not be read as a whole reads as silent, with this warning.
+    pub warning: Option<String>,
+}
+
+/// How a module's artifact reaches the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// The host daemon is the target.
+    Host,
+    /// Push to the registry.
+    Push(Registry),
+    /// `kind load docker-image --name <cluster>`.
+    KindLoad(String),
+}
+
+/// One artifact to deliver: `build_id` is this converge's build of it, if it was built now (a push's
+/// manifest digest is kept with that build, or with the build the history names for the artifact).
+pub struct Artifact<'a> {
+    pub module: &'a str,
+    pub reference: &'a str,
+    pub digest: &'a str,
+    pub build_id: Option<&'a str>,
+}
+
+/// Whether the target still holds an artifact (rollback asks before it stamps anything).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holding {
+    Held,
+    /// It is gone from this place (`the host daemon`, `registry … (namespace …)`).
+    Gone(String),
+}
+
+/// The state database, the daemon and the progress of the operation a call is made for.
+pub struct Reach<'a> {
+    pub daemon: &'a LazyDaemon,
+    pub db: &'a Mutex<StateDb>,
+}
+
+/// Where modules are delivered and machines run. Made once per command by [`super::connect`],
+/// shared as `Arc<dyn Target>`.
+pub trait Target: Send + Sync {
+    /// The target in words, for the screen and the confirms.
+    fn describe(&self) -> TargetDescription;
+
+    /// `context X, namespace Y` where that says something (what a changing command names first).
+    fn place(&self) -> Option<String> {
+        self.describe().place
+    }
+
+    /// The host daemon is the target: it can tell an artifact the target lost (the planner asks it).
+    fn host_is_target(&self) -> bool;
+
+    /// What the machines are, as gc names the root they are read from.
+    fn machines_root(&self) -> &'static str;
+
+    /// How modules are delivered, or why they cannot be (then a converge is refused before any build).
+    fn delivery(&self) -> Result<Delivery, TargetError>;
+
+    /// The registry this target is delivered to by a push: what it holds is the target's too (gc
+    /// sweeps its manifests, a multi-platform build can go there).
+    fn pushes_to(&self) -> Option<Registry> {
+        match self.delivery() {
+            Ok(Delivery::Push(registry)) => Some(registry),
+            _ => None,
+        }
+    }
+
+    fn read_record<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+    ) -> Fut<'a, Result<RecordRead, TargetError>>;
+
+    /// Merge `entries` into the record, only while `operation_id` (of `kind`: converge, rollback)
+    /// still holds the mesh; every changed entry is noted in the record's history.
+    fn stamp<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+        operation_id: &'a str,
+        kind: &'a str,
+        entries: &'a Record,
+    ) -> Fut<'a, Result<(), ConvergeError>>;
+
+    /// Every machine of the mesh against `record`, sorted by (module, name).
+    fn machines<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        record: &'a Record,
+        reach: Reach<'a>,
+    ) -> Fut<'a, Result<Vec<Machine>, TargetError>>;
+
+    /// Create each declared machine in scope that does not exist yet and whose module the record
+    /// holds; the names created. A target where machines are declared elsewhere creates none.
+    fn create_declared<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        record: &'a Record,
+        existing: &'a [Machine],
+        in_scope: &'a (dyn Fn(&str) -> bool + Sync),
+        daemon: &'a LazyDaemon,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Vec<String>, TargetError>>;
+
+    /// Deliver one module's artifact.
+    fn deliver<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>>;
+
+    /// Move one machine to the artifact `moved` names, and follow it there.
+    fn send<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        moved: &'a Move,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>>;
+
+    /// Before anything is built or changed: may we write the record (`stamps`) and move `sends`?
+    fn check_write_access<'a>(
+        &'a self,
+        stamps: bool,
+        sends: &'a [Move],
+    ) -> Fut<'a, Result<(), TargetError>>;
+
+    /// What a converge of `modules` will write: the record, and the machines of the modules whose
+    /// policy rolls out.
+    fn check_converge_access<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        modules: &'a [&'a str],
+    ) -> Fut<'a, Result<(), TargetError>>;
+
+    /// Whether the target still holds `wanted` (where a person could go back to it).
+    fn holds<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        wanted: &'a RecordEntry,
+        reach: Reach<'a>,
+    ) -> Fut<'a, Result<Holding, TargetError>>;
+
+    /// The manifest digest the record's artifact was published under, when the target pulls it
+    /// from a registry; None: not known to be published (or nothing is pulled).
+    fn published_digest<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+        entry: &'a RecordEntry,
+    ) -> Fut<'a, Option<String>>;
+
+    /// A client for `registry` with the credentials a push uses.
+    fn registry_client<'a>(
+        &'a self,
+        registry: &'a Registry,
+    ) -> Fut<'a, Result<RegistryClient, TargetError>>;
+
+    /// Hold the mesh for this operation (or wait for it); the holder it was taken over from, if
+    /// any. Today both kinds hold it in the state database (the daemon is one host).
+    fn hold<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        holder: &'a Holder,
+        wait: bool,
+    ) -> Fut<'a, Result<Option<Holder>, ConvergeError>> {
+        Box::pin(lock::acquire(db, mesh, holder, wait))
+    }
+
+    /// Keep holding the mesh while the operation runs (abort the handle when it ends); `lost`
+    /// hears who took it over, if anyone does.
+    fn heartbeat(
+        &self,
+        state_path: PathBuf,
+        mesh: String,
+        operation_id: String,
+        lost: watch::Sender<Option<String>>,
+    ) -> tokio::task::JoinHandle<()> {
+        lock::spawn_heartbeat(state_path, mesh, operation_id, lost)
+    }
+
+    /// `LockLost` when `operation_id` no longer holds the mesh. (The release is the emitter's last
+    /// write: one transaction with the operation's last events, in the state database.)
+    fn still_holds(
+        &self,
+        db: &Mutex<StateDb>,
+        mesh: &str,
+        operation_id: &str,
+    ) -> Result<(), ConvergeError> {
+        still_holds(db, mesh, operation_id)
+    }
+}
