@@ -40,7 +40,7 @@ async fn a_take_creates_the_lease_naming_host_process_and_operation() {
     let cluster = api.cluster(NS);
     let me = holder("host-a", "send", "op-a");
     assert_eq!(
-        cluster.take_lease("demo", &me).await.unwrap(),
+        cluster.take_lease("demo", &me, &|_| false).await.unwrap(),
         LeaseTake::Taken { from: None }
     );
     let lease = api
@@ -56,7 +56,7 @@ async fn a_take_creates_the_lease_naming_host_process_and_operation() {
     assert_eq!(read.operation_label(), "send #12");
     // Taking it again as the same operation keeps it, and is no take-over.
     assert_eq!(
-        cluster.take_lease("demo", &me).await.unwrap(),
+        cluster.take_lease("demo", &me, &|_| false).await.unwrap(),
         LeaseTake::Taken { from: None }
     );
 }
@@ -66,9 +66,12 @@ async fn a_live_holder_is_not_taken_over_and_the_refused_one_is_told_who() {
     let api = api_with_namespace().await;
     let cluster = api.cluster(NS);
     let alice = holder("alice-laptop", "send", "op-alice");
-    cluster.take_lease("demo", &alice).await.unwrap();
+    cluster
+        .take_lease("demo", &alice, &|_| false)
+        .await
+        .unwrap();
     let bob = holder("bob-laptop", "converge", "op-bob");
-    match cluster.take_lease("demo", &bob).await.unwrap() {
+    match cluster.take_lease("demo", &bob, &|_| false).await.unwrap() {
         LeaseTake::Busy(h) => {
             assert_eq!(h.host, "alice-laptop");
             assert_eq!(h.kind, "send");
@@ -93,7 +96,10 @@ async fn two_takers_racing_on_an_absent_lease_one_wins_the_other_is_told_who() {
     );
     // Both read "no lease" before either writes: both create, the apiserver lets one through.
     api.sync_next_lease_reads(2);
-    let (ra, rb) = tokio::join!(one.take_lease("demo", &a), two.take_lease("demo", &b));
+    let (ra, rb) = tokio::join!(
+        one.take_lease("demo", &a, &|_| false),
+        two.take_lease("demo", &b, &|_| false)
+    );
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert!(api.responses_with(409) >= 1, "the race never conflicted");
     let (winner, loser_saw) = match (&ra, &rb) {
@@ -125,7 +131,12 @@ async fn an_expired_lease_is_taken_over_naming_who_had_it() {
     let api = api_with_namespace().await;
     put_expired(&api, "gone-host/7/converge/op-gone");
     let me = holder("host-a", "gc", "op-gc");
-    match api.cluster(NS).take_lease("demo", &me).await.unwrap() {
+    match api
+        .cluster(NS)
+        .take_lease("demo", &me, &|_| false)
+        .await
+        .unwrap()
+    {
         LeaseTake::Taken { from: Some(old) } => {
             assert_eq!(old.host, "gone-host");
             assert_eq!(old.operation_id, "op-gone");
@@ -148,7 +159,10 @@ async fn two_takers_racing_on_an_expired_lease_one_wins() {
     );
     api.sync_next_lease_reads(2);
     let (one, two) = (api.cluster(NS), api.cluster(NS));
-    let (ra, rb) = tokio::join!(one.take_lease("demo", &a), two.take_lease("demo", &b));
+    let (ra, rb) = tokio::join!(
+        one.take_lease("demo", &a, &|_| false),
+        two.take_lease("demo", &b, &|_| false)
+    );
     let results = [ra.unwrap(), rb.unwrap()];
     assert!(api.responses_with(409) >= 1, "the race never conflicted");
     let taken = results
@@ -168,7 +182,10 @@ async fn a_renewal_after_a_take_over_is_lost_and_names_the_new_holder() {
     let cluster = api.cluster(NS);
     let mut frozen = holder("host-a", "send", "op-frozen");
     frozen.duration_s = 1;
-    cluster.take_lease("demo", &frozen).await.unwrap();
+    cluster
+        .take_lease("demo", &frozen, &|_| false)
+        .await
+        .unwrap();
     let before = api.get("leases", NS, "meshtop-demo").unwrap()["spec"]["renewTime"].clone();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     cluster.renew_lease("demo", &frozen).await.unwrap();
@@ -178,7 +195,10 @@ async fn a_renewal_after_a_take_over_is_lost_and_names_the_new_holder() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let other = holder("host-b", "converge", "op-other");
     assert!(matches!(
-        cluster.take_lease("demo", &other).await.unwrap(),
+        cluster
+            .take_lease("demo", &other, &|_| false)
+            .await
+            .unwrap(),
         LeaseTake::Taken { from: Some(_) }
     ));
     let error = cluster.renew_lease("demo", &frozen).await.unwrap_err();
@@ -203,7 +223,7 @@ async fn a_released_lease_is_free_and_kubectl_reads_and_deletes_it() {
     let api = api_with_namespace().await;
     let cluster = api.cluster(NS);
     let me = holder("host-a", "rollback", "op-r");
-    cluster.take_lease("demo", &me).await.unwrap();
+    cluster.take_lease("demo", &me, &|_| false).await.unwrap();
     let (ok, said) = api
         .kubectl(&[
             "get",
@@ -224,7 +244,7 @@ async fn a_released_lease_is_free_and_kubectl_reads_and_deletes_it() {
     // Free: the next one takes it without a take-over.
     let next = holder("host-b", "converge", "op-next");
     assert_eq!(
-        cluster.take_lease("demo", &next).await.unwrap(),
+        cluster.take_lease("demo", &next, &|_| false).await.unwrap(),
         LeaseTake::Taken { from: None }
     );
     // A stuck lease is broken by hand, as the README says.

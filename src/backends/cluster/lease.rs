@@ -135,11 +135,13 @@ impl Cluster {
         Ok(lease.as_ref().and_then(holder_of))
     }
 
-    /// Take the mesh's Lease for `me`: create it, or replace it when it is free, expired or ours.
+    /// Take the mesh's Lease for `me`: create it, or replace it when it is free, expired, ours, or
+    /// held by an operation `gone` says is certainly gone (its process ended on this host).
     pub async fn take_lease(
         &self,
         mesh: &str,
         me: &LeaseHolder,
+        gone: &(dyn Fn(&LeaseHolder) -> bool + Send + Sync),
     ) -> Result<LeaseTake, ClusterError> {
         let name = lease_name(mesh);
         for _ in 0..ATTEMPTS {
@@ -163,6 +165,7 @@ impl Cluster {
             if let Some(holder) = &held
                 && !ours
                 && !holder.expired_at(now)
+                && !gone(holder)
             {
                 return Ok(LeaseTake::Busy(holder.clone()));
             }
