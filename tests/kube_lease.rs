@@ -112,7 +112,9 @@ async fn a_send_past_the_stale_limit_holds_the_mesh_against_both_state_files() {
     let api = KubeApi::start().await;
     let team = Team::new("lease", &api).await;
     // Alice converges base (pushed, stamped), then a Deployment runs an older base.
-    let first = team.run(&team.alice(), &["converge", "--json", "base"]).await;
+    let first = team
+        .run(&team.alice(), &["converge", "--json", "base"])
+        .await;
     assert!(first.status.success(), "{}", said(&first));
     let old = format!("{REGISTRY}/{}/base:old", team.mesh.name);
     api.put(
@@ -147,7 +149,9 @@ async fn a_send_past_the_stale_limit_holds_the_mesh_against_both_state_files() {
     tokio::time::sleep(Duration::from_millis(3000)).await;
 
     // Bob, with his own state file: refused, told who holds the mesh and what it does.
-    let bob = team.run(&team.bob(), &["converge", "--json", "tools"]).await;
+    let bob = team
+        .run(&team.bob(), &["converge", "--json", "tools"])
+        .await;
     assert!(!bob.status.success(), "{}", said(&bob));
     let text = said(&bob);
     let host = lease["metadata"]["annotations"]["jr2.dev/host"]
@@ -164,7 +168,9 @@ async fn a_send_past_the_stale_limit_holds_the_mesh_against_both_state_files() {
     );
     assert!(!text.contains("took mesh"), "{text}");
     // Alice's own second converge (the same state file) is refused as well, not a take-over.
-    let again = team.run(&team.alice(), &["converge", "--json", "tools"]).await;
+    let again = team
+        .run(&team.alice(), &["converge", "--json", "tools"])
+        .await;
     assert!(!again.status.success(), "{}", said(&again));
     assert!(!said(&again).contains("took mesh"), "{}", said(&again));
 
@@ -183,6 +189,8 @@ async fn a_send_past_the_stale_limit_holds_the_mesh_against_both_state_files() {
     assert!(released["spec"]["holderIdentity"].is_null(), "{released}");
 
     // After it, Bob's converge goes through.
-    let bob = team.run(&team.bob(), &["converge", "--json", "tools"]).await;
+    let bob = team
+        .run(&team.bob(), &["converge", "--json", "tools"])
+        .await;
     assert!(bob.status.success(), "{}", said(&bob));
 }

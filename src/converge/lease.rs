@@ -187,7 +187,7 @@ pub async fn renew_while_running(
     claims: std::sync::Arc<LeaseClaims>,
     mesh: String,
     operation_id: String,
-    lost: watch::Sender<Option<String>>,
+    lost: &watch::Sender<Option<String>>,
 ) {
     let mut renewed_ms = timefmt::now_ms();
     loop {
