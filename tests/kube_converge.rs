@@ -342,15 +342,16 @@ async fn a_malformed_annotation_warns_and_decides_build_then_host() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_converges_with_their_own_state_race_and_both_land() {
+async fn two_converges_with_their_own_state_take_turns_and_both_land() {
     require_registry().await;
     let api = KubeApi::start().await;
     let extra = "[[module]]\nname = \"solo\"\ncontext = \"base\"\npolicy = \"record\"\n";
     let k = KubeMesh::new("kr", &api, true, "test-ctx", extra);
     let other_state = k.mesh.dir.path().join("other.db");
+    // The mesh's Lease lets one converge at a time whatever the state file: the other waits.
     let (a, b) = tokio::join!(
-        k.run(&["converge", "--json", "base"]),
-        k.run_with_state(&other_state, &["converge", "--json", "solo"])
+        k.run(&["converge", "--json", "--wait", "base"]),
+        k.run_with_state(&other_state, &["converge", "--json", "--wait", "solo"])
     );
     assert!(a.status.success(), "{}", said(&a));
     assert!(b.status.success(), "{}", said(&b));
@@ -360,30 +361,34 @@ async fn two_converges_with_their_own_state_race_and_both_land() {
         "{annotation}"
     );
 
-    // The engine's stamp, forced to conflict: both entries still land.
+    // The engine's stamp, forced to conflict: both entries still land. Two meshes share the
+    // namespace's annotation (each holds its own Lease), so their stamps can race.
     let entry = |d: &str| RecordEntry {
         reference: format!("{REGISTRY}/x/m:{d}"),
         digest: format!("sha256:{d}"),
     };
     let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
-    // Two converges with their own state databases, each holding the mesh in its own.
-    let own_state = |name: &str, id: &str| {
-        let h = StateDb::open(&k.mesh.dir.path().join(name)).unwrap();
-        h.lock_mesh(&mesh.name, &meshtop::backends::state::Holder::here(id))
-            .unwrap()
-            .unwrap();
-        Mutex::new(h)
-    };
-    let (db, history2) = (own_state("one.db", "c1"), own_state("two.db", "c2"));
-    api.sync_next_namespace_reads(2);
+    let mut mesh2 = mesh.clone();
+    mesh2.name = format!("{}-2", mesh.name);
     let one = target::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
     let two = one.clone();
+    // Two converges with their own state databases, each holding its mesh.
+    let own_state = |name: &str| Mutex::new(StateDb::open(&k.mesh.dir.path().join(name)).unwrap());
+    let (db, history2) = (own_state("one.db"), own_state("two.db"));
+    let holder = meshtop::backends::state::Holder::here;
+    one.hold(&db, &mesh.name, &holder("c1"), "converge", false)
+        .await
+        .unwrap();
+    two.hold(&history2, &mesh2.name, &holder("c2"), "converge", false)
+        .await
+        .unwrap();
+    api.sync_next_namespace_reads(2);
     let conflicts_before = api.responses_with(409);
     let x = Record::from([("x".to_string(), entry("01"))]);
     let y = Record::from([("y".to_string(), entry("02"))]);
     let (r1, r2) = tokio::join!(
         one.stamp(&mesh, &db, "c1", "converge", &x),
-        two.stamp(&mesh, &history2, "c2", "converge", &y)
+        two.stamp(&mesh2, &history2, "c2", "converge", &y)
     );
     r1.unwrap();
     r2.unwrap();
@@ -534,10 +539,15 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     api.put("deployments", &k.namespace, changed);
 
     let moves = send::moves_for(&record.record, &listed, "web");
-    db.lock()
-        .unwrap()
-        .lock_mesh(&mesh.name, &meshtop::backends::state::Holder::here("test"))
-        .unwrap()
+    backend
+        .hold(
+            &db,
+            &mesh.name,
+            &meshtop::backends::state::Holder::here("test"),
+            "send",
+            false,
+        )
+        .await
         .unwrap();
     let emitter = Emitter::new(db.clone(), &mesh.name, "test", "converge", None);
     let outcomes = send::send(&mesh, &moves, &daemon, backend.as_ref(), &db, &emitter).await;
@@ -596,6 +606,10 @@ async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() 
         "ci",
         &[
             ("get", "namespaces"),
+            // The mesh's Lease: every changing operation holds it (README, RBAC).
+            ("get", "leases"),
+            ("create", "leases"),
+            ("update", "leases"),
             ("list", "deployments"),
             ("list", "statefulsets"),
             ("list", "daemonsets"),
@@ -629,6 +643,10 @@ async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() 
         "ci",
         &[
             ("get", "namespaces"),
+            // The mesh's Lease: every changing operation holds it (README, RBAC).
+            ("get", "leases"),
+            ("create", "leases"),
+            ("update", "leases"),
             ("patch", "namespaces"),
             ("list", "deployments"),
             ("list", "statefulsets"),
@@ -725,6 +743,10 @@ async fn a_send_that_may_not_patch_the_workload_is_refused_naming_it() {
         "viewer",
         &[
             ("get", "namespaces"),
+            // The mesh's Lease: every changing operation holds it (README, RBAC).
+            ("get", "leases"),
+            ("create", "leases"),
+            ("update", "leases"),
             ("list", "deployments"),
             ("list", "statefulsets"),
             ("list", "daemonsets"),

@@ -7,7 +7,7 @@ mod common;
 use std::sync::Mutex;
 
 use common::kube_api::KubeApi;
-use meshtop::backends::state::StateDb;
+use meshtop::backends::state::{Holder, StateDb};
 use meshtop::converge::target;
 use meshtop::mesh::model::{Record, RecordEntry, Target};
 use meshtop::mesh::pin::Pin;
@@ -120,7 +120,11 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
             context: None,
         },
     );
-    hold(&db.lock().unwrap(), "kh", "op-1");
+    // The mesh held as an operation holds it on Kubernetes: the state file's lock and the Lease.
+    target
+        .hold(&db, "kh", &Holder::here("op-1"), "converge", false)
+        .await
+        .unwrap();
     target
         .stamp(
             &mesh,
@@ -131,7 +135,12 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
         )
         .await
         .unwrap();
-    hold(&db.lock().unwrap(), "kh", "op-2");
+    target.release("kh", "op-1").await;
+    db.lock().unwrap().unlock_mesh("kh", "op-1").unwrap();
+    target
+        .hold(&db, "kh", &Holder::here("op-2"), "rollback", false)
+        .await
+        .unwrap();
     target
         .stamp(
             &mesh,

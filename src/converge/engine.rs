@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 pub use super::error::ConvergeError;
-use super::lock;
 use super::plan::{PlanContext, PlannedModule, Planner, StateManifests};
 use super::preflight;
 use super::progress::{Emitter, ProgressTx, Step};
@@ -17,7 +16,7 @@ pub use super::summary::{ConvergeSummary, ModuleOutcome};
 use super::target::{Connected, RecordRead};
 use super::tiers::TierRun;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{Holder, StateDb};
+use crate::backends::state::StateDb;
 use crate::mesh::Module;
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
@@ -55,23 +54,20 @@ pub async fn converge(
     let db = Arc::new(Mutex::new(db));
     let mesh = &request.mesh;
     let operation_id = uuid::Uuid::now_v7().to_string();
-    let holder = Holder::here(&operation_id);
     let target = &request.target;
-    let taken_from = target.hold(&db, &mesh.name, &holder, request.wait).await?;
-    let (lost_tx, lost_rx) = watch::channel(None);
-    let heartbeat = target.heartbeat(
-        request.state_path.clone(),
-        mesh.name.clone(),
-        operation_id.clone(),
-        lost_tx,
-    );
     let kind = if request.force { "force" } else { "converge" };
-    let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, kind, tx);
-    if let Some(from) = &taken_from {
-        emitter.emit(Step::Warning, None, lock::took_over(&db, &mesh.name, from));
-    }
+    let (emitter, held) = super::hold::start(
+        target.as_ref(),
+        &db,
+        &mesh.name,
+        &operation_id,
+        kind,
+        request.wait,
+        tx,
+    )
+    .await?;
+    let lost_rx = held.lost.clone();
     let result = run(&request, &daemon, &db, &emitter, &mut cancel, lost_rx).await;
-    heartbeat.abort();
     let outcome_text = match &result {
         Ok(summary) if summary.ok => "converge succeeded".to_string(),
         Ok(_) => "converge failed".to_string(),
@@ -88,7 +84,7 @@ pub async fn converge(
             let _ = db.fail_running(&mesh.name, &operation_id, status, &outcome_text);
         }
     }
-    emitter.finish(outcome_text);
+    held.finish(target.as_ref(), &emitter, outcome_text).await;
     result
 }
 
@@ -318,7 +314,9 @@ async fn stamp_and_roll_out(
     super::rollback::end_pins(mesh, db, emitter, planner.ended_pins());
     let mut merged = record.record.clone();
     merged.extend(stamp);
-    target.still_holds(db, &mesh.name, &emitter.operation_id)?;
+    target
+        .still_holds(db, &mesh.name, &emitter.operation_id)
+        .await?;
     let (created, sends) = roll_out(
         mesh,
         &merged,

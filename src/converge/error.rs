@@ -20,6 +20,9 @@ pub enum ConvergeError {
         by: String,
         holder: Holder,
     },
+    /// The namespace's Lease is held by a live operation (the message names it, its kind and since).
+    #[error(transparent)]
+    LeaseBusy(Box<crate::converge::lease::LeaseBusy>),
     #[error("meshtop refuses to build: there is nowhere to record builds ({0})")]
     NoRecord(String),
     #[error("refused before any build: {0}")]
@@ -265,5 +268,16 @@ pub enum PlanError {
 impl From<PlanError> for String {
     fn from(error: PlanError) -> String {
         error.to_string()
+    }
+}
+
+impl From<crate::converge::lease::HoldError> for ConvergeError {
+    fn from(error: crate::converge::lease::HoldError) -> Self {
+        use crate::converge::lease::HoldError;
+        match error {
+            HoldError::Busy(busy) => ConvergeError::LeaseBusy(busy),
+            HoldError::Lost(message) => ConvergeError::LockLost(message),
+            HoldError::Failed(message) => ConvergeError::Failed(message),
+        }
     }
 }

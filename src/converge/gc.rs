@@ -9,13 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::error::{GcError, TargetError};
-use super::lock::took_over;
 use super::progress::{Emitter, ProgressTx, Step};
 use super::target::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
 use crate::backends::registry::{Deleted, repository_in, split_reference};
-use crate::backends::state::{BuildQuery, Holder, StateDb, locked};
+use crate::backends::state::{BuildQuery, StateDb, locked};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
 use crate::mesh::text::short_id;
@@ -360,24 +359,20 @@ pub async fn sweep(
     tx: Option<ProgressTx>,
 ) -> Result<GcReport, GcError> {
     let operation_id = uuid::Uuid::now_v7().to_string();
-    let holder = Holder::here(&operation_id);
-    let taken_from = target
-        .hold(db, &mesh.name, &holder, false)
-        .await
-        .map_err(GcError::Held)?;
-    let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, KIND, tx);
-    if let Some(from) = &taken_from {
-        emitter.emit(Step::Warning, None, took_over(db, &mesh.name, from));
-    }
+    let (emitter, held) =
+        super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx)
+            .await
+            .map_err(GcError::Held)?;
     let result = take(mesh, keep_newest, confirmed, daemon, target, db, &emitter).await;
-    match &result {
-        Ok(report) => emitter.finish(format!(
+    let text = match &result {
+        Ok(report) => format!(
             "gc: {} taken, {} bytes freed",
             report.candidates.iter().filter(|c| c.taken()).count(),
             report.bytes_freed
-        )),
-        Err(error) => emitter.finish(format!("gc: nothing taken: {error}")),
-    }
+        ),
+        Err(error) => format!("gc: nothing taken: {error}"),
+    };
+    held.finish(target, &emitter, text).await;
     result
 }
 
@@ -411,7 +406,23 @@ async fn take(
         None => None,
     };
     let mut unsupported = false;
+    let mut lost: Option<String> = None;
     for candidate in &mut report.candidates {
+        // Each delete is made only while this gc still holds the mesh (checked, and on Kubernetes
+        // the Lease renewed, just before it); once lost, nothing more is taken.
+        if lost.is_none()
+            && let Err(error) = target
+                .still_holds(db, &mesh.name, &emitter.operation_id)
+                .await
+        {
+            emitter.emit(Step::Failed, None, error.to_string());
+            report.warnings.push(error.to_string());
+            lost = Some(error.to_string());
+        }
+        if let Some(why) = &lost {
+            candidate.outcome = Some(format!("failed: not taken: {why}"));
+            continue;
+        }
         let outcome = match candidate.kind.as_str() {
             "manifest" => match &registry {
                 _ if unsupported => "skipped: the registry does not allow deletes".to_string(),

@@ -81,22 +81,31 @@ pub fn spawn_heartbeat(
     operation_id: String,
     lost: watch::Sender<Option<String>>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        // Opened at the first beat, not before: a converge the record answers ends long before.
-        let mut db: Option<StateDb> = None;
-        loop {
-            tokio::time::sleep(beat_every()).await;
-            if db.is_none() {
-                db = StateDb::open(&path).ok();
-            }
-            if let Some(db) = &db
-                && let Err(error @ StateError::LockLost { .. }) = db.heartbeat(&mesh, &operation_id)
-            {
-                let _ = lost.send(Some(error.to_string()));
-                return;
-            }
+    tokio::spawn(async move { beat(path, mesh, operation_id, &lost).await })
+}
+
+/// The heartbeat itself, as a future (a target that holds the mesh elsewhere too runs it beside
+/// its own renewals).
+pub async fn beat(
+    path: PathBuf,
+    mesh: String,
+    operation_id: String,
+    lost: &watch::Sender<Option<String>>,
+) {
+    // Opened at the first beat, not before: a converge the record answers ends long before.
+    let mut db: Option<StateDb> = None;
+    loop {
+        tokio::time::sleep(beat_every()).await;
+        if db.is_none() {
+            db = StateDb::open(&path).ok();
         }
-    })
+        if let Some(db) = &db
+            && let Err(error @ StateError::LockLost { .. }) = db.heartbeat(&mesh, &operation_id)
+        {
+            let _ = lost.send(Some(error.to_string()));
+            return;
+        }
+    }
 }
 
 /// Resolves once the heartbeat found the lock lost, with its message.

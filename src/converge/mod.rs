@@ -4,6 +4,8 @@ pub mod build;
 pub mod engine;
 pub mod error;
 pub mod gc;
+pub mod hold;
+pub mod lease;
 pub mod lock;
 pub mod manifests;
 pub mod plan;

@@ -9,12 +9,11 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::error::RollbackError;
-use super::lock::took_over;
 use super::progress::{Emitter, ProgressTx, Step};
 use super::send::{SendOutcome, send};
 use super::target::{Holding, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{BuildQuery, Holder, StateDb, locked, this_host};
+use crate::backends::state::{BuildQuery, StateDb, locked, this_host};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
@@ -295,17 +294,14 @@ pub async fn rollback(
     tx: Option<ProgressTx>,
 ) -> Result<RollbackReport, RollbackError> {
     let operation_id = uuid::Uuid::now_v7().to_string();
-    let holder = Holder::here(&operation_id);
-    let taken_from = target.hold(db, &mesh.name, &holder, false).await?;
-    let emitter = Emitter::new(db.clone(), &mesh.name, &operation_id, KIND, tx);
-    if let Some(from) = &taken_from {
-        emitter.emit(Step::Warning, None, took_over(db, &mesh.name, from));
-    }
+    let (emitter, held) =
+        super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx).await?;
     let result = stamp_pin_send(mesh, plan, daemon, target, db, &emitter).await;
-    match &result {
-        Ok(report) => emitter.finish(format!("rollback: {}", report.headline())),
-        Err(error) => emitter.finish(format!("rollback: nothing rolled back: {error}")),
-    }
+    let text = match &result {
+        Ok(report) => format!("rollback: {}", report.headline()),
+        Err(error) => format!("rollback: nothing rolled back: {error}"),
+    };
+    held.finish(target, &emitter, text).await;
     result
 }
 

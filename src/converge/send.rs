@@ -46,7 +46,10 @@ pub async fn send(
     }
     for (index, moved) in moves.iter().enumerate() {
         // Every send is made only while this operation still holds the mesh.
-        if let Err(error) = target.still_holds(db, &mesh.name, &emitter.operation_id) {
+        if let Err(error) = target
+            .still_holds(db, &mesh.name, &emitter.operation_id)
+            .await
+        {
             emitter.emit(Step::Failed, Some(&moved.module), error.to_string());
             for left in &moves[index..] {
                 outcomes.push(SendOutcome {
@@ -186,25 +189,19 @@ pub async fn send_confirmed(
     tx: Option<super::progress::ProgressTx>,
 ) -> Result<SendReport, SendError> {
     let send_id = uuid::Uuid::now_v7().to_string();
-    let holder = crate::backends::state::Holder::here(&send_id);
-    let taken_from = target.hold(db, &mesh.name, &holder, false).await?;
-    let emitter = Emitter::new(db.clone(), &mesh.name, &send_id, "send", tx);
-    if let Some(from) = &taken_from {
-        emitter.emit(
-            Step::Warning,
-            None,
-            super::lock::took_over(db, &mesh.name, from),
-        );
-    }
+    let (emitter, held) =
+        super::hold::start(target, db, &mesh.name, &send_id, "send", false, tx).await?;
     let current = match prepare(mesh, module, daemon, target, db).await {
         Ok(current) => current,
         Err(error) => {
-            emitter.finish(format!("send: nothing sent: {error}"));
+            held.finish(target, &emitter, format!("send: nothing sent: {error}"))
+                .await;
             return Err(error);
         }
     };
     if let Err(error) = same_artifact(module, confirmed, &current, target, mesh, db).await {
-        emitter.finish(format!("send: nothing sent: {error}"));
+        held.finish(target, &emitter, format!("send: nothing sent: {error}"))
+            .await;
         return Err(error);
     }
     let moves: Vec<Move> = current
@@ -218,7 +215,8 @@ pub async fn send_confirmed(
         .collect();
     let outcomes = send(mesh, &moves, daemon, target, db, &emitter).await;
     let moved = outcomes.iter().filter(|o| o.ok).count();
-    emitter.finish(format!("send: {moved}/{} machine(s) moved", outcomes.len()));
+    let text = format!("send: {moved}/{} machine(s) moved", outcomes.len());
+    held.finish(target, &emitter, text).await;
     Ok(SendReport {
         send_id,
         operation: emitter.operation,

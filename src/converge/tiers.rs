@@ -107,7 +107,8 @@ impl TierRun<'_> {
         }
         // A converge that woke up after being taken over builds nothing more.
         self.target
-            .still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)?;
+            .still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)
+            .await?;
         let daemon = self
             .daemon
             .get()

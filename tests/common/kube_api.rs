@@ -31,6 +31,8 @@ struct State {
     statuses: HashMap<u16, usize>,
     /// Namespace reads still to gather at the barrier (see `sync_next_namespace_reads`).
     gate: Option<(usize, Arc<Barrier>)>,
+    /// Lease reads still to gather at their barrier (see `sync_next_lease_reads`).
+    lease_gate: Option<(usize, Arc<Barrier>)>,
     /// The identity's user and the (verb, resource) pairs it may do; None: everything is allowed.
     identity: Option<(String, Vec<(String, String)>)>,
     /// The next request with a continue token gets 410 Expired (an etcd compaction happened).
@@ -58,6 +60,7 @@ fn kind_of(resource: &str) -> (&'static str, &'static str) {
         "controllerrevisions" => ("apps/v1", "ControllerRevision"),
         "pods" => ("v1", "Pod"),
         "events" => ("v1", "Event"),
+        "leases" => ("coordination.k8s.io/v1", "Lease"),
         _ => ("v1", "Namespace"),
     }
 }
@@ -246,6 +249,12 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// The next `n` namespace GETs wait for each other, so they all see the same resourceVersion.
     pub fn sync_next_namespace_reads(&self, n: usize) {
         self.state.lock().unwrap().gate = Some((n, Arc::new(Barrier::new(n))));
+    }
+
+    /// The next `n` lease GETs wait for each other, so they all see the same lease (or its absence):
+    /// two takers then race to write.
+    pub fn sync_next_lease_reads(&self, n: usize) {
+        self.state.lock().unwrap().lease_gate = Some((n, Arc::new(Barrier::new(n))));
     }
 
     /// Containers running an image that starts with `image_prefix` meet this fate in the kubelet.
@@ -489,6 +498,7 @@ fn addressed(parts: &[&str]) -> Option<(&'static str, String, String, String)> {
     let (group, rest): (&'static str, &[&str]) = match parts {
         ["api", "v1", rest @ ..] => ("", rest),
         ["apis", "apps", "v1", rest @ ..] => ("apps", rest),
+        ["apis", "coordination.k8s.io", "v1", rest @ ..] => ("coordination.k8s.io", rest),
         _ => return None,
     };
     let (ns, rest) = match rest {
@@ -542,6 +552,45 @@ async fn route(
                 &["create"],
             )],
         )),
+        (Method::GET, ["apis", "coordination.k8s.io", "v1"]) => ok_json(&resource_list(
+            "coordination.k8s.io/v1",
+            &[("leases", "Lease", true, &[], READ_WRITE)],
+        )),
+        (
+            method,
+            [
+                "apis",
+                "coordination.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "leases",
+            ],
+        ) => leases(state, &method, ns, None, &q, body),
+        (
+            method,
+            [
+                "apis",
+                "coordination.k8s.io",
+                "v1",
+                "namespaces",
+                ns,
+                "leases",
+                name,
+            ],
+        ) => {
+            let gate = if method == Method::GET {
+                next_gate(&mut state.lock().unwrap().lease_gate)
+            } else {
+                None
+            };
+            // Read first, then wait (as for namespaces): every gated reader saw the same lease.
+            let response = leases(state, &method, ns, Some(name), &q, body);
+            if let Some(barrier) = gate {
+                barrier.wait().await;
+            }
+            response
+        }
         (Method::GET, ["apis", "apps", "v1", "namespaces", ns, resource]) if watch => {
             watch_objects(state, resource, ns, &q)
         }
@@ -555,18 +604,7 @@ async fn route(
             ],
         ) => access_review(state, body),
         (Method::GET, ["api", "v1", "namespaces", name]) => {
-            let gate = {
-                let mut s = state.lock().unwrap();
-                match s.gate.take() {
-                    Some((n, barrier)) => {
-                        if n > 1 {
-                            s.gate = Some((n - 1, barrier.clone()));
-                        }
-                        Some(barrier)
-                    }
-                    None => None,
-                }
-            };
+            let gate = next_gate(&mut state.lock().unwrap().gate);
             // Read first, then wait: every gated reader answers with the same resourceVersion however the
             // tasks are scheduled after the barrier.
             let response = get_object(state, "namespaces", "", name);
@@ -640,6 +678,15 @@ async fn route(
     }
 }
 
+/// The barrier a gated read waits at, counting it off the gate.
+fn next_gate(gate: &mut Option<(usize, Arc<Barrier>)>) -> Option<Arc<Barrier>> {
+    let (n, barrier) = gate.take()?;
+    if n > 1 {
+        *gate = Some((n - 1, barrier.clone()));
+    }
+    Some(barrier)
+}
+
 type ResourceInfo = (
     &'static str,
     &'static str,
@@ -692,7 +739,7 @@ fn discovery_groups() -> Value {
         json!({"name": name, "versions": [version.clone()], "preferredVersion": version})
     };
     json!({"kind": "APIGroupList", "apiVersion": "v1",
-        "groups": [group("apps"), group("authorization.k8s.io")]})
+        "groups": [group("apps"), group("authorization.k8s.io"), group("coordination.k8s.io")]})
 }
 
 /// A watch (`?watch=true`): a stream of `{"type", "object"}` lines, one per change, as the apiserver's
@@ -1010,4 +1057,159 @@ fn patch_object(
         .cloned()
         .unwrap_or(updated);
     ok_json(&stored)
+}
+
+/// `coordination.k8s.io/v1` leases, kept as the generic registry keeps any object
+/// (`staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`): a create of a name that exists
+/// is 409 AlreadyExists (and of one in a namespace that does not exist 404, the NamespaceLifecycle
+/// admission); an update (PUT) of a missing lease is 404 (leases never create on update), one without a
+/// resourceVersion 422 and one with a stale resourceVersion 409 Conflict (leases allow no unconditional
+/// update: `pkg/registry/coordination/lease/strategy.go`); a delete honours a resourceVersion precondition.
+fn leases(
+    state: &Arc<Mutex<State>>,
+    method: &Method,
+    ns: &str,
+    name: Option<&str>,
+    q: &HashMap<String, String>,
+    body: &Bytes,
+) -> Response {
+    const QUALIFIED: &str = "leases.coordination.k8s.io";
+    let not_found = |name: &str| {
+        status(
+            404,
+            "NotFound",
+            &format!("{QUALIFIED} \"{name}\" not found"),
+        )
+    };
+    let parsed = || serde_json::from_slice::<Value>(body).ok();
+    match (method.clone(), name) {
+        (Method::GET, None) => list(state, "leases", ns, q),
+        (Method::GET, Some(name)) => match get_object_of(state, "leases", ns, name) {
+            Some(lease) => ok_json(&lease),
+            None => not_found(name),
+        },
+        (Method::POST, None) => {
+            let Some(mut lease) = parsed() else {
+                return status(400, "BadRequest", "the lease is not JSON");
+            };
+            let Some(name) = lease["metadata"]["name"].as_str().map(str::to_string) else {
+                return status(
+                    422,
+                    "Invalid",
+                    "Lease.coordination.k8s.io is invalid: metadata.name: Required value: name or generateName is required",
+                );
+            };
+            let mut s = state.lock().unwrap();
+            if !s
+                .cluster
+                .objects
+                .contains_key(&("namespaces".into(), String::new(), ns.into()))
+            {
+                return status(404, "NotFound", &format!("namespaces \"{ns}\" not found"));
+            }
+            let key: Key = ("leases".into(), ns.into(), name.clone());
+            if s.cluster.objects.contains_key(&key) {
+                return status(
+                    409,
+                    "AlreadyExists",
+                    &format!("{QUALIFIED} \"{name}\" already exists"),
+                );
+            }
+            lease["apiVersion"] = json!("coordination.k8s.io/v1");
+            lease["kind"] = json!("Lease");
+            lease["metadata"]["namespace"] = json!(ns);
+            lease["metadata"]["uid"] = json!(s.cluster.uid());
+            lease["metadata"]["creationTimestamp"] = json!(s.cluster.now());
+            s.cluster.store(key.clone(), lease);
+            let stored = s.cluster.objects[&key].clone();
+            (
+                StatusCode::CREATED,
+                [(header::CONTENT_TYPE, "application/json")],
+                stored.to_string(),
+            )
+                .into_response()
+        }
+        (Method::PUT, Some(name)) => {
+            let Some(mut lease) = parsed() else {
+                return status(400, "BadRequest", "the lease is not JSON");
+            };
+            let mut s = state.lock().unwrap();
+            let key: Key = ("leases".into(), ns.into(), name.into());
+            let Some(current) = s.cluster.objects.get(&key).cloned() else {
+                return not_found(name);
+            };
+            let sent = lease["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            if sent.is_empty() {
+                return status(
+                    422,
+                    "Invalid",
+                    &format!(
+                        "Lease.coordination.k8s.io \"{name}\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+                    ),
+                );
+            }
+            if json!(sent) != current["metadata"]["resourceVersion"] {
+                return conflict(QUALIFIED, name);
+            }
+            for field in ["uid", "creationTimestamp", "namespace", "name"] {
+                lease["metadata"][field] = current["metadata"][field].clone();
+            }
+            lease["apiVersion"] = json!("coordination.k8s.io/v1");
+            lease["kind"] = json!("Lease");
+            s.cluster.store(key.clone(), lease);
+            ok_json(&s.cluster.objects[&key])
+        }
+        (Method::DELETE, Some(name)) => {
+            let mut s = state.lock().unwrap();
+            let key: Key = ("leases".into(), ns.into(), name.into());
+            let Some(current) = s.cluster.objects.get(&key).cloned() else {
+                return not_found(name);
+            };
+            let wanted = parsed().and_then(|o| {
+                o["preconditions"]["resourceVersion"]
+                    .as_str()
+                    .map(str::to_string)
+            });
+            if let Some(wanted) = wanted
+                && json!(wanted) != current["metadata"]["resourceVersion"]
+            {
+                return status(
+                    409,
+                    "Conflict",
+                    &format!(
+                        "Operation cannot be fulfilled on {QUALIFIED} \"{name}\": Precondition failed: ResourceVersion in precondition: {wanted}, ResourceVersion in object meta: {}",
+                        current["metadata"]["resourceVersion"]
+                            .as_str()
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+            s.cluster.objects.remove(&key);
+            ok_json(
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": "coordination.k8s.io", "kind": "leases",
+                    "uid": current["metadata"]["uid"]}}),
+            )
+        }
+        _ => status(
+            405,
+            "MethodNotAllowed",
+            &format!(
+                "the server does not allow this method on the requested resource ({method} {QUALIFIED})"
+            ),
+        ),
+    }
+}
+
+fn get_object_of(state: &Arc<Mutex<State>>, resource: &str, ns: &str, name: &str) -> Option<Value> {
+    state
+        .lock()
+        .unwrap()
+        .cluster
+        .objects
+        .get(&(resource.into(), ns.into(), name.into()))
+        .cloned()
 }

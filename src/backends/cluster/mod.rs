@@ -4,6 +4,7 @@
 
 mod access;
 pub mod judge;
+mod lease;
 mod machines;
 mod proxy;
 mod record;
@@ -17,6 +18,10 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use access::Needed;
+pub use lease::{
+    LEASE_HOST, LEASE_KIND, LEASE_OPERATION, LEASE_PID, LEASE_PREFIX, LEASE_SHORT, LeaseHolder,
+    LeaseTake, holder_of, lease_name,
+};
 pub use machines::{Workload, WorkloadKind};
 pub use proxy::proxy_for;
 pub use record::{RECORD_ANNOTATION, RecordRead};
@@ -64,6 +69,26 @@ pub enum ClusterError {
         context: String,
         missing: Vec<String>,
     },
+    #[error(
+        "{operation} lost the mesh's lease {lease:?} in namespace {namespace:?}: {}; it stopped before its next write",
+        lease_taken_by(.taken_by.as_deref())
+    )]
+    LeaseLost {
+        lease: String,
+        namespace: String,
+        /// The operation that lost it (`send #12`).
+        operation: String,
+        /// Who holds it now, when anyone does.
+        taken_by: Option<Box<LeaseHolder>>,
+    },
+    #[error(
+        "the lease {lease:?} in namespace {namespace:?} kept changing under us: gave up after {attempts} attempts; try again"
+    )]
+    LeaseContention {
+        lease: String,
+        namespace: String,
+        attempts: u32,
+    },
     #[error("{workload} is not rolled out by its controller: {message}")]
     OnDelete { workload: String, message: String },
     #[error(
@@ -98,6 +123,14 @@ pub enum ClusterError {
         reference: String,
         message: String,
     },
+}
+
+/// Who took a lost lease, as a person reads it.
+fn lease_taken_by(holder: Option<&LeaseHolder>) -> String {
+    match holder {
+        Some(h) => format!("{} holds it now", h.describe()),
+        None => "it was released or deleted (nobody holds it now)".into(),
+    }
 }
 
 /// The raw evidence shown beside any named diagnosis: the waiting reason and message, the last events, the

@@ -3,7 +3,10 @@
 //! container image to `ref@digest` and follows its roll-out.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
 
 use crate::backends::cluster::{
     Cluster, FollowRules, Needed, RECORD_ANNOTATION, Workload, WorkloadKind, kind_load,
@@ -11,8 +14,10 @@ use crate::backends::cluster::{
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
-use crate::backends::state::{StateDb, locked};
+use crate::backends::state::{Holder, StateDb, locked};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
+use crate::converge::lease::{self, LeaseClaims};
+use crate::converge::lock;
 use crate::converge::progress::{Emitter, Step};
 use crate::mesh::behind::machine_state;
 use crate::mesh::machine::{Machine, MachineKind, Move};
@@ -35,6 +40,8 @@ pub struct Kube {
     creds: tokio::sync::OnceCell<Result<Option<Credentials>, String>>,
     /// The workloads as last listed: a send guards against the image seen here.
     workloads: Mutex<Vec<Workload>>,
+    /// The operations of this process holding the mesh's Lease.
+    claims: Arc<LeaseClaims>,
 }
 
 impl Kube {
@@ -51,6 +58,7 @@ impl Kube {
             rollout,
             creds: tokio::sync::OnceCell::new(),
             workloads: Mutex::new(Vec::new()),
+            claims: Arc::new(LeaseClaims::default()),
         }
     }
 
@@ -134,7 +142,7 @@ impl Kube {
         kind: &str,
         entries: &Record,
     ) -> Result<(), ConvergeError> {
-        still_holds(db, &mesh.name, operation_id)?;
+        self.still_holds(db, &mesh.name, operation_id).await?;
         let (previous, _) = self
             .cluster
             .stamp_record_over(entries)
@@ -399,6 +407,81 @@ fn workload_kinds(moves: &[Move]) -> Vec<WorkloadKind> {
 }
 
 impl Target for Kube {
+    /// The state database's lock, then the namespace's Lease (the team's); a Lease held by someone
+    /// else gives the state database's lock back at once.
+    fn hold<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        holder: &'a Holder,
+        kind: &'a str,
+        wait: bool,
+    ) -> Fut<'a, Result<Option<String>, ConvergeError>> {
+        Box::pin(async move {
+            let from_db = lock::acquire(db, mesh, holder, wait).await?;
+            let claim = lease::claim(holder, kind);
+            match lease::take(&self.cluster, &self.claims, mesh, claim, wait).await {
+                Ok(Some(from)) => Ok(Some(lease::took_over(mesh, &from))),
+                Ok(None) => Ok(from_db.map(|from| lock::took_over(db, mesh, &from))),
+                Err(error) => {
+                    if let Ok(db) = locked(db) {
+                        let _ = db.unlock_mesh(mesh, &holder.operation_id);
+                    }
+                    Err(error.into())
+                }
+            }
+        })
+    }
+
+    fn named<'a>(
+        &'a self,
+        mesh: &'a str,
+        operation_id: &'a str,
+        short: Option<i64>,
+    ) -> Fut<'a, ()> {
+        Box::pin(async move {
+            self.claims.set_short(operation_id, short);
+            // Said at once (a refused teammate reads it); a failure here is the heartbeat's to judge.
+            let _ = lease::check(&self.cluster, &self.claims, mesh, operation_id).await;
+        })
+    }
+
+    fn heartbeat(
+        &self,
+        state_path: PathBuf,
+        mesh: String,
+        operation_id: String,
+        lost: watch::Sender<Option<String>>,
+    ) -> tokio::task::JoinHandle<()> {
+        let (cluster, claims) = (self.cluster.clone(), self.claims.clone());
+        tokio::spawn(async move {
+            let beat = lock::beat(state_path, mesh.clone(), operation_id.clone(), &lost);
+            let renew = lease::renew_while_running(cluster, claims, mesh, operation_id, &lost);
+            tokio::join!(beat, renew);
+        })
+    }
+
+    fn still_holds<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        operation_id: &'a str,
+    ) -> Fut<'a, Result<(), ConvergeError>> {
+        Box::pin(async move {
+            still_holds(db, mesh, operation_id)?;
+            Ok(lease::check(&self.cluster, &self.claims, mesh, operation_id).await?)
+        })
+    }
+
+    fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> Fut<'a, ()> {
+        Box::pin(lease::release(
+            &self.cluster,
+            &self.claims,
+            mesh,
+            operation_id,
+        ))
+    }
+
     fn describe(&self) -> TargetDescription {
         description(
             &self.name,

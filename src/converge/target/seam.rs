@@ -188,16 +188,34 @@ pub trait Target: Send + Sync {
         registry: &'a Registry,
     ) -> Fut<'a, Result<RegistryClient, TargetError>>;
 
-    /// Hold the mesh for this operation (or wait for it); the holder it was taken over from, if
-    /// any. Today both kinds hold it in the state database (the daemon is one host).
+    /// Hold the mesh for this operation of `kind` (or wait for it); the line that says whom it
+    /// was taken over from, if it was. The state database's lock on every kind (the dashboard on
+    /// this machine follows the operation through it); Kubernetes adds the namespace's Lease.
     fn hold<'a>(
         &'a self,
         db: &'a Mutex<StateDb>,
         mesh: &'a str,
         holder: &'a Holder,
+        kind: &'a str,
         wait: bool,
-    ) -> Fut<'a, Result<Option<Holder>, ConvergeError>> {
-        Box::pin(lock::acquire(db, mesh, holder, wait))
+    ) -> Fut<'a, Result<Option<String>, ConvergeError>> {
+        let _ = kind;
+        Box::pin(async move {
+            let from = lock::acquire(db, mesh, holder, wait).await?;
+            Ok(from.map(|from| lock::took_over(db, mesh, &from)))
+        })
+    }
+
+    /// The operation's short id (`#142`) is known (the state database gave it after the hold):
+    /// where the mesh is held for the team, say it there too.
+    fn named<'a>(
+        &'a self,
+        mesh: &'a str,
+        operation_id: &'a str,
+        short: Option<i64>,
+    ) -> Fut<'a, ()> {
+        let _ = (mesh, operation_id, short);
+        Box::pin(async {})
     }
 
     /// Keep holding the mesh while the operation runs (abort the handle when it ends); `lost`
@@ -212,14 +230,21 @@ pub trait Target: Send + Sync {
         lock::spawn_heartbeat(state_path, mesh, operation_id, lost)
     }
 
-    /// `LockLost` when `operation_id` no longer holds the mesh. (The release is the emitter's last
-    /// write: one transaction with the operation's last events, in the state database.)
-    fn still_holds(
-        &self,
-        db: &Mutex<StateDb>,
-        mesh: &str,
-        operation_id: &str,
-    ) -> Result<(), ConvergeError> {
-        still_holds(db, mesh, operation_id)
+    /// `LockLost` when `operation_id` no longer holds the mesh: call it in the same step as each
+    /// write, just before it.
+    fn still_holds<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        operation_id: &'a str,
+    ) -> Fut<'a, Result<(), ConvergeError>> {
+        Box::pin(async move { still_holds(db, mesh, operation_id) })
+    }
+
+    /// Give the mesh back at the operation's end, where the team holds it (the state database's
+    /// lock is released by the emitter's last write, with the operation's last events).
+    fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> Fut<'a, ()> {
+        let _ = (mesh, operation_id);
+        Box::pin(async {})
     }
 }
