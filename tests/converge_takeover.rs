@@ -63,7 +63,7 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
         panic!("the second converge failed: {}", said(&b));
     }
     let b_summary: serde_json::Value = serde_json::from_slice(&b.stdout).unwrap();
-    let b_id = b_summary["converge_id"].as_str().unwrap().to_string();
+    let b_id = b_summary["operation_id"].as_str().unwrap().to_string();
     let b_err = String::from_utf8_lossy(&b.stderr);
     assert!(
         b_err.contains("over from converge #") && b_err.contains(&format!("({a_id})")),

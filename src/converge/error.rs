@@ -97,7 +97,8 @@ pub enum TargetError {
     CreateMachine {
         machine: String,
         module: String,
-        source: DaemonError,
+        /// Boxed: the daemon's error is large, and every target answer would carry its size.
+        source: Box<DaemonError>,
     },
     #[error(
         "mesh {mesh} names no target {name:?} (it names: {names}): add a [target] table to {file}"
@@ -128,8 +129,9 @@ pub enum RollbackError {
     #[error("{0}")]
     Handle(String),
     /// The mesh could not be held (another operation holds it), or was lost while stamping.
+    /// Boxed: a converge error is large, and every rollback answer would carry its size.
     #[error(transparent)]
-    Hold(#[from] ConvergeError),
+    Hold(Box<ConvergeError>),
     #[error("{record} holds nothing for module {module}: there is nothing to roll back")]
     NothingRecorded { record: String, module: String },
     #[error(
@@ -202,8 +204,9 @@ pub enum SendError {
     #[error(transparent)]
     Target(#[from] TargetError),
     /// The mesh could not be held: another operation holds it.
+    /// Boxed: a converge error is large, and every rollback answer would carry its size.
     #[error(transparent)]
-    Hold(#[from] ConvergeError),
+    Hold(Box<ConvergeError>),
     #[error("{record} holds nothing for module {module}: converge it first")]
     NothingRecorded { record: String, module: String },
     #[error(
@@ -279,5 +282,17 @@ impl From<crate::converge::lease::HoldError> for ConvergeError {
             HoldError::Lost(message) => ConvergeError::LockLost(message),
             HoldError::Failed(message) => ConvergeError::Failed(message),
         }
+    }
+}
+
+impl From<ConvergeError> for RollbackError {
+    fn from(error: ConvergeError) -> RollbackError {
+        RollbackError::Hold(Box::new(error))
+    }
+}
+
+impl From<ConvergeError> for SendError {
+    fn from(error: ConvergeError) -> SendError {
+        SendError::Hold(Box::new(error))
     }
 }

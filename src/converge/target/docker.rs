@@ -314,7 +314,7 @@ async fn create_declared(
             .map_err(|source| TargetError::CreateMachine {
                 machine: spec.name.clone(),
                 module: spec.module.clone(),
-                source,
+                source: Box::new(source),
             })?;
         emitter.emit(
             Step::Created,
