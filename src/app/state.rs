@@ -418,9 +418,9 @@ impl AppState {
             match machine.state {
                 MachineState::Current => counts.current += 1,
                 MachineState::Behind => counts.behind += 1,
-                MachineState::Held => counts.held += 1,
+                MachineState::Held | MachineState::Paused => counts.held += 1,
                 MachineState::Missing => counts.missing += 1,
-                MachineState::Unrecorded => {}
+                MachineState::Unrecorded | MachineState::UnknownContainer => {}
             }
         }
         counts

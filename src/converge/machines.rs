@@ -3,7 +3,7 @@
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
 use crate::backends::state::StateDb;
-use crate::mesh::behind::{MachineState, machine_state};
+use crate::mesh::behind::{MachineState, machine_state, workload_state};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Record};
 use std::collections::HashMap;
@@ -136,6 +136,7 @@ async fn kube_machines(
                     .map_or(&[][..], Vec::as_slice),
                 module.policy,
             );
+            let state = workload_state(state, w.unknown_container.is_none(), w.paused);
             Some(Machine {
                 name: w.name.clone(),
                 module: w.module.clone(),

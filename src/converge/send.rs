@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::progress::{Emitter, Step};
 use super::target::{ConnectedTarget, Delivery, Kube, published_digest};
-use crate::backends::cluster::WorkloadKind;
+use crate::backends::cluster::{FollowRules, WorkloadKind};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{SendRow, StateDb};
 pub use crate::mesh::machine::{Move, moves_for};
@@ -41,7 +41,11 @@ pub async fn send(
             _ => None,
         })
         .collect();
-    if let Err(refused) = super::target::check_write_access(target, false, &kinds).await {
+    let checked = match super::target::check_write_access(target, false, &kinds).await {
+        Ok(()) => unknown_containers(target, moves),
+        Err(refused) => Err(refused),
+    };
+    if let Err(refused) = checked {
         for moved in moves {
             outcomes.push(SendOutcome {
                 moved: moved.clone(),
@@ -119,6 +123,29 @@ pub async fn send(
     outcomes
 }
 
+/// A send is refused before any write when a workload's module container cannot be told: naming its
+/// containers and the annotation to set.
+fn unknown_containers(target: &ConnectedTarget, moves: &[Move]) -> Result<(), String> {
+    let ConnectedTarget::Kubernetes(kube) = target else {
+        return Ok(());
+    };
+    let workloads = kube.workloads.lock().map(|w| w.clone()).unwrap_or_default();
+    let refused: Vec<String> = moves
+        .iter()
+        .filter_map(|m| {
+            let w = workloads
+                .iter()
+                .find(|w| w.kind.as_str() == m.kind && w.name == m.machine)?;
+            let why = w.unknown_container.as_deref()?;
+            Some(kube.cluster.unknown_container(w, why).to_string())
+        })
+        .collect();
+    match refused.as_slice() {
+        [] => Ok(()),
+        _ => Err(format!("nothing was sent: {}", refused.join("; "))),
+    }
+}
+
 /// Patch the workload (guarded by the image it was listed with), then follow its roll-out.
 async fn send_kube(
     mesh: &Mesh,
@@ -184,11 +211,26 @@ async fn send_kube(
             format!("{workload}: {message}"),
         );
     };
-    kube.cluster
-        .follow_rollout(&workload, kube.rollout, &said)
+    let rules = match mesh.module(&moved.module) {
+        Some(module) => FollowRules {
+            restarts: module.backoff.restarts,
+            backoff: module.backoff.persists,
+            ..kube.rollout
+        },
+        None => kube.rollout,
+    };
+    let done = kube
+        .cluster
+        .follow_rollout(&workload, rules, &said)
         .await
-        .map(|_| ())
-        .map_err(|error| error.to_string())
+        .map_err(|error| error.to_string())?;
+    // kubectl says done for whatever the template names now: the machine is judged by what runs.
+    match done.image {
+        Some(image) if image != to_image => Err(format!(
+            "someone changed the image to {image} while the roll-out ran: {workload} runs that, not {to_image}"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// What a send of `module` would move: the record's entry for it, and its behind machines.

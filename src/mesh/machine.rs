@@ -34,14 +34,17 @@ pub struct Move {
     pub to_digest: String,
 }
 
-/// The behind (or held) machines of `module`, and where each goes.
+/// The behind (or held) machines of `module`, and where each goes. A workload whose container meshtop
+/// cannot tell is one too: its send is refused, naming its containers, never skipped in silence.
 pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Move> {
     let Some(entry) = record.get(module) else {
         return Vec::new();
     };
     machines
         .iter()
-        .filter(|m| m.module == module && m.state.is_behind())
+        .filter(|m| {
+            m.module == module && (m.state.is_behind() || m.state == MachineState::UnknownContainer)
+        })
         .map(|m| Move {
             module: module.to_string(),
             machine: m.name.clone(),
