@@ -751,7 +751,7 @@ fn the_send_confirm_says_what_a_send_does_on_a_kubernetes_target() {
     let text = state.confirm.clone().unwrap().lines.join("\n");
     assert!(!text.contains("container is recreated"), "{text}");
     assert!(
-        text.contains("each workload's image is patched to the new artifact"),
+        text.contains("each workload's container image is patched to ref@digest"),
         "{text}"
     );
 }
