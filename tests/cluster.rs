@@ -219,7 +219,7 @@ async fn machines_of_500_workloads_take_a_bounded_number_of_calls() {
 }
 
 #[tokio::test]
-async fn the_container_annotation_wins_and_the_first_container_is_the_fallback() {
+async fn the_container_annotation_wins_and_no_container_is_guessed() {
     let api = KubeApi::start().await;
     let mut named = workload(
         "deployments",
@@ -251,7 +251,14 @@ async fn the_container_annotation_wins_and_the_first_container_is_the_fallback()
             .clone()
     };
     assert_eq!(container("named"), "b");
-    assert_eq!(container("plain"), "first");
+    // Neither image is module web's: no container is the module's (never the first by default).
+    assert_eq!(container("plain"), "");
+    let plain = machines.iter().find(|w| w.name == "plain").unwrap();
+    let why = plain.unknown_container.as_deref().unwrap();
+    assert!(
+        why.contains("first (x:1), second (y:1)") && why.contains("jr2.dev/container"),
+        "{why}"
+    );
 }
 
 fn image_of(api: &KubeApi, resource: &str, name: &str, index: usize) -> String {
@@ -321,12 +328,15 @@ async fn send_whose_guard_fails_reports_the_conflict_and_overwrites_nothing() {
     assert_eq!(image_of(&api, "deployments", "api", 0), "demo/api:theirs");
 }
 
-/// Rules for tests: read every millisecond; a transient reason fails once seen on three polls.
+/// Rules for tests: read every millisecond; a transient reason fails once seen on three polls, a
+/// back-off once seen for 200 ms (or at three restarts).
 fn rules() -> FollowRules {
     FollowRules {
         deadline: Some(Duration::from_secs(300)),
         poll: Duration::from_millis(1),
         transient_grace: Duration::ZERO,
+        restarts: 3,
+        backoff: Duration::from_millis(200),
     }
 }
 
@@ -853,7 +863,8 @@ async fn the_artifact_annotation_is_added_as_one_key_beside_the_others() {
             .clone();
     assert_eq!(
         annotations,
-        json!({"team": "payments", "jr2.dev/artifact": "sha256:abc"})
+        json!({"team": "payments", "jr2.dev/artifact": "sha256:abc",
+            "jr2.dev/artifact-image": "demo/api:2"})
     );
 }
 

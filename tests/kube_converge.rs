@@ -469,7 +469,14 @@ fn kind_setup(api: &KubeApi, tag: &str) -> (KubeMesh, String) {
 async fn a_send_stuck_on_image_pull_back_off_fails_naming_it() {
     let api = KubeApi::start().await;
     let (k, reference) = kind_setup(&api, "kb");
-    // The kubelet cannot pull the new image: the new pod goes ErrImagePull, then ImagePullBackOff.
+    // The kubelet cannot pull the new image: the new pod goes ErrImagePull, then ImagePullBackOff, which
+    // fails the send once it lasted web's `rollout_backoff`.
+    let file = k.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "name = \"web\"\n",
+        "name = \"web\"\nrollout_backoff = \"2s\"\n",
+    );
+    std::fs::write(&file, text).unwrap();
     api.pods_of_image(&reference, Fate::PullFails("not found".into()));
     let output = k.run(&["send", "web", "--yes", "--json"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));

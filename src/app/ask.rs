@@ -1,5 +1,6 @@
 //! What a confirmation says: exactly what will happen, built from the state (no I/O).
 
+use crate::mesh::behind::MachineState;
 use crate::mesh::decide::Decision;
 use crate::mesh::machine::moves_for;
 use crate::mesh::model::{Policy, RecordEntry};
@@ -256,6 +257,14 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
             entry.reference,
             made(state, &entry.digest)
         ));
+        if machine.state == MachineState::Paused {
+            lines.push(format!(
+                "    paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume {}/{}{})",
+                machine.kind.to_lowercase(),
+                machine.name,
+                state.target.namespace.as_deref().map(|ns| format!(" -n {ns}")).unwrap_or_default()
+            ));
+        }
     }
     lines.push(state.target.send_does.clone());
     Ok(Confirm {

@@ -517,9 +517,9 @@ impl AppState {
             match machine.state {
                 MachineState::Current => counts.current += 1,
                 MachineState::Behind => counts.behind += 1,
-                MachineState::Held => counts.held += 1,
+                MachineState::Held | MachineState::Paused => counts.held += 1,
                 MachineState::Missing => counts.missing += 1,
-                MachineState::Unrecorded => {}
+                MachineState::Unrecorded | MachineState::UnknownContainer => {}
             }
         }
         counts
@@ -544,6 +544,7 @@ fn docker_description() -> TargetDescription {
         name: "default".into(),
         kind: "docker".into(),
         place: None,
+        namespace: None,
         send_does: "each container is recreated with the same configuration on the new artifact"
             .into(),
     }

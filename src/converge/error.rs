@@ -100,6 +100,18 @@ pub enum TargetError {
         /// Boxed: the daemon's error is large, and every target answer would carry its size.
         source: Box<DaemonError>,
     },
+    /// Someone set another image while the roll-out ran: the machine runs that, not what was sent.
+    #[error(
+        "someone changed the image to {image} while the roll-out ran: {workload} runs that, not {sent}"
+    )]
+    Reverted {
+        image: String,
+        workload: String,
+        sent: String,
+    },
+    /// Workloads whose module container cannot be told (each named with its containers and the fix).
+    #[error("nothing was sent: {0}")]
+    UnknownContainers(String),
     #[error(
         "mesh {mesh} names no target {name:?} (it names: {names}): add a [target] table to {file}"
     )]

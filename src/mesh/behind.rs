@@ -20,6 +20,14 @@ pub enum MachineState {
     Unrecorded,
     /// A declared machine that does not exist on the target: not current.
     Missing,
+    /// Runs another artifact on a paused Kubernetes Deployment: a send patches it, but nothing rolls out
+    /// until someone resumes it (`kubectl rollout resume`).
+    #[serde(rename = "paused")]
+    Paused,
+    /// A workload whose module container meshtop cannot tell (several containers, no annotation): neither
+    /// behind nor current, and never sent to.
+    #[serde(rename = "unknown_container")]
+    UnknownContainer,
 }
 
 impl MachineState {
@@ -30,17 +38,22 @@ impl MachineState {
             MachineState::Held => "held",
             MachineState::Unrecorded => "unrecorded",
             MachineState::Missing => "missing",
+            MachineState::Paused => "held (paused)",
+            MachineState::UnknownContainer => "unknown container",
         }
     }
 
-    /// Behind the record, whatever the policy says about sending.
+    /// Behind the record, whatever the policy (or a pause) says about sending.
     pub fn is_behind(self) -> bool {
-        matches!(self, MachineState::Behind | MachineState::Held)
+        matches!(
+            self,
+            MachineState::Behind | MachineState::Held | MachineState::Paused
+        )
     }
 
-    /// Counted against the mesh by `status --exit-code`: behind, held or missing.
+    /// Counted against the mesh by `status --exit-code`: behind, held, missing, or not knowable.
     pub fn needs_attention(self) -> bool {
-        self.is_behind() || self == MachineState::Missing
+        self.is_behind() || matches!(self, MachineState::Missing | MachineState::UnknownContainer)
     }
 }
 
@@ -69,6 +82,18 @@ pub fn machine_state(
     match policy {
         Policy::Rollout => MachineState::Behind,
         Policy::Record => MachineState::Held,
+    }
+}
+
+/// The state of a Kubernetes workload: `machine_state`, unless meshtop cannot tell its module's container
+/// (then nothing it runs can be judged), or it is paused while behind (a send would not move it).
+pub fn workload_state(state: MachineState, container_known: bool, paused: bool) -> MachineState {
+    if !container_known {
+        MachineState::UnknownContainer
+    } else if paused && state.is_behind() {
+        MachineState::Paused
+    } else {
+        state
     }
 }
 
@@ -124,5 +149,17 @@ mod tests {
             MachineState::Behind
         );
         assert!(MachineState::Held.is_behind() && !MachineState::Current.is_behind());
+    }
+
+    #[test]
+    fn a_paused_or_unknown_container_workload_reads_so() {
+        use MachineState::*;
+        assert_eq!(workload_state(Behind, true, true), Paused);
+        assert_eq!(workload_state(Held, true, true), Paused);
+        assert_eq!(workload_state(Current, true, true), Current);
+        assert_eq!(workload_state(Behind, true, false), Behind);
+        assert_eq!(workload_state(Current, false, false), UnknownContainer);
+        assert_eq!(Paused.to_string(), "held (paused)");
+        assert!(!UnknownContainer.is_behind() && UnknownContainer.needs_attention());
     }
 }

@@ -72,14 +72,17 @@ pub struct Move {
     pub to_digest: String,
 }
 
-/// The behind (or held) machines of `module`, and where each goes.
+/// The behind (or held) machines of `module`, and where each goes. A workload whose container meshtop
+/// cannot tell is one too: its send is refused, naming its containers, never skipped in silence.
 pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Move> {
     let Some(entry) = record.get(module) else {
         return Vec::new();
     };
     machines
         .iter()
-        .filter(|m| m.module == module && m.state.is_behind())
+        .filter(|m| {
+            m.module == module && (m.state.is_behind() || m.state == MachineState::UnknownContainer)
+        })
         // Every listed machine has a kind meshtop moves; a word it does not know is no move.
         .filter_map(|m| {
             Some(Move {

@@ -213,6 +213,28 @@ pub struct Module {
     pub tier: u32,
     /// 1-based line of the module's `[[module]]` table in the mesh file, for messages.
     pub line: usize,
+    /// Kubernetes: when a back-off of the new pods fails a send of this module.
+    pub backoff: Backoff,
+}
+
+/// When a new pod's back-off (`CrashLoopBackOff`, `ImagePullBackOff`, `CreateContainerConfigError`) fails
+/// a roll-out: the kubelet retries each by itself, so a first sight is shown, never a verdict. Set per
+/// module with `rollout_restarts` and `rollout_backoff` in its `[[module]]` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// A container restarted this many times fails the roll-out.
+    pub restarts: u32,
+    /// The same back-off seen this long fails the roll-out.
+    pub persists: std::time::Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            restarts: 3,
+            persists: std::time::Duration::from_secs(60),
+        }
+    }
 }
 
 /// A machine the mesh file declares (a converge creates it when it does not exist yet).

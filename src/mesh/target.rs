@@ -10,6 +10,8 @@ pub struct TargetDescription {
     pub kind: String,
     /// Where it is, for a changing command's first line: `context X, namespace Y`; None for the host.
     pub place: Option<String>,
+    /// The namespace a person's own `kubectl` commands for it name (Kubernetes only).
+    pub namespace: Option<String>,
     /// What a send does to each machine there, in words (the send and rollback confirms say it).
     pub send_does: String,
 }

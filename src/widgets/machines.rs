@@ -55,9 +55,9 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         let state_style = match machine.state {
             MachineState::Current => palette.good(),
             MachineState::Behind => palette.warn(),
-            MachineState::Held => palette.info(),
+            MachineState::Held | MachineState::Paused => palette.info(),
             MachineState::Unrecorded => palette.dim(),
-            MachineState::Missing => palette.bad(),
+            MachineState::Missing | MachineState::UnknownContainer => palette.bad(),
         };
         let made = match machine.running.first().and_then(|d| state.build_of(d)) {
             Some(build) if area.width < 60 => build.made_by(state.now_ms),

@@ -277,6 +277,27 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         ));
     }
 
+    /// Someone else sets the image of `container` of the workload to `then`, `after` controller steps
+    /// after it first runs `when` (as a `kubectl set image` in another terminal would).
+    pub fn someone_sets_image(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        container: &str,
+        (when, then): (&str, &str),
+        after: u64,
+    ) {
+        self.state.lock().unwrap().cluster.image_changes.push((
+            (resource.into(), namespace.into(), name.into()),
+            container.into(),
+            when.into(),
+            then.into(),
+            after,
+            None,
+        ));
+    }
+
     /// One step of the workload's controller (as time passing would).
     pub fn tick(&self, resource: &str, namespace: &str, name: &str) {
         self.state.lock().unwrap().cluster.reconcile(&(

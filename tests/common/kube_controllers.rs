@@ -41,8 +41,12 @@ pub enum Fate {
     PullKeepsFailing(String),
     /// The pull fails once (ErrImagePull), then succeeds.
     PullFailsOnce(String),
-    /// The container starts and exits: CrashLoopBackOff, with this log.
+    /// The container starts and exits, again after every back-off: CrashLoopBackOff, with this log, its
+    /// restartCount growing by one per restart and the back-off doubling (10 s, 20 s, … 300 s).
     Crashes(String),
+    /// The container exits once with this log (a database not ready yet): CrashLoopBackOff with
+    /// restartCount 1 for the first back-off (10 s), then it runs and becomes ready.
+    CrashesOnce(String),
     /// The container waits with this reason and message (e.g. CreateContainerConfigError).
     Waits(String, String),
 }
@@ -77,6 +81,11 @@ pub struct Cluster {
     adopted: HashSet<Key>,
     /// DaemonSet → how many nodes it should run on.
     nodes: HashMap<Key, i64>,
+    /// (pod, container) in CrashLoopBackOff → (the step its back-off ends, the back-off in steps).
+    backoff: HashMap<(Key, String), (u64, u64)>,
+    /// Someone else's `kubectl set image`: once the workload's container runs `when`, `after` steps later
+    /// its template is set to `then` (workload, container, when, then, after, the step `when` was seen).
+    pub image_changes: Vec<(Key, String, String, String, u64, Option<u64>)>,
     /// Pod → the step at which it was marked for deletion.
     terminating: HashMap<Key, u64>,
     step: u64,
@@ -164,6 +173,7 @@ impl Cluster {
         }
         self.step += 1;
         self.adopt(key);
+        self.someone_sets_images(key);
         self.finish_terminations(key);
         match key.0.as_str() {
             "deployments" => self.deployment_step(key),
@@ -171,6 +181,38 @@ impl Cluster {
             "daemonsets" => self.daemonset_step(key),
             _ => {}
         }
+    }
+
+    /// Someone else's `kubectl set image` on this workload, when its time has come: a spec change, so a
+    /// new generation (`pkg/registry/apps/deployment/strategy.go` PrepareForUpdate).
+    fn someone_sets_images(&mut self, key: &Key) {
+        let step = self.step;
+        let mut changes = std::mem::take(&mut self.image_changes);
+        for (workload, container, when, then, after, seen) in &mut changes {
+            if workload != key {
+                continue;
+            }
+            let mut object = self.objects[key].clone();
+            let containers = object["spec"]["template"]["spec"]["containers"]
+                .as_array_mut()
+                .unwrap();
+            let Some(c) = containers
+                .iter_mut()
+                .find(|c| c["name"] == json!(container))
+            else {
+                continue;
+            };
+            if seen.is_none() && c["image"] == json!(when) {
+                *seen = Some(step);
+            }
+            if seen.is_some_and(|at| step >= at + *after) && c["image"] == json!(when) {
+                c["image"] = json!(then);
+                let generation = object["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+                object["metadata"]["generation"] = json!(generation);
+                self.store(key.clone(), object);
+            }
+        }
+        self.image_changes = changes;
     }
 
     // ---- revisions and pods ----
@@ -385,21 +427,29 @@ impl Cluster {
                     events.push(("Failed", "Error: ImagePullBackOff".to_string()));
                     changed = true;
                 }
-                (Some("ContainerCreating"), Fate::Crashes(log)) => {
-                    let back_off = format!(
-                        "back-off 10s restarting failed container={container} pod={pod_name}_{ns}({})",
-                        pod["metadata"]["uid"].as_str().unwrap_or_default()
-                    );
-                    cs["state"] = wait("CrashLoopBackOff", &back_off);
-                    cs["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error"}});
-                    cs["restartCount"] = json!(1);
+                (Some("ContainerCreating"), Fate::Crashes(log) | Fate::CrashesOnce(log)) => {
                     cs["imageID"] = json!(pulled_id);
                     self.logs
                         .insert((ns.clone(), pod_name.clone()), log.clone());
-                    events.push((
-                        "BackOff",
-                        format!("Back-off restarting failed container {container} in pod {pod_name}_{ns}"),
-                    ));
+                    self.crash(&mut cs, pod_key, &pod, &mut events);
+                    changed = true;
+                }
+                (Some("CrashLoopBackOff"), Fate::Crashes(_) | Fate::CrashesOnce(_))
+                    if self
+                        .backoff
+                        .get(&(pod_key.clone(), container.clone()))
+                        .is_some_and(|(until, _)| self.step >= *until) =>
+                {
+                    if matches!(fate, Fate::CrashesOnce(_)) {
+                        // The restart after the back-off runs: restartCount stays what it was.
+                        self.backoff.remove(&(pod_key.clone(), container.clone()));
+                        cs["state"] = running;
+                        cs["ready"] = json!(true);
+                        cs["started"] = json!(true);
+                        events.push(("Started", format!("Started container {container}")));
+                    } else {
+                        self.crash(&mut cs, pod_key, &pod, &mut events);
+                    }
                     changed = true;
                 }
                 (Some("ContainerCreating"), Fate::Waits(reason, message))
@@ -425,6 +475,47 @@ impl Cluster {
         for (reason, message) in events {
             self.event(ns, "Pod", pod_name, reason, &message);
         }
+    }
+
+    /// The container exited (again): the kubelet restarts it after a back-off that starts at 10 s and
+    /// doubles up to 300 s (`pkg/kubelet/kubelet.go` backOffPeriod and MaxContainerBackOff;
+    /// `pkg/kubelet/kuberuntime/kuberuntime_manager.go` doBackOff says CrashLoopBackOff meanwhile), its
+    /// restartCount one more per restart. The restart itself and its exit fall within one step here: a
+    /// container that exits at once is never Ready in between.
+    fn crash(
+        &mut self,
+        cs: &mut Value,
+        pod_key: &Key,
+        pod: &Value,
+        events: &mut Vec<(&str, String)>,
+    ) {
+        let (_, ns, pod_name) = pod_key;
+        let container = cs["name"].as_str().unwrap_or_default().to_string();
+        let key = (pod_key.clone(), container.clone());
+        let period = match self.backoff.get(&key) {
+            Some((_, period)) => {
+                let restarts = cs["restartCount"].as_i64().unwrap_or(0);
+                cs["restartCount"] = json!(restarts + 1);
+                (period * 2).min(300)
+            }
+            None => {
+                cs["restartCount"] = json!(1);
+                10
+            }
+        };
+        self.backoff.insert(key, (self.step + period, period));
+        let back_off = format!(
+            "back-off {period}s restarting failed container={container} pod={pod_name}_{ns}({})",
+            pod["metadata"]["uid"].as_str().unwrap_or_default()
+        );
+        cs["state"] = json!({"waiting": {"reason": "CrashLoopBackOff", "message": back_off}});
+        cs["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error"}});
+        cs["ready"] = json!(false);
+        cs["started"] = json!(false);
+        events.push((
+            "BackOff",
+            format!("Back-off restarting failed container {container} in pod {pod_name}_{ns}"),
+        ));
     }
 
     pub fn pod_ready(pod: &Value) -> bool {
@@ -554,8 +645,44 @@ impl Cluster {
         true
     }
 
+    /// A paused Deployment is only synced (`pkg/controller/deployment/deployment_controller.go`
+    /// syncDeployment: `if d.Spec.Paused { return dc.sync(ctx, d, rsList) }`; `sync.go` sync asks
+    /// getAllReplicaSetsAndSyncRevision with createIfNotExisted=false): no new ReplicaSet and no pod changes,
+    /// the status recalculated (observedGeneration, updatedReplicas of a new ReplicaSet that does not exist),
+    /// and `sync.go` checkPausedConditions sets Progressing=Unknown/DeploymentPaused ("Deployment is paused"),
+    /// DeploymentResumed once it is resumed.
+    fn paused_step(&mut self, key: &Key) -> bool {
+        let mut workload = self.objects[key].clone();
+        let paused = workload["spec"]["paused"] == json!(true);
+        let condition = workload["status"]["conditions"][0].clone();
+        let paused_condition = condition["reason"] == "DeploymentPaused";
+        if condition["reason"] == "ProgressDeadlineExceeded" || paused == paused_condition {
+            // checkPausedConditions never overwrites a timed-out condition.
+        } else {
+            let (reason, message) = if paused {
+                ("DeploymentPaused", "Deployment is paused")
+            } else {
+                ("DeploymentResumed", "Deployment is resumed")
+            };
+            workload["status"]["conditions"] = json!([{"type": "Progressing", "status": "Unknown",
+                "reason": reason, "message": message,
+                "lastUpdateTime": self.now(), "lastTransitionTime": self.now()}]);
+        }
+        if paused {
+            let generation = workload["metadata"]["generation"].clone();
+            workload["status"]["observedGeneration"] = generation;
+        }
+        if self.objects[key] != workload {
+            self.store(key.clone(), workload);
+        }
+        if paused {
+            self.write_status(key);
+        }
+        paused
+    }
+
     fn deployment_step(&mut self, key: &Key) {
-        if self.observe(key) {
+        if self.paused_step(key) || self.observe(key) {
             return;
         }
         let workload = self.objects[key].clone();

@@ -3,14 +3,16 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, DeploymentSpec, StatefulSet};
 use k8s_openapi::api::core::v1::{Container, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Api;
 use kube::api::ListParams;
 use serde::de::DeserializeOwned;
 
-use super::{ARTIFACT_ANNOTATION, CONTAINER_ANNOTATION, Cluster, ClusterError};
+use super::{
+    ARTIFACT_ANNOTATION, ARTIFACT_IMAGE_ANNOTATION, CONTAINER_ANNOTATION, Cluster, ClusterError,
+};
 use crate::mesh::model::MODULE_LABEL;
 use crate::mesh::refs::repository_of;
 
@@ -43,10 +45,15 @@ pub struct Workload {
     pub kind: WorkloadKind,
     pub name: String,
     pub module: String,
-    /// The container meshtop sends to.
+    /// The container meshtop sends to (empty when it cannot tell: see `unknown_container`).
     pub container: String,
     /// That container's image in the workload's spec.
     pub image: String,
+    /// Why meshtop cannot tell which container is the module's (naming them all and the annotation to
+    /// set); None when it can.
+    pub unknown_container: Option<String>,
+    /// A Deployment paused with `kubectl rollout pause`: a patch of it rolls nothing out until resumed.
+    pub paused: bool,
     /// Distinct digests (`sha256:…`) the workload's pods report for that container, sorted.
     pub running_digests: Vec<String>,
     /// Desired replicas (a DaemonSet: the nodes it should run on).
@@ -73,6 +80,7 @@ pub(super) struct Shape<'a> {
     pub replicas: i32,
     pub ready: i32,
     pub observed_generation: i64,
+    pub paused: bool,
 }
 
 pub(super) trait Kind:
@@ -86,7 +94,7 @@ pub(super) trait Kind:
 
 /// Deployments and StatefulSets have the same shape: spec.replicas and status.readyReplicas.
 macro_rules! replicated_kind {
-    ($type:ty, $kind:expr) => {
+    ($type:ty, $kind:expr, $paused:ident) => {
         impl Kind for $type {
             fn shape(&self) -> Shape<'_> {
                 let spec = self.spec.as_ref();
@@ -99,14 +107,24 @@ macro_rules! replicated_kind {
                     replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
                     ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
                     observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+                    paused: $paused(spec),
                 }
             }
         }
     };
 }
 
-replicated_kind!(Deployment, WorkloadKind::Deployment);
-replicated_kind!(StatefulSet, WorkloadKind::StatefulSet);
+/// `spec.paused` (`kubectl rollout pause`): only Deployments have it.
+fn deployment_paused(spec: Option<&DeploymentSpec>) -> bool {
+    spec.and_then(|s| s.paused).unwrap_or(false)
+}
+
+fn never_paused<T>(_: Option<&T>) -> bool {
+    false
+}
+
+replicated_kind!(Deployment, WorkloadKind::Deployment, deployment_paused);
+replicated_kind!(StatefulSet, WorkloadKind::StatefulSet, never_paused);
 
 impl Kind for DaemonSet {
     fn shape(&self) -> Shape<'_> {
@@ -120,6 +138,7 @@ impl Kind for DaemonSet {
             replicas: status.map(|s| s.desired_number_scheduled).unwrap_or(0),
             ready: status.map(|s| s.number_ready).unwrap_or(0),
             observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+            paused: false,
         }
     }
 }
@@ -138,12 +157,11 @@ pub fn digest_of_image_id(image_id: &str) -> Option<String> {
 /// image is named by its ref (no `@digest`), and the digest containerd reports for it is the one it computed
 /// at import (`docker.io/library/import-…@sha256:…` or `repo@sha256:…`), which names no artifact. The
 /// annotation is believed only while the pod's container still runs a ref of the module's repository
-/// without a digest, i.e. what a kind-loaded send wrote beside it.
+/// without a digest, and (once the send wrote it beside: `jr2.dev/artifact-image`) the very image it was
+/// sent as — someone who sets another image back leaves the annotation behind.
 fn kind_loaded_artifact(pod: &Pod, container: &str, module: &str) -> Option<String> {
-    let artifact = pod
-        .metadata
-        .annotations
-        .as_ref()?
+    let annotations = pod.metadata.annotations.as_ref()?;
+    let artifact = annotations
         .get(ARTIFACT_ANNOTATION)
         .filter(|a| a.starts_with("sha256:"))?;
     let image = pod
@@ -155,28 +173,65 @@ fn kind_loaded_artifact(pod: &Pod, container: &str, module: &str) -> Option<Stri
         .image
         .as_deref()?;
     let of_module = repository_of(image).rsplit('/').next() == Some(module);
-    (of_module && !image.contains('@')).then(|| artifact.clone())
+    let sent_as = annotations
+        .get(ARTIFACT_IMAGE_ANNOTATION)
+        .is_none_or(|sent| sent == image);
+    (of_module && sent_as && !image.contains('@')).then(|| artifact.clone())
 }
 
-/// The container of a workload: named by the annotation, else the one whose image repository is the
-/// module's (`…/<mesh>/<module>`), else the first.
+/// The container of a workload that is the module's: the one the annotation `jr2.dev/container` names,
+/// else the only one whose image repository is the module's (the mesh's `[registry/]<mesh>/<module>`, or
+/// any path ending in `/<module>`). Otherwise none, and the error names every container (init containers
+/// too) and the annotation to set: meshtop never guesses, since a wrong guess overwrites another program.
 pub fn choose_container<'a>(
     containers: &'a [Container],
+    init_containers: &[Container],
     annotation: Option<&str>,
     module: &str,
-) -> Option<&'a Container> {
-    if let Some(name) = annotation
-        && let Some(c) = containers.iter().find(|c| c.name == name)
-    {
-        return Some(c);
+) -> Result<&'a Container, String> {
+    let listed = || {
+        let mut all: Vec<String> = containers
+            .iter()
+            .map(|c| format!("{} ({})", c.name, c.image.as_deref().unwrap_or("no image")))
+            .collect();
+        all.extend(init_containers.iter().map(|c| {
+            format!(
+                "init container {} ({})",
+                c.name,
+                c.image.as_deref().unwrap_or("no image")
+            )
+        }));
+        all.join(", ")
+    };
+    if let Some(name) = annotation {
+        return containers.iter().find(|c| c.name == name).ok_or_else(|| {
+            format!(
+                "its annotation {CONTAINER_ANNOTATION}={name} names none of its containers: {}; set it to the container that runs module {module}",
+                listed()
+            )
+        });
     }
-    let of_module = containers.iter().find(|c| {
-        c.image
-            .as_deref()
-            .map(repository_of)
-            .is_some_and(|repo| repo.rsplit('/').next() == Some(module))
-    });
-    of_module.or_else(|| containers.first())
+    let of_module: Vec<&Container> = containers
+        .iter()
+        .filter(|c| {
+            c.image
+                .as_deref()
+                .map(repository_of)
+                .is_some_and(|repo| repo.rsplit('/').next() == Some(module))
+        })
+        .collect();
+    match of_module.as_slice() {
+        [one] => Ok(one),
+        [] if containers.len() == 1 && init_containers.is_empty() => Ok(&containers[0]),
+        [] => Err(format!(
+            "none of its containers runs an image of module {module} (a repository ending in /{module}): {}; set the annotation {CONTAINER_ANNOTATION}=<container> on it to name the module's",
+            listed()
+        )),
+        _ => Err(format!(
+            "more than one of its containers runs an image of module {module}: {}; set the annotation {CONTAINER_ANNOTATION}=<container> on it to name the module's",
+            listed()
+        )),
+    }
 }
 
 /// Does a label selector select these labels? (An absent selector selects nothing, as Kubernetes does.)
@@ -230,18 +285,20 @@ pub fn selector_string(selector: &LabelSelector) -> Option<String> {
 pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
     let name = shape.metadata.name.clone()?;
     let module = shape.metadata.labels.as_ref()?.get(MODULE_LABEL)?.clone();
-    let containers = shape
-        .template
-        .and_then(|t| t.spec.as_ref())
-        .map(|s| s.containers.as_slice())?;
+    let pod_spec = shape.template.and_then(|t| t.spec.as_ref())?;
     let annotation = shape
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(CONTAINER_ANNOTATION));
-    let container = choose_container(containers, annotation.map(String::as_str), &module)?;
+    let chosen = choose_container(
+        &pod_spec.containers,
+        pod_spec.init_containers.as_deref().unwrap_or_default(),
+        annotation.map(String::as_str),
+        &module,
+    );
     let mut running_digests: Vec<String> = Vec::new();
-    if let Some(selector) = shape.selector {
+    if let (Some(selector), Ok(container)) = (shape.selector, &chosen) {
         for pod in pods {
             let labels = pod.metadata.labels.clone().unwrap_or_default();
             if !selector_matches(selector, &labels) {
@@ -267,12 +324,18 @@ pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
     }
     running_digests.sort();
     running_digests.dedup();
+    let (container, image, unknown_container) = match chosen {
+        Ok(c) => (c.name.clone(), c.image.clone().unwrap_or_default(), None),
+        Err(why) => (String::new(), String::new(), Some(why)),
+    };
     Some(Workload {
         kind: shape.kind,
         name,
         module,
-        container: container.name.clone(),
-        image: container.image.clone().unwrap_or_default(),
+        container,
+        image,
+        unknown_container,
+        paused: shape.paused,
         running_digests,
         replicas: shape.replicas,
         ready: shape.ready,

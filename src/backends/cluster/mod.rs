@@ -26,7 +26,8 @@ pub use machines::{Workload, WorkloadKind};
 pub use proxy::proxy_for;
 pub use record::{RECORD_ANNOTATION, RecordRead};
 pub use rollout::{
-    DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone, TRANSIENT_REASONS,
+    BACKOFF_REASONS, DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone,
+    TRANSIENT_REASONS,
 };
 
 /// How long one API request may take before it reads as failed (kubectl has `--request-timeout`; meshtop
@@ -37,6 +38,9 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CONTAINER_ANNOTATION: &str = "jr2.dev/container";
 /// The pod-template annotation carrying the artifact id (so a new artifact under the same tag still rolls out).
 pub const ARTIFACT_ANNOTATION: &str = "jr2.dev/artifact";
+/// Beside it, the image the artifact was sent as: the artifact annotation describes a pod only while the
+/// pod runs that image (someone may set another image and leave the annotation).
+pub const ARTIFACT_IMAGE_ANNOTATION: &str = "jr2.dev/artifact-image";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -91,6 +95,18 @@ pub enum ClusterError {
     },
     #[error("{workload} is not rolled out by its controller: {message}")]
     OnDelete { workload: String, message: String },
+    #[error(
+        "{workload} is paused (kubectl rollout pause): its image is patched, but nothing rolls out until it is resumed: {resume}. Its machine reads held (paused)"
+    )]
+    Paused { workload: String, resume: String },
+    #[error(
+        "{workload}: meshtop cannot tell which container is module {module}'s, so nothing was sent to it: {why}"
+    )]
+    UnknownContainer {
+        workload: String,
+        module: String,
+        why: String,
+    },
     #[error(
         "namespace {namespace:?} does not exist in context {context:?}: create it (kubectl create namespace {namespace}) or set the mesh's namespace"
     )]

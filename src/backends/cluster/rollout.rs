@@ -21,13 +21,19 @@ use serde_json::json;
 
 use super::judge::{self, Verdict};
 use super::machines::{Kind, Workload, WorkloadKind};
-use super::{ARTIFACT_ANNOTATION, Cluster, ClusterError, status_code};
+use super::{
+    ARTIFACT_ANNOTATION, ARTIFACT_IMAGE_ANNOTATION, CONTAINER_ANNOTATION, Cluster, ClusterError,
+    status_code,
+};
 
-/// Waiting reasons that mean a roll-out will not finish by itself: kubectl's list
-/// (`rollout_status.go`'s `appendWarning`: ImagePullBackOff, ErrImagePull, CrashLoopBackOff,
-/// CreateContainerConfigError, CreateContainerError) and the kubelet's other terminal image and runtime
-/// reasons (`pkg/kubelet/images/types.go`: InvalidImageName, ErrImageNeverPull; `pkg/kubelet/container/sync_result.go`:
-/// RunContainerError).
+/// Waiting reasons of a new pod's container that meshtop reads as a roll-out going wrong. kubectl's
+/// `rollout_status.go` reads none: its viewers judge only the workload's status counts and the
+/// Deployment's `ProgressDeadlineExceeded` condition, so `kubectl rollout status` waits through all of these
+/// until the progress deadline (or forever, for StatefulSets and DaemonSets). meshtop says earlier, from the
+/// new revision's pods, with the kubelet's own reasons: `pkg/kubelet/images/types.go` (ImagePullBackOff,
+/// ErrImagePull, InvalidImageName, ErrImageNeverPull), `pkg/kubelet/container/sync_result.go`
+/// (CrashLoopBackOff, RunContainerError), `pkg/kubelet/kuberuntime/kuberuntime_container.go`
+/// (CreateContainerConfigError, CreateContainerError).
 pub const FAILING_REASONS: &[&str] = &[
     "ImagePullBackOff",
     "ErrImagePull",
@@ -43,6 +49,16 @@ pub const FAILING_REASONS: &[&str] = &[
 /// roll-out only when they persist.
 pub const TRANSIENT_REASONS: &[&str] = &["ErrImagePull"];
 
+/// Back-offs: the kubelet retries each by itself (a container that exits once while its database starts, a
+/// Secret created a moment later), and kubectl would go on waiting. Each is shown at once and fails the
+/// roll-out only when it persists: a restart count of [`FollowRules::restarts`], or the same reason for
+/// [`FollowRules::backoff`], or the progress deadline.
+pub const BACKOFF_REASONS: &[&str] = &[
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "CreateContainerConfigError",
+];
+
 /// The Deployment controller's default `progressDeadlineSeconds`; the deadline of kinds that have none.
 pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -56,6 +72,8 @@ const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 /// How many events and log lines a diagnosis carries.
 const EVENTS_KEPT: usize = 5;
 const LOG_LINES: i64 = 20;
+/// How many of a crashing container's last log lines the live line shows.
+const SHOWN_LOG_LINES: usize = 3;
 /// A transient reason fails only when it was seen on at least this many consecutive polls …
 const TRANSIENT_POLLS: u32 = 3;
 /// How many times a send re-reads and retries when the guard of a map it creates failed.
@@ -71,14 +89,21 @@ pub struct FollowRules {
     pub poll: Duration,
     /// … and for at least this long.
     pub transient_grace: Duration,
+    /// A back-off ([`BACKOFF_REASONS`]) fails once a container of a new pod restarted this many times …
+    pub restarts: u32,
+    /// … or once the same back-off of the same container was seen on two reads this long apart.
+    pub backoff: Duration,
 }
 
 impl Default for FollowRules {
     fn default() -> FollowRules {
+        let backoff = crate::mesh::model::Backoff::default();
         FollowRules {
             deadline: None,
             poll: Duration::from_secs(1),
             transient_grace: Duration::from_secs(30),
+            restarts: backoff.restarts,
+            backoff: backoff.persists,
         }
     }
 }
@@ -91,7 +116,22 @@ pub struct RolloutDone {
     pub polls: u32,
     /// kubectl's closing message ("deployment \"api\" successfully rolled out").
     pub message: String,
+    /// The image the template names for the module's container when it was done: someone may have
+    /// changed it while the roll-out ran (kubectl, without `--revision`, says done all the same).
+    pub image: Option<String>,
 }
+
+/// One container of a new pod seen waiting: since when, on how many reads, with which reason.
+#[derive(Debug, Clone)]
+struct Seen {
+    reason: String,
+    since: tokio::time::Instant,
+    polls: u32,
+    /// What was last shown about it (shown again only when it changes).
+    shown: String,
+}
+
+type Watched = HashMap<(String, String), Seen>;
 
 /// Which pods belong to the revision being rolled out, as the workload names it.
 enum NewRevision {
@@ -108,6 +148,9 @@ enum NewRevision {
 
 trait Rolls: Kind {
     fn verdict(&self) -> Verdict;
+    fn paused(&self) -> bool {
+        self.shape().paused
+    }
     fn new_revision(&self) -> Option<NewRevision>;
     fn progress_deadline(&self) -> Duration {
         DEFAULT_PROGRESS_DEADLINE
@@ -181,6 +224,43 @@ fn owned_by(metadata: &ObjectMeta, kind: &str, name: &str, uid: Option<&str>) ->
         })
 }
 
+/// The image the workload's template names for `container`.
+fn template_image<K: Kind>(object: &K, container: &str) -> Option<String> {
+    let shape = object.shape();
+    let spec = shape.template?.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .find(|c| c.name == container)?
+        .image
+        .clone()
+}
+
+/// A rule's duration as a person reads it: `60s`, `0.2s`.
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// The last `n` non-empty lines of a log, as one line.
+fn last_lines(log: &str, n: usize) -> String {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" / ")
+}
+
+/// One container of a new pod, seen waiting.
+#[derive(Clone, Copy)]
+struct Sight<'a> {
+    pod: &'a str,
+    container: &'a str,
+    image: &'a str,
+    reason: &'a str,
+    message: &'a str,
+    restarts: i32,
+}
+
 fn revision_number(metadata: &ObjectMeta) -> i64 {
     metadata
         .annotations
@@ -225,6 +305,10 @@ impl Cluster {
         to_image: &str,
         artifact_id: Option<&str>,
     ) -> Result<(), ClusterError> {
+        // Never a guess: a wrong container is another program overwritten.
+        if let Some(why) = &w.unknown_container {
+            return Err(self.unknown_container(w, why));
+        }
         match w.kind {
             WorkloadKind::Deployment => {
                 self.send_kind::<Deployment>(w, to_image, artifact_id).await
@@ -263,15 +347,7 @@ impl Cluster {
                 .await
                 .ok()
                 .and_then(Result::ok)
-                .and_then(|k| {
-                    let shape = k.shape();
-                    let spec = shape.template?.spec.as_ref()?;
-                    spec.containers
-                        .iter()
-                        .find(|c| c.name == w.container)?
-                        .image
-                        .clone()
-                })
+                .and_then(|k| template_image(&k, &w.container))
                 .unwrap_or_else(|| "(unknown)".into());
             if running != w.image {
                 return Err(ClusterError::Conflict {
@@ -327,8 +403,13 @@ impl Cluster {
                 }
                 ops.push(json!({"op": "add", "path": "/spec/template/metadata/annotations", "value": {}}));
             }
-            let key = ARTIFACT_ANNOTATION.replace('~', "~0").replace('/', "~1");
-            ops.push(json!({"op": "add", "path": format!("/spec/template/metadata/annotations/{key}"), "value": artifact}));
+            for (key, value) in [
+                (ARTIFACT_ANNOTATION, artifact),
+                (ARTIFACT_IMAGE_ANNOTATION, to_image),
+            ] {
+                let key = key.replace('~', "~0").replace('/', "~1");
+                ops.push(json!({"op": "add", "path": format!("/spec/template/metadata/annotations/{key}"), "value": value}));
+            }
         }
         serde_json::from_value(serde_json::Value::Array(ops)).map_err(|e| ClusterError::Config {
             context: Some(self.context.clone()),
@@ -362,11 +443,17 @@ impl Cluster {
         let api: Api<K> = Api::namespaced(self.client.clone(), &self.namespace);
         let mut last_progress = tokio::time::Instant::now();
         let mut last_message = String::new();
-        let mut transient: HashMap<(String, String), (tokio::time::Instant, u32)> = HashMap::new();
+        let mut watched = Watched::new();
         let mut polls = 0;
         loop {
             polls += 1;
             let object = self.call(format!("get {w}"), api.get(&w.name)).await?;
+            // A paused Deployment is only synced (`pkg/controller/deployment/deployment_controller.go`
+            // syncDeployment → `sync.go` sync): no new ReplicaSet until it is resumed. kubectl waits for
+            // ever; a person wants to know now.
+            if object.paused() {
+                return Err(self.paused(w));
+            }
             let verdict = object.verdict();
             if verdict.message() != last_message {
                 last_message = verdict.message().to_string();
@@ -380,6 +467,7 @@ impl Cluster {
                         replicas: object.replicas(),
                         polls,
                         message,
+                        image: template_image(&object, &w.container),
                     });
                 }
                 Verdict::OnDelete(message) => {
@@ -389,25 +477,7 @@ impl Cluster {
                     });
                 }
                 Verdict::Failed(message) => {
-                    let mut failure = match object.new_revision() {
-                        Some(revision) => {
-                            self.failing_pod(w, &revision, &mut HashMap::new(), rules, true)
-                                .await?
-                        }
-                        None => None,
-                    }
-                    .unwrap_or_else(|| self.failed(w, String::new(), None, Vec::new(), None));
-                    if let ClusterError::RolloutFailed { reason, events, .. } = &mut failure {
-                        *reason = if reason.is_empty() {
-                            message
-                        } else {
-                            format!("{message}; {reason}")
-                        };
-                        if events.is_empty() {
-                            *events = self.events_of(w.kind.as_str(), &w.name).await;
-                        }
-                    }
-                    return Err(failure);
+                    return Err(self.failed_verdict(w, &object, message, rules).await);
                 }
                 Verdict::Waiting(message) => {
                     // Before the controller observed our patch, "the new revision" is still the old one.
@@ -416,7 +486,7 @@ impl Cluster {
                     if observed
                         && let Some(revision) = object.new_revision()
                         && let Some(failure) = self
-                            .failing_pod(w, &revision, &mut transient, rules, false)
+                            .failing_pod(w, &revision, &mut watched, rules, Some(on_message))
                             .await?
                     {
                         return Err(failure);
@@ -431,6 +501,63 @@ impl Cluster {
                 }
             }
             tokio::time::sleep(rules.poll).await;
+        }
+    }
+
+    /// kubectl gave up (the progress deadline): its message, with the new pods' evidence when there is.
+    async fn failed_verdict<K: Rolls>(
+        &self,
+        w: &Workload,
+        object: &K,
+        message: String,
+        rules: FollowRules,
+    ) -> ClusterError {
+        let evidence = match object.new_revision() {
+            Some(revision) => self
+                .failing_pod(w, &revision, &mut Watched::new(), rules, None)
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        let mut failure =
+            evidence.unwrap_or_else(|| self.failed(w, String::new(), None, Vec::new(), None));
+        if let ClusterError::RolloutFailed { reason, events, .. } = &mut failure {
+            *reason = if reason.is_empty() {
+                message
+            } else {
+                format!("{message}; {reason}")
+            };
+            if events.is_empty() {
+                *events = self.events_of(w.kind.as_str(), &w.name).await;
+            }
+        }
+        failure
+    }
+
+    /// The refusal to send to a workload whose module container meshtop cannot tell.
+    pub fn unknown_container(&self, w: &Workload, why: &str) -> ClusterError {
+        ClusterError::UnknownContainer {
+            workload: format!("{w} in {}", self.place()),
+            module: w.module.clone(),
+            why: format!(
+                "{why} (kubectl annotate {}/{} -n {} {CONTAINER_ANNOTATION}=<container>)",
+                w.kind.as_str().to_lowercase(),
+                w.name,
+                self.namespace
+            ),
+        }
+    }
+
+    fn paused(&self, w: &Workload) -> ClusterError {
+        ClusterError::Paused {
+            workload: format!("{w} in {}", self.place()),
+            resume: format!(
+                "kubectl rollout resume {}/{} -n {}",
+                w.kind.as_str().to_lowercase(),
+                w.name,
+                self.namespace
+            ),
         }
     }
 
@@ -509,19 +636,20 @@ impl Cluster {
         }
     }
 
-    /// The first pod of the new revision whose container waits for a reason that will not go away by
-    /// itself (a transient one only once it persisted). `any_reason`: report a transient reason at once
-    /// (the roll-out already failed; this is its evidence).
+    /// The first container of a new-revision pod that waits for a reason that fails the roll-out: a
+    /// terminal one at once, a transient one ([`TRANSIENT_REASONS`]) once it persisted, a back-off
+    /// ([`BACKOFF_REASONS`]) once it persisted by the rules (shown through `show` meanwhile). Without
+    /// `show`, any reason is reported at once: the roll-out already failed and this is its evidence.
     async fn failing_pod(
         &self,
         w: &Workload,
         revision: &NewRevision,
-        transient: &mut HashMap<(String, String), (tokio::time::Instant, u32)>,
+        watched: &mut Watched,
         rules: FollowRules,
-        any_reason: bool,
+        show: Option<&(dyn Fn(&str) + Sync)>,
     ) -> Result<Option<ClusterError>, ClusterError> {
-        // The diagnosis is best effort, as kubectl's warnings are: a role that cannot list ReplicaSets,
-        // ControllerRevisions or pods still gets kubectl's verdict, only without the pods' reasons.
+        // The diagnosis is best effort (kubectl reads no pod at all): a role that cannot list
+        // ReplicaSets, ControllerRevisions or pods still gets kubectl's verdict, only without the reasons.
         let label = match self.new_revision_label(w, revision).await {
             Ok(label) => label,
             Err(e) => {
@@ -540,14 +668,14 @@ impl Cluster {
                 return Ok(None);
             }
         };
-        let mut seen = HashMap::new();
-        for pod in &pods {
+        let mut seen_now = Watched::new();
+        for pod in pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+        {
             let Some(pod_name) = pod.metadata.name.as_deref() else {
                 continue;
             };
-            if pod.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
             let status = pod.status.as_ref();
             let statuses = status
                 .and_then(|s| s.container_statuses.as_ref())
@@ -568,49 +696,136 @@ impl Cluster {
                 else {
                     continue;
                 };
-                if TRANSIENT_REASONS.contains(&reason) && !any_reason {
-                    let key = (pod_name.to_string(), cs.name.clone());
-                    let (since, count) = transient
-                        .get(&key)
-                        .map_or((tokio::time::Instant::now(), 1), |(s, n)| (*s, n + 1));
-                    seen.insert(key, (since, count));
-                    if count < TRANSIENT_POLLS || since.elapsed() < rules.transient_grace {
-                        continue;
+                let key = (pod_name.to_string(), cs.name.clone());
+                let seen = match watched.get(&key).filter(|s| s.reason == reason) {
+                    Some(s) => Seen {
+                        polls: s.polls + 1,
+                        ..s.clone()
+                    },
+                    None => Seen {
+                        reason: reason.to_string(),
+                        since: tokio::time::Instant::now(),
+                        polls: 1,
+                        shown: String::new(),
+                    },
+                };
+                let sight = Sight {
+                    pod: pod_name,
+                    container: &cs.name,
+                    image: &cs.image,
+                    reason,
+                    message: waiting.message.as_deref().unwrap_or_default(),
+                    restarts: cs.restart_count,
+                };
+                let seen = match show {
+                    None => None,
+                    Some(show) => self.still_waiting(&sight, seen, rules, show).await,
+                };
+                match seen {
+                    Some(seen) => {
+                        seen_now.insert(key, seen);
+                    }
+                    None => {
+                        let failure = self.waiting_failure(w, &sight, rules, show.is_some());
+                        return Ok(Some(failure.await));
                     }
                 }
-                let message = waiting.message.as_deref().unwrap_or_default();
-                let waiting_text = if message.is_empty() {
-                    reason.to_string()
-                } else {
-                    format!("{reason}: {message}")
-                };
-                let events = self.events_of("Pod", pod_name).await;
-                let log_tail = self
-                    .log_tail(
-                        pod_name,
-                        &cs.name,
-                        matches!(reason, "CrashLoopBackOff" | "RunContainerError"),
-                    )
-                    .await;
-                let evidence = format!(
-                    "{message} {} {}",
-                    events.join(" "),
-                    log_tail.as_deref().unwrap_or_default()
-                );
-                let named = diagnose(reason, &cs.image, &evidence);
-                let text = format!("{reason} in pod {pod_name} container {}: {named}", cs.name);
-                return Ok(Some(self.failed(
-                    w,
-                    text,
-                    Some(waiting_text),
-                    events,
-                    log_tail,
-                )));
             }
         }
-        // A transient reason that went away starts over.
-        *transient = seen;
+        // A reason that went away starts over.
+        *watched = seen_now;
         Ok(None)
+    }
+
+    /// A container seen waiting that does not fail the roll-out yet: how it is watched from now on (a
+    /// back-off is shown, once per reason and restart count). None: it fails the roll-out now.
+    async fn still_waiting(
+        &self,
+        sight: &Sight<'_>,
+        mut seen: Seen,
+        rules: FollowRules,
+        show: &(dyn Fn(&str) + Sync),
+    ) -> Option<Seen> {
+        let lasted = seen.polls >= 2 && seen.since.elapsed() >= rules.backoff;
+        if TRANSIENT_REASONS.contains(&sight.reason) {
+            let lasted =
+                seen.polls >= TRANSIENT_POLLS && seen.since.elapsed() >= rules.transient_grace;
+            return (!lasted).then_some(seen);
+        }
+        if !BACKOFF_REASONS.contains(&sight.reason)
+            || sight.restarts >= i32::try_from(rules.restarts).unwrap_or(i32::MAX)
+            || lasted
+        {
+            return None;
+        }
+        let key = format!("{}/{}", sight.reason, sight.restarts);
+        if seen.shown != key {
+            seen.shown = key;
+            let said = if sight.reason == "CrashLoopBackOff" {
+                self.log_tail(sight.pod, sight.container, true)
+                    .await
+                    .map(|tail| format!("last log: {}", last_lines(&tail, SHOWN_LOG_LINES)))
+            } else {
+                Some(sight.message.to_string()).filter(|m| !m.is_empty())
+            };
+            show(&format!(
+                "pod {} container {}: {}, {} restart(s); fails the send at {} restarts or after {} of it{}",
+                sight.pod,
+                sight.container,
+                sight.reason,
+                sight.restarts,
+                rules.restarts,
+                seconds(rules.backoff),
+                said.map(|s| format!("; {s}")).unwrap_or_default()
+            ));
+        }
+        Some(seen)
+    }
+
+    /// The roll-out's failure for a container that waits: the named diagnosis with its evidence.
+    async fn waiting_failure(
+        &self,
+        w: &Workload,
+        sight: &Sight<'_>,
+        rules: FollowRules,
+        judged: bool,
+    ) -> ClusterError {
+        let Sight {
+            pod,
+            container,
+            image,
+            reason,
+            message,
+            restarts,
+        } = *sight;
+        let waiting_text = if message.is_empty() {
+            reason.to_string()
+        } else {
+            format!("{reason}: {message}")
+        };
+        let events = self.events_of("Pod", pod).await;
+        let log_tail = self
+            .log_tail(
+                pod,
+                container,
+                matches!(reason, "CrashLoopBackOff" | "RunContainerError"),
+            )
+            .await;
+        let evidence = format!(
+            "{message} {} {}",
+            events.join(" "),
+            log_tail.as_deref().unwrap_or_default()
+        );
+        let named = diagnose(reason, image, &evidence);
+        let persisted = if !judged || !BACKOFF_REASONS.contains(&reason) {
+            String::new()
+        } else if restarts >= i32::try_from(rules.restarts).unwrap_or(i32::MAX) {
+            format!(" (restarted {restarts} times)")
+        } else {
+            format!(" (for {}, {restarts} restart(s))", seconds(rules.backoff))
+        };
+        let text = format!("{reason} in pod {pod} container {container}: {named}{persisted}");
+        self.failed(w, text, Some(waiting_text), events, log_tail)
     }
 
     /// The last events about an object (matched by kind and name), as `Reason: message`, oldest first,

@@ -226,6 +226,7 @@ pub fn description(name: &str) -> TargetDescription {
         name: name.to_string(),
         kind: "docker".into(),
         place: None,
+        namespace: None,
         send_does: "each container is recreated with the same configuration on the new artifact"
             .into(),
     }

@@ -19,7 +19,7 @@ use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lease::{self, LeaseClaims};
 use crate::converge::lock;
 use crate::converge::progress::{Emitter, Step};
-use crate::mesh::behind::machine_state;
+use crate::mesh::behind::{machine_state, workload_state};
 use crate::mesh::machine::{Machine, MachineKind, Move};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry, Registry};
 use crate::mesh::target::TargetDescription;
@@ -264,6 +264,7 @@ impl Kube {
                         .map_or(&[][..], Vec::as_slice),
                     module.policy,
                 );
+                let state = workload_state(state, w.unknown_container.is_none(), w.paused);
                 Some(Machine {
                     name: w.name.clone(),
                     module: w.module.clone(),
@@ -341,11 +342,44 @@ impl Kube {
                 format!("{workload}: {message}"),
             );
         };
-        self.cluster
-            .follow_rollout(&workload, self.rollout, &said)
-            .await
-            .map(|_| ())
-            .map_err(TargetError::from)
+        let rules = match mesh.module(&moved.module) {
+            Some(module) => FollowRules {
+                restarts: module.backoff.restarts,
+                backoff: module.backoff.persists,
+                ..self.rollout
+            },
+            None => self.rollout,
+        };
+        let done = self.cluster.follow_rollout(&workload, rules, &said).await?;
+        // kubectl says done for whatever the template names now: the machine is judged by what runs.
+        match done.image {
+            Some(image) if image != to_image => Err(TargetError::Reverted {
+                image,
+                workload: workload.to_string(),
+                sent: to_image,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A send is refused before any write when a workload's module container cannot be told: naming
+    /// its containers and the annotation to set.
+    fn refuse_unknown_containers(&self, moves: &[Move]) -> Result<(), TargetError> {
+        let workloads = self.workloads.lock().map(|w| w.clone()).unwrap_or_default();
+        let refused: Vec<String> = moves
+            .iter()
+            .filter_map(|m| {
+                let w = workloads
+                    .iter()
+                    .find(|w| w.kind.as_str() == m.kind.as_str() && w.name == m.machine)?;
+                let why = w.unknown_container.as_deref()?;
+                Some(self.cluster.unknown_container(w, why).to_string())
+            })
+            .collect();
+        match refused.as_slice() {
+            [] => Ok(()),
+            _ => Err(TargetError::UnknownContainers(refused.join("; "))),
+        }
     }
 
     /// A pushed artifact must still be in the registry; a loaded one on the host daemon.
@@ -387,6 +421,7 @@ pub fn description(name: &str, context: Option<&str>, namespace: &str) -> Target
         name: name.to_string(),
         kind: "kubernetes".into(),
         place: Some(place),
+        namespace: Some(namespace.to_string()),
         send_does:
             "each workload's container image is patched to ref@digest and its roll-out followed"
                 .into(),
@@ -577,7 +612,10 @@ impl Target for Kube {
         stamps: bool,
         sends: &'a [Move],
     ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(async move { self.access(stamps, &workload_kinds(sends)).await })
+        Box::pin(async move {
+            self.access(stamps, &workload_kinds(sends)).await?;
+            self.refuse_unknown_containers(sends)
+        })
     }
 
     fn check_converge_access<'a>(

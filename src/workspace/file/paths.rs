@@ -196,6 +196,7 @@ pub(super) fn resolve_module(
         build_args: raw.args,
         tier,
         line: raw.line,
+        backoff: raw.backoff,
     })
 }
 

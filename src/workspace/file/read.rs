@@ -10,7 +10,7 @@ use toml::de::DeValue;
 use super::MeshError;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
-use crate::mesh::model::{Platform, Policy, Registry, Target};
+use crate::mesh::model::{Backoff, Platform, Policy, Registry, Target};
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
 const MESH_KEYS: &[&str] = &["name", "registry", "insecure_registry", "platforms"];
@@ -23,6 +23,8 @@ const MODULE_KEYS: &[&str] = &[
     "policy",
     "platforms",
     "args",
+    "rollout_restarts",
+    "rollout_backoff",
 ];
 const MACHINE_KEYS: &[&str] = &["name", "module", "command", "env"];
 
@@ -44,6 +46,7 @@ pub(super) struct RawModule {
     pub policy: Policy,
     pub platforms: Option<Vec<Platform>>,
     pub args: BTreeMap<String, String>,
+    pub backoff: Backoff,
 }
 
 pub(super) struct RawMachine {
@@ -276,6 +279,7 @@ pub(super) fn modules(
             },
         };
         let platforms = platforms(src, &module)?;
+        let backoff = backoff(src, &module)?;
         let mut args = BTreeMap::new();
         for (key, value) in module
             .string_map(src, "args", "{ KEY = \"value\" }")?
@@ -311,9 +315,32 @@ pub(super) fn modules(
             policy,
             platforms,
             args,
+            backoff,
         });
     }
     Ok(out)
+}
+
+/// `rollout_restarts` and `rollout_backoff` of a `[[module]]`: when a back-off of its new pods fails a send.
+fn backoff(src: &Source<'_>, module: &Section<'_, '_>) -> Result<Backoff, MeshError> {
+    let mut backoff = Backoff::default();
+    if let Some(restarts) = module.count(src, "rollout_restarts", "3")? {
+        backoff.restarts = restarts.into_inner();
+    }
+    if let Some(text) = module.string(src, "rollout_backoff", "\"60s\"")? {
+        backoff.persists = parse_duration(text.get_ref()).ok_or_else(|| {
+            src.err(
+                &text.span(),
+                format!(
+                    "`rollout_backoff` in {} is not a duration: {}",
+                    module.label,
+                    show(text.get_ref())
+                ),
+                "write a whole number of seconds, minutes or hours, e.g. rollout_backoff = \"60s\"",
+            )
+        })?;
+    }
+    Ok(backoff)
 }
 
 /// Every `[[machine]]`, in file order (docker target only).

@@ -240,6 +240,40 @@ impl<'a, 'i> Section<'a, 'i> {
             .ok_or_else(|| self.missing(src, key, example))
     }
 
+    /// A whole number from 1 to `u32::MAX` (TOML's `_` separators and radix prefixes allowed).
+    pub fn count(
+        &self,
+        src: &Source<'_>,
+        key: &str,
+        example: &str,
+    ) -> Result<Option<Spanned<u32>>, MeshError> {
+        let Some(value) = self.get(key) else {
+            return Ok(None);
+        };
+        let Some(integer) = value.get_ref().as_integer() else {
+            return Err(self.wrong_type(src, key, value, "a whole number", example));
+        };
+        let digits = integer.as_str().replace('_', "");
+        let digits = digits
+            .strip_prefix("0x")
+            .or_else(|| digits.strip_prefix("0o"))
+            .or_else(|| digits.strip_prefix("0b"))
+            .unwrap_or(&digits);
+        match u32::from_str_radix(digits.trim_start_matches('+'), integer.radix()) {
+            Ok(n) if n > 0 => Ok(Some(Spanned::new(value.span(), n))),
+            _ => Err(src.err(
+                &value.span(),
+                format!(
+                    "`{key}` in {} must be a whole number from 1 to {}, found {}",
+                    self.label,
+                    u32::MAX,
+                    integer.as_str()
+                ),
+                format!("write it as {key} = {example}"),
+            )),
+        }
+    }
+
     pub fn boolean(&self, src: &Source<'_>, key: &str) -> Result<Option<Spanned<bool>>, MeshError> {
         match self.get(key) {
             None => Ok(None),
