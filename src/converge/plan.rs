@@ -1,6 +1,7 @@
 //! The planner: resolves refs tier by tier and asks the skip decision for each module.
 //! A dry run (`meshtop plan`) and a converge share it; a converge feeds built artifacts back in
 //! with [`Planner::built`] before it decides the next tier.
+//! Long: the planner walks tiers and asks each voucher in order; the pure decision is mesh/decide.rs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;

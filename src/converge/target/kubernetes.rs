@@ -1,6 +1,8 @@
 //! The Kubernetes target: one namespace of one context. The record is the namespace's annotation,
 //! delivery a push or `kind load`, machines the labelled workloads, and a send patches a workload's
 //! container image to `ref@digest` and follows its roll-out.
+//! Long: one implementation of the seam for Kubernetes (record, delivery, machines, the Lease, send); the
+//! Lease and the roll-out judgement themselves are apart (backends/cluster/lease.rs, rollout.rs).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
