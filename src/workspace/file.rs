@@ -7,6 +7,7 @@ mod names;
 mod paths;
 mod read;
 mod table;
+mod typos;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
