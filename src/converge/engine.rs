@@ -66,7 +66,7 @@ pub(super) fn still_holds(
     mesh: &str,
     operation_id: &str,
 ) -> Result<(), ConvergeError> {
-    let db = crate::backends::state::locked(db).map_err(ConvergeError::Failed)?;
+    let db = crate::backends::state::locked(db).map_err(|e| ConvergeError::Failed(e.into()))?;
     db.check_holds(mesh, operation_id)
         .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }

@@ -66,7 +66,7 @@ async fn read_roots(
                 .or_insert_with(|| ("running", format!("machine {} runs it", machine.name)));
         }
     }
-    let db = locked(db).map_err(state)?;
+    let db = locked(db).map_err(|e| state(e.into()))?;
     for (module, pin) in db.pins(&mesh.name).map_err(|e| state(e.to_string()))? {
         keep.insert(
             pin.to_digest.clone(),

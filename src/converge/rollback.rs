@@ -427,7 +427,10 @@ pub fn end_pins(
     ended: &BTreeMap<String, String>,
 ) {
     for (module, why) in ended {
-        match locked(db).and_then(|h| h.unpin(&mesh.name, module).map_err(|e| e.to_string())) {
+        match locked(db)
+            .map_err(String::from)
+            .and_then(|h| h.unpin(&mesh.name, module).map_err(|e| e.to_string()))
+        {
             Ok(true) => emitter.emit(Step::Warning, Some(module), why.clone()),
             Ok(false) => {}
             Err(error) => emitter.emit(

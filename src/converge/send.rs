@@ -79,7 +79,7 @@ pub async fn send(
                     .recreate(&moved.machine, &moved.to_digest)
                     .await
                     .map_err(|e| e.to_string()),
-                Err(error) => Err(error),
+                Err(error) => Err(error.to_string()),
             },
             ConnectedTarget::Kubernetes(kube) => {
                 send_kube(mesh, kube, target, db, moved, emitter).await

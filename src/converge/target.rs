@@ -400,7 +400,7 @@ pub async fn stamp_as(
     };
     match target {
         ConnectedTarget::Docker => locked(db)
-            .map_err(ConvergeError::Failed)?
+            .map_err(|e| ConvergeError::Failed(e.into()))?
             .stamp_record_as(&mesh.name, operation_id, kind, entries)
             .map_err(history_error),
         ConnectedTarget::Kubernetes(kube) => {
@@ -410,7 +410,7 @@ pub async fn stamp_as(
                 .stamp_record_over(entries)
                 .await
                 .map_err(|e| ConvergeError::Failed(e.to_string()))?;
-            let noted = locked(db).and_then(|h| {
+            let noted = locked(db).map_err(String::from).and_then(|h| {
                 h.note_stamps(&mesh.name, operation_id, kind, &previous, entries)
                     .map_err(|e| e.to_string())
             });
