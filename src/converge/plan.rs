@@ -284,6 +284,7 @@ impl<'a> Planner<'a> {
             reference: state,
             forced,
             multi_platform,
+            inputs: inputs.as_ref().map(|i| i.digest.clone()),
         };
         let pins = self.pins.get_or_insert_with(|| manifests.pins());
         // A pin holds only while the record still names the pinned artifact.
@@ -352,7 +353,7 @@ impl<'a> Planner<'a> {
             Decision::Refused => {
                 self.refused.insert(module.name.clone());
             }
-            Decision::Record | Decision::Host | Decision::Pinned => {
+            Decision::Record | Decision::Host | Decision::Registry | Decision::Pinned => {
                 self.artifacts.insert(module.name.clone(), artifact.clone());
             }
             Decision::Build | Decision::Forced => {

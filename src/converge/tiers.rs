@@ -83,7 +83,7 @@ impl TierRun<'_> {
                 Decision::Refused => {
                     self.failed(&decided, format!("not reached: {}", decided.reason), None);
                 }
-                Decision::Record | Decision::Host | Decision::Pinned => {
+                Decision::Record | Decision::Host | Decision::Registry | Decision::Pinned => {
                     self.skip(module, decided).await?
                 }
                 Decision::Build | Decision::Forced => jobs.push(BuildJob {

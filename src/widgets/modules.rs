@@ -46,6 +46,7 @@ pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     match state.planned(module).map(|p| p.decision) {
         Some(Decision::Record) => ("skip·record".into(), palette.good()),
         Some(Decision::Host) => ("deliver·host".into(), palette.info()),
+        Some(Decision::Registry) => ("pull·registry".into(), palette.info()),
         Some(Decision::Build) => ("build".into(), palette.warn()),
         Some(Decision::Forced) => ("forced".into(), palette.special()),
         Some(Decision::Refused) => ("refused".into(), palette.bad()),
