@@ -39,6 +39,7 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
         file: "/nonexistent/mesh.toml".into(),
         root: "/nonexistent".into(),
         registry: None,
+        publish: false,
         target,
         modules: Vec::new(),
         machines: Vec::new(),

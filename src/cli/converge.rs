@@ -11,7 +11,17 @@ use super::plan::select;
 use super::{Failure, Outcome, print_json, print_out, setup, spawn_progress_printer};
 
 pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
-    let mesh = setup::load_mesh(global)?;
+    let mut mesh = setup::load_mesh(global)?;
+    if args.publish {
+        if mesh.registry.is_none() {
+            return Err(Failure::input(format!(
+                "--publish: mesh {} names no registry to publish to; add registry = \"host:port\" under [mesh] in {}",
+                mesh.name,
+                mesh.file.display()
+            )));
+        }
+        mesh.publish = true;
+    }
     let modules = select(&mesh, &args.modules)?;
     let state_path = setup::state_path(global)?;
     let jobs = args

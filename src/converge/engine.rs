@@ -195,6 +195,7 @@ async fn run(
         mesh: &mesh.name,
     };
     let mut planner = Planner::new(ctx, daemon.clone());
+    planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh).await);
     // First pass: every decision that can be made now, and every refusal, before any build.
     let mut planned = first_pass(&mut planner, &selected, &manifests).await?;
     // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
@@ -206,6 +207,14 @@ async fn run(
     if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
         planner.reset();
         planned = first_pass(&mut planner, &selected, &manifests).await?;
+    }
+    // A registry that could not be asked is said once per converge: now, or at the end if it
+    // failed only later (a dependent asked once its base was built).
+    let early_warning = planner
+        .registry()
+        .and_then(super::vouch::RegistryVoucher::warning);
+    if let Some(warning) = &early_warning {
+        emitter.emit(Step::Warning, None, warning.clone());
     }
     let refused = preflight::refusals(&planned, mesh, target);
     if !refused.is_empty() {
@@ -255,11 +264,23 @@ async fn run(
         planner,
         ..
     } = walk;
+    // A registry that could not be asked is said once per converge.
+    let registry_warning = planner
+        .registry()
+        .and_then(super::vouch::RegistryVoucher::warning);
+    if let (Some(warning), None) = (&registry_warning, &early_warning) {
+        emitter.emit(Step::Warning, None, warning.clone());
+    }
     let summary = |stamped, created, sends, ok| ConvergeSummary {
         operation_id: emitter.operation_id.clone(),
         operation: emitter.operation,
         mesh: mesh.name.clone(),
-        warnings: record.warning.iter().cloned().collect(),
+        warnings: record
+            .warning
+            .iter()
+            .chain(registry_warning.iter())
+            .cloned()
+            .collect(),
         stamped,
         modules: outcomes.clone(),
         created,
@@ -305,15 +326,11 @@ async fn first_pass(
     selected: &[&Module],
     manifests: &StateManifests<'_>,
 ) -> Result<BTreeMap<String, PlannedModule>, ConvergeError> {
-    let mut planned = BTreeMap::new();
-    for module in selected {
-        let decided = planner
-            .decide(module, manifests)
-            .await
-            .map_err(ConvergeError::Failed)?;
-        planned.insert(module.name.clone(), decided);
-    }
-    Ok(planned)
+    let decided = planner
+        .decide_all(selected, manifests)
+        .await
+        .map_err(ConvergeError::Failed)?;
+    Ok(decided.into_iter().map(|p| (p.name.clone(), p)).collect())
 }
 
 /// Whether this converge uses an artifact that only the record vouches for: a module built FROM a

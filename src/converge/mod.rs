@@ -15,3 +15,4 @@ pub mod send;
 pub mod summary;
 pub mod target;
 pub mod tiers;
+pub mod vouch;

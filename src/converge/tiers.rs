@@ -83,7 +83,14 @@ impl TierRun<'_> {
                 Decision::Refused => {
                     self.failed(&decided, format!("not reached: {}", decided.reason), None);
                 }
-                Decision::Record | Decision::Host | Decision::Registry | Decision::Pinned => {
+                Decision::Registry => match self.fetch(&decided).await {
+                    Ok(()) => self.skip(module, decided).await?,
+                    Err(planned) => jobs.push(BuildJob {
+                        module: (*module).clone(),
+                        planned,
+                    }),
+                },
+                Decision::Record | Decision::Host | Decision::Pinned => {
                     self.skip(module, decided).await?
                 }
                 Decision::Build | Decision::Forced => jobs.push(BuildJob {
@@ -152,6 +159,48 @@ impl TierRun<'_> {
         Ok(decided)
     }
 
+    /// Pull what the registry vouched for where the target needs it. A pull that fails after the
+    /// registry answered falls back to a build (the planned module given back says so), and every
+    /// module built FROM it, decided on the registry's artifact, is decided again after that build.
+    async fn fetch(&mut self, decided: &PlannedModule) -> Result<(), PlannedModule> {
+        let reference = decided.reference.clone().unwrap_or_default();
+        let error = match self.planner.registry_manifest(&reference) {
+            Some(manifest) => match super::vouch::fetch(
+                self.mesh,
+                self.target,
+                self.daemon,
+                decided,
+                &manifest,
+                self.emitter,
+            )
+            .await
+            {
+                Ok(()) => return Ok(()),
+                Err(error) => format!("pulling {manifest} failed ({error})"),
+            },
+            None => "its manifest digest was lost".to_string(),
+        };
+        let reason = format!("{}; {error}: built instead", decided.reason);
+        self.emitter
+            .emit(Step::Warning, Some(&decided.name), reason.clone());
+        self.planner.rebuilding(&decided.name);
+        let mut moved = vec![decided.name.clone()];
+        while let Some(base) = moved.pop() {
+            for planned in self.planned.values_mut() {
+                if planned.base.as_deref() == Some(base.as_str()) && planned.reference.is_some() {
+                    planned.reference = None;
+                    moved.push(planned.name.clone());
+                }
+            }
+        }
+        Err(PlannedModule {
+            decision: Decision::Build,
+            reason,
+            artifact: None,
+            ..decided.clone()
+        })
+    }
+
     /// A module the record or the host vouched for: no build; a host skip is still delivered.
     async fn skip(&mut self, module: &Module, decided: PlannedModule) -> Result<(), ConvergeError> {
         let (Some(reference), Some(artifact)) =
@@ -194,6 +243,7 @@ impl TierRun<'_> {
         let text = match decided.decision {
             Decision::Record => "skipped (record)",
             Decision::Pinned => "kept (pinned)",
+            Decision::Registry => "skipped build (registry), pulled",
             _ => "skipped build (host), delivered",
         };
         self.outcomes.push(outcome_of(&decided, text, true));
@@ -215,6 +265,18 @@ impl TierRun<'_> {
         // A multi-platform build pushed itself (buildx --push).
         let delivered = if built.published.is_some() {
             Ok(())
+        } else if let Err(error) = super::vouch::publish(
+            self.mesh,
+            self.target,
+            self.daemon,
+            self.db,
+            &built.correlation_id,
+            &reference,
+            self.emitter,
+        )
+        .await
+        {
+            Err(error)
         } else {
             target::deliver(
                 self.mesh,

@@ -29,6 +29,10 @@ pub struct Mesh {
     /// No context may leave it.
     pub root: PathBuf,
     pub registry: Option<Registry>,
+    /// Docker target: push each build to `registry` so that other machines reuse it (`publish =
+    /// true` in [mesh], `meshtop converge --publish`, `MESHTOP_PUBLISH=1`); otherwise a Docker-target
+    /// converge only reads the registry.
+    pub publish: bool,
     pub target: Target,
     pub modules: Vec<Module>,
     pub machines: Vec<MachineSpec>,

@@ -13,7 +13,13 @@ use super::table::{Section, Source, cut, show};
 use crate::mesh::model::{Platform, Policy, Registry, Target};
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
-const MESH_KEYS: &[&str] = &["name", "registry", "insecure_registry", "platforms"];
+const MESH_KEYS: &[&str] = &[
+    "name",
+    "registry",
+    "insecure_registry",
+    "platforms",
+    "publish",
+];
 const TARGET_KEYS: &[&str] = &["kind", "namespace", "context", "rollout_deadline"];
 const MODULE_KEYS: &[&str] = &[
     "name",
@@ -33,6 +39,7 @@ pub(super) struct Header {
     pub span: Range<usize>,
     pub registry: Option<Registry>,
     pub platforms: Vec<Platform>,
+    pub publish: bool,
 }
 
 pub(super) struct RawModule {
@@ -95,8 +102,18 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
             None
         }
     };
+    let publish = mesh.boolean(src, "publish")?;
+    if let (Some(flag), None) = (&publish, &registry) {
+        return Err(src.err(
+            &flag.span(),
+            "`publish` in [mesh] is set but there is no `registry` to publish to",
+            "add registry = \"host:port\" or remove publish",
+        ));
+    }
+    let publish = publish.is_some_and(Spanned::into_inner);
     let platforms = platforms(src, &mesh)?.unwrap_or_default();
     Ok(Header {
+        publish,
         name: name.into_inner(),
         span: mesh.span.clone(),
         registry,
