@@ -243,6 +243,34 @@ async fn a_registry_stopped_mid_plan_makes_the_modules_build_exit_0_with_the_war
     let mesh = mesh_with_registry("rvstop", &registry.host);
     let ci = meshtop_in(&mesh, &mesh.state(), &["converge", "--publish", "--json"]);
     assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
+    // A steady converge the record answers makes zero registry calls.
+    let before = registry.seen();
+    let steady = {
+        let (mesh_file, state) = (mesh.mesh_file(), mesh.state());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_meshtop"))
+                .arg("--mesh")
+                .arg(mesh_file)
+                .arg("--state")
+                .arg(state)
+                .args(["converge", "--json"])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    };
+    assert!(steady.status.success(), "{}", said(&steady));
+    let steady: serde_json::Value = serde_json::from_slice(&steady.stdout).unwrap();
+    assert!(
+        decisions(&steady).values().all(|d| d == "record"),
+        "{steady}"
+    );
+    assert_eq!(
+        registry.seen(),
+        before,
+        "no registry call in a steady converge"
+    );
     clean_daemon(&mesh.name);
     let fresh = mesh.dir.path().join("clean-machine.db");
     // The registry answers base's two questions (manifest, config), then stops.
@@ -284,5 +312,28 @@ async fn a_registry_stopped_mid_plan_makes_the_modules_build_exit_0_with_the_war
     assert!(
         stderr.contains("failed") && stderr.contains("built instead"),
         "base's failed pull falls back to a build:\n{stderr}"
+    );
+}
+
+#[test]
+fn publish_without_a_registry_is_bad_input() {
+    let mesh = ExampleMesh::new("rvnoreg");
+    let output = mesh.meshtop(&["converge", "--publish"]);
+    assert_eq!(output.status.code(), Some(2), "{}", said(&output));
+    assert!(
+        said(&output).contains("names no registry to publish to"),
+        "{}",
+        said(&output)
+    );
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text.replacen("[target]", "publish = true\n\n[target]", 1);
+    std::fs::write(&file, text).unwrap();
+    let output = mesh.meshtop(&["plan"]);
+    assert_eq!(output.status.code(), Some(2), "{}", said(&output));
+    assert!(
+        said(&output).contains("`publish` in [mesh] is set but there is no `registry`"),
+        "{}",
+        said(&output)
     );
 }
