@@ -1,6 +1,7 @@
 //! The planner: resolves refs tier by tier and asks the skip decision for each module.
 //! A dry run (`meshtop plan`) and a converge share it; a converge feeds built artifacts back in
 //! with [`Planner::built`] before it decides the next tier.
+//! Long: one planner asks the three vouchers lazily (the record, the host once, the registry in rounds) and decides; split, its private state would have to be shared across files.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
