@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub const MODULE_LABEL: &str = "jr2.dev/module";
 /// The label naming the mesh an image was built for.
 pub const MESH_LABEL: &str = "jr2.dev/mesh";
+/// The label carrying the full input digest of the ref an image was built for (the ref shows only
+/// its first 12 hex digits): what a registry's image must show to vouch for a ref.
+pub const INPUTS_LABEL: &str = "jr2.dev/inputs";
 /// The mark of a machine on the Docker target: a container label naming the machine, set when the
 /// container is created (by meshtop for a declared machine, by hand with `--label` otherwise). Images
 /// never carry it, so a builder's container (which inherits its image's labels) is never a machine.
@@ -184,9 +187,40 @@ pub struct Module {
     pub platforms: Vec<Platform>,
     /// Build args, sorted by name (BASE is added by meshtop, never declared).
     pub build_args: BTreeMap<String, String>,
+    /// Secrets its build may mount (`RUN --mount=type=secret,id=…`): served to the builder for
+    /// the build only, never part of the inputs, never logged or stored.
+    pub secrets: Vec<BuildSecret>,
+    /// Whether its build gets the ssh agent (`RUN --mount=type=ssh`).
+    pub ssh: bool,
     pub tier: u32,
     /// 1-based line of the module's `[[module]]` table in the mesh file, for messages.
     pub line: usize,
+}
+
+/// One secret of a module's build: the id its Dockerfile mounts, and where its value is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildSecret {
+    pub id: String,
+    pub source: SecretSource,
+}
+
+/// Where a secret's value is read when a build starts (never earlier, never kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// A file: the path as the mesh file writes it, and resolved (`~/` is the home directory, a
+    /// relative path starts at the mesh file's directory).
+    File { written: String, path: PathBuf },
+    /// An environment variable of the process that builds.
+    Env(String),
+}
+
+impl fmt::Display for SecretSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretSource::File { written, .. } => write!(f, "src = \"{written}\""),
+            SecretSource::Env(name) => write!(f, "env = \"{name}\""),
+        }
+    }
 }
 
 /// A machine the mesh file declares (a converge creates it when it does not exist yet).

@@ -10,7 +10,7 @@ use toml::de::DeValue;
 use super::MeshError;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
-use crate::mesh::model::{Platform, Policy, Registry, Target};
+use crate::mesh::model::{BuildSecret, Platform, Policy, Registry, Target};
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
 const MESH_KEYS: &[&str] = &["name", "registry", "insecure_registry", "platforms"];
@@ -23,6 +23,8 @@ const MODULE_KEYS: &[&str] = &[
     "policy",
     "platforms",
     "args",
+    "secrets",
+    "ssh",
 ];
 const MACHINE_KEYS: &[&str] = &["name", "module", "command", "env"];
 
@@ -44,6 +46,8 @@ pub(super) struct RawModule {
     pub policy: Policy,
     pub platforms: Option<Vec<Platform>>,
     pub args: BTreeMap<String, String>,
+    pub secrets: Vec<BuildSecret>,
+    pub ssh: bool,
 }
 
 pub(super) struct RawMachine {
@@ -302,6 +306,8 @@ pub(super) fn modules(
             }
             args.insert(k.clone(), value.into_inner());
         }
+        let secrets = super::secrets::secrets(src, &module)?;
+        let ssh = super::secrets::ssh(src, &module)?;
         out.push(RawModule {
             name,
             line,
@@ -311,6 +317,8 @@ pub(super) fn modules(
             policy,
             platforms,
             args,
+            secrets,
+            ssh,
         });
     }
     Ok(out)
