@@ -26,19 +26,6 @@ use serde_json::{Value, json};
 
 const REGISTRY: &str = "127.0.0.1:5000";
 
-/// The real registry must answer: never skipped.
-async fn require_registry() {
-    meshtop::backends::registry::install_crypto_provider();
-    let answer = reqwest::Client::new()
-        .get(format!("http://{REGISTRY}/v2/"))
-        .send()
-        .await;
-    assert!(
-        answer.is_ok_and(|r| r.status().is_success()),
-        "no registry answers at http://{REGISTRY}/v2/: start one with scripts/start-registry.sh"
-    );
-}
-
 /// A copy of the example mesh on the Kubernetes target, with a kubeconfig for the API test server.
 struct KubeMesh {
     mesh: ExampleMesh,
@@ -187,7 +174,7 @@ fn old_id(n: u8) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn converge_pushes_stamps_sends_then_the_record_vouches() {
-    require_registry().await;
+    common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
     let k = KubeMesh::new("kc", &api, true, "test-ctx", "");
     let repo = |module: &str| format!("{REGISTRY}/{}/{module}", k.name());
@@ -305,7 +292,7 @@ async fn converge_pushes_stamps_sends_then_the_record_vouches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_annotation_warns_and_decides_build_then_host() {
-    require_registry().await;
+    common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
     let k = KubeMesh::new("km", &api, true, "test-ctx", "");
     k.set_annotation(&api, "{not json");
@@ -343,7 +330,7 @@ async fn a_malformed_annotation_warns_and_decides_build_then_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_converges_with_their_own_state_take_turns_and_both_land() {
-    require_registry().await;
+    common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
     let extra = "[[module]]\nname = \"solo\"\ncontext = \"base\"\npolicy = \"record\"\n";
     let k = KubeMesh::new("kr", &api, true, "test-ctx", extra);
@@ -428,7 +415,7 @@ async fn neither_registry_nor_kind_context_is_refused_before_any_build() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_platform_module_without_buildx_fails_naming_it() {
-    require_registry().await;
+    common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
     let k = KubeMesh::new("kx", &api, true, "test-ctx", "");
     let file = k.mesh.mesh_file();
@@ -606,7 +593,7 @@ async fn status_over_500_workloads_takes_a_bounded_number_of_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() {
     // Item 7: an identity with the built-in edit role's verbs, which do not include the namespace object.
-    require_registry().await;
+    common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
     let k = KubeMesh::new("ka", &api, true, "test-ctx", "");
     api.identity(
@@ -779,7 +766,7 @@ async fn a_send_that_may_not_patch_the_workload_is_refused_naming_it() {
 /// pinned; deleted from the registry → refused, nothing moves, the rebuild offered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_checks_the_registry_then_moves_the_deployment_back() {
-    require_registry().await;
+    common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
     let k = KubeMesh::new("krb", &api, true, "test-ctx", "");
     let repo = format!("{REGISTRY}/{}/web", k.name());
@@ -863,7 +850,7 @@ async fn a_rollback_checks_the_registry_then_moves_the_deployment_back() {
 /// rollback failed and gc took nothing. They now carry the push's credentials.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rollback_and_gc_ask_a_registry_that_wants_a_login_with_the_login() {
-    require_registry().await;
+    common::local_registry::require_registry().await;
     let proxy = common::registry_proxy::RegistryProxy::start().await;
     let api = KubeApi::start().await;
     let k = KubeMesh::new("krl", &api, true, "test-ctx", "").behind_login(&proxy);

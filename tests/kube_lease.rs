@@ -29,15 +29,7 @@ struct Team {
 
 impl Team {
     async fn new(tag: &str, api: &KubeApi) -> Team {
-        meshtop::backends::registry::install_crypto_provider();
-        let answer = reqwest::Client::new()
-            .get(format!("http://{REGISTRY}/v2/"))
-            .send()
-            .await;
-        assert!(
-            answer.is_ok_and(|r| r.status().is_success()),
-            "no registry answers at http://{REGISTRY}/v2/: start one with scripts/start-registry.sh"
-        );
+        common::local_registry::require_registry().await;
         let mesh = ExampleMesh::new(tag);
         let namespace = format!("ns-{}", mesh.name);
         let file = mesh.mesh_file();
