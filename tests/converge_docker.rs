@@ -281,6 +281,11 @@ fn a_failed_build_is_recorded_and_stamps_nothing() {
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary["stamped"], false);
+    // The summary and the event say which module kept the record from being stamped.
+    assert_eq!(
+        summary["record"], "nothing stamped: worker failed",
+        "{summary}"
+    );
     let failed = mesh.json(&["builds", "--failed", "--json"]);
     let rows = failed.as_array().unwrap();
     assert_eq!(rows.len(), 1, "{failed}");

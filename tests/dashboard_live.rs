@@ -12,6 +12,7 @@ use meshtop::app::quit::QUIT_GRACE_MS;
 use meshtop::app::state::{AppState, ConfirmThen, Running};
 use meshtop::app::update::update;
 use meshtop::mesh::live::{ModuleRun, OperationState};
+use meshtop::mesh::progress::Step;
 use meshtop::widgets::Palette;
 use meshtop::widgets::header::operation_text;
 use meshtop::widgets::modules::decision_cell;
@@ -299,4 +300,40 @@ fn an_operation_read_from_mid_way_claims_no_total() {
     // Read from its start, the same operation has both.
     let (text, _) = operation_text(&running_state()).unwrap();
     assert!(text.contains("1/3 done · "), "{text}");
+}
+
+#[test]
+fn a_history_answer_read_twice_shows_each_event_once() {
+    // A converge started here asks the history source at each step: a poll that began before the
+    // previous answer was taken in reads the same events again (issue 23: 24 events, 125 lines).
+    let mut state = running_state();
+    let lines = state.operation.lines.len();
+    let done = state.operation.live.clone();
+    update(
+        &mut state,
+        polled(
+            SourceId::State,
+            2000,
+            SourceData::State(Box::new(running_history())),
+        ),
+    );
+    assert_eq!(state.operation.lines.len(), lines);
+    assert_eq!(state.operation.live, done);
+    // A later answer that overlaps the earlier one adds only what is new.
+    let mut later = running_history();
+    let last = later.events.last().cloned().unwrap();
+    let mut next = last.clone();
+    next.id += 1;
+    next.step = Step::Built;
+    next.text = "built in 3s".into();
+    later.events.push(next);
+    update(
+        &mut state,
+        polled(SourceId::State, 3000, SourceData::State(Box::new(later))),
+    );
+    assert_eq!(state.operation.lines.len(), lines + 1);
+    let ids: Vec<i64> = state.operation.lines.iter().map(|e| e.id).collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(ids, unique);
 }

@@ -153,6 +153,69 @@ fn a_pinned_decision_wears_a_colour_no_other_decision_does() {
 }
 
 #[test]
+fn the_help_uses_the_terminals_width_and_wraps_never_cutting_a_line() {
+    // Issue 23: an 80-column box in any terminal, its legend cut with `…`.
+    let mut state = demo_state();
+    key(&mut state, KeyCode::Char('?'));
+    let help: Vec<String> = widgets::help::help_lines(&state)
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect();
+    let words = |text: &str| -> Vec<String> {
+        text.replace('│', " ")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let wanted = words(&help.join("\n"));
+    for width in [60, 100, 200] {
+        let drawn = words(&screen(&state, width, 300));
+        // Every word of the help, in order, on screen: nothing cut.
+        let mut at = 0;
+        for word in &wanted {
+            match drawn[at..].iter().position(|w| w == word) {
+                Some(found) => at += found + 1,
+                None => panic!("{width}: `{word}` is not on screen"),
+            }
+        }
+    }
+    // A wide terminal shows a long legend line on one row.
+    let long = help
+        .iter()
+        .find(|l| l.chars().count() > 90)
+        .expect("a legend line over 90 columns");
+    assert!(screen(&state, 200, 300).contains(long.as_str()), "{long}");
+}
+
+#[test]
+fn one_build_has_one_age_in_last_build_and_in_the_builds_pane() {
+    // Issue 23: LAST BUILD said `✓ 26s`, the builds pane `33s`, for the same build (one counted
+    // from its end, the other from its start).
+    let mut state = demo_state();
+    let mut made = build(
+        "b-base-2",
+        "base",
+        meshtop::mesh::builds::BuildStatus::Succeeded,
+        NOW - 33_000,
+        "host-a",
+    );
+    made.ended_ms = Some(NOW - 26_000);
+    let mut snapshot = demo_history();
+    snapshot.events = Vec::new();
+    snapshot.last_builds.insert("base".into(), made.clone());
+    snapshot.page = vec![made];
+    update(
+        &mut state,
+        polled(SourceId::State, 0, SourceData::State(Box::new(snapshot))),
+    );
+    let cell = widgets::modules::last_build_cell(&state, "base", Palette { no_color: true }).0;
+    assert_eq!(cell, "✓ 26s host-a");
+    let out = screen(&state, 120, 40);
+    assert!(out.contains(" 26s ✓ ok"), "{out}");
+    assert!(!out.contains("33s"), "{out}");
+}
+
+#[test]
 fn the_help_legend_names_pinned() {
     let mut state = demo_state();
     key(&mut state, KeyCode::Char('?'));
@@ -194,6 +257,32 @@ fn rollback_is_hinted_where_it_applies() {
     // A module the record holds nothing for: no hint either.
     state.record = Some(Default::default());
     assert!(!footer(&state, 120).contains("rollback"));
+}
+
+#[test]
+fn the_footer_keeps_the_navigation_keys_and_says_when_more_exist() {
+    // Issue 23: once `R:rollback` showed, `tab:pane` and `x:gc` dropped out and nothing said so.
+    let state = pinned_state();
+    for width in [60, 80, 120] {
+        let hints = footer(&state, width);
+        for kept in ["?:more", "tab:pane", "enter:detail", "q:quit"] {
+            assert!(hints.contains(kept), "{width}: {kept} in {hints}");
+        }
+        assert!(!hints.contains("?:help"), "{width}: {hints}");
+    }
+    // Room for every key: help is help, and every hinted key shows.
+    let wide = footer(&state, 250);
+    assert!(wide.contains("?:help"), "{wide}");
+    for hint in [
+        "tab:pane",
+        "R:rollback",
+        "x:gc",
+        "S:stats",
+        "a:auto",
+        "esc:close",
+    ] {
+        assert!(wide.contains(hint), "{hint} in {wide}");
+    }
 }
 
 fn gc_loaded(state: &mut AppState, result: Result<ViewData, String>) {

@@ -27,7 +27,7 @@ fn made(state: &AppState, digest: &str) -> String {
                 .as_deref()
                 .map(crate::mesh::text::short_commit)
                 .unwrap_or("no commit"),
-            crate::timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms)
+            build.age(state.now_ms)
         ),
         None => format!("{} (no build in the history)", short(digest)),
     }

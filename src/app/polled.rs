@@ -66,7 +66,8 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
         .builds
         .refresh_head(&snapshot.scope, snapshot.page, at_ms);
     let view = &mut state.operation;
-    changed |= view.holder != snapshot.holder || !snapshot.events.is_empty();
+    changed |=
+        view.holder != snapshot.holder || snapshot.events.iter().any(|e| e.id > view.last_event_id);
     view.holder = snapshot.holder;
     if view.operation_id.is_none() && snapshot.latest_operation.is_some() {
         view.operation_id = snapshot.latest_operation;
@@ -76,7 +77,8 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
     // The first poll reads the past: nothing of it rings.
     let live = view.last_event_id > 0;
     let mut ended_here = false;
-    for event in snapshot.events {
+    let last_seen = view.last_event_id;
+    for event in crate::mesh::progress::unseen(snapshot.events, last_seen) {
         view.last_event_id = view.last_event_id.max(event.id);
         if view.operation_id.as_deref() != Some(event.operation_id.as_str()) {
             view.operation_id = Some(event.operation_id.clone());

@@ -35,12 +35,13 @@ pub struct Global {
     /// Kubernetes namespace (default: the mesh file's, else the mesh name).
     #[arg(long, global = true, value_name = "NAME")]
     pub namespace: Option<String>,
-    /// The dashboard without actions: no converge, force rebuild or send.
-    #[arg(long, global = true)]
+    /// The dashboard without actions: no converge, force rebuild or send. The dashboard's alone:
+    /// not global, so no subcommand's `--help` lists it.
+    #[arg(long)]
     pub readonly: bool,
     /// The dashboard never rings the bell (nor sends a desktop notification) when a followed
     /// converge fails or a long one finishes.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_bell: bool,
 }
 

@@ -128,7 +128,7 @@ fn report(outcome: Outcome) -> ExitCode {
     }
 }
 
-pub(crate) use progress::spawn_progress_printer;
+pub(crate) use progress::{spawn_progress_printer, spawn_progress_printer_before_result};
 
 /// The module named on the command line, or bad input naming the mesh's modules.
 pub(crate) fn known_module(mesh: &crate::mesh::model::Mesh, module: &str) -> Result<(), Failure> {

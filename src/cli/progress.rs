@@ -27,6 +27,30 @@ pub(crate) fn spawn_progress_printer() -> (ProgressTx, tokio::task::JoinHandle<(
     (tx, printer)
 }
 
+/// Progress for a command that prints its result on stdout itself (send, rollback): the operation's
+/// last step (`finished rollback: rolled back api …`) says that same result, so it is left out
+/// here and the result is said once.
+pub(crate) fn spawn_progress_printer_before_result() -> (ProgressTx, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+    let (inner, printer) = spawn_progress_printer();
+    let forward = tokio::spawn(async move {
+        while let Some(progress) = rx.recv().await {
+            if !said_by_the_result(&progress) {
+                // The printer ends only when this sender is gone: it cannot be closed here.
+                let _ = inner.send(progress);
+            }
+        }
+        drop(inner);
+        let _ = printer.await;
+    });
+    (tx, forward)
+}
+
+/// The step a command's own result line repeats.
+fn said_by_the_result(progress: &Progress) -> bool {
+    progress.step == Step::Finished
+}
+
 /// Steps that arrive together (a tier's decisions) go out in one write.
 async fn plain(mut rx: tokio::sync::mpsc::UnboundedReceiver<Progress>) {
     let mut text = String::new();

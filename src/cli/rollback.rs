@@ -70,7 +70,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
         eprintln!("nothing rolled back");
         return Ok(ExitCode::SUCCESS);
     }
-    let (tx, printer) = super::spawn_progress_printer();
+    let (tx, printer) = super::spawn_progress_printer_before_result();
     let report = rollback::rollback(&mesh, &plan, &daemon, target.as_ref(), &db, Some(tx)).await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;

@@ -47,7 +47,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         eprintln!("nothing sent");
         return Ok(ExitCode::SUCCESS);
     }
-    let (tx, printer) = super::spawn_progress_printer();
+    let (tx, printer) = super::spawn_progress_printer_before_result();
     let report = send::send_confirmed(
         &mesh,
         &args.module,

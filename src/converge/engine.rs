@@ -277,40 +277,49 @@ async fn stamp_and_roll_out(
         planner,
         ..
     } = walk;
-    let summary = |stamped, created, sends, ok| ConvergeSummary {
+    // The summary says of the record what its step said: one word, in the events and the summary.
+    let summary = |stamped, record_word: &str, created, sends, ok| ConvergeSummary {
         operation_id: emitter.operation_id.clone(),
         operation: emitter.operation,
         mesh: mesh.name.clone(),
         warnings: record.warning.iter().cloned().collect(),
         stamped,
+        record: record_word.to_string(),
         modules: outcomes.clone(),
         created,
         sends,
         ok,
     };
     if !all_ok {
-        emitter.defer(Step::Stamped, None, "nothing stamped: a build failed");
-        return Ok(summary(false, Vec::new(), Vec::new(), false));
+        // Not only a build: a refused module or a failed delivery stamps nothing too. Say which.
+        let missed: Vec<String> = outcomes
+            .iter()
+            .filter(|o| !o.ok)
+            .map(|o| {
+                let what = o
+                    .outcome
+                    .split_once(':')
+                    .map_or(o.outcome.as_str(), |(w, _)| w);
+                format!("{} {what}", o.name)
+            })
+            .collect();
+        let word = format!("nothing stamped: {}", missed.join(", "));
+        emitter.defer(Step::Stamped, None, word.clone());
+        return Ok(summary(false, &word, Vec::new(), Vec::new(), false));
     }
     // Entries the record already holds as they are stay as they were stamped (when, by which converge).
     // The "stamped" step reaches the database with the next one (the roll-out's, or "finished").
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
-    if stamp.is_empty() {
-        emitter.defer(
-            Step::Stamped,
-            None,
-            "record unchanged: it already names every artifact",
-        );
-    } else {
+    let stamped = !stamp.is_empty();
+    let word = if stamped {
         target
             .stamp(mesh, db, &emitter.operation_id, "converge", &stamp)
             .await?;
-        emitter.defer(
-            Step::Stamped,
-            None,
-            format!("record stamped: {} module(s)", stamp.len()),
-        );
-    }
+        format!("record stamped: {} module(s)", stamp.len())
+    } else {
+        "record unchanged: it already names every artifact".to_string()
+    };
+    emitter.defer(Step::Stamped, None, word.clone());
     super::rollback::end_pins(mesh, db, emitter, planner.ended_pins());
     let mut merged = record.record.clone();
     merged.extend(stamp);
@@ -328,7 +337,7 @@ async fn stamp_and_roll_out(
     )
     .await?;
     let ok = sends.iter().all(|s| s.ok);
-    Ok(summary(true, created, sends, ok))
+    Ok(summary(stamped, &word, created, sends, ok))
 }
 
 async fn first_pass(

@@ -440,7 +440,12 @@ impl<'a> Planner<'a> {
             }
             Some(inputs) => {
                 let previous = manifests.previous(&module.name, record_ref);
-                let mut changes = why::why(previous.as_ref(), &inputs.manifest);
+                let mut changes = why::why_against_record(
+                    previous.as_ref(),
+                    &inputs.manifest,
+                    record_ref,
+                    reference,
+                );
                 if forced {
                     changes.insert(0, Change::Forced);
                 }

@@ -28,7 +28,12 @@ pub struct ConvergeSummary {
     pub mesh: String,
     /// Warnings about the target's record (e.g. an unreadable annotation).
     pub warnings: Vec<String>,
+    /// Whether this converge wrote the record (false when it already named every artifact).
     pub stamped: bool,
+    /// What the converge's `stamped` step said of the record (`record stamped: 2 module(s)`,
+    /// `record unchanged: it already names every artifact`, `nothing stamped: api failed, worker not
+    /// reached`).
+    pub record: String,
     pub modules: Vec<ModuleOutcome>,
     pub created: Vec<String>,
     pub sends: Vec<send::SendOutcome>,
@@ -99,11 +104,7 @@ impl ConvergeSummary {
                 send.message
             );
         }
-        text.push_str(if self.stamped {
-            "record stamped\n"
-        } else {
-            "nothing stamped\n"
-        });
+        let _ = writeln!(text, "{}", self.record);
         text
     }
 }

@@ -112,9 +112,19 @@ impl BuildRow {
             .unwrap_or("–")
     }
 
+    /// How long ago it ended at `now_ms` (a running build: since it started): `26s`. The one age
+    /// of a build, whichever view shows it (LAST BUILD, the builds pane, the detail, a confirm).
+    pub fn age(&self, now_ms: i64) -> String {
+        crate::timefmt::age_since(self.ended_ms.unwrap_or(self.started_ms), now_ms)
+    }
+
     /// Where what it made came from: `host-a @c0ffee1 3m` (the age since it ended, at `now_ms`).
     pub fn made_by(&self, now_ms: i64) -> String {
-        let age = crate::timefmt::age_since(self.ended_ms.unwrap_or(self.started_ms), now_ms);
-        format!("{} @{} {age}", self.host, self.short_commit())
+        format!(
+            "{} @{} {}",
+            self.host,
+            self.short_commit(),
+            self.age(now_ms)
+        )
     }
 }

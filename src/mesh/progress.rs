@@ -149,9 +149,47 @@ pub struct EventRow {
     pub text: String,
 }
 
+/// Of a poll's events, those a follower that has read up to `last_id` has not seen yet. A poll
+/// asked for again before the previous answer was taken in (a converge started on the dashboard asks
+/// at each step) reads some events twice; every view of an operation folds its events through this,
+/// so each is shown and counted once.
+pub fn unseen(events: Vec<EventRow>, last_id: i64) -> impl Iterator<Item = EventRow> {
+    let mut newest = last_id;
+    events.into_iter().filter(move |event| {
+        let new = event.id > newest;
+        newest = newest.max(event.id);
+        new
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(id: i64) -> EventRow {
+        EventRow {
+            id,
+            at_ms: id,
+            mesh: "demo".into(),
+            operation_id: "op".into(),
+            operation: Some(1),
+            step: Step::Decided,
+            module: None,
+            text: format!("event {id}"),
+        }
+    }
+
+    #[test]
+    fn an_event_read_twice_is_seen_once() {
+        // Two polls that overlapped: the second read 3 and 4 again.
+        let events = vec![row(3), row(4), row(3), row(4), row(5)];
+        let ids: Vec<i64> = unseen(events, 2).map(|e| e.id).collect();
+        assert_eq!(ids, vec![3, 4, 5]);
+        let ids: Vec<i64> = unseen(vec![row(4), row(5), row(6)], 5)
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(ids, vec![6]);
+    }
 
     #[test]
     fn every_step_reads_back_by_its_name_and_unknown_names_read_as_other() {

@@ -29,6 +29,13 @@ pub enum Change {
     },
     /// Names of build args added, removed or changed.
     ArgsChanged(Vec<String>),
+    /// This state file holds no earlier inputs of the module, but the record names `record`: the
+    /// module is not new, and its ref is all there is to compare (its platforms, `from → to`,
+    /// when they moved).
+    NoEarlierInputs {
+        record: String,
+        platforms: Option<(String, String)>,
+    },
 }
 
 /// What changed from `previous` (the manifest of the last successful build) to `current`; empty = unchanged.
@@ -90,6 +97,36 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
     changes
 }
 
+/// The why of an address that is not the record's: against the module's earlier inputs, or, when
+/// this state file knows none, against what the record's ref can tell (never "new module" for a
+/// module the record names).
+pub fn why_against_record(
+    previous: Option<&Manifest>,
+    current: &Manifest,
+    record_ref: Option<&str>,
+    current_ref: Option<&str>,
+) -> Vec<Change> {
+    match (previous, record_ref) {
+        (None, Some(record)) => {
+            let platforms = match (arch_of(record), current_ref.and_then(arch_of)) {
+                (Some(from), Some(to)) if from != to => Some((from.to_string(), to.to_string())),
+                _ => None,
+            };
+            vec![Change::NoEarlierInputs {
+                record: record.to_string(),
+                platforms,
+            }]
+        }
+        _ => why(previous, current),
+    }
+}
+
+/// The platforms of a ref, from its tag `<hash12>-<arch[-arch…]>`: `amd64-arm64`.
+fn arch_of(reference: &str) -> Option<&str> {
+    let (_, tag) = reference.rsplit_once(':')?;
+    tag.split_once('-').map(|(_, arch)| arch)
+}
+
 /// Paths of `a` absent from `b`; a directory only when no listed path lies below it.
 fn only_in(a: &Manifest, b: &Manifest) -> Vec<String> {
     let paths: Vec<(&String, &FileEntry)> = a
@@ -128,6 +165,17 @@ pub fn summary(changes: &[Change]) -> String {
     for change in changes {
         match change {
             Change::NewModule => parts.push("new module".into()),
+            Change::NoEarlierInputs { record, platforms } => {
+                let tag = record
+                    .rsplit_once(':')
+                    .map_or(record.as_str(), |(_, tag)| tag);
+                parts.push(format!(
+                    "inputs differ from the record's {tag} (this state file holds no earlier inputs to compare)"
+                ));
+                if let Some((from, to)) = platforms {
+                    parts.push(format!("platforms {from} → {to}"));
+                }
+            }
             Change::Forced => parts.push("forced".into()),
             Change::BaseMoved { .. } => parts.push("base moved".into()),
             Change::DockerfileChanged => parts.push("Dockerfile changed".into()),
@@ -262,6 +310,34 @@ mod tests {
         assert_eq!(summary(&why(None, &m)), "new module");
         assert!(why(Some(&m), &m).is_empty());
         assert_eq!(summary(&why(Some(&m), &m)), "unchanged");
+    }
+
+    #[test]
+    fn a_module_the_record_names_is_never_new() {
+        let m = manifest(&[("a", file("1"))]);
+        let record = "localhost:5000/demo/api:3f9c2a1b7d4e-amd64";
+        let changes = why_against_record(None, &m, Some(record), Some("demo/api:9a8b-amd64-arm64"));
+        assert_eq!(
+            changes,
+            [Change::NoEarlierInputs {
+                record: record.into(),
+                platforms: Some(("amd64".into(), "amd64-arm64".into())),
+            }]
+        );
+        assert_eq!(
+            summary(&changes),
+            "inputs differ from the record's 3f9c2a1b7d4e-amd64 (this state file holds no earlier inputs to compare), platforms amd64 → amd64-arm64"
+        );
+        // Earlier inputs known: they answer; no record and none known: new.
+        let n = manifest(&[("a", file("2"))]);
+        assert_eq!(
+            why_against_record(Some(&m), &n, Some(record), None),
+            why(Some(&m), &n)
+        );
+        assert_eq!(
+            why_against_record(None, &m, None, None),
+            [Change::NewModule]
+        );
     }
 
     #[test]

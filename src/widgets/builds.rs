@@ -5,7 +5,6 @@ use ratatui::layout::Rect;
 
 use crate::app::state::{AppState, Pane};
 use crate::mesh::builds::BuildStatus;
-use crate::timefmt;
 
 use super::lines::{Palette, focused, put, rule, scroll_offset, tag_of};
 
@@ -56,7 +55,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             BuildStatus::Cancelled => ("– cancel ", palette.dim()),
             BuildStatus::Stopped => ("■ stopped", palette.warn()),
         };
-        let age = timefmt::age_since(build.started_ms, state.now_ms);
+        let age = build.age(state.now_ms);
         let commit = build
             .commit
             .as_deref()

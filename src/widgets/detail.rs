@@ -198,6 +198,16 @@ fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
     };
     match change {
         Change::NewModule => lines.push(("  new module: no earlier build".into(), palette.plain())),
+        Change::NoEarlierInputs { record, platforms } => {
+            lines.push((format!("  not the record's {record}"), palette.plain()));
+            lines.push((
+                "  this state file holds no earlier inputs of it to compare".into(),
+                palette.dim(),
+            ));
+            if let Some((from, to)) = platforms {
+                lines.push((format!("  platforms {from} → {to}"), palette.plain()));
+            }
+        }
         Change::Forced => lines.push(("  forced".into(), palette.special())),
         Change::Added(paths) => list("added", paths),
         Change::Removed(paths) => list("removed", paths),

@@ -16,29 +16,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let tag = if state.readonly { 10 } else { 0 };
     let room = usize::from(area.width).saturating_sub(1 + tag);
-    let cost =
-        |(key, word, _): &(String, &str, Action)| key.chars().count() + word.chars().count() + 3;
-    // Quit always shows; the others in table order as long as they fit.
-    let quit = hints
-        .iter()
-        .position(|(_, _, action)| *action == Action::Quit);
-    let mut budget = room.saturating_sub(quit.map_or(0, |i| cost(&hints[i])));
-    // When not all fit, the actions go first, then the ways around (the key table ranks them).
-    let mut order: Vec<usize> = (0..hints.len()).filter(|i| Some(*i) != quit).collect();
-    order.sort_by_key(|i| hints[*i].2.footer_rank());
-    let mut chosen = Vec::new();
-    for i in order {
-        if cost(&hints[i]) <= budget {
-            budget -= cost(&hints[i]);
-            chosen.push(i);
-        }
-    }
-    chosen.sort_unstable();
-    let mut kept: Vec<&(String, &str, Action)> = chosen.into_iter().map(|i| &hints[i]).collect();
-    kept.extend(quit.map(|i| &hints[i]));
+    let kept = fit(&hints, room);
     let mut x = area.x + 1;
-    for (key, word, _) in kept {
-        x = put(buf, area, x, area.y, usize::MAX, key, palette.heading());
+    for (key, word) in kept {
+        x = put(buf, area, x, area.y, usize::MAX, &key, palette.heading());
         x = put(
             buf,
             area,
@@ -56,4 +37,48 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             put(buf, area, at, area.y, usize::MAX, tag, palette.warn());
         }
     }
+}
+
+/// The keys a newcomer finds their way with: they always show, whatever else does not fit.
+const NAVIGATION: [Action; 4] = [Action::Help, Action::NextPane, Action::Open, Action::Quit];
+
+/// The hints that fit in `room` columns, in table order with quit last. The navigation keys always
+/// stay; the others by the key table's rank while they fit. When one is left out, help reads
+/// `more` (the help lists every key): no key drops out silently.
+fn fit(hints: &[(String, &'static str, Action)], room: usize) -> Vec<(String, &'static str)> {
+    let cost =
+        |(key, word, _): &(String, &str, Action)| key.chars().count() + word.chars().count() + 3;
+    let navigation = |i: &usize| NAVIGATION.contains(&hints[*i].2);
+    let mut budget = room.saturating_sub(
+        (0..hints.len())
+            .filter(navigation)
+            .map(|i| cost(&hints[i]))
+            .sum(),
+    );
+    // When not all fit, the actions go first, then the ways around (the key table ranks them).
+    let mut order: Vec<usize> = (0..hints.len()).filter(|i| !navigation(i)).collect();
+    order.sort_by_key(|i| hints[*i].2.footer_rank());
+    let mut chosen: Vec<usize> = (0..hints.len()).filter(navigation).collect();
+    let mut left_out = false;
+    for i in order {
+        if cost(&hints[i]) <= budget {
+            budget -= cost(&hints[i]);
+            chosen.push(i);
+        } else {
+            left_out = true;
+        }
+    }
+    chosen.sort_by_key(|i| (hints[*i].2 == Action::Quit, *i));
+    chosen
+        .into_iter()
+        .map(|i| {
+            let (key, word, action) = &hints[i];
+            let word = if left_out && *action == Action::Help {
+                "more"
+            } else {
+                word
+            };
+            (key.clone(), word)
+        })
+        .collect()
 }

@@ -86,15 +86,20 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
     lines
 }
 
+/// The help is as wide as the terminal lets it be (up to what its longest line needs), never a
+/// fixed box: its lines wrap at words and are never cut.
+const MAX_HELP_WIDTH: u16 = 124;
+
 pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
     let close = state
         .keys
         .hint_line(Mode::Help, &[Action::Close, Action::Help]);
     let title = format!(" help · {close} ");
-    let Some(inner) = overlay(buf, body, 80, body.height, &title) else {
+    let width = body.width.clamp(3, MAX_HELP_WIDTH);
+    let Some(inner) = overlay(buf, body, width, body.height, &title) else {
         return;
     };
-    let lines = help_lines(state);
+    let lines = wrapped(&help_lines(state), usize::from(inner.width));
     let rows = usize::from(inner.height);
     let skip = state.help_scroll.min(lines.len().saturating_sub(rows));
     for (row, (text, heading)) in lines.iter().skip(skip).take(rows).enumerate() {
@@ -111,6 +116,121 @@ pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
             usize::from(inner.width),
             text,
             style,
+        );
+    }
+}
+
+/// The help's lines wrapped at words to `width` columns; a continuation is indented under the
+/// text it continues (past the key or the column name), so nothing is cut.
+pub fn wrapped(lines: &[(String, bool)], width: usize) -> Vec<(String, bool)> {
+    let mut out = Vec::with_capacity(lines.len());
+    for (text, heading) in lines {
+        for piece in wrap_words(text, width) {
+            out.push((piece, *heading));
+        }
+    }
+    out
+}
+
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    if text.chars().count() <= width || width < 8 {
+        return vec![text.to_string()];
+    }
+    let indent = continuation_indent(text).min(width / 2);
+    let mut out = Vec::new();
+    let mut line = String::new();
+    let mut len = 0;
+    // Nothing but the indent on this line yet.
+    let mut fresh = true;
+    for (gap, word) in segments(text) {
+        let mut word: Vec<char> = word.chars().collect();
+        if !fresh && len + gap + word.len() > width {
+            out.push(std::mem::take(&mut line));
+            line = " ".repeat(indent);
+            len = indent;
+            fresh = true;
+        }
+        // The first line keeps its lead and the column spacing; a continuation's indent
+        // replaces the gap it broke at.
+        if !fresh || out.is_empty() {
+            line.push_str(&" ".repeat(gap));
+            len += gap;
+        }
+        // A word longer than a whole line is split where the line ends.
+        while len + word.len() > width {
+            let take = width.saturating_sub(len).clamp(1, word.len());
+            line.extend(word.drain(..take));
+            out.push(std::mem::take(&mut line));
+            line = " ".repeat(indent);
+            len = indent;
+        }
+        len += word.len();
+        line.extend(word);
+        fresh = false;
+    }
+    out.push(line);
+    out
+}
+
+/// A line as (spaces before, word) pairs, so that wrapping keeps the spacing between columns.
+fn segments(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let gap = rest.len() - rest.trim_start_matches(' ').len();
+        rest = &rest[gap..];
+        if rest.is_empty() {
+            return out;
+        }
+        let end = rest.find(' ').unwrap_or(rest.len());
+        out.push((gap, &rest[..end]));
+        rest = &rest[end..];
+    }
+}
+
+/// Where a help line's text starts: after its key column (`  ↑/k  …`) or the legend's column
+/// name (`  DECISION   …`), found as the first run of two spaces after the line's start.
+fn continuation_indent(text: &str) -> usize {
+    let chars: Vec<char> = text.chars().collect();
+    let lead = chars.iter().take_while(|c| **c == ' ').count();
+    let mut i = lead;
+    while i + 1 < chars.len() {
+        if chars[i] == ' ' && chars[i + 1] == ' ' {
+            let mut j = i;
+            while j < chars.len() && chars[j] == ' ' {
+                j += 1;
+            }
+            return j;
+        }
+        i += 1;
+    }
+    lead + 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_line_wraps_at_words_under_its_text_and_loses_nothing() {
+        let line =
+            "  DECISION   build        nothing vouches: build and deliver; forced: --force / f";
+        let lines = wrap_words(line, 40);
+        assert_eq!(
+            lines,
+            vec![
+                "  DECISION   build        nothing".to_string(),
+                "             vouches: build and deliver;".to_string(),
+                "             forced: --force / f".to_string(),
+            ]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        let words = |t: &str| t.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(words(&lines.join(" ")), words(line));
+        // A line that fits is left as it is.
+        assert_eq!(
+            wrap_words("  T          tier", 40),
+            vec!["  T          tier"]
         );
     }
 }

@@ -253,7 +253,7 @@ pub fn failed_for_current(build: &BuildRow, current: Option<&str>) -> bool {
 
 /// `✓ succeeded 3m ago on host-a from c0ffee1`.
 pub fn build_summary(build: &BuildRow, now_ms: i64) -> String {
-    let age = timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), now_ms);
+    let age = build.age(now_ms);
     let commit = build
         .commit
         .as_deref()

@@ -8,7 +8,6 @@ use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::{Decision, labelled_image_tagged};
-use crate::timefmt;
 
 use super::lines::{Cell, Palette, focused, live_cell, put, rule, scroll_offset, tag_of};
 
@@ -126,7 +125,7 @@ pub fn last_build_cell(state: &AppState, module: &str, palette: Palette) -> Cell
     let Some(build) = state.last_builds.get(module) else {
         return ("–".into(), palette.dim());
     };
-    let age = timefmt::age_since(build.ended_ms.unwrap_or(build.started_ms), state.now_ms);
+    let age = build.age(state.now_ms);
     match build.status {
         BuildStatus::Succeeded => (format!("✓ {age} {}", build.host), palette.good()),
         BuildStatus::Failed => {

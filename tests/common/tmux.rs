@@ -144,3 +144,17 @@ pub fn row<'a>(screen: &'a str, module: &str) -> &'a str {
         })
         .unwrap_or("")
 }
+
+impl Tmux {
+    /// Make the window `width`×`height` (a tall one shows a whole operation in its pane).
+    pub fn resize(&self, width: u16, height: u16) {
+        let status = Command::new("tmux")
+            .args(["resize-window", "-t", &self.session, "-x"])
+            .arg(width.to_string())
+            .arg("-y")
+            .arg(height.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
