@@ -22,6 +22,7 @@ use meshtop::converge::progress::Emitter;
 use meshtop::converge::send;
 use meshtop::converge::target::{self, Reach};
 use meshtop::mesh::model::{Record, RecordEntry, Registry};
+use meshtop::mesh::pin::PinChange;
 use serde_json::{Value, json};
 
 const REGISTRY: &str = "127.0.0.1:5000";
@@ -373,9 +374,10 @@ async fn two_converges_with_their_own_state_take_turns_and_both_land() {
     let conflicts_before = api.responses_with(409);
     let x = Record::from([("x".to_string(), entry("01"))]);
     let y = Record::from([("y".to_string(), entry("02"))]);
+    let no_pins = PinChange::default();
     let (r1, r2) = tokio::join!(
-        one.stamp(&mesh, &db, "c1", "converge", &x),
-        two.stamp(&mesh2, &history2, "c2", "converge", &y)
+        one.stamp(&mesh, &db, "c1", "converge", &x, &no_pins),
+        two.stamp(&mesh2, &history2, "c2", "converge", &y, &no_pins)
     );
     r1.unwrap();
     r2.unwrap();

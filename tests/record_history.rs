@@ -10,7 +10,7 @@ use common::kube_api::KubeApi;
 use meshtop::backends::state::{Holder, StateDb};
 use meshtop::converge::target;
 use meshtop::mesh::model::{Record, RecordEntry, Target};
-use meshtop::mesh::pin::Pin;
+use meshtop::mesh::pin::{Pin, PinChange};
 
 fn one(module: &str, reference: &str, digest: &str) -> Record {
     Record::from([(
@@ -62,6 +62,7 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
         "op-c",
         "rollback",
         &one("api", "demo/api:0", "sha256:0"),
+        &PinChange::default(),
     )
     .unwrap();
     hold(&db, "other", "op-d");
@@ -95,6 +96,8 @@ fn pins_are_kept_per_mesh_and_module_until_unpinned() {
         short: 0,
         host: "host-a".into(),
         at_ms: 5,
+        from_inputs: Some("own-bad".into()),
+        to_inputs: None,
     };
     let short = db.operation_short("demo", "op-r", "rollback").unwrap();
     db.pin("demo", &pin).unwrap();
@@ -132,6 +135,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
             "op-1",
             "converge",
             &one("web", "kh/web:1", "sha256:1"),
+            &PinChange::default(),
         )
         .await
         .unwrap();
@@ -148,6 +152,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
             "op-2",
             "rollback",
             &one("web", "kh/web:0", "sha256:0"),
+            &PinChange::default(),
         )
         .await
         .unwrap();
@@ -159,6 +164,107 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
     assert_eq!(stamps[1].from_ref, None);
     // The docker record of the state database was not touched: the annotation is the record.
     assert!(db.lock().unwrap().record("kh").unwrap().is_empty());
+}
+
+/// Issue 19, item 4: Alice pins on Kubernetes; Bob, with a state file of his own, reads the pin
+/// and the record's history from the namespace, and his unpin ends it for Alice too.
+#[tokio::test]
+async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
+    let api = KubeApi::start().await;
+    api.put_namespace("ns-t", &[]);
+    let mesh = mesh(
+        "kt",
+        Target::Kubernetes {
+            namespace: "ns-t".into(),
+            context: None,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let alice_db = Mutex::new(StateDb::open(&dir.path().join("alice.db")).unwrap());
+    let bob_db = std::sync::Arc::new(Mutex::new(
+        StateDb::open(&dir.path().join("bob.db")).unwrap(),
+    ));
+    let alice = target::kubernetes(api.cluster("ns-t"), None);
+    let bob = target::kubernetes(api.cluster("ns-t"), None);
+    alice
+        .hold(&alice_db, "kt", &Holder::here("op-a"), "rollback", false)
+        .await
+        .unwrap();
+    let pin = Pin {
+        module: "web".into(),
+        from_ref: "kt/web:bad".into(),
+        from_digest: "sha256:bad".into(),
+        to_ref: "kt/web:good".into(),
+        to_digest: "sha256:good".into(),
+        operation_id: "op-a".into(),
+        short: 1,
+        host: "alice-laptop".into(),
+        at_ms: 7,
+        from_inputs: Some("own-bad".into()),
+        to_inputs: None,
+    };
+    let change = PinChange {
+        set: vec![pin.clone()],
+        end: Vec::new(),
+    };
+    alice
+        .stamp(
+            &mesh,
+            &alice_db,
+            "op-a",
+            "rollback",
+            &one("web", "kt/web:good", "sha256:good"),
+            &change,
+        )
+        .await
+        .unwrap();
+    alice.release("kt", "op-a").await;
+    alice_db.lock().unwrap().unlock_mesh("kt", "op-a").unwrap();
+
+    // On the namespace, beside the record: the pin and the stamp.
+    let on_cluster = api.cluster("ns-t").read_record().await.unwrap();
+    assert_eq!(on_cluster.pins["web"].host, "alice-laptop");
+    assert_eq!(on_cluster.history["web"][0].kind, "rollback");
+    assert_eq!(on_cluster.history["web"][0].to_digest, "sha256:good");
+
+    // Bob's state file knows nothing until he reads the target; then it holds a copy.
+    assert!(bob_db.lock().unwrap().pins("kt").unwrap().is_empty());
+    let read = bob.read_record(&mesh, &bob_db).await.unwrap();
+    let kept = read
+        .kept
+        .expect("Kubernetes keeps pins and history on the namespace");
+    assert_eq!(kept.pins["web"], pin);
+    let copied = bob_db.lock().unwrap().pins("kt").unwrap();
+    assert_eq!(copied["web"].from_inputs.as_deref(), Some("own-bad"));
+    assert_eq!(copied["web"].host, "alice-laptop");
+    let stamps = bob_db.lock().unwrap().stamps("kt", "web", 10).unwrap();
+    assert_eq!(stamps.len(), 1, "{stamps:?}");
+    assert_eq!(stamps[0].kind, "rollback");
+    assert_eq!(stamps[0].operation_id, "op-a");
+
+    // Bob unpins: the pin leaves the namespace, and Alice's next read drops her copy.
+    let was = meshtop::converge::rollback::unpin(&mesh, "web", bob.as_ref(), &bob_db)
+        .await
+        .unwrap();
+    assert!(was);
+    assert!(
+        api.cluster("ns-t")
+            .read_record()
+            .await
+            .unwrap()
+            .pins
+            .is_empty()
+    );
+    assert!(
+        alice_db
+            .lock()
+            .unwrap()
+            .pins("kt")
+            .unwrap()
+            .contains_key("web")
+    );
+    alice.read_record(&mesh, &alice_db).await.unwrap();
+    assert!(alice_db.lock().unwrap().pins("kt").unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -2,6 +2,9 @@
 
 use std::process::ExitCode;
 
+use std::sync::Mutex;
+
+use crate::mesh::pin::merged_stamps;
 use crate::mesh::text::short_id;
 use crate::timefmt;
 
@@ -11,13 +14,45 @@ use super::{Failure, Outcome, known_module, print_json, print_out, setup};
 pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
-    let db = setup::open_state_for_reading(global)?;
-    let stamps = db
-        .stamps(&mesh.name, &args.module, args.limit as usize)
+    let db = Mutex::new(setup::open_state_for_reading(global)?);
+    let limit = args.limit as usize;
+    // The target's history and pins first (a teammate's stamps are there); this file's copy
+    // when the target cannot be read, said so.
+    let kept = match setup::target(global, &mesh).await {
+        Ok(target) => match target.read_record(&mesh, &db).await {
+            Ok(read) => read.kept,
+            Err(error) => {
+                eprintln!(
+                    "meshtop: the target could not be read ({error}): showing this state file's copy"
+                );
+                None
+            }
+        },
+        Err(failure) => {
+            eprintln!(
+                "meshtop: {}: showing this state file's copy",
+                failure.message
+            );
+            None
+        }
+    };
+    let db = db
+        .into_inner()
+        .map_err(|_| Failure::failed("the state database's handle was poisoned"))?;
+    let local = db
+        .stamps(&mesh.name, &args.module, limit)
         .map_err(|e| Failure::failed(e.to_string()))?;
-    let pins = db
-        .pins(&mesh.name)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+    let (stamps, pins) = match kept {
+        Some(kept) => {
+            let theirs = kept.history.get(&args.module).cloned().unwrap_or_default();
+            (merged_stamps(&theirs, &local, limit), kept.pins)
+        }
+        None => (
+            local,
+            db.pins(&mesh.name)
+                .map_err(|e| Failure::failed(e.to_string()))?,
+        ),
+    };
     if args.json {
         print_json(&stamps)?;
         return Ok(ExitCode::SUCCESS);

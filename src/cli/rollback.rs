@@ -89,10 +89,11 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
 pub async fn unpin(global: &Global, args: UnpinArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
-    let db = setup::open_state(global)?;
-    let was = db
-        .unpin(&mesh.name, &args.module)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+    let db = Arc::new(Mutex::new(setup::open_state(global)?));
+    let target = setup::target(global, &mesh).await?;
+    let was = rollback::unpin(&mesh, &args.module, target.as_ref(), &db)
+        .await
+        .map_err(|e| Failure::failed(format!("nothing unpinned: {e}")))?;
     if was {
         print_out(&format!(
             "unpinned {}: the next converge decides for it as usual\n",

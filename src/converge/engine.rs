@@ -311,16 +311,20 @@ async fn stamp_and_roll_out(
     // The "stamped" step reaches the database with the next one (the roll-out's, or "finished").
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
     let stamped = !stamp.is_empty();
-    let word = if stamped {
+    // The pins this converge ends go in the same write as its stamp (the team reads both there).
+    let ended = super::rollback::ended_pins(mesh, db, planner.ended_pins());
+    if stamped || !ended.is_empty() {
         target
-            .stamp(mesh, db, &emitter.operation_id, "converge", &stamp)
+            .stamp(mesh, db, &emitter.operation_id, "converge", &stamp, &ended)
             .await?;
+    }
+    let word = if stamped {
         format!("record stamped: {} module(s)", stamp.len())
     } else {
         "record unchanged: it already names every artifact".to_string()
     };
     emitter.defer(Step::Stamped, None, word.clone());
-    super::rollback::end_pins(mesh, db, emitter, planner.ended_pins());
+    super::rollback::say_ended(emitter, planner.ended_pins(), &ended);
     let mut merged = record.record.clone();
     merged.extend(stamp);
     target

@@ -46,6 +46,13 @@ async fn read_roots(
     if let Some(warning) = record.warning {
         return Err(GcError::unreadable("the target's record", warning));
     }
+    // The pins live with the record there: unread, a pinned artifact could be taken.
+    if let Some(warning) = record.team_warning {
+        return Err(GcError::unreadable(
+            "the target's pins and history",
+            warning,
+        ));
+    }
     let mut keep = BTreeMap::new();
     let mut kept_refs = BTreeSet::new();
     for (module, entry) in &record.record {

@@ -13,6 +13,7 @@ pub use super::error::PlanError;
 pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
 use crate::backends::daemon::LazyDaemon;
 use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
+use crate::mesh::manifest::own_digest;
 use crate::mesh::model::{Mesh, Module, Platform, Record};
 use crate::mesh::pin::{self, Pin};
 pub use crate::mesh::plan::{Plan, PlannedModule};
@@ -258,7 +259,9 @@ impl<'a> Planner<'a> {
             forced,
             multi_platform,
         };
-        let verdict = self.verdict(module, &question, manifests).await;
+        let verdict = self
+            .verdict(module, &question, inputs.as_ref(), manifests)
+            .await;
         let Verdict {
             decision,
             reason,
@@ -356,6 +359,7 @@ impl<'a> Planner<'a> {
         &mut self,
         module: &Module,
         question: &Question,
+        inputs: Option<&Inputs>,
         manifests: &dyn ManifestSource,
     ) -> Verdict {
         let multi_platform = question.multi_platform;
@@ -367,8 +371,10 @@ impl<'a> Planner<'a> {
         let at = pinned
             .map(|p| crate::timefmt::local_time(p.at_ms))
             .unwrap_or_default();
-        let pin_verdict = pin::pinned_verdict(question, pinned, &at);
-        if let Some(why) = pin::pin_ends(question, pinned) {
+        // Only a pinned module needs its own inputs' digest (the base left out).
+        let own = pinned.and(inputs).map(|i| own_digest(&i.manifest));
+        let pin_verdict = pin::pinned_verdict(question, pinned, own.as_deref(), &at);
+        if let Some(why) = pin::pin_ends(question, pinned, own.as_deref()) {
             self.ended_pins.insert(module.name.clone(), why);
         }
         let verdict = match pin_verdict {

@@ -16,9 +16,10 @@ use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{BuildQuery, StateDb, locked, this_host};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
+use crate::mesh::manifest::{Manifest, own_digest};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
 // Aliased: a rollback's destination is no target kind (tests/target_seam.rs looks for those).
-use crate::mesh::pin::{Pin, RollbackTarget as GoBack, rollback_target};
+use crate::mesh::pin::{Pin, PinChange, RollbackTarget as GoBack, rollback_target};
 use crate::mesh::text::short_id;
 use crate::timefmt;
 
@@ -283,6 +284,36 @@ pub fn rebuild_offer(mesh: &Mesh, module: &str, build: Option<&BuildRow>) -> Str
     }
 }
 
+/// The pin a rollback sets: both sides' own inputs where this state file kept their manifests.
+fn pin_of(
+    mesh: &Mesh,
+    plan: &RollbackPlan,
+    db: &Mutex<StateDb>,
+    operation_id: &str,
+    short: i64,
+) -> Result<Pin, RollbackError> {
+    let db = locked(db).map_err(RollbackError::Handle)?;
+    let own = |reference: &str| -> Result<Option<String>, RollbackError> {
+        let json = db.manifest(&mesh.name, &plan.module, reference)?;
+        Ok(json
+            .and_then(|json| serde_json::from_str::<Manifest>(&json).ok())
+            .map(|manifest| own_digest(&manifest)))
+    };
+    Ok(Pin {
+        module: plan.module.clone(),
+        from_ref: plan.from.reference.clone(),
+        from_digest: plan.from.digest.clone(),
+        to_ref: plan.to.reference.clone(),
+        to_digest: plan.to.digest.clone(),
+        operation_id: operation_id.to_string(),
+        short,
+        host: this_host(),
+        at_ms: timefmt::now_ms(),
+        from_inputs: own(&plan.from.reference)?,
+        to_inputs: own(&plan.to.reference)?,
+    })
+}
+
 /// Carry out a confirmed rollback, holding the mesh: the record must still name what it named at
 /// the confirm; stamp it with the rolled-back artifact, pin the module, send every machine.
 pub async fn rollback(
@@ -322,9 +353,26 @@ async fn stamp_pin_send(
             short: short_id(&plan.from.digest).to_string(),
         });
     }
+    // Again under the lock, just before the stamp: a gc between the confirm and now may have
+    // swept the artifact (the record must never name what the target no longer holds).
+    let reach = Reach {
+        daemon,
+        db: db.as_ref(),
+    };
+    held(mesh, module, &plan.to, plan.build.as_ref(), target, reach).await?;
+    let short = locked(db).map_err(RollbackError::Handle)?.operation_short(
+        &mesh.name,
+        &emitter.operation_id,
+        KIND,
+    )?;
+    let pin = pin_of(mesh, plan, db, &emitter.operation_id, short)?;
     let entries: Record = BTreeMap::from([(module.clone(), plan.to.clone())]);
+    let change = PinChange {
+        set: vec![pin],
+        end: Vec::new(),
+    };
     target
-        .stamp(mesh, db, &emitter.operation_id, KIND, &entries)
+        .stamp(mesh, db, &emitter.operation_id, KIND, &entries, &change)
         .await?;
     emitter.emit(
         Step::Stamped,
@@ -337,23 +385,6 @@ async fn stamp_pin_send(
             short_id(&plan.to.digest)
         ),
     );
-    let short = {
-        let db = locked(db).map_err(RollbackError::Handle)?;
-        let short = db.operation_short(&mesh.name, &emitter.operation_id, "rollback")?;
-        let pin = Pin {
-            module: module.clone(),
-            from_ref: plan.from.reference.clone(),
-            from_digest: plan.from.digest.clone(),
-            to_ref: plan.to.reference.clone(),
-            to_digest: plan.to.digest.clone(),
-            operation_id: emitter.operation_id.clone(),
-            short,
-            host: this_host(),
-            at_ms: timefmt::now_ms(),
-        };
-        db.pin(&mesh.name, &pin)?;
-        short
-    };
     let mut merged = record.record.clone();
     merged.extend(entries);
     let machines = target
@@ -379,22 +410,76 @@ async fn stamp_pin_send(
     })
 }
 
-/// A converge that stamped ends the pins its plan ended (a third address, or forced).
-pub fn end_pins(
-    mesh: &Mesh,
-    db: &Mutex<StateDb>,
-    emitter: &Emitter,
-    ended: &BTreeMap<String, String>,
-) {
-    for (module, why) in ended {
-        match locked(db).and_then(|h| h.unpin(&mesh.name, module).map_err(|e| e.to_string())) {
-            Ok(true) => emitter.emit(Step::Warning, Some(module), why.clone()),
-            Ok(false) => {}
-            Err(error) => emitter.emit(
-                Step::Warning,
-                Some(module),
-                format!("{why}, but the pin could not be removed: {error}"),
-            ),
+/// The pins a converge's plan ended (a third address, or forced) that are still pinned.
+pub fn ended_pins(mesh: &Mesh, db: &Mutex<StateDb>, ended: &BTreeMap<String, String>) -> PinChange {
+    let pinned = locked(db)
+        .and_then(|h| h.pins(&mesh.name).map_err(|e| e.to_string()))
+        .unwrap_or_default();
+    PinChange {
+        set: Vec::new(),
+        end: ended
+            .keys()
+            .filter(|module| pinned.contains_key(*module))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// Say why each pin the converge's stamp ended ended.
+pub fn say_ended(emitter: &Emitter, why: &BTreeMap<String, String>, ended: &PinChange) {
+    for module in &ended.end {
+        if let Some(why) = why.get(module) {
+            emitter.emit(Step::Warning, Some(module), why.clone());
         }
     }
+}
+
+/// Unpin a module, holding the mesh: the pin lives with the record, so the unpin is a write there.
+/// Whether it was pinned.
+pub async fn unpin(
+    mesh: &Mesh,
+    module: &str,
+    target: &dyn Target,
+    db: &Arc<Mutex<StateDb>>,
+) -> Result<bool, RollbackError> {
+    let operation_id = uuid::Uuid::now_v7().to_string();
+    let (emitter, held) =
+        super::hold::start(target, db, &mesh.name, &operation_id, "unpin", false, None).await?;
+    let result = unpin_held(mesh, module, target, db, &operation_id).await;
+    let text = match &result {
+        Ok(true) => format!("unpin: unpinned {module}"),
+        Ok(false) => format!("unpin: {module} was not pinned"),
+        Err(error) => format!("unpin: nothing changed: {error}"),
+    };
+    held.finish(target, &emitter, text).await;
+    result
+}
+
+async fn unpin_held(
+    mesh: &Mesh,
+    module: &str,
+    target: &dyn Target,
+    db: &Mutex<StateDb>,
+    operation_id: &str,
+) -> Result<bool, RollbackError> {
+    // Read the target first: its pins are the ones to end (the state database holds a copy).
+    let read = target.read_record(mesh, db).await?;
+    if let Some(warning) = read.team_warning {
+        return Err(RollbackError::Handle(warning));
+    }
+    let pinned = locked(db)
+        .map_err(RollbackError::Handle)?
+        .pins(&mesh.name)?
+        .contains_key(module);
+    if !pinned {
+        return Ok(false);
+    }
+    let change = PinChange {
+        set: Vec::new(),
+        end: vec![module.to_string()],
+    };
+    target
+        .stamp(mesh, db, operation_id, "unpin", &Record::new(), &change)
+        .await?;
+    Ok(true)
 }

@@ -98,6 +98,10 @@ impl From<StoredEntry> for FileEntry {
 
 /// The digest of a manifest: sha256 over the canonical encoding described in the module docs.
 pub fn digest_of(manifest: &Manifest) -> String {
+    digest_with_base(manifest, manifest.base.as_deref())
+}
+
+fn digest_with_base(manifest: &Manifest, base: Option<&str>) -> String {
     let mut h = Sha256::new();
     let mut field = |bytes: &[u8]| {
         h.update((bytes.len() as u64).to_le_bytes());
@@ -133,13 +137,19 @@ pub fn digest_of(manifest: &Manifest) -> String {
         field(value.as_bytes());
     }
     field(b"base");
-    field(manifest.base.as_deref().unwrap_or("-").as_bytes());
+    field(base.unwrap_or("-").as_bytes());
     field(b"platforms");
     field(&(manifest.platforms.len() as u64).to_le_bytes());
     for platform in &manifest.platforms {
         field(platform.as_bytes());
     }
     hex::encode(h.finalize())
+}
+
+/// The digest of a module's own inputs: its files, Dockerfile, args and platforms, without its
+/// base's artifact (a pin holds across a base that moved: `mesh::pin`).
+pub fn own_digest(manifest: &Manifest) -> String {
+    digest_with_base(manifest, None)
 }
 
 /// `mode & 0o7777` as 4 octal digits (`format!("{:04o}")` without allocating: once per file).

@@ -1,17 +1,21 @@
 //! Pinned modules and the record's history (DESIGN.md: "pinned"): pure types and the pin rule.
 //!
 //! A rollback pins a module: later converges keep the pinned artifact, and say so as the module's
-//! decision, until the module's address moves to one that is neither the rolled-back-from nor the
-//! rolled-back-to address (a fix arrived), an unpin, or `converge --force`.
+//! decision, until the module's *own* inputs (its files, Dockerfile, args, platforms: not its base's
+//! artifact) differ from both the rolled-back-from and the rolled-back-to ones (a fix arrived), an
+//! unpin, or `converge --force`. A base that moved keeps the pin (the plan says "pinned; base
+//! moved"). Where the own inputs of either side are not known (built on a machine whose state file
+//! kept no manifest of it), the module's address stands in for them, as before.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::decide::{Decision, Question, RefState, Verdict};
-use super::model::RecordEntry;
+use super::model::{Record, RecordEntry};
 use super::text::short_id;
 
-/// A module rolled back by hand.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A module rolled back by hand. Lives with the record (on Kubernetes: the namespace's annotation
+/// `jr2.dev/pins`, written in the rollback's stamp), so that every teammate's converge keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pin {
     pub module: String,
     /// What the record named before the rollback.
@@ -25,6 +29,53 @@ pub struct Pin {
     pub short: i64,
     pub host: String,
     pub at_ms: i64,
+    /// The own-inputs digest ([`crate::mesh::manifest::own_digest`]) of the rolled-back-from and
+    /// rolled-back-to artifacts, where the rolling-back machine knew them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_inputs: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_inputs: Option<String>,
+}
+
+/// What a stamp writes besides the record's entries, in the same guarded write: pins set (a
+/// rollback) and pins ended (a converge past them, an unpin).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinChange {
+    pub set: Vec<Pin>,
+    pub end: Vec<String>,
+}
+
+impl PinChange {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.end.is_empty()
+    }
+
+    /// `pins` as the change leaves them.
+    pub fn apply(&self, pins: &mut std::collections::BTreeMap<String, Pin>) {
+        for module in &self.end {
+            pins.remove(module);
+        }
+        for pin in &self.set {
+            pins.insert(pin.module.clone(), pin.clone());
+        }
+    }
+}
+
+/// What a module's address is now, as the pin rule reads it: the address, and the digest of the
+/// module's own inputs when they are known.
+#[derive(Debug, Clone, Copy)]
+pub struct Now<'a> {
+    pub reference: &'a str,
+    pub own_inputs: Option<&'a str>,
+}
+
+/// Why a pin holds for this converge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holds {
+    /// The address is the rolled-back-from or the rolled-back-to one.
+    SameAddress,
+    /// The address moved, but only because the base's artifact did: the own inputs are one side's.
+    BaseMoved,
 }
 
 impl Pin {
@@ -48,47 +99,85 @@ impl Pin {
         )
     }
 
-    /// Whether `reference` is one of the two addresses the pin holds against.
-    pub fn holds_against(&self, reference: &str) -> bool {
-        reference == self.from_ref || reference == self.to_ref
+    /// Whether the pin holds against the module's address now, and why (None: a fix arrived).
+    pub fn holds_against(&self, now: Now<'_>) -> Option<Holds> {
+        if now.reference == self.from_ref || now.reference == self.to_ref {
+            return Some(Holds::SameAddress);
+        }
+        let own = now.own_inputs?;
+        let side = |known: &Option<String>| known.as_deref() == Some(own);
+        (side(&self.from_inputs) || side(&self.to_inputs)).then_some(Holds::BaseMoved)
+    }
+
+    /// `host-b at 2026-11-30 21:00` when someone else pinned it (the screen says who and when).
+    pub fn by(&self, at: &str) -> String {
+        format!("{} at {at}", self.host)
     }
 }
 
 /// What the pin says about one module's question, before the record and the host are asked:
 /// `Some(verdict)` keeps the pinned artifact; `None` lets the skip decision run as it would
 /// without a pin (forced, a third address, or a ref not known yet).
-pub fn pinned_verdict(question: &Question, pin: Option<&Pin>, at: &str) -> Option<Verdict> {
+/// `own_inputs` is the digest of the module's own inputs now (None: not known).
+pub fn pinned_verdict(
+    question: &Question,
+    pin: Option<&Pin>,
+    own_inputs: Option<&str>,
+    at: &str,
+) -> Option<Verdict> {
     let pin = pin?;
     if question.forced {
         return None;
     }
-    match &question.reference {
-        RefState::Known(reference) if pin.holds_against(reference) => Some(Verdict {
-            decision: Decision::Pinned,
-            reason: pin.reason(at),
-            artifact: Some(pin.to_digest.clone()),
-        }),
-        _ => None,
-    }
+    let RefState::Known(reference) = &question.reference else {
+        return None;
+    };
+    let now = Now {
+        reference,
+        own_inputs,
+    };
+    let reason = match pin.holds_against(now)? {
+        Holds::SameAddress => pin.reason(at),
+        Holds::BaseMoved => format!(
+            "{}; base moved (its own inputs are those it was rolled back between)",
+            pin.reason(at)
+        ),
+    };
+    Some(Verdict {
+        decision: Decision::Pinned,
+        reason,
+        artifact: Some(pin.to_digest.clone()),
+    })
 }
 
 /// Why a pin ends in this converge (None: it holds, or there is none).
-pub fn pin_ends(question: &Question, pin: Option<&Pin>) -> Option<String> {
+pub fn pin_ends(
+    question: &Question,
+    pin: Option<&Pin>,
+    own_inputs: Option<&str>,
+) -> Option<String> {
     let pin = pin?;
     if question.forced {
         return Some(format!("pin of {} ended: forced", pin.module));
     }
-    match &question.reference {
-        RefState::Known(reference) if !pin.holds_against(reference) => Some(format!(
-            "pin of {} ended: its address moved to {reference}, neither the rolled-back-from nor the rolled-back-to one",
+    let RefState::Known(reference) = &question.reference else {
+        return None;
+    };
+    let now = Now {
+        reference,
+        own_inputs,
+    };
+    match pin.holds_against(now) {
+        Some(_) => None,
+        None => Some(format!(
+            "pin of {} ended: its own inputs moved (address {reference}), neither the rolled-back-from nor the rolled-back-to ones",
             pin.module
         )),
-        _ => None,
     }
 }
 
 /// One stamp of a module's entry in the record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     pub module: String,
     pub from_ref: Option<String>,
@@ -102,6 +191,82 @@ pub struct Stamp {
     pub host: String,
     pub pid: u32,
     pub at_ms: i64,
+}
+
+/// Who stamps, for the record's history: the operation (full id, kind, short id), host and process, when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamper {
+    pub operation_id: String,
+    pub kind: String,
+    pub short: Option<i64>,
+    pub host: String,
+    pub pid: u32,
+    pub at_ms: i64,
+}
+
+/// The stamps of writing `entries` over `before`: one per entry that changes, in module order.
+pub fn stamps_between(before: &Record, entries: &Record, by: &Stamper) -> Vec<Stamp> {
+    entries
+        .iter()
+        .filter(|(module, entry)| before.get(*module) != Some(*entry))
+        .map(|(module, entry)| {
+            let was = before.get(module);
+            Stamp {
+                module: module.clone(),
+                from_ref: was.map(|e| e.reference.clone()),
+                from_digest: was.map(|e| e.digest.clone()),
+                to_ref: entry.reference.clone(),
+                to_digest: entry.digest.clone(),
+                operation_id: by.operation_id.clone(),
+                kind: by.kind.clone(),
+                short: by.short,
+                host: by.host.clone(),
+                pid: by.pid,
+                at_ms: by.at_ms,
+            }
+        })
+        .collect()
+}
+
+/// The record's history kept with the record: module → stamps, newest first.
+pub type StampsByModule = std::collections::BTreeMap<String, Vec<Stamp>>;
+
+/// What lives with the record where the target keeps it (Kubernetes): its pins and history.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeptWithRecord {
+    pub pins: std::collections::BTreeMap<String, Pin>,
+    pub history: StampsByModule,
+}
+
+/// A module's stamps from the target's history and a state file's, once each, newest first.
+pub fn merged_stamps(kept: &[Stamp], local: &[Stamp], limit: usize) -> Vec<Stamp> {
+    let mut all: Vec<Stamp> = local.to_vec();
+    for stamp in kept {
+        let known = all
+            .iter_mut()
+            .find(|s| s.operation_id == stamp.operation_id && s.to_digest == stamp.to_digest);
+        match known {
+            // This file's copy knows its own short id; the target's knows the rest as well.
+            Some(local) => local.short = local.short.or(stamp.short),
+            None => all.push(stamp.clone()),
+        }
+    }
+    all.sort_by(|a, b| b.at_ms.cmp(&a.at_ms));
+    all.truncate(limit);
+    all
+}
+
+/// Add `stamps` (newer than every kept one) and keep the newest `per_module` of each module.
+pub fn add_stamps(history: &mut StampsByModule, stamps: &[Stamp], per_module: usize) {
+    for stamp in stamps {
+        history
+            .entry(stamp.module.clone())
+            .or_default()
+            .insert(0, stamp.clone());
+    }
+    for kept in history.values_mut() {
+        kept.truncate(per_module);
+    }
 }
 
 /// Where a rollback goes back to by default, read from the module's stamps (newest first).
@@ -149,6 +314,8 @@ mod tests {
             short: 7,
             host: "host-a".into(),
             at_ms: 0,
+            from_inputs: Some("own-bad".into()),
+            to_inputs: Some("own-good".into()),
         }
     }
 
@@ -165,30 +332,120 @@ mod tests {
     fn the_pin_holds_for_both_addresses_and_ends_on_a_third_or_force() {
         let pin = pin();
         for reference in [&pin.from_ref, &pin.to_ref] {
-            let verdict = pinned_verdict(&question(reference, false), Some(&pin), "T").unwrap();
+            let verdict =
+                pinned_verdict(&question(reference, false), Some(&pin), None, "T").unwrap();
             assert_eq!(verdict.decision, Decision::Pinned);
             assert_eq!(verdict.artifact.as_deref(), Some("sha256:good"));
             assert_eq!(
                 verdict.reason,
                 "pinned: rolled back from demo/api:bad000000000-amd64@bad by host-a at T (#7)"
             );
-            assert_eq!(pin_ends(&question(reference, false), Some(&pin)), None);
+            assert_eq!(
+                pin_ends(&question(reference, false), Some(&pin), None),
+                None
+            );
         }
         let third = question("demo/api:fix000000000-amd64", false);
-        assert_eq!(pinned_verdict(&third, Some(&pin), "T"), None);
-        assert!(pin_ends(&third, Some(&pin)).unwrap().contains("moved to"));
+        assert_eq!(pinned_verdict(&third, Some(&pin), None, "T"), None);
+        assert!(
+            pin_ends(&third, Some(&pin), None)
+                .unwrap()
+                .contains("moved")
+        );
+        // A third address whose own inputs are another's: a fix arrived.
+        assert_eq!(
+            pinned_verdict(&third, Some(&pin), Some("own-fix"), "T"),
+            None
+        );
+        assert!(pin_ends(&third, Some(&pin), Some("own-fix")).is_some());
         let forced = question(&pin.from_ref, true);
-        assert_eq!(pinned_verdict(&forced, Some(&pin), "T"), None);
-        assert!(pin_ends(&forced, Some(&pin)).unwrap().contains("forced"));
+        assert_eq!(
+            pinned_verdict(&forced, Some(&pin), Some("own-bad"), "T"),
+            None
+        );
+        assert!(
+            pin_ends(&forced, Some(&pin), None)
+                .unwrap()
+                .contains("forced")
+        );
         let pending = Question {
             reference: RefState::Pending {
                 base: "base".into(),
             },
             ..question("x", false)
         };
-        assert_eq!(pinned_verdict(&pending, Some(&pin), "T"), None);
-        assert_eq!(pin_ends(&pending, Some(&pin)), None);
-        assert_eq!(pinned_verdict(&third, None, "T"), None);
+        assert_eq!(pinned_verdict(&pending, Some(&pin), None, "T"), None);
+        assert_eq!(pin_ends(&pending, Some(&pin), None), None);
+        assert_eq!(pinned_verdict(&third, None, Some("own-bad"), "T"), None);
+    }
+
+    #[test]
+    fn a_base_that_moved_keeps_the_pin_while_the_own_inputs_are_either_side() {
+        let pin = pin();
+        // The base moved: a third address, but the module's own inputs are the bad ones again.
+        let moved_base = question("demo/api:0therbase000-amd64", false);
+        for own in ["own-bad", "own-good"] {
+            let verdict = pinned_verdict(&moved_base, Some(&pin), Some(own), "T").unwrap();
+            assert_eq!(verdict.decision, Decision::Pinned);
+            assert_eq!(verdict.artifact.as_deref(), Some("sha256:good"));
+            assert!(verdict.reason.contains("base moved"), "{}", verdict.reason);
+            assert_eq!(pin_ends(&moved_base, Some(&pin), Some(own)), None);
+        }
+        // Own inputs not known on the rolling-back machine: the address decides, as before.
+        let unknown = Pin {
+            from_inputs: None,
+            to_inputs: None,
+            ..pin
+        };
+        assert_eq!(
+            pinned_verdict(&moved_base, Some(&unknown), Some("own-bad"), "T"),
+            None
+        );
+    }
+
+    #[test]
+    fn stamps_name_only_changed_entries_and_the_history_keeps_the_newest() {
+        let entry = |r: &str, d: &str| RecordEntry {
+            reference: r.into(),
+            digest: d.into(),
+        };
+        let before = Record::from([
+            ("api".to_string(), entry("r1", "d1")),
+            ("web".to_string(), entry("w1", "e1")),
+        ]);
+        let entries = Record::from([
+            ("api".to_string(), entry("r2", "d2")),
+            ("web".to_string(), entry("w1", "e1")),
+            ("db".to_string(), entry("b1", "f1")),
+        ]);
+        let by = Stamper {
+            operation_id: "op".into(),
+            kind: "converge".into(),
+            short: Some(3),
+            host: "h".into(),
+            pid: 9,
+            at_ms: 5,
+        };
+        let stamps = stamps_between(&before, &entries, &by);
+        let named: Vec<_> = stamps
+            .iter()
+            .map(|s| (s.module.as_str(), s.from_ref.as_deref(), s.to_ref.as_str()))
+            .collect();
+        assert_eq!(named, [("api", Some("r1"), "r2"), ("db", None, "b1")]);
+        let mut history = StampsByModule::new();
+        for _ in 0..3 {
+            add_stamps(&mut history, &stamps, 2);
+        }
+        assert_eq!(history["api"].len(), 2);
+        let older = Stamp {
+            operation_id: "old".into(),
+            at_ms: 1,
+            ..stamps[0].clone()
+        };
+        let merged = merged_stamps(&[stamps[0].clone()], &[older.clone()], 10);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].operation_id, "op");
+        assert_eq!(merged_stamps(&[older.clone()], &[older], 10).len(), 1);
     }
 
     fn stamp(from: Option<(&str, &str)>, to: (&str, &str)) -> Stamp {

@@ -24,7 +24,10 @@ pub use lease::{
 };
 pub use machines::{Workload, WorkloadKind};
 pub use proxy::proxy_for;
-pub use record::{RECORD_ANNOTATION, RecordRead};
+pub use record::{
+    HISTORY_ANNOTATION, HISTORY_KEPT, PINS_ANNOTATION, RECORD_ANNOTATION, RecordRead, Stamped,
+    TeamWrite,
+};
 pub use rollout::{
     BACKOFF_REASONS, DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone,
     TRANSIENT_REASONS,

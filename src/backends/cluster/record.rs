@@ -1,4 +1,7 @@
-//! The cluster's record: the annotation `jr2.dev/images` on the mesh's namespace.
+//! The cluster's record: the annotation `jr2.dev/images` on the mesh's namespace, and beside it
+//! what lives with the record for the whole team: the pins (`jr2.dev/pins`) and the record's
+//! history (`jr2.dev/history`, the newest [`HISTORY_KEPT`] stamps of each module). All three are
+//! written by one patch guarded by the namespace's resourceVersion.
 
 use std::collections::BTreeMap;
 
@@ -9,9 +12,22 @@ use serde_json::json;
 
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
+use crate::mesh::pin::{
+    Pin, PinChange, Stamp, Stamper, StampsByModule, add_stamps, stamps_between,
+};
 
 /// The namespace annotation holding the record: JSON object module → `{"ref", "digest"}`.
 pub const RECORD_ANNOTATION: &str = "jr2.dev/images";
+/// The pins: JSON object module → pin.
+pub const PINS_ANNOTATION: &str = "jr2.dev/pins";
+/// The record's history: JSON object module → stamps, newest first.
+pub const HISTORY_ANNOTATION: &str = "jr2.dev/history";
+/// Stamps kept per module on the namespace (the state files keep every one they saw).
+pub const HISTORY_KEPT: usize = 10;
+/// The history's share of the namespace's annotations: the apiserver refuses an object whose
+/// annotations exceed 256 KiB in all (apimachinery/pkg/api/validation/objectmeta.go,
+/// `TotalAnnotationSizeLimitB`); the oldest stamps go first past this.
+const HISTORY_BUDGET_BYTES: usize = 128 * 1024;
 
 /// How many times a stamp re-reads and retries after a resourceVersion conflict.
 const STAMP_ATTEMPTS: u32 = 5;
@@ -24,6 +40,28 @@ pub struct RecordRead {
     pub warning: Option<String>,
     /// The namespace's resourceVersion when read (None when the namespace does not exist).
     pub resource_version: Option<String>,
+    /// The pins kept with the record.
+    pub pins: BTreeMap<String, Pin>,
+    /// The record's history kept with it.
+    pub history: StampsByModule,
+    /// Set when the pins or the history were unreadable: a stamp is refused (it would drop them).
+    pub team_warning: Option<String>,
+}
+
+/// What one stamp writes: the record's entries, the pins' change, and who stamps.
+pub struct TeamWrite<'a> {
+    pub entries: &'a Record,
+    pub pins: &'a PinChange,
+    pub by: &'a Stamper,
+}
+
+/// What a stamp wrote: the record it replaced, the stamps it added, the pins and history after.
+#[derive(Debug, Clone, Default)]
+pub struct Stamped {
+    pub before: Record,
+    pub stamps: Vec<Stamp>,
+    pub pins: BTreeMap<String, Pin>,
+    pub history: StampsByModule,
 }
 
 /// Parse the annotation's text: `Err(reason)` when it is not a JSON object of `{ref, digest}` entries.
@@ -60,34 +98,50 @@ impl Cluster {
         let Some(namespace) = namespace else {
             return Ok(RecordRead::default());
         };
-        let resource_version = namespace.metadata.resource_version.clone();
-        let text = namespace
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(RECORD_ANNOTATION));
-        let Some(text) = text else {
-            return Ok(RecordRead {
-                record: Record::new(),
-                warning: None,
-                resource_version,
-            });
+        let empty = BTreeMap::new();
+        let annotations = namespace.metadata.annotations.as_ref().unwrap_or(&empty);
+        let mut read = RecordRead {
+            resource_version: namespace.metadata.resource_version.clone(),
+            ..RecordRead::default()
         };
-        match parse_record(text) {
-            Ok(record) => Ok(RecordRead {
-                record,
-                warning: None,
-                resource_version,
-            }),
-            Err(reason) => Ok(RecordRead {
-                record: Record::new(),
-                warning: Some(format!(
-                    "the record on namespace {:?} (annotation {RECORD_ANNOTATION}) is unreadable: {reason}; it reads as empty until a converge stamps it again",
-                    self.namespace
-                )),
-                resource_version,
-            }),
+        if let Some(text) = annotations.get(RECORD_ANNOTATION) {
+            match parse_record(text) {
+                Ok(record) => read.record = record,
+                Err(reason) => {
+                    read.warning = Some(format!(
+                        "the record on namespace {:?} (annotation {RECORD_ANNOTATION}) is unreadable: {reason}; it reads as empty until a converge stamps it again",
+                        self.namespace
+                    ));
+                }
+            }
         }
+        let mut unreadable = Vec::new();
+        if let Some(text) = annotations.get(PINS_ANNOTATION) {
+            match serde_json::from_str(text) {
+                Ok(pins) => read.pins = pins,
+                Err(e) => unreadable.push(format!("{PINS_ANNOTATION} ({e})")),
+            }
+        }
+        if let Some(text) = annotations.get(HISTORY_ANNOTATION) {
+            match serde_json::from_str(text) {
+                Ok(history) => read.history = history,
+                Err(e) => unreadable.push(format!("{HISTORY_ANNOTATION} ({e})")),
+            }
+        }
+        if !unreadable.is_empty() {
+            read.team_warning = Some(format!(
+                "namespace {:?}: unreadable annotation {}; nothing is stamped until it is mended or removed (kubectl annotate namespace {} {}-)",
+                self.namespace,
+                unreadable.join(", "),
+                self.namespace,
+                if unreadable.len() == 1 && unreadable[0].starts_with(PINS_ANNOTATION) {
+                    PINS_ANNOTATION
+                } else {
+                    HISTORY_ANNOTATION
+                }
+            ));
+        }
+        Ok(read)
     }
 
     /// Merge `entries` into the record and write it with the namespace's resourceVersion as a precondition;
@@ -98,36 +152,56 @@ impl Cluster {
             .map(|(_, written)| written)
     }
 
-    /// As [`Cluster::stamp_record`], returning also the record the write replaced (the record's
-    /// history notes from → to without a read of its own).
+    /// As [`Cluster::stamp_record`], returning also the record the write replaced.
     pub async fn stamp_record_over(
         &self,
         entries: &Record,
     ) -> Result<(Record, Record), ClusterError> {
+        let by = Stamper {
+            operation_id: String::new(),
+            kind: "stamp".into(),
+            short: None,
+            host: String::new(),
+            pid: 0,
+            at_ms: 0,
+        };
+        let write = TeamWrite {
+            entries,
+            pins: &PinChange::default(),
+            by: &by,
+        };
+        let stamped = self.stamp_team(&write, false).await?;
+        let mut merged = stamped.before.clone();
+        merged.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok((stamped.before, merged))
+    }
+
+    /// Merge the entries into the record, change the pins and add the stamps to the record's
+    /// history, in one patch with the namespace's resourceVersion as a precondition; on a conflict
+    /// re-read, re-merge and retry (bounded). `noted`: whether the stamps go to the history.
+    pub async fn stamp_team(
+        &self,
+        write: &TeamWrite<'_>,
+        noted: bool,
+    ) -> Result<Stamped, ClusterError> {
         for _ in 0..STAMP_ATTEMPTS {
             let read = self.read_record().await?;
-            let before = read.record.clone();
-            let Some(resource_version) = read.resource_version else {
+            if let Some(warning) = read.team_warning.clone() {
+                return Err(ClusterError::Config {
+                    context: Some(self.context.clone()),
+                    message: warning,
+                });
+            }
+            let Some(resource_version) = read.resource_version.clone() else {
                 return Err(ClusterError::NamespaceMissing {
                     namespace: self.namespace.clone(),
                     context: self.context.clone(),
                 });
             };
-            let mut merged = read.record;
-            merged.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
-            let text = serde_json::to_string(&merged).map_err(|e| ClusterError::Config {
-                context: Some(self.context.clone()),
-                message: format!("cannot serialise the record: {e}"),
-            })?;
-            let patch = json!({
-                "metadata": {
-                    "resourceVersion": resource_version,
-                    "annotations": { RECORD_ANNOTATION: text },
-                }
-            });
-            let namespaces = self.namespaces();
+            let after = team_after(read, write, noted);
+            let patch = self.team_patch(&resource_version, &after)?;
             let patched = self
-                .timed(namespaces.patch(
+                .timed(self.namespaces().patch(
                     &self.namespace,
                     &PatchParams::default(),
                     &Patch::Merge(&patch),
@@ -135,7 +209,7 @@ impl Cluster {
                 .await
                 .map_err(|()| self.timeout_error(format!("patch namespace {}", self.namespace)))?;
             match patched {
-                Ok(_) => return Ok((before, merged)),
+                Ok(_) => return Ok(after.stamped),
                 Err(e) if status_code(&e) == Some(409) => {
                     tracing::debug!(namespace = %self.namespace, "record stamp conflicted; re-reading");
                     continue;
@@ -149,5 +223,82 @@ impl Cluster {
             namespace: self.namespace.clone(),
             attempts: STAMP_ATTEMPTS,
         })
+    }
+
+    fn team_patch(
+        &self,
+        resource_version: &str,
+        after: &TeamAfter,
+    ) -> Result<serde_json::Value, ClusterError> {
+        let text = |what: &str, value: Result<String, serde_json::Error>| {
+            value.map_err(|e| ClusterError::Config {
+                context: Some(self.context.clone()),
+                message: format!("cannot serialise the {what}: {e}"),
+            })
+        };
+        let record = text("record", serde_json::to_string(&after.record))?;
+        let pins = text("pins", serde_json::to_string(&after.stamped.pins))?;
+        let history = text(
+            "record's history",
+            serde_json::to_string(&after.stamped.history),
+        )?;
+        Ok(json!({
+            "metadata": {
+                "resourceVersion": resource_version,
+                "annotations": {
+                    RECORD_ANNOTATION: record,
+                    PINS_ANNOTATION: pins,
+                    HISTORY_ANNOTATION: history,
+                },
+            }
+        }))
+    }
+}
+
+/// The namespace's three annotations as a write leaves them.
+struct TeamAfter {
+    record: Record,
+    stamped: Stamped,
+}
+
+fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> TeamAfter {
+    let before = read.record;
+    let mut record = before.clone();
+    record.extend(write.entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let stamps = if noted {
+        stamps_between(&before, write.entries, write.by)
+    } else {
+        Vec::new()
+    };
+    let mut history = read.history;
+    add_stamps(&mut history, &stamps, HISTORY_KEPT);
+    trim_history(&mut history, HISTORY_BUDGET_BYTES);
+    let mut pins = read.pins;
+    write.pins.apply(&mut pins);
+    TeamAfter {
+        record,
+        stamped: Stamped {
+            before,
+            stamps,
+            pins,
+            history,
+        },
+    }
+}
+
+/// Drop the oldest stamp of the module with the most until the history's JSON fits `budget`.
+fn trim_history(history: &mut StampsByModule, budget: usize) {
+    let size = |h: &StampsByModule| serde_json::to_string(h).map_or(0, |t| t.len());
+    while size(history) > budget {
+        let longest = history
+            .iter()
+            .max_by_key(|(_, stamps)| stamps.len())
+            .map(|(module, _)| module.clone());
+        let Some(module) = longest else { return };
+        let stamps = history.entry(module.clone()).or_default();
+        stamps.pop();
+        if stamps.is_empty() {
+            history.remove(&module);
+        }
     }
 }

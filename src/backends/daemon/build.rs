@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use bollard::models::{BuildInfoAux, ImageId};
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -158,7 +159,8 @@ impl Daemon {
                 let message = detail.message.unwrap_or_else(|| "the build failed".into());
                 return Ok(BuildEnd::Failed(message));
             }
-            if let Some(id) = info.aux.and_then(|aux| aux.id) {
+            // With bollard's buildkit feature the aux is BuildKit's trace or the classic image id.
+            if let Some(BuildInfoAux::Default(ImageId { id: Some(id) })) = info.aux {
                 built = Some(id);
             }
         }

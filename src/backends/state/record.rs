@@ -5,6 +5,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::{StateDb, StateError, now_ms};
 use crate::mesh::model::{Record, RecordEntry};
+use crate::mesh::pin::PinChange;
 
 impl StateDb {
     /// The docker target's record of a mesh (empty when nothing was stamped).
@@ -37,19 +38,26 @@ impl StateDb {
         operation_id: &str,
         entries: &Record,
     ) -> Result<(), StateError> {
-        self.stamp_record_as(mesh, operation_id, "converge", entries)
+        self.stamp_record_as(
+            mesh,
+            operation_id,
+            "converge",
+            entries,
+            &PinChange::default(),
+        )
     }
 
-    /// As [`StateDb::stamp_record`] by an operation of `kind` (converge, rollback); each changed
-    /// entry is noted in the record's history in the same transaction.
+    /// As [`StateDb::stamp_record`] by an operation of `kind` (converge, rollback, unpin); each
+    /// changed entry is noted in the record's history, and the pins changed, in the same transaction.
     pub fn stamp_record_as(
         &self,
         mesh: &str,
         operation_id: &str,
         kind: &str,
         entries: &Record,
+        pins: &PinChange,
     ) -> Result<(), StateError> {
-        self.durably(|| self.upsert_record(mesh, operation_id, kind, entries))
+        self.durably(|| self.upsert_record(mesh, operation_id, kind, entries, pins))
     }
 
     fn upsert_record(
@@ -58,11 +66,13 @@ impl StateDb {
         operation_id: &str,
         kind: &str,
         entries: &Record,
+        pins: &PinChange,
     ) -> Result<(), StateError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
         self.check_holds(mesh, operation_id)?;
         self.note_docker_stamps(mesh, operation_id, kind, entries)?;
+        self.apply_pin_change(mesh, pins)?;
         let at = now_ms();
         {
             let mut st = tx

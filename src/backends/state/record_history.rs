@@ -122,12 +122,70 @@ impl StateDb {
         Ok(())
     }
 
+    /// Add a stamp made elsewhere (copied from the target) unless this file has it already.
+    pub(super) fn insert_stamp_once(&self, mesh: &str, stamp: &Stamp) -> Result<(), StateError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO record_history (mesh, module, from_ref, from_digest, to_ref, to_digest, \
+                 operation_id, kind, host, pid, at_ms) \
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11 WHERE NOT EXISTS \
+                 (SELECT 1 FROM record_history WHERE mesh = ?1 AND module = ?2 AND operation_id = ?7 \
+                  AND to_digest = ?6)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    mesh,
+                    stamp.module,
+                    stamp.from_ref,
+                    stamp.from_digest,
+                    stamp.to_ref,
+                    stamp.to_digest,
+                    stamp.operation_id,
+                    stamp.kind,
+                    stamp.host,
+                    stamp.pid,
+                    stamp.at_ms
+                ])
+            })
+            .map_err(self.err("copy a stamp of the target's history"))?;
+        Ok(())
+    }
+
+    /// Whether the target's history holds a stamp this file lacks.
+    pub(super) fn lacks_any(
+        &self,
+        mesh: &str,
+        history: &crate::mesh::pin::StampsByModule,
+    ) -> Result<bool, StateError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT 1 FROM record_history WHERE mesh = ?1 AND module = ?2 AND operation_id = ?3 \
+                 AND to_digest = ?4",
+            )
+            .map_err(self.err("read the record's history"))?;
+        for stamp in history.values().flatten() {
+            let found = st
+                .exists(params![
+                    mesh,
+                    stamp.module,
+                    stamp.operation_id,
+                    stamp.to_digest
+                ])
+                .map_err(self.err("read the record's history"))?;
+            if !found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// A module's stamps, newest first (at most `limit`).
     pub fn stamps(&self, mesh: &str, module: &str, limit: usize) -> Result<Vec<Stamp>, StateError> {
         let sql = format!(
             "SELECT {STAMP_COLUMNS} FROM record_history AS h \
              LEFT JOIN operations AS o ON o.uuid = h.operation_id \
-             WHERE h.mesh = ?1 AND h.module = ?2 ORDER BY h.id DESC LIMIT ?3"
+             WHERE h.mesh = ?1 AND h.module = ?2 ORDER BY h.at_ms DESC, h.id DESC LIMIT ?3"
         );
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn

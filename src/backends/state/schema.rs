@@ -238,6 +238,13 @@ CREATE TABLE input_stat_sets (
     entries BLOB NOT NULL
 );
 "#,
+    // 8: a pin keeps the own inputs of both sides (a base that moved keeps it: mesh::pin), and the
+    // record's history may hold stamps copied from the target (a teammate's): they sort by time.
+    r#"
+ALTER TABLE pins ADD COLUMN from_inputs TEXT;
+ALTER TABLE pins ADD COLUMN to_inputs TEXT;
+CREATE INDEX record_history_by_time ON record_history (mesh, module, at_ms, id);
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

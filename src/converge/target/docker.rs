@@ -17,6 +17,7 @@ use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{
     MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Record, RecordEntry, Registry,
 };
+use crate::mesh::pin::PinChange;
 use crate::mesh::target::TargetDescription;
 
 use super::host;
@@ -58,6 +59,8 @@ impl Target for Docker {
                 record,
                 source: "the docker record".into(),
                 warning: None,
+                team_warning: None,
+                kept: None,
             })
         })
     }
@@ -70,6 +73,7 @@ impl Target for Docker {
         operation_id: &'a str,
         kind: &'a str,
         entries: &'a Record,
+        pins: &'a PinChange,
     ) -> Fut<'a, Result<(), ConvergeError>> {
         Box::pin(async move {
             let state_error = |e: StateError| match e {
@@ -78,7 +82,7 @@ impl Target for Docker {
             };
             locked(db)
                 .map_err(ConvergeError::Failed)?
-                .stamp_record_as(&mesh.name, operation_id, kind, entries)
+                .stamp_record_as(&mesh.name, operation_id, kind, entries, pins)
                 .map_err(state_error)
         })
     }

@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use crate::backends::cluster::{
-    Cluster, FollowRules, Needed, RECORD_ANNOTATION, Workload, WorkloadKind, kind_load,
+    Cluster, FollowRules, Needed, RECORD_ANNOTATION, TeamWrite, Workload, WorkloadKind, kind_load,
 };
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
-use crate::backends::state::{Holder, StateDb, locked};
+use crate::backends::state::{Holder, StateDb, locked, this_host};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lease::{self, LeaseClaims};
 use crate::converge::lock;
@@ -24,6 +24,7 @@ use crate::converge::progress::{Emitter, Step};
 use crate::mesh::behind::{machine_state, workload_state};
 use crate::mesh::machine::{Machine, MachineKind, Move};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry, Registry};
+use crate::mesh::pin::{KeptWithRecord, PinChange, Stamper};
 use crate::mesh::target::TargetDescription;
 
 use super::host;
@@ -121,8 +122,22 @@ impl Kube {
         self.access(true, &kinds).await
     }
 
-    async fn read(&self) -> Result<RecordRead, TargetError> {
+    /// The record, and what lives with it (pins, the record's history) copied into the state
+    /// database: every reader of those (history, R, the detail, gc, the planner) reads the team's.
+    async fn read(&self, mesh: &Mesh, db: &Mutex<StateDb>) -> Result<RecordRead, TargetError> {
         let read = self.cluster.read_record().await?;
+        match &read.team_warning {
+            Some(warning) => tracing::warn!("{warning}"),
+            None => {
+                let copied = locked(db).and_then(|h| {
+                    h.mirror_team(&mesh.name, &read.pins, &read.history)
+                        .map_err(|e| e.to_string())
+                });
+                if let Err(error) = copied {
+                    tracing::warn!("the target's pins and history were not copied: {error}");
+                }
+            }
+        }
         Ok(RecordRead {
             record: read.record,
             source: format!(
@@ -130,12 +145,17 @@ impl Kube {
                 self.cluster.namespace
             ),
             warning: read.warning,
+            kept: read.team_warning.is_none().then_some(KeptWithRecord {
+                pins: read.pins,
+                history: read.history,
+            }),
+            team_warning: read.team_warning,
         })
     }
 
-    /// The lock is checked just before the annotation is written (two systems: no common
-    /// transaction); the record's history is noted after, and a history that cannot be written
-    /// then is a warning: the stamp stands.
+    /// The lock is checked just before the annotations are written (two systems: no common
+    /// transaction). The record, its pins and its history go in one guarded patch; the state
+    /// database's copy follows, and a copy that cannot be written is a warning: the stamp stands.
     async fn stamp_over(
         &self,
         mesh: &Mesh,
@@ -143,19 +163,39 @@ impl Kube {
         operation_id: &str,
         kind: &str,
         entries: &Record,
+        pins: &PinChange,
     ) -> Result<(), ConvergeError> {
+        let short = locked(db)
+            .and_then(|h| {
+                h.operation_short(&mesh.name, operation_id, kind)
+                    .map_err(|e| e.to_string())
+            })
+            .ok();
+        let by = Stamper {
+            operation_id: operation_id.to_string(),
+            kind: kind.to_string(),
+            short,
+            host: this_host(),
+            pid: std::process::id(),
+            at_ms: crate::timefmt::now_ms(),
+        };
         self.still_holds(db, &mesh.name, operation_id).await?;
-        let (previous, _) = self
+        let write = TeamWrite {
+            entries,
+            pins,
+            by: &by,
+        };
+        let stamped = self
             .cluster
-            .stamp_record_over(entries)
+            .stamp_team(&write, true)
             .await
             .map_err(|e| ConvergeError::Failed(e.to_string()))?;
-        let noted = locked(db).and_then(|h| {
-            h.note_stamps(&mesh.name, operation_id, kind, &previous, entries)
+        let copied = locked(db).and_then(|h| {
+            h.mirror_team(&mesh.name, &stamped.pins, &stamped.history)
                 .map_err(|e| e.to_string())
         });
-        if let Err(error) = noted {
-            tracing::warn!("the record was stamped, its history not: {error}");
+        if let Err(error) = copied {
+            tracing::warn!("the record was stamped, the state database's copy not: {error}");
         }
         Ok(())
     }
@@ -550,10 +590,10 @@ impl Target for Kube {
 
     fn read_record<'a>(
         &'a self,
-        _mesh: &'a Mesh,
-        _db: &'a Mutex<StateDb>,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
     ) -> Fut<'a, Result<RecordRead, TargetError>> {
-        Box::pin(self.read())
+        Box::pin(self.read(mesh, db))
     }
 
     fn stamp<'a>(
@@ -563,8 +603,9 @@ impl Target for Kube {
         operation_id: &'a str,
         kind: &'a str,
         entries: &'a Record,
+        pins: &'a PinChange,
     ) -> Fut<'a, Result<(), ConvergeError>> {
-        Box::pin(self.stamp_over(mesh, db, operation_id, kind, entries))
+        Box::pin(self.stamp_over(mesh, db, operation_id, kind, entries, pins))
     }
 
     fn machines<'a>(

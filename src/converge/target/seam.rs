@@ -17,6 +17,7 @@ use crate::converge::lock;
 use crate::converge::progress::Emitter;
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
+use crate::mesh::pin::{KeptWithRecord, PinChange};
 use crate::mesh::target::TargetDescription;
 
 /// A target's answer, later: boxed so that the seam can be a trait object (`Arc<dyn Target>`).
@@ -30,6 +31,12 @@ pub struct RecordRead {
     pub source: String,
     /// A record that could not be read as a whole reads as silent, with this warning.
     pub warning: Option<String>,
+    /// What lives with the record (pins, the record's history) could not be read: nothing is
+    /// stamped and gc takes nothing until it is mended.
+    pub team_warning: Option<String>,
+    /// The pins and the record's history, where they live on the target (None: the state
+    /// database is where they live).
+    pub kept: Option<KeptWithRecord>,
 }
 
 /// How a module's artifact reaches the target.
@@ -101,8 +108,10 @@ pub trait Target: Send + Sync {
         db: &'a Mutex<StateDb>,
     ) -> Fut<'a, Result<RecordRead, TargetError>>;
 
-    /// Merge `entries` into the record, only while `operation_id` (of `kind`: converge, rollback)
-    /// still holds the mesh; every changed entry is noted in the record's history.
+    /// Merge `entries` into the record and change the pins, in one write, only while
+    /// `operation_id` (of `kind`: converge, rollback, unpin) still holds the mesh; every changed
+    /// entry is noted in the record's history. Where the record lives on the target, the pins and
+    /// the history live there too, and the state database keeps a copy.
     fn stamp<'a>(
         &'a self,
         mesh: &'a Mesh,
@@ -110,6 +119,7 @@ pub trait Target: Send + Sync {
         operation_id: &'a str,
         kind: &'a str,
         entries: &'a Record,
+        pins: &'a PinChange,
     ) -> Fut<'a, Result<(), ConvergeError>>;
 
     /// Every machine of the mesh against `record`, sorted by (module, name).
