@@ -763,7 +763,7 @@ fn same_answers(state: &AppState) -> Vec<(SourceId, SourceData)> {
     history.page = state.builds.rows(0, usize::MAX).cloned().collect();
     vec![
         (SourceId::Plan, SourceData::Plan(Box::new(demo_plan()))),
-        (SourceId::Record, SourceData::Record(demo_record())),
+        (SourceId::Record, SourceData::Record(demo_record(), None)),
         (SourceId::Host, SourceData::Host(demo_host())),
         (
             SourceId::Machines,
@@ -814,7 +814,7 @@ fn a_poll_that_answers_something_new_marks_the_screen_to_draw() {
     history.last_builds.remove("api");
     let changed = vec![
         (SourceId::Plan, SourceData::Plan(Box::new(plan))),
-        (SourceId::Record, SourceData::Record(moved.clone())),
+        (SourceId::Record, SourceData::Record(moved.clone(), None)),
         (SourceId::Host, SourceData::Host(Vec::new())),
         (
             SourceId::Machines,

@@ -445,3 +445,47 @@ fn the_rollback_confirm_names_the_target_and_the_machines_that_move() {
     );
     assert!(text.contains("and pin it"), "{text}");
 }
+
+/// Issue 19: while a teammate's operation holds the mesh (the namespace's Lease), the line under
+/// the header names it: which operation, on which host and process, since when; it goes away
+/// when the Lease is free again.
+#[test]
+fn a_teammates_operation_holding_the_mesh_is_named_under_the_header() {
+    use meshtop::mesh::live::HeldBy;
+    let mut state = demo_state_on(
+        Target::Kubernetes {
+            namespace: "demo".into(),
+            context: None,
+        },
+        false,
+    );
+    assert!(!screen(&state, 120, 40).contains("mesh held by"));
+    let held = HeldBy {
+        operation_id: "0190-bob".into(),
+        operation: "send #12".into(),
+        host: "bob-laptop".into(),
+        pid: 4242,
+        since_ms: NOW - 90_000,
+    };
+    update(
+        &mut state,
+        polled(
+            SourceId::Record,
+            0,
+            SourceData::Record(demo_record(), Some(held.clone())),
+        ),
+    );
+    let shown = screen(&state, 120, 40);
+    let since = meshtop::timefmt::local_time(held.since_ms);
+    assert!(
+        shown.contains(&format!(
+            "mesh held by send #12 on bob-laptop (process 4242) since {since}"
+        )),
+        "{shown}"
+    );
+    update(
+        &mut state,
+        polled(SourceId::Record, 0, SourceData::Record(demo_record(), None)),
+    );
+    assert!(!screen(&state, 120, 40).contains("mesh held by"));
+}

@@ -6,82 +6,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::kube_api::KubeApi;
 use common::kube_controllers::Fate;
 use common::kube_objects::{pod, workload};
-use common::{ExampleMesh, said};
-use meshtop::backends::state::TEST_STALE_ENV;
-
-const REGISTRY: &str = "127.0.0.1:5000";
-const STALE_MS: &str = "1500";
-
-/// The example mesh on Kubernetes (namespace `ns-<mesh>`), pushing to the real registry; a roll-out
-/// is followed for at most 6 s.
-struct Team {
-    mesh: ExampleMesh,
-    namespace: String,
-    kubeconfig: PathBuf,
-}
-
-impl Team {
-    async fn new(tag: &str, api: &KubeApi) -> Team {
-        common::local_registry::require_registry().await;
-        let mesh = ExampleMesh::new(tag);
-        let namespace = format!("ns-{}", mesh.name);
-        let file = mesh.mesh_file();
-        let text = std::fs::read_to_string(&file).unwrap();
-        let text = text.split("[[machine]]").next().unwrap().to_string();
-        let text = text
-            .replace(
-                &format!("name = \"{}\"\n", mesh.name),
-                &format!("name = \"{}\"\nregistry = \"{REGISTRY}\"\n", mesh.name),
-            )
-            .replace(
-                "kind = \"docker\"",
-                &format!(
-                    "kind = \"kubernetes\"\nnamespace = \"{namespace}\"\nrollout_deadline = \"6s\""
-                ),
-            );
-        std::fs::write(&file, text).unwrap();
-        let kubeconfig = mesh.dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, api.kubeconfig("test-ctx")).unwrap();
-        api.put_namespace(&namespace, &[]);
-        Team {
-            mesh,
-            namespace,
-            kubeconfig,
-        }
-    }
-
-    fn command(&self, state: &Path, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"));
-        command
-            .env(TEST_STALE_ENV, STALE_MS)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .arg("--mesh")
-            .arg(self.mesh.mesh_file())
-            .arg("--state")
-            .arg(state)
-            .args(args);
-        command
-    }
-
-    async fn run(&self, state: &Path, args: &[&str]) -> Output {
-        self.command(state, args).output().await.unwrap()
-    }
-
-    fn alice(&self) -> PathBuf {
-        self.mesh.state()
-    }
-
-    fn bob(&self) -> PathBuf {
-        self.mesh.dir.path().join("bob.db")
-    }
-}
+use common::said;
+use common::team::{REGISTRY, Team};
 
 /// Wait until the mesh's Lease names an operation of `kind`.
 async fn lease_held_by(api: &KubeApi, team: &Team, kind: &str) -> serde_json::Value {

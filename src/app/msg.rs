@@ -8,6 +8,7 @@ use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
 use crate::mesh::gc::{Candidate, GcReport};
 use crate::mesh::machine::{Machine, Move};
+use crate::mesh::live::HeldBy;
 use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::plan::Plan;
@@ -78,7 +79,8 @@ pub struct StateSnapshot {
 #[derive(Debug, Clone)]
 pub enum SourceData {
     Plan(Box<Plan>),
-    Record(Record),
+    /// The record, and who holds the mesh where the team meets (a Lease), if anyone.
+    Record(Record, Option<HeldBy>),
     Host(Vec<HostImage>),
     State(Box<StateSnapshot>),
     /// The machines with the record they were judged against: a send's confirm is built from

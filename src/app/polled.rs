@@ -25,9 +25,13 @@ pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<
                 });
             }
         }
-        SourceData::Record(record) => {
+        SourceData::Record(record, held_by) => {
             if state.record.as_ref() != Some(&record) {
                 state.record = Some(record);
+                state.dirty = true;
+            }
+            if state.held_by != held_by {
+                state.held_by = held_by;
                 state.dirty = true;
             }
         }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
-use crate::mesh::live::{LiveOperation, LockHolder, OperationState};
+use crate::mesh::live::{HeldBy, LiveOperation, LockHolder, OperationState};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{Mesh, Policy, Record};
 use crate::mesh::plan::{Plan, PlannedModule};
@@ -191,6 +191,8 @@ pub struct AppState {
     /// Module name → index in `plan.modules`.
     pub planned: HashMap<String, usize>,
     pub record: Option<Record>,
+    /// Who holds the mesh where the team meets (the namespace's Lease), read with the record.
+    pub held_by: Option<HeldBy>,
     pub host: Option<Vec<HostImage>>,
     pub last_builds: BTreeMap<String, BuildRow>,
     pub made_by: BTreeMap<String, BuildRow>,
@@ -276,6 +278,7 @@ impl AppState {
             plan: None,
             planned: HashMap::new(),
             record: None,
+            held_by: None,
             host: None,
             last_builds: BTreeMap::new(),
             made_by: BTreeMap::new(),

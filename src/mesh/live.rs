@@ -114,6 +114,28 @@ pub struct LockHolder {
     pub alive: bool,
 }
 
+/// Who holds the mesh where the team meets (the namespace's Lease): someone else's operation,
+/// perhaps on another machine, that the screen names while it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldBy {
+    pub operation_id: String,
+    /// `send #12` (its short id in its holder's state file), or `send 0190abcd`.
+    pub operation: String,
+    pub host: String,
+    pub pid: u32,
+    pub since_ms: i64,
+}
+
+impl HeldBy {
+    /// `mesh held by send #12 on bob-laptop (process 4242) since 14:02:11`.
+    pub fn text(&self, since: &str) -> String {
+        format!(
+            "mesh held by {} on {} (process {}) since {since}",
+            self.operation, self.host, self.pid
+        )
+    }
+}
+
 /// Where an operation stands, its steps and the lock read together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OperationState {

@@ -1,5 +1,5 @@
 //! The target's record, as the target reads it (the state database's table, the namespace's
-//! annotation: the target knows which).
+//! annotation: the target knows which), and who holds the mesh there.
 
 use std::sync::Arc;
 
@@ -15,7 +15,13 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
         session
             .target(|target| async move {
                 let read = target.read_record(&mesh, &db).await?;
-                Ok(SourceData::Record(read.record))
+                // Who holds the mesh for the team is read with the record; a Lease that cannot
+                // be read names no one (the record's answer still stands).
+                let held_by = target.held_by(&mesh.name).await.unwrap_or_else(|error| {
+                    tracing::debug!("the mesh's holder could not be read: {error}");
+                    None
+                });
+                Ok(SourceData::Record(read.record, held_by))
             })
             .await
     })

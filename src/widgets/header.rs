@@ -83,6 +83,17 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
 }
 
+/// Someone else's operation holding the mesh for the team (the followed one says itself).
+pub fn held_text(state: &AppState) -> Option<String> {
+    let held = state.held_by.as_ref()?;
+    let own = state
+        .followed()
+        .is_some_and(|(live, now)| now == OperationState::Running && live.operation_id == held.operation_id);
+    // An action this dashboard runs holds the Lease itself: its own line says so.
+    let mine = state.running.is_some();
+    (!own && !mine).then(|| format!("⚑ {}", held.text(&timefmt::local_time(held.since_ms))))
+}
+
 /// Whether the line under the header has something to say.
 pub fn has_notice_line(state: &AppState) -> bool {
     state.mode == Mode::Filter
@@ -91,6 +102,7 @@ pub fn has_notice_line(state: &AppState) -> bool {
         || state.notice.is_some()
         || state.running.is_some()
         || operation_text(state).is_some()
+        || held_text(state).is_some()
 }
 
 /// The followed operation while it runs (`⟳ #42 · tier 2 of 3 · 3/7 done · 42s`), or when its
@@ -163,6 +175,9 @@ pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Pale
             );
         }
         (None, None) => {}
+    }
+    if let Some(text) = held_text(state) {
+        x = put(buf, area, x, y, usize::MAX, &format!(" {text} "), palette.warn());
     }
     if let Some(notice) = &state.notice {
         let style = if notice.error {

@@ -7,6 +7,7 @@
 //! - `kube_api`, `kube_objects`: the Kubernetes API test server;
 //! - `local_registry`: the real registry on 127.0.0.1:5000 and the docker CLI;
 //! - `registry_proxy`: the real registry behind a login;
+//! - `team`: the example mesh on the API test server for several state files (people, CI);
 //! - `tmux`: the real binary in a tmux session, its screen read back.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +21,7 @@ pub mod kube_objects;
 pub mod local_registry;
 pub mod mesh_file;
 pub mod registry_proxy;
+pub mod team;
 pub mod tmux;
 
 pub use example::*;

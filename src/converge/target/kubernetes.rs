@@ -22,6 +22,7 @@ use crate::converge::lease::{self, LeaseClaims};
 use crate::converge::lock;
 use crate::converge::progress::{Emitter, Step};
 use crate::mesh::behind::{machine_state, workload_state};
+use crate::mesh::live::HeldBy;
 use crate::mesh::machine::{Machine, MachineKind, Move};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange, Stamper};
@@ -535,6 +536,20 @@ impl Target for Kube {
             let beat = lock::beat(state_path, mesh.clone(), operation_id.clone(), &lost);
             let renew = lease::renew_while_running(cluster, claims, mesh, operation_id, &lost);
             tokio::join!(beat, renew);
+        })
+    }
+
+    fn held_by<'a>(&'a self, mesh: &'a str) -> Fut<'a, Result<Option<HeldBy>, TargetError>> {
+        Box::pin(async move {
+            let holder = self.cluster.lease_holder(mesh).await?;
+            let now = crate::timefmt::now_ms();
+            Ok(holder.filter(|h| !h.expired_at(now)).map(|h| HeldBy {
+                operation: h.operation_label(),
+                operation_id: h.operation_id,
+                host: h.host,
+                pid: h.pid,
+                since_ms: h.acquired_ms,
+            }))
         })
     }
 

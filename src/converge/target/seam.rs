@@ -15,6 +15,7 @@ use crate::backends::state::{Holder, StateDb};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lock;
 use crate::converge::progress::Emitter;
+use crate::mesh::live::HeldBy;
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange};
@@ -226,6 +227,13 @@ pub trait Target: Send + Sync {
     ) -> Fut<'a, ()> {
         let _ = (mesh, operation_id, short);
         Box::pin(async {})
+    }
+
+    /// Who holds the mesh where the team meets, if anyone does (None where the state database's
+    /// lock is the only one: the screen reads that itself).
+    fn held_by<'a>(&'a self, mesh: &'a str) -> Fut<'a, Result<Option<HeldBy>, TargetError>> {
+        let _ = mesh;
+        Box::pin(async { Ok(None) })
     }
 
     /// Keep holding the mesh while the operation runs (abort the handle when it ends); `lost`

@@ -1,0 +1,79 @@
+//! Two people (and CI) on one mesh: the example mesh on the Kubernetes API test server, pushing
+//! to the real registry, each person with a state file of their own; the mesh's stale limit
+//! shortened through the test hook `MESHTOP_TEST_LOCK_STALE_MS`.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use meshtop::backends::state::TEST_STALE_ENV;
+
+use super::ExampleMesh;
+use super::kube_api::KubeApi;
+
+pub const REGISTRY: &str = "127.0.0.1:5000";
+pub const STALE_MS: &str = "1500";
+
+/// The example mesh on Kubernetes (namespace `ns-<mesh>`), pushing to the real registry; a roll-out
+/// is followed for at most 6 s.
+pub struct Team {
+    pub mesh: ExampleMesh,
+    pub namespace: String,
+    pub kubeconfig: PathBuf,
+}
+
+impl Team {
+    pub async fn new(tag: &str, api: &KubeApi) -> Team {
+        super::local_registry::require_registry().await;
+        let mesh = ExampleMesh::new(tag);
+        let namespace = format!("ns-{}", mesh.name);
+        let file = mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = text.split("[[machine]]").next().unwrap().to_string();
+        let text = text
+            .replace(
+                &format!("name = \"{}\"\n", mesh.name),
+                &format!("name = \"{}\"\nregistry = \"{REGISTRY}\"\n", mesh.name),
+            )
+            .replace(
+                "kind = \"docker\"",
+                &format!(
+                    "kind = \"kubernetes\"\nnamespace = \"{namespace}\"\nrollout_deadline = \"6s\""
+                ),
+            );
+        std::fs::write(&file, text).unwrap();
+        let kubeconfig = mesh.dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, api.kubeconfig("test-ctx")).unwrap();
+        api.put_namespace(&namespace, &[]);
+        Team {
+            mesh,
+            namespace,
+            kubeconfig,
+        }
+    }
+
+    pub fn command(&self, state: &Path, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"));
+        command
+            .env(TEST_STALE_ENV, STALE_MS)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .arg("--mesh")
+            .arg(self.mesh.mesh_file())
+            .arg("--state")
+            .arg(state)
+            .args(args);
+        command
+    }
+
+    pub async fn run(&self, state: &Path, args: &[&str]) -> Output {
+        self.command(state, args).output().await.unwrap()
+    }
+
+    pub fn alice(&self) -> PathBuf {
+        self.mesh.state()
+    }
+
+    pub fn bob(&self) -> PathBuf {
+        self.mesh.dir.path().join("bob.db")
+    }
+}
+
