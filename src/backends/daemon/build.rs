@@ -158,7 +158,11 @@ impl Daemon {
                 let message = detail.message.unwrap_or_else(|| "the build failed".into());
                 return Ok(BuildEnd::Failed(message));
             }
-            if let Some(id) = info.aux.and_then(|aux| aux.id) {
+            // The classic builder's aux is the image id (buildkit's status messages never come here:
+            // this build asks for the classic builder).
+            if let Some(bollard::models::BuildInfoAux::Default(image)) = info.aux
+                && let Some(id) = image.id
+            {
                 built = Some(id);
             }
         }
