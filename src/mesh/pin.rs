@@ -158,6 +158,7 @@ mod tests {
             reference: RefState::Known(reference.into()),
             forced,
             multi_platform: false,
+            inputs: None,
         }
     }
 
