@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -25,36 +25,6 @@ fn mesh_with_registry(tag: &str, host: &str) -> ExampleMesh {
     );
     std::fs::write(&file, text).unwrap();
     mesh
-}
-
-/// A clean machine: the mesh's containers and images gone from the daemon (children before their
-/// bases: a base with a dependent image cannot be removed, so it is tried again next round).
-fn clean_daemon(mesh: &str) {
-    let label = format!("label=jr2.dev/mesh={mesh}");
-    let ids = |args: &[&str]| -> Vec<String> {
-        docker(args)
-            .split_whitespace()
-            .map(str::to_string)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect()
-    };
-    let containers = ids(&["ps", "-aq", "--filter", &label]);
-    if !containers.is_empty() {
-        let mut args = vec!["rm", "-f"];
-        args.extend(containers.iter().map(String::as_str));
-        docker(&args);
-    }
-    for _ in 0..5 {
-        let images = ids(&["images", "-q", "--filter", &label]);
-        if images.is_empty() {
-            return;
-        }
-        for image in images {
-            let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
-        }
-    }
-    assert_eq!(docker(&["images", "-q", "--filter", &label]).trim(), "");
 }
 
 /// The image id each of the mesh's machines runs.
@@ -130,7 +100,7 @@ async fn ci_publishes_and_a_clean_machine_converges_with_zero_builds_on_the_same
     assert_eq!(ci_machines.len(), 3, "{ci_machines:?}");
 
     // A clean machine: none of the mesh's containers or images, a fresh state file.
-    clean_daemon(&mesh.name);
+    mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
     let plan = meshtop_in(&mesh, &fresh, &["plan", "--json"]);
     for (module, (decision, reason)) in plan_decisions(&plan) {
@@ -271,7 +241,7 @@ async fn a_registry_stopped_mid_plan_makes_the_modules_build_exit_0_with_the_war
         before,
         "no registry call in a steady converge"
     );
-    clean_daemon(&mesh.name);
+    mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
     // The registry answers base's two questions (manifest, config), then stops.
     registry.stop_after(2);

@@ -216,10 +216,7 @@ impl TierRun<'_> {
             );
             return Ok(());
         }
-        let on_host = self.planned.values().any(|p| {
-            p.base.as_deref() == Some(decided.name.as_str())
-                && (p.decision.builds() || p.decision == Decision::Registry)
-        });
+        let on_host = self.built_from(&decided.name);
         let artifact = Artifact {
             module: &decided.name,
             reference,
@@ -237,6 +234,16 @@ impl TierRun<'_> {
             )
             .await
             .map_err(|e| format!("pulling {manifest} failed ({e})"))
+    }
+
+    /// Whether a module of this converge may build FROM `module`: a dependent that builds, or one
+    /// the registry vouched for that a module builds FROM in turn (should its pull fail, it builds).
+    fn built_from(&self, module: &str) -> bool {
+        self.planned.values().any(|p| {
+            p.base.as_deref() == Some(module)
+                && (p.decision.builds()
+                    || (p.decision == Decision::Registry && self.built_from(&p.name)))
+        })
     }
 
     /// A module the record or the host vouched for: no build; a host skip is still delivered.
@@ -283,7 +290,7 @@ impl TierRun<'_> {
         let text = match decided.decision {
             Decision::Record => "skipped (record)",
             Decision::Pinned => "kept (pinned)",
-            Decision::Registry => "skipped build (registry), pulled",
+            Decision::Registry => "skipped build (registry)",
             _ => "skipped build (host), delivered",
         };
         self.outcomes.push(outcome_of(&decided, text, true));
