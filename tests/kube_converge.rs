@@ -884,3 +884,73 @@ async fn rollback_and_gc_ask_a_registry_that_wants_a_login_with_the_login() {
     // The login was needed: requests without it were refused (each client's first try).
     assert!(proxy.refused() > 0);
 }
+
+/// Issue 21 on Kubernetes: a clean machine (none of the mesh's images, a fresh state file, a
+/// namespace without a record) reuses what an earlier converge pushed: the registry vouches and
+/// nothing is pushed again. `api`'s inputs moved, so it builds FROM `tools`' artifact, which the
+/// registry vouched for: `tools` (and `base` under it) are pulled onto the host for that build,
+/// `web` and `worker`, which nothing builds FROM, are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_machine_reuses_the_registry_and_pulls_only_what_a_build_is_from() {
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("kreuse", &api, true, "test-ctx", "");
+    let (first, _) = k.json(&["converge", "--json"]).await;
+    assert!(decisions(&first).values().all(|d| d == "build"), "{first}");
+    let built: BTreeMap<String, Value> = first["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap().to_string(), m["digest"].clone()))
+        .collect();
+
+    k.mesh.clean_daemon();
+    api.put_namespace(&k.namespace, &[]);
+    let app = k.mesh.root().join("api/app.sh");
+    let mut text = std::fs::read_to_string(&app).unwrap();
+    text.push_str("# moved on the clean machine\n");
+    std::fs::write(&app, text).unwrap();
+    let fresh = k.mesh.dir.path().join("clean-machine.db");
+    let output = k.run_with_state(&fresh, &["converge", "--json"]).await;
+    assert!(output.status.success(), "{}", said(&output));
+    let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let decided = decisions(&summary);
+    for module in ["base", "tools", "web", "worker"] {
+        assert_eq!(decided[module], "registry", "{summary}");
+    }
+    assert_eq!(decided["api"], "build", "{summary}");
+    let annotation = k.annotation(&api);
+    for module in ["base", "tools", "web", "worker"] {
+        assert_eq!(annotation[module]["digest"], built[module], "{annotation}");
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let repo = |module: &str| format!("{REGISTRY}/{}/{module}@sha256:", k.name());
+    for module in ["base", "tools"] {
+        assert!(
+            stderr.contains(&format!("pulled {}", repo(module))),
+            "{module} is pulled for api's build FROM it:\n{stderr}"
+        );
+    }
+    for module in ["web", "worker"] {
+        assert!(
+            !stderr.contains(&format!("pulled {}", repo(module))),
+            "nothing builds FROM {module}:\n{stderr}"
+        );
+        assert!(
+            stderr.contains("nothing to push"),
+            "the registry holds {module}:\n{stderr}"
+        );
+    }
+    // One build on the clean machine, api's, pushed as every Kubernetes delivery is.
+    let rows = StateDb::open(&fresh)
+        .unwrap()
+        .builds(&meshtop::backends::state::BuildQuery {
+            mesh: k.name().to_string(),
+            limit: 100,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].module.as_deref(), Some("api"), "{rows:?}");
+    assert!(rows[0].published_digest.is_some(), "{rows:?}");
+}

@@ -38,6 +38,7 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
         file: "/nonexistent/mesh.toml".into(),
         root: "/nonexistent".into(),
         registry: None,
+        publish: false,
         targets: meshtop::mesh::model::single_target(target),
         modules: Vec::new(),
         machines: Vec::new(),

@@ -98,6 +98,9 @@ pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, String> {
         .unwrap_or_else(|| "(ref pending)".into());
     let mut lines = vec![match decision {
         Some(Decision::Host) => format!("deliver {reference} (the host holds it: no build)"),
+        Some(Decision::Registry) => {
+            format!("pull {reference} from the registry (it holds it: no build)")
+        }
         Some(Decision::Record) => format!("{reference}: the record vouches, no build"),
         Some(Decision::Refused) => format!(
             "refused: {}",
@@ -144,6 +147,7 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
         let what = match module.decision {
             Decision::Record => "skip (record names its ref)".to_string(),
             Decision::Host => "skip the build (host holds it), deliver".to_string(),
+            Decision::Registry => "skip the build (registry holds it), pull".to_string(),
             Decision::Build | Decision::Forced => "build, deliver".to_string(),
             Decision::Refused => format!("refused: {}", module.reason),
             Decision::Pinned => format!("keep ({})", module.reason),

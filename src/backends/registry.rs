@@ -10,6 +10,7 @@ use reqwest::{Method, StatusCode, Url};
 use sha2::{Digest, Sha256};
 
 use crate::backends::credentials::Credentials;
+pub use crate::mesh::decide::RegistryImage;
 use crate::mesh::model::Registry;
 
 /// The manifest media types meshtop accepts: OCI index and manifest, Docker v2 manifest and list.
@@ -60,6 +61,12 @@ pub enum RegistryError {
         status: u16,
         message: String,
     },
+    #[error("registry {host} answered garbage for {what}: {message}")]
+    Garbage {
+        host: String,
+        what: String,
+        message: String,
+    },
     #[error("pushing {reference} failed: {message}")]
     Push { reference: String, message: String },
 }
@@ -101,6 +108,8 @@ pub struct RegistryClient {
     creds: Option<Credentials>,
     /// Bearer tokens by scope, for this client's life.
     tokens: Mutex<HashMap<String, String>>,
+    /// Each request's timeout ([`REQUEST_TIMEOUT`] unless [`RegistryClient::with_timeout`] set another).
+    timeout: std::time::Duration,
 }
 
 /// Where Docker reads a registry's CAs: `/etc/docker/certs.d/<host>/*.crt`.
@@ -212,7 +221,15 @@ impl RegistryClient {
             base: Mutex::new(None),
             creds,
             tokens: Mutex::new(HashMap::new()),
+            timeout: REQUEST_TIMEOUT,
         })
+    }
+
+    /// The same client with another timeout per request (and connect): a question the skip decision
+    /// asks must not hold a plan for the default 30 s.
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> RegistryClient {
+        self.timeout = timeout;
+        self
     }
 
     /// The registry's `host[:port]`.
@@ -254,6 +271,120 @@ impl RegistryClient {
                     .unwrap_or("unexpected answer")
                     .into(),
             }),
+        }
+    }
+
+    /// What the registry holds under `repository:tag`, for the skip decision: the manifest (GET, its
+    /// digest from `Docker-Content-Digest` or its bytes) and its image config's labels (one blob GET).
+    /// A multi-platform index answers with its first platform's config (one more manifest GET) and
+    /// the index's digest as the artifact, as a multi-platform build records it.
+    pub async fn image(
+        &self,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<RegistryImage>, RegistryError> {
+        let what = format!("{repository}:{tag}");
+        let Some((manifest, body)) = self.manifest_body(repository, tag, &what).await? else {
+            return Ok(None);
+        };
+        let garbage = |message: String| RegistryError::Garbage {
+            host: self.host.clone(),
+            what: what.clone(),
+            message,
+        };
+        let mut parsed: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| garbage(format!("its manifest is not JSON ({e})")))?;
+        let mut artifact = None;
+        if let Some(entries) = parsed.get("manifests").and_then(|m| m.as_array()) {
+            // An index: buildx adds attestation manifests for platform `unknown/unknown`.
+            let first = entries
+                .iter()
+                .find(|m| m.pointer("/platform/os").and_then(|o| o.as_str()) != Some("unknown"))
+                .and_then(|m| m.get("digest").and_then(|d| d.as_str()))
+                .ok_or_else(|| garbage("its index names no platform manifest".into()))?
+                .to_string();
+            let (_, body) = self
+                .manifest_body(repository, &first, &what)
+                .await?
+                .ok_or_else(|| garbage(format!("its index names {first}, which it lacks")))?;
+            parsed = serde_json::from_slice(&body)
+                .map_err(|e| garbage(format!("manifest {first} is not JSON ({e})")))?;
+            artifact = Some(manifest.clone());
+        }
+        let config = parsed
+            .pointer("/config/digest")
+            .and_then(|d| d.as_str())
+            .filter(|d| d.starts_with("sha256:"))
+            .ok_or_else(|| garbage("its manifest names no image config".into()))?
+            .to_string();
+        let scope = format!("repository:{repository}:pull");
+        let blob = format!("/v2/{repository}/blobs/{config}");
+        let response = self.send(Method::GET, &blob, &scope, &what).await?;
+        if !response.status().is_success() {
+            return Err(self.status_error(&what, response.status()));
+        }
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.http_error(&what, e))?;
+        let image: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| garbage(format!("its image config {config} is not JSON ({e})")))?;
+        let labels = image
+            .pointer("/config/Labels")
+            .and_then(|l| l.as_object())
+            .map(|labels| {
+                labels
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some(RegistryImage {
+            manifest,
+            artifact: artifact.unwrap_or(config),
+            labels,
+        }))
+    }
+
+    /// `GET /v2/<repository>/manifests/<reference>`: its digest and bytes, or None (404).
+    async fn manifest_body(
+        &self,
+        repository: &str,
+        reference: &str,
+        what: &str,
+    ) -> Result<Option<(String, bytes::Bytes)>, RegistryError> {
+        let url = format!("/v2/{repository}/manifests/{reference}");
+        let scope = format!("repository:{repository}:pull");
+        let response = self.send(Method::GET, &url, &scope, what).await?;
+        match response.status() {
+            StatusCode::NOT_FOUND => return Ok(None),
+            status if !status.is_success() => return Err(self.status_error(what, status)),
+            _ => {}
+        }
+        let header = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| d.starts_with("sha256:"))
+            .map(str::to_string);
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.http_error(what, e))?;
+        let digest =
+            header.unwrap_or_else(|| format!("sha256:{}", hex::encode(Sha256::digest(&bytes))));
+        Ok(Some((digest, bytes)))
+    }
+
+    fn status_error(&self, what: &str, status: StatusCode) -> RegistryError {
+        RegistryError::Status {
+            host: self.host.clone(),
+            what: what.to_string(),
+            status: status.as_u16(),
+            message: status
+                .canonical_reason()
+                .unwrap_or("unexpected answer")
+                .into(),
         }
     }
 
@@ -309,7 +440,10 @@ impl RegistryClient {
         } else {
             &self.https
         };
-        client.request(method.clone(), url).header(ACCEPT, accept)
+        client
+            .request(method.clone(), url)
+            .header(ACCEPT, accept)
+            .timeout(self.timeout)
     }
 
     /// Send to the registry at `path`, trying each candidate base until one connects (then kept).

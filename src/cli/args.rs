@@ -158,6 +158,10 @@ pub struct ConvergeArgs {
     /// Wait for another converge of the mesh to finish instead of exiting.
     #[arg(long)]
     pub wait: bool,
+    /// Docker target: push each build to the mesh's registry, for other machines to reuse (CI does;
+    /// without it a converge only reads the registry). Also `publish = true` in [mesh].
+    #[arg(long, env = "MESHTOP_PUBLISH")]
+    pub publish: bool,
     /// Only these modules (their bases must have artifacts, or they are refused).
     pub modules: Vec<String>,
 }

@@ -16,7 +16,7 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         state_path,
         jobs,
         target,
-    } = setup::converge_setup(global, &args.modules, args.jobs).await?;
+    } = setup::converge_setup(global, &args.modules, args.jobs, args.publish).await?;
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }

@@ -56,6 +56,9 @@ pub fn plan_text(plan: &Plan) -> String {
             "host: could not answer ({error}); read as holding nothing"
         );
     }
+    if let Some(warning) = &plan.registry_error {
+        outln!(out, "warning: {warning}");
+    }
     let width = plan
         .modules
         .iter()

@@ -70,7 +70,8 @@ pub fn select(mesh: &Mesh, names: &[String]) -> Result<Option<BTreeSet<String>>,
 }
 
 /// What a converge and a watch start from, made once: the mesh, the modules selected, the state's
-/// path, the builds of one tier at once, and the target, connected.
+/// path, the builds of one tier at once, and the target, connected. `publish` (`--publish`): push
+/// each build to the mesh's registry, which it must name.
 pub struct ConvergeSetup {
     pub mesh: Mesh,
     pub modules: Option<BTreeSet<String>>,
@@ -83,8 +84,19 @@ pub async fn converge_setup(
     global: &Global,
     modules: &[String],
     jobs: Option<u16>,
+    publish: bool,
 ) -> Result<ConvergeSetup, Failure> {
-    let mesh = load_mesh(global)?;
+    let mut mesh = load_mesh(global)?;
+    if publish {
+        if mesh.registry.is_none() {
+            return Err(Failure::input(format!(
+                "--publish: mesh {} names no registry to publish to; add registry = \"host:port\" under [mesh] in {}",
+                mesh.name,
+                mesh.file.display()
+            )));
+        }
+        mesh.publish = true;
+    }
     let modules = select(&mesh, modules)?;
     let state_path = state_path(global)?;
     let jobs = jobs.map_or_else(engine::default_jobs, usize::from);

@@ -13,7 +13,7 @@ use crate::backends::git;
 use crate::backends::state::{BuildEnd, NewBuild, StateDb};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh, Module};
+use crate::mesh::model::{INPUTS_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Module};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
 use crate::workspace::inputs::{self, InputSpec, InputsError};
@@ -255,6 +255,13 @@ pub async fn build_module(
         (MODULE_LABEL.to_string(), module.name.clone()),
         (MESH_LABEL.to_string(), mesh.name.clone()),
     ]);
+    // The proof a registry answer is checked against (the tag's 12 hex characters are only a name).
+    labels.extend(
+        planned
+            .inputs
+            .as_ref()
+            .map(|i| (INPUTS_LABEL.to_string(), i.digest.clone())),
+    );
     if let Some(commit) = &revision.commit {
         labels.insert("org.opencontainers.image.revision".into(), commit.clone());
     }

@@ -15,6 +15,7 @@ use super::rollout::roll_out;
 pub use super::summary::{ConvergeSummary, ModuleOutcome};
 use super::target::{Connected, RecordRead};
 use super::tiers::TierRun;
+use super::vouch::RegistryVoucher;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::StateDb;
 use crate::mesh::Module;
@@ -231,6 +232,7 @@ async fn plan<'a>(
         host_is_target: target.host_is_target(),
     };
     let mut planner = Planner::new(ctx, at.daemon.clone());
+    planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh).await);
     // First pass: every decision that can be made now, and every refusal, before any build.
     let mut planned = first_pass(&mut planner, selected, manifests).await?;
     // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
@@ -242,6 +244,11 @@ async fn plan<'a>(
     if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
         planner.reset();
         planned = first_pass(&mut planner, selected, manifests).await?;
+    }
+    // A registry that could not be asked is said once per converge: now, or at the end if it
+    // failed only later (a dependent asked once its base was built).
+    if let Some(warning) = planner.registry_mut().and_then(RegistryVoucher::warn_once) {
+        emitter.emit(Step::Warning, None, warning);
     }
     let refused = preflight::refusals(&planned, mesh, target.as_ref());
     if !refused.is_empty() {
@@ -274,15 +281,25 @@ async fn stamp_and_roll_out(
         outcomes,
         mut stamp,
         all_ok,
-        planner,
+        mut planner,
         ..
     } = walk;
+    // A registry that could not be asked is said once per converge.
+    let registry_warning = planner.registry().and_then(RegistryVoucher::warning);
+    if let Some(warning) = planner.registry_mut().and_then(RegistryVoucher::warn_once) {
+        emitter.emit(Step::Warning, None, warning);
+    }
     // The summary says of the record what its step said: one word, in the events and the summary.
     let summary = |stamped, record_word: &str, created, sends, ok| ConvergeSummary {
         operation_id: emitter.operation_id.clone(),
         operation: emitter.operation,
         mesh: mesh.name.clone(),
-        warnings: record.warning.iter().cloned().collect(),
+        warnings: record
+            .warning
+            .iter()
+            .chain(registry_warning.iter())
+            .cloned()
+            .collect(),
         stamped,
         record: record_word.to_string(),
         modules: outcomes.clone(),
@@ -349,12 +366,8 @@ async fn first_pass(
     selected: &[&Module],
     manifests: &StateManifests<'_>,
 ) -> Result<BTreeMap<String, PlannedModule>, ConvergeError> {
-    let mut planned = BTreeMap::new();
-    for module in selected {
-        let decided = planner.decide(module, manifests).await?;
-        planned.insert(module.name.clone(), decided);
-    }
-    Ok(planned)
+    let decided = planner.decide_all(selected, manifests).await?;
+    Ok(decided.into_iter().map(|p| (p.name.clone(), p)).collect())
 }
 
 /// Whether this converge uses an artifact that only the record vouches for: a module built FROM a

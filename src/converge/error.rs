@@ -87,6 +87,13 @@ pub enum TargetError {
         registry: String,
         module: String,
     },
+    /// A pull by digest gave another image than the artifact the registry's answer named.
+    #[error("{pinned} pulled as image {got}, not the artifact {artifact} its config names")]
+    PulledOther {
+        pinned: String,
+        got: String,
+        artifact: String,
+    },
     #[error("{kind} {machine} is no longer in {place}")]
     MachineGone {
         kind: MachineKind,
@@ -274,7 +281,7 @@ impl From<GcError> for String {
 }
 
 /// Why a plan could not be made: a module's inputs could not be read.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum PlanError {
     #[error("module {module}: {why}")]
     Inputs { module: String, why: String },

@@ -17,3 +17,4 @@ pub mod send;
 pub mod summary;
 pub mod target;
 pub mod tiers;
+pub mod vouch;

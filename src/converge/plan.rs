@@ -1,7 +1,8 @@
 //! The planner: resolves refs tier by tier and asks the skip decision for each module.
 //! A dry run (`meshtop plan`) and a converge share it; a converge feeds built artifacts back in
 //! with [`Planner::built`] before it decides the next tier.
-//! Long: the planner walks tiers and asks each voucher in order; the pure decision is mesh/decide.rs.
+//! Long: the planner walks tiers and asks each voucher in order (the record, the host once, the
+//! registry in rounds); the pure decision is mesh/decide.rs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -11,8 +12,11 @@ use rayon::prelude::*;
 
 pub use super::error::PlanError;
 pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
+use super::vouch::RegistryVoucher;
 use crate::backends::daemon::LazyDaemon;
-use crate::mesh::decide::{self, Decision, HostAnswer, Question, RefState, Verdict};
+use crate::mesh::decide::{
+    self, Decision, HostAnswer, Question, RefState, RegistryAnswer, Verdict,
+};
 use crate::mesh::manifest::own_digest;
 use crate::mesh::model::{Mesh, Module, Platform, Record};
 use crate::mesh::pin::{self, Pin};
@@ -53,6 +57,12 @@ pub struct Planner<'a> {
     ended_pins: BTreeMap<String, String>,
     /// Contexts walked ahead of their decision ([`Planner::walk_ahead`]), by module.
     walked: HashMap<String, Result<Walked, PlanError>>,
+    /// The mesh's registry, the third voucher (None: the mesh has none, or it is not asked).
+    registry: Option<RegistryVoucher>,
+    /// While set, a decision that needs the registry notes its ref in `registry_wanted` instead of
+    /// asking: [`Planner::decide_all`] then asks them all at once.
+    defer_registry: bool,
+    registry_wanted: Vec<String>,
 }
 
 /// Run blocking work (reading files) from async code: inline on a current-thread runtime (the
@@ -77,6 +87,57 @@ impl<'a> Planner<'a> {
             pins: None,
             ended_pins: BTreeMap::new(),
             walked: HashMap::new(),
+            registry: None,
+            defer_registry: false,
+            registry_wanted: Vec::new(),
+        }
+    }
+
+    /// Ask `voucher` (the mesh's registry) for what the record and the host leave to build.
+    pub fn use_registry(&mut self, voucher: Option<RegistryVoucher>) {
+        self.registry = voucher;
+    }
+
+    pub fn registry(&self) -> Option<&RegistryVoucher> {
+        self.registry.as_ref()
+    }
+
+    pub fn registry_mut(&mut self) -> Option<&mut RegistryVoucher> {
+        self.registry.as_mut()
+    }
+
+    /// The manifest digest the registry vouched with for `reference`, if it did.
+    pub fn registry_manifest(&self, reference: &str) -> Option<String> {
+        match self.registry.as_ref()?.answer(reference) {
+            RegistryAnswer::Holds { image, .. } => Some(image.manifest),
+            _ => None,
+        }
+    }
+
+    /// Decide `modules` (in tier order), asking the registry for every ref it is needed for at once
+    /// (bounded), then deciding again with its answers; a dependent whose base the registry answered
+    /// for learns its ref only then, so this repeats at most once per tier.
+    pub async fn decide_all(
+        &mut self,
+        modules: &[&Module],
+        manifests: &dyn ManifestSource,
+    ) -> Result<Vec<PlannedModule>, PlanError> {
+        loop {
+            self.defer_registry = self.registry.is_some();
+            self.registry_wanted.clear();
+            let mut decided = Vec::new();
+            for module in modules {
+                decided.push(self.decide(module, manifests).await);
+            }
+            self.defer_registry = false;
+            let wanted = std::mem::take(&mut self.registry_wanted);
+            match &mut self.registry {
+                Some(voucher) if !wanted.is_empty() => {
+                    voucher.ask(wanted).await;
+                    self.reset();
+                }
+                _ => return decided.into_iter().collect(),
+            }
         }
     }
 
@@ -124,6 +185,26 @@ impl<'a> Planner<'a> {
             },
             Err(why) => HostAnswer::Failed(why),
         };
+    }
+
+    /// The registry's answer for `question` when the record and the host leave it to build (asked
+    /// now, or noted for [`Planner::decide_all`] to ask with the others).
+    async fn ask_registry(&mut self, question: &Question) -> RegistryAnswer {
+        let (Some(voucher), RefState::Known(reference)) = (&mut self.registry, &question.reference)
+        else {
+            return RegistryAnswer::NotAsked;
+        };
+        if !decide::needs_registry(question, &self.ctx.record, &self.host) {
+            return RegistryAnswer::NotAsked;
+        }
+        if !voucher.knows(reference) {
+            if self.defer_registry {
+                self.registry_wanted.push(reference.clone());
+                return RegistryAnswer::NotAsked;
+            }
+            voucher.ask(vec![reference.clone()]).await;
+        }
+        voucher.answer(reference)
     }
 
     /// Docker target: the host daemon is the target, so it can tell an artifact the target lost.
@@ -192,6 +273,12 @@ impl<'a> Planner<'a> {
             .insert(module.to_string(), Some(artifact.to_string()));
     }
 
+    /// A module decided on another voucher is built after all (its pull failed): its dependents
+    /// wait for that build.
+    pub fn rebuilding(&mut self, module: &str) {
+        self.artifacts.insert(module.to_string(), None);
+    }
+
     /// A module's build failed or was skipped: its dependents are refused.
     pub fn failed(&mut self, module: &str) {
         self.artifacts.remove(module);
@@ -258,6 +345,7 @@ impl<'a> Planner<'a> {
             reference: state,
             forced,
             multi_platform,
+            inputs: inputs.as_ref().map(|i| i.digest.clone()),
         };
         let verdict = self
             .verdict(module, &question, inputs.as_ref(), manifests)
@@ -275,7 +363,7 @@ impl<'a> Planner<'a> {
             Decision::Refused => {
                 self.refused.insert(module.name.clone());
             }
-            Decision::Record | Decision::Host | Decision::Pinned => {
+            Decision::Record | Decision::Host | Decision::Registry | Decision::Pinned => {
                 self.artifacts.insert(module.name.clone(), artifact.clone());
             }
             Decision::Build | Decision::Forced => {
@@ -326,8 +414,9 @@ impl<'a> Planner<'a> {
             base_digest: base_artifact,
             platforms,
         };
-        let walked = match self.walked.remove(&module.name) {
-            Some(walked) => walked,
+        // Kept (not taken): a module may be decided again once the registry answered.
+        let walked = match self.walked.get(&module.name) {
+            Some(walked) => walked.clone(),
             // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
             None => {
                 let (walked, cache) = blocking_here(|| walk(module, manifests, None));
@@ -383,10 +472,12 @@ impl<'a> Planner<'a> {
                 if decide::needs_host(question, &self.ctx.record) {
                     self.ask_host().await;
                 }
-                let verdict = decide::decide(
+                let registry = self.ask_registry(question).await;
+                let verdict = decide::decide_with_registry(
                     question,
                     &self.ctx.record,
                     &self.host,
+                    &registry,
                     &self.ctx.record_source,
                 );
                 // Where the host is the target, an artifact it lost is rebuilt (when the host was asked).
@@ -503,29 +594,20 @@ pub async fn dry_run_watched(
 ) -> Result<Plan, PlanError> {
     let mesh = ctx.mesh;
     let mut planner = Planner::new(ctx, daemon);
+    planner.use_registry(RegistryVoucher::for_mesh(mesh).await);
     let selected: Vec<&Module> = mesh
         .modules
         .iter()
         .filter(|m| planner.is_selected(&m.name))
         .collect();
     planner.walk_ahead(&selected, manifests, memo);
-    let mut modules = Vec::new();
-    for module in &mesh.modules {
-        if planner.is_selected(&module.name) {
-            modules.push(planner.decide(module, manifests).await?);
-        }
-    }
+    let mut modules = planner.decide_all(&selected, manifests).await?;
     // The host was asked after some record hits were decided: those whose artifact it no longer
     // holds are shown as rebuilds, and their dependents follow.
     let decided: Vec<&PlannedModule> = modules.iter().collect();
     if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
         planner.reset();
-        modules.clear();
-        for module in &mesh.modules {
-            if planner.is_selected(&module.name) {
-                modules.push(planner.decide(module, manifests).await?);
-            }
-        }
+        modules = planner.decide_all(&selected, manifests).await?;
     }
     let mut tiers: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for planned in &modules {
@@ -544,5 +626,6 @@ pub async fn dry_run_watched(
         tiers: tiers.into_values().collect(),
         modules,
         host_error,
+        registry_error: planner.registry().and_then(RegistryVoucher::warning),
     })
 }

@@ -9,7 +9,7 @@ use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use super::build::{BuildError, BuildJob, Built, build_module};
-use super::error::ConvergeError;
+use super::error::{ConvergeError, TargetError};
 use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Step};
 use super::summary::ModuleOutcome;
@@ -92,6 +92,14 @@ impl TierRun<'_> {
                 Decision::Refused => {
                     self.failed(&decided, format!("not reached: {}", decided.reason), None);
                 }
+                Decision::Registry => match self.fetch(&decided).await {
+                    Ok(()) => self.skip(module, decided).await?,
+                    Err(planned) => jobs.push(BuildJob {
+                        module: (*module).clone(),
+                        planned,
+                        pushes: self.target.pushes_to().is_some(),
+                    }),
+                },
                 Decision::Record | Decision::Host | Decision::Pinned => {
                     self.skip(module, decided).await?
                 }
@@ -160,6 +168,84 @@ impl TierRun<'_> {
         Ok(decided)
     }
 
+    /// Bring what the registry vouched for where the target needs it (the seam's word). A pull that
+    /// fails after the registry answered falls back to a build (the planned module given back says
+    /// so), and every module built FROM it, decided on the registry's artifact, is decided again
+    /// after that build.
+    async fn fetch(&mut self, decided: &PlannedModule) -> Result<(), PlannedModule> {
+        let error = match self.fetch_vouched(decided).await {
+            Ok(()) => return Ok(()),
+            Err(error) => error,
+        };
+        let reason = format!("{}; {error}: built instead", decided.reason);
+        self.emitter
+            .emit(Step::Warning, Some(&decided.name), reason.clone());
+        self.planner.rebuilding(&decided.name);
+        let mut moved = vec![decided.name.clone()];
+        while let Some(base) = moved.pop() {
+            for planned in self.planned.values_mut() {
+                if planned.base.as_deref() == Some(base.as_str()) && planned.reference.is_some() {
+                    planned.reference = None;
+                    moved.push(planned.name.clone());
+                }
+            }
+        }
+        Err(PlannedModule {
+            decision: Decision::Build,
+            reason,
+            artifact: None,
+            ..decided.clone()
+        })
+    }
+
+    /// Ask the target to bring a registry-vouched artifact where it needs it; onto the host too
+    /// when a module of this converge may build FROM it. A multi-platform ref never lands in the
+    /// daemon: nothing to pull.
+    async fn fetch_vouched(&self, decided: &PlannedModule) -> Result<(), String> {
+        let (Some(reference), Some(digest)) = (&decided.reference, &decided.artifact) else {
+            return Err("a registry answer without ref or artifact".into());
+        };
+        let Some(manifest) = self.planner.registry_manifest(reference) else {
+            return Err("its manifest digest was lost".into());
+        };
+        if decided.multi_platform {
+            self.emitter.emit(
+                Step::Delivered,
+                Some(&decided.name),
+                format!("{reference} is in the registry as {manifest}: nothing to pull"),
+            );
+            return Ok(());
+        }
+        let on_host = self.built_from(&decided.name);
+        let artifact = Artifact {
+            module: &decided.name,
+            reference,
+            digest,
+            build_id: None,
+        };
+        self.target
+            .fetch_vouched(
+                self.mesh,
+                artifact,
+                &manifest,
+                on_host,
+                self.reach(),
+                self.emitter,
+            )
+            .await
+            .map_err(|e| format!("pulling {manifest} failed ({e})"))
+    }
+
+    /// Whether a module of this converge may build FROM `module`: a dependent that builds, or one
+    /// the registry vouched for that a module builds FROM in turn (should its pull fail, it builds).
+    fn built_from(&self, module: &str) -> bool {
+        self.planned.values().any(|p| {
+            p.base.as_deref() == Some(module)
+                && (p.decision.builds()
+                    || (p.decision == Decision::Registry && self.built_from(&p.name)))
+        })
+    }
+
     /// A module the record or the host vouched for: no build; a host skip is still delivered.
     async fn skip(&mut self, module: &Module, decided: PlannedModule) -> Result<(), ConvergeError> {
         let (Some(reference), Some(artifact)) =
@@ -204,6 +290,7 @@ impl TierRun<'_> {
         let text = match decided.decision {
             Decision::Record => "skipped (record)",
             Decision::Pinned => "kept (pinned)",
+            Decision::Registry => "skipped build (registry)",
             _ => "skipped build (host), delivered",
         };
         self.outcomes.push(outcome_of(&decided, text, true));
@@ -226,19 +313,7 @@ impl TierRun<'_> {
         let delivered = if built.published.is_some() {
             Ok(())
         } else {
-            self.target
-                .deliver(
-                    self.mesh,
-                    Artifact {
-                        module: &built.planned.name,
-                        reference: &reference,
-                        digest: artifact,
-                        build_id: Some(&built.correlation_id),
-                    },
-                    self.reach(),
-                    self.emitter,
-                )
-                .await
+            self.publish_and_deliver(&built, &reference, artifact).await
         };
         if let Err(error) = delivered {
             self.emitter
@@ -262,6 +337,27 @@ impl TierRun<'_> {
         outcome.digest = Some(artifact.clone());
         outcome.correlation_id = Some(built.correlation_id.clone());
         self.outcomes.push(outcome);
+    }
+
+    /// Publish a build where the target says so (`--publish`), then deliver it.
+    async fn publish_and_deliver(
+        &self,
+        built: &Built,
+        reference: &str,
+        digest: &str,
+    ) -> Result<(), TargetError> {
+        let artifact = || Artifact {
+            module: &built.planned.name,
+            reference,
+            digest,
+            build_id: Some(&built.correlation_id),
+        };
+        self.target
+            .publish(self.mesh, artifact(), self.reach(), self.emitter)
+            .await?;
+        self.target
+            .deliver(self.mesh, artifact(), self.reach(), self.emitter)
+            .await
     }
 
     /// A module that did not make it: its dependents are not reached and nothing is stamped.

@@ -1,12 +1,13 @@
 //! The skip decision (DESIGN.md, "Which record vouches"): a pure function over snapshots of the
-//! sources. The planner asks the host lazily — only when [`needs_host`] says a record check missed.
+//! sources. The planner asks the host lazily — only when [`needs_host`] says a record check missed —
+//! and the registry only for what the record and the host left to build ([`needs_registry`]).
 
 use std::collections::HashMap;
 use std::fmt;
 
 use serde::Serialize;
 
-use super::model::{MODULE_LABEL, Record};
+use super::model::{INPUTS_LABEL, MODULE_LABEL, Record};
 use super::text::short_id;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -16,6 +17,9 @@ pub enum Decision {
     Record,
     /// The host daemon holds a meshtop-labelled image tagged with the ref: skip the build, deliver.
     Host,
+    /// The mesh's registry holds a manifest under this exact ref labelled by meshtop with the ref's
+    /// full input digest: skip the build; pull it where the target needs it on the host.
+    Registry,
     /// Nothing vouches: build and deliver.
     Build,
     /// `--force`: build and deliver whatever any record says.
@@ -32,6 +36,7 @@ impl Decision {
         match self {
             Decision::Record => "record",
             Decision::Host => "host",
+            Decision::Registry => "registry",
             Decision::Build => "build",
             Decision::Forced => "forced",
             Decision::Refused => "refused",
@@ -44,6 +49,7 @@ impl Decision {
         [
             Decision::Record,
             Decision::Host,
+            Decision::Registry,
             Decision::Build,
             Decision::Forced,
             Decision::Refused,
@@ -60,7 +66,10 @@ impl Decision {
 
     /// Whether a converge delivers the artifact to the target.
     pub fn delivers(self) -> bool {
-        matches!(self, Decision::Host | Decision::Build | Decision::Forced)
+        matches!(
+            self,
+            Decision::Host | Decision::Registry | Decision::Build | Decision::Forced
+        )
     }
 }
 
@@ -112,6 +121,30 @@ impl HostAnswer {
     }
 }
 
+/// What the mesh's registry holds under one ref: the manifest's digest, the artifact (the image
+/// config digest; for a multi-platform index, the index's digest) and the image config's labels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegistryImage {
+    pub manifest: String,
+    pub artifact: String,
+    pub labels: HashMap<String, String>,
+}
+
+/// What the registry answered for one module's ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryAnswer {
+    /// The mesh has no registry, or the module was not asked (the record or the host answered).
+    NotAsked,
+    /// No manifest under the ref.
+    Absent { registry: String },
+    Holds {
+        registry: String,
+        image: RegistryImage,
+    },
+    /// It could not be asked (down, timed out, refused the login, garbage): reads as "holds nothing".
+    Failed { registry: String, error: String },
+}
+
 /// Where a module's ref stands when it is decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefState {
@@ -131,6 +164,9 @@ pub struct Question {
     pub forced: bool,
     /// More than one platform: pushed straight to a registry, never in the daemon.
     pub multi_platform: bool,
+    /// The full input digest the ref's 12 hex characters abbreviate (known with the ref): what a
+    /// registry image's [`INPUTS_LABEL`] must equal.
+    pub inputs: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -192,8 +228,106 @@ pub fn rebuild_gone(verdict: &Verdict, record_source: &str) -> Verdict {
     }
 }
 
-/// Decide one module. `record_source` names the record in reasons (e.g. "the docker record").
+/// Whether deciding `question` needs the registry's answer: the record and the host (as answered)
+/// leave a build, and the ref is known.
+pub fn needs_registry(question: &Question, record: &Record, host: &HostAnswer) -> bool {
+    matches!(question.reference, RefState::Known(_))
+        && question.inputs.is_some()
+        && decide(question, record, host, "").decision == Decision::Build
+}
+
+/// Why `image` does not answer for `question`, or None when it does: meshtop's module label naming
+/// the module and the inputs label equal to the ref's full input digest (the 12 hex characters of
+/// a tag are a name, not proof).
+pub fn registry_mismatch(question: &Question, image: &RegistryImage) -> Option<String> {
+    match image.labels.get(MODULE_LABEL) {
+        None => return Some("without meshtop's labels".into()),
+        Some(module) if *module != question.module => {
+            return Some(format!("labelled for module {module}"));
+        }
+        Some(_) => {}
+    }
+    match (image.labels.get(INPUTS_LABEL), &question.inputs) {
+        (None, _) => Some(format!("without the label {INPUTS_LABEL}")),
+        (Some(found), Some(wanted)) if found == wanted => None,
+        (Some(found), _) => Some(format!(
+            "built from other inputs ({INPUTS_LABEL} {})",
+            found.chars().take(12).collect::<String>()
+        )),
+    }
+}
+
+/// [`decide_with_registry`], the registry not asked.
 pub fn decide(
+    question: &Question,
+    record: &Record,
+    host: &HostAnswer,
+    record_source: &str,
+) -> Verdict {
+    decide_with_registry(
+        question,
+        record,
+        host,
+        &RegistryAnswer::NotAsked,
+        record_source,
+    )
+}
+
+/// Decide one module: `force → record → host → registry → build`. `record_source` names the record
+/// in reasons (e.g. "the docker record").
+pub fn decide_with_registry(
+    question: &Question,
+    record: &Record,
+    host: &HostAnswer,
+    registry: &RegistryAnswer,
+    record_source: &str,
+) -> Verdict {
+    let verdict = decide_without_registry(question, record, host, record_source);
+    if verdict.decision != Decision::Build || !matches!(question.reference, RefState::Known(_)) {
+        return verdict;
+    }
+    let held =
+        |registry: &str, what: String| format!("{}; registry {registry} {what}", verdict.reason);
+    match registry {
+        RegistryAnswer::NotAsked => verdict,
+        RegistryAnswer::Absent { registry } => Verdict {
+            reason: held(registry, "holds no manifest under this ref".into()),
+            ..verdict
+        },
+        RegistryAnswer::Failed { registry, error } => Verdict {
+            reason: held(
+                registry,
+                format!("could not answer ({error}), read as holding nothing"),
+            ),
+            ..verdict
+        },
+        RegistryAnswer::Holds { registry, image } => match registry_mismatch(question, image) {
+            Some(why) => Verdict {
+                reason: held(
+                    registry,
+                    format!(
+                        "holds manifest {} under this ref {why}: it does not answer",
+                        short_id(&image.manifest)
+                    ),
+                ),
+                ..verdict
+            },
+            None => Verdict {
+                decision: Decision::Registry,
+                reason: held(
+                    registry,
+                    format!(
+                        "holds manifest {} labelled by meshtop with these inputs",
+                        image.manifest
+                    ),
+                ),
+                artifact: Some(image.artifact.clone()),
+            },
+        },
+    }
+}
+
+fn decide_without_registry(
     question: &Question,
     record: &Record,
     host: &HostAnswer,

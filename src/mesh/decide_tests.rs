@@ -7,6 +7,8 @@ use super::*;
 use crate::mesh::model::{MODULE_LABEL, RecordEntry};
 
 const REF: &str = "demo/api:9a8b7c6d5e4f-amd64";
+/// The full input digest `REF`'s 12 hex characters abbreviate.
+const INPUTS: &str = "9a8b7c6d5e4f00112233445566778899aabbccddeeff00112233445566778899";
 const OLD: &str = "demo/api:000000000000-amd64";
 
 fn record(entries: &[(&str, &str, &str)]) -> Record {
@@ -42,6 +44,7 @@ fn known(forced: bool, multi: bool) -> Question {
         reference: RefState::Known(REF.into()),
         forced,
         multi_platform: multi,
+        inputs: Some(INPUTS.into()),
     }
 }
 
@@ -178,6 +181,7 @@ fn every_rule_of_which_record_vouches() {
                 },
                 forced: true,
                 multi_platform: false,
+                inputs: None,
             },
             record: Record::new(),
             host: HostAnswer::Holds(vec![image(REF, true)]),
@@ -195,6 +199,7 @@ fn every_rule_of_which_record_vouches() {
                 },
                 forced: false,
                 multi_platform: false,
+                inputs: None,
             },
             record: record(&[("api", REF, "sha256:rec")]),
             host: HostAnswer::NotAsked,
@@ -212,6 +217,7 @@ fn every_rule_of_which_record_vouches() {
                 },
                 forced: true,
                 multi_platform: false,
+                inputs: None,
             },
             record: Record::new(),
             host: HostAnswer::NotAsked,
@@ -256,4 +262,139 @@ fn decisions_say_what_a_converge_does() {
     assert_eq!(short_id("abc"), "abc");
     // A digest from a cluster annotation is not checked to be hex: cut by characters, never panic.
     assert_eq!(short_id("sha256:éééééééééééééé"), "éééééééééééé");
+}
+
+fn registry_image(labels: &[(&str, &str)]) -> RegistryAnswer {
+    RegistryAnswer::Holds {
+        registry: "reg.example:5000".into(),
+        image: RegistryImage {
+            manifest: "sha256:manifest0001".into(),
+            artifact: "sha256:config0001".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+        },
+    }
+}
+
+/// Rule 4: force → record → host → registry → build; the registry answers only with both labels.
+#[test]
+fn the_registry_is_the_third_voucher() {
+    let nothing = Record::new();
+    let empty_host = HostAnswer::Holds(vec![]);
+    let both = registry_image(&[(MODULE_LABEL, "api"), (INPUTS_LABEL, INPUTS)]);
+    let verdict =
+        |question: &Question, record: &Record, host: &HostAnswer, reg: &RegistryAnswer| {
+            decide_with_registry(question, record, host, reg, "the docker record")
+        };
+
+    // Both labels, the host holds nothing: the registry answers, its artifact the config digest,
+    // its reason naming the registry and the manifest digest.
+    let v = verdict(&known(false, false), &nothing, &empty_host, &both);
+    assert_eq!(v.decision, Decision::Registry, "{}", v.reason);
+    assert_eq!(v.artifact.as_deref(), Some("sha256:config0001"));
+    assert!(
+        v.reason
+            .contains("registry reg.example:5000 holds manifest sha256:manifest0001")
+    );
+    assert!(!Decision::Registry.builds() && Decision::Registry.delivers());
+    assert_eq!(Decision::parse("registry"), Some(Decision::Registry));
+
+    // It comes after force, the record and the host; it is asked only when they leave a build.
+    let forced = verdict(&known(true, false), &nothing, &empty_host, &both);
+    assert_eq!(forced.decision, Decision::Forced);
+    let recorded = record(&[("api", REF, "sha256:rec")]);
+    assert_eq!(
+        verdict(
+            &known(false, false),
+            &recorded,
+            &HostAnswer::NotAsked,
+            &both
+        )
+        .decision,
+        Decision::Record
+    );
+    let host = HostAnswer::Holds(vec![image(REF, true)]);
+    assert_eq!(
+        verdict(&known(false, false), &nothing, &host, &both).decision,
+        Decision::Host
+    );
+    assert!(!needs_registry(&known(true, false), &nothing, &empty_host));
+    assert!(!needs_registry(
+        &known(false, false),
+        &recorded,
+        &HostAnswer::NotAsked
+    ));
+    assert!(!needs_registry(&known(false, false), &nothing, &host));
+    assert!(needs_registry(&known(false, false), &nothing, &empty_host));
+    // A failed host listing, or a multi-platform ref the host never holds: the registry is asked.
+    let failed_host = HostAnswer::Failed("down".into());
+    assert!(needs_registry(&known(false, false), &nothing, &failed_host));
+    assert!(needs_registry(&known(false, true), &nothing, &empty_host));
+    let multi = verdict(&known(false, true), &nothing, &empty_host, &both);
+    assert_eq!(multi.decision, Decision::Registry, "{}", multi.reason);
+
+    // Never for a pending ref.
+    let pending = Question {
+        reference: RefState::Pending {
+            base: "base".into(),
+        },
+        ..known(false, false)
+    };
+    assert!(!needs_registry(&pending, &nothing, &empty_host));
+    assert_eq!(
+        verdict(&pending, &nothing, &empty_host, &both).decision,
+        Decision::Build
+    );
+
+    // An image wearing the tag without both labels, or with other inputs, or for another module,
+    // never answers; the reason says why.
+    for (labels, says) in [
+        (vec![], "without meshtop's labels"),
+        (
+            vec![(MODULE_LABEL, "api")],
+            "without the label jr2.dev/inputs",
+        ),
+        (
+            vec![(MODULE_LABEL, "api"), (INPUTS_LABEL, "9a8b7c6d5e4fffff")],
+            "built from other inputs",
+        ),
+        (
+            vec![(MODULE_LABEL, "web"), (INPUTS_LABEL, INPUTS)],
+            "labelled for module web",
+        ),
+        (vec![(INPUTS_LABEL, INPUTS)], "without meshtop's labels"),
+    ] {
+        let v = verdict(
+            &known(false, false),
+            &nothing,
+            &empty_host,
+            &registry_image(&labels),
+        );
+        assert_eq!(v.decision, Decision::Build, "{labels:?}");
+        assert!(v.reason.contains(says), "{labels:?}: {}", v.reason);
+        assert!(v.reason.contains("it does not answer"), "{}", v.reason);
+        assert_eq!(v.artifact, None);
+    }
+
+    // Absent and failed read as holding nothing, the failure named.
+    let absent = RegistryAnswer::Absent {
+        registry: "reg.example:5000".into(),
+    };
+    let v = verdict(&known(false, false), &nothing, &empty_host, &absent);
+    assert_eq!(v.decision, Decision::Build);
+    assert!(v.reason.contains("holds no manifest under this ref"));
+    let down = RegistryAnswer::Failed {
+        registry: "reg.example:5000".into(),
+        error: "connection refused".into(),
+    };
+    let v = verdict(&known(false, false), &nothing, &empty_host, &down);
+    assert_eq!(v.decision, Decision::Build);
+    assert!(
+        v.reason
+            .contains("registry reg.example:5000 could not answer (connection refused)"),
+        "{}",
+        v.reason
+    );
 }

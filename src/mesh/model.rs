@@ -29,6 +29,10 @@ pub struct Mesh {
     /// No context may leave it.
     pub root: PathBuf,
     pub registry: Option<Registry>,
+    /// Docker target: push each build to `registry` so that other machines reuse it (`publish =
+    /// true` in [mesh], `meshtop converge --publish`, `MESHTOP_PUBLISH=1`); otherwise a Docker-target
+    /// converge only reads the registry.
+    pub publish: bool,
     /// The targets of this mesh, by name (one today: a mesh file's single `[target]` table is
     /// [`DEFAULT_TARGET`]). A second target is one more entry; every caller asks for the one it acts on.
     pub targets: BTreeMap<String, Target>,

@@ -325,6 +325,7 @@ mod tests {
             reference: RefState::Known(reference.into()),
             forced,
             multi_platform: false,
+            inputs: None,
         }
     }
 

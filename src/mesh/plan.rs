@@ -47,4 +47,7 @@ pub struct Plan {
     pub modules: Vec<PlannedModule>,
     /// The host's listing error, when it could not answer.
     pub host_error: Option<String>,
+    /// Why the mesh's registry could not be asked, when it could not (read as holding nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_error: Option<String>,
 }

@@ -132,7 +132,14 @@ pub fn compute(
         converges.insert(event.operation_id.clone());
         let stats = per.entry(module.clone()).or_default();
         *stats.decisions.entry(decision.to_string()).or_default() += 1;
-        if matches!(decision, "record" | "host" | "pinned") {
+        // A registry skip whose pull failed was built in that converge after all: nothing saved.
+        let built_then = || {
+            rows.iter().any(|r| {
+                r.module.as_deref() == Some(module.as_str())
+                    && r.operation_id.as_deref() == Some(event.operation_id.as_str())
+            })
+        };
+        if matches!(decision, "record" | "host" | "registry" | "pinned") && !built_then() {
             stats.saved_ms += stats.median_build_ms.unwrap_or(0);
         }
     }
@@ -253,5 +260,36 @@ mod tests {
         assert_eq!(recent.modules["api"].builds, 0);
         assert_eq!(recent.modules["api"].saved_ms, 0, "no median in the window");
         assert_eq!(recent.modules["web"].builds, 1);
+    }
+
+    #[test]
+    fn a_registry_skip_saves_a_build_unless_its_pull_failed_and_it_was_built() {
+        let mut fallback = build("web", BuildStatus::Succeeded, 80_000, 4_000);
+        fallback.operation_id = Some("c5".into());
+        let rows = vec![
+            build("web", BuildStatus::Succeeded, 50_000, 4_000),
+            fallback,
+        ];
+        let events = vec![
+            decided(
+                1,
+                "c4",
+                "web",
+                "registry r/web:1 — registry r holds manifest",
+                70_000,
+            ),
+            decided(
+                2,
+                "c5",
+                "web",
+                "registry r/web:2 — registry r holds manifest",
+                80_000,
+            ),
+        ];
+        let modules = vec!["web".to_string()];
+        let stats = compute("demo", &modules, &rows, &events, None, 100_000);
+        let web = &stats.modules["web"];
+        assert_eq!(web.decisions["registry"], 2);
+        assert_eq!(web.saved_ms, 4_000, "c4 saved a build, c5 built after all");
     }
 }

@@ -99,10 +99,16 @@ pub fn has_notice_line(state: &AppState) -> bool {
     state.mode == Mode::Filter
         || !state.filter.is_empty()
         || !state.warnings.is_empty()
+        || registry_warning(state).is_some()
         || state.notice.is_some()
         || state.running.is_some()
         || operation_text(state).is_some()
         || held_text(state).is_some()
+}
+
+/// The plan's word that the mesh's registry could not be asked (read as holding nothing).
+fn registry_warning(state: &AppState) -> Option<&str> {
+    state.plan.as_ref()?.registry_error.as_deref()
 }
 
 /// The followed operation while it runs (`⟳ #42 · tier 2 of 3 · 3/7 done · 42s`), or when its
@@ -193,6 +199,17 @@ pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Pale
             usize::MAX,
             &format!(" {} ", notice.text),
             style,
+        );
+    }
+    if let Some(warning) = registry_warning(state) {
+        x = put(
+            buf,
+            area,
+            x,
+            y,
+            usize::MAX,
+            &format!(" ⚠ {warning} "),
+            palette.warn(),
         );
     }
     if let Some(first) = state.warnings.first() {

@@ -223,6 +223,7 @@ pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
         ModuleRun::Delivered { built: false } => ("delivered·host".to_string(), palette.info()),
         ModuleRun::Skipped(Decision::Pinned) => ("pinned".to_string(), palette.special()),
         ModuleRun::Skipped(Decision::Host) => ("skip·host".to_string(), palette.info()),
+        ModuleRun::Skipped(Decision::Registry) => ("skip·registry".to_string(), palette.info()),
         ModuleRun::Skipped(_) => ("skip·record".to_string(), palette.good()),
         ModuleRun::Failed(_) => ("failed".to_string(), palette.bad()),
         ModuleRun::NotReached(_) => ("not reached".to_string(), palette.bad()),

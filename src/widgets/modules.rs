@@ -45,6 +45,7 @@ pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     match state.planned(module).map(|p| p.decision) {
         Some(Decision::Record) => ("skip·record".into(), palette.good()),
         Some(Decision::Host) => ("deliver·host".into(), palette.info()),
+        Some(Decision::Registry) => ("pull·registry".into(), palette.info()),
         Some(Decision::Build) => ("build".into(), palette.warn()),
         Some(Decision::Forced) => ("forced".into(), palette.special()),
         Some(Decision::Refused) => ("refused".into(), palette.bad()),
@@ -66,10 +67,15 @@ pub fn record_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
 }
 
-/// HOST: ✓ holds a meshtop-labelled image tagged with the ref, ✗ does not, ? could not answer,
-/// – cannot answer (ref pending, multi-platform) or not asked yet.
-/// What the registry answered for the module's planned ref: ✓ published, ✗ absent, ? no answer.
+/// REG: ✓ the registry vouches (the plan decided `registry`), else what it answered for the
+/// module's planned ref: ✓ published, ✗ absent, ? no answer.
 pub fn registry_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
+    if state
+        .planned(module)
+        .is_some_and(|p| p.decision == Decision::Registry)
+    {
+        return ("✓".into(), palette.good());
+    }
     match state.registry_answers.get(module) {
         Some(RegistryAnswer::Published(_)) => ("✓".into(), palette.good()),
         Some(RegistryAnswer::Absent) => ("✗".into(), palette.bad()),
@@ -79,6 +85,8 @@ pub fn registry_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
 }
 
+/// HOST: ✓ holds a meshtop-labelled image tagged with the ref, ✗ does not, ? could not answer,
+/// – cannot answer (ref pending, multi-platform) or not asked yet.
 pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     let Some(planned) = state.planned(module) else {
         return ("–".into(), palette.dim());

@@ -1,5 +1,5 @@
 //! The stats view (in the detail overlay): per module builds, failures, median build time, the
-//! decisions of the last converges (record/host/build…) and the build time the skips saved.
+//! decisions of the last converges (record/host/registry/build…) and the build time the skips saved.
 
 use ratatui::style::Style;
 

@@ -281,6 +281,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         file,
         root,
         registry: header.registry,
+        publish: header.publish,
         targets: crate::mesh::model::single_target(target),
         rollout_deadline,
         modules: resolved,

@@ -125,20 +125,53 @@ impl ExampleMesh {
     }
 }
 
+impl ExampleMesh {
+    /// A clean machine: the mesh's containers and images gone from the daemon (dependents before
+    /// their bases: a base with a dependent image is not removed, so it is tried again next round).
+    pub fn clean_daemon(&self) {
+        let label = format!("label=jr2.dev/mesh={}", self.name);
+        let containers = ids(&["ps", "-aq", "--filter", &label]);
+        if !containers.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&containers)
+                .output();
+        }
+        for _ in 0..5 {
+            let images = ids(&["images", "-q", "--filter", &label]);
+            if images.is_empty() {
+                return;
+            }
+            for image in images {
+                let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
+            }
+        }
+        assert_eq!(
+            ids(&["images", "-q", "--filter", &label]),
+            Vec::<String>::new(),
+            "the mesh's images could not be removed"
+        );
+    }
+}
+
+/// The ids a docker listing prints, each once.
+fn ids(args: &[&str]) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .map(|o| o.stdout)
+        .unwrap_or_default();
+    String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 impl Drop for ExampleMesh {
     fn drop(&mut self) {
         let label = format!("label=jr2.dev/mesh={}", self.name);
-        let ids = |args: &[&str]| -> Vec<String> {
-            let out = Command::new("docker")
-                .args(args)
-                .output()
-                .map(|o| o.stdout)
-                .unwrap_or_default();
-            String::from_utf8_lossy(&out)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        };
         let containers = ids(&["ps", "-aq", "--filter", &label]);
         if !containers.is_empty() {
             let _ = Command::new("docker")
@@ -156,7 +189,6 @@ impl Drop for ExampleMesh {
     }
 }
 
-/// stderr + stdout of an output, for assertion messages.
 pub fn said(output: &Output) -> String {
     format!(
         "{}{}",

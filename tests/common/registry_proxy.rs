@@ -4,6 +4,11 @@
 //! and on every repository path). Everything else is forwarded as it is (method, path, query,
 //! headers, body); an upload's `Location` names this proxy, so the client comes back here.
 //! It counts the requests refused for want of credentials.
+//!
+//! [`StoppableRegistry`]: the same registry without a login, which stops after a number of
+//! requests as a registry whose process ends: its listener closes (a new connection is refused)
+//! and a connection still open gets 503, as distribution's http server answers while it shuts
+//! down (`registry/registry.go`: the server drains, then exits).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,7 +43,19 @@ impl RegistryProxy {
         let app = Router::new().fallback(
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
                 let (client, me, count) = (client.clone(), me.clone(), count.clone());
-                async move { forward(&client, &me, &count, method, uri, headers, body).await }
+                async move {
+                    forward(
+                        &client,
+                        &me,
+                        &count,
+                        Some(WANTED),
+                        method,
+                        uri,
+                        headers,
+                        body,
+                    )
+                    .await
+                }
             },
         );
         let serve = axum::serve(listener, app);
@@ -63,10 +80,77 @@ impl RegistryProxy {
     }
 }
 
+/// The real registry without a login, that stops once it has answered `budget` requests.
+pub struct StoppableRegistry {
+    /// `127.0.0.1:<port>`.
+    pub host: String,
+    /// Requests it still answers; at 0 it stops.
+    pub budget: Arc<AtomicUsize>,
+    /// Requests that reached it (answered or not).
+    pub seen: Arc<AtomicUsize>,
+}
+
+impl StoppableRegistry {
+    pub async fn start() -> StoppableRegistry {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let budget = Arc::new(AtomicUsize::new(usize::MAX));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let client = reqwest::Client::new();
+        let server: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
+        let (me, left, counted, stop) =
+            (host.clone(), budget.clone(), seen.clone(), server.clone());
+        let app = Router::new().fallback(
+            move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let (client, me, left, counted, stop) = (
+                    client.clone(),
+                    me.clone(),
+                    left.clone(),
+                    counted.clone(),
+                    stop.clone(),
+                );
+                async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let answers = left
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok();
+                    if !answers {
+                        if let Some(server) = stop.lock().unwrap().take() {
+                            server.abort();
+                        }
+                        return (StatusCode::SERVICE_UNAVAILABLE, "stopped").into_response();
+                    }
+                    let none = AtomicUsize::new(0);
+                    forward(&client, &me, &none, None, method, uri, headers, body).await
+                }
+            },
+        );
+        let serve = axum::serve(listener, app);
+        let task = tokio::spawn(async move {
+            let _ = serve.await;
+        });
+        *server.lock().unwrap() = Some(task.abort_handle());
+        StoppableRegistry { host, budget, seen }
+    }
+
+    /// Answer `n` more requests, then stop.
+    pub fn stop_after(&self, n: usize) {
+        self.budget.store(n, Ordering::SeqCst);
+    }
+
+    pub fn seen(&self) -> usize {
+        self.seen.load(Ordering::SeqCst)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn forward(
     client: &reqwest::Client,
     me: &str,
     refused: &AtomicUsize,
+    wanted: Option<&str>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -76,7 +160,7 @@ async fn forward(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if auth != WANTED {
+    if wanted.is_some_and(|wanted| auth != wanted) {
         refused.fetch_add(1, Ordering::SeqCst);
         let mut response = (StatusCode::UNAUTHORIZED, "authentication required").into_response();
         response.headers_mut().insert(
@@ -91,7 +175,8 @@ async fn forward(
         format!("http://{UPSTREAM}{path}"),
     );
     for (name, value) in &headers {
-        if name != header::HOST && name != header::AUTHORIZATION && name != header::CONTENT_LENGTH {
+        let login = wanted.is_some() && name == header::AUTHORIZATION;
+        if name != header::HOST && !login && name != header::CONTENT_LENGTH {
             request = request.header(name.as_str(), value.as_bytes());
         }
     }

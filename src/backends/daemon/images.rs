@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use bollard::query_parameters::{RemoveImageOptions, TagImageOptions};
+use bollard::query_parameters::{CreateImageOptions, RemoveImageOptions, TagImageOptions};
+use futures_util::StreamExt;
 
 use super::{Daemon, DaemonError};
 
@@ -48,6 +49,44 @@ impl Daemon {
             .tag_image(id, Some(options))
             .await
             .map_err(self.call_error("tag an image"))
+    }
+
+    /// Pull `repository@digest` (a manifest the registry vouched with) and tag it `reference`, as a
+    /// build would leave it; returns the image id (the config digest). `auth` is the registry's login.
+    pub async fn pull_by_digest(
+        &self,
+        repository: &str,
+        digest: &str,
+        reference: &str,
+        auth: Option<bollard::auth::DockerCredentials>,
+    ) -> Result<String, DaemonError> {
+        let pinned = format!("{repository}@{digest}");
+        let options = CreateImageOptions {
+            from_image: Some(pinned.clone()),
+            ..Default::default()
+        };
+        let mut stream = self.docker.create_image(Some(options), None, auth);
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(self.call_error("pull an image"))?;
+            if let Some(message) = info.error_detail.and_then(|d| d.message) {
+                return Err(DaemonError::Refused {
+                    endpoint: self.endpoint.clone(),
+                    message: format!("pulling {pinned}: {message}"),
+                });
+            }
+        }
+        let id = self
+            .docker
+            .inspect_image(&pinned)
+            .await
+            .map_err(self.call_error("inspect a pulled image"))?
+            .id
+            .ok_or_else(|| DaemonError::Refused {
+                endpoint: self.endpoint.clone(),
+                message: format!("the pulled image {pinned} has no id"),
+            })?;
+        self.tag(&id, reference).await?;
+        Ok(id)
     }
 
     /// Every image carrying meshtop's module label, with its size, in one call.

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::backends::credentials;
+use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
-use crate::backends::registry::RegistryClient;
+use crate::backends::registry::{RegistryClient, push_image};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::progress::{Emitter, Step};
@@ -156,6 +156,69 @@ impl Target for Docker {
         })
     }
 
+    /// The host is the target: the artifact is pulled into the daemon, whatever `on_host` says.
+    fn fetch_vouched<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        manifest: &'a str,
+        _on_host: bool,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            let Some(registry) = &mesh.registry else {
+                return Err(TargetError::Credentials(format!(
+                    "mesh {} names no registry to pull {} from",
+                    mesh.name, artifact.reference
+                )));
+            };
+            let creds = registry_credentials(registry).await?;
+            host::pull_vouched(
+                reach.daemon,
+                &artifact,
+                manifest,
+                registry,
+                creds.as_ref(),
+                emitter,
+            )
+            .await
+        })
+    }
+
+    /// Delivery is nothing here: with `--publish` (or `publish = true`) each build is pushed to the
+    /// mesh's registry for other machines, its manifest digest kept with the build.
+    fn publish<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Option<String>, TargetError>> {
+        Box::pin(async move {
+            let (true, Some(registry)) = (mesh.publish, &mesh.registry) else {
+                return Ok(None);
+            };
+            let creds = registry_credentials(registry).await?;
+            let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+            let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
+            if let Some(build) = artifact.build_id {
+                locked(reach.db)
+                    .map_err(TargetError::Handle)?
+                    .set_published(build, artifact.reference, &digest)?;
+            }
+            emitter.emit(
+                Step::Delivered,
+                Some(artifact.module),
+                format!(
+                    "published {} to registry {} → {digest}",
+                    artifact.reference, registry.host
+                ),
+            );
+            Ok(Some(digest))
+        })
+    }
+
     fn send<'a>(
         &'a self,
         _mesh: &'a Mesh,
@@ -216,12 +279,17 @@ impl Target for Docker {
         registry: &'a Registry,
     ) -> Fut<'a, Result<RegistryClient, TargetError>> {
         Box::pin(async move {
-            let creds = credentials::for_registry(&registry.host)
-                .await
-                .map_err(|e| TargetError::Credentials(e.to_string()))?;
+            let creds = registry_credentials(registry).await?;
             RegistryClient::new(registry, creds).map_err(TargetError::from)
         })
     }
+}
+
+/// Docker's credentials for `registry` (none: it asks for no login).
+async fn registry_credentials(registry: &Registry) -> Result<Option<Credentials>, TargetError> {
+    credentials::for_registry(&registry.host)
+        .await
+        .map_err(|e| TargetError::Credentials(e.to_string()))
 }
 
 /// The host daemon in words: it is here, and a send recreates each container.

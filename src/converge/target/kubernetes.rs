@@ -655,6 +655,53 @@ impl Target for Kube {
         Box::pin(self.deliver_now(mesh, artifact, reach, emitter))
     }
 
+    /// The cluster pulls from the registry that vouched: nothing to push. The host daemon needs the
+    /// artifact only when a module of this converge builds FROM it (then it is pulled there).
+    fn fetch_vouched<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        manifest: &'a str,
+        on_host: bool,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            if on_host && let Some(registry) = &mesh.registry {
+                let creds = self.credentials(&registry.host).await?;
+                host::pull_vouched(
+                    reach.daemon,
+                    &artifact,
+                    manifest,
+                    registry,
+                    creds.as_ref(),
+                    emitter,
+                )
+                .await?;
+            }
+            emitter.emit(
+                Step::Delivered,
+                Some(artifact.module),
+                format!(
+                    "{} is in the registry as {manifest}: nothing to push",
+                    artifact.reference
+                ),
+            );
+            Ok(())
+        })
+    }
+
+    /// Delivery pushes every build to the registry already: nothing more to publish.
+    fn publish<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _artifact: Artifact<'a>,
+        _reach: Reach<'a>,
+        _emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Option<String>, TargetError>> {
+        Box::pin(async { Ok(None) })
+    }
+
     fn send<'a>(
         &'a self,
         mesh: &'a Mesh,

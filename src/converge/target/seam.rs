@@ -152,6 +152,30 @@ pub trait Target: Send + Sync {
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<(), TargetError>>;
 
+    /// Bring an artifact the registry vouched for (it answered with manifest `manifest` under
+    /// `artifact.reference`) where this target needs it, and into the host daemon when `on_host`
+    /// (a module of this converge builds FROM it). Err says why it could not: the module is built.
+    fn fetch_vouched<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        manifest: &'a str,
+        on_host: bool,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>>;
+
+    /// Publish a build for other machines to reuse (`--publish`) where delivering it does not put
+    /// it in the registry already; the manifest digest, kept with the build. Ok(None): nothing to
+    /// publish here (not asked, no registry, or the delivery pushes).
+    fn publish<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Option<String>, TargetError>>;
+
     /// Move one machine to the artifact `moved` names, and follow it there.
     fn send<'a>(
         &'a self,

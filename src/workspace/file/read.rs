@@ -1,5 +1,7 @@
 //! The rules for each table of the mesh file: which keys, which values. Cross-table checks (duplicates,
 //! bases, paths) are in `file.rs`.
+//! Long: one reader per table of the mesh file, each with its keys' rules and the fix each refusal
+//! names; split by table, the shared key lists and value readers would be passed around.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -13,7 +15,13 @@ use super::table::{Section, Source, cut, show};
 use crate::mesh::model::{Backoff, Platform, Policy, Registry, Target};
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
-const MESH_KEYS: &[&str] = &["name", "registry", "insecure_registry", "platforms"];
+const MESH_KEYS: &[&str] = &[
+    "name",
+    "registry",
+    "insecure_registry",
+    "platforms",
+    "publish",
+];
 const TARGET_KEYS: &[&str] = &["kind", "namespace", "context", "rollout_deadline"];
 const MODULE_KEYS: &[&str] = &[
     "name",
@@ -35,6 +43,7 @@ pub(super) struct Header {
     pub span: Range<usize>,
     pub registry: Option<Registry>,
     pub platforms: Vec<Platform>,
+    pub publish: bool,
 }
 
 pub(super) struct RawModule {
@@ -56,7 +65,7 @@ pub(super) struct RawMachine {
     pub env: BTreeMap<String, String>,
 }
 
-/// `[mesh]`: name, registry, platforms.
+/// `[mesh]`: name, registry (and publish), platforms.
 pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Header, MeshError> {
     let value = top.get("mesh").ok_or_else(|| {
         MeshError::at(
@@ -78,6 +87,7 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
     let name = mesh.required_string(src, "name", "\"demo\"")?;
     check_name(src, &name, "mesh name")?;
     let insecure = mesh.boolean(src, "insecure_registry")?;
+    let publish = mesh.boolean(src, "publish")?;
     let registry = match mesh.string(src, "registry", "\"localhost:5000\"")? {
         Some(host) => {
             check_registry(host.get_ref())
@@ -88,18 +98,24 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
             })
         }
         None => {
-            if let Some(flag) = insecure {
+            // A key that only means something with a registry, set without one.
+            let orphan = [("insecure_registry", &insecure), ("publish", &publish)]
+                .into_iter()
+                .find_map(|(key, flag)| Some((key, flag.as_ref()?)));
+            if let Some((key, flag)) = orphan {
                 return Err(src.err(
                     &flag.span(),
-                    "`insecure_registry` in [mesh] is set but there is no `registry`",
-                    "add registry = \"host:port\" or remove insecure_registry",
+                    format!("`{key}` in [mesh] is set but there is no `registry`"),
+                    format!("add registry = \"host:port\" or remove {key}"),
                 ));
             }
             None
         }
     };
+    let publish = registry.is_some() && publish.is_some_and(Spanned::into_inner);
     let platforms = platforms(src, &mesh)?.unwrap_or_default();
     Ok(Header {
+        publish,
         name: name.into_inner(),
         span: mesh.span.clone(),
         registry,

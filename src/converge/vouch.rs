@@ -1,0 +1,154 @@
+//! The registry as the third voucher: what the mesh's registry holds under the refs the record and
+//! the host left to build, asked concurrently (bounded), once per ref per converge. Every fault
+//! (down, timeouts, a refused login, garbage) reads as "holds nothing", kept as the warning.
+//! What a registry answer asks of the target (a pull where it needs the artifact) and `--publish`
+//! are the seam's (`Target::fetch_vouched`, `Target::publish`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use crate::backends::credentials;
+use crate::backends::registry::{RegistryClient, repository_in};
+use crate::mesh::decide::RegistryAnswer;
+use crate::mesh::model::Mesh;
+
+/// One question's time limit: a registry that does not answer in time holds nothing, and the
+/// module builds (the plan is not held for the client's default 30 s).
+pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(5);
+/// Questions in flight at once.
+pub const QUESTIONS_AT_ONCE: usize = 8;
+
+/// The mesh's registry, asked for refs; its answers kept by ref.
+pub struct RegistryVoucher {
+    host: String,
+    /// Err: the client could not be made (its credentials unreadable): every answer is this failure.
+    client: Result<RegistryClient, String>,
+    answers: HashMap<String, RegistryAnswer>,
+    /// Refs asked of the registry (each a manifest GET and a config GET).
+    asked: AtomicUsize,
+    /// Whether [`RegistryVoucher::warn_once`] gave the warning already.
+    warned: bool,
+}
+
+impl RegistryVoucher {
+    /// The voucher for `mesh`'s registry, with the credentials a push uses; None without a registry.
+    pub async fn for_mesh(mesh: &Mesh) -> Option<RegistryVoucher> {
+        let registry = mesh.registry.as_ref()?;
+        let client = match credentials::for_registry(&registry.host).await {
+            Ok(creds) => RegistryClient::new(registry, creds)
+                .map(|c| c.with_timeout(QUESTION_TIMEOUT))
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        Some(RegistryVoucher {
+            host: registry.host.clone(),
+            client,
+            answers: HashMap::new(),
+            asked: AtomicUsize::new(0),
+            warned: false,
+        })
+    }
+
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// How many refs were asked so far.
+    pub fn asked(&self) -> usize {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    /// Whether `reference` was answered already.
+    pub fn knows(&self, reference: &str) -> bool {
+        self.answers.contains_key(reference)
+    }
+
+    /// The answer for `reference` (NotAsked until [`RegistryVoucher::ask`] asked it).
+    pub fn answer(&self, reference: &str) -> RegistryAnswer {
+        self.answers
+            .get(reference)
+            .cloned()
+            .unwrap_or(RegistryAnswer::NotAsked)
+    }
+
+    /// The first fault met, for the warning shown once per converge.
+    pub fn warning(&self) -> Option<String> {
+        let mut faults: Vec<&String> = self
+            .answers
+            .values()
+            .filter_map(|a| match a {
+                RegistryAnswer::Failed { error, .. } => Some(error),
+                _ => None,
+            })
+            .collect();
+        faults.sort();
+        faults.first().map(|error| {
+            format!(
+                "registry {} could not be asked ({error}): read as holding nothing, the modules it might have answered for are built",
+                self.host
+            )
+        })
+    }
+
+    /// The warning, the first time it is asked for once there is one (a converge says it once).
+    pub fn warn_once(&mut self) -> Option<String> {
+        if self.warned {
+            return None;
+        }
+        let warning = self.warning()?;
+        self.warned = true;
+        Some(warning)
+    }
+
+    /// Ask the registry for every ref of `refs` not answered yet, up to [`QUESTIONS_AT_ONCE`] at once.
+    pub async fn ask(&mut self, refs: Vec<String>) {
+        let mut wanted: Vec<String> = refs.into_iter().filter(|r| !self.knows(r)).collect();
+        wanted.sort();
+        wanted.dedup();
+        if wanted.is_empty() {
+            return;
+        }
+        let host = self.host.clone();
+        let client = match &self.client {
+            Ok(client) => client,
+            Err(error) => {
+                for reference in wanted {
+                    let failed = RegistryAnswer::Failed {
+                        registry: host.clone(),
+                        error: error.clone(),
+                    };
+                    self.answers.insert(reference, failed);
+                }
+                return;
+            }
+        };
+        let asked = &self.asked;
+        let answers: Vec<(String, RegistryAnswer)> = futures_util::stream::iter(wanted)
+            .map(|reference| {
+                let host = host.clone();
+                async move {
+                    asked.fetch_add(1, Ordering::SeqCst);
+                    let (path, tag) = repository_in(&host, &reference);
+                    let answer = match client.image(path, tag).await {
+                        Ok(Some(image)) => RegistryAnswer::Holds {
+                            registry: host,
+                            image,
+                        },
+                        Ok(None) => RegistryAnswer::Absent { registry: host },
+                        Err(error) => RegistryAnswer::Failed {
+                            registry: host,
+                            error: error.to_string(),
+                        },
+                    };
+                    (reference, answer)
+                }
+            })
+            .buffer_unordered(QUESTIONS_AT_ONCE)
+            .collect()
+            .await;
+        self.answers.extend(answers);
+    }
+}
