@@ -125,30 +125,15 @@ impl Daemon {
         request: BuildRequest,
         mut on_line: impl FnMut(&str) + Send,
     ) -> Result<BuildEnd, DaemonError> {
-        let options = options(&request);
         let legacy_why = match self.buildkit_address() {
             Ok(address) => {
                 let api = self.docker.client_version().to_string();
                 let agent = request.ssh_agent.clone();
                 match session::open(&address, &api, request.secrets.clone(), agent).await {
                     Ok(session) => {
-                        let built = buildkit::build(
-                            &address,
-                            &api,
-                            options,
-                            request.context,
-                            session,
-                            &mut on_line,
-                        )
-                        .await;
-                        return match built {
-                            Ok(end) => Ok(end),
-                            Err(BuildkitError::Unsupported(why)) => {
-                                self.fall_back(&why, &mut on_line);
-                                Ok(BuildEnd::Failed(why))
-                            }
-                            Err(BuildkitError::Failed(message)) => Err(self.refused(message)),
-                        };
+                        return self
+                            .buildkit_build(&address, &api, request, session, &mut on_line)
+                            .await;
                     }
                     Err(SessionError::Unsupported(why)) => why,
                     Err(SessionError::Failed(message)) => return Err(self.refused(message)),
@@ -162,8 +147,80 @@ impl Daemon {
                 "the module's secrets and ssh are served through a BuildKit session, and the daemon cannot build with BuildKit: {legacy_why}"
             )));
         }
+        let options = options(&request);
         self.legacy_build(options, request.context, &request.tag, &mut on_line)
             .await
+    }
+
+    /// One build on the daemon's BuildKit, in `session`; `BASE` names the base by a tag.
+    async fn buildkit_build(
+        &self,
+        address: &Address,
+        api: &str,
+        mut request: BuildRequest,
+        session: session::Session,
+        on_line: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<BuildEnd, DaemonError> {
+        let base = match self.name_base(&mut request.build_args).await? {
+            Ok(base) => base,
+            Err(why) => return Ok(BuildEnd::Failed(why)),
+        };
+        let options = options(&request);
+        let built = buildkit::build(address, api, options, request.context, session, on_line).await;
+        let end = match built {
+            Ok(end) => end,
+            Err(BuildkitError::Unsupported(why)) => {
+                self.fall_back(&why, on_line);
+                return Ok(BuildEnd::Failed(why));
+            }
+            Err(BuildkitError::Failed(message)) => return Err(self.refused(message)),
+        };
+        match (end, base) {
+            (BuildEnd::Built(id), Some((tag, artifact))) => {
+                let now = self.image_id(&tag).await?;
+                Ok(if now.as_deref() == Some(artifact.as_str()) {
+                    BuildEnd::Built(id)
+                } else {
+                    BuildEnd::Failed(format!(
+                        "the base's tag {tag} named {artifact} when the build started and {} when it ended: the build may be FROM another image; build again",
+                        now.as_deref().unwrap_or("nothing")
+                    ))
+                })
+            }
+            (end, _) => Ok(end),
+        }
+    }
+
+    /// BuildKit finds a `FROM` image by name only: moby's builder looks a name up in the daemon's
+    /// tags, then asks a registry (`builder-next/adapters/containerimage/pull.go`, `resolveLocal`),
+    /// so an image id reads as the repository `docker.io/library/sha256` and is pulled. `BASE` (the
+    /// base's artifact id) is therefore replaced by a tag the daemon shows on that very image — its
+    /// ref, as a rule — and the tag is checked again when the build ends. Returns the tag and the
+    /// artifact, or why the base cannot be named (a failed build).
+    async fn name_base(
+        &self,
+        args: &mut HashMap<String, String>,
+    ) -> Result<Result<Option<(String, String)>, String>, DaemonError> {
+        let Some(artifact) = args
+            .get("BASE")
+            .filter(|b| b.starts_with("sha256:"))
+            .cloned()
+        else {
+            return Ok(Ok(None));
+        };
+        let tags = self.image_tags(&artifact).await?;
+        let Some(tags) = tags else {
+            return Ok(Err(format!(
+                "the base's artifact {artifact} is not on the daemon: converge the base module again"
+            )));
+        };
+        if let Some(tag) = tags.into_iter().next() {
+            args.insert("BASE".into(), tag.clone());
+            return Ok(Ok(Some((tag, artifact))));
+        }
+        Ok(Err(format!(
+            "the base's artifact {artifact} carries no tag, and BuildKit builds FROM a tag only (an image id reads as an image to pull): converge the base module again (--force) to tag it"
+        )))
     }
 
     /// Where a BuildKit session can be opened, or why meshtop builds with the legacy builder.
@@ -252,6 +309,26 @@ impl Daemon {
     }
 
     /// The image id a tag names, if the daemon holds it.
+    /// The tags of the image `id` (None: the daemon does not hold it), sorted.
+    pub async fn image_tags(&self, id: &str) -> Result<Option<Vec<String>>, DaemonError> {
+        match self.docker.inspect_image(id).await {
+            Ok(image) => {
+                let mut tags: Vec<String> = image
+                    .repo_tags
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|t| !t.starts_with("<none>"))
+                    .collect();
+                tags.sort();
+                Ok(Some(tags))
+            }
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(None),
+            Err(source) => Err(self.call_error("inspect an image")(source)),
+        }
+    }
+
     pub async fn image_id(&self, reference: &str) -> Result<Option<String>, DaemonError> {
         match self.docker.inspect_image(reference).await {
             Ok(image) => Ok(image.id),
