@@ -121,8 +121,10 @@ fn example_mesh_converges_skips_moves_and_sends() {
     assert!(run.status.success(), "{}", said(&run));
     assert_eq!(states(&mesh)[&by_hand], "current");
 
-    // 3b. A comment in the base's Dockerfile moves the base's ref, but the builder caches it away:
-    // the artifact stays, so its dependents keep their refs and the record still vouches for them.
+    // 3b. A comment in the base's Dockerfile moves the base's ref, and with it its artifact: every
+    // build writes its full input digest (label jr2.dev/inputs, the registry voucher's proof) into
+    // the image config, so the builder's cache cannot give the old image back. Its dependents
+    // follow the artifact and build.
     let file = mesh.root().join("base/Dockerfile");
     std::fs::write(
         &file,
@@ -134,15 +136,14 @@ fn example_mesh_converges_skips_moves_and_sends() {
     assert_eq!(decided["base"], "build", "{comment}");
     for dependent in ["tools", "web", "api", "worker"] {
         assert_eq!(
-            decided[dependent], "record",
+            decided[dependent], "build",
             "moves follow the artifact: {comment}"
         );
     }
-    assert_eq!(digest_of(&comment, "base"), digest_of(&second, "base"));
+    assert_ne!(digest_of(&comment, "base"), digest_of(&second, "base"));
 
     // 4. A byte changed in the base (one that changes its artifact): the plan shows dependents
-    // pending, the converge rebuilds all. (A change the builder caches away — a comment — moves the
-    // base's ref but not its artifact, so dependents keep their refs: moves follow the artifact.)
+    // pending, the converge rebuilds all.
     let file = mesh.root().join("base/Dockerfile");
     let mut text = std::fs::read_to_string(&file).unwrap();
     text.push_str("ENV EXAMPLE_REVISION=2\n");
