@@ -158,7 +158,11 @@ impl Daemon {
                 let message = detail.message.unwrap_or_else(|| "the build failed".into());
                 return Ok(BuildEnd::Failed(message));
             }
-            if let Some(id) = info.aux.and_then(|aux| aux.id) {
+            // With bollard's `buildkit` feature the aux is an enum: the classic builder's image id
+            // is its `Default` arm (a BuildKit status never names the image).
+            if let Some(bollard::models::BuildInfoAux::Default(aux)) = info.aux
+                && let Some(id) = aux.id
+            {
                 built = Some(id);
             }
         }
