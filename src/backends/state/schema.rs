@@ -238,6 +238,11 @@ CREATE TABLE input_stat_sets (
     entries BLOB NOT NULL
 );
 "#,
+    // 8: when a build was published (pushed): gc takes nothing published within its grace, since
+    // a teammate's converge may be about to stamp it.
+    r#"
+ALTER TABLE builds ADD COLUMN published_ms INTEGER;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).
