@@ -3,7 +3,9 @@
 //! a request without valid credentials gets 401 and `WWW-Authenticate: Basic realm="…"`, on `/v2/`
 //! and on every repository path). Everything else is forwarded as it is (method, path, query,
 //! headers, body); an upload's `Location` names this proxy, so the client comes back here.
-//! It counts the requests refused for want of credentials.
+//! It counts the requests refused for want of credentials. Opened without a login
+//! ([`RegistryProxy::open`]) it forwards everything and runs a hook before each manifest DELETE
+//! reaches the registry (what a test does "while gc deletes").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,19 +28,46 @@ pub struct RegistryProxy {
     pub refused: Arc<AtomicUsize>,
 }
 
+/// Run before a manifest DELETE is forwarded (it has the registry's answer wait for it).
+pub type OnDelete = Arc<dyn Fn() + Send + Sync>;
+
+/// How the proxy answers: the login it wants (or none), the hook on deletes.
+#[derive(Clone)]
+struct Rules {
+    me: String,
+    refused: Arc<AtomicUsize>,
+    login: bool,
+    on_delete: Option<OnDelete>,
+}
+
 impl RegistryProxy {
+    /// The real registry behind a login.
     pub async fn start() -> RegistryProxy {
+        RegistryProxy::serve(true, None).await
+    }
+
+    /// The real registry, open, with `on_delete` run before each manifest DELETE is forwarded.
+    pub async fn open(on_delete: OnDelete) -> RegistryProxy {
+        RegistryProxy::serve(false, Some(on_delete)).await
+    }
+
+    async fn serve(login: bool, on_delete: Option<OnDelete>) -> RegistryProxy {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .unwrap();
         let host = listener.local_addr().unwrap().to_string();
         let refused = Arc::new(AtomicUsize::new(0));
         let client = reqwest::Client::new();
-        let (me, count) = (host.clone(), refused.clone());
+        let rules = Rules {
+            me: host.clone(),
+            refused: refused.clone(),
+            login,
+            on_delete,
+        };
         let app = Router::new().fallback(
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let (client, me, count) = (client.clone(), me.clone(), count.clone());
-                async move { forward(&client, &me, &count, method, uri, headers, body).await }
+                let (client, rules) = (client.clone(), rules.clone());
+                async move { forward(&client, &rules, method, uri, headers, body).await }
             },
         );
         let serve = axum::serve(listener, app);
@@ -65,8 +94,7 @@ impl RegistryProxy {
 
 async fn forward(
     client: &reqwest::Client,
-    me: &str,
-    refused: &AtomicUsize,
+    rules: &Rules,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -76,8 +104,8 @@ async fn forward(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if auth != WANTED {
-        refused.fetch_add(1, Ordering::SeqCst);
+    if rules.login && auth != WANTED {
+        rules.refused.fetch_add(1, Ordering::SeqCst);
         let mut response = (StatusCode::UNAUTHORIZED, "authentication required").into_response();
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -86,6 +114,13 @@ async fn forward(
         return response;
     }
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    if method == Method::DELETE
+        && path.contains("/manifests/")
+        && let Some(hook) = &rules.on_delete
+    {
+        let hook = hook.clone();
+        tokio::task::spawn_blocking(move || hook()).await.unwrap();
+    }
     let mut request = client.request(
         reqwest::Method::from_bytes(method.as_str().as_bytes()).unwrap(),
         format!("http://{UPSTREAM}{path}"),
@@ -113,7 +148,7 @@ async fn forward(
         }
         let mut value = HeaderValue::from_bytes(value.as_bytes()).unwrap();
         if name == header::LOCATION {
-            let text = value.to_str().unwrap().replace(UPSTREAM, me);
+            let text = value.to_str().unwrap().replace(UPSTREAM, &rules.me);
             value = HeaderValue::from_str(&text).unwrap();
         }
         out.append(name, value);
