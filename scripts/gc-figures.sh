@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gc figures (issue 12): a private copy of the example mesh converged N times with --force (every
-# converge builds every module anew), then `meshtop gc --keep KEEP --yes`. Prints the mesh's images
+# converge builds every module anew), then `meshtop gc --keep KEEP --grace 0s --yes` (no grace: every build is minutes old). Prints the mesh's images
 # and bytes before and after: the image count, the sum of the images' sizes (shared layers counted in
 # each image, as `docker images` shows them), the daemon's own total for all its images
 # (`docker system df`), and what gc reported freed. Needs the Docker daemon and /bin/busybox.
@@ -49,10 +49,10 @@ mt converge >/dev/null 2>&1
 for _ in $(seq 2 "$N"); do
   mt converge --force >/dev/null 2>&1
 done
-echo "mesh $name: $N converges (the first, then $((N - 1)) forced), gc --keep $KEEP"
+echo "mesh $name: $N converges (the first, then $((N - 1)) forced), gc --keep $KEEP --grace 0s"
 figures before
 status=0
-mt gc --keep "$KEEP" --yes --json >"$work/gc.json" 2>"$work/gc.err" || status=$?
+mt gc --keep "$KEEP" --grace 0s --yes --json >"$work/gc.json" 2>"$work/gc.err" || status=$?
 figures after
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); t=[c for c in r["candidates"] if c["outcome"] in ("removed","untagged")]; f=[c for c in r["candidates"] if (c["outcome"] or "").startswith("failed")]; print("gc reported: %d bytes freed, %d of %d candidate(s) taken, %d failed" % (r["bytes_freed"], len(t), len(r["candidates"]), len(f))); [print("  failed:", c["name"], c["outcome"]) for c in f]' "$work/gc.json" || true
 if [ "$status" -ne 0 ]; then

@@ -168,6 +168,7 @@ async fn the_gc_view_is_read_through_the_backend_and_its_sweep_started() {
                         request,
                         ActionRequest::Gc {
                             keep_newest: 3,
+                            grace_ms: 3_600_000,
                             confirmed: demo_gc_report().candidates,
                         }
                     );

@@ -11,7 +11,7 @@ use meshtop::app::keys::Mode;
 use meshtop::app::msg::{ActionRequest, Effect, Msg, SourceData, SourceId, StateSnapshot};
 use meshtop::app::state::{AppState, Detail};
 use meshtop::app::update::update;
-use meshtop::app::views::{GC_KEEP_NEWEST, ViewData, ViewRequest};
+use meshtop::app::views::{GC_GRACE_MS, GC_KEEP_NEWEST, ViewData, ViewRequest};
 use meshtop::mesh::decide::Decision;
 use meshtop::mesh::model::Target;
 use meshtop::widgets::{self, Palette};
@@ -289,6 +289,7 @@ fn gc_loaded(state: &mut AppState, result: Result<ViewData, String>) {
     let effects = key(state, KeyCode::Char('x'));
     let request = ViewRequest::Gc {
         keep_newest: GC_KEEP_NEWEST,
+        grace_ms: GC_GRACE_MS,
     };
     assert_eq!(effects, vec![Effect::FetchView(request.clone())]);
     assert_eq!(state.detail, Some(Detail::Gc));
@@ -329,6 +330,7 @@ fn the_gc_view_lists_candidates_and_sweeps_after_a_confirm() {
         effects,
         vec![Effect::Start(ActionRequest::Gc {
             keep_newest: 3,
+            grace_ms: 3_600_000,
             confirmed: demo_gc_report().candidates,
         })]
     );

@@ -219,7 +219,7 @@ fn gc_keeps_the_record_the_running_the_pinned_and_the_newest_and_nothing_else() 
         &[],
     );
 
-    let dry = mesh.json(&["gc", "--dry-run", "--keep", "2", "--json"]);
+    let dry = mesh.json(&["gc", "--dry-run", "--grace", "0s", "--keep", "2", "--json"]);
     let names: Vec<&str> = dry["candidates"]
         .as_array()
         .unwrap()
@@ -231,15 +231,15 @@ fn gc_keeps_the_record_the_running_the_pinned_and_the_newest_and_nothing_else() 
     let why = dry["candidates"][0]["why"].as_str().unwrap();
     assert!(why.contains("run by no machine"), "{why}");
     assert!(image_present(&v1), "a dry run removes nothing");
-    let text = mesh.meshtop(&["gc", "--dry-run", "--keep", "2"]);
+    let text = mesh.meshtop(&["gc", "--dry-run", "--grace", "0s", "--keep", "2"]);
     assert!(said(&text).contains("would take"), "{}", said(&text));
 
     // Without a terminal and without --yes: refused as bad input, nothing taken.
-    let asked = mesh.meshtop(&["gc", "--keep", "2"]);
+    let asked = mesh.meshtop(&["gc", "--grace", "0s", "--keep", "2"]);
     assert_eq!(asked.status.code(), Some(2), "{}", said(&asked));
     assert!(image_present(&v1));
 
-    let swept = mesh.json(&["gc", "--keep", "2", "--yes", "--json"]);
+    let swept = mesh.json(&["gc", "--grace", "0s", "--keep", "2", "--yes", "--json"]);
     assert!(!image_present(&v1), "{swept}");
     for kept in [&v2, &v3, &v4, &v5] {
         assert!(image_present(kept), "{kept} must be kept: {swept}");
@@ -254,7 +254,7 @@ fn gc_keeps_the_record_the_running_the_pinned_and_the_newest_and_nothing_else() 
     );
     assert!(swept["bytes_freed"].as_i64().unwrap() > 0, "{swept}");
     // The rest of the mesh (other modules' older builds: none) is untouched: a second gc takes nothing.
-    let again = mesh.json(&["gc", "--keep", "2", "--yes", "--json"]);
+    let again = mesh.json(&["gc", "--grace", "0s", "--keep", "2", "--yes", "--json"]);
     assert_eq!(again["candidates"].as_array().unwrap().len(), 0, "{again}");
 
     let _ = docker(&["rm", "-f", &by_hand]);
@@ -274,7 +274,7 @@ fn gc_takes_nothing_when_a_root_cannot_be_read() {
         .arg(mesh.mesh_file())
         .arg("--state")
         .arg(mesh.state())
-        .args(["gc", "--keep", "1", "--yes"])
+        .args(["gc", "--grace", "0s", "--keep", "1", "--yes"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
@@ -285,7 +285,7 @@ fn gc_takes_nothing_when_a_root_cannot_be_read() {
     );
     assert!(image_present(&v1), "nothing was taken");
     // With the daemon back, --keep 1 would take v1 (and v2).
-    let dry = mesh.json(&["gc", "--dry-run", "--keep", "1", "--json"]);
+    let dry = mesh.json(&["gc", "--dry-run", "--grace", "0s", "--keep", "1", "--json"]);
     assert_eq!(dry["candidates"].as_array().unwrap().len(), 2, "{dry}");
 }
 
@@ -336,7 +336,7 @@ fn gc_keeps_the_base_a_kept_artifact_was_built_from_and_removes_dependents_first
     }
     // web back on its first artifact: it needs base1, which is not among base's newest 1.
     mesh.json(&["rollback", "web", "--to", &web1, "--yes", "--json"]);
-    let swept = mesh.meshtop(&["gc", "--keep", "1", "--yes", "--json"]);
+    let swept = mesh.meshtop(&["gc", "--grace", "0s", "--keep", "1", "--yes", "--json"]);
     assert!(swept.status.success(), "{}", said(&swept));
     assert!(
         image_present(&base1),

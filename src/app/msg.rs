@@ -94,7 +94,7 @@ pub enum SourceData {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ViewRequest {
     /// The gc dry run: every root read, each candidate with why it is unreachable.
-    Gc { keep_newest: usize },
+    Gc { keep_newest: usize, grace_ms: i64 },
     /// The stats over everything kept (None) or the last `since_ms`.
     Stats { since_ms: Option<i64> },
 }
@@ -169,6 +169,7 @@ pub enum ActionRequest {
     /// Sweep what the gc view listed: only these candidates, and only if still unreachable.
     Gc {
         keep_newest: usize,
+        grace_ms: i64,
         confirmed: Vec<Candidate>,
     },
 }

@@ -17,6 +17,8 @@ pub use super::msg::{ViewData, ViewRequest};
 
 /// Each module's newest successful builds the dashboard's gc keeps (the command's default).
 pub const GC_KEEP_NEWEST: usize = 3;
+/// The grace the dashboard's gc keeps (the command's default).
+pub const GC_GRACE_MS: i64 = crate::mesh::gc::DEFAULT_GRACE_MS;
 
 /// Keep what a history poll read of the record's history and the pins; whether it differs.
 pub fn note_history(state: &mut AppState, snapshot: &mut StateSnapshot) -> bool {
@@ -37,6 +39,7 @@ pub fn open(state: &mut AppState, action: Action) -> Vec<Effect> {
                 Detail::Gc,
                 ViewRequest::Gc {
                     keep_newest: GC_KEEP_NEWEST,
+                    grace_ms: GC_GRACE_MS,
                 },
             )
         }
@@ -145,6 +148,7 @@ pub fn sweep(state: &mut AppState) -> Vec<Effect> {
         verb: "Sweep".into(),
         then: ConfirmThen::Start(ActionRequest::Gc {
             keep_newest: report.keep_newest,
+            grace_ms: report.grace_ms,
             confirmed: report.candidates.clone(),
         }),
         go: false,

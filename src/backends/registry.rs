@@ -376,6 +376,76 @@ impl RegistryClient {
         Ok(Some((digest, bytes)))
     }
 
+    /// `GET /v2/<repository>/tags/list`, following its `Link: <…>; rel="next"` pages: every tag
+    /// the repository holds; none when the registry does not know the repository (404).
+    pub async fn tags(&self, repository: &str) -> Result<Vec<String>, RegistryError> {
+        let what = format!("the tags of {repository}");
+        let scope = format!("repository:{repository}:pull");
+        let mut next = Some(format!("/v2/{repository}/tags/list"));
+        let mut tags = Vec::new();
+        while let Some(path) = next.take() {
+            let response = self.send(Method::GET, &path, &scope, &what).await?;
+            let status = response.status();
+            if status == StatusCode::NOT_FOUND {
+                break;
+            }
+            if !status.is_success() {
+                return Err(self.status_error(&what, status));
+            }
+            next = response
+                .headers()
+                .get(reqwest::header::LINK)
+                .and_then(|v| v.to_str().ok())
+                .and_then(next_page);
+            let page: TagList = response
+                .json()
+                .await
+                .map_err(|e| self.http_error(&what, e))?;
+            tags.extend(page.tags.unwrap_or_default());
+        }
+        Ok(tags)
+    }
+
+    /// The artifact the manifest `digest` in `repository` names: an image manifest's config digest
+    /// (the image id), or an index's own digest (a multi-platform artifact); None when absent.
+    pub async fn artifact_of(
+        &self,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Option<String>, RegistryError> {
+        let url = format!("/v2/{repository}/manifests/{digest}");
+        let what = format!("{repository}@{digest}");
+        let scope = format!("repository:{repository}:pull");
+        let response = self.send(Method::GET, &url, &scope, &what).await?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(self.status_error(&what, status));
+        }
+        let manifest: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| self.http_error(&what, e))?;
+        if manifest.get("manifests").is_some() {
+            return Ok(Some(digest.to_string()));
+        }
+        let config = manifest
+            .pointer("/config/digest")
+            .and_then(|d| d.as_str())
+            .filter(|d| d.starts_with("sha256:"));
+        match config {
+            Some(config) => Ok(Some(config.to_string())),
+            None => Err(RegistryError::Status {
+                host: self.host.clone(),
+                what,
+                status: status.as_u16(),
+                message: "the manifest names neither a config nor manifests".into(),
+            }),
+        }
+    }
+
     fn status_error(&self, what: &str, status: StatusCode) -> RegistryError {
         RegistryError::Status {
             host: self.host.clone(),
@@ -688,6 +758,27 @@ pub fn certs_d_cas(certs_dir: &std::path::Path, host: &str) -> Vec<std::path::Pa
     cas
 }
 
+/// A tags listing page (`{"name": …, "tags": […]}`; distribution answers `null` for none).
+#[derive(serde::Deserialize)]
+struct TagList {
+    tags: Option<Vec<String>>,
+}
+
+/// The path of the next page in a `Link` header (`</v2/x/tags/list?n=100&last=t>; rel="next"`).
+fn next_page(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params.contains("rel=\"next\"").then_some(())?;
+        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        // An absolute URL names the same registry: keep its path and query.
+        let path = match target.find("/v2/") {
+            Some(at) => &target[at..],
+            None => target,
+        };
+        Some(path.to_string())
+    })
+}
+
 /// Split `registry/repo:tag` into (`registry/repo`, `tag`); a reference without a tag is `latest`.
 pub fn split_reference(reference: &str) -> (&str, &str) {
     match reference.rfind(':') {
@@ -793,6 +884,19 @@ mod tests {
             Some("sha256:0123abcd")
         );
         assert_eq!(digest_in_status("Pushed"), None);
+    }
+
+    #[test]
+    fn tag_pages_follow_the_next_link() {
+        assert_eq!(
+            next_page(r#"</v2/demo/web/tags/list?n=100&last=b>; rel="next""#).as_deref(),
+            Some("/v2/demo/web/tags/list?n=100&last=b")
+        );
+        assert_eq!(
+            next_page(r#"<https://r.example/v2/demo/web/tags/list?last=b>; rel="next""#).as_deref(),
+            Some("/v2/demo/web/tags/list?last=b")
+        );
+        assert_eq!(next_page(r#"</v2/x>; rel="prev""#), None);
     }
 
     #[test]

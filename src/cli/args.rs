@@ -114,6 +114,10 @@ pub struct GcArgs {
     /// Each module's newest N successful builds are kept (at least 1).
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub keep: u32,
+    /// Nothing built or published within this long is taken (a teammate's converge may be about
+    /// to stamp it): `0s`, `30m`, `2h`, `1h30m`.
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = crate::mesh::gc::parse_grace)]
+    pub grace: i64,
     /// Do not ask (needed without a terminal).
     #[arg(long)]
     pub yes: bool,

@@ -1,11 +1,13 @@
-//! `meshtop gc [--dry-run] [--keep N] [--yes] [--json]`: remove this mesh's images nothing needs.
+//! `meshtop gc [--dry-run] [--keep N] [--grace DURATION] [--yes] [--json]`: remove this mesh's
+//! images nothing needs (and nothing a teammate may need).
 
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::error::GcError;
-use crate::converge::gc::{self, GcReport};
+use crate::converge::gc::{self, GcReport, GcRules};
+use crate::mesh::gc::grace_words;
 use crate::timefmt;
 
 use super::args::{GcArgs, Global};
@@ -19,9 +21,12 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }
     let daemon = Arc::new(LazyDaemon::new());
-    let keep = args.keep as usize;
+    let rules = GcRules {
+        keep_newest: args.keep as usize,
+        grace_ms: args.grace,
+    };
     let nothing = |e: GcError| Failure::failed(format!("gc took nothing: {e}"));
-    let mut report = gc::plan(&mesh, keep, &daemon, target.as_ref(), &db)
+    let mut report = gc::plan(&mesh, &rules, &daemon, target.as_ref(), &db)
         .await
         .map_err(nothing)?;
     let holder = crate::backends::state::locked(&db)
@@ -59,7 +64,7 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     let (tx, printer) = super::spawn_progress_printer();
     let swept = gc::sweep(
         &mesh,
-        keep,
+        &rules,
         Some(&confirmed),
         &daemon,
         target.as_ref(),
@@ -96,6 +101,16 @@ fn text(report: &GcReport) -> String {
     for warning in &report.warnings {
         outln!(out, "warning: {warning}");
     }
+    for c in &report.spared {
+        outln!(
+            out,
+            "{:<8} {} [{}]: kept: {}",
+            c.kind,
+            c.name,
+            c.module,
+            c.why
+        );
+    }
     let verb = if report.dry_run { "would take" } else { "took" };
     for c in &report.candidates {
         let outcome = c
@@ -124,12 +139,14 @@ fn text(report: &GcReport) -> String {
     };
     outln!(
         out,
-        "gc of mesh {}: {verb} {} ({} bytes; kept {} artifact(s): the record's, the running, the pinned and each module's newest {})",
+        "gc of mesh {}: {verb} {} ({} bytes; kept {} artifact(s): the record's, the running, the pinned, each module's newest {} and what is younger than the grace of {}; spared {} a teammate may need)",
         report.mesh,
         report.candidates.len(),
         bytes,
         report.kept,
-        report.keep_newest
+        report.keep_newest,
+        grace_words(report.grace_ms),
+        report.spared.len()
     );
     out
 }

@@ -78,6 +78,8 @@ pub struct BuildRow {
     pub published_ref: Option<String>,
     pub published_digest: Option<String>,
     pub operation_id: Option<String>,
+    /// When it was published (ms since the epoch); None: never, or before meshtop kept the time.
+    pub published_ms: Option<i64>,
     /// The short id (`#142`) of the operation the build belongs to, when it has one.
     pub operation: Option<i64>,
     /// Derived when read, never stored: the row says `running` but the converge that runs it is

@@ -1,9 +1,22 @@
 //! What gc saw and did (DESIGN.md: "keep set"): pure types, shared by `meshtop gc` and the
 //! dashboard's gc view. The engine that fills them is `crate::converge::gc`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
+
+/// Nothing built or published within this long is taken (`--grace`; the dashboard's gc too): a
+/// teammate's converge may be about to stamp it.
+pub const DEFAULT_GRACE_MS: i64 = 3_600_000;
+
+/// What gc keeps besides each module's newest builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcRules {
+    /// Each module's newest N successful builds are kept.
+    pub keep_newest: usize,
+    /// Nothing built or published within this many ms is taken.
+    pub grace_ms: i64,
+}
 
 /// One thing gc would take (or took): a tag, an image, or a registry manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -45,7 +58,12 @@ pub struct GcReport {
     pub kept_by: BTreeMap<String, usize>,
     /// Bytes of this mesh's images on the host that the keep set holds.
     pub kept_bytes: i64,
+    /// Nothing built or published within this many ms is taken.
+    pub grace_ms: i64,
     pub candidates: Vec<Candidate>,
+    /// What would be taken but for a teammate who may need it: built or published within the
+    /// grace, or a manifest a tag outside this mesh's unreachable set names. `why` says which.
+    pub spared: Vec<Candidate>,
     pub bytes_freed: i64,
     pub warnings: Vec<String>,
 }
@@ -96,9 +114,170 @@ impl GcReport {
     }
 }
 
+/// `0s`, `90s`, `30m`, `2h`, `1h30m`, `2 hours`, `1d` → ms: numbers each with a unit, as humantime
+/// reads them (units: ms, s, m/min, h, d, w and their long names).
+pub fn parse_grace(text: &str) -> Result<i64, String> {
+    let bad = |why: &str| {
+        format!(
+            "{text:?} is not a duration ({why}): give numbers with units, e.g. 0s, 30m, 2h, 1h30m"
+        )
+    };
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    let mut total: i64 = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(bad("a unit without a number"));
+        }
+        let number: i64 = rest[..digits].parse().map_err(|_| bad("too long"))?;
+        rest = rest[digits..].trim_start();
+        let letters = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let unit_ms = match &rest[..letters] {
+            "ms" | "msec" | "millis" => 1,
+            "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3_600_000,
+            "d" | "day" | "days" => 86_400_000,
+            "w" | "week" | "weeks" => 7 * 86_400_000,
+            "" => return Err(bad("a number without a unit")),
+            other => return Err(bad(&format!("unknown unit {other:?}"))),
+        };
+        rest = rest[letters..].trim_start();
+        total = number
+            .checked_mul(unit_ms)
+            .and_then(|ms| total.checked_add(ms))
+            .ok_or_else(|| bad("too long"))?;
+    }
+    Ok(total)
+}
+
+/// A grace as people write it: `1h`, `30m`, `1h30m`, `0s`.
+pub fn grace_words(ms: i64) -> String {
+    if ms <= 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    let mut left = ms;
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
+        if left >= size {
+            out.push_str(&format!("{}{unit}", left / size));
+            left %= size;
+        }
+    }
+    out
+}
+
+/// How long ago, in words: `40 s ago`, `12 min ago`, `3 h ago`, `2 d ago`.
+pub fn ago_words(ms: i64) -> String {
+    let seconds = (ms / 1000).max(0);
+    match seconds {
+        s if s < 60 => format!("{s} s ago"),
+        s if s < 3600 => format!("{} min ago", s / 60),
+        s if s < 86_400 => format!("{} h ago", s / 3600),
+        s => format!("{} d ago", s / 86_400),
+    }
+}
+
+/// Why something `what` (built, published) at `at_ms` is kept, if that was within the grace:
+/// `built 12 min ago, within the grace of 1h`.
+pub fn within_grace(what: &str, at_ms: i64, now_ms: i64, grace_ms: i64) -> Option<String> {
+    (now_ms - at_ms < grace_ms).then(|| {
+        format!(
+            "{what} {}, within the grace of {}",
+            ago_words(now_ms - at_ms),
+            grace_words(grace_ms)
+        )
+    })
+}
+
+/// The tag that keeps a manifest from a registry delete (which untags every tag naming it): any of
+/// `naming` that is not one of `ours` (this mesh's tags of unreachable builds). A kept ref says so.
+pub fn keeping_tag(
+    naming: &[String],
+    ours: &BTreeSet<String>,
+    kept_refs: &BTreeSet<String>,
+) -> Option<String> {
+    let tag = naming.iter().find(|t| !ours.contains(*t))?;
+    Some(if kept_refs.contains(tag) {
+        format!("tagged {tag}, a ref the keep set names")
+    } else {
+        format!("tagged {tag} by someone else")
+    })
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn graces_read_as_humantime_writes_them() {
+        assert_eq!(parse_grace("0s"), Ok(0));
+        assert_eq!(parse_grace("30m"), Ok(1_800_000));
+        assert_eq!(parse_grace("2h"), Ok(7_200_000));
+        assert_eq!(parse_grace("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_grace("1h 30min"), Ok(5_400_000));
+        assert_eq!(parse_grace("2 hours"), Ok(7_200_000));
+        assert_eq!(parse_grace("1d"), Ok(86_400_000));
+        for bad in [
+            "",
+            "soon",
+            "30",
+            "h",
+            "5 parsecs",
+            "-1h",
+            "99999999999999999999d",
+        ] {
+            let error = parse_grace(bad).unwrap_err();
+            assert!(
+                error.contains("is not a duration") && error.contains("e.g. 0s"),
+                "{error}"
+            );
+        }
+        assert_eq!(grace_words(3_600_000), "1h");
+        assert_eq!(grace_words(5_400_000), "1h30m");
+        assert_eq!(grace_words(0), "0s");
+    }
+
+    #[test]
+    fn the_grace_names_how_long_ago() {
+        let now = 10_000_000;
+        assert_eq!(
+            within_grace("built", now - 12 * 60_000 - 5_000, now, 3_600_000).as_deref(),
+            Some("built 12 min ago, within the grace of 1h")
+        );
+        assert_eq!(within_grace("built", now - 3_600_000, now, 3_600_000), None);
+        assert_eq!(within_grace("built", now, now, 0), None);
+    }
+
+    #[test]
+    fn a_tag_outside_the_unreachable_set_keeps_a_manifest() {
+        let ours = BTreeSet::from(["abc-amd64".to_string()]);
+        let kept = BTreeSet::from(["def-amd64".to_string()]);
+        let tags = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(keeping_tag(&tags(&["abc-amd64"]), &ours, &kept), None);
+        assert_eq!(
+            keeping_tag(&tags(&["abc-amd64", "prod"]), &ours, &kept).as_deref(),
+            Some("tagged prod by someone else")
+        );
+        assert_eq!(
+            keeping_tag(&tags(&["def-amd64"]), &ours, &kept).as_deref(),
+            Some("tagged def-amd64, a ref the keep set names")
+        );
+    }
 
     #[test]
     fn bytes_read_as_people_count_them() {

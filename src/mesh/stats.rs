@@ -197,6 +197,7 @@ mod tests {
             log_tail: None,
             published_ref: None,
             published_digest: None,
+            published_ms: None,
             operation_id: None,
             operation: None,
             process_gone: false,

@@ -100,12 +100,17 @@ pub async fn run(
         }
         ActionRequest::Gc {
             keep_newest,
+            grace_ms,
             confirmed,
         } => {
+            let rules = gc::GcRules {
+                keep_newest,
+                grace_ms,
+            };
             let db = session.db_handle().await?;
             let report = gc::sweep(
                 &mesh,
-                keep_newest,
+                &rules,
                 Some(&confirmed),
                 &daemon,
                 target.as_ref(),

@@ -31,12 +31,19 @@ pub fn fetch(backend: &Arc<dyn OnDemand>, request: ViewRequest, tx: mpsc::Unboun
 pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
     Box::pin(async move {
         match request {
-            ViewRequest::Gc { keep_newest } => {
+            ViewRequest::Gc {
+                keep_newest,
+                grace_ms,
+            } => {
+                let rules = gc::GcRules {
+                    keep_newest,
+                    grace_ms,
+                };
                 let target = session.target(|t| async move { Ok(t) }).await?;
                 let daemon = session.lazy_daemon().await;
                 let db = session.db_handle().await?;
                 let mesh = session.mesh.clone();
-                let report = gc::plan(&mesh, keep_newest, &daemon, target.as_ref(), &db).await?;
+                let report = gc::plan(&mesh, &rules, &daemon, target.as_ref(), &db).await?;
                 Ok(ViewData::Gc(Box::new(report)))
             }
             ViewRequest::Stats { since_ms } => {

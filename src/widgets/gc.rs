@@ -5,7 +5,7 @@ use ratatui::style::Style;
 
 use crate::app::keys::{Action, Mode};
 use crate::app::state::AppState;
-use crate::mesh::gc::human_bytes as bytes;
+use crate::mesh::gc::{grace_words, human_bytes as bytes};
 use crate::timefmt;
 
 use super::lines::{Palette, short_digest};
@@ -62,6 +62,28 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
         ),
         palette.good(),
     ));
+    if !report.spared.is_empty() {
+        lines.push((
+            format!(
+                "spared {}, a teammate may need it (grace {}; tags given by others):",
+                report.spared.len(),
+                grace_words(report.grace_ms)
+            ),
+            palette.heading(),
+        ));
+        for spared in &report.spared {
+            lines.push((
+                format!(
+                    "  {:<8} {} [{}]",
+                    spared.kind,
+                    short_name(&spared.name),
+                    spared.module
+                ),
+                palette.good(),
+            ));
+            lines.push((format!("           {}", spared.why), palette.dim()));
+        }
+    }
     if report.candidates.is_empty() {
         lines.push((
             "nothing unreachable: a sweep would take nothing".into(),

@@ -5,8 +5,9 @@
 //! - `mesh_file`: mesh files written into a temporary repository;
 //! - `daemon_proxy`: a counting, closable proxy in front of the Docker daemon;
 //! - `kube_api`, `kube_objects`: the Kubernetes API test server;
+//! - `kube_mesh`: the example mesh on the Kubernetes target, the binary run against it;
 //! - `local_registry`: the real registry on 127.0.0.1:5000 and the docker CLI;
-//! - `registry_proxy`: the real registry behind a login;
+//! - `registry_proxy`: the real registry behind a login, or open with a hook on deletes;
 //! - `team`: the example mesh on the API test server for several state files (people, CI);
 //! - `tmux`: the real binary in a tmux session, its screen read back.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
@@ -17,6 +18,7 @@ pub mod example;
 pub mod history;
 pub mod kube_api;
 pub mod kube_controllers;
+pub mod kube_mesh;
 pub mod kube_objects;
 pub mod local_registry;
 pub mod mesh_file;

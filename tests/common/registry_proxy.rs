@@ -9,6 +9,10 @@
 //! requests as a registry whose process ends: its listener closes (a new connection is refused)
 //! and a connection still open gets 503, as distribution's http server answers while it shuts
 //! down (`registry/registry.go`: the server drains, then exits).
+//!
+//! Opened without a login
+//! ([`RegistryProxy::open`]) it forwards everything and runs a hook before each manifest DELETE
+//! reaches the registry (what a test does "while gc deletes").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,31 +35,46 @@ pub struct RegistryProxy {
     pub refused: Arc<AtomicUsize>,
 }
 
+/// Run before a manifest DELETE is forwarded (it has the registry's answer wait for it).
+pub type OnDelete = Arc<dyn Fn() + Send + Sync>;
+
+/// How the proxy answers: the login it wants (or none), the hook on deletes.
+#[derive(Clone)]
+struct Rules {
+    me: String,
+    refused: Arc<AtomicUsize>,
+    login: bool,
+    on_delete: Option<OnDelete>,
+}
+
 impl RegistryProxy {
+    /// The real registry behind a login.
     pub async fn start() -> RegistryProxy {
+        RegistryProxy::serve(true, None).await
+    }
+
+    /// The real registry, open, with `on_delete` run before each manifest DELETE is forwarded.
+    pub async fn open(on_delete: OnDelete) -> RegistryProxy {
+        RegistryProxy::serve(false, Some(on_delete)).await
+    }
+
+    async fn serve(login: bool, on_delete: Option<OnDelete>) -> RegistryProxy {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .unwrap();
         let host = listener.local_addr().unwrap().to_string();
         let refused = Arc::new(AtomicUsize::new(0));
         let client = reqwest::Client::new();
-        let (me, count) = (host.clone(), refused.clone());
+        let rules = Rules {
+            me: host.clone(),
+            refused: refused.clone(),
+            login,
+            on_delete,
+        };
         let app = Router::new().fallback(
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let (client, me, count) = (client.clone(), me.clone(), count.clone());
-                async move {
-                    forward(
-                        &client,
-                        &me,
-                        &count,
-                        Some(WANTED),
-                        method,
-                        uri,
-                        headers,
-                        body,
-                    )
-                    .await
-                }
+                let (client, rules) = (client.clone(), rules.clone());
+                async move { forward(&client, &rules, method, uri, headers, body).await }
             },
         );
         let serve = axum::serve(listener, app);
@@ -100,13 +119,18 @@ impl StoppableRegistry {
         let seen = Arc::new(AtomicUsize::new(0));
         let client = reqwest::Client::new();
         let server: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
-        let (me, left, counted, stop) =
-            (host.clone(), budget.clone(), seen.clone(), server.clone());
+        let rules = Rules {
+            me: host.clone(),
+            refused: Arc::new(AtomicUsize::new(0)),
+            login: false,
+            on_delete: None,
+        };
+        let (left, counted, stop) = (budget.clone(), seen.clone(), server.clone());
         let app = Router::new().fallback(
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
-                let (client, me, left, counted, stop) = (
+                let (client, rules, left, counted, stop) = (
                     client.clone(),
-                    me.clone(),
+                    rules.clone(),
                     left.clone(),
                     counted.clone(),
                     stop.clone(),
@@ -122,8 +146,7 @@ impl StoppableRegistry {
                         }
                         return (StatusCode::SERVICE_UNAVAILABLE, "stopped").into_response();
                     }
-                    let none = AtomicUsize::new(0);
-                    forward(&client, &me, &none, None, method, uri, headers, body).await
+                    forward(&client, &rules, method, uri, headers, body).await
                 }
             },
         );
@@ -145,12 +168,9 @@ impl StoppableRegistry {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn forward(
     client: &reqwest::Client,
-    me: &str,
-    refused: &AtomicUsize,
-    wanted: Option<&str>,
+    rules: &Rules,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -160,8 +180,8 @@ async fn forward(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if wanted.is_some_and(|wanted| auth != wanted) {
-        refused.fetch_add(1, Ordering::SeqCst);
+    if rules.login && auth != WANTED {
+        rules.refused.fetch_add(1, Ordering::SeqCst);
         let mut response = (StatusCode::UNAUTHORIZED, "authentication required").into_response();
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -170,12 +190,20 @@ async fn forward(
         return response;
     }
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    if method == Method::DELETE
+        && path.contains("/manifests/")
+        && let Some(hook) = &rules.on_delete
+    {
+        let hook = hook.clone();
+        tokio::task::spawn_blocking(move || hook()).await.unwrap();
+    }
     let mut request = client.request(
         reqwest::Method::from_bytes(method.as_str().as_bytes()).unwrap(),
         format!("http://{UPSTREAM}{path}"),
     );
     for (name, value) in &headers {
-        let login = wanted.is_some() && name == header::AUTHORIZATION;
+        // The proxy's own login stays here; an open proxy passes the client's on.
+        let login = rules.login && name == header::AUTHORIZATION;
         if name != header::HOST && !login && name != header::CONTENT_LENGTH {
             request = request.header(name.as_str(), value.as_bytes());
         }
@@ -198,7 +226,7 @@ async fn forward(
         }
         let mut value = HeaderValue::from_bytes(value.as_bytes()).unwrap();
         if name == header::LOCATION {
-            let text = value.to_str().unwrap().replace(UPSTREAM, me);
+            let text = value.to_str().unwrap().replace(UPSTREAM, &rules.me);
             value = HeaderValue::from_str(&text).unwrap();
         }
         out.append(name, value);

@@ -16,6 +16,8 @@ pub struct SizedImage {
     pub labels: HashMap<String, String>,
     /// Bytes on the daemon (layers shared with other images counted in each).
     pub size: i64,
+    /// When it was built (ms since the epoch, as the daemon's `Created` says).
+    pub created_ms: i64,
 }
 
 fn is_not_found(error: &bollard::errors::Error) -> bool {
@@ -100,6 +102,7 @@ impl Daemon {
                 tags: super::real_tags(summary.repo_tags),
                 labels: summary.labels,
                 size: summary.size,
+                created_ms: summary.created.saturating_mul(1000),
             })
             .collect())
     }

@@ -88,7 +88,7 @@ macro_rules! columns {
     () => {
         "id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, digest, \
          platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref, \
-         published_digest, converge_id, \
+         published_digest, converge_id, published_ms, \
          (SELECT number FROM operations WHERE operations.uuid = builds.converge_id) AS operation"
     };
 }
@@ -118,7 +118,8 @@ fn row_to_build(row: &Row<'_>) -> rusqlite::Result<BuildRow> {
         published_ref: row.get(19)?,
         published_digest: row.get(20)?,
         operation_id: row.get(21)?,
-        operation: row.get(22)?,
+        published_ms: row.get(22)?,
+        operation: row.get(23)?,
         process_gone: false,
     })
 }
@@ -223,7 +224,7 @@ impl StateDb {
         Ok(changed == 1)
     }
 
-    /// Record what was published for a build (pushed ref and registry digest).
+    /// Record what was published for a build (pushed ref and registry digest), and when.
     pub fn set_published(
         &self,
         id: &str,
@@ -233,8 +234,9 @@ impl StateDb {
         let changed = self.durably(|| {
             self.conn
                 .execute(
-                    "UPDATE builds SET published_ref = ?2, published_digest = ?3 WHERE id = ?1",
-                    params![id, published_ref, published_digest],
+                    "UPDATE builds SET published_ref = ?2, published_digest = ?3, published_ms = ?4 \
+                     WHERE id = ?1",
+                    params![id, published_ref, published_digest, now_ms()],
                 )
                 .map_err(self.err("record what a build published"))
         })?;

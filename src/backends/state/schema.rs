@@ -238,7 +238,12 @@ CREATE TABLE input_stat_sets (
     entries BLOB NOT NULL
 );
 "#,
-    // 8: a pin keeps the own inputs of both sides (a base that moved keeps it: mesh::pin), and the
+    // 8: when a build was published (pushed): gc takes nothing published within its grace, since
+    // a teammate's converge may be about to stamp it.
+    r#"
+ALTER TABLE builds ADD COLUMN published_ms INTEGER;
+"#,
+    // 9: a pin keeps the own inputs of both sides (a base that moved keeps it: mesh::pin), and the
     // record's history may hold stamps copied from the target (a teammate's): they sort by time.
     r#"
 ALTER TABLE pins ADD COLUMN from_inputs TEXT;

@@ -85,9 +85,9 @@ fn status_of(conn: &Connection, id: &str) -> String {
 
 #[test]
 fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
-    // Migrations 7 (the stat cache, one row per context) and 8 (pins' own inputs, the history by
-    // time) came after it; they touch no build.
-    assert_eq!(SCHEMA_VERSION, 8);
+    // Migrations 7 (the stat cache, one row per context), 8 (`published_ms`, added as a column the
+    // old rows leave NULL) and 9 (pins' own inputs, the history by time) came after it.
+    assert_eq!(SCHEMA_VERSION, 9);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -129,7 +129,12 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     let (columns_after, indexes_after) = shape(&conn);
-    assert_eq!(columns_after, columns_before, "every column, as it was");
+    let mut columns_expected = columns_before.clone();
+    columns_expected.push("published_ms INTEGER 0 None 0".into());
+    assert_eq!(
+        columns_after, columns_expected,
+        "every column, as it was, and migration 8's"
+    );
     assert_eq!(indexes_after, indexes_before, "every index, as it was");
     assert_eq!(indexes_after.len(), 8, "{indexes_after:?}"); // 7 + the primary key's
     // The old stops are `stopped`, their reason kept; nothing else changed in any row.
@@ -147,6 +152,7 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
         if row[0].contains("closed") || row[0].contains("taken") {
             row[11] = "Text(\"stopped\")".into();
         }
+        row.push("Null".into());
     }
     assert_eq!(rows(&conn), before);
     // The new CHECK: `stopped` is allowed, an unknown status still is not.

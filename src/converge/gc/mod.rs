@@ -1,7 +1,11 @@
-//! gc: remove this mesh's images nothing needs. Reachability, never age or count: the keep set is
-//! the record's artifacts ∪ what machines run (read, not assumed) ∪ each module's newest N
-//! successful builds ∪ pinned artifacts ∪ what a running converge holds (gc holds the mesh itself,
-//! so none runs beside it). A root that cannot be read makes gc take nothing and say which.
+//! gc: remove this mesh's images nothing needs, and nothing a teammate may need. Reachability
+//! first: the keep set is the record's artifacts ∪ what machines run (read, not assumed; a manifest
+//! digest a pod reports is mapped to its artifact through the builds' published digests and the
+//! registry) ∪ each module's newest N successful builds ∪ pinned artifacts ∪ the bases they were
+//! built from (gc holds the mesh itself, so no operation runs beside it). Then the team: nothing
+//! built or published within the grace is taken, and a registry manifest that a tag outside this
+//! mesh's unreachable set names is kept (a delete by digest would untag it); both are listed as
+//! spared, saying why. A root that cannot be read makes gc take nothing and say which.
 
 const KIND: &str = "gc";
 
@@ -16,15 +20,26 @@ use crate::backends::daemon::images::SizedImage;
 use crate::backends::registry::{Deleted, repository_in, split_reference};
 use crate::backends::state::{BuildQuery, StateDb, locked};
 use crate::mesh::builds::{BuildRow, BuildStatus};
+use crate::mesh::gc::within_grace;
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
 use crate::mesh::text::short_id;
+use crate::timefmt;
 
-pub use crate::mesh::gc::{Candidate, GcReport};
+pub use crate::mesh::gc::{Candidate, GcReport, GcRules};
+
+mod registry;
+
+use registry::{Pulled, keep_running, manifest_candidates, spare_tagged};
+
+/// The root a build within the grace is kept by.
+const GRACE: &str = "grace";
 
 /// Every root, read; an unreadable one is an error naming it.
 struct Roots {
     /// artifact → (which root keeps it, why).
     keep: BTreeMap<String, (&'static str, String)>,
+    /// Manifest digests machines run (their artifacts are in `keep`): never deleted.
+    running_manifests: BTreeSet<String>,
     /// refs the keep set names.
     kept_refs: BTreeSet<String>,
     /// module → its builds, newest first.
@@ -33,10 +48,11 @@ struct Roots {
 
 async fn read_roots(
     mesh: &Mesh,
-    keep_newest: usize,
+    rules: &GcRules,
     daemon: &LazyDaemon,
     target: &dyn Target,
     db: &Mutex<StateDb>,
+    registry: Option<&Pulled<'_>>,
 ) -> Result<Roots, GcError> {
     let state = |e: String| GcError::unreadable("the state database", e);
     let record = target
@@ -53,97 +69,127 @@ async fn read_roots(
             warning,
         ));
     }
-    let mut keep = BTreeMap::new();
-    let mut kept_refs = BTreeSet::new();
+    let mut roots = Roots {
+        keep: BTreeMap::new(),
+        running_manifests: BTreeSet::new(),
+        kept_refs: BTreeSet::new(),
+        builds: BTreeMap::new(),
+    };
     for (module, entry) in &record.record {
-        keep.insert(
+        roots.keep.insert(
             entry.digest.clone(),
             ("record", format!("the record's artifact of {module}")),
         );
-        kept_refs.insert(entry.reference.clone());
+        roots.kept_refs.insert(entry.reference.clone());
     }
+    let pins = {
+        let db = locked(db).map_err(state)?;
+        let rows = db
+            .builds(&BuildQuery {
+                mesh: mesh.name.clone(),
+                limit: 1_000_000,
+                ..BuildQuery::default()
+            })
+            .map_err(|e| state(e.to_string()))?;
+        for row in rows {
+            if let Some(module) = row.module.clone() {
+                roots.builds.entry(module).or_default().push(row);
+            }
+        }
+        db.pins(&mesh.name).map_err(|e| state(e.to_string()))?
+    };
     let root = target.machines_root();
     let machines = target
         .machines(mesh, &record.record, Reach { daemon, db })
         .await
         .map_err(|e| GcError::unreadable(root, e))?;
-    for machine in &machines {
-        for running in &machine.running {
-            keep.entry(running.clone())
-                .or_insert_with(|| ("running", format!("machine {} runs it", machine.name)));
-        }
-    }
-    let db = locked(db).map_err(state)?;
-    for (module, pin) in db.pins(&mesh.name).map_err(|e| state(e.to_string()))? {
-        keep.insert(
+    keep_running(mesh, &machines, &mut roots, registry).await?;
+    for (module, pin) in pins {
+        roots.keep.insert(
             pin.to_digest.clone(),
             ("pinned", format!("{module} is pinned to it")),
         );
-        kept_refs.insert(pin.to_ref);
+        roots.kept_refs.insert(pin.to_ref);
     }
-    let mut builds: BTreeMap<String, Vec<BuildRow>> = BTreeMap::new();
-    let rows = db
-        .builds(&BuildQuery {
-            mesh: mesh.name.clone(),
-            limit: 1_000_000,
-            ..BuildQuery::default()
-        })
-        .map_err(|e| state(e.to_string()))?;
-    for row in rows {
-        if let Some(module) = row.module.clone() {
-            builds.entry(module).or_default().push(row);
-        }
-    }
-    for (module, rows) in &builds {
+    keep_newest(&mut roots, rules.keep_newest);
+    keep_young(&mut roots, rules.grace_ms, timefmt::now_ms());
+    keep_bases(&mut roots);
+    Ok(roots)
+}
+
+/// Each module's newest `n` successful builds.
+fn keep_newest(roots: &mut Roots, n: usize) {
+    for (module, rows) in &roots.builds {
         let newest = rows
             .iter()
             .filter(|b| b.status == BuildStatus::Succeeded)
             .filter(|b| b.digest.is_some())
-            .take(keep_newest);
+            .take(n);
         for (index, build) in newest.enumerate() {
             if let Some(digest) = &build.digest {
-                keep.entry(digest.clone()).or_insert_with(|| {
+                roots.keep.entry(digest.clone()).or_insert_with(|| {
                     (
                         "newest",
                         format!("newest successful build #{} of {module}", index + 1),
                     )
                 });
-                kept_refs.extend(build.reference.clone());
+                roots.kept_refs.extend(build.reference.clone());
             }
         }
     }
-    // A kept artifact needs the base it was built FROM (its layers, its parent on the daemon).
-    let bases: BTreeMap<&str, (&str, &str)> = builds
+}
+
+/// Nothing built or published within the grace (a teammate's converge may be about to stamp it).
+fn keep_young(roots: &mut Roots, grace_ms: i64, now_ms: i64) {
+    for build in roots.builds.values().flatten() {
+        let Some(digest) = &build.digest else {
+            continue;
+        };
+        if build.status != BuildStatus::Succeeded || roots.keep.contains_key(digest) {
+            continue;
+        }
+        let built = build.ended_ms.unwrap_or(build.started_ms);
+        let why = within_grace("built", built, now_ms, grace_ms).or_else(|| {
+            build
+                .published_ms
+                .and_then(|at| within_grace("published", at, now_ms, grace_ms))
+        });
+        if let Some(why) = why {
+            roots.keep.insert(digest.clone(), (GRACE, why));
+            roots.kept_refs.extend(build.reference.clone());
+            roots.kept_refs.extend(build.published_ref.clone());
+        }
+    }
+}
+
+/// A kept artifact needs the base it was built FROM (its layers, its parent on the daemon).
+fn keep_bases(roots: &mut Roots) {
+    let bases: BTreeMap<String, (String, String)> = roots
+        .builds
         .values()
         .flatten()
         .filter_map(|b| {
-            let digest = b.digest.as_deref()?;
             Some((
-                digest,
-                (b.base_digest.as_deref()?, b.base_module.as_deref()?),
+                b.digest.clone()?,
+                (b.base_digest.clone()?, b.base_module.clone()?),
             ))
         })
         .collect();
-    let mut walk: Vec<String> = keep.keys().cloned().collect();
+    let mut walk: Vec<String> = roots.keep.keys().cloned().collect();
     while let Some(digest) = walk.pop() {
-        if let Some((base, module)) = bases.get(digest.as_str())
-            && !keep.contains_key(*base)
+        if let Some((base, module)) = bases.get(&digest)
+            && !roots.keep.contains_key(base)
         {
-            keep.insert(
-                base.to_string(),
+            roots.keep.insert(
+                base.clone(),
                 (
                     "base",
                     format!("the base ({module}) a kept artifact was built from"),
                 ),
             );
-            walk.push(base.to_string());
+            walk.push(base.clone());
         }
     }
-    Ok(Roots {
-        keep,
-        kept_refs,
-        builds,
-    })
 }
 
 /// `[registry/]<mesh>/` — the repositories of this mesh's modules start with it.
@@ -197,105 +243,82 @@ fn unreachable_why(roots: &Roots, keep_newest: usize, module: &str, artifact: &s
     format!("not the record's, run by no machine, not pinned; {built}")
 }
 
-/// What the host (and the registry) hold that nothing needs.
+/// What the host holds that nothing needs (candidates), and what it would take but for the grace
+/// (spared).
 fn candidates(
     mesh: &Mesh,
     roots: &Roots,
-    keep_newest: usize,
+    rules: &GcRules,
     images: &[SizedImage],
-) -> Vec<Candidate> {
+    now_ms: i64,
+) -> (Vec<Candidate>, Vec<Candidate>) {
     let mut out = Vec::new();
+    let mut spared = Vec::new();
     for image in images.iter().filter(|i| is_this_mesh(mesh, i)) {
-        if roots.keep.contains_key(&image.id) {
+        let module = image.labels.get(MODULE_LABEL).cloned().unwrap_or_default();
+        let candidate = |kind: &str, name: &str, why: String, bytes| Candidate {
+            kind: kind.into(),
+            name: name.into(),
+            module: module.clone(),
+            artifact: image.id.clone(),
+            why,
+            bytes,
+            outcome: None,
+        };
+        let young = match roots.keep.get(&image.id) {
+            Some((GRACE, why)) => Some(why.clone()),
+            Some(_) => continue,
+            None => within_grace("built", image.created_ms, now_ms, rules.grace_ms),
+        };
+        if let Some(why) = young {
+            spared.push(candidate("image", &image.id, why, image.size));
             continue;
         }
-        let module = image.labels.get(MODULE_LABEL).cloned().unwrap_or_default();
-        let why = unreachable_why(roots, keep_newest, &module, &image.id);
+        let why = unreachable_why(roots, rules.keep_newest, &module, &image.id);
         let ours: Vec<&String> = image
             .tags
             .iter()
             .filter(|t| is_mesh_tag(mesh, t) && !roots.kept_refs.contains(*t))
             .collect();
-        let candidate = |kind: &str, name: &str, bytes| Candidate {
-            kind: kind.into(),
-            name: name.into(),
-            module: module.clone(),
-            artifact: image.id.clone(),
-            why: why.clone(),
-            bytes,
-            outcome: None,
-        };
         if ours.len() == image.tags.len() {
-            out.push(candidate("image", &image.id, image.size));
+            out.push(candidate("image", &image.id, why, image.size));
         } else {
             // A kept or foreign tag keeps the image: only this mesh's unreachable tags go.
-            out.extend(ours.iter().map(|t| candidate("tag", t, 0)));
+            out.extend(ours.iter().map(|t| candidate("tag", t, why.clone(), 0)));
         }
     }
     // Dependents before their bases: the daemon refuses to remove an image a child is built on.
     let tier = |c: &Candidate| mesh.module(&c.module).map_or(0, |m| m.tier);
     out.sort_by(|a, b| tier(b).cmp(&tier(a)).then_with(|| a.name.cmp(&b.name)));
-    out
-}
-
-/// Published manifests of builds nothing needs (Kubernetes with a registry).
-fn manifest_candidates(
-    mesh: &Mesh,
-    roots: &Roots,
-    keep_newest: usize,
-    registry_host: &str,
-) -> Vec<Candidate> {
-    let kept_published: BTreeSet<&str> = roots
-        .builds
-        .values()
-        .flatten()
-        .filter(|b| {
-            b.digest
-                .as_ref()
-                .is_some_and(|d| roots.keep.contains_key(d))
-        })
-        .filter_map(|b| b.published_digest.as_deref())
-        .collect();
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for (module, rows) in &roots.builds {
-        for build in rows {
-            let (Some(digest), Some(published), Some(reference)) =
-                (&build.digest, &build.published_digest, &build.published_ref)
-            else {
-                continue;
-            };
-            if roots.keep.contains_key(digest)
-                || kept_published.contains(published.as_str())
-                || !seen.insert(published.clone())
-            {
-                continue;
-            }
-            let (repository, _) = repository_in(registry_host, reference);
-            out.push(Candidate {
-                kind: "manifest".into(),
-                name: format!("{repository}@{published}"),
-                module: module.clone(),
-                artifact: digest.clone(),
-                why: unreachable_why(roots, keep_newest, module, digest),
-                bytes: 0,
-                outcome: None,
-            });
-        }
-    }
-    let _ = mesh;
-    out
+    (out, spared)
 }
 
 /// Read every root and list the candidates (nothing is taken).
 pub async fn plan(
     mesh: &Mesh,
-    keep_newest: usize,
+    rules: &GcRules,
     daemon: &LazyDaemon,
     target: &dyn Target,
     db: &Mutex<StateDb>,
 ) -> Result<GcReport, GcError> {
-    let roots = read_roots(mesh, keep_newest, daemon, target, db).await?;
+    let registry = target.pushes_to();
+    let client = match &registry {
+        Some(registry) => Some(
+            target
+                .registry_client(registry)
+                .await
+                .map_err(|e| GcError::unreadable("the registry", e))?,
+        ),
+        None => None,
+    };
+    let pulled = registry
+        .as_ref()
+        .zip(client.as_ref())
+        .map(|(registry, client)| Pulled {
+            client,
+            host: &registry.host,
+        });
+    let roots = read_roots(mesh, rules, daemon, target, db, pulled.as_ref()).await?;
     let docker = daemon
         .get()
         .await
@@ -304,12 +327,8 @@ pub async fn plan(
         .sized_images()
         .await
         .map_err(|e| GcError::unreadable("the host daemon", e))?;
-    let mut found = candidates(mesh, &roots, keep_newest, &images);
-    if let Some(registry) = target.pushes_to() {
-        let client = target
-            .registry_client(&registry)
-            .await
-            .map_err(|e| GcError::unreadable("the registry", e))?;
+    let (mut found, mut spared) = candidates(mesh, &roots, rules, &images, timefmt::now_ms());
+    if let Some(pulled) = &pulled {
         // The registry must answer before anything is taken from it.
         for entry in target
             .read_record(mesh, db)
@@ -319,18 +338,17 @@ pub async fn plan(
             .values()
             .take(1)
         {
-            let (path, tag) = repository_in(&registry.host, &entry.reference);
-            client
+            let (path, tag) = repository_in(pulled.host, &entry.reference);
+            pulled
+                .client
                 .manifest(path, tag)
                 .await
                 .map_err(|e| GcError::unreadable("the registry", e))?;
         }
-        found.extend(manifest_candidates(
-            mesh,
-            &roots,
-            keep_newest,
-            &registry.host,
-        ));
+        let manifests = manifest_candidates(&roots, rules.keep_newest, pulled.host);
+        let (manifests, tagged) = spare_tagged(pulled, manifests, &roots.kept_refs).await?;
+        found.extend(manifests);
+        spared.extend(tagged);
     }
     let mut kept_by = BTreeMap::new();
     for (root, _) in roots.keep.values() {
@@ -344,11 +362,13 @@ pub async fn plan(
     Ok(GcReport {
         mesh: mesh.name.clone(),
         dry_run: true,
-        keep_newest,
+        keep_newest: rules.keep_newest,
         kept: roots.keep.len(),
         kept_by,
         kept_bytes,
+        grace_ms: rules.grace_ms,
         candidates: found,
+        spared,
         bytes_freed: 0,
         warnings: Vec::new(),
     })
@@ -358,7 +378,7 @@ pub async fn plan(
 /// candidate (and was confirmed, when `confirmed` is given) is taken.
 pub async fn sweep(
     mesh: &Mesh,
-    keep_newest: usize,
+    rules: &GcRules,
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
     target: &dyn Target,
@@ -370,7 +390,7 @@ pub async fn sweep(
         super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx)
             .await
             .map_err(GcError::Held)?;
-    let result = take(mesh, keep_newest, confirmed, daemon, target, db, &emitter).await;
+    let result = take(mesh, rules, confirmed, daemon, target, db, &emitter).await;
     let text = match &result {
         Ok(report) => format!(
             "gc: {} taken, {} bytes freed",
@@ -386,7 +406,7 @@ pub async fn sweep(
 #[allow(clippy::too_many_arguments)]
 async fn take(
     mesh: &Mesh,
-    keep_newest: usize,
+    rules: &GcRules,
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
     target: &dyn Target,
@@ -398,7 +418,7 @@ async fn take(
         &emitter.operation_id,
         "gc",
     );
-    let mut report = plan(mesh, keep_newest, daemon, target, db).await?;
+    let mut report = plan(mesh, rules, daemon, target, db).await?;
     report.dry_run = false;
     if let Some(confirmed) = confirmed {
         report.candidates.retain(|c| {
@@ -479,5 +499,112 @@ fn short_name(name: &str) -> String {
         format!("sha256:{}", short_id(name))
     } else {
         name.to_string()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn build(id: &str, digest: &str, ended_ms: i64, published_ms: Option<i64>) -> BuildRow {
+        BuildRow {
+            id: id.into(),
+            mesh: "demo".into(),
+            module: Some("web".into()),
+            repository: "demo/web".into(),
+            commit: None,
+            dirty: false,
+            base_module: None,
+            base_digest: None,
+            reference: Some(format!("demo/web:{id}-amd64")),
+            digest: Some(digest.into()),
+            platforms: String::new(),
+            status: BuildStatus::Succeeded,
+            forced: false,
+            why: String::new(),
+            host: "h".into(),
+            started_ms: ended_ms - 1_000,
+            ended_ms: Some(ended_ms),
+            error: None,
+            log_tail: None,
+            published_ref: Some(format!("r/demo/web:{id}-amd64")),
+            published_digest: Some(format!("sha256:m{id}")),
+            operation_id: None,
+            published_ms,
+            operation: None,
+            process_gone: false,
+        }
+    }
+
+    #[test]
+    fn built_or_published_within_the_grace_is_kept_saying_which() {
+        let hour = 3_600_000;
+        let now = 100 * hour;
+        let mut roots = Roots {
+            keep: BTreeMap::from([(
+                "sha256:kept".to_string(),
+                ("record", "the record's".to_string()),
+            )]),
+            running_manifests: BTreeSet::new(),
+            kept_refs: BTreeSet::new(),
+            builds: BTreeMap::from([(
+                "web".to_string(),
+                vec![
+                    build("young", "sha256:young", now - 12 * 60_000, None),
+                    build(
+                        "pushed",
+                        "sha256:pushed",
+                        now - 5 * hour,
+                        Some(now - 30_000),
+                    ),
+                    build("old", "sha256:old", now - 5 * hour, Some(now - 4 * hour)),
+                    build("kept", "sha256:kept", now - 60_000, None),
+                ],
+            )]),
+        };
+        keep_young(&mut roots, hour, now);
+        assert_eq!(
+            roots.keep["sha256:young"],
+            (
+                GRACE,
+                "built 12 min ago, within the grace of 1h".to_string()
+            )
+        );
+        assert_eq!(
+            roots.keep["sha256:pushed"],
+            (
+                GRACE,
+                "published 30 s ago, within the grace of 1h".to_string()
+            )
+        );
+        assert!(!roots.keep.contains_key("sha256:old"));
+        assert_eq!(
+            roots.keep["sha256:kept"].0, "record",
+            "kept by its root first"
+        );
+        assert!(roots.kept_refs.contains("r/demo/web:pushed-amd64"));
+        // A grace of 0s keeps nothing young.
+        let mut none = Roots {
+            keep: BTreeMap::new(),
+            running_manifests: BTreeSet::new(),
+            kept_refs: BTreeSet::new(),
+            builds: roots.builds.clone(),
+        };
+        keep_young(&mut none, 0, now);
+        assert!(none.keep.is_empty());
+        // Their manifests are spared with that reason, never candidates.
+        let found = manifest_candidates(&roots, 1, "r");
+        let spared: Vec<&str> = found.spared.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            spared,
+            vec!["demo/web@sha256:myoung", "demo/web@sha256:mpushed"]
+        );
+        let taken: Vec<&str> = found.candidates.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(taken, vec!["demo/web@sha256:mold"]);
+        assert_eq!(
+            found.ours["demo/web"],
+            BTreeSet::from(["old-amd64".to_string()])
+        );
     }
 }

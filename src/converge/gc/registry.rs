@@ -1,0 +1,233 @@
+//! gc on the registry a Kubernetes target pulls from: what machines run, mapped from manifest
+//! digests to artifacts; the published manifests nothing needs; and the tags that keep a manifest
+//! a teammate needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{GRACE, Roots, unreachable_why};
+use crate::backends::registry::{Published, RegistryClient, repository_in, split_reference};
+use crate::converge::error::GcError;
+use crate::mesh::builds::BuildRow;
+use crate::mesh::gc::{Candidate, keeping_tag};
+use crate::mesh::machine::Machine;
+use crate::mesh::model::Mesh;
+use crate::mesh::text::short_id;
+
+/// The registry a Kubernetes target pulls from, as gc asks it.
+pub(super) struct Pulled<'a> {
+    pub(super) client: &'a RegistryClient,
+    pub(super) host: &'a str,
+}
+
+/// What machines run, as artifacts: a digest a build made is one; a manifest digest a build
+/// published names that build's artifact; any other is asked of the registry (a manifest's config
+/// digest, or an index's own digest), in the repository the machine pulls from.
+pub(super) async fn keep_running(
+    mesh: &Mesh,
+    machines: &[Machine],
+    roots: &mut Roots,
+    registry: Option<&Pulled<'_>>,
+) -> Result<(), GcError> {
+    let rows = || roots.builds.values().flatten();
+    let artifacts: BTreeSet<String> = rows().filter_map(|b| b.digest.clone()).collect();
+    let published: BTreeMap<String, String> = rows()
+        .filter_map(|b| Some((b.published_digest.clone()?, b.digest.clone()?)))
+        .collect();
+    for machine in machines {
+        for running in &machine.running {
+            let artifact = if artifacts.contains(running) {
+                running.clone()
+            } else {
+                roots.running_manifests.insert(running.clone());
+                match (published.get(running), registry) {
+                    (Some(artifact), _) => artifact.clone(),
+                    (None, Some(registry)) => {
+                        let repository = pulled_repository(mesh, machine, registry.host);
+                        registry
+                            .client
+                            .artifact_of(&repository, running)
+                            .await
+                            .map_err(|e| GcError::unreadable("the registry", e))?
+                            .unwrap_or_else(|| running.clone())
+                    }
+                    (None, None) => running.clone(),
+                }
+            };
+            let why = if artifact == *running {
+                format!("machine {} runs it", machine.name)
+            } else {
+                format!(
+                    "machine {} runs it (manifest sha256:{})",
+                    machine.name,
+                    short_id(running)
+                )
+            };
+            roots.keep.entry(artifact).or_insert(("running", why));
+        }
+    }
+    Ok(())
+}
+
+/// The repository (in `host`'s words) the machine's image names, when it is in that registry;
+/// else the module's own (`<mesh>/<module>`).
+fn pulled_repository(mesh: &Mesh, machine: &Machine, host: &str) -> String {
+    let image = machine.image.split('@').next().unwrap_or_default();
+    let (repository, _) = split_reference(image);
+    match repository
+        .strip_prefix(host)
+        .and_then(|r| r.strip_prefix('/'))
+    {
+        Some(path) if !path.is_empty() => path.to_string(),
+        _ => format!("{}/{}", mesh.name, machine.module),
+    }
+}
+
+/// Published manifests of builds nothing needs (Kubernetes with a registry), those spared by the
+/// grace, and this mesh's unreachable set: repository → the tags its unreachable builds published.
+pub(super) struct Manifests {
+    pub(super) candidates: Vec<Candidate>,
+    pub(super) spared: Vec<Candidate>,
+    pub(super) ours: BTreeMap<String, BTreeSet<String>>,
+}
+
+pub(super) fn manifest_candidates(
+    roots: &Roots,
+    keep_newest: usize,
+    registry_host: &str,
+) -> Manifests {
+    let rows = || roots.builds.values().flatten();
+    let root_of = |b: &BuildRow| b.digest.as_ref().and_then(|d| roots.keep.get(d));
+    let kept_published: BTreeSet<&str> = rows()
+        .filter(|b| root_of(b).is_some_and(|(root, _)| *root != GRACE))
+        .filter_map(|b| b.published_digest.as_deref())
+        .chain(roots.running_manifests.iter().map(String::as_str))
+        .collect();
+    // Published by a build within the grace (whichever other build published it too).
+    let young: BTreeMap<&str, &String> = rows()
+        .filter_map(|b| match root_of(b) {
+            Some((GRACE, why)) => Some((b.published_digest.as_deref()?, why)),
+            _ => None,
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut found = Manifests {
+        candidates: Vec::new(),
+        spared: Vec::new(),
+        ours: BTreeMap::new(),
+    };
+    for (module, rows) in &roots.builds {
+        for build in rows {
+            let (Some(digest), Some(published), Some(reference)) =
+                (&build.digest, &build.published_digest, &build.published_ref)
+            else {
+                continue;
+            };
+            if roots.keep.contains_key(digest) && !young.contains_key(published.as_str())
+                || kept_published.contains(published.as_str())
+            {
+                continue;
+            }
+            let (repository, tag) = repository_in(registry_host, reference);
+            let young = young.get(published.as_str());
+            if young.is_none() {
+                found
+                    .ours
+                    .entry(repository.to_string())
+                    .or_default()
+                    .insert(tag.to_string());
+            }
+            if !seen.insert(published.clone()) {
+                continue;
+            }
+            let candidate = Candidate {
+                kind: "manifest".into(),
+                name: format!("{repository}@{published}"),
+                module: module.clone(),
+                artifact: digest.clone(),
+                why: String::new(),
+                bytes: 0,
+                outcome: None,
+            };
+            match young {
+                Some(why) => found.spared.push(Candidate {
+                    why: (*why).clone(),
+                    ..candidate
+                }),
+                None => found.candidates.push(Candidate {
+                    why: unreachable_why(roots, keep_newest, module, digest),
+                    ..candidate
+                }),
+            }
+        }
+    }
+    found
+}
+
+/// Before a manifest is deleted (which untags every tag naming it: distribution's
+/// `DeleteImageManifest`), the repository's tags are listed and each asked which manifest it
+/// names; a manifest a tag outside this mesh's unreachable set names is spared, saying which.
+pub(super) async fn spare_tagged(
+    registry: &Pulled<'_>,
+    manifests: Manifests,
+    kept_refs: &BTreeSet<String>,
+) -> Result<(Vec<Candidate>, Vec<Candidate>), GcError> {
+    let Manifests {
+        candidates,
+        mut spared,
+        ours,
+    } = manifests;
+    let repositories: BTreeSet<String> = candidates
+        .iter()
+        .filter_map(|c| Some(c.name.split_once('@')?.0.to_string()))
+        .collect();
+    // repository → manifest digest → the tags naming it.
+    let mut naming: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for repository in &repositories {
+        let unreadable =
+            |e| GcError::unreadable(&format!("the registry's tags of {repository}"), e);
+        let tags = registry.client.tags(repository).await.map_err(unreadable)?;
+        let by_digest = naming.entry(repository.clone()).or_default();
+        for tag in tags {
+            // A tag deleted since the listing names nothing.
+            if let Published::Present { digest } = registry
+                .client
+                .manifest(repository, &tag)
+                .await
+                .map_err(unreadable)?
+            {
+                by_digest.entry(digest).or_default().push(tag);
+            }
+        }
+    }
+    let mut kept_tags: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for reference in kept_refs {
+        let (repository, tag) = repository_in(registry.host, reference);
+        kept_tags
+            .entry(repository)
+            .or_default()
+            .insert(tag.to_string());
+    }
+    let none = BTreeSet::new();
+    let mut out = Vec::new();
+    for candidate in candidates {
+        let (repository, digest) = candidate
+            .name
+            .split_once('@')
+            .unwrap_or((candidate.name.as_str(), ""));
+        let tags = naming
+            .get(repository)
+            .and_then(|d| d.get(digest))
+            .map_or(&[][..], Vec::as_slice);
+        let kept = kept_tags.get(repository).unwrap_or(&none);
+        // A tag the keep set names is never ours to untag, even if an unreachable build gave it.
+        let ours: BTreeSet<String> = ours
+            .get(repository)
+            .map(|o| o.difference(kept).cloned().collect())
+            .unwrap_or_default();
+        match keeping_tag(tags, &ours, kept) {
+            Some(why) => spared.push(Candidate { why, ..candidate }),
+            None => out.push(candidate),
+        }
+    }
+    Ok((out, spared))
+}

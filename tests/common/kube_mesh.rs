@@ -1,0 +1,167 @@
+//! A copy of the example mesh on the Kubernetes target (the API test server, the real registry on
+//! 127.0.0.1:5000 and the real daemon), and the real binary run against it.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use meshtop::backends::cluster::RECORD_ANNOTATION;
+use serde_json::Value;
+
+use super::kube_api::KubeApi;
+use super::kube_objects::{pod, workload};
+use super::{ExampleMesh, said};
+
+pub const REGISTRY: &str = "127.0.0.1:5000";
+
+/// A copy of the example mesh on the Kubernetes target, with a kubeconfig for the API test server.
+pub struct KubeMesh {
+    pub mesh: ExampleMesh,
+    pub namespace: String,
+    pub kubeconfig: PathBuf,
+    /// `DOCKER_CONFIG` for the binary (a registry login), when set.
+    docker_config: Option<PathBuf>,
+}
+
+impl KubeMesh {
+    /// `registry`: push there; `context`: the kubeconfig's current context; `extra`: appended TOML.
+    pub fn new(tag: &str, api: &KubeApi, registry: bool, context: &str, extra: &str) -> KubeMesh {
+        let mesh = ExampleMesh::new(tag);
+        let namespace = format!("ns-{}", mesh.name);
+        let file = mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap();
+        // Machines are declared for the Docker target only: workloads live in the cluster.
+        let text = text.split("[[machine]]").next().unwrap().to_string();
+        let registry_line = if registry {
+            format!("registry = \"{REGISTRY}\"\n")
+        } else {
+            String::new()
+        };
+        let text = text
+            .replace(
+                &format!("name = \"{}\"\n", mesh.name),
+                &format!("name = \"{}\"\n{registry_line}", mesh.name),
+            )
+            .replace(
+                "kind = \"docker\"",
+                &format!("kind = \"kubernetes\"\nnamespace = \"{namespace}\""),
+            );
+        std::fs::write(&file, format!("{text}\n{extra}")).unwrap();
+        let kubeconfig = mesh.dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: {context}\nclusters:\n- name: test\n  cluster:\n    server: http://{}\n\
+contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nusers:\n- name: test\n  user: {{}}\n",
+                api.addr
+            ),
+        )
+        .unwrap();
+        api.put_namespace(&namespace, &[]);
+        KubeMesh {
+            mesh,
+            namespace,
+            kubeconfig,
+            docker_config: None,
+        }
+    }
+
+    /// Push to `proxy` (the real registry behind a login) with its login in `DOCKER_CONFIG`.
+    pub fn behind_login(self, proxy: &super::registry_proxy::RegistryProxy) -> KubeMesh {
+        let mut k = self.through(proxy);
+        k.docker_config = Some(proxy.docker_config(k.mesh.dir.path()));
+        k
+    }
+
+    /// Push to `proxy` (the real registry behind it) instead of the registry itself.
+    pub fn through(self, proxy: &super::registry_proxy::RegistryProxy) -> KubeMesh {
+        let file = self.mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap().replace(
+            &format!("registry = \"{REGISTRY}\""),
+            &format!("registry = \"{}\"", proxy.host),
+        );
+        std::fs::write(&file, text).unwrap();
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.mesh.name
+    }
+
+    pub async fn run_with_state(&self, state: &Path, args: &[&str]) -> Output {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"));
+        if let Some(config) = &self.docker_config {
+            command.env("DOCKER_CONFIG", config);
+        }
+        command
+            .env("KUBECONFIG", &self.kubeconfig)
+            .arg("--mesh")
+            .arg(self.mesh.mesh_file())
+            .arg("--state")
+            .arg(state)
+            .args(args)
+            .output()
+            .await
+            .unwrap()
+    }
+
+    pub async fn run(&self, args: &[&str]) -> Output {
+        self.run_with_state(&self.mesh.state(), args).await
+    }
+
+    pub async fn json(&self, args: &[&str]) -> (Value, String) {
+        let output = self.run(args).await;
+        assert!(
+            output.status.success(),
+            "meshtop {args:?} failed ({:?}):\n{}",
+            output.status.code(),
+            said(&output)
+        );
+        let value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("meshtop {args:?}: not JSON ({e}):\n{}", said(&output)));
+        (value, String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+
+    /// A one-replica Deployment of `module` running `image`, whose pod reports `image_id`.
+    pub fn deploy(&self, api: &KubeApi, module: &str, image: &str, image_id: &str) {
+        let name = format!("{module}-1");
+        api.put(
+            "deployments",
+            &self.namespace,
+            workload("deployments", &name, module, &[("app", image)], 1),
+        );
+        api.put(
+            "pods",
+            &self.namespace,
+            pod(&format!("{name}-pod"), &name, "app", image, image_id),
+        );
+    }
+
+    pub fn image(&self, api: &KubeApi, module: &str) -> String {
+        api.get("deployments", &self.namespace, &format!("{module}-1"))
+            .unwrap()["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The namespace's annotation, parsed.
+    pub fn annotation(&self, api: &KubeApi) -> Value {
+        let ns = api.get("namespaces", "", &self.namespace).unwrap();
+        let text = ns["metadata"]["annotations"][RECORD_ANNOTATION]
+            .as_str()
+            .unwrap_or_else(|| panic!("no record annotation on {ns}"));
+        serde_json::from_str(text).unwrap()
+    }
+
+    pub fn set_annotation(&self, api: &KubeApi, text: &str) {
+        api.put_namespace(&self.namespace, &[(RECORD_ANNOTATION, text)]);
+    }
+}
+
+pub fn old_id(n: u8) -> String {
+    format!(
+        "docker-pullable://{REGISTRY}/old@sha256:{}",
+        format!("{n:02x}").repeat(32)
+    )
+}
