@@ -76,7 +76,9 @@ async fn keys_reach_the_backend_and_q_quits() {
     let state = empty_state(&demo_mesh(Target::Docker), false);
     // No plan answers here: `c` cannot know the module would not build, so it asks first.
     let sources = vec![
-        source(SourceId::Record, || Ok(SourceData::Record(demo_record(), None))),
+        source(SourceId::Record, || {
+            Ok(SourceData::Record(demo_record(), None))
+        }),
         source(SourceId::Host, || Err("no daemon here".into())),
         source(SourceId::Machines, || Err("not wired yet".into())),
     ];

@@ -16,7 +16,7 @@ fn summary(output: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", said(output)))
 }
 
-/// The reason the converge summary gives for one module.
+/// The reason a plan (`plan --json`) gives for one module.
 fn reason(summary: &serde_json::Value, module: &str) -> String {
     summary["modules"]
         .as_array()
@@ -41,10 +41,18 @@ async fn a_rollback_holds_against_a_teammates_converge_and_a_base_move_until_a_f
 
     // Alice: web v1, then v2.
     write_web("v1\n");
-    summary(&team.run(&team.alice(), &["converge", "--json", "base", "web"]).await);
+    summary(
+        &team
+            .run(&team.alice(), &["converge", "--json", "base", "web"])
+            .await,
+    );
     let v1 = recorded(&api, &team, "web").await;
     write_web("v2 (bad)\n");
-    summary(&team.run(&team.alice(), &["converge", "--json", "web"]).await);
+    summary(
+        &team
+            .run(&team.alice(), &["converge", "--json", "web"])
+            .await,
+    );
     let v2 = recorded(&api, &team, "web").await;
     assert_ne!(v1, v2);
 
@@ -57,7 +65,10 @@ async fn a_rollback_holds_against_a_teammates_converge_and_a_base_move_until_a_f
     let on_namespace = api.cluster(&team.namespace).read_record().await.unwrap();
     let pin = &on_namespace.pins["web"];
     assert_eq!(pin.to_ref, v1);
-    assert!(pin.from_inputs.is_some() && pin.to_inputs.is_some(), "{pin:?}");
+    assert!(
+        pin.from_inputs.is_some() && pin.to_inputs.is_some(),
+        "{pin:?}"
+    );
 
     // Bob, his own state file, the same (bad) sources: the pin holds; nothing undoes the rollback.
     let bob = summary(&team.run(&team.bob(), &["converge", "--json", "web"]).await);
@@ -67,14 +78,25 @@ async fn a_rollback_holds_against_a_teammates_converge_and_a_base_move_until_a_f
     let history = team.run(&team.bob(), &["history", "web"]).await;
     assert!(history.status.success(), "{}", said(&history));
     assert!(said(&history).contains("rollback"), "{}", said(&history));
-    assert!(said(&history).contains("pinned: rolled back from"), "{}", said(&history));
+    assert!(
+        said(&history).contains("pinned: rolled back from"),
+        "{}",
+        said(&history)
+    );
 
     // The base moves: web's address moves with it, its own inputs do not. Still pinned.
     std::fs::write(team.mesh.root().join("base/moved.txt"), "a new base\n").unwrap();
-    let moved = summary(&team.run(&team.bob(), &["converge", "--json", "base", "web"]).await);
+    let moved = summary(
+        &team
+            .run(&team.bob(), &["converge", "--json", "base", "web"])
+            .await,
+    );
     assert_eq!(decisions(&moved)["base"], "build", "{moved}");
     assert_eq!(decisions(&moved)["web"], "pinned", "{moved}");
-    assert!(reason(&moved, "web").contains("base moved"), "{moved}");
+    // The plan says why: the pin holds because only the base moved.
+    let plan = team.run(&team.bob(), &["plan", "--json", "web"]).await;
+    let plan = summary(&plan);
+    assert!(reason(&plan, "web").contains("base moved"), "{plan}");
     assert_eq!(recorded(&api, &team, "web").await, v1);
 
     // A fix arrives in web's own files: the pin ends, the fix is built and stamped.

@@ -86,9 +86,9 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
 /// Someone else's operation holding the mesh for the team (the followed one says itself).
 pub fn held_text(state: &AppState) -> Option<String> {
     let held = state.held_by.as_ref()?;
-    let own = state
-        .followed()
-        .is_some_and(|(live, now)| now == OperationState::Running && live.operation_id == held.operation_id);
+    let own = state.followed().is_some_and(|(live, now)| {
+        now == OperationState::Running && live.operation_id == held.operation_id
+    });
     // An action this dashboard runs holds the Lease itself: its own line says so.
     let mine = state.running.is_some();
     (!own && !mine).then(|| format!("⚑ {}", held.text(&timefmt::local_time(held.since_ms))))
@@ -183,7 +183,15 @@ pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Pale
         (None, None) => {}
     }
     if let Some(text) = held_text(state) {
-        x = put(buf, area, x, y, usize::MAX, &format!(" {text} "), palette.warn());
+        x = put(
+            buf,
+            area,
+            x,
+            y,
+            usize::MAX,
+            &format!(" {text} "),
+            palette.warn(),
+        );
     }
     if let Some(notice) = &state.notice {
         let style = if notice.error {

@@ -76,4 +76,3 @@ impl Team {
         self.mesh.dir.path().join("bob.db")
     }
 }
-
