@@ -251,7 +251,7 @@ pub fn merged_stamps(kept: &[Stamp], local: &[Stamp], limit: usize) -> Vec<Stamp
             None => all.push(stamp.clone()),
         }
     }
-    all.sort_by(|a, b| b.at_ms.cmp(&a.at_ms));
+    all.sort_by_key(|s| std::cmp::Reverse(s.at_ms));
     all.truncate(limit);
     all
 }
@@ -443,10 +443,18 @@ mod tests {
             at_ms: 1,
             ..stamps[0].clone()
         };
-        let merged = merged_stamps(&[stamps[0].clone()], &[older.clone()], 10);
+        let merged = merged_stamps(&stamps[..1], std::slice::from_ref(&older), 10);
         assert_eq!(merged.len(), 2);
         assert_eq!(merged[0].operation_id, "op");
-        assert_eq!(merged_stamps(&[older.clone()], &[older], 10).len(), 1);
+        assert_eq!(
+            merged_stamps(
+                std::slice::from_ref(&older),
+                std::slice::from_ref(&older),
+                10
+            )
+            .len(),
+            1
+        );
     }
 
     fn stamp(from: Option<(&str, &str)>, to: (&str, &str)) -> Stamp {
