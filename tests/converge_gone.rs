@@ -66,7 +66,14 @@ fn an_image_removed_by_hand_is_rebuilt_and_its_machines_run() {
         stderr.contains("the record's artifact is gone from the target"),
         "the reason is said: {stderr}"
     );
-    assert_eq!(summary["stamped"], true, "{summary}");
+    // The record is stamped only where a rebuild made another artifact: BuildKit rebuilds the
+    // same inputs into the same image id, and then the record already names it (`stamped` is
+    // true only for a real write).
+    let rebuilt = digests(&summary);
+    let moved = ["tools", "api", "worker"]
+        .iter()
+        .any(|m| rebuilt[*m] != built[*m]);
+    assert_eq!(summary["stamped"], moved, "{summary}");
     assert_eq!(summary["created"].as_array().unwrap().len(), 3, "{summary}");
     let status = mesh.json(&["status", "--json"]);
     let states: Vec<&str> = status

@@ -47,6 +47,8 @@ fn a_build_whose_process_is_gone_reads_stopped_process_gone_in_every_view() {
         NOW - 120_000,
         "host-a",
     );
+    // One age per build, since it ended (BuildRow::age): this one ended two minutes ago.
+    stopped.ended_ms = Some(NOW - 120_000);
     stopped.error = Some(
         "process gone: converge 4b2e9d10 ended without recording the end of this build".into(),
     );

@@ -362,3 +362,38 @@ fn gc_keeps_the_base_a_kept_artifact_was_built_from_and_removes_dependents_first
         "{report}"
     );
 }
+
+/// Issue 19: a gc (here the image removed by hand) between a rollback's confirm and its stamp.
+/// The rollback asks again, holding the mesh, just before it stamps: refused, the record and the
+/// machine untouched (before, the record was stamped onto a swept artifact).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gc_between_a_rollbacks_confirm_and_its_stamp_leaves_the_record_alone() {
+    use meshtop::backends::daemon::LazyDaemon;
+    use meshtop::backends::state::StateDb;
+    use meshtop::converge::{rollback, target};
+    use std::sync::{Arc, Mutex};
+    let mesh = ExampleMesh::new("rbg");
+    let v1 = digest_of(&mesh.json(&["converge", "--json"]), "web");
+    let v2 = change_web(&mesh, "two");
+    let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
+    let db = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
+    let daemon = LazyDaemon::new();
+    let connected = target::connect(&loaded, meshtop::mesh::model::DEFAULT_TARGET, None, None)
+        .await
+        .unwrap();
+    // The confirm: the plan goes back to v1, which the host still holds.
+    let plan = rollback::prepare(&loaded, "web", None, &daemon, connected.as_ref(), &db)
+        .await
+        .unwrap();
+    assert_eq!(plan.to.digest, v1);
+    // Then, before the stamp, the artifact is swept.
+    let rmi = docker(&["rmi", "-f", &v1]);
+    assert!(rmi.status.success(), "{}", said(&rmi));
+    let result = rollback::rollback(&loaded, &plan, &daemon, connected.as_ref(), &db, None).await;
+    let error = result.expect_err("a rollback onto a swept artifact must be refused").to_string();
+    assert!(error.contains("is no longer held by the host daemon"), "{error}");
+    let record = db.lock().unwrap().record(&mesh.name).unwrap();
+    assert_eq!(record["web"].digest, v2, "the record must not name the swept artifact");
+    assert!(db.lock().unwrap().pins(&mesh.name).unwrap().is_empty());
+    assert_eq!(running(&mesh, &format!("{}-web-1", mesh.name)), v2);
+}

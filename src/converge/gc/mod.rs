@@ -62,12 +62,9 @@ async fn read_roots(
     if let Some(warning) = record.warning {
         return Err(GcError::unreadable("the target's record", warning));
     }
-    // The pins live with the record there: unread, a pinned artifact could be taken.
     if let Some(warning) = record.team_warning {
-        return Err(GcError::unreadable(
-            "the target's pins and history",
-            warning,
-        ));
+        // The pins live with the record there: unread, a pinned artifact could be taken.
+        return Err(GcError::unreadable("the target's pins", warning));
     }
     let mut roots = Roots {
         keep: BTreeMap::new(),
