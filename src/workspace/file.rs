@@ -6,7 +6,6 @@
 mod names;
 mod paths;
 mod read;
-mod secrets;
 mod table;
 
 use std::collections::BTreeMap;
