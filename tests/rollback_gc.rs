@@ -390,10 +390,18 @@ async fn a_gc_between_a_rollbacks_confirm_and_its_stamp_leaves_the_record_alone(
     let rmi = docker(&["rmi", "-f", &v1]);
     assert!(rmi.status.success(), "{}", said(&rmi));
     let result = rollback::rollback(&loaded, &plan, &daemon, connected.as_ref(), &db, None).await;
-    let error = result.expect_err("a rollback onto a swept artifact must be refused").to_string();
-    assert!(error.contains("is no longer held by the host daemon"), "{error}");
+    let error = result
+        .expect_err("a rollback onto a swept artifact must be refused")
+        .to_string();
+    assert!(
+        error.contains("is no longer held by the host daemon"),
+        "{error}"
+    );
     let record = db.lock().unwrap().record(&mesh.name).unwrap();
-    assert_eq!(record["web"].digest, v2, "the record must not name the swept artifact");
+    assert_eq!(
+        record["web"].digest, v2,
+        "the record must not name the swept artifact"
+    );
     assert!(db.lock().unwrap().pins(&mesh.name).unwrap().is_empty());
     assert_eq!(running(&mesh, &format!("{}-web-1", mesh.name)), v2);
 }
