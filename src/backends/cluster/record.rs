@@ -144,19 +144,9 @@ impl Cluster {
         Ok(read)
     }
 
-    /// Merge `entries` into the record and write it with the namespace's resourceVersion as a precondition;
-    /// on a conflict re-read, re-merge and retry (bounded). Returns the record as written.
+    /// Merge `entries` into the record alone (no pin changed, no stamp noted), guarded as
+    /// [`Cluster::stamp_team`] is. Returns the record as written.
     pub async fn stamp_record(&self, entries: &Record) -> Result<Record, ClusterError> {
-        self.stamp_record_over(entries)
-            .await
-            .map(|(_, written)| written)
-    }
-
-    /// As [`Cluster::stamp_record`], returning also the record the write replaced.
-    pub async fn stamp_record_over(
-        &self,
-        entries: &Record,
-    ) -> Result<(Record, Record), ClusterError> {
         let by = Stamper {
             operation_id: String::new(),
             kind: "stamp".into(),
@@ -171,9 +161,9 @@ impl Cluster {
             by: &by,
         };
         let stamped = self.stamp_team(&write, false).await?;
-        let mut merged = stamped.before.clone();
-        merged.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Ok((stamped.before, merged))
+        let mut written = stamped.before;
+        written.extend(entries.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(written)
     }
 
     /// Merge the entries into the record, change the pins and add the stamps to the record's

@@ -63,25 +63,6 @@ impl StateDb {
         self.insert_stamps(mesh, operation_id, kind, &previous, entries)
     }
 
-    /// Note stamps made elsewhere (the Kubernetes namespace's annotation), durably, in one transaction.
-    pub fn note_stamps(
-        &self,
-        mesh: &str,
-        operation_id: &str,
-        kind: &str,
-        previous: &Record,
-        entries: &Record,
-    ) -> Result<(), StateError> {
-        self.durably(|| {
-            let tx = self
-                .conn
-                .unchecked_transaction()
-                .map_err(self.err("begin noting stamps"))?;
-            self.insert_stamps(mesh, operation_id, kind, previous, entries)?;
-            tx.commit().map_err(self.err("commit noted stamps"))
-        })
-    }
-
     fn insert_stamps(
         &self,
         mesh: &str,
