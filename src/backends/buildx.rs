@@ -59,8 +59,44 @@ pub fn arguments(spec: &BuildRequest, metadata_file: &std::path::Path) -> Vec<St
         args.push("--build-arg".into());
         args.push(format!("{k}={v}"));
     }
+    // Secrets reach buildx through its environment (see `secret_env`), never on the command line.
+    for (n, id) in secret_ids(spec).into_iter().enumerate() {
+        args.push("--secret".into());
+        args.push(format!("id={id},env={SECRET_ENV}{n}"));
+    }
+    if let Some(agent) = &spec.ssh_agent {
+        args.push("--ssh".into());
+        args.push(format!("default={}", agent.display()));
+    }
     args.push("-".into());
     args
+}
+
+/// The environment variables buildx reads the secrets from: `MESHTOP_SECRET_<n>`.
+const SECRET_ENV: &str = "MESHTOP_SECRET_";
+
+fn secret_ids(spec: &BuildRequest) -> Vec<&String> {
+    let mut ids: Vec<&String> = spec.secrets.0.keys().collect();
+    ids.sort();
+    ids
+}
+
+/// The child's environment carrying the secrets, in the order [`arguments`] names them.
+fn secret_env(spec: &BuildRequest) -> Vec<(String, std::ffi::OsString)> {
+    secret_ids(spec)
+        .into_iter()
+        .enumerate()
+        .map(|(n, id)| {
+            let value = spec.secrets.0.get(id).cloned().unwrap_or_default();
+            // Unix environments carry bytes: a file's value is passed as it is.
+            (format!("{SECRET_ENV}{n}"), os_string(value))
+        })
+        .collect()
+}
+
+fn os_string(bytes: Vec<u8>) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
+    std::ffi::OsString::from_vec(bytes)
 }
 
 /// Build and push; returns the pushed index digest (the artifact of a multi-platform module).
@@ -72,6 +108,7 @@ pub async fn build_and_push(
         std::env::temp_dir().join(format!("meshtop-buildx-{}.json", uuid::Uuid::now_v7()));
     let mut child = tokio::process::Command::new("docker")
         .args(arguments(&spec, &metadata))
+        .envs(secret_env(&spec))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -131,6 +168,11 @@ mod tests {
             labels: HashMap::from([("jr2.dev/module".to_string(), "api".to_string())]),
             no_cache: true,
             platforms: vec!["linux/amd64".into(), "linux/arm64".into()],
+            secrets: crate::backends::daemon::session::SecretValues(HashMap::from([(
+                "npmrc".to_string(),
+                b"token=abc".to_vec(),
+            )])),
+            ssh_agent: None,
         };
         let args = arguments(&spec, std::path::Path::new("/tmp/m.json"));
         let joined = args.join(" ");
@@ -141,5 +183,17 @@ mod tests {
                 && joined.contains("--build-arg BASE=sha256:1")
         );
         assert_eq!(args.last().map(String::as_str), Some("-"));
+        assert!(
+            joined.contains("--secret id=npmrc,env=MESHTOP_SECRET_0"),
+            "{joined}"
+        );
+        assert!(
+            !joined.contains("token=abc"),
+            "a secret's value is never an argument"
+        );
+        assert_eq!(
+            secret_env(&spec),
+            [("MESHTOP_SECRET_0".to_string(), "token=abc".into())]
+        );
     }
 }

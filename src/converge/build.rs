@@ -1,5 +1,6 @@
 //! One build of a converge: recorded when it starts, the context tarred by the same walk that
-//! computed the address, built on the daemon, recorded when it ends — failures too.
+//! computed the address, built on the daemon (its BuildKit, with the module's secrets served
+//! through the build's session), recorded when it ends — failures too.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -7,16 +8,19 @@ use std::sync::{Arc, Mutex};
 use super::plan::PlannedModule;
 use super::progress::{Emitter, Step};
 use crate::backends::buildx;
-use crate::backends::daemon::Daemon;
-use crate::backends::daemon::build::{BuildEnd as DaemonBuildEnd, BuildRequest, context_pipe};
-use crate::backends::git;
+use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
+use crate::backends::daemon::session::SecretValues;
+use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
+use crate::backends::git::{self, Revision};
 use crate::backends::state::{BuildEnd, NewBuild, StateDb};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
+use crate::mesh::manifest::Inputs;
 use crate::mesh::model::{INPUTS_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Module};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
 use crate::workspace::inputs::{self, InputSpec, InputsError};
+use crate::workspace::secrets;
 
 /// How many lines of build output a failed build keeps.
 pub const LOG_TAIL_LINES: usize = 50;
@@ -107,6 +111,9 @@ fn with_history<T>(
     f(&*crate::backends::state::locked(db)?).map_err(|e| e.to_string())
 }
 
+/// The tar being written on a blocking thread: what it sent, or why it stopped.
+type Tarring = tokio::task::JoinHandle<Result<Inputs, InputsError>>;
+
 pub async fn build_module(
     job: BuildJob,
     mesh: &Mesh,
@@ -119,109 +126,78 @@ pub async fn build_module(
         planned,
         pushes,
     } = job;
-    let correlation_id = uuid::Uuid::now_v7().to_string();
-    let reference = planned.reference.clone().unwrap_or_default();
     let context = module.context.clone();
     let revision = tokio::task::spawn_blocking(move || git::revision(&context))
         .await
         .unwrap_or_default();
-    let host = gethostname::gethostname().to_string_lossy().into_owned();
-    let new_build = NewBuild {
-        id: correlation_id.clone(),
-        mesh: mesh.name.clone(),
-        module: Some(module.name.clone()),
-        repository: repository_of(&reference).to_string(),
-        commit: revision.commit.clone(),
-        dirty: revision.dirty,
-        base_module: module.base.clone(),
-        base_digest: planned.base_artifact.clone(),
-        reference: Some(reference.clone()),
-        platforms: planned
+    let run = Run::start(&module, planned, mesh, &revision, db, emitter)?;
+    // Read now, for this build only: never part of the inputs, never logged or stored.
+    let served = match secrets::read(&module) {
+        Ok(served) => served,
+        Err(why) => return run.failed(why, None),
+    };
+    let multi_platform = run.planned.multi_platform;
+    if multi_platform && let Err(why) = buildx_ready(&module, &run.planned, pushes).await {
+        return run.failed(why, None);
+    }
+    let (tarring, context) = start_tar(&module, &run.planned);
+    let request = BuildRequest {
+        context,
+        dockerfile: module.dockerfile.clone(),
+        tag: run.reference.clone(),
+        build_args: build_args(&module, &run.planned),
+        labels: labels(&module, mesh, &revision, &run.planned),
+        no_cache: run.planned.decision == Decision::Forced,
+        platforms: run
+            .planned
             .platforms
             .iter()
             .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-        forced: planned.decision == Decision::Forced,
-        why: planned.why.clone(),
-        host: host.clone(),
-        started_ms: timefmt::now_ms(),
-        operation_id: Some(emitter.operation_id.clone()),
+            .collect(),
+        secrets: SecretValues(served.values),
+        ssh_agent: served.ssh_agent,
     };
-    with_history(db, |h| h.start_build(&new_build))
-        .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
-    emitter.emit(
-        Step::Build,
-        Some(&module.name),
-        format!("building {reference} (build {correlation_id})"),
-    );
-    let finish = |status: BuildStatus,
-                  digest: Option<String>,
-                  error: Option<String>,
-                  tail: Option<String>| {
-        let end = BuildEnd {
-            status,
-            digest,
-            error,
-            log_tail: tail,
-            ended_ms: timefmt::now_ms(),
-        };
-        with_history(db, |h| h.finish_build(&correlation_id, &end).map(|_| ()))
-    };
-    let ended = |status: BuildStatus, digest: Option<String>| BuildEnd {
-        status,
-        digest,
-        error: None,
-        log_tail: None,
-        ended_ms: timefmt::now_ms(),
-    };
-    let failed = |error: String, tail: Option<String>| -> Result<Built, BuildError> {
-        let error = crate::mesh::text::plain(&error).into_owned();
-        finish(BuildStatus::Failed, None, Some(error.clone()), tail)
-            .map_err(BuildError::NoRecord)?;
-        emitter.emit(Step::Failed, Some(&module.name), error.clone());
-        Ok(Built {
-            planned: planned.clone(),
-            correlation_id: correlation_id.clone(),
-            artifact: None,
-            error: Some(error),
-            published: None,
-        })
-    };
-
-    // The platforms the address was computed for (unset: the daemon's own).
-    let multi_platform = planned.multi_platform;
     if multi_platform {
-        let platforms: Vec<String> = planned.platforms.iter().map(ToString::to_string).collect();
-        if !pushes {
-            return failed(
-                format!(
-                    "module {}: a multi-platform build needs `docker buildx` and a registry to push to",
-                    module.name
-                ),
-                None,
-            );
-        }
-        if let Err(why) = buildx::available().await {
-            return failed(
-                format!(
-                    "module {}: a multi-platform build ({}) needs `docker buildx`, which does not work here ({why}): install the buildx plugin, or give the module one platform",
-                    module.name,
-                    platforms.join(", ")
-                ),
-                None,
-            );
-        }
+        run.on_buildx(request, tarring).await
+    } else {
+        run.on_daemon(daemon, request, tarring).await
     }
-    // The same walk that computed the address writes the tar, streamed to the builder as it is
-    // written (bounded memory); a file that changed since the plan aborts the body and fails the build.
+}
+
+/// Why a multi-platform build cannot run here, if it cannot.
+async fn buildx_ready(
+    module: &Module,
+    planned: &PlannedModule,
+    pushes: bool,
+) -> Result<(), String> {
+    if !pushes {
+        return Err(format!(
+            "module {}: a multi-platform build needs `docker buildx` and a registry to push to",
+            module.name
+        ));
+    }
+    buildx::available().await.map_err(|why| {
+        let platforms: Vec<String> = planned.platforms.iter().map(ToString::to_string).collect();
+        format!(
+            "module {}: a multi-platform build ({}) needs `docker buildx`, which does not work here ({why}): install the buildx plugin, or give the module one platform",
+            module.name,
+            platforms.join(", ")
+        )
+    })
+}
+
+/// The same walk that computed the address writes the tar, streamed to the builder as it is
+/// written (bounded memory); a file that changed since the plan aborts the body and fails the build.
+fn start_tar(
+    module: &Module,
+    planned: &PlannedModule,
+) -> (Tarring, crate::backends::daemon::build::ContextBody) {
     let tar_module = module.clone();
     let expected = planned.inputs.clone();
     let base_digest = planned.base_artifact.clone();
     let platforms = planned.platforms.clone();
     let (writer, context) = context_pipe();
     let tarring = tokio::task::spawn_blocking(move || {
-        let mut writer = writer;
         let spec = InputSpec {
             context: &tar_module.context,
             dockerfile: &tar_module.dockerfile,
@@ -229,145 +205,251 @@ pub async fn build_module(
             base_digest: base_digest.as_deref(),
             platforms: &platforms,
         };
-        let tarred = inputs::tar_inputs(&spec, expected.as_ref(), &mut writer);
-        match tarred {
-            Ok(inputs) => writer.finish().map(|()| inputs).map_err(InputsError::Write),
-            Err(error) => {
-                writer.abort(&error.to_string());
-                Err(error)
-            }
-        }
+        write_tar(&spec, expected.as_ref(), writer)
     });
-    // What stopped the tar, unless only the builder stopped reading it (then the builder says why).
-    let tar_error = |tarred: Result<Result<_, InputsError>, tokio::task::JoinError>| match tarred {
-        Ok(Ok(_)) | Ok(Err(InputsError::Write(_))) => None,
-        Ok(Err(error)) => Some(format!("module {}: {error}", module.name)),
-        Err(error) => Some(format!(
-            "module {}: packing the context stopped: {error}",
-            module.name
-        )),
-    };
-    let mut build_args: HashMap<String, String> = module.build_args.clone().into_iter().collect();
-    if let Some(base) = &planned.base_artifact {
-        build_args.insert("BASE".into(), base.clone());
+    (tarring, context)
+}
+
+fn write_tar(
+    spec: &InputSpec,
+    expected: Option<&Inputs>,
+    mut writer: ContextWriter,
+) -> Result<Inputs, InputsError> {
+    match inputs::tar_inputs(spec, expected, &mut writer) {
+        Ok(inputs) => writer.finish().map(|()| inputs).map_err(InputsError::Write),
+        Err(error) => {
+            writer.abort(&error.to_string());
+            Err(error)
+        }
     }
+}
+
+/// What stopped the tar, unless only the builder stopped reading it (then the builder says why).
+fn tar_error(
+    module: &str,
+    tarred: Result<Result<Inputs, InputsError>, tokio::task::JoinError>,
+) -> Option<String> {
+    match tarred {
+        Ok(Ok(_)) | Ok(Err(InputsError::Write(_))) => None,
+        Ok(Err(error)) => Some(format!("module {module}: {error}")),
+        Err(error) => Some(format!(
+            "module {module}: packing the context stopped: {error}"
+        )),
+    }
+}
+
+/// The module's build args, and `BASE` naming its base's artifact.
+fn build_args(module: &Module, planned: &PlannedModule) -> HashMap<String, String> {
+    let mut args: HashMap<String, String> = module.build_args.clone().into_iter().collect();
+    if let Some(base) = &planned.base_artifact {
+        args.insert("BASE".into(), base.clone());
+    }
+    args
+}
+
+/// meshtop's labels (module, mesh, the full input digest of the ref) and the OCI ones: build
+/// labels, image metadata, never steps of the Dockerfile.
+fn labels(
+    module: &Module,
+    mesh: &Mesh,
+    revision: &Revision,
+    planned: &PlannedModule,
+) -> HashMap<String, String> {
     let mut labels = HashMap::from([
         (MODULE_LABEL.to_string(), module.name.clone()),
         (MESH_LABEL.to_string(), mesh.name.clone()),
     ]);
-    // The proof a registry answer is checked against (the tag's 12 hex characters are only a name).
-    labels.extend(
-        planned
-            .inputs
-            .as_ref()
-            .map(|i| (INPUTS_LABEL.to_string(), i.digest.clone())),
-    );
+    if let Some(inputs) = &planned.inputs {
+        labels.insert(INPUTS_LABEL.to_string(), inputs.digest.clone());
+    }
     if let Some(commit) = &revision.commit {
         labels.insert("org.opencontainers.image.revision".into(), commit.clone());
     }
     if let Some(source) = &revision.source {
         labels.insert("org.opencontainers.image.source".into(), source.clone());
     }
-    // The inputs of a built ref, for the why of the next address (best effort: the build stands).
-    let save_manifest = || {
-        if let Some(inputs) = &planned.inputs
+    labels
+}
+
+/// One build attempt from its row's start to its end.
+struct Run<'a> {
+    module: String,
+    mesh: &'a str,
+    planned: PlannedModule,
+    reference: String,
+    correlation_id: String,
+    db: &'a Arc<Mutex<StateDb>>,
+    emitter: &'a Emitter,
+}
+
+impl<'a> Run<'a> {
+    /// Write the build's row (nothing is built without one) and say it started.
+    fn start(
+        module: &Module,
+        planned: PlannedModule,
+        mesh: &'a Mesh,
+        revision: &Revision,
+        db: &'a Arc<Mutex<StateDb>>,
+        emitter: &'a Emitter,
+    ) -> Result<Run<'a>, BuildError> {
+        let correlation_id = uuid::Uuid::now_v7().to_string();
+        let reference = planned.reference.clone().unwrap_or_default();
+        let new_build = NewBuild {
+            id: correlation_id.clone(),
+            mesh: mesh.name.clone(),
+            module: Some(module.name.clone()),
+            repository: repository_of(&reference).to_string(),
+            commit: revision.commit.clone(),
+            dirty: revision.dirty,
+            base_module: module.base.clone(),
+            base_digest: planned.base_artifact.clone(),
+            reference: Some(reference.clone()),
+            platforms: planned
+                .platforms
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            forced: planned.decision == Decision::Forced,
+            why: planned.why.clone(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            started_ms: timefmt::now_ms(),
+            operation_id: Some(emitter.operation_id.clone()),
+        };
+        with_history(db, |h| h.start_build(&new_build))
+            .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
+        emitter.emit(
+            Step::Build,
+            Some(&module.name),
+            format!("building {reference} (build {correlation_id})"),
+        );
+        Ok(Run {
+            module: module.name.clone(),
+            mesh: &mesh.name,
+            planned,
+            reference,
+            correlation_id,
+            db,
+            emitter,
+        })
+    }
+
+    fn built(self, artifact: String, published: Option<String>) -> Built {
+        Built {
+            planned: self.planned,
+            correlation_id: self.correlation_id,
+            artifact: Some(artifact),
+            error: None,
+            published,
+        }
+    }
+
+    /// The build failed: its row says why (and the log's tail), and so does the converge.
+    fn failed(&self, error: String, tail: Option<String>) -> Result<Built, BuildError> {
+        let error = crate::mesh::text::plain(&error).into_owned();
+        let end = BuildEnd {
+            status: BuildStatus::Failed,
+            digest: None,
+            error: Some(error.clone()),
+            log_tail: tail,
+            ended_ms: timefmt::now_ms(),
+        };
+        with_history(self.db, |h| {
+            h.finish_build(&self.correlation_id, &end).map(|_| ())
+        })
+        .map_err(BuildError::NoRecord)?;
+        self.emitter
+            .emit(Step::Failed, Some(&self.module), error.clone());
+        Ok(Built {
+            planned: self.planned.clone(),
+            correlation_id: self.correlation_id.clone(),
+            artifact: None,
+            error: Some(error),
+            published: None,
+        })
+    }
+
+    /// The build succeeded: its row is completed (or the converge fails, nothing stamped), the
+    /// inputs of its ref kept for the next address's why.
+    async fn succeeded(&self, digest: &str, what: &str) -> Result<(), BuildError> {
+        let end = BuildEnd {
+            status: BuildStatus::Succeeded,
+            digest: Some(digest.to_string()),
+            error: None,
+            log_tail: None,
+            ended_ms: timefmt::now_ms(),
+        };
+        finish_or_keep_trying(self.db, &self.correlation_id, &end, what).await?;
+        // Best effort: the build stands without it.
+        if let Some(inputs) = &self.planned.inputs
             && let Ok(json) = serde_json::to_string(&inputs.manifest)
         {
-            let _ = with_history(db, |h| {
-                h.save_manifest(&mesh.name, &module.name, &reference, &json)
+            let _ = with_history(self.db, |h| {
+                h.save_manifest(self.mesh, &self.module, &self.reference, &json)
             });
         }
-    };
-    let request = BuildRequest {
-        context,
-        dockerfile: module.dockerfile.clone(),
-        tag: reference.clone(),
-        build_args,
-        labels,
-        no_cache: planned.decision == Decision::Forced,
-        platforms: planned.platforms.iter().map(ToString::to_string).collect(),
-    };
-    if multi_platform {
+        Ok(())
+    }
+
+    /// Build on the host daemon.
+    async fn on_daemon(
+        self,
+        daemon: &Daemon,
+        request: BuildRequest,
+        tarring: Tarring,
+    ) -> Result<Built, BuildError> {
         let mut tail = LogTail::default();
+        let (emitter, module) = (self.emitter, self.module.clone());
+        let result = daemon
+            .build(request, |line| {
+                emitter.emit(Step::Output, Some(&module), line);
+                tail.push(line);
+            })
+            .await;
+        let tail_text = Some(tail.text());
+        if let Some(error) = tar_error(&self.module, tarring.await) {
+            return self.failed(error, tail_text);
+        }
+        match result {
+            Ok(DaemonBuildEnd::Built(id)) => {
+                let what = format!("built {} → {id}", self.reference);
+                self.succeeded(&id, &what).await?;
+                self.emitter.emit(Step::Built, Some(&self.module), what);
+                Ok(self.built(id, None))
+            }
+            Ok(DaemonBuildEnd::Failed(message)) => self.failed(message, tail_text),
+            Err(error) => {
+                let message = error.to_string();
+                let _ = self.failed(message.clone(), tail_text);
+                Err(BuildError::Daemon(message))
+            }
+        }
+    }
+
+    /// Build for several platforms with buildx, which pushes.
+    async fn on_buildx(self, request: BuildRequest, tarring: Tarring) -> Result<Built, BuildError> {
+        let mut tail = LogTail::default();
+        let (emitter, module) = (self.emitter, self.module.clone());
         let result = buildx::build_and_push(request, |line| {
-            emitter.emit(Step::Output, Some(&module.name), line);
+            emitter.emit(Step::Output, Some(&module), line);
             tail.push(line);
         })
         .await;
         let tail_text = Some(tail.text());
-        if let Some(error) = tar_error(tarring.await) {
-            return failed(error, tail_text);
+        if let Some(error) = tar_error(&self.module, tarring.await) {
+            return self.failed(error, tail_text);
         }
-        return match result {
+        match result {
             Ok(digest) => {
-                let end = ended(BuildStatus::Succeeded, Some(digest.clone()));
-                finish_or_keep_trying(
-                    db,
-                    &correlation_id,
-                    &end,
-                    &format!("built and pushed {reference} → {digest}"),
-                )
-                .await?;
-                save_manifest();
-                let _ = with_history(db, |h| {
-                    h.set_published(&correlation_id, &reference, &digest)
+                let what = format!("built and pushed {} → {digest}", self.reference);
+                self.succeeded(&digest, &what).await?;
+                let _ = with_history(self.db, |h| {
+                    h.set_published(&self.correlation_id, &self.reference, &digest)
                 });
-                emitter.emit(
-                    Step::Built,
-                    Some(&module.name),
-                    format!("built and pushed {reference} → {digest}"),
-                );
-                Ok(Built {
-                    planned,
-                    correlation_id,
-                    artifact: Some(digest.clone()),
-                    error: None,
-                    published: Some(digest),
-                })
+                self.emitter.emit(Step::Built, Some(&self.module), what);
+                Ok(self.built(digest.clone(), Some(digest)))
             }
-            Err(error) => failed(format!("module {}: {error}", module.name), tail_text),
-        };
-    }
-    let mut tail = LogTail::default();
-    let result = daemon
-        .build(request, |line| {
-            emitter.emit(Step::Output, Some(&module.name), line);
-            tail.push(line);
-        })
-        .await;
-    let tail_text = Some(tail.text());
-    if let Some(error) = tar_error(tarring.await) {
-        return failed(error, tail_text);
-    }
-    match result {
-        Ok(DaemonBuildEnd::Built(id)) => {
-            let end = ended(BuildStatus::Succeeded, Some(id.clone()));
-            finish_or_keep_trying(
-                db,
-                &correlation_id,
-                &end,
-                &format!("built {reference} → {id}"),
-            )
-            .await?;
-            save_manifest();
-            emitter.emit(
-                Step::Built,
-                Some(&module.name),
-                format!("built {reference} → {id}"),
-            );
-            Ok(Built {
-                planned,
-                correlation_id,
-                artifact: Some(id),
-                error: None,
-                published: None,
-            })
-        }
-        Ok(DaemonBuildEnd::Failed(message)) => failed(message, tail_text),
-        Err(error) => {
-            let message = error.to_string();
-            let _ = failed(message.clone(), tail_text);
-            Err(BuildError::Daemon(message))
+            Err(error) => self.failed(format!("module {}: {error}", self.module), tail_text),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! What a converge refuses before any build: a module whose base has no artifact, a multi-platform
-//! build with nowhere to push, a delivery the target cannot take.
+//! build with nowhere to push, a secret a build would mount that cannot be had, a delivery the
+//! target cannot take.
 
 use std::collections::BTreeMap;
 
@@ -42,6 +43,20 @@ pub fn refusals(
         .collect();
     if !unbuildable.is_empty() {
         return unbuildable;
+    }
+    // A secret a build would mount must be there before anything builds (values dropped at once).
+    let missing: Vec<String> = mesh
+        .modules
+        .iter()
+        .filter(|m| {
+            planned
+                .get(&m.name)
+                .is_some_and(|p| matches!(p.decision, Decision::Build | Decision::Forced))
+        })
+        .filter_map(|m| crate::workspace::secrets::check(m).err())
+        .collect();
+    if !missing.is_empty() {
+        return missing;
     }
     // Something will be delivered: the target must be able to take it, or nothing is built.
     if planned

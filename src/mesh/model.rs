@@ -214,6 +214,11 @@ pub struct Module {
     pub platforms: Vec<Platform>,
     /// Build args, sorted by name (BASE is added by meshtop, never declared).
     pub build_args: BTreeMap<String, String>,
+    /// Secrets its build may mount (`RUN --mount=type=secret,id=…`): served to the builder for
+    /// the build only, never part of the inputs, never logged or stored.
+    pub secrets: Vec<BuildSecret>,
+    /// Whether its build gets the ssh agent (`RUN --mount=type=ssh`).
+    pub ssh: bool,
     pub tier: u32,
     /// 1-based line of the module's `[[module]]` table in the mesh file, for messages.
     pub line: usize,
@@ -237,6 +242,32 @@ impl Default for Backoff {
         Backoff {
             restarts: 3,
             persists: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+/// One secret of a module's build: the id its Dockerfile mounts, and where its value is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildSecret {
+    pub id: String,
+    pub source: SecretSource,
+}
+
+/// Where a secret's value is read when a build starts (never earlier, never kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// A file: the path as the mesh file writes it, and resolved (`~/` is the home directory, a
+    /// relative path starts at the mesh file's directory).
+    File { written: String, path: PathBuf },
+    /// An environment variable of the process that builds.
+    Env(String),
+}
+
+impl fmt::Display for SecretSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretSource::File { written, .. } => write!(f, "src = \"{written}\""),
+            SecretSource::Env(name) => write!(f, "env = \"{name}\""),
         }
     }
 }

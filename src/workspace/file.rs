@@ -6,6 +6,7 @@
 mod names;
 mod paths;
 mod read;
+mod secrets;
 mod table;
 
 use std::collections::BTreeMap;

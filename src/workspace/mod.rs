@@ -7,6 +7,7 @@ pub mod ignore;
 pub mod inputs;
 pub mod own_files;
 pub mod realpath;
+pub mod secrets;
 pub mod stat_cache;
 pub mod walks;
 pub mod watch;

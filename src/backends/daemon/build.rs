@@ -1,16 +1,21 @@
 //! Builds on the host daemon: the context tar streams in (bounded memory, see [`context_pipe`]),
-//! the daemon's output streams out as lines.
+//! the daemon's output streams out as lines. The daemon's own BuildKit builds (see [`super::buildkit`]);
+//! its legacy builder only where BuildKit cannot, said once with why.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::path::PathBuf;
 
 use bollard::models::{BuildInfoAux, ImageId};
-use bollard::query_parameters::BuildImageOptionsBuilder;
+use bollard::query_parameters::{BuildImageOptions, BuildImageOptionsBuilder};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
-use super::{Daemon, DaemonError};
+use super::buildkit::{self, BuildkitError};
+use super::session::{self, SecretValues, SessionError};
+use super::socket::Address;
+use super::{BuildEnd, Daemon, DaemonError};
 
 /// The context tar is sent in chunks of this size.
 const CHUNK: usize = 256 * 1024;
@@ -99,15 +104,17 @@ pub struct BuildRequest {
     pub no_cache: bool,
     /// Empty: the daemon's own platform. The daemon builds one; several go to buildx.
     pub platforms: Vec<String>,
+    /// The module's secrets, served through the build's session (BuildKit only).
+    pub secrets: SecretValues,
+    /// The ssh agent's socket to forward (`ssh = true`), BuildKit only.
+    pub ssh_agent: Option<PathBuf>,
 }
 
-/// How a build ended on the daemon.
-#[derive(Debug)]
-pub enum BuildEnd {
-    /// The image id the daemon built.
-    Built(String),
-    /// The daemon said the build failed (a step failed): its message.
-    Failed(String),
+impl BuildRequest {
+    /// Whether the build needs BuildKit whatever its Dockerfile says.
+    fn needs_buildkit(&self) -> bool {
+        !self.secrets.0.is_empty() || self.ssh_agent.is_some()
+    }
 }
 
 impl Daemon {
@@ -116,19 +123,144 @@ impl Daemon {
     pub async fn build(
         &self,
         request: BuildRequest,
-        mut on_line: impl FnMut(&str),
+        mut on_line: impl FnMut(&str) + Send,
     ) -> Result<BuildEnd, DaemonError> {
-        let options = BuildImageOptionsBuilder::default()
-            .dockerfile(&request.dockerfile)
-            .t(&request.tag)
-            .buildargs(&request.build_args)
-            .labels(&request.labels)
-            .nocache(request.no_cache)
-            .rm(true)
-            .forcerm(true)
-            .platform(request.platforms.first().map_or("", String::as_str))
-            .build();
-        let chunks = futures_util::stream::unfold(request.context, |mut rx| async move {
+        let legacy_why = match self.buildkit_address() {
+            Ok(address) => {
+                let api = self.docker.client_version().to_string();
+                let agent = request.ssh_agent.clone();
+                match session::open(&address, &api, request.secrets.clone(), agent).await {
+                    Ok(session) => {
+                        return self
+                            .buildkit_build(&address, &api, request, session, &mut on_line)
+                            .await;
+                    }
+                    Err(SessionError::Unsupported(why)) => why,
+                    Err(SessionError::Failed(message)) => return Err(self.refused(message)),
+                }
+            }
+            Err(why) => why,
+        };
+        self.fall_back(&legacy_why, &mut on_line);
+        if request.needs_buildkit() {
+            return Ok(BuildEnd::Failed(format!(
+                "the module's secrets and ssh are served through a BuildKit session, and the daemon cannot build with BuildKit: {legacy_why}"
+            )));
+        }
+        let options = options(&request);
+        self.legacy_build(options, request.context, &request.tag, &mut on_line)
+            .await
+    }
+
+    /// One build on the daemon's BuildKit, in `session`; `BASE` names the base by a tag.
+    async fn buildkit_build(
+        &self,
+        address: &Address,
+        api: &str,
+        mut request: BuildRequest,
+        session: session::Session,
+        on_line: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<BuildEnd, DaemonError> {
+        let base = match self.name_base(&mut request.build_args).await? {
+            Ok(base) => base,
+            Err(why) => return Ok(BuildEnd::Failed(why)),
+        };
+        let options = options(&request);
+        let built = buildkit::build(address, api, options, request.context, session, on_line).await;
+        let end = match built {
+            Ok(end) => end,
+            Err(BuildkitError::Unsupported(why)) => {
+                self.fall_back(&why, on_line);
+                return Ok(BuildEnd::Failed(why));
+            }
+            Err(BuildkitError::Failed(message)) => return Err(self.refused(message)),
+        };
+        match (end, base) {
+            (BuildEnd::Built(id), Some((tag, artifact))) => {
+                let now = self.image_id(&tag).await?;
+                Ok(if now.as_deref() == Some(artifact.as_str()) {
+                    BuildEnd::Built(id)
+                } else {
+                    BuildEnd::Failed(format!(
+                        "the base's tag {tag} named {artifact} when the build started and {} when it ended: the build may be FROM another image; build again",
+                        now.as_deref().unwrap_or("nothing")
+                    ))
+                })
+            }
+            (end, _) => Ok(end),
+        }
+    }
+
+    /// BuildKit finds a `FROM` image by name only: moby's builder looks a name up in the daemon's
+    /// tags, then asks a registry (`builder-next/adapters/containerimage/pull.go`, `resolveLocal`),
+    /// so an image id reads as the repository `docker.io/library/sha256` and is pulled. `BASE` (the
+    /// base's artifact id) is therefore replaced by a tag the daemon shows on that very image — its
+    /// ref, as a rule — and the tag is checked again when the build ends. Returns the tag and the
+    /// artifact, or why the base cannot be named (a failed build).
+    async fn name_base(
+        &self,
+        args: &mut HashMap<String, String>,
+    ) -> Result<Result<Option<(String, String)>, String>, DaemonError> {
+        let Some(artifact) = args
+            .get("BASE")
+            .filter(|b| b.starts_with("sha256:"))
+            .cloned()
+        else {
+            return Ok(Ok(None));
+        };
+        let tags = self.image_tags(&artifact).await?;
+        let Some(tags) = tags else {
+            return Ok(Err(format!(
+                "the base's artifact {artifact} is not on the daemon: converge the base module again"
+            )));
+        };
+        if let Some(tag) = tags.into_iter().next() {
+            args.insert("BASE".into(), tag.clone());
+            return Ok(Ok(Some((tag, artifact))));
+        }
+        Ok(Err(format!(
+            "the base's artifact {artifact} carries no tag, and BuildKit builds FROM a tag only (an image id reads as an image to pull): converge the base module again (--force) to tag it"
+        )))
+    }
+
+    /// Where a BuildKit session can be opened, or why meshtop builds with the legacy builder.
+    fn buildkit_address(&self) -> Result<Address, String> {
+        if let Some(why) = self.legacy.get() {
+            return Err(why.clone());
+        }
+        if std::env::var("DOCKER_BUILDKIT").is_ok_and(|v| v == "0" || v == "false") {
+            return Err("DOCKER_BUILDKIT=0 asks for the legacy builder".into());
+        }
+        let tls = std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty());
+        Address::parse(&self.endpoint, tls)
+    }
+
+    /// Build with the legacy builder from now on; say so, with why, the first time only.
+    fn fall_back(&self, why: &str, on_line: &mut (dyn FnMut(&str) + Send)) {
+        if self.legacy.set(why.to_string()).is_ok() {
+            tracing::warn!("building with the daemon's legacy builder: {why}");
+            on_line(&format!(
+                "meshtop: building with the daemon's legacy builder: {why}"
+            ));
+        }
+    }
+
+    fn refused(&self, message: String) -> DaemonError {
+        DaemonError::Refused {
+            endpoint: self.endpoint.clone(),
+            message,
+        }
+    }
+
+    /// A build on the legacy builder (`/build`, version 1).
+    async fn legacy_build(
+        &self,
+        options: BuildImageOptions,
+        context: ContextBody,
+        tag: &str,
+        on_line: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<BuildEnd, DaemonError> {
+        let chunks = futures_util::stream::unfold(context, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
         });
         let body = bollard::body_try_stream(chunks);
@@ -159,7 +291,6 @@ impl Daemon {
                 let message = detail.message.unwrap_or_else(|| "the build failed".into());
                 return Ok(BuildEnd::Failed(message));
             }
-            // With bollard's buildkit feature the aux is BuildKit's trace or the classic image id.
             if let Some(BuildInfoAux::Default(ImageId { id: Some(id) })) = info.aux {
                 built = Some(id);
             }
@@ -168,7 +299,7 @@ impl Daemon {
             Some(id) => Ok(BuildEnd::Built(id)),
             // Older daemons only print "Successfully built <short id>": ask for the tag's id.
             // A daemon that went away is an error, not a failed build.
-            None => match self.image_id(&request.tag).await? {
+            None => match self.image_id(tag).await? {
                 Some(id) => Ok(BuildEnd::Built(id)),
                 None => Ok(BuildEnd::Failed(format!(
                     "the build ended without an image (last output: {last_line})"
@@ -178,6 +309,26 @@ impl Daemon {
     }
 
     /// The image id a tag names, if the daemon holds it.
+    /// The tags of the image `id` (None: the daemon does not hold it), sorted.
+    pub async fn image_tags(&self, id: &str) -> Result<Option<Vec<String>>, DaemonError> {
+        match self.docker.inspect_image(id).await {
+            Ok(image) => {
+                let mut tags: Vec<String> = image
+                    .repo_tags
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|t| !t.starts_with("<none>"))
+                    .collect();
+                tags.sort();
+                Ok(Some(tags))
+            }
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(None),
+            Err(source) => Err(self.call_error("inspect an image")(source)),
+        }
+    }
+
     pub async fn image_id(&self, reference: &str) -> Result<Option<String>, DaemonError> {
         match self.docker.inspect_image(reference).await {
             Ok(image) => Ok(image.id),
@@ -187,4 +338,19 @@ impl Daemon {
             Err(source) => Err(self.call_error("inspect an image")(source)),
         }
     }
+}
+
+/// The build's query, the same for both builders (BuildKit adds its version and session).
+/// Labels are image metadata under BuildKit: no step of their own.
+fn options(request: &BuildRequest) -> BuildImageOptions {
+    BuildImageOptionsBuilder::default()
+        .dockerfile(&request.dockerfile)
+        .t(&request.tag)
+        .buildargs(&request.build_args)
+        .labels(&request.labels)
+        .nocache(request.no_cache)
+        .rm(true)
+        .forcerm(true)
+        .platform(request.platforms.first().map_or("", String::as_str))
+        .build()
 }

@@ -2,8 +2,11 @@
 //! Connects as Docker's own CLI does: `DOCKER_HOST`, else the default socket, negotiating the API version.
 
 pub mod build;
+pub mod buildkit;
 pub mod containers;
 pub mod images;
+pub mod session;
+pub mod socket;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,6 +35,15 @@ pub enum DaemonError {
     },
     #[error("the Docker daemon at {endpoint}: {message}")]
     Refused { endpoint: String, message: String },
+}
+
+/// How a build ended on the daemon.
+#[derive(Debug)]
+pub enum BuildEnd {
+    /// The image id the daemon built.
+    Built(String),
+    /// The daemon said the build failed (a step failed): its message.
+    Failed(String),
 }
 
 /// A daemon connection made on first use, at most once: a converge the record answers in full
@@ -74,6 +86,8 @@ pub struct Daemon {
     endpoint: String,
     /// Asked on first use: most meshes set their platforms, and connecting is one round trip.
     platform: tokio::sync::OnceCell<Platform>,
+    /// Set once BuildKit proved impossible here: why builds use the legacy builder.
+    legacy: std::sync::Arc<std::sync::OnceLock<String>>,
 }
 
 /// Where the daemon is, as the docker CLI resolves it.
@@ -99,6 +113,7 @@ impl Daemon {
             docker,
             endpoint,
             platform: tokio::sync::OnceCell::new(),
+            legacy: std::sync::Arc::default(),
         })
     }
 

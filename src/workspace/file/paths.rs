@@ -194,6 +194,8 @@ pub(super) fn resolve_module(
         policy: raw.policy,
         platforms: raw.platforms.unwrap_or_else(|| mesh_platforms.to_vec()),
         build_args: raw.args,
+        secrets: raw.secrets,
+        ssh: raw.ssh,
         tier,
         line: raw.line,
         backoff: raw.backoff,

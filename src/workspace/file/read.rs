@@ -12,7 +12,7 @@ use toml::de::DeValue;
 use super::MeshError;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
-use crate::mesh::model::{Backoff, Platform, Policy, Registry, Target};
+use crate::mesh::model::{Backoff, BuildSecret, Platform, Policy, Registry, Target};
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
 const MESH_KEYS: &[&str] = &[
@@ -33,6 +33,8 @@ const MODULE_KEYS: &[&str] = &[
     "args",
     "rollout_restarts",
     "rollout_backoff",
+    "secrets",
+    "ssh",
 ];
 const MACHINE_KEYS: &[&str] = &["name", "module", "command", "env"];
 
@@ -56,6 +58,8 @@ pub(super) struct RawModule {
     pub platforms: Option<Vec<Platform>>,
     pub args: BTreeMap<String, String>,
     pub backoff: Backoff,
+    pub secrets: Vec<BuildSecret>,
+    pub ssh: bool,
 }
 
 pub(super) struct RawMachine {
@@ -322,6 +326,8 @@ pub(super) fn modules(
             }
             args.insert(k.clone(), value.into_inner());
         }
+        let secrets = super::secrets::secrets(src, &module)?;
+        let ssh = super::secrets::ssh(src, &module)?;
         out.push(RawModule {
             name,
             line,
@@ -332,6 +338,8 @@ pub(super) fn modules(
             platforms,
             args,
             backoff,
+            secrets,
+            ssh,
         });
     }
     Ok(out)

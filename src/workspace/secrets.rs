@@ -1,0 +1,136 @@
+//! A module's secrets read when its build starts, from their files or the environment, and the
+//! ssh agent it forwards. Values live in memory for that build only; every message names the
+//! module, the secret's id and its source, never its value.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use crate::mesh::model::{Module, SecretSource};
+
+/// What a module's build is served through its session.
+#[derive(Default)]
+pub struct ModuleSecrets {
+    pub values: HashMap<String, Vec<u8>>,
+    /// The ssh agent's socket, when the module forwards it.
+    pub ssh_agent: Option<PathBuf>,
+}
+
+/// Read every secret of `module` now. Err: the first that cannot be had, naming module, id and
+/// source, and how to fix it.
+pub fn read(module: &Module) -> Result<ModuleSecrets, String> {
+    let mut values = HashMap::with_capacity(module.secrets.len());
+    for secret in &module.secrets {
+        let refuse = |why: String| {
+            format!(
+                "module {}: secret {} ({}) {why}",
+                module.name, secret.id, secret.source
+            )
+        };
+        let value = match &secret.source {
+            SecretSource::File { path, .. } => std::fs::read(path).map_err(|e| {
+                refuse(format!(
+                    "cannot be read: {}: {e} — create the file, or point `src` at it",
+                    path.display()
+                ))
+            })?,
+            SecretSource::Env(name) => match std::env::var_os(name) {
+                Some(value) => value.into_encoded_bytes(),
+                None => {
+                    return Err(refuse(format!(
+                        "is missing: {name} is not set in meshtop's environment — export it before the converge"
+                    )));
+                }
+            },
+        };
+        values.insert(secret.id.clone(), value);
+    }
+    let ssh_agent = if module.ssh {
+        Some(agent().map_err(|why| format!("module {}: ssh = true, but {why}", module.name))?)
+    } else {
+        None
+    };
+    Ok(ModuleSecrets { values, ssh_agent })
+}
+
+/// Whether every secret of `module` can be had now (their values are dropped at once).
+pub fn check(module: &Module) -> Result<(), String> {
+    read(module).map(|_| ())
+}
+
+/// The ssh agent to forward: `SSH_AUTH_SOCK`, which must exist.
+fn agent() -> Result<PathBuf, String> {
+    let Some(socket) = std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()) else {
+        return Err("SSH_AUTH_SOCK is not set: start an agent (eval $(ssh-agent); ssh-add) before the converge".into());
+    };
+    let socket = PathBuf::from(socket);
+    if !socket.exists() {
+        return Err(format!(
+            "the ssh agent's socket {} (SSH_AUTH_SOCK) does not exist: start the agent again",
+            socket.display()
+        ));
+    }
+    Ok(socket)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::mesh::model::{BuildSecret, Policy};
+
+    fn module(secrets: Vec<BuildSecret>) -> Module {
+        Module {
+            name: "api".into(),
+            context: PathBuf::from("/nowhere"),
+            dockerfile: "Dockerfile".into(),
+            base: None,
+            policy: Policy::Rollout,
+            platforms: Vec::new(),
+            build_args: Default::default(),
+            secrets,
+            ssh: false,
+            tier: 0,
+            line: 1,
+            backoff: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_missing_secret_is_named_with_its_module_and_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let present = dir.path().join("npmrc");
+        std::fs::write(&present, "token=abc").unwrap();
+        let ok = module(vec![BuildSecret {
+            id: "npmrc".into(),
+            source: SecretSource::File {
+                written: "npmrc".into(),
+                path: present,
+            },
+        }]);
+        assert_eq!(read(&ok).unwrap().values["npmrc"], b"token=abc");
+
+        let missing = module(vec![BuildSecret {
+            id: "tok".into(),
+            source: SecretSource::File {
+                written: "~/.no-such-npmrc".into(),
+                path: dir.path().join("no-such-npmrc"),
+            },
+        }]);
+        let why = check(&missing).unwrap_err();
+        assert!(
+            why.starts_with("module api: secret tok (src = \"~/.no-such-npmrc\")"),
+            "{why}"
+        );
+
+        let unset = module(vec![BuildSecret {
+            id: "tok".into(),
+            source: SecretSource::Env("MESHTOP_TEST_SURELY_UNSET_VAR".into()),
+        }]);
+        let why = check(&unset).unwrap_err();
+        assert!(
+            why.contains("secret tok (env = \"MESHTOP_TEST_SURELY_UNSET_VAR\")"),
+            "{why}"
+        );
+        assert!(why.contains("is not set"), "{why}");
+    }
+}
