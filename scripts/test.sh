@@ -30,4 +30,10 @@ cp -f /bin/busybox assets/example/base/busybox
 
 bash scripts/start-registry.sh
 
-cargo test --locked "$@"
+# nextest runs every test binary side by side (.config/nextest.toml); the crate has no doctests.
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --locked "$@"
+else
+  echo "test.sh: cargo-nextest is missing (cargo install cargo-nextest --locked): running cargo test, one binary at a time" >&2
+  cargo test --locked --no-fail-fast "$@"
+fi

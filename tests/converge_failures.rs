@@ -26,7 +26,7 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
         Path::new(DOCKER_SOCKET),
     );
     let log = mesh.dir.path().join("converge.log");
-    let mut child = mesh.spawn_converge(&log, Some(&proxy.docker_host()));
+    let mut child = mesh.spawn_converge(&log, &[("DOCKER_HOST", &proxy.docker_host())]);
     let running = wait_for_running_build(&mesh, &mut child, &log);
     let operation_id = running.operation_id.clone().unwrap();
     // Let the build reach the daemon, then the daemon goes away.

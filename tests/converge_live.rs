@@ -109,7 +109,7 @@ fn on_a_terminal_each_running_build_is_one_live_line() {
 fn the_dashboard_follows_a_converge_from_another_terminal_module_by_module() {
     let (mesh, tmux) = dashboard_on_slow_api("livedash", 10);
     let log = mesh.root().join("converge.log");
-    let mut child = mesh.spawn_converge(&log, None);
+    let mut child = mesh.spawn_converge(&log, &[]);
     let screen = tmux.wait_quietly("api building on its row", Duration::from_secs(60), |s| {
         row(s, "api").contains("building")
     });
@@ -198,7 +198,7 @@ fn quitting_while_a_converge_started_here_runs_asks_and_cancels_it() {
 fn a_killed_converge_reads_stopped_process_gone_not_building() {
     let (mesh, tmux) = dashboard_on_slow_api("livekill", 120);
     let log = mesh.root().join("converge.log");
-    let mut child = mesh.spawn_converge(&log, None);
+    let mut child = mesh.spawn_converge(&log, &[]);
     tmux.wait_quietly("api building on its row", Duration::from_secs(60), |s| {
         row(s, "api").contains("building")
     });

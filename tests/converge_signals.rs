@@ -24,7 +24,7 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     let mesh = ExampleMesh::new("sigint");
     let original = slow_base(&mesh);
     let log = mesh.dir.path().join("converge.log");
-    let mut child = mesh.spawn_converge(&log, None);
+    let mut child = mesh.spawn_converge(&log, &[]);
     let running = wait_for_running_build(&mesh, &mut child, &log);
     assert_eq!(running.module.as_deref(), Some("base"));
     let operation_id = running.operation_id.clone().unwrap();

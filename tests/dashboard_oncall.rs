@@ -1,6 +1,6 @@
 //! The on-call path in tmux against the real daemon (issue 14): a build broken and converged from
-//! the command line while the dashboard is open; the error's last words and the daemon's
-//! `returned a non-zero code` are on screen within three key presses, with no escape text; the
+//! the command line while the dashboard is open; the error's last words and BuildKit's verdict on
+//! the step (the instruction and `exit code: 3`) are on screen within three key presses, with no escape text; the
 //! notice names the failed operation by its short id. Then SIGTERM restores the terminal.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -49,9 +49,13 @@ fn a_failure_from_the_command_line_is_read_in_one_key_press() {
     // One key: base is the first row, Enter opens its detail at its end.
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("the failure in the detail", Duration::from_secs(10), |s| {
-        compact(s).contains("returnedanon-zerocode:3")
+        compact(s).contains("exitcode:3")
     });
     let flat = compact(&screen);
+    assert!(
+        flat.contains("[3/3]RUNprintf"),
+        "the failed step names its instruction:\n{screen}"
+    );
     assert!(
         flat.contains("cannotfindapp.bin,givingup"),
         "the step's last words:\n{screen}"

@@ -80,7 +80,9 @@ fn builder_containers_are_never_machines() {
     )
     .unwrap();
     let log = mesh.dir.path().join("converge.log");
-    let mut child = mesh.spawn_converge(&log, None);
+    // Only the legacy builder (meshtop's fallback) runs a step in a daemon container; BuildKit's
+    // steps run in its own executor and never appear in the daemon's container list.
+    let mut child = mesh.spawn_converge(&log, &[("DOCKER_BUILDKIT", "0")]);
 
     // During the build: the step's container exists and is no machine.
     let deadline = Instant::now() + Duration::from_secs(60);

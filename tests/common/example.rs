@@ -90,11 +90,9 @@ impl ExampleMesh {
 
     /// Start `meshtop converge` on this mesh in the background, its stderr going to `log`;
     /// `docker_host` points it at another daemon socket.
-    pub fn spawn_converge(&self, log: &Path, docker_host: Option<&str>) -> std::process::Child {
+    pub fn spawn_converge(&self, log: &Path, envs: &[(&str, &str)]) -> std::process::Child {
         let mut command = Command::new(env!("CARGO_BIN_EXE_meshtop"));
-        if let Some(host) = docker_host {
-            command.env("DOCKER_HOST", host);
-        }
+        command.envs(envs.iter().copied());
         command
             .arg("--mesh")
             .arg(self.mesh_file())
