@@ -85,7 +85,11 @@ fn a_full_disk_at_the_end_of_a_build_stamps_nothing_and_the_next_open_closes_the
     let state: PathBuf = fs.path().join("state.db");
     let dockerfile = mesh.root().join("base/Dockerfile");
     let original = std::fs::read_to_string(&dockerfile).unwrap();
-    std::fs::write(&dockerfile, format!("{original}RUN sleep 3\n")).unwrap();
+    std::fs::write(
+        &dockerfile,
+        format!("{original}{}", common::fresh_run("sleep 3")),
+    )
+    .unwrap();
 
     // The log beside the mesh, not on the tmpfs that fills.
     let log = mesh.dir.path().join("converge.log");

@@ -17,7 +17,11 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
     let mesh = ExampleMesh::new("gone");
     let file = mesh.root().join("base/Dockerfile");
     let original = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, format!("{original}RUN sleep 30\n")).unwrap();
+    std::fs::write(
+        &file,
+        format!("{original}{}", common::fresh_run("sleep 30")),
+    )
+    .unwrap();
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let _entered = runtime.enter();

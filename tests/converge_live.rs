@@ -19,7 +19,10 @@ fn slow_api(mesh: &ExampleMesh, seconds: u32) {
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(
         &file,
-        format!("{text}RUN sleep {seconds}\nRUN echo api done\n"),
+        format!(
+            "{text}{}RUN echo api done\n",
+            common::fresh_run(&format!("sleep {seconds}"))
+        ),
     )
     .unwrap();
 }

@@ -15,7 +15,11 @@ use meshtop::mesh::builds::{BuildRow, BuildStatus};
 pub fn slow_base(mesh: &ExampleMesh) -> String {
     let file = mesh.root().join("base/Dockerfile");
     let original = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, format!("{original}RUN sleep 30\n")).unwrap();
+    std::fs::write(
+        &file,
+        format!("{original}{}", common::fresh_run("sleep 30")),
+    )
+    .unwrap();
     original
 }
 

@@ -66,7 +66,11 @@ fn a_build_whose_process_is_gone_shows_stopped_process_gone_then_is_closed_as_st
     let mesh = ExampleMesh::new("stopped");
     let dockerfile = mesh.root().join("base/Dockerfile");
     let original = std::fs::read_to_string(&dockerfile).unwrap();
-    std::fs::write(&dockerfile, format!("{original}RUN sleep 30\n")).unwrap();
+    std::fs::write(
+        &dockerfile,
+        format!("{original}{}", common::fresh_run("sleep 30")),
+    )
+    .unwrap();
 
     let log = mesh.dir.path().join("converge.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_meshtop"))

@@ -37,7 +37,11 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
     let mesh = ExampleMesh::new("frozen");
     let dockerfile = mesh.root().join("base/Dockerfile");
     let original = std::fs::read_to_string(&dockerfile).unwrap();
-    std::fs::write(&dockerfile, format!("{original}RUN sleep 4\n")).unwrap();
+    std::fs::write(
+        &dockerfile,
+        format!("{original}{}", common::fresh_run("sleep 4")),
+    )
+    .unwrap();
 
     // A: starts building base (the slow one), then freezes.
     let log = mesh.dir.path().join("a.log");

@@ -27,3 +27,19 @@ pub mod team;
 pub mod tmux;
 
 pub use example::*;
+
+/// A Dockerfile `RUN` line that really runs: BuildKit keeps a finished step in its cache by its
+/// command, across tests and runs on one daemon, so a step a test waits on (a slow build to watch,
+/// stop or take over) carries a word no earlier run had, as a shell comment.
+pub fn fresh_run(command: &str) -> String {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "RUN {command} # fresh {}-{nanos}-{count}\n",
+        std::process::id()
+    )
+}
