@@ -40,6 +40,7 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
         registry: None,
         publish: false,
         targets: meshtop::mesh::model::single_target(target),
+        environments: Vec::new(),
         modules: Vec::new(),
         machines: Vec::new(),
         rollout_deadline: None,

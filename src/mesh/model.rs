@@ -33,9 +33,13 @@ pub struct Mesh {
     /// true` in [mesh], `meshtop converge --publish`, `MESHTOP_PUBLISH=1`); otherwise a Docker-target
     /// converge only reads the registry.
     pub publish: bool,
-    /// The targets of this mesh, by name (one today: a mesh file's single `[target]` table is
-    /// [`DEFAULT_TARGET`]). A second target is one more entry; every caller asks for the one it acts on.
+    /// The targets of this mesh, by name (a mesh file's single `[target]` table is
+    /// [`DEFAULT_TARGET`]; `[[target]]` tables name theirs). Every caller asks for the one it acts on.
     pub targets: BTreeMap<String, Target>,
+    /// What each target adds beside its kind, in the order the mesh file declares them: the first
+    /// is the one a command acts on when it names none. Empty for a mesh made by hand: then the
+    /// targets' names in order stand for it ([`Mesh::target_names`]).
+    pub environments: Vec<Environment>,
     pub modules: Vec<Module>,
     pub machines: Vec<MachineSpec>,
     /// Kubernetes: how long a roll-out may go without progress before it reads as failed
@@ -51,17 +55,112 @@ pub fn single_target(target: Target) -> BTreeMap<String, Target> {
     BTreeMap::from([(DEFAULT_TARGET.to_string(), target)])
 }
 
+/// A target as one environment beside the others: what the mesh file adds beside its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    pub name: String,
+    /// The target whose recorded artifacts this one takes by `meshtop promote` (`promote_from`).
+    pub promote_from: Option<String>,
+    /// `policy = "record"`: every module's machines there move only when a person sends or
+    /// promotes (None: each module's own policy).
+    pub policy: Option<Policy>,
+    /// Declared by a `[[target]]` table: it always acts where it names (its context and namespace),
+    /// never where `--context` / `--namespace` or the kubeconfig's current context point.
+    pub named: bool,
+    /// Kubernetes: how long a roll-out may go without progress (`rollout_deadline`).
+    pub rollout_deadline: Option<std::time::Duration>,
+    /// 1-based line of its table in the mesh file (0: none).
+    pub line: usize,
+}
+
+impl Environment {
+    /// The embedded default: the mesh file declares no target.
+    pub fn default_one() -> Environment {
+        Environment {
+            name: DEFAULT_TARGET.to_string(),
+            promote_from: None,
+            policy: None,
+            named: false,
+            rollout_deadline: None,
+            line: 0,
+        }
+    }
+}
+
 impl Mesh {
     /// The target named `name`, if the mesh names it.
     pub fn target(&self, name: &str) -> Option<&Target> {
         self.targets.get(name)
     }
 
-    /// The target a command acts on when it names none: [`DEFAULT_TARGET`], else the embedded
-    /// default (the host daemon) for a mesh made by hand without one.
+    /// The target a command acts on when it names none: the first the mesh file declares, else the
+    /// embedded default (the host daemon) for a mesh made by hand without one.
     pub fn default_target(&self) -> &Target {
         const HOST: Target = Target::Docker;
-        self.target(DEFAULT_TARGET).unwrap_or(&HOST)
+        self.target(self.first_target()).unwrap_or(&HOST)
+    }
+
+    /// The name of the target a command acts on when it names none: the first declared.
+    pub fn first_target(&self) -> &str {
+        match self.environments.first() {
+            Some(first) => &first.name,
+            None => self
+                .targets
+                .keys()
+                .next()
+                .map_or(DEFAULT_TARGET, String::as_str),
+        }
+    }
+
+    /// The targets' names in the order the mesh file declares them.
+    pub fn target_names(&self) -> Vec<&str> {
+        if self.environments.is_empty() {
+            return self.targets.keys().map(String::as_str).collect();
+        }
+        self.environments.iter().map(|e| e.name.as_str()).collect()
+    }
+
+    /// What the mesh file adds to target `name` beside its kind.
+    pub fn environment(&self, name: &str) -> Option<&Environment> {
+        self.environments.iter().find(|e| e.name == name)
+    }
+
+    /// Whether the mesh names its targets (`[[target]]`): each acts where it names, and a command
+    /// may not point one elsewhere with `--context` / `--namespace`.
+    pub fn names_targets(&self) -> bool {
+        self.environments.iter().any(|e| e.named)
+    }
+
+    /// The chain of `promote_from` ending at `to`, source first (`dev → staging → prod` as names);
+    /// stops at a target named twice (the reader refuses cycles).
+    pub fn promote_chain(&self, to: &str) -> Vec<String> {
+        let mut chain = vec![to.to_string()];
+        let mut at = to;
+        while let Some(from) = self.environment(at).and_then(|e| e.promote_from.as_deref()) {
+            if chain.iter().any(|c| c == from) {
+                break;
+            }
+            chain.push(from.to_string());
+            at = from;
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// The mesh as target `name` sees it: each module's policy under the target's override, and
+    /// only the declared machines that are the target's.
+    pub fn on_target(&self, name: &str) -> Mesh {
+        let mut mesh = self.clone();
+        if let Some(policy) = self.environment(name).and_then(|e| e.policy) {
+            for module in &mut mesh.modules {
+                module.policy = policy;
+            }
+        }
+        mesh.machines.retain(|m| m.target == name);
+        if let Some(deadline) = self.environment(name).and_then(|e| e.rollout_deadline) {
+            mesh.rollout_deadline = Some(deadline);
+        }
+        mesh
     }
 
     pub fn module(&self, name: &str) -> Option<&Module> {
@@ -277,6 +376,8 @@ impl fmt::Display for SecretSource {
 pub struct MachineSpec {
     pub name: String,
     pub module: String,
+    /// The target it runs on (a docker target of the mesh).
+    pub target: String,
     /// The container's command; empty = the image's default.
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,

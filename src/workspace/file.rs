@@ -8,6 +8,7 @@ mod paths;
 mod read;
 mod secrets;
 mod table;
+mod targets;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -206,9 +207,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     top.check_keys(&src)?;
 
     let header = read::mesh_header(&src, &top)?;
-    let (target, rollout_deadline) = read::target(&src, top.get("target"), &header.name)?;
+    let targets = targets::targets(&src, top.get("target"), &header.name)?;
     let modules = read::modules(&src, top.get("module"), &header)?;
-    let machines = read::machines(&src, top.get("machine"), &target)?;
+    let machines = read::machines(&src, top.get("machine"), &targets.docker(), targets.named())?;
 
     // Names are unique.
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -283,14 +284,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         root,
         registry: header.registry,
         publish: header.publish,
-        targets: crate::mesh::model::single_target(target),
-        rollout_deadline,
+        targets: targets.targets,
+        environments: targets.environments,
+        rollout_deadline: targets.rollout_deadline,
         modules: resolved,
         machines: machines
             .into_iter()
             .map(|m| MachineSpec {
                 name: m.name.into_inner(),
                 module: m.module.into_inner(),
+                target: m.target,
                 command: m.command,
                 env: m.env,
             })

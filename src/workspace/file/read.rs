@@ -36,7 +36,7 @@ const MODULE_KEYS: &[&str] = &[
     "secrets",
     "ssh",
 ];
-const MACHINE_KEYS: &[&str] = &["name", "module", "command", "env"];
+const MACHINE_KEYS: &[&str] = &["name", "module", "target", "command", "env"];
 
 type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
 
@@ -65,6 +65,8 @@ pub(super) struct RawModule {
 pub(super) struct RawMachine {
     pub name: Spanned<String>,
     pub module: Spanned<String>,
+    /// The docker target it runs on.
+    pub target: String,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
 }
@@ -145,6 +147,17 @@ pub(super) fn target(
         "write [target] on its own line, then kind = \"docker\"",
     )?;
     target.check_keys(src)?;
+    target_kind(src, &target, mesh_name)
+}
+
+/// The kind of a target's table and its settings (namespace, context, rollout_deadline), checked;
+/// messages name the table as its label does (`[target]`, `target "prod"`).
+pub(super) fn target_kind(
+    src: &Source<'_>,
+    target: &Section<'_, '_>,
+    mesh_name: &str,
+) -> Result<(Target, Option<std::time::Duration>), MeshError> {
+    let label = &target.label;
     let kind = target.string(src, "kind", "\"docker\"")?;
     let namespace = target.string(src, "namespace", "\"demo\"")?;
     let context = target.string(src, "context", "\"kind-demo\"")?;
@@ -154,7 +167,7 @@ pub(super) fn target(
         Some(text) => Some(parse_duration(text.get_ref()).ok_or_else(|| {
             src.err(
                 &text.span(),
-                format!("`rollout_deadline` in [target] is not a duration: {}", show(text.get_ref())),
+                format!("`rollout_deadline` in {label} is not a duration: {}", show(text.get_ref())),
                 "write a whole number of seconds, minutes or hours, e.g. rollout_deadline = \"15m\"",
             )
         })?),
@@ -170,7 +183,7 @@ pub(super) fn target(
                     return Err(src.err(
                         &given.span(),
                         format!(
-                            "`{key}` in [target] is a kubernetes setting, but the target is docker"
+                            "`{key}` in {label} is a kubernetes setting, but the target is docker"
                         ),
                         format!("remove `{key}`, or set kind = \"kubernetes\""),
                     ));
@@ -191,7 +204,7 @@ pub(super) fn target(
             {
                 return Err(src.err(
                     &ctx.span(),
-                    "`context` in [target] is empty",
+                    format!("`context` in {label} is empty"),
                     "name a kubeconfig context, or remove the key to use the current one",
                 ));
             }
@@ -231,7 +244,7 @@ fn parse_duration(text: &str) -> Option<std::time::Duration> {
 }
 
 /// The elements of an array of tables (`[[module]]`), or of an inline array of tables.
-fn elements<'a, 'i>(
+pub(super) fn elements<'a, 'i>(
     src: &Source<'_>,
     value: Option<Value<'a, 'i>>,
     key: &str,
@@ -367,17 +380,24 @@ fn backoff(src: &Source<'_>, module: &Section<'_, '_>) -> Result<Backoff, MeshEr
     Ok(backoff)
 }
 
-/// Every `[[machine]]`, in file order (docker target only).
+/// Every `[[machine]]`, in file order (docker targets only: `docker` names them, in file order;
+/// `named`: the mesh names its targets with `[[target]]`).
 pub(super) fn machines(
     src: &Source<'_>,
     value: Option<Value<'_, '_>>,
-    target: &Target,
+    docker: &[&str],
+    named: bool,
 ) -> Result<Vec<RawMachine>, MeshError> {
     let items = elements(src, value, "machine")?;
-    if let (Some(first), Target::Kubernetes { .. }) = (items.first(), target) {
+    if let (Some(first), true) = (items.first(), docker.is_empty()) {
+        let what = if named {
+            "[[machine]] tables are for docker targets, but every target of this mesh is kubernetes"
+        } else {
+            "[[machine]] tables are for the docker target, but the target is kubernetes"
+        };
         return Err(src.err(
             &first.span(),
-            "[[machine]] tables are for the docker target, but the target is kubernetes",
+            what,
             "remove them: on kubernetes, machines are workloads labelled jr2.dev/module=<module>",
         ));
     }
@@ -406,6 +426,7 @@ pub(super) fn machines(
             ));
         }
         let module = machine.required_string(src, "module", "\"api\" (a module of this mesh)")?;
+        let target = machine_target(src, &machine, docker)?;
         let command = machine
             .string_list(src, "command", "[\"sh\", \"-c\", \"sleep 3600\"]")?
             .map(|list| {
@@ -437,11 +458,47 @@ pub(super) fn machines(
         out.push(RawMachine {
             name,
             module,
+            target,
             command,
             env,
         });
     }
     Ok(out)
+}
+
+/// The docker target a `[[machine]]` runs on: its `target`, else the mesh's only docker target.
+fn machine_target(
+    src: &Source<'_>,
+    machine: &Section<'_, '_>,
+    docker: &[&str],
+) -> Result<String, MeshError> {
+    let given = machine.string(src, "target", "\"staging\" (a docker target of this mesh)")?;
+    match (given, docker) {
+        (Some(target), _) if docker.contains(&target.get_ref().as_str()) => Ok(target.into_inner()),
+        (Some(target), _) => Err(src.err(
+            &target.span(),
+            format!(
+                "{} runs on target {}, which is not a docker target of this mesh",
+                machine.label,
+                show(target.get_ref())
+            ),
+            super::targets::suggest_target(target.get_ref(), docker),
+        )),
+        (None, [only]) => Ok((*only).to_string()),
+        (None, _) => Err(src.err(
+            &machine.span,
+            format!(
+                "{} names no target, and the mesh has {} docker targets ({})",
+                machine.label,
+                docker.len(),
+                docker.join(", ")
+            ),
+            format!(
+                "add target = {} (the docker target it runs on)",
+                show(docker.first().copied().unwrap_or("default"))
+            ),
+        )),
+    }
 }
 
 /// `platforms = [...]` of a section: each known, none twice, not empty; sorted.
