@@ -95,9 +95,11 @@ fn bench(c: &mut Criterion) {
     let record = runtime.block_on(fake_record(&mesh));
     let setup = StateDb::open(&state).unwrap();
     let holder = meshtop::backends::state::Holder::here("bench-setup");
-    setup.lock_mesh(&name, &holder).unwrap().unwrap();
-    setup.stamp_record(&name, "bench-setup", &record).unwrap();
-    setup.unlock_mesh(&name, "bench-setup").unwrap();
+    setup.lock_mesh(&name, "default", &holder).unwrap().unwrap();
+    setup
+        .stamp_record(&name, "default", "bench-setup", &record)
+        .unwrap();
+    setup.unlock_mesh(&name, "default", "bench-setup").unwrap();
     drop(setup);
 
     let mut group = c.benchmark_group("converge_50_modules");

@@ -18,7 +18,7 @@ use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 use tokio::sync::{mpsc, watch};
 
 use crate::converge::target;
-use crate::mesh::model::{DEFAULT_TARGET, Mesh};
+use crate::mesh::model::Mesh;
 use crate::mesh::target::TargetDescription;
 use crate::timefmt;
 use crate::workspace::watch::{ContextWatcher, own_files};
@@ -39,6 +39,8 @@ pub struct DashboardOptions {
     pub bell: bool,
     pub kube_context: Option<String>,
     pub namespace: Option<String>,
+    /// The target the main view shows first (`--target`, else the mesh's first).
+    pub target: String,
 }
 
 /// `<config dir>/meshtop/keys.toml`.
@@ -85,12 +87,12 @@ pub fn context_of(opts: &DashboardOptions) -> Context {
 /// kept for the sources); when it cannot be reached yet, as the mesh file and the flags say.
 async fn describe_target(session: &Session, opts: &DashboardOptions) -> TargetDescription {
     let connected = session
-        .target(|target| async move { Ok(target.describe()) })
+        .target_on(&opts.target, |target| async move { Ok(target.describe()) })
         .await;
     connected.unwrap_or_else(|_| {
         target::describe(
             &opts.mesh,
-            DEFAULT_TARGET,
+            &opts.target,
             opts.kube_context.as_deref(),
             opts.namespace.as_deref(),
         )
@@ -309,7 +311,13 @@ where
                 }
                 Effect::Start(request) => {
                     tracing::info!(action = %request.label(), "action starts");
-                    cancel = Some(sources::poll::start_action(&on_demand, request, tx.clone()));
+                    let shown = Some(state.target.name.clone());
+                    cancel = Some(sources::poll::start_action(
+                        &on_demand,
+                        request,
+                        shown,
+                        tx.clone(),
+                    ));
                 }
                 Effect::CancelAction => {
                     if let Some(cancel) = &cancel {

@@ -162,7 +162,7 @@ fn a_full_disk_at_the_end_of_a_build_stamps_nothing_and_the_next_open_closes_the
     );
     let history = StateDb::open(&state).unwrap();
     assert!(
-        history.record(&mesh.name).unwrap().is_empty(),
+        history.record(&mesh.name, "default").unwrap().is_empty(),
         "nothing stamped"
     );
     std::fs::write(&dockerfile, &original).unwrap();

@@ -356,7 +356,10 @@ fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
         since_ms: 0,
         heartbeat_ms: meshtop::timefmt::now_ms(),
     };
-    history.lock_mesh(&mesh.name, &holder).unwrap().unwrap();
+    history
+        .lock_mesh(&mesh.name, "default", &holder)
+        .unwrap()
+        .unwrap();
     let output = mesh.meshtop(&["converge"]);
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let text = said(&output);
@@ -364,5 +367,7 @@ fn a_second_converge_of_the_same_mesh_is_refused_while_the_first_holds_it() {
         text.contains("other-converge") && text.contains(&std::process::id().to_string()),
         "{text}"
     );
-    history.unlock_mesh(&mesh.name, "other-converge").unwrap();
+    history
+        .unlock_mesh(&mesh.name, "default", "other-converge")
+        .unwrap();
 }

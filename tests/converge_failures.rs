@@ -64,8 +64,8 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
     assert_eq!(base.status, BuildStatus::Failed, "{base:#?}");
     let error = base.error.clone().unwrap_or_default();
     assert!(error.contains("Docker daemon"), "{base:#?}");
-    assert!(history.record(&mesh.name).unwrap().is_empty());
-    let holder = history.mesh_holder(&mesh.name).unwrap();
+    assert!(history.record(&mesh.name, "default").unwrap().is_empty());
+    let holder = history.mesh_holder(&mesh.name, "default").unwrap();
     assert!(holder.is_none(), "the lock is released: {holder:?}");
 }
 

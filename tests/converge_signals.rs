@@ -58,10 +58,10 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     assert_eq!(base.status, BuildStatus::Cancelled, "{base:#?}");
     assert!(base.ended_ms.is_some(), "{base:#?}");
     assert!(
-        history.record(&mesh.name).unwrap().is_empty(),
+        history.record(&mesh.name, "default").unwrap().is_empty(),
         "a cancelled converge stamps nothing"
     );
-    let holder = history.mesh_holder(&mesh.name).unwrap();
+    let holder = history.mesh_holder(&mesh.name, "default").unwrap();
     assert!(holder.is_none(), "the lock is released: {holder:?}");
 
     // The mesh is free: plan and converge work (without the slow step, to keep the test short).
@@ -72,5 +72,5 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     assert!(converge.status.success(), "{}", said(&converge));
     let summary: serde_json::Value = serde_json::from_slice(&converge.stdout).unwrap();
     assert_eq!(summary["stamped"], true, "{summary}");
-    assert_eq!(history.record(&mesh.name).unwrap().len(), 5);
+    assert_eq!(history.record(&mesh.name, "default").unwrap().len(), 5);
 }

@@ -74,7 +74,7 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
         "the take-over is printed: {b_err}"
     );
     let history = StateDb::open(&mesh.state()).unwrap();
-    let stamped = history.record(&mesh.name).unwrap();
+    let stamped = history.record(&mesh.name, "default").unwrap();
     assert_eq!(stamped.len(), 5, "{stamped:?}");
 
     // A wakes: it must stop, stamp nothing, and say who took the mesh.
@@ -88,7 +88,7 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
     );
     assert!(!a_err.contains("record stamped"), "{a_err}");
     assert_eq!(
-        history.record(&mesh.name).unwrap(),
+        history.record(&mesh.name, "default").unwrap(),
         stamped,
         "the record never goes back"
     );

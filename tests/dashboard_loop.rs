@@ -32,6 +32,7 @@ impl OnDemand for Fake {
     fn start(
         &self,
         request: ActionRequest,
+        _target: Option<String>,
         progress: mpsc::UnboundedSender<Progress>,
         _cancel: tokio::sync::watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>> {

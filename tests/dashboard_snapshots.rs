@@ -84,6 +84,7 @@ fn each_pane() {
         Msg::Polled {
             source: SourceId::Host,
             at_ms: NOW - 500,
+            target: None,
             result: Err("cannot reach the Docker daemon".into()),
         },
     );

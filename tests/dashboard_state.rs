@@ -44,6 +44,7 @@ fn header_keeps_the_last_good_answer_and_shows_the_error() {
         Msg::Polled {
             source: SourceId::Host,
             at_ms: NOW + 5000,
+            target: None,
             result: Err("daemon gone".into()),
         },
     );
@@ -787,6 +788,7 @@ fn a_poll_that_answers_what_the_state_holds_marks_nothing_to_draw() {
     let error = |at_ms| Msg::Polled {
         source: SourceId::Host,
         at_ms,
+        target: None,
         result: Err("daemon gone".into()),
     };
     update(&mut state, error(NOW + 2000));

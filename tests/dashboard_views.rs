@@ -290,6 +290,7 @@ fn gc_loaded(state: &mut AppState, result: Result<ViewData, String>) {
     let request = ViewRequest::Gc {
         keep_newest: GC_KEEP_NEWEST,
         grace_ms: GC_GRACE_MS,
+        target: Some("default".into()),
     };
     assert_eq!(effects, vec![Effect::FetchView(request.clone())]);
     assert_eq!(state.detail, Some(Detail::Gc));

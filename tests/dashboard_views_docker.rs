@@ -57,6 +57,7 @@ async fn the_views_answer_as_the_commands_and_the_sweep_takes_what_the_view_list
         ViewRequest::Gc {
             keep_newest: GC_KEEP_NEWEST,
             grace_ms: 0,
+            target: None,
         },
     )
     .await
@@ -96,6 +97,7 @@ async fn the_views_answer_as_the_commands_and_the_sweep_takes_what_the_view_list
             grace_ms: 0,
             confirmed: report.candidates.clone(),
         },
+        None,
         tx,
         tokio::sync::watch::channel(false).1,
     )

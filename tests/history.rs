@@ -29,9 +29,13 @@ fn migrates_from_empty_and_reopen_keeps_data() {
     let h = StateDb::open(&path).unwrap();
     assert_eq!(h.path(), path);
     // Its converge holds the mesh: the row stays running across opens.
-    h.lock_mesh("demo", &meshtop::backends::state::Holder::here("c1"))
-        .unwrap()
-        .unwrap();
+    h.lock_mesh(
+        "demo",
+        "default",
+        &meshtop::backends::state::Holder::here("c1"),
+    )
+    .unwrap()
+    .unwrap();
     h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();
     drop(h);
 
@@ -317,7 +321,7 @@ fn a_state_file_in_a_read_only_directory_is_read_whole() {
 fn stamping_the_record_merges_and_clear_forgets() {
     let (_dir, path) = temp_db();
     let h = StateDb::open(&path).unwrap();
-    assert!(h.record("demo").unwrap().is_empty());
+    assert!(h.record("demo", "default").unwrap().is_empty());
     let entry = |r: &str, d: &str| RecordEntry {
         reference: r.into(),
         digest: d.into(),
@@ -329,26 +333,26 @@ fn stamping_the_record_merges_and_clear_forgets() {
     .into_iter()
     .collect();
     // Only the converge holding the mesh stamps.
-    let err = h.stamp_record("demo", "c1", &first).unwrap_err();
+    let err = h.stamp_record("demo", "default", "c1", &first).unwrap_err();
     assert!(matches!(err, StateError::LockLost { .. }), "{err:?}");
-    assert!(h.record("demo").unwrap().is_empty());
+    assert!(h.record("demo", "default").unwrap().is_empty());
     let hold = |mesh: &str, id: &str| {
-        h.lock_mesh(mesh, &meshtop::backends::state::Holder::here(id))
+        h.lock_mesh(mesh, "default", &meshtop::backends::state::Holder::here(id))
             .unwrap()
             .unwrap();
     };
     hold("demo", "c1");
-    h.stamp_record("demo", "c1", &first).unwrap();
-    h.unlock_mesh("demo", "c1").unwrap();
+    h.stamp_record("demo", "default", "c1", &first).unwrap();
+    h.unlock_mesh("demo", "default", "c1").unwrap();
     hold("demo", "c2");
     hold("other", "c3");
     let second: Record = [("api".to_string(), entry("api:2", "sha256:a2"))]
         .into_iter()
         .collect();
-    h.stamp_record("demo", "c2", &second).unwrap();
-    h.stamp_record("other", "c3", &second).unwrap();
+    h.stamp_record("demo", "default", "c2", &second).unwrap();
+    h.stamp_record("other", "default", "c3", &second).unwrap();
 
-    let record = h.record("demo").unwrap();
+    let record = h.record("demo", "default").unwrap();
     assert_eq!(record.len(), 2);
     assert_eq!(record["api"], entry("api:2", "sha256:a2"));
     assert_eq!(
@@ -356,13 +360,13 @@ fn stamping_the_record_merges_and_clear_forgets() {
         entry("web:1", "sha256:w1"),
         "a module outside the converge is kept"
     );
-    let stamps = h.record_stamps("demo").unwrap();
+    let stamps = h.record_stamps("demo", "default").unwrap();
     assert_eq!(stamps["api"].1, "c2");
     assert_eq!(stamps["web"].1, "c1");
 
-    h.clear_record("demo").unwrap();
-    assert!(h.record("demo").unwrap().is_empty());
-    assert_eq!(h.record("other").unwrap().len(), 1);
+    h.clear_record("demo", "default").unwrap();
+    assert!(h.record("demo", "default").unwrap().is_empty());
+    assert_eq!(h.record("other", "default").unwrap().len(), 1);
 }
 
 #[test]
@@ -445,6 +449,7 @@ fn sends_newest_first_per_module() {
     let h = StateDb::open(&path).unwrap();
     let send = |module: &str, machine: &str, at_ms: i64, outcome: &str| SendRow {
         mesh: "demo".into(),
+        target: "default".into(),
         module: module.into(),
         machine: machine.into(),
         from_digest: "sha256:old".into(),
@@ -498,9 +503,13 @@ fn read_commands_open_a_state_they_cannot_write_read_only() {
     }
     let (dir, path) = temp_db();
     let h = StateDb::open(&path).unwrap();
-    h.lock_mesh("demo", &meshtop::backends::state::Holder::here("c1"))
-        .unwrap()
-        .unwrap();
+    h.lock_mesh(
+        "demo",
+        "default",
+        &meshtop::backends::state::Holder::here("c1"),
+    )
+    .unwrap()
+    .unwrap();
     h.start_build(&new_build("b1", Some("api"), 1_000)).unwrap();
     drop(h);
     let bin = env!("CARGO_BIN_EXE_meshtop");

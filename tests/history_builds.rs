@@ -341,7 +341,7 @@ fn the_next_open_closes_rows_left_running_by_a_converge_that_is_gone() {
     let (_dir, path) = temp_db();
     let h = StateDb::open(&path).unwrap();
     let holder = meshtop::backends::state::Holder::here("alive");
-    h.lock_mesh("demo", &holder).unwrap().unwrap();
+    h.lock_mesh("demo", "default", &holder).unwrap().unwrap();
     let mut live = new_build("b-live", Some("api"), 1);
     live.operation_id = Some("alive".into());
     h.start_build(&live).unwrap();
@@ -375,7 +375,7 @@ fn the_next_open_closes_rows_of_a_lock_holder_whose_process_is_gone() {
     let h = StateDb::open(&path).unwrap();
     let mut dead = meshtop::backends::state::Holder::here("killed");
     dead.pid = dead_pid();
-    h.lock_mesh("demo", &dead).unwrap().unwrap();
+    h.lock_mesh("demo", "default", &dead).unwrap().unwrap();
     let mut row = new_build("b-killed", Some("api"), 1);
     row.operation_id = Some("killed".into());
     h.start_build(&row).unwrap();
@@ -387,7 +387,10 @@ fn the_next_open_closes_rows_of_a_lock_holder_whose_process_is_gone() {
     assert!(closed.error.unwrap().contains("process gone"));
     // The lock itself is left to the next converge's take-over.
     assert_eq!(
-        h.mesh_holder("demo").unwrap().unwrap().operation_id,
+        h.mesh_holder("demo", "default")
+            .unwrap()
+            .unwrap()
+            .operation_id,
         "killed"
     );
 }
@@ -415,12 +418,16 @@ fn a_running_row_reads_as_process_gone_once_its_holders_heartbeat_is_stale() {
         since_ms: heartbeat_ms,
         heartbeat_ms,
     };
-    h.lock_mesh("demo", &elsewhere("fresh", now))
+    h.lock_mesh("demo", "default", &elsewhere("fresh", now))
         .unwrap()
         .unwrap();
-    h.lock_mesh("other", &elsewhere("frozen", now - 10 * 60 * 1000))
-        .unwrap()
-        .unwrap();
+    h.lock_mesh(
+        "other",
+        "default",
+        &elsewhere("frozen", now - 10 * 60 * 1000),
+    )
+    .unwrap()
+    .unwrap();
     let mut fresh = new_build("b-fresh", Some("api"), 1);
     fresh.operation_id = Some("fresh".into());
     h.start_build(&fresh).unwrap();
@@ -461,8 +468,11 @@ fn a_running_row_reads_as_process_gone_once_its_holders_heartbeat_is_stale() {
 fn a_build_carries_the_short_id_of_its_operation() {
     let (_dir, path) = temp_db();
     let h = StateDb::open(&path).unwrap();
-    h.begin_operation("demo", "converge", "op-a").unwrap();
-    let op = h.begin_operation("demo", "converge", "op-b").unwrap();
+    h.begin_operation("demo", "default", "converge", "op-a")
+        .unwrap();
+    let op = h
+        .begin_operation("demo", "default", "converge", "op-b")
+        .unwrap();
     let mut b = new_build("b1", Some("api"), 1);
     b.operation_id = Some("op-b".into());
     h.start_build(&b).unwrap();

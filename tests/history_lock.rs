@@ -24,9 +24,9 @@ fn dead_pid() -> u32 {
 fn a_second_holder_is_refused_with_the_holders_info_and_gets_it_after_unlock() {
     let (_dir, a, b) = two_handles();
     let first = Holder::here("c1");
-    assert_eq!(a.lock_mesh("demo", &first).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("demo", "default", &first).unwrap(), Ok(()));
     let refused = b
-        .lock_mesh("demo", &Holder::here("c2"))
+        .lock_mesh("demo", "default", &Holder::here("c2"))
         .unwrap()
         .unwrap_err();
     assert_eq!(refused.operation_id, "c1");
@@ -35,15 +35,32 @@ fn a_second_holder_is_refused_with_the_holders_info_and_gets_it_after_unlock() {
     assert_eq!(refused.since_ms, first.since_ms);
 
     // Another mesh is free; the same converge may take its lock again.
-    assert_eq!(b.lock_mesh("other", &Holder::here("c2")).unwrap(), Ok(()));
-    assert_eq!(a.lock_mesh("demo", &first).unwrap(), Ok(()));
+    assert_eq!(
+        b.lock_mesh("other", "default", &Holder::here("c2"))
+            .unwrap(),
+        Ok(())
+    );
+    assert_eq!(a.lock_mesh("demo", "default", &first).unwrap(), Ok(()));
 
     // Unlocking with the wrong id does nothing; with the right one frees the mesh.
-    b.unlock_mesh("demo", "c2").unwrap();
-    assert!(b.lock_mesh("demo", &Holder::here("c2")).unwrap().is_err());
-    a.unlock_mesh("demo", "c1").unwrap();
-    assert_eq!(b.lock_mesh("demo", &Holder::here("c2")).unwrap(), Ok(()));
-    assert_eq!(a.mesh_holder("demo").unwrap().unwrap().operation_id, "c2");
+    b.unlock_mesh("demo", "default", "c2").unwrap();
+    assert!(
+        b.lock_mesh("demo", "default", &Holder::here("c2"))
+            .unwrap()
+            .is_err()
+    );
+    a.unlock_mesh("demo", "default", "c1").unwrap();
+    assert_eq!(
+        b.lock_mesh("demo", "default", &Holder::here("c2")).unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        a.mesh_holder("demo", "default")
+            .unwrap()
+            .unwrap()
+            .operation_id,
+        "c2"
+    );
 }
 
 #[test]
@@ -53,7 +70,7 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         pid: dead_pid(),
         ..Holder::here("dead")
     };
-    assert_eq!(a.lock_mesh("demo", &dead).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("demo", "default", &dead).unwrap(), Ok(()));
     let build = NewBuild {
         id: "b1".into(),
         mesh: "demo".into(),
@@ -72,9 +89,16 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         operation_id: Some("dead".into()),
     };
     a.start_build(&build).unwrap();
-    assert_eq!(b.lock_mesh("demo", &Holder::here("alive")).unwrap(), Ok(()));
     assert_eq!(
-        a.mesh_holder("demo").unwrap().unwrap().operation_id,
+        b.lock_mesh("demo", "default", &Holder::here("alive"))
+            .unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        a.mesh_holder("demo", "default")
+            .unwrap()
+            .unwrap()
+            .operation_id,
         "alive"
     );
     // Its running build will never finish: it is marked stopped, naming the dead converge.
@@ -83,10 +107,10 @@ fn a_dead_holder_on_this_host_is_taken_over() {
     assert!(row.error.unwrap().contains(&format!("pid {}", dead.pid)));
     // The dead converge learns it lost the lock when it next heartbeats.
     assert!(matches!(
-        a.heartbeat("demo", "dead"),
+        a.heartbeat("demo", "default", "dead"),
         Err(StateError::LockLost { .. })
     ));
-    b.heartbeat("demo", "alive").unwrap();
+    b.heartbeat("demo", "default", "alive").unwrap();
 }
 
 #[test]
@@ -100,9 +124,9 @@ fn a_holder_on_another_host_is_taken_over_only_when_its_heartbeat_is_stale() {
         since_ms: now,
         heartbeat_ms: now,
     };
-    assert_eq!(a.lock_mesh("demo", &remote).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("demo", "default", &remote).unwrap(), Ok(()));
     assert_eq!(
-        b.lock_mesh("demo", &Holder::here("c2"))
+        b.lock_mesh("demo", "default", &Holder::here("c2"))
             .unwrap()
             .unwrap_err()
             .operation_id,
@@ -115,8 +139,12 @@ fn a_holder_on_another_host_is_taken_over_only_when_its_heartbeat_is_stale() {
         since_ms: now - LOCK_STALE_MS - 60_000,
         ..remote
     };
-    assert_eq!(a.lock_mesh("other", &stale).unwrap(), Ok(()));
-    assert_eq!(b.lock_mesh("other", &Holder::here("c3")).unwrap(), Ok(()));
+    assert_eq!(a.lock_mesh("other", "default", &stale).unwrap(), Ok(()));
+    assert_eq!(
+        b.lock_mesh("other", "default", &Holder::here("c3"))
+            .unwrap(),
+        Ok(())
+    );
 }
 
 #[test]
@@ -127,6 +155,7 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
     setup
         .lock_mesh(
             "demo",
+            "default",
             &Holder {
                 pid: dead_pid(),
                 ..Holder::here("dead")
@@ -143,7 +172,7 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
             std::thread::spawn(move || {
                 let h = StateDb::open(&path).unwrap();
                 barrier.wait();
-                h.lock_mesh("demo", &Holder::here(&format!("racer-{i}")))
+                h.lock_mesh("demo", "default", &Holder::here(&format!("racer-{i}")))
                     .unwrap()
                     .is_ok()
             })
@@ -158,7 +187,10 @@ fn two_handles_racing_for_a_dead_holders_lock_cannot_both_win() {
 #[test]
 fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
     let (_dir, a, b) = two_handles();
-    assert_eq!(a.lock_mesh("demo", &Holder::here("c1")).unwrap(), Ok(()));
+    assert_eq!(
+        a.lock_mesh("demo", "default", &Holder::here("c1")).unwrap(),
+        Ok(())
+    );
     let event = |kind: &str| meshtop::backends::state::NewEvent {
         mesh: "demo".into(),
         operation_id: "c1".into(),
@@ -166,9 +198,14 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         module: None,
         text: format!("{kind} text"),
     };
-    a.finish_converge(&[event("stamped"), event("finished")], "demo", "c1")
-        .unwrap();
-    assert_eq!(b.mesh_holder("demo").unwrap(), None);
+    a.finish_converge(
+        &[event("stamped"), event("finished")],
+        "demo",
+        "default",
+        "c1",
+    )
+    .unwrap();
+    assert_eq!(b.mesh_holder("demo", "default").unwrap(), None);
     let kinds: Vec<&str> = b
         .events_after("demo", 0, 10)
         .unwrap()
@@ -177,11 +214,16 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         .collect();
     assert_eq!(kinds, ["stamped", "finished"]);
     // Another converge's lock is not released by it.
-    assert_eq!(b.lock_mesh("demo", &Holder::here("c2")).unwrap(), Ok(()));
-    a.finish_converge(&[event("finished")], "demo", "c1")
+    assert_eq!(
+        b.lock_mesh("demo", "default", &Holder::here("c2")).unwrap(),
+        Ok(())
+    );
+    a.finish_converge(&[event("finished")], "demo", "default", "c1")
         .unwrap();
     assert_eq!(
-        b.mesh_holder("demo").unwrap().map(|h| h.operation_id),
+        b.mesh_holder("demo", "default")
+            .unwrap()
+            .map(|h| h.operation_id),
         Some("c2".to_string())
     );
 }
@@ -201,18 +243,26 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
     // Just under the batch: nothing is pruned.
     let below: Vec<NewEvent> = (0..KEEP_EVENTS + PRUNE_BATCH - 2).map(event).collect();
     a.append_events(&below).unwrap();
-    assert_eq!(a.lock_mesh("demo", &Holder::here("c1")).unwrap(), Ok(()));
-    a.finish_converge(&[event(-1)], "demo", "c1").unwrap();
+    assert_eq!(
+        a.lock_mesh("demo", "default", &Holder::here("c1")).unwrap(),
+        Ok(())
+    );
+    a.finish_converge(&[event(-1)], "demo", "default", "c1")
+        .unwrap();
     assert_eq!(count(&a), KEEP_EVENTS + PRUNE_BATCH - 1);
     // One more converge crosses it: the newest KEEP_EVENTS stay, the newest of all among them.
-    assert_eq!(a.lock_mesh("demo", &Holder::here("c2")).unwrap(), Ok(()));
+    assert_eq!(
+        a.lock_mesh("demo", "default", &Holder::here("c2")).unwrap(),
+        Ok(())
+    );
     let last = NewEvent {
         operation_id: "c2".into(),
         kind: "finished".into(),
         module: None,
         ..event(0)
     };
-    a.finish_converge(&[event(-2), last], "demo", "c2").unwrap();
+    a.finish_converge(&[event(-2), last], "demo", "default", "c2")
+        .unwrap();
     let kept = a.events_after("demo", 0, usize::MAX).unwrap();
     assert_eq!(kept.len() as i64, KEEP_EVENTS);
     assert_eq!(kept.last().map(|e| e.step.as_str()), Some("finished"));

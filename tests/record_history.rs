@@ -24,10 +24,11 @@ fn one(module: &str, reference: &str, digest: &str) -> Record {
 
 /// Make `op` the holder of `mesh` (a stamp is made only while its operation holds the mesh).
 fn hold(db: &StateDb, mesh: &str, op: &str) {
-    if let Some(holder) = db.mesh_holder(mesh).unwrap() {
-        db.unlock_mesh(mesh, &holder.operation_id).unwrap();
+    if let Some(holder) = db.mesh_holder(mesh, "default").unwrap() {
+        db.unlock_mesh(mesh, "default", &holder.operation_id)
+            .unwrap();
     }
-    db.lock_mesh(mesh, &meshtop::backends::state::Holder::here(op))
+    db.lock_mesh(mesh, "default", &meshtop::backends::state::Holder::here(op))
         .unwrap()
         .unwrap();
 }
@@ -52,25 +53,40 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     let dir = tempfile::tempdir().unwrap();
     let db = StateDb::open(&dir.path().join("state.db")).unwrap();
     hold(&db, "demo", "op-a");
-    db.stamp_record("demo", "op-a", &one("api", "demo/api:1", "sha256:1"))
-        .unwrap();
+    db.stamp_record(
+        "demo",
+        "default",
+        "op-a",
+        &one("api", "demo/api:1", "sha256:1"),
+    )
+    .unwrap();
     // An unchanged entry is no new stamp.
     hold(&db, "demo", "op-b");
-    db.stamp_record("demo", "op-b", &one("api", "demo/api:1", "sha256:1"))
-        .unwrap();
+    db.stamp_record(
+        "demo",
+        "default",
+        "op-b",
+        &one("api", "demo/api:1", "sha256:1"),
+    )
+    .unwrap();
     hold(&db, "demo", "op-c");
     db.stamp_record_as(
         "demo",
-        "op-c",
-        "rollback",
+        "default",
+        meshtop::mesh::pin::StampBy::new("op-c", "rollback"),
         &one("api", "demo/api:0", "sha256:0"),
         &PinChange::default(),
     )
     .unwrap();
     hold(&db, "other", "op-d");
-    db.stamp_record("other", "op-d", &one("api", "other/api:9", "sha256:9"))
-        .unwrap();
-    let stamps = db.stamps("demo", "api", 10).unwrap();
+    db.stamp_record(
+        "other",
+        "default",
+        "op-d",
+        &one("api", "other/api:9", "sha256:9"),
+    )
+    .unwrap();
+    let stamps = db.stamps("demo", "default", "api", 10).unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
     assert_eq!(stamps[0].kind, "rollback");
     assert_eq!(stamps[0].from_digest.as_deref(), Some("sha256:1"));
@@ -80,8 +96,16 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     // Short ids count the operations of a mesh (op-b too); asking again gives the same one.
     assert_eq!(stamps[1].short, Some(1));
     assert_eq!(stamps[0].short, Some(3));
-    assert_eq!(db.operation_short("demo", "op-c", "rollback").unwrap(), 3);
-    assert_eq!(db.operation_short("other", "op-d", "converge").unwrap(), 1);
+    assert_eq!(
+        db.operation_short("demo", "default", "op-c", "rollback")
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        db.operation_short("other", "default", "op-d", "converge")
+            .unwrap(),
+        1
+    );
 }
 
 #[test]
@@ -101,14 +125,16 @@ fn pins_are_kept_per_mesh_and_module_until_unpinned() {
         from_inputs: Some("own-bad".into()),
         to_inputs: None,
     };
-    let short = db.operation_short("demo", "op-r", "rollback").unwrap();
-    db.pin("demo", &pin).unwrap();
-    let pins = db.pins("demo").unwrap();
+    let short = db
+        .operation_short("demo", "default", "op-r", "rollback")
+        .unwrap();
+    db.pin("demo", "default", &pin).unwrap();
+    let pins = db.pins("demo", "default").unwrap();
     assert_eq!(pins["api"], Pin { short, ..pin });
-    assert!(db.pins("other").unwrap().is_empty());
-    assert!(db.unpin("demo", "api").unwrap());
-    assert!(!db.unpin("demo", "api").unwrap());
-    assert!(db.pins("demo").unwrap().is_empty());
+    assert!(db.pins("other", "default").unwrap().is_empty());
+    assert!(db.unpin("demo", "default", "api").unwrap());
+    assert!(!db.unpin("demo", "default", "api").unwrap());
+    assert!(db.pins("demo", "default").unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -134,15 +160,17 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
         .stamp(
             &mesh,
             &db,
-            "op-1",
-            "converge",
+            meshtop::mesh::pin::StampBy::new("op-1", "converge"),
             &one("web", "kh/web:1", "sha256:1"),
             &PinChange::default(),
         )
         .await
         .unwrap();
     target.release("kh", "op-1").await;
-    db.lock().unwrap().unlock_mesh("kh", "op-1").unwrap();
+    db.lock()
+        .unwrap()
+        .unlock_mesh("kh", "default", "op-1")
+        .unwrap();
     target
         .hold(&db, "kh", &Holder::here("op-2"), "rollback", false)
         .await
@@ -151,21 +179,30 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
         .stamp(
             &mesh,
             &db,
-            "op-2",
-            "rollback",
+            meshtop::mesh::pin::StampBy::new("op-2", "rollback"),
             &one("web", "kh/web:0", "sha256:0"),
             &PinChange::default(),
         )
         .await
         .unwrap();
-    let stamps = db.lock().unwrap().stamps("kh", "web", 10).unwrap();
+    let stamps = db
+        .lock()
+        .unwrap()
+        .stamps("kh", "default", "web", 10)
+        .unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
     assert_eq!(stamps[0].kind, "rollback");
     assert_eq!(stamps[0].from_ref.as_deref(), Some("kh/web:1"));
     assert_eq!(stamps[0].to_ref, "kh/web:0");
     assert_eq!(stamps[1].from_ref, None);
     // The docker record of the state database was not touched: the annotation is the record.
-    assert!(db.lock().unwrap().record("kh").unwrap().is_empty());
+    assert!(
+        db.lock()
+            .unwrap()
+            .record("kh", "default")
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Issue 19, item 4: Alice pins on Kubernetes; Bob, with a state file of his own, reads the pin
@@ -213,15 +250,18 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
         .stamp(
             &mesh,
             &alice_db,
-            "op-a",
-            "rollback",
+            meshtop::mesh::pin::StampBy::new("op-a", "rollback"),
             &one("web", "kt/web:good", "sha256:good"),
             &change,
         )
         .await
         .unwrap();
     alice.release("kt", "op-a").await;
-    alice_db.lock().unwrap().unlock_mesh("kt", "op-a").unwrap();
+    alice_db
+        .lock()
+        .unwrap()
+        .unlock_mesh("kt", "default", "op-a")
+        .unwrap();
 
     // On the namespace, beside the record: the pin and the stamp.
     let on_cluster = api.cluster("ns-t").read_record().await.unwrap();
@@ -230,16 +270,27 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
     assert_eq!(on_cluster.history["web"][0].to_digest, "sha256:good");
 
     // Bob's state file knows nothing until he reads the target; then it holds a copy.
-    assert!(bob_db.lock().unwrap().pins("kt").unwrap().is_empty());
+    assert!(
+        bob_db
+            .lock()
+            .unwrap()
+            .pins("kt", "default")
+            .unwrap()
+            .is_empty()
+    );
     let read = bob.read_record(&mesh, &bob_db).await.unwrap();
     let kept = read
         .kept
         .expect("Kubernetes keeps pins and history on the namespace");
     assert_eq!(kept.pins["web"], pin);
-    let copied = bob_db.lock().unwrap().pins("kt").unwrap();
+    let copied = bob_db.lock().unwrap().pins("kt", "default").unwrap();
     assert_eq!(copied["web"].from_inputs.as_deref(), Some("own-bad"));
     assert_eq!(copied["web"].host, "alice-laptop");
-    let stamps = bob_db.lock().unwrap().stamps("kt", "web", 10).unwrap();
+    let stamps = bob_db
+        .lock()
+        .unwrap()
+        .stamps("kt", "default", "web", 10)
+        .unwrap();
     assert_eq!(stamps.len(), 1, "{stamps:?}");
     assert_eq!(stamps[0].kind, "rollback");
     assert_eq!(stamps[0].operation_id, "op-a");
@@ -261,12 +312,19 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
         alice_db
             .lock()
             .unwrap()
-            .pins("kt")
+            .pins("kt", "default")
             .unwrap()
             .contains_key("web")
     );
     alice.read_record(&mesh, &alice_db).await.unwrap();
-    assert!(alice_db.lock().unwrap().pins("kt").unwrap().is_empty());
+    assert!(
+        alice_db
+            .lock()
+            .unwrap()
+            .pins("kt", "default")
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test]

@@ -397,11 +397,17 @@ async fn a_gc_between_a_rollbacks_confirm_and_its_stamp_leaves_the_record_alone(
         error.contains("is no longer held by the host daemon"),
         "{error}"
     );
-    let record = db.lock().unwrap().record(&mesh.name).unwrap();
+    let record = db.lock().unwrap().record(&mesh.name, "default").unwrap();
     assert_eq!(
         record["web"].digest, v2,
         "the record must not name the swept artifact"
     );
-    assert!(db.lock().unwrap().pins(&mesh.name).unwrap().is_empty());
+    assert!(
+        db.lock()
+            .unwrap()
+            .pins(&mesh.name, "default")
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(running(&mesh, &format!("{}-web-1", mesh.name)), v2);
 }

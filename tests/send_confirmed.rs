@@ -41,9 +41,10 @@ fn digest(summary: &Value, module: &str) -> String {
 fn stamp_as_another_converge(db: &Mutex<StateDb>, mesh: &str, record: &Record) {
     let db = db.lock().unwrap();
     let holder = meshtop::backends::state::Holder::here("another-converge");
-    db.lock_mesh(mesh, &holder).unwrap().unwrap();
-    db.stamp_record(mesh, "another-converge", record).unwrap();
-    db.unlock_mesh(mesh, "another-converge").unwrap();
+    db.lock_mesh(mesh, "default", &holder).unwrap().unwrap();
+    db.stamp_record(mesh, "default", "another-converge", record)
+        .unwrap();
+    db.unlock_mesh(mesh, "default", "another-converge").unwrap();
 }
 
 #[test]
@@ -71,7 +72,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
     assert_eq!(confirmed[0].to_digest, confirmed_digest);
 
     // Between the confirm and the run, another converge stamps another artifact for api.
-    let record = db.lock().unwrap().record(&mesh.name).unwrap();
+    let record = db.lock().unwrap().record(&mesh.name, "default").unwrap();
     let elsewhere = record["worker"].digest.clone();
     let mut moved = Record::new();
     moved.insert(

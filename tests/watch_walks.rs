@@ -54,6 +54,7 @@ async fn plan(mesh: &Mesh, history: &Mutex<StateDb>, memo: &WalkMemo) -> Plan {
     let manifests = StateManifests {
         db: history,
         mesh: &mesh.name,
+        target: "default",
     };
     dry_run_watched(ctx, Arc::new(LazyDaemon::new()), &manifests, Some(memo))
         .await

@@ -51,6 +51,15 @@ impl SourceId {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// Whether its answer is one target's (the record, the machines, the plan against the record,
+    /// the history of the operations there), not the host's or the registry's.
+    pub fn of_target(self) -> bool {
+        matches!(
+            self,
+            SourceId::Plan | SourceId::Record | SourceId::State | SourceId::Machines
+        )
+    }
 }
 
 /// One poll of the history: what the panes need from the state database.
@@ -93,8 +102,13 @@ pub enum SourceData {
 /// What a view asks the sources to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ViewRequest {
-    /// The gc dry run: every root read, each candidate with why it is unreachable.
-    Gc { keep_newest: usize, grace_ms: i64 },
+    /// The gc dry run: every root read, each candidate with why it is unreachable (gc acting on
+    /// `target`, the one the main view shows; None: the mesh's first).
+    Gc {
+        keep_newest: usize,
+        grace_ms: i64,
+        target: Option<String>,
+    },
     /// The stats over everything kept (None) or the last `since_ms`.
     Stats { since_ms: Option<i64> },
 }
@@ -119,6 +133,8 @@ pub enum RegistryAnswer {
 /// What the pollers need to know of the app's state (sent to them over a watch channel).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PollParams {
+    /// The target the main view shows (None: the mesh's first).
+    pub target: Option<String>,
     /// The history pane's scope: a module, or None for the whole mesh.
     pub history_module: Option<String>,
     /// The id of the last progress event seen.
@@ -211,6 +227,9 @@ pub enum Msg {
     Polled {
         source: SourceId,
         at_ms: i64,
+        /// The target it was polled for, as [`PollParams::target`] asked (an answer for a target
+        /// the main view no longer shows is dropped); None: whatever the view shows.
+        target: Option<String>,
         result: Result<SourceData, String>,
     },
     BuildsPage {

@@ -472,6 +472,7 @@ impl AppState {
         digests.sort();
         digests.dedup();
         PollParams {
+            target: Some(self.target.name.clone()),
             history_module: self.builds.scope.clone(),
             events_after: self.operation.last_event_id,
             digests,

@@ -48,9 +48,14 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
         Msg::Polled {
             source,
             at_ms,
+            target,
             result,
         } => {
             state.now_ms = state.now_ms.max(at_ms);
+            // An answer polled for the target the main view showed before `t` switched it.
+            if source.of_target() && target.is_some_and(|t| t != state.target.name) {
+                return Vec::new();
+            }
             let status = &mut state.sources[source.index()];
             status.polls += 1;
             match result {

@@ -40,6 +40,7 @@ pub fn open(state: &mut AppState, action: Action) -> Vec<Effect> {
                 ViewRequest::Gc {
                     keep_newest: GC_KEEP_NEWEST,
                     grace_ms: GC_GRACE_MS,
+                    target: Some(state.target.name.clone()),
                 },
             )
         }

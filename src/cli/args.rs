@@ -35,6 +35,10 @@ pub struct Global {
     /// Kubernetes namespace (default: the mesh file's, else the mesh name).
     #[arg(long, global = true, value_name = "NAME")]
     pub namespace: Option<String>,
+    /// The target of the mesh to act on (default: the mesh file's first): each keeps its own
+    /// record, lock, history and pins.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub target: Option<String>,
     /// The dashboard without actions: no converge, force rebuild or send. The dashboard's alone:
     /// not global, so no subcommand's `--help` lists it.
     #[arg(long)]

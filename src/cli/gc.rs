@@ -31,7 +31,7 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         .map_err(nothing)?;
     let holder = crate::backends::state::locked(&db)
         .map_err(Failure::failed)?
-        .mesh_holder(&mesh.name)
+        .mesh_holder(&mesh.name, target.name())
         .map_err(|e| Failure::failed(format!("gc took nothing: {e}")))?;
     if let Some(holder) = holder.filter(|h| !h.is_dead(timefmt::now_ms())) {
         let busy = format!(

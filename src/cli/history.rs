@@ -15,6 +15,7 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
     let db = Mutex::new(setup::open_state_for_reading(global)?);
+    let target_name = setup::target_name(global, &mesh)?;
     let limit = args.limit as usize;
     // The target's history and pins first (a teammate's stamps are there); this file's copy
     // when the target cannot be read, said so.
@@ -40,7 +41,7 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
         .into_inner()
         .map_err(|_| Failure::failed("the state database's handle was poisoned"))?;
     let local = db
-        .stamps(&mesh.name, &args.module, limit)
+        .stamps(&mesh.name, &target_name, &args.module, limit)
         .map_err(|e| Failure::failed(e.to_string()))?;
     let (stamps, pins) = match kept {
         Some(kept) => {
@@ -49,7 +50,7 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
         }
         None => (
             local,
-            db.pins(&mesh.name)
+            db.pins(&mesh.name, &target_name)
                 .map_err(|e| Failure::failed(e.to_string()))?,
         ),
     };

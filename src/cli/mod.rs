@@ -58,7 +58,8 @@ pub type Outcome = Result<ExitCode, Failure>;
 /// Open the dashboard on the mesh (no subcommand given).
 pub fn dashboard(global: args::Global) -> ExitCode {
     let opened = (|| {
-        let mesh = setup::load_mesh(&global)?;
+        let mesh = setup::load_file(&global)?;
+        let shown = setup::target_name(&global, &mesh)?;
         let state_path = setup::state_path(&global)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -71,6 +72,7 @@ pub fn dashboard(global: args::Global) -> ExitCode {
             bell: !global.no_bell,
             kube_context: global.context.clone(),
             namespace: global.namespace.clone(),
+            target: shown,
         };
         let result = runtime.block_on(crate::tui::run_dashboard(options));
         // Pollers may sit in blocking calls (a slow daemon): do not wait for them on the way out.

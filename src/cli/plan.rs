@@ -32,6 +32,7 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let manifests = StateManifests {
         db: &db,
         mesh: &mesh.name,
+        target: target.name(),
     };
     let plan = plan::dry_run(ctx, daemon, &manifests)
         .await

@@ -5,17 +5,59 @@ use std::path::PathBuf;
 
 use crate::backends::state::{self, StateDb};
 use crate::converge::engine;
+use crate::converge::error::TargetError;
 use crate::converge::target::{self, Connected};
-use crate::mesh::model::{DEFAULT_TARGET, Mesh};
+use crate::mesh::model::Mesh;
 use crate::workspace::file;
 
 use super::Failure;
 use super::args::Global;
 
-pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
+/// The mesh as its file says it (every target as declared).
+pub fn load_file(global: &Global) -> Result<Mesh, Failure> {
     let path =
         file::find_mesh_file(global.mesh.as_deref()).map_err(|e| Failure::input(e.to_string()))?;
     file::load(&path).map_err(|e| Failure::input(e.to_string()))
+}
+
+/// The mesh as the command's target sees it (its policy override, its machines): `--target`, else
+/// the mesh file's first target.
+pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
+    let mesh = load_file(global)?;
+    let name = target_name(global, &mesh)?;
+    Ok(mesh.on_target(&name))
+}
+
+/// The target a command acts on: `--target`, else the mesh file's first. Bad input (exit 2): a
+/// name the mesh does not declare, or `--context` / `--namespace` on a mesh whose targets are
+/// named (each acts where it names; `--target` chooses one).
+pub fn target_name(global: &Global, mesh: &Mesh) -> Result<String, Failure> {
+    let names = mesh.target_names();
+    if mesh.names_targets()
+        && let Some(flag) = [
+            ("--context", &global.context),
+            ("--namespace", &global.namespace),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.as_ref().map(|_| flag))
+    {
+        return Err(Failure::input(format!(
+            "{flag}: mesh {} names its targets ([[target]] in {}): each acts on the context and namespace it names, never elsewhere; choose one with --target ({})",
+            mesh.name,
+            mesh.file.display(),
+            names.join(", ")
+        )));
+    }
+    match &global.target {
+        None => Ok(mesh.first_target().to_string()),
+        Some(name) if names.contains(&name.as_str()) => Ok(name.clone()),
+        Some(name) => Err(Failure::input(format!(
+            "--target {name}: mesh {} ({}) names no such target; its targets: {}",
+            mesh.name,
+            mesh.file.display(),
+            names.join(", ")
+        ))),
+    }
 }
 
 pub fn state_path(global: &Global) -> Result<PathBuf, Failure> {
@@ -37,17 +79,27 @@ pub fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
     StateDb::open_for_reading(&path).map_err(|e| Failure::failed(e.to_string()))
 }
 
-/// The mesh's target, connected once for the command: `--context`/`--namespace` override the
-/// mesh file's (a Docker target has neither).
+/// The command's target, connected once for the command: `--context`/`--namespace` override a
+/// single `[target]`'s (a Docker target has neither). A named target whose context the kubeconfig
+/// lacks is bad input, refused before any call.
 pub async fn target(global: &Global, mesh: &Mesh) -> Result<Connected, Failure> {
+    let name = target_name(global, mesh)?;
+    connect(global, mesh, &name).await
+}
+
+/// Target `name` of the mesh, connected (the flags apply to a single `[target]` only).
+pub async fn connect(global: &Global, mesh: &Mesh, name: &str) -> Result<Connected, Failure> {
     target::connect(
         mesh,
-        DEFAULT_TARGET,
+        name,
         global.context.as_deref(),
         global.namespace.as_deref(),
     )
     .await
-    .map_err(Failure::failed)
+    .map_err(|e| match e {
+        TargetError::UnknownContext(_) => Failure::input(e.to_string()),
+        other => Failure::failed(other),
+    })
 }
 
 /// The named modules, each checked against the mesh (None = all).

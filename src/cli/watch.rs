@@ -60,6 +60,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
         let manifests = StateManifests {
             db: &db,
             mesh: &mesh.name,
+            target: target.name(),
         };
         plan::dry_run_watched(ctx, Arc::new(LazyDaemon::new()), &manifests, Some(&walks))
             .await

@@ -22,6 +22,7 @@ use crate::mesh::Module;
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::pin::StampBy;
 use crate::mesh::text::short_id;
 
 pub struct ConvergeRequest {
@@ -132,6 +133,7 @@ async fn run(
     let manifests = StateManifests {
         db,
         mesh: &mesh.name,
+        target: target.name(),
     };
     let (planner, planned) = plan(&at, &record, &selected, &manifests).await?;
     let mut walk = TierRun {
@@ -329,10 +331,16 @@ async fn stamp_and_roll_out(
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
     let stamped = !stamp.is_empty();
     // The pins this converge ends go in the same write as its stamp (the team reads both there).
-    let ended = super::rollback::ended_pins(mesh, db, planner.ended_pins());
+    let ended = super::pin_ends::ended_pins(mesh, target.name(), db, planner.ended_pins());
     if stamped || !ended.is_empty() {
         target
-            .stamp(mesh, db, &emitter.operation_id, "converge", &stamp, &ended)
+            .stamp(
+                mesh,
+                db,
+                StampBy::new(&emitter.operation_id, "converge"),
+                &stamp,
+                &ended,
+            )
             .await?;
     }
     let word = if stamped {
@@ -341,7 +349,7 @@ async fn stamp_and_roll_out(
         "record unchanged: it already names every artifact".to_string()
     };
     emitter.defer(Step::Stamped, None, word.clone());
-    super::rollback::say_ended(emitter, planner.ended_pins(), &ended);
+    super::pin_ends::say_ended(emitter, planner.ended_pins(), &ended);
     let mut merged = record.record.clone();
     merged.extend(stamp);
     target

@@ -45,14 +45,16 @@ pub enum ConvergeError {
     Plan(#[from] PlanError),
 }
 
-/// `LockLost` when this operation no longer holds the mesh (checked in the state database now).
+/// `LockLost` when this operation no longer holds the mesh's `target` (checked in the state
+/// database now).
 pub fn still_holds(
     db: &Mutex<StateDb>,
     mesh: &str,
+    target: &str,
     operation_id: &str,
 ) -> Result<(), ConvergeError> {
     let db = crate::backends::state::locked(db).map_err(ConvergeError::Failed)?;
-    db.check_holds(mesh, operation_id)
+    db.check_holds(mesh, target, operation_id)
         .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }
 
@@ -119,6 +121,19 @@ pub enum TargetError {
     /// Workloads whose module container cannot be told (each named with its containers and the fix).
     #[error("nothing was sent: {0}")]
     UnknownContainers(String),
+    /// A named target's context is not in the kubeconfig: refused before any call. Boxed: it is
+    /// large, and every target answer would carry its size.
+    #[error(transparent)]
+    UnknownContext(Box<UnknownContext>),
+    /// `--context` / `--namespace` given for a named target (it acts where it names only).
+    #[error(
+        "target {target:?} of mesh {mesh} acts on the context and namespace {file} names for it: --context and --namespace cannot point it elsewhere"
+    )]
+    NamedElsewhere {
+        mesh: String,
+        target: String,
+        file: String,
+    },
     #[error(
         "mesh {mesh} names no target {name:?} (it names: {names}): add a [target] table to {file}"
     )]
@@ -128,6 +143,21 @@ pub enum TargetError {
         names: String,
         file: String,
     },
+}
+
+/// A named target's context that the kubeconfig does not have.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{file}:{line}: target {target:?} names context {context:?}, which the kubeconfig ({kubeconfig}) does not have — contexts there: {}; fix `context` of target {target:?} or add the context to the kubeconfig (a named target never falls back to the current context)",
+    if .contexts.is_empty() { "none".to_string() } else { .contexts.join(", ") }
+)]
+pub struct UnknownContext {
+    pub file: String,
+    pub line: usize,
+    pub target: String,
+    pub context: String,
+    pub kubeconfig: String,
+    pub contexts: Vec<String>,
 }
 
 /// Callers whose own contract is still a message (a source's poll) take the target's as one.

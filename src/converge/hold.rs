@@ -31,7 +31,7 @@ pub async fn start(
 ) -> Result<(Emitter, Held), ConvergeError> {
     let holder = Holder::here(operation_id);
     let taken_from = target.hold(db, mesh, &holder, kind, wait).await?;
-    let emitter = Emitter::new(db.clone(), mesh, operation_id, kind, tx);
+    let emitter = Emitter::new(db.clone(), mesh, target.name(), operation_id, kind, tx);
     target.named(mesh, operation_id, emitter.operation).await;
     if let Some(line) = taken_from {
         emitter.emit(Step::Warning, None, line);

@@ -17,19 +17,20 @@ use super::error::ConvergeError;
 pub async fn acquire(
     db: &Mutex<StateDb>,
     mesh: &str,
+    target: &str,
     holder: &Holder,
     wait: bool,
 ) -> Result<Option<Holder>, ConvergeError> {
     loop {
         let held = locked(db)
             .map_err(ConvergeError::Failed)?
-            .take_mesh(mesh, holder)
+            .take_mesh(mesh, target, holder)
             .map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
         match held {
             Ok(taken_from) => return Ok(taken_from),
             Err(current) if !wait => {
                 return Err(ConvergeError::Busy {
-                    mesh: mesh.to_string(),
+                    mesh: held_name(mesh, target),
                     by: holder_name(db, &current),
                     holder: current,
                 });
@@ -54,10 +55,21 @@ pub fn holder_name(db: &Mutex<StateDb>, holder: &Holder) -> String {
     }
 }
 
+/// What a person calls what an operation holds: `demo` (the single target's), else `demo (target
+/// prod)`.
+pub fn held_name(mesh: &str, target: &str) -> String {
+    if target == crate::mesh::model::DEFAULT_TARGET {
+        mesh.to_string()
+    } else {
+        format!("{mesh} (target {target})")
+    }
+}
+
 /// The line that says a take-over happened (on the CLI's stderr and in the operation's events):
 /// `took mesh demo over from send #12 (<uuid>) …`.
-pub fn took_over(db: &Mutex<StateDb>, mesh: &str, from: &Holder) -> String {
+pub fn took_over(db: &Mutex<StateDb>, mesh: &str, target: &str, from: &Holder) -> String {
     let age_s = timefmt::now_ms().saturating_sub(from.heartbeat_ms) / 1000;
+    let mesh = held_name(mesh, target);
     format!(
         "took mesh {mesh} over from {} (host {}, process {}, since {}): its last heartbeat was {age_s} s ago or its process is gone; its running builds were marked stopped",
         holder_name(db, from),
@@ -78,10 +90,11 @@ fn beat_every() -> Duration {
 pub fn spawn_heartbeat(
     path: PathBuf,
     mesh: String,
+    target: String,
     operation_id: String,
     lost: watch::Sender<Option<String>>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move { beat(path, mesh, operation_id, &lost).await })
+    tokio::spawn(async move { beat(path, mesh, target, operation_id, &lost).await })
 }
 
 /// The heartbeat itself, as a future (a target that holds the mesh elsewhere too runs it beside
@@ -89,6 +102,7 @@ pub fn spawn_heartbeat(
 pub async fn beat(
     path: PathBuf,
     mesh: String,
+    target: String,
     operation_id: String,
     lost: &watch::Sender<Option<String>>,
 ) {
@@ -100,7 +114,8 @@ pub async fn beat(
             db = StateDb::open(&path).ok();
         }
         if let Some(db) = &db
-            && let Err(error @ StateError::LockLost { .. }) = db.heartbeat(&mesh, &operation_id)
+            && let Err(error @ StateError::LockLost { .. }) =
+                db.heartbeat(&mesh, &target, &operation_id)
         {
             let _ = lost.send(Some(error.to_string()));
             return;

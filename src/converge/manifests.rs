@@ -42,6 +42,8 @@ impl ManifestSource for NoManifests {
 pub struct StateManifests<'a> {
     pub db: &'a Mutex<StateDb>,
     pub mesh: &'a str,
+    /// The target whose pins hold (the manifests are the mesh's, whatever the target).
+    pub target: &'a str,
 }
 
 impl ManifestSource for StateManifests<'_> {
@@ -61,7 +63,7 @@ impl ManifestSource for StateManifests<'_> {
         let Ok(db) = self.db.lock() else {
             return BTreeMap::new();
         };
-        db.pins(self.mesh).unwrap_or_else(|error| {
+        db.pins(self.mesh, self.target).unwrap_or_else(|error| {
             tracing::warn!("cannot read the pinned modules: {error}");
             BTreeMap::new()
         })

@@ -8,6 +8,7 @@ pub mod hold;
 pub mod lease;
 pub mod lock;
 pub mod manifests;
+pub mod pin_ends;
 pub mod plan;
 pub mod preflight;
 pub mod progress;

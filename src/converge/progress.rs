@@ -18,6 +18,8 @@ pub type ProgressTx = UnboundedSender<Progress>;
 pub struct Emitter {
     db: Arc<Mutex<StateDb>>,
     pub mesh: String,
+    /// The target of the mesh the operation acts on (and holds).
+    pub target: String,
     pub operation_id: String,
     /// The operation's short id within the mesh (`#142`); None when the database would not give one.
     pub operation: Option<i64>,
@@ -26,17 +28,18 @@ pub struct Emitter {
 }
 
 impl Emitter {
-    /// An emitter for the operation `operation_id` of kind `kind` (`converge`, `force`, `send`…),
-    /// which is given its short id within the mesh here.
+    /// An emitter for the operation `operation_id` of kind `kind` (`converge`, `force`, `send`…)
+    /// on `target`, which is given its short id within the mesh here.
     pub fn new(
         db: Arc<Mutex<StateDb>>,
         mesh: &str,
+        target: &str,
         operation_id: &str,
         kind: &str,
         tx: Option<ProgressTx>,
     ) -> Emitter {
         let operation = match db.lock() {
-            Ok(db) => match db.begin_operation(mesh, kind, operation_id) {
+            Ok(db) => match db.begin_operation(mesh, target, kind, operation_id) {
                 Ok(id) => Some(id.number),
                 Err(error) => {
                     tracing::warn!("cannot give operation {operation_id} a short id: {error}");
@@ -48,6 +51,7 @@ impl Emitter {
         Emitter {
             db,
             mesh: mesh.to_string(),
+            target: target.to_string(),
             operation_id: operation_id.to_string(),
             operation,
             tx,
@@ -105,10 +109,11 @@ impl Emitter {
             );
             return;
         };
-        if let Err(error) = db.finish_converge(&batch, &self.mesh, &self.operation_id) {
+        if let Err(error) = db.finish_converge(&batch, &self.mesh, &self.target, &self.operation_id)
+        {
             tracing::warn!("cannot record the end of the operation: {error}");
             // The events could not be written: the mesh must still be freed.
-            if let Err(error) = db.unlock_mesh(&self.mesh, &self.operation_id) {
+            if let Err(error) = db.unlock_mesh(&self.mesh, &self.target, &self.operation_id) {
                 tracing::warn!("cannot release the mesh's lock: {error}");
             }
         }

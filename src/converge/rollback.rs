@@ -19,7 +19,7 @@ use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::manifest::{Manifest, own_digest};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
 // Aliased: a rollback's destination is no target kind (tests/target_seam.rs looks for those).
-use crate::mesh::pin::{Pin, PinChange, RollbackTarget as GoBack, rollback_target};
+use crate::mesh::pin::{Pin, PinChange, RollbackTarget as GoBack, StampBy, rollback_target};
 use crate::mesh::text::short_id;
 use crate::timefmt;
 
@@ -77,7 +77,7 @@ impl RollbackReport {
 /// (full or a prefix of at least 6 hex digits), among the module's builds and the record's history.
 fn resolve_to(
     db: &StateDb,
-    mesh: &str,
+    (mesh, target): (&str, &str),
     module: &str,
     to: &str,
 ) -> Result<(RecordEntry, Option<BuildRow>), RollbackError> {
@@ -110,7 +110,7 @@ fn resolve_to(
                 .or_insert((RecordEntry { reference, digest }, Some(build)));
         }
     }
-    for stamp in db.stamps(mesh, module, 10_000)? {
+    for stamp in db.stamps(mesh, target, module, 10_000)? {
         if digest_matches(&stamp.to_digest) && !found.contains_key(&stamp.to_digest) {
             found.insert(
                 stamp.to_digest.clone(),
@@ -149,11 +149,11 @@ fn short_matches(digest: &str, wanted: &str) -> bool {
 /// The artifact the record named before the current one (the one rule: `mesh::pin::rollback_target`).
 fn previous(
     db: &StateDb,
-    mesh: &str,
+    (mesh, target): (&str, &str),
     module: &str,
     current: &RecordEntry,
 ) -> Result<RecordEntry, RollbackError> {
-    let stamps = db.stamps(mesh, module, 10_000)?;
+    let stamps = db.stamps(mesh, target, module, 10_000)?;
     match rollback_target(&stamps, current) {
         GoBack::To(entry) => Ok(entry),
         GoBack::NothingBefore => Err(RollbackError::NothingBefore {
@@ -189,8 +189,11 @@ pub async fn prepare(
     let (wanted, mut build) = {
         let db = locked(db).map_err(RollbackError::Handle)?;
         match to {
-            Some(to) => resolve_to(&db, &mesh.name, module, to)?,
-            None => (previous(&db, &mesh.name, module, &current)?, None),
+            Some(to) => resolve_to(&db, (&mesh.name, target.name()), module, to)?,
+            None => (
+                previous(&db, (&mesh.name, target.name()), module, &current)?,
+                None,
+            ),
         }
     };
     if wanted == current {
@@ -362,6 +365,7 @@ async fn stamp_pin_send(
     held(mesh, module, &plan.to, plan.build.as_ref(), target, reach).await?;
     let short = locked(db).map_err(RollbackError::Handle)?.operation_short(
         &mesh.name,
+        target.name(),
         &emitter.operation_id,
         KIND,
     )?;
@@ -372,7 +376,13 @@ async fn stamp_pin_send(
         end: Vec::new(),
     };
     target
-        .stamp(mesh, db, &emitter.operation_id, KIND, &entries, &change)
+        .stamp(
+            mesh,
+            db,
+            StampBy::new(&emitter.operation_id, KIND),
+            &entries,
+            &change,
+        )
         .await?;
     emitter.emit(
         Step::Stamped,
@@ -410,30 +420,6 @@ async fn stamp_pin_send(
     })
 }
 
-/// The pins a converge's plan ended (a third address, or forced) that are still pinned.
-pub fn ended_pins(mesh: &Mesh, db: &Mutex<StateDb>, ended: &BTreeMap<String, String>) -> PinChange {
-    let pinned = locked(db)
-        .and_then(|h| h.pins(&mesh.name).map_err(|e| e.to_string()))
-        .unwrap_or_default();
-    PinChange {
-        set: Vec::new(),
-        end: ended
-            .keys()
-            .filter(|module| pinned.contains_key(*module))
-            .cloned()
-            .collect(),
-    }
-}
-
-/// Say why each pin the converge's stamp ended ended.
-pub fn say_ended(emitter: &Emitter, why: &BTreeMap<String, String>, ended: &PinChange) {
-    for module in &ended.end {
-        if let Some(why) = why.get(module) {
-            emitter.emit(Step::Warning, Some(module), why.clone());
-        }
-    }
-}
-
 /// Unpin a module, holding the mesh: the pin lives with the record, so the unpin is a write there.
 /// Whether it was pinned.
 pub async fn unpin(
@@ -469,7 +455,7 @@ async fn unpin_held(
     }
     let pinned = locked(db)
         .map_err(RollbackError::Handle)?
-        .pins(&mesh.name)?
+        .pins(&mesh.name, target.name())?
         .contains_key(module);
     if !pinned {
         return Ok(false);
@@ -479,7 +465,13 @@ async fn unpin_held(
         end: vec![module.to_string()],
     };
     target
-        .stamp(mesh, db, operation_id, "unpin", &Record::new(), &change)
+        .stamp(
+            mesh,
+            db,
+            StampBy::new(operation_id, "unpin"),
+            &Record::new(),
+            &change,
+        )
         .await?;
     Ok(true)
 }

@@ -79,6 +79,7 @@ pub async fn send(
         };
         let row = SendRow {
             mesh: mesh.name.clone(),
+            target: target.name().to_string(),
             module: moved.module.clone(),
             machine: moved.machine.clone(),
             from_digest: moved.from.clone(),

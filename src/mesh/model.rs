@@ -18,6 +18,10 @@ pub const INPUTS_LABEL: &str = "jr2.dev/inputs";
 /// container is created (by meshtop for a declared machine, by hand with `--label` otherwise). Images
 /// never carry it, so a builder's container (which inherits its image's labels) is never a machine.
 pub const MACHINE_LABEL: &str = "jr2.dev/machine";
+/// On a mesh with several docker targets (one host daemon): the container label naming the target
+/// a machine runs on. A machine without it is the mesh's first docker target's (as before targets
+/// had names).
+pub const TARGET_LABEL: &str = "jr2.dev/target";
 
 /// One validated mesh: its modules are sorted by (tier, name).
 #[derive(Debug, Clone)]

@@ -191,6 +191,9 @@ pub struct Stamp {
     pub host: String,
     pub pid: u32,
     pub at_ms: i64,
+    /// A promote's: the target whose record named the artifact (`staging`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_target: Option<String>,
 }
 
 /// Who stamps, for the record's history: the operation (full id, kind, short id), host and process, when.
@@ -202,6 +205,28 @@ pub struct Stamper {
     pub host: String,
     pub pid: u32,
     pub at_ms: i64,
+    /// A promote's: the target the artifacts come from.
+    pub from_target: Option<String>,
+}
+
+/// How an operation stamps a record: its id, its kind (`converge`, `rollback`, `unpin`,
+/// `promote`) and, for a promote, the target the artifacts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StampBy<'a> {
+    pub operation_id: &'a str,
+    pub kind: &'a str,
+    pub from_target: Option<&'a str>,
+}
+
+impl<'a> StampBy<'a> {
+    /// An operation of `kind` that stamps what it made or chose (not a promote).
+    pub fn new(operation_id: &'a str, kind: &'a str) -> StampBy<'a> {
+        StampBy {
+            operation_id,
+            kind,
+            from_target: None,
+        }
+    }
 }
 
 /// The stamps of writing `entries` over `before`: one per entry that changes, in module order.
@@ -223,6 +248,7 @@ pub fn stamps_between(before: &Record, entries: &Record, by: &Stamper) -> Vec<St
                 host: by.host.clone(),
                 pid: by.pid,
                 at_ms: by.at_ms,
+                from_target: by.from_target.clone(),
             }
         })
         .collect()
@@ -426,6 +452,7 @@ mod tests {
             host: "h".into(),
             pid: 9,
             at_ms: 5,
+            from_target: None,
         };
         let stamps = stamps_between(&before, &entries, &by);
         let named: Vec<_> = stamps
@@ -470,6 +497,7 @@ mod tests {
             host: "host-a".into(),
             pid: 1,
             at_ms: 0,
+            from_target: None,
         }
     }
 

@@ -40,10 +40,11 @@ impl OnDemand for Actions {
     fn start(
         &self,
         request: ActionRequest,
+        target: Option<String>,
         progress: mpsc::UnboundedSender<Progress>,
         cancel: tokio::sync::watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>> {
-        Box::pin(run(self.session.clone(), request, progress, cancel))
+        Box::pin(run(self.session.clone(), request, target, progress, cancel))
     }
 
     fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
@@ -56,12 +57,14 @@ impl OnDemand for Actions {
 pub async fn run(
     session: Arc<Session>,
     request: ActionRequest,
+    target: Option<String>,
     progress: mpsc::UnboundedSender<Progress>,
     cancel: tokio::sync::watch::Receiver<bool>,
 ) -> Result<String, String> {
-    let target = session.target(|t| async move { Ok(t) }).await?;
+    let name = session.target_name(target.as_deref()).to_string();
+    let target = session.connected(&name).await?;
     let daemon = session.lazy_daemon().await;
-    let mesh = session.mesh.clone();
+    let mesh = session.mesh_on(&name);
     match request {
         ActionRequest::Converge { modules, force } => {
             let request = ConvergeRequest {

@@ -9,15 +9,16 @@ use crate::converge::target::Reach;
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
     Box::pin(async move {
         let db = session.db_handle().await?;
-        let mesh = session.mesh.clone();
+        let name = session.target_name(params.target.as_deref()).to_string();
+        let mesh = session.mesh_on(&name);
         // The shared daemon connection when there is one (a target whose machines are containers
         // asks it; one whose machines are elsewhere never connects).
         let daemon = session.lazy_daemon().await;
         session
-            .target(|target| async move {
+            .target_on(&name, |target| async move {
                 let read = target.read_record(&mesh, &db).await?;
                 let reach = Reach {
                     daemon: &daemon,

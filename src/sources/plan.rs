@@ -8,14 +8,15 @@ use crate::converge::plan::{self, PlanContext, StateManifests};
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
     Box::pin(async move {
         let db = session.db_handle().await?;
         let daemon = session.lazy_daemon().await;
-        let mesh = session.mesh.clone();
+        let name = session.target_name(params.target.as_deref()).to_string();
+        let mesh = session.mesh_on(&name);
         let walks = session.walks.clone();
         session
-            .target(|target| async move {
+            .target_on(&name, |target| async move {
                 let read = target.read_record(&mesh, &db).await?;
                 let ctx = PlanContext {
                     mesh: &mesh,
@@ -28,6 +29,7 @@ pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<Sour
                 let manifests = StateManifests {
                     db: &db,
                     mesh: &mesh.name,
+                    target: target.name(),
                 };
                 // Hashing runs on this worker thread (the planner moves it off the async pool);
                 // a watched context that reported no change is not walked again.

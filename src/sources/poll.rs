@@ -33,11 +33,14 @@ pub trait Source: Send + Sync + 'static {
 /// Work done on demand: pages of history, and the actions that change something.
 pub trait OnDemand: Send + Sync + 'static {
     fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>>;
-    /// Run an action to its end; its progress goes to `progress`; `cancel` turning true asks it to
-    /// stop (a converge stops its builds and marks them cancelled). Ok is a one-line summary.
+    /// Run an action to its end, on `target` (the one the main view shows; None: the mesh's
+    /// first) unless the request names its own; its progress goes to `progress`; `cancel` turning
+    /// true asks it to stop (a converge stops its builds and marks them cancelled). Ok is a
+    /// one-line summary.
     fn start(
         &self,
         request: ActionRequest,
+        target: Option<String>,
         progress: mpsc::UnboundedSender<Progress>,
         cancel: watch::Receiver<bool>,
     ) -> BoxFuture<Result<String, String>>;
@@ -108,11 +111,13 @@ async fn poll_forever(
             () = now.notified() => ticker.reset(),
         }
         let asked = params.borrow().clone();
+        let target = asked.target.clone();
         // The poll is awaited here: this source never has two polls in flight.
         let result = source.poll(asked).await;
         let msg = Msg::Polled {
             source: source.id(),
             at_ms: clock(),
+            target,
             result,
         };
         if tx.send(msg).is_err() {
@@ -168,12 +173,13 @@ pub fn fetch_builds(
 pub fn start_action(
     backend: &Arc<dyn OnDemand>,
     request: ActionRequest,
+    target: Option<String>,
     tx: mpsc::UnboundedSender<Msg>,
 ) -> watch::Sender<bool> {
     let label = request.label();
     let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
     let (cancel_tx, cancel_rx) = watch::channel(false);
-    let work = backend.start(request, progress_tx, cancel_rx);
+    let work = backend.start(request, target, progress_tx, cancel_rx);
     let forward = tx.clone();
     tokio::spawn(async move {
         while let Some(step) = progress_rx.recv().await {
@@ -256,7 +262,7 @@ mod tests {
         gate.add_permits(1);
         let first = rx.recv().await.unwrap();
         assert!(
-            matches!(first, Msg::Polled { source: SourceId::Record, at_ms: 7, result: Err(ref e) } if e == "unreachable")
+            matches!(first, Msg::Polled { source: SourceId::Record, at_ms: 7, result: Err(ref e), .. } if e == "unreachable")
         );
         started.recv().await.unwrap(); // …make exactly one more poll, after the first ended
         gate.add_permits(1);

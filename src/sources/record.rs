@@ -8,12 +8,13 @@ use crate::app::msg::{PollParams, SourceData};
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
     Box::pin(async move {
-        let mesh = session.mesh.clone();
+        let name = session.target_name(params.target.as_deref()).to_string();
+        let mesh = session.mesh_on(&name);
         let db = session.db_handle().await?;
         session
-            .target(|target| async move {
+            .target_on(&name, |target| async move {
                 let read = target.read_record(&mesh, &db).await?;
                 // Who holds the mesh for the team is read with the record; a Lease that cannot
                 // be read names no one (the record's answer still stands).

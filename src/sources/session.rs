@@ -2,6 +2,7 @@
 //! action of the dashboard. Each is made on first use and dropped after an error, so that a daemon,
 //! cluster or registry that comes back is reached again on the next poll (never twice at once).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,7 @@ use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::RegistryClient;
 use crate::backends::state::StateDb;
 use crate::converge::target::{self, Connected};
-use crate::mesh::model::{DEFAULT_TARGET, Mesh};
+use crate::mesh::model::Mesh;
 use crate::workspace::walks::WalkMemo;
 
 /// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
@@ -77,12 +78,14 @@ pub type Db = Arc<Mutex<StateDb>>;
 
 /// Everything the dashboard's sources and actions reach, each reached once.
 pub struct Session {
+    /// The mesh as its file says it (every target).
     pub mesh: Arc<Mesh>,
     pub state_path: PathBuf,
     pub place: Place,
     db: Shared<Db>,
     daemon: Shared<Daemon>,
-    target: Shared<Connected>,
+    /// One connection per target of the mesh, and the mesh as each target sees it.
+    targets: BTreeMap<String, (Shared<Connected>, Arc<Mesh>)>,
     registry: Shared<Arc<RegistryClient>>,
     /// The plan's walks of the contexts, kept while they are watched (the dashboard's watcher).
     pub walks: Arc<WalkMemo>,
@@ -90,13 +93,21 @@ pub struct Session {
 
 impl Session {
     pub fn new(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Arc<Session> {
+        let targets = mesh
+            .target_names()
+            .into_iter()
+            .map(|name| {
+                let seen = Arc::new(mesh.on_target(name));
+                (name.to_string(), (Shared::new(), seen))
+            })
+            .collect();
         Arc::new(Session {
             mesh,
             state_path,
             place,
             db: Shared::new(),
             daemon: Shared::new(),
-            target: Shared::new(),
+            targets,
             registry: Shared::new(),
             walks: Arc::new(WalkMemo::new()),
         })
@@ -157,19 +168,45 @@ impl Session {
         }
     }
 
-    /// Run `work` on the target's connection (one cluster connection for every source and action).
-    pub async fn target<R, W, WF>(&self, work: W) -> Result<R, String>
+    /// The target a source or an action acts on when it names none: `shown` (the one the main
+    /// view shows), else the mesh's first.
+    pub fn target_name<'a>(&'a self, shown: Option<&'a str>) -> &'a str {
+        match shown {
+            Some(name) if self.targets.contains_key(name) => name,
+            _ => self.mesh.first_target(),
+        }
+    }
+
+    /// The mesh as target `name` sees it (its policy override, its machines).
+    pub fn mesh_on(&self, name: &str) -> Arc<Mesh> {
+        match self.targets.get(name) {
+            Some((_, seen)) => seen.clone(),
+            None => self.mesh.clone(),
+        }
+    }
+
+    /// Run `work` on target `name`'s connection (one cluster connection per target for every
+    /// source and action).
+    pub async fn target_on<R, W, WF>(&self, name: &str, work: W) -> Result<R, String>
     where
         W: FnOnce(Connected) -> WF,
         WF: Future<Output = Result<R, String>>,
     {
+        let Some((shared, _)) = self.targets.get(name) else {
+            return Err(format!(
+                "mesh {} names no target {name:?} (its targets: {})",
+                self.mesh.name,
+                self.mesh.target_names().join(", ")
+            ));
+        };
         let (mesh, place) = (self.mesh.clone(), self.place.clone());
-        self.target
+        let name = name.to_string();
+        shared
             .with(
                 || async move {
                     target::connect(
                         &mesh,
-                        DEFAULT_TARGET,
+                        &name,
                         place.context.as_deref(),
                         place.namespace.as_deref(),
                     )
@@ -179,6 +216,11 @@ impl Session {
                 work,
             )
             .await
+    }
+
+    /// Target `name`, connected (or why it could not be).
+    pub async fn connected(&self, name: &str) -> Result<Connected, String> {
+        self.target_on(name, |t| async move { Ok(t) }).await
     }
 
     /// Run `work` on the registry client (None: the mesh names no registry).

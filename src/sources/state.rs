@@ -21,13 +21,14 @@ const MAX_TRACED: usize = 200;
 
 pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
     let mesh = session.mesh.name.clone();
+    let target = session.target_name(params.target.as_deref()).to_string();
     Box::pin(async move {
         session
             .db(move |db| {
                 let db = locked(db)?;
                 // The events and the lock on one snapshot: they must agree on whether the newest
                 // operation still runs (a converge that just ended is not "gone" for a poll).
-                db.on_one_snapshot(|db| Ok(read(db, &mesh, params)))
+                db.on_one_snapshot(|db| Ok(read(db, (&mesh, &target), params)))
                     .map_err(|e| e.to_string())?
             })
             .await
@@ -36,18 +37,21 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
 
 fn read(
     db: &crate::backends::state::StateDb,
-    mesh: &str,
+    (mesh, target): (&str, &str),
     params: PollParams,
 ) -> Result<SourceData, String> {
     let mesh = mesh.to_string();
     let e = |e: StateError| e.to_string();
-    let holder = db.mesh_holder(&mesh).map_err(e)?.map(|h| LockHolder {
-        alive: !h.is_dead(crate::timefmt::now_ms()),
-        operation_id: h.operation_id,
-        host: h.host,
-        pid: h.pid,
-        heartbeat_ms: h.heartbeat_ms,
-    });
+    let holder = db
+        .mesh_holder(&mesh, target)
+        .map_err(e)?
+        .map(|h| LockHolder {
+            alive: !h.is_dead(crate::timefmt::now_ms()),
+            operation_id: h.operation_id,
+            host: h.host,
+            pid: h.pid,
+            heartbeat_ms: h.heartbeat_ms,
+        });
     let last_builds = db.last_builds(&mesh).map_err(e)?;
     let query = BuildQuery {
         mesh: mesh.clone(),
@@ -59,13 +63,16 @@ fn read(
     let page = db.builds(&query).map_err(e)?;
     // First poll: the tail only, not every kept event in batches.
     let mut events = if params.events_after == 0 {
-        db.events_tail(&mesh, EVENTS_PER_POLL).map_err(e)?
+        db.events_tail_on(&mesh, Some(target), EVENTS_PER_POLL)
+            .map_err(e)?
     } else {
         Vec::new()
     };
     let mut after = events.last().map_or(params.events_after, |row| row.id);
     loop {
-        let batch = db.events_after(&mesh, after, EVENTS_PER_POLL).map_err(e)?;
+        let batch = db
+            .events_after_on(&mesh, Some(target), after, EVENTS_PER_POLL)
+            .map_err(e)?;
         let full = batch.len() == EVENTS_PER_POLL;
         after = batch.last().map_or(after, |row| row.id);
         events.extend(batch);
@@ -76,7 +83,7 @@ fn read(
             break;
         }
     }
-    let latest_operation = db.latest_operation(&mesh).map_err(e)?;
+    let latest_operation = db.latest_operation_on(&mesh, Some(target)).map_err(e)?;
     let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
     for digest in params.digests.iter().take(MAX_TRACED) {
         if let Some(row) = db.build_by_digest(&mesh, digest).map_err(e)? {
@@ -86,11 +93,11 @@ fn read(
     let stamps = match &params.stamps_module {
         Some(module) => Some((
             module.clone(),
-            db.stamps(&mesh, module, STAMPS_SHOWN).map_err(e)?,
+            db.stamps(&mesh, target, module, STAMPS_SHOWN).map_err(e)?,
         )),
         None => None,
     };
-    let pins = db.pins(&mesh).map_err(e)?;
+    let pins = db.pins(&mesh, target).map_err(e)?;
     Ok(SourceData::State(Box::new(StateSnapshot {
         last_builds,
         scope: params.history_module,

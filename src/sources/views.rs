@@ -34,15 +34,17 @@ pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<Vie
             ViewRequest::Gc {
                 keep_newest,
                 grace_ms,
+                target,
             } => {
                 let rules = gc::GcRules {
                     keep_newest,
                     grace_ms,
                 };
-                let target = session.target(|t| async move { Ok(t) }).await?;
+                let name = session.target_name(target.as_deref()).to_string();
+                let target = session.connected(&name).await?;
                 let daemon = session.lazy_daemon().await;
                 let db = session.db_handle().await?;
-                let mesh = session.mesh.clone();
+                let mesh = session.mesh_on(&name);
                 let report = gc::plan(&mesh, &rules, &daemon, target.as_ref(), &db).await?;
                 Ok(ViewData::Gc(Box::new(report)))
             }

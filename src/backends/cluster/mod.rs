@@ -336,6 +336,41 @@ impl Cluster {
     }
 }
 
+/// The contexts a kubeconfig names, and where it was read (`KUBECONFIG`'s value, or
+/// `~/.kube/config`), without connecting to anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeContexts {
+    pub kubeconfig: String,
+    pub names: Vec<String>,
+}
+
+/// The contexts of the kubeconfig kubectl would read (read only; no call is made). A kubeconfig
+/// that cannot be read names none, and says why in `kubeconfig`.
+pub fn kubeconfig_contexts() -> KubeContexts {
+    let kubeconfig = match std::env::var("KUBECONFIG") {
+        Ok(value) if !value.is_empty() => value,
+        _ => std::env::var_os("HOME")
+            .map(|home| {
+                std::path::PathBuf::from(home)
+                    .join(".kube")
+                    .join("config")
+                    .display()
+                    .to_string()
+            })
+            .unwrap_or_else(|| "~/.kube/config".into()),
+    };
+    match Kubeconfig::read() {
+        Ok(config) => KubeContexts {
+            kubeconfig,
+            names: config.contexts.into_iter().map(|c| c.name).collect(),
+        },
+        Err(error) => KubeContexts {
+            kubeconfig: format!("{kubeconfig}, unreadable: {error}"),
+            names: Vec::new(),
+        },
+    }
+}
+
 /// The context name meshtop gives the in-cluster configuration.
 pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
 

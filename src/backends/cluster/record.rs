@@ -154,6 +154,7 @@ impl Cluster {
             host: String::new(),
             pid: 0,
             at_ms: 0,
+            from_target: None,
         };
         let write = TeamWrite {
             entries,

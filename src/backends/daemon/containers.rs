@@ -14,7 +14,7 @@ use bollard::query_parameters::{
 };
 
 use super::{Daemon, DaemonError};
-use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL};
+use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, TARGET_LABEL};
 
 /// The name suffix of an old container kept, stopped, while its replacement starts during a send.
 pub const KEPT_SUFFIX: &str = ".meshtop-previous";
@@ -28,6 +28,8 @@ pub struct Container {
     pub mesh: Option<String>,
     /// The machine mark (`jr2.dev/machine`), set on the container, never inherited from an image.
     pub machine: Option<String>,
+    /// The docker target it runs on (`jr2.dev/target`), where the mesh has several.
+    pub target: Option<String>,
     /// What it was created from.
     pub image: String,
     /// The artifact it runs.
@@ -85,6 +87,7 @@ impl Daemon {
                     module,
                     mesh: labels.get(MESH_LABEL).cloned(),
                     machine: labels.get(MACHINE_LABEL).cloned(),
+                    target: labels.get(TARGET_LABEL).cloned(),
                     image: summary.image.unwrap_or_default(),
                     image_id: summary.image_id.unwrap_or_default(),
                     state: summary.state.map(|s| s.to_string()).unwrap_or_default(),
@@ -291,6 +294,7 @@ fn recreated_body(
             k == MODULE_LABEL
                 || k == MESH_LABEL
                 || k == MACHINE_LABEL
+                || k == TARGET_LABEL
                 || image_labels.get(k) != Some(v)
         })
         .collect();

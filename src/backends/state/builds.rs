@@ -307,10 +307,11 @@ impl StateDb {
             .map_err(self.err("look for builds left running"))?;
         let mut gone = Vec::new();
         for (mesh, operation_id) in running {
-            let holder = self.mesh_holder(&mesh)?;
-            let held = holder.is_some_and(|h| {
-                Some(&h.operation_id) == operation_id.as_ref() && !h.process_gone()
-            });
+            let holder = match &operation_id {
+                Some(id) => self.operation_holder(&mesh, id)?,
+                None => None,
+            };
+            let held = holder.is_some_and(|h| !h.process_gone());
             if !held {
                 gone.push((mesh, operation_id));
             }
@@ -362,16 +363,19 @@ impl StateDb {
         let now = now_ms();
         let mut holders = BTreeMap::new();
         for row in rows.iter_mut().filter(|r| r.status == BuildStatus::Running) {
-            if !holders.contains_key(&row.mesh) {
-                let holder = self.mesh_holder(&row.mesh)?;
-                holders.insert(row.mesh.clone(), holder);
+            let Some(operation_id) = row.operation_id.clone() else {
+                row.process_gone = true;
+                continue;
+            };
+            let key = (row.mesh.clone(), operation_id);
+            if !holders.contains_key(&key) {
+                let holder = self.operation_holder(&key.0, &key.1)?;
+                holders.insert(key.clone(), holder);
             }
             let alive = holders
-                .get(&row.mesh)
+                .get(&key)
                 .and_then(Option::as_ref)
-                .is_some_and(|h| {
-                    Some(&h.operation_id) == row.operation_id.as_ref() && !h.is_dead(now)
-                });
+                .is_some_and(|h| !h.is_dead(now));
             row.process_gone = !alive;
         }
         Ok(rows)

@@ -32,6 +32,9 @@ pub struct NewEvent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SendRow {
     pub mesh: String,
+    /// The target of the mesh the machine runs on.
+    #[serde(default = "default_target")]
+    pub target: String,
     pub module: String,
     pub machine: String,
     pub from_digest: String,
@@ -41,6 +44,10 @@ pub struct SendRow {
     pub outcome: String,
     pub at_ms: i64,
     pub operation_id: Option<String>,
+}
+
+fn default_target() -> String {
+    crate::mesh::model::DEFAULT_TARGET.to_string()
 }
 
 fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
@@ -67,6 +74,7 @@ fn row_to_send(r: &Row<'_>) -> rusqlite::Result<SendRow> {
         outcome: r.get(6)?,
         at_ms: r.get(7)?,
         operation_id: r.get(8)?,
+        target: r.get(9)?,
     })
 }
 
@@ -131,15 +139,28 @@ impl StateDb {
         after_id: i64,
         limit: usize,
     ) -> Result<Vec<EventRow>, StateError> {
+        self.events_after_on(mesh, None, after_id, limit)
+    }
+
+    /// As [`StateDb::events_after`], of the operations on one target of the mesh when `target`
+    /// says which (an operation's target is its row's in `operations`).
+    pub fn events_after_on(
+        &self,
+        mesh: &str,
+        target: Option<&str>,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<EventRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
             .prepare_cached(
                 "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number \
                  FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
-                 WHERE e.mesh = ?1 AND e.id > ?2 ORDER BY e.id LIMIT ?3",
+                 WHERE e.mesh = ?1 AND e.id > ?2 AND (?4 IS NULL OR COALESCE(o.target, 'default') = ?4) \
+                 ORDER BY e.id LIMIT ?3",
             )
             .and_then(|mut st| {
-                st.query_map(params![mesh, after_id, limit], row_to_event)?
+                st.query_map(params![mesh, after_id, limit, target], row_to_event)?
                     .collect()
             })
             .map_err(self.err("read converge events"))
@@ -147,15 +168,29 @@ impl StateDb {
 
     /// The newest `limit` events of a mesh, oldest first (where a follower starts).
     pub fn events_tail(&self, mesh: &str, limit: usize) -> Result<Vec<EventRow>, StateError> {
+        self.events_tail_on(mesh, None, limit)
+    }
+
+    /// As [`StateDb::events_tail`], of the operations on one target when `target` says which.
+    pub fn events_tail_on(
+        &self,
+        mesh: &str,
+        target: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<EventRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut rows: Vec<EventRow> = self
             .conn
             .prepare_cached(
                 "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number \
                  FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
-                 WHERE e.mesh = ?1 ORDER BY e.id DESC LIMIT ?2",
+                 WHERE e.mesh = ?1 AND (?3 IS NULL OR COALESCE(o.target, 'default') = ?3) \
+                 ORDER BY e.id DESC LIMIT ?2",
             )
-            .and_then(|mut st| st.query_map(params![mesh, limit], row_to_event)?.collect())
+            .and_then(|mut st| {
+                st.query_map(params![mesh, limit, target], row_to_event)?
+                    .collect()
+            })
             .map_err(self.err("read converge events"))?;
         rows.reverse();
         Ok(rows)
@@ -163,11 +198,22 @@ impl StateDb {
 
     /// The converge that emitted the mesh's newest event.
     pub fn latest_operation(&self, mesh: &str) -> Result<Option<String>, StateError> {
+        self.latest_operation_on(mesh, None)
+    }
+
+    /// As [`StateDb::latest_operation`], of the operations on one target when `target` says which.
+    pub fn latest_operation_on(
+        &self,
+        mesh: &str,
+        target: Option<&str>,
+    ) -> Result<Option<String>, StateError> {
         self.conn
             .prepare_cached(
-                "SELECT converge_id FROM events WHERE mesh = ?1 ORDER BY id DESC LIMIT 1",
+                "SELECT e.converge_id FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                 WHERE e.mesh = ?1 AND (?2 IS NULL OR COALESCE(o.target, 'default') = ?2) \
+                 ORDER BY e.id DESC LIMIT 1",
             )
-            .and_then(|mut st| st.query_row([mesh], |r| r.get(0)).optional())
+            .and_then(|mut st| st.query_row(params![mesh, target], |r| r.get(0)).optional())
             .map_err(self.err("read the latest converge"))
     }
 
@@ -181,7 +227,7 @@ impl StateDb {
             )
             .map_err(self.err("begin recording a send"))?;
             if let Some(operation_id) = &s.operation_id {
-                self.check_holds(&s.mesh, operation_id)?;
+                self.check_holds(&s.mesh, &s.target, operation_id)?;
             }
             self.insert_send(s)?;
             tx.commit().map_err(self.err("commit a send"))
@@ -191,8 +237,8 @@ impl StateDb {
     fn insert_send(&self, s: &SendRow) -> Result<(), StateError> {
         self.conn
             .prepare_cached(
-                "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id, target) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut st| {
                 st.execute(params![
@@ -204,7 +250,8 @@ impl StateDb {
                     s.to_digest,
                     s.outcome,
                     s.at_ms,
-                    s.operation_id
+                    s.operation_id,
+                    s.target
                 ])
             })
             .map_err(self.err("record a send"))?;
@@ -219,8 +266,7 @@ impl StateDb {
         limit: usize,
     ) -> Result<Vec<SendRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let columns =
-            "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id";
+        let columns = "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id, target";
         let sql = match module {
             Some(_) => format!(
                 "SELECT {columns} FROM sends WHERE mesh = ?1 AND module = ?2 ORDER BY at_ms DESC, id DESC LIMIT ?3"

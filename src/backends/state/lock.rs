@@ -1,5 +1,6 @@
-//! One converge per mesh at a time: a lock row per mesh, taken in an IMMEDIATE transaction so two
-//! processes cannot both win. A holder that died does not lock the mesh forever: its lock is taken
+//! One operation per target of a mesh at a time: a lock row per mesh and target, taken in an
+//! IMMEDIATE transaction so two processes cannot both win (operations on two targets of one mesh
+//! hold two locks, and run at once). A holder that died does not lock the mesh forever: its lock is taken
 //! over when it ran on this host and its process is gone, or when its heartbeat is older than
 //! [`LOCK_STALE_MS`] (a converge heartbeats well within that, e.g. every 20 s). Taking over marks
 //! the dead converge's running builds `stopped` and notes who took over from whom, so that a holder
@@ -91,10 +92,15 @@ fn signal_zero(pid: u32) -> bool {
 }
 
 impl StateDb {
-    /// Take the converge lock of `mesh` for `holder`. `Ok(Err(current))` when another live converge
-    /// holds it. Taking it again with the same converge id refreshes the heartbeat.
-    pub fn lock_mesh(&self, mesh: &str, holder: &Holder) -> Result<Result<(), Holder>, StateError> {
-        Ok(self.take_mesh(mesh, holder)?.map(|_| ()))
+    /// Take the lock of `target` of `mesh` for `holder`. `Ok(Err(current))` when another live
+    /// operation holds it. Taking it again with the same operation id refreshes the heartbeat.
+    pub fn lock_mesh(
+        &self,
+        mesh: &str,
+        target: &str,
+        holder: &Holder,
+    ) -> Result<Result<(), Holder>, StateError> {
+        Ok(self.take_mesh(mesh, target, holder)?.map(|_| ()))
     }
 
     /// As [`StateDb::lock_mesh`]; `Ok(Ok(Some(dead)))` when the lock was taken over from a
@@ -102,12 +108,13 @@ impl StateDb {
     pub fn take_mesh(
         &self,
         mesh: &str,
+        target: &str,
         holder: &Holder,
     ) -> Result<Result<Option<Holder>, Holder>, StateError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("take the converge lock"))?;
         let current = tx
-            .query_row(HOLDER_SQL, [mesh], row_to_holder)
+            .query_row(HOLDER_SQL, [mesh, target], row_to_holder)
             .optional()
             .map_err(self.err("read the converge lock"))?;
         let now = now_ms();
@@ -115,8 +122,8 @@ impl StateDb {
         if let Some(current) = current {
             if current.operation_id == holder.operation_id {
                 tx.execute(
-                    "UPDATE converge_locks SET heartbeat_ms = ?2 WHERE mesh = ?1",
-                    params![mesh, now.max(holder.heartbeat_ms)],
+                    "UPDATE converge_locks SET heartbeat_ms = ?2 WHERE mesh = ?1 AND target = ?3",
+                    params![mesh, now.max(holder.heartbeat_ms), target],
                 )
                 .map_err(self.err("refresh the converge lock"))?;
                 tx.commit().map_err(self.err("refresh the converge lock"))?;
@@ -136,9 +143,9 @@ impl StateDb {
                 ),
             )?;
             tx.execute(
-                "INSERT OR REPLACE INTO takeovers (lost_converge_id, mesh, converge_id, host, pid, since_ms, heartbeat_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![current.operation_id, mesh, holder.operation_id, holder.host, holder.pid, now, now],
+                "INSERT OR REPLACE INTO takeovers (lost_converge_id, mesh, converge_id, host, pid, since_ms, heartbeat_ms, target) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![current.operation_id, mesh, holder.operation_id, holder.host, holder.pid, now, now, target],
             )
             .map_err(self.err("note the take-over of the converge lock"))?;
             tracing::warn!(
@@ -151,9 +158,9 @@ impl StateDb {
             taken_from = Some(current);
         }
         tx.execute(
-            "INSERT OR REPLACE INTO converge_locks (mesh, converge_id, host, pid, since_ms, heartbeat_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![mesh, holder.operation_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms],
+            "INSERT OR REPLACE INTO converge_locks (mesh, target, converge_id, host, pid, since_ms, heartbeat_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![mesh, target, holder.operation_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms],
         )
         .map_err(self.err("take the converge lock"))?;
         tx.commit().map_err(self.err("take the converge lock"))?;
@@ -162,37 +169,48 @@ impl StateDb {
 
     /// Tell others the converge holding `mesh` is alive. Fails with `LockLost` when `operation_id`
     /// no longer holds it (it was taken over): that converge must stop.
-    pub fn heartbeat(&self, mesh: &str, operation_id: &str) -> Result<(), StateError> {
+    pub fn heartbeat(
+        &self,
+        mesh: &str,
+        target: &str,
+        operation_id: &str,
+    ) -> Result<(), StateError> {
         let changed = self
             .conn
             .execute(
-                "UPDATE converge_locks SET heartbeat_ms = ?3 WHERE mesh = ?1 AND converge_id = ?2",
-                params![mesh, operation_id, now_ms()],
+                "UPDATE converge_locks SET heartbeat_ms = ?3 \
+                 WHERE mesh = ?1 AND converge_id = ?2 AND target = ?4",
+                params![mesh, operation_id, now_ms(), target],
             )
             .map_err(self.err("refresh the converge lock"))?;
         if changed == 0 {
-            return Err(self.lock_lost(mesh, operation_id));
+            return Err(self.lock_lost(mesh, target, operation_id));
         }
         Ok(())
     }
 
     /// Fails with `LockLost` unless `operation_id` holds `mesh` now. Call it inside the transaction
     /// of the write it guards (the stamp, a send): the check and the write are then one.
-    pub fn check_holds(&self, mesh: &str, operation_id: &str) -> Result<(), StateError> {
+    pub fn check_holds(
+        &self,
+        mesh: &str,
+        target: &str,
+        operation_id: &str,
+    ) -> Result<(), StateError> {
         let current = self
             .conn
-            .query_row(HOLDER_SQL, [mesh], row_to_holder)
+            .query_row(HOLDER_SQL, [mesh, target], row_to_holder)
             .optional()
             .map_err(self.err("read the converge lock"))?;
         match current {
             Some(current) if current.operation_id == operation_id => Ok(()),
-            _ => Err(self.lock_lost(mesh, operation_id)),
+            _ => Err(self.lock_lost(mesh, target, operation_id)),
         }
     }
 
     /// The `LockLost` error of `operation_id`, naming who took the mesh over when that is known
     /// (the take-over note, else whoever holds it now).
-    pub fn lock_lost(&self, mesh: &str, operation_id: &str) -> StateError {
+    pub fn lock_lost(&self, mesh: &str, target: &str, operation_id: &str) -> StateError {
         let noted = self
             .conn
             .query_row(
@@ -205,7 +223,7 @@ impl StateDb {
             .ok()
             .flatten();
         let taken_by = noted.or_else(|| {
-            self.mesh_holder(mesh)
+            self.mesh_holder(mesh, target)
                 .ok()
                 .flatten()
                 .filter(|h| h.operation_id != operation_id)
@@ -219,11 +237,16 @@ impl StateDb {
     }
 
     /// Release the lock if `operation_id` holds it (otherwise nothing happens).
-    pub fn unlock_mesh(&self, mesh: &str, operation_id: &str) -> Result<(), StateError> {
+    pub fn unlock_mesh(
+        &self,
+        mesh: &str,
+        target: &str,
+        operation_id: &str,
+    ) -> Result<(), StateError> {
         self.conn
             .execute(
-                "DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2",
-                params![mesh, operation_id],
+                "DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2 AND target = ?3",
+                params![mesh, operation_id, target],
             )
             .map_err(self.err("release the converge lock"))?;
         Ok(())
@@ -235,6 +258,7 @@ impl StateDb {
         &self,
         events: &[NewEvent],
         mesh: &str,
+        target: &str,
         operation_id: &str,
     ) -> Result<(), StateError> {
         let tx = self
@@ -242,23 +266,41 @@ impl StateDb {
             .unchecked_transaction()
             .map_err(self.err("begin finishing a converge"))?;
         self.insert_events(events)?;
-        self.unlock_mesh(mesh, operation_id)?;
+        self.unlock_mesh(mesh, target, operation_id)?;
         self.prune_events()?;
         tx.commit()
             .map_err(self.err("commit the end of a converge"))
     }
 
-    /// Who holds the converge lock of a mesh, if anyone (dead or alive).
-    pub fn mesh_holder(&self, mesh: &str) -> Result<Option<Holder>, StateError> {
+    /// Who holds the lock of a target of a mesh, if anyone (dead or alive).
+    pub fn mesh_holder(&self, mesh: &str, target: &str) -> Result<Option<Holder>, StateError> {
         self.conn
-            .query_row(HOLDER_SQL, [mesh], row_to_holder)
+            .query_row(HOLDER_SQL, [mesh, target], row_to_holder)
+            .optional()
+            .map_err(self.err("read the converge lock"))
+    }
+
+    /// The lock operation `operation_id` holds of a target of `mesh`, if it holds one (dead or
+    /// alive): a build row's operation still running is one holding some target of its mesh.
+    pub fn operation_holder(
+        &self,
+        mesh: &str,
+        operation_id: &str,
+    ) -> Result<Option<Holder>, StateError> {
+        self.conn
+            .query_row(
+                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks \
+                 WHERE mesh = ?1 AND converge_id = ?2",
+                [mesh, operation_id],
+                row_to_holder,
+            )
             .optional()
             .map_err(self.err("read the converge lock"))
     }
 }
 
-const HOLDER_SQL: &str =
-    "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks WHERE mesh = ?1";
+const HOLDER_SQL: &str = "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks \
+     WHERE mesh = ?1 AND target = ?2";
 
 fn row_to_holder(r: &rusqlite::Row<'_>) -> rusqlite::Result<Holder> {
     Ok(Holder {

@@ -193,13 +193,18 @@ mod tests {
             },
         );
         let db = StateDb::open(&path).unwrap();
-        db.lock_mesh("demo", &Holder::here("c1")).unwrap().unwrap();
-        db.stamp_record("demo", "c1", &record).unwrap();
+        db.lock_mesh("demo", "default", &Holder::here("c1"))
+            .unwrap()
+            .unwrap();
+        db.stamp_record("demo", "default", "c1", &record).unwrap();
         drop(db);
         // No checkpoint on close: the stamp is still in the WAL, which the next handle recovers.
         assert!(dir.path().join("state.db-wal").exists());
         assert_eq!(
-            StateDb::open(&path).unwrap().record("demo").unwrap(),
+            StateDb::open(&path)
+                .unwrap()
+                .record("demo", "default")
+                .unwrap(),
             record
         );
     }

@@ -2,7 +2,7 @@
 //! a number a person can say aloud (`#142`), beside the full uuid kept for correlation.
 //!
 //! ```text
-//! let id = history.begin_operation("demo", "converge", &uuid)?; // OperationId { number: 142, .. }
+//! let id = history.begin_operation("demo", "default", "converge", &uuid)?; // OperationId { number: 142, .. }
 //! println!("{id}"); // #142
 //! ```
 
@@ -12,22 +12,24 @@ use super::{StateDb, StateError, now_ms};
 pub use crate::mesh::progress::OperationId;
 
 impl StateDb {
-    /// Give the operation `uuid` of `mesh` the next short id of the mesh (1, 2, …). Idempotent on
+    /// Give the operation `uuid` of `mesh`, acting on `target`, the next short id of the mesh (1,
+    /// 2, …: one count for every target of the mesh, so `#142` names one operation). Idempotent on
     /// the uuid: beginning it again answers the number it already has. One statement, so two
     /// processes beginning operations at once never share a number.
     pub fn begin_operation(
         &self,
         mesh: &str,
+        target: &str,
         kind: &str,
         uuid: &str,
     ) -> Result<OperationId, StateError> {
         self.conn
             .prepare_cached(
-                "INSERT INTO operations (mesh, number, uuid, kind, started_ms) \
-                 SELECT ?1, COALESCE(MAX(number), 0) + 1, ?2, ?3, ?4 FROM operations WHERE mesh = ?1 \
+                "INSERT INTO operations (mesh, number, uuid, kind, started_ms, target) \
+                 SELECT ?1, COALESCE(MAX(number), 0) + 1, ?2, ?3, ?4, ?5 FROM operations WHERE mesh = ?1 \
                  ON CONFLICT (uuid) DO NOTHING",
             )
-            .and_then(|mut st| st.execute(params![mesh, uuid, kind, now_ms()]))
+            .and_then(|mut st| st.execute(params![mesh, uuid, kind, now_ms(), target]))
             .map_err(self.err("begin an operation"))?;
         self.operation(uuid)?.ok_or_else(|| StateError::Invalid {
             path: self.path.clone(),

@@ -1,21 +1,23 @@
-//! The docker target's record (per mesh: module → ref and digest, when, which converge)
+//! The docker target's record (per mesh and target: module → ref and digest, when, which converge)
 //! and the input manifests (opaque JSON per mesh, module and ref).
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::{StateDb, StateError, now_ms};
 use crate::mesh::model::{Record, RecordEntry};
-use crate::mesh::pin::PinChange;
+use crate::mesh::pin::{PinChange, StampBy};
 
 impl StateDb {
-    /// The docker target's record of a mesh (empty when nothing was stamped).
-    pub fn record(&self, mesh: &str) -> Result<Record, StateError> {
+    /// The record of a docker target of a mesh (empty when nothing was stamped).
+    pub fn record(&self, mesh: &str, target: &str) -> Result<Record, StateError> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT module, ref, digest FROM records WHERE mesh = ?1")
+            .prepare_cached(
+                "SELECT module, ref, digest FROM records WHERE mesh = ?1 AND target = ?2",
+            )
             .map_err(self.err("read the record"))?;
         let rows = st
-            .query_map([mesh], |r| {
+            .query_map([mesh, target], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     RecordEntry {
@@ -35,62 +37,65 @@ impl StateDb {
     pub fn stamp_record(
         &self,
         mesh: &str,
+        target: &str,
         operation_id: &str,
         entries: &Record,
     ) -> Result<(), StateError> {
         self.stamp_record_as(
             mesh,
-            operation_id,
-            "converge",
+            target,
+            StampBy::new(operation_id, "converge"),
             entries,
             &PinChange::default(),
         )
     }
 
-    /// As [`StateDb::stamp_record`] by an operation of `kind` (converge, rollback, unpin); each
-    /// changed entry is noted in the record's history, and the pins changed, in the same transaction.
+    /// As [`StateDb::stamp_record`] by an operation of any kind (converge, rollback, unpin,
+    /// promote); each changed entry is noted in the record's history, and the pins changed, in the
+    /// same transaction.
     pub fn stamp_record_as(
         &self,
         mesh: &str,
-        operation_id: &str,
-        kind: &str,
+        target: &str,
+        by: StampBy<'_>,
         entries: &Record,
         pins: &PinChange,
     ) -> Result<(), StateError> {
-        self.durably(|| self.upsert_record(mesh, operation_id, kind, entries, pins))
+        self.durably(|| self.upsert_record(mesh, target, by, entries, pins))
     }
 
     fn upsert_record(
         &self,
         mesh: &str,
-        operation_id: &str,
-        kind: &str,
+        target: &str,
+        by: StampBy<'_>,
         entries: &Record,
         pins: &PinChange,
     ) -> Result<(), StateError> {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
-        self.check_holds(mesh, operation_id)?;
-        self.note_docker_stamps(mesh, operation_id, kind, entries)?;
-        self.apply_pin_change(mesh, pins)?;
+        self.check_holds(mesh, target, by.operation_id)?;
+        self.note_docker_stamps(mesh, target, by, entries)?;
+        self.apply_pin_change(mesh, target, pins)?;
         let at = now_ms();
         {
             let mut st = tx
                 .prepare_cached(
-                    "INSERT INTO records (mesh, module, ref, digest, stamped_ms, converge_id) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
-                     ON CONFLICT(mesh, module) DO UPDATE SET ref = excluded.ref, digest = excluded.digest, \
+                    "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, converge_id) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                     ON CONFLICT(mesh, target, module) DO UPDATE SET ref = excluded.ref, digest = excluded.digest, \
                      stamped_ms = excluded.stamped_ms, converge_id = excluded.converge_id",
                 )
                 .map_err(self.err("stamp the record"))?;
             for (module, entry) in entries {
                 st.execute(params![
                     mesh,
+                    target,
                     module,
                     entry.reference,
                     entry.digest,
                     at,
-                    operation_id
+                    by.operation_id
                 ])
                 .map_err(self.err("stamp the record"))?;
             }
@@ -102,23 +107,29 @@ impl StateDb {
     pub fn record_stamps(
         &self,
         mesh: &str,
+        target: &str,
     ) -> Result<std::collections::BTreeMap<String, (i64, String)>, StateError> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT module, stamped_ms, converge_id FROM records WHERE mesh = ?1")
+            .prepare_cached(
+                "SELECT module, stamped_ms, converge_id FROM records WHERE mesh = ?1 AND target = ?2",
+            )
             .map_err(self.err("read the record"))?;
-        st.query_map([mesh], |r| {
+        st.query_map([mesh, target], |r| {
             Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?)))
         })
         .and_then(|rows| rows.collect())
         .map_err(self.err("read the record"))
     }
 
-    /// Forget the whole record of a mesh.
-    pub fn clear_record(&self, mesh: &str) -> Result<(), StateError> {
+    /// Forget the whole record of a target of a mesh.
+    pub fn clear_record(&self, mesh: &str, target: &str) -> Result<(), StateError> {
         self.durably(|| {
             self.conn
-                .execute("DELETE FROM records WHERE mesh = ?1", [mesh])
+                .execute(
+                    "DELETE FROM records WHERE mesh = ?1 AND target = ?2",
+                    [mesh, target],
+                )
                 .map_err(self.err("clear the record"))
         })?;
         Ok(())

@@ -250,6 +250,74 @@ ALTER TABLE pins ADD COLUMN from_inputs TEXT;
 ALTER TABLE pins ADD COLUMN to_inputs TEXT;
 CREATE INDEX record_history_by_time ON record_history (mesh, module, at_ms, id);
 "#,
+    // 10: every target of a mesh keeps its own record, lock, pins and record history (a mesh may
+    // name several: staging, prod); the rows made before are the single target's, `default`. The
+    // keys grow a target: the tables are made again with every column, and the rows copied. An
+    // operation knows its target, a send too, and a stamp made by a promote the target it came from.
+    r#"
+CREATE TABLE records_v10 (
+    mesh        TEXT NOT NULL,
+    target      TEXT NOT NULL,
+    module      TEXT NOT NULL,
+    ref         TEXT NOT NULL,
+    digest      TEXT NOT NULL,
+    stamped_ms  INTEGER NOT NULL,
+    converge_id TEXT NOT NULL,
+    PRIMARY KEY (mesh, target, module)
+) WITHOUT ROWID;
+INSERT INTO records_v10 (mesh, target, module, ref, digest, stamped_ms, converge_id)
+SELECT mesh, 'default', module, ref, digest, stamped_ms, converge_id FROM records;
+DROP TABLE records;
+ALTER TABLE records_v10 RENAME TO records;
+
+CREATE TABLE pins_v10 (
+    mesh         TEXT NOT NULL,
+    target       TEXT NOT NULL,
+    module       TEXT NOT NULL,
+    from_ref     TEXT NOT NULL,
+    from_digest  TEXT NOT NULL,
+    to_ref       TEXT NOT NULL,
+    to_digest    TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    at_ms        INTEGER NOT NULL,
+    from_inputs  TEXT,
+    to_inputs    TEXT,
+    PRIMARY KEY (mesh, target, module)
+) WITHOUT ROWID;
+INSERT INTO pins_v10 (mesh, target, module, from_ref, from_digest, to_ref, to_digest, operation_id,
+    host, at_ms, from_inputs, to_inputs)
+SELECT mesh, 'default', module, from_ref, from_digest, to_ref, to_digest, operation_id, host, at_ms,
+    from_inputs, to_inputs FROM pins;
+DROP TABLE pins;
+ALTER TABLE pins_v10 RENAME TO pins;
+
+CREATE TABLE converge_locks_v10 (
+    mesh         TEXT NOT NULL,
+    target       TEXT NOT NULL,
+    converge_id  TEXT NOT NULL,
+    host         TEXT NOT NULL,
+    pid          INTEGER NOT NULL,
+    since_ms     INTEGER NOT NULL,
+    heartbeat_ms INTEGER NOT NULL,
+    PRIMARY KEY (mesh, target)
+) WITHOUT ROWID;
+INSERT INTO converge_locks_v10 (mesh, target, converge_id, host, pid, since_ms, heartbeat_ms)
+SELECT mesh, 'default', converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks;
+DROP TABLE converge_locks;
+ALTER TABLE converge_locks_v10 RENAME TO converge_locks;
+
+ALTER TABLE record_history ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE record_history ADD COLUMN from_target TEXT;
+DROP INDEX record_history_by_module;
+DROP INDEX record_history_by_time;
+CREATE INDEX record_history_by_module ON record_history (mesh, target, module, id);
+CREATE INDEX record_history_by_time ON record_history (mesh, target, module, at_ms, id);
+
+ALTER TABLE takeovers ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE operations ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
+ALTER TABLE sends ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

@@ -86,8 +86,9 @@ fn status_of(conn: &Connection, id: &str) -> String {
 #[test]
 fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // Migrations 7 (the stat cache, one row per context), 8 (`published_ms`, added as a column the
-    // old rows leave NULL) and 9 (pins' own inputs, the history by time) came after it.
-    assert_eq!(SCHEMA_VERSION, 9);
+    // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
+    // apart; the builds stay the mesh's) came after it.
+    assert_eq!(SCHEMA_VERSION, 10);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -191,4 +192,108 @@ fn a_fresh_database_and_a_migrated_one_have_the_same_builds_table() {
     assert_eq!(sql(&fresh), sql(&migrated));
     assert!(sql(&fresh).contains("'stopped'"), "{}", sql(&fresh));
     assert_eq!(shape(&fresh), shape(&migrated));
+}
+
+/// A database made by the first nine migrations, as a binary of schema version 9 left it.
+fn v9_database(path: &std::path::Path) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    for migration in &MIGRATIONS[..9] {
+        conn.execute_batch(migration).unwrap();
+    }
+    conn.pragma_update(None, "user_version", 9).unwrap();
+    conn
+}
+
+/// Every row of `table`, every column as text, sorted.
+fn all_rows(conn: &Connection, table: &str) -> Vec<Vec<String>> {
+    let mut st = conn.prepare(&format!("SELECT * FROM {table}")).unwrap();
+    let names: Vec<String> = st.column_names().iter().map(|n| n.to_string()).collect();
+    let mut rows: Vec<Vec<String>> = st
+        .query_map([], |r| {
+            (0..names.len())
+                .map(|i| {
+                    let v: rusqlite::types::Value = r.get(i)?;
+                    Ok(format!("{}={v:?}", names[i]))
+                })
+                .collect()
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for row in &mut rows {
+        row.sort();
+    }
+    rows.sort();
+    rows
+}
+
+#[test]
+fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v9 = v9_database(&path);
+    v9.execute_batch(
+        "INSERT INTO records VALUES ('demo', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1');
+         INSERT INTO pins VALUES ('demo', 'api', 'demo/api:2', 'sha256:2', 'demo/api:1', 'sha256:1',
+             'op-2', 'host-a', 20, 'own-2', 'own-1');
+         INSERT INTO converge_locks VALUES ('demo', 'op-3', 'host-a', 42, 30, 31);
+         INSERT INTO record_history (mesh, module, from_ref, from_digest, to_ref, to_digest,
+             operation_id, kind, host, pid, at_ms)
+             VALUES ('demo', 'api', NULL, NULL, 'demo/api:1', 'sha256:1', 'op-1', 'converge', 'host-a', 42, 10);
+         INSERT INTO takeovers VALUES ('op-0', 'demo', 'op-3', 'host-a', 42, 30, 31);
+         INSERT INTO operations VALUES ('demo', 1, 'op-1', 'converge', 10);
+         INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id)
+             VALUES ('demo', 'api', 'api-1', 'sha256:0', 'demo/api:1', 'sha256:1', 'moved', 11, 'op-1');",
+    )
+    .unwrap();
+    let before: Vec<(&str, Vec<Vec<String>>)> = [
+        "records",
+        "pins",
+        "converge_locks",
+        "record_history",
+        "takeovers",
+        "operations",
+        "sends",
+    ]
+    .into_iter()
+    .map(|table| (table, all_rows(&v9, table)))
+    .collect();
+    drop(v9);
+
+    let conn = open(&path).unwrap();
+    for (table, rows) in before {
+        // Every row and column as it was, plus its target: `default` (and no promote's source).
+        let mut expected = rows.clone();
+        for row in &mut expected {
+            row.push("target=Text(\"default\")".into());
+            if table == "record_history" {
+                row.push("from_target=Null".into());
+            }
+            row.sort();
+        }
+        expected.sort();
+        assert_eq!(all_rows(&conn, table), expected, "{table}");
+    }
+    // A second target of the same mesh keeps its own record, pins and lock beside them.
+    conn.execute_batch(
+        "INSERT INTO records VALUES ('demo', 'prod', 'api', 'demo/api:0', 'sha256:0', 40, 'op-4');
+         INSERT INTO pins (mesh, target, module, from_ref, from_digest, to_ref, to_digest,
+             operation_id, host, at_ms) VALUES ('demo', 'prod', 'api', 'a', 'b', 'c', 'd', 'op-5', 'h', 1);
+         INSERT INTO converge_locks VALUES ('demo', 'prod', 'op-6', 'host-b', 7, 50, 51);",
+    )
+    .unwrap();
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT count(*) FROM records WHERE mesh = 'demo'"), 2);
+    assert_eq!(
+        count("SELECT count(*) FROM converge_locks WHERE mesh = 'demo'"),
+        2
+    );
+    // …but the same target's key is still one row.
+    assert!(
+        conn.execute(
+            "INSERT INTO records VALUES ('demo', 'default', 'api', 'x', 'y', 1, 'op')",
+            []
+        )
+        .is_err()
+    );
 }

@@ -93,7 +93,8 @@ async fn read_roots(
                 roots.builds.entry(module).or_default().push(row);
             }
         }
-        db.pins(&mesh.name).map_err(|e| state(e.to_string()))?
+        db.pins(&mesh.name, target.name())
+            .map_err(|e| state(e.to_string()))?
     };
     let root = target.machines_root();
     let machines = target
@@ -412,6 +413,7 @@ async fn take(
 ) -> Result<GcReport, GcError> {
     let _ = locked(db).map_err(GcError::Handle)?.operation_short(
         &mesh.name,
+        target.name(),
         &emitter.operation_id,
         "gc",
     );

@@ -15,9 +15,10 @@ use crate::converge::progress::{Emitter, Step};
 use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{
-    MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Record, RecordEntry, Registry,
+    MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, MachineSpec, Mesh, Record, RecordEntry, Registry,
+    TARGET_LABEL, Target as Spec,
 };
-use crate::mesh::pin::PinChange;
+use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
 
 use super::host;
@@ -27,9 +28,48 @@ use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
 pub struct Docker {
     /// The target's name in the mesh.
     pub name: String,
+    /// The mesh's first docker target: a machine without the target label is this one's.
+    pub first: bool,
+    /// The mesh has several docker targets: the machines created here carry the target label.
+    pub marked: bool,
+}
+
+impl Docker {
+    /// Docker target `name` of `mesh`.
+    pub fn new(mesh: &Mesh, name: &str) -> Docker {
+        let docker: Vec<&str> = mesh
+            .target_names()
+            .into_iter()
+            .filter(|n| matches!(mesh.target(n), Some(Spec::Docker)))
+            .collect();
+        Docker {
+            name: name.to_string(),
+            first: docker.first().is_none_or(|first| *first == name),
+            marked: docker.len() > 1,
+        }
+    }
+
+    /// Whether a container of the mesh runs on this target: it says so, or it says nothing and
+    /// this is the mesh's first docker target.
+    fn runs_here(&self, container: &Container) -> bool {
+        match &container.target {
+            Some(target) => *target == self.name,
+            None => self.first,
+        }
+    }
+
+    /// This target's declared machines.
+    fn declared<'m>(&self, mesh: &'m Mesh) -> impl Iterator<Item = &'m MachineSpec> {
+        let name = self.name.clone();
+        mesh.machines.iter().filter(move |m| m.target == name)
+    }
 }
 
 impl Target for Docker {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
     fn describe(&self) -> TargetDescription {
         description(&self.name)
     }
@@ -54,7 +94,7 @@ impl Target for Docker {
         Box::pin(async move {
             let record = locked(db)
                 .map_err(TargetError::Handle)?
-                .record(&mesh.name)?;
+                .record(&mesh.name, &self.name)?;
             Ok(RecordRead {
                 record,
                 source: "the docker record".into(),
@@ -70,8 +110,7 @@ impl Target for Docker {
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
-        operation_id: &'a str,
-        kind: &'a str,
+        by: StampBy<'a>,
         entries: &'a Record,
         pins: &'a PinChange,
     ) -> Fut<'a, Result<(), ConvergeError>> {
@@ -82,7 +121,7 @@ impl Target for Docker {
             };
             locked(db)
                 .map_err(ConvergeError::Failed)?
-                .stamp_record_as(&mesh.name, operation_id, kind, entries, pins)
+                .stamp_record_as(&mesh.name, &self.name, by, entries, pins)
                 .map_err(state_error)
         })
     }
@@ -99,7 +138,7 @@ impl Target for Docker {
             let containers = daemon.labelled_containers().await?;
             let mut machines: Vec<Machine> = containers
                 .iter()
-                .filter(|c| belongs(mesh, c))
+                .filter(|c| belongs(mesh, c) && self.runs_here(c))
                 .filter_map(|c| {
                     let module = mesh.module(&c.module)?;
                     let running = vec![c.image_id.clone()];
@@ -115,7 +154,7 @@ impl Target for Docker {
                     })
                 })
                 .collect();
-            let missing = missing_declared(mesh, &machines);
+            let missing = missing_declared(self.declared(mesh), &machines);
             machines.extend(missing);
             machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
             Ok(machines)
@@ -131,8 +170,13 @@ impl Target for Docker {
         daemon: &'a LazyDaemon,
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<Vec<String>, TargetError>> {
+        let made = Made {
+            mesh,
+            target: self.marked.then_some(self.name.as_str()),
+            specs: self.declared(mesh).collect(),
+        };
         Box::pin(create_declared(
-            mesh, record, existing, in_scope, daemon, emitter,
+            made, record, existing, in_scope, daemon, emitter,
         ))
     }
 
@@ -324,9 +368,11 @@ pub fn belongs(mesh: &Mesh, container: &Container) -> bool {
 }
 
 /// The declared machines that do not exist on the target, each as a `missing` machine.
-fn missing_declared(mesh: &Mesh, found: &[Machine]) -> Vec<Machine> {
-    mesh.machines
-        .iter()
+fn missing_declared<'m>(
+    declared: impl Iterator<Item = &'m MachineSpec>,
+    found: &[Machine],
+) -> Vec<Machine> {
+    declared
         .filter(|spec| !found.iter().any(|m| m.name == spec.name))
         .map(|spec| Machine {
             name: spec.name.clone(),
@@ -348,17 +394,26 @@ fn health(container: &Container) -> String {
     }
 }
 
+/// What a target creates machines of: the mesh, the target label to set (several docker targets),
+/// and its declared machines.
+struct Made<'a> {
+    mesh: &'a Mesh,
+    target: Option<&'a str>,
+    specs: Vec<&'a MachineSpec>,
+}
+
 /// Create each declared machine that does not exist yet and whose module the record holds.
 async fn create_declared(
-    mesh: &Mesh,
+    made: Made<'_>,
     record: &Record,
     existing: &[Machine],
     in_scope: &(dyn Fn(&str) -> bool + Sync),
     daemon: &LazyDaemon,
     emitter: &Emitter,
 ) -> Result<Vec<String>, TargetError> {
+    let mesh = made.mesh;
     let mut created = Vec::new();
-    for spec in mesh.machines.iter().filter(|m| in_scope(&m.module)) {
+    for spec in made.specs.into_iter().filter(|m| in_scope(&m.module)) {
         if existing
             .iter()
             .any(|m| m.name == spec.name && m.state != MachineState::Missing)
@@ -369,11 +424,14 @@ async fn create_declared(
             continue;
         };
         let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
-        let labels = HashMap::from([
+        let mut labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
             (MESH_LABEL.to_string(), mesh.name.clone()),
             (MACHINE_LABEL.to_string(), spec.name.clone()),
         ]);
+        if let Some(target) = made.target {
+            labels.insert(TARGET_LABEL.to_string(), target.to_string());
+        }
         let new = NewContainer {
             name: spec.name.clone(),
             image: entry.digest.clone(),

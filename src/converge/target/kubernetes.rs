@@ -25,7 +25,7 @@ use crate::mesh::behind::{machine_state, workload_state};
 use crate::mesh::live::HeldBy;
 use crate::mesh::machine::{Machine, MachineKind, Move};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry, Registry};
-use crate::mesh::pin::{KeptWithRecord, PinChange, Stamper};
+use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
 use crate::mesh::target::TargetDescription;
 
 use super::host;
@@ -131,7 +131,7 @@ impl Kube {
             Some(warning) => tracing::warn!("{warning}"),
             None => {
                 let copied = locked(db).and_then(|h| {
-                    h.mirror_team(&mesh.name, &read.pins, &read.history)
+                    h.mirror_team(&mesh.name, &self.name, &read.pins, &read.history)
                         .map_err(|e| e.to_string())
                 });
                 if let Err(error) = copied {
@@ -161,26 +161,26 @@ impl Kube {
         &self,
         mesh: &Mesh,
         db: &Mutex<StateDb>,
-        operation_id: &str,
-        kind: &str,
+        how: StampBy<'_>,
         entries: &Record,
         pins: &PinChange,
     ) -> Result<(), ConvergeError> {
         let short = locked(db)
             .and_then(|h| {
-                h.operation_short(&mesh.name, operation_id, kind)
+                h.operation_short(&mesh.name, &self.name, how.operation_id, how.kind)
                     .map_err(|e| e.to_string())
             })
             .ok();
         let by = Stamper {
-            operation_id: operation_id.to_string(),
-            kind: kind.to_string(),
+            operation_id: how.operation_id.to_string(),
+            kind: how.kind.to_string(),
             short,
             host: this_host(),
             pid: std::process::id(),
             at_ms: crate::timefmt::now_ms(),
+            from_target: how.from_target.map(str::to_string),
         };
-        self.still_holds(db, &mesh.name, operation_id).await?;
+        self.still_holds(db, &mesh.name, how.operation_id).await?;
         let write = TeamWrite {
             entries,
             pins,
@@ -192,7 +192,7 @@ impl Kube {
             .await
             .map_err(|e| ConvergeError::Failed(e.to_string()))?;
         let copied = locked(db).and_then(|h| {
-            h.mirror_team(&mesh.name, &stamped.pins, &stamped.history)
+            h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history)
                 .map_err(|e| e.to_string())
         });
         if let Err(error) = copied {
@@ -496,14 +496,14 @@ impl Target for Kube {
         wait: bool,
     ) -> Fut<'a, Result<Option<String>, ConvergeError>> {
         Box::pin(async move {
-            let from_db = lock::acquire(db, mesh, holder, wait).await?;
+            let from_db = lock::acquire(db, mesh, &self.name, holder, wait).await?;
             let claim = lease::claim(holder, kind);
             match lease::take(&self.cluster, &self.claims, mesh, claim, wait).await {
                 Ok(Some(from)) => Ok(Some(lease::took_over(mesh, &from))),
-                Ok(None) => Ok(from_db.map(|from| lock::took_over(db, mesh, &from))),
+                Ok(None) => Ok(from_db.map(|from| lock::took_over(db, mesh, &self.name, &from))),
                 Err(error) => {
                     if let Ok(db) = locked(db) {
-                        let _ = db.unlock_mesh(mesh, &holder.operation_id);
+                        let _ = db.unlock_mesh(mesh, &self.name, &holder.operation_id);
                     }
                     Err(error.into())
                 }
@@ -532,8 +532,15 @@ impl Target for Kube {
         lost: watch::Sender<Option<String>>,
     ) -> tokio::task::JoinHandle<()> {
         let (cluster, claims) = (self.cluster.clone(), self.claims.clone());
+        let target = self.name.clone();
         tokio::spawn(async move {
-            let beat = lock::beat(state_path, mesh.clone(), operation_id.clone(), &lost);
+            let beat = lock::beat(
+                state_path,
+                mesh.clone(),
+                target,
+                operation_id.clone(),
+                &lost,
+            );
             let renew = lease::renew_while_running(cluster, claims, mesh, operation_id, &lost);
             tokio::join!(beat, renew);
         })
@@ -560,7 +567,7 @@ impl Target for Kube {
         operation_id: &'a str,
     ) -> Fut<'a, Result<(), ConvergeError>> {
         Box::pin(async move {
-            still_holds(db, mesh, operation_id)?;
+            still_holds(db, mesh, &self.name, operation_id)?;
             Ok(lease::check(&self.cluster, &self.claims, mesh, operation_id).await?)
         })
     }
@@ -572,6 +579,10 @@ impl Target for Kube {
             mesh,
             operation_id,
         ))
+    }
+
+    fn name(&self) -> &str {
+        &self.name
     }
 
     fn describe(&self) -> TargetDescription {
@@ -615,12 +626,11 @@ impl Target for Kube {
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
-        operation_id: &'a str,
-        kind: &'a str,
+        by: StampBy<'a>,
         entries: &'a Record,
         pins: &'a PinChange,
     ) -> Fut<'a, Result<(), ConvergeError>> {
-        Box::pin(self.stamp_over(mesh, db, operation_id, kind, entries, pins))
+        Box::pin(self.stamp_over(mesh, db, by, entries, pins))
     }
 
     fn machines<'a>(

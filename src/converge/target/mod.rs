@@ -48,20 +48,32 @@ pub async fn connect(
         return Err(TargetError::NoSuchTarget {
             mesh: mesh.name.clone(),
             name: name.to_string(),
-            names: mesh.targets.keys().cloned().collect::<Vec<_>>().join(", "),
+            names: mesh.target_names().join(", "),
             file: mesh.file.display().to_string(),
         });
     };
+    let environment = mesh.environment(name);
+    let named = environment.is_some_and(|e| e.named);
+    if named && (context.is_some() || namespace.is_some()) {
+        return Err(TargetError::NamedElsewhere {
+            mesh: mesh.name.clone(),
+            target: name.to_string(),
+            file: mesh.file.display().to_string(),
+        });
+    }
     match spec {
-        Spec::Docker => Ok(Arc::new(docker::Docker {
-            name: name.to_string(),
-        })),
+        Spec::Docker => Ok(Arc::new(docker::Docker::new(mesh, name))),
         Spec::Kubernetes { .. } => {
             let (context, namespace) = place_of(spec, context, namespace);
+            if named && let Some(context) = &context {
+                known_context(mesh, name, context)?;
+            }
             let namespace = namespace.unwrap_or_default();
             let cluster = Cluster::connect(context.as_deref(), &namespace).await?;
             let rules = FollowRules {
-                deadline: mesh.rollout_deadline,
+                deadline: environment
+                    .and_then(|e| e.rollout_deadline)
+                    .or(mesh.rollout_deadline),
                 ..FollowRules::default()
             };
             Ok(Arc::new(kubernetes::Kube::new(
@@ -72,6 +84,25 @@ pub async fn connect(
             )))
         }
     }
+}
+
+/// A named target's context must be one the kubeconfig has: checked before any call, so that it
+/// never falls back on another (the current one).
+fn known_context(mesh: &Mesh, name: &str, context: &str) -> Result<(), TargetError> {
+    let known = crate::backends::cluster::kubeconfig_contexts();
+    if known.names.iter().any(|c| c == context) {
+        return Ok(());
+    }
+    Err(TargetError::UnknownContext(Box::new(
+        crate::converge::error::UnknownContext {
+            file: mesh.file.display().to_string(),
+            line: mesh.environment(name).map_or(0, |e| e.line),
+            target: name.to_string(),
+            context: context.to_string(),
+            kubeconfig: known.kubeconfig,
+            contexts: known.names,
+        },
+    )))
 }
 
 /// The Kubernetes context and namespace a target is reached at: the flags win over the mesh
@@ -120,6 +151,8 @@ pub fn describe(
 pub fn docker() -> Connected {
     Arc::new(docker::Docker {
         name: crate::mesh::model::DEFAULT_TARGET.to_string(),
+        first: true,
+        marked: false,
     })
 }
 

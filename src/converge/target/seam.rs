@@ -18,7 +18,7 @@ use crate::converge::progress::Emitter;
 use crate::mesh::live::HeldBy;
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
-use crate::mesh::pin::{KeptWithRecord, PinChange};
+use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
 
 /// A target's answer, later: boxed so that the seam can be a trait object (`Arc<dyn Target>`).
@@ -77,6 +77,10 @@ pub struct Reach<'a> {
 /// Where modules are delivered and machines run. Made once per command by [`super::connect`],
 /// shared as `Arc<dyn Target>`.
 pub trait Target: Send + Sync {
+    /// The target's name in the mesh (`default` for a mesh file's single `[target]`): what its
+    /// record, lock, pins and history are kept under in the state database.
+    fn name(&self) -> &str;
+
     /// The target in words, for the screen and the confirms.
     fn describe(&self) -> TargetDescription;
 
@@ -109,16 +113,15 @@ pub trait Target: Send + Sync {
         db: &'a Mutex<StateDb>,
     ) -> Fut<'a, Result<RecordRead, TargetError>>;
 
-    /// Merge `entries` into the record and change the pins, in one write, only while
-    /// `operation_id` (of `kind`: converge, rollback, unpin) still holds the mesh; every changed
-    /// entry is noted in the record's history. Where the record lives on the target, the pins and
-    /// the history live there too, and the state database keeps a copy.
+    /// Merge `entries` into the record and change the pins, in one write, only while the
+    /// operation `by` names (a converge, rollback, unpin, promote) still holds the mesh; every
+    /// changed entry is noted in the record's history. Where the record lives on the target, the
+    /// pins and the history live there too, and the state database keeps a copy.
     fn stamp<'a>(
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
-        operation_id: &'a str,
-        kind: &'a str,
+        by: StampBy<'a>,
         entries: &'a Record,
         pins: &'a PinChange,
     ) -> Fut<'a, Result<(), ConvergeError>>;
@@ -236,8 +239,8 @@ pub trait Target: Send + Sync {
     ) -> Fut<'a, Result<Option<String>, ConvergeError>> {
         let _ = kind;
         Box::pin(async move {
-            let from = lock::acquire(db, mesh, holder, wait).await?;
-            Ok(from.map(|from| lock::took_over(db, mesh, &from)))
+            let from = lock::acquire(db, mesh, self.name(), holder, wait).await?;
+            Ok(from.map(|from| lock::took_over(db, mesh, self.name(), &from)))
         })
     }
 
@@ -269,7 +272,13 @@ pub trait Target: Send + Sync {
         operation_id: String,
         lost: watch::Sender<Option<String>>,
     ) -> tokio::task::JoinHandle<()> {
-        lock::spawn_heartbeat(state_path, mesh, operation_id, lost)
+        lock::spawn_heartbeat(
+            state_path,
+            mesh,
+            self.name().to_string(),
+            operation_id,
+            lost,
+        )
     }
 
     /// `LockLost` when `operation_id` no longer holds the mesh: call it in the same step as each
@@ -280,7 +289,7 @@ pub trait Target: Send + Sync {
         mesh: &'a str,
         operation_id: &'a str,
     ) -> Fut<'a, Result<(), ConvergeError>> {
-        Box::pin(async move { still_holds(db, mesh, operation_id) })
+        Box::pin(async move { still_holds(db, mesh, self.name(), operation_id) })
     }
 
     /// Give the mesh back at the operation's end, where the team holds it (the state database's
