@@ -325,6 +325,16 @@ async fn a_paused_deployment_is_patched_and_said_at_once_not_waited_on() {
         "{:?}",
         started.elapsed()
     );
+    // The list the person confirms (stderr, before anything is patched) says it too.
+    let listed = String::from_utf8_lossy(&output.stderr);
+    let before = listed.split("started send").next().unwrap_or_default();
+    assert!(
+        before.contains(&format!(
+            "paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume deployment/web-1 -n {})",
+            k.namespace
+        )),
+        "{listed}"
+    );
     let outcomes: Value = serde_json::from_slice(&output.stdout).unwrap();
     let message = outcomes[0]["message"].as_str().unwrap();
     assert!(
