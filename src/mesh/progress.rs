@@ -77,6 +77,12 @@ impl Step {
         }
     }
 
+    /// Whether the step is a line to read wherever an operation is shown (the dashboard's pane, the
+    /// command line's log). A `queued` step is each module's state for the table, never a line.
+    pub fn is_line(self) -> bool {
+        self != Step::Queued
+    }
+
     pub fn parse(name: &str) -> Step {
         Step::ALL
             .into_iter()
@@ -165,6 +171,12 @@ pub fn unseen(events: Vec<EventRow>, last_id: i64) -> impl Iterator<Item = Event
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_step_but_queued_is_a_line() {
+        let lines: Vec<Step> = Step::ALL.into_iter().filter(|s| !s.is_line()).collect();
+        assert_eq!(lines, vec![Step::Queued]);
+    }
 
     fn row(id: i64) -> EventRow {
         EventRow {
