@@ -208,7 +208,7 @@ mod tests {
         };
         assert_eq!(
             plain_line(&built).as_deref(),
-            Some("    built api: built demo/api:1 → sha256:aa")
+            Some("    built api: demo/api:1 → sha256:aa")
         );
     }
 }
