@@ -42,6 +42,16 @@ fn a_converge_that_changed_nothing_says_so_and_a_rollback_and_a_send_say_their_r
     assert!(rollback.status.success(), "{}", said(&rollback));
     let all = said(&rollback);
     assert_eq!(times(&all, "rolled back web to"), 1, "{all}");
+    // It says the pin rule as it is: a base that moves keeps the pin, only web's own inputs end it.
+    assert_eq!(
+        times(
+            &all,
+            "until its own inputs (files, Dockerfile, args, platforms; not its base)"
+        ),
+        2,
+        "before the confirm and in the result: {all}"
+    );
+    assert!(!all.contains("third"), "{all}");
 
     // web is pinned at v1 and its machine runs v1: a send of web has nothing to move, so `api`
     // (record policy, held behind by a forced rebuild) is the one sent.

@@ -327,8 +327,8 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
         ),
     }
     lines.push(format!(
-        "and pin it: converges keep it until its address moves to a third one, `meshtop unpin {}` or a forced converge",
-        module.name
+        "and pin it: converges keep it {}",
+        crate::mesh::pin::ends_when(&module.name)
     ));
     Ok(Confirm {
         title: format!("Roll back {}?", module.name),
