@@ -67,6 +67,8 @@ pub enum Command {
     Rollback(RollbackArgs),
     /// End a module's pin: later converges decide for it as usual again.
     Unpin(UnpinArgs),
+    /// Record and send on one target the exact artifacts another target's record names: no build.
+    Promote(PromoteArgs),
     /// Remove this mesh's images nothing needs (outside the keep set).
     Gc(GcArgs),
     /// Per module: builds, failures, median build time, decisions, build time the skips saved.
@@ -100,6 +102,25 @@ pub struct RollbackArgs {
     #[arg(long)]
     pub yes: bool,
     /// Print a JSON summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    /// The modules to promote (at least one).
+    #[arg(required = true)]
+    pub modules: Vec<String>,
+    /// The target that takes the artifacts.
+    #[arg(long, value_name = "TARGET")]
+    pub to: String,
+    /// The target whose record names them (default: the to-target's `promote_from`).
+    #[arg(long, value_name = "TARGET")]
+    pub from: Option<String>,
+    /// Do not ask (needed without a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print a JSON object: the plan and what was done.
     #[arg(long)]
     pub json: bool,
 }
@@ -204,9 +225,13 @@ pub enum BuildsFormat {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Print a JSON array.
+    /// Print a JSON array (with --all-targets: the grid as one object).
     #[arg(long)]
     pub json: bool,
+    /// Every target of the mesh side by side: modules down, targets across, each cell the target's
+    /// recorded artifact, its machines, a mark where it differs from its promote_from, its age.
+    #[arg(long)]
+    pub all_targets: bool,
     /// Exit 1 when any machine is behind (or held, or paused), a declared machine is missing, or a
     /// workload's module container cannot be told.
     #[arg(long)]

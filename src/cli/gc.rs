@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::error::GcError;
-use crate::converge::gc::{self, GcReport, GcRules};
+use crate::converge::gc::{self, GcReport, GcRules, GcTargets, Other};
 use crate::mesh::gc::grace_words;
 use crate::timefmt;
 
@@ -14,9 +14,24 @@ use super::args::{GcArgs, Global};
 use super::{Failure, Outcome, confirm, print_json, print_out, setup};
 
 pub async fn run(global: &Global, args: GcArgs) -> Outcome {
-    let mesh = setup::load_mesh(global)?;
+    let mesh = setup::load_file(global)?;
     let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;
+    // Every other target's keep set counts: each is read before anything is taken.
+    let mut others = Vec::new();
+    for name in mesh.target_names() {
+        if name != target.name() {
+            let connected = setup::connect(global, &mesh, name).await;
+            others.push(Other {
+                name: name.to_string(),
+                target: connected.map_err(|f| f.message),
+            });
+        }
+    }
+    let targets = GcTargets {
+        acting: target.as_ref(),
+        others: &others,
+    };
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }
@@ -26,7 +41,7 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         grace_ms: args.grace,
     };
     let nothing = |e: GcError| Failure::failed(format!("gc took nothing: {e}"));
-    let mut report = gc::plan(&mesh, &rules, &daemon, target.as_ref(), &db)
+    let mut report = gc::plan(&mesh, &rules, &daemon, targets, &db)
         .await
         .map_err(nothing)?;
     let holder = crate::backends::state::locked(&db)
@@ -67,7 +82,7 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         &rules,
         Some(&confirmed),
         &daemon,
-        target.as_ref(),
+        targets,
         &db,
         Some(tx),
     )

@@ -13,10 +13,12 @@ macro_rules! outln {
 pub mod args;
 mod builds;
 mod converge;
+mod environments;
 mod gc;
 mod history;
 mod plan;
 mod progress;
+mod promote;
 mod rollback;
 mod send;
 mod setup;
@@ -112,6 +114,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::History(args) => history::run(&global, args).await,
             Command::Rollback(args) => rollback::run(&global, args).await,
             Command::Unpin(args) => rollback::unpin(&global, args).await,
+            Command::Promote(args) => promote::run(&global, args).await,
             Command::Gc(args) => gc::run(&global, args).await,
             Command::Stats(args) => stats::run(&global, args).await,
             Command::Watch(args) => watch::run(&global, args).await,

@@ -25,6 +25,9 @@ struct MachineStatus {
 }
 
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
+    if args.all_targets {
+        return super::environments::run(global, args.json, args.exit_code).await;
+    }
     let mesh = setup::load_mesh(global)?;
     let db = Mutex::new(setup::open_state_for_reading(global)?);
     let target = setup::target(global, &mesh).await?;

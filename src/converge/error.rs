@@ -288,6 +288,9 @@ pub enum GcError {
     Unreadable { root: String, why: String },
     #[error("gc takes nothing while another operation holds the mesh: {0}")]
     Held(ConvergeError),
+    /// Another target of the mesh is held by an operation now.
+    #[error("gc takes nothing while another target of the mesh is held: {0}")]
+    HeldElsewhere(String),
     #[error(transparent)]
     Target(#[from] TargetError),
     /// The state database's handle could not be taken.

@@ -2,6 +2,7 @@
 
 pub mod build;
 pub mod engine;
+pub mod environments;
 pub mod error;
 pub mod gc;
 pub mod hold;
@@ -12,6 +13,7 @@ pub mod pin_ends;
 pub mod plan;
 pub mod preflight;
 pub mod progress;
+pub mod promote;
 pub mod rollback;
 pub mod rollout;
 pub mod send;

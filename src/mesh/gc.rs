@@ -66,6 +66,10 @@ pub struct GcReport {
     pub spared: Vec<Candidate>,
     pub bytes_freed: i64,
     pub warnings: Vec<String>,
+    /// The mesh's other targets an operation holds now (`target prod is held by converge #12 on
+    /// host-b`): a sweep takes nothing while one is.
+    #[serde(default)]
+    pub held_elsewhere: Vec<String>,
 }
 
 /// `12.3 MB` (decimal units, as `docker images` counts).

@@ -5,6 +5,7 @@
 pub mod behind;
 pub mod builds;
 pub mod decide;
+pub mod environments;
 pub mod gc;
 pub mod live;
 pub mod machine;

@@ -111,12 +111,16 @@ pub async fn run(
                 grace_ms,
             };
             let db = session.db_handle().await?;
+            let others = super::views::others(&session, &name).await;
             let report = gc::sweep(
-                &mesh,
+                &session.mesh,
                 &rules,
                 Some(&confirmed),
                 &daemon,
-                target.as_ref(),
+                gc::GcTargets {
+                    acting: target.as_ref(),
+                    others: &others,
+                },
                 &db,
                 Some(progress),
             )

@@ -27,6 +27,20 @@ pub fn fetch(backend: &Arc<dyn OnDemand>, request: ViewRequest, tx: mpsc::Unboun
     });
 }
 
+/// Every target of the session's mesh but `acting`, connected (or why not): gc reads them all.
+pub async fn others(session: &Session, acting: &str) -> Vec<gc::Other> {
+    let mut others = Vec::new();
+    for name in session.mesh.target_names() {
+        if name != acting {
+            others.push(gc::Other {
+                name: name.to_string(),
+                target: session.connected(name).await,
+            });
+        }
+    }
+    others
+}
+
 /// One view's read through the session's connections.
 pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
     Box::pin(async move {
@@ -44,8 +58,12 @@ pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<Vie
                 let target = session.connected(&name).await?;
                 let daemon = session.lazy_daemon().await;
                 let db = session.db_handle().await?;
-                let mesh = session.mesh_on(&name);
-                let report = gc::plan(&mesh, &rules, &daemon, target.as_ref(), &db).await?;
+                let others = others(&session, &name).await;
+                let targets = gc::GcTargets {
+                    acting: target.as_ref(),
+                    others: &others,
+                };
+                let report = gc::plan(&session.mesh, &rules, &daemon, targets, &db).await?;
                 Ok(ViewData::Gc(Box::new(report)))
             }
             ViewRequest::Stats { since_ms } => {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use super::error::{GcError, TargetError};
 use super::progress::{Emitter, ProgressTx, Step};
-use super::target::{Reach, Target};
+use super::target::Reach;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
 use crate::backends::registry::{Deleted, repository_in, split_reference};
@@ -28,8 +28,10 @@ use crate::timefmt;
 pub use crate::mesh::gc::{Candidate, GcReport, GcRules};
 
 mod registry;
+mod targets;
 
 use registry::{Pulled, keep_running, manifest_candidates, spare_tagged};
+pub use targets::{GcTargets, Other};
 
 /// The root a build within the grace is kept by.
 const GRACE: &str = "grace";
@@ -46,15 +48,20 @@ struct Roots {
     builds: BTreeMap<String, Vec<BuildRow>>,
 }
 
+/// Every root of every target, read (`mesh` as its file says it); the other targets an operation
+/// holds now, in words.
 async fn read_roots(
     mesh: &Mesh,
     rules: &GcRules,
     daemon: &LazyDaemon,
-    target: &dyn Target,
+    targets: GcTargets<'_>,
     db: &Mutex<StateDb>,
     registry: Option<&Pulled<'_>>,
-) -> Result<Roots, GcError> {
+) -> Result<(Roots, Vec<String>), GcError> {
     let state = |e: String| GcError::unreadable("the state database", e);
+    let target = targets.acting;
+    let file = mesh;
+    let mesh = &file.on_target(target.name());
     let record = target
         .read_record(mesh, db)
         .await
@@ -109,10 +116,11 @@ async fn read_roots(
         );
         roots.kept_refs.insert(pin.to_ref);
     }
+    let held = targets::keep_others(file, targets.others, daemon, db, &mut roots, registry).await?;
     keep_newest(&mut roots, rules.keep_newest);
     keep_young(&mut roots, rules.grace_ms, timefmt::now_ms());
     keep_bases(&mut roots);
-    Ok(roots)
+    Ok((roots, held))
 }
 
 /// Each module's newest `n` successful builds.
@@ -291,14 +299,16 @@ fn candidates(
     (out, spared)
 }
 
-/// Read every root and list the candidates (nothing is taken).
+/// Read every root of every target and list the candidates (nothing is taken). `mesh` as its
+/// file says it.
 pub async fn plan(
     mesh: &Mesh,
     rules: &GcRules,
     daemon: &LazyDaemon,
-    target: &dyn Target,
+    targets: GcTargets<'_>,
     db: &Mutex<StateDb>,
 ) -> Result<GcReport, GcError> {
+    let target = targets.acting;
     let registry = target.pushes_to();
     let client = match &registry {
         Some(registry) => Some(
@@ -316,7 +326,8 @@ pub async fn plan(
             client,
             host: &registry.host,
         });
-    let roots = read_roots(mesh, rules, daemon, target, db, pulled.as_ref()).await?;
+    let (roots, held_elsewhere) =
+        read_roots(mesh, rules, daemon, targets, db, pulled.as_ref()).await?;
     let docker = daemon
         .get()
         .await
@@ -329,7 +340,7 @@ pub async fn plan(
     if let Some(pulled) = &pulled {
         // The registry must answer before anything is taken from it.
         for entry in target
-            .read_record(mesh, db)
+            .read_record(&mesh.on_target(target.name()), db)
             .await
             .map_err(|e| GcError::unreadable("the target's record", e))?
             .record
@@ -368,7 +379,8 @@ pub async fn plan(
         candidates: found,
         spared,
         bytes_freed: 0,
-        warnings: Vec::new(),
+        warnings: held_elsewhere.clone(),
+        held_elsewhere,
     })
 }
 
@@ -379,16 +391,17 @@ pub async fn sweep(
     rules: &GcRules,
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
-    target: &dyn Target,
+    targets: GcTargets<'_>,
     db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
 ) -> Result<GcReport, GcError> {
+    let target = targets.acting;
     let operation_id = uuid::Uuid::now_v7().to_string();
     let (emitter, held) =
         super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx)
             .await
             .map_err(GcError::Held)?;
-    let result = take(mesh, rules, confirmed, daemon, target, db, &emitter).await;
+    let result = take(mesh, rules, confirmed, daemon, targets, db, &emitter).await;
     let text = match &result {
         Ok(report) => format!(
             "gc: {} taken, {} bytes freed",
@@ -407,18 +420,23 @@ async fn take(
     rules: &GcRules,
     confirmed: Option<&[Candidate]>,
     daemon: &LazyDaemon,
-    target: &dyn Target,
+    targets: GcTargets<'_>,
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<GcReport, GcError> {
+    let target = targets.acting;
     let _ = locked(db).map_err(GcError::Handle)?.operation_short(
         &mesh.name,
         target.name(),
         &emitter.operation_id,
         "gc",
     );
-    let mut report = plan(mesh, rules, daemon, target, db).await?;
+    let mut report = plan(mesh, rules, daemon, targets, db).await?;
     report.dry_run = false;
+    // Another target's operation may be about to stamp what would be taken.
+    if !report.held_elsewhere.is_empty() {
+        return Err(GcError::HeldElsewhere(report.held_elsewhere.join("; ")));
+    }
     if let Some(confirmed) = confirmed {
         report.candidates.retain(|c| {
             confirmed

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
-use crate::backends::registry::{RegistryClient, push_image};
+use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::progress::{Emitter, Step};
@@ -306,6 +306,52 @@ impl Target for Docker {
         reach: Reach<'a>,
     ) -> Fut<'a, Result<Holding, TargetError>> {
         Box::pin(host::holds(reach.daemon, wanted))
+    }
+
+    /// On the host already, or pulled from the mesh's registry by the digest its ref answers with
+    /// (the pulled image must be the artifact).
+    fn bring<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Holding, TargetError>> {
+        Box::pin(async move {
+            let wanted = RecordEntry {
+                reference: artifact.reference.to_string(),
+                digest: artifact.digest.to_string(),
+            };
+            if host::holds(reach.daemon, &wanted).await? == Holding::Held {
+                return Ok(Holding::Held);
+            }
+            let Some(registry) = &mesh.registry else {
+                return Ok(Holding::Gone(
+                    "the host daemon (and the mesh names no registry to pull it from)".into(),
+                ));
+            };
+            let creds = registry_credentials(registry).await?;
+            let client = RegistryClient::new(registry, creds.clone())?;
+            let (path, tag) = repository_in(&registry.host, artifact.reference);
+            match client.manifest(path, tag).await? {
+                Published::Present { digest } => {
+                    host::pull_vouched(
+                        reach.daemon,
+                        &artifact,
+                        &digest,
+                        registry,
+                        creds.as_ref(),
+                        emitter,
+                    )
+                    .await?;
+                    Ok(Holding::Held)
+                }
+                Published::Absent => Ok(Holding::Gone(format!(
+                    "the host daemon, and registry {}",
+                    registry.host
+                ))),
+            }
+        })
     }
 
     /// Containers run the image id: nothing is pulled, nothing published is needed.

@@ -750,6 +750,41 @@ impl Target for Kube {
         Box::pin(self.holds_now(mesh, wanted, reach))
     }
 
+    /// Pushed: the registry must hold it (nothing is pushed; the cluster pulls it). Loaded: the
+    /// host must hold it, and it is loaded into this kind cluster.
+    fn bring<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Holding, TargetError>> {
+        Box::pin(async move {
+            let wanted = RecordEntry {
+                reference: artifact.reference.to_string(),
+                digest: artifact.digest.to_string(),
+            };
+            match self.delivery()? {
+                Delivery::KindLoad(name) => {
+                    let held = host::holds(reach.daemon, &wanted).await?;
+                    if held == Holding::Held {
+                        kind_load(&name, artifact.reference).await?;
+                        emitter.emit(
+                            Step::Delivered,
+                            Some(artifact.module),
+                            format!(
+                                "kind load {} into kind cluster {name}",
+                                artifact.reference
+                            ),
+                        );
+                    }
+                    Ok(held)
+                }
+                Delivery::Push(_) | Delivery::Host => self.holds_now(mesh, &wanted, reach).await,
+            }
+        })
+    }
+
     fn published_digest<'a>(
         &'a self,
         mesh: &'a Mesh,

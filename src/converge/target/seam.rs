@@ -211,6 +211,18 @@ pub trait Target: Send + Sync {
         reach: Reach<'a>,
     ) -> Fut<'a, Result<Holding, TargetError>>;
 
+    /// A promote: make `artifact`, which another target's record names, runnable here without a
+    /// build. Held when this target can run it (brought here first where it must be: pulled onto
+    /// the host from the registry, loaded into a kind cluster); Gone(where) when it cannot be had.
+    /// Nothing is built or pushed.
+    fn bring<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Holding, TargetError>>;
+
     /// The manifest digest the record's artifact was published under, when the target pulls it
     /// from a registry; None: not known to be published (or nothing is pulled).
     fn published_digest<'a>(

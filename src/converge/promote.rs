@@ -1,0 +1,457 @@
+//! Promote: record and send, on one target, the exact artifact another target's record names (no
+//! build, nothing pushed). An operation as the others are: a short id, the to-target held with a
+//! heartbeat, progress events; the stamp is the seam's (history kind `promote`, naming the source)
+//! and the roll-out is a converge's (`rollout::roll_out`: declared machines created, every machine
+//! of the module sent whatever its policy, followed as a send is).
+
+const KIND: &str = "promote";
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use super::error::{ConvergeError, TargetError};
+use super::progress::{Emitter, ProgressTx, Step};
+use super::send::SendOutcome;
+use super::target::{Artifact, Holding, Reach, Target};
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::state::{StateDb, StateError, locked};
+use crate::mesh::builds::BuildRow;
+use crate::mesh::environments::artifact_text;
+use crate::mesh::machine::{Move, moves_for};
+use crate::mesh::model::{Mesh, Policy, Record, RecordEntry};
+use crate::mesh::pin::{PinChange, StampBy};
+use crate::mesh::text::short_id;
+
+/// Why a promote was refused or stopped: nothing was promoted unless the message says so.
+#[derive(Debug, thiserror::Error)]
+pub enum PromoteError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The state database's handle could not be taken.
+    #[error("{0}")]
+    Handle(String),
+    /// The to-target could not be held (another operation holds it), or was lost while stamping.
+    /// Boxed: a converge error is large.
+    #[error(transparent)]
+    Hold(Box<ConvergeError>),
+    #[error(
+        "{record} of target {from} holds nothing for module {module}: nothing to promote (converge it there first: meshtop converge --target {from} {module})"
+    )]
+    NotRecorded {
+        module: String,
+        from: String,
+        record: String,
+    },
+    #[error(
+        "the record of {module} on target {target} moved since the promote was confirmed (confirmed {confirmed}, now {now}): nothing was promoted; look again and promote again"
+    )]
+    Moved {
+        module: String,
+        target: String,
+        confirmed: String,
+        now: String,
+    },
+    #[error(
+        "{reference}@{short} (module {module}, as target {from}'s record names it) is no longer held by {place}: target {to} cannot run it without a build; nothing was promoted or stamped. Build it again where it came from: meshtop converge --target {from} --force {module}"
+    )]
+    Gone {
+        module: String,
+        reference: String,
+        short: String,
+        place: String,
+        from: String,
+        to: String,
+    },
+}
+
+impl From<ConvergeError> for PromoteError {
+    fn from(error: ConvergeError) -> PromoteError {
+        PromoteError::Hold(Box::new(error))
+    }
+}
+
+impl From<PromoteError> for String {
+    fn from(error: PromoteError) -> String {
+        error.to_string()
+    }
+}
+
+/// The two targets of a promote, connected, and the mesh (as its file says it).
+pub struct Promotion<'a> {
+    pub mesh: &'a Mesh,
+    pub from: &'a dyn Target,
+    pub to: &'a dyn Target,
+}
+
+impl Promotion<'_> {
+    fn from_mesh(&self) -> Mesh {
+        self.mesh.on_target(self.from.name())
+    }
+
+    /// The mesh as the to-target sees it.
+    fn to_mesh(&self) -> Mesh {
+        self.mesh.on_target(self.to.name())
+    }
+}
+
+/// One module of a promote, for the person to confirm.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PromotedModule {
+    pub module: String,
+    /// What the from-target's record names: the artifact promoted.
+    pub artifact: RecordEntry,
+    /// The build that made it, when this state file knows it.
+    pub build: Option<BuildRow>,
+    /// Since when the from-target's record has named it (its newest stamp naming it), if known.
+    pub since_ms: Option<i64>,
+    /// What the to-target's record names now.
+    pub current: Option<RecordEntry>,
+    /// Every machine of the module on the to-target that does not run the artifact yet.
+    pub moves: Vec<Move>,
+}
+
+impl PromotedModule {
+    /// The to-target already names and runs it: nothing to do.
+    pub fn done(&self) -> bool {
+        self.current.as_ref() == Some(&self.artifact) && self.moves.is_empty()
+    }
+}
+
+/// What a promote would do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PromotePlan {
+    pub from: String,
+    pub to: String,
+    pub modules: Vec<PromotedModule>,
+}
+
+impl PromotePlan {
+    pub fn nothing_to_do(&self) -> bool {
+        self.modules.iter().all(PromotedModule::done)
+    }
+
+    /// The plan in lines, as the command and the dashboard's confirm show it.
+    pub fn lines(&self, now_ms: i64) -> Vec<String> {
+        let mut lines = Vec::new();
+        for m in &self.modules {
+            let since = m
+                .since_ms
+                .map(|at| {
+                    format!(
+                        ", {}'s record has named it for {}",
+                        self.from,
+                        crate::timefmt::age_since(at, now_ms)
+                    )
+                })
+                .unwrap_or_default();
+            let build = match &m.build {
+                Some(build) => format!("built by {}", build.made_by(now_ms)),
+                None => "its build is not in this state file".to_string(),
+            };
+            lines.push(format!(
+                "{}: {} {} ({build}{since})",
+                m.module,
+                self.from,
+                artifact_text(Some(&m.artifact))
+            ));
+            lines.push(format!(
+                "  {} now: {}",
+                self.to,
+                artifact_text(m.current.as_ref())
+            ));
+            if m.done() {
+                lines.push(format!("  {} names and runs it already", self.to));
+            }
+            for moved in &m.moves {
+                lines.push(format!(
+                    "  {} {}: {} → {}@{}",
+                    moved.kind,
+                    moved.machine,
+                    if moved.from.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        short_id(&moved.from).to_string()
+                    },
+                    moved.to_reference,
+                    short_id(&moved.to_digest)
+                ));
+            }
+        }
+        lines
+    }
+}
+
+/// What a promote did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromoteReport {
+    pub operation_id: String,
+    /// Its short id in the mesh (`#142`).
+    pub operation: Option<i64>,
+    pub from: String,
+    pub to: String,
+    /// module → the artifact the to-target's record names now.
+    pub stamped: BTreeMap<String, RecordEntry>,
+    /// Declared machines created on the to-target.
+    pub created: Vec<String>,
+    pub sends: Vec<SendOutcome>,
+}
+
+impl PromoteReport {
+    pub fn ok(&self) -> bool {
+        self.sends.iter().all(|s| s.ok)
+    }
+
+    pub fn headline(&self) -> String {
+        let id = crate::mesh::progress::operation_label(self.operation, &self.operation_id);
+        let what: Vec<String> = self
+            .stamped
+            .iter()
+            .map(|(module, entry)| format!("{module} {}", artifact_text(Some(entry))))
+            .collect();
+        let moved = self.sends.iter().filter(|s| s.ok).count();
+        let mut text = format!(
+            "promote {id} from {} to {}: {}; {moved}/{} machine(s) moved",
+            self.from,
+            self.to,
+            if what.is_empty() {
+                "the record already named it".to_string()
+            } else {
+                what.join(", ")
+            },
+            self.sends.len()
+        );
+        for failed in self.sends.iter().filter(|s| !s.ok) {
+            text.push_str(&format!("\n  {}: {}", failed.moved.machine, failed.message));
+        }
+        text
+    }
+}
+
+/// What promoting `modules` from `p.from` to `p.to` would do (nothing is held or changed).
+pub async fn prepare(
+    p: &Promotion<'_>,
+    modules: &[String],
+    daemon: &LazyDaemon,
+    db: &Mutex<StateDb>,
+) -> Result<PromotePlan, PromoteError> {
+    let (from_mesh, to_mesh) = (p.from_mesh(), p.to_mesh());
+    let source = p.from.read_record(&from_mesh, db).await?;
+    let here = p.to.read_record(&to_mesh, db).await?;
+    let mut wanted = here.record.clone();
+    let mut chosen = Vec::new();
+    for module in modules {
+        let Some(artifact) = source.record.get(module).cloned() else {
+            return Err(PromoteError::NotRecorded {
+                module: module.clone(),
+                from: p.from.name().to_string(),
+                record: source.source.clone(),
+            });
+        };
+        wanted.insert(module.clone(), artifact.clone());
+        chosen.push(artifact);
+    }
+    let machines = p
+        .to
+        .machines(&rolled_out(&to_mesh, modules), &wanted, Reach { daemon, db })
+        .await?;
+    let db = locked(db).map_err(PromoteError::Handle)?;
+    let mut planned = Vec::new();
+    for (module, artifact) in modules.iter().zip(chosen) {
+        let since_ms = db
+            .stamps(&p.mesh.name, p.from.name(), module, 1_000)?
+            .into_iter()
+            .find(|s| s.to_digest == artifact.digest)
+            .map(|s| s.at_ms);
+        planned.push(PromotedModule {
+            module: module.clone(),
+            build: db.build_by_digest(&p.mesh.name, &artifact.digest)?,
+            since_ms,
+            current: here.record.get(module).cloned(),
+            moves: moves_for(&wanted, &machines, module),
+            artifact,
+        });
+    }
+    Ok(PromotePlan {
+        from: p.from.name().to_string(),
+        to: p.to.name().to_string(),
+        modules: planned,
+    })
+}
+
+/// The to-target's mesh with the promoted modules under `rollout`: a promote sends every machine of
+/// the module whatever its policy, as a rollback does.
+fn rolled_out(mesh: &Mesh, modules: &[String]) -> Mesh {
+    let mut mesh = mesh.clone();
+    for module in mesh.modules.iter_mut().filter(|m| modules.contains(&m.name)) {
+        module.policy = Policy::Rollout;
+    }
+    mesh
+}
+
+/// Carry out a confirmed promote, holding the to-target: both records must still name what they
+/// named at the confirm, the to-target must be able to run each artifact (else nothing is stamped),
+/// then the stamp (history kind `promote`, naming the from-target; a pin of the module there ends:
+/// a person chose this artifact) and the roll-out.
+pub async fn promote(
+    p: &Promotion<'_>,
+    plan: &PromotePlan,
+    daemon: &Arc<LazyDaemon>,
+    db: &Arc<Mutex<StateDb>>,
+    tx: Option<ProgressTx>,
+) -> Result<PromoteReport, PromoteError> {
+    let operation_id = uuid::Uuid::now_v7().to_string();
+    let (emitter, held) =
+        super::hold::start(p.to, db, &p.mesh.name, &operation_id, KIND, false, tx).await?;
+    emitter.emit(
+        Step::Started,
+        None,
+        format!(
+            "promote of {} module(s) from {} to {}",
+            plan.modules.len(),
+            plan.from,
+            plan.to
+        ),
+    );
+    let result = stamp_and_send(p, plan, daemon, db, &emitter).await;
+    let text = match &result {
+        Ok(report) if report.ok() => "promote succeeded".to_string(),
+        Ok(report) => format!("promote failed: {}", report.headline()),
+        Err(error) => format!("promote: nothing promoted: {error}"),
+    };
+    if let Err(error) = &result {
+        emitter.emit(Step::Refused, None, error.to_string());
+    }
+    held.finish(p.to, &emitter, text).await;
+    result
+}
+
+async fn stamp_and_send(
+    p: &Promotion<'_>,
+    plan: &PromotePlan,
+    daemon: &Arc<LazyDaemon>,
+    db: &Arc<Mutex<StateDb>>,
+    emitter: &Emitter,
+) -> Result<PromoteReport, PromoteError> {
+    let (from_mesh, to_mesh) = (p.from_mesh(), p.to_mesh());
+    let source = p.from.read_record(&from_mesh, db).await?.record;
+    let here = p.to.read_record(&to_mesh, db).await?;
+    for m in &plan.modules {
+        same(&m.module, p.from.name(), Some(&m.artifact), source.get(&m.module))?;
+        same(&m.module, p.to.name(), m.current.as_ref(), here.record.get(&m.module))?;
+    }
+    // Under the hold, before anything is stamped: every artifact must be runnable there.
+    for m in &plan.modules {
+        let artifact = Artifact {
+            module: &m.module,
+            reference: &m.artifact.reference,
+            digest: &m.artifact.digest,
+            build_id: None,
+        };
+        let reach = Reach {
+            daemon: daemon.as_ref(),
+            db: db.as_ref(),
+        };
+        if let Holding::Gone(place) = p.to.bring(&to_mesh, artifact, reach, emitter).await? {
+            return Err(PromoteError::Gone {
+                module: m.module.clone(),
+                reference: m.artifact.reference.clone(),
+                short: short_id(&m.artifact.digest).to_string(),
+                place,
+                from: plan.from.clone(),
+                to: plan.to.clone(),
+            });
+        }
+    }
+    let entries: Record = plan
+        .modules
+        .iter()
+        .filter(|m| here.record.get(&m.module) != Some(&m.artifact))
+        .map(|m| (m.module.clone(), m.artifact.clone()))
+        .collect();
+    let pinned = locked(db)
+        .map_err(PromoteError::Handle)?
+        .pins(&p.mesh.name, p.to.name())?;
+    let ended = PinChange {
+        set: Vec::new(),
+        end: plan
+            .modules
+            .iter()
+            .filter(|m| pinned.contains_key(&m.module))
+            .map(|m| m.module.clone())
+            .collect(),
+    };
+    if !entries.is_empty() || !ended.is_empty() {
+        let by = StampBy {
+            operation_id: &emitter.operation_id,
+            kind: KIND,
+            from_target: Some(p.from.name()),
+        };
+        p.to.stamp(&to_mesh, db, by, &entries, &ended).await?;
+    }
+    for (module, entry) in &entries {
+        let was = here.record.get(module);
+        emitter.emit(
+            Step::Stamped,
+            Some(module),
+            format!(
+                "record of {} stamped: {module} {} → {} (from {})",
+                plan.to,
+                artifact_text(was),
+                artifact_text(Some(entry)),
+                plan.from
+            ),
+        );
+    }
+    for module in &ended.end {
+        emitter.emit(
+            Step::Warning,
+            Some(module),
+            format!("pin of {module} on {} ended: promoted from {}", plan.to, plan.from),
+        );
+    }
+    let mut merged = here.record.clone();
+    merged.extend(entries.clone());
+    let modules: Vec<String> = plan.modules.iter().map(|m| m.module.clone()).collect();
+    let scope: BTreeSet<String> = modules.iter().cloned().collect();
+    let (created, sends) = super::rollout::roll_out(
+        &rolled_out(&to_mesh, &modules),
+        &merged,
+        Some(&scope),
+        p.to,
+        daemon,
+        db,
+        emitter,
+    )
+    .await?;
+    Ok(PromoteReport {
+        operation_id: emitter.operation_id.clone(),
+        operation: emitter.operation,
+        from: plan.from.clone(),
+        to: plan.to.clone(),
+        stamped: entries,
+        created,
+        sends,
+    })
+}
+
+/// A record must still name what it named at the confirm.
+fn same(
+    module: &str,
+    target: &str,
+    confirmed: Option<&RecordEntry>,
+    now: Option<&RecordEntry>,
+) -> Result<(), PromoteError> {
+    if confirmed == now {
+        return Ok(());
+    }
+    Err(PromoteError::Moved {
+        module: module.to_string(),
+        target: target.to_string(),
+        confirmed: artifact_text(confirmed),
+        now: artifact_text(now),
+    })
+}
