@@ -3,7 +3,8 @@
 //! a request without valid credentials gets 401 and `WWW-Authenticate: Basic realm="…"`, on `/v2/`
 //! and on every repository path). Everything else is forwarded as it is (method, path, query,
 //! headers, body); an upload's `Location` names this proxy, so the client comes back here.
-//! It counts the requests refused for want of credentials.
+//! It counts the requests refused for want of credentials, and the writes it forwards (a push's
+//! blob uploads and manifest PUTs: POST, PUT, PATCH).
 //!
 //! [`StoppableRegistry`]: the same registry without a login, which stops after a number of
 //! requests as a registry whose process ends: its listener closes (a new connection is refused)
@@ -33,6 +34,8 @@ pub struct RegistryProxy {
     /// `127.0.0.1:<port>`: a registry host meshtop and the daemon reach over plain HTTP (loopback).
     pub host: String,
     pub refused: Arc<AtomicUsize>,
+    /// Writes forwarded: POST, PUT and PATCH requests (what a push sends).
+    pub writes: Arc<AtomicUsize>,
 }
 
 /// Run before a manifest DELETE is forwarded (it has the registry's answer wait for it).
@@ -43,6 +46,7 @@ pub type OnDelete = Arc<dyn Fn() + Send + Sync>;
 struct Rules {
     me: String,
     refused: Arc<AtomicUsize>,
+    writes: Arc<AtomicUsize>,
     login: bool,
     on_delete: Option<OnDelete>,
 }
@@ -64,10 +68,12 @@ impl RegistryProxy {
             .unwrap();
         let host = listener.local_addr().unwrap().to_string();
         let refused = Arc::new(AtomicUsize::new(0));
+        let writes = Arc::new(AtomicUsize::new(0));
         let client = reqwest::Client::new();
         let rules = Rules {
             me: host.clone(),
             refused: refused.clone(),
+            writes: writes.clone(),
             login,
             on_delete,
         };
@@ -79,11 +85,20 @@ impl RegistryProxy {
         );
         let serve = axum::serve(listener, app);
         tokio::spawn(async move { serve.await.unwrap() });
-        RegistryProxy { host, refused }
+        RegistryProxy {
+            host,
+            refused,
+            writes,
+        }
     }
 
     pub fn refused(&self) -> usize {
         self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Writes forwarded so far (a push's uploads and manifest PUTs).
+    pub fn writes(&self) -> usize {
+        self.writes.load(Ordering::SeqCst)
     }
 
     /// A Docker config directory whose `config.json` holds this registry's login.
@@ -122,6 +137,7 @@ impl StoppableRegistry {
         let rules = Rules {
             me: host.clone(),
             refused: Arc::new(AtomicUsize::new(0)),
+            writes: Arc::new(AtomicUsize::new(0)),
             login: false,
             on_delete: None,
         };
@@ -190,6 +206,9 @@ async fn forward(
         return response;
     }
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    if [Method::POST, Method::PUT, Method::PATCH].contains(&method) {
+        rules.writes.fetch_add(1, Ordering::SeqCst);
+    }
     if method == Method::DELETE
         && path.contains("/manifests/")
         && let Some(hook) = &rules.on_delete
