@@ -177,6 +177,23 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     };
     let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
     state.target = describe_target(&session, &opts).await;
+    state.targets = opts
+        .mesh
+        .target_names()
+        .into_iter()
+        .map(|name| {
+            if name == state.target.name {
+                state.target.clone()
+            } else {
+                target::describe(
+                    &opts.mesh,
+                    name,
+                    opts.kube_context.as_deref(),
+                    opts.namespace.as_deref(),
+                )
+            }
+        })
+        .collect();
     let sources = sources::all(&session);
     let walks = session.walks.clone();
     let on_demand: Arc<dyn OnDemand> = Arc::new(sources::actions::Actions { session });

@@ -80,7 +80,10 @@ impl Envs {
             api.put_namespace(&ns, &[]);
             for (n, module) in [(1u8, "web"), (3, "api")] {
                 let image = format!("{}/{}/{module}:old", envs.registry.host, envs.mesh.name);
-                let id = format!("docker-pullable://{image}@sha256:{}", format!("{n:02x}").repeat(32));
+                let id = format!(
+                    "docker-pullable://{image}@sha256:{}",
+                    format!("{n:02x}").repeat(32)
+                );
                 let deployment = format!("{module}-1");
                 api.put(
                     "deployments",
@@ -90,7 +93,13 @@ impl Envs {
                 api.put(
                     "pods",
                     &ns,
-                    pod(&format!("{deployment}-pod"), &deployment, "app", &image, &id),
+                    pod(
+                        &format!("{deployment}-pod"),
+                        &deployment,
+                        "app",
+                        &image,
+                        &id,
+                    ),
                 );
             }
         }
@@ -134,8 +143,8 @@ impl Envs {
     }
 
     fn image(&self, api: &KubeApi, ns: &str, deployment: &str) -> String {
-        api.get("deployments", ns, deployment).unwrap()["spec"]["template"]["spec"]["containers"]
-            [0]["image"]
+        api.get("deployments", ns, deployment).unwrap()["spec"]["template"]["spec"]["containers"][0]
+            ["image"]
             .as_str()
             .unwrap()
             .to_string()
@@ -176,7 +185,9 @@ async fn converge_on_staging_then_promote_to_prod_moves_the_exact_artifact_and_b
         stderr.contains(&format!("context ctx-staging, namespace {s}")),
         "the converge names where it acts:\n{stderr}"
     );
-    let staging = envs.annotation(&envs.staging, &s, RECORD_ANNOTATION).unwrap();
+    let staging = envs
+        .annotation(&envs.staging, &s, RECORD_ANNOTATION)
+        .unwrap();
     assert_eq!(staging.as_object().unwrap().len(), 5, "{staging}");
     let web = &staging["web"];
     let web_manifest = envs.published(web["ref"].as_str().unwrap()).await.unwrap();
@@ -208,9 +219,17 @@ async fn converge_on_staging_then_promote_to_prod_moves_the_exact_artifact_and_b
             .unwrap()
             .clone()
     };
-    assert_eq!(cell(&grid, "api", "staging")["artifact"], staging["api"], "{grid}");
+    assert_eq!(
+        cell(&grid, "api", "staging")["artifact"],
+        staging["api"],
+        "{grid}"
+    );
     assert_eq!(cell(&grid, "api", "prod")["differs"], true, "{grid}");
-    assert_eq!(cell(&grid, "api", "staging")["differs"], Value::Null, "staging has no source");
+    assert_eq!(
+        cell(&grid, "api", "staging")["differs"],
+        Value::Null,
+        "staging has no source"
+    );
 
     // promote api --to prod: staging's exact ref and digest, prod's Deployment on ref@digest,
     // nothing built, nothing written to the registry.
@@ -219,7 +238,10 @@ async fn converge_on_staging_then_promote_to_prod_moves_the_exact_artifact_and_b
     let (promoted, stderr) = envs.json(&["promote", "api", "--to", "prod", "--yes", "--json"]);
     let api = &staging["api"];
     let prod = envs.annotation(&envs.prod, &p, RECORD_ANNOTATION).unwrap();
-    assert_eq!(prod["api"], *api, "prod's record names staging's artifact\n{stderr}");
+    assert_eq!(
+        prod["api"], *api,
+        "prod's record names staging's artifact\n{stderr}"
+    );
     assert_eq!(prod.as_object().unwrap().len(), 1, "only api moved: {prod}");
     let reference = api["ref"].as_str().unwrap();
     let api_manifest = envs.published(reference).await.unwrap();
@@ -232,7 +254,8 @@ async fn converge_on_staging_then_promote_to_prod_moves_the_exact_artifact_and_b
     assert_eq!(envs.registry.writes(), writes, "a promote pushes nothing");
     assert_eq!(promoted["report"]["sends"][0]["ok"], true, "{promoted}");
     assert_eq!(
-        envs.annotation(&envs.staging, &s, RECORD_ANNOTATION).unwrap(),
+        envs.annotation(&envs.staging, &s, RECORD_ANNOTATION)
+            .unwrap(),
         staging,
         "staging's record is untouched"
     );
@@ -255,13 +278,19 @@ async fn converge_on_staging_then_promote_to_prod_moves_the_exact_artifact_and_b
     std::fs::write(envs.mesh.root().join("api/changed.txt"), "v2\n").unwrap();
     let (second, _) = envs.json(&["converge", "--target", "staging", "--json", "api"]);
     assert_eq!(second["stamped"], true, "{second}");
-    let moved = envs.annotation(&envs.staging, &s, RECORD_ANNOTATION).unwrap()["api"].clone();
+    let moved = envs
+        .annotation(&envs.staging, &s, RECORD_ANNOTATION)
+        .unwrap()["api"]
+        .clone();
     let lost_ref = moved["ref"].as_str().unwrap().to_string();
     assert_ne!(lost_ref, reference);
     let manifest = envs.published(&lost_ref).await.unwrap();
     let (path, _) = repository_in(&envs.registry.host, &lost_ref);
     assert_eq!(
-        envs.client().delete_manifest(path, &manifest).await.unwrap(),
+        envs.client()
+            .delete_manifest(path, &manifest)
+            .await
+            .unwrap(),
         Deleted::Deleted
     );
     let before = (
@@ -272,9 +301,15 @@ async fn converge_on_staging_then_promote_to_prod_moves_the_exact_artifact_and_b
     let refused = envs.run(&["promote", "api", "--to", "prod", "--yes"]);
     let text = said(&refused);
     assert_eq!(refused.status.code(), Some(1), "{text}");
-    assert!(text.contains(&lost_ref), "the refusal names the artifact:\n{text}");
     assert!(
-        text.contains(&format!("is no longer held by registry {}", envs.registry.host)),
+        text.contains(&lost_ref),
+        "the refusal names the artifact:\n{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "is no longer held by registry {}",
+            envs.registry.host
+        )),
         "{text}"
     );
     assert!(text.contains("nothing was promoted or stamped"), "{text}");
@@ -320,7 +355,11 @@ async fn a_named_target_whose_context_the_kubeconfig_lacks_is_refused_before_any
         );
     }
     assert_eq!(envs.staging.total_requests(), 0, "no call reached staging");
-    assert_eq!(envs.prod.total_requests(), 0, "no call reached prod (the current context)");
+    assert_eq!(
+        envs.prod.total_requests(),
+        0,
+        "no call reached prod (the current context)"
+    );
     assert_eq!(envs.builds(), 0, "nothing was built");
     // --context cannot point a named target elsewhere.
     let out = envs.run(&["status", "--target", "staging", "--context", "ctx-prod"]);

@@ -4,6 +4,7 @@
 
 pub mod ask;
 mod cursor;
+mod environments;
 pub mod follow;
 pub mod keys;
 pub mod msg;

@@ -6,6 +6,7 @@ use ratatui::crossterm::event::KeyEvent;
 
 use crate::mesh::builds::BuildRow;
 use crate::mesh::decide::HostImage;
+use crate::mesh::environments::Grid;
 use crate::mesh::gc::{Candidate, GcReport};
 use crate::mesh::live::HeldBy;
 use crate::mesh::machine::{Machine, Move};
@@ -111,6 +112,8 @@ pub enum ViewRequest {
     },
     /// The stats over everything kept (None) or the last `since_ms`.
     Stats { since_ms: Option<i64> },
+    /// Every target of the mesh read, as `meshtop status --all-targets` reads them.
+    Environments,
 }
 
 /// What a view's read answered.
@@ -118,6 +121,7 @@ pub enum ViewRequest {
 pub enum ViewData {
     Gc(Box<GcReport>),
     Stats(Box<Stats>),
+    Environments(Box<Grid>),
 }
 
 /// What the registry said of one ref.
@@ -188,6 +192,15 @@ pub enum ActionRequest {
         grace_ms: i64,
         confirmed: Vec<Candidate>,
     },
+    /// Promote `module` into target `to` from target `from`: exactly the artifact confirmed, over
+    /// what `to` named when the person confirmed (refused when either record moved since).
+    Promote {
+        module: String,
+        from: String,
+        to: String,
+        artifact: RecordEntry,
+        current: Option<RecordEntry>,
+    },
 }
 
 impl ActionRequest {
@@ -214,6 +227,7 @@ impl ActionRequest {
             ActionRequest::Send { module, .. } => format!("send {module}"),
             ActionRequest::Rollback { module, .. } => format!("roll back {module}"),
             ActionRequest::Gc { .. } => "gc".into(),
+            ActionRequest::Promote { module, to, .. } => format!("promote {module} to {to}"),
         }
     }
 }

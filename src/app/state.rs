@@ -69,6 +69,8 @@ pub enum Detail {
     Event(i64),
     /// What gc would take (the dry run) and the keep set: `ViewState::gc`.
     Gc,
+    /// Every target side by side: `ViewState::environments`.
+    Environments,
     /// What the skip decision saves: `ViewState::stats`.
     Stats,
 }
@@ -133,6 +135,7 @@ pub enum Running {
     Send(String),
     Rollback(String),
     Gc(String),
+    Promote(String),
 }
 
 impl Running {
@@ -143,6 +146,7 @@ impl Running {
             ActionRequest::Send { .. } => Running::Send(label),
             ActionRequest::Rollback { .. } => Running::Rollback(label),
             ActionRequest::Gc { .. } => Running::Gc(label),
+            ActionRequest::Promote { .. } => Running::Promote(label),
         }
     }
 
@@ -152,7 +156,8 @@ impl Running {
             Running::Converge(label)
             | Running::Send(label)
             | Running::Rollback(label)
-            | Running::Gc(label) => label,
+            | Running::Gc(label)
+            | Running::Promote(label) => label,
         }
     }
 }
@@ -170,8 +175,10 @@ pub struct ClockFace {
 pub struct AppState {
     pub context: Context,
     /// The target in words (kind, place, what a send does there): the header and the confirms say
-    /// it; no file of the app or the widgets names a target kind.
+    /// it; no file of the app or the widgets names a target kind. The main view shows this one.
     pub target: TargetDescription,
+    /// Every target of the mesh in words, in the mesh file's order (`t` shows the next one).
+    pub targets: Vec<TargetDescription>,
     pub readonly: bool,
     pub keys: KeyTable,
     /// Problems met on the way (bad key overrides…), shown on a warning line.
@@ -265,6 +272,7 @@ impl AppState {
         AppState {
             context,
             target: docker_description(),
+            targets: Vec::new(),
             readonly,
             keys,
             warnings: Vec::new(),

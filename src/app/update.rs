@@ -38,6 +38,10 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             if super::quit::overdue(state) {
                 return vec![Effect::Quit];
             }
+            let reread = super::environments::tick(state);
+            if !reread.is_empty() {
+                return reread;
+            }
             // Against what the screen shows: a poll that changed nothing else was not drawn, but
             // the age it reset is, at the next tick.
             if state.clock_face() != state.clock_drawn {
@@ -134,7 +138,9 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             if state.quit_after_ms.is_some() {
                 return vec![Effect::Quit];
             }
-            vec![Effect::PollNow(SourceId::ALL.to_vec())]
+            let mut effects = vec![Effect::PollNow(SourceId::ALL.to_vec())];
+            effects.extend(super::environments::after_action(state));
+            effects
         }
         Msg::ViewLoaded {
             request,
@@ -208,6 +214,11 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
         Mode::Detail => {
             if action == Action::Sweep {
                 return super::views::sweep(state);
+            }
+            if state.detail == Some(Detail::Environments)
+                && let Some(effects) = super::environments::key(state, action)
+            {
+                return effects;
             }
             let page = page_rows(state);
             match action {
@@ -344,6 +355,8 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             Vec::new()
         }
         Action::Gc | Action::Stats => super::views::open(state, action),
+        Action::Environments => super::environments::open(state),
+        Action::NextTarget => super::environments::next_target(state),
         Action::Help => {
             state.mode = Mode::Help;
             state.help_scroll = 0;
@@ -354,7 +367,10 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         | Action::Backspace
         | Action::Toggle
         | Action::Wrap
-        | Action::Sweep => Vec::new(),
+        | Action::Sweep
+        | Action::Promote
+        | Action::Left
+        | Action::Right => Vec::new(),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::mesh::environments::Grid;
 use crate::mesh::gc::GcReport;
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::stats::Stats;
@@ -33,6 +34,9 @@ impl<T> Default for Loaded<T> {
 pub struct ViewState {
     pub gc: Loaded<GcReport>,
     pub stats: Loaded<Stats>,
+    /// The environments view: every target read, and the cell selected (module row, target column).
+    pub environments: Loaded<Grid>,
+    pub cell: (usize, usize),
     /// The record's history of one module (newest first), and of which module.
     pub stamps: Option<(String, Vec<Stamp>)>,
     /// The mesh's pinned modules.

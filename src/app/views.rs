@@ -73,7 +73,7 @@ pub fn loaded(
                 at_ms: Some(at_ms),
                 result: Some(result.and_then(|data| match data {
                     ViewData::Gc(report) => Ok(*report),
-                    ViewData::Stats(_) => Err("the gc view was answered with stats".into()),
+                    _ => Err("the gc view was answered with another view's data".into()),
                 })),
             }
         }
@@ -83,9 +83,12 @@ pub fn loaded(
                 at_ms: Some(at_ms),
                 result: Some(result.and_then(|data| match data {
                     ViewData::Stats(stats) => Ok(*stats),
-                    ViewData::Gc(_) => Err("the stats view was answered with gc".into()),
+                    _ => Err("the stats view was answered with another view's data".into()),
                 })),
             }
+        }
+        ViewRequest::Environments => {
+            super::environments::loaded(state, at_ms, result);
         }
     }
     Vec::new()

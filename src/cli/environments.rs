@@ -22,7 +22,10 @@ pub async fn run(global: &Global, json: bool, exit_code: bool) -> Outcome {
     let mut reads = Vec::new();
     for name in mesh.target_names() {
         let connected = setup::connect(global, &mesh, name).await;
-        let target = connected.as_ref().map(|t| t.as_ref()).map_err(|f| f.message.clone());
+        let target = connected
+            .as_ref()
+            .map(|t| t.as_ref())
+            .map_err(|f| f.message.clone());
         reads.push(environments::read(&mesh, name, target, &daemon, &db).await);
     }
     let grid = grid(&mesh, &reads);
@@ -41,7 +44,8 @@ pub async fn run(global: &Global, json: bool, exit_code: bool) -> Outcome {
 
 /// A machine not on its record's artifact, or a cell that differs from its source.
 fn unsettled(grid: &Grid) -> bool {
-    grid.rows.iter().flat_map(|r| &r.cells).any(|c| {
-        c.promotable() || c.machines.current < c.machines.total
-    })
+    grid.rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .any(|c| c.promotable() || c.machines.current < c.machines.total)
 }

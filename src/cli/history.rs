@@ -84,9 +84,15 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
                 (Some(reference), Some(digest)) => format!("{reference}@{}", short_id(digest)),
                 _ => "(nothing)".into(),
             };
+            // A promote says where its artifact came from.
+            let source = stamp
+                .from_target
+                .as_ref()
+                .map(|t| format!(" (from target {t})"))
+                .unwrap_or_default();
             outln!(
                 out,
-                "{:<19}  {:<6}  {:<9}  {:<24}  {:<26}  {from} → {}@{}",
+                "{:<19}  {:<6}  {:<9}  {:<24}  {:<26}  {from} → {}@{}{source}",
                 timefmt::local_time(stamp.at_ms),
                 stamp.short.map(|s| format!("#{s}")).unwrap_or_default(),
                 stamp.kind,

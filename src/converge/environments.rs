@@ -61,11 +61,7 @@ pub async fn read(
     };
     let held_by = match (team, here) {
         (Some(team), _) => Some(format!("{} on {}", team.operation, team.host)),
-        (None, Some(holder)) => Some(format!(
-            "{} on {}",
-            holder_name(db, &holder),
-            holder.host
-        )),
+        (None, Some(holder)) => Some(format!("{} on {}", holder_name(db, &holder), holder.host)),
         (None, None) => None,
     };
     TargetRead {

@@ -254,9 +254,12 @@ pub async fn prepare(
         wanted.insert(module.clone(), artifact.clone());
         chosen.push(artifact);
     }
-    let machines = p
-        .to
-        .machines(&rolled_out(&to_mesh, modules), &wanted, Reach { daemon, db })
+    let machines =
+        p.to.machines(
+            &rolled_out(&to_mesh, modules),
+            &wanted,
+            Reach { daemon, db },
+        )
         .await?;
     let db = locked(db).map_err(PromoteError::Handle)?;
     let mut planned = Vec::new();
@@ -286,7 +289,11 @@ pub async fn prepare(
 /// the module whatever its policy, as a rollback does.
 fn rolled_out(mesh: &Mesh, modules: &[String]) -> Mesh {
     let mut mesh = mesh.clone();
-    for module in mesh.modules.iter_mut().filter(|m| modules.contains(&m.name)) {
+    for module in mesh
+        .modules
+        .iter_mut()
+        .filter(|m| modules.contains(&m.name))
+    {
         module.policy = Policy::Rollout;
     }
     mesh
@@ -340,8 +347,18 @@ async fn stamp_and_send(
     let source = p.from.read_record(&from_mesh, db).await?.record;
     let here = p.to.read_record(&to_mesh, db).await?;
     for m in &plan.modules {
-        same(&m.module, p.from.name(), Some(&m.artifact), source.get(&m.module))?;
-        same(&m.module, p.to.name(), m.current.as_ref(), here.record.get(&m.module))?;
+        same(
+            &m.module,
+            p.from.name(),
+            Some(&m.artifact),
+            source.get(&m.module),
+        )?;
+        same(
+            &m.module,
+            p.to.name(),
+            m.current.as_ref(),
+            here.record.get(&m.module),
+        )?;
     }
     // Under the hold, before anything is stamped: every artifact must be runnable there.
     for m in &plan.modules {
@@ -410,7 +427,10 @@ async fn stamp_and_send(
         emitter.emit(
             Step::Warning,
             Some(module),
-            format!("pin of {module} on {} ended: promoted from {}", plan.to, plan.from),
+            format!(
+                "pin of {module} on {} ended: promoted from {}",
+                plan.to, plan.from
+            ),
         );
     }
     let mut merged = here.record.clone();

@@ -149,6 +149,16 @@ impl MachineCount {
     }
 }
 
+/// One machine of a module on a target, and what it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MachineRun {
+    pub name: String,
+    /// `container`, `Deployment`, …
+    pub kind: String,
+    /// The artifact it runs (its first), if any.
+    pub running: Option<String>,
+}
+
 /// One module on one target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cell {
@@ -156,6 +166,8 @@ pub struct Cell {
     /// What the target's record names for the module.
     pub artifact: Option<RecordEntry>,
     pub machines: MachineCount,
+    /// Each machine of the module there (a promote into the cell sends those not on its artifact).
+    pub runs: Vec<MachineRun>,
     /// The target it is promoted from, and whether this cell's artifact differs from that one's
     /// (None: the target names no source, or the source could not be read).
     pub source: Option<String>,
@@ -282,6 +294,19 @@ pub fn grid(mesh: &Mesh, reads: &[TargetRead]) -> Grid {
                         machines: here
                             .map(|r| MachineCount::of(&r.machines, &module.name))
                             .unwrap_or_default(),
+                        runs: here
+                            .map(|r| {
+                                r.machines
+                                    .iter()
+                                    .filter(|m| m.module == module.name)
+                                    .map(|m| MachineRun {
+                                        name: m.name.clone(),
+                                        kind: m.kind.clone(),
+                                        running: m.running.first().cloned(),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
                         moved_ms: here.and_then(|r| r.moved_ms.get(&module.name).copied()),
                         artifact,
                         source,
@@ -342,8 +367,15 @@ pub fn grid_text(grid: &Grid, now_ms: i64) -> String {
             out.push_str(&format!("{}: held by {held}\n", column.name));
         }
     }
-    if grid.rows.iter().flat_map(|r| &r.cells).any(Cell::promotable) {
-        out.push_str("≠ differs from the target it is promoted from (meshtop promote MODULE --to TARGET)\n");
+    if grid
+        .rows
+        .iter()
+        .flat_map(|r| &r.cells)
+        .any(Cell::promotable)
+    {
+        out.push_str(
+            "≠ differs from the target it is promoted from (meshtop promote MODULE --to TARGET)\n",
+        );
     }
     out
 }

@@ -9,7 +9,7 @@ use crate::app::msg::{ActionRequest, PageRequest};
 use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::state::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
-use crate::converge::{gc, rollback, send};
+use crate::converge::{gc, promote, rollback, send};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::progress::Progress;
 
@@ -139,6 +139,38 @@ pub async fn run(
                 }
             );
             if failed > 0 { Err(text) } else { Ok(text) }
+        }
+        ActionRequest::Promote {
+            module,
+            from,
+            to,
+            artifact,
+            current,
+        } => {
+            let db = session.db_handle().await?;
+            let (from_target, to_target) = (
+                session.connected(&from).await?,
+                session.connected(&to).await?,
+            );
+            let promotion = promote::Promotion {
+                mesh: &session.mesh,
+                from: from_target.as_ref(),
+                to: to_target.as_ref(),
+            };
+            let plan =
+                promote::prepare(&promotion, std::slice::from_ref(&module), &daemon, &db).await?;
+            let planned = plan.modules.first();
+            if planned.is_none_or(|m| m.artifact != artifact || m.current != current) {
+                return Err(format!(
+                    "the records of {module} on {from} or {to} moved since the promote was confirmed; nothing promoted: look again and promote again"
+                ));
+            }
+            let report = promote::promote(&promotion, &plan, &daemon, &db, Some(progress)).await?;
+            if report.ok() {
+                Ok(report.headline())
+            } else {
+                Err(report.headline())
+            }
         }
         ActionRequest::Send { module, moves } => {
             let db = session.db_handle().await?;

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use crate::app::msg::Msg;
 use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::state::locked;
-use crate::converge::gc;
+use crate::converge::{environments, gc};
 use crate::timefmt;
 
 use super::poll::{BoxFuture, OnDemand};
@@ -65,6 +65,21 @@ pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<Vie
                 };
                 let report = gc::plan(&session.mesh, &rules, &daemon, targets, &db).await?;
                 Ok(ViewData::Gc(Box::new(report)))
+            }
+            ViewRequest::Environments => {
+                let daemon = session.lazy_daemon().await;
+                let db = session.db_handle().await?;
+                let mut reads = Vec::new();
+                for name in session.mesh.target_names() {
+                    let connected = session.connected(name).await;
+                    let target = connected
+                        .as_ref()
+                        .map(|t| t.as_ref())
+                        .map_err(String::clone);
+                    reads.push(environments::read(&session.mesh, name, target, &daemon, &db).await);
+                }
+                let grid = crate::mesh::environments::grid(&session.mesh, &reads);
+                Ok(ViewData::Environments(Box::new(grid)))
             }
             ViewRequest::Stats { since_ms } => {
                 let mesh = session.mesh.clone();

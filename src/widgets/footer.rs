@@ -3,8 +3,8 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
-use crate::app::keys::Action;
-use crate::app::state::AppState;
+use crate::app::keys::{Action, Mode};
+use crate::app::state::{AppState, Detail};
 
 use super::lines::{Palette, put};
 
@@ -14,6 +14,15 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if !crate::app::views::rollback_applies(state) {
         hints.retain(|(_, _, action)| *action != Action::Rollback);
     }
+    // The environments view's keys are hinted in it; the targets' where the mesh has several.
+    let several = state.targets.len() > 1;
+    let in_view = state.detail == Some(Detail::Environments);
+    hints.retain(|(_, _, action)| match action {
+        Action::Promote => in_view,
+        Action::NextTarget if state.mode == Mode::Detail => in_view,
+        Action::NextTarget | Action::Environments => several,
+        _ => true,
+    });
     let tag = if state.readonly { 10 } else { 0 };
     let room = usize::from(area.width).saturating_sub(1 + tag);
     let kept = fit(&hints, room);

@@ -13,12 +13,18 @@ use crate::timefmt;
 
 use super::lines::{Palette, put};
 
-/// `target docker`, `target kubernetes (context kind-dev, namespace demo)`: as the target says itself.
+/// `target docker`, `target kubernetes (context kind-dev, namespace demo)`: as the target says
+/// itself; a mesh's named target by its name first (`target prod · kubernetes (…)`).
 fn target_text(state: &AppState) -> String {
     let target = &state.target;
+    let name = if target.name == crate::mesh::model::DEFAULT_TARGET {
+        String::new()
+    } else {
+        format!("{} · ", target.name)
+    };
     match &target.place {
-        Some(place) => format!("target {} ({place})", target.kind),
-        None => format!("target {}", target.kind),
+        Some(place) => format!("target {name}{} ({place})", target.kind),
+        None => format!("target {name}{}", target.kind),
     }
 }
 

@@ -9,7 +9,7 @@ use crate::app::state::AppState;
 use super::lines::{Palette, overlay, put};
 
 /// What every column and symbol of the screen means.
-const LEGEND: [&str; 30] = [
+const LEGEND: [&str; 32] = [
     "T          tier: 0 has no base in the mesh, else its base's tier + 1",
     "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
     "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
@@ -40,6 +40,8 @@ const LEGEND: [&str; 30] = [
     "detail     opens at its end: a failure's last log lines, then its error; `w` wraps",
     "header     each source's age, or ✗ its error (last ok 40s ago)",
     "gc, stats  views: what a sweep would take and why, the keep set; what the skips saved",
+    "envs       view: modules down, targets across: the recorded artifact, machines (2/2,",
+    "           1 behind, missing), ≠ differs from its promote_from, its age; [cell] selected",
 ];
 
 /// The help text: one heading per mode, one line per action, then the legend.

@@ -4,6 +4,7 @@
 pub mod builds;
 pub mod confirm;
 pub mod detail;
+pub mod environments;
 pub mod footer;
 pub mod gc;
 pub mod header;

@@ -39,10 +39,15 @@ pub enum Action {
     Gc,
     Stats,
     Sweep,
+    Environments,
+    NextTarget,
+    Promote,
+    Left,
+    Right,
 }
 
 impl Action {
-    pub const ALL: [Action; 28] = [
+    pub const ALL: [Action; 33] = [
         Action::Up,
         Action::Down,
         Action::Top,
@@ -71,6 +76,11 @@ impl Action {
         Action::Gc,
         Action::Stats,
         Action::Sweep,
+        Action::Environments,
+        Action::NextTarget,
+        Action::Promote,
+        Action::Left,
+        Action::Right,
     ];
 
     /// The name used in `keys.toml`.
@@ -154,6 +164,23 @@ impl Action {
                 "stats",
             ),
             Action::Sweep => ("sweep", "sweep what the gc view lists (asks first)", ""),
+            Action::Environments => (
+                "environments",
+                "environments view: every target side by side, each module's artifact there",
+                "envs",
+            ),
+            Action::NextTarget => (
+                "next_target",
+                "show the next target in the main view (in the environments view: the selected one)",
+                "target",
+            ),
+            Action::Promote => (
+                "promote",
+                "promote the selected cell from its source (environments view; asks first)",
+                "promote",
+            ),
+            Action::Left => ("left", "the target to the left (environments view)", ""),
+            Action::Right => ("right", "the target to the right (environments view)", ""),
         }
     }
 
@@ -173,7 +200,8 @@ impl Action {
             Action::Poll => 9,
             Action::NextPane => 10,
             Action::Close => 11,
-            Action::Gc | Action::Stats => 12,
+            Action::Gc | Action::Stats | Action::Environments | Action::NextTarget => 12,
+            Action::Promote => 4,
             _ => 13,
         }
     }
@@ -189,6 +217,7 @@ impl Action {
                 | Action::Rollback
                 | Action::AutoConverge
                 | Action::Sweep
+                | Action::Promote
         )
     }
 
@@ -290,6 +319,8 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             (A::AutoConverge, vec![Key::ch('a')]),
             (A::Gc, vec![Key::ch('x')]),
             (A::Stats, vec![Key::ch('S')]),
+            (A::Environments, vec![Key::ch('e')]),
+            (A::NextTarget, vec![Key::ch('t')]),
             (A::Help, vec![Key::ch('?')]),
             (A::Quit, vec![Key::ch('q'), CTRL_C]),
         ],
@@ -334,6 +365,10 @@ fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
             page_down,
             (A::Wrap, vec![Key::ch('w')]),
             (A::Sweep, vec![Key::ch('x')]),
+            (A::Left, vec![Key::plain(KeyCode::Left), Key::ch('h')]),
+            (A::Right, vec![Key::plain(KeyCode::Right), Key::ch('l')]),
+            (A::Promote, vec![Key::ch('p')]),
+            (A::NextTarget, vec![Key::ch('t')]),
             (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('q')]),
             (A::Quit, vec![CTRL_C]),
         ],

@@ -87,7 +87,10 @@ pub(super) async fn keep_others(
         let here = kept_in_state(mesh, name, &read.record, db, roots)?;
         let team = target.held_by(&mesh.name).await.ok().flatten();
         if let Some(team) = team {
-            busy.push(format!("target {name} is held by {} on {}", team.operation, team.host));
+            busy.push(format!(
+                "target {name} is held by {} on {}",
+                team.operation, team.host
+            ));
         } else if let Some(holder) = here {
             busy.push(format!(
                 "target {name} is held by {} on {}",

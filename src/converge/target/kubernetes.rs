@@ -772,10 +772,7 @@ impl Target for Kube {
                         emitter.emit(
                             Step::Delivered,
                             Some(artifact.module),
-                            format!(
-                                "kind load {} into kind cluster {name}",
-                                artifact.reference
-                            ),
+                            format!("kind load {} into kind cluster {name}", artifact.reference),
                         );
                     }
                     Ok(held)
