@@ -52,6 +52,7 @@ impl OnDemand for Fake {
         let data = match request {
             ViewRequest::Gc { .. } => ViewData::Gc(Box::new(demo_gc_report())),
             ViewRequest::Stats { .. } => ViewData::Stats(Box::new(demo_stats())),
+            ViewRequest::Environments => ViewData::Environments(Box::default()),
         };
         Box::pin(async move { Ok(data) })
     }

@@ -14,27 +14,6 @@ use common::{ExampleMesh, said};
 use meshtop::mesh::text::short_id;
 use serde_json::Value;
 
-/// The example mesh on two docker targets: its machines staging's, a web and an api machine prod's.
-fn two_docker_targets(tag: &str) -> ExampleMesh {
-    let mesh = ExampleMesh::new(tag);
-    let file = mesh.mesh_file();
-    let text = std::fs::read_to_string(&file).unwrap();
-    let (head, machines) = text.split_once("[[machine]]").unwrap();
-    let head = head.replace(
-        "[target]\nkind = \"docker\"\n",
-        "[[target]]\nname = \"staging\"\n\n[[target]]\nname = \"prod\"\npromote_from = \"staging\"\n",
-    );
-    let machines = format!("[[machine]]{machines}")
-        .replace("\nmodule = \"", "\ntarget = \"staging\"\nmodule = \"");
-    let name = &mesh.name;
-    let prod = format!(
-        "\n[[machine]]\nname = \"{name}-prod-web-1\"\nmodule = \"web\"\ntarget = \"prod\"\n\
-         \n[[machine]]\nname = \"{name}-prod-api-1\"\nmodule = \"api\"\ntarget = \"prod\"\n"
-    );
-    std::fs::write(&file, format!("{head}{machines}{prod}")).unwrap();
-    mesh
-}
-
 /// The grid's row of `module`, as the view draws it (its first word is the module's name).
 fn grid_row<'a>(screen: &'a str, module: &str) -> &'a str {
     screen
@@ -59,7 +38,7 @@ fn cell<'a>(grid: &'a Value, module: &str, target: &str) -> &'a Value {
 
 #[test]
 fn the_environments_view_shows_the_grid_marks_a_differing_cell_and_promotes_into_it() {
-    let mesh = two_docker_targets("envv");
+    let mesh = ExampleMesh::two_docker_targets("envv");
     let long = Duration::from_secs(180);
     let converged = mesh.meshtop(&["converge", "--target", "staging"]);
     assert!(converged.status.success(), "{}", said(&converged));

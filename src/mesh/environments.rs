@@ -387,3 +387,127 @@ pub fn artifact_text(entry: Option<&RecordEntry>) -> String {
         None => "nothing".into(),
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::mesh::model::{Environment, Target};
+
+    fn mesh(chain: &[(&str, Option<&str>)]) -> Mesh {
+        Mesh {
+            name: "demo".into(),
+            file: "/m/mesh.toml".into(),
+            root: "/m".into(),
+            registry: None,
+            publish: false,
+            targets: chain
+                .iter()
+                .map(|(n, _)| (n.to_string(), Target::Docker))
+                .collect(),
+            environments: chain
+                .iter()
+                .map(|(n, from)| Environment {
+                    name: n.to_string(),
+                    promote_from: from.map(str::to_string),
+                    named: true,
+                    ..Environment::default_one()
+                })
+                .collect(),
+            modules: Vec::new(),
+            machines: Vec::new(),
+            rollout_deadline: None,
+        }
+    }
+
+    #[test]
+    fn a_promote_follows_the_chain_the_mesh_file_draws() {
+        let m = mesh(&[
+            ("dev", None),
+            ("staging", Some("dev")),
+            ("prod", Some("staging")),
+        ]);
+        assert_eq!(promote_source(&m, "prod", None).unwrap(), "staging");
+        assert_eq!(promote_source(&m, "prod", Some("staging")).unwrap(), "staging");
+        assert_eq!(promote_source(&m, "dev", Some("prod")).unwrap(), "prod");
+        let off = promote_source(&m, "prod", Some("dev")).unwrap_err();
+        assert_eq!(
+            off.to_string(),
+            "prod is promoted from staging, not dev (the chain: dev → staging → prod): promote to staging first, or promote prod from staging"
+        );
+        assert!(matches!(
+            promote_source(&m, "dev", None),
+            Err(SourceRefusal::NoSource { .. })
+        ));
+        assert!(matches!(
+            promote_source(&m, "qa", None),
+            Err(SourceRefusal::NoSuchTarget { .. })
+        ));
+        assert!(matches!(
+            promote_source(&m, "prod", Some("prod")),
+            Err(SourceRefusal::Itself { .. })
+        ));
+    }
+
+    #[test]
+    fn a_cell_differs_from_its_source_by_artifact() {
+        let mut m = mesh(&[("staging", None), ("prod", Some("staging"))]);
+        m.modules = vec![crate::mesh::model::Module {
+            name: "api".into(),
+            context: "/m/api".into(),
+            dockerfile: "Dockerfile".into(),
+            base: None,
+            policy: crate::mesh::Policy::Rollout,
+            platforms: Vec::new(),
+            build_args: Default::default(),
+            secrets: Vec::new(),
+            ssh: false,
+            tier: 0,
+            line: 1,
+            backoff: Default::default(),
+        }];
+        let entry = |d: &str| RecordEntry {
+            reference: format!("demo/api:{d}"),
+            digest: format!("sha256:{d}{}", "0".repeat(20)),
+        };
+        let read = |name: &str, digest: Option<&str>| TargetRead {
+            name: name.into(),
+            kind: "docker".into(),
+            record: digest
+                .map(|d| Record::from([("api".to_string(), entry(d))]))
+                .unwrap_or_default(),
+            ..TargetRead::default()
+        };
+        let g = grid(&m, &[read("staging", Some("aa")), read("prod", None)]);
+        assert_eq!(g.cell("api", "prod").unwrap().differs, Some(true));
+        assert!(g.cell("api", "prod").unwrap().promotable());
+        assert_eq!(g.cell("api", "staging").unwrap().differs, None);
+        assert_eq!(g.cell("api", "prod").unwrap().text(0), "≠ –");
+        let g = grid(&m, &[read("staging", Some("aa")), read("prod", Some("aa"))]);
+        assert_eq!(g.cell("api", "prod").unwrap().differs, Some(false));
+        let g = grid(&m, &[read("staging", Some("aa")), read("prod", Some("bb"))]);
+        assert_eq!(g.cell("api", "prod").unwrap().text(0), "≠ bb0000000000 –");
+        // A source that could not be read says nothing of the cells it feeds.
+        let mut broken = read("staging", Some("aa"));
+        broken.error = Some("unreachable".into());
+        let g = grid(&m, &[broken, read("prod", Some("bb"))]);
+        assert_eq!(g.cell("api", "prod").unwrap().differs, None);
+        assert!(grid_text(&g, 0).contains("staging: cannot be read: unreachable"));
+    }
+
+    #[test]
+    fn machines_read_as_the_grid_writes_them() {
+        let count = |total, current, behind, held, missing| MachineCount {
+            total,
+            current,
+            behind,
+            held,
+            missing,
+        };
+        assert_eq!(count(2, 2, 0, 0, 0).text(), "2/2");
+        assert_eq!(count(2, 1, 1, 0, 0).text(), "1 behind");
+        assert_eq!(count(1, 0, 0, 0, 1).text(), "missing");
+        assert_eq!(count(3, 0, 1, 1, 1).text(), "1 behind, 1 held, 1 missing");
+        assert_eq!(count(0, 0, 0, 0, 0).text(), "–");
+    }
+}

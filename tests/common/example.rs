@@ -274,3 +274,26 @@ pub fn wait_exit(
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+impl ExampleMesh {
+    /// The example mesh on two docker targets: its machines staging's, a web and an api machine prod's.
+    pub fn two_docker_targets(tag: &str) -> ExampleMesh {
+        let mesh = ExampleMesh::new(tag);
+        let file = mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let (head, machines) = text.split_once("[[machine]]").unwrap();
+        let head = head.replace(
+            "[target]\nkind = \"docker\"\n",
+            "[[target]]\nname = \"staging\"\n\n[[target]]\nname = \"prod\"\npromote_from = \"staging\"\n",
+        );
+        let machines = format!("[[machine]]{machines}")
+            .replace("\nmodule = \"", "\ntarget = \"staging\"\nmodule = \"");
+        let name = &mesh.name;
+        let prod = format!(
+            "\n[[machine]]\nname = \"{name}-prod-web-1\"\nmodule = \"web\"\ntarget = \"prod\"\n\
+             \n[[machine]]\nname = \"{name}-prod-api-1\"\nmodule = \"api\"\ntarget = \"prod\"\n"
+        );
+        std::fs::write(&file, format!("{head}{machines}{prod}")).unwrap();
+        mesh
+    }
+}
