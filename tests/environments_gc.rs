@@ -59,7 +59,15 @@ fn gc_keeps_what_only_another_targets_record_names_and_stops_on_a_target_it_cann
     assert!(gone.status.success());
 
     let plan: Value = mesh.json(&[
-        "gc", "--target", "staging", "--dry-run", "--keep", "1", "--grace", "0s", "--json",
+        "gc",
+        "--target",
+        "staging",
+        "--dry-run",
+        "--keep",
+        "1",
+        "--grace",
+        "0s",
+        "--json",
     ]);
     let candidates = plan["candidates"].as_array().unwrap();
     assert!(
@@ -70,7 +78,9 @@ fn gc_keeps_what_only_another_targets_record_names_and_stops_on_a_target_it_cann
         candidates.iter().any(|c| c["module"] == "web"),
         "staging's v2 (no root keeps it) is a candidate: {plan}"
     );
-    ok(&["gc", "--target", "staging", "--keep", "1", "--grace", "0s", "--yes"]);
+    ok(&[
+        "gc", "--target", "staging", "--keep", "1", "--grace", "0s", "--yes",
+    ]);
     assert!(image_exists(&v1), "v1 survived the sweep");
 
     // A third target that cannot be read: gc takes nothing, naming it.
@@ -96,5 +106,8 @@ fn gc_keeps_what_only_another_targets_record_names_and_stops_on_a_target_it_cann
         .unwrap();
     let text = said(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("gc took nothing: target qa cannot be read"), "{text}");
+    assert!(
+        text.contains("gc took nothing: target qa cannot be read"),
+        "{text}"
+    );
 }

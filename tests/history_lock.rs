@@ -283,8 +283,14 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
 fn two_targets_of_one_mesh_hold_two_locks_and_keep_two_records() {
     let (_dir, a, b) = two_handles();
     // An operation on staging and one on prod run at once: two locks.
-    assert_eq!(a.lock_mesh("demo", "staging", &Holder::here("s1")).unwrap(), Ok(()));
-    assert_eq!(b.lock_mesh("demo", "prod", &Holder::here("p1")).unwrap(), Ok(()));
+    assert_eq!(
+        a.lock_mesh("demo", "staging", &Holder::here("s1")).unwrap(),
+        Ok(())
+    );
+    assert_eq!(
+        b.lock_mesh("demo", "prod", &Holder::here("p1")).unwrap(),
+        Ok(())
+    );
     // The same target is still one at a time.
     let refused = b
         .lock_mesh("demo", "staging", &Holder::here("s2"))
@@ -302,13 +308,17 @@ fn two_targets_of_one_mesh_hold_two_locks_and_keep_two_records() {
         )])
     };
     assert!(a.stamp_record("demo", "prod", "s1", &record("x")).is_err());
-    a.stamp_record("demo", "staging", "s1", &record("1")).unwrap();
+    a.stamp_record("demo", "staging", "s1", &record("1"))
+        .unwrap();
     b.stamp_record("demo", "prod", "p1", &record("2")).unwrap();
     assert_eq!(a.record("demo", "staging").unwrap(), record("1"));
     assert_eq!(a.record("demo", "prod").unwrap(), record("2"));
     assert!(a.record("demo", "default").unwrap().is_empty());
     assert_eq!(a.stamps("demo", "prod", "api", 10).unwrap().len(), 1);
     a.unlock_mesh("demo", "staging", "s1").unwrap();
-    assert_eq!(b.mesh_holder("demo", "prod").unwrap().unwrap().operation_id, "p1");
+    assert_eq!(
+        b.mesh_holder("demo", "prod").unwrap().unwrap().operation_id,
+        "p1"
+    );
     assert_eq!(b.mesh_holder("demo", "staging").unwrap(), None);
 }

@@ -233,3 +233,27 @@ fn every_bad_target_names_its_line_and_the_fix() {
     let text = format!("target = [1]\n{HEAD}{ONE}");
     refused(&text, line_of(&text, "target = [1]"), &["must be a table"]);
 }
+
+#[test]
+fn the_environments_example_names_staging_and_prod() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/environments/mesh.toml");
+    let mesh = file::load(&path).unwrap();
+    assert_eq!(mesh.target_names(), ["staging", "prod"]);
+    assert_eq!(mesh.promote_chain("prod"), ["staging", "prod"]);
+    assert_eq!(
+        mesh.on_target("prod")
+            .modules
+            .iter()
+            .filter(|m| m.policy == Policy::Record)
+            .count(),
+        5
+    );
+    let prod: Vec<String> = mesh
+        .on_target("prod")
+        .machines
+        .into_iter()
+        .map(|m| m.name)
+        .collect();
+    assert_eq!(prod, ["envdemo-prod-web-1", "envdemo-prod-api-1"]);
+}

@@ -428,7 +428,10 @@ mod tests {
             ("prod", Some("staging")),
         ]);
         assert_eq!(promote_source(&m, "prod", None).unwrap(), "staging");
-        assert_eq!(promote_source(&m, "prod", Some("staging")).unwrap(), "staging");
+        assert_eq!(
+            promote_source(&m, "prod", Some("staging")).unwrap(),
+            "staging"
+        );
         assert_eq!(promote_source(&m, "dev", Some("prod")).unwrap(), "prod");
         let off = promote_source(&m, "prod", Some("dev")).unwrap_err();
         assert_eq!(

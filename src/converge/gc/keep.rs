@@ -81,4 +81,3 @@ pub(super) fn keep_bases(roots: &mut Roots) {
         }
     }
 }
-
