@@ -167,6 +167,9 @@ pub struct EventRow {
     /// The operation's short id within the mesh (`#142`), when it has one.
     #[serde(default)]
     pub operation: Option<i64>,
+    /// What the operation is (`converge`, `force`, `send`, `rollback`, `gc`), when it is known.
+    #[serde(default)]
+    pub operation_kind: Option<String>,
     pub step: Step,
     pub module: Option<String>,
     pub text: String,
@@ -245,6 +248,7 @@ mod tests {
             mesh: "demo".into(),
             operation_id: "op".into(),
             operation: Some(1),
+            operation_kind: None,
             step: Step::Decided,
             module: None,
             text: format!("event {id}"),
