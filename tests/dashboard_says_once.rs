@@ -33,7 +33,7 @@ fn newest_operation(mesh: &ExampleMesh) -> Option<(i64, Vec<String>)> {
         .iter()
         .filter(|e| e.step.is_line())
         .map(|e| {
-            let (label, said) = said_once(e.step, e.module.is_some(), &e.text);
+            let (label, said) = said_once(e.step, e.module.as_deref(), &e.text);
             let text = format!(
                 "{label:<14} {:<12} {}",
                 e.module.as_deref().unwrap_or(""),

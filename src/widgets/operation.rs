@@ -49,7 +49,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             _ => palette.plain(),
         };
         let module = event.module.as_deref().unwrap_or("");
-        let (label, said) = said_once(event.step, event.module.is_some(), &event.text);
+        let (label, said) = said_once(event.step, event.module.as_deref(), &event.text);
         let text = format!(
             "{label:<14} {module:<12} {}",
             crate::mesh::text::plain(said)
