@@ -513,6 +513,35 @@ async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() 
     );
     let (builds, _) = k.json(&["builds", "--json"]).await;
     assert!(builds.as_array().unwrap().is_empty(), "{builds}");
+
+    // Everything but the mesh's Lease (the built-in edit role of an older cluster, say): refused
+    // as up front and as plainly as the rest, naming the verbs, the API group and the role to fix.
+    api.identity(
+        "ci",
+        &[
+            ("get", "leases"),
+            ("get", "namespaces"),
+            ("patch", "namespaces"),
+            ("list", "deployments"),
+            ("list", "statefulsets"),
+            ("list", "daemonsets"),
+            ("list", "pods"),
+            ("patch", "deployments"),
+        ],
+    );
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!(
+            "cannot create leases (API group coordination.k8s.io) in namespace \"{}\"",
+            k.namespace
+        )),
+        "{text}"
+    );
+    assert!(text.contains("RBAC"), "{text}");
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(builds.as_array().unwrap().is_empty(), "{builds}");
 }
 
 #[tokio::test]
