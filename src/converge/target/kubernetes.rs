@@ -130,7 +130,7 @@ impl Kube {
         match &read.team_warning {
             Some(warning) => tracing::warn!("{warning}"),
             None => {
-                let copied = locked(db).and_then(|h| {
+                let copied = locked(db).map_err(String::from).and_then(|h| {
                     h.mirror_team(&mesh.name, &read.pins, &read.history)
                         .map_err(|e| e.to_string())
                 });
@@ -167,11 +167,8 @@ impl Kube {
         pins: &PinChange,
     ) -> Result<(), ConvergeError> {
         let short = locked(db)
-            .and_then(|h| {
-                h.operation_short(&mesh.name, operation_id, kind)
-                    .map_err(|e| e.to_string())
-            })
-            .ok();
+            .ok()
+            .and_then(|h| h.operation_short(&mesh.name, operation_id, kind).ok());
         let by = Stamper {
             operation_id: operation_id.to_string(),
             kind: kind.to_string(),
@@ -191,7 +188,7 @@ impl Kube {
             .stamp_team(&write, true)
             .await
             .map_err(|e| ConvergeError::Failed(e.to_string()))?;
-        let copied = locked(db).and_then(|h| {
+        let copied = locked(db).map_err(String::from).and_then(|h| {
             h.mirror_team(&mesh.name, &stamped.pins, &stamped.history)
                 .map_err(|e| e.to_string())
         });
@@ -222,7 +219,11 @@ impl Kube {
             }
             Delivery::Push(registry) => {
                 let creds = self.credentials(&registry.host).await?;
-                let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+                let docker = reach
+                    .daemon
+                    .get()
+                    .await
+                    .map_err(|e| TargetError::Unreachable(e.to_string()))?;
                 let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
                 let db = locked(reach.db).map_err(TargetError::Handle)?;
                 let build = match artifact.build_id {
