@@ -34,6 +34,18 @@ fn a_converge_that_changed_nothing_says_so_and_a_rollback_and_a_send_say_their_r
         "{json}"
     );
 
+    // Five builds, none failed: `builds --failed` says that, not that nothing was ever built.
+    let none_failed = mesh.meshtop(&["builds", "--failed"]);
+    assert!(none_failed.status.success(), "{}", said(&none_failed));
+    let out = String::from_utf8_lossy(&none_failed.stdout).into_owned();
+    assert!(
+        out.starts_with("no failed builds recorded for mesh"),
+        "{out}"
+    );
+    let of_web = mesh.meshtop(&["builds", "web", "--failed"]);
+    let out = String::from_utf8_lossy(&of_web.stdout).into_owned();
+    assert!(out.starts_with("no failed builds of web recorded"), "{out}");
+
     // A second artifact of web, then back to the first: the result is printed once.
     std::fs::write(mesh.root().join("web/www/version.txt"), "two").unwrap();
     let moved = mesh.json(&["converge", "--json"]);
@@ -42,6 +54,16 @@ fn a_converge_that_changed_nothing_says_so_and_a_rollback_and_a_send_say_their_r
     assert!(rollback.status.success(), "{}", said(&rollback));
     let all = said(&rollback);
     assert_eq!(times(&all, "rolled back web to"), 1, "{all}");
+    // It says the pin rule as it is: a base that moves keeps the pin, only web's own inputs end it.
+    assert_eq!(
+        times(
+            &all,
+            "until its own inputs (files, Dockerfile, args, platforms; not its base)"
+        ),
+        2,
+        "before the confirm and in the result: {all}"
+    );
+    assert!(!all.contains("third"), "{all}");
 
     // web is pinned at v1 and its machine runs v1: a send of web has nothing to move, so `api`
     // (record policy, held behind by a forced rebuild) is the one sent.

@@ -11,13 +11,13 @@ use std::time::Duration;
 use common::ExampleMesh;
 use common::tmux::{Tmux, row};
 use meshtop::backends::state::StateDb;
-use meshtop::mesh::progress::{EventRow, Step};
+use meshtop::mesh::progress::{EventRow, Step, said_once};
 
 const WIDTH: u16 = 250;
 const HEIGHT: u16 = 300;
 
-/// The newest operation's events as the pane writes them (queued steps are the table's), with
-/// its short id; None while it has not finished.
+/// The newest operation's events as the pane writes them (each step's word once; queued steps are
+/// the table's), with its short id; None while it has not finished.
 fn newest_operation(mesh: &ExampleMesh) -> Option<(i64, Vec<String>)> {
     let db = StateDb::open_for_reading(&mesh.state()).unwrap();
     let events = db.events_tail(&mesh.name, 2000).unwrap();
@@ -31,13 +31,13 @@ fn newest_operation(mesh: &ExampleMesh) -> Option<(i64, Vec<String>)> {
     }
     let lines = own
         .iter()
-        .filter(|e| e.step != Step::Queued)
+        .filter(|e| e.step.is_line())
         .map(|e| {
+            let (label, said) = said_once(e.step, e.module.is_some(), &e.text);
             let text = format!(
-                "{:<14} {:<12} {}",
-                e.step,
+                "{label:<14} {:<12} {}",
                 e.module.as_deref().unwrap_or(""),
-                meshtop::mesh::text::plain(&e.text)
+                meshtop::mesh::text::plain(said)
             );
             // What the pane's width shows of it, before a cut.
             text.chars()

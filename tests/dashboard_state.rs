@@ -415,6 +415,7 @@ fn send_asks_first_with_cancel_selected() {
                 from: running,
                 to_reference: entry.reference,
                 to_digest: entry.digest,
+                state: meshtop::mesh::behind::MachineState::Held,
             }]
         })]
     );

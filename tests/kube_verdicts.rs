@@ -325,6 +325,16 @@ async fn a_paused_deployment_is_patched_and_said_at_once_not_waited_on() {
         "{:?}",
         started.elapsed()
     );
+    // The list the person confirms (stderr, before anything is patched) says it too.
+    let listed = String::from_utf8_lossy(&output.stderr);
+    let before = listed.split("started send").next().unwrap_or_default();
+    assert!(
+        before.contains(&format!(
+            "paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume deployment/web-1 -n {})",
+            k.namespace
+        )),
+        "{listed}"
+    );
     let outcomes: Value = serde_json::from_slice(&output.stdout).unwrap();
     let message = outcomes[0]["message"].as_str().unwrap();
     assert!(
@@ -389,6 +399,50 @@ async fn a_workload_whose_module_container_cannot_be_told_is_refused_before_any_
         said(&output).contains("unknown container"),
         "{}",
         said(&output)
+    );
+    // With web-1 current, the machine meshtop cannot judge is what `--exit-code` counts.
+    let artifact = format!("sha256:{}", "ab".repeat(32));
+    api.put(
+        "deployments",
+        &k.namespace,
+        workload("deployments", "web-1", "web", &[("app", &k.reference)], 1),
+    );
+    api.put(
+        "pods",
+        &k.namespace,
+        pod(
+            "web-1-pod",
+            "web-1",
+            "app",
+            &k.reference,
+            &format!("docker-pullable://{}@{artifact}", k.reference),
+        ),
+    );
+    assert_eq!(k.status().await["web-1"]["state"], "current");
+    let output = k
+        .run(&["status", "--exit-code"], Duration::from_secs(60))
+        .await;
+    assert_eq!(output.status.code(), Some(1), "{}", said(&output));
+    assert!(
+        said(&output).contains("1 unknown container"),
+        "{}",
+        said(&output)
+    );
+    api.put(
+        "deployments",
+        &k.namespace,
+        workload("deployments", "web-1", "web", &[("app", &k.old)], 1),
+    );
+    api.put(
+        "pods",
+        &k.namespace,
+        pod(
+            "web-1-pod",
+            "web-1",
+            "app",
+            &k.old,
+            &format!("docker-pullable://{}@sha256:{}", k.old, "09".repeat(32)),
+        ),
     );
 
     let output = k

@@ -1,6 +1,5 @@
 //! What a confirmation says: exactly what will happen, built from the state (no I/O).
 
-use crate::mesh::behind::MachineState;
 use crate::mesh::decide::Decision;
 use crate::mesh::machine::moves_for;
 use crate::mesh::model::{Policy, RecordEntry};
@@ -261,14 +260,11 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
             entry.reference,
             made(state, &entry.digest)
         ));
-        if machine.state == MachineState::Paused {
-            lines.push(format!(
-                "    paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume {}/{}{})",
-                machine.kind.to_lowercase(),
-                machine.name,
-                state.target.namespace.as_deref().map(|ns| format!(" -n {ns}")).unwrap_or_default()
-            ));
-        }
+        let note = moves
+            .iter()
+            .find(|m| m.machine == machine.name)
+            .and_then(|m| m.before_confirm(state.target.namespace.as_deref()));
+        lines.extend(note.map(|note| format!("    {note}")));
     }
     lines.push(state.target.send_does.clone());
     Ok(Confirm {
@@ -331,8 +327,8 @@ pub fn rollback(state: &AppState) -> Result<Confirm, String> {
         ),
     }
     lines.push(format!(
-        "and pin it: converges keep it until its address moves to a third one, `meshtop unpin {}` or a forced converge",
-        module.name
+        "and pin it: converges keep it {}",
+        crate::mesh::pin::ends_when(&module.name)
     ));
     Ok(Confirm {
         title: format!("Roll back {}?", module.name),

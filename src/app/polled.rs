@@ -99,8 +99,7 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
             newest_word = Some(event.clone());
         }
         ended_here |= live && event.step == Step::Finished;
-        // Queued steps are the table's (each module's state), not lines to read.
-        if event.step == Step::Queued {
+        if !event.step.is_line() {
             continue;
         }
         view.lines.push_back(event);

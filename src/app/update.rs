@@ -107,7 +107,7 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
         }
         Msg::ActionProgress(step) => {
             // Builder output belongs to the operation pane and the logs, not the one-line notice.
-            if step.step == Step::Output || step.step == Step::Queued {
+            if step.step == Step::Output || !step.step.is_line() {
                 return Vec::new();
             }
             state.notify(step.line().trim_start().to_string(), false);

@@ -203,7 +203,8 @@ pub struct StatusArgs {
     /// Print a JSON array.
     #[arg(long)]
     pub json: bool,
-    /// Exit 1 when any machine is behind (or held) or a declared machine is missing.
+    /// Exit 1 when any machine is behind (or held, or paused), a declared machine is missing, or a
+    /// workload's module container cannot be told.
     #[arg(long)]
     pub exit_code: bool,
 }

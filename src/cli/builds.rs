@@ -63,8 +63,13 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     } else if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
+        let failed = if args.failed { "failed " } else { "" };
+        let of = match &args.module {
+            Some(module) => format!(" of {module}"),
+            None => String::new(),
+        };
         print_out(&format!(
-            "no builds recorded for mesh {} in {}\n",
+            "no {failed}builds{of} recorded for mesh {} in {}\n",
             mesh.name,
             db.path().display()
         ))?;

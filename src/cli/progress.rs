@@ -69,9 +69,9 @@ async fn plain(mut rx: tokio::sync::mpsc::UnboundedReceiver<Progress>) {
     }
 }
 
-/// A step as a plain line; queued steps are for followers that draw a table, not for reading.
+/// A step as a plain line, when it is one (`Step::is_line`, as the dashboard's pane folds it).
 fn plain_line(progress: &Progress) -> Option<String> {
-    (progress.step != Step::Queued).then(|| progress.line())
+    progress.step.is_line().then(|| progress.line())
 }
 
 /// One running build's live line, and the builder's newest words for when it fails.
@@ -208,7 +208,7 @@ mod tests {
         };
         assert_eq!(
             plain_line(&built).as_deref(),
-            Some("    built api: built demo/api:1 → sha256:aa")
+            Some("    built api: demo/api:1 → sha256:aa")
         );
     }
 }

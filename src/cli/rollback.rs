@@ -63,8 +63,8 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
         );
     }
     eprintln!(
-        "  the module stays pinned until its address moves to a third one, `meshtop unpin {}` or `converge --force {}`",
-        plan.module, plan.module
+        "  the module stays pinned {}",
+        crate::mesh::pin::ends_when(&plan.module)
     );
     if !args.yes && !confirm("roll back?", "roll back")? {
         eprintln!("nothing rolled back");

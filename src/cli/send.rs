@@ -42,6 +42,9 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
             moved.to_reference,
             short_id(&moved.to_digest)
         );
+        if let Some(note) = moved.before_confirm(target.describe().namespace.as_deref()) {
+            eprintln!("    {note}");
+        }
     }
     if !args.yes && !super::confirm(&format!("move {} machine(s)?", moves.len()), "send")? {
         eprintln!("nothing sent");

@@ -57,11 +57,12 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         };
         rows.push(MachineStatus { machine, built_by });
     }
-    let behind = rows.iter().filter(|r| r.machine.state.is_behind()).count();
-    let missing = rows
-        .iter()
-        .filter(|r| r.machine.state == MachineState::Missing)
-        .count();
+    let count =
+        |state: fn(&MachineState) -> bool| rows.iter().filter(|r| state(&r.machine.state)).count();
+    let behind = count(|s| s.is_behind());
+    let missing = count(|s| *s == MachineState::Missing);
+    let unknown = count(|s| *s == MachineState::UnknownContainer);
+    let attention = count(|s| s.needs_attention());
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
@@ -72,14 +73,18 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         ))?;
     } else {
         let mut out = table_text(&rows);
+        let unknown = match unknown {
+            0 => String::new(),
+            n => format!(", {n} unknown container"),
+        };
         outln!(
             out,
-            "{} machine(s), {behind} behind, {missing} missing",
+            "{} machine(s), {behind} behind, {missing} missing{unknown}",
             rows.len()
         );
         print_out(&out)?;
     }
-    Ok(if args.exit_code && behind + missing > 0 {
+    Ok(if args.exit_code && attention > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

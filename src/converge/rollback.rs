@@ -57,14 +57,13 @@ impl RollbackReport {
     pub fn headline(&self) -> String {
         let moved = self.outcomes.iter().filter(|o| o.ok).count();
         let mut text = format!(
-            "rolled back {} to {}@{} (#{}): {moved}/{} machine(s) moved; pinned until its address moves to a third one, `meshtop unpin {}` or `converge --force {}`",
+            "rolled back {} to {}@{} (#{}): {moved}/{} machine(s) moved; pinned {}",
             self.module,
             self.to.reference,
             short_id(&self.to.digest),
             self.short,
             self.outcomes.len(),
-            self.module,
-            self.module
+            crate::mesh::pin::ends_when(&self.module)
         );
         for failed in self.outcomes.iter().filter(|o| !o.ok) {
             text.push_str(&format!("\n  {}: {}", failed.moved.machine, failed.message));

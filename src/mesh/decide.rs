@@ -26,8 +26,8 @@ pub enum Decision {
     Forced,
     /// The base has no artifact in the mesh: nothing can be built.
     Refused,
-    /// Rolled back by hand: keep the pinned artifact (no build, no delivery) until the address moves
-    /// to a third one, an unpin, or `--force` (see `mesh::pin`).
+    /// Rolled back by hand: keep the pinned artifact (no build, no delivery) until the module's own
+    /// inputs differ from both sides', an unpin, or `--force` (see `mesh::pin`).
     Pinned,
 }
 

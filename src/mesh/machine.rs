@@ -70,6 +70,23 @@ pub struct Move {
     #[serde(rename = "to_ref")]
     pub to_reference: String,
     pub to_digest: String,
+    /// How the machine stands before the move (behind, held, paused, unknown container).
+    pub state: MachineState,
+}
+
+impl Move {
+    /// What a person must know of this move before confirming it, beyond `from → to`: a paused
+    /// Deployment is patched but rolls nothing out until someone resumes it.
+    pub fn before_confirm(&self, namespace: Option<&str>) -> Option<String> {
+        (self.state == MachineState::Paused).then(|| {
+            format!(
+                "paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume {}/{}{})",
+                self.kind.as_str().to_lowercase(),
+                self.machine,
+                namespace.map(|ns| format!(" -n {ns}")).unwrap_or_default()
+            )
+        })
+    }
 }
 
 /// The behind (or held) machines of `module`, and where each goes. A workload whose container meshtop
@@ -92,6 +109,7 @@ pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Mov
                 from: m.running.first().cloned().unwrap_or_default(),
                 to_reference: entry.reference.clone(),
                 to_digest: entry.digest.clone(),
+                state: m.state,
             })
         })
         .collect()

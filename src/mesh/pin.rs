@@ -115,6 +115,13 @@ impl Pin {
     }
 }
 
+/// What ends a pin, as every rollback says it: the pin rule of `Pin::holds_against`.
+pub fn ends_when(module: &str) -> String {
+    format!(
+        "until its own inputs (files, Dockerfile, args, platforms; not its base) differ from both sides' (a fix), `meshtop unpin {module}` or `converge --force {module}`"
+    )
+}
+
 /// What the pin says about one module's question, before the record and the host are asked:
 /// `Some(verdict)` keeps the pinned artifact; `None` lets the skip decision run as it would
 /// without a pin (forced, a third address, or a ref not known yet).

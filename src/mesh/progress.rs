@@ -77,6 +77,12 @@ impl Step {
         }
     }
 
+    /// Whether the step is a line to read wherever an operation is shown (the dashboard's pane, the
+    /// command line's log). A `queued` step is each module's state for the table, never a line.
+    pub fn is_line(self) -> bool {
+        self != Step::Queued
+    }
+
     pub fn parse(name: &str) -> Step {
         Step::ALL
             .into_iter()
@@ -102,12 +108,29 @@ pub struct Progress {
 impl Progress {
     /// One line as a terminal shows it.
     pub fn line(&self) -> String {
+        let (label, text) = said_once(self.step, self.module.is_some(), &self.text);
         match (&self.module, self.step) {
-            (Some(module), Step::Output) => format!("  {module} │ {}", self.text),
-            (Some(module), step) => format!("{step:>9} {module}: {}", self.text),
-            (None, step) => format!("{step:>9} {}", self.text),
+            (Some(module), Step::Output) => format!("  {module} │ {text}"),
+            (Some(module), _) => format!("{label:>9} {module}: {text}"),
+            (None, _) => format!("{label:>9} {text}"),
         }
     }
+}
+
+/// A step's label and text as shown, each word once: the engine's texts open with their step's
+/// verb (`tier 0: base`, `building walk/base:…`, `built … → sha256:…`, `created machine …`), which the
+/// label already says; a record line without a module says `stamped`/`unchanged` itself, so its
+/// label is left empty. Stored events keep their whole text (followers parse it).
+pub fn said_once(step: Step, has_module: bool, text: &str) -> (&'static str, &str) {
+    let echo = match step {
+        Step::Tier => "tier ",
+        Step::Build => "building ",
+        Step::Built => "built ",
+        Step::Created => "created ",
+        Step::Stamped if !has_module => return ("", text),
+        _ => return (step.as_str(), text),
+    };
+    (step.as_str(), text.strip_prefix(echo).unwrap_or(text))
 }
 
 /// An operation's short id, unique within its mesh (`#142`), with its full uuid and kind
@@ -165,6 +188,55 @@ pub fn unseen(events: Vec<EventRow>, last_id: i64) -> impl Iterator<Item = Event
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn line(step: Step, module: Option<&str>, text: &str) -> String {
+        Progress {
+            step,
+            module: module.map(str::to_string),
+            text: text.into(),
+        }
+        .line()
+    }
+
+    #[test]
+    fn a_line_says_its_step_once() {
+        assert_eq!(line(Step::Tier, None, "tier 0: base"), "     tier 0: base");
+        assert_eq!(
+            line(Step::Build, Some("web"), "building demo/web:1 (build 01a)"),
+            "    build web: demo/web:1 (build 01a)"
+        );
+        assert_eq!(
+            line(Step::Built, Some("web"), "built demo/web:1 → sha256:ab"),
+            "    built web: demo/web:1 → sha256:ab"
+        );
+        assert_eq!(
+            line(
+                Step::Created,
+                Some("web"),
+                "created machine web-1 on demo/web:1"
+            ),
+            "  created web: machine web-1 on demo/web:1"
+        );
+        assert_eq!(
+            line(Step::Stamped, None, "record stamped: 5 module(s)"),
+            "          record stamped: 5 module(s)"
+        );
+        // An error that happens to open with the step's word keeps it.
+        assert_eq!(
+            line(Step::Failed, Some("web"), "failed to connect"),
+            "   failed web: failed to connect"
+        );
+        assert_eq!(
+            line(Step::Output, Some("web"), "built x"),
+            "  web │ built x"
+        );
+    }
+
+    #[test]
+    fn every_step_but_queued_is_a_line() {
+        let lines: Vec<Step> = Step::ALL.into_iter().filter(|s| !s.is_line()).collect();
+        assert_eq!(lines, vec![Step::Queued]);
+    }
 
     fn row(id: i64) -> EventRow {
         EventRow {

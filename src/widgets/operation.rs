@@ -7,7 +7,7 @@ use ratatui::style::Style;
 
 use crate::app::state::{AppState, Pane};
 use crate::mesh::live::{ModuleRun, OperationState};
-use crate::mesh::progress::{EventRow, Step};
+use crate::mesh::progress::{EventRow, Step, said_once};
 
 use super::lines::{Palette, focused, put, rule};
 
@@ -55,11 +55,10 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             _ => palette.plain(),
         };
         let module = event.module.as_deref().unwrap_or("");
+        let (label, said) = said_once(event.step, event.module.is_some(), &event.text);
         let text = format!(
-            "{:<14} {:<12} {}",
-            event.step,
-            module,
-            crate::mesh::text::plain(&event.text)
+            "{label:<14} {module:<12} {}",
+            crate::mesh::text::plain(said)
         );
         let style = if selected {
             style.patch(palette.selected(true))

@@ -650,13 +650,20 @@ impl Cluster {
     /// getAllReplicaSetsAndSyncRevision with createIfNotExisted=false): no new ReplicaSet and no pod changes,
     /// the status recalculated (observedGeneration, updatedReplicas of a new ReplicaSet that does not exist),
     /// and `sync.go` checkPausedConditions sets Progressing=Unknown/DeploymentPaused ("Deployment is paused"),
-    /// DeploymentResumed once it is resumed.
+    /// DeploymentResumed once it is resumed — only for a Deployment with a progress deadline
+    /// (`deploymentutil.HasProgressDeadline`: set and not MaxInt32; the apiserver defaults it to 600).
     fn paused_step(&mut self, key: &Key) -> bool {
         let mut workload = self.objects[key].clone();
         let paused = workload["spec"]["paused"] == json!(true);
         let condition = workload["status"]["conditions"][0].clone();
         let paused_condition = condition["reason"] == "DeploymentPaused";
-        if condition["reason"] == "ProgressDeadlineExceeded" || paused == paused_condition {
+        let deadline = workload["spec"]["progressDeadlineSeconds"]
+            .as_i64()
+            .is_some_and(|seconds| seconds != i64::from(i32::MAX));
+        if !deadline
+            || condition["reason"] == "ProgressDeadlineExceeded"
+            || paused == paused_condition
+        {
             // checkPausedConditions never overwrites a timed-out condition.
         } else {
             let (reason, message) = if paused {
