@@ -16,7 +16,7 @@ use crate::backends::cluster::{
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
-use crate::backends::state::{Holder, StateDb, locked, this_host};
+use crate::backends::state::{Holder, StateDb, locked};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lease::{self, LeaseClaims};
 use crate::converge::lock;
@@ -169,13 +169,15 @@ impl Kube {
         let short = locked(db)
             .ok()
             .and_then(|h| h.operation_short(&mesh.name, operation_id, kind).ok());
+        // Who stamps is who would hold the mesh: this process on this host, now.
+        let here = Holder::here(operation_id);
         let by = Stamper {
-            operation_id: operation_id.to_string(),
+            operation_id: here.operation_id,
             kind: kind.to_string(),
             short,
-            host: this_host(),
-            pid: std::process::id(),
-            at_ms: crate::timefmt::now_ms(),
+            host: here.host,
+            pid: here.pid,
+            at_ms: here.since_ms,
         };
         self.still_holds(db, &mesh.name, operation_id).await?;
         let write = TeamWrite {
