@@ -381,6 +381,18 @@ struct ChildMod {
     path_attr: Option<String>,
 }
 
+impl ChildMod {
+    fn of(scope: &[String], m: &syn::ItemMod, test: bool) -> ChildMod {
+        ChildMod {
+            scope: scope.to_vec(),
+            name: ident(&m.ident),
+            test,
+            inline: m.content.is_some(),
+            path_attr: path_attr(&m.attrs),
+        }
+    }
+}
+
 /// A function (or a bodiless `fn` declaration) and the lines it spans. Test functions and
 /// declarations are kept too, only so that each `fn name` in the text is matched to its own item
 /// (a test `fn draw` before the real one, a trait's `fn send(…);` before its implementation).
@@ -457,6 +469,19 @@ fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
         Item::Use(i) => &i.attrs,
         _ => &[],
     }
+}
+
+/// The attributes of an impl's or a trait's member (the two enums have the same kinds).
+macro_rules! member_attrs {
+    ($item:expr, $kind:ident) => {
+        match $item {
+            syn::$kind::Const(i) => &i.attrs[..],
+            syn::$kind::Fn(i) => &i.attrs[..],
+            syn::$kind::Type(i) => &i.attrs[..],
+            syn::$kind::Macro(i) => &i.attrs[..],
+            _ => &[],
+        }
+    };
 }
 
 /// The file a `#[path = "…"]` attribute names for a module.
@@ -621,6 +646,15 @@ impl Walk {
         });
     }
 
+    /// Walks test code as `exempt` does, other code as it is.
+    fn exempt_if(&mut self, test: bool, walk: impl FnOnce(&mut Walk)) {
+        if test {
+            self.exempt(walk);
+        } else {
+            walk(self);
+        }
+    }
+
     /// Walks test code (exempt from every rule): only its functions are kept, marked as tests.
     fn exempt(&mut self, walk: impl FnOnce(&mut Walk)) {
         let (written, children, defined, fns) = (
@@ -645,13 +679,7 @@ impl<'ast> Visit<'ast> for Walk {
             self.exempt(|walk| visit::visit_item(walk, item));
             if let syn::Item::Mod(m) = item {
                 // Still recorded: a test module's own file is left out with it.
-                self.children.push(ChildMod {
-                    scope: self.scope.clone(),
-                    name: ident(&m.ident),
-                    test: true,
-                    inline: m.content.is_some(),
-                    path_attr: path_attr(&m.attrs),
-                });
+                self.children.push(ChildMod::of(&self.scope, m, true));
             }
             return;
         }
@@ -662,43 +690,17 @@ impl<'ast> Visit<'ast> for Walk {
     }
 
     fn visit_impl_item(&mut self, item: &'ast syn::ImplItem) {
-        let attrs = match item {
-            syn::ImplItem::Const(i) => &i.attrs,
-            syn::ImplItem::Fn(i) => &i.attrs,
-            syn::ImplItem::Type(i) => &i.attrs,
-            syn::ImplItem::Macro(i) => &i.attrs,
-            _ => return visit::visit_impl_item(self, item),
-        };
-        if is_test(attrs) {
-            self.exempt(|walk| visit::visit_impl_item(walk, item));
-        } else {
-            visit::visit_impl_item(self, item);
-        }
+        let test = is_test(member_attrs!(item, ImplItem));
+        self.exempt_if(test, |walk| visit::visit_impl_item(walk, item));
     }
 
     fn visit_trait_item(&mut self, item: &'ast syn::TraitItem) {
-        let attrs = match item {
-            syn::TraitItem::Const(i) => &i.attrs,
-            syn::TraitItem::Fn(i) => &i.attrs,
-            syn::TraitItem::Type(i) => &i.attrs,
-            syn::TraitItem::Macro(i) => &i.attrs,
-            _ => return visit::visit_trait_item(self, item),
-        };
-        if is_test(attrs) {
-            self.exempt(|walk| visit::visit_trait_item(walk, item));
-        } else {
-            visit::visit_trait_item(self, item);
-        }
+        let test = is_test(member_attrs!(item, TraitItem));
+        self.exempt_if(test, |walk| visit::visit_trait_item(walk, item));
     }
 
     fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
-        self.children.push(ChildMod {
-            scope: self.scope.clone(),
-            name: ident(&m.ident),
-            test: false,
-            inline: m.content.is_some(),
-            path_attr: path_attr(&m.attrs),
-        });
+        self.children.push(ChildMod::of(&self.scope, m, false));
         for attr in &m.attrs {
             self.visit_attribute(attr);
         }
@@ -1603,7 +1605,17 @@ fn planted(files: &[(&str, &str)]) -> Findings {
     findings
 }
 
-/// The one breach a planted file must produce, starting with `expected`.
+/// A planted file that must produce no breach.
+fn passes(path: &str, text: &str) {
+    let findings = planted(&[(path, text)]);
+    assert!(
+        findings.breaches.is_empty(),
+        "{path}: expected no breach, found {:#?}",
+        findings.breaches
+    );
+}
+
+/// A planted file must produce a breach starting with `expected` (among any others).
 fn caught(path: &str, text: &str, expected: &str) {
     let findings = planted(&[(path, text)]);
     assert!(
@@ -1827,11 +1839,10 @@ fn the_backends_never_name_the_disk_reader() {
         "src/backends/evade.rs:1: folder backends may not name crate::workspace",
     );
     // What the backends may name of the domain stays open.
-    let findings = planted(&[(
+    passes(
         "src/backends/state/fine.rs",
         "use crate::mesh::file_stat::{CachedDigest, StatKey};\n",
-    )]);
-    assert!(findings.breaches.is_empty(), "{:#?}", findings.breaches);
+    );
 }
 
 #[test]
@@ -1843,17 +1854,15 @@ fn a_qualified_path_names_its_trait_and_nothing_after_it() {
         "src/app/evade.rs:1: folder app may not name crate::widgets (path `crate::widgets::Draw`)",
     );
     // `<T>::NAME` names T (checked as a type of its own), not a module `NAME`.
-    let findings = planted(&[(
+    passes(
         "src/backends/fine.rs",
         "pub fn f() -> &'static str { <Server<Alive>>::NAME }\n",
-    )]);
-    assert!(findings.breaches.is_empty(), "{:#?}", findings.breaches);
+    );
     // The same spelled inside a macro's tokens.
-    let findings = planted(&[(
+    passes(
         "src/backends/fine.rs",
         "pub fn f() -> String { format!(\"/{}/Check\", Server::<Alive>::NAME) }\n",
-    )]);
-    assert!(findings.breaches.is_empty(), "{:#?}", findings.breaches);
+    );
     caught(
         "src/mesh/evade.rs",
         "macro_rules! m { () => { fn f() -> ::std::fs::File { todo!() } }; }\n",
