@@ -200,6 +200,7 @@ mod tests {
             published_ms: None,
             operation_id: None,
             operation: None,
+            operation_kind: None,
             process_gone: false,
         }
     }
