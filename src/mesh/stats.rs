@@ -200,7 +200,6 @@ mod tests {
             published_ms: None,
             operation_id: None,
             operation: None,
-            operation_kind: None,
             process_gone: false,
         }
     }
@@ -212,6 +211,7 @@ mod tests {
             mesh: "demo".into(),
             operation_id: converge.into(),
             operation: None,
+            operation_kind: None,
             step: Step::Decided,
             module: Some(module.into()),
             text: text.into(),
