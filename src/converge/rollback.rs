@@ -412,6 +412,7 @@ async fn stamp_pin_send(
 /// The pins a converge's plan ended (a third address, or forced) that are still pinned.
 pub fn ended_pins(mesh: &Mesh, db: &Mutex<StateDb>, ended: &BTreeMap<String, String>) -> PinChange {
     let pinned = locked(db)
+        .map_err(String::from)
         .and_then(|h| h.pins(&mesh.name).map_err(|e| e.to_string()))
         .unwrap_or_default();
     PinChange {
@@ -464,7 +465,7 @@ async fn unpin_held(
     // Read the target first: its pins are the ones to end (the state database holds a copy).
     let read = target.read_record(mesh, db).await?;
     if let Some(warning) = read.team_warning {
-        return Err(RollbackError::Handle(warning));
+        return Err(RollbackError::KeptUnreadable(warning));
     }
     let pinned = locked(db)
         .map_err(RollbackError::Handle)?

@@ -12,6 +12,7 @@ use crate::backends::registry::RegistryClient;
 use crate::backends::state::StateDb;
 use crate::converge::target::{self, Connected};
 use crate::mesh::model::{DEFAULT_TARGET, Mesh};
+use crate::mesh::target::TargetDescription;
 use crate::workspace::walks::WalkMemo;
 
 /// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
@@ -179,6 +180,22 @@ impl Session {
                 work,
             )
             .await
+    }
+
+    /// The target in words, as the seam describes it once connected (the connection is kept for
+    /// the sources); when it cannot be reached yet, as the mesh file and the flags say.
+    pub async fn describe_target(&self) -> TargetDescription {
+        let connected = self
+            .target(|target| async move { Ok(target.describe()) })
+            .await;
+        connected.unwrap_or_else(|_| {
+            target::describe(
+                &self.mesh,
+                DEFAULT_TARGET,
+                self.place.context.as_deref(),
+                self.place.namespace.as_deref(),
+            )
+        })
     }
 
     /// Run `work` on the registry client (None: the mesh names no registry).

@@ -8,6 +8,7 @@ mod paths;
 mod read;
 mod secrets;
 mod table;
+mod typos;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
