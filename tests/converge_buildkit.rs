@@ -1,8 +1,9 @@
 //! Builds on the daemon's BuildKit (issue 22), against the real daemon: cache mounts that a second
 //! build finds again, secrets served through the build's session and found nowhere afterwards, a
 //! missing secret refused before anything builds, the ssh agent forwarded to a RUN that mounts it
-//! (the real ssh-agent, asked by a static client in the build), a failed RUN that names its instruction and
-//! output, meshtop's labels as image metadata, and the legacy builder as a fallback of its own.
+//! (the real ssh-agent, asked by a static client in the build), a failed RUN that names its
+//! instruction and output, meshtop's labels as image metadata, and the legacy builder as a fallback
+//! of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
