@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# mount: the full-disk test mounts a small tmpfs; util-linux: setpriv (read-only state as another user).
-packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux)
+# mount: the full-disk test mounts a small tmpfs; util-linux: setpriv (read-only state as another user);
+# openssh-client: a real ssh agent for `ssh = true`; gcc and libc6-dev: its static in-build client.
+packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client gcc libc6-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -17,9 +17,7 @@ use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{EnterAlternateScreen, enable_raw_mode};
 use tokio::sync::{mpsc, watch};
 
-use crate::converge::target;
 use crate::mesh::model::Mesh;
-use crate::mesh::target::TargetDescription;
 use crate::timefmt;
 use crate::workspace::watch::{ContextWatcher, own_files};
 
@@ -74,29 +72,13 @@ pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Ve
     }
 }
 
-/// The header's context (the target is the state's own: [`describe_target`]).
+/// The header's context (the target is the state's own: [`Session::describe_target`]).
 pub fn context_of(opts: &DashboardOptions) -> Context {
     Context {
         mesh: opts.mesh.name.clone(),
         state_path: opts.state_path.display().to_string(),
         registry: opts.mesh.registry.as_ref().map(|r| r.host.clone()),
     }
-}
-
-/// The target in words, as the seam describes it once connected (one connection, the session's,
-/// kept for the sources); when it cannot be reached yet, as the mesh file and the flags say.
-async fn describe_target(session: &Session, opts: &DashboardOptions) -> TargetDescription {
-    let connected = session
-        .target_on(&opts.target, |target| async move { Ok(target.describe()) })
-        .await;
-    connected.unwrap_or_else(|_| {
-        target::describe(
-            &opts.mesh,
-            &opts.target,
-            opts.kube_context.as_deref(),
-            opts.namespace.as_deref(),
-        )
-    })
 }
 
 /// Logs go to `<state dir>/meshtop/meshtop.log` (the cache dir where there is no state dir),
@@ -176,7 +158,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
         namespace: opts.namespace.clone(),
     };
     let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
-    state.target = describe_target(&session, &opts).await;
+    state.target = session.describe_target(&opts.target).await;
     state.targets = opts
         .mesh
         .target_names()
@@ -185,12 +167,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
             if name == state.target.name {
                 state.target.clone()
             } else {
-                target::describe(
-                    &opts.mesh,
-                    name,
-                    opts.kube_context.as_deref(),
-                    opts.namespace.as_deref(),
-                )
+                session.describe_offline(name)
             }
         })
         .collect();

@@ -1,7 +1,9 @@
 //! Builds on the daemon's BuildKit (issue 22), against the real daemon: cache mounts that a second
 //! build finds again, secrets served through the build's session and found nowhere afterwards, a
-//! missing secret refused before anything builds, a failed RUN that names its instruction and
-//! output, meshtop's labels as image metadata, and the legacy builder as a fallback of its own.
+//! missing secret refused before anything builds, the ssh agent forwarded to a RUN that mounts it
+//! (the real ssh-agent, asked by a static client in the build), a failed RUN that names its
+//! instruction and output, meshtop's labels as image metadata, and the legacy builder as a fallback
+//! of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -441,4 +443,99 @@ fn dependents_build_from_their_base_artifact_under_buildkit() {
             .starts_with(&layers(tools.reference.as_ref().unwrap())),
         "api's layers sit on tools' layers"
     );
+}
+
+/// The machine's real ssh agent (`ssh-agent -D`) on a socket of its own, holding one fresh key;
+/// killed when dropped.
+struct Agent {
+    child: std::process::Child,
+    socket: std::path::PathBuf,
+    comment: String,
+}
+
+impl Agent {
+    fn start(dir: &Path) -> Agent {
+        let socket = dir.join("agent.sock");
+        let comment = format!("meshtop-test-key-{}", std::process::id());
+        let key = dir.join("key");
+        let keygen = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", &comment, "-f"])
+            .arg(&key)
+            .output()
+            .expect(
+                "ssh-keygen (Debian's openssh-client) is needed: apt-get install openssh-client",
+            );
+        assert!(keygen.status.success(), "{}", said(&keygen));
+        let child = Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("ssh-agent (openssh-client)");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ssh-agent made no socket"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let add = Command::new("ssh-add")
+            .arg("-q")
+            .arg(&key)
+            .env("SSH_AUTH_SOCK", &socket)
+            .output()
+            .unwrap();
+        assert!(add.status.success(), "{}", said(&add));
+        Agent {
+            child,
+            socket,
+            comment,
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn ssh_true_forwards_the_agent_to_a_run_that_mounts_it() {
+    // A static agent client (tests/fixtures/agent_probe.c) asks the forwarded agent for its keys.
+    let dockerfile = "FROM scratch\nCOPY busybox /bin/busybox\nCOPY probe /probe\nCOPY input.txt /input.txt\n\
+         RUN --mount=type=ssh [\"/probe\", \"/agent.txt\"]\n";
+    let mesh = with_extra("bkssh", dockerfile, "ssh = true");
+    let probe = mesh.root().join("extra/probe");
+    let cc = Command::new("gcc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&probe)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent_probe.c"))
+        .output()
+        .expect("gcc is needed for the agent probe");
+    assert!(cc.status.success(), "gcc: {}", said(&cc));
+    // Its own context, so that no earlier run's cached step answers for this one.
+    let nonce = format!("{:?}", std::time::SystemTime::now());
+    std::fs::write(mesh.root().join("extra/input.txt"), nonce).unwrap();
+
+    // ssh = true and no agent: refused before anything builds, naming the fix.
+    let out = converge(&mesh, &[], &[("SSH_AUTH_SOCK", "")]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("SSH_AUTH_SOCK is not set"),
+        "{}",
+        said(&out)
+    );
+    assert!(builds(&mesh).is_empty(), "{:?}", builds(&mesh));
+
+    // With the agent: the step reaches it through the build's session and lists its key.
+    let agent = Agent::start(mesh.dir.path());
+    let socket = agent.socket.to_string_lossy().into_owned();
+    let out = converge(&mesh, &[], &[("SSH_AUTH_SOCK", &socket)]);
+    assert!(out.status.success(), "{}", said(&out));
+    let seen = read_in_image(&extra_ref(&mesh), "/agent.txt");
+    assert_eq!(seen, format!("keys=1 comment={}", agent.comment));
 }

@@ -33,7 +33,7 @@ fn newest_operation(mesh: &ExampleMesh) -> Option<(i64, Vec<String>)> {
         .iter()
         .filter(|e| e.step.is_line())
         .map(|e| {
-            let (label, said) = said_once(e.step, e.module.is_some(), &e.text);
+            let (label, said) = said_once(e.step, e.module.as_deref(), &e.text);
             let text = format!(
                 "{label:<14} {:<12} {}",
                 e.module.as_deref().unwrap_or(""),
@@ -50,9 +50,10 @@ fn newest_operation(mesh: &ExampleMesh) -> Option<(i64, Vec<String>)> {
     Some((last.operation?, lines))
 }
 
-/// The operation pane's lines on the screen: below its rule, above the footer.
-fn pane_lines(screen: &str, number: i64) -> Vec<String> {
-    let rule = format!("converge #{number}");
+/// The operation pane's lines on the screen: below its rule, which names the operation as what it
+/// is (`send #3`, never `converge #3`), above the footer.
+fn pane_lines(screen: &str, rule: &str, number: i64) -> Vec<String> {
+    let rule = format!("── {rule} #{number}");
     let lines: Vec<&str> = screen.lines().collect();
     let Some(start) = lines
         .iter()
@@ -68,16 +69,22 @@ fn pane_lines(screen: &str, number: i64) -> Vec<String> {
         .collect()
 }
 
-/// Wait for the newest operation (`kind`) to finish and the pane to show its last line, let the
-/// polls that a finished operation sets off arrive, then: the pane is the operation's events, once.
-fn pane_says_each_event_once(tmux: &Tmux, mesh: &ExampleMesh, kind: &str, after: i64) -> i64 {
+/// Wait for the newest operation (`kind`, its pane's rule saying `rule`) to finish and the pane to
+/// show its last line, let the polls that a finished operation sets off arrive, then: the pane is the
+/// operation's events, once.
+fn pane_says_each_event_once(
+    tmux: &Tmux,
+    mesh: &ExampleMesh,
+    (kind, rule): (&str, &str),
+    after: i64,
+) -> i64 {
     let long = Duration::from_secs(300);
     let found = std::cell::Cell::new(None);
     tmux.wait_quietly(&format!("{kind} to finish on screen"), long, |screen| {
         let Some((number, lines)) = newest_operation(mesh) else {
             return false;
         };
-        let shown = pane_lines(screen, number);
+        let shown = pane_lines(screen, rule, number);
         let done = number > after && shown.last() == lines.last();
         if done {
             found.set(Some(number));
@@ -88,7 +95,7 @@ fn pane_says_each_event_once(tmux: &Tmux, mesh: &ExampleMesh, kind: &str, after:
     let (number, lines) = newest_operation(mesh).unwrap();
     assert_eq!(Some(number), found.get(), "another operation ran");
     let screen = tmux.screen();
-    let shown = pane_lines(&screen, number);
+    let shown = pane_lines(&screen, rule, number);
     assert!(
         lines
             .iter()
@@ -125,7 +132,7 @@ fn a_converge_a_force_and_a_send_started_here_show_each_event_once() {
         s.contains("[ Cancel ]")
     });
     tmux.keys(&["Right", "Enter"]);
-    let converge = pane_says_each_event_once(&tmux, &mesh, "converge", 0);
+    let converge = pane_says_each_event_once(&tmux, &mesh, ("converge", "converge"), 0);
 
     // Force api (policy record): rebuilt, its machine held.
     tmux.keys(&["j", "j", "j"]); // base → tools → web → api
@@ -137,7 +144,7 @@ fn a_converge_a_force_and_a_send_started_here_show_each_event_once() {
         s.contains("[ Cancel ]")
     });
     tmux.keys(&["Right", "Enter"]);
-    let force = pane_says_each_event_once(&tmux, &mesh, "converge", converge);
+    let force = pane_says_each_event_once(&tmux, &mesh, ("converge", "force"), converge);
 
     tmux.wait_for("api's machine held", Duration::from_secs(120), |s| {
         row(s, "api").contains("held")
@@ -147,5 +154,5 @@ fn a_converge_a_force_and_a_send_started_here_show_each_event_once() {
         s.contains("[ Cancel ]")
     });
     tmux.keys(&["Right", "Enter"]);
-    pane_says_each_event_once(&tmux, &mesh, "send", force);
+    pane_says_each_event_once(&tmux, &mesh, ("send", "send"), force);
 }

@@ -348,6 +348,8 @@ fn converge_pane_follows_events_and_switches_converges() {
         "tier 0: base",
     );
     next.operation_id = "9f00".into();
+    next.operation = Some(5);
+    next.operation_kind = Some("rollback".into());
     let snapshot = StateSnapshot {
         events: vec![next],
         scope: Some("base".into()),
@@ -359,6 +361,8 @@ fn converge_pane_follows_events_and_switches_converges() {
     );
     assert_eq!(state.operation.operation_id.as_deref(), Some("9f00"));
     assert_eq!(state.operation.lines.len(), 1);
+    // The pane names the operation as what it is.
+    assert_eq!(state.operation.title(), "rollback #5");
 }
 
 #[test]

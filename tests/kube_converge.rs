@@ -449,27 +449,33 @@ async fn status_over_500_workloads_takes_a_bounded_number_of_calls() {
     assert!(calls <= 5, "{calls} calls");
 }
 
+/// Every permission a converge of the example mesh asks for (the mesh's Lease included: every
+/// changing operation holds it; README, RBAC), but `missing`.
+fn converge_role_without(api: &KubeApi, missing: &[(&str, &str)]) {
+    let all = [
+        ("get", "namespaces"),
+        ("patch", "namespaces"),
+        ("get", "leases"),
+        ("create", "leases"),
+        ("update", "leases"),
+        ("list", "deployments"),
+        ("list", "statefulsets"),
+        ("list", "daemonsets"),
+        ("list", "pods"),
+        ("patch", "deployments"),
+    ];
+    let allowed: Vec<(&str, &str)> = all.into_iter().filter(|p| !missing.contains(p)).collect();
+    api.identity("ci", &allowed);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() {
     // Item 7: an identity with the built-in edit role's verbs, which do not include the namespace object.
     common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
     let k = KubeMesh::new("ka", &api, true, "test-ctx", "");
-    api.identity(
-        "ci",
-        &[
-            ("get", "namespaces"),
-            // The mesh's Lease: every changing operation holds it (README, RBAC).
-            ("get", "leases"),
-            ("create", "leases"),
-            ("update", "leases"),
-            ("list", "deployments"),
-            ("list", "statefulsets"),
-            ("list", "daemonsets"),
-            ("list", "pods"),
-            ("patch", "deployments"),
-        ],
-    );
+    // The built-in edit role's verbs, which do not include the namespace object.
+    converge_role_without(&api, &[("patch", "namespaces")]);
     let output = k.run(&["converge", "--json"]).await;
     assert_ne!(output.status.code(), Some(0), "{}", said(&output));
     let text = said(&output);
@@ -492,21 +498,7 @@ async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() 
         &format!("{REGISTRY}/{}/web:old", k.name()),
         &old_id(1),
     );
-    api.identity(
-        "ci",
-        &[
-            ("get", "namespaces"),
-            // The mesh's Lease: every changing operation holds it (README, RBAC).
-            ("get", "leases"),
-            ("create", "leases"),
-            ("update", "leases"),
-            ("patch", "namespaces"),
-            ("list", "deployments"),
-            ("list", "statefulsets"),
-            ("list", "daemonsets"),
-            ("list", "pods"),
-        ],
-    );
+    converge_role_without(&api, &[("patch", "deployments")]);
     let output = k.run(&["converge", "--json"]).await;
     assert_ne!(output.status.code(), Some(0), "{}", said(&output));
     let text = said(&output);
@@ -517,6 +509,23 @@ async fn a_converge_that_may_not_write_the_record_is_refused_before_any_build() 
         )),
         "{text}"
     );
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(builds.as_array().unwrap().is_empty(), "{builds}");
+
+    // Everything but the mesh's Lease (the built-in edit role of an older cluster, say): refused
+    // as up front and as plainly as the rest, naming the verbs, the API group and the role to fix.
+    converge_role_without(&api, &[("create", "leases"), ("update", "leases")]);
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", said(&output));
+    let text = said(&output);
+    assert!(
+        text.contains(&format!(
+            "cannot create leases (API group coordination.k8s.io) in namespace \"{}\"",
+            k.namespace
+        )),
+        "{text}"
+    );
+    assert!(text.contains("RBAC"), "{text}");
     let (builds, _) = k.json(&["builds", "--json"]).await;
     assert!(builds.as_array().unwrap().is_empty(), "{builds}");
 }

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::kube_api::KubeApi;
 use common::kube_controllers::Fate;
-use common::kube_objects::{pod, workload};
 use common::said;
 use common::team::{REGISTRY, Team};
 
@@ -39,23 +38,7 @@ async fn a_send_past_the_stale_limit_holds_the_mesh_against_both_state_files() {
         .run(&team.alice(), &["converge", "--json", "base"])
         .await;
     assert!(first.status.success(), "{}", said(&first));
-    let old = format!("{REGISTRY}/{}/base:old", team.mesh.name);
-    api.put(
-        "deployments",
-        &team.namespace,
-        workload("deployments", "base-1", "base", &[("app", &old)], 1),
-    );
-    api.put(
-        "pods",
-        &team.namespace,
-        pod(
-            "base-1-pod",
-            "base-1",
-            "app",
-            &old,
-            &format!("docker-pullable://{old}@sha256:{}", "01".repeat(32)),
-        ),
-    );
+    team.runs_old(&api, "base");
     // The new pods never become ready: the send follows the roll-out until its 6 s deadline.
     api.pods_of_image(
         &format!("{REGISTRY}/{}/base:", team.mesh.name),

@@ -38,6 +38,25 @@ fn rules() -> FollowRules {
     }
 }
 
+/// The one-replica Deployment `web-1` and its pod, running `image` (the pod reporting `image_id`).
+fn web_1_runs(api: &KubeApi, namespace: &str, image: &str, image_id: &str) {
+    api.put(
+        "deployments",
+        namespace,
+        workload("deployments", "web-1", "web", &[("app", image)], 1),
+    );
+    api.put(
+        "pods",
+        namespace,
+        pod("web-1-pod", "web-1", "app", image, image_id),
+    );
+}
+
+/// What a pod pulled from the older image reports.
+fn old_id(old: &str) -> String {
+    format!("docker-pullable://{old}@sha256:{}", "09".repeat(32))
+}
+
 /// A copy of the example mesh on the Kubernetes target of a `kind-t` context (sends name the ref; no
 /// registry), whose record names web's new artifact, and a one-replica Deployment `web-1` running an
 /// older one.
@@ -67,17 +86,7 @@ impl Kind {
             json!({"web": {"ref": reference, "digest": format!("sha256:{}", "ab".repeat(32))}});
         api.put_namespace(&namespace, &[(RECORD_ANNOTATION, &record.to_string())]);
         let old = format!("{}/web:old", mesh.name);
-        api.put(
-            "deployments",
-            &namespace,
-            workload("deployments", "web-1", "web", &[("app", &old)], 1),
-        );
-        let old_id = format!("docker-pullable://{old}@sha256:{}", "09".repeat(32));
-        api.put(
-            "pods",
-            &namespace,
-            pod("web-1-pod", "web-1", "app", &old, &old_id),
-        );
+        web_1_runs(api, &namespace, &old, &old_id(&old));
         Kind {
             mesh,
             namespace,
@@ -402,21 +411,11 @@ async fn a_workload_whose_module_container_cannot_be_told_is_refused_before_any_
     );
     // With web-1 current, the machine meshtop cannot judge is what `--exit-code` counts.
     let artifact = format!("sha256:{}", "ab".repeat(32));
-    api.put(
-        "deployments",
+    web_1_runs(
+        &api,
         &k.namespace,
-        workload("deployments", "web-1", "web", &[("app", &k.reference)], 1),
-    );
-    api.put(
-        "pods",
-        &k.namespace,
-        pod(
-            "web-1-pod",
-            "web-1",
-            "app",
-            &k.reference,
-            &format!("docker-pullable://{}@{artifact}", k.reference),
-        ),
+        &k.reference,
+        &format!("docker-pullable://{}@{artifact}", k.reference),
     );
     assert_eq!(k.status().await["web-1"]["state"], "current");
     let output = k
@@ -428,22 +427,7 @@ async fn a_workload_whose_module_container_cannot_be_told_is_refused_before_any_
         "{}",
         said(&output)
     );
-    api.put(
-        "deployments",
-        &k.namespace,
-        workload("deployments", "web-1", "web", &[("app", &k.old)], 1),
-    );
-    api.put(
-        "pods",
-        &k.namespace,
-        pod(
-            "web-1-pod",
-            "web-1",
-            "app",
-            &k.old,
-            &format!("docker-pullable://{}@sha256:{}", k.old, "09".repeat(32)),
-        ),
-    );
+    web_1_runs(&api, &k.namespace, &k.old, &old_id(&k.old));
 
     let output = k
         .run(&["send", "web", "--yes", "--json"], Duration::from_secs(60))

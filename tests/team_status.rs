@@ -11,9 +11,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::kube_api::KubeApi;
-use common::kube_objects::{pod, workload};
 use common::said;
-use common::team::{REGISTRY, Team};
+use common::team::Team;
 use serde_json::Value;
 
 /// `status --json` of one state file: machine name → its row.
@@ -32,23 +31,7 @@ async fn status(team: &Team, state: &std::path::Path) -> serde_json::Map<String,
 async fn what_ci_rolled_out_is_current_in_a_teammates_fresh_state_file() {
     let api = KubeApi::start().await;
     let team = Team::new("tstat", &api).await;
-    let old = format!("{REGISTRY}/{}/base:old", team.mesh.name);
-    api.put(
-        "deployments",
-        &team.namespace,
-        workload("deployments", "base-1", "base", &[("app", &old)], 1),
-    );
-    api.put(
-        "pods",
-        &team.namespace,
-        pod(
-            "base-1-pod",
-            "base-1",
-            "app",
-            &old,
-            &format!("docker-pullable://{old}@sha256:{}", "01".repeat(32)),
-        ),
-    );
+    team.runs_old(&api, "base");
 
     // CI (alice's state file here) converges base: pushed, stamped, base-1 rolled to ref@manifest.
     let ci = team

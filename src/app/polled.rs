@@ -87,11 +87,13 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
         if view.operation_id.as_deref() != Some(event.operation_id.as_str()) {
             view.operation_id = Some(event.operation_id.clone());
             view.operation = None;
+            view.kind = None;
             view.lines.clear();
             view.scroll = 0;
             view.live = None;
         }
         view.operation = event.operation.or(view.operation);
+        view.kind = event.operation_kind.clone().or(view.kind.take());
         view.live
             .get_or_insert_with(|| LiveOperation::new(&event))
             .apply(&event);

@@ -108,6 +108,8 @@ pub struct OperationView {
     pub operation_id: Option<String>,
     /// Its short id within the mesh (`#142`), when it has one.
     pub operation: Option<i64>,
+    /// What it is (`converge`, `force`, `send`, `rollback`, `gc`), when the database said.
+    pub kind: Option<String>,
     pub lines: VecDeque<EventRow>,
     pub last_event_id: i64,
     /// The selected line, counted up from the last (0: the last line, following the tail).
@@ -119,6 +121,18 @@ pub struct OperationView {
 }
 
 impl OperationView {
+    /// The pane's name for it: `rollback #5`, `converge #142`; `operation` before any is known.
+    pub fn title(&self) -> String {
+        let kind = self.kind.as_deref().unwrap_or("operation");
+        match &self.operation_id {
+            Some(id) => format!(
+                "{kind} {}",
+                crate::mesh::progress::operation_label(self.operation, id)
+            ),
+            None => kind.to_string(),
+        }
+    }
+
     /// The line under the cursor (the last one while following).
     pub fn selected_line(&self) -> Option<&EventRow> {
         let last = self.lines.len().checked_sub(1)?;

@@ -33,22 +33,7 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             state.dirty = true;
             Vec::new()
         }
-        Msg::Tick(now_ms) => {
-            state.now_ms = state.now_ms.max(now_ms);
-            if super::quit::overdue(state) {
-                return vec![Effect::Quit];
-            }
-            let reread = super::environments::tick(state);
-            if !reread.is_empty() {
-                return reread;
-            }
-            // Against what the screen shows: a poll that changed nothing else was not drawn, but
-            // the age it reset is, at the next tick.
-            if state.clock_face() != state.clock_drawn {
-                state.dirty = true;
-            }
-            Vec::new()
-        }
+        Msg::Tick(now_ms) => tick(state, now_ms),
         Msg::Polled {
             source,
             at_ms,
@@ -128,26 +113,49 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             at_ms,
             label,
             result,
-        } => {
-            state.now_ms = state.now_ms.max(at_ms);
-            state.running = None;
-            match result {
-                Ok(text) => state.notify(format!("{label}: {text}"), false),
-                Err(error) => state.notify(format!("{label} failed: {error}"), true),
-            }
-            if state.quit_after_ms.is_some() {
-                return vec![Effect::Quit];
-            }
-            let mut effects = vec![Effect::PollNow(SourceId::ALL.to_vec())];
-            effects.extend(super::environments::after_action(state));
-            effects
-        }
+        } => action_done(state, at_ms, label, result),
         Msg::ViewLoaded {
             request,
             at_ms,
             result,
         } => super::views::loaded(state, request, at_ms, result),
     }
+}
+
+/// The clock moved: quit when a cancelled action overran, redraw when an age on screen changed.
+fn tick(state: &mut AppState, now_ms: i64) -> Vec<Effect> {
+    state.now_ms = state.now_ms.max(now_ms);
+    if super::quit::overdue(state) {
+        return vec![Effect::Quit];
+    }
+    // Against what the screen shows: a poll that changed nothing else was not drawn, but
+    // the age it reset is, at the next tick.
+    if state.clock_face() != state.clock_drawn {
+        state.dirty = true;
+    }
+    // The environments view, while open, reads every target again now and then.
+    super::environments::tick(state)
+}
+
+/// An action started here ended.
+fn action_done(
+    state: &mut AppState,
+    at_ms: i64,
+    label: String,
+    result: Result<String, String>,
+) -> Vec<Effect> {
+    state.now_ms = state.now_ms.max(at_ms);
+    state.running = None;
+    match result {
+        Ok(text) => state.notify(format!("{label}: {text}"), false),
+        Err(error) => state.notify(format!("{label} failed: {error}"), true),
+    }
+    if state.quit_after_ms.is_some() {
+        return vec![Effect::Quit];
+    }
+    let mut effects = vec![Effect::PollNow(SourceId::ALL.to_vec())];
+    effects.extend(super::environments::after_action(state));
+    effects
 }
 
 fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {

@@ -1,30 +1,56 @@
 //! A multi-platform build: `docker buildx build --platform … --push`, a process with arguments (no
 //! shell), its context the same tar the address was computed from, on stdin.
 
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::daemon::build::BuildRequest;
 
+/// What can go wrong running buildx; each says which command and what it said.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildxError {
+    #[error("cannot run `{command}`: {source}")]
+    Run {
+        command: &'static str,
+        source: std::io::Error,
+    },
+    #[error("`docker buildx version` exited with {status}: {last}")]
+    Unavailable { status: ExitStatus, last: String },
+    #[error("`docker buildx build` has no stdin")]
+    NoStdin,
+    #[error("`docker buildx build` did not finish: {0}")]
+    Unfinished(std::io::Error),
+    #[error("`docker buildx build` exited with {0}")]
+    Failed(ExitStatus),
+    #[error("buildx wrote no metadata ({0})")]
+    NoMetadata(std::io::Error),
+    #[error("buildx metadata is not JSON ({0})")]
+    Metadata(serde_json::Error),
+    #[error("buildx metadata names no containerimage.digest")]
+    NoDigest,
+}
+
 /// Whether `docker buildx version` works; Err says why not.
-pub async fn available() -> Result<(), String> {
+pub async fn available() -> Result<(), BuildxError> {
     let output = tokio::process::Command::new("docker")
         .args(["buildx", "version"])
         .stdin(Stdio::null())
         .output()
         .await
-        .map_err(|e| format!("cannot run `docker buildx version`: {e}"))?;
+        .map_err(|source| BuildxError::Run {
+            command: "docker buildx version",
+            source,
+        })?;
     if output.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-    Err(format!(
-        "`docker buildx version` exited with {}: {}",
-        output.status,
-        last.trim()
-    ))
+    Err(BuildxError::Unavailable {
+        status: output.status,
+        last: last.trim().to_string(),
+    })
 }
 
 /// The command line of a build (without the program).
@@ -103,7 +129,7 @@ fn os_string(bytes: Vec<u8>) -> std::ffi::OsString {
 pub async fn build_and_push(
     spec: BuildRequest,
     mut line: impl FnMut(&str),
-) -> Result<String, String> {
+) -> Result<String, BuildxError> {
     let metadata =
         std::env::temp_dir().join(format!("meshtop-buildx-{}.json", uuid::Uuid::now_v7()));
     let mut child = tokio::process::Command::new("docker")
@@ -113,11 +139,11 @@ pub async fn build_and_push(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run `docker buildx build`: {e}"))?;
-    let mut stdin = child
-        .stdin
-        .take()
-        .ok_or("`docker buildx build` has no stdin")?;
+        .map_err(|source| BuildxError::Run {
+            command: "docker buildx build",
+            source,
+        })?;
+    let mut stdin = child.stdin.take().ok_or(BuildxError::NoStdin)?;
     let mut context = spec.context;
     let writer = tokio::spawn(async move {
         while let Some(chunk) = context.recv().await {
@@ -132,24 +158,20 @@ pub async fn build_and_push(
             line(&text);
         }
     }
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| format!("`docker buildx build` did not finish: {e}"))?;
+    let status = child.wait().await.map_err(BuildxError::Unfinished)?;
     let _ = writer.await;
     if !status.success() {
-        return Err(format!("`docker buildx build` exited with {status}"));
+        return Err(BuildxError::Failed(status));
     }
     let read = std::fs::read_to_string(&metadata);
     let _ = std::fs::remove_file(&metadata);
-    let text = read.map_err(|e| format!("buildx wrote no metadata ({e})"))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("buildx metadata is not JSON ({e})"))?;
+    let text = read.map_err(BuildxError::NoMetadata)?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(BuildxError::Metadata)?;
     value["containerimage.digest"]
         .as_str()
         .filter(|d| d.starts_with("sha256:"))
         .map(str::to_string)
-        .ok_or_else(|| "buildx metadata names no containerimage.digest".to_string())
+        .ok_or(BuildxError::NoDigest)
 }
 
 #[cfg(test)]

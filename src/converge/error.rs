@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use crate::backends::cluster::ClusterError;
 use crate::backends::daemon::DaemonError;
 use crate::backends::registry::RegistryError;
-use crate::backends::state::{Holder, StateDb, StateError};
+use crate::backends::state::{Holder, Poisoned, StateDb, StateError};
 use crate::mesh::machine::MachineKind;
 use crate::timefmt;
 
@@ -53,7 +53,8 @@ pub fn still_holds(
     target: &str,
     operation_id: &str,
 ) -> Result<(), ConvergeError> {
-    let db = crate::backends::state::locked(db).map_err(ConvergeError::Failed)?;
+    let db =
+        crate::backends::state::locked(db).map_err(|e| ConvergeError::Failed(e.to_string()))?;
     db.check_holds(mesh, target, operation_id)
         .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }
@@ -77,8 +78,8 @@ pub enum TargetError {
     #[error(transparent)]
     State(#[from] StateError),
     /// The state database's handle could not be taken.
-    #[error("{0}")]
-    Handle(String),
+    #[error(transparent)]
+    Handle(#[from] Poisoned),
     #[error(
         "nothing can deliver to Kubernetes context {context:?} (namespace {namespace}): set `registry = \"host:port\"` in [mesh] to push there, or use a kind-* context (kind load)"
     )]
@@ -175,8 +176,12 @@ pub enum RollbackError {
     #[error(transparent)]
     State(#[from] StateError),
     /// The state database's handle could not be taken.
+    #[error(transparent)]
+    Handle(#[from] Poisoned),
+    /// What lives with the record (pins, the record's history) could not be read: nothing is
+    /// unpinned until it is mended (the target's warning says how).
     #[error("{0}")]
-    Handle(String),
+    KeptUnreadable(String),
     /// The mesh could not be held (another operation holds it), or was lost while stamping.
     /// Boxed: a converge error is large, and every rollback answer would carry its size.
     #[error(transparent)]
@@ -294,8 +299,8 @@ pub enum GcError {
     #[error(transparent)]
     Target(#[from] TargetError),
     /// The state database's handle could not be taken.
-    #[error("{0}")]
-    Handle(String),
+    #[error(transparent)]
+    Handle(#[from] Poisoned),
 }
 
 impl GcError {

@@ -38,7 +38,7 @@ pub async fn start(
     }
     let path = locked(db)
         .map(|db| db.path().to_path_buf())
-        .map_err(ConvergeError::Failed)?;
+        .map_err(|e| ConvergeError::Failed(e.to_string()))?;
     let (lost_tx, lost) = watch::channel(None);
     let heartbeat = target.heartbeat(path, mesh.to_string(), operation_id.to_string(), lost_tx);
     Ok((emitter, Held { heartbeat, lost }))

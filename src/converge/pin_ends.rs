@@ -17,6 +17,7 @@ pub fn ended_pins(
     ended: &BTreeMap<String, String>,
 ) -> PinChange {
     let pinned = locked(db)
+        .map_err(String::from)
         .and_then(|h| h.pins(&mesh.name, target).map_err(|e| e.to_string()))
         .unwrap_or_default();
     PinChange {

@@ -183,7 +183,7 @@ impl<'a> Planner<'a> {
                 Ok(images) => HostAnswer::Holds(images),
                 Err(error) => HostAnswer::Failed(error.to_string()),
             },
-            Err(why) => HostAnswer::Failed(why),
+            Err(why) => HostAnswer::Failed(why.to_string()),
         };
     }
 

@@ -16,7 +16,7 @@ use super::progress::{Emitter, ProgressTx, Step};
 use super::send::SendOutcome;
 use super::target::{Artifact, Holding, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{StateDb, StateError, locked};
+use crate::backends::state::{Poisoned, StateDb, StateError, locked};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::environments::artifact_text;
 use crate::mesh::machine::{Move, moves_for};
@@ -32,8 +32,8 @@ pub enum PromoteError {
     #[error(transparent)]
     State(#[from] StateError),
     /// The state database's handle could not be taken.
-    #[error("{0}")]
-    Handle(String),
+    #[error(transparent)]
+    Handle(#[from] Poisoned),
     /// The to-target could not be held (another operation holds it), or was lost while stamping.
     /// Boxed: a converge error is large.
     #[error(transparent)]
@@ -261,7 +261,7 @@ pub async fn prepare(
             Reach { daemon, db },
         )
         .await?;
-    let db = locked(db).map_err(PromoteError::Handle)?;
+    let db = locked(db)?;
     let mut planned = Vec::new();
     for (module, artifact) in modules.iter().zip(chosen) {
         let since_ms = db
@@ -389,9 +389,7 @@ async fn stamp_and_send(
         .filter(|m| here.record.get(&m.module) != Some(&m.artifact))
         .map(|m| (m.module.clone(), m.artifact.clone()))
         .collect();
-    let pinned = locked(db)
-        .map_err(PromoteError::Handle)?
-        .pins(&p.mesh.name, p.to.name())?;
+    let pinned = locked(db)?.pins(&p.mesh.name, p.to.name())?;
     let ended = PinChange {
         set: Vec::new(),
         end: plan

@@ -450,7 +450,7 @@ async fn unpin_held(
     // Read the target first: its pins are the ones to end (the state database holds a copy).
     let read = target.read_record(mesh, db).await?;
     if let Some(warning) = read.team_warning {
-        return Err(RollbackError::Handle(warning));
+        return Err(RollbackError::KeptUnreadable(warning));
     }
     let pinned = locked(db)
         .map_err(RollbackError::Handle)?

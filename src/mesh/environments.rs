@@ -392,7 +392,7 @@ pub fn artifact_text(entry: Option<&RecordEntry>) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::mesh::model::{Environment, Target};
+    use crate::mesh::model::Environment;
 
     fn mesh(chain: &[(&str, Option<&str>)]) -> Mesh {
         Mesh {
@@ -401,10 +401,8 @@ mod tests {
             root: "/m".into(),
             registry: None,
             publish: false,
-            targets: chain
-                .iter()
-                .map(|(n, _)| (n.to_string(), Target::Docker))
-                .collect(),
+            // The grid and the promote rule read the environments only, never a target's kind.
+            targets: Default::default(),
             environments: chain
                 .iter()
                 .map(|(n, from)| Environment {

@@ -386,6 +386,7 @@ mod tests {
             mesh: "demo".into(),
             operation_id: "c1".into(),
             operation: Some(7),
+            operation_kind: None,
             step,
             module: module.map(str::to_string),
             text: text.into(),

@@ -6,6 +6,7 @@ pub mod behind;
 pub mod builds;
 pub mod decide;
 pub mod environments;
+pub mod file_stat;
 pub mod gc;
 pub mod live;
 pub mod machine;

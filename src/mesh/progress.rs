@@ -108,7 +108,7 @@ pub struct Progress {
 impl Progress {
     /// One line as a terminal shows it.
     pub fn line(&self) -> String {
-        let (label, text) = said_once(self.step, self.module.is_some(), &self.text);
+        let (label, text) = said_once(self.step, self.module.as_deref(), &self.text);
         match (&self.module, self.step) {
             (Some(module), Step::Output) => format!("  {module} │ {text}"),
             (Some(module), _) => format!("{label:>9} {module}: {text}"),
@@ -120,14 +120,22 @@ impl Progress {
 /// A step's label and text as shown, each word once: the engine's texts open with their step's
 /// verb (`tier 0: base`, `building walk/base:…`, `built … → sha256:…`, `created machine …`), which the
 /// label already says; a record line without a module says `stamped`/`unchanged` itself, so its
-/// label is left empty. Stored events keep their whole text (followers parse it).
-pub fn said_once(step: Step, has_module: bool, text: &str) -> (&'static str, &str) {
-    let echo = match step {
-        Step::Tier => "tier ",
-        Step::Build => "building ",
-        Step::Built => "built ",
-        Step::Created => "created ",
-        Step::Stamped if !has_module => return ("", text),
+/// label is left empty, and a module's stamp (`record stamped: api a → b`) says its module once.
+/// Stored events keep their whole text (followers parse it).
+pub fn said_once<'t>(step: Step, module: Option<&str>, text: &'t str) -> (&'static str, &'t str) {
+    let echo = match (step, module) {
+        (Step::Tier, _) => "tier ",
+        (Step::Build, _) => "building ",
+        (Step::Built, _) => "built ",
+        (Step::Created, _) => "created ",
+        (Step::Stamped, None) => return ("", text),
+        (Step::Stamped, Some(module)) => {
+            let said = text
+                .strip_prefix("record stamped: ")
+                .and_then(|rest| rest.strip_prefix(module))
+                .and_then(|rest| rest.strip_prefix(' '));
+            return (step.as_str(), said.unwrap_or(text));
+        }
         _ => return (step.as_str(), text),
     };
     (step.as_str(), text.strip_prefix(echo).unwrap_or(text))
@@ -167,6 +175,9 @@ pub struct EventRow {
     /// The operation's short id within the mesh (`#142`), when it has one.
     #[serde(default)]
     pub operation: Option<i64>,
+    /// What the operation is (`converge`, `force`, `send`, `rollback`, `gc`), when it is known.
+    #[serde(default)]
+    pub operation_kind: Option<String>,
     pub step: Step,
     pub module: Option<String>,
     pub text: String,
@@ -221,6 +232,10 @@ mod tests {
             line(Step::Stamped, None, "record stamped: 5 module(s)"),
             "          record stamped: 5 module(s)"
         );
+        assert_eq!(
+            line(Step::Stamped, Some("api"), "record stamped: api a@1 → b@2"),
+            "  stamped api: a@1 → b@2"
+        );
         // An error that happens to open with the step's word keeps it.
         assert_eq!(
             line(Step::Failed, Some("web"), "failed to connect"),
@@ -245,6 +260,7 @@ mod tests {
             mesh: "demo".into(),
             operation_id: "op".into(),
             operation: Some(1),
+            operation_kind: None,
             step: Step::Decided,
             module: None,
             text: format!("event {id}"),

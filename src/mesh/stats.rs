@@ -211,6 +211,7 @@ mod tests {
             mesh: "demo".into(),
             operation_id: converge.into(),
             operation: None,
+            operation_kind: None,
             step: Step::Decided,
             module: Some(module.into()),
             text: text.into(),

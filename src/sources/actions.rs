@@ -140,37 +140,8 @@ pub async fn run(
             );
             if failed > 0 { Err(text) } else { Ok(text) }
         }
-        ActionRequest::Promote {
-            module,
-            from,
-            to,
-            artifact,
-            current,
-        } => {
-            let db = session.db_handle().await?;
-            let (from_target, to_target) = (
-                session.connected(&from).await?,
-                session.connected(&to).await?,
-            );
-            let promotion = promote::Promotion {
-                mesh: &session.mesh,
-                from: from_target.as_ref(),
-                to: to_target.as_ref(),
-            };
-            let plan =
-                promote::prepare(&promotion, std::slice::from_ref(&module), &daemon, &db).await?;
-            let planned = plan.modules.first();
-            if planned.is_none_or(|m| m.artifact != artifact || m.current != current) {
-                return Err(format!(
-                    "the records of {module} on {from} or {to} moved since the promote was confirmed; nothing promoted: look again and promote again"
-                ));
-            }
-            let report = promote::promote(&promotion, &plan, &daemon, &db, Some(progress)).await?;
-            if report.ok() {
-                Ok(report.headline())
-            } else {
-                Err(report.headline())
-            }
+        request @ ActionRequest::Promote { .. } => {
+            promote_confirmed(&session, request, &daemon, progress).await
         }
         ActionRequest::Send { module, moves } => {
             let db = session.db_handle().await?;
@@ -190,5 +161,47 @@ pub async fn run(
                 Err(report.headline())
             }
         }
+    }
+}
+
+/// A promote the person confirmed: exactly the artifact shown, over what the to-target named then.
+async fn promote_confirmed(
+    session: &Session,
+    request: ActionRequest,
+    daemon: &Arc<crate::backends::daemon::LazyDaemon>,
+    progress: mpsc::UnboundedSender<Progress>,
+) -> Result<String, String> {
+    let ActionRequest::Promote {
+        module,
+        from,
+        to,
+        artifact,
+        current,
+    } = request
+    else {
+        return Err("not a promote".into());
+    };
+    let db = session.db_handle().await?;
+    let (from_target, to_target) = (
+        session.connected(&from).await?,
+        session.connected(&to).await?,
+    );
+    let promotion = promote::Promotion {
+        mesh: &session.mesh,
+        from: from_target.as_ref(),
+        to: to_target.as_ref(),
+    };
+    let plan = promote::prepare(&promotion, std::slice::from_ref(&module), &daemon, &db).await?;
+    let planned = plan.modules.first();
+    if planned.is_none_or(|m| m.artifact != artifact || m.current != current) {
+        return Err(format!(
+            "the records of {module} on {from} or {to} moved since the promote was confirmed; nothing promoted: look again and promote again"
+        ));
+    }
+    let report = promote::promote(&promotion, &plan, &daemon, &db, Some(progress)).await?;
+    if report.ok() {
+        Ok(report.headline())
+    } else {
+        Err(report.headline())
     }
 }

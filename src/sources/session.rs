@@ -13,6 +13,7 @@ use crate::backends::registry::RegistryClient;
 use crate::backends::state::StateDb;
 use crate::converge::target::{self, Connected};
 use crate::mesh::model::Mesh;
+use crate::mesh::target::TargetDescription;
 use crate::workspace::walks::WalkMemo;
 
 /// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
@@ -221,6 +222,25 @@ impl Session {
     /// Target `name`, connected (or why it could not be).
     pub async fn connected(&self, name: &str) -> Result<Connected, String> {
         self.target_on(name, |t| async move { Ok(t) }).await
+    }
+
+    /// Target `name` in words, as the seam describes it once connected (the connection is kept
+    /// for the sources); when it cannot be reached yet, as the mesh file and the flags say.
+    pub async fn describe_target(&self, name: &str) -> TargetDescription {
+        let connected = self
+            .target_on(name, |target| async move { Ok(target.describe()) })
+            .await;
+        connected.unwrap_or_else(|_| self.describe_offline(name))
+    }
+
+    /// Target `name` in words from the mesh file and the flags, without connecting.
+    pub fn describe_offline(&self, name: &str) -> TargetDescription {
+        target::describe(
+            &self.mesh,
+            name,
+            self.place.context.as_deref(),
+            self.place.namespace.as_deref(),
+        )
     }
 
     /// Run `work` on the registry client (None: the mesh names no registry).

@@ -16,13 +16,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         return;
     }
     let view = &state.operation;
-    let mut title = match &view.operation_id {
-        Some(id) => format!(
-            "converge {}",
-            crate::mesh::progress::operation_label(view.operation, id)
-        ),
-        None => "converge".to_string(),
-    };
+    let mut title = view.title();
     if let Some(running) = &state.running {
         title.push_str(&format!(" · running: {}", running.label()));
     }
@@ -35,7 +29,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             area.x,
             area.y + 1,
             usize::MAX,
-            "no converge recorded yet",
+            "no operation recorded yet",
             palette.dim(),
         );
         return;
@@ -55,7 +49,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             _ => palette.plain(),
         };
         let module = event.module.as_deref().unwrap_or("");
-        let (label, said) = said_once(event.step, event.module.is_some(), &event.text);
+        let (label, said) = said_once(event.step, event.module.as_deref(), &event.text);
         let text = format!(
             "{label:<14} {module:<12} {}",
             crate::mesh::text::plain(said)
@@ -73,8 +67,8 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
 pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<(String, Style)>) {
     let Some(event) = state.operation.lines.iter().find(|e| e.id == id) else {
         return (
-            "converge".into(),
-            vec![("this line left the converge pane".into(), palette.dim())],
+            state.operation.title(),
+            vec![("this line left the operation pane".into(), palette.dim())],
         );
     };
     let label = crate::mesh::progress::operation_label(event.operation, &event.operation_id);
@@ -92,7 +86,8 @@ pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<
             palette.plain(),
         ),
     ];
-    (format!("converge {label} · {}", event.step), lines)
+    let kind = event.operation_kind.as_deref().unwrap_or("operation");
+    (format!("{kind} {label} · {}", event.step), lines)
 }
 
 /// Most output lines of one module the module's detail shows (the pane keeps the newest 500 lines).

@@ -9,6 +9,7 @@ mod read;
 mod secrets;
 mod table;
 mod targets;
+mod typos;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

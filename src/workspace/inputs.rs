@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::ignore::{DockerIgnore, IgnoreError, MatchInfo, clean};
-use super::stat_cache::{CachedDigest, DigestCache, NoCache, StatKey};
+use super::stat_cache::{CachedDigest, DigestCache, NoCache, StatKey, stat_key};
 pub use crate::mesh::manifest::Inputs;
 use crate::mesh::manifest::{FileEntry, Manifest, digest_of};
 use crate::mesh::model::Platform;
@@ -372,7 +372,7 @@ fn walk(
             Kind::File {
                 mode: meta.permissions().mode() & 0o7777,
                 len: meta.len(),
-                stat: StatKey::of(&meta),
+                stat: stat_key(&meta),
             }
         } else if file_type.is_symlink() {
             let target = fs::read_link(&abs).map_err(io_err(&abs))?;

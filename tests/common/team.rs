@@ -9,6 +9,7 @@ use meshtop::backends::state::TEST_STALE_ENV;
 
 use super::ExampleMesh;
 use super::kube_api::KubeApi;
+use super::kube_objects::{pod, workload};
 
 pub const REGISTRY: &str = "127.0.0.1:5000";
 pub const STALE_MS: &str = "1500";
@@ -49,6 +50,29 @@ impl Team {
             namespace,
             kubeconfig,
         }
+    }
+
+    /// A one-replica Deployment `<module>-1` (labelled for `module`) and its pod, running an older
+    /// image of the module (`…/<module>:old`), as a teammate's cluster would.
+    pub fn runs_old(&self, api: &KubeApi, module: &str) {
+        let old = format!("{REGISTRY}/{}/{module}:old", self.mesh.name);
+        let name = format!("{module}-1");
+        api.put(
+            "deployments",
+            &self.namespace,
+            workload("deployments", &name, module, &[("app", &old)], 1),
+        );
+        api.put(
+            "pods",
+            &self.namespace,
+            pod(
+                &format!("{name}-pod"),
+                &name,
+                "app",
+                &old,
+                &format!("docker-pullable://{old}@sha256:{}", "01".repeat(32)),
+            ),
+        );
     }
 
     pub fn command(&self, state: &Path, args: &[&str]) -> tokio::process::Command {

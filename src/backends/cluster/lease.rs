@@ -18,10 +18,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::PostParams;
 
+use super::access::Needed;
 use super::{Cluster, ClusterError, status_code};
 
 /// The Lease's name is this prefix and the mesh's name (mesh names are DNS labels already).
 pub const LEASE_PREFIX: &str = "meshtop-";
+/// The API group of the Lease (what an RBAC rule for it names).
+const LEASE_GROUP: &str = "coordination.k8s.io";
 /// Annotations on the Lease naming its holder (holderIdentity names them too, for kubectl).
 pub const LEASE_HOST: &str = "jr2.dev/host";
 pub const LEASE_PID: &str = "jr2.dev/pid";
@@ -136,8 +139,39 @@ impl Cluster {
     }
 
     /// Take the mesh's Lease for `me`: create it, or replace it when it is free, expired, ours, or
-    /// held by an operation `gone` says is certainly gone (its process ended on this host).
+    /// held by an operation `gone` says is certainly gone (its process ended on this host). An
+    /// identity the API server forbids the Lease is told which lease verbs it lacks, as the other
+    /// permissions are (`check_access`), before anything is built or changed.
     pub async fn take_lease(
+        &self,
+        mesh: &str,
+        me: &LeaseHolder,
+        gone: &(dyn Fn(&LeaseHolder) -> bool + Send + Sync),
+    ) -> Result<LeaseTake, ClusterError> {
+        match self.try_take_lease(mesh, me, gone).await {
+            Err(ClusterError::Api {
+                what,
+                context,
+                source,
+            }) if status_code(&source) == Some(403) => {
+                let needed: Vec<Needed> = ["get", "create", "update"]
+                    .into_iter()
+                    .map(|verb| Needed::namespaced(verb, LEASE_GROUP, "leases"))
+                    .collect();
+                match self.check_access(&needed).await {
+                    Err(forbidden @ ClusterError::Forbidden { .. }) => Err(forbidden),
+                    _ => Err(ClusterError::Api {
+                        what,
+                        context,
+                        source,
+                    }),
+                }
+            }
+            taken => taken,
+        }
+    }
+
+    async fn try_take_lease(
         &self,
         mesh: &str,
         me: &LeaseHolder,

@@ -264,7 +264,7 @@ impl Cluster {
         config.proxy_url = proxy_for(&config.cluster_url, cluster_proxy.as_deref(), &|k| {
             std::env::var(k).ok()
         })
-        .map_err(config_error)?;
+        .map_err(|e| config_error(e.to_string()))?;
         config.connect_timeout = Some(REQUEST_TIMEOUT);
         config.read_timeout = Some(REQUEST_TIMEOUT);
         config.write_timeout = Some(REQUEST_TIMEOUT);

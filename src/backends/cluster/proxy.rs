@@ -16,7 +16,7 @@ pub fn proxy_for(
     server: &http::Uri,
     cluster_proxy: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<http::Uri>, String> {
+) -> Result<Option<http::Uri>, ProxyError> {
     if let Some(proxy) = cluster_proxy.filter(|p| !p.is_empty()) {
         return parse_proxy(proxy).map(Some);
     }
@@ -45,15 +45,25 @@ pub fn proxy_for(
     parse_proxy(&proxy).map(Some)
 }
 
+/// A proxy address that does not parse, as the kubeconfig or the environment wrote it.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid proxy address {proxy:?}: {source}")]
+pub struct ProxyError {
+    pub proxy: String,
+    source: http::uri::InvalidUri,
+}
+
 /// Go's `parseProxy`: a proxy without a scheme is `http://`.
-fn parse_proxy(proxy: &str) -> Result<http::Uri, String> {
+fn parse_proxy(proxy: &str) -> Result<http::Uri, ProxyError> {
     let text = if proxy.contains("://") {
         proxy.to_string()
     } else {
         format!("http://{proxy}")
     };
-    text.parse::<http::Uri>()
-        .map_err(|e| format!("invalid proxy address {proxy:?}: {e}"))
+    text.parse::<http::Uri>().map_err(|source| ProxyError {
+        proxy: proxy.to_string(),
+        source,
+    })
 }
 
 /// `httpproxy.config.useProxy`.

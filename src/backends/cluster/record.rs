@@ -64,18 +64,31 @@ pub struct Stamped {
     pub history: StampsByModule,
 }
 
+/// Why the annotation's text is not a record.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordTextError {
+    #[error("not valid JSON ({0})")]
+    NotJson(serde_json::Error),
+    #[error("not a JSON object of module → {{ref, digest}}")]
+    NotAnObject,
+    #[error("the entry for module {module:?} is not {{\"ref\", \"digest\"}} ({source})")]
+    Entry {
+        module: String,
+        source: serde_json::Error,
+    },
+}
+
 /// Parse the annotation's text: `Err(reason)` when it is not a JSON object of `{ref, digest}` entries.
-pub fn parse_record(text: &str) -> Result<Record, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON ({e})"))?;
-    let object = value
-        .as_object()
-        .ok_or("not a JSON object of module → {ref, digest}")?;
+pub fn parse_record(text: &str) -> Result<Record, RecordTextError> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(RecordTextError::NotJson)?;
+    let object = value.as_object().ok_or(RecordTextError::NotAnObject)?;
     let mut record = BTreeMap::new();
     for (module, entry) in object {
-        let entry: RecordEntry = serde_json::from_value(entry.clone()).map_err(|e| {
-            format!("the entry for module {module:?} is not {{\"ref\", \"digest\"}} ({e})")
-        })?;
+        let entry: RecordEntry =
+            serde_json::from_value(entry.clone()).map_err(|source| RecordTextError::Entry {
+                module: module.clone(),
+                source,
+            })?;
         record.insert(module.clone(), entry);
     }
     Ok(record)

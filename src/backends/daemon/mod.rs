@@ -47,10 +47,10 @@ pub enum BuildEnd {
 }
 
 /// A daemon connection made on first use, at most once: a converge the record answers in full
-/// never talks to the daemon. A failed connection is remembered as its message.
+/// never talks to the daemon. A failed connection is remembered.
 #[derive(Default)]
 pub struct LazyDaemon {
-    cell: tokio::sync::OnceCell<Result<Daemon, String>>,
+    cell: tokio::sync::OnceCell<Result<Daemon, DaemonError>>,
 }
 
 impl LazyDaemon {
@@ -65,12 +65,9 @@ impl LazyDaemon {
         }
     }
 
-    pub async fn get(&self) -> Result<&Daemon, String> {
-        let result = self
-            .cell
-            .get_or_init(|| async { Daemon::connect().await.map_err(|e| e.to_string()) })
-            .await;
-        result.as_ref().map_err(Clone::clone)
+    pub async fn get(&self) -> Result<&Daemon, &DaemonError> {
+        let result = self.cell.get_or_init(Daemon::connect).await;
+        result.as_ref()
     }
 
     /// Whether a connection was attempted.

@@ -94,11 +94,11 @@ pub enum StateError {
         mesh: String,
         operation_id: String,
         /// Who took the mesh over, when known.
-        taken_by: Option<Box<crate::backends::state::Holder>>,
+        taken_by: Option<Box<super::holder::Holder>>,
     },
 }
 
-fn taken_by_text(holder: Option<&crate::backends::state::Holder>) -> String {
+fn taken_by_text(holder: Option<&super::holder::Holder>) -> String {
     match holder {
         Some(h) => format!(
             "converge {} (host {}, process {}) took it over at {}, its heartbeat having gone stale",

@@ -60,6 +60,7 @@ fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
         module: r.get(5)?,
         text: r.get(6)?,
         operation: r.get(7)?,
+        operation_kind: r.get(8)?,
     })
 }
 
@@ -154,7 +155,7 @@ impl StateDb {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
             .prepare_cached(
-                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number \
+                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number, o.kind \
                  FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
                  WHERE e.mesh = ?1 AND e.id > ?2 AND (?4 IS NULL OR COALESCE(o.target, 'default') = ?4) \
                  ORDER BY e.id LIMIT ?3",
@@ -182,7 +183,7 @@ impl StateDb {
         let mut rows: Vec<EventRow> = self
             .conn
             .prepare_cached(
-                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number \
+                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number, o.kind \
                  FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
                  WHERE e.mesh = ?1 AND (?3 IS NULL OR COALESCE(o.target, 'default') = ?3) \
                  ORDER BY e.id DESC LIMIT ?2",

@@ -8,7 +8,7 @@ use std::path::Path;
 use rusqlite::{OptionalExtension, params};
 
 use super::{StateDb, StateError};
-use crate::workspace::stat_cache::{CachedDigest, StatKey};
+use crate::mesh::file_stat::{CachedDigest, StatKey};
 
 /// The encoding's version, its first byte: another version reads as empty.
 const FORMAT: u8 = 1;

@@ -7,6 +7,7 @@
 mod builds;
 mod error;
 mod events;
+mod holder;
 mod input_stats;
 mod lock;
 mod operations;
@@ -27,7 +28,7 @@ pub use builds::{
 };
 pub use error::StateError;
 pub use events::{EVENT_ID_RANGE_SQL, EventRow, KEEP_EVENTS, NewEvent, PRUNE_BATCH, SendRow};
-pub use lock::{Holder, LOCK_STALE_MS, TEST_STALE_ENV, lock_stale_ms, this_host};
+pub use holder::{Holder, LOCK_STALE_MS, TEST_STALE_ENV, lock_stale_ms, this_host};
 pub use operations::OperationId;
 pub use schema::SCHEMA_VERSION;
 
@@ -148,12 +149,23 @@ impl StateDb {
 
 pub use crate::timefmt::now_ms;
 
+/// A panic happened while the shared handle was held: the handle is not trusted again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the state database handle is poisoned")]
+pub struct Poisoned;
+
+/// Callers that report errors as text keep `?`.
+impl From<Poisoned> for String {
+    fn from(e: Poisoned) -> String {
+        e.to_string()
+    }
+}
+
 /// The shared handle, locked; a poisoned lock (a panic while it was held) is an error, not a panic.
 pub fn locked(
     db: &std::sync::Mutex<StateDb>,
-) -> Result<std::sync::MutexGuard<'_, StateDb>, String> {
-    db.lock()
-        .map_err(|_| "the state database handle is poisoned".to_string())
+) -> Result<std::sync::MutexGuard<'_, StateDb>, Poisoned> {
+    db.lock().map_err(|_| Poisoned)
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ async fn read_roots(
         roots.kept_refs.insert(entry.reference.clone());
     }
     let pins = {
-        let db = locked(db).map_err(state)?;
+        let db = locked(db).map_err(|e| state(e.to_string()))?;
         let rows = db
             .builds(&BuildQuery {
                 mesh: mesh.name.clone(),
@@ -372,7 +372,10 @@ async fn take(
                 .any(|k| k.kind == c.kind && k.name == c.name)
         });
     }
-    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
+    let docker = daemon
+        .get()
+        .await
+        .map_err(|e| TargetError::Unreachable(e.to_string()))?;
     let registry = match target.pushes_to() {
         Some(registry) => Some(target.registry_client(&registry).await?),
         None => None,

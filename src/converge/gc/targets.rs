@@ -113,7 +113,7 @@ fn kept_in_state(
 ) -> Result<Option<crate::backends::state::Holder>, GcError> {
     {
         let state = |e: String| GcError::unreadable("the state database", e);
-        let db_now = locked(db).map_err(state)?;
+        let db_now = locked(db).map_err(|e| state(e.into()))?;
         for (module, pin) in db_now
             .pins(&mesh.name, name)
             .map_err(|e| state(e.to_string()))?

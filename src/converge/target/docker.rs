@@ -120,7 +120,7 @@ impl Target for Docker {
                 other => ConvergeError::Failed(other.to_string()),
             };
             locked(db)
-                .map_err(ConvergeError::Failed)?
+                .map_err(|e| ConvergeError::Failed(e.to_string()))?
                 .stamp_record_as(&mesh.name, &self.name, by, entries, pins)
                 .map_err(state_error)
         })
@@ -134,7 +134,11 @@ impl Target for Docker {
         reach: Reach<'a>,
     ) -> Fut<'a, Result<Vec<Machine>, TargetError>> {
         Box::pin(async move {
-            let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+            let daemon = reach
+                .daemon
+                .get()
+                .await
+                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
             let containers = daemon.labelled_containers().await?;
             let mut machines: Vec<Machine> = containers
                 .iter()
@@ -244,7 +248,11 @@ impl Target for Docker {
                 return Ok(None);
             };
             let creds = registry_credentials(registry).await?;
-            let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+            let docker = reach
+                .daemon
+                .get()
+                .await
+                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
             let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
             if let Some(build) = artifact.build_id {
                 locked(reach.db)
@@ -275,7 +283,7 @@ impl Target for Docker {
                 .daemon
                 .get()
                 .await
-                .map_err(TargetError::Unreachable)?
+                .map_err(|e| TargetError::Unreachable(e.to_string()))?
                 .recreate(&moved.machine, &moved.to_digest)
                 .await
                 .map_err(TargetError::from)
@@ -469,7 +477,10 @@ async fn create_declared(
         let Some(entry) = record.get(&spec.module) else {
             continue;
         };
-        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
+        let daemon = daemon
+            .get()
+            .await
+            .map_err(|e| TargetError::Unreachable(e.to_string()))?;
         let mut labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
             (MESH_LABEL.to_string(), mesh.name.clone()),

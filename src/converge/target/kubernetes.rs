@@ -16,7 +16,7 @@ use crate::backends::cluster::{
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
-use crate::backends::state::{Holder, StateDb, locked, this_host};
+use crate::backends::state::{Holder, StateDb, locked};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lease::{self, LeaseClaims};
 use crate::converge::lock;
@@ -130,7 +130,7 @@ impl Kube {
         match &read.team_warning {
             Some(warning) => tracing::warn!("{warning}"),
             None => {
-                let copied = locked(db).and_then(|h| {
+                let copied = locked(db).map_err(String::from).and_then(|h| {
                     h.mirror_team(&mesh.name, &self.name, &read.pins, &read.history)
                         .map_err(|e| e.to_string())
                 });
@@ -165,19 +165,19 @@ impl Kube {
         entries: &Record,
         pins: &PinChange,
     ) -> Result<(), ConvergeError> {
-        let short = locked(db)
-            .and_then(|h| {
-                h.operation_short(&mesh.name, &self.name, how.operation_id, how.kind)
-                    .map_err(|e| e.to_string())
-            })
-            .ok();
+        let short = locked(db).ok().and_then(|h| {
+            h.operation_short(&mesh.name, &self.name, how.operation_id, how.kind)
+                .ok()
+        });
+        // Who stamps is who would hold the mesh: this process on this host, now.
+        let here = Holder::here(how.operation_id);
         let by = Stamper {
-            operation_id: how.operation_id.to_string(),
+            operation_id: here.operation_id,
             kind: how.kind.to_string(),
             short,
-            host: this_host(),
-            pid: std::process::id(),
-            at_ms: crate::timefmt::now_ms(),
+            host: here.host,
+            pid: here.pid,
+            at_ms: here.since_ms,
             from_target: how.from_target.map(str::to_string),
         };
         self.still_holds(db, &mesh.name, how.operation_id).await?;
@@ -191,7 +191,7 @@ impl Kube {
             .stamp_team(&write, true)
             .await
             .map_err(|e| ConvergeError::Failed(e.to_string()))?;
-        let copied = locked(db).and_then(|h| {
+        let copied = locked(db).map_err(String::from).and_then(|h| {
             h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history)
                 .map_err(|e| e.to_string())
         });
@@ -222,7 +222,11 @@ impl Kube {
             }
             Delivery::Push(registry) => {
                 let creds = self.credentials(&registry.host).await?;
-                let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+                let docker = reach
+                    .daemon
+                    .get()
+                    .await
+                    .map_err(|e| TargetError::Unreachable(e.to_string()))?;
                 let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
                 let db = locked(reach.db).map_err(TargetError::Handle)?;
                 let build = match artifact.build_id {

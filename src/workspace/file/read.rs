@@ -482,7 +482,7 @@ fn machine_target(
                 machine.label,
                 show(target.get_ref())
             ),
-            super::targets::suggest_target(target.get_ref(), docker),
+            super::typos::suggest_target(target.get_ref(), docker),
         )),
         (None, [only]) => Ok((*only).to_string()),
         (None, _) => Err(src.err(

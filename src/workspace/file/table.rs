@@ -170,7 +170,7 @@ impl<'a, 'i> Section<'a, 'i> {
         for key in keys {
             let name: &str = key.get_ref();
             if !self.allowed.contains(&name) {
-                let hint = match super::names::nearest(name, self.allowed.iter().copied()) {
+                let hint = match super::typos::nearest(name, self.allowed.iter().copied()) {
                     Some(near) => format!("did you mean `{near}`? "),
                     None => String::new(),
                 };

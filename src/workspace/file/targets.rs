@@ -9,9 +9,10 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::MeshError;
-use super::names::{check_name, nearest};
+use super::names::check_name;
 use super::read::{self, elements};
-use super::table::{Section, Source, cut, show};
+use super::table::{Section, Source, show};
+use super::typos::suggest_target;
 use crate::mesh::model::{Environment, Policy, Target};
 
 /// The keys of a `[[target]]` table.
@@ -263,18 +264,4 @@ fn sources(src: &Source<'_>, raws: &[Raw]) -> Result<(), MeshError> {
         }
     }
     Ok(())
-}
-
-/// "did you mean …?" for a name that is not one of the mesh's targets.
-pub(super) fn suggest_target(wrong: &str, known: &[&str]) -> String {
-    let list: Vec<String> = known.iter().map(|n| cut(n)).collect();
-    let list = if list.is_empty() {
-        "none".to_string()
-    } else {
-        list.join(", ")
-    };
-    match nearest(wrong, known.iter().copied()) {
-        Some(near) => format!("did you mean {}? (targets: {list})", show(near)),
-        None => format!("name one of the mesh's targets ({list})"),
-    }
 }
