@@ -292,7 +292,7 @@ pub enum GcError {
     #[error("{root} cannot be read ({why})")]
     Unreadable { root: String, why: String },
     #[error("gc takes nothing while another operation holds the mesh: {0}")]
-    Held(ConvergeError),
+    Held(Box<ConvergeError>),
     /// Another target of the mesh is held by an operation now.
     #[error("gc takes nothing while another target of the mesh is held: {0}")]
     HeldElsewhere(String),

@@ -56,12 +56,12 @@ pub enum PromoteError {
         now: String,
     },
     #[error(
-        "{reference}@{short} (module {module}, as target {from}'s record names it) is no longer held by {place}: target {to} cannot run it without a build; nothing was promoted or stamped. Build it again where it came from: meshtop converge --target {from} --force {module}"
+        "{artifact} (module {module}, as target {from}'s record names it) is no longer held by {place}: target {to} cannot run it without a build; nothing was promoted or stamped. Build it again where it came from: meshtop converge --target {from} --force {module}"
     )]
     Gone {
         module: String,
-        reference: String,
-        short: String,
+        /// `ref@short digest`.
+        artifact: String,
         place: String,
         from: String,
         to: String,
@@ -88,7 +88,7 @@ pub struct Promotion<'a> {
 }
 
 impl Promotion<'_> {
-    fn from_mesh(&self) -> Mesh {
+    fn source_mesh(&self) -> Mesh {
         self.mesh.on_target(self.from.name())
     }
 
@@ -238,7 +238,7 @@ pub async fn prepare(
     daemon: &LazyDaemon,
     db: &Mutex<StateDb>,
 ) -> Result<PromotePlan, PromoteError> {
-    let (from_mesh, to_mesh) = (p.from_mesh(), p.to_mesh());
+    let (from_mesh, to_mesh) = (p.source_mesh(), p.to_mesh());
     let source = p.from.read_record(&from_mesh, db).await?;
     let here = p.to.read_record(&to_mesh, db).await?;
     let mut wanted = here.record.clone();
@@ -343,7 +343,7 @@ async fn stamp_and_send(
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<PromoteReport, PromoteError> {
-    let (from_mesh, to_mesh) = (p.from_mesh(), p.to_mesh());
+    let (from_mesh, to_mesh) = (p.source_mesh(), p.to_mesh());
     let source = p.from.read_record(&from_mesh, db).await?.record;
     let here = p.to.read_record(&to_mesh, db).await?;
     for m in &plan.modules {
@@ -375,8 +375,7 @@ async fn stamp_and_send(
         if let Holding::Gone(place) = p.to.bring(&to_mesh, artifact, reach, emitter).await? {
             return Err(PromoteError::Gone {
                 module: m.module.clone(),
-                reference: m.artifact.reference.clone(),
-                short: short_id(&m.artifact.digest).to_string(),
+                artifact: artifact_text(Some(&m.artifact)),
                 place,
                 from: plan.from.clone(),
                 to: plan.to.clone(),

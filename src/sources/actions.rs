@@ -191,14 +191,14 @@ async fn promote_confirmed(
         from: from_target.as_ref(),
         to: to_target.as_ref(),
     };
-    let plan = promote::prepare(&promotion, std::slice::from_ref(&module), &daemon, &db).await?;
+    let plan = promote::prepare(&promotion, std::slice::from_ref(&module), daemon, &db).await?;
     let planned = plan.modules.first();
     if planned.is_none_or(|m| m.artifact != artifact || m.current != current) {
         return Err(format!(
             "the records of {module} on {from} or {to} moved since the promote was confirmed; nothing promoted: look again and promote again"
         ));
     }
-    let report = promote::promote(&promotion, &plan, &daemon, &db, Some(progress)).await?;
+    let report = promote::promote(&promotion, &plan, daemon, &db, Some(progress)).await?;
     if report.ok() {
         Ok(report.headline())
     } else {

@@ -328,7 +328,7 @@ pub async fn sweep(
     let (emitter, held) =
         super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx)
             .await
-            .map_err(GcError::Held)?;
+            .map_err(|e| GcError::Held(Box::new(e)))?;
     let result = take(mesh, rules, confirmed, daemon, targets, db, &emitter).await;
     let text = match &result {
         Ok(report) => format!(

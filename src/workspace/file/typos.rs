@@ -49,6 +49,20 @@ fn edit_distance(a: &[char], b: &[char]) -> usize {
     previous[b.len()]
 }
 
+/// "did you mean …?" for a name that is not one of the mesh's targets (`known`: declared,
+/// checked names).
+pub(super) fn suggest_target(wrong: &str, known: &[&str]) -> String {
+    let list = if known.is_empty() {
+        "none".to_string()
+    } else {
+        known.join(", ")
+    };
+    match nearest(wrong, known.iter().copied()) {
+        Some(near) => format!("did you mean \"{near}\"? (targets: {list})"),
+        None => format!("name one of the mesh's targets ({list})"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,19 +79,5 @@ mod tests {
         assert_eq!(edit_distance(&chars("kitten"), &chars("sitting")), 3);
         assert_eq!(edit_distance(&chars("ab"), &chars("ba")), 1);
         assert_eq!(edit_distance(&chars(""), &chars("abc")), 3);
-    }
-}
-
-/// "did you mean …?" for a name that is not one of the mesh's targets (`known`: declared,
-/// checked names).
-pub(super) fn suggest_target(wrong: &str, known: &[&str]) -> String {
-    let list = if known.is_empty() {
-        "none".to_string()
-    } else {
-        known.join(", ")
-    };
-    match nearest(wrong, known.iter().copied()) {
-        Some(near) => format!("did you mean \"{near}\"? (targets: {list})"),
-        None => format!("name one of the mesh's targets ({list})"),
     }
 }
