@@ -601,20 +601,7 @@ async fn a_send_that_may_not_patch_the_workload_is_refused_naming_it() {
     // Item 7.
     let api = KubeApi::start().await;
     let (k, _) = kind_setup(&api, "kp");
-    api.identity(
-        "viewer",
-        &[
-            ("get", "namespaces"),
-            // The mesh's Lease: every changing operation holds it (README, RBAC).
-            ("get", "leases"),
-            ("create", "leases"),
-            ("update", "leases"),
-            ("list", "deployments"),
-            ("list", "statefulsets"),
-            ("list", "daemonsets"),
-            ("list", "pods"),
-        ],
-    );
+    converge_role_without(&api, &[("patch", "namespaces"), ("patch", "deployments")]);
     let output = k.run(&["send", "web", "--yes", "--json"]).await;
     assert_ne!(output.status.code(), Some(0), "{}", said(&output));
     let text = said(&output);
