@@ -43,7 +43,12 @@ fn gc_keeps_what_only_another_targets_record_names_and_stops_on_a_target_it_cann
         assert!(out.status.success(), "{args:?}: {}", said(&out));
     };
     ok(&["converge", "--target", "staging"]);
-    ok(&["promote", "web", "--to", "prod", "--yes"]);
+    let promoted = mesh.meshtop(&["promote", "web", "--to", "prod", "--yes"]);
+    assert!(promoted.status.success(), "{}", said(&promoted));
+    // Prod's declared machine did not exist: the promote created it, and says so (not "0/0 moved").
+    let out = String::from_utf8_lossy(&promoted.stdout).into_owned();
+    assert!(out.contains("; 1 machine(s) created"), "{out}");
+    assert!(!out.contains("0/0"), "{out}");
     let v1 = record_of(&mesh, "prod", "web");
     // Staging moves on twice: v1 is no longer its record, its rollback target, nor a newest build.
     for version in ["v2", "v3"] {

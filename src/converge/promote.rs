@@ -213,8 +213,15 @@ impl PromoteReport {
             .map(|(module, entry)| format!("{module} {}", artifact_text(Some(entry))))
             .collect();
         let moved = self.sends.iter().filter(|s| s.ok).count();
+        let mut machines = Vec::new();
+        if !self.created.is_empty() {
+            machines.push(format!("{} machine(s) created", self.created.len()));
+        }
+        if !self.sends.is_empty() || self.created.is_empty() {
+            machines.push(format!("{moved}/{} machine(s) moved", self.sends.len()));
+        }
         let mut text = format!(
-            "promote {id} from {} to {}: {}; {moved}/{} machine(s) moved",
+            "promote {id} from {} to {}: {}; {}",
             self.from,
             self.to,
             if what.is_empty() {
@@ -222,7 +229,7 @@ impl PromoteReport {
             } else {
                 what.join(", ")
             },
-            self.sends.len()
+            machines.join(", ")
         );
         for failed in self.sends.iter().filter(|s| !s.ok) {
             text.push_str(&format!("\n  {}: {}", failed.moved.machine, failed.message));
