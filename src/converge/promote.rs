@@ -419,10 +419,10 @@ async fn stamp_and_send(
             Step::Stamped,
             Some(module),
             format!(
-                "record of {} stamped: {module} {} → {} (from {})",
-                plan.to,
+                "record stamped: {module} {} → {} (on {}, from {})",
                 artifact_text(was),
                 artifact_text(Some(entry)),
+                plan.to,
                 plan.from
             ),
         );
