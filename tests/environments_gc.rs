@@ -19,17 +19,7 @@ fn image_exists(id: &str) -> bool {
 
 fn record_of(mesh: &ExampleMesh, target: &str, module: &str) -> String {
     let grid = mesh.json(&["status", "--all-targets", "--json"]);
-    grid["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["module"] == module)
-        .unwrap()["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["target"] == target)
-        .unwrap()["artifact"]["digest"]
+    common::grid_cell(&grid, module, target)["artifact"]["digest"]
         .as_str()
         .unwrap()
         .to_string()

@@ -206,18 +206,7 @@ async fn converge_on_staging_then_promote_to_prod_moves_the_exact_artifact_and_b
     // The grid: staging holds everything, prod nothing, each of prod's cells differs.
     let (grid, _) = envs.json(&["status", "--all-targets", "--json"]);
     let cell = |grid: &Value, module: &str, target: &str| -> Value {
-        grid["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["module"] == module)
-            .unwrap()["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["target"] == target)
-            .unwrap()
-            .clone()
+        common::grid_cell(grid, module, target).clone()
     };
     assert_eq!(
         cell(&grid, "api", "staging")["artifact"],

@@ -23,17 +23,7 @@ fn grid_row<'a>(screen: &'a str, module: &str) -> &'a str {
 }
 
 fn cell<'a>(grid: &'a Value, module: &str, target: &str) -> &'a Value {
-    grid["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["module"] == module)
-        .unwrap()["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["target"] == target)
-        .unwrap()
+    common::grid_cell(grid, module, target)
 }
 
 #[test]

@@ -297,3 +297,22 @@ impl ExampleMesh {
         mesh
     }
 }
+
+/// One cell of `status --all-targets --json`'s grid: `module`'s row, `target`'s column.
+pub fn grid_cell<'a>(
+    grid: &'a serde_json::Value,
+    module: &str,
+    target: &str,
+) -> &'a serde_json::Value {
+    grid["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["module"] == module)
+        .unwrap_or_else(|| panic!("no row {module} in {grid}"))["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["target"] == target)
+        .unwrap_or_else(|| panic!("no cell {target} of {module} in {grid}"))
+}

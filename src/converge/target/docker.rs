@@ -326,10 +326,7 @@ impl Target for Docker {
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<Holding, TargetError>> {
         Box::pin(async move {
-            let wanted = RecordEntry {
-                reference: artifact.reference.to_string(),
-                digest: artifact.digest.to_string(),
-            };
+            let wanted = artifact.entry();
             if host::holds(reach.daemon, &wanted).await? == Holding::Held {
                 return Ok(Holding::Held);
             }

@@ -764,10 +764,7 @@ impl Target for Kube {
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<Holding, TargetError>> {
         Box::pin(async move {
-            let wanted = RecordEntry {
-                reference: artifact.reference.to_string(),
-                digest: artifact.digest.to_string(),
-            };
+            let wanted = artifact.entry();
             match self.delivery()? {
                 Delivery::KindLoad(name) => {
                     let held = host::holds(reach.daemon, &wanted).await?;

@@ -60,6 +60,16 @@ pub struct Artifact<'a> {
     pub build_id: Option<&'a str>,
 }
 
+impl Artifact<'_> {
+    /// The artifact as a record names it (ref and digest).
+    pub fn entry(&self) -> crate::mesh::model::RecordEntry {
+        crate::mesh::model::RecordEntry {
+            reference: self.reference.to_string(),
+            digest: self.digest.to_string(),
+        }
+    }
+}
+
 /// Whether the target still holds an artifact (rollback asks before it stamps anything).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holding {
