@@ -124,15 +124,7 @@ impl Envs {
 
     fn json(&self, args: &[&str]) -> (Value, String) {
         let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "meshtop {args:?} failed ({:?}):\n{}",
-            output.status.code(),
-            said(&output)
-        );
-        let value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|e| panic!("meshtop {args:?}: not JSON ({e}):\n{}", said(&output)));
-        (value, String::from_utf8_lossy(&output.stderr).into_owned())
+        common::json_of(args, &output)
     }
 
     /// A namespace annotation, parsed (None: the namespace has none).

@@ -107,19 +107,7 @@ impl ExampleMesh {
 
     /// Run and parse `--json` output; panics with stderr when the command failed.
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
-        let output = self.meshtop(args);
-        assert!(
-            output.status.success(),
-            "meshtop {args:?} failed ({:?}):\n{}",
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-            panic!(
-                "meshtop {args:?}: not JSON ({e}):\n{}",
-                String::from_utf8_lossy(&output.stdout)
-            )
-        })
+        json_of(args, &self.meshtop(args)).0
     }
 }
 
@@ -315,4 +303,17 @@ pub fn grid_cell<'a>(
         .iter()
         .find(|c| c["target"] == target)
         .unwrap_or_else(|| panic!("no cell {target} of {module} in {grid}"))
+}
+
+/// A `--json` run's answer and its stderr; panics with both when it failed or is not JSON.
+pub fn json_of(args: &[&str], output: &std::process::Output) -> (serde_json::Value, String) {
+    assert!(
+        output.status.success(),
+        "meshtop {args:?} failed ({:?}):\n{}",
+        output.status.code(),
+        said(output)
+    );
+    let value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("meshtop {args:?}: not JSON ({e}):\n{}", said(output)));
+    (value, String::from_utf8_lossy(&output.stderr).into_owned())
 }

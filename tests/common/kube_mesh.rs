@@ -111,15 +111,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     pub async fn json(&self, args: &[&str]) -> (Value, String) {
         let output = self.run(args).await;
-        assert!(
-            output.status.success(),
-            "meshtop {args:?} failed ({:?}):\n{}",
-            output.status.code(),
-            said(&output)
-        );
-        let value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|e| panic!("meshtop {args:?}: not JSON ({e}):\n{}", said(&output)));
-        (value, String::from_utf8_lossy(&output.stderr).into_owned())
+        super::json_of(args, &output)
     }
 
     /// A one-replica Deployment of `module` running `image`, whose pod reports `image_id`.
