@@ -348,3 +348,51 @@ async fn a_named_target_whose_context_the_kubeconfig_lacks_is_refused_before_any
     assert!(said(&out).contains("names its targets"), "{}", said(&out));
     assert_eq!(envs.prod.total_requests(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_cannot_be_read_is_said_in_the_grid_and_never_promoted_over() {
+    let envs = Envs::new("envu", "").await;
+    let (first, stderr) = envs.json(&["converge", "--target", "staging", "--json"]);
+    assert_eq!(first["stamped"], true, "{first}\n{stderr}");
+    // Someone's hand-edit broke prod's record: what is in it may still be mended by hand.
+    let p = envs.ns("p");
+    let broken = "{\"api\": {\"ref\": \"x\", \"digest\":";
+    envs.prod.put_namespace(&p, &[(RECORD_ANNOTATION, broken)]);
+
+    // The grid does not show prod as empty: it says why, and the command fails.
+    let out = envs.run(&["status", "--all-targets", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let grid: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prod = grid["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "prod")
+        .cloned()
+        .unwrap_or_else(|| panic!("prod's column: {grid}"));
+    assert!(
+        prod["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(RECORD_ANNOTATION),
+        "{grid}"
+    );
+
+    // A promote would write web and drop what the broken record held: refused, nothing written.
+    let out = envs.run(&["promote", "web", "--to", "prod", "--yes"]);
+    assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(
+        said(&out).contains("nothing was promoted or stamped"),
+        "{}",
+        said(&out)
+    );
+    let ns = envs.prod.get("namespaces", "", &p).unwrap();
+    assert_eq!(
+        ns["metadata"]["annotations"][RECORD_ANNOTATION], broken,
+        "prod's record is as it was"
+    );
+    assert_eq!(
+        envs.image(&envs.prod, &p, "web-1"),
+        format!("{}/{}/web:old", envs.registry.host, envs.mesh.name)
+    );
+}

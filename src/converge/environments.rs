@@ -33,7 +33,11 @@ pub async fn read(
     let seen = mesh.on_target(name);
     let description = target.describe();
     let record = match target.read_record(&seen, db).await {
-        Ok(read) => read.record,
+        Ok(read) => match read.warning {
+            // A record read as silent is no column of empty cells: say why.
+            Some(warning) => return failed(warning),
+            None => read.record,
+        },
         Err(error) => return failed(error.to_string()),
     };
     let machines = match target.machines(&seen, &record, Reach { daemon, db }).await {

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, ProgressTx, Step};
 use super::send::SendOutcome;
-use super::target::{Artifact, Holding, Reach, Target};
+use super::target::{Artifact, Holding, Reach, RecordRead, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{Poisoned, StateDb, StateError, locked};
 use crate::mesh::builds::BuildRow;
@@ -55,6 +55,10 @@ pub enum PromoteError {
         confirmed: String,
         now: String,
     },
+    /// A record that cannot be read as a whole: a promote writes a few of its entries and would
+    /// drop the rest, so nothing is stamped until it is mended.
+    #[error("target {target}: {warning}; nothing was promoted or stamped")]
+    Unreadable { target: String, warning: String },
     #[error(
         "{artifact} (module {module}, as target {from}'s record names it) is no longer held by {place}: target {to} cannot run it without a build; nothing was promoted or stamped. Build it again where it came from: meshtop converge --target {from} --force {module}"
     )]
@@ -238,6 +242,18 @@ impl PromoteReport {
     }
 }
 
+/// The record as read, when it was read as a whole (a promote neither trusts nor overwrites a
+/// record that reads as silent because it could not be parsed).
+fn whole(target: &dyn Target, read: RecordRead) -> Result<RecordRead, PromoteError> {
+    match read.warning {
+        Some(warning) => Err(PromoteError::Unreadable {
+            target: target.name().to_string(),
+            warning,
+        }),
+        None => Ok(read),
+    }
+}
+
 /// What promoting `modules` from `p.from` to `p.to` would do (nothing is held or changed).
 pub async fn prepare(
     p: &Promotion<'_>,
@@ -246,8 +262,8 @@ pub async fn prepare(
     db: &Mutex<StateDb>,
 ) -> Result<PromotePlan, PromoteError> {
     let (from_mesh, to_mesh) = (p.source_mesh(), p.to_mesh());
-    let source = p.from.read_record(&from_mesh, db).await?;
-    let here = p.to.read_record(&to_mesh, db).await?;
+    let source = whole(p.from, p.from.read_record(&from_mesh, db).await?)?;
+    let here = whole(p.to, p.to.read_record(&to_mesh, db).await?)?;
     let mut wanted = here.record.clone();
     let mut chosen = Vec::new();
     for module in modules {
@@ -351,8 +367,8 @@ async fn stamp_and_send(
     emitter: &Emitter,
 ) -> Result<PromoteReport, PromoteError> {
     let (from_mesh, to_mesh) = (p.source_mesh(), p.to_mesh());
-    let source = p.from.read_record(&from_mesh, db).await?.record;
-    let here = p.to.read_record(&to_mesh, db).await?;
+    let source = whole(p.from, p.from.read_record(&from_mesh, db).await?)?.record;
+    let here = whole(p.to, p.to.read_record(&to_mesh, db).await?)?;
     for m in &plan.modules {
         same(
             &m.module,
