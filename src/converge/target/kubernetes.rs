@@ -15,7 +15,8 @@ use crate::backends::cluster::{
 };
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
+use crate::backends::daemon::push::push_image;
+use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{Holder, StateDb, locked};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lease::{self, LeaseClaims};
