@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use reqwest::header::WWW_AUTHENTICATE;
 use reqwest::{Method, StatusCode, Url};
 
+use super::client::Body;
 use super::{RegistryClient, RegistryError};
 use crate::backends::credentials::Credentials;
 
@@ -55,9 +56,10 @@ impl RegistryClient {
         url: &str,
         scope: &str,
         what: &str,
+        body: Option<&Body>,
     ) -> Result<reqwest::Response, RegistryError> {
         let cached = self.tokens.lock().ok().and_then(|t| t.get(scope).cloned());
-        let mut first = self.request(&method, url);
+        let mut first = self.request_with(&method, url, body);
         if let Some(token) = &cached {
             first = first.bearer_auth(token);
         }
@@ -88,7 +90,7 @@ impl RegistryClient {
         let retry = match challenge {
             Some(Challenge::Basic) => match &self.creds {
                 Some(Credentials::Basic { username, password }) => self
-                    .request(&method, url)
+                    .request_with(&method, url, body)
                     .basic_auth(username, Some(password)),
                 _ => {
                     return Err(unauthorized(
@@ -108,7 +110,7 @@ impl RegistryClient {
                 if let Ok(mut tokens) = self.tokens.lock() {
                     tokens.insert(scope.to_string(), token.clone());
                 }
-                self.request(&method, url).bearer_auth(token)
+                self.request_with(&method, url, body).bearer_auth(token)
             }
             None => {
                 return Err(unauthorized(

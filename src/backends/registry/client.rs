@@ -52,6 +52,12 @@ pub struct RegistryClient {
     pub(super) timeout: std::time::Duration,
 }
 
+/// What a request carries: its content type and bytes (cheap to clone for a retry).
+pub(super) struct Body {
+    pub content_type: &'static str,
+    pub bytes: bytes::Bytes,
+}
+
 /// Where Docker reads a registry's CAs: `/etc/docker/certs.d/<host>/*.crt`.
 pub const DOCKER_CERTS_D: &str = "/etc/docker/certs.d";
 /// Every registry request's timeout, and the connect timeout.
@@ -159,6 +165,22 @@ impl RegistryClient {
         }
     }
 
+    /// A request to `url`, with `body` when there is one (built again for an auth retry).
+    pub(super) fn request_with(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<&Body>,
+    ) -> reqwest::RequestBuilder {
+        let request = self.request(method, url);
+        match body {
+            Some(body) => request
+                .header(reqwest::header::CONTENT_TYPE, body.content_type)
+                .body(body.bytes.clone()),
+            None => request,
+        }
+    }
+
     pub(super) fn request(&self, method: &Method, url: &str) -> reqwest::RequestBuilder {
         let accept = if *method == Method::HEAD || *method == Method::GET {
             MANIFEST_ACCEPT
@@ -184,6 +206,18 @@ impl RegistryClient {
         scope: &str,
         what: &str,
     ) -> Result<reqwest::Response, RegistryError> {
+        self.send_body(method, path, scope, what, None).await
+    }
+
+    /// [`RegistryClient::send`] with a body (an upload, a manifest put).
+    pub(super) async fn send_body(
+        &self,
+        method: Method,
+        path: &str,
+        scope: &str,
+        what: &str,
+        body: Option<&Body>,
+    ) -> Result<reqwest::Response, RegistryError> {
         let known = self.base.lock().ok().and_then(|b| b.clone());
         let candidates = match known {
             Some(base) => vec![base],
@@ -192,7 +226,7 @@ impl RegistryClient {
         let mut last = None;
         for base in candidates {
             let url = format!("{base}{path}");
-            match self.send_at(method.clone(), &url, scope, what).await {
+            match self.send_at(method.clone(), &url, scope, what, body).await {
                 Err(RegistryError::Http { source, .. }) if source.is_connect() => {
                     tracing::debug!("registry {}: {base} does not connect: {source}", self.host);
                     last = Some(source);

@@ -5,6 +5,7 @@
 mod auth;
 mod client;
 mod reads;
+mod signatures;
 mod writes;
 
 pub use crate::mesh::decide::RegistryImage;

@@ -117,7 +117,7 @@ impl RegistryClient {
     }
 
     /// `GET /v2/<repository>/manifests/<reference>`: its digest and bytes, or None (404).
-    async fn manifest_body(
+    pub(super) async fn manifest_body(
         &self,
         repository: &str,
         reference: &str,
