@@ -22,8 +22,8 @@ use crate::mesh::model::{
 use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
 
-use super::host;
 use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+use super::{host, sign};
 
 /// The host daemon as the target (nothing to connect: the daemon is reached lazily per call).
 pub struct Docker {
@@ -255,6 +255,17 @@ impl Target for Docker {
                 .await
                 .map_err(|e| TargetError::Unreachable(e.to_string()))?;
             let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
+            let module = artifact.module;
+            sign::sign_pushed(
+                mesh,
+                registry,
+                creds,
+                artifact.reference,
+                &digest,
+                module,
+                emitter,
+            )
+            .await?;
             if let Some(build) = artifact.build_id {
                 locked(reach.db)
                     .map_err(TargetError::Handle)?
