@@ -198,7 +198,7 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         module: None,
         text: format!("{kind} text"),
     };
-    a.finish_converge(
+    a.finish_operation(
         &[event("stamped"), event("finished")],
         "demo",
         "default",
@@ -218,7 +218,7 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         b.lock_mesh("demo", "default", &Holder::here("c2")).unwrap(),
         Ok(())
     );
-    a.finish_converge(&[event("finished")], "demo", "default", "c1")
+    a.finish_operation(&[event("finished")], "demo", "default", "c1")
         .unwrap();
     assert_eq!(
         b.mesh_holder("demo", "default")
@@ -247,7 +247,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         a.lock_mesh("demo", "default", &Holder::here("c1")).unwrap(),
         Ok(())
     );
-    a.finish_converge(&[event(-1)], "demo", "default", "c1")
+    a.finish_operation(&[event(-1)], "demo", "default", "c1")
         .unwrap();
     assert_eq!(count(&a), KEEP_EVENTS + PRUNE_BATCH - 1);
     // One more converge crosses it: the newest KEEP_EVENTS stay, the newest of all among them.
@@ -261,7 +261,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         module: None,
         ..event(0)
     };
-    a.finish_converge(&[event(-2), last], "demo", "default", "c2")
+    a.finish_operation(&[event(-2), last], "demo", "default", "c2")
         .unwrap();
     let kept = a.events_after("demo", 0, usize::MAX).unwrap();
     assert_eq!(kept.len() as i64, KEEP_EVENTS);

@@ -49,14 +49,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
             .read_record(&mesh, &db)
             .await
             .map_err(Failure::failed)?;
-        let ctx = PlanContext {
-            mesh: &mesh,
-            record: record.record,
-            record_source: record.source,
-            selected: modules.clone(),
-            force: false,
-            host_is_target: target.host_is_target(),
-        };
+        let ctx = PlanContext::new(&mesh, target.as_ref(), &record, modules.clone(), false);
         let manifests = StateManifests {
             db: &db,
             mesh: &mesh.name,

@@ -55,39 +55,42 @@ pub async fn converge(
         StateDb::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
     let db = Arc::new(Mutex::new(db));
     let mesh = &request.mesh;
-    let operation_id = uuid::Uuid::now_v7().to_string();
     let target = &request.target;
     let kind = if request.force { "force" } else { "converge" };
-    let (emitter, held) = super::hold::start(
-        target.as_ref(),
-        &db,
-        &mesh.name,
-        &operation_id,
-        kind,
-        request.wait,
-        tx,
-    )
-    .await?;
-    let lost_rx = held.lost.clone();
-    let result = run(&request, &daemon, &db, &emitter, &mut cancel, lost_rx).await;
-    let outcome_text = match &result {
+    super::hold::Operation::new(target.as_ref(), &db, &mesh.name, kind)
+        .waiting(request.wait)
+        .progress(tx)
+        .run(
+            async |running| {
+                let (emitter, lost) = (&running.emitter, running.lost.clone());
+                let result = run(&request, &daemon, &db, emitter, &mut cancel, lost).await;
+                if result.as_ref().map(|s| !s.ok).unwrap_or(true) {
+                    // The builds it left running end with it, as what it ended with.
+                    let status = match &result {
+                        Err(ConvergeError::Cancelled) => BuildStatus::Cancelled,
+                        // Built, but its end was not written: not a failed build.
+                        Err(ConvergeError::Unrecorded(_)) => BuildStatus::Stopped,
+                        _ => BuildStatus::Failed,
+                    };
+                    if let Ok(db) = db.lock() {
+                        let text = outcome_text(&result);
+                        let _ = db.fail_running(&mesh.name, &emitter.operation_id, status, &text);
+                    }
+                }
+                result
+            },
+            outcome_text,
+        )
+        .await
+}
+
+/// A converge's last word.
+fn outcome_text(result: &Result<ConvergeSummary, ConvergeError>) -> String {
+    match result {
         Ok(summary) if summary.ok => "converge succeeded".to_string(),
         Ok(_) => "converge failed".to_string(),
         Err(error) => error.to_string(),
-    };
-    if result.as_ref().map(|s| !s.ok).unwrap_or(true) {
-        let status = match result {
-            Err(ConvergeError::Cancelled) => BuildStatus::Cancelled,
-            // Built, but its end was not written: not a failed build.
-            Err(ConvergeError::Unrecorded(_)) => BuildStatus::Stopped,
-            _ => BuildStatus::Failed,
-        };
-        if let Ok(db) = db.lock() {
-            let _ = db.fail_running(&mesh.name, &operation_id, status, &outcome_text);
-        }
     }
-    held.finish(target.as_ref(), &emitter, outcome_text).await;
-    result
 }
 
 /// What every step of one converge reaches.
@@ -225,14 +228,13 @@ async fn plan<'a>(
     manifests: &StateManifests<'_>,
 ) -> Result<(Planner<'a>, BTreeMap<String, PlannedModule>), ConvergeError> {
     let (mesh, target, emitter) = (&at.request.mesh, &at.request.target, at.emitter);
-    let ctx = PlanContext {
+    let ctx = PlanContext::new(
         mesh,
-        record: record.record.clone(),
-        record_source: record.source.clone(),
-        selected: at.request.modules.clone(),
-        force: at.request.force,
-        host_is_target: target.host_is_target(),
-    };
+        target.as_ref(),
+        record,
+        at.request.modules.clone(),
+        at.request.force,
+    );
     let mut planner = Planner::new(ctx, at.daemon.clone());
     planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh).await);
     // First pass: every decision that can be made now, and every refusal, before any build.

@@ -348,6 +348,12 @@ impl From<ConvergeError> for RollbackError {
     }
 }
 
+impl From<ConvergeError> for GcError {
+    fn from(error: ConvergeError) -> GcError {
+        GcError::Held(Box::new(error))
+    }
+}
+
 impl From<ConvergeError> for SendError {
     fn from(error: ConvergeError) -> SendError {
         SendError::Hold(Box::new(error))

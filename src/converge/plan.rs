@@ -12,6 +12,7 @@ use rayon::prelude::*;
 
 pub use super::error::PlanError;
 pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
+use super::target::{RecordRead, Target};
 use super::vouch::RegistryVoucher;
 use crate::backends::daemon::LazyDaemon;
 use crate::mesh::decide::{
@@ -40,6 +41,27 @@ pub struct PlanContext<'a> {
     /// The target's word (its `host_is_target()`): the host daemon is
     /// the target, so it can tell an artifact the target lost.
     pub host_is_target: bool,
+}
+
+impl<'a> PlanContext<'a> {
+    /// What a plan of `mesh` on `target` starts from: the record as the target read it; `selected`
+    /// None plans every module.
+    pub fn new(
+        mesh: &'a Mesh,
+        target: &dyn Target,
+        record: &RecordRead,
+        selected: Option<BTreeSet<String>>,
+        force: bool,
+    ) -> PlanContext<'a> {
+        PlanContext {
+            mesh,
+            record: record.record.clone(),
+            record_source: record.source.clone(),
+            selected,
+            force,
+            host_is_target: target.host_is_target(),
+        }
+    }
 }
 
 pub struct Planner<'a> {

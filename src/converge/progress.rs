@@ -109,7 +109,8 @@ impl Emitter {
             );
             return;
         };
-        if let Err(error) = db.finish_converge(&batch, &self.mesh, &self.target, &self.operation_id)
+        if let Err(error) =
+            db.finish_operation(&batch, &self.mesh, &self.target, &self.operation_id)
         {
             tracing::warn!("cannot record the end of the operation: {error}");
             // The events could not be written: the mesh must still be freed.

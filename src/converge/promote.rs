@@ -333,30 +333,34 @@ pub async fn promote(
     db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
 ) -> Result<PromoteReport, PromoteError> {
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(p.to, db, &p.mesh.name, &operation_id, KIND, false, tx).await?;
-    emitter.emit(
-        Step::Started,
-        None,
-        format!(
-            "promote of {} module(s) from {} to {}",
-            plan.modules.len(),
-            plan.from,
-            plan.to
-        ),
-    );
-    let result = stamp_and_send(p, plan, daemon, db, &emitter).await;
-    let text = match &result {
-        Ok(report) if report.ok() => "promote succeeded".to_string(),
-        Ok(report) => format!("promote failed: {}", report.headline()),
-        Err(error) => format!("promote: nothing promoted: {error}"),
-    };
-    if let Err(error) = &result {
-        emitter.emit(Step::Refused, None, error.to_string());
-    }
-    held.finish(p.to, &emitter, text).await;
-    result
+    super::hold::Operation::new(p.to, db, &p.mesh.name, KIND)
+        .progress(tx)
+        .run(
+            async |running| {
+                let emitter = &running.emitter;
+                emitter.emit(
+                    Step::Started,
+                    None,
+                    format!(
+                        "promote of {} module(s) from {} to {}",
+                        plan.modules.len(),
+                        plan.from,
+                        plan.to
+                    ),
+                );
+                let result = stamp_and_send(p, plan, daemon, db, emitter).await;
+                if let Err(error) = &result {
+                    emitter.emit(Step::Refused, None, error.to_string());
+                }
+                result
+            },
+            |result| match result {
+                Ok(report) if report.ok() => "promote succeeded".to_string(),
+                Ok(report) => format!("promote failed: {}", report.headline()),
+                Err(error) => format!("promote: nothing promoted: {error}"),
+            },
+        )
+        .await
 }
 
 async fn stamp_and_send(

@@ -326,16 +326,16 @@ pub async fn rollback(
     db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
 ) -> Result<RollbackReport, RollbackError> {
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx).await?;
-    let result = stamp_pin_send(mesh, plan, daemon, target, db, &emitter).await;
-    let text = match &result {
-        Ok(report) => format!("rollback: {}", report.headline()),
-        Err(error) => format!("rollback: nothing rolled back: {error}"),
-    };
-    held.finish(target, &emitter, text).await;
-    result
+    super::hold::Operation::new(target, db, &mesh.name, KIND)
+        .progress(tx)
+        .run(
+            async |running| stamp_pin_send(mesh, plan, daemon, target, db, &running.emitter).await,
+            |result| match result {
+                Ok(report) => format!("rollback: {}", report.headline()),
+                Err(error) => format!("rollback: nothing rolled back: {error}"),
+            },
+        )
+        .await
 }
 
 async fn stamp_pin_send(
@@ -427,17 +427,18 @@ pub async fn unpin(
     target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
 ) -> Result<bool, RollbackError> {
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &operation_id, "unpin", false, None).await?;
-    let result = unpin_held(mesh, module, target, db, &operation_id).await;
-    let text = match &result {
-        Ok(true) => format!("unpin: unpinned {module}"),
-        Ok(false) => format!("unpin: {module} was not pinned"),
-        Err(error) => format!("unpin: nothing changed: {error}"),
-    };
-    held.finish(target, &emitter, text).await;
-    result
+    super::hold::Operation::new(target, db, &mesh.name, "unpin")
+        .run(
+            async |running| {
+                unpin_held(mesh, module, target, db, &running.emitter.operation_id).await
+            },
+            |result| match result {
+                Ok(true) => format!("unpin: unpinned {module}"),
+                Ok(false) => format!("unpin: {module} was not pinned"),
+                Err(error) => format!("unpin: nothing changed: {error}"),
+            },
+        )
+        .await
 }
 
 async fn unpin_held(

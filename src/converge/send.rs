@@ -189,42 +189,41 @@ pub async fn send_confirmed(
     db: &Arc<Mutex<StateDb>>,
     tx: Option<super::progress::ProgressTx>,
 ) -> Result<SendReport, SendError> {
-    let send_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &send_id, "send", false, tx).await?;
-    let current = match prepare(mesh, module, daemon, target, db).await {
-        Ok(current) => current,
-        Err(error) => {
-            held.finish(target, &emitter, format!("send: nothing sent: {error}"))
-                .await;
-            return Err(error);
-        }
-    };
-    if let Err(error) = same_artifact(module, confirmed, &current, target, mesh, db).await {
-        held.finish(target, &emitter, format!("send: nothing sent: {error}"))
-            .await;
-        return Err(error);
-    }
-    let moves: Vec<Move> = current
-        .into_iter()
-        .filter(|m| confirmed.iter().any(|c| c.machine == m.machine))
-        .collect();
-    let skipped: Vec<String> = confirmed
-        .iter()
-        .filter(|c| !moves.iter().any(|m| m.machine == c.machine))
-        .map(|c| c.machine.clone())
-        .collect();
-    let outcomes = send(mesh, &moves, daemon, target, db, &emitter).await;
-    let moved = outcomes.iter().filter(|o| o.ok).count();
-    let text = format!("send: {moved}/{} machine(s) moved", outcomes.len());
-    held.finish(target, &emitter, text).await;
-    Ok(SendReport {
-        send_id,
-        operation: emitter.operation,
-        module: module.to_string(),
-        outcomes,
-        skipped,
-    })
+    super::hold::Operation::new(target, db, &mesh.name, "send")
+        .progress(tx)
+        .run(
+            async |running| {
+                let emitter = &running.emitter;
+                let current = prepare(mesh, module, daemon, target, db).await?;
+                same_artifact(module, confirmed, &current, target, mesh, db).await?;
+                let moves: Vec<Move> = current
+                    .into_iter()
+                    .filter(|m| confirmed.iter().any(|c| c.machine == m.machine))
+                    .collect();
+                let skipped: Vec<String> = confirmed
+                    .iter()
+                    .filter(|c| !moves.iter().any(|m| m.machine == c.machine))
+                    .map(|c| c.machine.clone())
+                    .collect();
+                let outcomes = send(mesh, &moves, daemon, target, db, emitter).await;
+                Ok(SendReport {
+                    send_id: emitter.operation_id.clone(),
+                    operation: emitter.operation,
+                    module: module.to_string(),
+                    outcomes,
+                    skipped,
+                })
+            },
+            |result| match result {
+                Ok(report) => format!(
+                    "send: {}/{} machine(s) moved",
+                    report.outcomes.iter().filter(|o| o.ok).count(),
+                    report.outcomes.len()
+                ),
+                Err(error) => format!("send: nothing sent: {error}"),
+            },
+        )
+        .await
 }
 
 /// The record must still name the artifact the person confirmed.

@@ -125,7 +125,7 @@ impl StateDb {
         for e in events {
             self.conn
                 .prepare_cached(
-                    "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO events (at_ms, mesh, operation_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
                 .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.operation_id, e.kind, e.module, e.text]))
                 .map_err(self.err("append a converge event"))?;
@@ -155,8 +155,8 @@ impl StateDb {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
             .prepare_cached(
-                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number, o.kind \
-                 FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                "SELECT e.id, e.at_ms, e.mesh, e.operation_id, e.kind, e.module, e.text, o.number, o.kind \
+                 FROM events e LEFT JOIN operations o ON o.uuid = e.operation_id \
                  WHERE e.mesh = ?1 AND e.id > ?2 AND (?4 IS NULL OR COALESCE(o.target, 'default') = ?4) \
                  ORDER BY e.id LIMIT ?3",
             )
@@ -183,8 +183,8 @@ impl StateDb {
         let mut rows: Vec<EventRow> = self
             .conn
             .prepare_cached(
-                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number, o.kind \
-                 FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                "SELECT e.id, e.at_ms, e.mesh, e.operation_id, e.kind, e.module, e.text, o.number, o.kind \
+                 FROM events e LEFT JOIN operations o ON o.uuid = e.operation_id \
                  WHERE e.mesh = ?1 AND (?3 IS NULL OR COALESCE(o.target, 'default') = ?3) \
                  ORDER BY e.id DESC LIMIT ?2",
             )
@@ -210,7 +210,7 @@ impl StateDb {
     ) -> Result<Option<String>, StateError> {
         self.conn
             .prepare_cached(
-                "SELECT e.converge_id FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                "SELECT e.operation_id FROM events e LEFT JOIN operations o ON o.uuid = e.operation_id \
                  WHERE e.mesh = ?1 AND (?2 IS NULL OR COALESCE(o.target, 'default') = ?2) \
                  ORDER BY e.id DESC LIMIT 1",
             )
@@ -238,7 +238,7 @@ impl StateDb {
     fn insert_send(&self, s: &SendRow) -> Result<(), StateError> {
         self.conn
             .prepare_cached(
-                "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id, target) \
+                "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, operation_id, target) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut st| {
@@ -267,7 +267,7 @@ impl StateDb {
         limit: usize,
     ) -> Result<Vec<SendRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let columns = "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id, target";
+        let columns = "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, operation_id, target";
         let sql = match module {
             Some(_) => format!(
                 "SELECT {columns} FROM sends WHERE mesh = ?1 AND module = ?2 ORDER BY at_ms DESC, id DESC LIMIT ?3"

@@ -324,22 +324,31 @@ pub async fn sweep(
     tx: Option<ProgressTx>,
 ) -> Result<GcReport, GcError> {
     let target = targets.acting;
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx)
-            .await
-            .map_err(|e| GcError::Held(Box::new(e)))?;
-    let result = take(mesh, rules, confirmed, daemon, targets, db, &emitter).await;
-    let text = match &result {
-        Ok(report) => format!(
-            "gc: {} taken, {} bytes freed",
-            report.candidates.iter().filter(|c| c.taken()).count(),
-            report.bytes_freed
-        ),
-        Err(error) => format!("gc: nothing taken: {error}"),
-    };
-    held.finish(target, &emitter, text).await;
-    result
+    super::hold::Operation::new(target, db, &mesh.name, KIND)
+        .progress(tx)
+        .run(
+            async |running| {
+                take(
+                    mesh,
+                    rules,
+                    confirmed,
+                    daemon,
+                    targets,
+                    db,
+                    &running.emitter,
+                )
+                .await
+            },
+            |result| match result {
+                Ok(report) => format!(
+                    "gc: {} taken, {} bytes freed",
+                    report.candidates.iter().filter(|c| c.taken()).count(),
+                    report.bytes_freed
+                ),
+                Err(error) => format!("gc: nothing taken: {error}"),
+            },
+        )
+        .await
 }
 
 #[allow(clippy::too_many_arguments)]
