@@ -620,3 +620,19 @@ fn bad_keys_are_bad_input_naming_the_file_and_line() {
         ],
     );
 }
+
+#[test]
+fn pins_that_cannot_be_read_stop_a_converge_with_the_error() {
+    let mesh = ExampleMesh::new(&format!("svpin{}", run_id()));
+    // The state database exists (a plan opens it), then its pins cannot be read.
+    let plan = mesh.meshtop(&["plan"]);
+    assert!(plan.status.success(), "{}", said(&plan));
+    let db = rusqlite::Connection::open(mesh.state()).unwrap();
+    db.execute_batch("DROP TABLE pins").unwrap();
+    drop(db);
+    let converge = mesh.meshtop(&["converge"]);
+    let text = said(&converge);
+    assert_eq!(converge.status.code(), Some(1), "{text}");
+    assert!(text.contains("pinned modules of target"), "{text}");
+    assert!(builds(&mesh).is_empty(), "nothing built: {text}");
+}
