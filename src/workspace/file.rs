@@ -282,20 +282,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     }
     resolved.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
     let trust = trust::trusted_keys(&src, &dir, &header.trust)?;
-    if let Some(strict) = targets.environments.iter().find(|e| e.require_signed)
-        && trust.is_empty()
-    {
-        return Err(MeshError::at(
-            src.file,
-            Some(strict.line),
-            None,
-            format!(
-                "target {} requires signed artifacts (require_signed = true), but [mesh] trusts no key",
-                strict.name
-            ),
-            "add trust = [\"keys/ci.pub\"] under [mesh] (the public keys CI signs with), or remove require_signed",
-        ));
-    }
+    trust::require_signed_has_trust(&src, &targets.environments, &trust)?;
 
     Ok(Mesh {
         name: header.name,
