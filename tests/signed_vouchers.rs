@@ -620,3 +620,98 @@ fn bad_keys_are_bad_input_naming_the_file_and_line() {
         ],
     );
 }
+
+#[test]
+fn pins_that_cannot_be_read_stop_a_converge_with_the_error() {
+    let mesh = ExampleMesh::new(&format!("svpin{}", run_id()));
+    // The state database exists (a plan opens it), then its pins cannot be read.
+    let plan = mesh.meshtop(&["plan"]);
+    assert!(plan.status.success(), "{}", said(&plan));
+    let db = rusqlite::Connection::open(mesh.state()).unwrap();
+    db.execute_batch("DROP TABLE pins").unwrap();
+    drop(db);
+    let converge = mesh.meshtop(&["converge"]);
+    let text = said(&converge);
+    assert_eq!(converge.status.code(), Some(1), "{text}");
+    assert!(text.contains("pinned modules of target"), "{text}");
+    assert!(builds(&mesh).is_empty(), "nothing built: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn promote_to_a_target_that_requires_signed_refuses_an_unsigned_artifact_untouched() {
+    require_registry().await;
+    let mesh = ExampleMesh::two_docker_targets(&format!("svprod{}", run_id()));
+    let (_, _) = keypair(&mesh.root().join("keys"), "ci");
+    let ci_key = mesh.root().join("keys/ci.key");
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text
+        .replacen(
+            &format!("name = \"{}\"\n", mesh.name),
+            &format!(
+                "name = \"{}\"\nregistry = \"{LOCAL}\"\ntrust = [\"keys/ci.pub\"]\n",
+                mesh.name
+            ),
+            1,
+        )
+        .replacen(
+            "promote_from = \"staging\"\n",
+            "promote_from = \"staging\"\nrequire_signed = true\n",
+            1,
+        );
+    std::fs::write(&file, text).unwrap();
+    // Staging converges and publishes, unsigned.
+    let staging = meshtop_json(
+        &mesh,
+        &mesh.state(),
+        &["converge", "--target", "staging", "--publish", "--json"],
+    );
+    assert!(
+        decisions(&staging).values().all(|d| d == "build"),
+        "{staging}"
+    );
+    let web_artifact = staging["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "web")
+        .unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prod_record = || {
+        let status = mesh.meshtop(&["status", "--target", "prod", "--json"]);
+        String::from_utf8_lossy(&status.stdout).to_string()
+    };
+    let before = prod_record();
+    let prod_web = format!("{}-prod-web-1", mesh.name);
+    let refused = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
+    let text = said(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("requires signed artifacts")
+            && text.contains("module web")
+            && text.contains(&web_artifact[7..19])
+            && text.contains("✗ unsigned"),
+        "{text}"
+    );
+    assert_eq!(prod_record(), before, "prod untouched");
+    let created = Command::new("docker")
+        .args(["inspect", &prod_web])
+        .output()
+        .unwrap();
+    assert!(
+        !created.status.success(),
+        "prod's web machine was not created"
+    );
+
+    // Signed per the spec with the trusted key, the same promote goes through.
+    let (repository, digest) = published(&mesh)["web"].clone();
+    spec_sign(mesh.dir.path(), &repository, &digest, &ci_key);
+    let promoted = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
+    assert!(promoted.status.success(), "{}", said(&promoted));
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.Image}}", &prod_web]).trim(),
+        web_artifact
+    );
+}

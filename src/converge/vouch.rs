@@ -187,3 +187,81 @@ async fn ask_one(
         signature,
     }
 }
+
+/// What the registry says of one recorded artifact's signatures: the manifest that carries it (None:
+/// the registry holds no manifest of this artifact) and the verdict of its signatures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactSignature {
+    pub manifest: Option<String>,
+    pub verdict: SignatureVerdict,
+}
+
+impl ArtifactSignature {
+    pub fn trusted(&self) -> bool {
+        matches!(self.verdict, SignatureVerdict::Trusted { .. })
+    }
+
+    /// Why it is not trusted, in words (or whom it is signed by).
+    pub fn words(&self) -> String {
+        match &self.manifest {
+            None => "the registry holds no manifest of this artifact, so no signature".into(),
+            Some(manifest) => format!("manifest {manifest}: {}", self.verdict.words()),
+        }
+    }
+}
+
+/// Whether a key `mesh` trusts signed `entry`'s artifact: each manifest that may carry it (the one
+/// its build `published`, the one its ref resolves to now) is judged only when it names this very
+/// artifact. Err: the registry could not be asked (the caller refuses: this answer decides).
+pub async fn artifact_signature(
+    mesh: &Mesh,
+    entry: &crate::mesh::model::RecordEntry,
+    published: Option<&str>,
+) -> Result<ArtifactSignature, String> {
+    let registry = mesh
+        .registry
+        .as_ref()
+        .ok_or("the mesh names no registry, where signatures live")?;
+    let creds = credentials::for_registry(&registry.host)
+        .await
+        .map_err(|e| e.to_string())?;
+    let client = RegistryClient::new(registry, creds)
+        .map_err(|e| e.to_string())?
+        .with_timeout(QUESTION_TIMEOUT);
+    let (repository, tag) = repository_in(&registry.host, &entry.reference);
+    let mut candidates: Vec<String> = published.map(str::to_string).into_iter().collect();
+    if let crate::backends::registry::Published::Present { digest } = client
+        .manifest(repository, tag)
+        .await
+        .map_err(|e| e.to_string())?
+        && !candidates.contains(&digest)
+    {
+        candidates.push(digest);
+    }
+    let mut refused: Option<ArtifactSignature> = None;
+    for manifest in candidates {
+        let names = client
+            .artifact_of(repository, &manifest)
+            .await
+            .map_err(|e| e.to_string())?;
+        if names.as_deref() != Some(entry.digest.as_str()) {
+            continue;
+        }
+        let verdict = client
+            .signature_verdict(repository, &manifest, &mesh.signing.trust)
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = ArtifactSignature {
+            manifest: Some(manifest),
+            verdict,
+        };
+        if answer.trusted() {
+            return Ok(answer);
+        }
+        refused.get_or_insert(answer);
+    }
+    Ok(refused.unwrap_or(ArtifactSignature {
+        manifest: None,
+        verdict: SignatureVerdict::Unsigned,
+    }))
+}

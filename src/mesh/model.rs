@@ -88,6 +88,8 @@ pub struct Environment {
     pub rollout_deadline: Option<std::time::Duration>,
     /// 1-based line of its table in the mesh file (0: none).
     pub line: usize,
+    /// `require_signed = true`: a promote here refuses an artifact no trusted key signed.
+    pub require_signed: bool,
 }
 
 impl Environment {
@@ -100,6 +102,7 @@ impl Environment {
             named: false,
             rollout_deadline: None,
             line: 0,
+            require_signed: false,
         }
     }
 }

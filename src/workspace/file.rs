@@ -282,6 +282,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     }
     resolved.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
     let trust = trust::trusted_keys(&src, &dir, &header.trust)?;
+    trust::require_signed_has_trust(&src, &targets.environments, &trust)?;
 
     Ok(Mesh {
         name: header.name,

@@ -9,6 +9,7 @@ use super::MeshError;
 use super::keys;
 use super::table::{Source, show};
 use crate::mesh::cosign::TrustedKey;
+use crate::mesh::model::Environment;
 
 /// Each trust path read as a P-256 public key, named as the mesh file writes it.
 pub(super) fn trusted_keys(
@@ -41,4 +42,25 @@ pub(super) fn trusted_keys(
         keys.push(key);
     }
     Ok(keys)
+}
+
+/// A target that requires signed artifacts needs keys to trust: without any, nothing could be promoted.
+pub(super) fn require_signed_has_trust(
+    src: &Source<'_>,
+    environments: &[Environment],
+    trust: &[TrustedKey],
+) -> Result<(), MeshError> {
+    match environments.iter().find(|e| e.require_signed) {
+        Some(strict) if trust.is_empty() => Err(MeshError::at(
+            src.file,
+            Some(strict.line),
+            None,
+            format!(
+                "target {} requires signed artifacts (require_signed = true), but [mesh] trusts no key",
+                strict.name
+            ),
+            "add trust = [\"keys/ci.pub\"] under [mesh] (the public keys CI signs with), or remove require_signed",
+        )),
+        _ => Ok(()),
+    }
 }
