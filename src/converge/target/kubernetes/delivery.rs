@@ -6,11 +6,12 @@ use std::sync::Mutex;
 
 use crate::backends::cluster::kind_load;
 use crate::backends::credentials::{self, Credentials};
-use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
+use crate::backends::daemon::push::push_image;
+use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, locked};
 use crate::converge::error::TargetError;
 use crate::converge::progress::{Emitter, Step};
-use crate::converge::target::host;
+use crate::converge::target::{host, sign};
 use crate::converge::target::seam::{Artifact, Delivery, Holding, Reach};
 use crate::mesh::model::{Mesh, RecordEntry, Registry};
 
@@ -58,6 +59,8 @@ impl Kube {
                     .await
                     .map_err(|e| TargetError::Unreachable(e.to_string()))?;
                 let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
+                sign::sign_pushed(mesh, &registry, creds, reference, &digest, module, emitter)
+                    .await?;
                 let db = locked(reach.db).map_err(TargetError::Handle)?;
                 let build = match artifact.build_id {
                     Some(id) => Some(id.to_string()),
