@@ -97,7 +97,7 @@ pub async fn connect(global: &Global, mesh: &Mesh, name: &str) -> Result<Connect
     )
     .await
     .map_err(|e| match e {
-        TargetError::UnknownContext(_) => Failure::input(e.to_string()),
+        TargetError::KindInput(_) => Failure::input(e.to_string()),
         other => Failure::failed(other),
     })
 }
