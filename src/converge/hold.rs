@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::error::ConvergeError;
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::target::Target;
 use crate::backends::state::{Holder, StateDb, locked};
 
@@ -34,7 +34,7 @@ pub async fn start(
     let emitter = Emitter::new(db.clone(), mesh, target.name(), operation_id, kind, tx);
     target.named(mesh, operation_id, emitter.operation).await;
     if let Some(line) = taken_from {
-        emitter.emit(Step::Warning, None, line);
+        emitter.emit(Payload::Warning, None, line);
     }
     let path = locked(db)
         .map(|db| db.path().to_path_buf())
@@ -45,10 +45,10 @@ pub async fn start(
 }
 
 impl Held {
-    /// The operation's last word, then the mesh given back.
-    pub async fn finish(self, target: &dyn Target, emitter: &Emitter, text: impl Into<String>) {
+    /// The operation's last word (how it ended, and what it says), then the mesh given back.
+    pub async fn finish(self, target: &dyn Target, emitter: &Emitter, last: LastWord) {
         self.heartbeat.abort();
-        emitter.finish(text);
+        emitter.finish(last);
         target.release(&emitter.mesh, &emitter.operation_id).await;
     }
 }

@@ -318,6 +318,12 @@ ALTER TABLE takeovers ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE operations ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE sends ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
 "#,
+    // 11: each progress step keeps its data (`mesh::progress::Payload`, JSON) beside its text:
+    // followers fold the data, never the words. Rows written before have none (NULL) and are
+    // folded by their step's kind.
+    r#"
+ALTER TABLE events ADD COLUMN payload TEXT;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

@@ -87,8 +87,9 @@ fn status_of(conn: &Connection, id: &str) -> String {
 fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // Migrations 7 (the stat cache, one row per context), 8 (`published_ms`, added as a column the
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
-    // apart; the builds stay the mesh's) came after it.
-    assert_eq!(SCHEMA_VERSION, 10);
+    // apart; the builds stay the mesh's) and 11 (each step's data, a column of `events`) came
+    // after it.
+    assert_eq!(SCHEMA_VERSION, 11);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -296,4 +297,104 @@ fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targ
         )
         .is_err()
     );
+}
+
+/// A database made by the first ten migrations, as a binary of schema version 10 left it.
+fn v10_database(path: &std::path::Path) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    for migration in &MIGRATIONS[..10] {
+        conn.execute_batch(migration).unwrap();
+    }
+    conn.pragma_update(None, "user_version", 10).unwrap();
+    conn
+}
+
+/// The tables of a database, by name.
+fn tables(conn: &Connection) -> Vec<String> {
+    let mut st = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn migration_11_keeps_every_row_and_the_steps_before_it_read_without_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v10 = v10_database(&path);
+    insert(&v10, "b-1", "succeeded", None);
+    // A converge as a version-10 meshtop wrote it: its words only.
+    v10.execute_batch(
+        "INSERT INTO records VALUES ('demo', 'default', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1');
+         INSERT INTO pins VALUES ('demo', 'default', 'api', 'demo/api:2', 'sha256:2', 'demo/api:1',
+             'sha256:1', 'op-2', 'host-a', 20, 'own-2', 'own-1');
+         INSERT INTO converge_locks VALUES ('demo', 'prod', 'op-3', 'host-a', 42, 30, 31);
+         INSERT INTO record_history (mesh, target, module, from_ref, from_digest, to_ref, to_digest,
+             operation_id, kind, host, pid, at_ms, from_target)
+             VALUES ('demo', 'default', 'api', NULL, NULL, 'demo/api:1', 'sha256:1', 'op-1',
+             'converge', 'host-a', 42, 10, NULL);
+         INSERT INTO takeovers VALUES ('op-0', 'demo', 'op-3', 'host-a', 42, 30, 31, 'prod');
+         INSERT INTO operations VALUES ('demo', 1, 'op-1', 'converge', 10, 'default');
+         INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms,
+             converge_id, target)
+             VALUES ('demo', 'api', 'api-1', 'sha256:0', 'demo/api:1', 'sha256:1', 'moved', 11, 'op-1', 'default');
+         INSERT INTO manifests VALUES ('demo', 'api', 'demo/api:1', '{}', 10);
+         INSERT INTO input_stat_sets VALUES ('/src/api', x'00');
+         INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES
+             (1, 'demo', 'op-1', 'started', NULL, 'converge of 1 module(s)'),
+             (2, 'demo', 'op-1', 'queued', 'api', 'tier 1 of 1'),
+             (3, 'demo', 'op-1', 'decided', 'api', 'build demo/api:1 — no record'),
+             (4, 'demo', 'op-1', 'build', 'api', 'building demo/api:1 (build b-1)'),
+             (5, 'demo', 'op-1', 'built', 'api', 'built demo/api:1 → sha256:1'),
+             (6, 'demo', 'op-1', 'finished', NULL, 'converge succeeded');",
+    )
+    .unwrap();
+    let names = tables(&v10);
+    let before: Vec<(String, Vec<Vec<String>>)> = names
+        .iter()
+        .map(|table| (table.clone(), all_rows(&v10, table)))
+        .collect();
+    // Every table holds a row, so that each is seen kept.
+    for (table, rows) in &before {
+        assert!(!rows.is_empty(), "{table} holds no row");
+    }
+    drop(v10);
+
+    let conn = open(&path).unwrap();
+    assert_eq!(tables(&conn), names);
+    for (table, rows) in before {
+        // Every row and column as it was; a step's data is none (NULL).
+        let mut expected = rows.clone();
+        if table == "events" {
+            for row in &mut expected {
+                row.push("payload=Null".into());
+                row.sort();
+            }
+            expected.sort();
+        }
+        assert_eq!(all_rows(&conn, &table), expected, "{table}");
+    }
+    drop(conn);
+    // Read through the store, the steps before keep their words and carry no data; folded, the
+    // converge walked api and ended (never "stopped (process gone)").
+    let db = super::super::StateDb::open(&path).unwrap();
+    let events = db.events_after("demo", 0, 100).unwrap();
+    assert_eq!(events.len(), 6);
+    assert!(events.iter().all(|e| e.payload.is_none()), "{events:?}");
+    assert_eq!(events[5].text, "converge succeeded");
+    let mut live = crate::mesh::live::LiveOperation::new(&events[0]);
+    for event in &events {
+        live.apply(event);
+    }
+    assert_eq!(
+        live.state(None),
+        crate::mesh::live::OperationState::Finished
+    );
+    assert!(matches!(
+        live.modules["api"].run,
+        crate::mesh::live::ModuleRun::Built { took_ms: 1 }
+    ));
 }

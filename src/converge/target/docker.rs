@@ -11,7 +11,7 @@ use crate::backends::daemon::containers::{Container, NewContainer};
 use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
-use crate::converge::progress::{Emitter, Step};
+use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{
@@ -19,6 +19,7 @@ use crate::mesh::model::{
     TARGET_LABEL, Target as Spec,
 };
 use crate::mesh::pin::{PinChange, StampBy};
+use crate::mesh::progress::DeliveredBy;
 use crate::mesh::target::TargetDescription;
 
 use super::host;
@@ -193,7 +194,10 @@ impl Target for Docker {
     ) -> Fut<'a, Result<(), TargetError>> {
         Box::pin(async move {
             emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: artifact.reference.to_string(),
+                    by: DeliveredBy::OnHost,
+                },
                 Some(artifact.module),
                 format!(
                     "{} is on the host daemon, which is the target",
@@ -260,7 +264,13 @@ impl Target for Docker {
                     .set_published(build, artifact.reference, &digest)?;
             }
             emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: artifact.reference.to_string(),
+                    by: DeliveredBy::Published {
+                        registry: registry.host.clone(),
+                        digest: digest.clone(),
+                    },
+                },
                 Some(artifact.module),
                 format!(
                     "published {} to registry {} → {digest}",
@@ -502,7 +512,10 @@ async fn create_declared(
                 source: Box::new(source),
             })?;
         emitter.emit(
-            Step::Created,
+            Payload::Created {
+                machine: spec.name.clone(),
+                reference: entry.reference.clone(),
+            },
             Some(&spec.module),
             format!("created machine {} on {}", spec.name, entry.reference),
         );

@@ -20,12 +20,13 @@ use crate::backends::state::{Holder, StateDb, locked};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lease::{self, LeaseClaims};
 use crate::converge::lock;
-use crate::converge::progress::{Emitter, Step};
+use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::behind::{machine_state, workload_state};
 use crate::mesh::live::HeldBy;
 use crate::mesh::machine::{Machine, MachineKind, Move};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
+use crate::mesh::progress::DeliveredBy;
 use crate::mesh::target::TargetDescription;
 
 use super::host;
@@ -214,7 +215,12 @@ impl Kube {
             Delivery::KindLoad(name) => {
                 kind_load(&name, reference).await?;
                 emitter.emit(
-                    Step::Delivered,
+                    Payload::Delivered {
+                        reference: reference.to_string(),
+                        by: DeliveredBy::KindLoaded {
+                            cluster: name.clone(),
+                        },
+                    },
                     Some(module),
                     format!("kind load {reference} into kind cluster {name}"),
                 );
@@ -240,7 +246,12 @@ impl Kube {
                 }
                 drop(db);
                 emitter.emit(
-                    Step::Delivered,
+                    Payload::Delivered {
+                        reference: reference.to_string(),
+                        by: DeliveredBy::Pushed {
+                            digest: digest.clone(),
+                        },
+                    },
                     Some(module),
                     format!("pushed {reference} → {digest}"),
                 );
@@ -376,15 +387,18 @@ impl Kube {
             }
         };
         self.cluster.send(&workload, &to_image, artifact).await?;
+        let rollout = || Payload::Rollout {
+            workload: workload.to_string(),
+        };
         emitter.emit(
-            Step::Rollout,
+            rollout(),
             Some(&moved.module),
             format!("{workload}: image {to_image}; following the roll-out"),
         );
         // kubectl's own words as progress; a failure carries its evidence in its message.
         let said = |message: &str| {
             emitter.emit(
-                Step::Rollout,
+                rollout(),
                 Some(&moved.module),
                 format!("{workload}: {message}"),
             );
@@ -694,7 +708,12 @@ impl Target for Kube {
                 .await?;
             }
             emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: artifact.reference.to_string(),
+                    by: DeliveredBy::InRegistry {
+                        manifest: manifest.to_string(),
+                    },
+                },
                 Some(artifact.module),
                 format!(
                     "{} is in the registry as {manifest}: nothing to push",
@@ -771,7 +790,12 @@ impl Target for Kube {
                     if held == Holding::Held {
                         kind_load(&name, artifact.reference).await?;
                         emitter.emit(
-                            Step::Delivered,
+                            Payload::Delivered {
+                                reference: artifact.reference.to_string(),
+                                by: DeliveredBy::KindLoaded {
+                                    cluster: name.clone(),
+                                },
+                            },
                             Some(artifact.module),
                             format!("kind load {} into kind cluster {name}", artifact.reference),
                         );
