@@ -15,6 +15,7 @@ use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::send::SendOutcome;
 use super::target::{Artifact, Holding, Reach, RecordRead, Target};
+use super::vouch;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{Poisoned, StateDb, StateError, locked};
 use crate::mesh::builds::BuildRow;
@@ -60,6 +61,17 @@ pub enum PromoteError {
     /// drop the rest, so nothing is stamped until it is mended.
     #[error("target {target}: {warning}; nothing was promoted or stamped")]
     Unreadable { target: String, warning: String },
+    #[error(
+        "target {to} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was promoted or stamped. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
+    )]
+    Unsigned {
+        module: String,
+        /// `ref@short digest`.
+        artifact: String,
+        reference: String,
+        to: String,
+        why: String,
+    },
     #[error(
         "{artifact} (module {module}, as target {from}'s record names it) is no longer held by {place}: target {to} cannot run it without a build; nothing was promoted or stamped. Build it again where it came from: meshtop converge --target {from} --force {module}"
     )]
@@ -285,6 +297,7 @@ pub async fn prepare(
             Reach { daemon, db },
         )
         .await?;
+    require_signed(p, modules, &chosen, db).await?;
     let db = locked(db)?;
     let mut planned = Vec::new();
     for (module, artifact) in modules.iter().zip(chosen) {
@@ -307,6 +320,43 @@ pub async fn prepare(
         to: p.to.name().to_string(),
         modules: planned,
     })
+}
+
+/// On a target with `require_signed = true`: every artifact to promote must carry a signature by
+/// a key the mesh trusts (checked before anything is held or written). A registry that cannot be
+/// asked refuses too: this answer decides what runs.
+async fn require_signed(
+    p: &Promotion<'_>,
+    modules: &[String],
+    chosen: &[RecordEntry],
+    db: &Mutex<StateDb>,
+) -> Result<(), PromoteError> {
+    let strict = p
+        .mesh
+        .environments
+        .iter()
+        .any(|e| e.name == p.to.name() && e.require_signed);
+    if !strict {
+        return Ok(());
+    }
+    for (module, entry) in modules.iter().zip(chosen) {
+        let published = locked(db)?
+            .build_by_digest(&p.mesh.name, &entry.digest)?
+            .and_then(|b| b.published_digest);
+        let why = match vouch::artifact_signature(p.mesh, entry, published.as_deref()).await {
+            Ok(signature) if signature.trusted() => continue,
+            Ok(signature) => signature.words(),
+            Err(error) => format!("its signatures could not be read: {error}"),
+        };
+        return Err(PromoteError::Unsigned {
+            module: module.clone(),
+            artifact: artifact_text(Some(entry)),
+            reference: entry.reference.clone(),
+            to: p.to.name().to_string(),
+            why,
+        });
+    }
+    Ok(())
 }
 
 /// The to-target's mesh with the promoted modules under `rollout`: a promote sends every machine of
