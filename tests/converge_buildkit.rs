@@ -306,10 +306,15 @@ fn a_buildkit_build_reports_its_steps_as_n_of_m() {
         .filter(|e| e.module.as_deref() == Some("extra"))
         .map(|e| e.text.as_str())
         .collect();
-    // The live state reads `building n/m` from these lines (mesh::live::builder_step).
-    let steps: Vec<(u32, u32)> = output
+    // The live state reads `building n/m` from these steps' data (the builder's place, read
+    // where the line arrived: mesh::progress::builder_step).
+    let steps: Vec<(u32, u32)> = events
         .iter()
-        .filter_map(|l| meshtop::mesh::live::builder_step(l))
+        .filter(|e| e.module.as_deref() == Some("extra"))
+        .filter_map(|e| match e.payload {
+            Some(meshtop::mesh::progress::Payload::Output { builder_step }) => builder_step,
+            _ => None,
+        })
         .collect();
     assert!(steps.contains(&(3, 3)), "{output:#?}");
     let mut live = LiveOperation::new(&events[0]);

@@ -44,6 +44,10 @@ impl OnDemand for Fake {
                 step: Step::Tier,
                 module: None,
                 text: "tier 0: base".into(),
+                payload: meshtop::mesh::progress::Payload::Tier {
+                    tier: 0,
+                    modules: vec!["base".into()],
+                },
             })
             .unwrap();
         Box::pin(async { Ok("done".to_string()) })

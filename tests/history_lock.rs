@@ -197,6 +197,7 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         kind: kind.into(),
         module: None,
         text: format!("{kind} text"),
+        payload: None,
     };
     a.finish_operation(
         &[event("stamped"), event("finished")],
@@ -238,6 +239,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         kind: "decided".into(),
         module: Some(format!("m{i}")),
         text: "record".into(),
+        payload: None,
     };
     let count = |h: &StateDb| h.events_after("demo", 0, usize::MAX).unwrap().len() as i64;
     // Just under the batch: nothing is pruned.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::error::ConvergeError;
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::target::Target;
 use crate::backends::state::{Holder, StateDb, locked};
 
@@ -62,12 +62,13 @@ impl<'a> Operation<'a> {
         self
     }
 
-    /// Hold the mesh, run `work`, say `last_word` of its result as the operation's last event,
+    /// Hold the mesh, run `work`, say `last_word` of its result (how it ended, and its words) as the
+    /// operation's last event,
     /// give the mesh back. A mesh that cannot be held is the error (nothing ran).
     pub async fn run<T, E>(
         self,
         work: impl AsyncFnOnce(&Running) -> Result<T, E>,
-        last_word: impl FnOnce(&Result<T, E>) -> String,
+        last_word: impl FnOnce(&Result<T, E>) -> LastWord,
     ) -> Result<T, E>
     where
         E: From<ConvergeError>,
@@ -112,7 +113,7 @@ async fn start(
     let emitter = Emitter::new(db.clone(), mesh, target.name(), operation_id, kind, tx);
     target.named(mesh, operation_id, emitter.operation).await;
     if let Some(line) = taken_from {
-        emitter.emit(Step::Warning, None, line);
+        emitter.emit(Payload::Warning, None, line);
     }
     let path = locked(db)
         .map(|db| db.path().to_path_buf())
@@ -123,10 +124,10 @@ async fn start(
 }
 
 impl Held {
-    /// The operation's last word, then the mesh given back.
-    async fn finish(self, target: &dyn Target, emitter: &Emitter, text: impl Into<String>) {
+    /// The operation's last word (how it ended, and what it says), then the mesh given back.
+    async fn finish(self, target: &dyn Target, emitter: &Emitter, last: LastWord) {
         self.heartbeat.abort();
-        emitter.finish(text);
+        emitter.finish(last);
         target.release(&emitter.mesh, &emitter.operation_id).await;
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::error::{ConvergeError, TargetError};
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::send::SendOutcome;
 use super::target::{Artifact, Holding, Reach, RecordRead, Target};
 use super::vouch;
@@ -23,6 +23,7 @@ use crate::mesh::environments::artifact_text;
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry};
 use crate::mesh::pin::{PinChange, StampBy};
+use crate::mesh::progress::Stamp;
 use crate::mesh::text::short_id;
 
 /// Why a promote was refused or stopped: nothing was promoted unless the message says so.
@@ -389,7 +390,9 @@ pub async fn promote(
             async |running| {
                 let emitter = &running.emitter;
                 emitter.emit(
-                    Step::Started,
+                    Payload::Started {
+                        modules: plan.modules.len() as u32,
+                    },
                     None,
                     format!(
                         "promote of {} module(s) from {} to {}",
@@ -400,14 +403,19 @@ pub async fn promote(
                 );
                 let result = stamp_and_send(p, plan, daemon, db, emitter).await;
                 if let Err(error) = &result {
-                    emitter.emit(Step::Refused, None, error.to_string());
+                    emitter.emit(Payload::Refused, None, error.to_string());
                 }
                 result
             },
             |result| match result {
-                Ok(report) if report.ok() => "promote succeeded".to_string(),
-                Ok(report) => format!("promote failed: {}", report.headline()),
-                Err(error) => format!("promote: nothing promoted: {error}"),
+                Ok(report) if report.ok() => LastWord::judged(true, "promote succeeded"),
+                Ok(report) => {
+                    LastWord::judged(false, format!("promote failed: {}", report.headline()))
+                }
+                Err(error) => LastWord::failed_on(
+                    error.to_string(),
+                    format!("promote: nothing promoted: {error}"),
+                ),
             },
         )
         .await
@@ -483,30 +491,7 @@ async fn stamp_and_send(
         };
         p.to.stamp(&to_mesh, db, by, &entries, &ended).await?;
     }
-    for (module, entry) in &entries {
-        let was = here.record.get(module);
-        emitter.emit(
-            Step::Stamped,
-            Some(module),
-            format!(
-                "record stamped: {module} {} → {} (on {}, from {})",
-                artifact_text(was),
-                artifact_text(Some(entry)),
-                plan.to,
-                plan.from
-            ),
-        );
-    }
-    for module in &ended.end {
-        emitter.emit(
-            Step::Warning,
-            Some(module),
-            format!(
-                "pin of {module} on {} ended: promoted from {}",
-                plan.to, plan.from
-            ),
-        );
-    }
+    say_stamped(emitter, plan, &here.record, &entries, &ended);
     let mut merged = here.record.clone();
     merged.extend(entries.clone());
     let modules: Vec<String> = plan.modules.iter().map(|m| m.module.clone()).collect();
@@ -530,6 +515,45 @@ async fn stamp_and_send(
         created,
         sends,
     })
+}
+
+/// Say each module the promote stamped (what its entry named, what it names now) and each pin it
+/// ended.
+fn say_stamped(
+    emitter: &Emitter,
+    plan: &PromotePlan,
+    before: &Record,
+    entries: &Record,
+    ended: &PinChange,
+) {
+    for (module, entry) in entries {
+        let was = before.get(module);
+        let stamp = Stamp::Module {
+            from: was.cloned(),
+            to: entry.clone(),
+        };
+        emitter.emit(
+            Payload::Stamped { stamp },
+            Some(module),
+            format!(
+                "record stamped: {module} {} → {} (on {}, from {})",
+                artifact_text(was),
+                artifact_text(Some(entry)),
+                plan.to,
+                plan.from
+            ),
+        );
+    }
+    for module in &ended.end {
+        emitter.emit(
+            Payload::Warning,
+            Some(module),
+            format!(
+                "pin of {module} on {} ended: promoted from {}",
+                plan.to, plan.from
+            ),
+        );
+    }
 }
 
 /// A record must still name what it named at the confirm.

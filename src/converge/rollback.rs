@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::error::RollbackError;
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::send::{SendOutcome, send};
 use super::target::{Holding, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
@@ -18,6 +18,7 @@ use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::manifest::{Manifest, own_digest};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::progress::Stamp;
 // Aliased: a rollback's destination is no target kind (tests/target_seam.rs looks for those).
 use crate::mesh::pin::{Pin, PinChange, RollbackTarget as GoBack, StampBy, rollback_target};
 use crate::mesh::text::short_id;
@@ -330,9 +331,15 @@ pub async fn rollback(
         .progress(tx)
         .run(
             async |running| stamp_pin_send(mesh, plan, daemon, target, db, &running.emitter).await,
+            // Judged by what it did, never by how its last line ends.
             |result| match result {
-                Ok(report) => format!("rollback: {}", report.headline()),
-                Err(error) => format!("rollback: nothing rolled back: {error}"),
+                Ok(report) => {
+                    LastWord::judged(report.ok(), format!("rollback: {}", report.headline()))
+                }
+                Err(error) => LastWord::failed_on(
+                    error.to_string(),
+                    format!("rollback: nothing rolled back: {error}"),
+                ),
             },
         )
         .await
@@ -383,8 +390,12 @@ async fn stamp_pin_send(
             &change,
         )
         .await?;
+    let stamp = Stamp::Module {
+        from: Some(plan.from.clone()),
+        to: plan.to.clone(),
+    };
     emitter.emit(
-        Step::Stamped,
+        Payload::Stamped { stamp },
         Some(module),
         format!(
             "record stamped: {module} {}@{} → {}@{}",
@@ -433,9 +444,12 @@ pub async fn unpin(
                 unpin_held(mesh, module, target, db, &running.emitter.operation_id).await
             },
             |result| match result {
-                Ok(true) => format!("unpin: unpinned {module}"),
-                Ok(false) => format!("unpin: {module} was not pinned"),
-                Err(error) => format!("unpin: nothing changed: {error}"),
+                Ok(true) => LastWord::judged(true, format!("unpin: unpinned {module}")),
+                Ok(false) => LastWord::judged(true, format!("unpin: {module} was not pinned")),
+                Err(error) => LastWord::failed_on(
+                    error.to_string(),
+                    format!("unpin: nothing changed: {error}"),
+                ),
             },
         )
         .await

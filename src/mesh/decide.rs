@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cosign::SignatureVerdict;
 use super::model::{INPUTS_LABEL, MODULE_LABEL, Record};
 use super::text::short_id;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     /// The target's record names this exact ref: skip the build and the delivery.

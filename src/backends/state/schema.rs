@@ -331,6 +331,12 @@ ALTER TABLE builds RENAME COLUMN converge_id TO operation_id;
 ALTER TABLE takeovers RENAME COLUMN converge_id TO operation_id;
 ALTER TABLE takeovers RENAME COLUMN lost_converge_id TO lost_operation_id;
 "#,
+    // 12: each progress step keeps its data (`mesh::progress::Payload`, JSON) beside its text:
+    // followers fold the data, never the words. Rows written before have none (NULL) and are
+    // folded by their step's kind.
+    r#"
+ALTER TABLE events ADD COLUMN payload TEXT;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

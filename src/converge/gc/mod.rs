@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::error::{GcError, TargetError};
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::target::Reach;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
@@ -339,13 +339,19 @@ pub async fn sweep(
                 )
                 .await
             },
+            // Judged by what it did (no candidate failed), never by how its last line ends.
             |result| match result {
-                Ok(report) => format!(
-                    "gc: {} taken, {} bytes freed",
-                    report.candidates.iter().filter(|c| c.taken()).count(),
-                    report.bytes_freed
+                Ok(report) => LastWord::judged(
+                    !report.candidates.iter().any(Candidate::failed),
+                    format!(
+                        "gc: {} taken, {} bytes freed",
+                        report.candidates.iter().filter(|c| c.taken()).count(),
+                        report.bytes_freed
+                    ),
                 ),
-                Err(error) => format!("gc: nothing taken: {error}"),
+                Err(error) => {
+                    LastWord::failed_on(error.to_string(), format!("gc: nothing taken: {error}"))
+                }
             },
         )
         .await
@@ -399,7 +405,13 @@ async fn take(
                 .still_holds(db, &mesh.name, &emitter.operation_id)
                 .await
         {
-            emitter.emit(Step::Failed, None, error.to_string());
+            emitter.emit(
+                Payload::Failed {
+                    error: error.to_string(),
+                },
+                None,
+                error.to_string(),
+            );
             report.warnings.push(error.to_string());
             lost = Some(error.to_string());
         }
@@ -437,8 +449,9 @@ async fn take(
                 Err(error) => format!("failed: {error}"),
             },
         };
+        // gc's word on one candidate: its data is the report's.
         emitter.emit(
-            Step::Other,
+            Payload::Other,
             Some(&candidate.module),
             format!(
                 "gc {} {}: {outcome}",

@@ -12,7 +12,7 @@ use crate::backends::daemon::push::push_image;
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
-use crate::converge::progress::{Emitter, Step};
+use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{
@@ -20,6 +20,7 @@ use crate::mesh::model::{
     TARGET_LABEL, Target as Spec,
 };
 use crate::mesh::pin::{PinChange, StampBy};
+use crate::mesh::progress::DeliveredBy;
 use crate::mesh::target::TargetDescription;
 
 use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
@@ -194,7 +195,10 @@ impl Target for Docker {
     ) -> Fut<'a, Result<(), TargetError>> {
         Box::pin(async move {
             emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: artifact.reference.to_string(),
+                    by: DeliveredBy::OnHost,
+                },
                 Some(artifact.module),
                 format!(
                     "{} is on the host daemon, which is the target",
@@ -272,7 +276,13 @@ impl Target for Docker {
                     .set_published(build, artifact.reference, &digest)?;
             }
             emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: artifact.reference.to_string(),
+                    by: DeliveredBy::Published {
+                        registry: registry.host.clone(),
+                        digest: digest.clone(),
+                    },
+                },
                 Some(artifact.module),
                 format!(
                     "published {} to registry {} → {digest}",
@@ -514,7 +524,10 @@ async fn create_declared(
                 source: Box::new(source),
             })?;
         emitter.emit(
-            Step::Created,
+            Payload::Created {
+                machine: spec.name.clone(),
+                reference: entry.reference.clone(),
+            },
             Some(&spec.module),
             format!("created machine {} on {}", spec.name, entry.reference),
         );

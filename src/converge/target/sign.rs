@@ -4,8 +4,9 @@
 use crate::backends::credentials::Credentials;
 use crate::backends::registry::{RegistryClient, repository_in};
 use crate::converge::error::TargetError;
-use crate::converge::progress::{Emitter, Step};
+use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::model::{Mesh, Registry};
+use crate::mesh::progress::DeliveredBy;
 use crate::mesh::text::short_id;
 
 /// Sign `digest`, just pushed as `reference` to `registry`, when the converge has a signing key.
@@ -26,7 +27,12 @@ pub(super) async fn sign_pushed(
     let (repository, _) = repository_in(&registry.host, reference);
     client.sign(repository, digest, key).await?;
     emitter.emit(
-        Step::Delivered,
+        Payload::Delivered {
+            reference: reference.to_string(),
+            by: DeliveredBy::Signed {
+                digest: digest.to_string(),
+            },
+        },
         Some(module),
         format!(
             "signed {repository}@{} (cosign, tag sha256-{}….sig)",

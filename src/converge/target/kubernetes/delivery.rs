@@ -10,10 +10,11 @@ use crate::backends::daemon::push::push_image;
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, locked};
 use crate::converge::error::TargetError;
-use crate::converge::progress::{Emitter, Step};
-use crate::converge::target::{host, sign};
+use crate::converge::progress::{Emitter, Payload};
 use crate::converge::target::seam::{Artifact, Delivery, Holding, Reach};
+use crate::converge::target::{host, sign};
 use crate::mesh::model::{Mesh, RecordEntry, Registry};
+use crate::mesh::progress::DeliveredBy;
 
 use super::KubeError;
 
@@ -45,7 +46,12 @@ impl Kube {
             Delivery::KindLoad(name) => {
                 kind_load(&name, reference).await?;
                 emitter.emit(
-                    Step::Delivered,
+                    Payload::Delivered {
+                        reference: reference.to_string(),
+                        by: DeliveredBy::KindLoaded {
+                            cluster: name.clone(),
+                        },
+                    },
                     Some(module),
                     format!("kind load {reference} into kind cluster {name}"),
                 );
@@ -73,7 +79,12 @@ impl Kube {
                 }
                 drop(db);
                 emitter.emit(
-                    Step::Delivered,
+                    Payload::Delivered {
+                        reference: reference.to_string(),
+                        by: DeliveredBy::Pushed {
+                            digest: digest.clone(),
+                        },
+                    },
                     Some(module),
                     format!("pushed {reference} → {digest}"),
                 );
@@ -174,7 +185,12 @@ impl Kube {
             .await?;
         }
         emitter.emit(
-            Step::Delivered,
+            Payload::Delivered {
+                reference: artifact.reference.to_string(),
+                by: DeliveredBy::InRegistry {
+                    manifest: manifest.to_string(),
+                },
+            },
             Some(artifact.module),
             format!(
                 "{} is in the registry as {manifest}: nothing to push",
@@ -200,7 +216,12 @@ impl Kube {
                 if held == Holding::Held {
                     kind_load(&name, artifact.reference).await?;
                     emitter.emit(
-                        Step::Delivered,
+                        Payload::Delivered {
+                            reference: artifact.reference.to_string(),
+                            by: DeliveredBy::KindLoaded {
+                                cluster: name.clone(),
+                            },
+                        },
                         Some(artifact.module),
                         format!("kind load {} into kind cluster {name}", artifact.reference),
                     );

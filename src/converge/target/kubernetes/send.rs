@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use crate::backends::cluster::{FollowRules, Workload};
 use crate::backends::state::StateDb;
 use crate::converge::error::TargetError;
-use crate::converge::progress::{Emitter, Step};
+use crate::converge::progress::{Emitter, Payload};
 use crate::converge::target::Delivery;
 use crate::mesh::machine::Move;
 use crate::mesh::model::{Mesh, RecordEntry};
@@ -61,15 +61,18 @@ impl Kube {
             }
         };
         self.cluster.send(&workload, &to_image, artifact).await?;
+        let rollout = || Payload::Rollout {
+            workload: workload.to_string(),
+        };
         emitter.emit(
-            Step::Rollout,
+            rollout(),
             Some(&moved.module),
             format!("{workload}: image {to_image}; following the roll-out"),
         );
         // kubectl's own words as progress; a failure carries its evidence in its message.
         let said = |message: &str| {
             emitter.emit(
-                Step::Rollout,
+                rollout(),
                 Some(&moved.module),
                 format!("{workload}: {message}"),
             );
