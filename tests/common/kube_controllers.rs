@@ -375,7 +375,7 @@ impl Cluster {
     ) -> Key {
         let workload = self.objects[key].clone();
         let (resource, ns, name) = key;
-        let (label, value) = Self::revision_label(resource, name, &hash);
+        let (label, value) = Self::revision_label(resource, name, hash);
         let mut labels = template["metadata"]["labels"].clone();
         labels[label] = json!(value);
         let pod_name = pod_name.unwrap_or_else(|| {

@@ -60,7 +60,7 @@ impl Rule {
                 || *r == combined
                 || (!a.subresource.is_empty() && *r == format!("*/{}", a.subresource))
         });
-        let name = self.names.is_empty() || self.names.iter().any(|n| *n == a.name);
+        let name = self.names.is_empty() || self.names.contains(&a.name);
         verb && group && resource && name
     }
 }
