@@ -4,7 +4,8 @@
 //! - `history`: a temporary state database and build rows;
 //! - `mesh_file`: mesh files written into a temporary repository;
 //! - `daemon_proxy`: a counting, closable proxy in front of the Docker daemon;
-//! - `kube_api`, `kube_objects`: the Kubernetes API test server;
+//! - `kube_api`, `kube_objects`, `kube_rules`, `kube_controllers`: the Kubernetes API test server (what it
+//!   models, what it does not and the sources it follows: `tests/README.md`);
 //! - `kube_mesh`: the example mesh on the Kubernetes target, the binary run against it;
 //! - `local_registry`: the real registry on 127.0.0.1:5000 and the docker CLI;
 //! - `registry_proxy`: the real registry behind a login, or open with a hook on deletes;
@@ -20,6 +21,7 @@ pub mod kube_api;
 pub mod kube_controllers;
 pub mod kube_mesh;
 pub mod kube_objects;
+pub mod kube_rules;
 pub mod local_registry;
 pub mod mesh_file;
 pub mod registry_proxy;
