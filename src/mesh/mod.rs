@@ -4,6 +4,7 @@
 
 pub mod behind;
 pub mod builds;
+pub mod cosign;
 pub mod decide;
 pub mod environments;
 pub mod file_stat;
