@@ -204,6 +204,7 @@ async fn bearer_tokens_come_from_the_challenge_realm_and_are_reused() {
         seen.token_queries,
         vec!["service=fake&scope=repository%3Aa%2Fb%3Apull".to_string()]
     );
+    assert!(!seen.accepts.is_empty(), "the manifests were asked for");
     assert!(
         seen.accepts
             .iter()
