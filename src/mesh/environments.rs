@@ -415,6 +415,7 @@ mod tests {
             modules: Vec::new(),
             machines: Vec::new(),
             rollout_deadline: None,
+            builders: Vec::new(),
         }
     }
 

@@ -49,6 +49,9 @@ pub struct Mesh {
     /// Kubernetes: how long a roll-out may go without progress before it reads as failed
     /// (`rollout_deadline` in [target]); None: each workload's own `progressDeadlineSeconds`, else 600 s.
     pub rollout_deadline: Option<std::time::Duration>,
+    /// The daemons that build (`[[builder]]`, in file order); empty: the local daemon alone
+    /// ([`Mesh::builders`]).
+    pub builders: Vec<super::builders::Builder>,
 }
 
 /// The name of a mesh file's single `[target]` table (and of the embedded Docker default).
@@ -92,6 +95,14 @@ impl Environment {
 }
 
 impl Mesh {
+    /// The builders of this mesh: those it declares, else the local daemon alone.
+    pub fn builders(&self) -> Vec<super::builders::Builder> {
+        if self.builders.is_empty() {
+            return vec![super::builders::Builder::local()];
+        }
+        self.builders.clone()
+    }
+
     /// The target named `name`, if the mesh names it.
     pub fn target(&self, name: &str) -> Option<&Target> {
         self.targets.get(name)
