@@ -11,7 +11,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use common::local_registry::{LOCAL, docker, registry, require_registry};
 use meshtop::backends::credentials::{Credentials, from_config_dir};
-use meshtop::backends::registry::{Published, RegistryClient, RegistryError, push_image};
+use meshtop::backends::daemon::push::push_image;
+use meshtop::backends::registry::{Published, RegistryClient, RegistryError};
 use meshtop::mesh::model::Registry;
 
 #[tokio::test]

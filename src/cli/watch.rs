@@ -24,7 +24,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
         state_path,
         jobs,
         target,
-    } = setup::converge_setup(global, &args.modules, args.jobs, false).await?;
+    } = setup::converge_setup(global, &args.modules, args.jobs, false, None).await?;
     let mut watcher = ContextWatcher::start(&mesh, modules.as_ref(), own_files(&state_path))
         .map_err(Failure::failed)?;
     // A change re-walks only the contexts it touched.

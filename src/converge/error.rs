@@ -323,6 +323,10 @@ impl From<GcError> for String {
 pub enum PlanError {
     #[error("module {module}: {why}")]
     Inputs { module: String, why: String },
+    #[error(
+        "the pinned modules of target {target} cannot be read ({message}); nothing is decided without them (a converge would undo a rollback): fix or restore the state database, then run again"
+    )]
+    Pins { target: String, message: String },
 }
 
 impl From<PlanError> for String {

@@ -349,7 +349,7 @@ impl<'a> Planner<'a> {
         };
         let verdict = self
             .verdict(module, &question, inputs.as_ref(), manifests)
-            .await;
+            .await?;
         let Verdict {
             decision,
             reason,
@@ -450,9 +450,13 @@ impl<'a> Planner<'a> {
         question: &Question,
         inputs: Option<&Inputs>,
         manifests: &dyn ManifestSource,
-    ) -> Verdict {
+    ) -> Result<Verdict, PlanError> {
         let multi_platform = question.multi_platform;
-        let pins = self.pins.get_or_insert_with(|| manifests.pins());
+        if self.pins.is_none() {
+            // Pins that cannot be read stop the plan: deciding without them would undo a rollback.
+            self.pins = Some(manifests.pins()?);
+        }
+        let pins = self.pins.get_or_insert_with(BTreeMap::new);
         // A pin holds only while the record still names the pinned artifact.
         let pinned = pins
             .get(&module.name)
@@ -497,7 +501,7 @@ impl<'a> Planner<'a> {
             .base
             .as_deref()
             .and_then(|base| Some((base, self.unselected_base_gone(base)?)));
-        match gone_base {
+        Ok(match gone_base {
             Some((base, artifact)) if verdict.decision.builds() => Verdict {
                 decision: Decision::Refused,
                 reason: format!(
@@ -509,7 +513,7 @@ impl<'a> Planner<'a> {
                 artifact: None,
             },
             _ => verdict,
-        }
+        })
     }
 
     /// What moved the address since the record's (forced first, when forced).

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 
 use crate::backends::credentials;
 use crate::backends::registry::{RegistryClient, repository_in};
+use crate::mesh::cosign::{SignatureVerdict, TrustedKey};
 use crate::mesh::decide::RegistryAnswer;
 use crate::mesh::model::Mesh;
 
@@ -27,6 +28,9 @@ pub struct RegistryVoucher {
     /// Err: the client could not be made (its credentials unreadable): every answer is this failure.
     client: Result<RegistryClient, String>,
     answers: HashMap<String, RegistryAnswer>,
+    /// The keys the mesh trusts: with any, each manifest found is judged by its signatures too
+    /// (the `.sig` manifest and its payload: two more small reads).
+    trust: Vec<TrustedKey>,
     /// Refs asked of the registry (each a manifest GET and a config GET).
     asked: AtomicUsize,
     /// Whether [`RegistryVoucher::warn_once`] gave the warning already.
@@ -47,6 +51,7 @@ impl RegistryVoucher {
             host: registry.host.clone(),
             client,
             answers: HashMap::new(),
+            trust: mesh.signing.trust.clone(),
             asked: AtomicUsize::new(0),
             warned: false,
         })
@@ -126,23 +131,13 @@ impl RegistryVoucher {
             }
         };
         let asked = &self.asked;
+        let trust = &self.trust;
         let answers: Vec<(String, RegistryAnswer)> = futures_util::stream::iter(wanted)
             .map(|reference| {
                 let host = host.clone();
                 async move {
                     asked.fetch_add(1, Ordering::SeqCst);
-                    let (path, tag) = repository_in(&host, &reference);
-                    let answer = match client.image(path, tag).await {
-                        Ok(Some(image)) => RegistryAnswer::Holds {
-                            registry: host,
-                            image,
-                        },
-                        Ok(None) => RegistryAnswer::Absent { registry: host },
-                        Err(error) => RegistryAnswer::Failed {
-                            registry: host,
-                            error: error.to_string(),
-                        },
-                    };
+                    let answer = ask_one(client, &host, &reference, trust).await;
                     (reference, answer)
                 }
             })
@@ -150,5 +145,45 @@ impl RegistryVoucher {
             .collect()
             .await;
         self.answers.extend(answers);
+    }
+}
+
+/// What the registry holds under `reference` and, with `trust`, what its signatures say of the
+/// manifest digest the ref resolves to now. A fault anywhere reads as "holds nothing" (said).
+async fn ask_one(
+    client: &RegistryClient,
+    host: &str,
+    reference: &str,
+    trust: &[TrustedKey],
+) -> RegistryAnswer {
+    let registry = host.to_string();
+    let (path, tag) = repository_in(host, reference);
+    let image = match client.image(path, tag).await {
+        Ok(Some(image)) => image,
+        Ok(None) => return RegistryAnswer::Absent { registry },
+        Err(error) => {
+            return RegistryAnswer::Failed {
+                registry,
+                error: error.to_string(),
+            };
+        }
+    };
+    let signature = if trust.is_empty() {
+        SignatureVerdict::Unverified
+    } else {
+        match client.signature_verdict(path, &image.manifest, trust).await {
+            Ok(verdict) => verdict,
+            Err(error) => {
+                return RegistryAnswer::Failed {
+                    registry,
+                    error: format!("its signatures could not be read: {error}"),
+                };
+            }
+        }
+    };
+    RegistryAnswer::Holds {
+        registry,
+        image,
+        signature,
     }
 }

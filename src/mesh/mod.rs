@@ -5,6 +5,7 @@
 pub mod behind;
 pub mod builders;
 pub mod builds;
+pub mod cosign;
 pub mod decide;
 pub mod environments;
 pub mod file_stat;

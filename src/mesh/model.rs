@@ -37,6 +37,8 @@ pub struct Mesh {
     /// true` in [mesh], `meshtop converge --publish`, `MESHTOP_PUBLISH=1`); otherwise a Docker-target
     /// converge only reads the registry.
     pub publish: bool,
+    /// The keys whose signatures let the registry vouch, and the key a publishing converge signs with.
+    pub signing: Signing,
     /// The targets of this mesh, by name (a mesh file's single `[target]` table is
     /// [`DEFAULT_TARGET`]; `[[target]]` tables name theirs). Every caller asks for the one it acts on.
     pub targets: BTreeMap<String, Target>,
@@ -52,6 +54,17 @@ pub struct Mesh {
     /// The daemons that build (`[[builder]]`, in file order); empty: the local daemon alone
     /// ([`Mesh::builders`]).
     pub builders: Vec<super::builders::Builder>,
+}
+
+/// What the mesh trusts and, for a converge that publishes, the key it signs with.
+#[derive(Debug, Clone, Default)]
+pub struct Signing {
+    /// `trust = [...]` in [mesh]: with any, the registry vouches only for a manifest one of these
+    /// keys signed (a cosign signature naming its exact digest).
+    pub trust: Vec<crate::mesh::cosign::TrustedKey>,
+    /// `--sign-key` / `MESHTOP_SIGNING_KEY` (never the mesh file, which is committed): signs every
+    /// artifact a converge pushes.
+    pub key: Option<crate::mesh::cosign::SigningKey>,
 }
 
 /// The name of a mesh file's single `[target]` table (and of the embedded Docker default).

@@ -4,12 +4,14 @@
 //! Nothing here panics on any input: an empty file, binary junk or huge names are errors like any other.
 
 mod builders;
+mod keys;
 mod names;
 mod paths;
 mod read;
 mod secrets;
 mod table;
 mod targets;
+mod trust;
 mod typos;
 
 use std::collections::BTreeMap;
@@ -20,6 +22,7 @@ use toml::de::DeTable;
 use crate::mesh::model::{MachineSpec, Mesh, Module};
 use crate::mesh::tiers::{TierError, cycle_text, resolve_tiers};
 pub use builders::TLS_FILES;
+pub use keys::read_signing_key;
 use names::suggest;
 pub use names::{MAX_MACHINE_NAME, MAX_NAME};
 use read::RawModule;
@@ -281,6 +284,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         )?);
     }
     resolved.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
+    let trust = trust::trusted_keys(&src, &dir, &header.trust)?;
 
     Ok(Mesh {
         name: header.name,
@@ -288,6 +292,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         root,
         registry: header.registry,
         publish: header.publish,
+        signing: crate::mesh::model::Signing { trust, key: None },
         targets: targets.targets,
         environments: targets.environments,
         rollout_deadline: targets.rollout_deadline,

@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
-use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
+use crate::backends::daemon::push::push_image;
+use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::progress::{Emitter, Step};
@@ -21,8 +22,8 @@ use crate::mesh::model::{
 use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
 
-use super::host;
 use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+use super::{host, sign};
 
 /// The host daemon as the target (nothing to connect: the daemon is reached lazily per call).
 pub struct Docker {
@@ -254,6 +255,17 @@ impl Target for Docker {
                 .await
                 .map_err(|e| TargetError::Unreachable(e.to_string()))?;
             let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
+            let module = artifact.module;
+            sign::sign_pushed(
+                mesh,
+                registry,
+                creds,
+                artifact.reference,
+                &digest,
+                module,
+                emitter,
+            )
+            .await?;
             if let Some(build) = artifact.build_id {
                 locked(reach.db)
                     .map_err(TargetError::Handle)?

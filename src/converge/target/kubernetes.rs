@@ -15,7 +15,8 @@ use crate::backends::cluster::{
 };
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
+use crate::backends::daemon::push::push_image;
+use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{Holder, StateDb, locked};
 use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lease::{self, LeaseClaims};
@@ -28,8 +29,8 @@ use crate::mesh::model::{Mesh, Policy, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
 use crate::mesh::target::TargetDescription;
 
-use super::host;
 use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+use super::{host, sign};
 
 /// One Kubernetes namespace of one context, and how modules get there.
 pub struct Kube {
@@ -228,6 +229,8 @@ impl Kube {
                     .await
                     .map_err(|e| TargetError::Unreachable(e.to_string()))?;
                 let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
+                sign::sign_pushed(mesh, &registry, creds, reference, &digest, module, emitter)
+                    .await?;
                 let db = locked(reach.db).map_err(TargetError::Handle)?;
                 let build = match artifact.build_id {
                     Some(id) => Some(id.to_string()),

@@ -18,6 +18,7 @@ mod docker;
 mod host;
 mod kubernetes;
 mod seam;
+mod sign;
 
 use std::sync::Arc;
 use std::time::Duration;
