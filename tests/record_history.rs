@@ -46,6 +46,7 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
         modules: Vec::new(),
         machines: Vec::new(),
         rollout_deadline: None,
+        builders: Vec::new(),
     }
 }
 

@@ -416,6 +416,7 @@ mod tests {
             modules: Vec::new(),
             machines: Vec::new(),
             rollout_deadline: None,
+            builders: Vec::new(),
         }
     }
 

@@ -51,6 +51,9 @@ pub struct Mesh {
     /// Kubernetes: how long a roll-out may go without progress before it reads as failed
     /// (`rollout_deadline` in [target]); None: each workload's own `progressDeadlineSeconds`, else 600 s.
     pub rollout_deadline: Option<std::time::Duration>,
+    /// The daemons that build (`[[builder]]`, in file order); empty: the local daemon alone
+    /// ([`Mesh::builders`]).
+    pub builders: Vec<super::builders::Builder>,
 }
 
 /// What the mesh trusts and, for a converge that publishes, the key it signs with.
@@ -108,6 +111,14 @@ impl Environment {
 }
 
 impl Mesh {
+    /// The builders of this mesh: those it declares, else the local daemon alone.
+    pub fn builders(&self) -> Vec<super::builders::Builder> {
+        if self.builders.is_empty() {
+            return vec![super::builders::Builder::local()];
+        }
+        self.builders.clone()
+    }
+
     /// The target named `name`, if the mesh names it.
     pub fn target(&self, name: &str) -> Option<&Target> {
         self.targets.get(name)

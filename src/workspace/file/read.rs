@@ -14,7 +14,7 @@ use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_regis
 use super::table::{Section, Source, cut, show};
 use crate::mesh::model::{Backoff, BuildSecret, Platform, Policy, Registry, Target};
 
-pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
+pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine", "builder"];
 const MESH_KEYS: &[&str] = &[
     "name",
     "registry",
@@ -517,7 +517,7 @@ fn machine_target(
 }
 
 /// `platforms = [...]` of a section: each known, none twice, not empty; sorted.
-fn platforms(
+pub(super) fn platforms(
     src: &Source<'_>,
     section: &Section<'_, '_>,
 ) -> Result<Option<Vec<Platform>>, MeshError> {
