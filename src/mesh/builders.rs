@@ -96,7 +96,7 @@ impl Endpoint {
         if let Some(rest) = text.strip_prefix("ssh://") {
             let rest = rest.strip_suffix('/').unwrap_or(rest);
             let (user, at) = match rest.split_once('@') {
-                Some((user, at)) if user.is_empty() => {
+                Some(("", at)) => {
                     return Err(bad(format!("the user before '@' in {at} is empty")));
                 }
                 Some((user, at)) => (Some(user.to_string()), at),
