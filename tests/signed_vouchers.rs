@@ -419,6 +419,23 @@ async fn ci_signs_every_artifact_and_a_clean_machine_with_trust_takes_them_all()
         decisions(&clean).values().all(|d| d == "registry"),
         "{clean}"
     );
+    // On-call's question: every recorded artifact, and what each machine runs, is CI's signed one.
+    let checked = verified(mesh, &fresh, 0);
+    let recorded: Vec<&serde_json::Value> =
+        checked.iter().filter(|c| c["of"] == "record").collect();
+    assert_eq!(recorded.len(), 5, "{checked:?}");
+    for c in &checked {
+        assert_eq!(c["signed"], true, "{c}");
+        assert!(c["says"].as_str().unwrap().contains("keys/ci.pub"), "{c}");
+    }
+}
+
+/// `meshtop verify --json` on the state file `state`: exits `code`, says one object per artifact.
+fn verified(mesh: &ExampleMesh, state: &Path, code: i32) -> Vec<serde_json::Value> {
+    let output = mesh.meshtop_with_state(state, &["verify", "--json"]);
+    assert_eq!(output.status.code(), Some(code), "{}", said(&output));
+    let checked: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    checked.as_array().unwrap().clone()
 }
 
 /// The image id each machine of the mesh runs, by machine name.
@@ -510,6 +527,16 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
         .find(|(name, _)| name.contains("web"))
         .expect("web's machine runs");
     assert_ne!(web_machine.1, &look_alike_id, "{running:?}");
+    // verify says so: web's artifact (built here) carries no trusted signature, base's is CI's.
+    let checked = verified(mesh, &fresh, 1);
+    let of = |module: &str| {
+        checked
+            .iter()
+            .find(|c| c["module"] == module && c["of"] == "record")
+            .unwrap_or_else(|| panic!("no record row of {module}: {checked:?}"))
+    };
+    assert_eq!(of("web")["signed"], false, "{checked:?}");
+    assert_eq!(of("base")["signed"], true, "{checked:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -59,6 +59,9 @@ pub enum Command {
     Builds(BuildsArgs),
     /// Every machine: its module, running digest, state and the build that made what it runs.
     Status(StatusArgs),
+    /// Whether each module's recorded artifact, and what each of its machines runs, carries a
+    /// signature by a key the mesh trusts (exit 1 when any does not).
+    Verify(VerifyArgs),
     /// Move a module's behind machines to the record's artifact.
     Send(SendArgs),
     /// Every stamp of a module's entry in the record: when, by whom, which operation, from → to.
@@ -240,6 +243,15 @@ pub struct StatusArgs {
     /// workload's module container cannot be told.
     #[arg(long)]
     pub exit_code: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Only these modules (default: every module the target's record names).
+    pub modules: Vec<String>,
+    /// Print a JSON array: one object per artifact checked.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

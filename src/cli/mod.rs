@@ -24,6 +24,7 @@ mod send;
 mod setup;
 mod stats;
 mod status;
+mod verify;
 mod watch;
 
 use std::process::ExitCode;
@@ -110,6 +111,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Builds(args) => builds::run(&global, args).await,
             Command::Converge(args) => converge::run(&global, args).await,
             Command::Status(args) => status::run(&global, args).await,
+            Command::Verify(args) => verify::run(&global, args).await,
             Command::Send(args) => send::run(&global, args).await,
             Command::History(args) => history::run(&global, args).await,
             Command::Rollback(args) => rollback::run(&global, args).await,

@@ -1,0 +1,138 @@
+//! `meshtop verify`: on-call's question after an incident: does what the record names, and what
+//! each machine runs, carry a signature by a key the mesh trusts? Exit 1 when anything does not.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use crate::backends::daemon::LazyDaemon;
+use crate::converge::target::Reach;
+use crate::converge::vouch;
+use crate::mesh::model::RecordEntry;
+use crate::mesh::text::short_id;
+
+use super::args::{Global, VerifyArgs};
+use super::{Failure, Outcome, print_json, print_out, setup};
+
+/// One artifact checked: the record's, or one a machine runs that the record does not name.
+#[derive(Debug, Serialize)]
+struct Checked {
+    module: String,
+    /// `record`, or the machine's name.
+    of: String,
+    #[serde(rename = "ref")]
+    reference: String,
+    artifact: String,
+    /// The manifest that carries it (None: the registry holds none).
+    manifest: Option<String>,
+    signed: bool,
+    /// Whom it is signed by, or why it is not trusted.
+    says: String,
+}
+
+pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    if mesh.signing.trust.is_empty() {
+        return Err(Failure::input(format!(
+            "mesh {} trusts no key: nothing can be verified; add trust = [\"keys/ci.pub\"] under [mesh] in {}",
+            mesh.name,
+            mesh.file.display()
+        )));
+    }
+    let selected = setup::select(&mesh, &args.modules)?;
+    let db = Mutex::new(setup::open_state_for_reading(global)?);
+    let target = setup::target(global, &mesh).await?;
+    let record = target
+        .read_record(&mesh, &db)
+        .await
+        .map_err(Failure::failed)?;
+    let daemon = Arc::new(LazyDaemon::new());
+    let machines = target
+        .machines(
+            &mesh,
+            &record.record,
+            Reach {
+                daemon: &daemon,
+                db: &db,
+            },
+        )
+        .await
+        .map_err(Failure::failed)?;
+    let wanted = |module: &str| selected.as_ref().is_none_or(|s| s.contains(module));
+    // The record's artifacts, then what machines run beside them (once per artifact).
+    let mut asked: Vec<(String, String, RecordEntry)> = record
+        .record
+        .iter()
+        .filter(|(module, _)| wanted(module))
+        .map(|(module, entry)| (module.clone(), "record".to_string(), entry.clone()))
+        .collect();
+    let mut seen: BTreeSet<String> = asked.iter().map(|(_, _, e)| e.digest.clone()).collect();
+    for machine in machines.iter().filter(|m| wanted(&m.module)) {
+        for running in &machine.running {
+            if seen.insert(running.clone()) {
+                let reference = machine.image.split('@').next().unwrap_or_default();
+                asked.push((
+                    machine.module.clone(),
+                    machine.name.clone(),
+                    RecordEntry {
+                        reference: reference.to_string(),
+                        digest: running.clone(),
+                    },
+                ));
+            }
+        }
+    }
+    let mut checked = Vec::new();
+    for (module, of, entry) in asked {
+        let published = db
+            .lock()
+            .map_err(|_| Failure::failed("the state database handle is poisoned"))?
+            .build_by_digest(&mesh.name, &entry.digest)
+            .map_err(|e| Failure::failed(e.to_string()))?
+            .and_then(|b| b.published_digest);
+        let (manifest, signed, says) =
+            match vouch::artifact_signature(&mesh, &entry, published.as_deref()).await {
+                Ok(signature) => (
+                    signature.manifest.clone(),
+                    signature.trusted(),
+                    signature.words(),
+                ),
+                Err(error) => (None, false, format!("could not be checked: {error}")),
+            };
+        checked.push(Checked {
+            module,
+            of,
+            reference: entry.reference,
+            artifact: entry.digest,
+            manifest,
+            signed,
+            says,
+        });
+    }
+    if args.json {
+        print_json(&checked)?;
+    } else {
+        let mut out = String::new();
+        for c in &checked {
+            out.push_str(&format!(
+                "{} {} ({}) {}@{}: {}\n",
+                if c.signed { "✓" } else { "✗" },
+                c.module,
+                c.of,
+                c.reference,
+                short_id(&c.artifact),
+                c.says
+            ));
+        }
+        if checked.is_empty() {
+            out.push_str("nothing recorded or running to verify\n");
+        }
+        print_out(&out)?;
+    }
+    Ok(if checked.iter().all(|c| c.signed) {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    })
+}
