@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::mpsc::Sender;
 use tokio::sync::watch;
 
 use crate::backends::cluster::{
@@ -23,6 +24,7 @@ use crate::converge::lock;
 use crate::converge::progress::{Emitter, Step};
 use crate::mesh::behind::{machine_state, workload_state};
 use crate::mesh::live::HeldBy;
+use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, MachineKind, Move};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
@@ -724,6 +726,30 @@ impl Target for Kube {
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<(), TargetError>> {
         Box::pin(self.send_one(mesh, reach.db, moved, emitter))
+    }
+
+    fn logs<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        _daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            let workloads = self.cluster.machines().await?;
+            let Some(workload) = workloads
+                .iter()
+                .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
+            else {
+                return Err(TargetError::MachineGone {
+                    kind: MachineKind::of(&machine.kind).unwrap_or(MachineKind::Deployment),
+                    machine: machine.name.clone(),
+                    place: self.cluster.place(),
+                });
+            };
+            Ok(self.cluster.workload_logs(workload, ask, &out).await?)
+        })
     }
 
     fn check_write_access<'a>(
