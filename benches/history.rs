@@ -48,7 +48,7 @@ fn generate(path: &Path) {
             .prepare(
                 "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, \
                  digest, platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, \
-                 published_ref, published_digest, converge_id) \
+                 published_ref, published_digest, operation_id) \
                  VALUES (?1, ?2, ?3, '/src/bench', ?4, 0, NULL, NULL, ?5, ?6, 'linux/amd64', ?7, 0, 'files changed', \
                  'builder', ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )

@@ -39,7 +39,7 @@ PRAGMA journal_mode = WAL;
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < $ROWS - 1)
 INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, digest,
                     platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail,
-                    published_ref, published_digest, converge_id)
+                    published_ref, published_digest, operation_id)
 SELECT printf('bench-%08d', i), 'demo', (CASE i % 5 WHEN 0 THEN 'base' WHEN 1 THEN 'tools' WHEN 2 THEN 'web'
          WHEN 3 THEN 'api' ELSE 'worker' END), 'demo/x', printf('%040x', i), 0, NULL, NULL,
        printf('demo/x:%012x-amd64', i), printf('sha256:%064x', i), 'linux/amd64',

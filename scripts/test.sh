@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # mount: the full-disk test mounts a small tmpfs; util-linux: setpriv (read-only state as another user);
-# openssh-client: a real ssh agent for `ssh = true`; gcc and libc6-dev: its static in-build client.
-packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client gcc libc6-dev)
+# openssh-client: a real ssh agent for `ssh = true`; gcc and libc6-dev: its static in-build client;
+# iproute2: the second daemon's own bridge (scripts/start-second-daemon.sh).
+packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client gcc libc6-dev iproute2)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -30,6 +31,8 @@ fi
 cp -f /bin/busybox assets/example/base/busybox
 
 bash scripts/start-registry.sh
+# The builder-pool tests build on two daemons: the machine's own and this one (its own socket).
+bash scripts/start-second-daemon.sh
 
 # nextest runs every test binary side by side (.config/nextest.toml); the crate has no doctests.
 if cargo nextest --version >/dev/null 2>&1; then

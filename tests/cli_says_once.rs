@@ -54,6 +54,7 @@ fn a_converge_that_changed_nothing_says_so_and_a_rollback_and_a_send_say_their_r
     assert!(rollback.status.success(), "{}", said(&rollback));
     let all = said(&rollback);
     assert_eq!(times(&all, "rolled back web to"), 1, "{all}");
+    assert_eq!(times(&all, ": 1/1 machine(s) moved; pinned"), 1, "{all}");
     // It says the pin rule as it is: a base that moves keeps the pin, only web's own inputs end it.
     assert_eq!(
         times(
@@ -72,7 +73,9 @@ fn a_converge_that_changed_nothing_says_so_and_a_rollback_and_a_send_say_their_r
     let sent = mesh.meshtop(&["send", "api", "--yes"]);
     assert!(sent.status.success(), "{}", said(&sent));
     let all = said(&sent);
+    // Its one machine moved, said once: not `0/1`, not a count of other words.
     assert_eq!(times(&all, "machine(s) moved"), 1, "{all}");
+    assert_eq!(times(&all, " of api: 1 machine(s) moved"), 1, "{all}");
 }
 
 #[test]

@@ -983,7 +983,7 @@ async fn a_missing_verb_is_refused_naming_verb_resource_and_namespace() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("namespaces \"mesh-demo\" is forbidden: User \"alice\" cannot patch resource \"namespaces\" in API group \"\" at the cluster scope (Forbidden, HTTP 403)"),
+        err.contains("namespaces \"mesh-demo\" is forbidden: User \"alice\" cannot patch resource \"namespaces\" in API group \"\" in the namespace \"mesh-demo\" (Forbidden, HTTP 403)"),
         "{err}"
     );
     assert!(
@@ -1170,4 +1170,505 @@ async fn a_role_that_cannot_list_replica_sets_still_gets_kubectls_verdict() {
         "deployment \"api\" successfully rolled out"
     );
     assert!(api.responses_with(403) >= 1);
+}
+
+// ---- the test server as strict as an apiserver, its controllers as the real ones (issue 31) ----
+
+/// A Deployment of `replicas` pods rolling with this surge and unavailability, running `image`.
+fn rolling_deployment(
+    name: &str,
+    image: &str,
+    replicas: i32,
+    surge: i32,
+    unavailable: i32,
+) -> serde_json::Value {
+    let mut d = workload("deployments", name, name, &[("app", image)], replicas);
+    d["spec"]["strategy"] = json!({"type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}});
+    d
+}
+
+#[tokio::test]
+async fn a_send_is_followed_through_a_surge_of_one_and_no_unavailability() {
+    // rolling.go: never more than replicas + maxSurge pods asked for, never fewer than replicas −
+    // maxUnavailable available; one new pod at a time. (The old test server made all new pods at once
+    // and said "0 out of 3" then "3 old replicas are pending termination": never "1 out of 3".)
+    let api = KubeApi::start().await;
+    api.put(
+        "deployments",
+        NS,
+        rolling_deployment("api", "demo/api:1", 3, 1, 0),
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let (done, said) = follow(&cluster, &w, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "deployment \"api\" successfully rolled out"
+    );
+    for wanted in [
+        "Waiting for deployment \"api\" rollout to finish: 1 out of 3 new replicas have been updated...",
+        "Waiting for deployment \"api\" rollout to finish: 2 out of 3 new replicas have been updated...",
+    ] {
+        assert!(
+            said.iter().any(|m| m == wanted),
+            "{wanted:?} never said: {said:?}"
+        );
+    }
+    let trace = api.trace(NS, "api");
+    assert!(trace.len() >= 6, "{trace:?}");
+    for (asked, available, _) in &trace {
+        assert!(
+            *asked <= 4,
+            "more than replicas + maxSurge asked for: {trace:?}"
+        );
+        assert!(
+            *available >= 3,
+            "fewer than replicas − maxUnavailable available: {trace:?}"
+        );
+    }
+    assert!(
+        trace.iter().any(|(asked, ..)| *asked == 4),
+        "the surge was never used: {trace:?}"
+    );
+    let d = api.get("deployments", NS, "api").unwrap();
+    let status = &d["status"];
+    let available = common::kube_controllers::condition(status, "Available");
+    let progressing = common::kube_controllers::condition(status, "Progressing");
+    assert_eq!(
+        (&available["status"], &available["reason"]),
+        (&json!("True"), &json!("MinimumReplicasAvailable")),
+        "{d}"
+    );
+    assert_eq!(
+        (&progressing["status"], &progressing["reason"]),
+        (&json!("True"), &json!("NewReplicaSetAvailable")),
+        "{d}"
+    );
+    assert!(
+        progressing["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("has successfully progressed."),
+        "{d}"
+    );
+    oracle_agrees(&api, "deployment/api", Ok("successfully rolled out")).await;
+    let pods = pods_of(&api, "api");
+    assert_eq!(pods.len(), 3, "{pods:?}");
+    assert!(
+        pods.iter()
+            .all(|p| p["spec"]["containers"][0]["image"] == "demo/api:2")
+    );
+}
+
+#[tokio::test]
+async fn a_pod_is_available_only_after_min_ready_seconds() {
+    // podutil.IsPodAvailable: Ready for minReadySeconds. (The old server counted every ready pod as
+    // available at once: "0 of 1 updated replicas are available" never showed.)
+    let api = KubeApi::start().await;
+    let mut d = rolling_deployment("api", "demo/api:1", 1, 0, 1);
+    d["spec"]["minReadySeconds"] = json!(5);
+    api.put("deployments", NS, d);
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let (done, said) = follow(&cluster, &w, rules()).await;
+    done.unwrap();
+    assert!(
+        said.iter().any(|m| m
+            == "Waiting for deployment \"api\" rollout to finish: 0 of 1 updated replicas are available..."),
+        "{said:?}"
+    );
+    // Ready for less than 5 s of the test's clock (one second a step): not available yet.
+    let trace = api.trace(NS, "api");
+    let waiting = trace
+        .iter()
+        .filter(|(asked, available, updated)| (*asked, *available, *updated) == (1, 0, 1))
+        .count();
+    assert!(waiting >= 4, "{trace:?}");
+}
+
+#[tokio::test]
+async fn pods_that_lag_the_template_are_read_by_what_they_run() {
+    // The new pods are never scheduled; with maxUnavailable 0 the old ones keep running v1 while the
+    // template names v2. meshtop reads what the pods run (their imageIDs), not what the template says.
+    let api = KubeApi::start().await;
+    let v1 = format!("demo/api@sha256:{}", "11".repeat(32));
+    let v2 = format!("demo/api@sha256:{}", "22".repeat(32));
+    api.put("deployments", NS, rolling_deployment("api", &v1, 2, 1, 0));
+    api.pods_of_image(
+        &v2,
+        Fate::Unschedulable("0/1 nodes are available: 1 Insufficient cpu.".into()),
+    );
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, &v2, None).await.unwrap();
+    api.settle("deployments", NS, "api");
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].image, v2, "the template names v2");
+    assert_eq!(
+        machines[0].running_digests,
+        vec![format!("sha256:{}", "11".repeat(32))],
+        "the pods run v1"
+    );
+    // One surge pod Pending, the two old ones running (the old server made two new pods at once).
+    let pods = pods_of(&api, "api");
+    assert_eq!(pods.len(), 3, "{pods:?}");
+    let pending: Vec<_> = pods
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Pending")
+        .collect();
+    assert_eq!(pending.len(), 1, "{pods:?}");
+    assert_eq!(
+        pending[0]["status"]["conditions"][0]["reason"],
+        "Unschedulable"
+    );
+    let d = api.get("deployments", NS, "api").unwrap();
+    let available = common::kube_controllers::condition(&d["status"], "Available");
+    assert_eq!(
+        available["status"], "True",
+        "two old pods keep it available: {d}"
+    );
+    oracle_agrees(
+        &api,
+        "deployment/api",
+        Err("1 out of 2 new replicas have been updated"),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn both_image_id_forms_are_read_as_the_digest_the_pod_runs() {
+    // cri-dockerd says `docker-pullable://repo@sha256:<manifest>`; containerd `repo@sha256:<manifest>`,
+    // or for an image it loaded rather than pulled the bare image id `sha256:<config>`.
+    let manifest = format!("sha256:{}", "33".repeat(32));
+    let image_id = format!("sha256:{}", "44".repeat(32));
+    for (runtime, loaded, expected) in [
+        (
+            common::kube_controllers::Runtime::Docker,
+            false,
+            manifest.clone(),
+        ),
+        (
+            common::kube_controllers::Runtime::Containerd,
+            false,
+            manifest.clone(),
+        ),
+        (
+            common::kube_controllers::Runtime::Containerd,
+            true,
+            image_id.clone(),
+        ),
+    ] {
+        let api = KubeApi::start().await;
+        api.runtime(runtime);
+        let image = format!("demo/api@{manifest}");
+        if loaded {
+            api.image_loaded("demo/api:2", &image_id);
+        }
+        api.put(
+            "deployments",
+            NS,
+            rolling_deployment("api", "demo/api:1", 1, 1, 0),
+        );
+        let cluster = api.cluster(NS);
+        let w = cluster.machines().await.unwrap().pop().unwrap();
+        let sent = if loaded { "demo/api:2" } else { image.as_str() };
+        cluster.send(&w, sent, None).await.unwrap();
+        follow(&cluster, &w, rules()).await.0.unwrap();
+        let reported = pods_of(&api, "api")[0]["status"]["containerStatuses"][0]["imageID"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        match (runtime, loaded) {
+            (common::kube_controllers::Runtime::Docker, _) => {
+                assert_eq!(reported, format!("docker-pullable://{image}"))
+            }
+            (_, false) => assert_eq!(reported, image),
+            (_, true) => assert_eq!(reported, image_id),
+        }
+        let machines = cluster.machines().await.unwrap();
+        assert_eq!(machines[0].running_digests, vec![expected], "{reported}");
+    }
+}
+
+/// The README's minimal RBAC: its Role bound in the mesh's namespace, its ClusterRole on the namespace
+/// object (bound cluster-wide, or by a RoleBinding in the namespace itself).
+fn readme_bindings(namespace: &str, cluster_wide: bool) -> Vec<common::kube_rules::Binding> {
+    use common::kube_rules::{Binding, Rule};
+    let role = vec![
+        Rule::new(
+            &["list", "get", "patch"],
+            &["apps"],
+            &["deployments", "statefulsets", "daemonsets"],
+        ),
+        Rule::new(&["list", "get"], &[""], &["pods"]),
+        Rule::new(&["get"], &[""], &["pods/log"]),
+        Rule::new(&["list"], &[""], &["events"]),
+        Rule::new(
+            &["list"],
+            &["apps"],
+            &["replicasets", "controllerrevisions"],
+        ),
+        Rule::new(
+            &["get", "create", "update"],
+            &["coordination.k8s.io"],
+            &["leases"],
+        ),
+    ];
+    let on_namespace =
+        vec![Rule::new(&["get", "patch"], &[""], &["namespaces"]).named(&[namespace])];
+    let namespace_binding = if cluster_wide {
+        Binding::Cluster(on_namespace)
+    } else {
+        Binding::Namespace(namespace.into(), on_namespace)
+    };
+    vec![
+        Binding::Namespace(namespace.into(), role),
+        namespace_binding,
+    ]
+}
+
+fn converge_needs() -> Vec<Needed> {
+    vec![
+        Needed::on_namespace("get", NS),
+        Needed::on_namespace("patch", NS),
+        Needed::namespaced("patch", "apps", "deployments"),
+        Needed::namespaced("list", "", "pods"),
+        Needed::namespaced("create", "coordination.k8s.io", "leases"),
+        Needed::namespaced("update", "coordination.k8s.io", "leases"),
+    ]
+}
+
+#[tokio::test]
+async fn the_readmes_rbac_lets_meshtop_ask_and_write_however_the_namespace_role_is_bound() {
+    // requestinfo.go: `GET /api/v1/namespaces/<ns>` is authorized in namespace <ns>, so a RoleBinding
+    // there counts. meshtop's review used to name no namespace: refused what the write is allowed.
+    for cluster_wide in [true, false] {
+        let api = KubeApi::start().await;
+        api.put_namespace(NS, &[]);
+        api.identity_bound("alice", readme_bindings(NS, cluster_wide));
+        let cluster = api.cluster(NS);
+        cluster
+            .check_access(&converge_needs())
+            .await
+            .unwrap_or_else(|e| panic!("cluster-wide {cluster_wide}: {e}"));
+        cluster
+            .stamp_record(&record(&[("api", entry("demo/api:a", "sha256:0a"))]))
+            .await
+            .unwrap_or_else(|e| panic!("cluster-wide {cluster_wide}: {e}"));
+        assert_eq!(api.responses_with(403), 0);
+    }
+}
+
+#[tokio::test]
+async fn access_is_matched_by_group_namespace_and_name_as_rbac_matches_it() {
+    // rbac.go RuleAllows: verb, API group, resource/subresource and resourceNames all match; a
+    // RoleBinding counts in its namespace only. (The old server matched (verb, resource) alone.)
+    use common::kube_rules::{Binding, Rule};
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    api.put_namespace("elsewhere", &[]);
+    api.identity_bound(
+        "bob",
+        vec![
+            // Leases named in the core group: no lease is granted.
+            Binding::Namespace(
+                NS.into(),
+                vec![Rule::new(&["get", "create", "update"], &[""], &["leases"])],
+            ),
+            // Another namespace object.
+            Binding::Cluster(vec![
+                Rule::new(&["get", "patch"], &[""], &["namespaces"]).named(&["elsewhere"]),
+            ]),
+            // Pods, but not their log; in another namespace only.
+            Binding::Namespace(
+                "elsewhere".into(),
+                vec![Rule::new(&["list", "get"], &[""], &["pods"])],
+            ),
+        ],
+    );
+    let cluster = api.cluster(NS);
+    let err = cluster
+        .check_access(&[
+            Needed::namespaced("create", "coordination.k8s.io", "leases"),
+            Needed::on_namespace("patch", NS),
+            Needed::namespaced("list", "", "pods"),
+        ])
+        .await
+        .unwrap_err()
+        .to_string();
+    for refused in [
+        "cannot create leases (API group coordination.k8s.io) in namespace \"mesh-demo\"",
+        "cannot patch namespaces \"mesh-demo\"",
+        "cannot list pods in namespace \"mesh-demo\"",
+    ] {
+        assert!(err.contains(refused), "{refused}: {err}");
+    }
+    // The requests themselves: 403 with the apiserver's words; the granted ones go through.
+    let client = api.client();
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), NS);
+    let denied = leases
+        .get_opt("meshtop-demo")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        denied.contains("leases.coordination.k8s.io \"meshtop-demo\" is forbidden: User \"bob\" cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"mesh-demo\""),
+        "{denied}"
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), "elsewhere");
+    pods.list(&Default::default()).await.unwrap();
+    let log = pods
+        .logs("web-0", &Default::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        log.contains(
+            "cannot get resource \"pods/log\" in API group \"\" in the namespace \"elsewhere\""
+        ),
+        "{log}"
+    );
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
+    namespaces.get("elsewhere").await.unwrap();
+    let other = namespaces.get(NS).await.unwrap_err().to_string();
+    assert!(
+        other.contains(
+            "cannot get resource \"namespaces\" in API group \"\" in the namespace \"mesh-demo\""
+        ),
+        "{other}"
+    );
+}
+
+#[tokio::test]
+async fn annotations_past_256_kib_are_refused_with_the_apiservers_422() {
+    // objectmeta.go ValidateAnnotationsSize (the old server stored any size).
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(api.client());
+    let big = "x".repeat(256 * 1024);
+    let patch = json!({"metadata": {"annotations": {"a": big}}});
+    let err = namespaces
+        .patch(NS, &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (422, "Invalid"),
+        "{err}"
+    );
+    assert_eq!(
+        status.message,
+        format!(
+            "Namespace \"{NS}\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"
+        )
+    );
+    // Exactly at the limit (key and value bytes): stored.
+    let at = json!({"metadata": {"annotations": {"a": "x".repeat(256 * 1024 - 1)}}});
+    namespaces
+        .patch(NS, &Default::default(), &kube::api::Patch::Merge(&at))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_record_that_cannot_fit_under_the_limit_is_refused_before_any_write() {
+    // Another tool keeps 255 KiB on the namespace: the record cannot fit; meshtop says so, and the
+    // namespace is not patched (no 422 from the server, the annotations as they were).
+    let api = KubeApi::start().await;
+    let other = "y".repeat(255 * 1024);
+    api.put_namespace(NS, &[("other.example/blob", other.as_str())]);
+    let cluster = api.cluster(NS);
+    let entries: Vec<(String, RecordEntry)> = (0..40)
+        .map(|n| {
+            (
+                format!("module-{n}"),
+                entry(
+                    &format!("demo/module-{n}:{}", "0".repeat(40)),
+                    &format!("sha256:{}", "d".repeat(64)),
+                ),
+            )
+        })
+        .collect();
+    let big: Record = entries.into_iter().collect();
+    api.reset_counts();
+    let err = cluster.stamp_record(&big).await.unwrap_err();
+    assert!(matches!(err, ClusterError::RecordTooLarge { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("262144 bytes") && text.contains(NS) && text.contains("nothing was written"),
+        "{text}"
+    );
+    assert_eq!(
+        api.responses_with(422),
+        0,
+        "meshtop wrote and the server refused"
+    );
+    let ns = api.get("namespaces", "", NS).unwrap();
+    assert!(
+        ns["metadata"]["annotations"][RECORD_ANNOTATION].is_null(),
+        "{}",
+        ns["metadata"]["annotations"].as_object().unwrap().len()
+    );
+    // A small record still fits beside the blob.
+    cluster
+        .stamp_record(&record(&[("api", entry("demo/api:a", "sha256:0a"))]))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn unsupported_field_selectors_are_answered_400_as_the_apiserver_does() {
+    // pkg/apis/core/v1/conversion.go (pods, events), runtime.DefaultMetaV1FieldSelectorConversion (the rest).
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let client = api.client();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), NS);
+    let err = pods
+        .list(&kube::api::ListParams::default().fields("status.hostIP=10.0.0.1"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (400, "field label not supported: status.hostIP")
+    );
+    pods.list(&kube::api::ListParams::default().fields("status.phase!=Running,spec.nodeName=n1"))
+        .await
+        .unwrap();
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(client.clone(), NS);
+    events
+        .list(
+            &kube::api::ListParams::default()
+                .fields("involvedObject.kind=Pod,involvedObject.name=web-0"),
+        )
+        .await
+        .unwrap();
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client, NS);
+    let err = deployments
+        .list(&kube::api::ListParams::default().fields("status.replicas=1"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (
+            400,
+            "\"status.replicas\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
+    );
 }

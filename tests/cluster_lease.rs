@@ -298,3 +298,123 @@ async fn the_server_guards_lease_writes_as_the_apiserver_does() {
         .unwrap_err();
     assert!(matches!(&missing, kube::Error::Api(s) if s.code == 404));
 }
+
+/// A live lease (renewed just now, two minutes to run) held on this host by `pid`.
+fn put_live_here(api: &KubeApi, pid: u32) {
+    let host = meshtop::backends::state::this_host();
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    api.put(
+        "leases",
+        NS,
+        json!({"metadata": {"name": "meshtop-demo",
+                "annotations": {"jr2.dev/host": host, "jr2.dev/pid": pid.to_string(),
+                    "jr2.dev/operation-kind": "send", "jr2.dev/operation-id": "op-here"}},
+            "spec": {"holderIdentity": format!("{host}/{pid}/send/op-here"), "leaseDurationSeconds": 120,
+                "acquireTime": now, "renewTime": now, "leaseTransitions": 1}}),
+    );
+}
+
+/// meshtop's own test of a holder (converge/lease.rs `gone`): it ran on this host and its process is
+/// gone (`Holder::process_gone`).
+fn gone_here(h: &LeaseHolder) -> bool {
+    meshtop::backends::state::Holder {
+        operation_id: h.operation_id.clone(),
+        host: h.host.clone(),
+        pid: h.pid,
+        since_ms: h.acquired_ms,
+        heartbeat_ms: h.renewed_ms,
+    }
+    .process_gone()
+}
+
+#[tokio::test]
+async fn a_live_lease_whose_process_died_on_this_host_is_taken_over_at_once() {
+    // The holder's process is really gone (a child the test ran and reaped): its lease, renewed a moment
+    // ago, is taken over without waiting out its two minutes. The same lease held by a live process (the
+    // test's own) is not.
+    let dead = std::process::Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    let mut dead = dead;
+    dead.wait().unwrap();
+    let api = api_with_namespace().await;
+    let cluster = api.cluster(NS);
+    let me = holder("host-a", "converge", "op-mine");
+
+    put_live_here(&api, std::process::id());
+    match cluster.take_lease("demo", &me, &gone_here).await.unwrap() {
+        LeaseTake::Busy(h) => assert_eq!(h.pid, std::process::id()),
+        other => panic!("a live holder was taken over: {other:?}"),
+    }
+
+    put_live_here(&api, pid);
+    let asked = std::sync::Mutex::new(Vec::new());
+    let gone = |h: &LeaseHolder| {
+        asked.lock().unwrap().push((h.host.clone(), h.pid));
+        gone_here(h)
+    };
+    match cluster.take_lease("demo", &me, &gone).await.unwrap() {
+        LeaseTake::Taken { from: Some(old) } => {
+            assert_eq!((old.pid, old.operation_id.as_str()), (pid, "op-here"));
+            assert!(
+                !old.expired_at(meshtop::timefmt::now_ms()),
+                "taken as dead, not as expired"
+            );
+        }
+        other => panic!("the dead holder's lease was not taken over: {other:?}"),
+    }
+    assert_eq!(
+        asked.into_inner().unwrap(),
+        vec![(meshtop::backends::state::this_host(), pid)],
+        "the take asked about the holder the lease names"
+    );
+    let lease = api.get("leases", NS, "meshtop-demo").unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], me.identity());
+    assert_eq!(lease["spec"]["leaseTransitions"], 2);
+}
+
+#[tokio::test]
+async fn a_lease_the_apiserver_would_not_validate_is_refused() {
+    // pkg/apis/coordination/validation/validation.go ValidateLeaseSpec; micro_time.go's RFC3339Micro.
+    let api = api_with_namespace().await;
+    let leases: Api<Lease> = Api::namespaced(api.client(), NS);
+    let raw: Api<kube::core::DynamicObject> = Api::namespaced_with(
+        api.client(),
+        NS,
+        &kube::core::ApiResource::erase::<Lease>(&()),
+    );
+    let zero: Lease = serde_json::from_value(json!({"metadata": {"name": "zero"},
+        "spec": {"holderIdentity": "x", "leaseDurationSeconds": 0}}))
+    .unwrap();
+    let err = leases
+        .create(&PostParams::default(), &zero)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422
+            && s.message == "Lease.coordination.k8s.io \"zero\" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"),
+        "{err}"
+    );
+    // A renewTime without its six fractional digits cannot be decoded: 400, nothing stored.
+    let seconds: kube::core::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "seconds"},
+        "spec": {"holderIdentity": "x", "renewTime": "2026-01-01T00:00:00Z"}}))
+    .unwrap();
+    let err = raw
+        .create(&PostParams::default(), &seconds)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 400),
+        "{err}"
+    );
+    assert!(api.get("leases", NS, "seconds").is_none());
+    // What meshtop writes passes: a take, a renewal and a release.
+    let cluster = api.cluster(NS);
+    let me = holder("host-a", "send", "op-a");
+    cluster.take_lease("demo", &me, &|_| false).await.unwrap();
+    cluster.renew_lease("demo", &me).await.unwrap();
+    cluster.release_lease("demo", &me).await.unwrap();
+    assert_eq!(api.responses_with(422) + api.responses_with(400), 2);
+}

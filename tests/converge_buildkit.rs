@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{ExampleMesh, builds, said};
+use common::{ExampleMesh, builds, read_in_image, said};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::live::{LiveOperation, ModuleRun};
@@ -56,20 +56,6 @@ fn extra_ref(mesh: &ExampleMesh) -> String {
         .expect("a successful build of extra")
 }
 
-/// A file of the image, read by running its busybox.
-fn read_in_image(reference: &str, path: &str) -> String {
-    let out = Command::new("docker")
-        .args(["run", "--rm", reference, "/bin/busybox", "cat", path])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "docker run {reference}: {}",
-        said(&out)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 fn docker_text(args: &[&str]) -> String {
     let out = Command::new("docker").args(args).output().unwrap();
     assert!(out.status.success(), "docker {args:?}: {}", said(&out));
@@ -78,7 +64,7 @@ fn docker_text(args: &[&str]) -> String {
 
 #[test]
 fn a_cache_mount_builds_and_the_next_build_finds_it_again() {
-    let id = format!("meshtop-test-cache-{}", std::process::id());
+    let id = format!("meshtop-test-cache-{}", common::run_id());
     let dockerfile = format!(
         "FROM scratch\nCOPY busybox /bin/busybox\nCOPY input.txt /input.txt\n\
          RUN --mount=type=cache,target=/cache,id={id} [\"/bin/busybox\", \"sh\", \"-c\", \
@@ -152,8 +138,8 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 
 #[test]
 fn secrets_are_served_to_the_build_and_kept_nowhere() {
-    let file_secret = format!("file-secret-{}-7f3a9", std::process::id());
-    let env_secret = format!("env-secret-{}-c41d2", std::process::id());
+    let file_secret = format!("file-secret-{}-7f3a9", common::run_id());
+    let env_secret = format!("env-secret-{}-c41d2", common::run_id());
     let dockerfile = "FROM scratch\nCOPY busybox /bin/busybox\nCOPY input.txt /input.txt\n\
          RUN --mount=type=secret,id=npmrc --mount=type=secret,id=token [\"/bin/busybox\", \"sh\", \"-c\", \
          \"/bin/busybox sha256sum /run/secrets/npmrc /run/secrets/token | /bin/busybox cut -d' ' -f1 > /sums\"]\n";
@@ -306,10 +292,15 @@ fn a_buildkit_build_reports_its_steps_as_n_of_m() {
         .filter(|e| e.module.as_deref() == Some("extra"))
         .map(|e| e.text.as_str())
         .collect();
-    // The live state reads `building n/m` from these lines (mesh::live::builder_step).
-    let steps: Vec<(u32, u32)> = output
+    // The live state reads `building n/m` from these steps' data (the builder's place, read
+    // where the line arrived: mesh::progress::builder_step).
+    let steps: Vec<(u32, u32)> = events
         .iter()
-        .filter_map(|l| meshtop::mesh::live::builder_step(l))
+        .filter(|e| e.module.as_deref() == Some("extra"))
+        .filter_map(|e| match e.payload {
+            Some(meshtop::mesh::progress::Payload::Output { builder_step }) => builder_step,
+            _ => None,
+        })
         .collect();
     assert!(steps.contains(&(3, 3)), "{output:#?}");
     let mut live = LiveOperation::new(&events[0]);
@@ -421,7 +412,7 @@ fn dependents_build_from_their_base_artifact_under_buildkit() {
     // tools' artifact loses its only tag (a container keeps the image): the converge finds the
     // record's artifact gone from the target and rebuilds it (the engine's rule), and api, whose
     // input moved, is built FROM the new one — by its tag, nothing pulled.
-    let holder = format!("meshtop-test-holder-{}", std::process::id());
+    let holder = format!("{}-holder", mesh.name);
     docker_text(&["create", "--name", &holder, &tools_ref]);
     docker_text(&["rmi", "-f", &tools_ref]);
     std::fs::write(mesh.root().join("api/app.sh"), "#!/bin/sh\necho moved\n").unwrap();
@@ -456,7 +447,7 @@ struct Agent {
 impl Agent {
     fn start(dir: &Path) -> Agent {
         let socket = dir.join("agent.sock");
-        let comment = format!("meshtop-test-key-{}", std::process::id());
+        let comment = format!("meshtop-test-key-{}", common::run_id());
         let key = dir.join("key");
         let keygen = Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-C", &comment, "-f"])

@@ -33,9 +33,17 @@ fn a_daemon_that_goes_away_mid_converge_fails_the_running_builds_clearly() {
     let mut child = mesh.spawn_converge(&log, &[("DOCKER_HOST", &proxy.docker_host())]);
     let running = wait_for_running_build(&mesh, &mut child, &log);
     let operation_id = running.operation_id.clone().unwrap();
-    // Let the build reach the daemon, then the daemon goes away.
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(proxy.requests() > 0, "the converge went through the proxy");
+    // The build reaches the daemon, then the daemon goes away.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while proxy.builds() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no build request reached the daemon through the proxy ({} requests)",
+            proxy.requests()
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the converge ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     proxy.shut();
 
     let status = wait_exit(&mut child, Duration::from_secs(20), "the daemon going away");
@@ -112,4 +120,13 @@ fn the_daemon_proxy_counts_request_lines_at_line_starts() {
         2
     );
     assert_eq!(count_requests(b"body with GET /x inside"), 0);
+    use common::daemon_proxy::count_builds;
+    assert_eq!(
+        count_builds(b"POST /v1.41/build?t=x HTTP/1.1\r\n\r\nPOST /build?q=1 HTTP/1.1\r\n"),
+        2
+    );
+    assert_eq!(
+        count_builds(b"POST /v1.41/builder/prune HTTP/1.1\r\nGET /build?x HTTP/1.1\r\n"),
+        0
+    );
 }

@@ -15,7 +15,8 @@ use common::{example::require_docker, said};
 fn a_private_file_stays_private_in_the_image() {
     require_docker();
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("modes{}", std::process::id());
+    let name = format!("modes{}", common::run_id());
+    let _guard = common::DaemonGuard(name.clone());
     let context = dir.path().join("app");
     std::fs::create_dir_all(&context).unwrap();
     std::fs::write(
@@ -47,19 +48,7 @@ fn a_private_file_stays_private_in_the_image() {
         .args(["converge", "--json"])
         .output()
         .unwrap();
-    let cleanup = || {
-        let _ = Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "docker ps -aq --filter label=meshtop-test={name} | xargs -r docker rm -f; \
-                 docker images -q --filter label=jr2.dev/mesh={name} | xargs -r docker rmi -f"
-            ))
-            .output();
-    };
-    if !converge.status.success() {
-        cleanup();
-        panic!("{}", said(&converge));
-    }
+    assert!(converge.status.success(), "{}", said(&converge));
     let summary: serde_json::Value = serde_json::from_slice(&converge.stdout).unwrap();
     let image = summary["modules"][0]["digest"]
         .as_str()
@@ -100,7 +89,6 @@ fn a_private_file_stays_private_in_the_image() {
         "{:?}",
         entry.path()
     );
-    cleanup();
     assert_eq!(modes, [0o600, 0o750], "modes inside the image");
     assert_eq!(dir_mode, 0o700, "a 0700 directory inside the image");
 }

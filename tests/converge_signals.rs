@@ -5,33 +5,65 @@
 mod common;
 
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::{BuildRow, BuildStatus};
 
-/// Make the base's build slow: a step that sleeps (the base has busybox by then).
-pub fn slow_base(mesh: &ExampleMesh) -> String {
+/// Make the base's build slow: a step that sleeps (the base has busybox by then). The step's shell
+/// stays the sleep's parent (`; true` keeps it from exec'ing the sleep), so its command line, which
+/// carries the returned run id, names the step's process on this machine. Returns the original
+/// Dockerfile and the id.
+fn slow_base(mesh: &ExampleMesh) -> (String, String) {
     let file = mesh.root().join("base/Dockerfile");
     let original = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
-        &file,
-        format!("{original}{}", common::fresh_run("sleep 30")),
-    )
-    .unwrap();
-    original
+    let id = common::run_id();
+    std::fs::write(&file, format!("{original}RUN sleep 30; true # step {id}\n")).unwrap();
+    (original, id)
+}
+
+/// Processes of this machine whose command line holds `word` (BuildKit's step processes run in
+/// their own PID namespace, but the host's /proc lists them).
+fn processes_saying(word: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(line) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&line).replace('\0', " ");
+        if line.contains(word) {
+            found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// Wait until `ready` holds, checking every 100 ms; panics after `within`, saying `what`.
+fn wait_until(what: &str, within: Duration, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + within;
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
 fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     let mesh = ExampleMesh::new("sigint");
-    let original = slow_base(&mesh);
+    let (original, step) = slow_base(&mesh);
     let log = mesh.dir.path().join("converge.log");
     let mut child = mesh.spawn_converge(&log, &[]);
     let running = wait_for_running_build(&mesh, &mut child, &log);
     assert_eq!(running.module.as_deref(), Some("base"));
     let operation_id = running.operation_id.clone().unwrap();
+    // The step really runs: its process is seen on this machine (so the probe below can fail).
+    wait_until(
+        "the slow step's process appears",
+        Duration::from_secs(90),
+        || !processes_saying(&step).is_empty(),
+    );
+    let step_seen = Instant::now();
 
     let kill = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -43,6 +75,17 @@ fn ctrl_c_cancels_running_builds_stamps_nothing_and_releases_the_mesh() {
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("cancelled"), "{stderr}");
+    // BuildKit stopped the step: its process is gone well before its 30 s sleep would end it.
+    let left = Duration::from_secs(25).saturating_sub(step_seen.elapsed());
+    let deadline = Instant::now() + left;
+    while !processes_saying(&step).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the step still runs after the converge ended: {:?}",
+            processes_saying(&step)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     let history = StateDb::open(&mesh.state()).unwrap();
     let rows: Vec<BuildRow> = builds(&mesh)

@@ -32,7 +32,8 @@ fn build(dir: &std::path::Path, tag: &str, label: Option<&str>) {
 async fn listing_sees_only_labelled_images() {
     common::require_docker();
     let dir = tempfile::tempdir().unwrap();
-    let tag = format!("listing-{}", std::process::id());
+    let tag = format!("listing-{}", common::run_id());
+    let _guard = common::DaemonGuard(tag.clone());
     let labelled = format!("{tag}/labelled:1");
     let unlabelled = format!("{tag}/unlabelled:1");
     build(
@@ -44,16 +45,10 @@ async fn listing_sees_only_labelled_images() {
 
     let daemon = Daemon::connect().await.unwrap();
     let images = daemon.labelled_images().await.unwrap();
-    let cleanup = || {
-        let _ = Command::new("docker")
-            .args(["rmi", "-f", &labelled, &unlabelled])
-            .output();
-    };
     let tags: Vec<&String> = images.iter().flat_map(|i| &i.tags).collect();
     let seen_labelled = tags.iter().any(|t| **t == labelled);
     let seen_unlabelled = tags.iter().any(|t| **t == unlabelled);
     let label_ok = images.iter().all(|i| i.labels.contains_key(MODULE_LABEL));
-    cleanup();
     assert!(seen_labelled, "the labelled image is listed: {tags:?}");
     assert!(
         !seen_unlabelled,

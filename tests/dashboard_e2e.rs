@@ -7,8 +7,21 @@ mod common;
 
 use std::time::Duration;
 
+use common::ExampleMesh;
 use common::tmux::{Tmux, row};
-use common::{ExampleMesh, said};
+use meshtop::backends::state::StateDb;
+
+/// The mesh's operations (their ids), oldest first, as its events name them.
+fn operations(mesh: &ExampleMesh) -> Vec<String> {
+    let db = StateDb::open_for_reading(&mesh.state()).unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    for event in db.events_tail(&mesh.name, 100_000).unwrap() {
+        if !seen.contains(&event.operation_id) {
+            seen.push(event.operation_id);
+        }
+    }
+    seen
+}
 
 #[test]
 fn the_dashboard_converges_sends_and_quits_from_the_keyboard() {
@@ -52,6 +65,8 @@ fn the_dashboard_converges_sends_and_quits_from_the_keyboard() {
         .as_array()
         .unwrap()
         .len();
+    let operations_before = operations(&mesh);
+    assert!(!operations_before.is_empty(), "the converge was recorded");
     tmux.keys(&["f"]);
     tmux.wait_for("the force confirmation", Duration::from_secs(10), |s| {
         s.contains("[ Cancel ]")
@@ -64,17 +79,25 @@ fn the_dashboard_converges_sends_and_quits_from_the_keyboard() {
         !screen.contains('⟳'),
         "nothing runs after f + Esc:\n{screen}"
     );
-    std::thread::sleep(Duration::from_secs(2));
+
+    // s + confirm moves a held machine to current: a forced rebuild of api (policy record) holds it.
+    // That converge is the fence for f + Esc: it is the very next operation of the mesh (a force
+    // started by the dashboard would sit between, or hold the mesh's lock and fail this one), and
+    // it built api alone.
+    let forced = mesh.json(&["converge", "--force", "api", "--json"]);
+    let mut expected = operations_before.clone();
+    expected.push(forced["operation_id"].as_str().unwrap().to_string());
+    assert_eq!(operations(&mesh), expected, "f + Esc started nothing");
     let builds_after = mesh
         .json(&["builds", "--json", "--limit", "100"])
         .as_array()
         .unwrap()
         .len();
-    assert_eq!(builds_before, builds_after, "f + Esc built nothing");
-
-    // s + confirm moves a held machine to current: a forced rebuild of api (policy record) holds it.
-    let forced = mesh.meshtop(&["converge", "--force", "api"]);
-    assert!(forced.status.success(), "{}", said(&forced));
+    assert_eq!(
+        builds_after,
+        builds_before + 1,
+        "f + Esc built nothing; the forced converge built api"
+    );
     tmux.wait_for("api's machine held", long, |s| {
         row(s, "api").contains("held")
     });

@@ -105,7 +105,7 @@ fn the_end_of_a_followed_converge_asks_for_a_fresh_plan() {
     let mut state = running_state();
     let mut done = event(
         130,
-        meshtop::mesh::progress::Step::Finished,
+        finished(meshtop::mesh::progress::Outcome::Failed),
         None,
         "converge failed",
     );
@@ -248,11 +248,10 @@ fn a_new_operation_clears_an_earlier_notice() {
 /// `queued`; the modules it does not touch read `–`.
 #[test]
 fn a_send_from_another_terminal_reads_sending_then_sent() {
-    use meshtop::mesh::progress::Step;
     let mut state = demo_state();
     let mut events = vec![
-        event(300, Step::Started, None, "send of worker"),
-        event(301, Step::Send, Some("worker"), "worker-1: a → b"),
+        event(300, started(1), None, "send of worker"),
+        event(301, send("worker-1"), Some("worker"), "worker-1: a → b"),
     ];
     for e in &mut events {
         e.operation_id = "send-1".into();
@@ -271,7 +270,12 @@ fn a_send_from_another_terminal_reads_sending_then_sent() {
     );
     assert_eq!(decision(&state, "worker"), "sending 0/1");
     assert_eq!(decision(&state, "api"), "–");
-    let mut sent = event(302, Step::Sent, Some("worker"), "worker-1: moved");
+    let mut sent = event(
+        302,
+        meshtop::mesh::progress::Payload::sent("worker-1", true),
+        Some("worker"),
+        "worker-1: moved",
+    );
     sent.operation_id = "send-1".into();
     history.events = vec![sent];
     update(
@@ -325,6 +329,7 @@ fn a_history_answer_read_twice_shows_each_event_once() {
     let mut next = last.clone();
     next.id += 1;
     next.step = Step::Built;
+    next.payload = Some(built("demo/api:9a8b7c6d5e4f-amd64", "sha256:aaaa"));
     next.text = "built in 3s".into();
     later.events.push(next);
     update(

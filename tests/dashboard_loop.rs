@@ -44,6 +44,10 @@ impl OnDemand for Fake {
                 step: Step::Tier,
                 module: None,
                 text: "tier 0: base".into(),
+                payload: meshtop::mesh::progress::Payload::Tier {
+                    tier: 0,
+                    modules: vec!["base".into()],
+                },
             })
             .unwrap();
         Box::pin(async { Ok("done".to_string()) })
@@ -138,11 +142,25 @@ async fn the_loop_ends_with_its_event_stream() {
     let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(None),
     });
-    let mut terminal = Terminal::new(TestBackend::new(40, 10)).unwrap();
+    let mut terminal = Terminal::new(TestBackend::new(60, 10)).unwrap();
     let events = futures_util::stream::iter(Vec::<color_eyre::Result<Event>>::new()).boxed();
-    run_loop(&mut terminal, state, Vec::new(), backend, events, None)
-        .await
-        .unwrap();
+    // No key, no source: the stream's end alone ends the loop (a loop that waited on would hang
+    // here until the timeout), after one drawn frame.
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        run_loop(&mut terminal, state, Vec::new(), backend, events, None),
+    )
+    .await
+    .expect("the loop ends when its event stream ends")
+    .unwrap();
+    let screen: String = terminal
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    assert!(screen.contains("meshtop · demo"), "{screen}");
 }
 
 /// `x` opens the gc view: the loop asks the backend for it (Effect::FetchView), the answer comes

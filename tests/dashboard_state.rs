@@ -14,7 +14,7 @@ use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
 use meshtop::mesh::behind::MachineState;
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::Target;
-use meshtop::mesh::progress::Step;
+use meshtop::mesh::progress::{Outcome, Step};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn key(state: &mut AppState, code: KeyCode) -> Vec<Effect> {
@@ -341,12 +341,7 @@ fn converge_pane_follows_events_and_switches_converges() {
         "every step but the queued ones (those are the table's) is a line"
     );
     assert_eq!(state.poll_params().events_after, 15);
-    let mut next = event(
-        20,
-        meshtop::mesh::progress::Step::Tier,
-        None,
-        "tier 0: base",
-    );
+    let mut next = event(20, tier(0, &["base"]), None, "tier 0: base");
     next.operation_id = "9f00".into();
     next.operation = Some(5);
     next.operation_kind = Some("rollback".into());
@@ -527,10 +522,19 @@ fn readonly_has_no_actions_and_says_so() {
 
 /// A later operation of the mesh, from another process, with its short id.
 fn other_converge(first_id: i64, uuid: &str, number: i64, last: &str) -> Msg {
+    let outcome = match last {
+        "converge succeeded" => Outcome::Succeeded,
+        _ => Outcome::Failed,
+    };
     let mut events = vec![
-        event(first_id, Step::Started, None, "converge of 5 module(s)"),
-        event(first_id + 1, Step::Failed, Some("api"), "step 3/5: exit 3"),
-        event(first_id + 2, Step::Finished, None, last),
+        event(first_id, started(5), None, "converge of 5 module(s)"),
+        event(
+            first_id + 1,
+            failed("step 3/5: exit 3"),
+            Some("api"),
+            "step 3/5: exit 3",
+        ),
+        event(first_id + 2, finished(outcome), None, last),
     ];
     for e in &mut events {
         e.operation_id = uuid.into();
@@ -628,6 +632,7 @@ fn builder_output_never_becomes_the_notice() {
             step: Step::Output,
             module: Some("api".into()),
             text: "---> Running in 997ef2f20ecc".into(),
+            payload: meshtop::mesh::progress::Payload::output("---> Running in 997ef2f20ecc"),
         }),
     );
     assert!(state.notice.is_none(), "{:?}", state.notice);
@@ -867,4 +872,138 @@ fn the_age_an_equal_poll_restarted_is_drawn_at_the_next_tick() {
     assert!(!state.dirty, "nothing on screen moved");
     update(&mut state, Msg::Tick(NOW + 2000));
     assert!(state.dirty, "a second on: `plan 1s`");
+}
+
+/// Another process's rollback or gc, ended as `outcome` with its own last line.
+fn other_operation(kind: &str, number: i64, outcome: Outcome, last: &str) -> Msg {
+    let uuid = format!("01a22df9-{number:04}");
+    let mut events = vec![
+        event(500, started(1), None, &format!("{kind} of api")),
+        event(501, send("api-1"), Some("api"), "api-1: a → b"),
+        event(
+            502,
+            meshtop::mesh::progress::Payload::sent("api-1", outcome == Outcome::Succeeded),
+            Some("api"),
+            "api-1: moved",
+        ),
+        event(503, finished(outcome), None, last),
+    ];
+    for e in &mut events {
+        e.operation_id = uuid.clone();
+        e.operation = Some(number);
+        e.operation_kind = Some(kind.into());
+        // Long after the start: a followed operation that ran long rings the bell, whatever its
+        // end; these are quick.
+        e.at_ms = NOW - 1_000 + e.id;
+    }
+    let snapshot = StateSnapshot {
+        events,
+        latest_operation: Some(uuid),
+        ..demo_history()
+    };
+    polled(SourceId::State, 0, SourceData::State(Box::new(snapshot)))
+}
+
+/// A rollback's last line ends in its pin, a gc's in the bytes it freed: one that did all it was
+/// asked is no error and rings no bell (it rang, red, while the notice read how the line ended).
+#[test]
+fn a_rollback_or_gc_that_succeeded_is_no_error_and_rings_no_bell() {
+    let succeeded = [
+        (
+            "rollback",
+            "rollback: rolled back api to demo/api:1@aaaaaaaaaaaa (#3): 1/1 machine(s) moved; \
+             pinned until api's own inputs change",
+        ),
+        ("gc", "gc: 2 taken, 2048 bytes freed"),
+        ("unpin", "unpin: unpinned api"),
+    ];
+    for (number, (kind, last)) in (60..).zip(succeeded) {
+        let mut state = demo_state();
+        let effects = update(
+            &mut state,
+            other_operation(kind, number, Outcome::Succeeded, last),
+        );
+        assert!(
+            !effects.iter().any(|e| matches!(e, Effect::Bell(_))),
+            "{kind}: {effects:?}"
+        );
+        let notice = state.notice.clone().unwrap();
+        assert!(!notice.error, "{kind}: {notice:?}");
+        assert_eq!(notice.text, format!("#{number} {last}"));
+    }
+    // The same words, failed: red, and the bell.
+    let mut state = demo_state();
+    let last = "rollback: rolled back api to demo/api:1@aaaaaaaaaaaa (#3): 0/1 machine(s) moved";
+    let effects = update(
+        &mut state,
+        other_operation("rollback", 70, Outcome::Failed, last),
+    );
+    assert!(
+        effects.contains(&Effect::Bell(format!("#70 {last}"))),
+        "{effects:?}"
+    );
+    assert!(state.notice.unwrap().error);
+}
+
+/// Every step's text said otherwise: the table, the header and the notice judge the same (the
+/// words are for people; what the screen says of an operation is its steps' data).
+#[test]
+fn reworded_steps_judge_the_same_on_screen() {
+    let reworded = |mut history: StateSnapshot| {
+        for e in &mut history.events {
+            e.text = format!("«{}»", e.text.to_uppercase());
+        }
+        history
+    };
+    let follow = |history: StateSnapshot| {
+        let mut state = empty_state(&demo_mesh(Target::Docker), false);
+        update(
+            &mut state,
+            polled(SourceId::State, 0, SourceData::State(Box::new(history))),
+        );
+        state
+    };
+    for history in [demo_history(), running_history()] {
+        let said = follow(history.clone());
+        let otherwise = follow(reworded(history));
+        let walked = said.operation.live.as_ref().map(|live| live.modules.len());
+        assert_eq!(walked, Some(3), "the operation was folded");
+        assert_eq!(otherwise.operation.live, said.operation.live);
+        assert_eq!(
+            otherwise.notice.as_ref().map(|n| n.error),
+            said.notice.as_ref().map(|n| n.error)
+        );
+        let cell = |state: &AppState, module| {
+            let palette = meshtop::widgets::Palette { no_color: true };
+            meshtop::widgets::modules::decision_cell(state, module, palette).0
+        };
+        for module in ["base", "api", "worker"] {
+            assert_eq!(cell(&otherwise, module), cell(&said, module), "{module}");
+        }
+        assert_eq!(
+            meshtop::widgets::header::operation_text(&otherwise).map(|(_, gone)| gone),
+            meshtop::widgets::header::operation_text(&said).map(|(_, gone)| gone)
+        );
+    }
+    // A last line that says the opposite of what happened changes nothing either.
+    for (outcome, last) in [
+        (Outcome::Succeeded, "rollback failed"),
+        (Outcome::Failed, "rollback succeeded"),
+    ] {
+        let mut said = demo_state();
+        let mut otherwise = demo_state();
+        let effects = update(
+            &mut said,
+            other_operation("rollback", 80, outcome, "rolled back"),
+        );
+        let again = update(
+            &mut otherwise,
+            other_operation("rollback", 80, outcome, last),
+        );
+        assert_eq!(
+            effects.iter().any(|e| matches!(e, Effect::Bell(_))),
+            again.iter().any(|e| matches!(e, Effect::Bell(_)))
+        );
+        assert_eq!(said.notice.unwrap().error, otherwise.notice.unwrap().error);
+    }
 }

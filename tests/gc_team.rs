@@ -177,6 +177,80 @@ async fn the_manifest_a_pod_runs_survives_gc() {
     assert_eq!(present(&path, &v2_manifest).await, None, "{gc}");
 }
 
+/// Pods lag the template (issue 31): web's v2 is sent but its pods are never scheduled, so the
+/// Deployment's template names v2 while its pods still run v1 (maxUnavailable 0 keeps them); then web
+/// records v3. gc keeps v1 because the pods run it and v2 because the template names it (the next pod
+/// pulls it) — on the old test server pods always ran what the template named, so "kept as running"
+/// could not be told from "kept as named". Before the fix gc kept what pods ran only and deleted v2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_keeps_what_lagging_pods_run_and_what_their_template_names() {
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("gclag", &api, true, "test-ctx", "");
+    k.deploy(
+        &api,
+        "web",
+        &format!("{REGISTRY}/{}/web:old", k.name()),
+        &old_id(1),
+    );
+    let (first, stderr) = k.json(&["converge", "--json"]).await;
+    assert_eq!(first["stamped"], true, "{first}\n{stderr}");
+    let v1_image = k.image(&api, "web");
+    let (_, v1_manifest) = v1_image.split_once('@').unwrap();
+    let path = path_of(&v1_image);
+
+    // From now on no new pod of web is scheduled, and the roll-out's deadline has passed.
+    api.pods_of_image(
+        &format!("{REGISTRY}/{}/web@", k.name()),
+        common::kube_controllers::Fate::Unschedulable(
+            "0/1 nodes are available: 1 Insufficient cpu.".into(),
+        ),
+    );
+    api.pass_progress_deadline("deployments", &k.namespace, "web-1");
+    std::fs::write(k.mesh.root().join("web/www/version.txt"), "two").unwrap();
+    let sent = k.run(&["converge", "--json"]).await;
+    assert_ne!(
+        sent.status.code(),
+        Some(0),
+        "the roll-out cannot finish: {}",
+        said(&sent)
+    );
+    let v2_image = k.image(&api, "web");
+    assert_ne!(v2_image, v1_image, "the template names v2");
+    let (_, v2_manifest) = v2_image.split_once('@').unwrap();
+    let (status, _) = k.json(&["status", "--json"]).await;
+    assert_eq!(
+        status[0]["running"],
+        json!([v1_manifest]),
+        "the pods run v1: {status}"
+    );
+
+    // web records v3 (policy record: nothing is sent).
+    let file = k.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"rollout\"",
+        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"record\"",
+    );
+    std::fs::write(&file, text).unwrap();
+    let v3 = change_web(&k, "three").await;
+    assert_eq!(k.image(&api, "web"), v2_image);
+
+    let (gc, stderr) = k
+        .json(&["gc", "--keep", "1", "--yes", "--grace", "0s", "--json"])
+        .await;
+    assert!(
+        present(&path, v1_manifest).await.is_some(),
+        "the manifest the pods run was deleted: {gc}\n{stderr}"
+    );
+    assert!(
+        present(&path, v2_manifest).await.is_some(),
+        "the manifest the template names was deleted: {gc}\n{stderr}"
+    );
+    assert!(gc["kept_by"]["running"].as_u64().unwrap() >= 2, "{gc}");
+    let (_, v3_manifest) = published(&k, &v3).await;
+    assert!(present(&path, &v3_manifest).await.is_some(), "{gc}");
+}
+
 /// `PUT /v2/<path>/manifests/<tag>` with the bytes of the manifest `digest`: a tag made by hand.
 async fn tag_by_hand(path: &str, digest: &str, tag: &str) {
     let http = reqwest::Client::new();
@@ -309,21 +383,25 @@ async fn a_build_within_the_grace_is_kept_and_named_so() {
 }
 
 /// Issue 19, item 4: every delete is made only while gc still holds the mesh, checked just before
-/// it. A teammate takes the mesh's Lease while gc deletes its first manifest (as `kubectl` and a
-/// converge on another machine would): nothing more is deleted, and gc says why.
+/// it. Three candidates; a teammate takes the mesh's Lease as gc's second delete reaches the registry
+/// (as `kubectl` and a converge on another machine would): the first two are deleted, the third — which
+/// a gc checking the lease once, before its first delete, would also delete — is not, and gc says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gc_that_loses_the_lease_deletes_nothing_more() {
     common::local_registry::require_registry().await;
     let api = Arc::new(KubeApi::start().await);
     let place: Arc<OnceLock<(String, String)>> = Arc::default();
     let fired = Arc::new(AtomicBool::new(false));
+    let deletes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let hook = {
-        let (api, place, fired) = (api.clone(), place.clone(), fired.clone());
+        let (api, place, fired, deletes) =
+            (api.clone(), place.clone(), fired.clone(), deletes.clone());
         Arc::new(move || {
             let Some((namespace, mesh)) = place.get() else {
                 return;
             };
-            if fired.swap(true, Ordering::SeqCst) {
+            // The first delete goes through untouched; the teammate takes the mesh at the second.
+            if deletes.fetch_add(1, Ordering::SeqCst) != 1 || fired.swap(true, Ordering::SeqCst) {
                 return;
             }
             let name = lease_name(mesh);
@@ -347,7 +425,7 @@ async fn a_gc_that_loses_the_lease_deletes_nothing_more() {
     let proxy = RegistryProxy::open(hook).await;
     let k = KubeMesh::new("gclost", &api, true, "test-ctx", "").through(&proxy);
     k.json(&["converge", "--json"]).await;
-    for text in ["two", "three"] {
+    for text in ["two", "three", "four"] {
         change_web(&k, text).await;
     }
     place
@@ -360,19 +438,25 @@ async fn a_gc_that_loses_the_lease_deletes_nothing_more() {
     assert_eq!(swept.status.code(), Some(1), "{}", said(&swept));
     assert!(
         fired.load(Ordering::SeqCst),
-        "no manifest delete reached the registry"
+        "no second manifest delete reached the registry"
+    );
+    assert_eq!(
+        deletes.load(Ordering::SeqCst),
+        2,
+        "only two deletes were sent"
     );
     let report: Value = serde_json::from_slice(&swept.stdout).unwrap();
     let manifests = with_kind(&report, "candidates", "manifest");
-    assert_eq!(manifests.len(), 2, "{report}");
+    assert_eq!(manifests.len(), 3, "{report}");
     assert_eq!(manifests[0]["outcome"], "deleted", "{report}");
-    let refused = manifests[1]["outcome"].as_str().unwrap();
+    assert_eq!(manifests[1]["outcome"], "deleted", "{report}");
+    let refused = manifests[2]["outcome"].as_str().unwrap();
     assert!(
         refused.starts_with("failed: not taken") && refused.contains("teammate-host"),
         "{refused}"
     );
     // The one not taken is still in the registry (asked through the proxy's upstream).
-    let (path, digest) = manifests[1]["name"]
+    let (path, digest) = manifests[2]["name"]
         .as_str()
         .unwrap()
         .split_once('@')

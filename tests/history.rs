@@ -10,7 +10,7 @@ use common::history::{new_build, temp_db};
 use meshtop::backends::state::{EventRow, NewEvent, SCHEMA_VERSION, SendRow, StateDb, StateError};
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::{Record, RecordEntry};
-use meshtop::mesh::progress::Step;
+use meshtop::mesh::progress::{Payload, Step};
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -410,8 +410,18 @@ fn events_are_read_in_order_after_a_cursor_from_another_handle() {
         kind: kind.into(),
         module: Some("api".into()),
         text: text.into(),
+        payload: None,
     };
-    let first = writer.append_event(&event("c1", "tier", "tier 0")).unwrap();
+    let tier = Payload::Tier {
+        tier: 0,
+        modules: vec!["api".into()],
+    };
+    let first = writer
+        .append_event(&NewEvent {
+            payload: Some(tier.clone()),
+            ..event("c1", "tier", "tier 0")
+        })
+        .unwrap();
     writer
         .append_event(&NewEvent {
             mesh: "other".into(),
@@ -435,6 +445,22 @@ fn events_are_read_in_order_after_a_cursor_from_another_handle() {
     assert_eq!(after[0].step, Step::Output);
     // A step this meshtop does not know reads, it is not an error.
     assert_eq!(all[2].step, Step::Other);
+    // Its data reads back as written, beside its text; a step without data has none.
+    assert_eq!(all[0].payload, Some(tier));
+    assert_eq!(all[1].payload, None);
+    // Data of a shape this meshtop does not know (a newer one wrote it): the step still reads.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE events SET payload = '{\"step\":\"teleported\",\"to\":1}' WHERE id = ?1",
+            [first],
+        )
+        .unwrap();
+    let again = reader.events_after("demo", 0, 1).unwrap();
+    assert_eq!(
+        (again[0].text.as_str(), &again[0].payload),
+        ("tier 0", &None)
+    );
     assert_eq!(after[0].operation_id, "c1");
     assert!(reader.events_after("demo", third, 10).unwrap().is_empty());
     assert_eq!(

@@ -197,8 +197,9 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         kind: kind.into(),
         module: None,
         text: format!("{kind} text"),
+        payload: None,
     };
-    a.finish_converge(
+    a.finish_operation(
         &[event("stamped"), event("finished")],
         "demo",
         "default",
@@ -218,7 +219,7 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         b.lock_mesh("demo", "default", &Holder::here("c2")).unwrap(),
         Ok(())
     );
-    a.finish_converge(&[event("finished")], "demo", "default", "c1")
+    a.finish_operation(&[event("finished")], "demo", "default", "c1")
         .unwrap();
     assert_eq!(
         b.mesh_holder("demo", "default")
@@ -238,6 +239,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         kind: "decided".into(),
         module: Some(format!("m{i}")),
         text: "record".into(),
+        payload: None,
     };
     let count = |h: &StateDb| h.events_after("demo", 0, usize::MAX).unwrap().len() as i64;
     // Just under the batch: nothing is pruned.
@@ -247,7 +249,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         a.lock_mesh("demo", "default", &Holder::here("c1")).unwrap(),
         Ok(())
     );
-    a.finish_converge(&[event(-1)], "demo", "default", "c1")
+    a.finish_operation(&[event(-1)], "demo", "default", "c1")
         .unwrap();
     assert_eq!(count(&a), KEEP_EVENTS + PRUNE_BATCH - 1);
     // One more converge crosses it: the newest KEEP_EVENTS stay, the newest of all among them.
@@ -261,7 +263,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         module: None,
         ..event(0)
     };
-    a.finish_converge(&[event(-2), last], "demo", "default", "c2")
+    a.finish_operation(&[event(-2), last], "demo", "default", "c2")
         .unwrap();
     let kept = a.events_after("demo", 0, usize::MAX).unwrap();
     assert_eq!(kept.len() as i64, KEEP_EVENTS);

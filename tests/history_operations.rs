@@ -63,6 +63,7 @@ fn events_carry_their_operation_short_id() {
                 kind: "started".into(),
                 module: None,
                 text: text.into(),
+                payload: None,
             })
             .unwrap();
     }

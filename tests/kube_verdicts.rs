@@ -359,7 +359,7 @@ async fn a_paused_deployment_is_patched_and_said_at_once_not_waited_on() {
     api.settle("deployments", &k.namespace, "web-1");
     assert_eq!(api.all("replicasets", &k.namespace).len(), 1);
     let deployment = k.deployment(&api, "web-1");
-    let progressing = &deployment["status"]["conditions"][0];
+    let progressing = common::kube_controllers::condition(&deployment["status"], "Progressing");
     assert_eq!(
         (&progressing["status"], &progressing["reason"]),
         (&json!("Unknown"), &json!("DeploymentPaused")),

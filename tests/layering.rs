@@ -120,6 +120,10 @@ const ROOMS: &[Room] = &[
                 "console::strip_ansi_codes",
                 "hex",
                 "sha2",
+                // The cosign format (mesh/cosign.rs): signatures and their JSON are computed, not fetched.
+                "base64",
+                "p256",
+                "serde_json",
                 "crate::timefmt::age_since",
             ],
         ],

@@ -24,7 +24,8 @@ fn meshtop(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 fn a_context_holding_the_state_database_is_refused_before_any_build() {
     require_docker();
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("own{}", std::process::id());
+    let name = format!("own{}", common::run_id());
+    let _guard = common::DaemonGuard(name.clone());
     std::fs::write(
         dir.path().join("mesh.toml"),
         format!(
@@ -59,12 +60,6 @@ fn a_context_holding_the_state_database_is_refused_before_any_build() {
     // The fix the message gives works.
     std::fs::write(dir.path().join(".dockerignore"), "state.db*\n").unwrap();
     let converged = meshtop(dir.path(), &["converge"]);
-    let _ = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "docker images -q --filter label=jr2.dev/mesh={name} | xargs -r docker rmi -f"
-        ))
-        .output();
     assert!(converged.status.success(), "{}", said(&converged));
 }
 
@@ -76,7 +71,8 @@ fn a_context_holding_the_log_file_is_refused_before_any_build() {
     require_docker();
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let name = format!("ownlog{}", std::process::id());
+    let name = format!("ownlog{}", common::run_id());
+    let _guard = common::DaemonGuard(name.clone());
     std::fs::write(
         dir.path().join("mesh.toml"),
         format!(
@@ -127,11 +123,5 @@ fn a_context_holding_the_log_file_is_refused_before_any_build() {
     )
     .unwrap();
     let converged = run(&["converge"]);
-    let _ = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "docker images -q --filter label=jr2.dev/mesh={name} | xargs -r docker rmi -f"
-        ))
-        .output();
     assert!(converged.status.success(), "{}", said(&converged));
 }

@@ -57,6 +57,7 @@ fn plan_json_has_three_tiers_and_a_decision_for_every_module() {
         assert_eq!(dependent["decision"], "build");
     }
     let forced = mesh.json(&["plan", "--json", "--force"]);
+    assert_eq!(forced["modules"].as_array().unwrap().len(), 5, "{forced}");
     assert!(
         forced["modules"]
             .as_array()

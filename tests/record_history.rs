@@ -40,11 +40,13 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
         root: "/nonexistent".into(),
         registry: None,
         publish: false,
+        signing: Default::default(),
         targets: meshtop::mesh::model::single_target(target),
         environments: Vec::new(),
         modules: Vec::new(),
         machines: Vec::new(),
         rollout_deadline: None,
+        builders: Vec::new(),
     }
 }
 

@@ -11,7 +11,8 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use common::local_registry::{LOCAL, docker, registry, require_registry};
 use meshtop::backends::credentials::{Credentials, from_config_dir};
-use meshtop::backends::registry::{Published, RegistryClient, RegistryError, push_image};
+use meshtop::backends::daemon::push::push_image;
+use meshtop::backends::registry::{Published, RegistryClient, RegistryError};
 use meshtop::mesh::model::Registry;
 
 #[tokio::test]
@@ -203,6 +204,7 @@ async fn bearer_tokens_come_from_the_challenge_realm_and_are_reused() {
         seen.token_queries,
         vec!["service=fake&scope=repository%3Aa%2Fb%3Apull".to_string()]
     );
+    assert!(!seen.accepts.is_empty(), "the manifests were asked for");
     assert!(
         seen.accepts
             .iter()

@@ -8,7 +8,8 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use common::local_registry::{LOCAL, docker, registry, require_registry};
-use meshtop::backends::registry::{Deleted, Published, RegistryClient, push_image};
+use meshtop::backends::daemon::push::push_image;
+use meshtop::backends::registry::{Deleted, Published, RegistryClient};
 
 #[tokio::test]
 async fn a_pushed_manifest_is_deleted_by_digest_and_then_absent() {

@@ -66,6 +66,31 @@ fn meshtop_in(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serde_json::Va
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// [`meshtop_in`] off the runtime's threads: the test's registry front answers meanwhile.
+async fn meshtop_beside(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serde_json::Value {
+    let (mesh_file, state) = (mesh.mesh_file(), state.to_path_buf());
+    let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_meshtop"))
+            .arg("--mesh")
+            .arg(mesh_file)
+            .arg("--state")
+            .arg(state)
+            .args(&owned)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "meshtop {args:?} failed ({:?}):\n{}",
+        output.status.code(),
+        said(&output)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn plan_decisions(plan: &serde_json::Value) -> BTreeMap<String, (String, String)> {
     plan["modules"]
         .as_array()
@@ -86,9 +111,12 @@ fn plan_decisions(plan: &serde_json::Value) -> BTreeMap<String, (String, String)
 #[tokio::test(flavor = "multi_thread")]
 async fn ci_publishes_and_a_clean_machine_converges_with_zero_builds_on_the_same_artifacts() {
     require_registry().await;
-    let mesh = mesh_with_registry("rvci", LOCAL);
+    // The real registry through a front that counts what it is asked.
+    let registry = StoppableRegistry::start().await;
+    let mesh = mesh_with_registry("rvci", &registry.host);
     // CI: every module built and published.
-    let ci = meshtop_in(&mesh, &mesh.state(), &["converge", "--publish", "--json"]);
+    let ci = meshtop_beside(&mesh, &mesh.state(), &["converge", "--publish", "--json"]).await;
+    assert_eq!(decisions(&ci).len(), 5, "{ci}");
     assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
     let built = artifacts(&ci);
     let published: Vec<_> = builds(&mesh)
@@ -102,18 +130,29 @@ async fn ci_publishes_and_a_clean_machine_converges_with_zero_builds_on_the_same
     // A clean machine: none of the mesh's containers or images, a fresh state file.
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
-    let plan = meshtop_in(&mesh, &fresh, &["plan", "--json"]);
-    for (module, (decision, reason)) in plan_decisions(&plan) {
+    let plan = meshtop_beside(&mesh, &fresh, &["plan", "--json"]).await;
+    let planned = plan_decisions(&plan);
+    assert_eq!(planned.len(), 5, "{plan}");
+    for (module, (decision, reason)) in planned {
         assert_eq!(decision, "registry", "{module}: {reason}");
         assert!(
-            reason.contains(&format!("registry {LOCAL} holds manifest sha256:")),
+            reason.contains(&format!(
+                "registry {} holds manifest sha256:",
+                registry.host
+            )),
             "{module}: {reason}"
         );
     }
-    let clean = meshtop_in(&mesh, &fresh, &["converge", "--json"]);
+    let asked = registry.seen();
+    let clean = meshtop_beside(&mesh, &fresh, &["converge", "--json"]).await;
+    assert_eq!(decisions(&clean).len(), 5, "{clean}");
     assert!(
         decisions(&clean).values().all(|d| d == "registry"),
         "{clean}"
+    );
+    assert!(
+        registry.seen() > asked,
+        "the clean machine asked the registry (the count below can fail)"
     );
     assert_eq!(artifacts(&clean), built, "the artifacts CI built");
     let state = meshtop::backends::state::StateDb::open(&fresh).unwrap();
@@ -134,8 +173,15 @@ async fn ci_publishes_and_a_clean_machine_converges_with_zero_builds_on_the_same
         "the same image ids"
     );
     // The next converge: the record answers, the registry is not asked (nothing to decide).
-    let again = meshtop_in(&mesh, &fresh, &["converge", "--json"]);
+    let before = registry.seen();
+    let again = meshtop_beside(&mesh, &fresh, &["converge", "--json"]).await;
+    assert_eq!(decisions(&again).len(), 5, "{again}");
     assert!(decisions(&again).values().all(|d| d == "record"), "{again}");
+    assert_eq!(
+        registry.seen(),
+        before,
+        "the registry is not asked when the record answers"
+    );
 }
 
 /// Push an image FROM scratch under `reference` with `labels` (docker build --label).
@@ -211,7 +257,8 @@ async fn a_registry_stopped_mid_plan_makes_the_modules_build_exit_0_with_the_war
     require_registry().await;
     let registry = StoppableRegistry::start().await;
     let mesh = mesh_with_registry("rvstop", &registry.host);
-    let ci = meshtop_in(&mesh, &mesh.state(), &["converge", "--publish", "--json"]);
+    let ci = meshtop_beside(&mesh, &mesh.state(), &["converge", "--publish", "--json"]).await;
+    assert_eq!(decisions(&ci).len(), 5, "{ci}");
     assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
     // A steady converge the record answers makes zero registry calls.
     let before = registry.seen();
@@ -232,6 +279,7 @@ async fn a_registry_stopped_mid_plan_makes_the_modules_build_exit_0_with_the_war
     };
     assert!(steady.status.success(), "{}", said(&steady));
     let steady: serde_json::Value = serde_json::from_slice(&steady.stdout).unwrap();
+    assert_eq!(decisions(&steady).len(), 5, "{steady}");
     assert!(
         decisions(&steady).values().all(|d| d == "record"),
         "{steady}"
@@ -265,6 +313,7 @@ async fn a_registry_stopped_mid_plan_makes_the_modules_build_exit_0_with_the_war
     assert_eq!(output.status.code(), Some(0), "{}", said(&output));
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     // Base: answered, then its pull failed (the registry had stopped): built instead.
+    assert_eq!(decisions(&summary).len(), 5, "{summary}");
     for (module, decision) in decisions(&summary) {
         assert_eq!(decision, "build", "{module}: {summary}");
     }

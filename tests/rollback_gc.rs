@@ -354,6 +354,10 @@ fn gc_keeps_the_base_a_kept_artifact_was_built_from_and_removes_dependents_first
     assert!(image_present(&bases[1]), "base three is the record's");
     let report: Value = serde_json::from_slice(&swept.stdout).unwrap();
     assert!(
+        !report["candidates"].as_array().unwrap().is_empty(),
+        "base two was a candidate: {report}"
+    );
+    assert!(
         report["candidates"]
             .as_array()
             .unwrap()

@@ -8,16 +8,9 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ExampleMesh, said};
-
-fn tmux(args: &[&str]) -> String {
-    let out = Command::new("tmux")
-        .args(args)
-        .output()
-        .expect("this test needs tmux (apt-get install tmux; scripts/test.sh installs it)");
-    assert!(out.status.success(), "tmux {args:?}: {}", said(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::tmux::Tmux;
+use common::{ExampleMesh, read_in_image, said};
+use meshtop::backends::state::StateDb;
 
 /// The REF cell of `module`'s row: the first word that names the mesh's repository of it.
 fn ref_on_screen(screen: &str, repository: &str) -> Option<String> {
@@ -30,47 +23,11 @@ fn ref_on_screen(screen: &str, repository: &str) -> Option<String> {
 #[test]
 fn a_save_changes_the_modules_row_with_no_key_pressed() {
     let mesh = ExampleMesh::new("watchdash");
-    let session = format!("meshtop-watch-{}", std::process::id());
-    let command = format!(
-        "{} --mesh {} --state {}",
-        env!("CARGO_BIN_EXE_meshtop"),
-        mesh.mesh_file().display(),
-        mesh.state().display()
-    );
-    tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "160",
-        "-y",
-        "40",
-        &command,
-    ]);
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = Command::new("tmux")
-                .args(["kill-session", "-t", &self.0])
-                .status();
-        }
-    }
-    let _kill = Kill(session.clone());
+    let tmux = Tmux::start(&mesh);
+    tmux.resize(160, 40);
     let repository = format!("{}/base:", mesh.name);
     let wait = |what: &str, limit: Duration, ready: &dyn Fn(&str) -> bool| -> String {
-        let start = Instant::now();
-        loop {
-            let screen = tmux(&["capture-pane", "-p", "-t", &session]);
-            if ready(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "no {what} after {limit:?}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        tmux.wait_quietly(what, limit, ready)
     };
     let screen = wait("plan on screen", Duration::from_secs(60), &|s| {
         ref_on_screen(s, &repository).is_some()
@@ -79,7 +36,7 @@ fn a_save_changes_the_modules_row_with_no_key_pressed() {
     // No key is pressed from here on: only the watcher can make the plan run again this soon
     // (the timed plan poll comes once a minute).
     std::fs::write(mesh.root().join("base/saved.txt"), "a save\n").unwrap();
-    let screen = wait("new ref for base", Duration::from_secs(20), &|s| {
+    let screen = wait("new ref for base", Duration::from_secs(40), &|s| {
         ref_on_screen(s, &repository).is_some_and(|r| r != before)
     });
     assert!(
@@ -158,7 +115,7 @@ fn the_watch_loop_converges_once_per_quiet_period() {
     }
     let mut child = Stop(child);
 
-    // A burst of saves, closer together than the quiet period: one converge.
+    // A burst of saves, closer together than the quiet period: one converge, of the last save.
     let page = mesh.root().join("web/www/index.html");
     for i in 0..5 {
         std::fs::write(&page, format!("<p>save {i}</p>\n")).unwrap();
@@ -170,34 +127,52 @@ fn the_watch_loop_converges_once_per_quiet_period() {
         || converges(&out) >= 1,
         &err,
     );
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(
-        converges(&out),
-        1,
-        "{}",
-        std::fs::read_to_string(&out).unwrap()
-    );
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(
         text.contains(" succeeded"),
         "{text}\n{}",
         std::fs::read_to_string(&err).unwrap()
     );
+    // A burst split in two would have converged an earlier save first.
+    assert_eq!(recorded_page(&mesh), "<p>save 4</p>", "{text}");
 
-    // A file in another module's context is not watched: nothing runs.
+    // A file in another module's context is not watched: nothing runs for it.
     std::fs::write(mesh.root().join("api/other.txt"), "x").unwrap();
     // One more save: one more converge.
     std::fs::write(&page, "<p>last</p>\n").unwrap();
     wait_until(
-        "a second converge",
+        "the converge of the last save",
         Duration::from_secs(180),
-        || converges(&out) >= 2,
+        || converges(&out) >= 2 && recorded_page(&mesh) == "<p>last</p>",
         &err,
     );
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(converges(&out), 2);
+    // The watch works one burst after another: every converge before the last save's is printed
+    // before it, so these counts are final, with no sleep standing for "nothing else ran".
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(converges(&out), 2, "{text}");
+    let bursts: Vec<String> = std::fs::read_to_string(&err)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("meshtop: inputs changed:"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        bursts, ["meshtop: inputs changed: web"; 2],
+        "one burst per quiet period, api's file never seen"
+    );
     assert!(
         child.0.try_wait().unwrap().is_none(),
         "the watch keeps running"
     );
+}
+
+/// What web's recorded artifact serves (its index page, read from the image); empty before any.
+fn recorded_page(mesh: &ExampleMesh) -> String {
+    let record = StateDb::open(&mesh.state())
+        .and_then(|db| db.record(&mesh.name, "default"))
+        .unwrap_or_default();
+    record
+        .get("web")
+        .map(|web| read_in_image(&web.digest, "/www/index.html"))
+        .unwrap_or_default()
 }

@@ -1,7 +1,7 @@
 //! The notice follows the newest operation of the mesh, from any process: its start, then its end
 //! by its short id (`#42 converge failed`); a followed operation that fails or ran long rings the bell.
 
-use crate::mesh::progress::{EventRow, Step, operation_label};
+use crate::mesh::progress::{EventRow, Outcome, Payload, Step, operation_label};
 
 use super::msg::Effect;
 use super::state::{AppState, Notice};
@@ -23,8 +23,9 @@ pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> V
         state.dirty = true;
         return Vec::new();
     }
+    // The notice says the operation's last word; whether it is an error is the step's data.
     let text = format!("{label} {}", event.text);
-    let error = !finished_well(&event.text);
+    let error = ended_badly(event);
     // A followed operation (not the one read at start-up) that fails or ran long rings the bell.
     let long = event.at_ms - started_ms > LONG_OPERATION_MS;
     let ring = state.bell && live && event.step == Step::Finished && (error || long);
@@ -45,14 +46,12 @@ pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> V
 /// An operation that ran longer than this rings the bell when it finishes.
 pub const LONG_OPERATION_MS: i64 = 30_000;
 
-/// Whether an operation's last word says it went well: `converge succeeded`, or a send that moved
-/// every machine (`send: 2/2 machine(s) moved`).
-fn finished_well(text: &str) -> bool {
-    if text.ends_with("succeeded") {
-        return true;
-    }
-    text.strip_prefix("send: ")
-        .and_then(|rest| rest.strip_suffix(" machine(s) moved"))
-        .and_then(|counts| counts.split_once('/'))
-        .is_some_and(|(moved, all)| moved == all)
+/// Whether an operation's last step says it failed or was cancelled: its outcome, never its words
+/// (a rollback's last line ends in its pin, a gc's in the bytes it freed). A last step written
+/// before outcomes were kept says nothing either way: not an error.
+fn ended_badly(event: &EventRow) -> bool {
+    matches!(
+        event.payload,
+        Some(Payload::Finished { outcome, .. }) if outcome != Outcome::Succeeded
+    )
 }

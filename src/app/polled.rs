@@ -88,6 +88,7 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
             view.operation_id = Some(event.operation_id.clone());
             view.operation = None;
             view.kind = None;
+            view.started_with = None;
             view.lines.clear();
             view.scroll = 0;
             view.live = None;
@@ -97,6 +98,9 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
         view.live
             .get_or_insert_with(|| LiveOperation::new(&event))
             .apply(&event);
+        if event.step == Step::Started {
+            view.started_with = Some(event.text.clone());
+        }
         if matches!(event.step, Step::Started | Step::Finished) {
             newest_word = Some(event.clone());
         }

@@ -110,6 +110,8 @@ pub struct OperationView {
     pub operation: Option<i64>,
     /// What it is (`converge`, `force`, `send`, `rollback`, `gc`), when the database said.
     pub kind: Option<String>,
+    /// What its start said (`converge of 3 module(s)`), for the header while it runs.
+    pub started_with: Option<String>,
     pub lines: VecDeque<EventRow>,
     pub last_event_id: i64,
     /// The selected line, counted up from the last (0: the last line, following the tail).

@@ -16,7 +16,14 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         state_path,
         jobs,
         target,
-    } = setup::converge_setup(global, &args.modules, args.jobs, args.publish).await?;
+    } = setup::converge_setup(
+        global,
+        &args.modules,
+        args.jobs,
+        args.publish,
+        args.sign_key.as_deref(),
+    )
+    .await?;
     if let Some(place) = target.place() {
         eprintln!("meshtop: acting on Kubernetes {place}");
     }

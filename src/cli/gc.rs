@@ -89,11 +89,7 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     .await;
     let _ = printer.await;
     let swept = swept.map_err(nothing)?;
-    let failed = swept.candidates.iter().any(|c| {
-        c.outcome
-            .as_deref()
-            .is_some_and(|o| o.starts_with("failed"))
-    });
+    let failed = swept.candidates.iter().any(|c| c.failed());
     show(&swept, args.json)?;
     Ok(if failed {
         ExitCode::from(1)

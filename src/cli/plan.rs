@@ -21,14 +21,7 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
         .await
         .map_err(Failure::failed)?;
     let daemon = Arc::new(LazyDaemon::new());
-    let ctx = PlanContext {
-        mesh: &mesh,
-        record: record.record,
-        record_source: record.source,
-        selected,
-        force: args.force,
-        host_is_target: target.host_is_target(),
-    };
+    let ctx = PlanContext::new(&mesh, target.as_ref(), &record, selected, args.force);
     let manifests = StateManifests {
         db: &db,
         mesh: &mesh.name,

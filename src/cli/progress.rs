@@ -9,8 +9,7 @@ use std::time::Duration;
 use indicatif::ProgressDrawTarget as DrawTo;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
-use crate::converge::progress::{Progress, ProgressTx, Step};
-use crate::mesh::live::builder_step;
+use crate::converge::progress::{Payload, Progress, ProgressTx, Step};
 
 /// Output lines of a failed build printed above its failure (the live view hid them).
 const FAILED_TAIL: usize = 8;
@@ -114,7 +113,10 @@ async fn live(mut rx: tokio::sync::mpsc::UnboundedReceiver<Progress>) {
             Step::Output => match running.get_mut(&module) {
                 Some(build) => {
                     let line = progress.text.trim();
-                    if let Some(step) = builder_step(line) {
+                    if let Payload::Output {
+                        builder_step: Some(step),
+                    } = progress.payload
+                    {
                         build.step = Some(step);
                         build.instruction = instruction(line).to_string();
                         build.bar.set_message(format!(
@@ -199,12 +201,19 @@ mod tests {
             step: Step::Queued,
             module: Some("api".into()),
             text: "tier 1 of 2".into(),
+            payload: Payload::Queued {
+                place: crate::mesh::progress::TierPlace { index: 1, total: 2 },
+            },
         };
         assert_eq!(plain_line(&queued), None);
         let built = Progress {
             step: Step::Built,
             module: Some("api".into()),
             text: "built demo/api:1 → sha256:aa".into(),
+            payload: Payload::Built {
+                reference: "demo/api:1".into(),
+                digest: "sha256:aa".into(),
+            },
         };
         assert_eq!(
             plain_line(&built).as_deref(),

@@ -1,7 +1,7 @@
 //! What every command needs first: the mesh, the state database, the target's record, the daemon.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::backends::state::{self, StateDb};
 use crate::converge::engine;
@@ -97,7 +97,7 @@ pub async fn connect(global: &Global, mesh: &Mesh, name: &str) -> Result<Connect
     )
     .await
     .map_err(|e| match e {
-        TargetError::UnknownContext(_) => Failure::input(e.to_string()),
+        TargetError::KindInput(_) => Failure::input(e.to_string()),
         other => Failure::failed(other),
     })
 }
@@ -137,8 +137,15 @@ pub async fn converge_setup(
     modules: &[String],
     jobs: Option<u16>,
     publish: bool,
+    sign_key: Option<&Path>,
 ) -> Result<ConvergeSetup, Failure> {
     let mut mesh = load_mesh(global)?;
+    // Whatever this converge pushes is signed: --publish on Docker, every delivery to a registry on
+    // Kubernetes.
+    if let Some(key_file) = sign_key {
+        let key = file::read_signing_key(key_file).map_err(|e| Failure::input(e.to_string()))?;
+        mesh.signing.key = Some(key);
+    }
     if publish {
         if mesh.registry.is_none() {
             return Err(Failure::input(format!(

@@ -24,7 +24,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
         state_path,
         jobs,
         target,
-    } = setup::converge_setup(global, &args.modules, args.jobs, false).await?;
+    } = setup::converge_setup(global, &args.modules, args.jobs, false, None).await?;
     let mut watcher = ContextWatcher::start(&mesh, modules.as_ref(), own_files(&state_path))
         .map_err(Failure::failed)?;
     // A change re-walks only the contexts it touched.
@@ -49,14 +49,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
             .read_record(&mesh, &db)
             .await
             .map_err(Failure::failed)?;
-        let ctx = PlanContext {
-            mesh: &mesh,
-            record: record.record,
-            record_source: record.source,
-            selected: modules.clone(),
-            force: false,
-            host_is_target: target.host_is_target(),
-        };
+        let ctx = PlanContext::new(&mesh, target.as_ref(), &record, modules.clone(), false);
         let manifests = StateManifests {
             db: &db,
             mesh: &mesh.name,

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::plan::PlannedModule;
-use super::progress::{Emitter, Step};
+use super::progress::{Emitter, Payload};
 use crate::backends::buildx;
 use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
 use crate::backends::daemon::session::SecretValues;
@@ -319,7 +319,10 @@ impl<'a> Run<'a> {
         with_history(db, |h| h.start_build(&new_build))
             .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
         emitter.emit(
-            Step::Build,
+            Payload::Build {
+                reference: reference.clone(),
+                build: correlation_id.clone(),
+            },
             Some(&module.name),
             format!("building {reference} (build {correlation_id})"),
         );
@@ -332,6 +335,14 @@ impl<'a> Run<'a> {
             db,
             emitter,
         })
+    }
+
+    /// The data of the step that says this build made `digest`.
+    fn built_payload(&self, digest: &str) -> Payload {
+        Payload::Built {
+            reference: self.reference.clone(),
+            digest: digest.to_string(),
+        }
     }
 
     fn built(self, artifact: String, published: Option<String>) -> Built {
@@ -358,8 +369,13 @@ impl<'a> Run<'a> {
             h.finish_build(&self.correlation_id, &end).map(|_| ())
         })
         .map_err(BuildError::NoRecord)?;
-        self.emitter
-            .emit(Step::Failed, Some(&self.module), error.clone());
+        self.emitter.emit(
+            Payload::Failed {
+                error: error.clone(),
+            },
+            Some(&self.module),
+            error.clone(),
+        );
         Ok(Built {
             planned: self.planned.clone(),
             correlation_id: self.correlation_id.clone(),
@@ -402,7 +418,7 @@ impl<'a> Run<'a> {
         let (emitter, module) = (self.emitter, self.module.clone());
         let result = daemon
             .build(request, |line| {
-                emitter.emit(Step::Output, Some(&module), line);
+                emitter.emit(Payload::output(line), Some(&module), line);
                 tail.push(line);
             })
             .await;
@@ -414,7 +430,8 @@ impl<'a> Run<'a> {
             Ok(DaemonBuildEnd::Built(id)) => {
                 let what = format!("built {} → {id}", self.reference);
                 self.succeeded(&id, &what).await?;
-                self.emitter.emit(Step::Built, Some(&self.module), what);
+                self.emitter
+                    .emit(self.built_payload(&id), Some(&self.module), what);
                 Ok(self.built(id, None))
             }
             Ok(DaemonBuildEnd::Failed(message)) => self.failed(message, tail_text),
@@ -431,7 +448,7 @@ impl<'a> Run<'a> {
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
         let result = buildx::build_and_push(request, |line| {
-            emitter.emit(Step::Output, Some(&module), line);
+            emitter.emit(Payload::output(line), Some(&module), line);
             tail.push(line);
         })
         .await;
@@ -446,7 +463,8 @@ impl<'a> Run<'a> {
                 let _ = with_history(self.db, |h| {
                     h.set_published(&self.correlation_id, &self.reference, &digest)
                 });
-                self.emitter.emit(Step::Built, Some(&self.module), what);
+                self.emitter
+                    .emit(self.built_payload(&digest), Some(&self.module), what);
                 Ok(self.built(digest.clone(), Some(digest)))
             }
             Err(error) => self.failed(format!("module {}: {error}", self.module), tail_text),

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 pub use super::error::ConvergeError;
 use super::plan::{PlanContext, PlannedModule, Planner, StateManifests};
 use super::preflight;
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::rollout::roll_out;
 pub use super::summary::{ConvergeSummary, ModuleOutcome};
 use super::target::{Connected, RecordRead};
@@ -23,6 +23,7 @@ use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
 use crate::mesh::pin::StampBy;
+use crate::mesh::progress::{Outcome, Stamp};
 use crate::mesh::text::short_id;
 
 pub struct ConvergeRequest {
@@ -55,39 +56,47 @@ pub async fn converge(
         StateDb::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
     let db = Arc::new(Mutex::new(db));
     let mesh = &request.mesh;
-    let operation_id = uuid::Uuid::now_v7().to_string();
     let target = &request.target;
     let kind = if request.force { "force" } else { "converge" };
-    let (emitter, held) = super::hold::start(
-        target.as_ref(),
-        &db,
-        &mesh.name,
-        &operation_id,
-        kind,
-        request.wait,
-        tx,
-    )
-    .await?;
-    let lost_rx = held.lost.clone();
-    let result = run(&request, &daemon, &db, &emitter, &mut cancel, lost_rx).await;
-    let outcome_text = match &result {
-        Ok(summary) if summary.ok => "converge succeeded".to_string(),
-        Ok(_) => "converge failed".to_string(),
-        Err(error) => error.to_string(),
-    };
-    if result.as_ref().map(|s| !s.ok).unwrap_or(true) {
-        let status = match result {
-            Err(ConvergeError::Cancelled) => BuildStatus::Cancelled,
-            // Built, but its end was not written: not a failed build.
-            Err(ConvergeError::Unrecorded(_)) => BuildStatus::Stopped,
-            _ => BuildStatus::Failed,
-        };
-        if let Ok(db) = db.lock() {
-            let _ = db.fail_running(&mesh.name, &operation_id, status, &outcome_text);
-        }
+    super::hold::Operation::new(target.as_ref(), &db, &mesh.name, kind)
+        .waiting(request.wait)
+        .progress(tx)
+        .run(
+            async |running| {
+                let (emitter, lost) = (&running.emitter, running.lost.clone());
+                let result = run(&request, &daemon, &db, emitter, &mut cancel, lost).await;
+                if result.as_ref().map(|s| !s.ok).unwrap_or(true) {
+                    // The builds it left running end with it, as what it ended with.
+                    let status = match &result {
+                        Err(ConvergeError::Cancelled) => BuildStatus::Cancelled,
+                        // Built, but its end was not written: not a failed build.
+                        Err(ConvergeError::Unrecorded(_)) => BuildStatus::Stopped,
+                        _ => BuildStatus::Failed,
+                    };
+                    if let Ok(db) = db.lock() {
+                        let text = last_word(&result).text;
+                        let _ = db.fail_running(&mesh.name, &emitter.operation_id, status, &text);
+                    }
+                }
+                result
+            },
+            last_word,
+        )
+        .await
+}
+
+/// A converge's last word: how it ended, and what it says.
+fn last_word(result: &Result<ConvergeSummary, ConvergeError>) -> LastWord {
+    match result {
+        Ok(summary) if summary.ok => LastWord::judged(true, "converge succeeded"),
+        Ok(_) => LastWord::judged(false, "converge failed"),
+        Err(ConvergeError::Cancelled) => LastWord {
+            outcome: Outcome::Cancelled,
+            error: Some(ConvergeError::Cancelled.to_string()),
+            text: ConvergeError::Cancelled.to_string(),
+        },
+        Err(error) => LastWord::failed_on(error.to_string(), error.to_string()),
     }
-    held.finish(target.as_ref(), &emitter, outcome_text).await;
-    result
 }
 
 /// What every step of one converge reaches.
@@ -116,7 +125,7 @@ async fn run(
     let target = &request.target;
     let record = target.read_record(mesh, db).await?;
     if let Some(warning) = &record.warning {
-        emitter.emit(Step::Warning, None, warning.clone());
+        emitter.emit(Payload::Warning, None, warning.clone());
     }
     let selected: Vec<&Module> = mesh
         .modules
@@ -185,7 +194,7 @@ fn refuse_own_files(at: &Run<'_>, selected: &[&Module]) -> Result<(), ConvergeEr
         return Ok(());
     }
     for line in &own {
-        at.emitter.emit(Step::Refused, None, line.clone());
+        at.emitter.emit(Payload::Refused, None, line.clone());
     }
     Err(ConvergeError::Refused(own.join("; ")))
 }
@@ -194,7 +203,9 @@ fn refuse_own_files(at: &Run<'_>, selected: &[&Module]) -> Result<(), ConvergeEr
 /// from its start.
 fn announce(at: &Run<'_>, selected: &[&Module]) {
     at.emitter.emit(
-        Step::Started,
+        Payload::Started {
+            modules: selected.len() as u32,
+        },
         None,
         format!(
             "converge of {} module(s){}",
@@ -207,12 +218,12 @@ fn announce(at: &Run<'_>, selected: &[&Module]) {
     tiers.dedup();
     for module in selected {
         let index = tiers.iter().position(|t| *t == module.tier).unwrap_or(0);
-        let place = crate::mesh::live::TierPlace {
+        let place = crate::mesh::progress::TierPlace {
             index: index as u32 + 1,
             total: tiers.len() as u32,
         };
         at.emitter
-            .defer(Step::Queued, Some(&module.name), place.text());
+            .defer(Payload::Queued { place }, Some(&module.name), place.text());
     }
 }
 
@@ -225,14 +236,13 @@ async fn plan<'a>(
     manifests: &StateManifests<'_>,
 ) -> Result<(Planner<'a>, BTreeMap<String, PlannedModule>), ConvergeError> {
     let (mesh, target, emitter) = (&at.request.mesh, &at.request.target, at.emitter);
-    let ctx = PlanContext {
+    let ctx = PlanContext::new(
         mesh,
-        record: record.record.clone(),
-        record_source: record.source.clone(),
-        selected: at.request.modules.clone(),
-        force: at.request.force,
-        host_is_target: target.host_is_target(),
-    };
+        target.as_ref(),
+        record,
+        at.request.modules.clone(),
+        at.request.force,
+    );
     let mut planner = Planner::new(ctx, at.daemon.clone());
     planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh).await);
     // First pass: every decision that can be made now, and every refusal, before any build.
@@ -250,12 +260,12 @@ async fn plan<'a>(
     // A registry that could not be asked is said once per converge: now, or at the end if it
     // failed only later (a dependent asked once its base was built).
     if let Some(warning) = planner.registry_mut().and_then(RegistryVoucher::warn_once) {
-        emitter.emit(Step::Warning, None, warning);
+        emitter.emit(Payload::Warning, None, warning);
     }
     let refused = preflight::refusals(&planned, mesh, target.as_ref());
     if !refused.is_empty() {
         for line in &refused {
-            emitter.emit(Step::Refused, None, line.clone());
+            emitter.emit(Payload::Refused, None, line.clone());
         }
         return Err(ConvergeError::Refused(refused.join("; ")));
     }
@@ -265,7 +275,7 @@ async fn plan<'a>(
         && let Err(why) = target.check_converge_access(mesh, &modules).await
     {
         let why = why.to_string();
-        emitter.emit(Step::Refused, None, why.clone());
+        emitter.emit(Payload::Refused, None, why.clone());
         return Err(ConvergeError::Refused(why));
     }
     Ok((planner, planned))
@@ -289,7 +299,7 @@ async fn stamp_and_roll_out(
     // A registry that could not be asked is said once per converge.
     let registry_warning = planner.registry().and_then(RegistryVoucher::warning);
     if let Some(warning) = planner.registry_mut().and_then(RegistryVoucher::warn_once) {
-        emitter.emit(Step::Warning, None, warning);
+        emitter.emit(Payload::Warning, None, warning);
     }
     // The summary says of the record what its step said: one word, in the events and the summary.
     let summary = |stamped, record_word: &str, created, sends, ok| ConvergeSummary {
@@ -311,9 +321,9 @@ async fn stamp_and_roll_out(
     };
     if !all_ok {
         // Not only a build: a refused module or a failed delivery stamps nothing too. Say which.
-        let missed: Vec<String> = outcomes
-            .iter()
-            .filter(|o| !o.ok)
+        let failed = outcomes.iter().filter(|o| !o.ok);
+        let missed: Vec<String> = failed
+            .clone()
             .map(|o| {
                 let what = o
                     .outcome
@@ -323,7 +333,10 @@ async fn stamp_and_roll_out(
             })
             .collect();
         let word = format!("nothing stamped: {}", missed.join(", "));
-        emitter.defer(Step::Stamped, None, word.clone());
+        let stamp = Stamp::Nothing {
+            missed: failed.map(|o| o.name.clone()).collect(),
+        };
+        emitter.defer(Payload::Stamped { stamp }, None, word.clone());
         return Ok(summary(false, &word, Vec::new(), Vec::new(), false));
     }
     // Entries the record already holds as they are stay as they were stamped (when, by which converge).
@@ -343,12 +356,20 @@ async fn stamp_and_roll_out(
             )
             .await?;
     }
-    let word = if stamped {
-        format!("record stamped: {} module(s)", stamp.len())
+    let (word, said) = if stamped {
+        (
+            format!("record stamped: {} module(s)", stamp.len()),
+            Stamp::Stamped {
+                modules: stamp.len() as u32,
+            },
+        )
     } else {
-        "record unchanged: it already names every artifact".to_string()
+        (
+            "record unchanged: it already names every artifact".to_string(),
+            Stamp::Unchanged,
+        )
     };
-    emitter.defer(Step::Stamped, None, word.clone());
+    emitter.defer(Payload::Stamped { stamp: said }, None, word.clone());
     super::pin_ends::say_ended(emitter, planner.ended_pins(), &ended);
     let mut merged = record.record.clone();
     merged.extend(stamp);

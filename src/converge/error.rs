@@ -4,11 +4,9 @@
 
 use std::sync::Mutex;
 
-use crate::backends::cluster::ClusterError;
 use crate::backends::daemon::DaemonError;
 use crate::backends::registry::RegistryError;
 use crate::backends::state::{Holder, Poisoned, StateDb, StateError};
-use crate::mesh::machine::MachineKind;
 use crate::timefmt;
 
 #[derive(Debug, thiserror::Error)]
@@ -20,9 +18,6 @@ pub enum ConvergeError {
         by: String,
         holder: Holder,
     },
-    /// The namespace's Lease is held by a live operation (the message names it, its kind and since).
-    #[error(transparent)]
-    LeaseBusy(Box<crate::converge::lease::LeaseBusy>),
     #[error("meshtop refuses to build: there is nowhere to record builds ({0})")]
     NoRecord(String),
     #[error("refused before any build: {0}")]
@@ -69,8 +64,6 @@ pub enum TargetError {
     #[error(transparent)]
     Daemon(#[from] DaemonError),
     #[error(transparent)]
-    Cluster(#[from] ClusterError),
-    #[error(transparent)]
     Registry(#[from] RegistryError),
     /// Docker's credentials for a registry could not be read (remembered once per connection).
     #[error("{0}")]
@@ -80,28 +73,19 @@ pub enum TargetError {
     /// The state database's handle could not be taken.
     #[error(transparent)]
     Handle(#[from] Poisoned),
-    #[error(
-        "nothing can deliver to Kubernetes context {context:?} (namespace {namespace}): set `registry = \"host:port\"` in [mesh] to push there, or use a kind-* context (kind load)"
-    )]
-    NoDelivery { context: String, namespace: String },
-    #[error("{reference} is not published in registry {registry}: converge module {module} first")]
-    NotPublished {
-        reference: String,
-        registry: String,
-        module: String,
-    },
+    /// What only one kind of target can say, in its own error type (under `target/<kind>/`).
+    #[error(transparent)]
+    Kind(Box<dyn std::error::Error + Send + Sync>),
+    /// Bad input that only one kind of target can judge (a context its configuration lacks):
+    /// refused before any call; a command exits 2.
+    #[error(transparent)]
+    KindInput(Box<dyn std::error::Error + Send + Sync>),
     /// A pull by digest gave another image than the artifact the registry's answer named.
     #[error("{pinned} pulled as image {got}, not the artifact {artifact} its config names")]
     PulledOther {
         pinned: String,
         got: String,
         artifact: String,
-    },
-    #[error("{kind} {machine} is no longer in {place}")]
-    MachineGone {
-        kind: MachineKind,
-        machine: String,
-        place: String,
     },
     #[error("cannot create declared machine {machine} of module {module}: {source}")]
     CreateMachine {
@@ -110,22 +94,6 @@ pub enum TargetError {
         /// Boxed: the daemon's error is large, and every target answer would carry its size.
         source: Box<DaemonError>,
     },
-    /// Someone set another image while the roll-out ran: the machine runs that, not what was sent.
-    #[error(
-        "someone changed the image to {image} while the roll-out ran: {workload} runs that, not {sent}"
-    )]
-    Reverted {
-        image: String,
-        workload: String,
-        sent: String,
-    },
-    /// Workloads whose module container cannot be told (each named with its containers and the fix).
-    #[error("nothing was sent: {0}")]
-    UnknownContainers(String),
-    /// A named target's context is not in the kubeconfig: refused before any call. Boxed: it is
-    /// large, and every target answer would carry its size.
-    #[error(transparent)]
-    UnknownContext(Box<UnknownContext>),
     /// `--context` / `--namespace` given for a named target (it acts where it names only).
     #[error(
         "target {target:?} of mesh {mesh} acts on the context and namespace {file} names for it: --context and --namespace cannot point it elsewhere"
@@ -144,21 +112,6 @@ pub enum TargetError {
         names: String,
         file: String,
     },
-}
-
-/// A named target's context that the kubeconfig does not have.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "{file}:{line}: target {target:?} names context {context:?}, which the kubeconfig ({kubeconfig}) does not have — contexts there: {}; fix `context` of target {target:?} or add the context to the kubeconfig (a named target never falls back to the current context)",
-    if .contexts.is_empty() { "none".to_string() } else { .contexts.join(", ") }
-)]
-pub struct UnknownContext {
-    pub file: String,
-    pub line: usize,
-    pub target: String,
-    pub context: String,
-    pub kubeconfig: String,
-    pub contexts: Vec<String>,
 }
 
 /// Callers whose own contract is still a message (a source's poll) take the target's as one.
@@ -323,6 +276,10 @@ impl From<GcError> for String {
 pub enum PlanError {
     #[error("module {module}: {why}")]
     Inputs { module: String, why: String },
+    #[error(
+        "the pinned modules of target {target} cannot be read ({message}); nothing is decided without them (a converge would undo a rollback): fix or restore the state database, then run again"
+    )]
+    Pins { target: String, message: String },
 }
 
 impl From<PlanError> for String {
@@ -331,20 +288,15 @@ impl From<PlanError> for String {
     }
 }
 
-impl From<crate::converge::lease::HoldError> for ConvergeError {
-    fn from(error: crate::converge::lease::HoldError) -> Self {
-        use crate::converge::lease::HoldError;
-        match error {
-            HoldError::Busy(busy) => ConvergeError::LeaseBusy(busy),
-            HoldError::Lost(message) => ConvergeError::LockLost(message),
-            HoldError::Failed(message) => ConvergeError::Failed(message),
-        }
-    }
-}
-
 impl From<ConvergeError> for RollbackError {
     fn from(error: ConvergeError) -> RollbackError {
         RollbackError::Hold(Box::new(error))
+    }
+}
+
+impl From<ConvergeError> for GcError {
+    fn from(error: ConvergeError) -> GcError {
+        GcError::Held(Box::new(error))
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::backends::state::StateDb;
+use crate::converge::error::PlanError;
 use crate::mesh::manifest::Manifest;
 use crate::mesh::pin::Pin;
 use crate::workspace::stat_cache::ContextCache;
@@ -16,9 +17,10 @@ pub trait ManifestSource: Sync {
     /// The manifest of `reference` if known, else the module's latest one.
     fn previous(&self, module: &str, reference: Option<&str>) -> Option<Manifest>;
 
-    /// The mesh's pinned modules (rolled back by hand); none by default.
-    fn pins(&self) -> BTreeMap<String, Pin> {
-        BTreeMap::new()
+    /// The mesh's pinned modules (rolled back by hand); none by default. Err: they cannot be read,
+    /// and a plan must not go on as if there were none.
+    fn pins(&self) -> Result<BTreeMap<String, Pin>, PlanError> {
+        Ok(BTreeMap::new())
     }
     /// The stat cache of the files below `context` (empty: every file is read).
     fn input_cache(&self, _context: &Path) -> ContextCache {
@@ -57,16 +59,19 @@ impl ManifestSource for StateManifests<'_> {
         serde_json::from_str(&json).ok()
     }
 
-    /// A pin that cannot be read is no pin: the converge decides as it would without one (the
-    /// error is logged).
-    fn pins(&self) -> BTreeMap<String, Pin> {
-        let Ok(db) = self.db.lock() else {
-            return BTreeMap::new();
+    /// Pins that cannot be read stop the plan (a converge deciding without them would send a
+    /// rolled-back module forward again).
+    fn pins(&self) -> Result<BTreeMap<String, Pin>, PlanError> {
+        let failed = |message: String| PlanError::Pins {
+            target: self.target.to_string(),
+            message,
         };
-        db.pins(self.mesh, self.target).unwrap_or_else(|error| {
-            tracing::warn!("cannot read the pinned modules: {error}");
-            BTreeMap::new()
-        })
+        let db = self
+            .db
+            .lock()
+            .map_err(|_| failed("the state database handle was poisoned".into()))?;
+        db.pins(self.mesh, self.target)
+            .map_err(|error| failed(error.to_string()))
     }
 
     fn input_cache(&self, context: &Path) -> ContextCache {

@@ -6,7 +6,6 @@ pub mod environments;
 pub mod error;
 pub mod gc;
 pub mod hold;
-pub mod lease;
 pub mod lock;
 pub mod manifests;
 pub mod pin_ends;

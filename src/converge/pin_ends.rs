@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::progress::{Emitter, Step};
+use super::progress::{Emitter, Payload};
 use crate::backends::state::{StateDb, locked};
 use crate::mesh::model::Mesh;
 use crate::mesh::pin::PinChange;
@@ -34,7 +34,7 @@ pub fn ended_pins(
 pub fn say_ended(emitter: &Emitter, why: &BTreeMap<String, String>, ended: &PinChange) {
     for module in &ended.end {
         if let Some(why) = why.get(module) {
-            emitter.emit(Step::Warning, Some(module), why.clone());
+            emitter.emit(Payload::Warning, Some(module), why.clone());
         }
     }
 }

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 
 pub use super::error::PlanError;
 pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
+use super::target::{RecordRead, Target};
 use super::vouch::RegistryVoucher;
 use crate::backends::daemon::LazyDaemon;
 use crate::mesh::decide::{
@@ -40,6 +41,27 @@ pub struct PlanContext<'a> {
     /// The target's word (its `host_is_target()`): the host daemon is
     /// the target, so it can tell an artifact the target lost.
     pub host_is_target: bool,
+}
+
+impl<'a> PlanContext<'a> {
+    /// What a plan of `mesh` on `target` starts from: the record as the target read it; `selected`
+    /// None plans every module.
+    pub fn new(
+        mesh: &'a Mesh,
+        target: &dyn Target,
+        record: &RecordRead,
+        selected: Option<BTreeSet<String>>,
+        force: bool,
+    ) -> PlanContext<'a> {
+        PlanContext {
+            mesh,
+            record: record.record.clone(),
+            record_source: record.source.clone(),
+            selected,
+            force,
+            host_is_target: target.host_is_target(),
+        }
+    }
 }
 
 pub struct Planner<'a> {
@@ -349,7 +371,7 @@ impl<'a> Planner<'a> {
         };
         let verdict = self
             .verdict(module, &question, inputs.as_ref(), manifests)
-            .await;
+            .await?;
         let Verdict {
             decision,
             reason,
@@ -450,9 +472,13 @@ impl<'a> Planner<'a> {
         question: &Question,
         inputs: Option<&Inputs>,
         manifests: &dyn ManifestSource,
-    ) -> Verdict {
+    ) -> Result<Verdict, PlanError> {
         let multi_platform = question.multi_platform;
-        let pins = self.pins.get_or_insert_with(|| manifests.pins());
+        if self.pins.is_none() {
+            // Pins that cannot be read stop the plan: deciding without them would undo a rollback.
+            self.pins = Some(manifests.pins()?);
+        }
+        let pins = self.pins.get_or_insert_with(BTreeMap::new);
         // A pin holds only while the record still names the pinned artifact.
         let pinned = pins
             .get(&module.name)
@@ -497,7 +523,7 @@ impl<'a> Planner<'a> {
             .base
             .as_deref()
             .and_then(|base| Some((base, self.unselected_base_gone(base)?)));
-        match gone_base {
+        Ok(match gone_base {
             Some((base, artifact)) if verdict.decision.builds() => Verdict {
                 decision: Decision::Refused,
                 reason: format!(
@@ -509,7 +535,7 @@ impl<'a> Planner<'a> {
                 artifact: None,
             },
             _ => verdict,
-        }
+        })
     }
 
     /// What moved the address since the record's (forced first, when forced).

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::backends::state::{NewEvent, StateDb};
-pub use crate::mesh::progress::{Progress, Step};
+pub use crate::mesh::progress::{LastWord, Payload, Progress, Step};
 
 pub type ProgressTx = UnboundedSender<Progress>;
 
@@ -59,20 +59,24 @@ impl Emitter {
         }
     }
 
-    fn step(&self, step: Step, module: Option<&str>, text: String) -> NewEvent {
+    /// A step: its payload (which names the step) and its text for people.
+    fn step(&self, payload: Payload, module: Option<&str>, text: String) -> NewEvent {
         // Builder output and errors carry colours: stored and shown plain.
         let text = crate::mesh::text::plain(&text).into_owned();
-        let progress = Progress {
-            step,
-            module: module.map(str::to_string),
-            text,
-        };
+        let step = payload.step();
         let event = NewEvent {
             mesh: self.mesh.clone(),
             operation_id: self.operation_id.clone(),
             kind: step.as_str().to_string(),
-            module: progress.module.clone(),
-            text: progress.text.clone(),
+            module: module.map(str::to_string),
+            text: text.clone(),
+            payload: Some(payload.clone()),
+        };
+        let progress = Progress {
+            step,
+            module: event.module.clone(),
+            text,
+            payload,
         };
         if let Some(tx) = &self.tx {
             let _ = tx.send(progress);
@@ -81,16 +85,16 @@ impl Emitter {
     }
 
     /// Record a step now (after any deferred ones).
-    pub fn emit(&self, step: Step, module: Option<&str>, text: impl Into<String>) {
-        let event = self.step(step, module, text.into());
+    pub fn emit(&self, payload: Payload, module: Option<&str>, text: impl Into<String>) {
+        let event = self.step(payload, module, text.into());
         let mut batch = self.take_deferred();
         batch.push(event);
         self.write(&batch);
     }
 
     /// Record a step with the next write.
-    pub fn defer(&self, step: Step, module: Option<&str>, text: impl Into<String>) {
-        let event = self.step(step, module, text.into());
+    pub fn defer(&self, payload: Payload, module: Option<&str>, text: impl Into<String>) {
+        let event = self.step(payload, module, text.into());
         match self.deferred.lock() {
             Ok(mut deferred) => deferred.push(event),
             Err(_) => self.write(&[event]),
@@ -99,8 +103,8 @@ impl Emitter {
 
     /// Record the last step and release the mesh's lock (taken under this emitter's operation id),
     /// in one write.
-    pub fn finish(&self, text: impl Into<String>) {
-        let event = self.step(Step::Finished, None, text.into());
+    pub fn finish(&self, last: LastWord) {
+        let event = self.step(last.payload(), None, last.text);
         let mut batch = self.take_deferred();
         batch.push(event);
         let Ok(db) = self.db.lock() else {
@@ -109,7 +113,8 @@ impl Emitter {
             );
             return;
         };
-        if let Err(error) = db.finish_converge(&batch, &self.mesh, &self.target, &self.operation_id)
+        if let Err(error) =
+            db.finish_operation(&batch, &self.mesh, &self.target, &self.operation_id)
         {
             tracing::warn!("cannot record the end of the operation: {error}");
             // The events could not be written: the mesh must still be freed.

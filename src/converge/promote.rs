@@ -12,9 +12,10 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::error::{ConvergeError, TargetError};
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::send::SendOutcome;
 use super::target::{Artifact, Holding, Reach, RecordRead, Target};
+use super::vouch;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{Poisoned, StateDb, StateError, locked};
 use crate::mesh::builds::BuildRow;
@@ -22,6 +23,7 @@ use crate::mesh::environments::artifact_text;
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry};
 use crate::mesh::pin::{PinChange, StampBy};
+use crate::mesh::progress::Stamp;
 use crate::mesh::text::short_id;
 
 /// Why a promote was refused or stopped: nothing was promoted unless the message says so.
@@ -59,6 +61,17 @@ pub enum PromoteError {
     /// drop the rest, so nothing is stamped until it is mended.
     #[error("target {target}: {warning}; nothing was promoted or stamped")]
     Unreadable { target: String, warning: String },
+    #[error(
+        "target {to} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was promoted or stamped. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
+    )]
+    Unsigned {
+        module: String,
+        /// `ref@short digest`.
+        artifact: String,
+        reference: String,
+        to: String,
+        why: String,
+    },
     #[error(
         "{artifact} (module {module}, as target {from}'s record names it) is no longer held by {place}: target {to} cannot run it without a build; nothing was promoted or stamped. Build it again where it came from: meshtop converge --target {from} --force {module}"
     )]
@@ -284,6 +297,7 @@ pub async fn prepare(
             Reach { daemon, db },
         )
         .await?;
+    require_signed(p, modules, &chosen, db).await?;
     let db = locked(db)?;
     let mut planned = Vec::new();
     for (module, artifact) in modules.iter().zip(chosen) {
@@ -306,6 +320,43 @@ pub async fn prepare(
         to: p.to.name().to_string(),
         modules: planned,
     })
+}
+
+/// On a target with `require_signed = true`: every artifact to promote must carry a signature by
+/// a key the mesh trusts (checked before anything is held or written). A registry that cannot be
+/// asked refuses too: this answer decides what runs.
+async fn require_signed(
+    p: &Promotion<'_>,
+    modules: &[String],
+    chosen: &[RecordEntry],
+    db: &Mutex<StateDb>,
+) -> Result<(), PromoteError> {
+    let strict = p
+        .mesh
+        .environments
+        .iter()
+        .any(|e| e.name == p.to.name() && e.require_signed);
+    if !strict {
+        return Ok(());
+    }
+    for (module, entry) in modules.iter().zip(chosen) {
+        let published = locked(db)?
+            .build_by_digest(&p.mesh.name, &entry.digest)?
+            .and_then(|b| b.published_digest);
+        let why = match vouch::artifact_signature(p.mesh, entry, published.as_deref()).await {
+            Ok(signature) if signature.trusted() => continue,
+            Ok(signature) => signature.words(),
+            Err(error) => format!("its signatures could not be read: {error}"),
+        };
+        return Err(PromoteError::Unsigned {
+            module: module.clone(),
+            artifact: artifact_text(Some(entry)),
+            reference: entry.reference.clone(),
+            to: p.to.name().to_string(),
+            why,
+        });
+    }
+    Ok(())
 }
 
 /// The to-target's mesh with the promoted modules under `rollout`: a promote sends every machine of
@@ -333,30 +384,41 @@ pub async fn promote(
     db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
 ) -> Result<PromoteReport, PromoteError> {
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(p.to, db, &p.mesh.name, &operation_id, KIND, false, tx).await?;
-    emitter.emit(
-        Step::Started,
-        None,
-        format!(
-            "promote of {} module(s) from {} to {}",
-            plan.modules.len(),
-            plan.from,
-            plan.to
-        ),
-    );
-    let result = stamp_and_send(p, plan, daemon, db, &emitter).await;
-    let text = match &result {
-        Ok(report) if report.ok() => "promote succeeded".to_string(),
-        Ok(report) => format!("promote failed: {}", report.headline()),
-        Err(error) => format!("promote: nothing promoted: {error}"),
-    };
-    if let Err(error) = &result {
-        emitter.emit(Step::Refused, None, error.to_string());
-    }
-    held.finish(p.to, &emitter, text).await;
-    result
+    super::hold::Operation::new(p.to, db, &p.mesh.name, KIND)
+        .progress(tx)
+        .run(
+            async |running| {
+                let emitter = &running.emitter;
+                emitter.emit(
+                    Payload::Started {
+                        modules: plan.modules.len() as u32,
+                    },
+                    None,
+                    format!(
+                        "promote of {} module(s) from {} to {}",
+                        plan.modules.len(),
+                        plan.from,
+                        plan.to
+                    ),
+                );
+                let result = stamp_and_send(p, plan, daemon, db, emitter).await;
+                if let Err(error) = &result {
+                    emitter.emit(Payload::Refused, None, error.to_string());
+                }
+                result
+            },
+            |result| match result {
+                Ok(report) if report.ok() => LastWord::judged(true, "promote succeeded"),
+                Ok(report) => {
+                    LastWord::judged(false, format!("promote failed: {}", report.headline()))
+                }
+                Err(error) => LastWord::failed_on(
+                    error.to_string(),
+                    format!("promote: nothing promoted: {error}"),
+                ),
+            },
+        )
+        .await
 }
 
 async fn stamp_and_send(
@@ -429,30 +491,7 @@ async fn stamp_and_send(
         };
         p.to.stamp(&to_mesh, db, by, &entries, &ended).await?;
     }
-    for (module, entry) in &entries {
-        let was = here.record.get(module);
-        emitter.emit(
-            Step::Stamped,
-            Some(module),
-            format!(
-                "record stamped: {module} {} → {} (on {}, from {})",
-                artifact_text(was),
-                artifact_text(Some(entry)),
-                plan.to,
-                plan.from
-            ),
-        );
-    }
-    for module in &ended.end {
-        emitter.emit(
-            Step::Warning,
-            Some(module),
-            format!(
-                "pin of {module} on {} ended: promoted from {}",
-                plan.to, plan.from
-            ),
-        );
-    }
+    say_stamped(emitter, plan, &here.record, &entries, &ended);
     let mut merged = here.record.clone();
     merged.extend(entries.clone());
     let modules: Vec<String> = plan.modules.iter().map(|m| m.module.clone()).collect();
@@ -476,6 +515,45 @@ async fn stamp_and_send(
         created,
         sends,
     })
+}
+
+/// Say each module the promote stamped (what its entry named, what it names now) and each pin it
+/// ended.
+fn say_stamped(
+    emitter: &Emitter,
+    plan: &PromotePlan,
+    before: &Record,
+    entries: &Record,
+    ended: &PinChange,
+) {
+    for (module, entry) in entries {
+        let was = before.get(module);
+        let stamp = Stamp::Module {
+            from: was.cloned(),
+            to: entry.clone(),
+        };
+        emitter.emit(
+            Payload::Stamped { stamp },
+            Some(module),
+            format!(
+                "record stamped: {module} {} → {} (on {}, from {})",
+                artifact_text(was),
+                artifact_text(Some(entry)),
+                plan.to,
+                plan.from
+            ),
+        );
+    }
+    for module in &ended.end {
+        emitter.emit(
+            Payload::Warning,
+            Some(module),
+            format!(
+                "pin of {module} on {} ended: promoted from {}",
+                plan.to, plan.from
+            ),
+        );
+    }
 }
 
 /// A record must still name what it named at the confirm.

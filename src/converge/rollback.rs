@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::error::RollbackError;
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::send::{SendOutcome, send};
 use super::target::{Holding, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
@@ -18,6 +18,7 @@ use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::manifest::{Manifest, own_digest};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::progress::Stamp;
 // Aliased: a rollback's destination is no target kind (tests/target_seam.rs looks for those).
 use crate::mesh::pin::{Pin, PinChange, RollbackTarget as GoBack, StampBy, rollback_target};
 use crate::mesh::text::short_id;
@@ -326,16 +327,22 @@ pub async fn rollback(
     db: &Arc<Mutex<StateDb>>,
     tx: Option<ProgressTx>,
 ) -> Result<RollbackReport, RollbackError> {
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx).await?;
-    let result = stamp_pin_send(mesh, plan, daemon, target, db, &emitter).await;
-    let text = match &result {
-        Ok(report) => format!("rollback: {}", report.headline()),
-        Err(error) => format!("rollback: nothing rolled back: {error}"),
-    };
-    held.finish(target, &emitter, text).await;
-    result
+    super::hold::Operation::new(target, db, &mesh.name, KIND)
+        .progress(tx)
+        .run(
+            async |running| stamp_pin_send(mesh, plan, daemon, target, db, &running.emitter).await,
+            // Judged by what it did, never by how its last line ends.
+            |result| match result {
+                Ok(report) => {
+                    LastWord::judged(report.ok(), format!("rollback: {}", report.headline()))
+                }
+                Err(error) => LastWord::failed_on(
+                    error.to_string(),
+                    format!("rollback: nothing rolled back: {error}"),
+                ),
+            },
+        )
+        .await
 }
 
 async fn stamp_pin_send(
@@ -383,8 +390,12 @@ async fn stamp_pin_send(
             &change,
         )
         .await?;
+    let stamp = Stamp::Module {
+        from: Some(plan.from.clone()),
+        to: plan.to.clone(),
+    };
     emitter.emit(
-        Step::Stamped,
+        Payload::Stamped { stamp },
         Some(module),
         format!(
             "record stamped: {module} {}@{} → {}@{}",
@@ -427,17 +438,21 @@ pub async fn unpin(
     target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
 ) -> Result<bool, RollbackError> {
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &operation_id, "unpin", false, None).await?;
-    let result = unpin_held(mesh, module, target, db, &operation_id).await;
-    let text = match &result {
-        Ok(true) => format!("unpin: unpinned {module}"),
-        Ok(false) => format!("unpin: {module} was not pinned"),
-        Err(error) => format!("unpin: nothing changed: {error}"),
-    };
-    held.finish(target, &emitter, text).await;
-    result
+    super::hold::Operation::new(target, db, &mesh.name, "unpin")
+        .run(
+            async |running| {
+                unpin_held(mesh, module, target, db, &running.emitter.operation_id).await
+            },
+            |result| match result {
+                Ok(true) => LastWord::judged(true, format!("unpin: unpinned {module}")),
+                Ok(false) => LastWord::judged(true, format!("unpin: {module} was not pinned")),
+                Err(error) => LastWord::failed_on(
+                    error.to_string(),
+                    format!("unpin: nothing changed: {error}"),
+                ),
+            },
+        )
+        .await
 }
 
 async fn unpin_held(

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use super::error::ConvergeError;
-use super::progress::{Emitter, Step};
+use super::progress::{Emitter, Payload};
 use super::send;
 use super::target::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
@@ -59,7 +59,11 @@ pub async fn roll_out(
     if !sends.is_empty() {
         let moved = sends.iter().filter(|s| s.ok).count();
         emitter.emit(
-            Step::Sent,
+            Payload::Sent {
+                machine: None,
+                moved: moved as u32,
+                total: sends.len() as u32,
+            },
             None,
             format!("{moved}/{} machine(s) moved", sends.len()),
         );

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use super::error::SendError;
-use super::progress::{Emitter, Step};
+use super::progress::{Emitter, LastWord, Payload};
 use super::target::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{SendRow, StateDb};
@@ -41,7 +41,7 @@ pub async fn send(
                 message: refused.clone(),
             });
         }
-        emitter.emit(Step::Refused, None, refused);
+        emitter.emit(Payload::Refused, None, refused);
         return outcomes;
     }
     for (index, moved) in moves.iter().enumerate() {
@@ -50,7 +50,13 @@ pub async fn send(
             .still_holds(db, &mesh.name, &emitter.operation_id)
             .await
         {
-            emitter.emit(Step::Failed, Some(&moved.module), error.to_string());
+            emitter.emit(
+                Payload::Failed {
+                    error: error.to_string(),
+                },
+                Some(&moved.module),
+                error.to_string(),
+            );
             for left in &moves[index..] {
                 outcomes.push(SendOutcome {
                     moved: left.clone(),
@@ -61,7 +67,12 @@ pub async fn send(
             break;
         }
         emitter.emit(
-            Step::Send,
+            Payload::Send {
+                machine: moved.machine.clone(),
+                from: moved.from.clone(),
+                to_reference: moved.to_reference.clone(),
+                to_digest: moved.to_digest.clone(),
+            },
             Some(&moved.module),
             format!(
                 "{}: {} → {}@{}",
@@ -94,10 +105,11 @@ pub async fn send(
         {
             tracing::warn!("cannot record a send: {error}");
         }
+        // The text for people: `web-1: moved`, or `web-1: failed: …`.
         emitter.emit(
-            Step::Sent,
+            Payload::sent(&moved.machine, ok),
             Some(&moved.module),
-            crate::mesh::live::sent_text(&moved.machine, ok, &message),
+            format!("{}: {message}", moved.machine),
         );
         outcomes.push(SendOutcome {
             moved: moved.clone(),
@@ -189,42 +201,41 @@ pub async fn send_confirmed(
     db: &Arc<Mutex<StateDb>>,
     tx: Option<super::progress::ProgressTx>,
 ) -> Result<SendReport, SendError> {
-    let send_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &send_id, "send", false, tx).await?;
-    let current = match prepare(mesh, module, daemon, target, db).await {
-        Ok(current) => current,
-        Err(error) => {
-            held.finish(target, &emitter, format!("send: nothing sent: {error}"))
-                .await;
-            return Err(error);
-        }
-    };
-    if let Err(error) = same_artifact(module, confirmed, &current, target, mesh, db).await {
-        held.finish(target, &emitter, format!("send: nothing sent: {error}"))
-            .await;
-        return Err(error);
-    }
-    let moves: Vec<Move> = current
-        .into_iter()
-        .filter(|m| confirmed.iter().any(|c| c.machine == m.machine))
-        .collect();
-    let skipped: Vec<String> = confirmed
-        .iter()
-        .filter(|c| !moves.iter().any(|m| m.machine == c.machine))
-        .map(|c| c.machine.clone())
-        .collect();
-    let outcomes = send(mesh, &moves, daemon, target, db, &emitter).await;
-    let moved = outcomes.iter().filter(|o| o.ok).count();
-    let text = format!("send: {moved}/{} machine(s) moved", outcomes.len());
-    held.finish(target, &emitter, text).await;
-    Ok(SendReport {
-        send_id,
-        operation: emitter.operation,
-        module: module.to_string(),
-        outcomes,
-        skipped,
-    })
+    super::hold::Operation::new(target, db, &mesh.name, "send")
+        .progress(tx)
+        .run(
+            async |running| {
+                let emitter = &running.emitter;
+                let current = prepare(mesh, module, daemon, target, db).await?;
+                same_artifact(module, confirmed, &current, target, mesh, db).await?;
+                let moves: Vec<Move> = current
+                    .into_iter()
+                    .filter(|m| confirmed.iter().any(|c| c.machine == m.machine))
+                    .collect();
+                let skipped: Vec<String> = confirmed
+                    .iter()
+                    .filter(|c| !moves.iter().any(|m| m.machine == c.machine))
+                    .map(|c| c.machine.clone())
+                    .collect();
+                let outcomes = send(mesh, &moves, daemon, target, db, emitter).await;
+                Ok(SendReport {
+                    send_id: emitter.operation_id.clone(),
+                    operation: emitter.operation,
+                    module: module.to_string(),
+                    outcomes,
+                    skipped,
+                })
+            },
+            |result| match result {
+                Ok(report) => {
+                    let moved = report.outcomes.iter().filter(|o| o.ok).count();
+                    let text = format!("send: {moved}/{} machine(s) moved", report.outcomes.len());
+                    LastWord::judged(moved == report.outcomes.len(), text)
+                }
+                Err(error) => nothing_sent(error),
+            },
+        )
+        .await
 }
 
 /// The record must still name the artifact the person confirmed.
@@ -266,4 +277,9 @@ async fn same_artifact(
             module: module.to_string(),
         }),
     }
+}
+
+/// The last word of a send that sent nothing.
+fn nothing_sent(error: &SendError) -> LastWord {
+    LastWord::failed_on(error.to_string(), format!("send: nothing sent: {error}"))
 }

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::build::{BuildError, BuildJob, Built, build_module};
 use super::error::{ConvergeError, TargetError};
 use super::plan::{PlannedModule, Planner, StateManifests};
-use super::progress::{Emitter, Step};
+use super::progress::{Emitter, Payload};
 use super::summary::ModuleOutcome;
 use super::target::{Artifact, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
@@ -19,6 +19,7 @@ use crate::backends::state::StateDb;
 use crate::mesh::Module;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::progress::DeliveredBy;
 
 /// One converge's walk over its tiers, and what it gathered.
 pub struct TierRun<'a> {
@@ -81,7 +82,10 @@ impl TierRun<'_> {
     ) -> Result<(), ConvergeError> {
         let names: Vec<&str> = in_tier.iter().map(|m| m.name.as_str()).collect();
         self.emitter.defer(
-            Step::Tier,
+            Payload::Tier {
+                tier,
+                modules: names.iter().map(|n| n.to_string()).collect(),
+            },
             None,
             format!("tier {tier}: {}", names.join(", ")),
         );
@@ -156,7 +160,11 @@ impl TierRun<'_> {
             decided = self.planner.decide(module, &self.manifests).await?;
         }
         self.emitter.defer(
-            Step::Decided,
+            Payload::Decided {
+                decision: decided.decision,
+                reference: decided.reference.clone(),
+                reason: decided.reason.clone(),
+            },
             Some(&module.name),
             format!(
                 "{} {} — {}",
@@ -179,7 +187,7 @@ impl TierRun<'_> {
         };
         let reason = format!("{}; {error}: built instead", decided.reason);
         self.emitter
-            .emit(Step::Warning, Some(&decided.name), reason.clone());
+            .emit(Payload::Warning, Some(&decided.name), reason.clone());
         self.planner.rebuilding(&decided.name);
         let mut moved = vec![decided.name.clone()];
         while let Some(base) = moved.pop() {
@@ -210,7 +218,12 @@ impl TierRun<'_> {
         };
         if decided.multi_platform {
             self.emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: reference.clone(),
+                    by: DeliveredBy::InRegistry {
+                        manifest: manifest.clone(),
+                    },
+                },
                 Some(&decided.name),
                 format!("{reference} is in the registry as {manifest}: nothing to pull"),
             );
@@ -272,8 +285,11 @@ impl TierRun<'_> {
                 )
                 .await
         {
-            self.emitter
-                .emit(Step::Failed, Some(&module.name), error.to_string());
+            self.emitter.emit(
+                failed_payload(&error),
+                Some(&module.name),
+                error.to_string(),
+            );
             self.failed(&decided, format!("failed: delivery: {error}"), None);
             return Ok(());
         }
@@ -316,8 +332,11 @@ impl TierRun<'_> {
             self.publish_and_deliver(&built, &reference, artifact).await
         };
         if let Err(error) = delivered {
-            self.emitter
-                .emit(Step::Failed, Some(&built.planned.name), error.to_string());
+            self.emitter.emit(
+                failed_payload(&error),
+                Some(&built.planned.name),
+                error.to_string(),
+            );
             self.failed(
                 &built.planned,
                 format!("failed: delivery: {error}"),
@@ -377,5 +396,12 @@ impl TierRun<'_> {
             }
         }
         self.outcomes.push(outcome);
+    }
+}
+
+/// The data of a step that says `error` failed a module.
+fn failed_payload(error: &impl std::fmt::Display) -> Payload {
+    Payload::Failed {
+        error: error.to_string(),
     }
 }

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 
 use crate::backends::credentials;
 use crate::backends::registry::{RegistryClient, repository_in};
+use crate::mesh::cosign::{SignatureVerdict, TrustedKey};
 use crate::mesh::decide::RegistryAnswer;
 use crate::mesh::model::Mesh;
 
@@ -27,6 +28,9 @@ pub struct RegistryVoucher {
     /// Err: the client could not be made (its credentials unreadable): every answer is this failure.
     client: Result<RegistryClient, String>,
     answers: HashMap<String, RegistryAnswer>,
+    /// The keys the mesh trusts: with any, each manifest found is judged by its signatures too
+    /// (the `.sig` manifest and its payload: two more small reads).
+    trust: Vec<TrustedKey>,
     /// Refs asked of the registry (each a manifest GET and a config GET).
     asked: AtomicUsize,
     /// Whether [`RegistryVoucher::warn_once`] gave the warning already.
@@ -47,6 +51,7 @@ impl RegistryVoucher {
             host: registry.host.clone(),
             client,
             answers: HashMap::new(),
+            trust: mesh.signing.trust.clone(),
             asked: AtomicUsize::new(0),
             warned: false,
         })
@@ -126,23 +131,13 @@ impl RegistryVoucher {
             }
         };
         let asked = &self.asked;
+        let trust = &self.trust;
         let answers: Vec<(String, RegistryAnswer)> = futures_util::stream::iter(wanted)
             .map(|reference| {
                 let host = host.clone();
                 async move {
                     asked.fetch_add(1, Ordering::SeqCst);
-                    let (path, tag) = repository_in(&host, &reference);
-                    let answer = match client.image(path, tag).await {
-                        Ok(Some(image)) => RegistryAnswer::Holds {
-                            registry: host,
-                            image,
-                        },
-                        Ok(None) => RegistryAnswer::Absent { registry: host },
-                        Err(error) => RegistryAnswer::Failed {
-                            registry: host,
-                            error: error.to_string(),
-                        },
-                    };
+                    let answer = ask_one(client, &host, &reference, trust).await;
                     (reference, answer)
                 }
             })
@@ -151,4 +146,122 @@ impl RegistryVoucher {
             .await;
         self.answers.extend(answers);
     }
+}
+
+/// What the registry holds under `reference` and, with `trust`, what its signatures say of the
+/// manifest digest the ref resolves to now. A fault anywhere reads as "holds nothing" (said).
+async fn ask_one(
+    client: &RegistryClient,
+    host: &str,
+    reference: &str,
+    trust: &[TrustedKey],
+) -> RegistryAnswer {
+    let registry = host.to_string();
+    let (path, tag) = repository_in(host, reference);
+    let image = match client.image(path, tag).await {
+        Ok(Some(image)) => image,
+        Ok(None) => return RegistryAnswer::Absent { registry },
+        Err(error) => {
+            return RegistryAnswer::Failed {
+                registry,
+                error: error.to_string(),
+            };
+        }
+    };
+    let signature = if trust.is_empty() {
+        SignatureVerdict::Unverified
+    } else {
+        match client.signature_verdict(path, &image.manifest, trust).await {
+            Ok(verdict) => verdict,
+            Err(error) => {
+                return RegistryAnswer::Failed {
+                    registry,
+                    error: format!("its signatures could not be read: {error}"),
+                };
+            }
+        }
+    };
+    RegistryAnswer::Holds {
+        registry,
+        image,
+        signature,
+    }
+}
+
+/// What the registry says of one recorded artifact's signatures: the manifest that carries it (None:
+/// the registry holds no manifest of this artifact) and the verdict of its signatures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactSignature {
+    pub manifest: Option<String>,
+    pub verdict: SignatureVerdict,
+}
+
+impl ArtifactSignature {
+    pub fn trusted(&self) -> bool {
+        matches!(self.verdict, SignatureVerdict::Trusted { .. })
+    }
+
+    /// Why it is not trusted, in words (or whom it is signed by).
+    pub fn words(&self) -> String {
+        match &self.manifest {
+            None => "the registry holds no manifest of this artifact, so no signature".into(),
+            Some(manifest) => format!("manifest {manifest}: {}", self.verdict.words()),
+        }
+    }
+}
+
+/// Whether a key `mesh` trusts signed `entry`'s artifact: each manifest that may carry it (the one
+/// its build `published`, the one its ref resolves to now) is judged only when it names this very
+/// artifact. Err: the registry could not be asked (the caller refuses: this answer decides).
+pub async fn artifact_signature(
+    mesh: &Mesh,
+    entry: &crate::mesh::model::RecordEntry,
+    published: Option<&str>,
+) -> Result<ArtifactSignature, String> {
+    let registry = mesh
+        .registry
+        .as_ref()
+        .ok_or("the mesh names no registry, where signatures live")?;
+    let creds = credentials::for_registry(&registry.host)
+        .await
+        .map_err(|e| e.to_string())?;
+    let client = RegistryClient::new(registry, creds)
+        .map_err(|e| e.to_string())?
+        .with_timeout(QUESTION_TIMEOUT);
+    let (repository, tag) = repository_in(&registry.host, &entry.reference);
+    let mut candidates: Vec<String> = published.map(str::to_string).into_iter().collect();
+    if let crate::backends::registry::Published::Present { digest } = client
+        .manifest(repository, tag)
+        .await
+        .map_err(|e| e.to_string())?
+        && !candidates.contains(&digest)
+    {
+        candidates.push(digest);
+    }
+    let mut refused: Option<ArtifactSignature> = None;
+    for manifest in candidates {
+        let names = client
+            .artifact_of(repository, &manifest)
+            .await
+            .map_err(|e| e.to_string())?;
+        if names.as_deref() != Some(entry.digest.as_str()) {
+            continue;
+        }
+        let verdict = client
+            .signature_verdict(repository, &manifest, &mesh.signing.trust)
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = ArtifactSignature {
+            manifest: Some(manifest),
+            verdict,
+        };
+        if answer.trusted() {
+            return Ok(answer);
+        }
+        refused.get_or_insert(answer);
+    }
+    Ok(refused.unwrap_or(ArtifactSignature {
+        manifest: None,
+        verdict: SignatureVerdict::Unsigned,
+    }))
 }

@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::cosign::SignatureVerdict;
 use super::model::{INPUTS_LABEL, MODULE_LABEL, Record};
 use super::text::short_id;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     /// The target's record names this exact ref: skip the build and the delivery.
@@ -140,6 +141,8 @@ pub enum RegistryAnswer {
     Holds {
         registry: String,
         image: RegistryImage,
+        /// What its signatures say of its manifest digest (Unverified when the mesh trusts no key).
+        signature: SignatureVerdict,
     },
     /// It could not be asked (down, timed out, refused the login, garbage): reads as "holds nothing".
     Failed { registry: String, error: String },
@@ -301,7 +304,23 @@ pub fn decide_with_registry(
             ),
             ..verdict
         },
-        RegistryAnswer::Holds { registry, image } => match registry_mismatch(question, image) {
+        RegistryAnswer::Holds {
+            registry,
+            image,
+            signature,
+        } => match registry_mismatch(question, image) {
+            None if !signature.vouches() => Verdict {
+                reason: held(
+                    registry,
+                    format!(
+                        "holds manifest {} labelled by meshtop with these inputs, {}: {}; it does not vouch",
+                        short_id(&image.manifest),
+                        signature.words(),
+                        refusal_detail(signature)
+                    ),
+                ),
+                ..verdict
+            },
             Some(why) => Verdict {
                 reason: held(
                     registry,
@@ -317,13 +336,32 @@ pub fn decide_with_registry(
                 reason: held(
                     registry,
                     format!(
-                        "holds manifest {} labelled by meshtop with these inputs",
-                        image.manifest
+                        "holds manifest {} labelled by meshtop with these inputs, {}",
+                        image.manifest,
+                        match signature {
+                            SignatureVerdict::Trusted { key } => format!("signed by {key}"),
+                            _ => "unverified (the mesh trusts no key)".into(),
+                        }
                     ),
                 ),
                 artifact: Some(image.artifact.clone()),
             },
         },
+    }
+}
+
+/// What a refused signature means, for the reason line.
+fn refusal_detail(signature: &SignatureVerdict) -> String {
+    match signature {
+        SignatureVerdict::Unsigned => "no signature under its .sig tag".into(),
+        SignatureVerdict::UntrustedKey => "no signature by a key the mesh trusts".into(),
+        SignatureVerdict::OtherDigest { names } => {
+            format!(
+                "a trusted signature names {}, not this manifest",
+                short_id(names)
+            )
+        }
+        SignatureVerdict::Unverified | SignatureVerdict::Trusted { .. } => String::new(),
     }
 }
 

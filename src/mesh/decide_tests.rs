@@ -265,7 +265,12 @@ fn decisions_say_what_a_converge_does() {
 }
 
 fn registry_image(labels: &[(&str, &str)]) -> RegistryAnswer {
+    signed_registry_image(labels, SignatureVerdict::Unverified)
+}
+
+fn signed_registry_image(labels: &[(&str, &str)], signature: SignatureVerdict) -> RegistryAnswer {
     RegistryAnswer::Holds {
+        signature,
         registry: "reg.example:5000".into(),
         image: RegistryImage {
             manifest: "sha256:manifest0001".into(),
@@ -397,4 +402,57 @@ fn the_registry_is_the_third_voucher() {
         "{}",
         v.reason
     );
+}
+
+/// With trust set, a labelled manifest vouches only with a trusted signature of its digest; each
+/// refusal builds and says what the registry held and why it was refused.
+#[test]
+fn the_registry_vouches_only_for_what_a_trusted_key_signed() {
+    let nothing = Record::new();
+    let empty_host = HostAnswer::Holds(vec![]);
+    let labels = [(MODULE_LABEL, "api"), (INPUTS_LABEL, INPUTS)];
+    let decide = |signature| {
+        decide_with_registry(
+            &known(false, false),
+            &nothing,
+            &empty_host,
+            &signed_registry_image(&labels, signature),
+            "the docker record",
+        )
+    };
+    let trusted = decide(SignatureVerdict::Trusted {
+        key: "keys/ci.pub".into(),
+    });
+    assert_eq!(trusted.decision, Decision::Registry);
+    assert!(
+        trusted.reason.contains("signed by keys/ci.pub"),
+        "{}",
+        trusted.reason
+    );
+    let unverified = decide(SignatureVerdict::Unverified);
+    assert_eq!(unverified.decision, Decision::Registry);
+    assert!(
+        unverified.reason.contains("unverified"),
+        "{}",
+        unverified.reason
+    );
+    for (signature, words) in [
+        (SignatureVerdict::Unsigned, "✗ unsigned"),
+        (SignatureVerdict::UntrustedKey, "✗ untrusted key"),
+        (
+            SignatureVerdict::OtherDigest {
+                names: "sha256:genuine00001".into(),
+            },
+            "✗ signature names another digest",
+        ),
+    ] {
+        let v = decide(signature);
+        assert_eq!(v.decision, Decision::Build, "{}", v.reason);
+        assert_eq!(v.artifact, None);
+        assert!(
+            v.reason.contains("holds manifest manifest0001") && v.reason.contains(words),
+            "{}",
+            v.reason
+        );
+    }
 }

@@ -401,6 +401,7 @@ mod tests {
             root: "/m".into(),
             registry: None,
             publish: false,
+            signing: Default::default(),
             // The grid and the promote rule read the environments only, never a target's kind.
             targets: Default::default(),
             environments: chain
@@ -415,6 +416,7 @@ mod tests {
             modules: Vec::new(),
             machines: Vec::new(),
             rollout_deadline: None,
+            builders: Vec::new(),
         }
     }
 

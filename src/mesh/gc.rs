@@ -43,6 +43,13 @@ impl Candidate {
             .as_deref()
             .is_some_and(|o| matches!(o, "removed" | "untagged" | "deleted"))
     }
+
+    /// Whether taking it was tried and failed (its outcome `failed: …`).
+    pub fn failed(&self) -> bool {
+        self.outcome
+            .as_deref()
+            .is_some_and(|o| o.starts_with("failed"))
+    }
 }
 
 /// What a gc saw and did.

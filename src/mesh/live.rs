@@ -6,30 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::decide::Decision;
-use super::progress::{EventRow, Step};
-
-/// A tier's place in one operation: the `index`-th (from 1) of the `total` tiers it walks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TierPlace {
-    pub index: u32,
-    pub total: u32,
-}
-
-impl TierPlace {
-    /// The text a [`Step::Queued`] step carries: `tier 2 of 3`.
-    pub fn text(self) -> String {
-        format!("tier {} of {}", self.index, self.total)
-    }
-
-    pub fn parse(text: &str) -> Option<TierPlace> {
-        let (index, total) = text.strip_prefix("tier ")?.split_once(" of ")?;
-        let place = TierPlace {
-            index: index.parse().ok()?,
-            total: total.parse().ok()?,
-        };
-        (place.index >= 1 && place.index <= place.total).then_some(place)
-    }
-}
+use super::progress::{EventRow, Outcome, Payload, Step, TierPlace};
 
 /// Where one module stands in the operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,13 +132,12 @@ pub struct LiveOperation {
     /// Whether its first step was read (the first poll reads a tail that may begin mid-way: then
     /// its start time and its list of modules are not known whole).
     pub saw_start: bool,
-    /// What its start said (`converge of 3 module(s)`).
-    pub title: Option<String>,
     /// The tier being walked now.
     pub tier: Option<TierPlace>,
     pub modules: BTreeMap<String, LiveModule>,
-    /// The operation's last word and when it was said; None while it runs.
-    pub finished: Option<(i64, String)>,
+    /// When its last word was said and how it ended (None: a row written before payloads, which
+    /// says only that it ended); None while it runs.
+    pub finished: Option<(i64, Option<Outcome>)>,
 }
 
 impl LiveOperation {
@@ -171,7 +147,6 @@ impl LiveOperation {
             operation: first.operation,
             started_ms: first.at_ms,
             saw_start: false,
-            title: None,
             tier: None,
             modules: BTreeMap::new(),
             finished: None,
@@ -204,35 +179,41 @@ impl LiveOperation {
         end.saturating_sub(self.started_ms).max(0)
     }
 
-    /// Fold one step of this operation in (steps of another operation are not this one's).
+    /// Fold one step of this operation in (steps of another operation are not this one's). Only
+    /// the step's kind and its payload are read: the text is for people.
     pub fn apply(&mut self, event: &EventRow) {
         if event.operation_id != self.operation_id {
             return;
         }
         self.operation = self.operation.or(event.operation);
         let at = event.at_ms;
-        if event.step == Step::Tier {
-            self.tier = tier_of_line(&event.text)
-                .and_then(|first| self.modules.get(first))
-                .and_then(|m| m.tier)
-                .or(self.tier);
-            return;
-        }
-        if event.step == Step::Started {
-            self.title = Some(event.text.clone());
-            self.started_ms = at;
-            self.saw_start = true;
-            return;
-        }
-        if event.step == Step::Finished {
-            self.finish(at, &event.text);
-            return;
+        let payload = event.payload.as_ref();
+        match event.step {
+            Step::Tier => {
+                if let Some(Payload::Tier { modules, .. }) = payload {
+                    self.tier = modules
+                        .first()
+                        .and_then(|first| self.modules.get(first))
+                        .and_then(|m| m.tier)
+                        .or(self.tier);
+                }
+                return;
+            }
+            Step::Started => {
+                self.started_ms = at;
+                self.saw_start = true;
+                return;
+            }
+            Step::Finished => {
+                self.finish(at, payload);
+                return;
+            }
+            _ => {}
         }
         let Some(name) = event.module.as_deref() else {
             return;
         };
-        let module = self
-            .modules
+        self.modules
             .entry(name.to_string())
             .or_insert_with(|| LiveModule {
                 tier: None,
@@ -240,65 +221,20 @@ impl LiveOperation {
                 run: ModuleRun::Queued,
                 sends: Sends::default(),
                 created: 0,
-            });
-        match event.step {
-            Step::Queued => module.tier = TierPlace::parse(&event.text),
-            Step::Decided => {
-                module.run = decided(&event.text);
-                module.reference = decided_ref(&event.text).or(module.reference.take());
-            }
-            Step::Build => {
-                module.run = ModuleRun::Building {
-                    since_ms: at,
-                    step: None,
-                }
-            }
-            Step::Output => {
-                if let ModuleRun::Building { step, .. } = &mut module.run
-                    && let Some(said) = builder_step(&event.text)
-                {
-                    *step = Some(said);
-                }
-            }
-            Step::Built => {
-                let since = match module.run {
-                    ModuleRun::Building { since_ms, .. } => since_ms,
-                    _ => at,
-                };
-                module.run = ModuleRun::Built {
-                    took_ms: at - since,
-                };
-            }
-            Step::Delivered => {
-                let built = !matches!(module.run, ModuleRun::Skipped(Decision::Host));
-                module.run = ModuleRun::Delivered { built };
-            }
-            Step::Failed => module.run = ModuleRun::Failed(event.text.clone()),
-            Step::Created => module.created += 1,
-            Step::Send => {
-                module.sends.started += 1;
-                // A module no converge walked (a send, a rollback): its state is its sending.
-                if module.tier.is_none() && module.run == ModuleRun::Queued {
-                    module.run = ModuleRun::Sending;
-                }
-            }
-            Step::Sent => {
-                if sent_ok(&event.text) {
-                    module.sends.moved += 1;
-                } else {
-                    module.sends.failed += 1;
-                }
-                let sends = module.sends;
-                if module.run == ModuleRun::Sending && sends.moved + sends.failed >= sends.started {
-                    module.run = ModuleRun::Sent;
-                }
-            }
-            _ => {}
-        }
+            })
+            .apply(event.step, payload, at);
     }
 
-    fn finish(&mut self, at: i64, text: &str) {
-        let cancelled = text.contains("cancelled");
+    fn finish(&mut self, at: i64, payload: Option<&Payload>) {
+        let (outcome, error) = match payload {
+            Some(Payload::Finished { outcome, error }) => (Some(*outcome), error.clone()),
+            _ => (None, None),
+        };
+        let why = error.unwrap_or_else(|| match outcome {
+            Some(outcome) => format!("the operation {}", outcome.as_str()),
+            None => "the operation ended".to_string(),
+        });
+        let cancelled = outcome == Some(Outcome::Cancelled);
         for module in self.modules.values_mut() {
             module.run = match &module.run {
                 ModuleRun::Building { .. } | ModuleRun::ToBuild | ModuleRun::Queued
@@ -306,80 +242,110 @@ impl LiveOperation {
                 {
                     ModuleRun::Cancelled
                 }
-                ModuleRun::Building { .. } | ModuleRun::Sending => {
-                    ModuleRun::Ended(text.to_string())
-                }
-                ModuleRun::Queued | ModuleRun::ToBuild => ModuleRun::NotReached(text.to_string()),
+                ModuleRun::Building { .. } | ModuleRun::Sending => ModuleRun::Ended(why.clone()),
+                ModuleRun::Queued | ModuleRun::ToBuild => ModuleRun::NotReached(why.clone()),
                 other => other.clone(),
             };
         }
-        self.finished = Some((at, text.to_string()));
+        self.finished = Some((at, outcome));
     }
 }
 
-/// The first module a tier step names (`tier 1: api, worker` → `api`).
-fn tier_of_line(text: &str) -> Option<&str> {
-    let (_, names) = text.split_once(": ")?;
-    names.split(", ").next().filter(|n| !n.is_empty())
-}
+/// What a failed step of a row written before payloads says of its error (its text, in the
+/// operation pane, says the rest).
+const FAILED_UNRECORDED: &str = "failed (the error is in the operation's lines)";
 
-/// A decided step reads `<decision> <ref> — <reason>`.
-fn decided(text: &str) -> ModuleRun {
-    let word = text.split_whitespace().next().unwrap_or("");
-    match Decision::parse(word) {
-        Some(Decision::Build | Decision::Forced) => ModuleRun::ToBuild,
-        Some(Decision::Refused) => {
-            let why = text.split_once(" — ").map_or(text, |(_, why)| why);
-            ModuleRun::NotReached(why.to_string())
+impl LiveModule {
+    /// Fold one of the module's steps in: by its payload, or by its kind alone where that says all
+    /// (build, built, delivered, created, send — and every step of a row without a payload).
+    fn apply(&mut self, step: Step, payload: Option<&Payload>, at: i64) {
+        match payload {
+            Some(Payload::Queued { place }) => self.tier = Some(*place),
+            Some(Payload::Decided {
+                decision,
+                reference,
+                reason,
+            }) => {
+                self.run = decided(*decision, reason);
+                if reference.is_some() {
+                    self.reference = reference.clone();
+                }
+            }
+            Some(Payload::Output {
+                builder_step: Some(said),
+            }) => {
+                if let ModuleRun::Building { step, .. } = &mut self.run {
+                    *step = Some(*said);
+                }
+            }
+            Some(Payload::Failed { error }) => self.run = ModuleRun::Failed(error.clone()),
+            Some(Payload::Sent { moved, total, .. }) => {
+                self.answered(*moved, total.saturating_sub(*moved));
+            }
+            _ => self.by_kind(step, at),
         }
-        Some(skip) => ModuleRun::Skipped(skip),
-        None => ModuleRun::Queued,
+    }
+
+    fn by_kind(&mut self, step: Step, at: i64) {
+        match step {
+            Step::Build => {
+                self.run = ModuleRun::Building {
+                    since_ms: at,
+                    step: None,
+                }
+            }
+            Step::Built => {
+                let since = match self.run {
+                    ModuleRun::Building { since_ms, .. } => since_ms,
+                    _ => at,
+                };
+                self.run = ModuleRun::Built {
+                    took_ms: at - since,
+                };
+            }
+            Step::Delivered => {
+                let built = !matches!(self.run, ModuleRun::Skipped(Decision::Host));
+                self.run = ModuleRun::Delivered { built };
+            }
+            Step::Failed => self.run = ModuleRun::Failed(FAILED_UNRECORDED.to_string()),
+            Step::Created => self.created += 1,
+            Step::Send => {
+                self.sends.started += 1;
+                // A module no converge walked (a send, a rollback): its state is its sending.
+                if self.tier.is_none() && self.run == ModuleRun::Queued {
+                    self.run = ModuleRun::Sending;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Machines of the module answered a send: `moved` of them moved, `failed` did not.
+    fn answered(&mut self, moved: u32, failed: u32) {
+        self.sends.moved += moved;
+        self.sends.failed += failed;
+        let sends = self.sends;
+        if self.run == ModuleRun::Sending && sends.moved + sends.failed >= sends.started {
+            self.run = ModuleRun::Sent;
+        }
     }
 }
 
-/// The ref of a decided step (`build demo/api:9a8b — …` → `demo/api:9a8b`); none for `(no ref)`.
-fn decided_ref(text: &str) -> Option<String> {
-    let head = text.split(" — ").next()?;
-    let reference = head.split_whitespace().nth(1)?;
-    (!reference.starts_with('(')).then(|| reference.to_string())
-}
-
-/// The builder's place in the Dockerfile: the classic builder's `Step 3/5 : RUN …`, or BuildKit's
-/// `#7 [2/4] RUN …` (`[stage 2/4]` in a multi-stage build).
-pub fn builder_step(line: &str) -> Option<(u32, u32)> {
-    let fraction = |text: &str| -> Option<(u32, u32)> {
-        let (n, m) = text.split_once('/')?;
-        let (n, m) = (n.trim().parse().ok()?, m.trim().parse().ok()?);
-        (n >= 1 && n <= m).then_some((n, m))
-    };
-    if let Some(rest) = line.trim_start().strip_prefix("Step ") {
-        return fraction(rest.split(" :").next()?);
+/// Where a decision leaves a module: to build, not reached (refused, with why), or skipped.
+fn decided(decision: Decision, reason: &str) -> ModuleRun {
+    match decision {
+        Decision::Build | Decision::Forced => ModuleRun::ToBuild,
+        Decision::Refused => ModuleRun::NotReached(reason.to_string()),
+        skip => ModuleRun::Skipped(skip),
     }
-    let open = line.find('[')?;
-    let close = open + line[open..].find(']')?;
-    let inside = &line[open + 1..close];
-    fraction(inside.rsplit(' ').next()?)
-}
-
-/// The text of a [`Step::Sent`] step for one machine: `web-1: moved` or `web-1: failed: …`.
-pub fn sent_text(machine: &str, ok: bool, message: &str) -> String {
-    if ok {
-        format!("{machine}: moved")
-    } else {
-        format!("{machine}: {message}")
-    }
-}
-
-/// Whether a [`Step::Sent`] step for one machine says it moved (see [`sent_text`]).
-pub fn sent_ok(text: &str) -> bool {
-    text.ends_with(": moved")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mesh::progress::{DeliveredBy, Stamp};
 
-    fn event(id: i64, at_ms: i64, step: Step, module: Option<&str>, text: &str) -> EventRow {
+    fn event(id: i64, at_ms: i64, payload: Payload, module: Option<&str>, text: &str) -> EventRow {
         EventRow {
             id,
             at_ms,
@@ -387,9 +353,10 @@ mod tests {
             operation_id: "c1".into(),
             operation: Some(7),
             operation_kind: None,
-            step,
+            step: payload.step(),
             module: module.map(str::to_string),
             text: text.into(),
+            payload: Some(payload),
         }
     }
 
@@ -401,70 +368,154 @@ mod tests {
         live
     }
 
-    #[test]
-    fn tier_places_round_trip() {
-        let place = TierPlace { index: 2, total: 3 };
-        assert_eq!(TierPlace::parse(&place.text()), Some(place));
-        assert_eq!(TierPlace::parse("tier 4 of 3"), None);
-        assert_eq!(TierPlace::parse("tier 0: base"), None);
+    fn queued(index: u32, total: u32) -> Payload {
+        Payload::Queued {
+            place: TierPlace { index, total },
+        }
     }
 
-    #[test]
-    fn builder_steps_classic_and_buildkit() {
-        assert_eq!(builder_step("Step 3/5 : RUN make"), Some((3, 5)));
-        assert_eq!(builder_step("#7 [2/4] RUN make"), Some((2, 4)));
-        assert_eq!(builder_step("#9 [build 3/6] COPY . ."), Some((3, 6)));
-        assert_eq!(builder_step(" ---> Running in 997ef2f20ecc"), None);
-        assert_eq!(builder_step("[0/0]"), None);
-        assert_eq!(builder_step("Step x/5 : RUN"), None);
+    fn tier(tier: u32, modules: &[&str]) -> Payload {
+        Payload::Tier {
+            tier,
+            modules: modules.iter().map(|m| m.to_string()).collect(),
+        }
     }
 
-    #[test]
-    fn sent_words_round_trip() {
-        assert!(sent_ok(&sent_text("web-1", true, "moved")));
-        assert!(!sent_ok(&sent_text(
-            "web-1",
-            false,
-            "failed: no such image"
-        )));
+    fn decided(decision: Decision, reference: Option<&str>, reason: &str) -> Payload {
+        Payload::Decided {
+            decision,
+            reference: reference.map(str::to_string),
+            reason: reason.into(),
+        }
     }
 
-    #[test]
-    fn a_converge_walks_its_modules() {
-        let events = [
-            event(1, 1_000, Step::Started, None, "converge of 3 module(s)"),
-            event(2, 1_000, Step::Queued, Some("base"), "tier 1 of 2"),
-            event(3, 1_000, Step::Queued, Some("api"), "tier 2 of 2"),
-            event(4, 1_000, Step::Queued, Some("web"), "tier 2 of 2"),
-            event(5, 1_001, Step::Tier, None, "tier 0: base"),
+    fn build(reference: &str) -> Payload {
+        Payload::Build {
+            reference: reference.into(),
+            build: "01a".into(),
+        }
+    }
+
+    fn built(reference: &str) -> Payload {
+        Payload::Built {
+            reference: reference.into(),
+            digest: "sha256:ab".into(),
+        }
+    }
+
+    fn on_host(reference: &str) -> Payload {
+        Payload::Delivered {
+            reference: reference.into(),
+            by: DeliveredBy::OnHost,
+        }
+    }
+
+    fn send(machine: &str) -> Payload {
+        Payload::Send {
+            machine: machine.into(),
+            from: "sha256:aa".into(),
+            to_reference: "demo/api:2".into(),
+            to_digest: "sha256:bb".into(),
+        }
+    }
+
+    fn finished(outcome: Outcome, error: Option<&str>) -> Payload {
+        Payload::Finished {
+            outcome,
+            error: error.map(str::to_string),
+        }
+    }
+
+    fn a_converge() -> Vec<EventRow> {
+        vec![
+            event(
+                1,
+                1_000,
+                Payload::Started { modules: 3 },
+                None,
+                "converge of 3 module(s)",
+            ),
+            event(2, 1_000, queued(1, 2), Some("base"), "tier 1 of 2"),
+            event(3, 1_000, queued(2, 2), Some("api"), "tier 2 of 2"),
+            event(4, 1_000, queued(2, 2), Some("web"), "tier 2 of 2"),
+            event(5, 1_001, tier(0, &["base"]), None, "tier 0: base"),
             event(
                 6,
                 1_001,
-                Step::Decided,
+                decided(Decision::Record, Some("demo/base:1"), "the record names it"),
                 Some("base"),
                 "record demo/base:1 — the record names it",
             ),
-            event(7, 1_002, Step::Tier, None, "tier 1: api, web"),
+            event(7, 1_002, tier(1, &["api", "web"]), None, "tier 1: api, web"),
             event(
                 8,
                 1_002,
-                Step::Decided,
+                decided(Decision::Build, Some("demo/api:2"), "no record"),
                 Some("api"),
                 "build demo/api:2 — no record",
             ),
             event(
                 9,
                 1_002,
-                Step::Decided,
+                decided(Decision::Host, Some("demo/web:3"), "the host holds it"),
                 Some("web"),
                 "host demo/web:3 — the host holds it",
             ),
-            event(10, 1_003, Step::Build, Some("api"), "building demo/api:2"),
-            event(11, 1_004, Step::Output, Some("api"), "Step 2/4 : RUN make"),
-        ];
+            event(
+                10,
+                1_003,
+                build("demo/api:2"),
+                Some("api"),
+                "building demo/api:2",
+            ),
+            event(
+                11,
+                1_004,
+                Payload::output("Step 2/4 : RUN make"),
+                Some("api"),
+                "Step 2/4 : RUN make",
+            ),
+        ]
+    }
+
+    fn the_rest_of_a_converge() -> Vec<EventRow> {
+        vec![
+            event(12, 1_004, on_host("demo/web:3"), Some("web"), "on the host"),
+            event(13, 6_003, built("demo/api:2"), Some("api"), "built"),
+            event(14, 6_004, on_host("demo/api:2"), Some("api"), "on the host"),
+            event(
+                15,
+                6_004,
+                Payload::Stamped {
+                    stamp: Stamp::Stamped { modules: 2 },
+                },
+                None,
+                "record stamped: 2 module(s)",
+            ),
+            event(15, 6_005, send("api-1"), Some("api"), "api-1: a → b"),
+            event(
+                16,
+                6_006,
+                Payload::sent("api-1", true),
+                Some("api"),
+                "api-1: moved",
+            ),
+            event(
+                17,
+                6_007,
+                finished(Outcome::Succeeded, None),
+                None,
+                "converge succeeded",
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_converge_walks_its_modules() {
+        let events = a_converge();
         let live = fold(&events);
         assert_eq!(live.operation, Some(7));
-        assert_eq!(live.title.as_deref(), Some("converge of 3 module(s)"));
+        assert!(live.saw_start);
         assert_eq!(live.tier, Some(TierPlace { index: 2, total: 2 }));
         assert_eq!(
             live.modules["base"].run,
@@ -482,25 +533,8 @@ mod tests {
         assert_eq!(live.done_of(), (2, 3));
         assert!(live.is_running());
 
-        let mut more = events.to_vec();
-        more.push(event(
-            12,
-            1_004,
-            Step::Delivered,
-            Some("web"),
-            "on the host",
-        ));
-        more.push(event(13, 6_003, Step::Built, Some("api"), "built"));
-        more.push(event(
-            14,
-            6_004,
-            Step::Delivered,
-            Some("api"),
-            "on the host",
-        ));
-        more.push(event(15, 6_005, Step::Send, Some("api"), "api-1: a → b"));
-        more.push(event(16, 6_006, Step::Sent, Some("api"), "api-1: moved"));
-        more.push(event(17, 6_007, Step::Finished, None, "converge succeeded"));
+        let mut more = events;
+        more.extend(the_rest_of_a_converge());
         let live = fold(&more);
         assert_eq!(
             live.modules["web"].run,
@@ -521,24 +555,35 @@ mod tests {
         assert_eq!(live.done_of(), (3, 3));
         assert_eq!(live.elapsed_ms(99_999), 5_007);
         assert!(!live.is_running());
+        assert_eq!(live.finished, Some((6_007, Some(Outcome::Succeeded))));
+    }
+
+    fn a_send() -> Vec<EventRow> {
+        vec![
+            event(1, 0, Payload::Started { modules: 1 }, None, "send of api"),
+            event(2, 1, send("api-1"), Some("api"), "api-1: a → b"),
+            event(3, 1, send("api-2"), Some("api"), "api-2: a → b"),
+            event(
+                4,
+                2,
+                Payload::sent("api-1", true),
+                Some("api"),
+                "api-1: moved",
+            ),
+        ]
     }
 
     #[test]
     fn a_send_is_its_sending_never_queued() {
-        let events = [
-            event(1, 0, Step::Started, None, "send of api"),
-            event(2, 1, Step::Send, Some("api"), "api-1: a → b"),
-            event(3, 1, Step::Send, Some("api"), "api-2: a → b"),
-            event(4, 2, Step::Sent, Some("api"), "api-1: moved"),
-        ];
+        let events = a_send();
         let live = fold(&events);
         assert_eq!(live.modules["api"].run, ModuleRun::Sending);
         assert_eq!(live.done_of(), (0, 1));
-        let mut more = events.to_vec();
+        let mut more = events;
         more.push(event(
             5,
             3,
-            Step::Sent,
+            Payload::sent("api-2", false),
             Some("api"),
             "api-2: failed: no such image",
         ));
@@ -555,57 +600,83 @@ mod tests {
         assert_eq!(live.done_of(), (1, 1));
     }
 
-    #[test]
-    fn a_cancelled_converge_cancels_what_was_on_its_way() {
-        let events = [
-            event(1, 0, Step::Started, None, "converge of 2 module(s)"),
-            event(2, 0, Step::Queued, Some("base"), "tier 1 of 2"),
-            event(3, 0, Step::Queued, Some("api"), "tier 2 of 2"),
+    fn a_cancelled_converge() -> Vec<EventRow> {
+        vec![
+            event(
+                1,
+                0,
+                Payload::Started { modules: 2 },
+                None,
+                "converge of 2 module(s)",
+            ),
+            event(2, 0, queued(1, 2), Some("base"), "tier 1 of 2"),
+            event(3, 0, queued(2, 2), Some("api"), "tier 2 of 2"),
             event(
                 4,
                 1,
-                Step::Decided,
+                decided(Decision::Build, Some("demo/base:1"), "no record"),
                 Some("base"),
                 "build demo/base:1 — no record",
             ),
-            event(5, 2, Step::Build, Some("base"), "building"),
+            event(5, 2, build("demo/base:1"), Some("base"), "building"),
             event(
                 6,
                 9,
-                Step::Finished,
+                finished(Outcome::Cancelled, Some("converge cancelled")),
                 None,
                 "converge cancelled: running builds were marked cancelled, nothing was stamped",
             ),
-        ];
-        let live = fold(&events);
+        ]
+    }
+
+    #[test]
+    fn a_cancelled_converge_cancels_what_was_on_its_way() {
+        let live = fold(&a_cancelled_converge());
         assert_eq!(live.modules["base"].run, ModuleRun::Cancelled);
         assert_eq!(live.modules["api"].run, ModuleRun::Cancelled);
     }
 
-    #[test]
-    fn a_failed_base_leaves_its_dependents_not_reached() {
-        let events = [
-            event(1, 0, Step::Started, None, "converge of 2 module(s)"),
-            event(2, 0, Step::Queued, Some("base"), "tier 1 of 2"),
-            event(3, 0, Step::Queued, Some("api"), "tier 2 of 2"),
-            event(4, 1, Step::Build, Some("base"), "building"),
+    fn a_failed_base() -> Vec<EventRow> {
+        vec![
+            event(
+                1,
+                0,
+                Payload::Started { modules: 2 },
+                None,
+                "converge of 2 module(s)",
+            ),
+            event(2, 0, queued(1, 2), Some("base"), "tier 1 of 2"),
+            event(3, 0, queued(2, 2), Some("api"), "tier 2 of 2"),
+            event(4, 1, build("demo/base:1"), Some("base"), "building"),
             event(
                 5,
                 2,
-                Step::Failed,
+                Payload::Failed {
+                    error: "RUN returned a non-zero code: 3".into(),
+                },
                 Some("base"),
                 "RUN returned a non-zero code: 3",
             ),
             event(
                 6,
                 3,
-                Step::Decided,
+                decided(Decision::Refused, None, "base base failed"),
                 Some("api"),
                 "refused (no ref) — base base failed",
             ),
-            event(7, 4, Step::Finished, None, "converge failed"),
-        ];
-        let live = fold(&events);
+            event(
+                7,
+                4,
+                finished(Outcome::Failed, None),
+                None,
+                "converge failed",
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_failed_base_leaves_its_dependents_not_reached() {
+        let live = fold(&a_failed_base());
         assert!(
             matches!(live.modules["base"].run, ModuleRun::Failed(ref e) if e.contains("non-zero"))
         );
@@ -616,9 +687,113 @@ mod tests {
         assert_eq!(live.modules["api"].reference, None);
         // Another operation's steps are not this one's.
         let mut live = live;
-        let mut other = event(8, 5, Step::Build, Some("api"), "building");
+        let mut other = event(8, 5, build("demo/api:2"), Some("api"), "building");
         other.operation_id = "c2".into();
         live.apply(&other);
         assert!(matches!(live.modules["api"].run, ModuleRun::NotReached(_)));
+    }
+
+    #[test]
+    fn an_operation_that_lost_the_mesh_ends_what_was_on_its_way_with_its_error() {
+        let mut events = a_send();
+        events.push(event(
+            5,
+            3,
+            finished(Outcome::Failed, Some("lock lost: taken over by #9")),
+            None,
+            "send: nothing more sent: lock lost: taken over by #9",
+        ));
+        let live = fold(&events);
+        assert_eq!(
+            live.modules["api"].run,
+            ModuleRun::Ended("lock lost: taken over by #9".into())
+        );
+    }
+
+    /// Every step's text said another way: the words are for people, the state is the data's.
+    fn reworded(events: &[EventRow]) -> Vec<EventRow> {
+        events
+            .iter()
+            .map(|e| EventRow {
+                text: format!(
+                    "«{}» said otherwise",
+                    e.text.chars().rev().collect::<String>()
+                ),
+                ..e.clone()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reworded_steps_fold_the_same() {
+        let mut converge = a_converge();
+        converge.extend(the_rest_of_a_converge());
+        let mut send = a_send();
+        send.push(event(
+            5,
+            3,
+            Payload::sent("api-2", false),
+            Some("api"),
+            "api-2: failed",
+        ));
+        for events in [
+            a_converge(),
+            converge,
+            send,
+            a_cancelled_converge(),
+            a_failed_base(),
+        ] {
+            let said = fold(&events);
+            assert_eq!(fold(&reworded(&events)), said, "{events:#?}");
+            // No words at all: the same.
+            let silent: Vec<EventRow> = events
+                .iter()
+                .map(|e| EventRow {
+                    text: String::new(),
+                    ..e.clone()
+                })
+                .collect();
+            assert_eq!(fold(&silent), said);
+        }
+    }
+
+    #[test]
+    fn rows_written_before_payloads_fold_by_their_kind_and_end() {
+        let bare = |id, step, module: Option<&str>| EventRow {
+            id,
+            at_ms: id * 10,
+            mesh: "demo".into(),
+            operation_id: "c1".into(),
+            operation: Some(3),
+            operation_kind: Some("converge".into()),
+            step,
+            module: module.map(str::to_string),
+            text: "build demo/api:2 — no record".into(),
+            payload: None,
+        };
+        let events = [
+            bare(1, Step::Started, None),
+            bare(2, Step::Decided, Some("api")),
+            bare(3, Step::Build, Some("api")),
+            bare(4, Step::Build, Some("web")),
+            bare(5, Step::Built, Some("api")),
+            bare(6, Step::Failed, Some("web")),
+            bare(7, Step::Finished, None),
+        ];
+        let live = fold(&events[..5]);
+        assert!(live.saw_start);
+        assert_eq!(live.modules["api"].run, ModuleRun::Built { took_ms: 20 });
+        assert!(matches!(
+            live.modules["web"].run,
+            ModuleRun::Building { .. }
+        ));
+        let live = fold(&events);
+        // It ended: never "stopped (process gone)", though how it ended is not known.
+        assert_eq!(live.finished, Some((70, None)));
+        assert_eq!(live.state(None), OperationState::Finished);
+        assert_eq!(
+            live.modules["web"].run,
+            ModuleRun::Failed(FAILED_UNRECORDED.into())
+        );
     }
 }

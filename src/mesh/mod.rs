@@ -3,7 +3,9 @@
 //! system (a test in `tests/layering.rs` holds it to that): `crate::workspace` reads the disk.
 
 pub mod behind;
+pub mod builders;
 pub mod builds;
+pub mod cosign;
 pub mod decide;
 pub mod environments;
 pub mod file_stat;
@@ -17,6 +19,7 @@ pub mod pin;
 pub mod plan;
 pub mod progress;
 pub mod refs;
+pub mod schedule;
 pub mod stats;
 pub mod target;
 pub mod text;

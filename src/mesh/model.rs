@@ -37,6 +37,8 @@ pub struct Mesh {
     /// true` in [mesh], `meshtop converge --publish`, `MESHTOP_PUBLISH=1`); otherwise a Docker-target
     /// converge only reads the registry.
     pub publish: bool,
+    /// The keys whose signatures let the registry vouch, and the key a publishing converge signs with.
+    pub signing: Signing,
     /// The targets of this mesh, by name (a mesh file's single `[target]` table is
     /// [`DEFAULT_TARGET`]; `[[target]]` tables name theirs). Every caller asks for the one it acts on.
     pub targets: BTreeMap<String, Target>,
@@ -49,6 +51,20 @@ pub struct Mesh {
     /// Kubernetes: how long a roll-out may go without progress before it reads as failed
     /// (`rollout_deadline` in [target]); None: each workload's own `progressDeadlineSeconds`, else 600 s.
     pub rollout_deadline: Option<std::time::Duration>,
+    /// The daemons that build (`[[builder]]`, in file order); empty: the local daemon alone
+    /// ([`Mesh::builders`]).
+    pub builders: Vec<super::builders::Builder>,
+}
+
+/// What the mesh trusts and, for a converge that publishes, the key it signs with.
+#[derive(Debug, Clone, Default)]
+pub struct Signing {
+    /// `trust = [...]` in [mesh]: with any, the registry vouches only for a manifest one of these
+    /// keys signed (a cosign signature naming its exact digest).
+    pub trust: Vec<crate::mesh::cosign::TrustedKey>,
+    /// `--sign-key` / `MESHTOP_SIGNING_KEY` (never the mesh file, which is committed): signs every
+    /// artifact a converge pushes.
+    pub key: Option<crate::mesh::cosign::SigningKey>,
 }
 
 /// The name of a mesh file's single `[target]` table (and of the embedded Docker default).
@@ -75,6 +91,8 @@ pub struct Environment {
     pub rollout_deadline: Option<std::time::Duration>,
     /// 1-based line of its table in the mesh file (0: none).
     pub line: usize,
+    /// `require_signed = true`: a promote here refuses an artifact no trusted key signed.
+    pub require_signed: bool,
 }
 
 impl Environment {
@@ -87,11 +105,20 @@ impl Environment {
             named: false,
             rollout_deadline: None,
             line: 0,
+            require_signed: false,
         }
     }
 }
 
 impl Mesh {
+    /// The builders of this mesh: those it declares, else the local daemon alone.
+    pub fn builders(&self) -> Vec<super::builders::Builder> {
+        if self.builders.is_empty() {
+            return vec![super::builders::Builder::local()];
+        }
+        self.builders.clone()
+    }
+
     /// The target named `name`, if the mesh names it.
     pub fn target(&self, name: &str) -> Option<&Target> {
         self.targets.get(name)

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::builds::{BuildRow, BuildStatus};
-use super::progress::{EventRow, Step};
+use super::decide::Decision;
+use super::progress::{EventRow, Payload};
 
 /// Progress events read for the decisions (the newest ones).
 pub const EVENTS_READ: usize = 50_000;
@@ -121,17 +122,19 @@ pub fn compute(
         }
     }
     let mut converges = BTreeSet::new();
-    for event in events
-        .iter()
-        .filter(|e| e.step == Step::Decided && from.is_none_or(|f| e.at_ms >= f))
-    {
-        let (Some(module), Some(decision)) = (&event.module, event.text.split_whitespace().next())
+    // The decision is the step's data (a step written before payloads were kept has none to count).
+    for event in events.iter().filter(|e| from.is_none_or(|f| e.at_ms >= f)) {
+        let (Some(module), Some(Payload::Decided { decision, .. })) =
+            (&event.module, &event.payload)
         else {
             continue;
         };
         converges.insert(event.operation_id.clone());
         let stats = per.entry(module.clone()).or_default();
-        *stats.decisions.entry(decision.to_string()).or_default() += 1;
+        *stats
+            .decisions
+            .entry(decision.as_str().to_string())
+            .or_default() += 1;
         // A registry skip whose pull failed was built in that converge after all: nothing saved.
         let built_then = || {
             rows.iter().any(|r| {
@@ -139,7 +142,11 @@ pub fn compute(
                     && r.operation_id.as_deref() == Some(event.operation_id.as_str())
             })
         };
-        if matches!(decision, "record" | "host" | "registry" | "pinned") && !built_then() {
+        let skipped = matches!(
+            decision,
+            Decision::Record | Decision::Host | Decision::Registry | Decision::Pinned
+        );
+        if skipped && !built_then() {
             stats.saved_ms += stats.median_build_ms.unwrap_or(0);
         }
     }
@@ -161,6 +168,7 @@ pub fn seconds(ms: i64) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::mesh::progress::Step;
 
     #[test]
     fn durations_and_medians() {
@@ -215,6 +223,18 @@ mod tests {
             step: Step::Decided,
             module: Some(module.into()),
             text: text.into(),
+            payload: Some(payload_of(text)),
+        }
+    }
+
+    /// What the engine puts beside `<decision> <ref> — <reason>` (converge/tiers.rs).
+    fn payload_of(text: &str) -> Payload {
+        let (head, reason) = text.split_once(" — ").unwrap();
+        let (decision, reference) = head.split_once(' ').unwrap();
+        Payload::Decided {
+            decision: Decision::parse(decision).unwrap(),
+            reference: Some(reference.into()),
+            reason: reason.into(),
         }
     }
 

@@ -18,14 +18,7 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
         session
             .target_on(&name, |target| async move {
                 let read = target.read_record(&mesh, &db).await?;
-                let ctx = PlanContext {
-                    mesh: &mesh,
-                    record: read.record,
-                    record_source: read.source,
-                    selected: None,
-                    force: false,
-                    host_is_target: target.host_is_target(),
-                };
+                let ctx = PlanContext::new(&mesh, target.as_ref(), &read, None, false);
                 let manifests = StateManifests {
                     db: &db,
                     mesh: &mesh.name,

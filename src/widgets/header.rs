@@ -124,7 +124,7 @@ pub fn operation_text(state: &AppState) -> Option<(String, bool)> {
     let label = operation_label(live.operation, &live.operation_id);
     match now {
         OperationState::Running => {
-            let mut parts = vec![match &live.title {
+            let mut parts = vec![match &state.operation.started_with {
                 Some(title) => format!("⟳ {label} {title}"),
                 None => format!("⟳ {label}"),
             }];

@@ -63,19 +63,8 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
         lines.push((format!("{} mode", mode.name()), true));
         for binding in state.keys.bindings(mode) {
             let keys = state.keys.keys_text(mode, binding.action);
-            // The same action reads differently per mode: say what it does here.
-            let description = match (mode, binding.action) {
-                (Mode::Normal, Action::Close) => "clear the filter and the notice",
-                (Mode::Confirm, Action::Close) => "cancel",
-                (Mode::Detail | Mode::Help, Action::Close) => "close",
-                (Mode::Detail | Mode::Help, Action::Up | Action::Down) => "scroll",
-                (Mode::Detail | Mode::Help, Action::Top) => "to the start",
-                (Mode::Detail | Mode::Help, Action::Bottom) => "to the end",
-                (Mode::Confirm, Action::Accept) => "do what is selected (Cancel by default)",
-                (Mode::Filter, Action::Accept) => "keep the filter",
-                (Mode::Filter, Action::Close) => "clear the filter",
-                (_, action) => action.description(),
-            };
+            // The same action reads differently per mode: the row says what it does here.
+            let description = binding.action.says_in(mode);
             lines.push((format!("  {keys:<18} {description}"), false));
         }
     }

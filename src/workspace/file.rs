@@ -3,12 +3,15 @@
 //! Every error names the file, the line, what is wrong (with the module or key) and how to fix it.
 //! Nothing here panics on any input: an empty file, binary junk or huge names are errors like any other.
 
+mod builders;
+mod keys;
 mod names;
 mod paths;
 mod read;
 mod secrets;
 mod table;
 mod targets;
+mod trust;
 mod typos;
 
 use std::collections::BTreeMap;
@@ -18,6 +21,8 @@ use toml::de::DeTable;
 
 use crate::mesh::model::{MachineSpec, Mesh, Module};
 use crate::mesh::tiers::{TierError, cycle_text, resolve_tiers};
+pub use builders::TLS_FILES;
+pub use keys::read_signing_key;
 use names::suggest;
 pub use names::{MAX_MACHINE_NAME, MAX_NAME};
 use read::RawModule;
@@ -211,6 +216,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     let targets = targets::targets(&src, top.get("target"), &header.name)?;
     let modules = read::modules(&src, top.get("module"), &header)?;
     let machines = read::machines(&src, top.get("machine"), &targets.docker(), targets.named())?;
+    let builders = builders::builders(&src, top.get("builder"), &header)?;
 
     // Names are unique.
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -278,6 +284,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         )?);
     }
     resolved.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
+    let trust = trust::trusted_keys(&src, &dir, &header.trust)?;
+    trust::require_signed_has_trust(&src, &targets.environments, &trust)?;
 
     Ok(Mesh {
         name: header.name,
@@ -285,9 +293,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         root,
         registry: header.registry,
         publish: header.publish,
+        signing: crate::mesh::model::Signing { trust, key: None },
         targets: targets.targets,
         environments: targets.environments,
         rollout_deadline: targets.rollout_deadline,
+        builders,
         modules: resolved,
         machines: machines
             .into_iter()

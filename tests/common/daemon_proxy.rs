@@ -20,6 +20,8 @@ pub struct Counts {
     pub connections: AtomicUsize,
     /// HTTP requests: lines starting with a method and ` /` at the start of a client write.
     pub requests: AtomicUsize,
+    /// Of those, image builds: `POST /build` or `POST /v1.NN/build`.
+    pub builds: AtomicUsize,
 }
 
 pub struct DaemonProxy {
@@ -43,6 +45,22 @@ pub fn count_requests(chunk: &[u8]) -> usize {
     );
     starts
         .filter(|&i| METHODS.iter().any(|m| chunk[i..].starts_with(m)))
+        .count()
+}
+
+/// Build requests (`POST [/v1.NN]/build`) that start in this chunk, as [`count_requests`] finds them.
+pub fn count_builds(chunk: &[u8]) -> usize {
+    let text = String::from_utf8_lossy(chunk);
+    std::iter::once(text.as_ref())
+        .chain(text.split("\r\n").skip(1))
+        .filter_map(|line| line.strip_prefix("POST /"))
+        .filter(|path| {
+            let path = match path.split_once('/') {
+                Some((version, rest)) if version.starts_with('v') => rest,
+                _ => path,
+            };
+            path.starts_with("build?") || path.starts_with("build ")
+        })
         .count()
 }
 
@@ -88,6 +106,11 @@ impl DaemonProxy {
         self.counts.requests.load(Ordering::SeqCst)
     }
 
+    /// Build requests that reached the daemon so far.
+    pub fn builds(&self) -> usize {
+        self.counts.builds.load(Ordering::SeqCst)
+    }
+
     pub fn connections(&self) -> usize {
         self.counts.connections.load(Ordering::SeqCst)
     }
@@ -121,6 +144,9 @@ async fn pipe(client: UnixStream, daemon: UnixStream, counts: Arc<Counts>) {
             counts
                 .requests
                 .fetch_add(count_requests(&buf[..n]), Ordering::SeqCst);
+            counts
+                .builds
+                .fetch_add(count_builds(&buf[..n]), Ordering::SeqCst);
             if daemon_write.write_all(&buf[..n]).await.is_err() {
                 break;
             }

@@ -50,7 +50,7 @@ impl ExampleMesh {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/example");
         copy_tree(&root, &dir.path().join("mesh"));
         std::fs::copy(busybox, dir.path().join("mesh/base/busybox")).unwrap();
-        let name = format!("t{}-{}", tag, std::process::id());
+        let name = format!("t{tag}-{}", super::run_id());
         let file = dir.path().join("mesh/mesh.toml");
         let text = std::fs::read_to_string(&file).unwrap();
         let text = text
@@ -112,34 +112,64 @@ impl ExampleMesh {
 }
 
 impl ExampleMesh {
-    /// A clean machine: the mesh's containers and images gone from the daemon (dependents before
-    /// their bases: a base with a dependent image is not removed, so it is tried again next round).
+    /// A clean machine: the mesh's containers and images gone from the daemon.
     pub fn clean_daemon(&self) {
-        let label = format!("label=jr2.dev/mesh={}", self.name);
-        let containers = ids(&["ps", "-aq", "--filter", &label]);
-        if !containers.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f"])
-                .args(&containers)
-                .output();
-        }
-        for _ in 0..5 {
-            let images = ids(&["images", "-q", "--filter", &label]);
-            if images.is_empty() {
-                return;
-            }
-            for image in images {
-                let _ = Command::new("docker").args(["rmi", "-f", &image]).output();
-            }
-        }
-        assert_eq!(
-            ids(&["images", "-q", "--filter", &label]),
-            Vec::<String>::new(),
-            "the mesh's images could not be removed"
+        let left = remove_from_daemon(&self.name);
+        assert!(
+            left.is_empty(),
+            "the images of mesh {} could not be removed: {left:?}",
+            self.name
         );
     }
 }
 
+/// Remove every container and image of mesh `name` from the daemon; the images that stayed.
+/// Containers first (an image a container was made from is not removed), then images dependents
+/// first: `docker rmi` of a base with a dependent image is refused even with `-f` ("image has
+/// dependent child images"), so each image is removed on its own, round after round, until a round
+/// removes nothing. One `rmi` of every id at once (as before) left `tbldr-*`, `tonce-*`, … behind.
+/// Images are found by the mesh's label and by its repositories (`[host/][x]<name>/…`: a test's own
+/// tags, pushed copies).
+pub fn remove_from_daemon(name: &str) -> Vec<String> {
+    let label = format!("label=jr2.dev/mesh={name}");
+    let containers = [
+        ids(&["ps", "-aq", "--filter", &label]),
+        ids(&["ps", "-aq", "--filter", &format!("name=^/?{name}-")]),
+    ]
+    .concat();
+    if !containers.is_empty() {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", "-v"])
+            .args(&containers)
+            .output();
+    }
+    let images = || {
+        let mut found = ids(&["images", "-aq", "--filter", &label]);
+        for pattern in [format!("*{name}/*"), format!("*/*{name}/*")] {
+            found.extend(ids(&[
+                "images",
+                "-q",
+                "--filter",
+                &format!("reference={pattern}"),
+            ]));
+        }
+        found.sort();
+        found.dedup();
+        found
+    };
+    let mut left = images();
+    while !left.is_empty() {
+        for image in &left {
+            let _ = Command::new("docker").args(["rmi", "-f", image]).output();
+        }
+        let now = images();
+        if now.len() >= left.len() {
+            return now;
+        }
+        left = now;
+    }
+    left
+}
 /// The ids a docker listing prints, each once.
 fn ids(args: &[&str]) -> Vec<String> {
     let out = Command::new("docker")
@@ -155,24 +185,44 @@ fn ids(args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-impl Drop for ExampleMesh {
+/// Removes mesh `name`'s containers and images when dropped, when the test passes and when it
+/// fails: for a test that writes its own mesh file instead of an [`ExampleMesh`].
+pub struct DaemonGuard(pub String);
+
+impl Drop for DaemonGuard {
     fn drop(&mut self) {
-        let label = format!("label=jr2.dev/mesh={}", self.name);
-        let containers = ids(&["ps", "-aq", "--filter", &label]);
-        if !containers.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f"])
-                .args(&containers)
-                .output();
-        }
-        let images = ids(&["images", "-q", "--filter", &label]);
-        if !images.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rmi", "-f"])
-                .args(&images)
-                .output();
+        let left = remove_from_daemon(&self.0);
+        if !left.is_empty() {
+            eprintln!("mesh {}: images left on the daemon: {left:?}", self.0);
         }
     }
+}
+
+impl Drop for ExampleMesh {
+    /// Runs when a test passes and when it fails (unwinding): nothing of the mesh stays.
+    fn drop(&mut self) {
+        let left = remove_from_daemon(&self.name);
+        if !left.is_empty() {
+            eprintln!(
+                "mesh {}: images left on the daemon after the test: {left:?}",
+                self.name
+            );
+        }
+    }
+}
+
+/// A file of an image, read by running its busybox (`--rm`: the container does not stay).
+pub fn read_in_image(reference: &str, path: &str) -> String {
+    let out = Command::new("docker")
+        .args(["run", "--rm", reference, "/bin/busybox", "cat", path])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "docker run {reference}: {}",
+        said(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 pub fn said(output: &Output) -> String {
@@ -183,11 +233,12 @@ pub fn said(output: &Output) -> String {
     )
 }
 
-/// module → decision of a converge summary (`converge --json`).
+/// module → decision of a converge summary (`converge --json`). Never empty: a check over every
+/// decision (`.values().all(..)`) must have decisions to check.
 pub fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
-    summary["modules"]
-        .as_array()
-        .unwrap()
+    let modules = summary["modules"].as_array().unwrap();
+    assert!(!modules.is_empty(), "a summary without modules: {summary}");
+    modules
         .iter()
         .map(|m| {
             (

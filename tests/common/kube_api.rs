@@ -21,8 +21,9 @@ use tokio::sync::Barrier;
 
 use meshtop::backends::cluster::Cluster;
 
-use super::kube_controllers::{self, Fate, Key};
+use super::kube_controllers::{self, Fate, Key, Runtime};
 use super::kube_objects::{field_selector_matches, label_selector_matches, labels_match, query};
+use super::kube_rules::{self, Binding, Identity, Rule};
 
 #[derive(Default)]
 struct State {
@@ -33,8 +34,8 @@ struct State {
     gate: Option<(usize, Arc<Barrier>)>,
     /// Lease reads still to gather at their barrier (see `sync_next_lease_reads`).
     lease_gate: Option<(usize, Arc<Barrier>)>,
-    /// The identity's user and the (verb, resource) pairs it may do; None: everything is allowed.
-    identity: Option<(String, Vec<(String, String)>)>,
+    /// Who requests are made as, and what RBAC lets them do; None: everything is allowed.
+    identity: Option<Identity>,
     /// The next request with a continue token gets 410 Expired (an etcd compaction happened).
     expire_next_continue: bool,
 }
@@ -43,11 +44,16 @@ pub struct KubeApi {
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,
+    /// The clock that steps every controller on its own (see `start_clock`), when started.
+    clock: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for KubeApi {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(clock) = self.clock.lock().unwrap().take() {
+            clock.abort();
+        }
     }
 }
 
@@ -100,7 +106,12 @@ impl KubeApi {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        KubeApi { addr, state, task }
+        KubeApi {
+            addr,
+            state,
+            task,
+            clock: Mutex::new(None),
+        }
     }
 
     /// A real `kube` client pointed at this server.
@@ -267,6 +278,11 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             .push((image_prefix.to_string(), fate));
     }
 
+    /// Every container runs from now on (the fates given so far are forgotten).
+    pub fn clear_fates(&self) {
+        self.state.lock().unwrap().cluster.fates.clear();
+    }
+
     /// The workload's progress deadline has passed (the test's clock): the Deployment controller reports
     /// it on its next step if the roll-out is still incomplete.
     pub fn pass_progress_deadline(&self, resource: &str, namespace: &str, name: &str) {
@@ -298,6 +314,60 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         ));
     }
 
+    /// Time passes on its own: every `every`, each workload's controller takes a step, whether a client
+    /// reads or not (as a cluster's controllers do). Without it a workload steps after each read of it
+    /// and every few milliseconds while it is watched; a test that follows a roll-out by reading it (as
+    /// meshtop and kubectl do) sees the same states either way, only later.
+    pub fn start_clock(&self, every: std::time::Duration) {
+        let state = self.state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let mut s = state.lock().unwrap();
+                let workloads: Vec<Key> = s
+                    .cluster
+                    .objects
+                    .keys()
+                    .filter(|(r, _, _)| {
+                        matches!(r.as_str(), "deployments" | "statefulsets" | "daemonsets")
+                    })
+                    .cloned()
+                    .collect();
+                for key in workloads {
+                    s.cluster.reconcile(&key);
+                }
+            }
+        });
+        *self.clock.lock().unwrap() = Some(task);
+    }
+
+    /// (pods its ReplicaSets asked for, available, updated) after each step of a Deployment's controller.
+    pub fn trace(&self, namespace: &str, name: &str) -> Vec<(i64, i64, i64)> {
+        self.state
+            .lock()
+            .unwrap()
+            .cluster
+            .trace
+            .get(&("deployments".into(), namespace.into(), name.into()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The kubelet runs on this container runtime (the form of the imageIDs it reports).
+    pub fn runtime(&self, runtime: Runtime) {
+        self.state.lock().unwrap().cluster.runtime = runtime;
+    }
+
+    /// `image` was loaded onto the nodes (`kind load`), not pulled: its containers report the image `id`.
+    pub fn image_loaded(&self, image: &str, id: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .cluster
+            .loaded
+            .insert(image.into(), id.into());
+    }
+
     /// One step of the workload's controller (as time passing would).
     pub fn tick(&self, resource: &str, namespace: &str, name: &str) {
         self.state.lock().unwrap().cluster.reconcile(&(
@@ -314,15 +384,26 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         }
     }
 
-    /// Requests are made as `user`, who may only do these (verb, resource) pairs; anything else is 403.
+    /// Requests are made as `user`, bound cluster-wide (a ClusterRoleBinding) to a role of these (verb,
+    /// resource) pairs, each resource in the API group the server serves it in (`pods/log` a subresource);
+    /// anything else is 403, a request in another group too.
     pub fn identity(&self, user: &str, allowed: &[(&str, &str)]) {
-        self.state.lock().unwrap().identity = Some((
-            user.to_string(),
-            allowed
-                .iter()
-                .map(|(v, r)| (v.to_string(), r.to_string()))
-                .collect(),
-        ));
+        let rules = allowed
+            .iter()
+            .map(|(verb, resource)| {
+                let group = group_of(resource.split('/').next().unwrap_or_default());
+                Rule::new(&[verb], &[group], &[resource])
+            })
+            .collect();
+        self.identity_bound(user, vec![Binding::Cluster(rules)]);
+    }
+
+    /// Requests are made as `user` with exactly these bindings (RoleBindings count in their namespace only).
+    pub fn identity_bound(&self, user: &str, bindings: Vec<Binding>) {
+        self.state.lock().unwrap().identity = Some(Identity {
+            user: user.to_string(),
+            bindings,
+        });
     }
 
     /// The next continue token presented has expired (as after an etcd compaction).
@@ -470,71 +551,29 @@ async fn handle(
     response
 }
 
-/// The RBAC verb of a request (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`).
-fn verb_of(method: &Method, has_name: bool, watch: bool) -> &'static str {
-    match *method {
-        Method::GET if watch => "watch",
-        Method::GET if has_name => "get",
-        Method::GET => "list",
-        Method::PATCH => "patch",
-        Method::PUT => "update",
-        Method::POST => "create",
-        Method::DELETE => "delete",
-        _ => "unknown",
+/// The API group the server serves a resource in (what an RBAC rule for it must name).
+pub fn group_of(resource: &str) -> &'static str {
+    match resource {
+        "deployments" | "statefulsets" | "daemonsets" | "replicasets" | "controllerrevisions" => {
+            "apps"
+        }
+        "leases" => "coordination.k8s.io",
+        "selfsubjectaccessreviews" => "authorization.k8s.io",
+        _ => "",
     }
 }
 
-/// `forbiddenMessage` of `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go`.
-fn forbidden(
-    user: &str,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    ns: &str,
-    name: &str,
-) -> Response {
-    let scope = if ns.is_empty() {
-        "at the cluster scope".to_string()
-    } else {
-        format!("in the namespace {ns:?}")
-    };
-    let subject = if name.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource} {name:?}")
-    };
+/// 403 with the apiserver's message (`responsewriters/errors.go`).
+fn forbidden(user: &str, a: &kube_rules::Attributes) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("{subject} is forbidden: User {user:?} cannot {verb} resource {resource:?} in API group {group:?} {scope}"),
-        "reason": "Forbidden", "details": {"name": name, "group": group, "kind": resource}, "code": 403});
+        "message": kube_rules::forbidden_message(user, a),
+        "reason": "Forbidden", "details": {"name": a.name, "group": a.group, "kind": a.resource}, "code": 403});
     (
         StatusCode::FORBIDDEN,
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
     )
         .into_response()
-}
-
-/// The (group, resource, namespace, name) a path addresses, for authorization.
-fn addressed(parts: &[&str]) -> Option<(&'static str, String, String, String)> {
-    let (group, rest): (&'static str, &[&str]) = match parts {
-        ["api", "v1", rest @ ..] => ("", rest),
-        ["apis", "apps", "v1", rest @ ..] => ("apps", rest),
-        ["apis", "coordination.k8s.io", "v1", rest @ ..] => ("coordination.k8s.io", rest),
-        _ => return None,
-    };
-    let (ns, rest) = match rest {
-        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (ns.to_string(), rest),
-        ["namespaces", name] => {
-            return Some((group, "namespaces".into(), String::new(), name.to_string()));
-        }
-        rest => (String::new(), rest),
-    };
-    match rest {
-        [resource] => Some((group, resource.to_string(), ns, String::new())),
-        [resource, name] => Some((group, resource.to_string(), ns, name.to_string())),
-        [resource, name, sub] => Some((group, format!("{resource}/{sub}"), ns, name.to_string())),
-        _ => None,
-    }
 }
 
 async fn route(
@@ -546,15 +585,14 @@ async fn route(
 ) -> Response {
     let parts: Vec<&str> = uri.path().split('/').filter(|p| !p.is_empty()).collect();
     let q = query(uri);
-    // Authorization first, as the apiserver's filter chain does.
-    if let Some((user, allowed)) = state.lock().unwrap().identity.clone()
-        && let Some((group, resource, ns, name)) = addressed(&parts)
+    // Authorization first, as the apiserver's filter chain does (SelfSubjectAccessReviews are allowed to
+    // everyone authenticated: the `system:basic-user` ClusterRole).
+    if let Some(identity) = state.lock().unwrap().identity.clone()
+        && let Some(attributes) = kube_rules::request_attributes(method, &parts, &q)
+        && attributes.resource != "selfsubjectaccessreviews"
+        && !identity.allows(&attributes)
     {
-        let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
-        let verb = verb_of(method, !name.is_empty(), watch);
-        if !allowed.iter().any(|(v, r)| v == verb && *r == resource) {
-            return forbidden(&user, verb, group, &resource, &ns, &name);
-        }
+        return forbidden(&identity.user, &attributes);
     }
     let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
     match (method.clone(), parts.as_slice()) {
@@ -773,6 +811,11 @@ fn watch_objects(
     ns: &str,
     q: &HashMap<String, String>,
 ) -> Response {
+    if let Some(selector) = q.get("fieldSelector")
+        && let Err(message) = kube_rules::check_field_selector(resource, selector)
+    {
+        return status(400, "BadRequest", &message);
+    }
     let since: u64 = q
         .get("resourceVersion")
         .and_then(|v| v.parse().ok())
@@ -852,18 +895,13 @@ fn access_review(state: &Arc<Mutex<State>>, body: &Bytes) -> Response {
     let Ok(mut review) = serde_json::from_slice::<Value>(body) else {
         return status(400, "BadRequest", "the review is not JSON");
     };
-    let attributes = &review["spec"]["resourceAttributes"];
-    let verb = attributes["verb"].as_str().unwrap_or_default().to_string();
-    let resource = attributes["resource"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let attributes = kube_rules::review_attributes(&review["spec"]["resourceAttributes"]);
     let allowed = match &state.lock().unwrap().identity {
         None => true,
-        Some((_, rules)) => rules.iter().any(|(v, r)| *v == verb && *r == resource),
+        Some(identity) => identity.allows(&attributes),
     };
     review["status"] = if allowed {
-        json!({"allowed": true, "reason": "allowed by the test identity"})
+        json!({"allowed": true, "reason": "RBAC: allowed by the test identity's bindings"})
     } else {
         json!({"allowed": false})
     };
@@ -898,6 +936,11 @@ fn list(
     ns: &str,
     q: &HashMap<String, String>,
 ) -> Response {
+    if let Some(selector) = q.get("fieldSelector")
+        && let Err(message) = kube_rules::check_field_selector(resource, selector)
+    {
+        return status(400, "BadRequest", &message);
+    }
     let mut s = state.lock().unwrap();
     let (start_after, list_rv) = match q.get("continue").filter(|c| !c.is_empty()) {
         Some(token) => {
@@ -1070,6 +1113,15 @@ fn patch_object(
     if updated == current {
         return ok_json(&current);
     }
+    // Validation of the object as updated (`ValidateObjectMetaUpdate` → ValidateAnnotations).
+    if let Some(error) = kube_rules::annotations_too_long(&updated) {
+        let (_, kind) = kind_of(resource);
+        return status(
+            422,
+            "Invalid",
+            &kube_rules::invalid_message(kind, name, &[error]),
+        );
+    }
     s.cluster.store(key, updated.clone());
     let stored = s
         .cluster
@@ -1120,6 +1172,13 @@ fn leases(
                     "Lease.coordination.k8s.io is invalid: metadata.name: Required value: name or generateName is required",
                 );
             };
+            if let Err((code, message)) = kube_rules::check_lease(&lease) {
+                return status(
+                    code,
+                    if code == 400 { "BadRequest" } else { "Invalid" },
+                    &message,
+                );
+            }
             let mut s = state.lock().unwrap();
             if !s
                 .cluster
@@ -1174,6 +1233,13 @@ fn leases(
             }
             if json!(sent) != current["metadata"]["resourceVersion"] {
                 return conflict(QUALIFIED, name);
+            }
+            if let Err((code, message)) = kube_rules::check_lease(&lease) {
+                return status(
+                    code,
+                    if code == 400 { "BadRequest" } else { "Invalid" },
+                    &message,
+                );
             }
             for field in ["uid", "creationTimestamp", "namespace", "name"] {
                 lease["metadata"][field] = current["metadata"][field].clone();

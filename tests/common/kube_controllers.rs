@@ -1,12 +1,10 @@
 //! The controllers and the kubelet of the Kubernetes API test server, as state changes over time.
 //!
 //! They behave as the real ones, read from their sources, one step at a time (a step runs after each read
-//! of the workload, so what a client reads always lags what it wrote by at least one read):
-//! - the Deployment controller (`pkg/controller/deployment/sync.go`, `rolling.go`, `progress.go`): observes a
-//!   new generation by creating the ReplicaSet of the new template (`pod-template-hash`, revision annotation
-//!   `deployment.kubernetes.io/revision` on both), scales it up, scales the old ones down only once the new
-//!   pods are available, sets Progressing=False/ProgressDeadlineExceeded only while the roll-out is
-//!   incomplete, and resets that condition when it observes a new generation;
+//! of the workload, while it is watched, and on the clock of `KubeApi::start_clock`; what a client reads
+//! always lags what it wrote by at least one step). What is modelled and what is not: `tests/README.md`.
+//! - the Deployment and ReplicaSet controllers (`kube_deployment.rs`: rolling.go's maxSurge/maxUnavailable
+//!   arithmetic, minReadySeconds, the Available and Progressing conditions of sync.go and progress.go);
 //! - the StatefulSet controller (`pkg/controller/statefulset/stateful_set_control.go`): a ControllerRevision
 //!   per template, `status.updateRevision`, pods replaced one at a time from the highest ordinal down to
 //!   the partition, waiting for each to be Running and Ready, `currentRevision` becoming `updateRevision`
@@ -27,6 +25,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::kube_objects::labels_match;
+
+#[path = "kube_deployment.rs"]
+mod deployment;
+pub use deployment::{condition, fenceposts};
 
 pub type Key = (String, String, String); // (resource, namespace, name); namespaces have namespace ""
 
@@ -49,21 +51,38 @@ pub enum Fate {
     CrashesOnce(String),
     /// The container waits with this reason and message (e.g. CreateContainerConfigError).
     Waits(String, String),
+    /// The pod is never scheduled (no node has room: the scheduler's `FailedScheduling`, the pod Pending
+    /// with `PodScheduled=False/Unschedulable` and no container statuses): the pods it was to replace keep
+    /// running what they ran while the template names the new image.
+    Unschedulable(String),
 }
 
-/// The imageID the kubelet reports for a pulled image (dockershim/cri-dockerd style
-/// `docker-pullable://repo@digest`): the digest the image was named by, else one the test server makes up
-/// for its tag.
-pub fn image_id(image: &str) -> String {
+/// The container runtime behind the kubelet, which decides the form of a container's imageID (the
+/// kubelet reports the runtime's `ImageRef` as is: `pkg/kubelet/kuberuntime/kuberuntime_container.go`
+/// toKubeContainerStatus).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Runtime {
+    /// Docker through dockershim / cri-dockerd: `docker-pullable://<repo>@sha256:<manifest>` for a
+    /// pulled image (`DockerPullablePrefix`), `docker://sha256:<image id>` for one never pulled.
+    #[default]
+    Docker,
+    /// containerd's CRI: `<repo>@sha256:<manifest>` for a pulled image, the bare image id
+    /// `sha256:<config digest>` for one that has no repo digest (imported: `kind load`, `ctr import`).
+    Containerd,
+}
+
+/// The manifest digest of a pulled image: the digest it was named by, else one the test server makes
+/// up for its tag.
+fn pulled(image: &str) -> String {
     if image.contains("@sha256:") {
-        return format!("docker-pullable://{image}");
+        return image.to_string();
     }
     let repository = match image.rsplit_once(':') {
         Some((repo, tag)) if !tag.contains('/') => repo,
         _ => image,
     };
     format!(
-        "docker-pullable://{repository}@sha256:{}",
+        "{repository}@sha256:{}",
         hex::encode(Sha256::digest(image.as_bytes()))
     )
 }
@@ -88,6 +107,13 @@ pub struct Cluster {
     pub image_changes: Vec<(Key, String, String, String, u64, Option<u64>)>,
     /// Pod → the step at which it was marked for deletion.
     terminating: HashMap<Key, u64>,
+    /// Deployment → after each of its controller's steps, (pods the ReplicaSets ask for, available,
+    /// updated): how a roll-out went, for tests to check its arithmetic.
+    pub trace: HashMap<Key, Vec<(i64, i64, i64)>>,
+    /// The runtime whose imageID form the kubelet reports.
+    pub runtime: Runtime,
+    /// Images on the nodes that were loaded, not pulled (image → its id, `sha256:…`): reported by id.
+    pub loaded: HashMap<String, String>,
     step: u64,
     serial: u64,
 }
@@ -107,9 +133,14 @@ impl Cluster {
         format!("00000000-0000-4000-8000-{:012x}", self.serial())
     }
 
-    /// A timestamp of the test's clock: one second per controller step.
+    /// The test's clock in seconds since the epoch: one second per controller step.
+    fn clock_seconds(&self) -> i64 {
+        1_767_225_600 + self.step as i64
+    }
+
+    /// A timestamp of the test's clock.
     pub fn now(&self) -> String {
-        let at = chrono::DateTime::from_timestamp(1_767_225_600 + self.step as i64, 0).unwrap();
+        let at = chrono::DateTime::from_timestamp(self.clock_seconds(), 0).unwrap();
         at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
 
@@ -117,6 +148,16 @@ impl Cluster {
     pub fn store(&mut self, key: Key, mut object: Value) {
         object["metadata"]["resourceVersion"] = json!(self.bump());
         self.objects.insert(key, object);
+    }
+
+    /// The imageID the kubelet reports for a container running `image`.
+    pub fn image_id(&self, image: &str) -> String {
+        match (self.runtime, self.loaded.get(image)) {
+            (Runtime::Docker, Some(id)) => format!("docker://{id}"),
+            (Runtime::Containerd, Some(id)) => id.clone(),
+            (Runtime::Docker, None) => format!("docker-pullable://{}", pulled(image)),
+            (Runtime::Containerd, None) => pulled(image),
+        }
     }
 
     fn fate_of(&self, image: &str) -> Fate {
@@ -318,11 +359,23 @@ impl Cluster {
 
     /// A new pod of the workload's current template, waiting in ContainerCreating.
     fn create_pod(&mut self, key: &Key, pod_name: Option<String>) -> Key {
+        let template = self.objects[key]["spec"]["template"].clone();
+        let hash = Self::template_hash(&template);
+        self.create_pod_of(key, &template, &hash, pod_name)
+    }
+
+    /// A new pod of the workload from `template` of the revision `hash` (a ReplicaSet's template, which
+    /// carries its pod-template-hash already), waiting in ContainerCreating.
+    fn create_pod_of(
+        &mut self,
+        key: &Key,
+        template: &Value,
+        hash: &str,
+        pod_name: Option<String>,
+    ) -> Key {
         let workload = self.objects[key].clone();
         let (resource, ns, name) = key;
-        let template = &workload["spec"]["template"];
-        let hash = Self::template_hash(template);
-        let (label, value) = Self::revision_label(resource, name, &hash);
+        let (label, value) = Self::revision_label(resource, name, hash);
         let mut labels = template["metadata"]["labels"].clone();
         labels[label] = json!(value);
         let pod_name = pod_name.unwrap_or_else(|| {
@@ -370,7 +423,7 @@ impl Cluster {
             cs["state"] = json!({"running": {"startedAt": self.now()}});
             cs["ready"] = json!(true);
             cs["started"] = json!(true);
-            cs["imageID"] = json!(image_id(&image));
+            cs["imageID"] = json!(self.image_id(&image));
         }
         pod["status"]["phase"] = json!("Running");
         self.store(pod_key.clone(), pod);
@@ -396,7 +449,7 @@ impl Cluster {
                 .map(str::to_string);
             let fate = self.fate_of(&image);
             let running = json!({"running": {"startedAt": self.now()}});
-            let pulled_id = image_id(&image);
+            let pulled_id = self.image_id(&image);
             let wait = |reason: &str, message: &str| json!({"waiting": {"reason": reason, "message": message}});
             match (waiting.as_deref(), &fate) {
                 (Some("ContainerCreating"), Fate::Runs)
@@ -452,6 +505,25 @@ impl Cluster {
                     }
                     changed = true;
                 }
+                (Some("ContainerCreating"), Fate::Unschedulable(message)) => {
+                    let message = message.clone();
+                    let mut pod = pod.clone();
+                    pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                        "status": "False", "reason": "Unschedulable", "message": message,
+                        "lastTransitionTime": self.now()}]});
+                    self.store(pod_key.clone(), pod);
+                    let now = self.now();
+                    let n = self.serial();
+                    let name = format!("{pod_name}.{n:x}");
+                    let event = json!({"apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": name, "namespace": ns},
+                        "involvedObject": {"kind": "Pod", "name": pod_name, "namespace": ns},
+                        "reason": "FailedScheduling", "message": message, "type": "Warning",
+                        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+                        "source": {"component": "default-scheduler"}});
+                    self.store(("events".into(), ns.clone(), name), event);
+                    return;
+                }
                 (Some("ContainerCreating"), Fate::Waits(reason, message))
                     if reason != "ContainerCreating" =>
                 {
@@ -469,8 +541,16 @@ impl Cluster {
         }
         pod["status"]["containerStatuses"] = json!(updated);
         pod["status"]["phase"] = json!(if all_ready { "Running" } else { "Pending" });
+        // The Ready condition's lastTransitionTime is when it last changed (minReadySeconds counts from it).
+        let ready = if all_ready { "True" } else { "False" };
+        let was = deployment::condition(&pod["status"], "Ready").clone();
+        let since = if was["status"] == ready && !was["lastTransitionTime"].is_null() {
+            was["lastTransitionTime"].clone()
+        } else {
+            json!(self.now())
+        };
         pod["status"]["conditions"] =
-            json!([{"type": "Ready", "status": if all_ready { "True" } else { "False" }}]);
+            json!([{"type": "Ready", "status": ready, "lastTransitionTime": since}]);
         self.store(pod_key.clone(), pod);
         for (reason, message) in events {
             self.event(ns, "Pod", pod_name, reason, &message);
@@ -602,6 +682,10 @@ impl Cluster {
         if resource == "deployments" {
             workload["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
                 json!(revision.to_string());
+            let rs: Key = ("replicasets".into(), ns.clone(), format!("{name}-{hash}"));
+            let mut set = self.objects[&rs].clone();
+            set["spec"]["replicas"] = json!(wanted);
+            self.store(rs, set);
         } else if resource == "statefulsets" {
             workload["status"]["updateRevision"] = json!(value);
             workload["status"]["currentRevision"] = json!(value);
@@ -621,19 +705,40 @@ impl Cluster {
         if observed >= generation {
             return false;
         }
-        let revision = self.ensure_revision(key);
         let hash = Self::template_hash(&self.objects[key]["spec"]["template"]);
+        let child = format!("{}-{hash}", key.2);
+        let existed =
+            self.objects
+                .contains_key(&("replicasets".into(), key.1.clone(), child.clone()));
+        let revision = self.ensure_revision(key);
         let mut workload = self.objects[key].clone();
         workload["status"]["observedGeneration"] = json!(generation);
         match key.0.as_str() {
             "deployments" => {
                 workload["metadata"]["annotations"]["deployment.kubernetes.io/revision"] =
                     json!(revision.to_string());
-                // progress.go: a new ReplicaSet means progress; a timed-out condition is replaced.
-                workload["status"]["conditions"] = json!([{"type": "Progressing", "status": "True",
-                    "reason": "NewReplicaSetCreated",
-                    "message": format!("Created new replica set \"{}-{hash}\"", key.2),
-                    "lastUpdateTime": self.now(), "lastTransitionTime": self.now()}]);
+                // sync.go getNewReplicaSet: a new ReplicaSet (or one found again, a rollback) is
+                // progress; a timed-out condition is replaced.
+                let (reason, message) = if existed {
+                    (
+                        "FoundNewReplicaSet",
+                        format!("Found new replica set {child:?}"),
+                    )
+                } else {
+                    (
+                        "NewReplicaSetCreated",
+                        format!("Created new replica set {child:?}"),
+                    )
+                };
+                let now = self.now();
+                deployment::set_condition(
+                    &mut workload["status"],
+                    "Progressing",
+                    "True",
+                    reason,
+                    &message,
+                    &now,
+                );
             }
             "statefulsets" => {
                 workload["status"]["updateRevision"] = json!(format!("{}-{hash}", key.2));
@@ -655,7 +760,7 @@ impl Cluster {
     fn paused_step(&mut self, key: &Key) -> bool {
         let mut workload = self.objects[key].clone();
         let paused = workload["spec"]["paused"] == json!(true);
-        let condition = workload["status"]["conditions"][0].clone();
+        let condition = deployment::condition(&workload["status"], "Progressing").clone();
         let paused_condition = condition["reason"] == "DeploymentPaused";
         let deadline = workload["spec"]["progressDeadlineSeconds"]
             .as_i64()
@@ -671,9 +776,15 @@ impl Cluster {
             } else {
                 ("DeploymentResumed", "Deployment is resumed")
             };
-            workload["status"]["conditions"] = json!([{"type": "Progressing", "status": "Unknown",
-                "reason": reason, "message": message,
-                "lastUpdateTime": self.now(), "lastTransitionTime": self.now()}]);
+            let now = self.now();
+            deployment::set_condition(
+                &mut workload["status"],
+                "Progressing",
+                "Unknown",
+                reason,
+                message,
+                &now,
+            );
         }
         if paused {
             let generation = workload["metadata"]["generation"].clone();
@@ -686,43 +797,6 @@ impl Cluster {
             self.write_status(key);
         }
         paused
-    }
-
-    fn deployment_step(&mut self, key: &Key) {
-        if self.paused_step(key) || self.observe(key) {
-            return;
-        }
-        let workload = self.objects[key].clone();
-        let hash = Self::template_hash(&workload["spec"]["template"]);
-        let selector = workload["spec"]["selector"]["matchLabels"].clone();
-        let pods = self.active(&self.selected(&key.1, &selector));
-        let (new, old): (Vec<Key>, Vec<Key>) = pods
-            .into_iter()
-            .partition(|p| self.label(p, "pod-template-hash").as_deref() == Some(hash.as_str()));
-        let replicas = workload["spec"]["replicas"].as_i64().unwrap_or(1) as usize;
-        if new.len() < replicas {
-            for _ in new.len()..replicas {
-                self.create_pod(key, None);
-            }
-        } else {
-            for pod in &new {
-                self.kubelet_sync(pod);
-            }
-            let all_ready = new.iter().all(|p| Self::pod_ready(&self.objects[p]));
-            if all_ready {
-                for pod in &old {
-                    self.mark_terminating(pod);
-                }
-            } else if self.deadline_passed.contains(key) {
-                let mut workload = self.objects[key].clone();
-                workload["status"]["conditions"] = json!([{"type": "Progressing", "status": "False",
-                    "reason": "ProgressDeadlineExceeded",
-                    "message": format!("ReplicaSet \"{}-{hash}\" has timed out progressing.", key.2),
-                    "lastUpdateTime": self.now(), "lastTransitionTime": self.now()}]);
-                self.store(key.clone(), workload);
-            }
-        }
-        self.write_status(key);
     }
 
     fn statefulset_step(&mut self, key: &Key) {
@@ -831,17 +905,8 @@ impl Cluster {
         let status = &mut workload["status"];
         match resource.as_str() {
             "deployments" => {
-                let updated = pods
-                    .iter()
-                    .filter(|p| {
-                        self.label(p, "pod-template-hash").as_deref() == Some(hash.as_str())
-                    })
-                    .count() as i64;
-                status["replicas"] = json!(total);
-                status["updatedReplicas"] = json!(updated);
-                status["readyReplicas"] = json!(ready);
-                status["availableReplicas"] = json!(ready);
-                status["unavailableReplicas"] = json!((total - ready).max(0));
+                let _ = (ready, total);
+                *status = self.deployment_status(key);
             }
             "statefulsets" => {
                 let update = status["updateRevision"]

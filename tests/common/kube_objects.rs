@@ -134,15 +134,29 @@ pub fn label_selector_matches(selector: &str, labels: &Value) -> bool {
     })
 }
 
+/// A field selector's terms (`=`, `==`, `!=`; `fields/selector.go`), each over the object's field as text
+/// (`source` of an event is its `source.component`, as `pkg/registry/core/event/strategy.go` sets it).
 pub fn field_selector_matches(selector: &str, object: &Value) -> bool {
     terms(selector).iter().all(|term| {
-        let Some((path, expected)) = term.split_once('=') else {
-            return false;
+        let (path, expected, equal) = match term.split_once("!=") {
+            Some((p, v)) => (p, v, false),
+            None => match term.split_once("==").or_else(|| term.split_once('=')) {
+                Some((p, v)) => (p, v, true),
+                None => return false,
+            },
         };
         let mut value = object;
-        for part in path.split('.') {
+        for part in path.trim().split('.') {
             value = &value[part];
         }
-        value.as_str() == Some(expected)
+        if path.trim() == "source" {
+            value = &value["component"];
+        }
+        let text = match value {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+        (text == expected.trim()) == equal
     })
 }

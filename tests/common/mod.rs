@@ -4,7 +4,8 @@
 //! - `history`: a temporary state database and build rows;
 //! - `mesh_file`: mesh files written into a temporary repository;
 //! - `daemon_proxy`: a counting, closable proxy in front of the Docker daemon;
-//! - `kube_api`, `kube_objects`: the Kubernetes API test server;
+//! - `kube_api`, `kube_objects`, `kube_rules`, `kube_controllers`: the Kubernetes API test server (what it
+//!   models, what it does not and the sources it follows: `tests/README.md`);
 //! - `kube_mesh`: the example mesh on the Kubernetes target, the binary run against it;
 //! - `local_registry`: the real registry on 127.0.0.1:5000 and the docker CLI;
 //! - `registry_proxy`: the real registry behind a login, or open with a hook on deletes;
@@ -20,6 +21,7 @@ pub mod kube_api;
 pub mod kube_controllers;
 pub mod kube_mesh;
 pub mod kube_objects;
+pub mod kube_rules;
 pub mod local_registry;
 pub mod mesh_file;
 pub mod registry_proxy;
@@ -28,18 +30,21 @@ pub mod tmux;
 
 pub use example::*;
 
+/// A random id, fresh on every call (never the pid, which repeats across runs and machines):
+/// every name a test leaves on the daemon, the registry or tmux carries one, so two runs, or a run
+/// beside the example mesh's own `demo` machines, never meet.
+pub fn run_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 5];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .expect("the tests read their run ids from /dev/urandom");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A Dockerfile `RUN` line that really runs: BuildKit keeps a finished step in its cache by its
 /// command, across tests and runs on one daemon, so a step a test waits on (a slow build to watch,
 /// stop or take over) carries a word no earlier run had, as a shell comment.
 pub fn fresh_run(command: &str) -> String {
-    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!(
-        "RUN {command} # fresh {}-{nanos}-{count}\n",
-        std::process::id()
-    )
+    format!("RUN {command} # fresh {}\n", run_id())
 }

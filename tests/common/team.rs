@@ -52,6 +52,18 @@ impl Team {
         }
     }
 
+    /// Follow roll-outs for at most `deadline` (the mesh file's `rollout_deadline`).
+    pub fn rollout_deadline(&self, deadline: &str) {
+        let file = self.mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("rollout_deadline = \"6s\""));
+        let text = text.replace(
+            "rollout_deadline = \"6s\"",
+            &format!("rollout_deadline = \"{deadline}\""),
+        );
+        std::fs::write(&file, text).unwrap();
+    }
+
     /// A one-replica Deployment `<module>-1` (labelled for `module`) and its pod, running an older
     /// image of the module (`…/<module>:old`), as a teammate's cluster would.
     pub fn runs_old(&self, api: &KubeApi, module: &str) {

@@ -1,4 +1,7 @@
 //! The real binary in tmux: start the dashboard on an example mesh, send keys, read the screen.
+//! Every session runs on a tmux server of its own (`tmux -L meshtop-test-<run id>`, with `TMUX`
+//! unset), never the user's: a test run from inside someone's tmux puts no window there, and two
+//! runs never share a server. Dropping a [`Tmux`] ends its server.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
@@ -8,6 +11,11 @@ use super::ExampleMesh;
 
 pub struct Tmux {
     pub session: String,
+    /// The server's socket name (`-L`).
+    pub server: String,
+    /// `XDG_STATE_HOME` of everything run in it: a dashboard's log goes here, not into the
+    /// user's `~/.local/state/meshtop/` (where the user's own dashboard logs).
+    state_home: tempfile::TempDir,
 }
 
 impl Tmux {
@@ -40,16 +48,19 @@ impl Tmux {
             ok,
             "this test needs tmux (apt-get install tmux; scripts/test.sh installs it)"
         );
-        // Several sessions in one test process (a dashboard beside a shell) need their own names.
-        static SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let session = format!("meshtop-e2e-{}-{n}", std::process::id());
-        let status = Command::new("tmux")
+        let id = super::run_id();
+        let tmux = Tmux {
+            session: format!("meshtop-e2e-{id}"),
+            server: format!("meshtop-test-{id}"),
+            state_home: tempfile::tempdir().unwrap(),
+        };
+        let status = tmux
+            .command()
             .args([
                 "new-session",
                 "-d",
                 "-s",
-                &session,
+                &tmux.session,
                 "-x",
                 "120",
                 "-y",
@@ -57,14 +68,35 @@ impl Tmux {
                 "bash --norc --noprofile",
             ])
             .env("PS1", "prompt$ ")
+            .env("XDG_STATE_HOME", tmux.state_home.path())
             .status()
             .unwrap();
         assert!(status.success());
-        Tmux { session }
+        tmux
+    }
+
+    /// A tmux command on this session's own server: `TMUX` unset, so a test run from inside
+    /// someone's tmux never talks to that server.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new("tmux");
+        command.env_remove("TMUX").args(["-L", &self.server]);
+        command
+    }
+
+    /// The pid of the process in the session's pane (its shell, or the command it was made with).
+    pub fn pane_pid(&self) -> String {
+        let out = self
+            .command()
+            .args(["display", "-p", "-t", &self.session, "#{pane_pid}"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tmux display: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     pub fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
+        let status = self
+            .command()
             .args(["send-keys", "-t", &self.session])
             .args(keys)
             .status()
@@ -73,7 +105,8 @@ impl Tmux {
     }
 
     pub fn screen(&self) -> String {
-        let out = Command::new("tmux")
+        let out = self
+            .command()
             .args(["capture-pane", "-p", "-t", &self.session])
             .output()
             .unwrap();
@@ -123,10 +156,20 @@ impl Tmux {
 }
 
 impl Drop for Tmux {
+    /// Ends the session's own server (and the dashboard in it) and removes its socket, passing or
+    /// failing.
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .status();
+        let socket = self
+            .command()
+            .args(["display", "-p", "#{socket_path}"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let _ = self.command().arg("kill-server").status();
+        // tmux leaves its socket file behind when its server is killed.
+        if !socket.is_empty() {
+            let _ = std::fs::remove_file(socket);
+        }
     }
 }
 
@@ -148,7 +191,8 @@ pub fn row<'a>(screen: &'a str, module: &str) -> &'a str {
 impl Tmux {
     /// Make the window `width`×`height` (a tall one shows a whole operation in its pane).
     pub fn resize(&self, width: u16, height: u16) {
-        let status = Command::new("tmux")
+        let status = self
+            .command()
             .args(["resize-window", "-t", &self.session, "-x"])
             .arg(width.to_string())
             .arg("-y")

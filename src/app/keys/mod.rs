@@ -1,230 +1,16 @@
-//! The ONE key table: it drives dispatch, the `?` help overlay and the footer hints.
+//! The ONE key table (its rows in `actions.rs`): it drives dispatch, the `?` help overlay and the
+//! footer hints.
 //! Users override it from `<config dir>/meshtop/keys.toml`; a bad override is reported, never fatal.
 //! Long: the whole key table (actions, modes, defaults, overrides) is read as one; its tests are apart.
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::crossterm::event::KeyEvent;
 
+mod actions;
 mod chord;
 
+use actions::CTRL_C;
+pub use actions::{ACTIONS, Action, ActionRow, InMode};
 pub use chord::Key;
-
-/// What the keyboard can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
-    Up,
-    Down,
-    Top,
-    Bottom,
-    PageUp,
-    PageDown,
-    NextPane,
-    PrevPane,
-    Open,
-    Close,
-    Filter,
-    Poll,
-    ConvergeModule,
-    ConvergeMesh,
-    ForceRebuild,
-    Send,
-    Rollback,
-    ToggleHistory,
-    Help,
-    Quit,
-    Accept,
-    Backspace,
-    Toggle,
-    Wrap,
-    AutoConverge,
-    Gc,
-    Stats,
-    Sweep,
-    Environments,
-    NextTarget,
-    Promote,
-    Left,
-    Right,
-}
-
-impl Action {
-    pub const ALL: [Action; 33] = [
-        Action::Up,
-        Action::Down,
-        Action::Top,
-        Action::Bottom,
-        Action::PageUp,
-        Action::PageDown,
-        Action::NextPane,
-        Action::PrevPane,
-        Action::Open,
-        Action::Close,
-        Action::Filter,
-        Action::Poll,
-        Action::ConvergeModule,
-        Action::ConvergeMesh,
-        Action::ForceRebuild,
-        Action::Send,
-        Action::Rollback,
-        Action::ToggleHistory,
-        Action::Help,
-        Action::Quit,
-        Action::Accept,
-        Action::Backspace,
-        Action::Toggle,
-        Action::Wrap,
-        Action::AutoConverge,
-        Action::Gc,
-        Action::Stats,
-        Action::Sweep,
-        Action::Environments,
-        Action::NextTarget,
-        Action::Promote,
-        Action::Left,
-        Action::Right,
-    ];
-
-    /// The name used in `keys.toml`.
-    pub fn name(self) -> &'static str {
-        self.meta().0
-    }
-
-    /// One line for the help overlay.
-    pub fn description(self) -> &'static str {
-        self.meta().1
-    }
-
-    /// The short word of the footer hints ("" = not hinted).
-    pub fn hint(self) -> &'static str {
-        self.meta().2
-    }
-
-    fn meta(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Action::Up => ("up", "move up", ""),
-            Action::Down => ("down", "move down", ""),
-            Action::Top => ("top", "go to the first row", ""),
-            Action::Bottom => ("bottom", "go to the last row", ""),
-            Action::PageUp => ("page_up", "one page up", ""),
-            Action::PageDown => ("page_down", "one page down", ""),
-            Action::NextPane => ("next_pane", "focus the next pane", "pane"),
-            Action::PrevPane => ("prev_pane", "focus the previous pane", ""),
-            Action::Open => ("open", "open the detail of the selected row", "detail"),
-            Action::Close => ("close", "close / cancel", "close"),
-            Action::Filter => ("filter", "filter modules by name", "filter"),
-            Action::Poll => ("poll", "poll every source now", "poll"),
-            Action::ConvergeModule => (
-                "converge_module",
-                "converge the selected module",
-                "converge",
-            ),
-            Action::ConvergeMesh => (
-                "converge_mesh",
-                "converge the whole mesh (asks first)",
-                "converge all",
-            ),
-            Action::ForceRebuild => (
-                "force_rebuild",
-                "force-rebuild the selected module (asks first)",
-                "force",
-            ),
-            Action::Send => (
-                "send",
-                "send the selected module's behind machines (asks first)",
-                "send",
-            ),
-            Action::Rollback => (
-                "rollback",
-                "roll the selected module back and pin it (asks first)",
-                "rollback",
-            ),
-            Action::ToggleHistory => (
-                "toggle_history",
-                "build history: selected module / whole mesh",
-                "builds",
-            ),
-            Action::Help => ("help", "show / hide this help", "help"),
-            Action::Quit => ("quit", "quit meshtop", "quit"),
-            Action::Accept => ("accept", "accept", "accept"),
-            Action::Backspace => ("backspace", "delete the last character", ""),
-            Action::Toggle => ("toggle", "switch between Cancel and the action", "switch"),
-            Action::Wrap => ("wrap", "wrap long lines / cut them at the edge", "wrap"),
-            Action::AutoConverge => (
-                "auto_converge",
-                "converge by itself after a save (toggle; the plan shows first)",
-                "auto",
-            ),
-            Action::Gc => (
-                "gc",
-                "gc view: what a sweep would take and why, the keep set",
-                "gc",
-            ),
-            Action::Stats => (
-                "stats",
-                "stats view: builds, failures, median build, what the skips saved",
-                "stats",
-            ),
-            Action::Sweep => ("sweep", "sweep what the gc view lists (asks first)", ""),
-            Action::Environments => (
-                "environments",
-                "environments view: every target side by side, each module's artifact there",
-                "envs",
-            ),
-            Action::NextTarget => (
-                "next_target",
-                "show the next target in the main view (in the environments view: the selected one)",
-                "target",
-            ),
-            Action::Promote => (
-                "promote",
-                "promote the selected cell from its source (environments view; asks first)",
-                "promote",
-            ),
-            Action::Left => ("left", "the target to the left (environments view)", ""),
-            Action::Right => ("right", "the target to the right (environments view)", ""),
-        }
-    }
-
-    /// Which hints the footer keeps when it is short of room: lower first (actions, then the ways
-    /// around). Help and quit always show.
-    pub fn footer_rank(self) -> u8 {
-        match self {
-            Action::Help => 0,
-            Action::ConvergeModule => 1,
-            Action::ForceRebuild => 2,
-            Action::Send => 3,
-            Action::Rollback => 4,
-            Action::ToggleHistory => 5,
-            Action::Open => 6,
-            Action::ConvergeMesh => 7,
-            Action::Filter => 8,
-            Action::Poll => 9,
-            Action::NextPane => 10,
-            Action::Close => 11,
-            Action::Gc | Action::Stats | Action::Environments | Action::NextTarget => 12,
-            Action::Promote => 4,
-            _ => 13,
-        }
-    }
-
-    /// Actions that change something: `--readonly` removes them.
-    pub fn is_mutating(self) -> bool {
-        matches!(
-            self,
-            Action::ConvergeModule
-                | Action::ConvergeMesh
-                | Action::ForceRebuild
-                | Action::Send
-                | Action::Rollback
-                | Action::AutoConverge
-                | Action::Sweep
-                | Action::Promote
-        )
-    }
-
-    pub fn parse(name: &str) -> Option<Action> {
-        Action::ALL.into_iter().find(|a| a.name() == name)
-    }
-}
 
 /// The modes the keyboard is in; each has its own bindings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -283,96 +69,14 @@ pub struct KeyTable {
     modes: [Vec<Binding>; 5],
 }
 
-const CTRL_C: Key = Key {
-    code: KeyCode::Char('c'),
-    ctrl: true,
-};
-
-fn defaults(mode: Mode) -> Vec<(Action, Vec<Key>)> {
-    use Action as A;
-    let up = (A::Up, vec![Key::plain(KeyCode::Up), Key::ch('k')]);
-    let down = (A::Down, vec![Key::plain(KeyCode::Down), Key::ch('j')]);
-    let top = (A::Top, vec![Key::ch('g'), Key::plain(KeyCode::Home)]);
-    let bottom = (A::Bottom, vec![Key::ch('G'), Key::plain(KeyCode::End)]);
-    let page_up = (A::PageUp, vec![Key::plain(KeyCode::PageUp)]);
-    let page_down = (A::PageDown, vec![Key::plain(KeyCode::PageDown)]);
-    match mode {
-        Mode::Normal => vec![
-            up,
-            down,
-            top,
-            bottom,
-            page_up,
-            page_down,
-            (A::NextPane, vec![Key::plain(KeyCode::Tab)]),
-            (A::PrevPane, vec![Key::plain(KeyCode::BackTab)]),
-            (A::Open, vec![Key::plain(KeyCode::Enter)]),
-            (A::Close, vec![Key::plain(KeyCode::Esc)]),
-            (A::Filter, vec![Key::ch('/')]),
-            (A::Poll, vec![Key::ch('r')]),
-            (A::ConvergeModule, vec![Key::ch('c')]),
-            (A::ConvergeMesh, vec![Key::ch('C')]),
-            (A::ForceRebuild, vec![Key::ch('f')]),
-            (A::Send, vec![Key::ch('s')]),
-            (A::Rollback, vec![Key::ch('R')]),
-            (A::ToggleHistory, vec![Key::ch('b')]),
-            (A::AutoConverge, vec![Key::ch('a')]),
-            (A::Gc, vec![Key::ch('x')]),
-            (A::Stats, vec![Key::ch('S')]),
-            (A::Environments, vec![Key::ch('e')]),
-            (A::NextTarget, vec![Key::ch('t')]),
-            (A::Help, vec![Key::ch('?')]),
-            (A::Quit, vec![Key::ch('q'), CTRL_C]),
-        ],
-        Mode::Filter => vec![
-            (A::Accept, vec![Key::plain(KeyCode::Enter)]),
-            (A::Close, vec![Key::plain(KeyCode::Esc)]),
-            (A::Backspace, vec![Key::plain(KeyCode::Backspace)]),
-            (A::Quit, vec![CTRL_C]),
-        ],
-        Mode::Help => vec![
-            up,
-            down,
-            top,
-            bottom,
-            page_up,
-            page_down,
-            (
-                A::Close,
-                vec![Key::plain(KeyCode::Esc), Key::ch('?'), Key::ch('q')],
-            ),
-            (A::Quit, vec![CTRL_C]),
-        ],
-        Mode::Confirm => vec![
-            (
-                A::Toggle,
-                vec![
-                    Key::plain(KeyCode::Left),
-                    Key::plain(KeyCode::Right),
-                    Key::plain(KeyCode::Tab),
-                ],
-            ),
-            (A::Accept, vec![Key::plain(KeyCode::Enter)]),
-            (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('n')]),
-            (A::Quit, vec![CTRL_C]),
-        ],
-        Mode::Detail => vec![
-            up,
-            down,
-            top,
-            bottom,
-            page_up,
-            page_down,
-            (A::Wrap, vec![Key::ch('w')]),
-            (A::Sweep, vec![Key::ch('x')]),
-            (A::Left, vec![Key::plain(KeyCode::Left), Key::ch('h')]),
-            (A::Right, vec![Key::plain(KeyCode::Right), Key::ch('l')]),
-            (A::Promote, vec![Key::ch('p')]),
-            (A::NextTarget, vec![Key::ch('t')]),
-            (A::Close, vec![Key::plain(KeyCode::Esc), Key::ch('q')]),
-            (A::Quit, vec![CTRL_C]),
-        ],
-    }
+/// The default bindings of a mode: every row that has keys there, in row order.
+fn defaults(mode: Mode) -> impl Iterator<Item = (Action, &'static [Key])> {
+    ACTIONS.iter().filter_map(move |row| {
+        row.keys
+            .iter()
+            .find(|bound| bound.mode == mode)
+            .map(|bound| (row.action, bound.keys))
+    })
 }
 
 impl KeyTable {
@@ -380,9 +84,11 @@ impl KeyTable {
     pub fn new(readonly: bool) -> KeyTable {
         let modes = Mode::ALL.map(|mode| {
             defaults(mode)
-                .into_iter()
                 .filter(|(action, _)| !(readonly && action.is_mutating()))
-                .map(|(action, keys)| Binding { action, keys })
+                .map(|(action, keys)| Binding {
+                    action,
+                    keys: keys.to_vec(),
+                })
                 .collect()
         });
         KeyTable { modes }
@@ -459,7 +165,7 @@ impl KeyTable {
         readonly: bool,
     ) -> Result<(), String> {
         let action = Action::parse(name).ok_or_else(|| {
-            let names: Vec<&str> = Action::ALL.iter().map(|a| a.name()).collect();
+            let names: Vec<&str> = Action::all().map(Action::name).collect();
             format!("unknown action; actions are {}", names.join(", "))
         })?;
         if readonly && action.is_mutating() {
@@ -555,10 +261,12 @@ impl KeyTable {
             .iter()
             .filter(|b| !b.action.hint().is_empty())
             .collect();
-        // Help first, quit last: the two a newcomer looks for.
+        // Help first, quit last: the two a newcomer looks for. Over a view or a question the
+        // way out stands beside quit.
         hinted.sort_by_key(|b| match b.action {
             Action::Help => 0,
-            Action::Quit => 2,
+            Action::Close if mode != Mode::Normal => 2,
+            Action::Quit => 3,
             _ => 1,
         });
         hinted

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-use ratatui::crossterm::event::KeyModifiers;
+use ratatui::crossterm::event::{KeyCode, KeyModifiers};
 
 use super::*;
 
@@ -162,4 +162,65 @@ fn the_bell_setting_sits_beside_the_tables() {
         "{warnings:?}"
     );
     assert_eq!(KeyTable::settings_of("").0.bell, None);
+}
+
+#[test]
+fn each_action_is_its_own_row_with_its_own_name() {
+    let mut names = std::collections::HashSet::new();
+    for (index, row) in ACTIONS.iter().enumerate() {
+        assert_eq!(
+            row.action as usize, index,
+            "{} stands out of order",
+            row.name
+        );
+        assert!(std::ptr::eq(row.action.row(), row));
+        assert!(names.insert(row.name), "{} is named twice", row.name);
+        assert_eq!(Action::parse(row.name), Some(row.action));
+        assert!(!row.keys.is_empty(), "{} has no key in any mode", row.name);
+    }
+}
+
+#[test]
+fn a_row_says_per_mode_what_its_action_does_there() {
+    assert_eq!(Action::Close.says_in(Mode::Confirm), "cancel");
+    assert_eq!(
+        Action::Close.says_in(Mode::Normal),
+        "clear the filter and the notice"
+    );
+    // Without a word of its own in the mode, the help says the row's description.
+    assert_eq!(Action::PageUp.says_in(Mode::Detail), "one page up");
+}
+
+#[test]
+fn readonly_keeps_every_row_that_changes_nothing() {
+    let table = KeyTable::new(true);
+    for row in ACTIONS {
+        for bound in row.keys {
+            assert_eq!(
+                table.has(bound.mode, row.action),
+                !row.mutating,
+                "{} in {} mode",
+                row.name,
+                bound.mode.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn over_a_view_the_way_out_is_hinted_beside_quit() {
+    let table = KeyTable::new(false);
+    let words: Vec<&str> = table
+        .hints(Mode::Detail)
+        .iter()
+        .map(|(_, word, _)| *word)
+        .collect();
+    assert_eq!(words, ["wrap", "promote", "target", "close", "quit"]);
+    let normal: Vec<&str> = table
+        .hints(Mode::Normal)
+        .iter()
+        .map(|(_, word, _)| *word)
+        .take(4)
+        .collect();
+    assert_eq!(normal, ["help", "pane", "detail", "close"]);
 }

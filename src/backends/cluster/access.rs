@@ -43,6 +43,18 @@ impl Needed {
         }
     }
 
+    /// The namespace the review names: the cluster's for a namespaced resource; for the namespace object
+    /// itself, that namespace — the API server authorizes `GET /api/v1/namespaces/<ns>` with namespace
+    /// `<ns>` (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`), so a RoleBinding in
+    /// it counts, and a review without it would be denied what the request itself is allowed.
+    fn review_namespace(&self, namespace: &str) -> Option<String> {
+        match (&self.name, self.resource) {
+            (Some(name), "namespaces") => Some(name.clone()),
+            _ if self.cluster_scoped => None,
+            _ => Some(namespace.to_string()),
+        }
+    }
+
     fn describe(&self, namespace: &str) -> String {
         let object = match &self.name {
             Some(name) => format!("{} {name:?}", self.resource),
@@ -79,7 +91,7 @@ impl Cluster {
                         group: Some(need.group.to_string()),
                         resource: Some(need.resource.to_string()),
                         name: need.name.clone(),
-                        namespace: (!need.cluster_scoped).then(|| self.namespace.clone()),
+                        namespace: need.review_namespace(&self.namespace),
                         ..ResourceAttributes::default()
                     }),
                     ..SelfSubjectAccessReviewSpec::default()

@@ -26,8 +26,8 @@ pub use lease::{
 pub use machines::{Workload, WorkloadKind};
 pub use proxy::proxy_for;
 pub use record::{
-    HISTORY_ANNOTATION, HISTORY_KEPT, PINS_ANNOTATION, RECORD_ANNOTATION, RecordRead, Stamped,
-    TeamWrite,
+    ANNOTATIONS_LIMIT_BYTES, HISTORY_ANNOTATION, HISTORY_KEPT, PINS_ANNOTATION, RECORD_ANNOTATION,
+    RecordRead, Stamped, TeamWrite, trim_history,
 };
 pub use rollout::{
     BACKOFF_REASONS, DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone,
@@ -119,6 +119,14 @@ pub enum ClusterError {
         "the record on namespace {namespace:?} kept changing under us: gave up after {attempts} attempts; run the converge again"
     )]
     RecordContention { namespace: String, attempts: u32 },
+    #[error(
+        "the record for namespace {namespace:?} does not fit on it: its annotations would take {bytes} bytes, over the API server's limit of {limit} bytes for all of an object's annotations (the record and the pins cannot be trimmed; the history already is); nothing was written — remove other large annotations from the namespace, or split the mesh"
+    )]
+    RecordTooLarge {
+        namespace: String,
+        bytes: usize,
+        limit: usize,
+    },
     #[error(
         "{workload} was changed by someone else: it now runs {running:?}; not overwritten ({detail})"
     )]

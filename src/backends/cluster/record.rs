@@ -24,10 +24,11 @@ pub const PINS_ANNOTATION: &str = "jr2.dev/pins";
 pub const HISTORY_ANNOTATION: &str = "jr2.dev/history";
 /// Stamps kept per module on the namespace (the state files keep every one they saw).
 pub const HISTORY_KEPT: usize = 10;
-/// The history's share of the namespace's annotations: the apiserver refuses an object whose
-/// annotations exceed 256 KiB in all (apimachinery/pkg/api/validation/objectmeta.go,
-/// `TotalAnnotationSizeLimitB`); the oldest stamps go first past this.
-const HISTORY_BUDGET_BYTES: usize = 128 * 1024;
+/// The apiserver refuses an object whose annotations (keys and values) exceed this many bytes in all
+/// (`staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go`, `TotalAnnotationSizeLimitB`,
+/// 422 `metadata.annotations: Too long`). The record, the pins and the history share it with whatever
+/// else annotates the namespace: the history gets what the rest leaves, its oldest stamps going first.
+pub const ANNOTATIONS_LIMIT_BYTES: usize = 256 * 1024;
 
 /// How many times a stamp re-reads and retries after a resourceVersion conflict.
 const STAMP_ATTEMPTS: u32 = 5;
@@ -46,6 +47,9 @@ pub struct RecordRead {
     pub history: StampsByModule,
     /// Set when the pins or the history were unreadable: a stamp is refused (it would drop them).
     pub team_warning: Option<String>,
+    /// The bytes of the namespace's other annotations (neither the record, the pins nor the history):
+    /// what the limit leaves for meshtop's three is [`ANNOTATIONS_LIMIT_BYTES`] less this.
+    pub others_bytes: usize,
 }
 
 /// What one stamp writes: the record's entries, the pins' change, and who stamps.
@@ -115,6 +119,13 @@ impl Cluster {
         let annotations = namespace.metadata.annotations.as_ref().unwrap_or(&empty);
         let mut read = RecordRead {
             resource_version: namespace.metadata.resource_version.clone(),
+            others_bytes: annotations
+                .iter()
+                .filter(|(k, _)| {
+                    ![RECORD_ANNOTATION, PINS_ANNOTATION, HISTORY_ANNOTATION].contains(&k.as_str())
+                })
+                .map(|(k, v)| k.len() + v.len())
+                .sum(),
             ..RecordRead::default()
         };
         if let Some(text) = annotations.get(RECORD_ANNOTATION) {
@@ -202,7 +213,12 @@ impl Cluster {
                     context: self.context.clone(),
                 });
             };
-            let after = team_after(read, write, noted);
+            let after =
+                team_after(read, write, noted).map_err(|bytes| ClusterError::RecordTooLarge {
+                    namespace: self.namespace.clone(),
+                    bytes,
+                    limit: ANNOTATIONS_LIMIT_BYTES,
+                })?;
             let patch = self.team_patch(&resource_version, &after)?;
             let patched = self
                 .timed(self.namespaces().patch(
@@ -265,7 +281,10 @@ struct TeamAfter {
     stamped: Stamped,
 }
 
-fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> TeamAfter {
+/// The namespace's three annotations after the write, the history trimmed to what the limit leaves;
+/// `Err(bytes)` when the annotations would exceed the limit even with no history at all.
+fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> Result<TeamAfter, usize> {
+    let others = read.others_bytes;
     let before = read.record;
     let mut record = before.clone();
     record.extend(write.entries.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -274,12 +293,23 @@ fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> TeamAfter
     } else {
         Vec::new()
     };
-    let mut history = read.history;
-    add_stamps(&mut history, &stamps, HISTORY_KEPT);
-    trim_history(&mut history, HISTORY_BUDGET_BYTES);
     let mut pins = read.pins;
     write.pins.apply(&mut pins);
-    TeamAfter {
+    let json_len = |value: Result<String, serde_json::Error>| value.map_or(0, |t| t.len());
+    let fixed = others
+        + RECORD_ANNOTATION.len()
+        + json_len(serde_json::to_string(&record))
+        + PINS_ANNOTATION.len()
+        + json_len(serde_json::to_string(&pins))
+        + HISTORY_ANNOTATION.len();
+    // An empty history is `{}`: without room for it the record itself does not fit.
+    if fixed + 2 > ANNOTATIONS_LIMIT_BYTES {
+        return Err(fixed + 2);
+    }
+    let mut history = read.history;
+    add_stamps(&mut history, &stamps, HISTORY_KEPT);
+    trim_history(&mut history, ANNOTATIONS_LIMIT_BYTES - fixed);
+    Ok(TeamAfter {
         record,
         stamped: Stamped {
             before,
@@ -287,11 +317,11 @@ fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> TeamAfter
             pins,
             history,
         },
-    }
+    })
 }
 
-/// Drop the oldest stamp of the module with the most until the history's JSON fits `budget`.
-fn trim_history(history: &mut StampsByModule, budget: usize) {
+/// Drop the oldest stamp of the module with the most until the history's JSON fits `budget` bytes.
+pub fn trim_history(history: &mut StampsByModule, budget: usize) {
     let size = |h: &StampsByModule| serde_json::to_string(h).map_or(0, |t| t.len());
     while size(history) > budget {
         let longest = history
@@ -306,3 +336,7 @@ fn trim_history(history: &mut StampsByModule, budget: usize) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "record_tests.rs"]
+mod tests;

@@ -6,6 +6,7 @@ pub mod buildkit;
 pub mod containers;
 pub mod images;
 pub mod logs;
+pub mod push;
 pub mod session;
 pub mod socket;
 

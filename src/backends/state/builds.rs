@@ -88,8 +88,8 @@ macro_rules! columns {
     () => {
         "id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, digest, \
          platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref, \
-         published_digest, converge_id, published_ms, \
-         (SELECT number FROM operations WHERE operations.uuid = builds.converge_id) AS operation"
+         published_digest, operation_id, published_ms, \
+         (SELECT number FROM operations WHERE operations.uuid = builds.operation_id) AS operation"
     };
 }
 const COLUMNS: &str = columns!();
@@ -177,7 +177,7 @@ impl StateDb {
         self.conn
             .prepare_cached(
                 "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, \
-                 platforms, status, forced, why, host, started_ms, converge_id) \
+                 platforms, status, forced, why, host, started_ms, operation_id) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?13, ?14, ?15) \
                  ON CONFLICT(id) DO NOTHING",
             )
@@ -281,7 +281,7 @@ impl StateDb {
         self.conn
             .prepare_cached(
                 "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
-                 WHERE mesh = ?1 AND converge_id = ?2 AND status = 'running'",
+                 WHERE mesh = ?1 AND operation_id = ?2 AND status = 'running'",
             )
             .and_then(|mut st| st.execute(params![mesh, operation_id, status, error, now_ms()]))
             .map_err(self.err("mark the running builds of a converge"))
@@ -298,7 +298,7 @@ impl StateDb {
         let running: Vec<(String, Option<String>)> = self
             .conn
             .prepare_cached(
-                "SELECT DISTINCT mesh, converge_id FROM builds WHERE status = 'running'",
+                "SELECT DISTINCT mesh, operation_id FROM builds WHERE status = 'running'",
             )
             .and_then(|mut st| {
                 st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -329,10 +329,10 @@ impl StateDb {
                 closed += tx
                     .execute(
                         "UPDATE builds SET status = 'stopped', ended_ms = ?3, error = 'process gone: converge ' || \
-                         coalesce(converge_id, '?') || ' ended without recording the end of this build \
+                         coalesce(operation_id, '?') || ' ended without recording the end of this build \
                          (its process was killed, or its record could not be written, e.g. a full disk); \
                          nothing was stamped for it' \
-                         WHERE mesh = ?1 AND converge_id IS ?2 AND status = 'running'",
+                         WHERE mesh = ?1 AND operation_id IS ?2 AND status = 'running'",
                         params![mesh, operation_id, now_ms()],
                     )
                     .map_err(self.err("close builds left running"))?;

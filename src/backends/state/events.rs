@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{StateDb, StateError, now_ms};
 pub use crate::mesh::progress::EventRow;
-use crate::mesh::progress::Step;
+use crate::mesh::progress::{Payload, Step};
 
 /// The oldest and newest event ids. Two subqueries: SQLite reads one end of the rowid tree for
 /// a lone min() or max(), but scans the whole table for both in one select.
@@ -26,6 +26,8 @@ pub struct NewEvent {
     pub kind: String,
     pub module: Option<String>,
     pub text: String,
+    /// The step's data, stored as JSON beside its text (schema 11); what followers fold.
+    pub payload: Option<Payload>,
 }
 
 /// One send: a machine moved (or failed to move) to an artifact.
@@ -61,7 +63,14 @@ fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
         text: r.get(6)?,
         operation: r.get(7)?,
         operation_kind: r.get(8)?,
+        payload: payload_of(r.get::<_, Option<String>>(9)?.as_deref()),
     })
+}
+
+/// A stored payload read back; None for a row without one (written before schema 11) or one this
+/// meshtop cannot read (a newer one wrote a kind it does not know): the row is still shown.
+fn payload_of(json: Option<&str>) -> Option<Payload> {
+    serde_json::from_str(json?).ok()
 }
 
 fn row_to_send(r: &Row<'_>) -> rusqlite::Result<SendRow> {
@@ -125,9 +134,12 @@ impl StateDb {
         for e in events {
             self.conn
                 .prepare_cached(
-                    "INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO events (at_ms, mesh, operation_id, kind, module, text, payload) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )
-                .and_then(|mut st| st.execute(params![now_ms(), e.mesh, e.operation_id, e.kind, e.module, e.text]))
+                .and_then(|mut st| {
+                    let payload = e.payload.as_ref().and_then(|p| serde_json::to_string(p).ok());
+                    st.execute(params![now_ms(), e.mesh, e.operation_id, e.kind, e.module, e.text, payload])
+                })
                 .map_err(self.err("append a converge event"))?;
         }
         Ok(())
@@ -155,8 +167,8 @@ impl StateDb {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
             .prepare_cached(
-                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number, o.kind \
-                 FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                "SELECT e.id, e.at_ms, e.mesh, e.operation_id, e.kind, e.module, e.text, o.number, o.kind, e.payload \
+                 FROM events e LEFT JOIN operations o ON o.uuid = e.operation_id \
                  WHERE e.mesh = ?1 AND e.id > ?2 AND (?4 IS NULL OR COALESCE(o.target, 'default') = ?4) \
                  ORDER BY e.id LIMIT ?3",
             )
@@ -183,8 +195,8 @@ impl StateDb {
         let mut rows: Vec<EventRow> = self
             .conn
             .prepare_cached(
-                "SELECT e.id, e.at_ms, e.mesh, e.converge_id, e.kind, e.module, e.text, o.number, o.kind \
-                 FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                "SELECT e.id, e.at_ms, e.mesh, e.operation_id, e.kind, e.module, e.text, o.number, o.kind, e.payload \
+                 FROM events e LEFT JOIN operations o ON o.uuid = e.operation_id \
                  WHERE e.mesh = ?1 AND (?3 IS NULL OR COALESCE(o.target, 'default') = ?3) \
                  ORDER BY e.id DESC LIMIT ?2",
             )
@@ -210,7 +222,7 @@ impl StateDb {
     ) -> Result<Option<String>, StateError> {
         self.conn
             .prepare_cached(
-                "SELECT e.converge_id FROM events e LEFT JOIN operations o ON o.uuid = e.converge_id \
+                "SELECT e.operation_id FROM events e LEFT JOIN operations o ON o.uuid = e.operation_id \
                  WHERE e.mesh = ?1 AND (?2 IS NULL OR COALESCE(o.target, 'default') = ?2) \
                  ORDER BY e.id DESC LIMIT 1",
             )
@@ -238,7 +250,7 @@ impl StateDb {
     fn insert_send(&self, s: &SendRow) -> Result<(), StateError> {
         self.conn
             .prepare_cached(
-                "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id, target) \
+                "INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, operation_id, target) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut st| {
@@ -267,7 +279,7 @@ impl StateDb {
         limit: usize,
     ) -> Result<Vec<SendRow>, StateError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let columns = "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, converge_id, target";
+        let columns = "mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms, operation_id, target";
         let sql = match module {
             Some(_) => format!(
                 "SELECT {columns} FROM sends WHERE mesh = ?1 AND module = ?2 ORDER BY at_ms DESC, id DESC LIMIT ?3"

@@ -10,13 +10,26 @@ pub const LOCK_STALE_MS: i64 = 2 * 60 * 1000;
 /// processes it starts). Never set it in production: a converge would be taken over while alive.
 pub const TEST_STALE_ENV: &str = "MESHTOP_TEST_LOCK_STALE_MS";
 
-/// The stale limit in force: [`LOCK_STALE_MS`], unless the test hook [`TEST_STALE_ENV`] says otherwise.
+/// The shortest stale limit the test hook may set: under a loaded machine a shorter one would take
+/// a lock from a converge that is alive but slow to beat.
+pub const TEST_STALE_FLOOR_MS: i64 = 1_000;
+
+/// The stale limit in force: [`LOCK_STALE_MS`], unless the test hook [`TEST_STALE_ENV`] says
+/// otherwise, in a debug build only (a release build never reads it), and never below
+/// [`TEST_STALE_FLOOR_MS`].
 pub fn lock_stale_ms() -> i64 {
-    std::env::var(TEST_STALE_ENV)
-        .ok()
+    if !cfg!(debug_assertions) {
+        return LOCK_STALE_MS;
+    }
+    stale_limit(std::env::var(TEST_STALE_ENV).ok().as_deref())
+}
+
+/// The stale limit the hook's value `given` sets (none, or not a positive number: the default).
+fn stale_limit(given: Option<&str>) -> i64 {
+    given
         .and_then(|v| v.parse::<i64>().ok())
         .filter(|ms| *ms > 0)
-        .unwrap_or(LOCK_STALE_MS)
+        .map_or(LOCK_STALE_MS, |ms| ms.max(TEST_STALE_FLOOR_MS))
 }
 
 /// Who holds (or wants) a mesh's converge lock.
@@ -80,4 +93,18 @@ fn signal_zero(pid: u32) -> bool {
     // touches no memory of ours.
     let rc = unsafe { libc::kill(pid, 0) };
     rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_test_hook_has_a_floor_of_one_second() {
+        assert_eq!(stale_limit(None), LOCK_STALE_MS);
+        assert_eq!(stale_limit(Some("1500")), 1500);
+        assert_eq!(stale_limit(Some("1")), TEST_STALE_FLOOR_MS);
+        assert_eq!(stale_limit(Some("-5")), LOCK_STALE_MS);
+        assert_eq!(stale_limit(Some("soon")), LOCK_STALE_MS);
+    }
 }

@@ -43,7 +43,7 @@ impl StateDb {
         if let Some(current) = current {
             if current.operation_id == holder.operation_id {
                 tx.execute(
-                    "UPDATE converge_locks SET heartbeat_ms = ?2 WHERE mesh = ?1 AND target = ?3",
+                    "UPDATE operation_locks SET heartbeat_ms = ?2 WHERE mesh = ?1 AND target = ?3",
                     params![mesh, now.max(holder.heartbeat_ms), target],
                 )
                 .map_err(self.err("refresh the converge lock"))?;
@@ -64,7 +64,7 @@ impl StateDb {
                 ),
             )?;
             tx.execute(
-                "INSERT OR REPLACE INTO takeovers (lost_converge_id, mesh, converge_id, host, pid, since_ms, heartbeat_ms, target) \
+                "INSERT OR REPLACE INTO takeovers (lost_operation_id, mesh, operation_id, host, pid, since_ms, heartbeat_ms, target) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![current.operation_id, mesh, holder.operation_id, holder.host, holder.pid, now, now, target],
             )
@@ -79,7 +79,7 @@ impl StateDb {
             taken_from = Some(current);
         }
         tx.execute(
-            "INSERT OR REPLACE INTO converge_locks (mesh, target, converge_id, host, pid, since_ms, heartbeat_ms) \
+            "INSERT OR REPLACE INTO operation_locks (mesh, target, operation_id, host, pid, since_ms, heartbeat_ms) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![mesh, target, holder.operation_id, holder.host, holder.pid, holder.since_ms, holder.heartbeat_ms],
         )
@@ -99,8 +99,8 @@ impl StateDb {
         let changed = self
             .conn
             .execute(
-                "UPDATE converge_locks SET heartbeat_ms = ?3 \
-                 WHERE mesh = ?1 AND converge_id = ?2 AND target = ?4",
+                "UPDATE operation_locks SET heartbeat_ms = ?3 \
+                 WHERE mesh = ?1 AND operation_id = ?2 AND target = ?4",
                 params![mesh, operation_id, now_ms(), target],
             )
             .map_err(self.err("refresh the converge lock"))?;
@@ -135,8 +135,8 @@ impl StateDb {
         let noted = self
             .conn
             .query_row(
-                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM takeovers \
-                 WHERE lost_converge_id = ?1 AND mesh = ?2",
+                "SELECT operation_id, host, pid, since_ms, heartbeat_ms FROM takeovers \
+                 WHERE lost_operation_id = ?1 AND mesh = ?2",
                 params![operation_id, mesh],
                 row_to_holder,
             )
@@ -166,7 +166,7 @@ impl StateDb {
     ) -> Result<(), StateError> {
         self.conn
             .execute(
-                "DELETE FROM converge_locks WHERE mesh = ?1 AND converge_id = ?2 AND target = ?3",
+                "DELETE FROM operation_locks WHERE mesh = ?1 AND operation_id = ?2 AND target = ?3",
                 params![mesh, operation_id, target],
             )
             .map_err(self.err("release the converge lock"))?;
@@ -175,7 +175,7 @@ impl StateDb {
 
     /// The last events of a converge (or send) and the release of its lock, in one transaction;
     /// the oldest progress events beyond [`super::KEEP_EVENTS`] go with it.
-    pub fn finish_converge(
+    pub fn finish_operation(
         &self,
         events: &[NewEvent],
         mesh: &str,
@@ -210,8 +210,8 @@ impl StateDb {
     ) -> Result<Option<Holder>, StateError> {
         self.conn
             .query_row(
-                "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks \
-                 WHERE mesh = ?1 AND converge_id = ?2",
+                "SELECT operation_id, host, pid, since_ms, heartbeat_ms FROM operation_locks \
+                 WHERE mesh = ?1 AND operation_id = ?2",
                 [mesh, operation_id],
                 row_to_holder,
             )
@@ -220,7 +220,7 @@ impl StateDb {
     }
 }
 
-const HOLDER_SQL: &str = "SELECT converge_id, host, pid, since_ms, heartbeat_ms FROM converge_locks \
+const HOLDER_SQL: &str = "SELECT operation_id, host, pid, since_ms, heartbeat_ms FROM operation_locks \
      WHERE mesh = ?1 AND target = ?2";
 
 fn row_to_holder(r: &rusqlite::Row<'_>) -> rusqlite::Result<Holder> {

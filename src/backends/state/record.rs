@@ -81,10 +81,10 @@ impl StateDb {
         {
             let mut st = tx
                 .prepare_cached(
-                    "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, converge_id) \
+                    "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, operation_id) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
                      ON CONFLICT(mesh, target, module) DO UPDATE SET ref = excluded.ref, digest = excluded.digest, \
-                     stamped_ms = excluded.stamped_ms, converge_id = excluded.converge_id",
+                     stamped_ms = excluded.stamped_ms, operation_id = excluded.operation_id",
                 )
                 .map_err(self.err("stamp the record"))?;
             for (module, entry) in entries {
@@ -112,7 +112,7 @@ impl StateDb {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT module, stamped_ms, converge_id FROM records WHERE mesh = ?1 AND target = ?2",
+                "SELECT module, stamped_ms, operation_id FROM records WHERE mesh = ?1 AND target = ?2",
             )
             .map_err(self.err("read the record"))?;
         st.query_map([mesh, target], |r| {

@@ -318,6 +318,25 @@ ALTER TABLE takeovers ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE operations ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE sends ADD COLUMN target TEXT NOT NULL DEFAULT 'default';
 "#,
+    // 11: the names say operation where any operation is meant (a lock, an event, a stamp, a send,
+    // a take-over is a converge's, a send's, a rollback's, a promote's or a gc's). Renames only:
+    // SQLite carries the rows and rewrites the indexes that name a renamed column.
+    r#"
+ALTER TABLE converge_locks RENAME TO operation_locks;
+ALTER TABLE operation_locks RENAME COLUMN converge_id TO operation_id;
+ALTER TABLE records RENAME COLUMN converge_id TO operation_id;
+ALTER TABLE events RENAME COLUMN converge_id TO operation_id;
+ALTER TABLE sends RENAME COLUMN converge_id TO operation_id;
+ALTER TABLE builds RENAME COLUMN converge_id TO operation_id;
+ALTER TABLE takeovers RENAME COLUMN converge_id TO operation_id;
+ALTER TABLE takeovers RENAME COLUMN lost_converge_id TO lost_operation_id;
+"#,
+    // 12: each progress step keeps its data (`mesh::progress::Payload`, JSON) beside its text:
+    // followers fold the data, never the words. Rows written before have none (NULL) and are
+    // folded by their step's kind.
+    r#"
+ALTER TABLE events ADD COLUMN payload TEXT;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Migration 6 (the `stopped` build status) on a version-5 database that holds rows.
+//! Migrations on databases of the version before that hold rows: 6 (the `stopped` build status),
+//! 10 (every target keyed apart), 11 (the names say operation).
 
 use rusqlite::{Connection, params};
 
@@ -26,6 +27,30 @@ fn insert(conn: &Connection, id: &str, status: &str, error: Option<&str>) {
         params![id, status, error],
     )
     .unwrap();
+}
+
+/// A name as migration 11 says it: operation where any operation is meant.
+fn as_11_names(text: &str) -> String {
+    text.replace("converge_locks", "operation_locks")
+        .replace("converge_id", "operation_id")
+}
+
+/// Rows read from a version-10 database as they read now: the names of 11, and (12) the steps'
+/// data none.
+fn as_now(table: &str, rows: &[Vec<String>]) -> Vec<Vec<String>> {
+    let mut now: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            let mut row: Vec<String> = row.iter().map(|cell| as_11_names(cell)).collect();
+            if table == "events" {
+                row.push("payload=Null".into());
+            }
+            row.sort();
+            row
+        })
+        .collect();
+    now.sort();
+    now
 }
 
 /// Every row of `builds`, every column as text, by id.
@@ -87,8 +112,9 @@ fn status_of(conn: &Connection, id: &str) -> String {
 fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // Migrations 7 (the stat cache, one row per context), 8 (`published_ms`, added as a column the
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
-    // apart; the builds stay the mesh's) came after it.
-    assert_eq!(SCHEMA_VERSION, 10);
+    // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
+    // data, a column of `events`) came after it.
+    assert_eq!(SCHEMA_VERSION, 12);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -121,6 +147,11 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
             .is_err()
     );
     let (columns_before, indexes_before) = shape(&v5);
+    let columns_before: Vec<String> = columns_before.iter().map(|c| as_11_names(c)).collect();
+    let indexes_before: Vec<(String, String)> = indexes_before
+        .into_iter()
+        .map(|(name, sql)| (name, as_11_names(&sql)))
+        .collect();
     let mut before = rows(&v5);
     drop(v5);
 
@@ -262,8 +293,12 @@ fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targ
 
     let conn = open(&path).unwrap();
     for (table, rows) in before {
-        // Every row and column as it was, plus its target: `default` (and no promote's source).
-        let mut expected = rows.clone();
+        // Every row and column as it was (named as migration 11 names it), plus its target:
+        // `default` (and no promote's source).
+        let mut expected: Vec<Vec<String>> = rows
+            .iter()
+            .map(|row| row.iter().map(|cell| as_11_names(cell)).collect())
+            .collect();
         for row in &mut expected {
             row.push("target=Text(\"default\")".into());
             if table == "record_history" {
@@ -272,20 +307,20 @@ fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targ
             row.sort();
         }
         expected.sort();
-        assert_eq!(all_rows(&conn, table), expected, "{table}");
+        assert_eq!(all_rows(&conn, &as_11_names(table)), expected, "{table}");
     }
     // A second target of the same mesh keeps its own record, pins and lock beside them.
     conn.execute_batch(
         "INSERT INTO records VALUES ('demo', 'prod', 'api', 'demo/api:0', 'sha256:0', 40, 'op-4');
          INSERT INTO pins (mesh, target, module, from_ref, from_digest, to_ref, to_digest,
              operation_id, host, at_ms) VALUES ('demo', 'prod', 'api', 'a', 'b', 'c', 'd', 'op-5', 'h', 1);
-         INSERT INTO converge_locks VALUES ('demo', 'prod', 'op-6', 'host-b', 7, 50, 51);",
+         INSERT INTO operation_locks VALUES ('demo', 'prod', 'op-6', 'host-b', 7, 50, 51);",
     )
     .unwrap();
     let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
     assert_eq!(count("SELECT count(*) FROM records WHERE mesh = 'demo'"), 2);
     assert_eq!(
-        count("SELECT count(*) FROM converge_locks WHERE mesh = 'demo'"),
+        count("SELECT count(*) FROM operation_locks WHERE mesh = 'demo'"),
         2
     );
     // …but the same target's key is still one row.
@@ -296,4 +331,199 @@ fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targ
         )
         .is_err()
     );
+}
+
+/// A database made by the first ten migrations, as a binary of schema version 10 left it.
+fn v10_database(path: &std::path::Path) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    for migration in &MIGRATIONS[..10] {
+        conn.execute_batch(migration).unwrap();
+    }
+    conn.pragma_update(None, "user_version", 10).unwrap();
+    conn
+}
+
+/// Every table of the database (SQLite's own left out), by name.
+fn tables(conn: &Connection) -> Vec<String> {
+    let mut st = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' \
+             ORDER BY name",
+        )
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The SQL of every index, by name.
+fn index_sql(conn: &Connection) -> Vec<(String, String)> {
+    let mut st = conn
+        .prepare(
+            "SELECT name, coalesce(sql, '') FROM sqlite_master WHERE type = 'index' ORDER BY name",
+        )
+        .unwrap();
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn migration_11_names_operations_and_keeps_every_row_of_a_version_10_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v10 = v10_database(&path);
+    insert(&v10, "b-1", "running", None);
+    v10.execute_batch(
+        "INSERT INTO records VALUES ('demo', 'prod', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1');
+         INSERT INTO pins VALUES ('demo', 'prod', 'api', 'demo/api:2', 'sha256:2', 'demo/api:1',
+             'sha256:1', 'op-2', 'host-a', 20, 'own-2', 'own-1');
+         INSERT INTO converge_locks VALUES ('demo', 'prod', 'op-3', 'host-a', 42, 30, 31);
+         INSERT INTO record_history (mesh, module, from_ref, from_digest, to_ref, to_digest,
+             operation_id, kind, host, pid, at_ms, target, from_target)
+             VALUES ('demo', 'api', NULL, NULL, 'demo/api:1', 'sha256:1', 'op-1', 'promote',
+             'host-a', 42, 10, 'prod', 'staging');
+         INSERT INTO takeovers VALUES ('op-0', 'demo', 'op-3', 'host-a', 42, 30, 31, 'prod');
+         INSERT INTO operations VALUES ('demo', 1, 'op-1', 'converge', 10, 'prod');
+         INSERT INTO events (at_ms, mesh, converge_id, kind, module, text)
+             VALUES (12, 'demo', 'op-1', 'built', 'api', 'built api');
+         INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms,
+             converge_id, target)
+             VALUES ('demo', 'api', 'api-1', 'sha256:0', 'demo/api:1', 'sha256:1', 'moved', 11,
+             'op-1', 'prod');
+         INSERT INTO manifests VALUES ('demo', 'api', 'demo/api:1', '{}', 9);
+         INSERT INTO input_stat_sets VALUES ('/ctx', x'00');",
+    )
+    .unwrap();
+    let before: Vec<(String, Vec<Vec<String>>)> = tables(&v10)
+        .into_iter()
+        .map(|table| {
+            let rows = all_rows(&v10, &table);
+            (table, rows)
+        })
+        .collect();
+    assert!(
+        before.iter().all(|(_, rows)| !rows.is_empty()),
+        "every table holds a row before: {before:?}"
+    );
+    let indexes_before = index_sql(&v10);
+    drop(v10);
+
+    let conn = open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    // The same tables (one renamed), each with every row and value it held, under the new names.
+    let renamed: Vec<String> = before.iter().map(|(table, _)| as_11_names(table)).collect();
+    let mut after_tables = tables(&conn);
+    after_tables.sort();
+    let mut expected_tables = renamed.clone();
+    expected_tables.sort();
+    assert_eq!(after_tables, expected_tables);
+    for (table, rows) in &before {
+        assert_eq!(
+            all_rows(&conn, &as_11_names(table)),
+            as_now(table, rows),
+            "{table}"
+        );
+    }
+    assert!(
+        !format!("{:?}", all_rows(&conn, "takeovers")).contains("converge"),
+        "both of a take-over's ids are operations'"
+    );
+    // Every index kept, the ones naming a renamed column rewritten, and still used.
+    let expected_indexes: Vec<(String, String)> = indexes_before
+        .iter()
+        .map(|(name, sql)| (name.clone(), as_11_names(sql)))
+        .collect();
+    assert_eq!(index_sql(&conn), expected_indexes);
+    let plan: String = conn
+        .query_row(
+            "EXPLAIN QUERY PLAN SELECT id FROM builds WHERE mesh = 'demo' AND operation_id = 'op-1' \
+             AND status = 'running'",
+            [],
+            |r| r.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("builds_running"), "{plan}");
+}
+
+#[test]
+fn migration_12_keeps_every_row_and_the_steps_before_it_read_without_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v10 = v10_database(&path);
+    insert(&v10, "b-1", "succeeded", None);
+    // A converge as a version-10 meshtop wrote it: its words only.
+    v10.execute_batch(
+        "INSERT INTO records VALUES ('demo', 'default', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1');
+         INSERT INTO pins VALUES ('demo', 'default', 'api', 'demo/api:2', 'sha256:2', 'demo/api:1',
+             'sha256:1', 'op-2', 'host-a', 20, 'own-2', 'own-1');
+         INSERT INTO converge_locks VALUES ('demo', 'prod', 'op-3', 'host-a', 42, 30, 31);
+         INSERT INTO record_history (mesh, target, module, from_ref, from_digest, to_ref, to_digest,
+             operation_id, kind, host, pid, at_ms, from_target)
+             VALUES ('demo', 'default', 'api', NULL, NULL, 'demo/api:1', 'sha256:1', 'op-1',
+             'converge', 'host-a', 42, 10, NULL);
+         INSERT INTO takeovers VALUES ('op-0', 'demo', 'op-3', 'host-a', 42, 30, 31, 'prod');
+         INSERT INTO operations VALUES ('demo', 1, 'op-1', 'converge', 10, 'default');
+         INSERT INTO sends (mesh, module, machine, from_digest, to_ref, to_digest, outcome, at_ms,
+             converge_id, target)
+             VALUES ('demo', 'api', 'api-1', 'sha256:0', 'demo/api:1', 'sha256:1', 'moved', 11, 'op-1', 'default');
+         INSERT INTO manifests VALUES ('demo', 'api', 'demo/api:1', '{}', 10);
+         INSERT INTO input_stat_sets VALUES ('/src/api', x'00');
+         INSERT INTO events (at_ms, mesh, converge_id, kind, module, text) VALUES
+             (1, 'demo', 'op-1', 'started', NULL, 'converge of 1 module(s)'),
+             (2, 'demo', 'op-1', 'queued', 'api', 'tier 1 of 1'),
+             (3, 'demo', 'op-1', 'decided', 'api', 'build demo/api:1 — no record'),
+             (4, 'demo', 'op-1', 'build', 'api', 'building demo/api:1 (build b-1)'),
+             (5, 'demo', 'op-1', 'built', 'api', 'built demo/api:1 → sha256:1'),
+             (6, 'demo', 'op-1', 'finished', NULL, 'converge succeeded');",
+    )
+    .unwrap();
+    let names = tables(&v10);
+    let before: Vec<(String, Vec<Vec<String>>)> = names
+        .iter()
+        .map(|table| (table.clone(), all_rows(&v10, table)))
+        .collect();
+    // Every table holds a row, so that each is seen kept.
+    for (table, rows) in &before {
+        assert!(!rows.is_empty(), "{table} holds no row");
+    }
+    drop(v10);
+
+    let conn = open(&path).unwrap();
+    let mut expected_tables: Vec<String> = names.iter().map(|t| as_11_names(t)).collect();
+    expected_tables.sort();
+    assert_eq!(tables(&conn), expected_tables);
+    for (table, rows) in before {
+        // Every row and column as it was; a step's data is none (NULL).
+        assert_eq!(
+            all_rows(&conn, &as_11_names(&table)),
+            as_now(&table, &rows),
+            "{table}"
+        );
+    }
+    drop(conn);
+    // Read through the store, the steps before keep their words and carry no data; folded, the
+    // converge walked api and ended (never "stopped (process gone)").
+    let db = super::super::StateDb::open(&path).unwrap();
+    let events = db.events_after("demo", 0, 100).unwrap();
+    assert_eq!(events.len(), 6);
+    assert!(events.iter().all(|e| e.payload.is_none()), "{events:?}");
+    assert_eq!(events[5].text, "converge succeeded");
+    let mut live = crate::mesh::live::LiveOperation::new(&events[0]);
+    for event in &events {
+        live.apply(event);
+    }
+    assert_eq!(
+        live.state(None),
+        crate::mesh::live::OperationState::Finished
+    );
+    assert!(matches!(
+        live.modules["api"].run,
+        crate::mesh::live::ModuleRun::Built { took_ms: 1 }
+    ));
 }

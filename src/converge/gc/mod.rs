@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::error::{GcError, TargetError};
-use super::progress::{Emitter, ProgressTx, Step};
+use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::target::Reach;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
@@ -324,22 +324,37 @@ pub async fn sweep(
     tx: Option<ProgressTx>,
 ) -> Result<GcReport, GcError> {
     let target = targets.acting;
-    let operation_id = uuid::Uuid::now_v7().to_string();
-    let (emitter, held) =
-        super::hold::start(target, db, &mesh.name, &operation_id, KIND, false, tx)
-            .await
-            .map_err(|e| GcError::Held(Box::new(e)))?;
-    let result = take(mesh, rules, confirmed, daemon, targets, db, &emitter).await;
-    let text = match &result {
-        Ok(report) => format!(
-            "gc: {} taken, {} bytes freed",
-            report.candidates.iter().filter(|c| c.taken()).count(),
-            report.bytes_freed
-        ),
-        Err(error) => format!("gc: nothing taken: {error}"),
-    };
-    held.finish(target, &emitter, text).await;
-    result
+    super::hold::Operation::new(target, db, &mesh.name, KIND)
+        .progress(tx)
+        .run(
+            async |running| {
+                take(
+                    mesh,
+                    rules,
+                    confirmed,
+                    daemon,
+                    targets,
+                    db,
+                    &running.emitter,
+                )
+                .await
+            },
+            // Judged by what it did (no candidate failed), never by how its last line ends.
+            |result| match result {
+                Ok(report) => LastWord::judged(
+                    !report.candidates.iter().any(Candidate::failed),
+                    format!(
+                        "gc: {} taken, {} bytes freed",
+                        report.candidates.iter().filter(|c| c.taken()).count(),
+                        report.bytes_freed
+                    ),
+                ),
+                Err(error) => {
+                    LastWord::failed_on(error.to_string(), format!("gc: nothing taken: {error}"))
+                }
+            },
+        )
+        .await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -390,7 +405,13 @@ async fn take(
                 .still_holds(db, &mesh.name, &emitter.operation_id)
                 .await
         {
-            emitter.emit(Step::Failed, None, error.to_string());
+            emitter.emit(
+                Payload::Failed {
+                    error: error.to_string(),
+                },
+                None,
+                error.to_string(),
+            );
             report.warnings.push(error.to_string());
             lost = Some(error.to_string());
         }
@@ -428,8 +449,9 @@ async fn take(
                 Err(error) => format!("failed: {error}"),
             },
         };
+        // gc's word on one candidate: its data is the report's.
         emitter.emit(
-            Step::Other,
+            Payload::Other,
             Some(&candidate.module),
             format!(
                 "gc {} {}: {outcome}",

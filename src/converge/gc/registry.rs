@@ -19,9 +19,11 @@ pub(super) struct Pulled<'a> {
     pub(super) host: &'a str,
 }
 
-/// What machines run, as artifacts: a digest a build made is one; a manifest digest a build
-/// published names that build's artifact; any other is asked of the registry (a manifest's config
-/// digest, or an index's own digest), in the repository the machine pulls from.
+/// What machines run, and what their templates name by digest (the pods a controller has yet to
+/// make: a roll-out held back, pods lagging the template, pull what it names), as artifacts: a digest
+/// a build made is one; a manifest digest a build published names that build's artifact; any other is
+/// asked of the registry (a manifest's config digest, or an index's own digest), in the repository the
+/// machine pulls from.
 pub(super) async fn keep_running(
     mesh: &Mesh,
     machines: &[Machine],
@@ -34,7 +36,12 @@ pub(super) async fn keep_running(
         .filter_map(|b| Some((b.published_digest.clone()?, b.digest.clone()?)))
         .collect();
     for machine in machines {
-        for running in &machine.running {
+        let named = machine
+            .image
+            .rsplit_once('@')
+            .map(|(_, digest)| digest.to_string())
+            .filter(|d| d.starts_with("sha256:") && !machine.running.contains(d));
+        for running in machine.running.iter().chain(named.iter()) {
             let artifact = if artifacts.contains(running) {
                 running.clone()
             } else {
@@ -53,11 +60,16 @@ pub(super) async fn keep_running(
                     (None, None) => running.clone(),
                 }
             };
+            let verb = if named.as_ref() == Some(running) {
+                "names it in its template"
+            } else {
+                "runs it"
+            };
             let why = if artifact == *running {
-                format!("machine {} runs it", machine.name)
+                format!("machine {} {verb}", machine.name)
             } else {
                 format!(
-                    "machine {} runs it (manifest sha256:{})",
+                    "machine {} {verb} (manifest sha256:{})",
                     machine.name,
                     short_id(running)
                 )

@@ -10,10 +10,11 @@ use tokio::sync::mpsc::Sender;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
-use crate::backends::registry::{Published, RegistryClient, push_image, repository_in};
+use crate::backends::daemon::push::push_image;
+use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
-use crate::converge::progress::{Emitter, Step};
+use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
@@ -22,10 +23,11 @@ use crate::mesh::model::{
     TARGET_LABEL, Target as Spec,
 };
 use crate::mesh::pin::{PinChange, StampBy};
+use crate::mesh::progress::DeliveredBy;
 use crate::mesh::target::TargetDescription;
 
-use super::host;
 use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+use super::{host, sign};
 
 /// The host daemon as the target (nothing to connect: the daemon is reached lazily per call).
 pub struct Docker {
@@ -196,7 +198,10 @@ impl Target for Docker {
     ) -> Fut<'a, Result<(), TargetError>> {
         Box::pin(async move {
             emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: artifact.reference.to_string(),
+                    by: DeliveredBy::OnHost,
+                },
                 Some(artifact.module),
                 format!(
                     "{} is on the host daemon, which is the target",
@@ -257,13 +262,30 @@ impl Target for Docker {
                 .await
                 .map_err(|e| TargetError::Unreachable(e.to_string()))?;
             let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
+            let module = artifact.module;
+            sign::sign_pushed(
+                mesh,
+                registry,
+                creds,
+                artifact.reference,
+                &digest,
+                module,
+                emitter,
+            )
+            .await?;
             if let Some(build) = artifact.build_id {
                 locked(reach.db)
                     .map_err(TargetError::Handle)?
                     .set_published(build, artifact.reference, &digest)?;
             }
             emitter.emit(
-                Step::Delivered,
+                Payload::Delivered {
+                    reference: artifact.reference.to_string(),
+                    by: DeliveredBy::Published {
+                        registry: registry.host.clone(),
+                        digest: digest.clone(),
+                    },
+                },
                 Some(artifact.module),
                 format!(
                     "published {} to registry {} → {digest}",
@@ -293,7 +315,6 @@ impl Target for Docker {
         })
     }
 
-    /// The daemon is one host: whoever may use it may write everything.
     fn logs<'a>(
         &'a self,
         _mesh: &'a Mesh,
@@ -316,6 +337,7 @@ impl Target for Docker {
         })
     }
 
+    /// The daemon is one host: whoever may use it may write everything.
     fn check_write_access<'a>(
         &'a self,
         _stamps: bool,
@@ -527,7 +549,10 @@ async fn create_declared(
                 source: Box::new(source),
             })?;
         emitter.emit(
-            Step::Created,
+            Payload::Created {
+                machine: spec.name.clone(),
+                reference: entry.reference.clone(),
+            },
             Some(&spec.module),
             format!("created machine {} on {}", spec.name, entry.reference),
         );

@@ -5,8 +5,9 @@
 use crate::backends::credentials::Credentials;
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::error::TargetError;
-use crate::converge::progress::{Emitter, Step};
+use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::model::{RecordEntry, Registry};
+use crate::mesh::progress::DeliveredBy;
 use crate::mesh::refs::repository_of;
 use crate::mesh::text::short_id;
 
@@ -55,7 +56,13 @@ pub async fn pull_vouched(
         });
     }
     emitter.emit(
-        Step::Delivered,
+        Payload::Delivered {
+            reference: artifact.reference.to_string(),
+            by: DeliveredBy::Pulled {
+                manifest: manifest.to_string(),
+                digest: id.clone(),
+            },
+        },
         Some(artifact.module),
         format!(
             "pulled {repository}@{manifest} as {} ({})",

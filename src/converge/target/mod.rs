@@ -1,6 +1,6 @@
 //! The target as one seam: where modules are delivered and machines run. Everything the engine, the
 //! sources and the commands ask of a target goes through [`Target`] (`seam.rs`); each kind lives
-//! in its own file (`docker.rs`, `kubernetes.rs`), and this file is the only one that chooses
+//! in its own file or folder (`docker.rs`, `kubernetes/`), and this file is the only one that chooses
 //! between them. A target is connected once per command (one cluster connection) and shared as
 //! `Arc<dyn Target>`.
 //!
@@ -10,7 +10,7 @@
 //!        ▼
 //!   target::connect(mesh, name) ──▶ Arc<dyn Target>  (seam.rs: the trait, its answers' types)
 //!        ├── docker.rs      the host daemon · record in the state database · containers
-//!        └── kubernetes.rs  a namespace · record in its annotation · workloads, roll-outs
+//!        └── kubernetes/    a namespace · record in its annotation · workloads, roll-outs, the Lease
 //!   host.rs: the daemon's answers both need (does it still hold an artifact?)
 //! ```
 
@@ -18,6 +18,7 @@ mod docker;
 mod host;
 mod kubernetes;
 mod seam;
+mod sign;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,44 +66,10 @@ pub async fn connect(
         Spec::Docker => Ok(Arc::new(docker::Docker::new(mesh, name))),
         Spec::Kubernetes { .. } => {
             let (context, namespace) = place_of(spec, context, namespace);
-            if named && let Some(context) = &context {
-                known_context(mesh, name, context)?;
-            }
-            let namespace = namespace.unwrap_or_default();
-            let cluster = Cluster::connect(context.as_deref(), &namespace).await?;
-            let rules = FollowRules {
-                deadline: environment
-                    .and_then(|e| e.rollout_deadline)
-                    .or(mesh.rollout_deadline),
-                ..FollowRules::default()
-            };
-            Ok(Arc::new(kubernetes::Kube::new(
-                name,
-                cluster,
-                mesh.registry.clone(),
-                rules,
-            )))
+            let kube = kubernetes::Kube::connect(mesh, name, context, namespace).await?;
+            Ok(Arc::new(kube))
         }
     }
-}
-
-/// A named target's context must be one the kubeconfig has: checked before any call, so that it
-/// never falls back on another (the current one).
-fn known_context(mesh: &Mesh, name: &str, context: &str) -> Result<(), TargetError> {
-    let known = crate::backends::cluster::kubeconfig_contexts();
-    if known.names.iter().any(|c| c == context) {
-        return Ok(());
-    }
-    Err(TargetError::UnknownContext(Box::new(
-        crate::converge::error::UnknownContext {
-            file: mesh.file.display().to_string(),
-            line: mesh.environment(name).map_or(0, |e| e.line),
-            target: name.to_string(),
-            context: context.to_string(),
-            kubeconfig: known.kubeconfig,
-            contexts: known.names,
-        },
-    )))
 }
 
 /// The Kubernetes context and namespace a target is reached at: the flags win over the mesh

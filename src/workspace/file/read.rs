@@ -14,13 +14,14 @@ use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_regis
 use super::table::{Section, Source, cut, show};
 use crate::mesh::model::{Backoff, BuildSecret, Platform, Policy, Registry, Target};
 
-pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine"];
+pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine", "builder"];
 const MESH_KEYS: &[&str] = &[
     "name",
     "registry",
     "insecure_registry",
     "platforms",
     "publish",
+    "trust",
 ];
 const TARGET_KEYS: &[&str] = &["kind", "namespace", "context", "rollout_deadline"];
 const MODULE_KEYS: &[&str] = &[
@@ -46,6 +47,8 @@ pub(super) struct Header {
     pub registry: Option<Registry>,
     pub platforms: Vec<Platform>,
     pub publish: bool,
+    /// `trust = [...]`: public key paths as written (relative to the mesh file), with their spans.
+    pub trust: Vec<Spanned<String>>,
 }
 
 pub(super) struct RawModule {
@@ -120,7 +123,19 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
     };
     let publish = registry.is_some() && publish.is_some_and(Spanned::into_inner);
     let platforms = platforms(src, &mesh)?.unwrap_or_default();
+    let trust = match mesh.string_list(src, "trust", "[\"keys/ci.pub\"]")? {
+        Some(list) if list.get_ref().is_empty() => {
+            return Err(src.err(
+                &list.span(),
+                "`trust` in [mesh] is empty: no key could ever vouch",
+                "list the public keys CI signs with, e.g. trust = [\"keys/ci.pub\"], or remove the key",
+            ));
+        }
+        Some(list) => list.into_inner(),
+        None => Vec::new(),
+    };
     Ok(Header {
+        trust,
         publish,
         name: name.into_inner(),
         span: mesh.span.clone(),
@@ -502,7 +517,7 @@ fn machine_target(
 }
 
 /// `platforms = [...]` of a section: each known, none twice, not empty; sorted.
-fn platforms(
+pub(super) fn platforms(
     src: &Source<'_>,
     section: &Section<'_, '_>,
 ) -> Result<Option<Vec<Platform>>, MeshError> {

@@ -24,6 +24,7 @@ const NAMED_KEYS: &[&str] = &[
     "rollout_deadline",
     "promote_from",
     "policy",
+    "require_signed",
 ];
 
 type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
@@ -162,9 +163,13 @@ fn one(src: &Source<'_>, item: Value<'_, '_>, mesh_name: &str) -> Result<Raw, Me
             ));
         }
     };
+    let require_signed = section
+        .boolean(src, "require_signed")?
+        .is_some_and(Spanned::into_inner);
     Ok(Raw {
         span: section.span.clone(),
         environment: Environment {
+            require_signed,
             name: name.get_ref().clone(),
             promote_from: promote_from.as_ref().map(|p| p.get_ref().clone()),
             policy,

@@ -1,0 +1,115 @@
+//! An OCI registry over HTTP (reqwest + rustls): what it holds (`reads`), what meshtop writes or
+//! deletes there (`writes`), the client and its transports (`client`), its auth flows (`auth`).
+//! The push of an image through the daemon is the daemon's (`backends::daemon::push`).
+
+mod auth;
+mod client;
+mod reads;
+mod signatures;
+mod writes;
+
+pub use crate::mesh::decide::RegistryImage;
+pub use client::{
+    DOCKER_CERTS_D, REQUEST_TIMEOUT, RegistryClient, certs_d_cas, install_crypto_provider,
+    is_loopback,
+};
+
+/// The manifest media types meshtop accepts: OCI index and manifest, Docker v2 manifest and list.
+pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
+application/vnd.oci.image.manifest.v1+json, \
+application/vnd.docker.distribution.manifest.list.v2+json, \
+application/vnd.docker.distribution.manifest.v2+json";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    Present { digest: String },
+    Absent,
+}
+
+/// What a registry answered to a manifest delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deleted {
+    Deleted,
+    /// Nothing there (deleted before).
+    Absent,
+    /// The registry does not allow deletes: the message says so and how to enable them.
+    Unsupported(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot set up the HTTP client for registry {host}: {message}")]
+    Client { host: String, message: String },
+    #[error("registry {host} did not answer ({what}): {source}")]
+    Http {
+        host: String,
+        what: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error(
+        "registry {host} refused access to {what}: {message}; log in with `docker login {host}`"
+    )]
+    Unauthorized {
+        host: String,
+        what: String,
+        message: String,
+    },
+    #[error("registry {host} answered {status} to {what}: {message}")]
+    Status {
+        host: String,
+        what: String,
+        status: u16,
+        message: String,
+    },
+    #[error("registry {host} answered garbage for {what}: {message}")]
+    Garbage {
+        host: String,
+        what: String,
+        message: String,
+    },
+    #[error("pushing {reference} failed: {message}")]
+    Push { reference: String, message: String },
+}
+
+/// Split `registry/repo:tag` into (`registry/repo`, `tag`); a reference without a tag is `latest`.
+pub fn split_reference(reference: &str) -> (&str, &str) {
+    match reference.rfind(':') {
+        Some(colon) if !reference[colon..].contains('/') => {
+            (&reference[..colon], &reference[colon + 1..])
+        }
+        _ => (reference, "latest"),
+    }
+}
+
+/// `host/demo/api:tag` → (`demo/api`, `tag`): the repository as the registry `host` names it.
+pub fn repository_in<'a>(host: &str, reference: &'a str) -> (&'a str, &'a str) {
+    let (repository, tag) = split_reference(reference);
+    let path = repository
+        .strip_prefix(host)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(repository);
+    (path, tag)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_split() {
+        assert_eq!(
+            split_reference("127.0.0.1:5000/test/x:tag"),
+            ("127.0.0.1:5000/test/x", "tag")
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/test/x"),
+            ("127.0.0.1:5000/test/x", "latest")
+        );
+        assert_eq!(
+            repository_in("127.0.0.1:5000", "127.0.0.1:5000/demo/api:t"),
+            ("demo/api", "t")
+        );
+    }
+}

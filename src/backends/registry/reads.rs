@@ -1,0 +1,258 @@
+//! What the registry holds: a manifest's digest, the image under a ref (its labels, for the skip
+//! decision), a repository's tags, the artifact a manifest digest names.
+
+use reqwest::{Method, StatusCode};
+use sha2::{Digest, Sha256};
+
+use super::{Published, RegistryClient, RegistryError, RegistryImage};
+
+impl RegistryClient {
+    /// `HEAD /v2/<repository>/manifests/<tag>`: published (with its digest) or absent.
+    pub async fn manifest(&self, repository: &str, tag: &str) -> Result<Published, RegistryError> {
+        let url = format!("/v2/{repository}/manifests/{tag}");
+        let what = format!("{repository}:{tag}");
+        let scope = format!("repository:{repository}:pull");
+        let response = self.send(Method::HEAD, &url, &scope, &what).await?;
+        match response.status() {
+            StatusCode::NOT_FOUND => Ok(Published::Absent),
+            status if status.is_success() => {
+                let header = response
+                    .headers()
+                    .get("docker-content-digest")
+                    .and_then(|v| v.to_str().ok());
+                if let Some(digest) = header.filter(|d| d.starts_with("sha256:")) {
+                    return Ok(Published::Present {
+                        digest: digest.to_string(),
+                    });
+                }
+                // No digest header: the digest is the manifest's own bytes.
+                let body = self.send(Method::GET, &url, &scope, &what).await?;
+                let bytes = body.bytes().await.map_err(|e| self.http_error(&what, e))?;
+                Ok(Published::Present {
+                    digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+                })
+            }
+            status => Err(RegistryError::Status {
+                host: self.host.clone(),
+                what,
+                status: status.as_u16(),
+                message: status
+                    .canonical_reason()
+                    .unwrap_or("unexpected answer")
+                    .into(),
+            }),
+        }
+    }
+
+    /// What the registry holds under `repository:tag`, for the skip decision: the manifest (GET, its
+    /// digest from `Docker-Content-Digest` or its bytes) and its image config's labels (one blob GET).
+    /// A multi-platform index answers with its first platform's config (one more manifest GET) and
+    /// the index's digest as the artifact, as a multi-platform build records it.
+    pub async fn image(
+        &self,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<RegistryImage>, RegistryError> {
+        let what = format!("{repository}:{tag}");
+        let Some((manifest, body)) = self.manifest_body(repository, tag, &what).await? else {
+            return Ok(None);
+        };
+        let garbage = |message: String| RegistryError::Garbage {
+            host: self.host.clone(),
+            what: what.clone(),
+            message,
+        };
+        let mut parsed: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| garbage(format!("its manifest is not JSON ({e})")))?;
+        let mut artifact = None;
+        if let Some(entries) = parsed.get("manifests").and_then(|m| m.as_array()) {
+            // An index: buildx adds attestation manifests for platform `unknown/unknown`.
+            let first = entries
+                .iter()
+                .find(|m| m.pointer("/platform/os").and_then(|o| o.as_str()) != Some("unknown"))
+                .and_then(|m| m.get("digest").and_then(|d| d.as_str()))
+                .ok_or_else(|| garbage("its index names no platform manifest".into()))?
+                .to_string();
+            let (_, body) = self
+                .manifest_body(repository, &first, &what)
+                .await?
+                .ok_or_else(|| garbage(format!("its index names {first}, which it lacks")))?;
+            parsed = serde_json::from_slice(&body)
+                .map_err(|e| garbage(format!("manifest {first} is not JSON ({e})")))?;
+            artifact = Some(manifest.clone());
+        }
+        let config = parsed
+            .pointer("/config/digest")
+            .and_then(|d| d.as_str())
+            .filter(|d| d.starts_with("sha256:"))
+            .ok_or_else(|| garbage("its manifest names no image config".into()))?
+            .to_string();
+        let scope = format!("repository:{repository}:pull");
+        let blob = format!("/v2/{repository}/blobs/{config}");
+        let response = self.send(Method::GET, &blob, &scope, &what).await?;
+        if !response.status().is_success() {
+            return Err(self.status_error(&what, response.status()));
+        }
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.http_error(&what, e))?;
+        let image: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| garbage(format!("its image config {config} is not JSON ({e})")))?;
+        let labels = image
+            .pointer("/config/Labels")
+            .and_then(|l| l.as_object())
+            .map(|labels| {
+                labels
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some(RegistryImage {
+            manifest,
+            artifact: artifact.unwrap_or(config),
+            labels,
+        }))
+    }
+
+    /// `GET /v2/<repository>/manifests/<reference>`: its digest and bytes, or None (404).
+    pub(super) async fn manifest_body(
+        &self,
+        repository: &str,
+        reference: &str,
+        what: &str,
+    ) -> Result<Option<(String, bytes::Bytes)>, RegistryError> {
+        let url = format!("/v2/{repository}/manifests/{reference}");
+        let scope = format!("repository:{repository}:pull");
+        let response = self.send(Method::GET, &url, &scope, what).await?;
+        match response.status() {
+            StatusCode::NOT_FOUND => return Ok(None),
+            status if !status.is_success() => return Err(self.status_error(what, status)),
+            _ => {}
+        }
+        let header = response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| d.starts_with("sha256:"))
+            .map(str::to_string);
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.http_error(what, e))?;
+        let digest =
+            header.unwrap_or_else(|| format!("sha256:{}", hex::encode(Sha256::digest(&bytes))));
+        Ok(Some((digest, bytes)))
+    }
+
+    /// `GET /v2/<repository>/tags/list`, following its `Link: <…>; rel="next"` pages: every tag
+    /// the repository holds; none when the registry does not know the repository (404).
+    pub async fn tags(&self, repository: &str) -> Result<Vec<String>, RegistryError> {
+        let what = format!("the tags of {repository}");
+        let scope = format!("repository:{repository}:pull");
+        let mut next = Some(format!("/v2/{repository}/tags/list"));
+        let mut tags = Vec::new();
+        while let Some(path) = next.take() {
+            let response = self.send(Method::GET, &path, &scope, &what).await?;
+            let status = response.status();
+            if status == StatusCode::NOT_FOUND {
+                break;
+            }
+            if !status.is_success() {
+                return Err(self.status_error(&what, status));
+            }
+            next = response
+                .headers()
+                .get(reqwest::header::LINK)
+                .and_then(|v| v.to_str().ok())
+                .and_then(next_page);
+            let page: TagList = response
+                .json()
+                .await
+                .map_err(|e| self.http_error(&what, e))?;
+            tags.extend(page.tags.unwrap_or_default());
+        }
+        Ok(tags)
+    }
+
+    /// The artifact the manifest `digest` in `repository` names: an image manifest's config digest
+    /// (the image id), or an index's own digest (a multi-platform artifact); None when absent.
+    pub async fn artifact_of(
+        &self,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Option<String>, RegistryError> {
+        let url = format!("/v2/{repository}/manifests/{digest}");
+        let what = format!("{repository}@{digest}");
+        let scope = format!("repository:{repository}:pull");
+        let response = self.send(Method::GET, &url, &scope, &what).await?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(self.status_error(&what, status));
+        }
+        let manifest: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| self.http_error(&what, e))?;
+        if manifest.get("manifests").is_some() {
+            return Ok(Some(digest.to_string()));
+        }
+        let config = manifest
+            .pointer("/config/digest")
+            .and_then(|d| d.as_str())
+            .filter(|d| d.starts_with("sha256:"));
+        match config {
+            Some(config) => Ok(Some(config.to_string())),
+            None => Err(RegistryError::Status {
+                host: self.host.clone(),
+                what,
+                status: status.as_u16(),
+                message: "the manifest names neither a config nor manifests".into(),
+            }),
+        }
+    }
+}
+
+/// A tags listing page (`{"name": …, "tags": […]}`; distribution answers `null` for none).
+#[derive(serde::Deserialize)]
+struct TagList {
+    tags: Option<Vec<String>>,
+}
+
+/// The path of the next page in a `Link` header (`</v2/x/tags/list?n=100&last=t>; rel="next"`).
+fn next_page(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        params.contains("rel=\"next\"").then_some(())?;
+        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        // An absolute URL names the same registry: keep its path and query.
+        let path = match target.find("/v2/") {
+            Some(at) => &target[at..],
+            None => target,
+        };
+        Some(path.to_string())
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_pages_follow_the_next_link() {
+        assert_eq!(
+            next_page(r#"</v2/demo/web/tags/list?n=100&last=b>; rel="next""#).as_deref(),
+            Some("/v2/demo/web/tags/list?n=100&last=b")
+        );
+        assert_eq!(
+            next_page(r#"<https://r.example/v2/demo/web/tags/list?last=b>; rel="next""#).as_deref(),
+            Some("/v2/demo/web/tags/list?last=b")
+        );
+        assert_eq!(next_page(r#"</v2/x>; rel="prev""#), None);
+    }
+}

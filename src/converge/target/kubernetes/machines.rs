@@ -1,0 +1,69 @@
+//! The machines on Kubernetes: the mesh's labelled workloads, each judged against the record by
+//! what its pods run (a pulled image's manifest digest counts as the artifact it was published as).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::backends::state::StateDb;
+use crate::converge::error::TargetError;
+use crate::mesh::behind::{machine_state, workload_state};
+use crate::mesh::machine::Machine;
+use crate::mesh::model::{Mesh, Record};
+
+use super::Kube;
+
+impl Kube {
+    /// The mesh's labelled workloads (≤ 5 API calls), each against the record; remembered for send.
+    pub(super) async fn list(
+        &self,
+        mesh: &Mesh,
+        record: &Record,
+        db: &Mutex<StateDb>,
+    ) -> Result<Vec<Machine>, TargetError> {
+        let workloads = self.cluster.machines().await?;
+        let workloads: Vec<_> = workloads
+            .into_iter()
+            .filter(|w| mesh.module(&w.module).is_some())
+            .collect();
+        let mut aliases: HashMap<&str, Vec<String>> = HashMap::new();
+        for w in &workloads {
+            if aliases.contains_key(w.module.as_str()) {
+                continue;
+            }
+            let published = match record.get(&w.module) {
+                Some(entry) => self.published(mesh, db, entry).await,
+                None => None,
+            };
+            aliases.insert(w.module.as_str(), published.into_iter().collect());
+        }
+        let mut machines: Vec<Machine> = workloads
+            .iter()
+            .filter_map(|w| {
+                let module = mesh.module(&w.module)?;
+                let state = machine_state(
+                    &w.running_digests,
+                    record.get(&w.module),
+                    aliases
+                        .get(w.module.as_str())
+                        .map_or(&[][..], Vec::as_slice),
+                    module.policy,
+                );
+                let state = workload_state(state, w.unknown_container.is_none(), w.paused);
+                Some(Machine {
+                    name: w.name.clone(),
+                    module: w.module.clone(),
+                    kind: w.kind.as_str().to_string(),
+                    image: w.image.clone(),
+                    running: w.running_digests.clone(),
+                    state,
+                    health: format!("{}/{} ready", w.ready, w.replicas),
+                })
+            })
+            .collect();
+        machines.sort_by(|a, b| (&a.module, &a.name, &a.kind).cmp(&(&b.module, &b.name, &b.kind)));
+        if let Ok(mut seen) = self.workloads.lock() {
+            *seen = workloads;
+        }
+        Ok(machines)
+    }
+}

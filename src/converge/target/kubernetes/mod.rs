@@ -1,0 +1,376 @@
+//! The Kubernetes target: one namespace of one context. The record is the namespace's annotation
+//! (`record.rs`), delivery a push or `kind load` (`delivery.rs`), machines the labelled workloads
+//! (`machines.rs`), and a send patches a workload's container image to `ref@digest` and follows its
+//! roll-out (`send.rs`); what the cluster must allow is checked first (`access.rs`). The mesh is
+//! held by the state database's lock and the namespace's Lease (`hold.rs`, `lease.rs`); what only
+//! this target can say is `error.rs`. This file connects it and answers the seam by delegation.
+
+mod access;
+mod delivery;
+mod error;
+mod hold;
+mod lease;
+mod machines;
+mod record;
+mod send;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc::Sender;
+use tokio::sync::watch;
+
+use crate::backends::cluster::{Cluster, FollowRules, Workload};
+use crate::backends::credentials::Credentials;
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::registry::RegistryClient;
+use crate::backends::state::{Holder, StateDb};
+use crate::converge::error::{ConvergeError, TargetError};
+use crate::converge::progress::Emitter;
+use crate::mesh::live::HeldBy;
+use crate::mesh::logs::{LogAsk, LogItem};
+use crate::mesh::machine::MachineKind;
+use crate::mesh::machine::{Machine, Move};
+use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
+use crate::mesh::pin::{PinChange, StampBy};
+use crate::mesh::target::TargetDescription;
+
+use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+
+pub use error::{KubeError, UnknownContext};
+use lease::LeaseClaims;
+
+/// One Kubernetes namespace of one context, and how modules get there.
+pub struct Kube {
+    /// The target's name in the mesh.
+    pub name: String,
+    pub cluster: Cluster,
+    pub registry: Option<Registry>,
+    /// How roll-outs are followed: the deadline follows each workload (`progressDeadlineSeconds`, else
+    /// 600 s) unless the mesh file sets `rollout_deadline` in [target].
+    pub rollout: FollowRules,
+    /// Docker's credentials for the registry, looked up at most once.
+    creds: tokio::sync::OnceCell<Result<Option<Credentials>, String>>,
+    /// The workloads as last listed: a send guards against the image seen here.
+    workloads: Mutex<Vec<Workload>>,
+    /// The operations of this process holding the mesh's Lease.
+    claims: Arc<LeaseClaims>,
+}
+
+impl Kube {
+    /// Connect at `context` (the kubeconfig's current one when None) and `namespace`. A named
+    /// target's context must be one the kubeconfig has: checked before any call.
+    pub async fn connect(
+        mesh: &Mesh,
+        name: &str,
+        context: Option<String>,
+        namespace: Option<String>,
+    ) -> Result<Kube, TargetError> {
+        let environment = mesh.environment(name);
+        if environment.is_some_and(|e| e.named)
+            && let Some(context) = &context
+        {
+            known_context(mesh, name, context)?;
+        }
+        let namespace = namespace.unwrap_or_default();
+        let cluster = Cluster::connect(context.as_deref(), &namespace).await?;
+        let rules = FollowRules {
+            deadline: environment
+                .and_then(|e| e.rollout_deadline)
+                .or(mesh.rollout_deadline),
+            ..FollowRules::default()
+        };
+        Ok(Kube::new(name, cluster, mesh.registry.clone(), rules))
+    }
+
+    pub fn new(
+        name: &str,
+        cluster: Cluster,
+        registry: Option<Registry>,
+        rollout: FollowRules,
+    ) -> Kube {
+        Kube {
+            name: name.to_string(),
+            cluster,
+            registry,
+            rollout,
+            creds: tokio::sync::OnceCell::new(),
+            workloads: Mutex::new(Vec::new()),
+            claims: Arc::new(LeaseClaims::default()),
+        }
+    }
+}
+
+/// A named target's context must be one the kubeconfig has: checked before any call, so that it
+/// never falls back on another (the current one).
+fn known_context(mesh: &Mesh, name: &str, context: &str) -> Result<(), TargetError> {
+    let known = crate::backends::cluster::kubeconfig_contexts();
+    if known.names.iter().any(|c| c == context) {
+        return Ok(());
+    }
+    Err(KubeError::UnknownContext(Box::new(UnknownContext {
+        file: mesh.file.display().to_string(),
+        line: mesh.environment(name).map_or(0, |e| e.line),
+        target: name.to_string(),
+        context: context.to_string(),
+        kubeconfig: known.kubeconfig,
+        contexts: known.names,
+    }))
+    .into())
+}
+
+/// A namespace in words (`context X, namespace Y`; the context unsaid when it is the kubeconfig's
+/// current one and not yet read), and what a send really does there.
+pub fn description(name: &str, context: Option<&str>, namespace: &str) -> TargetDescription {
+    let place = match context {
+        Some(context) => format!("context {context}, namespace {namespace}"),
+        None => format!("namespace {namespace}"),
+    };
+    TargetDescription {
+        name: name.to_string(),
+        kind: "kubernetes".into(),
+        place: Some(place),
+        namespace: Some(namespace.to_string()),
+        send_does:
+            "each workload's container image is patched to ref@digest and its roll-out followed"
+                .into(),
+    }
+}
+
+impl Target for Kube {
+    fn hold<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        holder: &'a Holder,
+        kind: &'a str,
+        wait: bool,
+    ) -> Fut<'a, Result<Option<String>, ConvergeError>> {
+        Box::pin(self.hold_mesh(db, mesh, holder, kind, wait))
+    }
+
+    fn named<'a>(
+        &'a self,
+        mesh: &'a str,
+        operation_id: &'a str,
+        short: Option<i64>,
+    ) -> Fut<'a, ()> {
+        Box::pin(self.name_holder(mesh, operation_id, short))
+    }
+
+    fn heartbeat(
+        &self,
+        state_path: PathBuf,
+        mesh: String,
+        operation_id: String,
+        lost: watch::Sender<Option<String>>,
+    ) -> tokio::task::JoinHandle<()> {
+        self.beat(state_path, mesh, operation_id, lost)
+    }
+
+    fn held_by<'a>(&'a self, mesh: &'a str) -> Fut<'a, Result<Option<HeldBy>, TargetError>> {
+        Box::pin(self.lease_held_by(mesh))
+    }
+
+    fn still_holds<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        operation_id: &'a str,
+    ) -> Fut<'a, Result<(), ConvergeError>> {
+        Box::pin(self.holds_both(db, mesh, operation_id))
+    }
+
+    fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> Fut<'a, ()> {
+        Box::pin(self.release_lease(mesh, operation_id))
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self) -> TargetDescription {
+        description(
+            &self.name,
+            Some(&self.cluster.context),
+            &self.cluster.namespace,
+        )
+    }
+
+    fn host_is_target(&self) -> bool {
+        false
+    }
+
+    fn machines_root(&self) -> &'static str {
+        "the cluster's workloads"
+    }
+
+    fn delivery(&self) -> Result<Delivery, TargetError> {
+        self.delivery_here()
+    }
+
+    fn read_record<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+    ) -> Fut<'a, Result<RecordRead, TargetError>> {
+        Box::pin(self.read(mesh, db))
+    }
+
+    fn stamp<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+        by: StampBy<'a>,
+        entries: &'a Record,
+        pins: &'a PinChange,
+    ) -> Fut<'a, Result<(), ConvergeError>> {
+        Box::pin(self.stamp_over(mesh, db, by, entries, pins))
+    }
+
+    fn machines<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        record: &'a Record,
+        reach: Reach<'a>,
+    ) -> Fut<'a, Result<Vec<Machine>, TargetError>> {
+        Box::pin(self.list(mesh, record, reach.db))
+    }
+
+    /// Workloads are declared by their own manifests: none is created here.
+    fn create_declared<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _record: &'a Record,
+        _existing: &'a [Machine],
+        _in_scope: &'a (dyn Fn(&str) -> bool + Sync),
+        _daemon: &'a LazyDaemon,
+        _emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Vec<String>, TargetError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn deliver<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(self.deliver_now(mesh, artifact, reach, emitter))
+    }
+
+    /// The cluster pulls from the registry that vouched: nothing to push. The host daemon needs the
+    /// artifact only when a module of this converge builds FROM it (then it is pulled there).
+    fn fetch_vouched<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        manifest: &'a str,
+        on_host: bool,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(self.fetch(mesh, artifact, manifest, on_host, reach, emitter))
+    }
+
+    /// Delivery pushes every build to the registry already: nothing more to publish.
+    fn publish<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _artifact: Artifact<'a>,
+        _reach: Reach<'a>,
+        _emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Option<String>, TargetError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn send<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        moved: &'a Move,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(self.send_one(mesh, reach.db, moved, emitter))
+    }
+
+    fn logs<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        _daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            let workloads = self.cluster.machines().await?;
+            let Some(workload) = workloads
+                .iter()
+                .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
+            else {
+                return Err(KubeError::MachineGone {
+                    kind: MachineKind::of(&machine.kind).unwrap_or(MachineKind::Deployment),
+                    machine: machine.name.clone(),
+                    place: self.cluster.place(),
+                }
+                .into());
+            };
+            Ok(self.cluster.workload_logs(workload, ask, &out).await?)
+        })
+    }
+
+    fn check_write_access<'a>(
+        &'a self,
+        stamps: bool,
+        sends: &'a [Move],
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(self.write_access(stamps, sends))
+    }
+
+    fn check_converge_access<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        modules: &'a [&'a str],
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(self.converge_access(mesh, modules))
+    }
+
+    fn holds<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        wanted: &'a RecordEntry,
+        reach: Reach<'a>,
+    ) -> Fut<'a, Result<Holding, TargetError>> {
+        Box::pin(self.holds_now(mesh, wanted, reach))
+    }
+
+    /// Pushed: the registry must hold it (nothing is pushed; the cluster pulls it). Loaded: the
+    /// host must hold it, and it is loaded into this kind cluster.
+    fn bring<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Fut<'a, Result<Holding, TargetError>> {
+        Box::pin(self.bring_here(mesh, artifact, reach, emitter))
+    }
+
+    fn published_digest<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+        entry: &'a RecordEntry,
+    ) -> Fut<'a, Option<String>> {
+        Box::pin(self.published(mesh, db, entry))
+    }
+
+    /// The credentials a push uses (the Docker config's, read once per connection).
+    fn registry_client<'a>(
+        &'a self,
+        registry: &'a Registry,
+    ) -> Fut<'a, Result<RegistryClient, TargetError>> {
+        Box::pin(self.client(registry))
+    }
+}

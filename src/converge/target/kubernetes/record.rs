@@ -1,0 +1,97 @@
+//! The record on Kubernetes: the namespace's annotation (`jr2.dev/images`), with the pins and the
+//! record's history beside it, copied into the state database for every reader there.
+
+use std::sync::Mutex;
+
+use crate::backends::cluster::{RECORD_ANNOTATION, TeamWrite};
+use crate::backends::state::{Holder, StateDb, locked};
+use crate::converge::error::{ConvergeError, TargetError};
+use crate::converge::target::RecordRead;
+use crate::mesh::model::{Mesh, Record};
+use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
+
+use super::Kube;
+
+impl Kube {
+    /// The record, and what lives with it (pins, the record's history) copied into the state
+    /// database: every reader of those (history, R, the detail, gc, the planner) reads the team's.
+    pub(super) async fn read(
+        &self,
+        mesh: &Mesh,
+        db: &Mutex<StateDb>,
+    ) -> Result<RecordRead, TargetError> {
+        let read = self.cluster.read_record().await?;
+        match &read.team_warning {
+            Some(warning) => tracing::warn!("{warning}"),
+            None => {
+                let copied = locked(db).map_err(String::from).and_then(|h| {
+                    h.mirror_team(&mesh.name, &self.name, &read.pins, &read.history)
+                        .map_err(|e| e.to_string())
+                });
+                if let Err(error) = copied {
+                    tracing::warn!("the target's pins and history were not copied: {error}");
+                }
+            }
+        }
+        Ok(RecordRead {
+            record: read.record,
+            source: format!(
+                "annotation {RECORD_ANNOTATION} on namespace {}",
+                self.cluster.namespace
+            ),
+            warning: read.warning,
+            kept: read.team_warning.is_none().then_some(KeptWithRecord {
+                pins: read.pins,
+                history: read.history,
+            }),
+            team_warning: read.team_warning,
+        })
+    }
+
+    /// The lock is checked just before the annotations are written (two systems: no common
+    /// transaction). The record, its pins and its history go in one guarded patch; the state
+    /// database's copy follows, and a copy that cannot be written is a warning: the stamp stands.
+    pub(super) async fn stamp_over(
+        &self,
+        mesh: &Mesh,
+        db: &Mutex<StateDb>,
+        how: StampBy<'_>,
+        entries: &Record,
+        pins: &PinChange,
+    ) -> Result<(), ConvergeError> {
+        let short = locked(db).ok().and_then(|h| {
+            h.operation_short(&mesh.name, &self.name, how.operation_id, how.kind)
+                .ok()
+        });
+        // Who stamps is who would hold the mesh: this process on this host, now.
+        let here = Holder::here(how.operation_id);
+        let by = Stamper {
+            operation_id: here.operation_id,
+            kind: how.kind.to_string(),
+            short,
+            host: here.host,
+            pid: here.pid,
+            at_ms: here.since_ms,
+            from_target: how.from_target.map(str::to_string),
+        };
+        self.holds_both(db, &mesh.name, how.operation_id).await?;
+        let write = TeamWrite {
+            entries,
+            pins,
+            by: &by,
+        };
+        let stamped = self
+            .cluster
+            .stamp_team(&write, true)
+            .await
+            .map_err(|e| ConvergeError::Failed(e.to_string()))?;
+        let copied = locked(db).map_err(String::from).and_then(|h| {
+            h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history)
+                .map_err(|e| e.to_string())
+        });
+        if let Err(error) = copied {
+            tracing::warn!("the record was stamped, the state database's copy not: {error}");
+        }
+        Ok(())
+    }
+}

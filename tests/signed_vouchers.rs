@@ -1,0 +1,717 @@
+//! Signed vouchers, end to end on the real registry (127.0.0.1:5000) and the real daemon: CI signs
+//! what it publishes (cosign format), a clean machine with `trust` takes only what a trusted key
+//! signed for that exact digest; a look-alike pushed over a ref never vouches, never runs.
+//! The verifier and the signer here are written from sigstore/cosign `specs/SIGNATURE_SPEC.md`
+//! with openssl and curl, not from meshtop's code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::example::{ExampleMesh, builds, decisions, said};
+use common::local_registry::{LOCAL, docker, require_registry};
+use meshtop::backends::registry::repository_in;
+
+const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+const SIGNATURE_KEY: &str = "dev.cosignproject.cosign/signature";
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// A random id for every name this test leaves on the daemon and the registry.
+fn run_id() -> String {
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    id[id.len() - 8..].to_string()
+}
+
+fn run(program: &str, args: &[&str]) -> Output {
+    let output = Command::new(program).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed: {}",
+        said(&output)
+    );
+    output
+}
+
+/// An ECDSA P-256 key pair made by openssl: `<name>.key` (PKCS#8, mode 600) and `<name>.pub`.
+fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let sec1 = dir.join(format!("{name}.sec1"));
+    let key = dir.join(format!("{name}.key"));
+    let public = dir.join(format!("{name}.pub"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    run(
+        "openssl",
+        &[
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+            &s(&sec1),
+        ],
+    );
+    run(
+        "openssl",
+        &[
+            "pkcs8",
+            "-topk8",
+            "-nocrypt",
+            "-in",
+            &s(&sec1),
+            "-out",
+            &s(&key),
+        ],
+    );
+    run(
+        "openssl",
+        &["ec", "-in", &s(&key), "-pubout", "-out", &s(&public)],
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (key, public)
+}
+
+/// The example mesh with the registry, trusting `keys/ci.pub` (made here); the CI key beside it.
+struct SignedMesh {
+    mesh: ExampleMesh,
+    ci_key: PathBuf,
+    ci_pub: PathBuf,
+}
+
+fn signed_mesh(tag: &str) -> SignedMesh {
+    let mesh = ExampleMesh::new(&format!("{tag}{}", run_id()));
+    let (ci_key, ci_pub) = keypair(&mesh.root().join("keys"), "ci");
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        &format!("name = \"{}\"\n", mesh.name),
+        &format!(
+            "name = \"{}\"\nregistry = \"{LOCAL}\"\ntrust = [\"keys/ci.pub\"]\n",
+            mesh.name
+        ),
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+    SignedMesh {
+        mesh,
+        ci_key,
+        ci_pub,
+    }
+}
+
+fn meshtop_json(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serde_json::Value {
+    let output = mesh.meshtop_with_state(state, args);
+    assert!(
+        output.status.success(),
+        "meshtop {args:?} failed ({:?}):\n{}",
+        output.status.code(),
+        said(&output)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// module → (decision, reason) of a plan.
+fn plan_of(mesh: &ExampleMesh, state: &Path) -> BTreeMap<String, (String, String)> {
+    let plan = meshtop_json(mesh, state, &["plan", "--json"]);
+    plan["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                (
+                    m["decision"].as_str().unwrap().to_string(),
+                    m["reason"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// module → (repository in the registry, manifest digest) of what CI published.
+fn published(mesh: &ExampleMesh) -> BTreeMap<String, (String, String)> {
+    builds(mesh)
+        .into_iter()
+        .filter_map(|b| {
+            let reference = b.published_ref?;
+            let (repository, _) = repository_in(LOCAL, &reference);
+            Some((b.module?, (repository.to_string(), b.published_digest?)))
+        })
+        .collect()
+}
+
+fn registry_url(path: &str) -> String {
+    format!("http://{LOCAL}{path}")
+}
+
+/// GET from the registry: the body, or None on 404.
+fn get(path: &str, accept: &str) -> Option<Vec<u8>> {
+    let output = Command::new("curl")
+        .args([
+            "-s",
+            "-w",
+            "\n%{http_code}",
+            "-H",
+            &format!("Accept: {accept}"),
+        ])
+        .arg(registry_url(path))
+        .output()
+        .unwrap();
+    let text = output.stdout;
+    let cut = text.iter().rposition(|b| *b == b'\n').unwrap();
+    let code = String::from_utf8_lossy(&text[cut + 1..]).to_string();
+    match code.as_str() {
+        "200" => Some(text[..cut].to_vec()),
+        "404" => None,
+        other => panic!(
+            "GET {path}: HTTP {other}: {}",
+            String::from_utf8_lossy(&text)
+        ),
+    }
+}
+
+/// The manifest digest `repository:tag` resolves to now.
+fn resolve(repository: &str, tag: &str) -> String {
+    let output = run(
+        "curl",
+        &[
+            "-sfI",
+            "-H",
+            &format!(
+                "Accept: {OCI_MANIFEST}, application/vnd.docker.distribution.manifest.v2+json"
+            ),
+            &registry_url(&format!("/v2/{repository}/manifests/{tag}")),
+        ],
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("docker-content-digest")
+                .then(|| v.trim().to_string())
+        })
+        .expect("the registry names the digest")
+}
+
+fn sig_tag(digest: &str) -> String {
+    format!("{}.sig", digest.replace(':', "-"))
+}
+
+/// Verify per the spec: under `sha256-<hex>.sig`, some simple-signing layer whose payload blob
+/// verifies with `public` (`openssl dgst -sha256 -verify`, the annotation base64-decoded) and whose
+/// payload names `repository` and `digest` as a cosign container image signature.
+fn spec_verifies(work: &Path, repository: &str, digest: &str, public: &Path) -> bool {
+    let Some(manifest) = get(
+        &format!("/v2/{repository}/manifests/{}", sig_tag(digest)),
+        OCI_MANIFEST,
+    ) else {
+        return false;
+    };
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
+    for layer in manifest["layers"].as_array().unwrap() {
+        if layer["mediaType"] != SIMPLE_SIGNING {
+            continue;
+        }
+        let blob = layer["digest"].as_str().unwrap();
+        let payload = get(&format!("/v2/{repository}/blobs/{blob}"), "*/*").unwrap();
+        let signature = layer["annotations"][SIGNATURE_KEY].as_str().unwrap();
+        let payload_file = work.join("payload.json");
+        let sig_file = work.join("payload.sig");
+        std::fs::write(&payload_file, &payload).unwrap();
+        use base64::Engine;
+        let der = base64::engine::general_purpose::STANDARD
+            .decode(signature)
+            .unwrap();
+        std::fs::write(&sig_file, der).unwrap();
+        let verified = Command::new("openssl")
+            .args(["dgst", "-sha256", "-verify"])
+            .arg(public)
+            .arg("-signature")
+            .arg(&sig_file)
+            .arg(&payload_file)
+            .output()
+            .unwrap();
+        if !String::from_utf8_lossy(&verified.stdout).contains("Verified OK") {
+            continue;
+        }
+        let body: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+        if body["critical"]["image"]["docker-manifest-digest"] == digest
+            && body["critical"]["type"] == "cosign container image signature"
+            && body["critical"]["identity"]["docker-reference"] == format!("{LOCAL}/{repository}")
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Upload `bytes` as a blob of `repository` (POST, then PUT with the digest); its digest.
+fn put_blob(work: &Path, repository: &str, bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)));
+    let headers = run(
+        "curl",
+        &[
+            "-sf",
+            "-X",
+            "POST",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            &registry_url(&format!("/v2/{repository}/blobs/uploads/")),
+        ],
+    );
+    let location = String::from_utf8_lossy(&headers.stdout)
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("location")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap();
+    let url = if location.starts_with("http") {
+        location
+    } else {
+        registry_url(&location)
+    };
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    let file = work.join("blob");
+    std::fs::write(&file, bytes).unwrap();
+    run(
+        "curl",
+        &[
+            "-sf",
+            "-X",
+            "PUT",
+            "-H",
+            "Content-Type: application/octet-stream",
+            "--data-binary",
+            &format!("@{}", file.display()),
+            &format!("{url}{joiner}digest={digest}"),
+        ],
+    );
+    digest
+}
+
+fn put_manifest(work: &Path, repository: &str, tag: &str, bytes: &[u8]) {
+    let file = work.join("manifest.json");
+    std::fs::write(&file, bytes).unwrap();
+    run(
+        "curl",
+        &[
+            "-sf",
+            "-X",
+            "PUT",
+            "-H",
+            &format!("Content-Type: {OCI_MANIFEST}"),
+            "--data-binary",
+            &format!("@{}", file.display()),
+            &registry_url(&format!("/v2/{repository}/manifests/{tag}")),
+        ],
+    );
+}
+
+/// Sign `repository@digest` per the spec with openssl and `key`: the simple-signing payload, its
+/// signature in the annotation, the `.sig` manifest written with curl (replacing what was there).
+fn spec_sign(work: &Path, repository: &str, digest: &str, key: &Path) {
+    let payload = serde_json::to_vec(&serde_json::json!({
+        "critical": {
+            "identity": { "docker-reference": format!("{LOCAL}/{repository}") },
+            "image": { "docker-manifest-digest": digest },
+            "type": "cosign container image signature",
+        },
+        "optional": null,
+    }))
+    .unwrap();
+    let payload_file = work.join("to-sign.json");
+    let sig_file = work.join("to-sign.sig");
+    std::fs::write(&payload_file, &payload).unwrap();
+    run(
+        "openssl",
+        &[
+            "dgst",
+            "-sha256",
+            "-sign",
+            key.to_str().unwrap(),
+            "-out",
+            sig_file.to_str().unwrap(),
+            payload_file.to_str().unwrap(),
+        ],
+    );
+    use base64::Engine;
+    let signature =
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(&sig_file).unwrap());
+    let payload_digest = put_blob(work, repository, &payload);
+    let config =
+        br#"{"architecture":"","os":"","rootfs":{"type":"layers","diff_ids":[]},"config":{}}"#;
+    let config_digest = put_blob(work, repository, config);
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": { "mediaType": "application/vnd.oci.image.config.v1+json", "size": config.len(), "digest": config_digest },
+        "layers": [{
+            "mediaType": SIMPLE_SIGNING,
+            "size": payload.len(),
+            "digest": payload_digest,
+            "annotations": { SIGNATURE_KEY: signature },
+        }],
+    });
+    put_manifest(
+        work,
+        repository,
+        &sig_tag(digest),
+        &serde_json::to_vec(&manifest).unwrap(),
+    );
+}
+
+/// CI: every module built, published and signed.
+fn ci_publishes_signed(signed: &SignedMesh) {
+    let key = signed.ci_key.to_str().unwrap();
+    let ci = meshtop_json(
+        &signed.mesh,
+        &signed.mesh.state(),
+        &["converge", "--publish", "--sign-key", key, "--json"],
+    );
+    assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ci_signs_every_artifact_and_a_clean_machine_with_trust_takes_them_all() {
+    require_registry().await;
+    let signed = signed_mesh("svci");
+    let mesh = &signed.mesh;
+    ci_publishes_signed(&signed);
+    let published = published(mesh);
+    assert_eq!(published.len(), 5, "{published:?}");
+    let work = mesh.dir.path();
+    for (module, (repository, digest)) in &published {
+        assert!(
+            spec_verifies(work, repository, digest, &signed.ci_pub),
+            "{module}: no signature of {repository}@{digest} verifies per the spec"
+        );
+    }
+    // Publishing again signs nothing twice: one layer per signer.
+    let (repository, digest) = &published["base"];
+    let sig = get(
+        &format!("/v2/{repository}/manifests/{}", sig_tag(digest)),
+        OCI_MANIFEST,
+    )
+    .unwrap();
+    let sig: serde_json::Value = serde_json::from_slice(&sig).unwrap();
+    assert_eq!(sig["layers"].as_array().unwrap().len(), 1, "{sig}");
+
+    mesh.clean_daemon();
+    let fresh = mesh.dir.path().join("clean-machine.db");
+    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+        assert_eq!(decision, "registry", "{module}: {reason}");
+        assert!(
+            reason.contains("signed by keys/ci.pub"),
+            "{module}: {reason}"
+        );
+    }
+    let clean = meshtop_json(mesh, &fresh, &["converge", "--json"]);
+    assert!(
+        decisions(&clean).values().all(|d| d == "registry"),
+        "{clean}"
+    );
+}
+
+/// The image id each machine of the mesh runs, by machine name.
+fn machine_images(mesh: &str) -> BTreeMap<String, String> {
+    let label = format!("label=jr2.dev/mesh={mesh}");
+    docker(&["ps", "-q", "--filter", &label])
+        .split_whitespace()
+        .map(|id| {
+            let out = docker(&["inspect", "-f", "{{.Name}} {{.Image}}", id]);
+            let (name, image) = out.trim().split_once(' ').unwrap();
+            (name.trim_start_matches('/').to_string(), image.to_string())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
+    require_registry().await;
+    let signed = signed_mesh("svlook");
+    let mesh = &signed.mesh;
+    ci_publishes_signed(&signed);
+    let published = published(mesh);
+    let (repository, genuine) = published["web"].clone();
+    let reference = builds(mesh)
+        .into_iter()
+        .find(|b| b.module.as_deref() == Some("web"))
+        .and_then(|b| b.published_ref)
+        .unwrap();
+    let (_, tag) = repository_in(LOCAL, &reference);
+
+    // The look-alike: CI's image plus one file, the same labels (inherited), pushed over the ref.
+    let context = mesh.dir.path().join("look-alike");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::write(context.join("evil"), "not CI's").unwrap();
+    std::fs::write(
+        context.join("Dockerfile"),
+        format!("FROM {reference}\nCOPY evil /evil\n"),
+    )
+    .unwrap();
+    let built = Command::new("docker")
+        .env("DOCKER_BUILDKIT", "0")
+        .args(["build", "-q", "-t", &reference])
+        .arg(&context)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", said(&built));
+    let look_alike_id = docker(&["inspect", "-f", "{{.Id}}", &reference])
+        .trim()
+        .to_string();
+    docker(&["push", &reference]);
+    let look_alike = resolve(&repository, tag);
+    assert_ne!(look_alike, genuine);
+
+    mesh.clean_daemon();
+    let fresh = mesh.dir.path().join("clean-machine.db");
+    let web_refused = |words: &str| {
+        let plan = plan_of(mesh, &fresh);
+        let (decision, reason) = &plan["web"];
+        assert_eq!(decision, "build", "{reason}");
+        assert!(
+            reason.contains(words) && reason.contains("holds manifest"),
+            "{words}: {reason}"
+        );
+        assert_eq!(plan["base"].0, "registry", "{:?}", plan["base"]);
+    };
+    // Unsigned.
+    web_refused("✗ unsigned");
+    // Signed by another key.
+    let work = mesh.dir.path();
+    let (other_key, _) = keypair(&work.join("other"), "other");
+    spec_sign(work, &repository, &look_alike, &other_key);
+    web_refused("✗ untrusted key");
+    // CI's genuine signature copied onto the look-alike's tag.
+    let genuine_sig = get(
+        &format!("/v2/{repository}/manifests/{}", sig_tag(&genuine)),
+        OCI_MANIFEST,
+    )
+    .unwrap();
+    put_manifest(work, &repository, &sig_tag(&look_alike), &genuine_sig);
+    web_refused("✗ signature names another digest");
+
+    // The converge builds web, and its machine never runs the look-alike.
+    let clean = meshtop_json(mesh, &fresh, &["converge", "--json"]);
+    let decided = decisions(&clean);
+    assert_eq!(decided["web"], "build", "{clean}");
+    let running = machine_images(&mesh.name);
+    let web_machine = running
+        .iter()
+        .find(|(name, _)| name.contains("web"))
+        .expect("web's machine runs");
+    assert_ne!(web_machine.1, &look_alike_id, "{running:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouches() {
+    require_registry().await;
+    let signed = signed_mesh("svspec");
+    let mesh = &signed.mesh;
+    // CI publishes without signing.
+    let ci = meshtop_json(mesh, &mesh.state(), &["converge", "--publish", "--json"]);
+    assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
+    mesh.clean_daemon();
+    let fresh = mesh.dir.path().join("clean-machine.db");
+    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+        // A dependent's ref waits on its base, refused: only tier 0 is asked of the registry.
+        if module == "base" {
+            assert_eq!(decision, "build", "{module}: {reason}");
+            assert!(reason.contains("✗ unsigned"), "{module}: {reason}");
+        }
+    }
+    // Without trust the registry vouches, and the plan says it is unverified.
+    let file = mesh.mesh_file();
+    let with_trust = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, with_trust.replace("trust = [\"keys/ci.pub\"]\n", "")).unwrap();
+    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+        assert_eq!(decision, "registry", "{module}: {reason}");
+        assert!(reason.contains("unverified"), "{module}: {reason}");
+    }
+    std::fs::write(&file, with_trust).unwrap();
+    // openssl signs each published digest with the trusted key: now each vouches.
+    let work = mesh.dir.path();
+    for (repository, digest) in published(mesh).values() {
+        spec_sign(work, repository, digest, &signed.ci_key);
+    }
+    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+        assert_eq!(decision, "registry", "{module}: {reason}");
+        assert!(
+            reason.contains("signed by keys/ci.pub"),
+            "{module}: {reason}"
+        );
+    }
+}
+
+#[test]
+fn bad_keys_are_bad_input_naming_the_file_and_line() {
+    let signed = signed_mesh("svkeys");
+    let mesh = &signed.mesh;
+    let converge_with =
+        |key: &Path| mesh.meshtop(&["converge", "--publish", "--sign-key", key.to_str().unwrap()]);
+    let expect_2 = |output: Output, words: &[&str]| {
+        let text = said(&output);
+        assert_eq!(output.status.code(), Some(2), "{text}");
+        for word in words {
+            assert!(text.contains(word), "{word:?} in: {text}");
+        }
+    };
+    // A key others may read.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&signed.ci_key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    expect_2(
+        converge_with(&signed.ci_key),
+        &[&format!("chmod 600 {}", signed.ci_key.display())],
+    );
+    std::fs::set_permissions(&signed.ci_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Malformed PEM, on its line.
+    let broken = mesh.dir.path().join("broken.key");
+    std::fs::write(
+        &broken,
+        "\n-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o600)).unwrap();
+    expect_2(
+        converge_with(&broken),
+        &[&format!("{}:2", broken.display()), "not a PKCS#8"],
+    );
+    // A cosign-encrypted key: refused with how to make one meshtop reads.
+    let encrypted = mesh.dir.path().join("cosign.key");
+    std::fs::write(
+        &encrypted,
+        "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&encrypted, std::fs::Permissions::from_mode(0o600)).unwrap();
+    expect_2(
+        converge_with(&encrypted),
+        &["encrypted", "openssl pkcs8 -topk8 -nocrypt"],
+    );
+    // A trust path that does not exist, on the mesh file's line.
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let line = text.lines().position(|l| l.starts_with("trust")).unwrap() + 1;
+    std::fs::write(&file, text.replace("keys/ci.pub", "keys/gone.pub")).unwrap();
+    expect_2(
+        mesh.meshtop(&["plan"]),
+        &[
+            &format!("mesh.toml:{line}"),
+            "keys/gone.pub",
+            "does not exist",
+        ],
+    );
+    // A trust key that is no public key.
+    std::fs::write(&file, text.replace("keys/ci.pub", "keys/ci.key")).unwrap();
+    expect_2(
+        mesh.meshtop(&["plan"]),
+        &[
+            &format!("{}:1", signed.ci_key.display()),
+            "not a public key",
+        ],
+    );
+}
+
+#[test]
+fn pins_that_cannot_be_read_stop_a_converge_with_the_error() {
+    let mesh = ExampleMesh::new(&format!("svpin{}", run_id()));
+    // The state database exists (a plan opens it), then its pins cannot be read.
+    let plan = mesh.meshtop(&["plan"]);
+    assert!(plan.status.success(), "{}", said(&plan));
+    let db = rusqlite::Connection::open(mesh.state()).unwrap();
+    db.execute_batch("DROP TABLE pins").unwrap();
+    drop(db);
+    let converge = mesh.meshtop(&["converge"]);
+    let text = said(&converge);
+    assert_eq!(converge.status.code(), Some(1), "{text}");
+    assert!(text.contains("pinned modules of target"), "{text}");
+    assert!(builds(&mesh).is_empty(), "nothing built: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn promote_to_a_target_that_requires_signed_refuses_an_unsigned_artifact_untouched() {
+    require_registry().await;
+    let mesh = ExampleMesh::two_docker_targets(&format!("svprod{}", run_id()));
+    let (_, _) = keypair(&mesh.root().join("keys"), "ci");
+    let ci_key = mesh.root().join("keys/ci.key");
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text
+        .replacen(
+            &format!("name = \"{}\"\n", mesh.name),
+            &format!(
+                "name = \"{}\"\nregistry = \"{LOCAL}\"\ntrust = [\"keys/ci.pub\"]\n",
+                mesh.name
+            ),
+            1,
+        )
+        .replacen(
+            "promote_from = \"staging\"\n",
+            "promote_from = \"staging\"\nrequire_signed = true\n",
+            1,
+        );
+    std::fs::write(&file, text).unwrap();
+    // Staging converges and publishes, unsigned.
+    let staging = meshtop_json(
+        &mesh,
+        &mesh.state(),
+        &["converge", "--target", "staging", "--publish", "--json"],
+    );
+    assert!(
+        decisions(&staging).values().all(|d| d == "build"),
+        "{staging}"
+    );
+    let web_artifact = staging["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "web")
+        .unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prod_record = || {
+        let status = mesh.meshtop(&["status", "--target", "prod", "--json"]);
+        String::from_utf8_lossy(&status.stdout).to_string()
+    };
+    let before = prod_record();
+    let prod_web = format!("{}-prod-web-1", mesh.name);
+    let refused = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
+    let text = said(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("requires signed artifacts")
+            && text.contains("module web")
+            && text.contains(&web_artifact[7..19])
+            && text.contains("✗ unsigned"),
+        "{text}"
+    );
+    assert_eq!(prod_record(), before, "prod untouched");
+    let created = Command::new("docker")
+        .args(["inspect", &prod_web])
+        .output()
+        .unwrap();
+    assert!(
+        !created.status.success(),
+        "prod's web machine was not created"
+    );
+
+    // Signed per the spec with the trusted key, the same promote goes through.
+    let (repository, digest) = published(&mesh)["web"].clone();
+    spec_sign(mesh.dir.path(), &repository, &digest, &ci_key);
+    let promoted = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
+    assert!(promoted.status.success(), "{}", said(&promoted));
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.Image}}", &prod_web]).trim(),
+        web_artifact
+    );
+}
