@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::model::Platform;
+use super::platform::Platform;
 
 /// The name the local daemon goes by when the mesh declares no builder.
 pub const LOCAL_BUILDER: &str = "local";

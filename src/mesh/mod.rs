@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod model;
 pub mod pin;
 pub mod plan;
+pub mod platform;
 pub mod progress;
 pub mod refs;
 pub mod schedule;

@@ -1,6 +1,7 @@
 //! The mesh as the rest of meshtop sees it, once `mesh.toml` was parsed and validated.
 //! Plain data: no I/O here.
 
+pub use super::platform::{KNOWN_ARCHES, Platform};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -258,75 +259,6 @@ impl fmt::Display for Policy {
             Policy::Rollout => "rollout",
             Policy::Record => "record",
         })
-    }
-}
-
-/// `os/arch[/variant]`, e.g. `linux/amd64`, `linux/arm64/v8`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Platform {
-    pub os: String,
-    pub arch: String,
-    pub variant: Option<String>,
-}
-
-/// Architectures meshtop knows how to name (Docker's GOARCH words).
-pub const KNOWN_ARCHES: &[&str] = &[
-    "amd64", "arm64", "arm", "386", "ppc64le", "s390x", "riscv64", "mips64le",
-];
-
-impl Platform {
-    pub fn parse(text: &str) -> Result<Platform, String> {
-        let parts: Vec<&str> = text.split('/').collect();
-        let bad = || {
-            format!(
-                "unknown platform {text:?}: write os/arch[/variant] with os \"linux\" and arch one of {}",
-                KNOWN_ARCHES.join(", ")
-            )
-        };
-        if !(2..=3).contains(&parts.len())
-            || parts[0] != "linux"
-            || !KNOWN_ARCHES.contains(&parts[1])
-        {
-            return Err(bad());
-        }
-        let variant = match parts.get(2) {
-            Some(&"") => return Err(bad()),
-            Some(v) => Some((*v).to_string()),
-            None => None,
-        };
-        Ok(Platform {
-            os: parts[0].to_string(),
-            arch: parts[1].to_string(),
-            variant,
-        })
-    }
-
-    /// The platform of the machine meshtop runs on (used when the daemon cannot tell its own).
-    pub fn local() -> Platform {
-        let arch = match std::env::consts::ARCH {
-            "x86_64" => "amd64",
-            "aarch64" => "arm64",
-            "x86" => "386",
-            "powerpc64" => "ppc64le",
-            "riscv64" => "riscv64",
-            "s390x" => "s390x",
-            other => other,
-        };
-        Platform {
-            os: "linux".into(),
-            arch: arch.into(),
-            variant: None,
-        }
-    }
-}
-
-impl fmt::Display for Platform {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.os, self.arch)?;
-        if let Some(v) = &self.variant {
-            write!(f, "/{v}")?;
-        }
-        Ok(())
     }
 }
 
