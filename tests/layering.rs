@@ -190,7 +190,11 @@ const ROOMS: &[Room] = &[
                 "std::os::unix",
                 "std::path",
                 "std::time",
+                // The daemon's log stream stamps each line in RFC 3339 with nanoseconds.
+                "chrono",
                 "tokio::io",
+                // A log stream followed in a select loop is pinned where it is polled.
+                "tokio::pin",
                 "uuid",
             ],
         ],

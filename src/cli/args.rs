@@ -76,9 +76,38 @@ pub enum Command {
     Gc(GcArgs),
     /// Per module: builds, failures, median build time, decisions, build time the skips saved.
     Stats(StatsArgs),
+    /// What a module's machines say: their logs (stdout and stderr), each line named by machine.
+    Logs(LogsArgs),
     /// Watch the contexts: after a quiet period following a change, print the plan, then converge
     /// what it would build or deliver. Runs until Ctrl-C.
     Watch(WatchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The module whose machines' logs are shown.
+    pub module: String,
+    /// One machine of the module only.
+    #[arg(long, value_name = "NAME")]
+    pub machine: Option<String>,
+    /// Keep printing lines as they come, across restarts and sends (Ctrl-C stops).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// The run before the last restart (Kubernetes: the previous container).
+    #[arg(long, short = 'p')]
+    pub previous: bool,
+    /// The newest N lines of each machine (default: all there is).
+    #[arg(long, value_name = "N")]
+    pub tail: Option<u64>,
+    /// Lines of the last DURATION only: `90s`, `30m`, `2h`.
+    #[arg(long, value_name = "DURATION", value_parser = crate::mesh::gc::parse_grace)]
+    pub since: Option<i64>,
+    /// Print each line's time as the target took it.
+    #[arg(long, short = 't')]
+    pub timestamps: bool,
+    /// One JSON object per line: machine, kind, stream, time, text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ mod converge;
 mod environments;
 mod gc;
 mod history;
+mod logs;
 mod plan;
 mod progress;
 mod promote;
@@ -120,6 +121,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Gc(args) => gc::run(&global, args).await,
             Command::Stats(args) => stats::run(&global, args).await,
             Command::Watch(args) => watch::run(&global, args).await,
+            Command::Logs(args) => logs::run(&global, args).await,
         }
     });
     report(outcome)

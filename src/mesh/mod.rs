@@ -11,6 +11,7 @@ pub mod environments;
 pub mod file_stat;
 pub mod gc;
 pub mod live;
+pub mod logs;
 pub mod machine;
 pub mod manifest;
 pub mod model;

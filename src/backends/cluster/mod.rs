@@ -5,6 +5,7 @@
 mod access;
 pub mod judge;
 mod lease;
+mod logs;
 mod machines;
 mod proxy;
 mod record;

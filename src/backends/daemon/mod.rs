@@ -5,6 +5,7 @@ pub mod build;
 pub mod buildkit;
 pub mod containers;
 pub mod images;
+pub mod logs;
 pub mod push;
 pub mod session;
 pub mod socket;

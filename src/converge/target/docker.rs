@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use tokio::sync::mpsc::Sender;
+
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
@@ -14,6 +16,7 @@ use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::behind::{MachineState, machine_state};
+use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{
     MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, MachineSpec, Mesh, Record, RecordEntry, Registry,
@@ -309,6 +312,28 @@ impl Target for Docker {
                 .recreate(&moved.machine, &moved.to_digest)
                 .await
                 .map_err(TargetError::from)
+        })
+    }
+
+    fn logs<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            if machine.state == MachineState::Missing {
+                let text = format!("container {} is declared but does not exist", machine.name);
+                let _ = out.send(LogItem::Note { text }).await;
+                return Ok(());
+            }
+            let daemon = daemon
+                .get()
+                .await
+                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+            Ok(daemon.container_logs(&machine.name, ask, &out).await?)
         })
     }
 

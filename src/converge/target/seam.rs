@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Mutex;
 
+use tokio::sync::mpsc::Sender;
 use tokio::sync::watch;
 
 use crate::backends::daemon::LazyDaemon;
@@ -16,6 +17,7 @@ use crate::converge::error::{ConvergeError, TargetError, still_holds};
 use crate::converge::lock;
 use crate::converge::progress::Emitter;
 use crate::mesh::live::HeldBy;
+use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy};
@@ -196,6 +198,19 @@ pub trait Target: Send + Sync {
         moved: &'a Move,
         reach: Reach<'a>,
         emitter: &'a Emitter,
+    ) -> Fut<'a, Result<(), TargetError>>;
+
+    /// What `machine` says, as `ask` asks, sent to `out` item by item (lines safe to print, run
+    /// starts, its exit, what replaced it, cuts): a follow keeps going across restarts and sends
+    /// until `out` closes. Err before anything was said: the machine cannot be read (the target
+    /// does not answer, the permission to read logs is missing).
+    fn logs<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
     ) -> Fut<'a, Result<(), TargetError>>;
 
     /// Before anything is built or changed: may we write the record (`stamps`) and move `sends`?

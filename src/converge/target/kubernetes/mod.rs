@@ -17,6 +17,7 @@ mod send;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::mpsc::Sender;
 use tokio::sync::watch;
 
 use crate::backends::cluster::{Cluster, FollowRules, Workload};
@@ -27,6 +28,8 @@ use crate::backends::state::{Holder, StateDb};
 use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::progress::Emitter;
 use crate::mesh::live::HeldBy;
+use crate::mesh::logs::{LogAsk, LogItem};
+use crate::mesh::machine::MachineKind;
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{PinChange, StampBy};
@@ -290,6 +293,31 @@ impl Target for Kube {
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<(), TargetError>> {
         Box::pin(self.send_one(mesh, reach.db, moved, emitter))
+    }
+
+    fn logs<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        _daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
+    ) -> Fut<'a, Result<(), TargetError>> {
+        Box::pin(async move {
+            let workloads = self.cluster.machines().await?;
+            let Some(workload) = workloads
+                .iter()
+                .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
+            else {
+                return Err(KubeError::MachineGone {
+                    kind: MachineKind::of(&machine.kind).unwrap_or(MachineKind::Deployment),
+                    machine: machine.name.clone(),
+                    place: self.cluster.place(),
+                }
+                .into());
+            };
+            Ok(self.cluster.workload_logs(workload, ask, &out).await?)
+        })
     }
 
     fn check_write_access<'a>(

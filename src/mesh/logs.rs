@@ -1,0 +1,492 @@
+//! What a machine says: its log lines (stdout and stderr, with their time), where a run began,
+//! how it ended, what replaced it, and what the target said of it. Pure: the target reads the
+//! lines (`converge/target/`), the command prints them and the dashboard's logs view holds them
+//! here, at most [`HELD_PER_MACHINE`] per machine.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use super::text::plain;
+
+/// How many items a machine keeps; older ones are dropped (and counted, and said).
+pub const HELD_PER_MACHINE: usize = 5_000;
+
+/// Which of a machine's streams a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What to read of a machine's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogAsk {
+    /// Keep reading as lines come, across restarts and sends.
+    pub follow: bool,
+    /// The run before the last restart instead of the current one.
+    pub previous: bool,
+    /// The newest N lines only (None: all there is).
+    pub tail: Option<u64>,
+    /// Lines of the last N seconds only.
+    pub since_seconds: Option<i64>,
+}
+
+/// One thing a machine's log says, in the order it says it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LogItem {
+    Line {
+        stream: Stream,
+        /// When the target took the line (RFC 3339), when it says.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        time: Option<String>,
+        /// The pod it came from, where a machine has several.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
+        text: String,
+    },
+    /// A run of the machine began here (the log keeps earlier runs' lines before it).
+    RunStarted { at: String, restarts: i64 },
+    /// The machine exited after its last line.
+    Exited { code: i64, at: Option<String> },
+    /// A send (or a person) replaced what the lines come from: they come from `now` from here on.
+    Replaced { now: String },
+    /// What the target says of a machine that is not running (a pod's recent events).
+    Event { text: String },
+    /// The stream was cut (the container removed, the connection dropped); when it is tried again.
+    Cut {
+        why: String,
+        retry_in_ms: Option<u64>,
+    },
+    /// Something to know about what is (not) shown, e.g. no earlier run to show.
+    Note { text: String },
+    /// Older items dropped to keep at most [`HELD_PER_MACHINE`].
+    Dropped { count: usize },
+}
+
+impl LogItem {
+    /// A line of text, made safe to print (no terminal escapes, no control characters).
+    pub fn line(stream: Stream, time: Option<String>, text: &str) -> LogItem {
+        LogItem::Line {
+            stream,
+            time,
+            source: None,
+            text: plain(text.trim_end_matches(['\n', '\r'])).into_owned(),
+        }
+    }
+
+    /// The item as one line of text (without the machine's prefix).
+    pub fn render(&self, timestamps: bool) -> String {
+        match self {
+            LogItem::Line {
+                stream,
+                time,
+                source,
+                text,
+            } => {
+                let mut out = String::new();
+                if timestamps && let Some(time) = time {
+                    out.push_str(time);
+                    out.push(' ');
+                }
+                if let Some(source) = source {
+                    out.push_str(source);
+                    out.push_str(": ");
+                }
+                if *stream == Stream::Stderr {
+                    out.push_str(STDERR_MARK);
+                }
+                out.push_str(text);
+                out
+            }
+            LogItem::RunStarted { at, restarts } => {
+                format!("── run started {at} (restart count {restarts}) ──")
+            }
+            LogItem::Exited { code, at } => match at {
+                Some(at) => format!("── exited with code {code} at {at} ──"),
+                None => format!("── exited with code {code} ──"),
+            },
+            LogItem::Replaced { now } => format!("── now {now} ──"),
+            LogItem::Event { text } => format!("event: {text}"),
+            LogItem::Cut { why, retry_in_ms } => match retry_in_ms {
+                Some(ms) => format!("── stream cut: {why}; trying again in {ms} ms ──"),
+                None => format!("── stream cut: {why} ──"),
+            },
+            LogItem::Note { text } => format!("── {text} ──"),
+            LogItem::Dropped { count } => {
+                format!("── {count} older line(s) dropped (at most {HELD_PER_MACHINE} kept) ──")
+            }
+        }
+    }
+
+    /// The time the target gave the item, when it gave one.
+    pub fn time(&self) -> Option<&str> {
+        match self {
+            LogItem::Line { time, .. } => time.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// How a stderr line is marked (the line's stream is in `--json`).
+pub const STDERR_MARK: &str = "stderr| ";
+
+/// Split a line read with timestamps into its time and its text (`2026-12-02T05:44:09.12Z text`).
+pub fn split_time(line: &str) -> (Option<&str>, &str) {
+    match line.split_once(' ') {
+        Some((time, text)) if looks_like_time(time) => (Some(time), text),
+        _ if looks_like_time(line.trim_end()) => (Some(line.trim_end()), ""),
+        _ => (None, line),
+    }
+}
+
+fn looks_like_time(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    bytes.len() >= 20
+        && bytes[..4].iter().all(u8::is_ascii_digit)
+        && bytes[4] == b'-'
+        && bytes[10] == b'T'
+        && (word.ends_with('Z') || word[19..].contains(['+', '-']))
+}
+
+/// A UTC RFC 3339 time in a form that sorts as text: the fraction made nine digits (Docker
+/// writes RFC3339Nano, which drops trailing zeros, so `…09.1Z` would sort after `…09.12Z`).
+pub fn sortable_time(time: &str) -> String {
+    let body = time.trim_end_matches('Z');
+    let (seconds, fraction) = body.split_once('.').unwrap_or((body, ""));
+    let digits: String = fraction
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .chain(std::iter::repeat('0'))
+        .take(9)
+        .collect();
+    format!("{seconds}.{digits}Z")
+}
+
+/// Whether `time` is at or after `since` (both UTC RFC 3339).
+pub fn at_or_after(time: &str, since: &str) -> bool {
+    sortable_time(time) >= sortable_time(since)
+}
+
+/// The lines of a log read with timestamps, cut where the current run began (`started_at`): the
+/// runs before it (what `--previous` shows) and the current run.
+pub fn split_runs(lines: Vec<LogItem>, started_at: &str) -> (Vec<LogItem>, Vec<LogItem>) {
+    let cut = lines
+        .iter()
+        .position(|item| item.time().is_some_and(|t| at_or_after(t, started_at)))
+        .unwrap_or(lines.len());
+    let mut earlier = lines;
+    let current = earlier.split_off(cut);
+    (earlier, current)
+}
+
+/// The newest `tail` items of `items` (all of them without a tail).
+pub fn newest(mut items: Vec<LogItem>, tail: Option<u64>) -> Vec<LogItem> {
+    if let Some(tail) = tail.and_then(|t| usize::try_from(t).ok())
+        && items.len() > tail
+    {
+        items.drain(..items.len() - tail);
+    }
+    items
+}
+
+/// One machine's items, at most [`HELD_PER_MACHINE`], each with its place in the order they came.
+#[derive(Debug, Clone, Default)]
+struct Held {
+    items: VecDeque<(u64, LogItem)>,
+    dropped: usize,
+}
+
+/// What a logs view holds: each machine's items, bounded, in the order they came across machines.
+#[derive(Debug, Clone, Default)]
+pub struct LogBook {
+    machines: BTreeMap<String, Held>,
+    next: u64,
+    cap: usize,
+    width: usize,
+}
+
+/// One shown line: the machine it is from (its prefix), the item, and whether it is a marker.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a> {
+    pub machine: &'a str,
+    pub item: &'a LogItem,
+}
+
+impl LogBook {
+    /// A book for these machines (the prefix is shown when there are several).
+    pub fn new<'a>(machines: impl IntoIterator<Item = &'a str>) -> LogBook {
+        LogBook::with_cap(machines, HELD_PER_MACHINE)
+    }
+
+    /// As [`LogBook::new`], keeping at most `cap` items per machine.
+    pub fn with_cap<'a>(machines: impl IntoIterator<Item = &'a str>, cap: usize) -> LogBook {
+        let machines: BTreeMap<String, Held> = machines
+            .into_iter()
+            .map(|m| (m.to_string(), Held::default()))
+            .collect();
+        let width = machines
+            .keys()
+            .map(|m| m.chars().count())
+            .max()
+            .unwrap_or(0);
+        LogBook {
+            machines,
+            next: 0,
+            cap: cap.max(1),
+            width,
+        }
+    }
+
+    pub fn machine_count(&self) -> usize {
+        self.machines.len()
+    }
+
+    /// Keep what `machine` said; its oldest item goes when it holds more than the cap.
+    pub fn push(&mut self, machine: &str, item: LogItem) {
+        if !self.machines.contains_key(machine) {
+            self.width = self.width.max(machine.chars().count());
+        }
+        let held = self.machines.entry(machine.to_string()).or_default();
+        held.items.push_back((self.next, item));
+        self.next += 1;
+        if held.items.len() > self.cap {
+            held.items.pop_front();
+            held.dropped += 1;
+        }
+    }
+
+    /// How many items are shown (the dropped markers included).
+    pub fn len(&self) -> usize {
+        self.machines
+            .values()
+            .map(|h| h.items.len() + usize::from(h.dropped > 0))
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every shown item in the order they came (a machine's dropped marker first of its own).
+    pub fn shown(&self) -> Vec<Shown<'_>> {
+        let mut all: Vec<(u64, Shown<'_>)> = Vec::with_capacity(self.len());
+        for (machine, held) in &self.machines {
+            if held.dropped > 0 {
+                let first = held.items.front().map_or(0, |(n, _)| *n);
+                // The marker stands just before the machine's oldest kept item.
+                all.push((
+                    first.saturating_sub(1),
+                    Shown {
+                        machine,
+                        item: &DROPPED,
+                    },
+                ));
+            }
+            all.extend(
+                held.items
+                    .iter()
+                    .map(|(n, item)| (*n, Shown { machine, item })),
+            );
+        }
+        all.sort_by_key(|(n, _)| *n);
+        all.into_iter().map(|(_, shown)| shown).collect()
+    }
+
+    /// How many items `machine` dropped.
+    pub fn dropped(&self, machine: &str) -> usize {
+        self.machines.get(machine).map_or(0, |h| h.dropped)
+    }
+
+    /// A shown item as one line: the machine's name first when there are several.
+    pub fn text(&self, shown: &Shown<'_>, timestamps: bool) -> String {
+        let body = match shown.item {
+            LogItem::Dropped { .. } => LogItem::Dropped {
+                count: self.dropped(shown.machine),
+            }
+            .render(timestamps),
+            item => item.render(timestamps),
+        };
+        match self.prefix(shown.machine) {
+            Some(prefix) => format!("{prefix}{body}"),
+            None => body,
+        }
+    }
+
+    /// `api-1 | ` (padded to the longest name) when the book holds several machines.
+    pub fn prefix(&self, machine: &str) -> Option<String> {
+        (self.machines.len() > 1).then(|| prefix(machine, self.width))
+    }
+
+    /// The indexes (into [`LogBook::shown`]) of the lines containing `query`, case-insensitive.
+    pub fn matches(&self, query: &str) -> Vec<usize> {
+        if query.is_empty() {
+            return Vec::new();
+        }
+        let query = query.to_lowercase();
+        self.shown()
+            .iter()
+            .enumerate()
+            .filter(|(_, shown)| self.text(shown, true).to_lowercase().contains(&query))
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
+
+/// The placeholder a machine's dropped marker is shown from (its count is the machine's).
+static DROPPED: LogItem = LogItem::Dropped { count: 0 };
+
+/// A machine's prefix padded to `width` characters, as `docker compose logs` writes it.
+pub fn prefix(machine: &str, width: usize) -> String {
+    format!("{machine:<width$} | ")
+}
+
+/// The match of `query` after (or, backwards, before) `from` among `matches`, wrapping round.
+pub fn next_match(matches: &[usize], from: Option<usize>, forward: bool) -> Option<usize> {
+    let first = *matches.first()?;
+    let last = *matches.last()?;
+    let Some(from) = from else {
+        return Some(if forward { first } else { last });
+    };
+    if forward {
+        Some(matches.iter().copied().find(|&m| m > from).unwrap_or(first))
+    } else {
+        Some(
+            matches
+                .iter()
+                .rev()
+                .copied()
+                .find(|&m| m < from)
+                .unwrap_or(last),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(text: &str) -> LogItem {
+        LogItem::line(Stream::Stdout, None, text)
+    }
+
+    fn timed(time: &str, text: &str) -> LogItem {
+        LogItem::line(Stream::Stdout, Some(time.to_string()), text)
+    }
+
+    #[test]
+    fn a_machine_keeps_at_most_its_cap_and_says_how_many_it_dropped() {
+        let mut book = LogBook::with_cap(["api-1"], 3);
+        for n in 1..=5 {
+            book.push("api-1", out(&format!("line {n}")));
+        }
+        let texts: Vec<String> = book.shown().iter().map(|s| book.text(s, false)).collect();
+        assert_eq!(
+            texts,
+            [
+                "── 2 older line(s) dropped (at most 5000 kept) ──",
+                "line 3",
+                "line 4",
+                "line 5"
+            ]
+        );
+        assert_eq!(book.len(), 4);
+    }
+
+    #[test]
+    fn one_chatty_machine_never_drops_another_machines_lines() {
+        let mut book = LogBook::with_cap(["api-1", "api-2"], 2);
+        book.push("api-2", out("quiet"));
+        for n in 0..10 {
+            book.push("api-1", out(&format!("chatty {n}")));
+        }
+        let texts: Vec<String> = book.shown().iter().map(|s| book.text(s, false)).collect();
+        assert_eq!(texts[0], "api-2 | quiet");
+        assert!(texts.contains(&"api-1 | chatty 9".to_string()), "{texts:?}");
+        assert_eq!(book.dropped("api-2"), 0);
+        assert_eq!(book.dropped("api-1"), 8);
+    }
+
+    #[test]
+    fn several_machines_are_prefixed_in_the_order_they_spoke() {
+        let mut book = LogBook::new(["api-1", "api-22"]);
+        book.push("api-22", out("b"));
+        book.push("api-1", LogItem::line(Stream::Stderr, None, "a"));
+        let texts: Vec<String> = book.shown().iter().map(|s| book.text(s, false)).collect();
+        assert_eq!(texts, ["api-22 | b", "api-1  | stderr| a"]);
+        let single = LogBook::new(["api-1"]);
+        assert_eq!(single.prefix("api-1"), None);
+    }
+
+    #[test]
+    fn escapes_and_control_characters_are_stripped() {
+        let item = out("\x1b[31mred\x1b[0m \x07bell\r\n");
+        assert_eq!(item.render(false), "red bell");
+    }
+
+    #[test]
+    fn docker_times_sort_whatever_their_fraction() {
+        assert!(at_or_after(
+            "2026-12-02T05:44:09.12Z",
+            "2026-12-02T05:44:09.1Z"
+        ));
+        assert!(!at_or_after(
+            "2026-12-02T05:44:09.1Z",
+            "2026-12-02T05:44:09.12Z"
+        ));
+        assert!(at_or_after(
+            "2026-12-02T05:44:10Z",
+            "2026-12-02T05:44:09.9Z"
+        ));
+        assert_eq!(
+            split_time("2026-12-02T05:44:09.123Z hello world"),
+            (Some("2026-12-02T05:44:09.123Z"), "hello world")
+        );
+        assert_eq!(split_time("hello world"), (None, "hello world"));
+    }
+
+    #[test]
+    fn runs_are_cut_where_the_current_one_began() {
+        let lines = vec![
+            timed("2026-12-02T05:00:00.5Z", "first run"),
+            timed("2026-12-02T05:00:01Z", "first run ends"),
+            timed("2026-12-02T05:00:02.25Z", "second run"),
+        ];
+        let (earlier, current) = split_runs(lines, "2026-12-02T05:00:02.000001Z");
+        assert_eq!(earlier.len(), 2);
+        assert_eq!(current.len(), 1);
+        assert_eq!(current[0].render(false), "second run");
+        assert_eq!(newest(earlier, Some(1))[0].render(false), "first run ends");
+    }
+
+    #[test]
+    fn search_finds_lines_and_wraps_round() {
+        let mut book = LogBook::new(["m"]);
+        for text in ["alpha", "Beta", "gamma beta", "delta"] {
+            book.push("m", out(text));
+        }
+        let found = book.matches("BETA");
+        assert_eq!(found, [1, 2]);
+        assert_eq!(next_match(&found, None, true), Some(1));
+        assert_eq!(next_match(&found, Some(1), true), Some(2));
+        assert_eq!(next_match(&found, Some(2), true), Some(1));
+        assert_eq!(next_match(&found, Some(1), false), Some(2));
+        assert!(book.matches("").is_empty());
+    }
+
+    #[test]
+    fn markers_read_as_what_happened() {
+        assert_eq!(
+            LogItem::Exited {
+                code: 3,
+                at: Some("2026-12-02T05:00:00Z".into())
+            }
+            .render(false),
+            "── exited with code 3 at 2026-12-02T05:00:00Z ──"
+        );
+        let json = serde_json::to_string(&out("hi")).unwrap_or_default();
+        assert_eq!(json, r#"{"kind":"line","stream":"stdout","text":"hi"}"#);
+    }
+}
