@@ -78,6 +78,9 @@ pub enum Command {
     Stats(StatsArgs),
     /// What a module's machines say: their logs (stdout and stderr), each line named by machine.
     Logs(LogsArgs),
+    /// The mesh's builders: endpoint, state and last error, version, platforms, running/cap and
+    /// queued builds of a converge that runs (exit 1 when a builder is out).
+    Builders(BuildersArgs),
     /// Watch the contexts: after a quiet period following a change, print the plan, then converge
     /// what it would build or deliver. Runs until Ctrl-C.
     Watch(WatchArgs),
@@ -272,6 +275,13 @@ pub struct StatusArgs {
     /// workload's module container cannot be told.
     #[arg(long)]
     pub exit_code: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildersArgs {
+    /// Print a JSON array: one object per builder.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -63,6 +63,7 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
             eprintln!("meshtop: {}", ConvergeError::Cancelled);
             Ok(ExitCode::from(130))
         }
+        Err(error @ ConvergeError::BadInput(_)) => Err(Failure::input(error.to_string())),
         Err(error) => Err(Failure::failed(error.to_string())),
     }
 }

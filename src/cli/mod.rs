@@ -11,6 +11,7 @@ macro_rules! outln {
 }
 
 pub mod args;
+mod builders;
 mod builds;
 mod converge;
 mod environments;
@@ -110,6 +111,7 @@ pub fn run(cli: Cli) -> ExitCode {
         match command {
             Command::Plan(args) => plan::run(&global, args).await,
             Command::Builds(args) => builds::run(&global, args).await,
+            Command::Builders(args) => builders::run(&global, args).await,
             Command::Converge(args) => converge::run(&global, args).await,
             Command::Status(args) => status::run(&global, args).await,
             Command::Verify(args) => verify::run(&global, args).await,

@@ -43,6 +43,7 @@ impl LogTail {
     }
 }
 
+#[derive(Clone)]
 pub struct BuildJob {
     pub module: Module,
     pub planned: PlannedModule,
@@ -59,6 +60,22 @@ pub struct Built {
     /// The manifest digest a build that pushed itself (buildx --push) published.
     pub published: Option<String>,
 }
+
+/// Where one build runs: the builder's daemon and name, the base as that builder reaches it, and
+/// how long the builder may take.
+pub struct BuildOn<'d> {
+    pub daemon: &'d Daemon,
+    /// The pool's builder (None: the local daemon of a mesh without builders).
+    pub builder: Option<&'d str>,
+    /// `BASE` as this builder reaches the base (`registry/mesh/base@sha256:…`) when it does not
+    /// hold the base's artifact; None: the artifact id, which the builder holds. Err: why the
+    /// builder cannot reach the base (the build fails, its row says why).
+    pub base: Result<Option<String>, String>,
+    /// The build must end within this, or it reads as the builder gone (`MESHTOP_BUILD_DEADLINE`).
+    pub deadline: std::time::Duration,
+}
+
+pub use crate::backends::daemon::build::{DEFAULT_BUILD_DEADLINE, build_deadline};
 
 /// What stops the whole converge (as opposed to one failed build).
 pub enum BuildError {
@@ -117,7 +134,7 @@ type Tarring = tokio::task::JoinHandle<Result<Inputs, InputsError>>;
 pub async fn build_module(
     job: BuildJob,
     mesh: &Mesh,
-    daemon: &Daemon,
+    on: BuildOn<'_>,
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Result<Built, BuildError> {
@@ -130,7 +147,11 @@ pub async fn build_module(
     let revision = tokio::task::spawn_blocking(move || git::revision(&context))
         .await
         .unwrap_or_default();
-    let run = Run::start(&module, planned, mesh, &revision, db, emitter)?;
+    let run = Run::start(&module, planned, mesh, &revision, on.builder, db, emitter)?;
+    let base = match &on.base {
+        Ok(base) => base.clone(),
+        Err(why) => return run.failed(why.clone(), None),
+    };
     // Read now, for this build only: never part of the inputs, never logged or stored.
     let served = match secrets::read(&module) {
         Ok(served) => served,
@@ -141,11 +162,15 @@ pub async fn build_module(
         return run.failed(why, None);
     }
     let (tarring, context) = start_tar(&module, &run.planned);
+    let mut args = build_args(&module, &run.planned);
+    if let Some(base) = base {
+        args.insert("BASE".into(), base);
+    }
     let request = BuildRequest {
         context,
         dockerfile: module.dockerfile.clone(),
         tag: run.reference.clone(),
-        build_args: build_args(&module, &run.planned),
+        build_args: args,
         labels: labels(&module, mesh, &revision, &run.planned),
         no_cache: run.planned.decision == Decision::Forced,
         platforms: run
@@ -160,7 +185,7 @@ pub async fn build_module(
     if multi_platform {
         run.on_buildx(request, tarring).await
     } else {
-        run.on_daemon(daemon, request, tarring).await
+        run.on_daemon(&on, request, tarring).await
     }
 }
 
@@ -289,6 +314,7 @@ impl<'a> Run<'a> {
         planned: PlannedModule,
         mesh: &'a Mesh,
         revision: &Revision,
+        builder: Option<&str>,
         db: &'a Arc<Mutex<StateDb>>,
         emitter: &'a Emitter,
     ) -> Result<Run<'a>, BuildError> {
@@ -322,9 +348,15 @@ impl<'a> Run<'a> {
             Payload::Build {
                 reference: reference.clone(),
                 build: correlation_id.clone(),
+                builder: builder.map(str::to_string),
             },
             Some(&module.name),
-            format!("building {reference} (build {correlation_id})"),
+            match builder {
+                Some(builder) => {
+                    format!("building {reference} on builder {builder} (build {correlation_id})")
+                }
+                None => format!("building {reference} (build {correlation_id})"),
+            },
         );
         Ok(Run {
             module: module.name.clone(),
@@ -407,21 +439,34 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Build on the host daemon.
+    /// Build on the builder's daemon, within the build's deadline.
     async fn on_daemon(
         self,
-        daemon: &Daemon,
+        on: &BuildOn<'_>,
         request: BuildRequest,
         tarring: Tarring,
     ) -> Result<Built, BuildError> {
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
-        let result = daemon
-            .build(request, |line| {
-                emitter.emit(Payload::output(line), Some(&module), line);
-                tail.push(line);
-            })
-            .await;
+        let building = on.daemon.build(request, |line| {
+            emitter.emit(Payload::output(line), Some(&module), line);
+            tail.push(line);
+        });
+        let result = match tokio::time::timeout(on.deadline, building).await {
+            Ok(result) => result,
+            Err(_) => {
+                // The daemon's build is left to it; the stream meshtop read is dropped. The
+                // tar's thread ends when its reader is gone.
+                tarring.abort();
+                let message = format!(
+                    "the Docker daemon at {} did not end the build within {} s (MESHTOP_BUILD_DEADLINE)",
+                    on.daemon.endpoint(),
+                    on.deadline.as_secs()
+                );
+                let _ = self.failed(message.clone(), Some(tail.text()));
+                return Err(BuildError::Daemon(message));
+            }
+        };
         let tail_text = Some(tail.text());
         if let Some(error) = tar_error(&self.module, tarring.await) {
             return self.failed(error, tail_text);

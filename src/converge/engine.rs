@@ -139,6 +139,12 @@ async fn run(
         .collect();
     refuse_own_files(&at, &selected)?;
     announce(&at, &selected);
+    let pool = super::builders::check_pool(mesh, daemon, request.jobs, Some(emitter))
+        .await
+        .map_err(|e| {
+            emitter.emit(Payload::Refused, None, e.to_string());
+            ConvergeError::BadInput(e.to_string())
+        })?;
     let manifests = StateManifests {
         db,
         mesh: &mesh.name,
@@ -154,11 +160,11 @@ async fn run(
         planner,
         manifests,
         planned,
-        jobs: request.jobs,
         outcomes: Vec::new(),
         stamp: Record::new(),
         all_ok: true,
         lost: lost.clone(),
+        placer: super::place::Placer::new(mesh, pool, request.jobs, daemon, db, emitter),
     };
     let max_tier = selected.iter().map(|m| m.tier).max().unwrap_or(0);
     for tier in 0..=max_tier {

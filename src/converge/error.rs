@@ -30,6 +30,10 @@ pub enum ConvergeError {
     LockLost(String),
     #[error("{0}")]
     Failed(String),
+    /// Bad input found when the converge starts (its builders need a registry the mesh does not
+    /// name): refused before anything ran; a command exits 2.
+    #[error("{0}")]
+    BadInput(String),
     /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
     /// if it can be, else the next open of the state closes it so.
     #[error("{0}")]

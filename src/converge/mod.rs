@@ -1,6 +1,7 @@
 //! The engine: plan → build/deliver tier by tier → stamp → send, emitting progress events.
 
 pub mod build;
+pub mod builders;
 pub mod engine;
 pub mod environments;
 pub mod error;
@@ -9,6 +10,7 @@ pub mod hold;
 pub mod lock;
 pub mod manifests;
 pub mod pin_ends;
+pub mod place;
 pub mod plan;
 pub mod preflight;
 pub mod progress;

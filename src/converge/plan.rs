@@ -289,6 +289,11 @@ impl<'a> Planner<'a> {
             .is_none_or(|names| names.contains(module))
     }
 
+    /// What the record read when the converge started names for `module`.
+    pub fn record_entry(&self, module: &str) -> Option<&crate::mesh::model::RecordEntry> {
+        self.ctx.record.get(module)
+    }
+
     /// A module of this converge was built: its dependents resolve against `artifact`.
     pub fn built(&mut self, module: &str, artifact: &str) {
         self.artifacts

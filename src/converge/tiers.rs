@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use super::build::{BuildError, BuildJob, Built, build_module};
+use super::build::{BuildJob, Built};
 use super::error::{ConvergeError, TargetError};
+use super::place::{Placed, Placer};
 use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Payload};
 use super::summary::ModuleOutcome;
@@ -32,14 +32,14 @@ pub struct TierRun<'a> {
     pub manifests: StateManifests<'a>,
     /// Decided before any build; a module whose base is built in this converge is decided again.
     pub planned: BTreeMap<String, PlannedModule>,
-    /// Builds of one tier at once.
-    pub jobs: usize,
     pub outcomes: Vec<ModuleOutcome>,
     /// What the record will name once everything succeeded.
     pub stamp: Record,
     pub all_ok: bool,
     /// Says (with who took it) when the heartbeat found the mesh's lock lost.
     pub lost: watch::Receiver<Option<String>>,
+    /// The builders, as the converge's check found them, and where each build goes.
+    pub placer: Placer<'a>,
 }
 
 fn outcome_of(planned: &PlannedModule, outcome: impl Into<String>, ok: bool) -> ModuleOutcome {
@@ -52,15 +52,6 @@ fn outcome_of(planned: &PlannedModule, outcome: impl Into<String>, ok: bool) -> 
         correlation_id: None,
         outcome: outcome.into(),
         ok,
-    }
-}
-
-async fn cancelled(cancel: &mut watch::Receiver<bool>) {
-    while !*cancel.borrow() {
-        if cancel.changed().await.is_err() {
-            // Nobody can cancel any more: never resolve.
-            std::future::pending::<()>().await;
-        }
     }
 }
 
@@ -121,33 +112,46 @@ impl TierRun<'_> {
         self.target
             .still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)
             .await?;
-        let daemon = self
-            .daemon
-            .get()
-            .await
-            .map_err(|e| ConvergeError::Failed(format!("cannot build: {e}")))?;
-        let (mesh, db, emitter) = (self.mesh, self.db, self.emitter);
-        let builds = futures_util::stream::iter(
-            jobs.into_iter()
-                .map(|job| build_module(job, mesh, daemon, db, emitter)),
-        )
-        .buffer_unordered(self.jobs.max(1))
-        .collect::<Vec<_>>();
+        let bases = self.base_entries(&jobs);
+        let planned: BTreeMap<String, PlannedModule> = jobs
+            .iter()
+            .map(|j| (j.module.name.clone(), j.planned.clone()))
+            .collect();
         let mut lost = self.lost.clone();
-        let results = tokio::select! {
-            results = builds => results,
-            () = cancelled(cancel) => return Err(ConvergeError::Cancelled),
-            message = super::lock::lost(&mut lost) => return Err(ConvergeError::LockLost(message)),
-        };
-        for result in results {
-            let built = result.map_err(|e| match e {
-                BuildError::NoRecord(message) => ConvergeError::NoRecord(message),
-                BuildError::Daemon(message) => ConvergeError::Failed(message),
-                BuildError::Unrecorded(message) => ConvergeError::Unrecorded(message),
-            })?;
-            self.deliver_built(built).await;
+        let builds = self
+            .placer
+            .build_tier(tier, jobs, &bases, cancel, &mut lost)
+            .await?;
+        for unplaced in builds.unplaced {
+            if let Some(planned) = planned.get(&unplaced.module) {
+                self.emitter.emit(
+                    failed_payload(&unplaced.reason),
+                    Some(&unplaced.module),
+                    unplaced.reason.clone(),
+                );
+                self.failed(planned, format!("failed: {}", unplaced.reason), None);
+            }
+        }
+        for placed in builds.placed {
+            self.deliver_placed(placed).await;
         }
         Ok(())
+    }
+
+    /// Each base of `jobs` as the record to be stamped (built or vouched in this converge) or the
+    /// record read names it: its ref and artifact, for a builder that must fetch it.
+    fn base_entries(&self, jobs: &[BuildJob]) -> BTreeMap<String, RecordEntry> {
+        jobs.iter()
+            .filter_map(|j| j.module.base.as_ref())
+            .filter_map(|base| {
+                let entry = self
+                    .stamp
+                    .get(base)
+                    .cloned()
+                    .or_else(|| self.planner.record_entry(base).cloned())?;
+                Some((base.clone(), entry))
+            })
+            .collect()
     }
 
     /// The module's decision: the one made before any build, or a new one once its base was built
@@ -293,6 +297,14 @@ impl TierRun<'_> {
             self.failed(&decided, format!("failed: delivery: {error}"), None);
             return Ok(());
         }
+        if self.target.host_is_target() {
+            self.placer.note_on_host(&module.name);
+        }
+        if decided.decision == Decision::Registry
+            && let Some(manifest) = self.planner.registry_manifest(&reference)
+        {
+            self.placer.handed.insert(module.name.clone(), manifest);
+        }
         // A pinned module keeps the record's entry as the rollback stamped it.
         if decided.decision != Decision::Pinned {
             self.stamp.insert(
@@ -311,6 +323,96 @@ impl TierRun<'_> {
         };
         self.outcomes.push(outcome_of(&decided, text, true));
         Ok(())
+    }
+
+    /// A build that ended on its builder: when the pool handed it over through the registry and
+    /// the builder is not the target's daemon, the target gets it from there (a pull onto the
+    /// Docker target's daemon, as a registry voucher does); then as any build.
+    async fn deliver_placed(&mut self, placed: Placed) {
+        let Placed {
+            built,
+            on_host,
+            handed,
+            handover_error,
+            ..
+        } = placed;
+        if let (Some(error), Some(artifact)) = (handover_error, &built.artifact) {
+            self.emitter.emit(
+                failed_payload(&error),
+                Some(&built.planned.name),
+                error.clone(),
+            );
+            let artifact = artifact.clone();
+            self.failed(
+                &built.planned,
+                format!("failed: delivery: {error}"),
+                Some((&built, Some(&artifact))),
+            );
+            return;
+        }
+        let Some(manifest) = handed.filter(|_| built.published.is_none()) else {
+            return self.deliver_built(built).await;
+        };
+        if on_host && self.target.host_is_target() {
+            return self.deliver_built(built).await;
+        }
+        let Some(artifact) = built.artifact.clone() else {
+            return self.deliver_built(built).await;
+        };
+        let reference = built.planned.reference.clone().unwrap_or_default();
+        let fetched = self
+            .target
+            .fetch_vouched(
+                self.mesh,
+                Artifact {
+                    module: &built.planned.name,
+                    reference: &reference,
+                    digest: &artifact,
+                    build_id: Some(&built.correlation_id),
+                },
+                &manifest,
+                self.target.host_is_target(),
+                self.reach(),
+                self.emitter,
+            )
+            .await;
+        let published = match fetched {
+            Ok(()) => {
+                self.target
+                    .publish(
+                        self.mesh,
+                        Artifact {
+                            module: &built.planned.name,
+                            reference: &reference,
+                            digest: &artifact,
+                            build_id: Some(&built.correlation_id),
+                        },
+                        self.reach(),
+                        self.emitter,
+                    )
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = published {
+            self.emitter.emit(
+                failed_payload(&error),
+                Some(&built.planned.name),
+                error.to_string(),
+            );
+            self.failed(
+                &built.planned,
+                format!("failed: delivery: {error}"),
+                Some((&built, Some(&artifact))),
+            );
+            return;
+        }
+        // Delivered: what follows is as for a build that pushed itself.
+        let built = Built {
+            published: Some(manifest),
+            ..built
+        };
+        self.deliver_built(built).await;
     }
 
     /// A build that ended: delivered and stamped when it succeeded, a failure otherwise.

@@ -393,6 +393,7 @@ mod tests {
         Payload::Build {
             reference: reference.into(),
             build: "01a".into(),
+            builder: None,
         }
     }
 

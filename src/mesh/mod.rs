@@ -18,6 +18,7 @@ pub mod model;
 pub mod pin;
 pub mod plan;
 pub mod platform;
+pub mod pool;
 pub mod progress;
 pub mod refs;
 pub mod schedule;

@@ -32,11 +32,15 @@ pub enum Step {
     Rollout,
     Sent,
     Finished,
+    /// A builder of the pool as the converge's check found it (ready, or left out and why).
+    Builder,
+    /// A build put back after its builder failed it (a transport fault), to go to another builder.
+    Requeued,
     Other,
 }
 
 impl Step {
-    const ALL: [Step; 18] = [
+    const ALL: [Step; 20] = [
         Step::Started,
         Step::Queued,
         Step::Warning,
@@ -54,6 +58,8 @@ impl Step {
         Step::Rollout,
         Step::Sent,
         Step::Finished,
+        Step::Builder,
+        Step::Requeued,
         Step::Other,
     ];
 
@@ -76,6 +82,8 @@ impl Step {
             Step::Rollout => "rollout",
             Step::Sent => "sent",
             Step::Finished => "finished",
+            Step::Builder => "builder",
+            Step::Requeued => "requeued",
             Step::Other => "other",
         }
     }
@@ -131,6 +139,9 @@ pub enum Payload {
     Build {
         reference: String,
         build: String,
+        /// The pool's builder it runs on (none: the local daemon of a mesh without builders).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        builder: Option<String>,
     },
     /// A line of the builder's; its place in the Dockerfile when it says one.
     Output {
@@ -181,6 +192,20 @@ pub enum Payload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A builder of the pool as the converge's check found it: its cap, and why it is left out.
+    Builder {
+        builder: String,
+        endpoint: String,
+        max_builds: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        out: Option<String>,
+    },
+    /// A module's build is put back after `from` failed it with a transport fault (`error`): it
+    /// goes once to another builder.
+    Requeued {
+        from: String,
+        error: String,
+    },
     /// gc's word on one candidate, and steps of kinds no other payload names.
     Other,
 }
@@ -206,6 +231,8 @@ impl Payload {
             Payload::Rollout { .. } => Step::Rollout,
             Payload::Sent { .. } => Step::Sent,
             Payload::Finished { .. } => Step::Finished,
+            Payload::Builder { .. } => Step::Builder,
+            Payload::Requeued { .. } => Step::Requeued,
             Payload::Other => Step::Other,
         }
     }
@@ -551,6 +578,7 @@ mod tests {
             Payload::Build {
                 reference: "demo/api:1".into(),
                 build: "01a".into(),
+                builder: Some("farm-1".into()),
             },
             Payload::output("#7 [2/4] RUN make"),
             Payload::output("plain words"),
@@ -591,6 +619,16 @@ mod tests {
             },
             Payload::sent("api-1", false),
             LastWord::failed_on("lock lost", "send: lock lost").payload(),
+            Payload::Builder {
+                builder: "farm-1".into(),
+                endpoint: "tcp://farm:2376".into(),
+                max_builds: 2,
+                out: Some("cannot reach it".into()),
+            },
+            Payload::Requeued {
+                from: "farm-1".into(),
+                error: "EOF".into(),
+            },
             Payload::Other,
         ];
         let mut steps: Vec<Step> = payloads.iter().map(Payload::step).collect();

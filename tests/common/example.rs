@@ -131,6 +131,31 @@ impl ExampleMesh {
 /// Images are found by the mesh's label and by its repositories (`[host/][x]<name>/…`: a test's own
 /// tags, pushed copies).
 pub fn remove_from_daemon(name: &str) -> Vec<String> {
+    remove_from_daemon_at(None, name)
+}
+
+/// As [`remove_from_daemon`], on the daemon at `host` (`unix:///…`; None: the CLI's own).
+pub fn remove_from_daemon_at(host: Option<&str>, name: &str) -> Vec<String> {
+    let docker = || {
+        let mut command = Command::new("docker");
+        if let Some(host) = host {
+            command.args(["-H", host]);
+        }
+        command
+    };
+    let ids = |args: &[&str]| {
+        let out = docker()
+            .args(args)
+            .output()
+            .map(|o| o.stdout)
+            .unwrap_or_default();
+        String::from_utf8_lossy(&out)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<String>>()
+    };
     let label = format!("label=jr2.dev/mesh={name}");
     let containers = [
         ids(&["ps", "-aq", "--filter", &label]),
@@ -138,10 +163,7 @@ pub fn remove_from_daemon(name: &str) -> Vec<String> {
     ]
     .concat();
     if !containers.is_empty() {
-        let _ = Command::new("docker")
-            .args(["rm", "-f", "-v"])
-            .args(&containers)
-            .output();
+        let _ = docker().args(["rm", "-f", "-v"]).args(&containers).output();
     }
     let images = || {
         let mut found = ids(&["images", "-aq", "--filter", &label]);
@@ -160,7 +182,7 @@ pub fn remove_from_daemon(name: &str) -> Vec<String> {
     let mut left = images();
     while !left.is_empty() {
         for image in &left {
-            let _ = Command::new("docker").args(["rmi", "-f", image]).output();
+            let _ = docker().args(["rmi", "-f", image]).output();
         }
         let now = images();
         if now.len() >= left.len() {
@@ -170,21 +192,6 @@ pub fn remove_from_daemon(name: &str) -> Vec<String> {
     }
     left
 }
-/// The ids a docker listing prints, each once.
-fn ids(args: &[&str]) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .map(|o| o.stdout)
-        .unwrap_or_default();
-    String::from_utf8_lossy(&out)
-        .split_whitespace()
-        .map(str::to_string)
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
-
 /// Removes mesh `name`'s containers and images when dropped, when the test passes and when it
 /// fails: for a test that writes its own mesh file instead of an [`ExampleMesh`].
 pub struct DaemonGuard(pub String);

@@ -91,6 +91,19 @@ impl Write for ContextWriter {
     }
 }
 
+/// How long one build may run when nobody says (`MESHTOP_BUILD_DEADLINE`, seconds).
+pub const DEFAULT_BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The deadline of each build: `MESHTOP_BUILD_DEADLINE` seconds, else [`DEFAULT_BUILD_DEADLINE`].
+/// Past it a build reads as its builder gone: nothing stays `running`.
+pub fn build_deadline() -> std::time::Duration {
+    std::env::var("MESHTOP_BUILD_DEADLINE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|secs| *secs > 0)
+        .map_or(DEFAULT_BUILD_DEADLINE, std::time::Duration::from_secs)
+}
+
 /// What one build asks of the builder (the daemon, or `docker buildx` for several platforms).
 pub struct BuildRequest {
     /// The tar of the context, streamed as the same walk that computed the address writes it.
@@ -231,7 +244,7 @@ impl Daemon {
         if std::env::var("DOCKER_BUILDKIT").is_ok_and(|v| v == "0" || v == "false") {
             return Err("DOCKER_BUILDKIT=0 asks for the legacy builder".into());
         }
-        let tls = std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty());
+        let tls = self.tls || std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty());
         Address::parse(&self.endpoint, tls)
     }
 
@@ -245,7 +258,7 @@ impl Daemon {
         }
     }
 
-    fn refused(&self, message: String) -> DaemonError {
+    pub(super) fn refused(&self, message: String) -> DaemonError {
         DaemonError::Refused {
             endpoint: self.endpoint.clone(),
             message,

@@ -4,6 +4,7 @@
 pub mod build;
 pub mod buildkit;
 pub mod containers;
+pub mod endpoint;
 pub mod images;
 pub mod logs;
 pub mod push;
@@ -87,6 +88,8 @@ pub struct Daemon {
     platform: tokio::sync::OnceCell<Platform>,
     /// Set once BuildKit proved impossible here: why builds use the legacy builder.
     legacy: std::sync::Arc<std::sync::OnceLock<String>>,
+    /// Reached over TLS (a builder's `tls_dir`): meshtop's own BuildKit session cannot go there.
+    tls: bool,
 }
 
 /// Where the daemon is, as the docker CLI resolves it.
@@ -108,12 +111,18 @@ impl Daemon {
             .negotiate_version()
             .await
             .map_err(connect_error)?;
-        Ok(Daemon {
+        Ok(Daemon::from_parts(docker, endpoint, false))
+    }
+
+    /// A daemon over a connection made and negotiated already.
+    fn from_parts(docker: Docker, endpoint: String, tls: bool) -> Daemon {
+        Daemon {
             docker,
             endpoint,
             platform: tokio::sync::OnceCell::new(),
             legacy: std::sync::Arc::default(),
-        })
+            tls,
+        }
     }
 
     /// Map a failed call doing `action` to an error naming the daemon.

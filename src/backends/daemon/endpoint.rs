@@ -1,0 +1,221 @@
+//! Daemons other than the one `DOCKER_HOST` names: a builder's endpoint from the mesh file
+//! (`unix://`, `tcp://` with or without a `DOCKER_CERT_PATH`-style TLS directory), what the daemon
+//! is (its identity, version, platform), and whether it can push to the mesh's registry.
+
+use std::time::Duration;
+
+use bollard::{API_DEFAULT_VERSION, Docker};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use super::push::push_image;
+use super::{Daemon, DaemonError};
+use crate::backends::credentials::Credentials;
+use crate::mesh::builders::Endpoint;
+use crate::mesh::model::Platform;
+
+/// How long a call to a builder may take before it reads as unreachable (a build streams for
+/// longer: its own deadline is the engine's).
+const CALL_TIMEOUT_SECS: u64 = 600;
+
+/// What tells two daemons apart. Daemons cloned from one image (or started beside each other on
+/// one host) can share the engine `ID`, so its root directory goes with it: two daemons of one
+/// host never share a data root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub id: String,
+    pub root_dir: String,
+    /// The host name it reports, for people.
+    pub name: String,
+}
+
+/// What a builder says of itself when asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    pub identity: Identity,
+    /// The engine's version (`27.3.1`) and its API version.
+    pub version: String,
+    pub api_version: String,
+    pub platform: Platform,
+}
+
+impl Daemon {
+    /// Connect to the daemon at `endpoint` and negotiate the API version. `Endpoint::Local` is the
+    /// daemon `DOCKER_HOST` names (as [`Daemon::connect`]). An ssh endpoint is refused with how to
+    /// reach the host another way: meshtop does not dial ssh itself.
+    pub async fn connect_at(endpoint: &Endpoint) -> Result<Daemon, DaemonError> {
+        let (docker, tls) = match endpoint {
+            Endpoint::Local => return Daemon::connect().await,
+            Endpoint::Unix(path) => (
+                Docker::connect_with_unix(
+                    &path.to_string_lossy(),
+                    CALL_TIMEOUT_SECS,
+                    API_DEFAULT_VERSION,
+                ),
+                false,
+            ),
+            Endpoint::Tcp {
+                host,
+                port,
+                tls_dir: None,
+            } => (
+                Docker::connect_with_http(
+                    &format!("tcp://{}", host_port(host, *port)),
+                    CALL_TIMEOUT_SECS,
+                    API_DEFAULT_VERSION,
+                ),
+                false,
+            ),
+            Endpoint::Tcp {
+                host,
+                port,
+                tls_dir: Some(dir),
+            } => {
+                crate::backends::registry::install_crypto_provider();
+                (
+                    Docker::connect_with_ssl(
+                        &host_port(host, *port),
+                        &dir.join("key.pem"),
+                        &dir.join("cert.pem"),
+                        &dir.join("ca.pem"),
+                        CALL_TIMEOUT_SECS,
+                        API_DEFAULT_VERSION,
+                    ),
+                    true,
+                )
+            }
+            Endpoint::Ssh { .. } => {
+                return Err(DaemonError::Refused {
+                    endpoint: endpoint.to_string(),
+                    message: format!(
+                        "meshtop does not dial ssh:// itself: forward the remote socket (ssh -nNT -L /tmp/builder.sock:/var/run/docker.sock {}) and write endpoint = \"unix:///tmp/builder.sock\", or expose the daemon on tcp:// with TLS (tls_dir)",
+                        endpoint.to_string().trim_start_matches("ssh://")
+                    ),
+                });
+            }
+        };
+        let shown = endpoint.to_string();
+        let connect_error = |source| DaemonError::Connect {
+            endpoint: shown.clone(),
+            source,
+        };
+        let docker = docker
+            .map_err(connect_error)?
+            .with_timeout(Duration::from_secs(CALL_TIMEOUT_SECS))
+            .negotiate_version()
+            .await
+            .map_err(connect_error)?;
+        Ok(Daemon::from_parts(docker, shown, tls))
+    }
+
+    /// Who the daemon is, its version and its own platform (two calls).
+    pub async fn describe(&self) -> Result<Described, DaemonError> {
+        let identity = self.identity().await?;
+        let version = self
+            .docker
+            .version()
+            .await
+            .map_err(self.call_error("say its version"))?;
+        let platform = self.platform().await?.clone();
+        Ok(Described {
+            identity,
+            version: version.version.unwrap_or_default(),
+            api_version: version.api_version.unwrap_or_default(),
+            platform,
+        })
+    }
+
+    /// The daemon's identity: its `ID` and its `DockerRootDir` (one call).
+    pub async fn identity(&self) -> Result<Identity, DaemonError> {
+        let info = self
+            .docker
+            .info()
+            .await
+            .map_err(self.call_error("say who it is"))?;
+        Ok(Identity {
+            id: info.id.unwrap_or_default(),
+            root_dir: info.docker_root_dir.unwrap_or_default(),
+            name: info.name.unwrap_or_default(),
+        })
+    }
+
+    /// Whether the daemon can push to the registry with `creds`: an image made of one empty layer
+    /// and no label (so no check of meshtop's ever takes it for a module's artifact) is imported,
+    /// tagged `reference` and pushed; its manifest digest.
+    pub async fn check_push(
+        &self,
+        reference: &str,
+        creds: Option<&Credentials>,
+    ) -> Result<String, DaemonError> {
+        let (repository, tag) = crate::backends::registry::split_reference(reference);
+        let options = bollard::query_parameters::CreateImageOptionsBuilder::new()
+            .from_src("-")
+            .repo(repository)
+            .tag(tag)
+            .build();
+        // An empty tar: two zero blocks of 512 bytes.
+        let body = bollard::body_full(Bytes::from(vec![0u8; 1024]));
+        let mut stream = self.docker.create_image(Some(options), Some(body), None);
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(self.call_error("import the push check's image"))?;
+            if let Some(message) = info.error_detail.and_then(|d| d.message) {
+                return Err(self.refused(format!("importing the push check's image: {message}")));
+            }
+        }
+        push_image(&self.docker, reference, creds)
+            .await
+            .map_err(|e| self.refused(e.to_string()))
+    }
+
+    /// Where it listens, as the mesh file or `DOCKER_HOST` wrote it.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}
+
+/// `host:port`, an IPv6 host in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_ssh_endpoint_is_refused_with_a_way_to_reach_it() {
+        let endpoint = Endpoint::parse("ssh://ci@farm-1").unwrap();
+        let Err(error) = Daemon::connect_at(&endpoint).await else {
+            panic!("an ssh endpoint connected");
+        };
+        let text = error.to_string();
+        assert!(text.contains("ssh://ci@farm-1"), "{text}");
+        assert!(text.contains("ssh -nNT -L"), "{text}");
+        assert!(text.contains("ci@farm-1"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_socket_that_is_not_there_is_said_with_its_path() {
+        let endpoint = Endpoint::parse("unix:///nonexistent/meshtop/docker.sock").unwrap();
+        let Err(error) = Daemon::connect_at(&endpoint).await else {
+            panic!("a missing socket connected");
+        };
+        assert!(
+            error
+                .to_string()
+                .contains("unix:///nonexistent/meshtop/docker.sock"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn v6_hosts_get_brackets() {
+        assert_eq!(host_port("fd00::2", 2376), "[fd00::2]:2376");
+        assert_eq!(host_port("farm", 2376), "farm:2376");
+    }
+}

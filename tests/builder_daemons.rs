@@ -1,0 +1,410 @@
+//! A pool of builders on two real Docker daemons (issue 32): the machine's own, and the second one
+//! `scripts/start-second-daemon.sh` runs on its own socket, data-root and bridge. The second daemon is
+//! reached through a proxy on a socket of the test's own (tests/common/daemon_proxy.rs), so that a
+//! test can cut it mid-build without stopping a daemon other tests use. Every mesh carries a random
+//! run id; what a test leaves on either daemon is removed when it ends.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
+use common::local_registry::LOCAL;
+use common::{ExampleMesh, builds, json_of, remove_from_daemon_at, said, wait_exit};
+use meshtop::backends::state::StateDb;
+use meshtop::mesh::builds::BuildStatus;
+use meshtop::mesh::progress::Payload;
+use meshtop::mesh::schedule::rendezvous;
+
+/// The second daemon's socket (scripts/start-second-daemon.sh).
+const SECOND_SOCKET: &str = "/run/meshtop-test-dockerd2/docker.sock";
+const SECOND: &str = "unix:///run/meshtop-test-dockerd2/docker.sock";
+
+/// The second daemon must answer: these tests never skip.
+fn require_second_daemon() {
+    let ok = std::process::Command::new("docker")
+        .args(["-H", SECOND, "version", "--format", "{{.Server.Version}}"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "no second Docker daemon answers at {SECOND}: start it with scripts/start-second-daemon.sh"
+    );
+}
+
+/// The example mesh with the registry on loopback and `builders` (name, endpoint, max_builds);
+/// its images are removed from the second daemon when the guard drops (the example mesh cleans
+/// the first one).
+struct PoolMesh {
+    mesh: ExampleMesh,
+    _second: SecondDaemonGuard,
+}
+
+struct SecondDaemonGuard(String);
+
+impl Drop for SecondDaemonGuard {
+    fn drop(&mut self) {
+        let left = remove_from_daemon_at(Some(SECOND), &self.0);
+        if !left.is_empty() {
+            eprintln!(
+                "mesh {}: images left on the second daemon: {left:?}",
+                self.0
+            );
+        }
+    }
+}
+
+fn pool_mesh(tag: &str, builders: &[(&str, &str, u32)]) -> PoolMesh {
+    require_second_daemon();
+    let mesh = ExampleMesh::new(tag);
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut text = text.replacen(
+        &format!("name = \"{}\"\n", mesh.name),
+        &format!("name = \"{}\"\nregistry = \"{LOCAL}\"\n", mesh.name),
+        1,
+    );
+    for (name, endpoint, max_builds) in builders {
+        text.push_str(&format!(
+            "\n[[builder]]\nname = \"{name}\"\nendpoint = \"{endpoint}\"\nmax_builds = {max_builds}\n"
+        ));
+    }
+    std::fs::write(&file, text).unwrap();
+    let guard = SecondDaemonGuard(mesh.name.clone());
+    PoolMesh {
+        mesh,
+        _second: guard,
+    }
+}
+
+/// Per module, the builders its builds went to (in order), as the converge's steps say.
+fn built_on(mesh: &ExampleMesh) -> BTreeMap<String, Vec<String>> {
+    let db = StateDb::open(&mesh.state()).unwrap();
+    let mut on: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for event in db.events_after(&mesh.name, 0, usize::MAX).unwrap() {
+        if let (Some(module), Some(Payload::Build { builder, .. })) =
+            (&event.module, &event.payload)
+        {
+            on.entry(module.clone())
+                .or_default()
+                .push(builder.clone().unwrap_or_default());
+        }
+    }
+    on
+}
+
+/// Every machine of the mesh runs the artifact the record names for its module.
+fn machines_run_the_record(mesh: &ExampleMesh) {
+    let output = mesh.meshtop(&["status", "--json", "--exit-code"]);
+    let (rows, text) = json_of(&["status"], &output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    let record = StateDb::open(&mesh.state())
+        .unwrap()
+        .record(&mesh.name, "default")
+        .unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{text}");
+    for row in rows {
+        let module = row["module"].as_str().unwrap();
+        let running: Vec<&str> = row["running"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(running, [record[module].digest.as_str()], "{row}");
+    }
+}
+
+#[test]
+fn two_builders_spread_a_tier_and_hand_bases_over_through_the_registry() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = DaemonProxy::start(&dir.path().join("two.sock"), Path::new(SECOND_SOCKET));
+    let pool = pool_mesh(
+        "pool",
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
+            ("two", &proxy.docker_host(), 1),
+        ],
+    );
+    let mesh = &pool.mesh;
+    let output = mesh.meshtop(&["converge", "--jobs", "2", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("builder one (unix:///var/run/docker.sock) ready")
+            && stderr.contains("the target's daemon"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("builder two ("), "{stderr}");
+
+    let on = built_on(mesh);
+    assert_eq!(on.len(), 5, "every module built once: {on:?}");
+    let count = |builder: &str| on.values().filter(|b| b[0] == builder).count();
+    assert!(
+        count("one") >= 1 && count("two") >= 1,
+        "both builders built: {on:?}"
+    );
+    // Tier 1 (tools, web) shares base's builder at one build at once: one of them spilled to the
+    // other builder and took the base from the registry, by digest.
+    let base_on = on["base"][0].clone();
+    let moved: Vec<&str> = ["tools", "web", "api", "worker"]
+        .into_iter()
+        .filter(|m| {
+            let base = if *m == "tools" || *m == "web" {
+                base_on.as_str()
+            } else {
+                on["tools"][0].as_str()
+            };
+            on[*m][0] != base
+        })
+        .collect();
+    assert!(
+        !moved.is_empty(),
+        "no dependent left its base's builder: {on:?}"
+    );
+    let rows = builds(mesh);
+    for module in &moved {
+        let row = rows
+            .iter()
+            .find(|r| r.module.as_deref() == Some(*module))
+            .unwrap();
+        let base = row.base_module.clone().unwrap();
+        let base_row = rows
+            .iter()
+            .find(|r| r.module.as_deref() == Some(base.as_str()))
+            .unwrap();
+        // Built FROM the base's very artifact: its layers start with the base's. The builder never
+        // built the base and the daemons share nothing but the registry, where the base was pushed.
+        let layers = |id: &str| {
+            common::local_registry::docker(&[
+                "image",
+                "inspect",
+                "--format",
+                "{{json .RootFS.Layers}}",
+                id,
+            ])
+            .trim()
+            .trim_end_matches(']')
+            .to_string()
+        };
+        let (mine, base_layers) = (
+            layers(row.digest.as_deref().unwrap()),
+            layers(base_row.digest.as_deref().unwrap()),
+        );
+        assert!(
+            mine.starts_with(&base_layers),
+            "{module} (on {}) is built FROM {base} (on {}): {mine} / {base_layers}",
+            on[*module][0],
+            on[base.as_str()][0]
+        );
+        assert!(base_row.published_digest.is_some(), "{base_row:?}");
+    }
+    // Every build was pushed by its builder; the target holds every artifact.
+    for row in &rows {
+        assert_eq!(row.status, BuildStatus::Succeeded, "{row:?}");
+        assert!(row.published_digest.is_some(), "{row:?}");
+    }
+    machines_run_the_record(mesh);
+}
+
+#[test]
+fn a_builder_cut_mid_build_is_left_and_its_build_retried_once_on_the_other() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = DaemonProxy::start(&dir.path().join("cut.sock"), Path::new(SECOND_SOCKET));
+    // The base goes to the hash's first choice: make that the proxied daemon.
+    let (cut, kept) = match rendezvous("base", &["one", "two"])[0] {
+        "one" => ("one", "two"),
+        _ => ("two", "one"),
+    };
+    let first = format!("unix://{DOCKER_SOCKET}");
+    let pool = pool_mesh(
+        "cut",
+        &[(cut, &proxy.docker_host(), 1), (kept, first.as_str(), 1)],
+    );
+    let mesh = &pool.mesh;
+    let file = mesh.root().join("base/Dockerfile");
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("{original}{}", common::fresh_run("sleep 20")),
+    )
+    .unwrap();
+    let log = dir.path().join("converge.log");
+    let mut child = mesh.spawn_converge(&log, &[]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while proxy.builds() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no build reached the proxied builder:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the converge ended:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    proxy.shut();
+    let status = wait_exit(&mut child, Duration::from_secs(240), "the builder's cut");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("builder {cut} failed the build"))
+            && stderr.contains(&format!("retrying once on builder {kept}")),
+        "the retry is said on the module's line:\n{stderr}"
+    );
+    let on = built_on(mesh);
+    assert_eq!(on["base"], [cut, kept], "{on:?}");
+    let rows: Vec<_> = builds(mesh)
+        .into_iter()
+        .filter(|r| r.module.as_deref() == Some("base"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    // Newest first: the retry succeeded, the cut attempt failed naming the daemon.
+    assert_eq!(rows[0].status, BuildStatus::Succeeded, "{rows:#?}");
+    assert_eq!(rows[1].status, BuildStatus::Failed, "{rows:#?}");
+    assert!(
+        rows[1]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&proxy.docker_host()),
+        "{rows:#?}"
+    );
+    // The cut builder stayed out: every later build went to the other.
+    for (module, builders) in &on {
+        if module != "base" {
+            assert_eq!(builders, &[kept], "{on:?}");
+        }
+    }
+    machines_run_the_record(mesh);
+}
+
+#[test]
+fn a_failing_step_is_not_retried_on_another_builder() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = DaemonProxy::start(&dir.path().join("fail.sock"), Path::new(SECOND_SOCKET));
+    let pool = pool_mesh(
+        "fstep",
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
+            ("two", &proxy.docker_host(), 1),
+        ],
+    );
+    let mesh = &pool.mesh;
+    let file = mesh.root().join("base/Dockerfile");
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{original}{}", common::fresh_run("exit 3"))).unwrap();
+    let output = mesh.meshtop(&["converge"]);
+    let text = said(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(!text.contains("retrying once"), "{text}");
+    let rows = builds(mesh);
+    assert_eq!(rows.len(), 1, "one attempt, no retry: {rows:#?}");
+    assert_eq!(rows[0].status, BuildStatus::Failed);
+    assert_eq!(built_on(mesh)["base"].len(), 1);
+}
+
+#[test]
+fn an_unreachable_builder_is_said_and_left_out_and_the_others_build() {
+    let pool = pool_mesh(
+        "gone",
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 2),
+            ("gone", "unix:///nonexistent/meshtop-test/docker.sock", 1),
+        ],
+    );
+    let mesh = &pool.mesh;
+    let output = mesh.meshtop(&["converge"]);
+    let text = said(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("builder gone (unix:///nonexistent/meshtop-test/docker.sock) is left out of this converge")
+            && text.contains("/nonexistent/meshtop-test/docker.sock"),
+        "{text}"
+    );
+    let on = built_on(mesh);
+    assert!(on.values().all(|b| b == &["one"]), "{on:?}");
+    machines_run_the_record(mesh);
+
+    // `meshtop builders` says the same, and exits 1 while a builder is out.
+    let output = mesh.meshtop(&["builders", "--json"]);
+    let text = said(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        json["queued"],
+        serde_json::Value::Null,
+        "no converge runs: {text}"
+    );
+    let by_name: BTreeMap<&str, &serde_json::Value> = json["builders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b["name"].as_str().unwrap(), b))
+        .collect();
+    assert_eq!(by_name["one"]["state"], "ready", "{text}");
+    assert_eq!(by_name["one"]["target_daemon"], true, "{text}");
+    assert_eq!(by_name["one"]["max_builds"], 2, "{text}");
+    assert!(by_name["one"]["version"].as_str().is_some(), "{text}");
+    assert_eq!(by_name["gone"]["state"], "out", "{text}");
+    assert!(
+        by_name["gone"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/meshtop-test/docker.sock"),
+        "{text}"
+    );
+    let table = mesh.meshtop(&["builders"]);
+    let table_text = String::from_utf8_lossy(&table.stdout);
+    assert_eq!(table.status.code(), Some(1), "{}", said(&table));
+    assert!(
+        table_text
+            .lines()
+            .any(|l| l.starts_with("gone") && l.contains(" out ")),
+        "{table_text}"
+    );
+}
+
+#[test]
+fn a_builder_that_is_not_the_targets_daemon_needs_the_registry() {
+    require_second_daemon();
+    let mesh = ExampleMesh::new("noreg");
+    let file = mesh.mesh_file();
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    // One builder at the default socket passes the mesh file's check; the target's daemon is the
+    // second one here (DOCKER_HOST), so the builder is not the target's daemon.
+    text.push_str("\n[[builder]]\nname = \"here\"\nendpoint = \"unix:///var/run/docker.sock\"\n");
+    std::fs::write(&file, text).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .env("DOCKER_HOST", SECOND)
+        .arg("--mesh")
+        .arg(mesh.mesh_file())
+        .arg("--state")
+        .arg(mesh.state())
+        .arg("converge")
+        .output()
+        .unwrap();
+    let text = said(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("has no registry")
+            && text
+                .contains("builder here (unix:///var/run/docker.sock) is not the target's daemon")
+            && text.contains("registry = \"host:port\""),
+        "{text}"
+    );
+    assert!(builds(&mesh).is_empty(), "nothing was built");
+}
