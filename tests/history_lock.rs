@@ -87,6 +87,7 @@ fn a_dead_holder_on_this_host_is_taken_over() {
         host: dead.host.clone(),
         started_ms: now_ms(),
         operation_id: Some("dead".into()),
+        builder: None,
     };
     a.start_build(&build).unwrap();
     assert_eq!(

@@ -156,7 +156,7 @@ fn table_text(rows: &[BuildRow]) -> String {
             row.reference.as_deref().unwrap_or("–"),
             row.digest.as_deref().map(short_id).unwrap_or("–"),
             commit,
-            row.host,
+            row.built_by(),
             error
         );
     }
@@ -164,7 +164,7 @@ fn table_text(rows: &[BuildRow]) -> String {
 }
 
 /// `operation` last: columns are only ever added at the end, so scripts reading by position keep working.
-const REPORT_COLUMNS: [&str; 13] = [
+const REPORT_COLUMNS: [&str; 15] = [
     "id",
     "module",
     "status",
@@ -178,6 +178,8 @@ const REPORT_COLUMNS: [&str; 13] = [
     "forced",
     "error",
     "operation",
+    "builder",
+    "push_seconds",
 ];
 
 /// One report line from its cells: `csv_line` or `markdown_line`.
@@ -211,6 +213,10 @@ fn report_text(rows: &[BuildRow], line: LineFn, rule: bool) -> String {
                 .unwrap_or("")
                 .to_string(),
             row.operation.map(|n| format!("#{n}")).unwrap_or_default(),
+            row.builder.clone().unwrap_or_default(),
+            row.push_ms
+                .map(|ms| format!("{:.1}", ms as f64 / 1000.0))
+                .unwrap_or_default(),
         ];
         out.push_str(&line(&cells));
     }

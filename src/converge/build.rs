@@ -341,6 +341,7 @@ impl<'a> Run<'a> {
             host: gethostname::gethostname().to_string_lossy().into_owned(),
             started_ms: timefmt::now_ms(),
             operation_id: Some(emitter.operation_id.clone()),
+            builder: builder.map(str::to_string),
         };
         with_history(db, |h| h.start_build(&new_build))
             .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;

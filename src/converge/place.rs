@@ -398,6 +398,7 @@ async fn build_on(
             let id = placed.built.correlation_id.clone();
             if let Ok(db) = crate::backends::state::locked(shared.db) {
                 let _ = db.set_published(&id, &reference, &digest);
+                let _ = db.set_push_time(&id, push_ms);
             }
             shared.emitter.emit(
                 Payload::Delivered {

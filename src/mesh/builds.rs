@@ -82,6 +82,10 @@ pub struct BuildRow {
     pub published_ms: Option<i64>,
     /// The short id (`#142`) of the operation the build belongs to, when it has one.
     pub operation: Option<i64>,
+    /// The pool's builder it ran on (None: the local daemon of a mesh without builders).
+    pub builder: Option<String>,
+    /// How long its hand-over push to the registry took (ms), apart from the build's own time.
+    pub push_ms: Option<i64>,
     /// Derived when read, never stored: the row says `running` but the converge that runs it is
     /// gone (it holds no lock, or its heartbeat is stale, or its process is gone on this host).
     /// Shown as `stopped (process gone)`; the row itself is closed by the next take-over.
@@ -118,6 +122,15 @@ impl BuildRow {
     /// of a build, whichever view shows it (LAST BUILD, the builds pane, the detail, a confirm).
     pub fn age(&self, now_ms: i64) -> String {
         crate::timefmt::age_since(self.ended_ms.unwrap_or(self.started_ms), now_ms)
+    }
+
+    /// Who built it: the host that ran meshtop, and the pool's builder when it was not the local
+    /// daemon (`host-a (farm-1)`).
+    pub fn built_by(&self) -> String {
+        match &self.builder {
+            Some(builder) => format!("{} ({builder})", self.host),
+            None => self.host.clone(),
+        }
     }
 
     /// Where what it made came from: `host-a @c0ffee1 3m` (the age since it ended, at `now_ms`).

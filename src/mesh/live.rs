@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::decide::Decision;
+use super::pool::{PoolState, folds};
 use super::progress::{EventRow, Outcome, Payload, Step, TierPlace};
 
 /// Where one module stands in the operation.
@@ -78,6 +79,9 @@ pub struct LiveModule {
     pub run: ModuleRun,
     pub sends: Sends,
     pub created: u32,
+    /// The pool's builder its build runs (or ran) on; None: the local daemon of a mesh without
+    /// builders.
+    pub builder: Option<String>,
 }
 
 /// Who holds a mesh's converge lock, and whether that process is alive: it exists on this host,
@@ -138,6 +142,8 @@ pub struct LiveOperation {
     /// When its last word was said and how it ended (None: a row written before payloads, which
     /// says only that it ended); None while it runs.
     pub finished: Option<(i64, Option<Outcome>)>,
+    /// The builders of a converge whose mesh names some: their caps and the builds on each.
+    pub pool: PoolState,
 }
 
 impl LiveOperation {
@@ -150,6 +156,7 @@ impl LiveOperation {
             tier: None,
             modules: BTreeMap::new(),
             finished: None,
+            pool: PoolState::default(),
         }
     }
 
@@ -188,6 +195,11 @@ impl LiveOperation {
         self.operation = self.operation.or(event.operation);
         let at = event.at_ms;
         let payload = event.payload.as_ref();
+        if folds(event.step)
+            && let Some(payload) = payload
+        {
+            self.pool.apply(event.module.as_deref(), payload);
+        }
         match event.step {
             Step::Tier => {
                 if let Some(Payload::Tier { modules, .. }) = payload {
@@ -221,6 +233,7 @@ impl LiveOperation {
                 run: ModuleRun::Queued,
                 sends: Sends::default(),
                 created: 0,
+                builder: None,
             })
             .apply(event.step, payload, at);
     }
@@ -261,6 +274,13 @@ impl LiveModule {
     fn apply(&mut self, step: Step, payload: Option<&Payload>, at: i64) {
         match payload {
             Some(Payload::Queued { place }) => self.tier = Some(*place),
+            Some(Payload::Build {
+                builder: Some(builder),
+                ..
+            }) => {
+                self.builder = Some(builder.clone());
+                self.by_kind(step, at);
+            }
             Some(Payload::Decided {
                 decision,
                 reference,

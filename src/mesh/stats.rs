@@ -208,6 +208,8 @@ mod tests {
             published_ms: None,
             operation_id: None,
             operation: None,
+            builder: None,
+            push_ms: None,
             process_gone: false,
         }
     }

@@ -71,7 +71,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             "{age:>4} {mark} {:<12} {:<20} {commit:<7} {:<10} {error}",
             build.subject(),
             tag,
-            build.host
+            build.built_by()
         );
         let style = if selected {
             style.patch(palette.selected(has_focus))

@@ -143,6 +143,9 @@ pub fn operation_text(state: &AppState) -> Option<(String, bool)> {
                 parts.push(format!("{done} done"));
                 parts.push(format!("over {elapsed}"));
             }
+            if !live.pool.builders.is_empty() {
+                parts.push(format!("builders {}", live.pool.line()));
+            }
             Some((parts.join(" · "), false))
         }
         OperationState::Gone => Some((format!("✗ {label} stopped (process gone)"), true)),

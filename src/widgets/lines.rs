@@ -210,8 +210,12 @@ pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
         ModuleRun::ToBuild => ("to build".to_string(), palette.warn()),
         ModuleRun::Building { since_ms, step } => {
             let step = step.map_or(String::new(), |(n, m)| format!("{n}/{m} "));
+            let on = module
+                .builder
+                .as_ref()
+                .map_or(String::new(), |b| format!(" on {b}"));
             (
-                format!("building {step}{}", timefmt::elapsed(now_ms - since_ms)),
+                format!("building {step}{}{on}", timefmt::elapsed(now_ms - since_ms)),
                 palette.warn(),
             )
         }

@@ -28,5 +28,6 @@ pub fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
         host: "builder".into(),
         started_ms,
         operation_id: Some("c1".into()),
+        builder: None,
     }
 }

@@ -46,6 +46,8 @@ pub struct NewBuild {
     pub host: String,
     pub started_ms: i64,
     pub operation_id: Option<String>,
+    /// The pool's builder it runs on (None: the local daemon of a mesh without builders).
+    pub builder: Option<String>,
 }
 
 /// How a build attempt ended.
@@ -89,7 +91,8 @@ macro_rules! columns {
         "id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, digest, \
          platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref, \
          published_digest, operation_id, published_ms, \
-         (SELECT number FROM operations WHERE operations.uuid = builds.operation_id) AS operation"
+         (SELECT number FROM operations WHERE operations.uuid = builds.operation_id) AS operation, \
+         builder, push_ms"
     };
 }
 const COLUMNS: &str = columns!();
@@ -120,6 +123,8 @@ fn row_to_build(row: &Row<'_>) -> rusqlite::Result<BuildRow> {
         operation_id: row.get(21)?,
         published_ms: row.get(22)?,
         operation: row.get(23)?,
+        builder: row.get(24)?,
+        push_ms: row.get(25)?,
         process_gone: false,
     })
 }
@@ -177,8 +182,8 @@ impl StateDb {
         self.conn
             .prepare_cached(
                 "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref, \
-                 platforms, status, forced, why, host, started_ms, operation_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?13, ?14, ?15) \
+                 platforms, status, forced, why, host, started_ms, operation_id, builder) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'running', ?11, ?12, ?13, ?14, ?15, ?16) \
                  ON CONFLICT(id) DO NOTHING",
             )
             .and_then(|mut st| {
@@ -197,7 +202,8 @@ impl StateDb {
                     b.why,
                     b.host,
                     b.started_ms,
-                    b.operation_id
+                    b.operation_id,
+                    b.builder
                 ])
             })
             .map_err(self.err("record the start of a build"))?;
@@ -239,6 +245,25 @@ impl StateDb {
                     params![id, published_ref, published_digest, now_ms()],
                 )
                 .map_err(self.err("record what a build published"))
+        })?;
+        if changed == 0 {
+            return Err(StateError::UnknownBuild {
+                path: self.path.clone(),
+                id: id.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Record how long a build's hand-over push to the registry took (kept apart from its build time).
+    pub fn set_push_time(&self, id: &str, push_ms: i64) -> Result<(), StateError> {
+        let changed = self.durably(|| {
+            self.conn
+                .execute(
+                    "UPDATE builds SET push_ms = ?2 WHERE id = ?1",
+                    params![id, push_ms],
+                )
+                .map_err(self.err("record how long a build's push took"))
         })?;
         if changed == 0 {
             return Err(StateError::UnknownBuild {

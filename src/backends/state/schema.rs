@@ -337,6 +337,13 @@ ALTER TABLE takeovers RENAME COLUMN lost_converge_id TO lost_operation_id;
     r#"
 ALTER TABLE events ADD COLUMN payload TEXT;
 "#,
+    // 13: a build keeps the pool's builder it ran on (NULL: the local daemon of a mesh without
+    // builders, or a row from before) and how long its hand-over push took, apart from the build's
+    // own time (started_ms .. ended_ms).
+    r#"
+ALTER TABLE builds ADD COLUMN builder TEXT;
+ALTER TABLE builds ADD COLUMN push_ms INTEGER;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

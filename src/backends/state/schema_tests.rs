@@ -45,6 +45,11 @@ fn as_now(table: &str, rows: &[Vec<String>]) -> Vec<Vec<String>> {
             if table == "events" {
                 row.push("payload=Null".into());
             }
+            // 13: a build's builder and push time.
+            if table == "builds" {
+                row.push("builder=Null".into());
+                row.push("push_ms=Null".into());
+            }
             row.sort();
             row
         })
@@ -163,9 +168,11 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     let (columns_after, indexes_after) = shape(&conn);
     let mut columns_expected = columns_before.clone();
     columns_expected.push("published_ms INTEGER 0 None 0".into());
+    columns_expected.push("builder TEXT 0 None 0".into());
+    columns_expected.push("push_ms INTEGER 0 None 0".into());
     assert_eq!(
         columns_after, columns_expected,
-        "every column, as it was, and migration 8's"
+        "every column, as it was, and migration 8's and 13's"
     );
     assert_eq!(indexes_after, indexes_before, "every index, as it was");
     assert_eq!(indexes_after.len(), 8, "{indexes_after:?}"); // 7 + the primary key's
@@ -184,7 +191,8 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
         if row[0].contains("closed") || row[0].contains("taken") {
             row[11] = "Text(\"stopped\")".into();
         }
-        row.push("Null".into());
+        // 8: published_ms; 13: builder, push_ms.
+        row.extend(["Null".to_string(), "Null".to_string(), "Null".to_string()]);
     }
     assert_eq!(rows(&conn), before);
     // The new CHECK: `stopped` is allowed, an unknown status still is not.
@@ -526,4 +534,85 @@ fn migration_12_keeps_every_row_and_the_steps_before_it_read_without_data() {
         live.modules["api"].run,
         crate::mesh::live::ModuleRun::Built { took_ms: 1 }
     ));
+}
+
+#[test]
+fn migration_13_keeps_every_row_of_a_version_12_database_and_builds_gain_their_builder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v12 = {
+        let conn = Connection::open(&path).unwrap();
+        for migration in &MIGRATIONS[..12] {
+            conn.execute_batch(migration).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 12).unwrap();
+        conn
+    };
+    v12.execute_batch(
+        "INSERT INTO builds (id, mesh, module, repository, git_commit, dirty, base_module, base_digest, ref,
+             digest, platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref,
+             published_digest, operation_id, published_ms)
+             VALUES ('b-1', 'demo', 'api', 'demo/api', 'c0ffee', 1, 'base', 'sha256:b', 'demo/api:1-amd64',
+             'sha256:d', 'linux/amd64', 'succeeded', 0, 'new module', 'host-a', 1000, 2000, NULL, 'tail',
+             'reg/demo/api:1', 'sha256:p', 'op-1', 2500);
+         INSERT INTO records VALUES ('demo', 'default', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1');
+         INSERT INTO operations VALUES ('demo', 1, 'op-1', 'converge', 10, 'default');
+         INSERT INTO events (at_ms, mesh, operation_id, kind, module, text, payload)
+             VALUES (4, 'demo', 'op-1', 'build', 'api', 'building demo/api:1 (build b-1)',
+             '{\"step\":\"build\",\"reference\":\"demo/api:1\",\"build\":\"b-1\"}');",
+    )
+    .unwrap();
+    let before: Vec<(String, Vec<Vec<String>>)> = tables(&v12)
+        .into_iter()
+        .map(|table| {
+            let rows = all_rows(&v12, &table);
+            (table, rows)
+        })
+        .collect();
+    drop(v12);
+    let conn = open(&path).unwrap();
+    for (table, rows) in &before {
+        let mut expected = rows.clone();
+        if table == "builds" {
+            for row in &mut expected {
+                row.push("builder=Null".into());
+                row.push("push_ms=Null".into());
+                row.sort();
+            }
+        }
+        assert_eq!(all_rows(&conn, table), expected, "{table}");
+    }
+    drop(conn);
+    // A row from before reads without a builder; a new one keeps its builder and push time.
+    let db = super::super::StateDb::open(&path).unwrap();
+    let old = db.build("b-1").unwrap().unwrap();
+    assert_eq!(
+        (old.builder, old.push_ms, old.published_ms),
+        (None, None, Some(2500))
+    );
+    let new = super::super::NewBuild {
+        id: "b-2".into(),
+        mesh: "demo".into(),
+        module: Some("api".into()),
+        repository: "demo/api".into(),
+        commit: None,
+        dirty: false,
+        base_module: None,
+        base_digest: None,
+        reference: Some("demo/api:2".into()),
+        platforms: String::new(),
+        forced: false,
+        why: "new module".into(),
+        host: "host-a".into(),
+        started_ms: 3000,
+        operation_id: Some("op-2".into()),
+        builder: Some("farm-1".into()),
+    };
+    db.start_build(&new).unwrap();
+    db.set_push_time("b-2", 420).unwrap();
+    let row = db.build("b-2").unwrap().unwrap();
+    assert_eq!(row.builder.as_deref(), Some("farm-1"));
+    assert_eq!(row.push_ms, Some(420));
+    assert_eq!(row.built_by(), "host-a (farm-1)");
+    assert!(db.set_push_time("nope", 1).is_err());
 }

@@ -503,6 +503,8 @@ mod tests {
             operation_id: None,
             published_ms,
             operation: None,
+            builder: None,
+            push_ms: None,
             process_gone: false,
         }
     }
