@@ -118,8 +118,8 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // Migrations 7 (the stat cache, one row per context), 8 (`published_ms`, added as a column the
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
     // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
-    // data, a column of `events`) came after it.
-    assert_eq!(SCHEMA_VERSION, 12);
+    // data, a column of `events`) and 13 (a build's builder and push time) came after it.
+    assert_eq!(SCHEMA_VERSION, 13);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
