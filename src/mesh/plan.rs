@@ -42,7 +42,10 @@ pub struct PlannedModule {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub mesh: String,
+    /// The target planned for, by name (`default` for a mesh file's single `[target]`).
     pub target: String,
+    /// Its kind, in the target's word.
+    pub target_kind: String,
     pub tiers: Vec<Vec<String>>,
     pub modules: Vec<PlannedModule>,
     /// The host's listing error, when it could not answer.
