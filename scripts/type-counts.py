@@ -233,7 +233,7 @@ KIND_EXCEPTIONS = [
     ("converge/gc/mod.rs", "compared manifest"),
     ("widgets/record_history.rs", "compared rollback"),
 ]
-NAME_PART = r"[\w./-]"
+NAME_PART = r"[\w./:-]"
 
 
 def count_kinds(rel, raw, hits):
@@ -244,7 +244,7 @@ def count_kinds(rel, raw, hits):
     variants = "|".join(k.capitalize() for k in KINDS)
     words = "|".join(KINDS)
     found = []
-    for m in re.finditer(rf"(?<!bollard)::({variants})\b|\b(model|mesh)::Target\b|\bTarget\s+as\s+\w+"
+    for m in re.finditer(rf"\bTarget::({variants})\b|\b(model|mesh)::Target\b|\bTarget\s+as\s+\w+"
                          r"|\.default_target\(\)|\bmesh\.target\(", code):
         found.append(("path", m.start()))
     for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', kept):

@@ -8,8 +8,9 @@
 //! included, and refuses, outside the seam, the model and the reader:
 //! - **paths** that name a kind: a variant of the model's `enum Target` (`Target::Docker`,
 //!   `Spec::Kubernetes { .. }`, `T::Docker` after `use … Target as T`, a variant imported by name or
-//!   by a glob), the model's `Target` itself however it is imported, an enum of one's own with a
-//!   variant named as a kind; the model's `Target` read through the mesh (`mesh.default_target()`,
+//!   by a glob), the model's `Target` itself however it is imported, an enum of one's own that
+//!   mirrors the kinds (two variants or more named as kinds; another enum's variant that happens to
+//!   share a kind's name, as a builder's `Endpoint::Ssh`, is no kind); the model's `Target` read through the mesh (`mesh.default_target()`,
 //!   `mesh.target(name)`);
 //! - **words**: a string literal that is a kind's word (`"docker"`, `"Kubernetes"`, any case), and,
 //!   outside `src/backends/`, a literal that names a kind as a word in a sentence (`"acting on
@@ -162,11 +163,12 @@ impl Kinds {
     }
 
     /// A literal that names a kind as a word of its own: not a part of another name (letters,
-    /// digits, `_`, `-`, `.`, `/` around it: `Dockerfile`, `docker-manifest-digest`, `docker.sock`).
+    /// digits, `_`, `-`, `.`, `/`, `:` around it: `Dockerfile`, `docker-manifest-digest`,
+    /// `docker.sock`, `ssh://`).
     fn in_sentence(&self, literal: &str) -> bool {
         let lower = literal.to_lowercase();
         let part_of_a_name = |c: Option<char>| {
-            c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+            c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':'))
         };
         self.words().any(|word| {
             lower.match_indices(&word).any(|(at, _)| {
@@ -416,7 +418,12 @@ impl<'k> Walk<'k> {
             return;
         }
         let written = segments.join("::");
-        if full.iter().any(|s| self.kinds.is_variant(s)) {
+        // A variant of the model's `Target` (another enum's variant of the same name, as a
+        // builder's `Endpoint::Ssh`, is no kind).
+        if full
+            .windows(2)
+            .any(|w| w[0] == "Target" && self.kinds.is_variant(&w[1]))
+        {
             self.find(Rule::Path, written);
             return;
         }
@@ -547,11 +554,19 @@ impl<'ast> Visit<'ast> for Walk<'_> {
         visit::visit_path(self, path);
     }
 
-    fn visit_variant(&mut self, v: &'ast syn::Variant) {
-        if self.kinds.is_variant(&v.ident.to_string()) {
-            self.find(Rule::Path, format!("variant {}", v.ident));
+    fn visit_item_enum(&mut self, e: &'ast syn::ItemEnum) {
+        // An enum of one's own that mirrors the kinds (two variants or more named as kinds; one
+        // alone is a coincidence of names, as a builder's `Endpoint::Ssh`).
+        let mirrored: Vec<String> = e
+            .variants
+            .iter()
+            .map(|v| v.ident.to_string())
+            .filter(|v| self.kinds.is_variant(v))
+            .collect();
+        if mirrored.len() > 1 {
+            self.find(Rule::Path, format!("enum {} {{ {} }}", e.ident, mirrored.join(", ")));
         }
-        visit::visit_variant(self, v);
+        visit::visit_item_enum(self, e);
     }
 
     fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
@@ -811,10 +826,11 @@ fn the_check_catches_each_way_of_naming_a_kind() {
         ),
         ("use crate::mesh::Target;\nfn f(t: &Target) {}", Rule::Path),
         (
-            "fn f(s: &Spec) -> &str { match s { Spec::Kubernetes { namespace, .. } => namespace, _ => \"\" } }",
+            "use crate::mesh::model::{Mesh, Target as Spec};\nfn f(s: &Spec) -> &str { match s { Spec::Kubernetes { namespace, .. } => namespace, _ => \"\" } }",
             Rule::Path,
         ),
-        ("enum Where { Docker, Elsewhere }", Rule::Path),
+        ("enum Where { Docker, Kubernetes, Elsewhere }", Rule::Path),
+        ("type Spec = crate::mesh::model::Target;\nfn f() {}", Rule::Path),
         // The model's Target read through the mesh (the plan bug: the first target's kind).
         (
             "fn f(mesh: &Mesh) -> String { mesh.default_target().kind().to_string() }",
@@ -833,6 +849,14 @@ fn the_check_catches_each_way_of_naming_a_kind() {
         ("struct S { docker_target: bool }", Rule::Predicate),
         ("fn f() { let IsNomad = true; }", Rule::Predicate),
     ];
+    // The use of a renamed import is caught where it is used, not only where it is imported.
+    let renamed = planted(
+        "use crate::mesh::model::{Mesh, Target as Spec};\nfn f(s: &Spec) -> bool { matches!(s, Spec::Docker) }",
+    );
+    assert!(
+        renamed.contains(&(Rule::Path, "Spec::Docker".to_string())),
+        "{renamed:?}"
+    );
     for (code, rule) in cases {
         let found = planted(code);
         assert!(
@@ -852,7 +876,10 @@ use bollard::Docker;
 use crate::converge::target::Target;
 
 /// On Docker, this reads the container.
+enum Endpoint { Unix(String), Nomad(String) }
+
 fn f(target: &dyn Target, docker: &Docker, machine: &Machine) -> String {
+    let _ = (Endpoint::Nomad(String::new()), "nomad://host");
     let _ = Docker::connect_with_defaults();
     if target.host_is_target() && machine.display_name.is_empty() {
         return "Dockerfile changed; .dockerignore; docker-manifest-digest; /var/run/docker.sock".into();
