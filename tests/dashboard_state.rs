@@ -411,11 +411,12 @@ fn send_asks_first_with_cancel_selected() {
             moves: vec![meshtop::mesh::machine::Move {
                 module: "api".into(),
                 machine: "api-1".into(),
-                kind: meshtop::mesh::machine::MachineKind::Container,
+                kind: "container".into(),
                 from: running,
                 to_reference: entry.reference,
                 to_digest: entry.digest,
                 state: meshtop::mesh::behind::MachineState::Held,
+                before_send: None,
             }]
         })]
     );

@@ -298,7 +298,7 @@ pub fn send(state: &AppState) -> Result<Confirm, NotAsked> {
         let note = moves
             .iter()
             .find(|m| m.machine == machine.name)
-            .and_then(|m| m.before_confirm(state.target.namespace.as_deref()));
+            .and_then(|m| m.before_send.as_ref());
         lines.extend(note.map(|note| format!("    {note}")));
     }
     lines.push(state.target.send_does.clone());

@@ -32,8 +32,8 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         acting: target.as_ref(),
         others: &others,
     };
-    if let Some(place) = target.place() {
-        eprintln!("meshtop: acting on Kubernetes {place}");
+    if let Some(acting_on) = target.acting_on() {
+        eprintln!("meshtop: {acting_on}");
     }
     let daemon = Arc::new(LazyDaemon::new());
     let rules = GcRules {

@@ -155,7 +155,9 @@ impl Target for Docker {
                     Some(Machine {
                         name: c.name.clone(),
                         module: c.module.clone(),
-                        kind: "container".into(),
+                        kind: CONTAINER.into(),
+                        display_name: c.name.clone(),
+                        before_send: None,
                         image: c.image.clone(),
                         running,
                         state,
@@ -434,13 +436,15 @@ async fn registry_credentials(registry: &Registry) -> Result<Option<Credentials>
         .map_err(|e| TargetError::Credentials(Arc::new(e)))
 }
 
+/// What a machine is here, in this target's word.
+const CONTAINER: &str = "container";
+
 /// The host daemon in words: it is here, and a send recreates each container.
 pub fn description(name: &str) -> TargetDescription {
     TargetDescription {
         name: name.to_string(),
         kind: "docker".into(),
         place: None,
-        namespace: None,
         send_does: "each container is recreated with the same configuration on the new artifact"
             .into(),
     }
@@ -475,7 +479,9 @@ fn missing_declared<'m>(
         .map(|spec| Machine {
             name: spec.name.clone(),
             module: spec.module.clone(),
-            kind: "container".into(),
+            kind: CONTAINER.into(),
+            display_name: spec.name.clone(),
+            before_send: None,
             image: String::new(),
             running: Vec::new(),
             state: MachineState::Missing,

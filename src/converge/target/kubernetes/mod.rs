@@ -29,7 +29,6 @@ use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::progress::Emitter;
 use crate::mesh::live::HeldBy;
 use crate::mesh::logs::{LogAsk, LogItem};
-use crate::mesh::machine::MachineKind;
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{PinChange, StampBy};
@@ -130,7 +129,6 @@ pub fn description(name: &str, context: Option<&str>, namespace: &str) -> Target
         name: name.to_string(),
         kind: "kubernetes".into(),
         place: Some(place),
-        namespace: Some(namespace.to_string()),
         send_does:
             "each workload's container image is patched to ref@digest and its roll-out followed"
                 .into(),
@@ -310,7 +308,7 @@ impl Target for Kube {
                 .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
             else {
                 return Err(KubeError::MachineGone {
-                    kind: MachineKind::of(&machine.kind).unwrap_or(MachineKind::Deployment),
+                    kind: machine.kind.clone(),
                     machine: machine.name.clone(),
                     place: self.cluster.place(),
                 }
