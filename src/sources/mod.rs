@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod host;
+pub mod logs;
 pub mod machines;
 pub mod plan;
 pub mod poll;
