@@ -147,12 +147,20 @@ fn state_with(plan: Plan) -> AppState {
 }
 
 fn select(state: &mut AppState, module: &str) {
-    while state.modules[state.visible[state.selected]].name != module {
+    let key = |state: &mut AppState, c: char| {
         update(
             state,
-            Msg::Key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE)),
+            Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)),
         );
+    };
+    key(state, 'g');
+    for _ in 0..state.visible.len() {
+        if state.modules[state.visible[state.selected]].name == module {
+            return;
+        }
+        key(state, 'j');
     }
+    panic!("{module} is not shown");
 }
 
 fn pane(width: u16, height: u16, draw: impl Fn(&mut Buffer, Rect)) -> String {
@@ -210,7 +218,7 @@ fn the_reg_column_and_the_detail_say_each_refusal() {
             "web",
             "✗ signature names another digest — a trusted signature names 111111111111, not this manifest",
         ),
-        ("base", "✓ signed by keys/ci.pub: it vouches"),
+        ("base", "✓ signed by keys/ci.pub — manifest dddddddddddd: it vouches"),
     ] {
         select(&mut state, module);
         let lines = widgets::detail::module_lines(
@@ -263,7 +271,7 @@ fn without_trust_the_screen_says_unverified() {
     assert!(
         lines
             .iter()
-            .any(|(l, _)| l.starts_with("registry: ") && l.contains("unverified (the mesh trusts no key")),
+            .any(|(l, _)| l.starts_with("registry: unverified — ") && l.contains("the mesh trusts no key")),
         "{lines:?}"
     );
     insta::assert_snapshot!("unverified_screen_120x40", screen(&state, 120, 40));

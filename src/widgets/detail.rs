@@ -75,30 +75,7 @@ pub fn module_lines(
     {
         lines.push(line);
     }
-    match &module.base {
-        Some(base) => {
-            let base_ref = state
-                .planned(base)
-                .and_then(|b| b.reference.clone())
-                .or_else(|| {
-                    state
-                        .record
-                        .as_ref()
-                        .and_then(|r| r.get(base))
-                        .map(|e| e.reference.clone())
-                });
-            let artifact = planned
-                .and_then(|p| p.base_artifact.as_deref())
-                .map(short_digest);
-            let text = match (base_ref, artifact) {
-                (Some(r), Some(a)) => format!("base: {base} → {r}@{a}"),
-                (Some(r), None) => format!("base: {base} → {r} (artifact pending)"),
-                (None, _) => format!("base: {base} (no artifact yet)"),
-            };
-            lines.push((text, palette.plain()));
-        }
-        None => lines.push((format!("base: none (tier {})", module.tier), palette.dim())),
-    }
+    lines.push(base_line(state, module, planned, palette));
     let record = match state.record.as_ref().map(|r| r.get(&module.name)) {
         Some(Some(entry)) if !full => format!(
             "record: {} @{}",
@@ -163,6 +140,39 @@ pub fn module_lines(
     lines
 }
 
+/// The base and the artifact it resolved to (what `BASE` names).
+fn base_line(
+    state: &AppState,
+    module: &ModuleInfo,
+    planned: Option<&crate::mesh::plan::PlannedModule>,
+    palette: Palette,
+) -> Line {
+    match &module.base {
+        Some(base) => {
+            let base_ref = state
+                .planned(base)
+                .and_then(|b| b.reference.clone())
+                .or_else(|| {
+                    state
+                        .record
+                        .as_ref()
+                        .and_then(|r| r.get(base))
+                        .map(|e| e.reference.clone())
+                });
+            let artifact = planned
+                .and_then(|p| p.base_artifact.as_deref())
+                .map(short_digest);
+            let text = match (base_ref, artifact) {
+                (Some(r), Some(a)) => format!("base: {base} → {r}@{a}"),
+                (Some(r), None) => format!("base: {base} → {r} (artifact pending)"),
+                (None, _) => format!("base: {base} (no artifact yet)"),
+            };
+            (text, palette.plain())
+        }
+        None => (format!("base: none (tier {})", module.tier), palette.dim()),
+    }
+}
+
 /// What the registry held under the ref and what its signatures said (the plan's typed answer):
 /// refused in the words of the REG column and why; signed, by whom; unverified without trust.
 fn held_line(held: &RegistryHeld, decision: Decision, palette: Palette) -> Line {
@@ -170,7 +180,7 @@ fn held_line(held: &RegistryHeld, decision: Decision, palette: Palette) -> Line 
     if held.refused() {
         return (
             format!(
-                "registry: holds manifest {manifest} with meshtop's labels for these inputs, refused: {} — {}; the module is built",
+                "registry: {} — {}: manifest {manifest} (meshtop's labels, these inputs) refused, the module is built",
                 held.signature.words(),
                 refusal_detail(&held.signature)
             ),
@@ -178,18 +188,18 @@ fn held_line(held: &RegistryHeld, decision: Decision, palette: Palette) -> Line 
         );
     }
     let vouched = if decision == Decision::Registry {
-        "vouches"
+        "it vouches"
     } else {
-        "vouched, but it is built (see the decision)"
+        "it vouched, but the module is built (see the decision)"
     };
     match &held.signature {
         SignatureVerdict::Trusted { key } => (
-            format!("registry: manifest {manifest} ✓ signed by {key}: it {vouched}"),
+            format!("registry: ✓ signed by {key} — manifest {manifest}: {vouched}"),
             palette.good(),
         ),
         _ => (
             format!(
-                "registry: manifest {manifest} unverified (the mesh trusts no key; `trust` in the mesh file checks signatures): it {vouched}"
+                "registry: unverified — manifest {manifest}: {vouched}; the mesh trusts no key (`trust` in the mesh file checks signatures)"
             ),
             palette.plain(),
         ),
