@@ -565,7 +565,7 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
 
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
-    let web_refused = |words: &str| {
+    let web_refused = |words: &str, state: &str| {
         let plan = plan_of(mesh, &fresh);
         let (decision, reason) = &plan["web"];
         assert_eq!(decision, "build", "{reason}");
@@ -574,14 +574,24 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
             "{words}: {reason}"
         );
         assert_eq!(plan["base"].0, "registry", "{:?}", plan["base"]);
+        // The same as data, which the screen reads: what the registry held, and the verdict.
+        let json = meshtop_json(mesh, &fresh, &["plan", "--json"]);
+        let web = json["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "web")
+            .unwrap();
+        assert_eq!(web["registry_held"]["manifest"], look_alike.as_str(), "{web}");
+        assert_eq!(web["registry_held"]["signature"]["state"], state, "{web}");
     };
     // Unsigned.
-    web_refused("✗ unsigned");
+    web_refused("✗ unsigned", "unsigned");
     // Signed by another key.
     let work = mesh.dir.path();
     let (other_key, _) = keypair(&work.join("other"), "other");
     spec_sign(work, &repository, &look_alike, &other_key);
-    web_refused("✗ untrusted key");
+    web_refused("✗ untrusted key", "untrusted_key");
     // CI's genuine signature copied onto the look-alike's tag.
     let genuine_sig = get(
         &format!("/v2/{repository}/manifests/{}", sig_tag(&genuine)),
@@ -589,7 +599,7 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
     )
     .unwrap();
     put_manifest(work, &repository, &sig_tag(&look_alike), &genuine_sig);
-    web_refused("✗ signature names another digest");
+    web_refused("✗ signature names another digest", "other_digest");
 
     // The converge builds web, and its machine never runs the look-alike.
     let clean = meshtop_json(mesh, &fresh, &["converge", "--json"]);
