@@ -141,8 +141,15 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     install_hooks(no_color);
     let _log = init_logging();
     let (keys, settings, warnings) = load_keys(opts.readonly, keys_path().as_deref());
+    let mesh = Arc::new(opts.mesh.clone());
+    let place = Place {
+        context: opts.kube_context.clone(),
+        namespace: opts.namespace.clone(),
+    };
+    let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
     let mut state = AppState::new(
         &opts.mesh,
+        session.describe_target(&opts.target).await,
         context_of(&opts),
         opts.readonly,
         keys,
@@ -152,13 +159,6 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.no_color = no_color;
     // `--no-bell` wins; otherwise keys.toml's `bell` setting, otherwise on.
     state.bell = opts.bell && settings.bell.unwrap_or(true);
-    let mesh = Arc::new(opts.mesh.clone());
-    let place = Place {
-        context: opts.kube_context.clone(),
-        namespace: opts.namespace.clone(),
-    };
-    let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
-    state.target = session.describe_target(&opts.target).await;
     state.targets = opts
         .mesh
         .target_names()

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use common::dashboard::*;
 use futures_util::StreamExt;
-use meshtop::app::msg::{ActionRequest, PageRequest, PollParams, SourceData, SourceId};
+use meshtop::app::msg::{
+    ActionRequest, PageRequest, PollParams, SourceData, SourceError, SourceId,
+};
 use meshtop::app::views::{ViewData, ViewRequest};
 use meshtop::mesh::builds::BuildRow;
 use meshtop::mesh::model::Target;
@@ -26,7 +28,7 @@ struct Fake {
 }
 
 impl OnDemand for Fake {
-    fn builds_page(&self, _request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>> {
+    fn builds_page(&self, _request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, SourceError>> {
         Box::pin(async { Ok(demo_builds()) })
     }
     fn start(
@@ -35,7 +37,7 @@ impl OnDemand for Fake {
         _target: Option<String>,
         progress: mpsc::UnboundedSender<Progress>,
         _cancel: tokio::sync::watch::Receiver<bool>,
-    ) -> BoxFuture<Result<String, String>> {
+    ) -> BoxFuture<Result<String, SourceError>> {
         if let Some(tx) = self.started.lock().unwrap().take() {
             tx.send(request).unwrap();
         }
@@ -52,7 +54,7 @@ impl OnDemand for Fake {
             .unwrap();
         Box::pin(async { Ok("done".to_string()) })
     }
-    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>> {
         let data = match request {
             ViewRequest::Gc { .. } => ViewData::Gc(Box::new(demo_gc_report())),
             ViewRequest::Stats { .. } => ViewData::Stats(Box::new(demo_stats())),
@@ -62,7 +64,7 @@ impl OnDemand for Fake {
     }
 }
 
-fn source(id: SourceId, answer: fn() -> Result<SourceData, String>) -> Arc<dyn Source> {
+fn source(id: SourceId, answer: fn() -> Result<SourceData, SourceError>) -> Arc<dyn Source> {
     Arc::new(FnSource {
         id,
         interval: Duration::from_secs(3600),
@@ -98,8 +100,8 @@ async fn keys_reach_the_backend_and_q_quits() {
         source(SourceId::Record, || {
             Ok(SourceData::Record(demo_record(), None))
         }),
-        source(SourceId::Host, || Err("no daemon here".into())),
-        source(SourceId::Machines, || Err("not wired yet".into())),
+        source(SourceId::Host, || Err(source_failed("no daemon here"))),
+        source(SourceId::Machines, || Err(source_failed("not wired yet"))),
     ];
     let (started_tx, started_rx) = oneshot::channel();
     let backend: Arc<dyn OnDemand> = Arc::new(Fake {

@@ -45,7 +45,7 @@ fn header_keeps_the_last_good_answer_and_shows_the_error() {
             source: SourceId::Host,
             at_ms: NOW + 5000,
             target: None,
-            result: Err("daemon gone".into()),
+            result: Err(source_failed("daemon gone")),
         },
     );
     let host = state.source(SourceId::Host);
@@ -411,11 +411,12 @@ fn send_asks_first_with_cancel_selected() {
             moves: vec![meshtop::mesh::machine::Move {
                 module: "api".into(),
                 machine: "api-1".into(),
-                kind: meshtop::mesh::machine::MachineKind::Container,
+                kind: "container".into(),
                 from: running,
                 to_reference: entry.reference,
                 to_digest: entry.digest,
                 state: meshtop::mesh::behind::MachineState::Held,
+                before_send: None,
             }]
         })]
     );
@@ -479,7 +480,7 @@ fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
         Msg::ActionDone {
             at_ms: NOW,
             label: "converge api".into(),
-            result: Err("not wired yet".into()),
+            result: Err(source_failed("not wired yet")),
         },
     );
     assert_eq!(done, vec![Effect::PollNow(SourceId::ALL.to_vec())]);
@@ -799,7 +800,7 @@ fn a_poll_that_answers_what_the_state_holds_marks_nothing_to_draw() {
         source: SourceId::Host,
         at_ms,
         target: None,
-        result: Err("daemon gone".into()),
+        result: Err(source_failed("daemon gone")),
     };
     update(&mut state, error(NOW + 2000));
     assert!(state.dirty, "a new error is drawn");

@@ -265,8 +265,10 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a dashboard on `mesh`, showing `target` (as the target seam describes it).
     pub fn new(
         mesh: &Mesh,
+        target: TargetDescription,
         context: Context,
         readonly: bool,
         keys: KeyTable,
@@ -287,7 +289,7 @@ impl AppState {
         let first = modules.first().map(|m| m.name.clone());
         AppState {
             context,
-            target: docker_description(),
+            target,
             targets: Vec::new(),
             readonly,
             keys,
@@ -565,15 +567,3 @@ pub struct MachineCounts {
     pub total: usize,
 }
 
-/// The target a state starts with until the loop sets the connected one's ([`AppState::target`]):
-/// the embedded default, the host daemon.
-fn docker_description() -> TargetDescription {
-    TargetDescription {
-        name: "default".into(),
-        kind: "docker".into(),
-        place: None,
-        namespace: None,
-        send_does: "each container is recreated with the same configuration on the new artifact"
-            .into(),
-    }
-}

@@ -5,9 +5,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::mesh::progress::Step;
 
-use super::ask;
+use super::ask::{self, NotAsked};
 use super::keys::{Action, Mode};
-use super::msg::{ActionRequest, Effect, Msg, SourceId};
+use super::msg::{ActionRequest, Effect, Msg, SourceError, SourceId};
 use super::state::{AppState, Confirm, ConfirmThen, Detail, Pane};
 
 pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
@@ -57,7 +57,9 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
                     super::polled::polled(state, data, at_ms)
                 }
                 Err(error) => {
-                    // The same error again changes nothing on screen (when it first came is kept).
+                    // The header only shows it: kept as the words it shows. The same error again
+                    // changes nothing on screen (when it first came is kept).
+                    let error = error.to_string();
                     if status.error.as_ref().map(|(_, e)| e) != Some(&error) {
                         status.error = Some((at_ms, error));
                         state.dirty = true;
@@ -142,7 +144,7 @@ fn action_done(
     state: &mut AppState,
     at_ms: i64,
     label: String,
-    result: Result<String, String>,
+    result: Result<String, SourceError>,
 ) -> Vec<Effect> {
     state.now_ms = state.now_ms.max(at_ms);
     state.running = None;
@@ -277,13 +279,13 @@ fn confirm(state: &mut AppState, action: Action) -> Vec<Effect> {
     }
 }
 
-fn ask(state: &mut AppState, built: Result<Confirm, String>) -> Vec<Effect> {
+fn ask(state: &mut AppState, built: Result<Confirm, NotAsked>) -> Vec<Effect> {
     match built {
         Ok(confirm) => {
             state.confirm = Some(confirm);
             state.mode = Mode::Confirm;
         }
-        Err(why) => state.notify(why, true),
+        Err(why) => state.notify(why.to_string(), true),
     }
     Vec::new()
 }
