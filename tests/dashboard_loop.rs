@@ -102,11 +102,24 @@ fn source(id: SourceId, answer: fn() -> Result<SourceData, SourceError>) -> Arc<
     })
 }
 
+/// A key pressed without modifiers, as the terminal's event stream yields it.
+fn special(code: KeyCode) -> color_eyre::Result<Event> {
+    Ok(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
 fn key(c: char) -> color_eyre::Result<Event> {
-    Ok(Event::Key(KeyEvent::new(
-        KeyCode::Char(c),
-        KeyModifiers::NONE,
-    )))
+    special(KeyCode::Char(c))
+}
+
+/// The last frame drawn, as one string.
+fn screen_of(terminal: &Terminal<TestBackend>) -> String {
+    terminal
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect()
 }
 
 #[tokio::test]
@@ -138,12 +151,6 @@ async fn keys_reach_the_backend_and_q_quits() {
         );
         key('q')
     });
-    let special = |code| {
-        Ok(Event::Key(ratatui::crossterm::event::KeyEvent::new(
-            code,
-            KeyModifiers::NONE,
-        )))
-    };
     let events =
         futures_util::stream::iter([key('c'), special(KeyCode::Right), special(KeyCode::Enter)])
             .chain(quit_after_start)
@@ -156,13 +163,7 @@ async fn keys_reach_the_backend_and_q_quits() {
     .await
     .expect("the loop ends on q")
     .unwrap();
-    let screen: String = terminal
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(|c| c.symbol())
-        .collect();
+    let screen = screen_of(&terminal);
     assert!(
         screen.contains("meshtop · demo · target docker"),
         "{screen}"
@@ -184,13 +185,7 @@ async fn the_loop_ends_with_its_event_stream() {
     .await
     .expect("the loop ends when its event stream ends")
     .unwrap();
-    let screen: String = terminal
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(|c| c.symbol())
-        .collect();
+    let screen = screen_of(&terminal);
     assert!(screen.contains("meshtop · demo"), "{screen}");
 }
 
@@ -204,8 +199,6 @@ async fn the_gc_view_is_read_through_the_backend_and_its_sweep_started() {
         started: Mutex::new(Some(started_tx)),
         ..Fake::default()
     });
-    let special =
-        |code| Ok::<_, color_eyre::Report>(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)));
     // Until the view's answer has arrived, `x` in it only says it is still reading (and → and
     // Enter mean nothing in a detail): the round is repeated until the sweep starts.
     let rounds =

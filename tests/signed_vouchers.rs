@@ -11,19 +11,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::example::{ExampleMesh, builds, decisions, said};
-use common::local_registry::{LOCAL, docker, require_registry};
+use common::example::{ExampleMesh, builds, decisions, plan_reasons, said};
+use common::local_registry::{LOCAL, docker, machine_images, require_registry};
 use meshtop::backends::registry::repository_in;
 
 const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 const SIGNATURE_KEY: &str = "dev.cosignproject.cosign/signature";
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-
-/// A random id for every name this test leaves on the daemon and the registry.
-fn run_id() -> String {
-    let id = uuid::Uuid::now_v7().simple().to_string();
-    id[id.len() - 8..].to_string()
-}
 
 fn run(program: &str, args: &[&str]) -> Output {
     let output = Command::new(program).args(args).output().unwrap();
@@ -146,7 +140,7 @@ struct SignedMesh {
 }
 
 fn signed_mesh(tag: &str) -> SignedMesh {
-    let mesh = ExampleMesh::new(&format!("{tag}{}", run_id()));
+    let mesh = ExampleMesh::new(tag);
     let (ci_key, ci_pub) = keypair(&mesh.root().join("keys"), "ci");
     let file = mesh.mesh_file();
     let text = std::fs::read_to_string(&file).unwrap().replacen(
@@ -163,36 +157,6 @@ fn signed_mesh(tag: &str) -> SignedMesh {
         ci_key,
         ci_pub,
     }
-}
-
-fn meshtop_json(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serde_json::Value {
-    let output = mesh.meshtop_with_state(state, args);
-    assert!(
-        output.status.success(),
-        "meshtop {args:?} failed ({:?}):\n{}",
-        output.status.code(),
-        said(&output)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-/// module → (decision, reason) of a plan.
-fn plan_of(mesh: &ExampleMesh, state: &Path) -> BTreeMap<String, (String, String)> {
-    let plan = meshtop_json(mesh, state, &["plan", "--json"]);
-    plan["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["name"].as_str().unwrap().to_string(),
-                (
-                    m["decision"].as_str().unwrap().to_string(),
-                    m["reason"].as_str().unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
 }
 
 /// module → (repository in the registry, manifest digest) of what CI published.
@@ -481,14 +445,16 @@ async fn ci_signs_every_artifact_and_a_clean_machine_with_trust_takes_them_all()
 
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         assert_eq!(decision, "registry", "{module}: {reason}");
         assert!(
             reason.contains("signed by keys/ci.pub"),
             "{module}: {reason}"
         );
     }
-    let clean = meshtop_json(mesh, &fresh, &["converge", "--json"]);
+    let clean = mesh.json_with_state(&fresh, &["converge", "--json"]);
     assert!(
         decisions(&clean).values().all(|d| d == "registry"),
         "{clean}"
@@ -510,19 +476,6 @@ fn verified(mesh: &ExampleMesh, state: &Path, code: i32) -> Vec<serde_json::Valu
     assert_eq!(output.status.code(), Some(code), "{}", said(&output));
     let checked: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     checked.as_array().unwrap().clone()
-}
-
-/// The image id each machine of the mesh runs, by machine name.
-fn machine_images(mesh: &str) -> BTreeMap<String, String> {
-    let label = format!("label=jr2.dev/mesh={mesh}");
-    docker(&["ps", "-q", "--filter", &label])
-        .split_whitespace()
-        .map(|id| {
-            let out = docker(&["inspect", "-f", "{{.Name}} {{.Image}}", id]);
-            let (name, image) = out.trim().split_once(' ').unwrap();
-            (name.trim_start_matches('/').to_string(), image.to_string())
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -566,7 +519,7 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
     let web_refused = |words: &str, state: &str| {
-        let plan = plan_of(mesh, &fresh);
+        let plan = plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]));
         let (decision, reason) = &plan["web"];
         assert_eq!(decision, "build", "{reason}");
         assert!(
@@ -575,7 +528,7 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
         );
         assert_eq!(plan["base"].0, "registry", "{:?}", plan["base"]);
         // The same as data, which the screen reads: what the registry held, and the verdict.
-        let json = meshtop_json(mesh, &fresh, &["plan", "--json"]);
+        let json = mesh.json_with_state(&fresh, &["plan", "--json"]);
         let web = json["modules"]
             .as_array()
             .unwrap()
@@ -602,7 +555,7 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
     web_refused("✗ signature names another digest", "other_digest");
 
     // The converge builds web, and its machine never runs the look-alike.
-    let clean = meshtop_json(mesh, &fresh, &["converge", "--json"]);
+    let clean = mesh.json_with_state(&fresh, &["converge", "--json"]);
     let decided = decisions(&clean);
     assert_eq!(decided["web"], "build", "{clean}");
     let running = machine_images(&mesh.name);
@@ -629,11 +582,13 @@ async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouc
     let signed = signed_mesh("svspec");
     let mesh = &signed.mesh;
     // CI publishes without signing.
-    let ci = meshtop_json(mesh, &mesh.state(), &["converge", "--publish", "--json"]);
+    let ci = mesh.json_with_state(&mesh.state(), &["converge", "--publish", "--json"]);
     assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         // A dependent's ref waits on its base, refused: only tier 0 is asked of the registry.
         if module == "base" {
             assert_eq!(decision, "build", "{module}: {reason}");
@@ -644,7 +599,9 @@ async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouc
     let file = mesh.mesh_file();
     let with_trust = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, with_trust.replace("trust = [\"keys/ci.pub\"]\n", "")).unwrap();
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         assert_eq!(decision, "registry", "{module}: {reason}");
         assert!(reason.contains("unverified"), "{module}: {reason}");
     }
@@ -654,7 +611,9 @@ async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouc
     for (repository, digest) in published(mesh).values() {
         spec_sign(work, repository, digest, &signed.ci_key);
     }
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         assert_eq!(decision, "registry", "{module}: {reason}");
         assert!(
             reason.contains("signed by keys/ci.pub"),
@@ -782,7 +741,7 @@ fn bad_keys_are_bad_input_naming_the_file_and_line() {
 
 #[test]
 fn pins_that_cannot_be_read_stop_a_converge_with_the_error() {
-    let mesh = ExampleMesh::new(&format!("svpin{}", run_id()));
+    let mesh = ExampleMesh::new("svpin");
     // The state database exists (a plan opens it), then its pins cannot be read.
     let plan = mesh.meshtop(&["plan"]);
     assert!(plan.status.success(), "{}", said(&plan));
@@ -799,7 +758,7 @@ fn pins_that_cannot_be_read_stop_a_converge_with_the_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn promote_to_a_target_that_requires_signed_refuses_an_unsigned_artifact_untouched() {
     require_registry().await;
-    let mesh = ExampleMesh::two_docker_targets(&format!("svprod{}", run_id()));
+    let mesh = ExampleMesh::two_docker_targets("svprod");
     let (_, _) = keypair(&mesh.root().join("keys"), "ci");
     let ci_key = mesh.root().join("keys/ci.key");
     let file = mesh.mesh_file();
@@ -820,8 +779,7 @@ async fn promote_to_a_target_that_requires_signed_refuses_an_unsigned_artifact_u
         );
     std::fs::write(&file, text).unwrap();
     // Staging converges and publishes, unsigned.
-    let staging = meshtop_json(
-        &mesh,
+    let staging = mesh.json_with_state(
         &mesh.state(),
         &["converge", "--target", "staging", "--publish", "--json"],
     );
