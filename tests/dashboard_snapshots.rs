@@ -85,7 +85,7 @@ fn each_pane() {
             source: SourceId::Host,
             at_ms: NOW - 500,
             target: None,
-            result: Err("cannot reach the Docker daemon".into()),
+            result: Err(source_failed("cannot reach the Docker daemon")),
         },
     );
     let palette = Palette { no_color: true };

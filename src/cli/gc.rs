@@ -21,10 +21,10 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     let mut others = Vec::new();
     for name in mesh.target_names() {
         if name != target.name() {
-            let connected = setup::connect(global, &mesh, name).await;
+            let connected = setup::connect_target(global, &mesh, name).await;
             others.push(Other {
                 name: name.to_string(),
-                target: connected.map_err(|f| f.message),
+                target: connected.map_err(Into::into),
             });
         }
     }

@@ -2,8 +2,9 @@
 //! still hold the mesh?). At the bottom of the room: every other file of `converge/` may use it, it
 //! uses none of them.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::backends::credentials::CredentialsError;
 use crate::backends::daemon::DaemonError;
 use crate::backends::registry::RegistryError;
 use crate::backends::state::{Holder, Poisoned, StateDb, StateError};
@@ -30,6 +31,9 @@ pub enum ConvergeError {
     LockLost(String),
     #[error("{0}")]
     Failed(String),
+    /// A module had to be built and the host daemon could not be reached.
+    #[error("cannot build: {0}")]
+    CannotBuild(Arc<DaemonError>),
     /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
     /// if it can be, else the next open of the state closes it so.
     #[error("{0}")]
@@ -38,6 +42,9 @@ pub enum ConvergeError {
     Target(#[from] TargetError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The state database's handle could not be taken.
+    #[error(transparent)]
+    Handle(#[from] Poisoned),
 }
 
 /// `LockLost` when this operation no longer holds the mesh's `target` (checked in the state
@@ -48,8 +55,7 @@ pub fn still_holds(
     target: &str,
     operation_id: &str,
 ) -> Result<(), ConvergeError> {
-    let db =
-        crate::backends::state::locked(db).map_err(|e| ConvergeError::Failed(e.to_string()))?;
+    let db = crate::backends::state::locked(db)?;
     db.check_holds(mesh, target, operation_id)
         .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }
@@ -58,16 +64,21 @@ pub fn still_holds(
 /// the CLI and the screen showed before the seam was typed.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    /// The host daemon could not be reached (the connection's own message, remembered once).
-    #[error("{0}")]
-    Unreachable(String),
+    /// The host daemon could not be reached (the connection's own error, remembered once and
+    /// shared by every caller).
+    #[error(transparent)]
+    Unreachable(Arc<DaemonError>),
     #[error(transparent)]
     Daemon(#[from] DaemonError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    /// Docker's credentials for a registry could not be read (remembered once per connection).
-    #[error("{0}")]
-    Credentials(String),
+    /// Docker's credentials for a registry could not be read (remembered once per connection,
+    /// shared by every caller).
+    #[error(transparent)]
+    Credentials(Arc<CredentialsError>),
+    /// A pull from the registry, on a mesh that names none.
+    #[error("mesh {mesh} names no registry to pull {reference} from")]
+    NoRegistry { mesh: String, reference: String },
     #[error(transparent)]
     State(#[from] StateError),
     /// The state database's handle could not be taken.
@@ -114,12 +125,6 @@ pub enum TargetError {
     },
 }
 
-/// Callers whose own contract is still a message (a source's poll) take the target's as one.
-impl From<TargetError> for String {
-    fn from(error: TargetError) -> String {
-        error.to_string()
-    }
-}
 
 /// Why a rollback was refused or stopped; nothing was rolled back unless the message says so.
 #[derive(Debug, thiserror::Error)]
@@ -199,11 +204,6 @@ pub enum RollbackError {
     },
 }
 
-impl From<RollbackError> for String {
-    fn from(error: RollbackError) -> String {
-        error.to_string()
-    }
-}
 
 /// Why a send sent nothing (a machine that failed is an outcome of the report, not this).
 #[derive(Debug, thiserror::Error)]
@@ -230,11 +230,6 @@ pub enum SendError {
     NoLongerNamed { module: String },
 }
 
-impl From<SendError> for String {
-    fn from(error: SendError) -> String {
-        error.to_string()
-    }
-}
 
 /// Why gc took nothing: a root of the keep set (or the place it would take from) could not be read,
 /// or another operation holds the mesh.
@@ -265,11 +260,6 @@ impl GcError {
     }
 }
 
-impl From<GcError> for String {
-    fn from(error: GcError) -> String {
-        error.to_string()
-    }
-}
 
 /// Why a plan could not be made: a module's inputs could not be read.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -282,11 +272,6 @@ pub enum PlanError {
     Pins { target: String, message: String },
 }
 
-impl From<PlanError> for String {
-    fn from(error: PlanError) -> String {
-        error.to_string()
-    }
-}
 
 impl From<ConvergeError> for RollbackError {
     fn from(error: ConvergeError) -> RollbackError {

@@ -249,6 +249,7 @@ impl<'a> Planner<'a> {
                             decision: p.decision,
                             reason: String::new(),
                             artifact: p.artifact.clone(),
+                            registry: None,
                         },
                         &self.host,
                     )
@@ -380,6 +381,7 @@ impl<'a> Planner<'a> {
             decision,
             reason,
             artifact,
+            registry: registry_held,
         } = verdict;
         let reason = match self.ended_pins.get(&module.name) {
             Some(why) => format!("{reason}; {why}"),
@@ -416,6 +418,7 @@ impl<'a> Planner<'a> {
             reason,
             base_artifact,
             artifact,
+            registry_held,
             why,
             changes,
             multi_platform,
@@ -537,6 +540,7 @@ impl<'a> Planner<'a> {
                     module.name
                 ),
                 artifact: None,
+                registry: None,
             },
             _ => verdict,
         })

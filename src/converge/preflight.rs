@@ -56,6 +56,7 @@ pub fn refusals(
                 .is_some_and(|p| matches!(p.decision, Decision::Build | Decision::Forced))
         })
         .filter_map(|m| crate::workspace::secrets::check(m).err())
+        .map(|why| why.to_string())
         .collect();
     if !missing.is_empty() {
         return missing;

@@ -390,7 +390,7 @@ async fn take(
     let docker = daemon
         .get()
         .await
-        .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+        .map_err(TargetError::Unreachable)?;
     let registry = match target.pushes_to() {
         Some(registry) => Some(target.registry_client(&registry).await?),
         None => None,

@@ -3,7 +3,7 @@
 //! the container on the new artifact.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::Sender;
 
@@ -143,7 +143,7 @@ impl Target for Docker {
                 .daemon
                 .get()
                 .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+                .map_err(TargetError::Unreachable)?;
             let containers = daemon.labelled_containers().await?;
             let mut machines: Vec<Machine> = containers
                 .iter()
@@ -226,10 +226,10 @@ impl Target for Docker {
     ) -> Fut<'a, Result<(), TargetError>> {
         Box::pin(async move {
             let Some(registry) = &mesh.registry else {
-                return Err(TargetError::Credentials(format!(
-                    "mesh {} names no registry to pull {} from",
-                    mesh.name, artifact.reference
-                )));
+                return Err(TargetError::NoRegistry {
+                    mesh: mesh.name.clone(),
+                    reference: artifact.reference.to_string(),
+                });
             };
             let creds = registry_credentials(registry).await?;
             host::pull_vouched(
@@ -262,7 +262,7 @@ impl Target for Docker {
                 .daemon
                 .get()
                 .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+                .map_err(TargetError::Unreachable)?;
             let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
             let module = artifact.module;
             sign::sign_pushed(
@@ -310,7 +310,7 @@ impl Target for Docker {
                 .daemon
                 .get()
                 .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?
+                .map_err(TargetError::Unreachable)?
                 .recreate(&moved.machine, &moved.to_digest)
                 .await
                 .map_err(TargetError::from)
@@ -334,7 +334,7 @@ impl Target for Docker {
             let daemon = daemon
                 .get()
                 .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+                .map_err(TargetError::Unreachable)?;
             Ok(daemon.container_logs(&machine.name, ask, &out).await?)
         })
     }
@@ -433,7 +433,7 @@ impl Target for Docker {
 async fn registry_credentials(registry: &Registry) -> Result<Option<Credentials>, TargetError> {
     credentials::for_registry(&registry.host)
         .await
-        .map_err(|e| TargetError::Credentials(e.to_string()))
+        .map_err(|e| TargetError::Credentials(Arc::new(e)))
 }
 
 /// What a machine is here, in this target's word.
@@ -530,7 +530,7 @@ async fn create_declared(
         let daemon = daemon
             .get()
             .await
-            .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+            .map_err(TargetError::Unreachable)?;
         let mut labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
             (MESH_LABEL.to_string(), mesh.name.clone()),

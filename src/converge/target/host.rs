@@ -18,7 +18,7 @@ pub async fn holds(daemon: &LazyDaemon, wanted: &RecordEntry) -> Result<Holding,
     let docker = daemon
         .get()
         .await
-        .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+        .map_err(TargetError::Unreachable)?;
     if !docker.has_image(&wanted.digest).await? {
         return Ok(Holding::Gone("the host daemon".into()));
     }
@@ -42,7 +42,7 @@ pub async fn pull_vouched(
     let docker = daemon
         .get()
         .await
-        .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+        .map_err(TargetError::Unreachable)?;
     let repository = repository_of(artifact.reference);
     let auth = creds.map(|c| c.to_docker(&registry.host));
     let id = docker

@@ -21,7 +21,7 @@ use tokio::sync::mpsc::Sender;
 use tokio::sync::watch;
 
 use crate::backends::cluster::{Cluster, FollowRules, Workload};
-use crate::backends::credentials::Credentials;
+use crate::backends::credentials::{Credentials, CredentialsError};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::RegistryClient;
 use crate::backends::state::{Holder, StateDb};
@@ -49,7 +49,7 @@ pub struct Kube {
     /// 600 s) unless the mesh file sets `rollout_deadline` in [target].
     pub rollout: FollowRules,
     /// Docker's credentials for the registry, looked up at most once.
-    creds: tokio::sync::OnceCell<Result<Option<Credentials>, String>>,
+    creds: tokio::sync::OnceCell<Result<Option<Credentials>, Arc<CredentialsError>>>,
     /// The workloads as last listed: a send guards against the image seen here.
     workloads: Mutex<Vec<Workload>>,
     /// The operations of this process holding the mesh's Lease.
