@@ -564,7 +564,10 @@ impl<'ast> Visit<'ast> for Walk<'_> {
             .filter(|v| self.kinds.is_variant(v))
             .collect();
         if mirrored.len() > 1 {
-            self.find(Rule::Path, format!("enum {} {{ {} }}", e.ident, mirrored.join(", ")));
+            self.find(
+                Rule::Path,
+                format!("enum {} {{ {} }}", e.ident, mirrored.join(", ")),
+            );
         }
         visit::visit_item_enum(self, e);
     }
@@ -830,7 +833,10 @@ fn the_check_catches_each_way_of_naming_a_kind() {
             Rule::Path,
         ),
         ("enum Where { Docker, Kubernetes, Elsewhere }", Rule::Path),
-        ("type Spec = crate::mesh::model::Target;\nfn f() {}", Rule::Path),
+        (
+            "type Spec = crate::mesh::model::Target;\nfn f() {}",
+            Rule::Path,
+        ),
         // The model's Target read through the mesh (the plan bug: the first target's kind).
         (
             "fn f(mesh: &Mesh) -> String { mesh.default_target().kind().to_string() }",
