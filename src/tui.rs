@@ -272,6 +272,8 @@ where
     sources::poll::fetch_builds(&on_demand, state.builds.rescope(scope), tx.clone());
     // Stops the action started here (quitting while it runs).
     let mut cancel: Option<watch::Sender<bool>> = None;
+    // The logs view's streams, while it is open (dropped: they stop).
+    let mut log_streams: Option<AbortOnDrop> = None;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -313,6 +315,12 @@ where
                         tx.clone(),
                     ));
                 }
+                Effect::FollowLogs(request) => {
+                    let streams = sources::logs::follow(&on_demand, request, tx.clone());
+                    // The view's earlier streams (the other container) stop here.
+                    drop(log_streams.replace(AbortOnDrop(streams)));
+                }
+                Effect::StopLogs => drop(log_streams.take()),
                 Effect::CancelAction => {
                     if let Some(cancel) = &cancel {
                         tracing::info!("the running action is asked to stop");

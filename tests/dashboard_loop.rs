@@ -10,8 +10,9 @@ use std::time::Duration;
 use common::dashboard::*;
 use futures_util::StreamExt;
 use meshtop::app::msg::{
-    ActionRequest, PageRequest, PollParams, SourceData, SourceError, SourceId,
+    ActionRequest, LogRequest, PageRequest, PollParams, SourceData, SourceError, SourceId,
 };
+use meshtop::mesh::logs::{LogItem, Stream};
 use meshtop::app::views::{ViewData, ViewRequest};
 use meshtop::mesh::builds::BuildRow;
 use meshtop::mesh::model::Target;
@@ -23,8 +24,12 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 use tokio::sync::{mpsc, oneshot};
 
+#[derive(Default)]
 struct Fake {
     started: Mutex<Option<oneshot::Sender<ActionRequest>>>,
+    /// The logs view's request, when it came; told once its stream was closed.
+    logs_asked: Mutex<Option<oneshot::Sender<LogRequest>>>,
+    logs_closed: Mutex<Option<oneshot::Sender<()>>>,
 }
 
 impl OnDemand for Fake {
@@ -62,6 +67,31 @@ impl OnDemand for Fake {
         };
         Box::pin(async move { Ok(data) })
     }
+    /// Each machine says two lines, then the stream stays open until the view closes it.
+    fn logs(
+        &self,
+        request: LogRequest,
+        out: mpsc::Sender<(String, LogItem)>,
+    ) -> BoxFuture<Vec<(String, String)>> {
+        let asked = self.logs_asked.lock().unwrap().take();
+        let closed = self.logs_closed.lock().unwrap().take();
+        Box::pin(async move {
+            for machine in &request.machines {
+                for n in 1..=2 {
+                    let item = LogItem::line(Stream::Stdout, None, &format!("{} line {n}", machine.name));
+                    out.send((machine.name.clone(), item)).await.unwrap();
+                }
+            }
+            if let Some(asked) = asked {
+                asked.send(request).unwrap();
+            }
+            out.closed().await;
+            if let Some(closed) = closed {
+                let _ = closed.send(());
+            }
+            Vec::new()
+        })
+    }
 }
 
 fn source(id: SourceId, answer: fn() -> Result<SourceData, SourceError>) -> Arc<dyn Source> {
@@ -72,11 +102,24 @@ fn source(id: SourceId, answer: fn() -> Result<SourceData, SourceError>) -> Arc<
     })
 }
 
+/// A key pressed without modifiers, as the terminal's event stream yields it.
+fn special(code: KeyCode) -> color_eyre::Result<Event> {
+    Ok(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
 fn key(c: char) -> color_eyre::Result<Event> {
-    Ok(Event::Key(KeyEvent::new(
-        KeyCode::Char(c),
-        KeyModifiers::NONE,
-    )))
+    special(KeyCode::Char(c))
+}
+
+/// The last frame drawn, as one string.
+fn screen_of(terminal: &Terminal<TestBackend>) -> String {
+    terminal
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect()
 }
 
 #[tokio::test]
@@ -93,6 +136,7 @@ async fn keys_reach_the_backend_and_q_quits() {
     let (started_tx, started_rx) = oneshot::channel();
     let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(Some(started_tx)),
+        ..Fake::default()
     });
     // `c`, then → Enter on the confirm, converges the selected module; `q` comes once the backend
     // was asked.
@@ -107,12 +151,6 @@ async fn keys_reach_the_backend_and_q_quits() {
         );
         key('q')
     });
-    let special = |code| {
-        Ok(Event::Key(ratatui::crossterm::event::KeyEvent::new(
-            code,
-            KeyModifiers::NONE,
-        )))
-    };
     let events =
         futures_util::stream::iter([key('c'), special(KeyCode::Right), special(KeyCode::Enter)])
             .chain(quit_after_start)
@@ -125,13 +163,7 @@ async fn keys_reach_the_backend_and_q_quits() {
     .await
     .expect("the loop ends on q")
     .unwrap();
-    let screen: String = terminal
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(|c| c.symbol())
-        .collect();
+    let screen = screen_of(&terminal);
     assert!(
         screen.contains("meshtop · demo · target docker"),
         "{screen}"
@@ -141,9 +173,7 @@ async fn keys_reach_the_backend_and_q_quits() {
 #[tokio::test]
 async fn the_loop_ends_with_its_event_stream() {
     let state = empty_state(&demo_mesh(Target::Docker), true);
-    let backend: Arc<dyn OnDemand> = Arc::new(Fake {
-        started: Mutex::new(None),
-    });
+    let backend: Arc<dyn OnDemand> = Arc::new(Fake::default());
     let mut terminal = Terminal::new(TestBackend::new(60, 10)).unwrap();
     let events = futures_util::stream::iter(Vec::<color_eyre::Result<Event>>::new()).boxed();
     // No key, no source: the stream's end alone ends the loop (a loop that waited on would hang
@@ -155,13 +185,7 @@ async fn the_loop_ends_with_its_event_stream() {
     .await
     .expect("the loop ends when its event stream ends")
     .unwrap();
-    let screen: String = terminal
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(|c| c.symbol())
-        .collect();
+    let screen = screen_of(&terminal);
     assert!(screen.contains("meshtop · demo"), "{screen}");
 }
 
@@ -173,9 +197,8 @@ async fn the_gc_view_is_read_through_the_backend_and_its_sweep_started() {
     let (started_tx, started_rx) = oneshot::channel();
     let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(Some(started_tx)),
+        ..Fake::default()
     });
-    let special =
-        |code| Ok::<_, color_eyre::Report>(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)));
     // Until the view's answer has arrived, `x` in it only says it is still reading (and → and
     // Enter mean nothing in a detail): the round is repeated until the sweep starts.
     let rounds =
@@ -214,4 +237,80 @@ async fn the_gc_view_is_read_through_the_backend_and_its_sweep_started() {
     .await
     .expect("the loop ends on q")
     .unwrap();
+}
+
+/// `l` on base: the loop asks the backend for its machines' logs (Effect::FollowLogs); Esc closes
+/// the view and its stream (the backend sees `out` closed); `l` again streams the lines to the screen
+/// in batches.
+#[tokio::test]
+async fn l_streams_the_machines_lines_to_the_view_and_esc_closes_the_stream() {
+    enum Stage {
+        Asking(oneshot::Receiver<LogRequest>, oneshot::Receiver<()>, u32),
+        Closing(oneshot::Receiver<()>),
+        Reopened,
+        Done,
+    }
+    let state = empty_state(&demo_mesh(Target::Docker), false);
+    let sources = vec![source(SourceId::Machines, || {
+        Ok(SourceData::MachinesAgainst(demo_record(), demo_machines()))
+    })];
+    let (asked_tx, asked_rx) = oneshot::channel();
+    let (closed_tx, closed_rx) = oneshot::channel();
+    let backend: Arc<dyn OnDemand> = Arc::new(Fake {
+        logs_asked: Mutex::new(Some(asked_tx)),
+        logs_closed: Mutex::new(Some(closed_tx)),
+        ..Fake::default()
+    });
+    let esc = || Ok(Event::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+    let events = futures_util::stream::unfold(
+        Stage::Asking(asked_rx, closed_rx, 0),
+        move |stage| async move {
+            match stage {
+                Stage::Asking(mut asked, closed, round) => {
+                    assert!(round < 500, "the logs were never asked for");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    match asked.try_recv() {
+                        Ok(request) => {
+                            let names: Vec<String> =
+                                request.machines.iter().map(|m| m.name.clone()).collect();
+                            assert_eq!(names, ["base-1", "base-2"]);
+                            assert!(request.ask.follow);
+                            Some((vec![esc()], Stage::Closing(closed)))
+                        }
+                        // Until the machines answered, `l` only says base has none.
+                        Err(_) => Some((vec![key('l')], Stage::Asking(asked, closed, round + 1))),
+                    }
+                }
+                Stage::Closing(closed) => {
+                    // Its sender is dropped with the read (Esc aborts it) or sent once the read
+                    // saw `out` closed: either way the stream stopped.
+                    let _ = tokio::time::timeout(Duration::from_secs(10), closed)
+                        .await
+                        .expect("esc stops the stream");
+                    Some((vec![key('l')], Stage::Reopened))
+                }
+                Stage::Reopened => {
+                    // A batch waits at most 100 ms: the lines are on screen well before this.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    Some((Vec::new(), Stage::Done))
+                }
+                Stage::Done => None,
+            }
+        },
+    )
+    .flat_map(futures_util::stream::iter)
+    .boxed();
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        run_loop(&mut terminal, state, sources, backend, events, None),
+    )
+    .await
+    .expect("the loop ends with its events")
+    .unwrap();
+    let screen = common::dashboard::text(terminal.backend().buffer());
+    assert!(screen.contains("logs · module base · 2 machines · following"), "{screen}");
+    for line in ["base-1 | base-1 line 2", "base-2 | base-2 line 2"] {
+        assert!(screen.contains(line), "{line}: {screen}");
+    }
 }

@@ -369,12 +369,17 @@ fn send_asks_first_with_cancel_selected() {
     assert_eq!(state.mode, Mode::Confirm);
     let confirm = state.confirm.clone().unwrap();
     assert!(!confirm.go);
-    assert_eq!(confirm.lines.len(), 4);
+    assert_eq!(confirm.lines.len(), 5);
     assert!(confirm.lines[1].contains("worker-1"), "{:?}", confirm.lines);
     assert!(
         confirm.lines[3].contains("recreated with the same configuration"),
         "{:?}",
         confirm.lines
+    );
+    // What to press when a machine fails or is held after it.
+    assert_eq!(
+        confirm.lines[4],
+        "a machine that fails or is held after it: l logs shows what it says"
     );
     // Enter on the default (Cancel) does nothing.
     assert!(key(&mut state, KeyCode::Enter).is_empty());
@@ -487,7 +492,7 @@ fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
     assert_eq!(state.running, None);
     assert_eq!(
         state.notice.as_ref().unwrap().text,
-        "converge api failed: not wired yet"
+        "converge api failed: not wired yet (l logs: what its machines say)"
     );
     ch(&mut state, 'C');
     let confirm = state.confirm.clone().unwrap();

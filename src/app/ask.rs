@@ -118,6 +118,10 @@ fn machine_consequences(state: &AppState, module: &str, lines: &mut Vec<String>)
             names.join(", ")
         )),
     }
+    let logs = super::logs::hint(state);
+    if !names.is_empty() && !logs.is_empty() {
+        lines.push(format!("({logs} on the module: what its machines say)"));
+    }
 }
 
 /// `c`: converge the selected module. Asks first when it would build, deliver or send; a
@@ -302,6 +306,12 @@ pub fn send(state: &AppState) -> Result<Confirm, NotAsked> {
         lines.extend(note.map(|note| format!("    {note}")));
     }
     lines.push(state.target.send_does.clone());
+    let logs = super::logs::hint(state);
+    if !logs.is_empty() {
+        lines.push(format!(
+            "a machine that fails or is held after it: {logs} shows what it says"
+        ));
+    }
     Ok(Confirm {
         title: format!("Send {}?", module.name),
         lines,

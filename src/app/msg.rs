@@ -10,6 +10,7 @@ use crate::mesh::decide::HostImage;
 use crate::mesh::environments::Grid;
 use crate::mesh::gc::{Candidate, GcReport};
 use crate::mesh::live::HeldBy;
+use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::pin::{Pin, Stamp};
@@ -291,6 +292,17 @@ impl ActionRequest {
     }
 }
 
+/// The logs view asks for what these machines say, streamed in batches tagged with `stream` (a
+/// batch of a stream the view no longer shows is dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRequest {
+    pub stream: u64,
+    /// The target the main view shows (None: the mesh's first).
+    pub target: Option<String>,
+    pub machines: Vec<Machine>,
+    pub ask: LogAsk,
+}
+
 #[derive(Debug, Clone)]
 pub enum Msg {
     Key(KeyEvent),
@@ -325,6 +337,17 @@ pub enum Msg {
         at_ms: i64,
         result: Result<ViewData, SourceError>,
     },
+    /// What the logs view's machines said since the last batch: (machine, item), in order.
+    LogLines {
+        stream: u64,
+        items: Vec<(String, LogItem)>,
+    },
+    /// The logs view's streams ended (a read without follow is whole; a follow ends only on a
+    /// fault): the machines that could not be read, and why.
+    LogsEnded {
+        stream: u64,
+        failures: Vec<(String, String)>,
+    },
 }
 
 /// What `update` asks the loop to do.
@@ -340,5 +363,9 @@ pub enum Effect {
     Bell(String),
     /// Cancel the action started here (a converge stops its builds and marks them cancelled).
     CancelAction,
+    /// Stream what machines say to the logs view (any earlier stream stops).
+    FollowLogs(LogRequest),
+    /// The logs view closed: stop its streams.
+    StopLogs,
     Quit,
 }

@@ -13,6 +13,7 @@ use crate::mesh::progress::EventRow;
 use crate::mesh::target::TargetDescription;
 
 use super::keys::{KeyTable, Mode};
+use super::log_view::LogView;
 use super::msg::{ActionRequest, Effect, PollParams, RegistryAnswer, SourceId};
 use super::view_state::ViewState;
 use super::window::{BuildsWindow, PAGE_SIZE};
@@ -232,6 +233,10 @@ pub struct AppState {
     pub operation: OperationView,
     /// The gc and stats views, the record's history and the pins.
     pub views: ViewState,
+    /// The logs view (`l`), while open.
+    pub logs: Option<LogView>,
+    /// The streams asked for so far: a batch of an older one is dropped.
+    pub logs_stream: u64,
 
     pub focus: Pane,
     pub mode: Mode,
@@ -316,6 +321,8 @@ impl AppState {
             history_by_module: true,
             operation: OperationView::default(),
             views: Default::default(),
+            logs: None,
+            logs_stream: 0,
             focus: Pane::Modules,
             mode: Mode::Normal,
             detail: None,

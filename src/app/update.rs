@@ -121,6 +121,8 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             at_ms,
             result,
         } => super::views::loaded(state, request, at_ms, result),
+        Msg::LogLines { stream, items } => super::logs::lines(state, stream, items),
+        Msg::LogsEnded { stream, failures } => super::logs::ended(state, stream, failures),
     }
 }
 
@@ -150,7 +152,15 @@ fn action_done(
     state.running = None;
     match result {
         Ok(text) => state.notify(format!("{label}: {text}"), false),
-        Err(error) => state.notify(format!("{label} failed: {error}"), true),
+        Err(error) => {
+            let logs = super::logs::hint(state);
+            let text = if logs.is_empty() {
+                format!("{label} failed: {error}")
+            } else {
+                format!("{label} failed: {error} ({logs}: what its machines say)")
+            };
+            state.notify(text, true)
+        }
     }
     if state.quit_after_ms.is_some() {
         return vec![Effect::Quit];
@@ -173,6 +183,13 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
                 format!("read-only: {} is off (--readonly)", action.description()),
                 true,
             );
+            return Vec::new();
+        }
+        if mode == Mode::LogSearch
+            && let KeyCode::Char(c) = event.code
+            && !event.modifiers.contains(KeyModifiers::CONTROL)
+        {
+            super::logs::typed(state, c);
             return Vec::new();
         }
         if mode == Mode::Filter
@@ -249,6 +266,8 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
             Vec::new()
         }
         Mode::Confirm => confirm(state, action),
+        Mode::Logs => super::logs::key(state, action),
+        Mode::LogSearch => super::logs::search_key(state, action),
     }
 }
 
@@ -366,6 +385,7 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         }
         Action::Gc | Action::Stats => super::views::open(state, action),
         Action::Environments => super::environments::open(state),
+        Action::Logs => super::logs::open(state),
         Action::NextTarget => super::environments::next_target(state),
         Action::Help => {
             state.mode = Mode::Help;
@@ -380,7 +400,11 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         | Action::Sweep
         | Action::Promote
         | Action::Left
-        | Action::Right => Vec::new(),
+        | Action::Right
+        | Action::Search
+        | Action::NextMatch
+        | Action::PrevMatch
+        | Action::Previous => Vec::new(),
     }
 }
 

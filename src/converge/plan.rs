@@ -245,6 +245,7 @@ impl<'a> Planner<'a> {
                             decision: p.decision,
                             reason: String::new(),
                             artifact: p.artifact.clone(),
+                            registry: None,
                         },
                         &self.host,
                     )
@@ -376,6 +377,7 @@ impl<'a> Planner<'a> {
             decision,
             reason,
             artifact,
+            registry: registry_held,
         } = verdict;
         let reason = match self.ended_pins.get(&module.name) {
             Some(why) => format!("{reason}; {why}"),
@@ -412,6 +414,7 @@ impl<'a> Planner<'a> {
             reason,
             base_artifact,
             artifact,
+            registry_held,
             why,
             changes,
             multi_platform,
@@ -533,6 +536,7 @@ impl<'a> Planner<'a> {
                     module.name
                 ),
                 artifact: None,
+                registry: None,
             },
             _ => verdict,
         })

@@ -21,6 +21,7 @@ pub mod platform;
 pub mod progress;
 pub mod refs;
 pub mod schedule;
+pub mod sealed_key;
 pub mod stats;
 pub mod target;
 pub mod text;

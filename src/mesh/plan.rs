@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::decide::Decision;
+use super::decide::{Decision, RegistryHeld};
 use super::manifest::Inputs;
 use super::model::{Platform, Policy};
 use super::refs::ImageRef;
@@ -25,6 +25,10 @@ pub struct PlannedModule {
     pub base_artifact: Option<String>,
     /// The artifact that vouched (record digest or host image id).
     pub artifact: Option<String>,
+    /// What the registry held under the ref with meshtop's labels for its inputs, and what its
+    /// signatures say (`trusted`, `unsigned`, `untrusted_key`, `other_digest`, `unverified`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_held: Option<RegistryHeld>,
     /// One line: why the address is what it is.
     pub why: String,
     pub changes: Vec<Change>,

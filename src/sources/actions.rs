@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::app::msg::{ActionRequest, PageRequest, SourceError};
+use crate::app::msg::{ActionRequest, LogRequest, PageRequest, SourceError};
 use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::state::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
 use crate::converge::{gc, promote, rollback, send};
 use crate::mesh::builds::BuildRow;
+use crate::mesh::logs::LogItem;
 use crate::mesh::model::RecordEntry;
 use crate::mesh::progress::Progress;
 
@@ -46,6 +47,14 @@ impl OnDemand for Actions {
 
     fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>> {
         super::views::read(self.session.clone(), request)
+    }
+
+    fn logs(
+        &self,
+        request: LogRequest,
+        out: mpsc::Sender<(String, LogItem)>,
+    ) -> BoxFuture<Vec<(String, String)>> {
+        Box::pin(super::logs::read(self.session.clone(), request, out))
     }
 }
 

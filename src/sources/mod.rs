@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod error;
 pub mod host;
+pub mod logs;
 pub mod machines;
 pub mod plan;
 pub mod poll;

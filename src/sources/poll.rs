@@ -13,11 +13,12 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 use crate::mesh::builds::BuildRow;
+use crate::mesh::logs::LogItem;
 use crate::mesh::progress::Progress;
 use crate::timefmt;
 
 use crate::app::msg::{
-    ActionRequest, Msg, PageRequest, PollParams, SourceData, SourceError, SourceId,
+    ActionRequest, LogRequest, Msg, PageRequest, PollParams, SourceData, SourceError, SourceId,
 };
 use crate::app::views::{ViewData, ViewRequest};
 
@@ -48,6 +49,14 @@ pub trait OnDemand: Send + Sync + 'static {
     ) -> BoxFuture<Result<String, SourceError>>;
     /// Read what a view shows (the gc dry run, the stats).
     fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>>;
+    /// Stream what the request's machines say to `out` as (machine, item), every machine at
+    /// once, until the reads end (a follow: until `out` closes). The machines that could not be
+    /// read, and why.
+    fn logs(
+        &self,
+        request: LogRequest,
+        out: mpsc::Sender<(String, LogItem)>,
+    ) -> BoxFuture<Vec<(String, String)>>;
 }
 
 /// The running pollers; dropping them stops every task.

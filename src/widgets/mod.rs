@@ -10,6 +10,7 @@ pub mod gc;
 pub mod header;
 pub mod help;
 pub mod lines;
+pub mod logs;
 pub mod machines;
 pub mod modules;
 pub mod operation;
@@ -160,6 +161,10 @@ pub fn draw_to(buf: &mut Buffer, area: Rect, state: &AppState) {
             detail::draw_full(buf, body, state, palette);
         }
         Mode::Confirm => confirm::draw(buf, body, state, palette),
+        Mode::Logs | Mode::LogSearch => {
+            Clear.render_into(buf, body);
+            logs::draw(buf, body, state, palette);
+        }
         Mode::Normal | Mode::Filter => {}
     }
 }
