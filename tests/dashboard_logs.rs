@@ -8,7 +8,7 @@ mod common;
 
 use common::dashboard::*;
 use meshtop::app::keys::Mode;
-use meshtop::app::msg::{Effect, LogRequest, Msg};
+use meshtop::app::msg::{Effect, LogRequest, Msg, SourceError};
 use meshtop::app::state::{AppState, Pane};
 use meshtop::app::update::update;
 use meshtop::mesh::logs::{LogAsk, LogItem, Stream};
@@ -206,7 +206,7 @@ fn the_hints_point_at_logs() {
         Msg::ActionDone {
             at_ms: NOW,
             label: "send worker".into(),
-            result: Err("worker-1 did not start".into()),
+            result: Err(SourceError::Unfinished("worker-1 did not start".into())),
         },
     );
     let notice = state.notice.as_ref().unwrap();
