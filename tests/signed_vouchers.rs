@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::example::{ExampleMesh, builds, decisions, plan_reasons, said};
+use common::run_id;
 use common::local_registry::{LOCAL, docker, machine_images, require_registry};
 use meshtop::backends::registry::repository_in;
 
