@@ -57,7 +57,8 @@ fn signed_plan() -> Plan {
     };
     Plan {
         mesh: "demo".into(),
-        target: "docker".into(),
+        target: "default".into(),
+        target_kind: "docker".into(),
         tiers: vec![
             vec!["base".into()],
             vec!["api".into(), "web".into(), "worker".into()],
