@@ -69,21 +69,21 @@ impl OnDemand for Fake {
     fn logs(
         &self,
         request: LogRequest,
-        out: mpsc::Sender<(String, LogItem)>,
+        out: Vec<mpsc::Sender<LogItem>>,
     ) -> BoxFuture<Vec<(String, String)>> {
         let asked = self.logs_asked.lock().unwrap().take();
         let closed = self.logs_closed.lock().unwrap().take();
         Box::pin(async move {
-            for machine in &request.machines {
+            for (machine, out) in request.machines.iter().zip(&out) {
                 for n in 1..=2 {
                     let item = LogItem::line(Stream::Stdout, None, &format!("{} line {n}", machine.name));
-                    out.send((machine.name.clone(), item)).await.unwrap();
+                    out.send(item).await.unwrap();
                 }
             }
             if let Some(asked) = asked {
                 asked.send(request).unwrap();
             }
-            out.closed().await;
+            futures_util::future::join_all(out.iter().map(|o| o.closed())).await;
             if let Some(closed) = closed {
                 let _ = closed.send(());
             }
