@@ -10,9 +10,9 @@ use std::time::Duration;
 use common::dashboard::*;
 use futures_util::StreamExt;
 use meshtop::app::msg::{ActionRequest, LogRequest, PageRequest, PollParams, SourceData, SourceId};
-use meshtop::mesh::logs::{LogItem, Stream};
 use meshtop::app::views::{ViewData, ViewRequest};
 use meshtop::mesh::builds::BuildRow;
+use meshtop::mesh::logs::{LogItem, Stream};
 use meshtop::mesh::model::Target;
 use meshtop::mesh::progress::{Progress, Step};
 use meshtop::sources::{BoxFuture, FnSource, OnDemand, Source};
@@ -76,7 +76,8 @@ impl OnDemand for Fake {
         Box::pin(async move {
             for (machine, out) in request.machines.iter().zip(&out) {
                 for n in 1..=2 {
-                    let item = LogItem::line(Stream::Stdout, None, &format!("{} line {n}", machine.name));
+                    let item =
+                        LogItem::line(Stream::Stdout, None, &format!("{} line {n}", machine.name));
                     out.send(item).await.unwrap();
                 }
             }
@@ -314,7 +315,10 @@ async fn l_streams_the_machines_lines_to_the_view_and_esc_closes_the_stream() {
     .expect("the loop ends with its events")
     .unwrap();
     let screen = common::dashboard::text(terminal.backend().buffer());
-    assert!(screen.contains("logs · module base · 2 machines · following"), "{screen}");
+    assert!(
+        screen.contains("logs · module base · 2 machines · following"),
+        "{screen}"
+    );
     for line in ["base-1 | base-1 line 2", "base-2 | base-2 line 2"] {
         assert!(screen.contains(line), "{line}: {screen}");
     }

@@ -89,12 +89,16 @@ pub async fn read(
     };
     let daemon = session.lazy_daemon().await;
     let (name, target, daemon, ask, mesh) = (&name, &target, &daemon, &request.ask, &session.mesh);
-    let reads = request.machines.iter().zip(out).map(|(machine, tx)| async move {
-        target
-            .logs(mesh, machine, ask, daemon, tx)
-            .await
-            .err()
-            .map(|e| (machine.name.clone(), format!("target {name}: {e}")))
-    });
+    let reads = request
+        .machines
+        .iter()
+        .zip(out)
+        .map(|(machine, tx)| async move {
+            target
+                .logs(mesh, machine, ask, daemon, tx)
+                .await
+                .err()
+                .map(|e| (machine.name.clone(), format!("target {name}: {e}")))
+        });
     join_all(reads).await.into_iter().flatten().collect()
 }
