@@ -97,10 +97,7 @@ fn l_on_a_machine_reads_that_machine_and_a_module_without_machines_says_so() {
     };
     let names: Vec<&str> = request.machines.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["base-2"]);
-    assert_eq!(
-        state.logs.as_ref().unwrap().title,
-        "machine base-2 of base"
-    );
+    assert_eq!(state.logs.as_ref().unwrap().title, "machine base-2 of base");
     key(&mut state, KeyCode::Esc);
 
     // Before the machines answered, base has none: nothing is streamed, and the notice says why.
@@ -108,7 +105,10 @@ fn l_on_a_machine_reads_that_machine_and_a_module_without_machines_says_so() {
     assert!(key(&mut state, KeyCode::Char('l')).is_empty());
     assert_eq!(state.mode, Mode::Normal);
     let notice = state.notice.as_ref().unwrap();
-    assert!(notice.text.contains("module base has no machines"), "{notice:?}");
+    assert!(
+        notice.text.contains("module base has no machines"),
+        "{notice:?}"
+    );
 }
 
 #[test]
@@ -149,13 +149,17 @@ fn search_goes_to_the_newest_match_and_n_to_older_ones() {
     key(&mut state, KeyCode::Char('n'));
     let view = state.logs.as_ref().unwrap();
     let at = view.at_match.unwrap();
-    assert_eq!(view.book.text(&shown_of(&state)[at], false), "base-1 | base-1 says 3");
+    assert_eq!(
+        view.book.text(&shown_of(&state)[at], false),
+        "base-1 | base-1 says 3"
+    );
     // n again wraps round to the newest; N goes back.
     key(&mut state, KeyCode::Char('n'));
     key(&mut state, KeyCode::Char('N'));
     let view = state.logs.as_ref().unwrap();
     assert_eq!(
-        view.book.text(&shown_of(&state)[view.at_match.unwrap()], false),
+        view.book
+            .text(&shown_of(&state)[view.at_match.unwrap()], false),
         "base-1 | base-1 says 3"
     );
     // Esc while typing clears the search, Esc in the view closes it.
@@ -178,7 +182,10 @@ fn p_reads_the_previous_container_on_a_stream_of_its_own() {
     let [Effect::FollowLogs(previous)] = effects.as_slice() else {
         panic!("{effects:?}");
     };
-    assert!(previous.ask.previous && !previous.ask.follow, "{previous:?}");
+    assert!(
+        previous.ask.previous && !previous.ask.follow,
+        "{previous:?}"
+    );
     assert_ne!(previous.stream, request.stream);
     let view = state.logs.as_ref().unwrap();
     assert!(view.previous && view.book.is_empty());
@@ -210,13 +217,17 @@ fn the_hints_point_at_logs() {
         },
     );
     let notice = state.notice.as_ref().unwrap();
-    assert!(notice.text.contains("(l logs: what its machines say)"), "{notice:?}");
+    assert!(
+        notice.text.contains("(l logs: what its machines say)"),
+        "{notice:?}"
+    );
     // The help lists the view's keys.
     let help = meshtop::widgets::help::help_lines(&state);
     let text: Vec<&str> = help.iter().map(|(l, _)| l.as_str()).collect();
     assert!(text.iter().any(|l| l.starts_with("logs mode")), "{text:?}");
     assert!(
-        text.iter().any(|l| l.contains("p ") && l.contains("previous container")),
+        text.iter()
+            .any(|l| l.contains("p ") && l.contains("previous container")),
         "{text:?}"
     );
 }
@@ -225,14 +236,37 @@ fn the_hints_point_at_logs() {
 fn snapshots_of_the_view() {
     let (mut state, request) = opened(false);
     let mut items = vec![
-        ("base-1", LogItem::RunStarted { at: "2026-12-02T05:00:00Z".into(), restarts: 1 }),
+        (
+            "base-1",
+            LogItem::RunStarted {
+                at: "2026-12-02T05:00:00Z".into(),
+                restarts: 1,
+            },
+        ),
         ("base-1", line("listening on :8080")),
         ("base-2", line("\x1b[31mlistening\x1b[0m on :8080")),
-        ("base-2", LogItem::line(Stream::Stderr, None, "warning: cache cold")),
-        ("base-1", line(&format!("a long line {}", "that goes on and on ".repeat(8)))),
+        (
+            "base-2",
+            LogItem::line(Stream::Stderr, None, "warning: cache cold"),
+        ),
+        (
+            "base-1",
+            line(&format!("a long line {}", "that goes on and on ".repeat(8))),
+        ),
     ];
-    items.push(("base-2", LogItem::Exited { code: 3, at: Some("2026-12-02T05:01:00Z".into()) }));
-    items.push(("base-2", LogItem::Replaced { now: "container 0123456789ab (demo/base:tag)".into() }));
+    items.push((
+        "base-2",
+        LogItem::Exited {
+            code: 3,
+            at: Some("2026-12-02T05:01:00Z".into()),
+        },
+    ));
+    items.push((
+        "base-2",
+        LogItem::Replaced {
+            now: "container 0123456789ab (demo/base:tag)".into(),
+        },
+    ));
     items.push(("base-2", line("listening again")));
     feed(&mut state, request.stream, items);
     insta::assert_snapshot!("logs_following_100x20", screen(&state, 100, 20));
@@ -290,13 +324,24 @@ fn the_assets_keys_toml_is_the_default_table() {
     for mode in Mode::ALL {
         expected.push_str(&format!("\n[{}]\n", mode.name()));
         for binding in defaults.bindings(mode) {
-            let keys: Vec<String> = binding.keys.iter().map(|k| format!("{:?}", toml_key(k))).collect();
-            expected.push_str(&format!("{} = [{}]\n", binding.action.name(), keys.join(", ")));
+            let keys: Vec<String> = binding
+                .keys
+                .iter()
+                .map(|k| format!("{:?}", toml_key(k)))
+                .collect();
+            expected.push_str(&format!(
+                "{} = [{}]\n",
+                binding.action.name(),
+                keys.join(", ")
+            ));
         }
     }
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/keys.toml");
     let file = std::fs::read_to_string(path).unwrap_or_default();
-    assert_eq!(file, expected, "assets/keys.toml is not the default table; it should read:\n{expected}");
+    assert_eq!(
+        file, expected,
+        "assets/keys.toml is not the default table; it should read:\n{expected}"
+    );
     let (table, warnings) = KeyTable::with_overrides(false, &file);
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(table, defaults);
@@ -304,6 +349,12 @@ fn the_assets_keys_toml_is_the_default_table() {
     let (table, warnings) =
         KeyTable::with_overrides(false, "[normal]\nlogs = \"L\"\n[logs]\nprevious = \"P\"\n");
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(table.keys_text(Mode::Normal, meshtop::app::keys::Action::Logs), "L");
-    assert_eq!(table.keys_text(Mode::Logs, meshtop::app::keys::Action::Previous), "P");
+    assert_eq!(
+        table.keys_text(Mode::Normal, meshtop::app::keys::Action::Logs),
+        "L"
+    );
+    assert_eq!(
+        table.keys_text(Mode::Logs, meshtop::app::keys::Action::Previous),
+        "P"
+    );
 }

@@ -61,7 +61,11 @@ fn l_follows_a_modules_machines_scrolling_up_stops_and_esc_closes() {
             .args(["--label", &format!("jr2.dev/mesh={}", mesh.name)])
             .args(["--label", &format!("jr2.dev/machine={name}")])
             .arg(&image)
-            .args(["sh", "-c", "i=0; while true; do i=$((i+1)); echo \"tick $i\"; sleep 0.3; done"])
+            .args([
+                "sh",
+                "-c",
+                "i=0; while true; do i=$((i+1)); echo \"tick $i\"; sleep 0.3; done",
+            ])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", said(&out));

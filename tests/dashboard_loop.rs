@@ -12,9 +12,9 @@ use futures_util::StreamExt;
 use meshtop::app::msg::{
     ActionRequest, LogRequest, PageRequest, PollParams, SourceData, SourceError, SourceId,
 };
-use meshtop::mesh::logs::{LogItem, Stream};
 use meshtop::app::views::{ViewData, ViewRequest};
 use meshtop::mesh::builds::BuildRow;
+use meshtop::mesh::logs::{LogItem, Stream};
 use meshtop::mesh::model::Target;
 use meshtop::mesh::progress::{Progress, Step};
 use meshtop::sources::{BoxFuture, FnSource, OnDemand, Source};
@@ -71,21 +71,22 @@ impl OnDemand for Fake {
     fn logs(
         &self,
         request: LogRequest,
-        out: mpsc::Sender<(String, LogItem)>,
+        out: Vec<mpsc::Sender<LogItem>>,
     ) -> BoxFuture<Vec<(String, String)>> {
         let asked = self.logs_asked.lock().unwrap().take();
         let closed = self.logs_closed.lock().unwrap().take();
         Box::pin(async move {
-            for machine in &request.machines {
+            for (machine, out) in request.machines.iter().zip(&out) {
                 for n in 1..=2 {
-                    let item = LogItem::line(Stream::Stdout, None, &format!("{} line {n}", machine.name));
-                    out.send((machine.name.clone(), item)).await.unwrap();
+                    let item =
+                        LogItem::line(Stream::Stdout, None, &format!("{} line {n}", machine.name));
+                    out.send(item).await.unwrap();
                 }
             }
             if let Some(asked) = asked {
                 asked.send(request).unwrap();
             }
-            out.closed().await;
+            futures_util::future::join_all(out.iter().map(|o| o.closed())).await;
             if let Some(closed) = closed {
                 let _ = closed.send(());
             }
@@ -309,7 +310,10 @@ async fn l_streams_the_machines_lines_to_the_view_and_esc_closes_the_stream() {
     .expect("the loop ends with its events")
     .unwrap();
     let screen = common::dashboard::text(terminal.backend().buffer());
-    assert!(screen.contains("logs · module base · 2 machines · following"), "{screen}");
+    assert!(
+        screen.contains("logs · module base · 2 machines · following"),
+        "{screen}"
+    );
     for line in ["base-1 | base-1 line 2", "base-2 | base-2 line 2"] {
         assert!(screen.contains(line), "{line}: {screen}");
     }

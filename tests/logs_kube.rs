@@ -46,7 +46,9 @@ async fn the_current_run_is_read_with_its_tail_and_times() {
     assert_eq!(stdout(&tail), "two\nthree\n", "{}", said(&tail));
 
     // Times as the kubelet wrote them (RFC3339Nano of the test's clock).
-    let timed = k.run(&["logs", "base", "--tail", "1", "--timestamps"]).await;
+    let timed = k
+        .run(&["logs", "base", "--tail", "1", "--timestamps"])
+        .await;
     let line = stdout(&timed);
     let (time, text) = line.trim_end().split_once(' ').expect(&line);
     assert_eq!(text, "three", "{line}");
@@ -104,9 +106,15 @@ async fn a_crash_keeps_the_previous_run_and_a_pod_in_back_off_says_its_events_fi
     let lines: Vec<&str> = text.lines().collect();
     let event = lines
         .iter()
-        .position(|l| l.starts_with("event: ") && l.contains("BackOff: Back-off restarting failed container app"))
+        .position(|l| {
+            l.starts_with("event: ")
+                && l.contains("BackOff: Back-off restarting failed container app")
+        })
         .expect(&text);
-    let last_words = lines.iter().position(|l| *l == "panic: no config").expect(&text);
+    let last_words = lines
+        .iter()
+        .position(|l| *l == "panic: no config")
+        .expect(&text);
     assert!(event < last_words, "{text}");
     assert_eq!(lines[last_words - 1], "starting", "{text}");
 
@@ -121,9 +129,7 @@ async fn a_crash_keeps_the_previous_run_and_a_pod_in_back_off_says_its_events_fi
         "{}",
         said(&previous)
     );
-    let (ok, kubectl) = api
-        .kubectl(&["-n", &ns, "logs", POD, "--previous"])
-        .await;
+    let (ok, kubectl) = api.kubectl(&["-n", &ns, "logs", POD, "--previous"]).await;
     assert!(ok, "{kubectl}");
     assert_eq!(kubectl, "starting\npanic: no config\n");
     let pod = api.get("pods", &ns, POD).unwrap();

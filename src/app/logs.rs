@@ -135,7 +135,9 @@ fn go_to_match(view: &mut LogView, newer: bool) {
     let Some(newest) = view.book.len().checked_sub(1) else {
         return;
     };
-    let from = view.at_match.or(Some(newest.saturating_sub(view.scroll) + 1));
+    let from = view
+        .at_match
+        .or(Some(newest.saturating_sub(view.scroll) + 1));
     let Some(found) = next_match(&matches, from, newer) else {
         return;
     };

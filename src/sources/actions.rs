@@ -52,7 +52,7 @@ impl OnDemand for Actions {
     fn logs(
         &self,
         request: LogRequest,
-        out: mpsc::Sender<(String, LogItem)>,
+        out: Vec<mpsc::Sender<LogItem>>,
     ) -> BoxFuture<Vec<(String, String)>> {
         Box::pin(super::logs::read(self.session.clone(), request, out))
     }

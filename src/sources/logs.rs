@@ -1,6 +1,6 @@
 //! The logs view's source: what machines say, through the target's `logs` (the reads `meshtop
-//! logs` makes), sent to the app in small batches — at most one message per [`BATCH_EVERY`] — so
-//! a chatty machine never floods the loop or the screen. Dropping the task stops every stream.
+//! logs` makes), sent to the app in batches — one message per [`BATCH_EVERY`] at most — so a
+//! chatty machine never floods the loop or the screen. Dropping the task stops every stream.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,35 +17,49 @@ use super::session::Session;
 
 /// How long a batch gathers lines before it goes to the app.
 pub const BATCH_EVERY: Duration = Duration::from_millis(100);
-/// A batch goes sooner when it holds this many.
-pub const BATCH_MOST: usize = 2_000;
-/// How many items wait between the readers and the batcher (a reader waits when it is full).
-const WAITING: usize = 1_024;
+/// How many items of one machine wait for the next batch (its reader waits when it is full).
+const WAITING: usize = 2_048;
 
-/// Start the streams of `request`; their batches and their end go to the app.
+/// Start the streams of `request`; their batches and their end go to the app. Each machine's
+/// reader writes into a channel of its own that is drained every [`BATCH_EVERY`]: nobody waits on
+/// a channel, so a line costs the reader no wake-up of another task.
 pub fn follow(
     backend: &Arc<dyn OnDemand>,
     request: LogRequest,
     tx: mpsc::UnboundedSender<Msg>,
 ) -> JoinHandle<()> {
     let stream = request.stream;
-    let (out, mut rx) = mpsc::channel::<(String, LogItem)>(WAITING);
-    let work = backend.logs(request, out);
+    let (senders, mut receivers): (Vec<_>, Vec<_>) = request
+        .machines
+        .iter()
+        .map(|m| {
+            let (out, rx) = mpsc::channel::<LogItem>(WAITING);
+            (out, (m.name.clone(), rx))
+        })
+        .unzip();
+    let work = backend.logs(request, senders);
     tokio::spawn(async move {
         let batches = async {
-            while let Some(first) = rx.recv().await {
-                let mut items = vec![first];
-                let mut gather = Box::pin(tokio::time::sleep(BATCH_EVERY));
-                while items.len() < BATCH_MOST {
-                    tokio::select! {
-                        () = &mut gather => break,
-                        next = rx.recv() => match next {
-                            Some(item) => items.push(item),
-                            None => break,
-                        },
+            loop {
+                tokio::time::sleep(BATCH_EVERY).await;
+                let mut items = Vec::new();
+                let mut open = false;
+                for (machine, rx) in &mut receivers {
+                    loop {
+                        match rx.try_recv() {
+                            Ok(item) => items.push((machine.clone(), item)),
+                            Err(mpsc::error::TryRecvError::Empty) => {
+                                open = true;
+                                break;
+                            }
+                            Err(mpsc::error::TryRecvError::Disconnected) => break,
+                        }
                     }
                 }
-                if tx.send(Msg::LogLines { stream, items }).is_err() {
+                if !items.is_empty() && tx.send(Msg::LogLines { stream, items }).is_err() {
+                    return;
+                }
+                if !open {
                     return;
                 }
             }
@@ -55,12 +69,12 @@ pub fn follow(
     })
 }
 
-/// Read every machine of `request` at once through the session's target, each item tagged with
-/// its machine; the machines that could not be read, and why.
+/// Read every machine of `request` at once through the session's target, each into its own
+/// channel (`out`, in the request's machine order); the machines that could not be read, and why.
 pub async fn read(
     session: Arc<Session>,
     request: LogRequest,
-    out: mpsc::Sender<(String, LogItem)>,
+    out: Vec<mpsc::Sender<LogItem>>,
 ) -> Vec<(String, String)> {
     let name = session.target_name(request.target.as_deref()).to_string();
     let target = match session.connected(&name).await {
@@ -74,23 +88,17 @@ pub async fn read(
         }
     };
     let daemon = session.lazy_daemon().await;
-    let name = &name;
-    let reads = request.machines.iter().map(|machine| {
-        let (tx, mut rx) = mpsc::channel(WAITING);
-        let out = out.clone();
-        let (target, daemon, session, ask) = (&target, &daemon, &session, &request.ask);
-        async move {
-            let forward = async {
-                while let Some(item) = rx.recv().await {
-                    if out.send((machine.name.clone(), item)).await.is_err() {
-                        break;
-                    }
-                }
-            };
-            let (read, ()) = tokio::join!(target.logs(&session.mesh, machine, ask, daemon, tx), forward);
-            read.err()
+    let (name, target, daemon, ask, mesh) = (&name, &target, &daemon, &request.ask, &session.mesh);
+    let reads = request
+        .machines
+        .iter()
+        .zip(out)
+        .map(|(machine, tx)| async move {
+            target
+                .logs(mesh, machine, ask, daemon, tx)
+                .await
+                .err()
                 .map(|e| (machine.name.clone(), format!("target {name}: {e}")))
-        }
-    });
+        });
     join_all(reads).await.into_iter().flatten().collect()
 }

@@ -49,13 +49,13 @@ pub trait OnDemand: Send + Sync + 'static {
     ) -> BoxFuture<Result<String, SourceError>>;
     /// Read what a view shows (the gc dry run, the stats).
     fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>>;
-    /// Stream what the request's machines say to `out` as (machine, item), every machine at
-    /// once, until the reads end (a follow: until `out` closes). The machines that could not be
-    /// read, and why.
+    /// Stream what the request's machines say, each machine into its own channel of `out` (in
+    /// the request's machine order), every machine at once, until the reads end (a follow: until
+    /// its channel closes). The machines that could not be read, and why.
     fn logs(
         &self,
         request: LogRequest,
-        out: mpsc::Sender<(String, LogItem)>,
+        out: Vec<mpsc::Sender<LogItem>>,
     ) -> BoxFuture<Vec<(String, String)>>;
 }
 

@@ -33,10 +33,24 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             Some(_) => "nothing to show",
             None => "waiting for the machines to speak…",
         };
-        put(buf, body, body.x, body.y, usize::from(body.width), waiting, palette.dim());
+        put(
+            buf,
+            body,
+            body.x,
+            body.y,
+            usize::from(body.width),
+            waiting,
+            palette.dim(),
+        );
         return;
     }
-    let rows = layout(view, &shown, usize::from(body.width), usize::from(body.height), palette);
+    let rows = layout(
+        view,
+        &shown,
+        usize::from(body.width),
+        usize::from(body.height),
+        palette,
+    );
     let query: Vec<char> = view.query.to_lowercase().chars().collect();
     for (row, laid) in rows.iter().enumerate() {
         let y = body.y + row as u16;
@@ -80,7 +94,12 @@ fn title(state: &AppState, view: &LogView, shown: &[Shown<'_>]) -> String {
     } else {
         keys.hint_line(
             Mode::Logs,
-            &[Action::Search, Action::Wrap, Action::Previous, Action::Close],
+            &[
+                Action::Search,
+                Action::Wrap,
+                Action::Previous,
+                Action::Close,
+            ],
         )
     };
     parts.push(hints);
@@ -97,7 +116,13 @@ struct Row {
 }
 
 /// The rows that fill the body, oldest first, ending `view.scroll` lines above the newest.
-fn layout(view: &LogView, shown: &[Shown<'_>], width: usize, height: usize, palette: Palette) -> Vec<Row> {
+fn layout(
+    view: &LogView,
+    shown: &[Shown<'_>],
+    width: usize,
+    height: usize,
+    palette: Palette,
+) -> Vec<Row> {
     let last = shown.len() - 1 - view.scroll.min(shown.len() - 1);
     let mut rows: Vec<Row> = Vec::with_capacity(height);
     for index in (0..=last).rev() {
@@ -111,7 +136,10 @@ fn layout(view: &LogView, shown: &[Shown<'_>], width: usize, height: usize, pale
             .prefix(item.machine)
             .map_or(0, |p| p.chars().count());
         let mut style = match item.item {
-            LogItem::Line { stream: Stream::Stderr, .. } => palette.warn(),
+            LogItem::Line {
+                stream: Stream::Stderr,
+                ..
+            } => palette.warn(),
             LogItem::Line { .. } => palette.plain(),
             LogItem::Cut { .. } => palette.bad(),
             _ => palette.dim(),
@@ -126,7 +154,12 @@ fn layout(view: &LogView, shown: &[Shown<'_>], width: usize, height: usize, pale
                 chars.truncate(width.saturating_sub(1));
                 chars.push('…');
             }
-            pieces.push(Row { chars, prefix, style, indent: 0 });
+            pieces.push(Row {
+                chars,
+                prefix,
+                style,
+                indent: 0,
+            });
         } else {
             let mut at = 0;
             while at < text.len() {

@@ -549,14 +549,18 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         let mut s = self.state.lock().unwrap();
         let key: Key = ("pods".into(), namespace.into(), pod.into());
         let mut object = s.cluster.objects[&key].clone();
-        let uid = object["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+        let uid = object["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let now = s.cluster.now();
         let cs = container_status(&mut object, container);
         let id = cs["containerID"].as_str().unwrap_or_default().to_string();
         let started = cs["state"]["running"]["startedAt"].clone();
         let restarts = cs["restartCount"].as_i64().unwrap_or(0) + 1;
-        let message =
-            format!("back-off 10s restarting failed container={container} pod={pod}_{namespace}({uid})");
+        let message = format!(
+            "back-off 10s restarting failed container={container} pod={pod}_{namespace}({uid})"
+        );
         cs["lastState"] = json!({"terminated": {"exitCode": code, "reason": reason,
             "containerID": id, "startedAt": started, "finishedAt": now}});
         cs["state"] = json!({"waiting": {"reason": "CrashLoopBackOff", "message": message}});
@@ -572,7 +576,9 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             "Pod",
             pod,
             "BackOff",
-            &format!("Back-off restarting failed container {container} in pod {pod}_{namespace}({uid})"),
+            &format!(
+                "Back-off restarting failed container {container} in pod {pod}_{namespace}({uid})"
+            ),
         );
     }
 
@@ -588,8 +594,13 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         object["status"]["conditions"] =
             json!([{"type": "Ready", "status": "True", "lastTransitionTime": now}]);
         s.cluster.store(key, object);
-        s.cluster
-            .event(namespace, "Pod", pod, "Started", &format!("Started container {container}"));
+        s.cluster.event(
+            namespace,
+            "Pod",
+            pod,
+            "Started",
+            &format!("Started container {container}"),
+        );
     }
 }
 
