@@ -91,7 +91,7 @@ fn cosign_sealed(key: &Path, password: &str) -> PathBuf {
     // Salt and nonce: any bytes serve; made from the key's path so that each run differs.
     let seed = sha2::Sha256::digest(format!("{}{}", key.display(), run_id()));
     let salt: Vec<u8> = seed.to_vec();
-    let nonce: Vec<u8> = sha2::Sha256::digest(&seed)[..24].to_vec();
+    let nonce: Vec<u8> = sha2::Sha256::digest(seed)[..24].to_vec();
     let params = scrypt::Params::new(15, 8, 1, 32).unwrap();
     let mut secret = [0u8; 32];
     scrypt::scrypt(password.as_bytes(), &salt, &params, &mut secret).unwrap();

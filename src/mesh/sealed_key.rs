@@ -112,6 +112,7 @@ pub fn open(body: &[u8], password: &[u8]) -> Result<Vec<u8>, OpenError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
