@@ -69,9 +69,12 @@ fn signed_plan() -> Plan {
                 0,
                 None,
                 Decision::Registry,
-                held('d', SignatureVerdict::Trusted {
-                    key: "keys/ci.pub".into(),
-                }),
+                held(
+                    'd',
+                    SignatureVerdict::Trusted {
+                        key: "keys/ci.pub".into(),
+                    },
+                ),
                 "the docker record has no entry; the host holds no meshtop-labelled image with this tag; registry 127.0.0.1:5000 holds manifest sha256:dddd… labelled by meshtop with these inputs, signed by keys/ci.pub",
             ),
             decided(
@@ -87,12 +90,7 @@ fn signed_plan() -> Plan {
                 1,
                 Some("base"),
                 Decision::Build,
-                held(
-                    'f',
-                    SignatureVerdict::OtherDigest {
-                        names: digest('1'),
-                    },
-                ),
+                held('f', SignatureVerdict::OtherDigest { names: digest('1') }),
                 &refused(
                     "✗ signature names another digest: a trusted signature names 111111111111, not this manifest",
                 ),
@@ -214,12 +212,18 @@ fn the_reg_column_and_the_detail_say_each_refusal() {
 
     for (module, said) in [
         ("api", "✗ unsigned — no signature under its .sig tag"),
-        ("worker", "✗ untrusted key — no signature by a key the mesh trusts"),
+        (
+            "worker",
+            "✗ untrusted key — no signature by a key the mesh trusts",
+        ),
         (
             "web",
             "✗ signature names another digest — a trusted signature names 111111111111, not this manifest",
         ),
-        ("base", "✓ signed by keys/ci.pub — manifest dddddddddddd: it vouches"),
+        (
+            "base",
+            "✓ signed by keys/ci.pub — manifest dddddddddddd: it vouches",
+        ),
     ] {
         select(&mut state, module);
         let lines = widgets::detail::module_lines(
@@ -272,7 +276,8 @@ fn without_trust_the_screen_says_unverified() {
     assert!(
         lines
             .iter()
-            .any(|(l, _)| l.starts_with("registry: unverified — ") && l.contains("the mesh trusts no key")),
+            .any(|(l, _)| l.starts_with("registry: unverified — ")
+                && l.contains("the mesh trusts no key")),
         "{lines:?}"
     );
     insta::assert_snapshot!("unverified_screen_120x40", screen(&state, 120, 40));

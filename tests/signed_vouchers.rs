@@ -86,13 +86,14 @@ fn cosign_sealed(key: &Path, password: &str) -> PathBuf {
     // Salt and nonce: any bytes serve; made from the key's path so that each run differs.
     let seed = sha2::Sha256::digest(format!("{}{}", key.display(), run_id()));
     let salt: Vec<u8> = seed.to_vec();
-    let nonce: Vec<u8> = sha2::Sha256::digest(&seed)[..24].to_vec();
+    let nonce: Vec<u8> = sha2::Sha256::digest(seed)[..24].to_vec();
     let params = scrypt::Params::new(15, 8, 1, 32).unwrap();
     let mut secret = [0u8; 32];
     scrypt::scrypt(password.as_bytes(), &salt, &params, &mut secret).unwrap();
-    let ciphertext = crypto_secretbox::XSalsa20Poly1305::new(crypto_secretbox::Key::from_slice(&secret))
-        .encrypt(crypto_secretbox::Nonce::from_slice(&nonce), der.as_slice())
-        .unwrap();
+    let ciphertext =
+        crypto_secretbox::XSalsa20Poly1305::new(crypto_secretbox::Key::from_slice(&secret))
+            .encrypt(crypto_secretbox::Nonce::from_slice(&nonce), der.as_slice())
+            .unwrap();
     let sealed = serde_json::to_vec(&serde_json::json!({
         "kdf": {
             "name": "scrypt",
@@ -536,7 +537,11 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
             .iter()
             .find(|m| m["name"] == "web")
             .unwrap();
-        assert_eq!(web["registry_held"]["manifest"], look_alike.as_str(), "{web}");
+        assert_eq!(
+            web["registry_held"]["manifest"],
+            look_alike.as_str(),
+            "{web}"
+        );
         assert_eq!(web["registry_held"]["signature"]["state"], state, "{web}");
     };
     // Unsigned.

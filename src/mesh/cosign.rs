@@ -199,8 +199,11 @@ pub fn read_private_key_with(
                     "COSIGN_PASSWORD does not open this key sealed by cosign (another password, or the file was changed)".into(),
                 ),
             })?;
-            p256::SecretKey::from_pkcs8_der(&der)
-                .map_err(|e| bad(format!("sealed by cosign, but not a PKCS#8 P-256 private key ({e})")))?
+            p256::SecretKey::from_pkcs8_der(&der).map_err(|e| {
+                bad(format!(
+                    "sealed by cosign, but not a PKCS#8 P-256 private key ({e})"
+                ))
+            })?
         }
         "PRIVATE KEY" => p256::SecretKey::from_pkcs8_pem(text.trim())
             .map_err(|e| bad(format!("not a PKCS#8 P-256 private key ({e})")))?,

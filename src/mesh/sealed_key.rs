@@ -112,6 +112,7 @@ pub fn open(body: &[u8], password: &[u8]) -> Result<Vec<u8>, OpenError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -143,8 +144,7 @@ mod tests {
     #[test]
     fn refuses_what_is_not_the_format_or_asks_too_much() {
         assert!(matches!(open(b"{}", b"x"), Err(OpenError::Malformed(_))));
-        let mut body: serde_json::Value =
-            serde_json::from_slice(&seal(b"k", b"p", 10)).unwrap();
+        let mut body: serde_json::Value = serde_json::from_slice(&seal(b"k", b"p", 10)).unwrap();
         body["kdf"]["params"]["N"] = serde_json::json!(1u64 << 30);
         let err = open(&serde_json::to_vec(&body).unwrap(), b"p").unwrap_err();
         assert!(

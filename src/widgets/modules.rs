@@ -220,7 +220,14 @@ const MACHINES_W: u16 = 11;
 const LAST_W: u16 = 15;
 
 fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
-    let shown = || state.visible.iter().skip(first).take(rows).map(|&i| &state.modules[i]);
+    let shown = || {
+        state
+            .visible
+            .iter()
+            .skip(first)
+            .take(rows)
+            .map(|&i| &state.modules[i])
+    };
     let longest = shown().map(|m| m.name.chars().count()).max();
     let name = (longest.unwrap_or(6).max(6) as u16).min(24);
     let decision = if state.live_running().is_some() {

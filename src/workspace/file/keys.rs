@@ -11,9 +11,7 @@ fn key_error(file: &Path, error: FormatError, fix: &str) -> MeshError {
     let (line, what) = match &error {
         FormatError::Encrypted { line, .. }
         | FormatError::NeedsPassword { line, .. }
-        | FormatError::Key { line, .. } => {
-            (Some(*line), error.to_string())
-        }
+        | FormatError::Key { line, .. } => (Some(*line), error.to_string()),
         FormatError::Image(_) => (None, error.to_string()),
     };
     // The line is in the location already: say what is wrong without it.
