@@ -566,4 +566,3 @@ pub struct MachineCounts {
     pub missing: usize,
     pub total: usize,
 }
-
