@@ -354,9 +354,7 @@ fn a_root_that_cannot_be_read_offers_nothing_to_sweep() {
     let mut state = demo_state();
     gc_loaded(
         &mut state,
-        Err(source_failed(
-            "the host daemon's containers cannot be read (connection refused)",
-        )),
+        Err(source_failed("the host daemon's containers cannot be read (connection refused)")),
     );
     let out = screen(&state, 80, 24);
     assert!(

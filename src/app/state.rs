@@ -566,3 +566,4 @@ pub struct MachineCounts {
     pub missing: usize,
     pub total: usize,
 }
+

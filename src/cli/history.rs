@@ -50,7 +50,8 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
         }
         None => (
             local,
-            db.pins(&mesh.name, &target_name).map_err(Failure::failed)?,
+            db.pins(&mesh.name, &target_name)
+                .map_err(Failure::failed)?,
         ),
     };
     if args.json {

@@ -15,7 +15,8 @@ use super::args::Global;
 
 /// The mesh as its file says it (every target as declared).
 pub fn load_file(global: &Global) -> Result<Mesh, Failure> {
-    let path = file::find_mesh_file(global.mesh.as_deref()).map_err(Failure::input)?;
+    let path =
+        file::find_mesh_file(global.mesh.as_deref()).map_err(Failure::input)?;
     file::load(&path).map_err(Failure::input)
 }
 

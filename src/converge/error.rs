@@ -125,6 +125,7 @@ pub enum TargetError {
     },
 }
 
+
 /// Why a rollback was refused or stopped; nothing was rolled back unless the message says so.
 #[derive(Debug, thiserror::Error)]
 pub enum RollbackError {
@@ -203,6 +204,7 @@ pub enum RollbackError {
     },
 }
 
+
 /// Why a send sent nothing (a machine that failed is an outcome of the report, not this).
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -227,6 +229,7 @@ pub enum SendError {
     #[error("the record no longer names module {module}; nothing was sent")]
     NoLongerNamed { module: String },
 }
+
 
 /// Why gc took nothing: a root of the keep set (or the place it would take from) could not be read,
 /// or another operation holds the mesh.
@@ -257,6 +260,7 @@ impl GcError {
     }
 }
 
+
 /// Why a plan could not be made: a module's inputs could not be read.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PlanError {
@@ -267,6 +271,7 @@ pub enum PlanError {
     )]
     Pins { target: String, message: String },
 }
+
 
 impl From<ConvergeError> for RollbackError {
     fn from(error: ConvergeError) -> RollbackError {

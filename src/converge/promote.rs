@@ -91,6 +91,7 @@ impl From<ConvergeError> for PromoteError {
     }
 }
 
+
 /// The two targets of a promote, connected, and the mesh (as its file says it).
 pub struct Promotion<'a> {
     pub mesh: &'a Mesh,

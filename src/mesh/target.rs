@@ -41,9 +41,7 @@ mod tests {
     #[test]
     fn acting_on_names_the_target_its_kind_and_place() {
         assert_eq!(
-            described(Some("context c, namespace n"))
-                .acting_on()
-                .as_deref(),
+            described(Some("context c, namespace n")).acting_on().as_deref(),
             Some("acting on prod (somewhere, context c, namespace n)")
         );
         assert_eq!(described(None).acting_on(), None);

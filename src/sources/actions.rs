@@ -31,7 +31,11 @@ impl OnDemand for Actions {
             limit: request.limit,
             before: request.before,
         };
-        Box::pin(async move { session.db(move |db| Ok(locked(db)?.builds(&query)?)).await })
+        Box::pin(async move {
+            session
+                .db(move |db| Ok(locked(db)?.builds(&query)?))
+                .await
+        })
     }
 
     fn start(

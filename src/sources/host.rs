@@ -7,10 +7,7 @@ use crate::app::msg::{PollParams, SourceData, SourceError};
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
-    session: Arc<Session>,
-    _params: PollParams,
-) -> BoxFuture<Result<SourceData, SourceError>> {
+pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         session
             .daemon(|daemon| async move { Ok(SourceData::Host(daemon.labelled_images().await?)) })

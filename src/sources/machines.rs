@@ -9,10 +9,7 @@ use crate::converge::target::Reach;
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
-    session: Arc<Session>,
-    params: PollParams,
-) -> BoxFuture<Result<SourceData, SourceError>> {
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         let db = session.db_handle().await?;
         let name = session.target_name(params.target.as_deref()).to_string();

@@ -8,10 +8,7 @@ use crate::converge::plan::{self, PlanContext, StateManifests};
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
-    session: Arc<Session>,
-    params: PollParams,
-) -> BoxFuture<Result<SourceData, SourceError>> {
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         let db = session.db_handle().await?;
         let daemon = session.lazy_daemon().await;

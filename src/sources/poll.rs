@@ -34,7 +34,8 @@ pub trait Source: Send + Sync + 'static {
 
 /// Work done on demand: pages of history, and the actions that change something.
 pub trait OnDemand: Send + Sync + 'static {
-    fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, SourceError>>;
+    fn builds_page(&self, request: PageRequest)
+    -> BoxFuture<Result<Vec<BuildRow>, SourceError>>;
     /// Run an action to its end, on `target` (the one the main view shows; None: the mesh's
     /// first) unless the request names its own; its progress goes to `progress`; `cancel` turning
     /// true asks it to stop (a converge stops its builds and marks them cancelled). Ok is a
@@ -263,15 +264,9 @@ mod tests {
         }
         gate.add_permits(1);
         let first = rx.recv().await.unwrap();
-        assert!(matches!(
-            first,
-            Msg::Polled {
-                source: SourceId::Record,
-                at_ms: 7,
-                result: Err(SourceError::NoRegistry),
-                ..
-            }
-        ));
+        assert!(
+            matches!(first, Msg::Polled { source: SourceId::Record, at_ms: 7, result: Err(SourceError::NoRegistry), .. })
+        );
         started.recv().await.unwrap(); // …make exactly one more poll, after the first ended
         gate.add_permits(1);
         rx.recv().await.unwrap();

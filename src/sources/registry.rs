@@ -9,10 +9,7 @@ use crate::backends::registry::{Published, repository_in};
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
-    session: Arc<Session>,
-    params: PollParams,
-) -> BoxFuture<Result<SourceData, SourceError>> {
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         session
             .registry(|client| async move {

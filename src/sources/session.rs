@@ -246,7 +246,11 @@ impl Session {
         W: FnOnce(Arc<RegistryClient>) -> WF,
         WF: Future<Output = Result<R, SourceError>>,
     {
-        let registry = self.mesh.registry.clone().ok_or(SourceError::NoRegistry)?;
+        let registry = self
+            .mesh
+            .registry
+            .clone()
+            .ok_or(SourceError::NoRegistry)?;
         self.registry
             .with(
                 || async move {

@@ -19,10 +19,7 @@ const STAMPS_SHOWN: usize = 50;
 /// At most this many running digests are traced back to their builds per poll.
 const MAX_TRACED: usize = 200;
 
-pub fn poll(
-    session: Arc<Session>,
-    params: PollParams,
-) -> BoxFuture<Result<SourceData, SourceError>> {
+pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
     let mesh = session.mesh.name.clone();
     let target = session.target_name(params.target.as_deref()).to_string();
     Box::pin(async move {
@@ -43,13 +40,16 @@ fn read(
     params: PollParams,
 ) -> Result<SourceData, StateError> {
     let mesh = mesh.to_string();
-    let holder = db.mesh_holder(&mesh, target)?.map(|h| LockHolder {
-        alive: !h.is_dead(crate::timefmt::now_ms()),
-        operation_id: h.operation_id,
-        host: h.host,
-        pid: h.pid,
-        heartbeat_ms: h.heartbeat_ms,
-    });
+    let holder = db
+        .mesh_holder(&mesh, target)
+        ?
+        .map(|h| LockHolder {
+            alive: !h.is_dead(crate::timefmt::now_ms()),
+            operation_id: h.operation_id,
+            host: h.host,
+            pid: h.pid,
+            heartbeat_ms: h.heartbeat_ms,
+        });
     let last_builds = db.last_builds(&mesh)?;
     let query = BuildQuery {
         mesh: mesh.clone(),
@@ -61,13 +61,16 @@ fn read(
     let page = db.builds(&query)?;
     // First poll: the tail only, not every kept event in batches.
     let mut events = if params.events_after == 0 {
-        db.events_tail_on(&mesh, Some(target), EVENTS_PER_POLL)?
+        db.events_tail_on(&mesh, Some(target), EVENTS_PER_POLL)
+            ?
     } else {
         Vec::new()
     };
     let mut after = events.last().map_or(params.events_after, |row| row.id);
     loop {
-        let batch = db.events_after_on(&mesh, Some(target), after, EVENTS_PER_POLL)?;
+        let batch = db
+            .events_after_on(&mesh, Some(target), after, EVENTS_PER_POLL)
+            ?;
         let full = batch.len() == EVENTS_PER_POLL;
         after = batch.last().map_or(after, |row| row.id);
         events.extend(batch);

@@ -90,8 +90,12 @@ pub fn read(
                     .db(move |db| {
                         let modules: Vec<String> =
                             mesh.modules.iter().map(|m| m.name.clone()).collect();
-                        let stats =
-                            locked(db)?.stats(&mesh.name, &modules, since_ms, timefmt::now_ms())?;
+                        let stats = locked(db)?.stats(
+                            &mesh.name,
+                            &modules,
+                            since_ms,
+                            timefmt::now_ms(),
+                        )?;
                         Ok(ViewData::Stats(Box::new(stats)))
                     })
                     .await

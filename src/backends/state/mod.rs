@@ -154,6 +154,7 @@ pub use crate::timefmt::now_ms;
 #[error("the state database handle is poisoned")]
 pub struct Poisoned;
 
+
 /// The shared handle, locked; a poisoned lock (a panic while it was held) is an error, not a panic.
 pub fn locked(
     db: &std::sync::Mutex<StateDb>,

@@ -115,7 +115,10 @@ fn kept_in_state(
     {
         let state = |e: StateError| GcError::unreadable("the state database", e);
         let db_now = locked(db).map_err(|e| state(e.into()))?;
-        for (module, pin) in db_now.pins(&mesh.name, name).map_err(state)? {
+        for (module, pin) in db_now
+            .pins(&mesh.name, name)
+            .map_err(state)?
+        {
             roots.keep.entry(pin.to_digest.clone()).or_insert((
                 "pinned",
                 format!("{module} is pinned to it on target {name}"),

@@ -139,7 +139,11 @@ impl Target for Docker {
         reach: Reach<'a>,
     ) -> Fut<'a, Result<Vec<Machine>, TargetError>> {
         Box::pin(async move {
-            let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+            let daemon = reach
+                .daemon
+                .get()
+                .await
+                .map_err(TargetError::Unreachable)?;
             let containers = daemon.labelled_containers().await?;
             let mut machines: Vec<Machine> = containers
                 .iter()
@@ -254,7 +258,11 @@ impl Target for Docker {
                 return Ok(None);
             };
             let creds = registry_credentials(registry).await?;
-            let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+            let docker = reach
+                .daemon
+                .get()
+                .await
+                .map_err(TargetError::Unreachable)?;
             let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
             let module = artifact.module;
             sign::sign_pushed(
@@ -323,7 +331,10 @@ impl Target for Docker {
                 let _ = out.send(LogItem::Note { text }).await;
                 return Ok(());
             }
-            let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
+            let daemon = daemon
+                .get()
+                .await
+                .map_err(TargetError::Unreachable)?;
             Ok(daemon.container_logs(&machine.name, ask, &out).await?)
         })
     }
@@ -516,7 +527,10 @@ async fn create_declared(
         let Some(entry) = record.get(&spec.module) else {
             continue;
         };
-        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
+        let daemon = daemon
+            .get()
+            .await
+            .map_err(TargetError::Unreachable)?;
         let mut labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
             (MESH_LABEL.to_string(), mesh.name.clone()),

@@ -55,7 +55,11 @@ impl Kube {
             }
             Delivery::Push(registry) => {
                 let creds = self.credentials(&registry.host).await?;
-                let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+                let docker = reach
+                    .daemon
+                    .get()
+                    .await
+                    .map_err(TargetError::Unreachable)?;
                 let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
                 sign::sign_pushed(mesh, &registry, creds, reference, &digest, module, emitter)
                     .await?;

@@ -54,7 +54,8 @@ impl Kube {
                     name: w.name.clone(),
                     module: w.module.clone(),
                     kind: w.kind.as_str().to_string(),
-                    before_send: (state == MachineState::Paused).then(|| self.paused_note(&called)),
+                    before_send: (state == MachineState::Paused)
+                        .then(|| self.paused_note(&called)),
                     display_name: called,
                     image: w.image.clone(),
                     running: w.running_digests.clone(),

@@ -84,9 +84,9 @@ impl Kube {
             .stamp_team(&write, true)
             .await
             .map_err(|e| ConvergeError::Failed(e.to_string()))?;
-        let copied = locked(db)
-            .map_err(StateError::from)
-            .and_then(|h| h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history));
+        let copied = locked(db).map_err(StateError::from).and_then(|h| {
+            h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history)
+        });
         if let Err(error) = copied {
             tracing::warn!("the record was stamped, the state database's copy not: {error}");
         }
