@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::example::{ExampleMesh, builds, decisions, plan_reasons, said};
-use common::run_id;
 use common::local_registry::{LOCAL, docker, machine_images, require_registry};
+use common::run_id;
 use meshtop::backends::registry::repository_in;
 
 const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
