@@ -66,6 +66,7 @@ async fn fake_record(mesh: &Mesh) -> Record {
             selected: None,
             force: false,
             host_is_target: true,
+            target: meshtop::converge::target::docker().describe(),
         };
         // Every module here is either in the record or unbuilt; a host listing that fails (no
         // daemon) reads as "holds nothing", which is all this needs.
@@ -143,6 +144,7 @@ fn bench(c: &mut Criterion) {
                 selected: None,
                 force: false,
                 host_is_target: true,
+                target: meshtop::converge::target::docker().describe(),
             };
             let plan = runtime
                 .block_on(dry_run(ctx, daemon.clone(), &NoManifests))

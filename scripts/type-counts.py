@@ -15,6 +15,15 @@ Reads every .rs file under SRC_DIR, leaves out test code (files a `#[cfg(test)] 
   lifecycle_copies  functions outside converge/hold.rs that start an operation's hold themselves
                     (`hold::start(`): each is one copy of id → hold → run → finish
   plan_context      places that build a `PlanContext { .. }`
+  kind_named        places that name a target kind outside the seam (converge/target/, the model
+                    mesh/model.rs and the mesh file's reader workspace/file*), test code included,
+                    by the rules tests/target_seam.rs holds (read here from the text, not parsed):
+                    a path to a kind (`Target::Docker`, `model::Target`, `mesh.default_target()`),
+                    a literal that is a kind's
+                    word, a kind in a sentence (outside backends/), a `kind` compared with or
+                    matched on a literal, a predicate named for a kind (`is_docker`); the fence's
+                    exceptions (a Host header, the docker CLI, gc's and an operation's kinds) are
+                    not counted
 
 With -v every hit is printed as file:line beside its count. The same script measures the tree
 before and after (check out the old commit into a worktree and point it there).
@@ -212,6 +221,54 @@ def count_file(path, rel, raw, hits):
     return test_modules
 
 
+KINDS = ["docker", "kubernetes"]
+KIND_ALLOWED = ("converge/target/", "mesh/model.rs", "workspace/file")
+# tests/target_seam.rs's EXCEPTIONS: (file, what the hit is).
+KIND_EXCEPTIONS = [
+    ("backends/daemon/buildkit.rs", "word docker"),
+    ("backends/daemon/session.rs", "word docker"),
+    ("backends/buildx.rs", "word docker"),
+    ("converge/build.rs", "sentence"),
+    ("converge/gc/mod.rs", "compared image"),
+    ("converge/gc/mod.rs", "compared manifest"),
+    ("widgets/record_history.rs", "compared rollback"),
+]
+NAME_PART = r"[\w./:-]"
+
+
+def count_kinds(rel, raw, hits):
+    """The places `rel` names a target kind (see kind_named above)."""
+    if rel.startswith(KIND_ALLOWED):
+        return
+    code, kept = strip_comments_and_strings(raw)
+    variants = "|".join(k.capitalize() for k in KINDS)
+    words = "|".join(KINDS)
+    found = []
+    for m in re.finditer(rf"\bTarget::({variants})\b|\b(model|mesh)::Target\b|\bTarget\s+as\s+\w+"
+                         r"|\.default_target\(\)|\bmesh\.target\(", code):
+        found.append(("path", m.start()))
+    for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', kept):
+        text = m.group(1)
+        if text.strip().lower() in KINDS:
+            found.append(("word " + text.strip().lower(), m.start()))
+        elif not rel.startswith("backends/") and re.search(
+                rf"(?i)(?<!{NAME_PART})({words})(?!{NAME_PART})", text):
+            found.append(("sentence", m.start()))
+    kind = r"\b\w*kind\b(?:\(\))?(?:\.\w+\(\))*"
+    for m in re.finditer(rf'{kind}\s*[!=]=\s*"(\w*)"|"(\w*)"\s*[!=]=\s*&?\w[\w.]*kind\b', kept):
+        found.append(("compared " + (m.group(1) or m.group(2) or ""), m.start()))
+    for m in re.finditer(rf"\bmatch\s+[\w.&*]*kind\b[^{{]*\{{", kept):
+        body = kept[m.end():block_end(kept, m.end() - 1)]
+        for arm in re.finditer(r'(?m)^\s*"(\w*)"(?:\s*\|\s*"\w*")*\s*=>', body):
+            found.append(("compared " + arm.group(1), m.start()))
+    for m in re.finditer(rf"(?i)\b(?:is|on|uses|for|targets|via|has|when)_({words})\b|\b({words})_(?:target|kind|only|specific|mode)\b", code):
+        found.append(("predicate", m.start()))
+    for what, index in found:
+        if any(rel == f and what.startswith(w) for f, w in KIND_EXCEPTIONS):
+            continue
+        hits["kind_named"].append(f"{rel}:{line_of(kept, index)} {what}")
+
+
 def main():
     args = [a for a in sys.argv[1:] if a != "-v"]
     verbose = "-v" in sys.argv[1:]
@@ -220,7 +277,7 @@ def main():
         sys.exit(2)
     root = args[0]
     kinds = ["result_string", "from_for_string", "map_err_string", "flattened",
-             "lifecycle_copies", "plan_context"]
+             "lifecycle_copies", "plan_context", "kind_named"]
     hits = {k: [] for k in kinds}
     files = []
     for folder, _, names in os.walk(root):
@@ -234,6 +291,7 @@ def main():
         rel = os.path.relpath(path, root)
         file_hits = {k: [] for k in kinds}
         mods = count_file(path, rel, raw, file_hits)
+        count_kinds(rel, raw, file_hits)
         per_file[rel] = file_hits
         folder = os.path.dirname(rel)
         stem = os.path.splitext(os.path.basename(rel))[0]
@@ -243,10 +301,12 @@ def main():
             test_files.add(os.path.normpath(os.path.join(folder, own, mod, "mod.rs")))
     for rel, file_hits in per_file.items():
         name = os.path.basename(rel)
+        hits["kind_named"] += file_hits["kind_named"]
         if rel in test_files or name == "tests.rs" or name.endswith("_tests.rs"):
             continue
         for k in kinds:
-            hits[k] += file_hits[k]
+            if k != "kind_named":
+                hits[k] += file_hits[k]
     for k in kinds:
         print(f"{k:17} {len(hits[k])}")
         if verbose:

@@ -141,8 +141,15 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     install_hooks(no_color);
     let _log = init_logging();
     let (keys, settings, warnings) = load_keys(opts.readonly, keys_path().as_deref());
+    let mesh = Arc::new(opts.mesh.clone());
+    let place = Place {
+        context: opts.kube_context.clone(),
+        namespace: opts.namespace.clone(),
+    };
+    let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
     let mut state = AppState::new(
         &opts.mesh,
+        session.describe_target(&opts.target).await,
         context_of(&opts),
         opts.readonly,
         keys,
@@ -152,13 +159,6 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     state.no_color = no_color;
     // `--no-bell` wins; otherwise keys.toml's `bell` setting, otherwise on.
     state.bell = opts.bell && settings.bell.unwrap_or(true);
-    let mesh = Arc::new(opts.mesh.clone());
-    let place = Place {
-        context: opts.kube_context.clone(),
-        namespace: opts.namespace.clone(),
-    };
-    let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
-    state.target = session.describe_target(&opts.target).await;
     state.targets = opts
         .mesh
         .target_names()
@@ -272,6 +272,8 @@ where
     sources::poll::fetch_builds(&on_demand, state.builds.rescope(scope), tx.clone());
     // Stops the action started here (quitting while it runs).
     let mut cancel: Option<watch::Sender<bool>> = None;
+    // The logs view's streams, while it is open (dropped: they stop).
+    let mut log_streams: Option<AbortOnDrop> = None;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -313,6 +315,12 @@ where
                         tx.clone(),
                     ));
                 }
+                Effect::FollowLogs(request) => {
+                    let streams = sources::logs::follow(&on_demand, request, tx.clone());
+                    // The view's earlier streams (the other container) stop here.
+                    drop(log_streams.replace(AbortOnDrop(streams)));
+                }
+                Effect::StopLogs => drop(log_streams.take()),
                 Effect::CancelAction => {
                     if let Some(cancel) = &cancel {
                         tracing::info!("the running action is asked to stop");

@@ -1188,20 +1188,33 @@ fn rolling_deployment(
     d
 }
 
+/// A test server holding `deployment` in NS, and `image` sent to it (nothing stepped yet).
+async fn sent_to(
+    deployment: serde_json::Value,
+    image: &str,
+) -> (
+    KubeApi,
+    meshtop::backends::cluster::Cluster,
+    meshtop::backends::cluster::Workload,
+) {
+    let api = KubeApi::start().await;
+    api.put("deployments", NS, deployment);
+    let cluster = api.cluster(NS);
+    let w = cluster.machines().await.unwrap().pop().unwrap();
+    cluster.send(&w, image, None).await.unwrap();
+    (api, cluster, w)
+}
+
 #[tokio::test]
 async fn a_send_is_followed_through_a_surge_of_one_and_no_unavailability() {
     // rolling.go: never more than replicas + maxSurge pods asked for, never fewer than replicas −
     // maxUnavailable available; one new pod at a time. (The old test server made all new pods at once
     // and said "0 out of 3" then "3 old replicas are pending termination": never "1 out of 3".)
-    let api = KubeApi::start().await;
-    api.put(
-        "deployments",
-        NS,
+    let (api, cluster, w) = sent_to(
         rolling_deployment("api", "demo/api:1", 3, 1, 0),
-    );
-    let cluster = api.cluster(NS);
-    let w = cluster.machines().await.unwrap().pop().unwrap();
-    cluster.send(&w, "demo/api:2", None).await.unwrap();
+        "demo/api:2",
+    )
+    .await;
     let (done, said) = follow(&cluster, &w, rules()).await;
     assert_eq!(
         done.unwrap().message,
@@ -1266,13 +1279,9 @@ async fn a_send_is_followed_through_a_surge_of_one_and_no_unavailability() {
 async fn a_pod_is_available_only_after_min_ready_seconds() {
     // podutil.IsPodAvailable: Ready for minReadySeconds. (The old server counted every ready pod as
     // available at once: "0 of 1 updated replicas are available" never showed.)
-    let api = KubeApi::start().await;
     let mut d = rolling_deployment("api", "demo/api:1", 1, 0, 1);
     d["spec"]["minReadySeconds"] = json!(5);
-    api.put("deployments", NS, d);
-    let cluster = api.cluster(NS);
-    let w = cluster.machines().await.unwrap().pop().unwrap();
-    cluster.send(&w, "demo/api:2", None).await.unwrap();
+    let (api, cluster, w) = sent_to(d, "demo/api:2").await;
     let (done, said) = follow(&cluster, &w, rules()).await;
     done.unwrap();
     assert!(
@@ -1391,6 +1400,64 @@ async fn both_image_id_forms_are_read_as_the_digest_the_pod_runs() {
         let machines = cluster.machines().await.unwrap();
         assert_eq!(machines[0].running_digests, vec![expected], "{reported}");
     }
+}
+
+#[tokio::test]
+async fn a_roll_out_moves_on_while_nobody_reads_it() {
+    // A cluster's controllers do not wait for a client: with the clock on, a roll-out finishes while
+    // meshtop looks away, and its first look after reads it done and running v2, having seen no state
+    // in between. (The old server stepped a workload only when a client read it: nobody reading, the
+    // roll-out never moved, and a follow saw every state one read at a time.)
+    let (api, cluster, w) = sent_to(
+        rolling_deployment("api", "demo/api:1", 3, 1, 0),
+        "demo/api:2",
+    )
+    .await;
+    api.start_clock(Duration::from_millis(5));
+    // The server's own state, read in the test (not a client's request, which would step it too).
+    let sent = api.total_requests();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let d = api.get("deployments", NS, "api").unwrap();
+        let count = |field: &str| d["status"][field].as_i64().unwrap_or(0);
+        let observed = count("observedGeneration") >= d["metadata"]["generation"].as_i64().unwrap();
+        if observed
+            && (
+                count("replicas"),
+                count("updatedReplicas"),
+                count("availableReplicas"),
+            ) == (3, 3, 3)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the roll-out never moved while nobody read it: {}",
+            d["status"]
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(api.total_requests(), sent, "no client read it meanwhile");
+    let (done, said) = follow(&cluster, &w, rules()).await;
+    assert_eq!(
+        done.unwrap().message,
+        "deployment \"api\" successfully rolled out"
+    );
+    assert!(
+        !said
+            .iter()
+            .any(|m| m.contains("out of") || m.contains("are available")),
+        "the first look saw it done: {said:?}"
+    );
+    let v2 = {
+        use sha2::Digest;
+        format!(
+            "sha256:{}",
+            hex::encode(sha2::Sha256::digest(b"demo/api:2"))
+        )
+    };
+    let machines = cluster.machines().await.unwrap();
+    assert_eq!(machines[0].running_digests, vec![v2]);
 }
 
 /// The README's minimal RBAC: its Role bound in the mesh's namespace, its ClusterRole on the namespace
@@ -1622,6 +1689,70 @@ async fn a_record_that_cannot_fit_under_the_limit_is_refused_before_any_write() 
         .stamp_record(&record(&[("api", entry("demo/api:a", "sha256:0a"))]))
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_history_that_outgrows_the_limit_gives_way_and_every_stamp_lands() {
+    // Another tool keeps 200 KiB on the namespace; forty modules stamped round after round fill the
+    // history past what the limit leaves. meshtop trims the oldest stamps first: every stamp lands,
+    // the server refuses none, the newest stamps stay. (The old server stored any size: a history
+    // that never gave way passed there, and is refused 422 by an apiserver.)
+    use meshtop::backends::cluster::{HISTORY_ANNOTATION, TeamWrite};
+    use meshtop::mesh::pin::{PinChange, Stamper, StampsByModule};
+    let api = KubeApi::start().await;
+    let other = "y".repeat(200 * 1024);
+    api.put_namespace(NS, &[("other.example/blob", other.as_str())]);
+    let cluster = api.cluster(NS);
+    for round in 0..12i64 {
+        let entries: Record = (0..40)
+            .map(|n| {
+                let reference = format!("demo/module-{n}:{round:040}");
+                (
+                    format!("module-{n}"),
+                    entry(&reference, &format!("sha256:{round:064}")),
+                )
+            })
+            .collect();
+        let by = Stamper {
+            operation_id: format!("op-{round}"),
+            kind: "converge".into(),
+            short: Some(round),
+            host: "host-a".into(),
+            pid: 1,
+            at_ms: round * 1000,
+            from_target: None,
+        };
+        let write = TeamWrite {
+            entries: &entries,
+            pins: &PinChange::default(),
+            by: &by,
+        };
+        cluster
+            .stamp_team(&write, true)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+    }
+    assert_eq!(api.responses_with(422), 0, "the server refused a stamp");
+    let ns = api.get("namespaces", "", NS).unwrap();
+    let annotations = ns["metadata"]["annotations"].as_object().unwrap();
+    let total: usize = annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+        .sum();
+    assert!(total <= 262_144, "{total} bytes of annotations");
+    let history: StampsByModule =
+        serde_json::from_str(annotations[HISTORY_ANNOTATION].as_str().unwrap()).unwrap();
+    let kept: usize = history.values().map(Vec::len).sum();
+    assert!(
+        kept > 0 && kept < 40 * 10,
+        "the history gave way, not all of it: {kept}"
+    );
+    assert!(
+        history
+            .values()
+            .all(|stamps| stamps[0].operation_id == "op-11"),
+        "the newest stamp of every module stays"
+    );
 }
 
 #[tokio::test]

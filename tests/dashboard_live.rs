@@ -195,7 +195,9 @@ fn quit_while_a_converge_started_here_runs_asks_then_cancels_and_quits_when_it_s
         Msg::ActionDone {
             at_ms: NOW + 1000,
             label: "converge mesh".into(),
-            result: Err("converge cancelled: running builds were marked cancelled".into()),
+            result: Err(source_failed(
+                "converge cancelled: running builds were marked cancelled",
+            )),
         },
     );
     assert_eq!(effects.last(), Some(&Effect::Quit));

@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use common::dashboard::*;
 use futures_util::StreamExt;
-use meshtop::app::msg::{ActionRequest, PageRequest, PollParams, SourceData, SourceId};
+use meshtop::app::msg::{
+    ActionRequest, LogRequest, PageRequest, PollParams, SourceData, SourceError, SourceId,
+};
 use meshtop::app::views::{ViewData, ViewRequest};
 use meshtop::mesh::builds::BuildRow;
+use meshtop::mesh::logs::{LogItem, Stream};
 use meshtop::mesh::model::Target;
 use meshtop::mesh::progress::{Progress, Step};
 use meshtop::sources::{BoxFuture, FnSource, OnDemand, Source};
@@ -21,12 +24,16 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 use tokio::sync::{mpsc, oneshot};
 
+#[derive(Default)]
 struct Fake {
     started: Mutex<Option<oneshot::Sender<ActionRequest>>>,
+    /// The logs view's request, when it came; told once its stream was closed.
+    logs_asked: Mutex<Option<oneshot::Sender<LogRequest>>>,
+    logs_closed: Mutex<Option<oneshot::Sender<()>>>,
 }
 
 impl OnDemand for Fake {
-    fn builds_page(&self, _request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>> {
+    fn builds_page(&self, _request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, SourceError>> {
         Box::pin(async { Ok(demo_builds()) })
     }
     fn start(
@@ -35,7 +42,7 @@ impl OnDemand for Fake {
         _target: Option<String>,
         progress: mpsc::UnboundedSender<Progress>,
         _cancel: tokio::sync::watch::Receiver<bool>,
-    ) -> BoxFuture<Result<String, String>> {
+    ) -> BoxFuture<Result<String, SourceError>> {
         if let Some(tx) = self.started.lock().unwrap().take() {
             tx.send(request).unwrap();
         }
@@ -52,7 +59,7 @@ impl OnDemand for Fake {
             .unwrap();
         Box::pin(async { Ok("done".to_string()) })
     }
-    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>> {
         let data = match request {
             ViewRequest::Gc { .. } => ViewData::Gc(Box::new(demo_gc_report())),
             ViewRequest::Stats { .. } => ViewData::Stats(Box::new(demo_stats())),
@@ -60,9 +67,35 @@ impl OnDemand for Fake {
         };
         Box::pin(async move { Ok(data) })
     }
+    /// Each machine says two lines, then the stream stays open until the view closes it.
+    fn logs(
+        &self,
+        request: LogRequest,
+        out: Vec<mpsc::Sender<LogItem>>,
+    ) -> BoxFuture<Vec<(String, String)>> {
+        let asked = self.logs_asked.lock().unwrap().take();
+        let closed = self.logs_closed.lock().unwrap().take();
+        Box::pin(async move {
+            for (machine, out) in request.machines.iter().zip(&out) {
+                for n in 1..=2 {
+                    let item =
+                        LogItem::line(Stream::Stdout, None, &format!("{} line {n}", machine.name));
+                    out.send(item).await.unwrap();
+                }
+            }
+            if let Some(asked) = asked {
+                asked.send(request).unwrap();
+            }
+            futures_util::future::join_all(out.iter().map(|o| o.closed())).await;
+            if let Some(closed) = closed {
+                let _ = closed.send(());
+            }
+            Vec::new()
+        })
+    }
 }
 
-fn source(id: SourceId, answer: fn() -> Result<SourceData, String>) -> Arc<dyn Source> {
+fn source(id: SourceId, answer: fn() -> Result<SourceData, SourceError>) -> Arc<dyn Source> {
     Arc::new(FnSource {
         id,
         interval: Duration::from_secs(3600),
@@ -70,11 +103,24 @@ fn source(id: SourceId, answer: fn() -> Result<SourceData, String>) -> Arc<dyn S
     })
 }
 
+/// A key pressed without modifiers, as the terminal's event stream yields it.
+fn special(code: KeyCode) -> color_eyre::Result<Event> {
+    Ok(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
 fn key(c: char) -> color_eyre::Result<Event> {
-    Ok(Event::Key(KeyEvent::new(
-        KeyCode::Char(c),
-        KeyModifiers::NONE,
-    )))
+    special(KeyCode::Char(c))
+}
+
+/// The last frame drawn, as one string.
+fn screen_of(terminal: &Terminal<TestBackend>) -> String {
+    terminal
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect()
 }
 
 #[tokio::test]
@@ -85,12 +131,13 @@ async fn keys_reach_the_backend_and_q_quits() {
         source(SourceId::Record, || {
             Ok(SourceData::Record(demo_record(), None))
         }),
-        source(SourceId::Host, || Err("no daemon here".into())),
-        source(SourceId::Machines, || Err("not wired yet".into())),
+        source(SourceId::Host, || Err(source_failed("no daemon here"))),
+        source(SourceId::Machines, || Err(source_failed("not wired yet"))),
     ];
     let (started_tx, started_rx) = oneshot::channel();
     let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(Some(started_tx)),
+        ..Fake::default()
     });
     // `c`, then → Enter on the confirm, converges the selected module; `q` comes once the backend
     // was asked.
@@ -105,12 +152,6 @@ async fn keys_reach_the_backend_and_q_quits() {
         );
         key('q')
     });
-    let special = |code| {
-        Ok(Event::Key(ratatui::crossterm::event::KeyEvent::new(
-            code,
-            KeyModifiers::NONE,
-        )))
-    };
     let events =
         futures_util::stream::iter([key('c'), special(KeyCode::Right), special(KeyCode::Enter)])
             .chain(quit_after_start)
@@ -123,13 +164,7 @@ async fn keys_reach_the_backend_and_q_quits() {
     .await
     .expect("the loop ends on q")
     .unwrap();
-    let screen: String = terminal
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(|c| c.symbol())
-        .collect();
+    let screen = screen_of(&terminal);
     assert!(
         screen.contains("meshtop · demo · target docker"),
         "{screen}"
@@ -139,9 +174,7 @@ async fn keys_reach_the_backend_and_q_quits() {
 #[tokio::test]
 async fn the_loop_ends_with_its_event_stream() {
     let state = empty_state(&demo_mesh(Target::Docker), true);
-    let backend: Arc<dyn OnDemand> = Arc::new(Fake {
-        started: Mutex::new(None),
-    });
+    let backend: Arc<dyn OnDemand> = Arc::new(Fake::default());
     let mut terminal = Terminal::new(TestBackend::new(60, 10)).unwrap();
     let events = futures_util::stream::iter(Vec::<color_eyre::Result<Event>>::new()).boxed();
     // No key, no source: the stream's end alone ends the loop (a loop that waited on would hang
@@ -153,13 +186,7 @@ async fn the_loop_ends_with_its_event_stream() {
     .await
     .expect("the loop ends when its event stream ends")
     .unwrap();
-    let screen: String = terminal
-        .backend()
-        .buffer()
-        .content()
-        .iter()
-        .map(|c| c.symbol())
-        .collect();
+    let screen = screen_of(&terminal);
     assert!(screen.contains("meshtop · demo"), "{screen}");
 }
 
@@ -171,9 +198,8 @@ async fn the_gc_view_is_read_through_the_backend_and_its_sweep_started() {
     let (started_tx, started_rx) = oneshot::channel();
     let backend: Arc<dyn OnDemand> = Arc::new(Fake {
         started: Mutex::new(Some(started_tx)),
+        ..Fake::default()
     });
-    let special =
-        |code| Ok::<_, color_eyre::Report>(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)));
     // Until the view's answer has arrived, `x` in it only says it is still reading (and → and
     // Enter mean nothing in a detail): the round is repeated until the sweep starts.
     let rounds =
@@ -212,4 +238,83 @@ async fn the_gc_view_is_read_through_the_backend_and_its_sweep_started() {
     .await
     .expect("the loop ends on q")
     .unwrap();
+}
+
+/// `l` on base: the loop asks the backend for its machines' logs (Effect::FollowLogs); Esc closes
+/// the view and its stream (the backend sees `out` closed); `l` again streams the lines to the screen
+/// in batches.
+#[tokio::test]
+async fn l_streams_the_machines_lines_to_the_view_and_esc_closes_the_stream() {
+    enum Stage {
+        Asking(oneshot::Receiver<LogRequest>, oneshot::Receiver<()>, u32),
+        Closing(oneshot::Receiver<()>),
+        Reopened,
+        Done,
+    }
+    let state = empty_state(&demo_mesh(Target::Docker), false);
+    let sources = vec![source(SourceId::Machines, || {
+        Ok(SourceData::MachinesAgainst(demo_record(), demo_machines()))
+    })];
+    let (asked_tx, asked_rx) = oneshot::channel();
+    let (closed_tx, closed_rx) = oneshot::channel();
+    let backend: Arc<dyn OnDemand> = Arc::new(Fake {
+        logs_asked: Mutex::new(Some(asked_tx)),
+        logs_closed: Mutex::new(Some(closed_tx)),
+        ..Fake::default()
+    });
+    let esc = || Ok(Event::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+    let events = futures_util::stream::unfold(
+        Stage::Asking(asked_rx, closed_rx, 0),
+        move |stage| async move {
+            match stage {
+                Stage::Asking(mut asked, closed, round) => {
+                    assert!(round < 500, "the logs were never asked for");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    match asked.try_recv() {
+                        Ok(request) => {
+                            let names: Vec<String> =
+                                request.machines.iter().map(|m| m.name.clone()).collect();
+                            assert_eq!(names, ["base-1", "base-2"]);
+                            assert!(request.ask.follow);
+                            Some((vec![esc()], Stage::Closing(closed)))
+                        }
+                        // Until the machines answered, `l` only says base has none.
+                        Err(_) => Some((vec![key('l')], Stage::Asking(asked, closed, round + 1))),
+                    }
+                }
+                Stage::Closing(closed) => {
+                    // Its sender is dropped with the read (Esc aborts it) or sent once the read
+                    // saw `out` closed: either way the stream stopped.
+                    let _ = tokio::time::timeout(Duration::from_secs(10), closed)
+                        .await
+                        .expect("esc stops the stream");
+                    Some((vec![key('l')], Stage::Reopened))
+                }
+                Stage::Reopened => {
+                    // A batch waits at most 100 ms: the lines are on screen well before this.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    Some((Vec::new(), Stage::Done))
+                }
+                Stage::Done => None,
+            }
+        },
+    )
+    .flat_map(futures_util::stream::iter)
+    .boxed();
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        run_loop(&mut terminal, state, sources, backend, events, None),
+    )
+    .await
+    .expect("the loop ends with its events")
+    .unwrap();
+    let screen = common::dashboard::text(terminal.backend().buffer());
+    assert!(
+        screen.contains("logs · module base · 2 machines · following"),
+        "{screen}"
+    );
+    for line in ["base-1 | base-1 line 2", "base-2 | base-2 line 2"] {
+        assert!(screen.contains(line), "{line}: {screen}");
+    }
 }

@@ -85,7 +85,7 @@ fn each_pane() {
             source: SourceId::Host,
             at_ms: NOW - 500,
             target: None,
-            result: Err("cannot reach the Docker daemon".into()),
+            result: Err(source_failed("cannot reach the Docker daemon")),
         },
     );
     let palette = Palette { no_color: true };
@@ -171,7 +171,7 @@ fn overlays() {
 fn filter_line_and_key_warnings() {
     let mesh = demo_mesh(Target::Docker);
     let (keys, warnings) = KeyTable::with_overrides(false, "[normal]\nsend = \"b\"\n");
-    let mut state = AppState::new(&mesh, context(&mesh), false, keys, NOW);
+    let mut state = AppState::new(&mesh, described(&mesh), context(&mesh), false, keys, NOW);
     state.warnings = warnings;
     key(&mut state, KeyCode::Char('/'));
     key(&mut state, KeyCode::Char('a'));
@@ -234,8 +234,10 @@ fn kubernetes_whole_screen() {
     };
     let mut state = demo_state_on(target, false);
     let workload = |name: &str, module: &str, kind: &str, running: char, health: &str, st| {
+        // As the Kubernetes target lists a workload: its kind and kubectl's name for it.
         let mut m = machine(name, module, running, st);
         m.kind = kind.into();
+        m.display_name = format!("{}/{name}", kind.to_lowercase());
         m.health = health.into();
         m
     };

@@ -45,7 +45,7 @@ fn header_keeps_the_last_good_answer_and_shows_the_error() {
             source: SourceId::Host,
             at_ms: NOW + 5000,
             target: None,
-            result: Err("daemon gone".into()),
+            result: Err(source_failed("daemon gone")),
         },
     );
     let host = state.source(SourceId::Host);
@@ -369,12 +369,17 @@ fn send_asks_first_with_cancel_selected() {
     assert_eq!(state.mode, Mode::Confirm);
     let confirm = state.confirm.clone().unwrap();
     assert!(!confirm.go);
-    assert_eq!(confirm.lines.len(), 4);
+    assert_eq!(confirm.lines.len(), 5);
     assert!(confirm.lines[1].contains("worker-1"), "{:?}", confirm.lines);
     assert!(
         confirm.lines[3].contains("recreated with the same configuration"),
         "{:?}",
         confirm.lines
+    );
+    // What to press when a machine fails or is held after it.
+    assert_eq!(
+        confirm.lines[4],
+        "a machine that fails or is held after it: l logs shows what it says"
     );
     // Enter on the default (Cancel) does nothing.
     assert!(key(&mut state, KeyCode::Enter).is_empty());
@@ -411,11 +416,12 @@ fn send_asks_first_with_cancel_selected() {
             moves: vec![meshtop::mesh::machine::Move {
                 module: "api".into(),
                 machine: "api-1".into(),
-                kind: meshtop::mesh::machine::MachineKind::Container,
+                kind: "container".into(),
                 from: running,
                 to_reference: entry.reference,
                 to_digest: entry.digest,
                 state: meshtop::mesh::behind::MachineState::Held,
+                before_send: None,
             }]
         })]
     );
@@ -479,14 +485,14 @@ fn force_then_esc_does_nothing_and_converge_runs_one_at_a_time() {
         Msg::ActionDone {
             at_ms: NOW,
             label: "converge api".into(),
-            result: Err("not wired yet".into()),
+            result: Err(source_failed("not wired yet")),
         },
     );
     assert_eq!(done, vec![Effect::PollNow(SourceId::ALL.to_vec())]);
     assert_eq!(state.running, None);
     assert_eq!(
         state.notice.as_ref().unwrap().text,
-        "converge api failed: not wired yet"
+        "converge api failed: not wired yet (l logs: what its machines say)"
     );
     ch(&mut state, 'C');
     let confirm = state.confirm.clone().unwrap();
@@ -799,7 +805,7 @@ fn a_poll_that_answers_what_the_state_holds_marks_nothing_to_draw() {
         source: SourceId::Host,
         at_ms,
         target: None,
-        result: Err("daemon gone".into()),
+        result: Err(source_failed("daemon gone")),
     };
     update(&mut state, error(NOW + 2000));
     assert!(state.dirty, "a new error is drawn");

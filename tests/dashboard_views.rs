@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use common::dashboard::*;
 use meshtop::app::keys::Mode;
-use meshtop::app::msg::{ActionRequest, Effect, Msg, SourceData, SourceId, StateSnapshot};
+use meshtop::app::msg::{
+    ActionRequest, Effect, Msg, SourceData, SourceError, SourceId, StateSnapshot,
+};
 use meshtop::app::state::{AppState, Detail};
 use meshtop::app::update::update;
 use meshtop::app::views::{GC_GRACE_MS, GC_KEEP_NEWEST, ViewData, ViewRequest};
@@ -285,7 +287,7 @@ fn the_footer_keeps_the_navigation_keys_and_says_when_more_exist() {
     }
 }
 
-fn gc_loaded(state: &mut AppState, result: Result<ViewData, String>) {
+fn gc_loaded(state: &mut AppState, result: Result<ViewData, SourceError>) {
     let effects = key(state, KeyCode::Char('x'));
     let request = ViewRequest::Gc {
         keep_newest: GC_KEEP_NEWEST,
@@ -352,7 +354,9 @@ fn a_root_that_cannot_be_read_offers_nothing_to_sweep() {
     let mut state = demo_state();
     gc_loaded(
         &mut state,
-        Err("the host daemon's containers cannot be read (connection refused)".into()),
+        Err(source_failed(
+            "the host daemon's containers cannot be read (connection refused)",
+        )),
     );
     let out = screen(&state, 80, 24);
     assert!(

@@ -99,6 +99,32 @@ fn with_kind<'a>(report: &'a Value, list: &str, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The example mesh on the API test server with web's Deployment running an old image, then
+/// converged: every module built, pushed and stamped, web's v1 rolled out. Returns the summary.
+async fn web_rolled_out(api: &KubeApi, tag: &str) -> (KubeMesh, Value) {
+    let k = KubeMesh::new(tag, api, true, "test-ctx", "");
+    k.deploy(
+        api,
+        "web",
+        &format!("{REGISTRY}/{}/web:old", k.name()),
+        &old_id(1),
+    );
+    let (first, stderr) = k.json(&["converge", "--json"]).await;
+    assert_eq!(first["stamped"], true, "{first}\n{stderr}");
+    (k, first)
+}
+
+/// web's policy becomes `record`: what it builds is stamped, never sent.
+fn web_records(k: &KubeMesh) {
+    let file = k.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"rollout\"",
+        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"record\"",
+    );
+    assert!(text.contains("context = \"web\"\nbase = \"base\"\npolicy = \"record\""));
+    std::fs::write(&file, text).unwrap();
+}
+
 /// Issue 19, item 1: v1 is rolled out, web switched to policy `record`, v2..v4 built and stamped:
 /// the Deployment still runs v1 by its manifest digest. Before the fix gc compared artifacts only
 /// and deleted that manifest (the next pod on a node without the layers: ImagePullBackOff).
@@ -106,15 +132,7 @@ fn with_kind<'a>(report: &'a Value, list: &str, kind: &str) -> Vec<&'a Value> {
 async fn the_manifest_a_pod_runs_survives_gc() {
     common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
-    let k = KubeMesh::new("gcrun", &api, true, "test-ctx", "");
-    k.deploy(
-        &api,
-        "web",
-        &format!("{REGISTRY}/{}/web:old", k.name()),
-        &old_id(1),
-    );
-    let (first, stderr) = k.json(&["converge", "--json"]).await;
-    assert_eq!(first["stamped"], true, "{first}\n{stderr}");
+    let (k, first) = web_rolled_out(&api, "gcrun").await;
     let v1 = digest_of(&first, "web");
     let running = k.image(&api, "web");
     let (_, v1_manifest) = running.split_once('@').unwrap();
@@ -126,13 +144,7 @@ async fn the_manifest_a_pod_runs_survives_gc() {
     );
 
     // web records from now on: its Deployment stays on v1 while v2..v4 are stamped.
-    let file = k.mesh.mesh_file();
-    let text = std::fs::read_to_string(&file).unwrap().replace(
-        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"rollout\"",
-        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"record\"",
-    );
-    assert!(text.contains("context = \"web\"\nbase = \"base\"\npolicy = \"record\""));
-    std::fs::write(&file, text).unwrap();
+    web_records(&k);
     let v2 = change_web(&k, "two").await;
     for text in ["three", "four"] {
         change_web(&k, text).await;
@@ -186,22 +198,14 @@ async fn the_manifest_a_pod_runs_survives_gc() {
 async fn gc_keeps_what_lagging_pods_run_and_what_their_template_names() {
     common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
-    let k = KubeMesh::new("gclag", &api, true, "test-ctx", "");
-    k.deploy(
-        &api,
-        "web",
-        &format!("{REGISTRY}/{}/web:old", k.name()),
-        &old_id(1),
-    );
-    let (first, stderr) = k.json(&["converge", "--json"]).await;
-    assert_eq!(first["stamped"], true, "{first}\n{stderr}");
+    let (k, _) = web_rolled_out(&api, "gclag").await;
     let v1_image = k.image(&api, "web");
     let (_, v1_manifest) = v1_image.split_once('@').unwrap();
     let path = path_of(&v1_image);
 
     // From now on no new pod of web is scheduled, and the roll-out's deadline has passed.
     api.pods_of_image(
-        &format!("{REGISTRY}/{}/web@", k.name()),
+        &format!("{REGISTRY}/{}/web:", k.name()),
         common::kube_controllers::Fate::Unschedulable(
             "0/1 nodes are available: 1 Insufficient cpu.".into(),
         ),
@@ -215,6 +219,9 @@ async fn gc_keeps_what_lagging_pods_run_and_what_their_template_names() {
         "the roll-out cannot finish: {}",
         said(&sent)
     );
+    // The controllers run on to a steady state: the pods that can run have run (on the old server,
+    // without unschedulable pods, every pod would now run v2 as the template names it).
+    api.settle("deployments", &k.namespace, "web-1");
     let v2_image = k.image(&api, "web");
     assert_ne!(v2_image, v1_image, "the template names v2");
     let (_, v2_manifest) = v2_image.split_once('@').unwrap();
@@ -226,12 +233,7 @@ async fn gc_keeps_what_lagging_pods_run_and_what_their_template_names() {
     );
 
     // web records v3 (policy record: nothing is sent).
-    let file = k.mesh.mesh_file();
-    let text = std::fs::read_to_string(&file).unwrap().replace(
-        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"rollout\"",
-        "name = \"web\"\ncontext = \"web\"\nbase = \"base\"\npolicy = \"record\"",
-    );
-    std::fs::write(&file, text).unwrap();
+    web_records(&k);
     let v3 = change_web(&k, "three").await;
     assert_eq!(k.image(&api, "web"), v2_image);
 

@@ -53,23 +53,31 @@ async fn renewed_past_the_stale_limit(api: &KubeApi, team: &Team) {
     }
 }
 
+/// A team whose Alice converged base (pushed, stamped) while a Deployment runs an older base, whose
+/// new pods never start until the test clears their fate: a send of base follows its roll-out until
+/// the test lets it end (its deadline, 300 s, never races the commands a test runs meanwhile).
+async fn base_behind_with_pods_that_never_start(api: &KubeApi, tag: &str) -> Team {
+    let team = Team::new(tag, api).await;
+    team.rollout_deadline("300s");
+    let first = team
+        .run(&team.alice(), &["converge", "--json", "base"])
+        .await;
+    assert!(first.status.success(), "{}", said(&first));
+    team.runs_old(api, "base");
+    api.pods_of_image(
+        &format!("{REGISTRY}/{}/base:", team.mesh.name),
+        Fate::Waits("ContainerCreating".into(), String::new()),
+    );
+    team
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_killed_on_this_host_leaves_the_mesh_to_the_next_at_once() {
     // converge/lease.rs `gone`: a holder that ran on this host and whose process is gone never renews
     // again; the next operation takes the mesh over without waiting out the Lease's duration (one
     // minute here, far longer than the test).
     let api = KubeApi::start().await;
-    let team = Team::new("leasekill", &api).await;
-    team.rollout_deadline("300s");
-    let first = team
-        .run(&team.alice(), &["converge", "--json", "base"])
-        .await;
-    assert!(first.status.success(), "{}", said(&first));
-    team.runs_old(&api, "base");
-    api.pods_of_image(
-        &format!("{REGISTRY}/{}/base:", team.mesh.name),
-        Fate::Waits("ContainerCreating".into(), String::new()),
-    );
+    let team = base_behind_with_pods_that_never_start(&api, "leasekill").await;
     let mut send = team
         .command(&team.alice(), &["send", "base", "--yes", "--json"])
         .env(meshtop::backends::state::TEST_STALE_ENV, "60000")
@@ -114,20 +122,7 @@ async fn a_send_killed_on_this_host_leaves_the_mesh_to_the_next_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_past_the_stale_limit_holds_the_mesh_against_both_state_files() {
     let api = KubeApi::start().await;
-    let team = Team::new("lease", &api).await;
-    // The send ends when the test lets its pods run, not at a deadline racing the commands below.
-    team.rollout_deadline("300s");
-    // Alice converges base (pushed, stamped), then a Deployment runs an older base.
-    let first = team
-        .run(&team.alice(), &["converge", "--json", "base"])
-        .await;
-    assert!(first.status.success(), "{}", said(&first));
-    team.runs_old(&api, "base");
-    // The new pods never become ready: the send follows the roll-out until its 6 s deadline.
-    api.pods_of_image(
-        &format!("{REGISTRY}/{}/base:", team.mesh.name),
-        Fate::Waits("ContainerCreating".into(), String::new()),
-    );
+    let team = base_behind_with_pods_that_never_start(&api, "lease").await;
     let send = team
         .command(&team.alice(), &["send", "base", "--yes", "--json"])
         .stdout(std::process::Stdio::piped())

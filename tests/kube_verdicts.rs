@@ -524,8 +524,15 @@ fn the_dashboards_send_confirm_says_a_machine_is_paused_before_it_is_confirmed()
         .into_iter()
         .filter(|m| m.module != "worker")
         .collect();
+    // The row as the Kubernetes target lists a paused workload: what to know before a send is its
+    // own word (a_paused_deployment_is_patched_and_said_at_once_not_waited_on reads it from the
+    // target); the confirm says it for that machine.
     let mut paused = machine("worker-1", "worker", 'd', MachineState::Paused);
     paused.kind = "Deployment".into();
+    paused.display_name = "deployment/worker-1".into();
+    paused.before_send = Some(
+        "paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume deployment/worker-1 -n demo)".into(),
+    );
     machines.push(paused);
     update(
         &mut state,

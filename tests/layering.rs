@@ -123,6 +123,9 @@ const ROOMS: &[Room] = &[
                 // The cosign format (mesh/cosign.rs): signatures and their JSON are computed, not fetched.
                 "base64",
                 "p256",
+                // A key cosign sealed with a password (mesh/sealed_key.rs): opened, not read.
+                "scrypt",
+                "crypto_secretbox",
                 "serde_json",
                 "crate::timefmt::age_since",
             ],

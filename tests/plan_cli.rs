@@ -23,7 +23,9 @@ fn plan_json_has_three_tiers_and_a_decision_for_every_module() {
     let mesh = ExampleMesh::new("plan");
     let plan = mesh.json(&["plan", "--json"]);
     assert_eq!(plan["mesh"], mesh.name.as_str());
-    assert_eq!(plan["target"], "docker");
+    // The target by its name (the mesh file's single `[target]` is `default`) and its kind.
+    assert_eq!(plan["target"], "default");
+    assert_eq!(plan["target_kind"], "docker");
     assert_eq!(
         plan["tiers"],
         serde_json::json!([["base"], ["tools", "web"], ["api", "worker"]])
@@ -214,4 +216,30 @@ fn converge_refuses_to_build_when_it_cannot_record() {
         .output()
         .unwrap();
     assert!(images.stdout.is_empty(), "nothing was built");
+}
+
+/// Issue 28: `plan --target prod` names the target it planned, by name and kind, not the first
+/// target's kind. The two targets differ in both: the first (never connected here) is a
+/// namespace, the one planned is the host daemon.
+#[test]
+fn plan_names_the_target_it_planned() {
+    let mesh = ExampleMesh::new("plantarget");
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "[target]\nkind = \"docker\"\n",
+        "[[target]]\nname = \"staging\"\nkind = \"kubernetes\"\ncontext = \"nowhere\"\n\n\
+         [[target]]\nname = \"prod\"\nkind = \"docker\"\n",
+    );
+    assert!(text.contains("name = \"prod\""), "{text}");
+    std::fs::write(&file, text).unwrap();
+    let plan = mesh.json(&["plan", "--json", "--target", "prod"]);
+    assert_eq!(plan["target"], "prod", "{plan}");
+    assert_eq!(plan["target_kind"], "docker", "{plan}");
+    let output = mesh.meshtop(&["plan", "--target", "prod"]);
+    let said_out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", said(&output));
+    assert!(
+        said_out.contains(&format!("mesh {} · target prod (docker)", mesh.name)),
+        "{said_out}"
+    );
 }

@@ -347,6 +347,7 @@ async fn a_pinned_module_needs_no_delivery_so_a_target_without_one_does_not_refu
         reason: "pinned: rolled back from …".into(),
         base_artifact: None,
         artifact: Some("sha256:0".into()),
+        registry_held: None,
         why: "unchanged".into(),
         changes: Vec::new(),
         multi_platform: false,

@@ -60,9 +60,9 @@ async fn push_returns_the_digest_the_registry_then_answers() {
 async fn pushing_an_image_the_daemon_lacks_fails_with_its_message() {
     require_registry().await;
     let daemon = bollard::Docker::connect_with_defaults().unwrap();
-    let err = push_image(&daemon, &format!("{LOCAL}/test/none:missing"), None)
-        .await
-        .unwrap_err();
+    // A name no run ever tagged (a fixed one would meet an image another run left under it).
+    let missing = format!("{LOCAL}/test/none:missing-{}", common::run_id());
+    let err = push_image(&daemon, &missing, None).await.unwrap_err();
     assert!(matches!(err, RegistryError::Push { .. }), "{err}");
     assert!(err.to_string().contains("test/none"), "{err}");
 }

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::example::{ExampleMesh, builds, decisions, said};
-use common::local_registry::{LOCAL, docker, require_registry};
+use common::example::{ExampleMesh, builds, decisions, plan_reasons, said};
+use common::local_registry::{LOCAL, docker, machine_images, require_registry};
 use common::registry_proxy::StoppableRegistry;
 
 /// The example mesh under a unique name, with `registry = "<host>"` in [mesh].
@@ -25,19 +25,6 @@ fn mesh_with_registry(tag: &str, host: &str) -> ExampleMesh {
     );
     std::fs::write(&file, text).unwrap();
     mesh
-}
-
-/// The image id each of the mesh's machines runs.
-fn machine_images(mesh: &str) -> BTreeMap<String, String> {
-    let label = format!("label=jr2.dev/mesh={mesh}");
-    docker(&["ps", "-q", "--filter", &label])
-        .split_whitespace()
-        .map(|id| {
-            let out = docker(&["inspect", "-f", "{{.Name}} {{.Image}}", id]);
-            let (name, image) = out.trim().split_once(' ').unwrap();
-            (name.trim_start_matches('/').to_string(), image.to_string())
-        })
-        .collect()
 }
 
 /// module → artifact of a converge summary.
@@ -55,18 +42,7 @@ fn artifacts(summary: &serde_json::Value) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn meshtop_in(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serde_json::Value {
-    let output = mesh.meshtop_with_state(state, args);
-    assert!(
-        output.status.success(),
-        "meshtop {args:?} failed ({:?}):\n{}",
-        output.status.code(),
-        said(&output)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-/// [`meshtop_in`] off the runtime's threads: the test's registry front answers meanwhile.
+/// [`ExampleMesh::json_with_state`] off the runtime's threads: the test's registry front answers meanwhile.
 async fn meshtop_beside(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serde_json::Value {
     let (mesh_file, state) = (mesh.mesh_file(), state.to_path_buf());
     let owned: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -89,23 +65,6 @@ async fn meshtop_beside(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serd
         said(&output)
     );
     serde_json::from_slice(&output.stdout).unwrap()
-}
-
-fn plan_decisions(plan: &serde_json::Value) -> BTreeMap<String, (String, String)> {
-    plan["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["name"].as_str().unwrap().to_string(),
-                (
-                    m["decision"].as_str().unwrap().to_string(),
-                    m["reason"].as_str().unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -131,7 +90,7 @@ async fn ci_publishes_and_a_clean_machine_converges_with_zero_builds_on_the_same
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
     let plan = meshtop_beside(&mesh, &fresh, &["plan", "--json"]).await;
-    let planned = plan_decisions(&plan);
+    let planned = plan_reasons(&plan);
     assert_eq!(planned.len(), 5, "{plan}");
     for (module, (decision, reason)) in planned {
         assert_eq!(decision, "registry", "{module}: {reason}");
@@ -204,11 +163,11 @@ fn push_impostor(reference: &str, labels: &[(&str, &str)]) {
 async fn an_image_under_the_ref_without_both_labels_or_with_other_inputs_never_answers() {
     require_registry().await;
     let mesh = mesh_with_registry("rvimp", LOCAL);
-    let plan = meshtop_in(&mesh, &mesh.state(), &["plan", "--json", "base"]);
+    let plan = mesh.json_with_state(&mesh.state(), &["plan", "--json", "base"]);
     let reference = plan["modules"][0]["ref"].as_str().unwrap().to_string();
     let base = || {
-        let plan = meshtop_in(&mesh, &mesh.state(), &["plan", "--json", "base"]);
-        plan_decisions(&plan).remove("base").unwrap()
+        let plan = mesh.json_with_state(&mesh.state(), &["plan", "--json", "base"]);
+        plan_reasons(&plan).remove("base").unwrap()
     };
     let (decision, reason) = base();
     assert_eq!(decision, "build");
@@ -247,7 +206,7 @@ async fn an_image_under_the_ref_without_both_labels_or_with_other_inputs_never_a
     assert_eq!(decision, "build", "{reason}");
     assert!(reason.contains("built from other inputs"), "{reason}");
     // The converge builds it.
-    let summary = meshtop_in(&mesh, &mesh.state(), &["converge", "--json", "base"]);
+    let summary = mesh.json_with_state(&mesh.state(), &["converge", "--json", "base"]);
     assert_eq!(decisions(&summary)["base"], "build", "{summary}");
     assert_eq!(builds(&mesh).len(), 1);
 }

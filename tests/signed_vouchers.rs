@@ -11,19 +11,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::example::{ExampleMesh, builds, decisions, said};
-use common::local_registry::{LOCAL, docker, require_registry};
+use common::example::{ExampleMesh, builds, decisions, plan_reasons, said};
+use common::local_registry::{LOCAL, docker, machine_images, require_registry};
+use common::run_id;
 use meshtop::backends::registry::repository_in;
 
 const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 const SIGNATURE_KEY: &str = "dev.cosignproject.cosign/signature";
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-
-/// A random id for every name this test leaves on the daemon and the registry.
-fn run_id() -> String {
-    let id = uuid::Uuid::now_v7().simple().to_string();
-    id[id.len() - 8..].to_string()
-}
 
 fn run(program: &str, args: &[&str]) -> Output {
     let output = Command::new(program).args(args).output().unwrap();
@@ -75,6 +70,70 @@ fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (key, public)
 }
 
+/// `key` (a PKCS#8 PEM) sealed with `password` as `cosign generate-key-pair` writes a key, made here
+/// from the format (go-securesystemslib `encrypted`, as sigstore/cosign `pkg/cosign/keys.go` uses
+/// it): the PKCS#8 DER sealed by NaCl secretbox under a key scrypt derives (N 32768, r 8, p 1, a
+/// 32-byte salt), the JSON of kdf, cipher and ciphertext in base64, under the PEM label
+/// `ENCRYPTED SIGSTORE PRIVATE KEY`. Mode 600.
+fn cosign_sealed(key: &Path, password: &str) -> PathBuf {
+    use base64::Engine;
+    use crypto_secretbox::aead::{Aead, KeyInit};
+    use sha2::Digest;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let pem = std::fs::read_to_string(key).unwrap();
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let der = b64.decode(body).unwrap();
+    // Salt and nonce: any bytes serve; made from the key's path so that each run differs.
+    let seed = sha2::Sha256::digest(format!("{}{}", key.display(), run_id()));
+    let salt: Vec<u8> = seed.to_vec();
+    let nonce: Vec<u8> = sha2::Sha256::digest(seed)[..24].to_vec();
+    let params = scrypt::Params::new(15, 8, 1, 32).unwrap();
+    let mut secret = [0u8; 32];
+    scrypt::scrypt(password.as_bytes(), &salt, &params, &mut secret).unwrap();
+    let ciphertext =
+        crypto_secretbox::XSalsa20Poly1305::new(crypto_secretbox::Key::from_slice(&secret))
+            .encrypt(crypto_secretbox::Nonce::from_slice(&nonce), der.as_slice())
+            .unwrap();
+    let sealed = serde_json::to_vec(&serde_json::json!({
+        "kdf": {
+            "name": "scrypt",
+            "params": { "N": 32768, "r": 8, "p": 1 },
+            "salt": b64.encode(&salt),
+        },
+        "cipher": { "name": "nacl/secretbox", "nonce": b64.encode(&nonce) },
+        "ciphertext": b64.encode(&ciphertext),
+    }))
+    .unwrap();
+    let encoded = b64.encode(&sealed);
+    let mut pem = String::from("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n");
+    for line in encoded.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).unwrap());
+        pem.push('\n');
+    }
+    pem.push_str("-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n");
+    let file = key.with_extension("cosign.key");
+    std::fs::write(&file, pem).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    file
+}
+
+/// Run meshtop on `mesh` and `state` with `envs` (COSIGN_PASSWORD and MESHTOP_SIGNING_KEY of the
+/// caller's environment removed first).
+fn meshtop_env(mesh: &ExampleMesh, state: &Path, envs: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .env_remove("COSIGN_PASSWORD")
+        .env_remove("MESHTOP_SIGNING_KEY")
+        .envs(envs.iter().copied())
+        .arg("--mesh")
+        .arg(mesh.mesh_file())
+        .arg("--state")
+        .arg(state)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// The example mesh with the registry, trusting `keys/ci.pub` (made here); the CI key beside it.
 struct SignedMesh {
     mesh: ExampleMesh,
@@ -83,7 +142,7 @@ struct SignedMesh {
 }
 
 fn signed_mesh(tag: &str) -> SignedMesh {
-    let mesh = ExampleMesh::new(&format!("{tag}{}", run_id()));
+    let mesh = ExampleMesh::new(tag);
     let (ci_key, ci_pub) = keypair(&mesh.root().join("keys"), "ci");
     let file = mesh.mesh_file();
     let text = std::fs::read_to_string(&file).unwrap().replacen(
@@ -100,36 +159,6 @@ fn signed_mesh(tag: &str) -> SignedMesh {
         ci_key,
         ci_pub,
     }
-}
-
-fn meshtop_json(mesh: &ExampleMesh, state: &Path, args: &[&str]) -> serde_json::Value {
-    let output = mesh.meshtop_with_state(state, args);
-    assert!(
-        output.status.success(),
-        "meshtop {args:?} failed ({:?}):\n{}",
-        output.status.code(),
-        said(&output)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
-}
-
-/// module → (decision, reason) of a plan.
-fn plan_of(mesh: &ExampleMesh, state: &Path) -> BTreeMap<String, (String, String)> {
-    let plan = meshtop_json(mesh, state, &["plan", "--json"]);
-    plan["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["name"].as_str().unwrap().to_string(),
-                (
-                    m["decision"].as_str().unwrap().to_string(),
-                    m["reason"].as_str().unwrap().to_string(),
-                ),
-            )
-        })
-        .collect()
 }
 
 /// module → (repository in the registry, manifest digest) of what CI published.
@@ -369,14 +398,23 @@ fn spec_sign(work: &Path, repository: &str, digest: &str, key: &Path) {
     );
 }
 
-/// CI: every module built, published and signed.
+/// CI: every module built, published and signed with the CI key.
 fn ci_publishes_signed(signed: &SignedMesh) {
-    let key = signed.ci_key.to_str().unwrap();
-    let ci = meshtop_json(
-        &signed.mesh,
-        &signed.mesh.state(),
+    ci_publishes_signed_with(signed, &signed.ci_key, &[]);
+}
+
+/// CI: every module built, published and signed with `key` (`--sign-key`), `envs` set.
+fn ci_publishes_signed_with(signed: &SignedMesh, key: &Path, envs: &[(&str, &str)]) {
+    let key = key.to_str().unwrap();
+    let mesh = &signed.mesh;
+    let output = meshtop_env(
+        mesh,
+        &mesh.state(),
+        envs,
         &["converge", "--publish", "--sign-key", key, "--json"],
     );
+    assert!(output.status.success(), "CI's converge: {}", said(&output));
+    let ci: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
 }
 
@@ -385,7 +423,9 @@ async fn ci_signs_every_artifact_and_a_clean_machine_with_trust_takes_them_all()
     require_registry().await;
     let signed = signed_mesh("svci");
     let mesh = &signed.mesh;
-    ci_publishes_signed(&signed);
+    // CI's key as `cosign generate-key-pair` seals one, its password in COSIGN_PASSWORD.
+    let sealed = cosign_sealed(&signed.ci_key, "ci's password");
+    ci_publishes_signed_with(&signed, &sealed, &[("COSIGN_PASSWORD", "ci's password")]);
     let published = published(mesh);
     assert_eq!(published.len(), 5, "{published:?}");
     let work = mesh.dir.path();
@@ -407,14 +447,16 @@ async fn ci_signs_every_artifact_and_a_clean_machine_with_trust_takes_them_all()
 
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         assert_eq!(decision, "registry", "{module}: {reason}");
         assert!(
             reason.contains("signed by keys/ci.pub"),
             "{module}: {reason}"
         );
     }
-    let clean = meshtop_json(mesh, &fresh, &["converge", "--json"]);
+    let clean = mesh.json_with_state(&fresh, &["converge", "--json"]);
     assert!(
         decisions(&clean).values().all(|d| d == "registry"),
         "{clean}"
@@ -436,19 +478,6 @@ fn verified(mesh: &ExampleMesh, state: &Path, code: i32) -> Vec<serde_json::Valu
     assert_eq!(output.status.code(), Some(code), "{}", said(&output));
     let checked: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     checked.as_array().unwrap().clone()
-}
-
-/// The image id each machine of the mesh runs, by machine name.
-fn machine_images(mesh: &str) -> BTreeMap<String, String> {
-    let label = format!("label=jr2.dev/mesh={mesh}");
-    docker(&["ps", "-q", "--filter", &label])
-        .split_whitespace()
-        .map(|id| {
-            let out = docker(&["inspect", "-f", "{{.Name}} {{.Image}}", id]);
-            let (name, image) = out.trim().split_once(' ').unwrap();
-            (name.trim_start_matches('/').to_string(), image.to_string())
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -491,8 +520,8 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
 
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
-    let web_refused = |words: &str| {
-        let plan = plan_of(mesh, &fresh);
+    let web_refused = |words: &str, state: &str| {
+        let plan = plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]));
         let (decision, reason) = &plan["web"];
         assert_eq!(decision, "build", "{reason}");
         assert!(
@@ -500,14 +529,28 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
             "{words}: {reason}"
         );
         assert_eq!(plan["base"].0, "registry", "{:?}", plan["base"]);
+        // The same as data, which the screen reads: what the registry held, and the verdict.
+        let json = mesh.json_with_state(&fresh, &["plan", "--json"]);
+        let web = json["modules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "web")
+            .unwrap();
+        assert_eq!(
+            web["registry_held"]["manifest"],
+            look_alike.as_str(),
+            "{web}"
+        );
+        assert_eq!(web["registry_held"]["signature"]["state"], state, "{web}");
     };
     // Unsigned.
-    web_refused("✗ unsigned");
+    web_refused("✗ unsigned", "unsigned");
     // Signed by another key.
     let work = mesh.dir.path();
     let (other_key, _) = keypair(&work.join("other"), "other");
     spec_sign(work, &repository, &look_alike, &other_key);
-    web_refused("✗ untrusted key");
+    web_refused("✗ untrusted key", "untrusted_key");
     // CI's genuine signature copied onto the look-alike's tag.
     let genuine_sig = get(
         &format!("/v2/{repository}/manifests/{}", sig_tag(&genuine)),
@@ -515,10 +558,10 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
     )
     .unwrap();
     put_manifest(work, &repository, &sig_tag(&look_alike), &genuine_sig);
-    web_refused("✗ signature names another digest");
+    web_refused("✗ signature names another digest", "other_digest");
 
     // The converge builds web, and its machine never runs the look-alike.
-    let clean = meshtop_json(mesh, &fresh, &["converge", "--json"]);
+    let clean = mesh.json_with_state(&fresh, &["converge", "--json"]);
     let decided = decisions(&clean);
     assert_eq!(decided["web"], "build", "{clean}");
     let running = machine_images(&mesh.name);
@@ -545,11 +588,13 @@ async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouc
     let signed = signed_mesh("svspec");
     let mesh = &signed.mesh;
     // CI publishes without signing.
-    let ci = meshtop_json(mesh, &mesh.state(), &["converge", "--publish", "--json"]);
+    let ci = mesh.json_with_state(&mesh.state(), &["converge", "--publish", "--json"]);
     assert!(decisions(&ci).values().all(|d| d == "build"), "{ci}");
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         // A dependent's ref waits on its base, refused: only tier 0 is asked of the registry.
         if module == "base" {
             assert_eq!(decision, "build", "{module}: {reason}");
@@ -560,7 +605,9 @@ async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouc
     let file = mesh.mesh_file();
     let with_trust = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, with_trust.replace("trust = [\"keys/ci.pub\"]\n", "")).unwrap();
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         assert_eq!(decision, "registry", "{module}: {reason}");
         assert!(reason.contains("unverified"), "{module}: {reason}");
     }
@@ -570,7 +617,9 @@ async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouc
     for (repository, digest) in published(mesh).values() {
         spec_sign(work, repository, digest, &signed.ci_key);
     }
-    for (module, (decision, reason)) in plan_of(mesh, &fresh) {
+    for (module, (decision, reason)) in
+        plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]))
+    {
         assert_eq!(decision, "registry", "{module}: {reason}");
         assert!(
             reason.contains("signed by keys/ci.pub"),
@@ -583,8 +632,15 @@ async fn a_signature_made_per_the_spec_by_another_tool_with_the_trusted_key_vouc
 fn bad_keys_are_bad_input_naming_the_file_and_line() {
     let signed = signed_mesh("svkeys");
     let mesh = &signed.mesh;
-    let converge_with =
-        |key: &Path| mesh.meshtop(&["converge", "--publish", "--sign-key", key.to_str().unwrap()]);
+    let converge_env = |key: &Path, envs: &[(&str, &str)]| {
+        meshtop_env(
+            mesh,
+            &mesh.state(),
+            envs,
+            &["converge", "--publish", "--sign-key", key.to_str().unwrap()],
+        )
+    };
+    let converge_with = |key: &Path| converge_env(key, &[]);
     let expect_2 = |output: Output, words: &[&str]| {
         let text = said(&output);
         assert_eq!(output.status.code(), Some(2), "{text}");
@@ -592,8 +648,30 @@ fn bad_keys_are_bad_input_naming_the_file_and_line() {
             assert!(text.contains(word), "{word:?} in: {text}");
         }
     };
-    // A key others may read.
+    // A key file that cannot be read: none there, a folder; named by --sign-key or the environment.
+    let gone = mesh.dir.path().join("gone.key");
+    expect_2(
+        converge_with(&gone),
+        &[&gone.display().to_string(), "cannot read the signing key"],
+    );
+    let folder = mesh.dir.path().join("folder.key");
+    std::fs::create_dir(&folder).unwrap();
     use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o700)).unwrap();
+    expect_2(
+        converge_with(&folder),
+        &[&folder.display().to_string(), "cannot read the signing key"],
+    );
+    expect_2(
+        meshtop_env(
+            mesh,
+            &mesh.state(),
+            &[("MESHTOP_SIGNING_KEY", gone.to_str().unwrap())],
+            &["converge", "--publish"],
+        ),
+        &[&gone.display().to_string(), "cannot read the signing key"],
+    );
+    // A key others may read.
     std::fs::set_permissions(&signed.ci_key, std::fs::Permissions::from_mode(0o644)).unwrap();
     expect_2(
         converge_with(&signed.ci_key),
@@ -612,11 +690,24 @@ fn bad_keys_are_bad_input_naming_the_file_and_line() {
         converge_with(&broken),
         &[&format!("{}:2", broken.display()), "not a PKCS#8"],
     );
-    // A cosign-encrypted key: refused with how to make one meshtop reads.
-    let encrypted = mesh.dir.path().join("cosign.key");
+    // A key cosign sealed: without COSIGN_PASSWORD, or with another password, on its line.
+    let sealed = cosign_sealed(&signed.ci_key, "right");
+    expect_2(
+        converge_with(&sealed),
+        &[&format!("{}:1", sealed.display()), "set COSIGN_PASSWORD"],
+    );
+    expect_2(
+        converge_env(&sealed, &[("COSIGN_PASSWORD", "wrong")]),
+        &[
+            &format!("{}:1", sealed.display()),
+            "COSIGN_PASSWORD does not open",
+        ],
+    );
+    // A key encrypted otherwise (PKCS#8 with a password): refused with how to make one meshtop reads.
+    let encrypted = mesh.dir.path().join("encrypted.key");
     std::fs::write(
         &encrypted,
-        "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
     )
     .unwrap();
     std::fs::set_permissions(&encrypted, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -646,11 +737,17 @@ fn bad_keys_are_bad_input_naming_the_file_and_line() {
             "not a public key",
         ],
     );
+    // verify without trust: nothing to verify against, bad input naming the fix.
+    std::fs::write(&file, text.replace("trust = [\"keys/ci.pub\"]\n", "")).unwrap();
+    expect_2(
+        mesh.meshtop(&["verify"]),
+        &["trusts no key", "trust = [\"keys/ci.pub\"]"],
+    );
 }
 
 #[test]
 fn pins_that_cannot_be_read_stop_a_converge_with_the_error() {
-    let mesh = ExampleMesh::new(&format!("svpin{}", run_id()));
+    let mesh = ExampleMesh::new("svpin");
     // The state database exists (a plan opens it), then its pins cannot be read.
     let plan = mesh.meshtop(&["plan"]);
     assert!(plan.status.success(), "{}", said(&plan));
@@ -667,7 +764,7 @@ fn pins_that_cannot_be_read_stop_a_converge_with_the_error() {
 #[tokio::test(flavor = "multi_thread")]
 async fn promote_to_a_target_that_requires_signed_refuses_an_unsigned_artifact_untouched() {
     require_registry().await;
-    let mesh = ExampleMesh::two_docker_targets(&format!("svprod{}", run_id()));
+    let mesh = ExampleMesh::two_docker_targets("svprod");
     let (_, _) = keypair(&mesh.root().join("keys"), "ci");
     let ci_key = mesh.root().join("keys/ci.key");
     let file = mesh.mesh_file();
@@ -688,8 +785,7 @@ async fn promote_to_a_target_that_requires_signed_refuses_an_unsigned_artifact_u
         );
     std::fs::write(&file, text).unwrap();
     // Staging converges and publishes, unsigned.
-    let staging = meshtop_json(
-        &mesh,
+    let staging = mesh.json_with_state(
         &mesh.state(),
         &["converge", "--target", "staging", "--publish", "--json"],
     );
@@ -741,4 +837,22 @@ async fn promote_to_a_target_that_requires_signed_refuses_an_unsigned_artifact_u
         docker(&["inspect", "-f", "{{.Image}}", &prod_web]).trim(),
         web_artifact
     );
+
+    // verify answers per target: prod runs what CI's key signed (exit 0); staging's record names
+    // artifacts published unsigned (exit 1), each said.
+    let prod = mesh.meshtop(&["verify", "--target", "prod", "web"]);
+    let text = said(&prod);
+    assert_eq!(prod.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("✓ web (record)") && text.contains("signed (keys/ci.pub)"),
+        "{text}"
+    );
+    let staging = mesh.meshtop(&["verify", "--target", "staging"]);
+    let text = said(&staging);
+    assert_eq!(staging.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("✗ base (record)") && text.contains("✗ unsigned"),
+        "{text}"
+    );
+    assert!(text.contains("✓ web (record)"), "{text}");
 }

@@ -1,15 +1,38 @@
-//! The target is one seam (`src/converge/target/`): outside it, only the mesh file's reader and the
-//! mesh model (which declare the kinds) name a target kind. Everybody else asks the seam, so a
-//! third kind, or a second target of the same kind, cannot compile and be wrong somewhere else.
+//! The target is one seam (`src/converge/target/`): outside it, only the mesh model (which declares
+//! the kinds) and the mesh file's reader (which reads them) name a target kind. Everybody else asks
+//! the seam — its answers (`delivery()`, `pushes_to()`, `host_is_target()`…) and its words
+//! (`describe()`: the kind word, the place, `acting_on()`, what a send does; each machine's kind,
+//! display name and what to know before a send) — so that a third kind is one more file there.
 //!
-//! Text search is enough here: a kind is named as a path (`Target::Docker`, `Spec::Kubernetes { .. }`,
-//! `ConnectedTarget::…`), and the kinds are read from the model's own enum.
+//! The fence reads every file under `src/` as Rust (`syn`, as `tests/layering.rs` does), test code
+//! included, and refuses, outside the seam, the model and the reader:
+//! - **paths** that name a kind: a variant of the model's `enum Target` (`Target::Docker`,
+//!   `Spec::Kubernetes { .. }`, `T::Docker` after `use … Target as T`, a variant imported by name or
+//!   by a glob), the model's `Target` itself however it is imported, an enum of one's own that
+//!   mirrors the kinds (two variants or more named as kinds; another enum's variant that happens to
+//!   share a kind's name, as a builder's `Endpoint::Ssh`, is no kind); the model's `Target` read through the mesh (`mesh.default_target()`,
+//!   `mesh.target(name)`);
+//! - **words**: a string literal that is a kind's word (`"docker"`, `"Kubernetes"`, any case), and,
+//!   outside `src/backends/`, a literal that names a kind as a word in a sentence (`"acting on
+//!   Kubernetes {place}"`). The backends are the outside systems themselves: there "Docker" is the
+//!   daemon bollard talks to and "Kubernetes" the API kube talks to, which are no target (the layering
+//!   fence keeps the engine out of them); words that are parts of other names (`Dockerfile`,
+//!   `.dockerignore`, `docker-manifest-digest`, `docker.sock`) are not kinds;
+//! - **comparisons** of a kind (`.kind`, `.kind()`, a binding named `kind`) with a string literal:
+//!   `==`/`!=`, `match` arms, `matches!`, `.eq(…)`, `.starts_with(…)`…: a kind is carried as the
+//!   seam's answer, never read back from its word;
+//! - **predicates** named for a kind: `is_docker`, `on_kubernetes`, `docker_target`, `IsDocker`….
+//!
+//! Each exception below names its file, what it excuses and why; the test fails when one excuses
+//! nothing (the reason went away, so must the exception). Doc comments are not read: they explain.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use regex::Regex;
+use proc_macro2::{Spacing, TokenStream, TokenTree};
+use syn::visit::{self, Visit};
 
 /// Where a kind may be named: the seam, the mesh file's reader, the model that declares the kinds.
 const ALLOWED: &[&str] = &[
@@ -18,50 +41,633 @@ const ALLOWED: &[&str] = &[
     "src/mesh/model.rs",
 ];
 
-/// Files that still name a kind on this branch and lose it when a branch working beside this one
-/// lands (the app's: the header reads `state.target`, the seam's description). The test fails when
-/// one of them no longer names a kind, so that the exception cannot outlive its reason.
-const PENDING: &[&str] = &[];
+/// Crates whose own items are named like a kind (bollard's `Docker`: the daemon's client).
+const LOOK_ALIKES: &[&str] = &["bollard"];
 
-/// The target kinds: the variants of `pub enum Target` in the mesh model.
-fn kinds(root: &Path) -> Vec<String> {
-    let model = std::fs::read_to_string(root.join("src/mesh/model.rs")).unwrap();
-    let start = model
-        .find("pub enum Target {")
-        .expect("the model declares `pub enum Target`");
-    let body = &model[start + "pub enum Target {".len()..];
-    let variant = Regex::new(r"(?m)^    ([A-Z][A-Za-z0-9]*)\b").unwrap();
-    let end = body.find("\n}").unwrap();
-    variant
-        .captures_iter(&body[..end])
-        .map(|c| c[1].to_string())
-        .collect()
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Rule {
+    /// A path (or a variant of one's own) that names a kind or the model's `Target`.
+    Path,
+    /// A literal that is a kind's word.
+    Word,
+    /// A literal that names a kind in a sentence (outside `src/backends/`).
+    Sentence,
+    /// A kind compared with (or matched on) a literal.
+    Compared,
+    /// A name that says "is it this kind?".
+    Predicate,
 }
 
-/// The lines of `text` that name a target kind (comments left out), with their numbers.
-fn kind_paths(text: &str, kinds: &[String]) -> Vec<(usize, String)> {
-    let alternatives = kinds.join("|");
-    // `Target::X` or `ConnectedTarget::` (a whole word: `RollbackTarget::` is no target); any
-    // path ending in a kind and used as a pattern or value (`Spec::Kubernetes { .. }`,
-    // `T::Docker =>`, `matches!(t, K::Docker)`); the spec renamed to walk past the first rule.
-    let patterns = [
-        r"\b(Connected)?Target::".to_string(),
-        format!(r"(\w+)::({alternatives})\b\s*(\{{|\(|=>|\)|,|\|)"),
-        r"\bTarget\s+as\s+\w+".to_string(),
-    ];
-    let patterns: Vec<Regex> = patterns.iter().map(|p| Regex::new(p).unwrap()).collect();
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim_start().starts_with("//"))
-        // A crate's own type of the same name (`bollard::Docker`, the daemon's client) is no kind.
-        .filter(|(_, line)| {
-            patterns.iter().any(|p| {
-                p.captures_iter(line)
-                    .any(|c| c.get(1).is_none_or(|prefix| prefix.as_str() != "bollard"))
+/// One place that names a kind: where (file, the function it is in) and what.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Finding {
+    file: String,
+    rule: Rule,
+    what: String,
+    within: String,
+}
+
+/// A finding let through: in `file`, of `rule`, whose `what` contains `what`.
+struct Exception {
+    file: &'static str,
+    rule: Rule,
+    what: &'static str,
+    #[allow(dead_code)]
+    why: &'static str,
+}
+
+const EXCEPTIONS: &[Exception] = &[
+    Exception {
+        file: "src/backends/daemon/buildkit.rs",
+        rule: Rule::Word,
+        what: "docker",
+        why: "the HTTP Host header of a request to the daemon's socket (moby's client sends the \
+              same placeholder host), not a target",
+    },
+    Exception {
+        file: "src/backends/daemon/session.rs",
+        rule: Rule::Word,
+        what: "docker",
+        why: "the HTTP Host header of the session upgrade to the daemon's socket, not a target",
+    },
+    Exception {
+        file: "src/backends/buildx.rs",
+        rule: Rule::Word,
+        what: "docker",
+        why: "the docker CLI, run as `docker buildx` (a builder), not a target",
+    },
+    Exception {
+        file: "src/converge/build.rs",
+        rule: Rule::Sentence,
+        what: "`docker buildx`",
+        why: "names the buildx plugin a multi-platform build needs, whatever the target",
+    },
+    Exception {
+        file: "src/converge/gc/mod.rs",
+        rule: Rule::Compared,
+        what: "image",
+        why: "a gc candidate's kind (an image on the host), not a target's",
+    },
+    Exception {
+        file: "src/converge/gc/mod.rs",
+        rule: Rule::Compared,
+        what: "manifest",
+        why: "a gc candidate's kind (a manifest in a registry), not a target's",
+    },
+    Exception {
+        file: "src/widgets/record_history.rs",
+        rule: Rule::Compared,
+        what: "rollback",
+        why: "an operation's kind (what stamped the record), not a target's",
+    },
+];
+
+/// The kinds as the model declares them: the variants of `pub enum Target` in `src/mesh/model.rs`.
+/// Their words are the variants' names in lower case (as `Target::kind` writes them).
+#[derive(Debug, Clone)]
+struct Kinds {
+    variants: Vec<String>,
+}
+
+impl Kinds {
+    fn of_model(text: &str) -> Kinds {
+        let file = syn::parse_file(text).expect("src/mesh/model.rs parses");
+        let variants = file
+            .items
+            .iter()
+            .find_map(|item| match item {
+                syn::Item::Enum(e) if e.ident == "Target" => Some(
+                    e.variants
+                        .iter()
+                        .map(|v| v.ident.to_string())
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            })
+            .expect("the model declares `enum Target`");
+        Kinds { variants }
+    }
+
+    fn words(&self) -> impl Iterator<Item = String> + '_ {
+        self.variants.iter().map(|v| v.to_lowercase())
+    }
+
+    fn is_variant(&self, name: &str) -> bool {
+        self.variants.iter().any(|v| v == name)
+    }
+
+    /// A literal that is a kind's word (any case, blanks around it aside).
+    fn is_word(&self, literal: &str) -> bool {
+        let literal = literal.trim().to_lowercase();
+        self.words().any(|w| w == literal)
+    }
+
+    /// A literal that names a kind as a word of its own: not a part of another name (letters,
+    /// digits, `_`, `-`, `.`, `/`, `:` around it: `Dockerfile`, `docker-manifest-digest`,
+    /// `docker.sock`, `ssh://`).
+    fn in_sentence(&self, literal: &str) -> bool {
+        let lower = literal.to_lowercase();
+        let part_of_a_name = |c: Option<char>| {
+            c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':'))
+        };
+        self.words().any(|word| {
+            lower.match_indices(&word).any(|(at, _)| {
+                !part_of_a_name(lower[..at].chars().next_back())
+                    && !part_of_a_name(lower[at + word.len()..].chars().next())
             })
         })
-        .map(|(number, line)| (number + 1, line.trim().to_string()))
-        .collect()
+    }
+
+    /// A name that asks or says which kind: a snake or camel segment that is a kind's word, after a
+    /// predicate's word (`is_docker`, `on_kubernetes`, `IsDocker`) or before a kind's
+    /// (`docker_target`, `kubernetes_only`).
+    fn is_predicate(&self, name: &str) -> bool {
+        const BEFORE: &[&str] = &["is", "on", "uses", "for", "targets", "via", "has", "when"];
+        const AFTER: &[&str] = &["target", "kind", "only", "specific", "mode"];
+        let segments = segments_of(name);
+        segments.windows(2).any(|pair| {
+            (BEFORE.contains(&pair[0].as_str()) && self.is_word(&pair[1]))
+                || (self.is_word(&pair[0]) && AFTER.contains(&pair[1].as_str()))
+        })
+    }
+}
+
+/// `is_docker` → [is, docker]; `IsDocker` → [is, docker].
+fn segments_of(name: &str) -> Vec<String> {
+    let mut segments = Vec::new();
+    let mut current = String::new();
+    for c in name.chars() {
+        if c == '_' {
+            segments.push(std::mem::take(&mut current));
+        } else if c.is_uppercase() && !current.is_empty() {
+            segments.push(std::mem::take(&mut current));
+            current.extend(c.to_lowercase());
+        } else {
+            current.extend(c.to_lowercase());
+        }
+    }
+    segments.push(current);
+    segments.retain(|s| !s.is_empty());
+    segments
+}
+
+/// Methods that leave a kind a kind (`kind.as_str()`, `kind().to_lowercase()`).
+const PEEL: &[&str] = &[
+    "as_str",
+    "as_deref",
+    "as_ref",
+    "to_string",
+    "to_owned",
+    "to_lowercase",
+    "to_ascii_lowercase",
+    "to_uppercase",
+    "trim",
+    "clone",
+    "unwrap_or_default",
+    "borrow",
+];
+
+/// Comparisons written as methods (`kind.eq("docker")`, `kind.starts_with("kube")`).
+const COMPARING: &[&str] = &[
+    "eq",
+    "ne",
+    "eq_ignore_ascii_case",
+    "starts_with",
+    "ends_with",
+    "contains",
+];
+
+fn named_kind(name: &str) -> bool {
+    name == "kind" || name.ends_with("_kind")
+}
+
+/// Whether `e` is a kind: `.kind`, `.kind()`, a binding named `kind`, through references,
+/// parentheses and the methods of [`PEEL`].
+fn is_kind(e: &syn::Expr) -> bool {
+    use syn::Expr;
+    match e {
+        Expr::Reference(r) => is_kind(&r.expr),
+        Expr::Paren(p) => is_kind(&p.expr),
+        Expr::Unary(u) => matches!(u.op, syn::UnOp::Deref(_)) && is_kind(&u.expr),
+        Expr::MethodCall(m) if m.args.is_empty() => {
+            named_kind(&m.method.to_string())
+                || (PEEL.contains(&m.method.to_string().as_str()) && is_kind(&m.receiver))
+        }
+        Expr::Field(f) => matches!(&f.member, syn::Member::Named(n) if named_kind(&n.to_string())),
+        Expr::Path(p) => {
+            p.qself.is_none()
+                && p.path
+                    .get_ident()
+                    .is_some_and(|i| named_kind(&i.to_string()))
+        }
+        _ => false,
+    }
+}
+
+/// The string literal `e` is (through references and parentheses).
+fn literal(e: &syn::Expr) -> Option<String> {
+    use syn::Expr;
+    match e {
+        Expr::Reference(r) => literal(&r.expr),
+        Expr::Paren(p) => literal(&p.expr),
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Some(s.value()),
+        _ => None,
+    }
+}
+
+/// The string literals a pattern matches (`"a" | "b"`, `("a")`, `&"a"`, `"a" if …`).
+fn pattern_literals(p: &syn::Pat) -> Vec<String> {
+    use syn::Pat;
+    match p {
+        Pat::Lit(l) => literal(&syn::Expr::Lit(l.clone())).into_iter().collect(),
+        Pat::Or(or) => or.cases.iter().flat_map(pattern_literals).collect(),
+        Pat::Paren(p) => pattern_literals(&p.pat),
+        Pat::Reference(r) => pattern_literals(&r.pat),
+        Pat::Guard(g) => pattern_literals(&g.pat),
+        _ => Vec::new(),
+    }
+}
+
+/// `matches!(EXPR, PATTERN)`'s two halves.
+struct MatchesArgs {
+    expr: syn::Expr,
+    pat: syn::Pat,
+}
+
+impl syn::parse::Parse for MatchesArgs {
+    fn parse(input: syn::parse::ParseStream) -> syn::Result<Self> {
+        let expr = input.parse()?;
+        input.parse::<syn::Token![,]>()?;
+        let pat = syn::Pat::parse_multi_with_leading_vert(input)?;
+        let _ = input.parse::<Option<syn::Token![,]>>()?;
+        Ok(MatchesArgs { expr, pat })
+    }
+}
+
+/// One file, walked: what its `use` items bring in, and what it names.
+struct Walk<'k> {
+    file: String,
+    kinds: &'k Kinds,
+    /// The sentence rule holds here (not in `src/backends/`).
+    sentences: bool,
+    /// Each name a `use` brings in, and the path it stands for.
+    imported: BTreeMap<String, Vec<String>>,
+    /// The modules a `use …::*` brings everything of.
+    globs: Vec<Vec<String>>,
+    within: Vec<String>,
+    found: Vec<Finding>,
+}
+
+impl<'k> Walk<'k> {
+    fn new(file: &str, kinds: &'k Kinds) -> Walk<'k> {
+        Walk {
+            file: file.to_string(),
+            kinds,
+            sentences: !file.starts_with("src/backends/"),
+            imported: BTreeMap::new(),
+            globs: Vec::new(),
+            within: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    fn find(&mut self, rule: Rule, what: impl Into<String>) {
+        self.found.push(Finding {
+            file: self.file.clone(),
+            rule,
+            what: what.into(),
+            within: self.within.last().cloned().unwrap_or_default(),
+        });
+    }
+
+    /// Every `use` of the file, first: a path is read with what its first name was imported as.
+    fn imports(&mut self, file: &syn::File) {
+        struct Uses<'a, 'k>(&'a mut Walk<'k>);
+        impl<'ast> Visit<'ast> for Uses<'_, '_> {
+            fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+                self.0.use_tree(&mut Vec::new(), &u.tree, false);
+            }
+        }
+        Uses(self).visit_file(file);
+    }
+
+    /// The leaves of a use tree: recorded as imports (`record`), or checked as paths.
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree, check: bool) {
+        let leaf = |walk: &mut Walk, name: &syn::Ident, alias: Option<&syn::Ident>| {
+            let mut path = prefix.clone();
+            if name != "self" {
+                path.push(name.to_string());
+            }
+            if check {
+                walk.path(&path);
+            } else {
+                let alias = alias.unwrap_or(name).to_string();
+                let alias = if alias == "self" {
+                    prefix.last().cloned().unwrap_or_default()
+                } else {
+                    alias
+                };
+                walk.imported.insert(alias, path);
+            }
+        };
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree, check);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => leaf(self, &n.ident, None),
+            syn::UseTree::Rename(r) => leaf(self, &r.ident, Some(&r.rename)),
+            syn::UseTree::Glob(_) => {
+                if check {
+                    self.path(prefix);
+                } else {
+                    self.globs.push(prefix.clone());
+                }
+            }
+            syn::UseTree::Group(g) => {
+                for tree in &g.items {
+                    self.use_tree(prefix, tree, check);
+                }
+            }
+        }
+    }
+
+    /// A path as written: its first name read as what it was imported as.
+    fn path(&mut self, segments: &[String]) {
+        let Some(first) = segments.first() else {
+            return;
+        };
+        let mut full = self
+            .imported
+            .get(first)
+            .cloned()
+            .unwrap_or_else(|| vec![first.clone()]);
+        full.extend(segments[1..].iter().cloned());
+        let full: Vec<String> = full
+            .into_iter()
+            .filter(|s| s != "crate" && s != "super" && s != "self")
+            .collect();
+        if full
+            .first()
+            .is_some_and(|f| LOOK_ALIKES.contains(&f.as_str()))
+        {
+            return;
+        }
+        let written = segments.join("::");
+        // A variant of the model's `Target` (another enum's variant of the same name, as a
+        // builder's `Endpoint::Ssh`, is no kind).
+        if full
+            .windows(2)
+            .any(|w| w[0] == "Target" && self.kinds.is_variant(&w[1]))
+        {
+            self.find(Rule::Path, written);
+            return;
+        }
+        // The model's `Target` (the kind itself), however it is reached: `model::Target`,
+        // `mesh::Target` (the model is re-exported), or `Target` from a glob of either.
+        let spec = full
+            .windows(2)
+            .any(|w| (w[0] == "model" || w[0] == "mesh") && w[1] == "Target");
+        let from_glob = full.len() == 1
+            && full[0] == "Target"
+            && !self.imported.contains_key("Target")
+            && self
+                .globs
+                .iter()
+                .any(|g| g.last().is_some_and(|m| m == "model" || m == "mesh"));
+        if spec || from_glob {
+            self.find(Rule::Path, written);
+        }
+    }
+
+    fn literal(&mut self, value: &str) {
+        if self.kinds.is_word(value) {
+            self.find(Rule::Word, value);
+        } else if self.sentences && self.kinds.in_sentence(value) {
+            self.find(Rule::Sentence, value);
+        }
+    }
+
+    fn name(&mut self, name: &str) {
+        if self.kinds.is_predicate(name) {
+            self.find(Rule::Predicate, name);
+        }
+    }
+
+    /// `kind OP "word"` (either way round).
+    fn compared(&mut self, a: &syn::Expr, b: &syn::Expr) {
+        for (kind, other) in [(a, b), (b, a)] {
+            if let (true, Some(word)) = (is_kind(kind), literal(other)) {
+                self.find(Rule::Compared, word);
+            }
+        }
+    }
+
+    /// A macro's body: as expressions where it is written as arguments (`format!`, `assert_eq!`),
+    /// as `matches!`'s expression and pattern, else token by token.
+    fn macro_body(&mut self, mac: &syn::Macro) {
+        let tokens = mac.tokens.clone();
+        if mac.path.is_ident("matches") {
+            if let Ok(args) = syn::parse2::<MatchesArgs>(tokens.clone()) {
+                if is_kind(&args.expr) {
+                    for word in pattern_literals(&args.pat) {
+                        self.find(Rule::Compared, word);
+                    }
+                }
+                self.visit_expr(&args.expr);
+                self.visit_pat(&args.pat);
+                return;
+            }
+        }
+        let parser = syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated;
+        match syn::parse::Parser::parse2(parser, tokens.clone()) {
+            Ok(args) => {
+                for arg in &args {
+                    self.visit_expr(arg);
+                }
+            }
+            Err(_) => self.tokens(tokens),
+        }
+    }
+
+    /// Tokens that are no Rust this walk can parse: literals, paths and names, one by one.
+    fn tokens(&mut self, tokens: TokenStream) {
+        let trees: Vec<TokenTree> = tokens.into_iter().collect();
+        let colons = |at: usize| {
+            matches!((trees.get(at), trees.get(at + 1)),
+                (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                    if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
+        };
+        let mut i = 0;
+        while i < trees.len() {
+            match &trees[i] {
+                TokenTree::Ident(first) => {
+                    let mut segments = vec![first.to_string()];
+                    let mut at = i + 1;
+                    while colons(at) {
+                        let Some(TokenTree::Ident(next)) = trees.get(at + 2) else {
+                            break;
+                        };
+                        segments.push(next.to_string());
+                        at += 3;
+                    }
+                    for segment in &segments {
+                        self.name(segment);
+                    }
+                    self.path(&segments);
+                    i = at;
+                    continue;
+                }
+                TokenTree::Literal(l) => {
+                    if let Ok(s) = syn::parse2::<syn::LitStr>(TokenTree::Literal(l.clone()).into())
+                    {
+                        self.literal(&s.value());
+                    }
+                }
+                TokenTree::Group(g) => self.tokens(g.stream()),
+                TokenTree::Punct(_) => {}
+            }
+            i += 1;
+        }
+    }
+
+    fn function<F: FnOnce(&mut Self)>(&mut self, name: &syn::Ident, walk: F) {
+        self.name(&name.to_string());
+        self.within.push(name.to_string());
+        walk(self);
+        self.within.pop();
+    }
+}
+
+impl<'ast> Visit<'ast> for Walk<'_> {
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &u.tree, true);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.path(&segments);
+        visit::visit_path(self, path);
+    }
+
+    fn visit_item_enum(&mut self, e: &'ast syn::ItemEnum) {
+        // An enum of one's own that mirrors the kinds (two variants or more named as kinds; one
+        // alone is a coincidence of names, as a builder's `Endpoint::Ssh`).
+        let mirrored: Vec<String> = e
+            .variants
+            .iter()
+            .map(|v| v.ident.to_string())
+            .filter(|v| self.kinds.is_variant(v))
+            .collect();
+        if mirrored.len() > 1 {
+            self.find(
+                Rule::Path,
+                format!("enum {} {{ {} }}", e.ident, mirrored.join(", ")),
+            );
+        }
+        visit::visit_item_enum(self, e);
+    }
+
+    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+        // `Docker => …` after a glob brought the variants in.
+        if self.kinds.is_variant(&p.ident.to_string()) {
+            self.find(Rule::Path, p.ident.to_string());
+        }
+        visit::visit_pat_ident(self, p);
+    }
+
+    fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
+        self.literal(&s.value());
+    }
+
+    fn visit_ident(&mut self, i: &'ast proc_macro2::Ident) {
+        self.name(&i.to_string());
+    }
+
+    fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
+        // Doc comments explain; other attributes' words are read (`#[error("…")]` is a message).
+        if attr.path().is_ident("doc") {
+            return;
+        }
+        match &attr.meta {
+            syn::Meta::List(list) => self.tokens(list.tokens.clone()),
+            _ => visit::visit_attribute(self, attr),
+        }
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.visit_path(&mac.path);
+        self.macro_body(mac);
+    }
+
+    fn visit_expr_binary(&mut self, e: &'ast syn::ExprBinary) {
+        if matches!(e.op, syn::BinOp::Eq(_) | syn::BinOp::Ne(_)) {
+            self.compared(&e.left, &e.right);
+        }
+        visit::visit_expr_binary(self, e);
+    }
+
+    fn visit_expr_match(&mut self, m: &'ast syn::ExprMatch) {
+        if is_kind(&m.expr) {
+            for arm in &m.arms {
+                for word in pattern_literals(&arm.pat) {
+                    self.find(Rule::Compared, word);
+                }
+            }
+        }
+        visit::visit_expr_match(self, m);
+    }
+
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        // The kind a mesh declares for a target, read past the seam (`mesh.default_target()`,
+        // `mesh.target(name)`: the model's `Target`, whose kind the seam alone may read).
+        let method = m.method.to_string();
+        let on_mesh = matches!(&*m.receiver, syn::Expr::Path(p) if p.path.segments.last().is_some_and(|s| s.ident.to_string().contains("mesh")))
+            || matches!(&*m.receiver, syn::Expr::Field(f) if matches!(&f.member, syn::Member::Named(n) if n.to_string().contains("mesh")));
+        if method == "default_target" || (method == "target" && on_mesh) {
+            self.find(Rule::Path, format!("mesh.{method}(…)"));
+        }
+        if COMPARING.contains(&m.method.to_string().as_str()) && is_kind(&m.receiver) {
+            for arg in &m.args {
+                if let Some(word) = literal(arg) {
+                    self.find(Rule::Compared, word);
+                }
+            }
+        }
+        visit::visit_expr_method_call(self, m);
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.function(&f.sig.ident, |walk| visit::visit_item_fn(walk, f));
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.function(&f.sig.ident, |walk| visit::visit_impl_item_fn(walk, f));
+    }
+
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        self.function(&f.sig.ident, |walk| visit::visit_trait_item_fn(walk, f));
+    }
+}
+
+/// What `text` (the file `file`) names of a kind.
+fn named_kinds(file: &str, text: &str, kinds: &Kinds) -> Result<Vec<Finding>, String> {
+    let parsed = syn::parse_file(text).map_err(|e| format!("{file}: does not parse: {e}"))?;
+    let mut walk = Walk::new(file, kinds);
+    walk.imports(&parsed);
+    walk.visit_file(&parsed);
+    let mut found = walk.found;
+    found.sort();
+    found.dedup();
+    Ok(found)
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
@@ -81,78 +687,239 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+fn model_kinds() -> Kinds {
+    let model = std::fs::read_to_string(root().join("src/mesh/model.rs")).unwrap();
+    Kinds::of_model(&model)
+}
+
+fn excuses(exception: &Exception, finding: &Finding) -> bool {
+    exception.file == finding.file
+        && exception.rule == finding.rule
+        && finding.what.contains(exception.what)
+}
+
 #[test]
 fn no_file_outside_the_seam_names_a_target_kind() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let kinds = kinds(root);
+    let kinds = model_kinds();
     assert!(
-        kinds.contains(&"Docker".to_string()) && kinds.contains(&"Kubernetes".to_string()),
+        kinds.is_variant("Docker") && kinds.is_variant("Kubernetes"),
         "the kinds were not read from the model: {kinds:?}"
     );
     let mut found = Vec::new();
-    let mut pending_clean = Vec::new();
-    for file in rust_files(&root.join("src")) {
-        let relative = file
-            .strip_prefix(root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+    let mut checked = 0;
+    for file in rust_files(&root().join("src")) {
+        let relative = file.strip_prefix(root()).unwrap().display().to_string();
         if ALLOWED.iter().any(|a| relative.starts_with(a)) {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
-        let hits = kind_paths(&text, &kinds);
-        if PENDING.contains(&relative.as_str()) {
-            if hits.is_empty() {
-                pending_clean.push(relative);
-            }
-            continue;
-        }
-        for (line, code) in hits {
-            found.push(format!("{relative}:{line}: {code}"));
-        }
+        found.extend(named_kinds(&relative, &text, &kinds).unwrap());
+        checked += 1;
     }
+    assert!(checked > 100, "too few files read: {checked}");
+    let mut used = BTreeSet::new();
+    let refused: Vec<String> = found
+        .iter()
+        .filter(|f| {
+            let excused = EXCEPTIONS.iter().position(|e| excuses(e, f));
+            used.extend(excused);
+            excused.is_none()
+        })
+        .map(|f| format!("{}: {:?} {:?} (in fn {})", f.file, f.rule, f.what, f.within))
+        .collect();
     assert!(
-        found.is_empty(),
-        "these lines name a target kind outside src/converge/target/ (ask the seam instead: \
-         describe(), delivery(), pushes_to(), host_is_target()…):\n{}",
-        found.join("\n")
+        refused.is_empty(),
+        "these name a target kind outside src/converge/target/ (ask the seam instead: \
+         describe(), acting_on(), delivery(), pushes_to(), host_is_target(), the machine's own \
+         words…):\n{}",
+        refused.join("\n")
     );
+    let stale: Vec<String> = EXCEPTIONS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !used.contains(i))
+        .map(|(_, e)| format!("{}: {:?} {:?}", e.file, e.rule, e.what))
+        .collect();
     assert!(
-        pending_clean.is_empty(),
-        "no longer names a target kind: remove it from PENDING in tests/target_seam.rs: {pending_clean:?}"
+        stale.is_empty(),
+        "these exceptions excuse nothing any more: remove them from EXCEPTIONS:\n{}",
+        stale.join("\n")
     );
 }
 
-/// The check can fail: each way of naming a kind is caught, and look-alikes are not.
+fn test_kinds() -> Kinds {
+    Kinds {
+        variants: vec!["Docker".into(), "Kubernetes".into(), "Nomad".into()],
+    }
+}
+
+/// What `code` (one file's text) names, by rule.
+fn planted(code: &str) -> Vec<(Rule, String)> {
+    named_kinds("src/app/planted.rs", code, &test_kinds())
+        .unwrap()
+        .into_iter()
+        .map(|f| (f.rule, f.what))
+        .collect()
+}
+
+/// Each way of naming a kind, planted in a file of its own, is caught by the rule that says so.
 #[test]
 fn the_check_catches_each_way_of_naming_a_kind() {
-    let kinds = vec![
-        "Docker".to_string(),
-        "Kubernetes".to_string(),
-        "Nomad".to_string(),
+    let cases: &[(&str, Rule)] = &[
+        // A kind's word as a literal, in any case, in code and inside a macro.
+        ("fn f() -> String { \"docker\".into() }", Rule::Word),
+        (
+            "fn f() { let k = String::from(\"Kubernetes\"); }",
+            Rule::Word,
+        ),
+        ("fn f() { eprintln!(\"{}\", \" nomad \"); }", Rule::Word),
+        // A kind in a sentence, in a format string.
+        (
+            "fn f(place: &str) { eprintln!(\"meshtop: acting on Kubernetes {place}\"); }",
+            Rule::Sentence,
+        ),
+        (
+            "#[derive(Debug, thiserror::Error)] enum E { #[error(\"needs a docker target\")] A }",
+            Rule::Sentence,
+        ),
+        // Comparisons with `.kind()`, `.kind`, a `kind` binding, either way round, as methods.
+        ("fn f(t: &T) -> bool { t.kind() == \"x\" }", Rule::Compared),
+        (
+            "fn f(t: &T) -> bool { \"x\" != t.describe().kind }",
+            Rule::Compared,
+        ),
+        (
+            "fn f(m: &M) -> bool { m.kind.as_str() == \"container\" }",
+            Rule::Compared,
+        ),
+        (
+            "fn f(kind: &str) -> bool { kind.eq(\"x\") }",
+            Rule::Compared,
+        ),
+        (
+            "fn f(t: &T) -> bool { t.kind().to_lowercase().starts_with(\"kube\") }",
+            Rule::Compared,
+        ),
+        // A match on a kind, a `matches!` on one.
+        (
+            "fn f(t: &T) -> u8 { match t.kind() { \"x\" | \"y\" => 1, _ => 2 } }",
+            Rule::Compared,
+        ),
+        (
+            "fn f(t: &T) -> bool { matches!(t.kind(), \"x\") }",
+            Rule::Compared,
+        ),
+        // Paths: the variant, a renamed import, a variant imported by name, the model's Target
+        // through a glob or the re-export, an enum of one's own.
+        (
+            "fn f(t: &Target) -> bool { *t == Target::Docker }",
+            Rule::Path,
+        ),
+        (
+            "use crate::mesh::model::Target as T;\nfn f(t: &T) -> bool { matches!(t, T::Docker) }",
+            Rule::Path,
+        ),
+        (
+            "use crate::mesh::model::Target::Kubernetes as K;\nfn f() {}",
+            Rule::Path,
+        ),
+        (
+            "use crate::mesh::model::*;\nfn f(t: &Target) {}",
+            Rule::Path,
+        ),
+        ("use crate::mesh::Target;\nfn f(t: &Target) {}", Rule::Path),
+        (
+            "use crate::mesh::model::{Mesh, Target as Spec};\nfn f(s: &Spec) -> &str { match s { Spec::Kubernetes { namespace, .. } => namespace, _ => \"\" } }",
+            Rule::Path,
+        ),
+        ("enum Where { Docker, Kubernetes, Elsewhere }", Rule::Path),
+        (
+            "type Spec = crate::mesh::model::Target;\nfn f() {}",
+            Rule::Path,
+        ),
+        // The model's Target read through the mesh (the plan bug: the first target's kind).
+        (
+            "fn f(mesh: &Mesh) -> String { mesh.default_target().kind().to_string() }",
+            Rule::Path,
+        ),
+        (
+            "fn f(mesh: &Mesh) { let spec = mesh.target(\"prod\"); }",
+            Rule::Path,
+        ),
+        // A predicate named for a kind.
+        (
+            "fn is_docker(t: &T) -> bool { t.host_is_target() }",
+            Rule::Predicate,
+        ),
+        ("fn f(t: &T) -> bool { t.on_kubernetes() }", Rule::Predicate),
+        ("struct S { docker_target: bool }", Rule::Predicate),
+        ("fn f() { let IsNomad = true; }", Rule::Predicate),
     ];
-    for named in [
-        "        if mesh.target == Target::Docker {",
-        "    let pushes = matches!(target, ConnectedTarget::Kubernetes(_)) && registry;",
-        "        Spec::Kubernetes { namespace, .. } => namespace.clone(),",
-        "    let t = ConnectedTarget::connect(mesh, None, None).await?;",
-        "        model::Nomad => \"nomad\",",
-        "        matches!(spec, K::Docker)",
-        "use crate::mesh::model::Target as Where;",
-    ] {
-        assert_eq!(kind_paths(named, &kinds).len(), 1, "not caught: {named}");
-    }
-    for innocent in [
-        "            RollbackTarget::To(entry) => Ok(entry),",
-        "    let bars = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());",
-        "use bollard::Docker;",
-        "    // Target::Docker in a comment says nothing",
-        "    let target = target::docker();",
-    ] {
+    // The use of a renamed import is caught where it is used, not only where it is imported.
+    let renamed = planted(
+        "use crate::mesh::model::{Mesh, Target as Spec};\nfn f(s: &Spec) -> bool { matches!(s, Spec::Docker) }",
+    );
+    assert!(
+        renamed.contains(&(Rule::Path, "Spec::Docker".to_string())),
+        "{renamed:?}"
+    );
+    for (code, rule) in cases {
+        let found = planted(code);
         assert!(
-            kind_paths(innocent, &kinds).is_empty(),
-            "caught, but names no kind: {innocent}"
+            found.iter().any(|(r, _)| r == rule),
+            "not caught as {rule:?}: {code}\nfound: {found:?}"
         );
     }
+}
+
+/// Code that names no kind passes: another crate's `Docker`, kinds that are no target's, words
+/// that are parts of other names, doc comments, the seam's answers.
+#[test]
+fn clean_code_passes() {
+    let clean = r#"
+//! The host daemon (Docker) and a Kubernetes namespace are described by the seam.
+use bollard::Docker;
+use crate::converge::target::Target;
+
+/// On Docker, this reads the container.
+enum Endpoint { Unix(String), Nomad(String) }
+
+fn f(target: &dyn Target, docker: &Docker, machine: &Machine) -> String {
+    let _ = (Endpoint::Nomad(String::new()), "nomad://host");
+    let _ = Docker::connect_with_defaults();
+    if target.host_is_target() && machine.display_name.is_empty() {
+        return "Dockerfile changed; .dockerignore; docker-manifest-digest; /var/run/docker.sock".into();
+    }
+    if event.kind == KeyEventKind::Release || e.kind() == std::io::ErrorKind::NotFound {
+        return String::new();
+    }
+    match target.describe().acting_on() {
+        Some(line) => format!("meshtop: {line}"),
+        None => format!("{} ({})", target.name(), target.describe().kind),
+    }
+}
+"#;
+    assert_eq!(planted(clean), Vec::new());
+}
+
+/// The sentence rule holds outside the backends only: there "Docker" is the daemon itself.
+#[test]
+fn the_backends_may_name_the_system_they_reach() {
+    let code = "fn f() -> String { \"cannot reach the Docker daemon\".into() }";
+    let kinds = test_kinds();
+    assert!(
+        named_kinds("src/backends/daemon/x.rs", code, &kinds)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        named_kinds("src/cli/x.rs", code, &kinds).unwrap()[0].rule,
+        Rule::Sentence
+    );
+    // …but not a kind's word on its own, nor a path to a kind.
+    let word = "fn f() -> &'static str { \"kubernetes\" }";
+    assert_eq!(
+        named_kinds("src/backends/x.rs", word, &kinds).unwrap()[0].rule,
+        Rule::Word
+    );
 }

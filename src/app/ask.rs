@@ -10,6 +10,44 @@ use super::keys::{Action, Mode};
 use super::msg::ActionRequest;
 use super::state::{AppState, Confirm, ConfirmThen};
 
+/// Why a key's action shows no confirm: what is missing, as the notice says it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAsked {
+    #[error("no module selected")]
+    NoModule,
+    /// `poll`: the key that polls now, as the hint line names it.
+    #[error("the plan has not answered yet; wait for it ({poll})")]
+    NoPlan { poll: String },
+    /// `to`: what there would be nothing to do (`send to`, `roll back`).
+    #[error("the record has not answered yet; nothing to {to}")]
+    NoRecord { to: &'static str },
+    /// `then`: what the person does about it.
+    #[error("the record holds nothing for {module}: {then}")]
+    NothingRecorded { module: String, then: &'static str },
+    #[error("no machine of {module} is behind the record")]
+    NoneBehind { module: String },
+    #[error("the environments view is still reading every target; wait for it")]
+    StillReading,
+    #[error(
+        "target {to} names no promote_from: promote into it with `meshtop promote {module} --to {to} --from TARGET`"
+    )]
+    NoPromoteFrom { to: String, module: String },
+    #[error("{from}'s record names nothing for {module}: nothing to promote into {to}")]
+    NothingToPromote {
+        from: String,
+        module: String,
+        to: String,
+    },
+    /// `short`: the artifact's short digest.
+    #[error("{to} already names and runs {from}'s artifact of {module} ({short})")]
+    AlreadyThere {
+        to: String,
+        from: String,
+        module: String,
+        short: String,
+    },
+}
+
 fn short(digest: &str) -> String {
     format!("sha256:{}…", short_id(digest))
 }
@@ -80,12 +118,16 @@ fn machine_consequences(state: &AppState, module: &str, lines: &mut Vec<String>)
             names.join(", ")
         )),
     }
+    let logs = super::logs::hint(state);
+    if !names.is_empty() && !logs.is_empty() {
+        lines.push(format!("({logs} on the module: what its machines say)"));
+    }
 }
 
 /// `c`: converge the selected module. Asks first when it would build, deliver or send; a
 /// module the record already vouches for with no machine behind converges at once (None).
-pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, String> {
-    let module = state.selected_module().ok_or("no module selected")?;
+pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, NotAsked> {
+    let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     let planned = state.planned(&module.name);
     let decision = planned.map(|p| p.decision);
     let behind = !state.behind_machines(&module.name).is_empty();
@@ -131,16 +173,14 @@ pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, String> {
 }
 
 /// `C`: converge the whole mesh; one line per module with what the plan says it will do.
-pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
+pub fn converge_mesh(state: &AppState) -> Result<Confirm, NotAsked> {
     let mut lines = vec![format!(
         "converge mesh {}: tier by tier, then stamp the record",
         state.context.mesh
     )];
     let Some(plan) = &state.plan else {
         let poll = state.keys.hint_line(Mode::Normal, &[Action::Poll]);
-        return Err(format!(
-            "the plan has not answered yet; wait for it ({poll})"
-        ));
+        return Err(NotAsked::NoPlan { poll });
     };
     for module in &plan.modules {
         let what = match module.decision {
@@ -188,8 +228,8 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, String> {
 }
 
 /// `f`: force-rebuild the selected module.
-pub fn force_rebuild(state: &AppState) -> Result<Confirm, String> {
-    let module = state.selected_module().ok_or("no module selected")?;
+pub fn force_rebuild(state: &AppState) -> Result<Confirm, NotAsked> {
+    let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     let planned = state.planned(&module.name);
     let reference = planned.and_then(|p| p.reference.clone());
     let mut lines = vec![match &reference {
@@ -225,27 +265,26 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, String> {
 }
 
 /// `s`: send the selected module's behind machines — each `from digest → to ref@digest`.
-pub fn send(state: &AppState) -> Result<Confirm, String> {
-    let module = state.selected_module().ok_or("no module selected")?;
+pub fn send(state: &AppState) -> Result<Confirm, NotAsked> {
+    let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     // The record the machines were judged against, so that "behind" and "to where" are one answer.
     let record = state
         .machines_record
         .as_ref()
         .or(state.record.as_ref())
-        .ok_or("the record has not answered yet; nothing to send to")?;
-    let entry = record.get(&module.name).ok_or_else(|| {
-        format!(
-            "the record holds nothing for {}: converge it first",
-            module.name
-        )
-    })?;
+        .ok_or(NotAsked::NoRecord { to: "send to" })?;
+    let entry = record
+        .get(&module.name)
+        .ok_or_else(|| NotAsked::NothingRecorded {
+            module: module.name.clone(),
+            then: "converge it first",
+        })?;
     let behind = state.behind_machines(&module.name);
     let moves = moves_for(record, &state.machines, &module.name);
     if behind.is_empty() || moves.is_empty() {
-        return Err(format!(
-            "no machine of {} is behind the record",
-            module.name
-        ));
+        return Err(NotAsked::NoneBehind {
+            module: module.name.clone(),
+        });
     }
     let mut lines = vec![format!(
         "send {} machine(s) of {} to the record's artifact:",
@@ -263,10 +302,16 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
         let note = moves
             .iter()
             .find(|m| m.machine == machine.name)
-            .and_then(|m| m.before_confirm(state.target.namespace.as_deref()));
+            .and_then(|m| m.before_send.as_ref());
         lines.extend(note.map(|note| format!("    {note}")));
     }
     lines.push(state.target.send_does.clone());
+    let logs = super::logs::hint(state);
+    if !logs.is_empty() {
+        lines.push(format!(
+            "a machine that fails or is held after it: {logs} shows what it says"
+        ));
+    }
     Ok(Confirm {
         title: format!("Send {}?", module.name),
         lines,
@@ -282,18 +327,18 @@ pub fn send(state: &AppState) -> Result<Confirm, String> {
 /// `R`: roll the selected module back to the artifact the record named before its current one.
 /// The state database knows which that is: the confirm names the current artifact, and the
 /// rollback refuses when the record moved since.
-pub fn rollback(state: &AppState) -> Result<Confirm, String> {
-    let module = state.selected_module().ok_or("no module selected")?;
+pub fn rollback(state: &AppState) -> Result<Confirm, NotAsked> {
+    let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     let record = state
         .record
         .as_ref()
-        .ok_or("the record has not answered yet; nothing to roll back")?;
-    let entry = record.get(&module.name).ok_or_else(|| {
-        format!(
-            "the record holds nothing for {}: there is nothing to roll back",
-            module.name
-        )
-    })?;
+        .ok_or(NotAsked::NoRecord { to: "roll back" })?;
+    let entry = record
+        .get(&module.name)
+        .ok_or_else(|| NotAsked::NothingRecorded {
+            module: module.name.clone(),
+            then: "there is nothing to roll back",
+        })?;
     let target = state
         .views
         .stamps_of(&module.name)

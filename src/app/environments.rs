@@ -8,8 +8,9 @@
 use crate::mesh::environments::{Cell, Grid, artifact_text};
 use crate::mesh::text::short_id;
 
+use super::ask::NotAsked;
 use super::keys::{Action, Mode};
-use super::msg::{ActionRequest, Effect, SourceId, ViewData, ViewRequest};
+use super::msg::{ActionRequest, Effect, SourceError, SourceId, ViewData, ViewRequest};
 use super::state::{AppState, Confirm, ConfirmThen, Detail, OperationView};
 use super::view_state::Loaded;
 
@@ -27,10 +28,12 @@ pub fn open(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// Every target was read.
-pub fn loaded(state: &mut AppState, at_ms: i64, result: Result<ViewData, String>) {
+pub fn loaded(state: &mut AppState, at_ms: i64, result: Result<ViewData, SourceError>) {
     let result = result.and_then(|data| match data {
         ViewData::Environments(grid) => Ok(*grid),
-        _ => Err("the environments view was answered with another view's data".into()),
+        _ => Err(SourceError::OtherView {
+            view: "environments",
+        }),
     });
     if let Ok(grid) = &result {
         let (row, column) = state.views.cell;
@@ -111,31 +114,36 @@ fn promote(state: &mut AppState) -> Vec<Effect> {
             state.detail = None;
             state.mode = Mode::Confirm;
         }
-        Err(why) => state.notify(why, true),
+        Err(why) => state.notify(why.to_string(), true),
     }
     Vec::new()
 }
 
-fn promote_confirm(state: &AppState) -> Result<Confirm, String> {
+fn promote_confirm(state: &AppState) -> Result<Confirm, NotAsked> {
     let Some((grid, cell, module)) = selected(state) else {
-        return Err("the environments view is still reading every target; wait for it".into());
+        return Err(NotAsked::StillReading);
     };
     let to = &cell.target;
     let Some(from) = &cell.source else {
-        return Err(format!(
-            "target {to} names no promote_from: promote into it with `meshtop promote {module} --to {to} --from TARGET`"
-        ));
+        return Err(NotAsked::NoPromoteFrom {
+            to: to.clone(),
+            module: module.to_string(),
+        });
     };
     let Some(artifact) = grid.cell(module, from).and_then(|c| c.artifact.clone()) else {
-        return Err(format!(
-            "{from}'s record names nothing for {module}: nothing to promote into {to}"
-        ));
+        return Err(NotAsked::NothingToPromote {
+            from: from.clone(),
+            module: module.to_string(),
+            to: to.clone(),
+        });
     };
     if cell.differs == Some(false) && cell.machines.current == cell.machines.total {
-        return Err(format!(
-            "{to} already names and runs {from}'s artifact of {module} ({})",
-            short_id(&artifact.digest)
-        ));
+        return Err(NotAsked::AlreadyThere {
+            to: to.clone(),
+            from: from.clone(),
+            module: module.to_string(),
+            short: short_id(&artifact.digest).to_string(),
+        });
     }
     let mut lines = vec![
         format!("{module}: {from} {}", artifact_text(Some(&artifact))),

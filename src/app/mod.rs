@@ -7,6 +7,8 @@ mod cursor;
 mod environments;
 pub mod follow;
 pub mod keys;
+pub mod log_view;
+pub mod logs;
 pub mod msg;
 mod polled;
 pub mod quit;

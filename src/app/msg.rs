@@ -1,6 +1,7 @@
 //! What arrives at the app (messages) and what the app asks of the loop (effects).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use ratatui::crossterm::event::KeyEvent;
 
@@ -9,6 +10,7 @@ use crate::mesh::decide::HostImage;
 use crate::mesh::environments::Grid;
 use crate::mesh::gc::{Candidate, GcReport};
 use crate::mesh::live::HeldBy;
+use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::pin::{Pin, Stamp};
@@ -60,6 +62,64 @@ impl SourceId {
             self,
             SourceId::Plan | SourceId::Record | SourceId::State | SourceId::Machines
         )
+    }
+}
+
+/// Why a poll, a page of history, a view's read or an action failed: what arrives at the app from
+/// the sources. The error the sources met is kept whole (`Failed`: its type and its chain, for a
+/// caller that looks into it); the app only shows it, through `Display`, the words a person reads.
+/// One shared `dyn Error` rather than a variant per backend: the app may not name the backends'
+/// and the engine's types (tests/layering.rs), the sources convert each (`sources/error.rs`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SourceError {
+    /// What an outside system or the engine answered (the target, the host daemon, the
+    /// registry, the state database, a converge, send, rollback, promote or gc).
+    #[error(transparent)]
+    Failed(Arc<dyn std::error::Error + Send + Sync>),
+    /// The task that opened or read the state database stopped before it answered (it panicked).
+    #[error("{doing} the state database stopped: {source}")]
+    Stopped {
+        doing: &'static str,
+        source: Arc<dyn std::error::Error + Send + Sync>,
+    },
+    /// The mesh names no registry to ask.
+    #[error("the mesh names no registry")]
+    NoRegistry,
+    /// A target the mesh file does not name.
+    #[error("mesh {mesh} names no target {name:?} (its targets: {names})")]
+    NoSuchTarget {
+        mesh: String,
+        name: String,
+        names: String,
+    },
+    /// The record moved between the person's confirm and the rollback: nothing was done.
+    #[error("the record of {module} moved since the rollback was confirmed; nothing rolled back")]
+    RollbackMoved { module: String },
+    /// A record moved between the person's confirm and the promote: nothing was done.
+    #[error(
+        "the records of {module} on {from} or {to} moved since the promote was confirmed; nothing promoted: look again and promote again"
+    )]
+    PromoteMoved {
+        module: String,
+        from: String,
+        to: String,
+    },
+    /// gc could not read a root of its keep set (or the mesh is held): it took nothing.
+    #[error("took nothing: {0}")]
+    TookNothing(Arc<dyn std::error::Error + Send + Sync>),
+    /// An action ran to its end without fully succeeding: its report's headline, which says
+    /// what did not (some candidates not taken, a machine that did not move).
+    #[error("{0}")]
+    Unfinished(String),
+    /// A view was answered with another view's data (`view` names the one asked).
+    #[error("the {view} view was answered with another view's data")]
+    OtherView { view: &'static str },
+}
+
+impl SourceError {
+    /// An outside system's or the engine's error, kept whole.
+    pub fn failed(error: impl std::error::Error + Send + Sync + 'static) -> SourceError {
+        SourceError::Failed(Arc::new(error))
     }
 }
 
@@ -232,6 +292,17 @@ impl ActionRequest {
     }
 }
 
+/// The logs view asks for what these machines say, streamed in batches tagged with `stream` (a
+/// batch of a stream the view no longer shows is dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRequest {
+    pub stream: u64,
+    /// The target the main view shows (None: the mesh's first).
+    pub target: Option<String>,
+    pub machines: Vec<Machine>,
+    pub ask: LogAsk,
+}
+
 #[derive(Debug, Clone)]
 pub enum Msg {
     Key(KeyEvent),
@@ -244,12 +315,12 @@ pub enum Msg {
         /// The target it was polled for, as [`PollParams::target`] asked (an answer for a target
         /// the main view no longer shows is dropped); None: whatever the view shows.
         target: Option<String>,
-        result: Result<SourceData, String>,
+        result: Result<SourceData, SourceError>,
     },
     BuildsPage {
         request: PageRequest,
         at_ms: i64,
-        result: Result<Vec<BuildRow>, String>,
+        result: Result<Vec<BuildRow>, SourceError>,
     },
     /// Files of these modules' contexts changed (the watcher, after a quiet period).
     InputsChanged(Vec<String>),
@@ -258,13 +329,24 @@ pub enum Msg {
     ActionDone {
         at_ms: i64,
         label: String,
-        result: Result<String, String>,
+        result: Result<String, SourceError>,
     },
     /// A view's data (gc, stats) arrived.
     ViewLoaded {
         request: ViewRequest,
         at_ms: i64,
-        result: Result<ViewData, String>,
+        result: Result<ViewData, SourceError>,
+    },
+    /// What the logs view's machines said since the last batch: (machine, item), in order.
+    LogLines {
+        stream: u64,
+        items: Vec<(String, LogItem)>,
+    },
+    /// The logs view's streams ended (a read without follow is whole; a follow ends only on a
+    /// fault): the machines that could not be read, and why.
+    LogsEnded {
+        stream: u64,
+        failures: Vec<(String, String)>,
     },
 }
 
@@ -281,5 +363,9 @@ pub enum Effect {
     Bell(String),
     /// Cancel the action started here (a converge stops its builds and marks them cancelled).
     CancelAction,
+    /// Stream what machines say to the logs view (any earlier stream stops).
+    FollowLogs(LogRequest),
+    /// The logs view closed: stop its streams.
+    StopLogs,
     Quit,
 }

@@ -13,6 +13,7 @@ use crate::mesh::progress::EventRow;
 use crate::mesh::target::TargetDescription;
 
 use super::keys::{KeyTable, Mode};
+use super::log_view::LogView;
 use super::msg::{ActionRequest, Effect, PollParams, RegistryAnswer, SourceId};
 use super::view_state::ViewState;
 use super::window::{BuildsWindow, PAGE_SIZE};
@@ -232,6 +233,10 @@ pub struct AppState {
     pub operation: OperationView,
     /// The gc and stats views, the record's history and the pins.
     pub views: ViewState,
+    /// The logs view (`l`), while open.
+    pub logs: Option<LogView>,
+    /// The streams asked for so far: a batch of an older one is dropped.
+    pub logs_stream: u64,
 
     pub focus: Pane,
     pub mode: Mode,
@@ -265,8 +270,10 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a dashboard on `mesh`, showing `target` (as the target seam describes it).
     pub fn new(
         mesh: &Mesh,
+        target: TargetDescription,
         context: Context,
         readonly: bool,
         keys: KeyTable,
@@ -287,7 +294,7 @@ impl AppState {
         let first = modules.first().map(|m| m.name.clone());
         AppState {
             context,
-            target: docker_description(),
+            target,
             targets: Vec::new(),
             readonly,
             keys,
@@ -314,6 +321,8 @@ impl AppState {
             history_by_module: true,
             operation: OperationView::default(),
             views: Default::default(),
+            logs: None,
+            logs_stream: 0,
             focus: Pane::Modules,
             mode: Mode::Normal,
             detail: None,
@@ -563,17 +572,4 @@ pub struct MachineCounts {
     /// Declared machines that do not exist.
     pub missing: usize,
     pub total: usize,
-}
-
-/// The target a state starts with until the loop sets the connected one's ([`AppState::target`]):
-/// the embedded default, the host daemon.
-fn docker_description() -> TargetDescription {
-    TargetDescription {
-        name: "default".into(),
-        kind: "docker".into(),
-        place: None,
-        namespace: None,
-        send_does: "each container is recreated with the same configuration on the new artifact"
-            .into(),
-    }
 }

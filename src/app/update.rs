@@ -5,9 +5,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use crate::mesh::progress::Step;
 
-use super::ask;
+use super::ask::{self, NotAsked};
 use super::keys::{Action, Mode};
-use super::msg::{ActionRequest, Effect, Msg, SourceId};
+use super::msg::{ActionRequest, Effect, Msg, SourceError, SourceId};
 use super::state::{AppState, Confirm, ConfirmThen, Detail, Pane};
 
 pub fn update(state: &mut AppState, msg: Msg) -> Vec<Effect> {
@@ -57,7 +57,9 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
                     super::polled::polled(state, data, at_ms)
                 }
                 Err(error) => {
-                    // The same error again changes nothing on screen (when it first came is kept).
+                    // The header only shows it: kept as the words it shows. The same error again
+                    // changes nothing on screen (when it first came is kept).
+                    let error = error.to_string();
                     if status.error.as_ref().map(|(_, e)| e) != Some(&error) {
                         status.error = Some((at_ms, error));
                         state.dirty = true;
@@ -119,6 +121,8 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             at_ms,
             result,
         } => super::views::loaded(state, request, at_ms, result),
+        Msg::LogLines { stream, items } => super::logs::lines(state, stream, items),
+        Msg::LogsEnded { stream, failures } => super::logs::ended(state, stream, failures),
     }
 }
 
@@ -142,13 +146,21 @@ fn action_done(
     state: &mut AppState,
     at_ms: i64,
     label: String,
-    result: Result<String, String>,
+    result: Result<String, SourceError>,
 ) -> Vec<Effect> {
     state.now_ms = state.now_ms.max(at_ms);
     state.running = None;
     match result {
         Ok(text) => state.notify(format!("{label}: {text}"), false),
-        Err(error) => state.notify(format!("{label} failed: {error}"), true),
+        Err(error) => {
+            let logs = super::logs::hint(state);
+            let text = if logs.is_empty() {
+                format!("{label} failed: {error}")
+            } else {
+                format!("{label} failed: {error} ({logs}: what its machines say)")
+            };
+            state.notify(text, true)
+        }
     }
     if state.quit_after_ms.is_some() {
         return vec![Effect::Quit];
@@ -171,6 +183,13 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
                 format!("read-only: {} is off (--readonly)", action.description()),
                 true,
             );
+            return Vec::new();
+        }
+        if mode == Mode::LogSearch
+            && let KeyCode::Char(c) = event.code
+            && !event.modifiers.contains(KeyModifiers::CONTROL)
+        {
+            super::logs::typed(state, c);
             return Vec::new();
         }
         if mode == Mode::Filter
@@ -247,6 +266,8 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
             Vec::new()
         }
         Mode::Confirm => confirm(state, action),
+        Mode::Logs => super::logs::key(state, action),
+        Mode::LogSearch => super::logs::search_key(state, action),
     }
 }
 
@@ -277,13 +298,13 @@ fn confirm(state: &mut AppState, action: Action) -> Vec<Effect> {
     }
 }
 
-fn ask(state: &mut AppState, built: Result<Confirm, String>) -> Vec<Effect> {
+fn ask(state: &mut AppState, built: Result<Confirm, NotAsked>) -> Vec<Effect> {
     match built {
         Ok(confirm) => {
             state.confirm = Some(confirm);
             state.mode = Mode::Confirm;
         }
-        Err(why) => state.notify(why, true),
+        Err(why) => state.notify(why.to_string(), true),
     }
     Vec::new()
 }
@@ -364,6 +385,7 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         }
         Action::Gc | Action::Stats => super::views::open(state, action),
         Action::Environments => super::environments::open(state),
+        Action::Logs => super::logs::open(state),
         Action::NextTarget => super::environments::next_target(state),
         Action::Help => {
             state.mode = Mode::Help;
@@ -378,7 +400,11 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         | Action::Sweep
         | Action::Promote
         | Action::Left
-        | Action::Right => Vec::new(),
+        | Action::Right
+        | Action::Search
+        | Action::NextMatch
+        | Action::PrevMatch
+        | Action::Previous => Vec::new(),
     }
 }
 

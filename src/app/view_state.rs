@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::msg::SourceError;
 use crate::mesh::environments::Grid;
 use crate::mesh::gc::GcReport;
 use crate::mesh::pin::{Pin, Stamp};
@@ -16,7 +17,7 @@ pub struct Loaded<T> {
     /// When the answer held arrived.
     pub at_ms: Option<i64>,
     /// The answer, or why there is none (a root that cannot be read, for gc).
-    pub result: Option<Result<T, String>>,
+    pub result: Option<Result<T, SourceError>>,
 }
 
 impl<T> Default for Loaded<T> {

@@ -9,7 +9,7 @@ use crate::mesh::pin::{RollbackTarget, rollback_target};
 use crate::mesh::text::short_id;
 
 use super::keys::{Action, Mode};
-use super::msg::{ActionRequest, Effect, StateSnapshot};
+use super::msg::{ActionRequest, Effect, SourceError, StateSnapshot};
 use super::state::{AppState, Confirm, ConfirmThen, Detail};
 use super::view_state::Loaded;
 // The sources read what a view asks: its request and answer are messages (`msg.rs`).
@@ -62,7 +62,7 @@ pub fn loaded(
     state: &mut AppState,
     request: ViewRequest,
     at_ms: i64,
-    result: Result<ViewData, String>,
+    result: Result<ViewData, SourceError>,
 ) -> Vec<Effect> {
     state.now_ms = state.now_ms.max(at_ms);
     state.dirty = true;
@@ -73,7 +73,7 @@ pub fn loaded(
                 at_ms: Some(at_ms),
                 result: Some(result.and_then(|data| match data {
                     ViewData::Gc(report) => Ok(*report),
-                    _ => Err("the gc view was answered with another view's data".into()),
+                    _ => Err(SourceError::OtherView { view: "gc" }),
                 })),
             }
         }
@@ -83,7 +83,7 @@ pub fn loaded(
                 at_ms: Some(at_ms),
                 result: Some(result.and_then(|data| match data {
                     ViewData::Stats(stats) => Ok(*stats),
-                    _ => Err("the stats view was answered with another view's data".into()),
+                    _ => Err(SourceError::OtherView { view: "stats" }),
                 })),
             }
         }

@@ -18,7 +18,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
         let known = mesh.module(module).is_some()
             || db
                 .count_builds(&mesh.name, Some(module))
-                .map_err(|e| Failure::failed(e.to_string()))?
+                .map_err(Failure::failed)?
                 > 0;
         if !known {
             let names: Vec<&str> = mesh.modules.iter().map(|m| m.name.as_str()).collect();
@@ -33,7 +33,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
         Some(digest) => {
             let found = db
                 .build_by_digest(&mesh.name, digest)
-                .map_err(|e| Failure::failed(e.to_string()))?;
+                .map_err(Failure::failed)?;
             match found {
                 Some(row) => vec![row],
                 None => {
@@ -52,7 +52,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
                 limit: args.limit as usize,
                 before: None,
             })
-            .map_err(|e| Failure::failed(e.to_string()))?,
+            .map_err(Failure::failed)?,
     };
     if let Some(format) = args.format {
         match format {

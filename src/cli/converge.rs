@@ -24,8 +24,8 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         args.sign_key.as_deref(),
     )
     .await?;
-    if let Some(place) = target.place() {
-        eprintln!("meshtop: acting on Kubernetes {place}");
+    if let Some(acting_on) = target.acting_on() {
+        eprintln!("meshtop: {acting_on}");
     }
     let request = ConvergeRequest {
         target,

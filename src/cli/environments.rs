@@ -21,11 +21,11 @@ pub async fn run(global: &Global, json: bool, exit_code: bool) -> Outcome {
     let daemon = Arc::new(LazyDaemon::new());
     let mut reads = Vec::new();
     for name in mesh.target_names() {
-        let connected = setup::connect(global, &mesh, name).await;
-        let target = connected
-            .as_ref()
-            .map(|t| t.as_ref())
-            .map_err(|f| f.message.clone());
+        let connected = setup::connect_target(global, &mesh, name).await;
+        let target = match &connected {
+            Ok(target) => Ok(target.as_ref()),
+            Err(error) => Err(error as &(dyn std::error::Error + Send + Sync)),
+        };
         reads.push(environments::read(&mesh, name, target, &daemon, &db).await);
     }
     let grid = grid(&mesh, &reads);

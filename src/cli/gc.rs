@@ -21,10 +21,10 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     let mut others = Vec::new();
     for name in mesh.target_names() {
         if name != target.name() {
-            let connected = setup::connect(global, &mesh, name).await;
+            let connected = setup::connect_target(global, &mesh, name).await;
             others.push(Other {
                 name: name.to_string(),
-                target: connected.map_err(|f| f.message),
+                target: connected.map_err(Into::into),
             });
         }
     }
@@ -32,8 +32,8 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
         acting: target.as_ref(),
         others: &others,
     };
-    if let Some(place) = target.place() {
-        eprintln!("meshtop: acting on Kubernetes {place}");
+    if let Some(acting_on) = target.acting_on() {
+        eprintln!("meshtop: {acting_on}");
     }
     let daemon = Arc::new(LazyDaemon::new());
     let rules = GcRules {

@@ -42,7 +42,7 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
         .map_err(|_| Failure::failed("the state database's handle was poisoned"))?;
     let local = db
         .stamps(&mesh.name, &target_name, &args.module, limit)
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::failed)?;
     let (stamps, pins) = match kept {
         Some(kept) => {
             let theirs = kept.history.get(&args.module).cloned().unwrap_or_default();
@@ -50,8 +50,7 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
         }
         None => (
             local,
-            db.pins(&mesh.name, &target_name)
-                .map_err(|e| Failure::failed(e.to_string()))?,
+            db.pins(&mesh.name, &target_name).map_err(Failure::failed)?,
         ),
     };
     if args.json {

@@ -40,20 +40,21 @@ pub struct Failure {
     pub message: String,
 }
 
+/// Its message is what a person reads on stderr: any error (or text) says it through `Display`.
 impl Failure {
     /// Bad input (mesh file, arguments): exit 2.
-    pub fn input(message: impl Into<String>) -> Failure {
+    pub fn input(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: 2,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 
     /// The work failed (a build, a send, an unreachable source): exit 1.
-    pub fn failed(message: impl Into<String>) -> Failure {
+    pub fn failed(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: 1,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }

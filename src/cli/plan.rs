@@ -43,7 +43,13 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
 
 pub fn plan_text(plan: &Plan) -> String {
     let mut out = String::new();
-    outln!(out, "mesh {} · target {}", plan.mesh, plan.target);
+    outln!(
+        out,
+        "mesh {} · target {} ({})",
+        plan.mesh,
+        plan.target,
+        plan.target_kind
+    );
     if let Some(error) = &plan.host_error {
         outln!(
             out,

@@ -24,8 +24,7 @@ struct Promoted<'a> {
 pub async fn run(global: &Global, args: PromoteArgs) -> Outcome {
     let mesh = setup::load_file(global)?;
     setup::select(&mesh, &args.modules)?;
-    let from = promote_source(&mesh, &args.to, args.from.as_deref())
-        .map_err(|e| Failure::input(e.to_string()))?;
+    let from = promote_source(&mesh, &args.to, args.from.as_deref()).map_err(Failure::input)?;
     let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let from_target = setup::connect(global, &mesh, &from).await?;
     let to_target = setup::connect(global, &mesh, &args.to).await?;

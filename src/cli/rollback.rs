@@ -16,8 +16,8 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
     known_module(&mesh, &args.module)?;
     let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;
-    if let Some(place) = target.place() {
-        eprintln!("meshtop: acting on Kubernetes {place}");
+    if let Some(acting_on) = target.acting_on() {
+        eprintln!("meshtop: {acting_on}");
     }
     let daemon = Arc::new(LazyDaemon::new());
     let plan = rollback::prepare(
@@ -34,7 +34,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
     eprintln!(
         "roll back {} on target {}: {}@{} → {}@{}",
         plan.module,
-        target.describe().kind,
+        target.name(),
         plan.from.reference,
         short_id(&plan.from.digest),
         plan.to.reference,

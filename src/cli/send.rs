@@ -15,8 +15,8 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     super::known_module(&mesh, &args.module)?;
     let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;
-    if let Some(place) = target.place() {
-        eprintln!("meshtop: acting on Kubernetes {place}");
+    if let Some(acting_on) = target.acting_on() {
+        eprintln!("meshtop: {acting_on}");
     }
     let daemon = Arc::new(LazyDaemon::new());
     let moves = send::prepare(&mesh, &args.module, &daemon, target.as_ref(), &db)
@@ -33,7 +33,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("send {} on target {}:", args.module, target.describe().kind);
+    eprintln!("send {} on target {}:", args.module, target.name());
     for moved in &moves {
         eprintln!(
             "  {}  {} → {}@{}",
@@ -42,7 +42,7 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
             moved.to_reference,
             short_id(&moved.to_digest)
         );
-        if let Some(note) = moved.before_confirm(target.describe().namespace.as_deref()) {
+        if let Some(note) = &moved.before_send {
             eprintln!("    {note}");
         }
     }

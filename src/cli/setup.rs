@@ -15,9 +15,8 @@ use super::args::Global;
 
 /// The mesh as its file says it (every target as declared).
 pub fn load_file(global: &Global) -> Result<Mesh, Failure> {
-    let path =
-        file::find_mesh_file(global.mesh.as_deref()).map_err(|e| Failure::input(e.to_string()))?;
-    file::load(&path).map_err(|e| Failure::input(e.to_string()))
+    let path = file::find_mesh_file(global.mesh.as_deref()).map_err(Failure::input)?;
+    file::load(&path).map_err(Failure::input)
 }
 
 /// The mesh as the command's target sees it (its policy override, its machines): `--target`, else
@@ -63,20 +62,20 @@ pub fn target_name(global: &Global, mesh: &Mesh) -> Result<String, Failure> {
 pub fn state_path(global: &Global) -> Result<PathBuf, Failure> {
     match &global.state {
         Some(path) => Ok(path.clone()),
-        None => state::default_path().map_err(|e| Failure::failed(e.to_string())),
+        None => state::default_path().map_err(Failure::failed),
     }
 }
 
 pub fn open_state(global: &Global) -> Result<StateDb, Failure> {
     let path = state_path(global)?;
-    StateDb::open(&path).map_err(|e| Failure::failed(e.to_string()))
+    StateDb::open(&path).map_err(Failure::failed)
 }
 
 /// For the commands that only read (plan, builds, status, history, stats): read-only when it cannot
 /// be written.
 pub fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
     let path = state_path(global)?;
-    StateDb::open_for_reading(&path).map_err(|e| Failure::failed(e.to_string()))
+    StateDb::open_for_reading(&path).map_err(Failure::failed)
 }
 
 /// The command's target, connected once for the command: `--context`/`--namespace` override a
@@ -89,6 +88,21 @@ pub async fn target(global: &Global, mesh: &Mesh) -> Result<Connected, Failure> 
 
 /// Target `name` of the mesh, connected (the flags apply to a single `[target]` only).
 pub async fn connect(global: &Global, mesh: &Mesh, name: &str) -> Result<Connected, Failure> {
+    connect_target(global, mesh, name)
+        .await
+        .map_err(|e| match e {
+            TargetError::KindInput(_) => Failure::input(e),
+            other => Failure::failed(other),
+        })
+}
+
+/// Target `name` connected, or the target's own error (a command that reads several targets
+/// says it beside the others rather than exiting).
+pub async fn connect_target(
+    global: &Global,
+    mesh: &Mesh,
+    name: &str,
+) -> Result<Connected, TargetError> {
     target::connect(
         mesh,
         name,
@@ -96,10 +110,6 @@ pub async fn connect(global: &Global, mesh: &Mesh, name: &str) -> Result<Connect
         global.namespace.as_deref(),
     )
     .await
-    .map_err(|e| match e {
-        TargetError::KindInput(_) => Failure::input(e.to_string()),
-        other => Failure::failed(other),
-    })
 }
 
 /// The named modules, each checked against the mesh (None = all).
@@ -143,7 +153,7 @@ pub async fn converge_setup(
     // Whatever this converge pushes is signed: --publish on Docker, every delivery to a registry on
     // Kubernetes.
     if let Some(key_file) = sign_key {
-        let key = file::read_signing_key(key_file).map_err(|e| Failure::input(e.to_string()))?;
+        let key = file::read_signing_key(key_file).map_err(Failure::input)?;
         mesh.signing.key = Some(key);
     }
     if publish {

@@ -21,7 +21,7 @@ pub async fn run(global: &Global, args: StatsArgs) -> Outcome {
     let modules: Vec<String> = mesh.modules.iter().map(|m| m.name.clone()).collect();
     let stats: Stats = db
         .stats(&mesh.name, &modules, since, timefmt::now_ms())
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(Failure::failed)?;
     if args.json {
         print_json(&stats)?;
         return Ok(ExitCode::SUCCESS);

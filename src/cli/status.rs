@@ -72,7 +72,7 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         print_out(&format!(
             "no machines of mesh {} on target {}\n",
             mesh.name,
-            target.describe().kind
+            target.name()
         ))?;
     } else {
         let mut out = table_text(&rows);

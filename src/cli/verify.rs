@@ -89,7 +89,7 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
             .lock()
             .map_err(|_| Failure::failed("the state database handle is poisoned"))?
             .build_by_digest(&mesh.name, &entry.digest)
-            .map_err(|e| Failure::failed(e.to_string()))?
+            .map_err(Failure::failed)?
             .and_then(|b| b.published_digest);
         let (manifest, signed, says) =
             match vouch::artifact_signature(&mesh, &entry, published.as_deref()).await {

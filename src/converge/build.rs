@@ -12,7 +12,7 @@ use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
 use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
 use crate::backends::git::{self, Revision};
-use crate::backends::state::{BuildEnd, NewBuild, StateDb};
+use crate::backends::state::{BuildEnd, NewBuild, StateDb, StateError};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::manifest::Inputs;
@@ -102,7 +102,7 @@ async fn finish_or_keep_trying(
     for attempt in 0..3u64 {
         match write(db) {
             Ok(()) => return Ok(()),
-            Err(error) => last = error,
+            Err(error) => last = error.to_string(),
         }
         tokio::time::sleep(std::time::Duration::from_millis(100 * (attempt + 1))).await;
     }
@@ -123,9 +123,9 @@ async fn finish_or_keep_trying(
 
 fn with_history<T>(
     db: &Mutex<StateDb>,
-    f: impl FnOnce(&StateDb) -> Result<T, crate::backends::state::StateError>,
-) -> Result<T, String> {
-    f(&*crate::backends::state::locked(db)?).map_err(|e| e.to_string())
+    f: impl FnOnce(&StateDb) -> Result<T, StateError>,
+) -> Result<T, StateError> {
+    f(&*crate::backends::state::locked(db)?)
 }
 
 /// The tar being written on a blocking thread: what it sent, or why it stopped.
@@ -155,11 +155,11 @@ pub async fn build_module(
     // Read now, for this build only: never part of the inputs, never logged or stored.
     let served = match secrets::read(&module) {
         Ok(served) => served,
-        Err(why) => return run.failed(why, None),
+        Err(why) => return run.failed(why.to_string(), None),
     };
     let multi_platform = run.planned.multi_platform;
     if multi_platform && let Err(why) = buildx_ready(&module, &run.planned, pushes).await {
-        return run.failed(why, None);
+        return run.failed(why.to_string(), None);
     }
     let (tarring, context) = start_tar(&module, &run.planned);
     let mut args = build_args(&module, &run.planned);
@@ -189,26 +189,48 @@ pub async fn build_module(
     }
 }
 
+/// Why a multi-platform build cannot run here (the build fails with it).
+#[derive(Debug, thiserror::Error)]
+enum NoMultiPlatform {
+    #[error(
+        "module {module}: a multi-platform build needs `docker buildx` and a registry to push to"
+    )]
+    NoPush { module: String },
+    /// `platforms`: the module's, joined as the mesh file lists them.
+    #[error(
+        "module {module}: a multi-platform build ({platforms}) needs `docker buildx`, which does not work here ({why}): install the buildx plugin, or give the module one platform"
+    )]
+    NoBuildx {
+        module: String,
+        platforms: String,
+        #[source]
+        why: buildx::BuildxError,
+    },
+}
+
 /// Why a multi-platform build cannot run here, if it cannot.
 async fn buildx_ready(
     module: &Module,
     planned: &PlannedModule,
     pushes: bool,
-) -> Result<(), String> {
+) -> Result<(), NoMultiPlatform> {
     if !pushes {
-        return Err(format!(
-            "module {}: a multi-platform build needs `docker buildx` and a registry to push to",
-            module.name
-        ));
+        return Err(NoMultiPlatform::NoPush {
+            module: module.name.clone(),
+        });
     }
-    buildx::available().await.map_err(|why| {
-        let platforms: Vec<String> = planned.platforms.iter().map(ToString::to_string).collect();
-        format!(
-            "module {}: a multi-platform build ({}) needs `docker buildx`, which does not work here ({why}): install the buildx plugin, or give the module one platform",
-            module.name,
-            platforms.join(", ")
-        )
-    })
+    buildx::available()
+        .await
+        .map_err(|why| NoMultiPlatform::NoBuildx {
+            module: module.name.clone(),
+            platforms: planned
+                .platforms
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            why,
+        })
 }
 
 /// The same walk that computed the address writes the tar, streamed to the builder as it is
@@ -401,7 +423,7 @@ impl<'a> Run<'a> {
         with_history(self.db, |h| {
             h.finish_build(&self.correlation_id, &end).map(|_| ())
         })
-        .map_err(BuildError::NoRecord)?;
+        .map_err(|e| BuildError::NoRecord(e.to_string()))?;
         self.emitter.emit(
             Payload::Failed {
                 error: error.clone(),

@@ -13,11 +13,11 @@ use crate::mesh::environments::TargetRead;
 use crate::mesh::model::Mesh;
 
 /// Read target `name` of `mesh` (as its file says it), connected or not (`target`'s error then
-/// is the column's); nothing is changed.
+/// is the column's, in words); nothing is changed.
 pub async fn read(
     mesh: &Mesh,
     name: &str,
-    target: Result<&dyn Target, String>,
+    target: Result<&dyn Target, &(dyn std::error::Error + Send + Sync)>,
     daemon: &LazyDaemon,
     db: &Mutex<StateDb>,
 ) -> TargetRead {
@@ -28,7 +28,7 @@ pub async fn read(
     };
     let target = match target {
         Ok(target) => target,
-        Err(error) => return failed(error),
+        Err(error) => return failed(error.to_string()),
     };
     let seen = mesh.on_target(name);
     let description = target.describe();

@@ -2,8 +2,9 @@
 //! still hold the mesh?). At the bottom of the room: every other file of `converge/` may use it, it
 //! uses none of them.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::backends::credentials::CredentialsError;
 use crate::backends::daemon::DaemonError;
 use crate::backends::registry::RegistryError;
 use crate::backends::state::{Holder, Poisoned, StateDb, StateError};
@@ -34,6 +35,9 @@ pub enum ConvergeError {
     /// name): refused before anything ran; a command exits 2.
     #[error("{0}")]
     BadInput(String),
+    /// A module had to be built and the host daemon could not be reached.
+    #[error("cannot build: {0}")]
+    CannotBuild(Arc<DaemonError>),
     /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
     /// if it can be, else the next open of the state closes it so.
     #[error("{0}")]
@@ -42,6 +46,9 @@ pub enum ConvergeError {
     Target(#[from] TargetError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The state database's handle could not be taken.
+    #[error(transparent)]
+    Handle(#[from] Poisoned),
 }
 
 /// `LockLost` when this operation no longer holds the mesh's `target` (checked in the state
@@ -52,8 +59,7 @@ pub fn still_holds(
     target: &str,
     operation_id: &str,
 ) -> Result<(), ConvergeError> {
-    let db =
-        crate::backends::state::locked(db).map_err(|e| ConvergeError::Failed(e.to_string()))?;
+    let db = crate::backends::state::locked(db)?;
     db.check_holds(mesh, target, operation_id)
         .map_err(|e| ConvergeError::LockLost(e.to_string()))
 }
@@ -62,16 +68,21 @@ pub fn still_holds(
 /// the CLI and the screen showed before the seam was typed.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    /// The host daemon could not be reached (the connection's own message, remembered once).
-    #[error("{0}")]
-    Unreachable(String),
+    /// The host daemon could not be reached (the connection's own error, remembered once and
+    /// shared by every caller).
+    #[error(transparent)]
+    Unreachable(Arc<DaemonError>),
     #[error(transparent)]
     Daemon(#[from] DaemonError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
-    /// Docker's credentials for a registry could not be read (remembered once per connection).
-    #[error("{0}")]
-    Credentials(String),
+    /// Docker's credentials for a registry could not be read (remembered once per connection,
+    /// shared by every caller).
+    #[error(transparent)]
+    Credentials(Arc<CredentialsError>),
+    /// A pull from the registry, on a mesh that names none.
+    #[error("mesh {mesh} names no registry to pull {reference} from")]
+    NoRegistry { mesh: String, reference: String },
     #[error(transparent)]
     State(#[from] StateError),
     /// The state database's handle could not be taken.
@@ -116,13 +127,6 @@ pub enum TargetError {
         names: String,
         file: String,
     },
-}
-
-/// Callers whose own contract is still a message (a source's poll) take the target's as one.
-impl From<TargetError> for String {
-    fn from(error: TargetError) -> String {
-        error.to_string()
-    }
 }
 
 /// Why a rollback was refused or stopped; nothing was rolled back unless the message says so.
@@ -203,12 +207,6 @@ pub enum RollbackError {
     },
 }
 
-impl From<RollbackError> for String {
-    fn from(error: RollbackError) -> String {
-        error.to_string()
-    }
-}
-
 /// Why a send sent nothing (a machine that failed is an outcome of the report, not this).
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -232,12 +230,6 @@ pub enum SendError {
     },
     #[error("the record no longer names module {module}; nothing was sent")]
     NoLongerNamed { module: String },
-}
-
-impl From<SendError> for String {
-    fn from(error: SendError) -> String {
-        error.to_string()
-    }
 }
 
 /// Why gc took nothing: a root of the keep set (or the place it would take from) could not be read,
@@ -269,12 +261,6 @@ impl GcError {
     }
 }
 
-impl From<GcError> for String {
-    fn from(error: GcError) -> String {
-        error.to_string()
-    }
-}
-
 /// Why a plan could not be made: a module's inputs could not be read.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum PlanError {
@@ -284,12 +270,6 @@ pub enum PlanError {
         "the pinned modules of target {target} cannot be read ({message}); nothing is decided without them (a converge would undo a rollback): fix or restore the state database, then run again"
     )]
     Pins { target: String, message: String },
-}
-
-impl From<PlanError> for String {
-    fn from(error: PlanError) -> String {
-        error.to_string()
-    }
 }
 
 impl From<ConvergeError> for RollbackError {

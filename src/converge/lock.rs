@@ -23,7 +23,7 @@ pub async fn acquire(
 ) -> Result<Option<Holder>, ConvergeError> {
     loop {
         let held = locked(db)
-            .map_err(|e| ConvergeError::Failed(e.into()))?
+            .map_err(ConvergeError::Handle)?
             .take_mesh(mesh, target, holder)
             .map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
         match held {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::progress::{Emitter, Payload};
-use crate::backends::state::{StateDb, locked};
+use crate::backends::state::{StateDb, StateError, locked};
 use crate::mesh::model::Mesh;
 use crate::mesh::pin::PinChange;
 
@@ -17,8 +17,8 @@ pub fn ended_pins(
     ended: &BTreeMap<String, String>,
 ) -> PinChange {
     let pinned = locked(db)
-        .map_err(String::from)
-        .and_then(|h| h.pins(&mesh.name, target).map_err(|e| e.to_string()))
+        .map_err(StateError::from)
+        .and_then(|h| h.pins(&mesh.name, target))
         .unwrap_or_default();
     PinChange {
         set: Vec::new(),

@@ -23,6 +23,7 @@ use crate::mesh::model::{Mesh, Module, Platform, Record};
 use crate::mesh::pin::{self, Pin};
 pub use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::refs::ImageRef;
+use crate::mesh::target::TargetDescription;
 use crate::mesh::text::short_id;
 use crate::mesh::why::{self, Change};
 use crate::workspace::inputs::{self, InputSpec, Inputs, Walked};
@@ -41,6 +42,8 @@ pub struct PlanContext<'a> {
     /// The target's word (its `host_is_target()`): the host daemon is
     /// the target, so it can tell an artifact the target lost.
     pub host_is_target: bool,
+    /// The target planned for, in its words: the plan names it (name and kind).
+    pub target: TargetDescription,
 }
 
 impl<'a> PlanContext<'a> {
@@ -60,6 +63,7 @@ impl<'a> PlanContext<'a> {
             selected,
             force,
             host_is_target: target.host_is_target(),
+            target: target.describe(),
         }
     }
 }
@@ -245,6 +249,7 @@ impl<'a> Planner<'a> {
                             decision: p.decision,
                             reason: String::new(),
                             artifact: p.artifact.clone(),
+                            registry: None,
                         },
                         &self.host,
                     )
@@ -381,6 +386,7 @@ impl<'a> Planner<'a> {
             decision,
             reason,
             artifact,
+            registry: registry_held,
         } = verdict;
         let reason = match self.ended_pins.get(&module.name) {
             Some(why) => format!("{reason}; {why}"),
@@ -417,6 +423,7 @@ impl<'a> Planner<'a> {
             reason,
             base_artifact,
             artifact,
+            registry_held,
             why,
             changes,
             multi_platform,
@@ -538,6 +545,7 @@ impl<'a> Planner<'a> {
                     module.name
                 ),
                 artifact: None,
+                registry: None,
             },
             _ => verdict,
         })
@@ -653,7 +661,8 @@ pub async fn dry_run_watched(
     };
     Ok(Plan {
         mesh: mesh.name.clone(),
-        target: mesh.default_target().kind().to_string(),
+        target: planner.ctx.target.name.clone(),
+        target_kind: planner.ctx.target.kind.clone(),
         tiers: tiers.into_values().collect(),
         modules,
         host_error,

@@ -33,11 +33,13 @@ pub fn refusals(
         .filter_map(|p| Some((p, mesh.modules.iter().find(|m| m.name == p.name)?)))
         .map(|(p, m)| {
             format!(
-                "module {} ({}:{}) builds for {} platforms, which needs a Kubernetes target and `registry` in [mesh] to push to: give it one platform for the docker target",
+                "module {} ({}:{}) builds for {} platforms, which needs a target that pushes to a registry (`registry` in [mesh]); target {} ({}) pushes nowhere: give the module one platform",
                 m.name,
                 mesh.file.display(),
                 m.line,
-                p.platforms.len()
+                p.platforms.len(),
+                target.name(),
+                target.describe().kind
             )
         })
         .collect();
@@ -54,6 +56,7 @@ pub fn refusals(
                 .is_some_and(|p| matches!(p.decision, Decision::Build | Decision::Forced))
         })
         .filter_map(|m| crate::workspace::secrets::check(m).err())
+        .map(|why| why.to_string())
         .collect();
     if !missing.is_empty() {
         return missing;

@@ -91,12 +91,6 @@ impl From<ConvergeError> for PromoteError {
     }
 }
 
-impl From<PromoteError> for String {
-    fn from(error: PromoteError) -> String {
-        error.to_string()
-    }
-}
-
 /// The two targets of a promote, connected, and the mesh (as its file says it).
 pub struct Promotion<'a> {
     pub mesh: &'a Mesh,

@@ -21,6 +21,21 @@ use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
 use crate::mesh::progress::DeliveredBy;
 
+/// Why an artifact the registry vouched for could not be brought where it is needed (the module
+/// is built instead, and the plan's reason says this).
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("a registry answer without ref or artifact")]
+    Unanswered,
+    #[error("its manifest digest was lost")]
+    ManifestLost,
+    #[error("pulling {manifest} failed ({source})")]
+    Pull {
+        manifest: String,
+        source: TargetError,
+    },
+}
+
 /// One converge's walk over its tiers, and what it gathered.
 pub struct TierRun<'a> {
     pub mesh: &'a Mesh,
@@ -213,12 +228,12 @@ impl TierRun<'_> {
     /// Ask the target to bring a registry-vouched artifact where it needs it; onto the host too
     /// when a module of this converge may build FROM it. A multi-platform ref never lands in the
     /// daemon: nothing to pull.
-    async fn fetch_vouched(&self, decided: &PlannedModule) -> Result<(), String> {
+    async fn fetch_vouched(&self, decided: &PlannedModule) -> Result<(), FetchError> {
         let (Some(reference), Some(digest)) = (&decided.reference, &decided.artifact) else {
-            return Err("a registry answer without ref or artifact".into());
+            return Err(FetchError::Unanswered);
         };
         let Some(manifest) = self.planner.registry_manifest(reference) else {
-            return Err("its manifest digest was lost".into());
+            return Err(FetchError::ManifestLost);
         };
         if decided.multi_platform {
             self.emitter.emit(
@@ -250,7 +265,7 @@ impl TierRun<'_> {
                 self.emitter,
             )
             .await
-            .map_err(|e| format!("pulling {manifest} failed ({e})"))
+            .map_err(|source| FetchError::Pull { manifest, source })
     }
 
     /// Whether a module of this converge may build FROM `module`: a dependent that builds, or one

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::backends::credentials;
-use crate::backends::registry::{RegistryClient, repository_in};
+use crate::backends::credentials::{self, CredentialsError};
+use crate::backends::registry::{RegistryClient, RegistryError, repository_in};
 use crate::mesh::cosign::{SignatureVerdict, TrustedKey};
 use crate::mesh::decide::RegistryAnswer;
 use crate::mesh::model::Mesh;
@@ -22,11 +22,29 @@ pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// Questions in flight at once.
 pub const QUESTIONS_AT_ONCE: usize = 8;
 
+/// Why the mesh's registry could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    #[error("the mesh names no registry, where signatures live")]
+    NoRegistry,
+    /// Docker's credentials for it could not be read.
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+}
+
+/// The client for `registry`, with the credentials a push uses and [`QUESTION_TIMEOUT`].
+async fn client_for(registry: &crate::mesh::model::Registry) -> Result<RegistryClient, AskError> {
+    let creds = credentials::for_registry(&registry.host).await?;
+    Ok(RegistryClient::new(registry, creds)?.with_timeout(QUESTION_TIMEOUT))
+}
+
 /// The mesh's registry, asked for refs; its answers kept by ref.
 pub struct RegistryVoucher {
     host: String,
     /// Err: the client could not be made (its credentials unreadable): every answer is this failure.
-    client: Result<RegistryClient, String>,
+    client: Result<RegistryClient, AskError>,
     answers: HashMap<String, RegistryAnswer>,
     /// The keys the mesh trusts: with any, each manifest found is judged by its signatures too
     /// (the `.sig` manifest and its payload: two more small reads).
@@ -41,12 +59,7 @@ impl RegistryVoucher {
     /// The voucher for `mesh`'s registry, with the credentials a push uses; None without a registry.
     pub async fn for_mesh(mesh: &Mesh) -> Option<RegistryVoucher> {
         let registry = mesh.registry.as_ref()?;
-        let client = match credentials::for_registry(&registry.host).await {
-            Ok(creds) => RegistryClient::new(registry, creds)
-                .map(|c| c.with_timeout(QUESTION_TIMEOUT))
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
+        let client = client_for(registry).await;
         Some(RegistryVoucher {
             host: registry.host.clone(),
             client,
@@ -123,7 +136,7 @@ impl RegistryVoucher {
                 for reference in wanted {
                     let failed = RegistryAnswer::Failed {
                         registry: host.clone(),
-                        error: error.clone(),
+                        error: error.to_string(),
                     };
                     self.answers.insert(reference, failed);
                 }
@@ -217,40 +230,26 @@ pub async fn artifact_signature(
     mesh: &Mesh,
     entry: &crate::mesh::model::RecordEntry,
     published: Option<&str>,
-) -> Result<ArtifactSignature, String> {
-    let registry = mesh
-        .registry
-        .as_ref()
-        .ok_or("the mesh names no registry, where signatures live")?;
-    let creds = credentials::for_registry(&registry.host)
-        .await
-        .map_err(|e| e.to_string())?;
-    let client = RegistryClient::new(registry, creds)
-        .map_err(|e| e.to_string())?
-        .with_timeout(QUESTION_TIMEOUT);
+) -> Result<ArtifactSignature, AskError> {
+    let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
+    let client = client_for(registry).await?;
     let (repository, tag) = repository_in(&registry.host, &entry.reference);
     let mut candidates: Vec<String> = published.map(str::to_string).into_iter().collect();
-    if let crate::backends::registry::Published::Present { digest } = client
-        .manifest(repository, tag)
-        .await
-        .map_err(|e| e.to_string())?
+    if let crate::backends::registry::Published::Present { digest } =
+        client.manifest(repository, tag).await?
         && !candidates.contains(&digest)
     {
         candidates.push(digest);
     }
     let mut refused: Option<ArtifactSignature> = None;
     for manifest in candidates {
-        let names = client
-            .artifact_of(repository, &manifest)
-            .await
-            .map_err(|e| e.to_string())?;
+        let names = client.artifact_of(repository, &manifest).await?;
         if names.as_deref() != Some(entry.digest.as_str()) {
             continue;
         }
         let verdict = client
             .signature_verdict(repository, &manifest, &mesh.signing.trust)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let answer = ArtifactSignature {
             manifest: Some(manifest),
             verdict,

@@ -15,6 +15,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::sealed_key;
+
 /// The media type of a simple-signing payload layer.
 pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The layer annotation holding the base64 signature.
@@ -70,6 +72,10 @@ pub enum FormatError {
         "line {line}: an encrypted key ({label}) cannot be read by meshtop; give it an unencrypted PKCS#8 P-256 key instead: `openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out ci.key` and `openssl ec -in ci.key -pubout -out ci.pub` (cosign signs with the same key after `cosign import-key-pair --key ci.key`)"
     )]
     Encrypted { line: usize, label: String },
+    #[error(
+        "line {line}: a key sealed by cosign ({label}) opens with its password: set COSIGN_PASSWORD to it (as cosign reads it)"
+    )]
+    NeedsPassword { line: usize, label: String },
     #[error("line {line}: {message}")]
     Key { line: usize, message: String },
     #[error("the signature image is malformed: {0}")]
@@ -164,11 +170,41 @@ fn pem_block(text: &str) -> Result<(String, usize), FormatError> {
 }
 
 /// Read a private key: PKCS#8 (`BEGIN PRIVATE KEY`) or SEC1 (`BEGIN EC PRIVATE KEY`), P-256.
-/// An encrypted key (cosign's, or encrypted PKCS#8) is refused with how to make one meshtop reads.
+/// An encrypted key is refused with how to make one meshtop reads (a key cosign sealed too: it
+/// needs its password, [`read_private_key_with`]).
 pub fn read_private_key(text: &str) -> Result<SigningKey, FormatError> {
+    read_private_key_with(text, None)
+}
+
+/// [`read_private_key`], and a key `cosign generate-key-pair` sealed, opened with `password`.
+pub fn read_private_key_with(
+    text: &str,
+    password: Option<&[u8]>,
+) -> Result<SigningKey, FormatError> {
     let (label, line) = pem_block(text)?;
     let bad = |message: String| FormatError::Key { line, message };
     let secret = match label.as_str() {
+        label if sealed_key::SEALED_LABELS.contains(&label) => {
+            let Some(password) = password else {
+                return Err(FormatError::NeedsPassword {
+                    line,
+                    label: label.to_string(),
+                });
+            };
+            let (_, body) = p256::pkcs8::der::pem::decode_vec(text.trim().as_bytes())
+                .map_err(|e| bad(format!("not a PEM block ({e})")))?;
+            let der = sealed_key::open(&body, password).map_err(|e| match e {
+                sealed_key::OpenError::Malformed(what) => bad(format!("a key sealed by cosign, but {what}")),
+                sealed_key::OpenError::WrongPassword => bad(
+                    "COSIGN_PASSWORD does not open this key sealed by cosign (another password, or the file was changed)".into(),
+                ),
+            })?;
+            p256::SecretKey::from_pkcs8_der(&der).map_err(|e| {
+                bad(format!(
+                    "sealed by cosign, but not a PKCS#8 P-256 private key ({e})"
+                ))
+            })?
+        }
         "PRIVATE KEY" => p256::SecretKey::from_pkcs8_pem(text.trim())
             .map_err(|e| bad(format!("not a PKCS#8 P-256 private key ({e})")))?,
         "EC PRIVATE KEY" => p256::SecretKey::from_sec1_pem(text.trim())

@@ -160,8 +160,21 @@ fn keys_that_cannot_be_read_say_the_line() {
     assert!(err.to_string().contains("public key"), "{err}");
     let err = read_private_key("\n\nhello").unwrap_err();
     assert!(err.to_string().starts_with("line 3:"), "{err}");
+    // A key cosign sealed needs its password; a key encrypted otherwise is refused with advice.
+    let sealed = "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n";
+    let err = read_private_key(sealed).unwrap_err();
+    assert!(
+        matches!(err, FormatError::NeedsPassword { line: 1, .. })
+            && err.to_string().contains("COSIGN_PASSWORD"),
+        "{err}"
+    );
+    let err = read_private_key_with(sealed, Some(b"pw")).unwrap_err();
+    assert!(
+        err.to_string().contains("not cosign's sealed-key JSON"),
+        "{err}"
+    );
     let err = read_private_key(
-        "-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n",
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
     )
     .unwrap_err();
     assert!(

@@ -172,6 +172,24 @@ pub struct Question {
     pub inputs: Option<String>,
 }
 
+/// What the registry held under a module's ref, labelled by meshtop for its inputs, and what its
+/// signatures say of it: kept beside the reason so that the screen says a refusal (or that nothing
+/// was verified) from data, never from the reason's words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegistryHeld {
+    pub registry: String,
+    /// The manifest digest the ref resolved to.
+    pub manifest: String,
+    pub signature: SignatureVerdict,
+}
+
+impl RegistryHeld {
+    /// Whether the registry held something and its signatures refused it.
+    pub fn refused(&self) -> bool {
+        !self.signature.vouches()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verdict {
     pub decision: Decision,
@@ -179,6 +197,10 @@ pub struct Verdict {
     pub reason: String,
     /// The artifact the vouching source holds (record digest or host image id).
     pub artifact: Option<String>,
+    /// What the registry held for this ref with meshtop's labels for its inputs (whether it
+    /// vouched or its signatures refused it); None when it was not asked or held nothing such.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry: Option<RegistryHeld>,
 }
 
 /// Whether deciding `question` needs the host's answer (the record check missed).
@@ -228,6 +250,7 @@ pub fn rebuild_gone(verdict: &Verdict, record_source: &str) -> Verdict {
                 .unwrap_or_default()
         ),
         artifact: None,
+        registry: None,
     }
 }
 
@@ -308,50 +331,63 @@ pub fn decide_with_registry(
             registry,
             image,
             signature,
-        } => match registry_mismatch(question, image) {
-            None if !signature.vouches() => Verdict {
-                reason: held(
-                    registry,
-                    format!(
-                        "holds manifest {} labelled by meshtop with these inputs, {}: {}; it does not vouch",
-                        short_id(&image.manifest),
-                        signature.words(),
-                        refusal_detail(signature)
-                    ),
-                ),
-                ..verdict
-            },
-            Some(why) => Verdict {
-                reason: held(
-                    registry,
-                    format!(
-                        "holds manifest {} under this ref {why}: it does not answer",
-                        short_id(&image.manifest)
-                    ),
-                ),
-                ..verdict
-            },
-            None => Verdict {
-                decision: Decision::Registry,
-                reason: held(
-                    registry,
-                    format!(
-                        "holds manifest {} labelled by meshtop with these inputs, {}",
-                        image.manifest,
-                        match signature {
-                            SignatureVerdict::Trusted { key } => format!("signed by {key}"),
-                            _ => "unverified (the mesh trusts no key)".into(),
-                        }
-                    ),
-                ),
-                artifact: Some(image.artifact.clone()),
-            },
-        },
+        } => held_verdict(question, verdict, registry, image, signature),
     }
 }
 
-/// What a refused signature means, for the reason line.
-fn refusal_detail(signature: &SignatureVerdict) -> String {
+/// The verdict when the registry holds a manifest under the ref: it vouches with meshtop's labels
+/// for these inputs and a signature the mesh accepts; else the build stands, saying why.
+fn held_verdict(
+    question: &Question,
+    verdict: Verdict,
+    registry: &str,
+    image: &RegistryImage,
+    signature: &SignatureVerdict,
+) -> Verdict {
+    let held = |what: String| format!("{}; registry {registry} {what}", verdict.reason);
+    if let Some(why) = registry_mismatch(question, image) {
+        return Verdict {
+            reason: held(format!(
+                "holds manifest {} under this ref {why}: it does not answer",
+                short_id(&image.manifest)
+            )),
+            ..verdict
+        };
+    }
+    let registry_held = Some(RegistryHeld {
+        registry: registry.to_string(),
+        manifest: image.manifest.clone(),
+        signature: signature.clone(),
+    });
+    if !signature.vouches() {
+        return Verdict {
+            reason: held(format!(
+                "holds manifest {} labelled by meshtop with these inputs, {}: {}; it does not vouch",
+                short_id(&image.manifest),
+                signature.words(),
+                refusal_detail(signature)
+            )),
+            registry: registry_held,
+            ..verdict
+        };
+    }
+    Verdict {
+        decision: Decision::Registry,
+        reason: held(format!(
+            "holds manifest {} labelled by meshtop with these inputs, {}",
+            image.manifest,
+            match signature {
+                SignatureVerdict::Trusted { key } => format!("signed by {key}"),
+                _ => "unverified (the mesh trusts no key)".into(),
+            }
+        )),
+        artifact: Some(image.artifact.clone()),
+        registry: registry_held,
+    }
+}
+
+/// What a refused signature means, for the reason line and the detail pane (empty when it vouches).
+pub fn refusal_detail(signature: &SignatureVerdict) -> String {
     match signature {
         SignatureVerdict::Unsigned => "no signature under its .sig tag".into(),
         SignatureVerdict::UntrustedKey => "no signature by a key the mesh trusts".into(),
@@ -375,6 +411,7 @@ fn decide_without_registry(
         decision,
         reason,
         artifact,
+        registry: None,
     };
     let reference = match &question.reference {
         RefState::BaseMissing { base } => {

@@ -79,7 +79,7 @@ fn every_rule_of_which_record_vouches() {
             host: HostAnswer::NotAsked,
             decision: Decision::Record,
             needs_host: false,
-            reason_has: "the docker record names this ref",
+            reason_has: "the target's record names this ref",
             artifact: Some("sha256:rec"),
         },
         Row {
@@ -228,7 +228,7 @@ fn every_rule_of_which_record_vouches() {
         },
     ];
     for row in rows {
-        let verdict = decide(&row.question, &row.record, &row.host, "the docker record");
+        let verdict = decide(&row.question, &row.record, &row.host, "the target's record");
         assert_eq!(
             verdict.decision, row.decision,
             "{}: {}",
@@ -291,7 +291,7 @@ fn the_registry_is_the_third_voucher() {
     let both = registry_image(&[(MODULE_LABEL, "api"), (INPUTS_LABEL, INPUTS)]);
     let verdict =
         |question: &Question, record: &Record, host: &HostAnswer, reg: &RegistryAnswer| {
-            decide_with_registry(question, record, host, reg, "the docker record")
+            decide_with_registry(question, record, host, reg, "the target's record")
         };
 
     // Both labels, the host holds nothing: the registry answers, its artifact the config digest,
@@ -417,7 +417,7 @@ fn the_registry_vouches_only_for_what_a_trusted_key_signed() {
             &nothing,
             &empty_host,
             &signed_registry_image(&labels, signature),
-            "the docker record",
+            "the target's record",
         )
     };
     let trusted = decide(SignatureVerdict::Trusted {

@@ -475,7 +475,7 @@ mod tests {
         };
         let read = |name: &str, digest: Option<&str>| TargetRead {
             name: name.into(),
-            kind: "docker".into(),
+            kind: "local".into(),
             record: digest
                 .map(|d| Record::from([("api".to_string(), entry(d))]))
                 .unwrap_or_default(),

@@ -248,8 +248,11 @@ impl LogBook {
     pub fn push(&mut self, machine: &str, item: LogItem) {
         if !self.machines.contains_key(machine) {
             self.width = self.width.max(machine.chars().count());
+            self.machines.insert(machine.to_string(), Held::default());
         }
-        let held = self.machines.entry(machine.to_string()).or_default();
+        let Some(held) = self.machines.get_mut(machine) else {
+            return;
+        };
         held.items.push_back((self.next, item));
         self.next += 1;
         if held.items.len() > self.cap {

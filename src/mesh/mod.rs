@@ -22,6 +22,7 @@ pub mod pool;
 pub mod progress;
 pub mod refs;
 pub mod schedule;
+pub mod sealed_key;
 pub mod stats;
 pub mod target;
 pub mod text;

@@ -154,6 +154,7 @@ pub fn pinned_verdict(
         decision: Decision::Pinned,
         reason,
         artifact: Some(pin.to_digest.clone()),
+        registry: None,
     })
 }
 

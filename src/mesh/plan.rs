@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::decide::Decision;
+use super::decide::{Decision, RegistryHeld};
 use super::manifest::Inputs;
 use super::model::{Platform, Policy};
 use super::refs::ImageRef;
@@ -25,6 +25,10 @@ pub struct PlannedModule {
     pub base_artifact: Option<String>,
     /// The artifact that vouched (record digest or host image id).
     pub artifact: Option<String>,
+    /// What the registry held under the ref with meshtop's labels for its inputs, and what its
+    /// signatures say (`trusted`, `unsigned`, `untrusted_key`, `other_digest`, `unverified`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_held: Option<RegistryHeld>,
     /// One line: why the address is what it is.
     pub why: String,
     pub changes: Vec<Change>,
@@ -42,7 +46,10 @@ pub struct PlannedModule {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Plan {
     pub mesh: String,
+    /// The target planned for, by name (`default` for a mesh file's single `[target]`).
     pub target: String,
+    /// Its kind, in the target's word.
+    pub target_kind: String,
     pub tiers: Vec<Vec<String>>,
     pub modules: Vec<PlannedModule>,
     /// The host's listing error, when it could not answer.

@@ -5,12 +5,14 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::app::msg::{ActionRequest, PageRequest};
+use crate::app::msg::{ActionRequest, LogRequest, PageRequest, SourceError};
 use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::state::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
 use crate::converge::{gc, promote, rollback, send};
 use crate::mesh::builds::BuildRow;
+use crate::mesh::logs::LogItem;
+use crate::mesh::model::RecordEntry;
 use crate::mesh::progress::Progress;
 
 use super::poll::{BoxFuture, OnDemand};
@@ -21,7 +23,7 @@ pub struct Actions {
 }
 
 impl OnDemand for Actions {
-    fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>> {
+    fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, SourceError>> {
         let session = self.session.clone();
         let query = BuildQuery {
             mesh: session.mesh.name.clone(),
@@ -30,11 +32,7 @@ impl OnDemand for Actions {
             limit: request.limit,
             before: request.before,
         };
-        Box::pin(async move {
-            session
-                .db(move |db| locked(db)?.builds(&query).map_err(|e| e.to_string()))
-                .await
-        })
+        Box::pin(async move { session.db(move |db| Ok(locked(db)?.builds(&query)?)).await })
     }
 
     fn start(
@@ -43,12 +41,29 @@ impl OnDemand for Actions {
         target: Option<String>,
         progress: mpsc::UnboundedSender<Progress>,
         cancel: tokio::sync::watch::Receiver<bool>,
-    ) -> BoxFuture<Result<String, String>> {
+    ) -> BoxFuture<Result<String, SourceError>> {
         Box::pin(run(self.session.clone(), request, target, progress, cancel))
     }
 
-    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>> {
         super::views::read(self.session.clone(), request)
+    }
+
+    fn logs(
+        &self,
+        request: LogRequest,
+        out: Vec<mpsc::Sender<LogItem>>,
+    ) -> BoxFuture<Vec<(String, String)>> {
+        Box::pin(super::logs::read(self.session.clone(), request, out))
+    }
+}
+
+/// A report's headline: Ok when the action fully succeeded, else `Unfinished`.
+fn headline(ok: bool, headline: String) -> Result<String, SourceError> {
+    if ok {
+        Ok(headline)
+    } else {
+        Err(SourceError::Unfinished(headline))
     }
 }
 
@@ -60,7 +75,7 @@ pub async fn run(
     target: Option<String>,
     progress: mpsc::UnboundedSender<Progress>,
     cancel: tokio::sync::watch::Receiver<bool>,
-) -> Result<String, String> {
+) -> Result<String, SourceError> {
     let name = session.target_name(target.as_deref()).to_string();
     let target = session.connected(&name).await?;
     let daemon = session.lazy_daemon().await;
@@ -77,29 +92,20 @@ pub async fn run(
                 target,
             };
             // Quitting the dashboard (after its question) cancels a converge started here.
-            match engine::converge(request, daemon, Some(progress), cancel).await {
-                Ok(summary) if summary.ok => Ok(summary.headline()),
-                Ok(summary) => Err(summary.headline()),
-                Err(error) => Err(error.to_string()),
-            }
+            let summary = engine::converge(request, daemon, Some(progress), cancel).await?;
+            headline(summary.ok, summary.headline())
         }
         ActionRequest::Rollback { module, from } => {
             let db = session.db_handle().await?;
             let plan =
                 rollback::prepare(&mesh, &module, None, &daemon, target.as_ref(), &db).await?;
             if plan.from != from {
-                return Err(format!(
-                    "the record of {module} moved since the rollback was confirmed; nothing rolled back"
-                ));
+                return Err(SourceError::RollbackMoved { module });
             }
             let report =
                 rollback::rollback(&mesh, &plan, &daemon, target.as_ref(), &db, Some(progress))
                     .await?;
-            if report.ok() {
-                Ok(report.headline())
-            } else {
-                Err(report.headline())
-            }
+            headline(report.ok(), report.headline())
         }
         ActionRequest::Gc {
             keep_newest,
@@ -125,7 +131,7 @@ pub async fn run(
                 Some(progress),
             )
             .await
-            .map_err(|e| format!("took nothing: {e}"))?;
+            .map_err(|e| SourceError::TookNothing(Arc::new(e)))?;
             let taken = report.candidates.iter().filter(|c| c.taken()).count();
             let failed = report.candidates.len() - taken;
             let text = format!(
@@ -138,10 +144,23 @@ pub async fn run(
                     String::new()
                 }
             );
-            if failed > 0 { Err(text) } else { Ok(text) }
+            headline(failed == 0, text)
         }
-        request @ ActionRequest::Promote { .. } => {
-            promote_confirmed(&session, request, &daemon, progress).await
+        ActionRequest::Promote {
+            module,
+            from,
+            to,
+            artifact,
+            current,
+        } => {
+            let confirmed = Confirmed {
+                module,
+                from,
+                to,
+                artifact,
+                current,
+            };
+            promote_confirmed(&session, confirmed, &daemon, progress).await
         }
         ActionRequest::Send { module, moves } => {
             let db = session.db_handle().await?;
@@ -155,32 +174,35 @@ pub async fn run(
                 Some(progress),
             )
             .await?;
-            if report.ok() {
-                Ok(report.headline())
-            } else {
-                Err(report.headline())
-            }
+            headline(report.ok(), report.headline())
         }
     }
+}
+
+/// What the person confirmed of a promote: `module`'s `artifact` from target `from` into target
+/// `to`, over what `to` named then (`current`).
+struct Confirmed {
+    module: String,
+    from: String,
+    to: String,
+    artifact: RecordEntry,
+    current: Option<RecordEntry>,
 }
 
 /// A promote the person confirmed: exactly the artifact shown, over what the to-target named then.
 async fn promote_confirmed(
     session: &Session,
-    request: ActionRequest,
+    confirmed: Confirmed,
     daemon: &Arc<crate::backends::daemon::LazyDaemon>,
     progress: mpsc::UnboundedSender<Progress>,
-) -> Result<String, String> {
-    let ActionRequest::Promote {
+) -> Result<String, SourceError> {
+    let Confirmed {
         module,
         from,
         to,
         artifact,
         current,
-    } = request
-    else {
-        return Err("not a promote".into());
-    };
+    } = confirmed;
     let db = session.db_handle().await?;
     let (from_target, to_target) = (
         session.connected(&from).await?,
@@ -194,14 +216,8 @@ async fn promote_confirmed(
     let plan = promote::prepare(&promotion, std::slice::from_ref(&module), daemon, &db).await?;
     let planned = plan.modules.first();
     if planned.is_none_or(|m| m.artifact != artifact || m.current != current) {
-        return Err(format!(
-            "the records of {module} on {from} or {to} moved since the promote was confirmed; nothing promoted: look again and promote again"
-        ));
+        return Err(SourceError::PromoteMoved { module, from, to });
     }
     let report = promote::promote(&promotion, &plan, daemon, &db, Some(progress)).await?;
-    if report.ok() {
-        Ok(report.headline())
-    } else {
-        Err(report.headline())
-    }
+    headline(report.ok(), report.headline())
 }

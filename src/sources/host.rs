@@ -2,21 +2,18 @@
 
 use std::sync::Arc;
 
-use crate::app::msg::{PollParams, SourceData};
+use crate::app::msg::{PollParams, SourceData, SourceError};
 
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(
+    session: Arc<Session>,
+    _params: PollParams,
+) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         session
-            .daemon(|daemon| async move {
-                daemon
-                    .labelled_images()
-                    .await
-                    .map(SourceData::Host)
-                    .map_err(|e| e.to_string())
-            })
+            .daemon(|daemon| async move { Ok(SourceData::Host(daemon.labelled_images().await?)) })
             .await
     })
 }

@@ -3,13 +3,16 @@
 
 use std::sync::Arc;
 
-use crate::app::msg::{PollParams, SourceData};
+use crate::app::msg::{PollParams, SourceData, SourceError};
 use crate::converge::target::Reach;
 
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(
+    session: Arc<Session>,
+    params: PollParams,
+) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         let db = session.db_handle().await?;
         let name = session.target_name(params.target.as_deref()).to_string();
@@ -24,11 +27,8 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
                     daemon: &daemon,
                     db: &db,
                 };
-                target
-                    .machines(&mesh, &read.record, reach)
-                    .await
-                    .map(|listed| SourceData::MachinesAgainst(read.record, listed))
-                    .map_err(String::from)
+                let listed = target.machines(&mesh, &read.record, reach).await?;
+                Ok(SourceData::MachinesAgainst(read.record, listed))
             })
             .await
     })

@@ -3,7 +3,9 @@
 //! messages; nothing here knows the screen.
 
 pub mod actions;
+pub mod error;
 pub mod host;
+pub mod logs;
 pub mod machines;
 pub mod plan;
 pub mod poll;
@@ -16,12 +18,12 @@ pub mod views;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::app::msg::{PollParams, SourceData, SourceId};
+use crate::app::msg::{PollParams, SourceData, SourceError, SourceId};
 
 pub use poll::{BoxFuture, FnSource, OnDemand, Pollers, Source};
 pub use session::{Place, Session};
 
-type PollFn = fn(Arc<Session>, PollParams) -> BoxFuture<Result<SourceData, String>>;
+type PollFn = fn(Arc<Session>, PollParams) -> BoxFuture<Result<SourceData, SourceError>>;
 
 /// A source polled through the session: which it is, how often, and its poll.
 pub struct SessionSource {
@@ -38,7 +40,7 @@ impl Source for SessionSource {
     fn interval(&self) -> Duration {
         self.interval
     }
-    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
         (self.poll)(self.session.clone(), params)
     }
 }

@@ -2,13 +2,16 @@
 
 use std::sync::Arc;
 
-use crate::app::msg::{PollParams, SourceData};
+use crate::app::msg::{PollParams, SourceData, SourceError};
 use crate::converge::plan::{self, PlanContext, StateManifests};
 
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(
+    session: Arc<Session>,
+    params: PollParams,
+) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         let db = session.db_handle().await?;
         let daemon = session.lazy_daemon().await;

@@ -13,10 +13,13 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 use crate::mesh::builds::BuildRow;
+use crate::mesh::logs::LogItem;
 use crate::mesh::progress::Progress;
 use crate::timefmt;
 
-use crate::app::msg::{ActionRequest, Msg, PageRequest, PollParams, SourceData, SourceId};
+use crate::app::msg::{
+    ActionRequest, LogRequest, Msg, PageRequest, PollParams, SourceData, SourceError, SourceId,
+};
 use crate::app::views::{ViewData, ViewRequest};
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -27,25 +30,33 @@ pub trait Source: Send + Sync + 'static {
     /// How long between two polls.
     fn interval(&self) -> Duration;
     /// One poll. An error is a value: it is shown with the age of the last good answer.
-    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, String>>;
+    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, SourceError>>;
 }
 
 /// Work done on demand: pages of history, and the actions that change something.
 pub trait OnDemand: Send + Sync + 'static {
-    fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, String>>;
+    fn builds_page(&self, request: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, SourceError>>;
     /// Run an action to its end, on `target` (the one the main view shows; None: the mesh's
     /// first) unless the request names its own; its progress goes to `progress`; `cancel` turning
     /// true asks it to stop (a converge stops its builds and marks them cancelled). Ok is a
-    /// one-line summary.
+    /// one-line summary; an action that ran without fully succeeding is `SourceError::Unfinished`.
     fn start(
         &self,
         request: ActionRequest,
         target: Option<String>,
         progress: mpsc::UnboundedSender<Progress>,
         cancel: watch::Receiver<bool>,
-    ) -> BoxFuture<Result<String, String>>;
+    ) -> BoxFuture<Result<String, SourceError>>;
     /// Read what a view shows (the gc dry run, the stats).
-    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, String>>;
+    fn view(&self, request: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>>;
+    /// Stream what the request's machines say, each machine into its own channel of `out` (in
+    /// the request's machine order), every machine at once, until the reads end (a follow: until
+    /// its channel closes). The machines that could not be read, and why.
+    fn logs(
+        &self,
+        request: LogRequest,
+        out: Vec<mpsc::Sender<LogItem>>,
+    ) -> BoxFuture<Vec<(String, String)>>;
 }
 
 /// The running pollers; dropping them stops every task.
@@ -135,7 +146,7 @@ pub struct FnSource<F> {
 
 impl<F> Source for FnSource<F>
 where
-    F: Fn(&PollParams) -> Result<SourceData, String> + Send + Sync + 'static,
+    F: Fn(&PollParams) -> Result<SourceData, SourceError> + Send + Sync + 'static,
 {
     fn id(&self) -> SourceId {
         self.id
@@ -145,7 +156,7 @@ where
         self.interval
     }
 
-    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+    fn poll(&self, params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
         let answer = (self.answer)(&params);
         Box::pin(async move { answer })
     }
@@ -223,7 +234,7 @@ mod tests {
         fn interval(&self) -> Duration {
             Duration::from_secs(3600)
         }
-        fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+        fn poll(&self, _params: PollParams) -> BoxFuture<Result<SourceData, SourceError>> {
             let (in_flight, most, started, gate) = (
                 self.in_flight.clone(),
                 self.most.clone(),
@@ -236,7 +247,7 @@ mod tests {
                 started.send(()).unwrap();
                 gate.acquire().await.unwrap().forget();
                 in_flight.fetch_sub(1, Ordering::SeqCst);
-                Err("unreachable".to_string())
+                Err(SourceError::NoRegistry)
             })
         }
     }
@@ -261,9 +272,15 @@ mod tests {
         }
         gate.add_permits(1);
         let first = rx.recv().await.unwrap();
-        assert!(
-            matches!(first, Msg::Polled { source: SourceId::Record, at_ms: 7, result: Err(ref e), .. } if e == "unreachable")
-        );
+        assert!(matches!(
+            first,
+            Msg::Polled {
+                source: SourceId::Record,
+                at_ms: 7,
+                result: Err(SourceError::NoRegistry),
+                ..
+            }
+        ));
         started.recv().await.unwrap(); // …make exactly one more poll, after the first ended
         gate.add_permits(1);
         rx.recv().await.unwrap();

@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
-use crate::app::msg::{PollParams, SourceData};
+use crate::app::msg::{PollParams, SourceData, SourceError};
 
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(
+    session: Arc<Session>,
+    params: PollParams,
+) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         let name = session.target_name(params.target.as_deref()).to_string();
         let mesh = session.mesh_on(&name);

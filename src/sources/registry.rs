@@ -3,13 +3,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::app::msg::{PollParams, RegistryAnswer, SourceData};
+use crate::app::msg::{PollParams, RegistryAnswer, SourceData, SourceError};
 use crate::backends::registry::{Published, repository_in};
 
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(
+    session: Arc<Session>,
+    params: PollParams,
+) -> BoxFuture<Result<SourceData, SourceError>> {
     Box::pin(async move {
         session
             .registry(|client| async move {

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use crate::app::msg::SourceError;
 use crate::backends::credentials;
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::RegistryClient;
@@ -15,6 +16,8 @@ use crate::converge::target::{self, Connected};
 use crate::mesh::model::Mesh;
 use crate::mesh::target::TargetDescription;
 use crate::workspace::walks::WalkMemo;
+
+use super::error::stopped;
 
 /// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
 #[derive(Debug, Clone, Default)]
@@ -42,12 +45,12 @@ impl<T: Clone> Shared<T> {
 
     /// Run `work` on the connection (made by `connect` when there is none). A failed `work` drops
     /// the connection: the next use connects again.
-    pub async fn with<R, C, CF, W, WF>(&self, connect: C, work: W) -> Result<R, String>
+    pub async fn with<R, C, CF, W, WF>(&self, connect: C, work: W) -> Result<R, SourceError>
     where
         C: FnOnce() -> CF,
-        CF: Future<Output = Result<T, String>>,
+        CF: Future<Output = Result<T, SourceError>>,
         W: FnOnce(T) -> WF,
-        WF: Future<Output = Result<R, String>>,
+        WF: Future<Output = Result<R, SourceError>>,
     {
         let connection = {
             let mut slot = self.slot.lock().await;
@@ -117,45 +120,39 @@ impl Session {
     /// Run `work` against the state database on the blocking pool.
     pub async fn db<R: Send + 'static>(
         &self,
-        work: impl FnOnce(&Db) -> Result<R, String> + Send + 'static,
-    ) -> Result<R, String> {
+        work: impl FnOnce(&Db) -> Result<R, SourceError> + Send + 'static,
+    ) -> Result<R, SourceError> {
         let path = self.state_path.clone();
         self.db
             .with(
                 || async move {
-                    tokio::task::spawn_blocking(move || {
-                        StateDb::open(&path)
-                            .map(|h| Arc::new(Mutex::new(h)))
-                            .map_err(|e| e.to_string())
-                    })
-                    .await
-                    .map_err(|e| format!("opening the state database stopped: {e}"))?
+                    let opened = tokio::task::spawn_blocking(move || StateDb::open(&path))
+                        .await
+                        .map_err(stopped("opening"))??;
+                    Ok(Arc::new(Mutex::new(opened)))
                 },
                 |db| async move {
                     tokio::task::spawn_blocking(move || work(&db))
                         .await
-                        .map_err(|e| format!("reading the state database stopped: {e}"))?
+                        .map_err(stopped("reading"))?
                 },
             )
             .await
     }
 
     /// The state database handle itself, for engine calls that lock it as they go.
-    pub async fn db_handle(&self) -> Result<Db, String> {
+    pub async fn db_handle(&self) -> Result<Db, SourceError> {
         self.db(|db| Ok(db.clone())).await
     }
 
     /// Run `work` on the host daemon's connection.
-    pub async fn daemon<R, W, WF>(&self, work: W) -> Result<R, String>
+    pub async fn daemon<R, W, WF>(&self, work: W) -> Result<R, SourceError>
     where
         W: FnOnce(Daemon) -> WF,
-        WF: Future<Output = Result<R, String>>,
+        WF: Future<Output = Result<R, SourceError>>,
     {
         self.daemon
-            .with(
-                || async { Daemon::connect().await.map_err(|e| e.to_string()) },
-                work,
-            )
+            .with(|| async { Ok(Daemon::connect().await?) }, work)
             .await
     }
 
@@ -188,31 +185,31 @@ impl Session {
 
     /// Run `work` on target `name`'s connection (one cluster connection per target for every
     /// source and action).
-    pub async fn target_on<R, W, WF>(&self, name: &str, work: W) -> Result<R, String>
+    pub async fn target_on<R, W, WF>(&self, name: &str, work: W) -> Result<R, SourceError>
     where
         W: FnOnce(Connected) -> WF,
-        WF: Future<Output = Result<R, String>>,
+        WF: Future<Output = Result<R, SourceError>>,
     {
         let Some((shared, _)) = self.targets.get(name) else {
-            return Err(format!(
-                "mesh {} names no target {name:?} (its targets: {})",
-                self.mesh.name,
-                self.mesh.target_names().join(", ")
-            ));
+            return Err(SourceError::NoSuchTarget {
+                mesh: self.mesh.name.clone(),
+                name: name.to_string(),
+                names: self.mesh.target_names().join(", "),
+            });
         };
         let (mesh, place) = (self.mesh.clone(), self.place.clone());
         let name = name.to_string();
         shared
             .with(
                 || async move {
-                    target::connect(
+                    let connected = target::connect(
                         &mesh,
                         &name,
                         place.context.as_deref(),
                         place.namespace.as_deref(),
                     )
-                    .await
-                    .map_err(String::from)
+                    .await?;
+                    Ok(connected)
                 },
                 work,
             )
@@ -220,7 +217,7 @@ impl Session {
     }
 
     /// Target `name`, connected (or why it could not be).
-    pub async fn connected(&self, name: &str) -> Result<Connected, String> {
+    pub async fn connected(&self, name: &str) -> Result<Connected, SourceError> {
         self.target_on(name, |t| async move { Ok(t) }).await
     }
 
@@ -244,25 +241,17 @@ impl Session {
     }
 
     /// Run `work` on the registry client (None: the mesh names no registry).
-    pub async fn registry<R, W, WF>(&self, work: W) -> Result<R, String>
+    pub async fn registry<R, W, WF>(&self, work: W) -> Result<R, SourceError>
     where
         W: FnOnce(Arc<RegistryClient>) -> WF,
-        WF: Future<Output = Result<R, String>>,
+        WF: Future<Output = Result<R, SourceError>>,
     {
-        let registry = self
-            .mesh
-            .registry
-            .clone()
-            .ok_or("the mesh names no registry")?;
+        let registry = self.mesh.registry.clone().ok_or(SourceError::NoRegistry)?;
         self.registry
             .with(
                 || async move {
-                    let creds = credentials::for_registry(&registry.host)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    RegistryClient::new(&registry, creds)
-                        .map(Arc::new)
-                        .map_err(|e| e.to_string())
+                    let creds = credentials::for_registry(&registry.host).await?;
+                    Ok(Arc::new(RegistryClient::new(&registry, creds)?))
                 },
                 work,
             )

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::app::msg::{PollParams, SourceData, StateSnapshot};
-use crate::backends::state::{BuildQuery, StateError, locked};
+use crate::app::msg::{PollParams, SourceData, SourceError, StateSnapshot};
+use crate::backends::state::{BuildQuery, StateDb, StateError, locked};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::live::LockHolder;
 
@@ -19,7 +19,10 @@ const STAMPS_SHOWN: usize = 50;
 /// At most this many running digests are traced back to their builds per poll.
 const MAX_TRACED: usize = 200;
 
-pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<SourceData, String>> {
+pub fn poll(
+    session: Arc<Session>,
+    params: PollParams,
+) -> BoxFuture<Result<SourceData, SourceError>> {
     let mesh = session.mesh.name.clone();
     let target = session.target_name(params.target.as_deref()).to_string();
     Box::pin(async move {
@@ -28,31 +31,26 @@ pub fn poll(session: Arc<Session>, params: PollParams) -> BoxFuture<Result<Sourc
                 let db = locked(db)?;
                 // The events and the lock on one snapshot: they must agree on whether the newest
                 // operation still runs (a converge that just ended is not "gone" for a poll).
-                db.on_one_snapshot(|db| Ok(read(db, (&mesh, &target), params)))
-                    .map_err(|e| e.to_string())?
+                Ok(db.on_one_snapshot(|db| read(db, (&mesh, &target), params))?)
             })
             .await
     })
 }
 
 fn read(
-    db: &crate::backends::state::StateDb,
+    db: &StateDb,
     (mesh, target): (&str, &str),
     params: PollParams,
-) -> Result<SourceData, String> {
+) -> Result<SourceData, StateError> {
     let mesh = mesh.to_string();
-    let e = |e: StateError| e.to_string();
-    let holder = db
-        .mesh_holder(&mesh, target)
-        .map_err(e)?
-        .map(|h| LockHolder {
-            alive: !h.is_dead(crate::timefmt::now_ms()),
-            operation_id: h.operation_id,
-            host: h.host,
-            pid: h.pid,
-            heartbeat_ms: h.heartbeat_ms,
-        });
-    let last_builds = db.last_builds(&mesh).map_err(e)?;
+    let holder = db.mesh_holder(&mesh, target)?.map(|h| LockHolder {
+        alive: !h.is_dead(crate::timefmt::now_ms()),
+        operation_id: h.operation_id,
+        host: h.host,
+        pid: h.pid,
+        heartbeat_ms: h.heartbeat_ms,
+    });
+    let last_builds = db.last_builds(&mesh)?;
     let query = BuildQuery {
         mesh: mesh.clone(),
         module: params.history_module.clone(),
@@ -60,19 +58,16 @@ fn read(
         limit: params.page_size.max(1),
         before: None,
     };
-    let page = db.builds(&query).map_err(e)?;
+    let page = db.builds(&query)?;
     // First poll: the tail only, not every kept event in batches.
     let mut events = if params.events_after == 0 {
-        db.events_tail_on(&mesh, Some(target), EVENTS_PER_POLL)
-            .map_err(e)?
+        db.events_tail_on(&mesh, Some(target), EVENTS_PER_POLL)?
     } else {
         Vec::new()
     };
     let mut after = events.last().map_or(params.events_after, |row| row.id);
     loop {
-        let batch = db
-            .events_after_on(&mesh, Some(target), after, EVENTS_PER_POLL)
-            .map_err(e)?;
+        let batch = db.events_after_on(&mesh, Some(target), after, EVENTS_PER_POLL)?;
         let full = batch.len() == EVENTS_PER_POLL;
         after = batch.last().map_or(after, |row| row.id);
         events.extend(batch);
@@ -83,21 +78,21 @@ fn read(
             break;
         }
     }
-    let latest_operation = db.latest_operation_on(&mesh, Some(target)).map_err(e)?;
+    let latest_operation = db.latest_operation_on(&mesh, Some(target))?;
     let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
     for digest in params.digests.iter().take(MAX_TRACED) {
-        if let Some(row) = db.build_by_digest(&mesh, digest).map_err(e)? {
+        if let Some(row) = db.build_by_digest(&mesh, digest)? {
             made_by.insert(digest.clone(), row);
         }
     }
     let stamps = match &params.stamps_module {
         Some(module) => Some((
             module.clone(),
-            db.stamps(&mesh, target, module, STAMPS_SHOWN).map_err(e)?,
+            db.stamps(&mesh, target, module, STAMPS_SHOWN)?,
         )),
         None => None,
     };
-    let pins = db.pins(&mesh, target).map_err(e)?;
+    let pins = db.pins(&mesh, target)?;
     Ok(SourceData::State(Box::new(StateSnapshot {
         last_builds,
         scope: params.history_module,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::app::msg::Msg;
+use crate::app::msg::{Msg, SourceError};
 use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::state::locked;
 use crate::converge::{environments, gc};
@@ -34,7 +34,7 @@ pub async fn others(session: &Session, acting: &str) -> Vec<gc::Other> {
         if name != acting {
             others.push(gc::Other {
                 name: name.to_string(),
-                target: session.connected(name).await,
+                target: session.connected(name).await.map_err(Into::into),
             });
         }
     }
@@ -42,7 +42,10 @@ pub async fn others(session: &Session, acting: &str) -> Vec<gc::Other> {
 }
 
 /// One view's read through the session's connections.
-pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<ViewData, String>> {
+pub fn read(
+    session: Arc<Session>,
+    request: ViewRequest,
+) -> BoxFuture<Result<ViewData, SourceError>> {
     Box::pin(async move {
         match request {
             ViewRequest::Gc {
@@ -72,10 +75,10 @@ pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<Vie
                 let mut reads = Vec::new();
                 for name in session.mesh.target_names() {
                     let connected = session.connected(name).await;
-                    let target = connected
-                        .as_ref()
-                        .map(|t| t.as_ref())
-                        .map_err(String::clone);
+                    let target = match &connected {
+                        Ok(target) => Ok(target.as_ref()),
+                        Err(error) => Err(error as &(dyn std::error::Error + Send + Sync)),
+                    };
                     reads.push(environments::read(&session.mesh, name, target, &daemon, &db).await);
                 }
                 let grid = crate::mesh::environments::grid(&session.mesh, &reads);
@@ -87,9 +90,8 @@ pub fn read(session: Arc<Session>, request: ViewRequest) -> BoxFuture<Result<Vie
                     .db(move |db| {
                         let modules: Vec<String> =
                             mesh.modules.iter().map(|m| m.name.clone()).collect();
-                        let stats = locked(db)?
-                            .stats(&mesh.name, &modules, since_ms, timefmt::now_ms())
-                            .map_err(|e| e.to_string())?;
+                        let stats =
+                            locked(db)?.stats(&mesh.name, &modules, since_ms, timefmt::now_ms())?;
                         Ok(ViewData::Stats(Box::new(stats)))
                     })
                     .await

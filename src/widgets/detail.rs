@@ -6,10 +6,11 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 
 use crate::app::keys::{Action, Mode};
-use crate::app::msg::SourceId;
+use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, Detail, ModuleInfo};
 use crate::mesh::builds::{BuildRow, BuildStatus};
-use crate::mesh::decide::{Decision, labelled_image_tagged};
+use crate::mesh::cosign::SignatureVerdict;
+use crate::mesh::decide::{Decision, RegistryHeld, labelled_image_tagged, refusal_detail};
 use crate::mesh::text::short_id;
 use crate::mesh::why::Change;
 use crate::timefmt;
@@ -47,6 +48,9 @@ pub fn module_lines(
                 format!("decision: {} — {}", p.decision, p.reason),
                 palette.plain(),
             ));
+            if let Some(held) = &p.registry_held {
+                lines.push(held_line(held, p.decision, palette));
+            }
             if full {
                 lines.push((
                     format!("ref: {}", p.reference.as_deref().unwrap_or("pending")),
@@ -71,30 +75,7 @@ pub fn module_lines(
     {
         lines.push(line);
     }
-    match &module.base {
-        Some(base) => {
-            let base_ref = state
-                .planned(base)
-                .and_then(|b| b.reference.clone())
-                .or_else(|| {
-                    state
-                        .record
-                        .as_ref()
-                        .and_then(|r| r.get(base))
-                        .map(|e| e.reference.clone())
-                });
-            let artifact = planned
-                .and_then(|p| p.base_artifact.as_deref())
-                .map(short_digest);
-            let text = match (base_ref, artifact) {
-                (Some(r), Some(a)) => format!("base: {base} → {r}@{a}"),
-                (Some(r), None) => format!("base: {base} → {r} (artifact pending)"),
-                (None, _) => format!("base: {base} (no artifact yet)"),
-            };
-            lines.push((text, palette.plain()));
-        }
-        None => lines.push((format!("base: none (tier {})", module.tier), palette.dim())),
-    }
+    lines.push(base_line(state, module, planned, palette));
     let record = match state.record.as_ref().map(|r| r.get(&module.name)) {
         Some(Some(entry)) if !full => format!(
             "record: {} @{}",
@@ -126,6 +107,12 @@ pub fn module_lines(
         format!("{host} ({})", answered(state, SourceId::Host)),
         palette.plain(),
     ));
+    if state.context.registry.is_some()
+        && planned.is_none_or(|p| p.registry_held.is_none())
+        && let Some(line) = registry_line(state, &module.name)
+    {
+        lines.push((line, palette.plain()));
+    }
     if full {
         lines.push((format!("policy: {}", module.policy), palette.plain()));
         lines.extend(super::record_history::lines(state, &module.name, palette));
@@ -151,6 +138,84 @@ pub fn module_lines(
         }
     }
     lines
+}
+
+/// The base and the artifact it resolved to (what `BASE` names).
+fn base_line(
+    state: &AppState,
+    module: &ModuleInfo,
+    planned: Option<&crate::mesh::plan::PlannedModule>,
+    palette: Palette,
+) -> Line {
+    match &module.base {
+        Some(base) => {
+            let base_ref = state
+                .planned(base)
+                .and_then(|b| b.reference.clone())
+                .or_else(|| {
+                    state
+                        .record
+                        .as_ref()
+                        .and_then(|r| r.get(base))
+                        .map(|e| e.reference.clone())
+                });
+            let artifact = planned
+                .and_then(|p| p.base_artifact.as_deref())
+                .map(short_digest);
+            let text = match (base_ref, artifact) {
+                (Some(r), Some(a)) => format!("base: {base} → {r}@{a}"),
+                (Some(r), None) => format!("base: {base} → {r} (artifact pending)"),
+                (None, _) => format!("base: {base} (no artifact yet)"),
+            };
+            (text, palette.plain())
+        }
+        None => (format!("base: none (tier {})", module.tier), palette.dim()),
+    }
+}
+
+/// What the registry held under the ref and what its signatures said (the plan's typed answer):
+/// refused in the words of the REG column and why; signed, by whom; unverified without trust.
+fn held_line(held: &RegistryHeld, decision: Decision, palette: Palette) -> Line {
+    let manifest = short_id(&held.manifest);
+    if held.refused() {
+        return (
+            format!(
+                "registry: {} — {}: manifest {manifest} (meshtop's labels, these inputs) refused, the module is built",
+                held.signature.words(),
+                refusal_detail(&held.signature)
+            ),
+            palette.bad(),
+        );
+    }
+    let vouched = if decision == Decision::Registry {
+        "it vouches"
+    } else {
+        "it vouched, but the module is built (see the decision)"
+    };
+    match &held.signature {
+        SignatureVerdict::Trusted { key } => (
+            format!("registry: ✓ signed by {key} — manifest {manifest}: {vouched}"),
+            palette.good(),
+        ),
+        _ => (
+            format!(
+                "registry: unverified — manifest {manifest}: {vouched}; the mesh trusts no key (`trust` in the mesh file checks signatures)"
+            ),
+            palette.plain(),
+        ),
+    }
+}
+
+/// What the registry source answered for the module's planned ref, when the plan holds no answer.
+fn registry_line(state: &AppState, module: &str) -> Option<String> {
+    let said = match state.registry_answers.get(module)? {
+        RegistryAnswer::Published(digest) => {
+            format!("registry: holds {} under this ref", short_id(digest))
+        }
+        RegistryAnswer::Absent => "registry: holds nothing under this ref".to_string(),
+        RegistryAnswer::Failed(error) => format!("registry: could not answer: {error}"),
+    };
+    Some(format!("{said} ({})", answered(state, SourceId::Registry)))
 }
 
 /// The last build's failure: in full with the end of its log when it was for the current ref;

@@ -9,7 +9,7 @@ use crate::app::state::AppState;
 use super::lines::{Palette, overlay, put};
 
 /// What every column and symbol of the screen means.
-const LEGEND: [&str; 32] = [
+const LEGEND: [&str; 34] = [
     "T          tier: 0 has no base in the mesh, else its base's tier + 1",
     "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
     "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
@@ -38,6 +38,8 @@ const LEGEND: [&str; 32] = [
     "notice     ⟳ #42 … · tier 2 of 3 · 3/7 done · 42s: the operation running; its end after;",
     "           ✗ #42 stopped (process gone): it never ended and its process is gone",
     "detail     opens at its end: a failure's last log lines, then its error; `w` wraps",
+    "logs       `l`: newest at the bottom, following; `api-1 | ` names the machine, `stderr| ` its",
+    "           stream; ── markers say where a run began, an exit, a send's new container",
     "header     each source's age, or ✗ its error (last ok 40s ago)",
     "gc, stats  views: what a sweep would take and why, the keep set; what the skips saved",
     "envs       view: modules down, targets across: the recorded artifact, machines (2/2,",
@@ -58,6 +60,8 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
         Mode::Filter,
         Mode::Confirm,
         Mode::Detail,
+        Mode::Logs,
+        Mode::LogSearch,
         Mode::Help,
     ] {
         lines.push((format!("{} mode", mode.name()), true));

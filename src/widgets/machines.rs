@@ -39,7 +39,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     }
     let name_width = machines
         .iter()
-        .map(|m| display_name(m).chars().count())
+        .map(|m| m.display_name.chars().count())
         .max()
         .unwrap_or(4)
         .min(28);
@@ -75,7 +75,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             area.x,
             y,
             name_width,
-            &display_name(machine),
+            &machine.display_name,
             name_style,
         );
         x = x.max(area.x + name_width as u16 + 1);
@@ -86,15 +86,6 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
             x = put(buf, area, x, y, 14, &machine.health, palette.dim()).max(x + 14) + 1;
         }
         put(buf, area, x, y, usize::MAX, &made, palette.plain());
-    }
-}
-
-/// A container by its name; a Kubernetes workload as kubectl names it (`deployment/api`).
-fn display_name(machine: &crate::mesh::machine::Machine) -> String {
-    if machine.kind == "container" {
-        machine.name.clone()
-    } else {
-        format!("{}/{}", machine.kind.to_lowercase(), machine.name)
     }
 }
 

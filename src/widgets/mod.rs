@@ -10,6 +10,7 @@ pub mod gc;
 pub mod header;
 pub mod help;
 pub mod lines;
+pub mod logs;
 pub mod machines;
 pub mod modules;
 pub mod operation;
@@ -134,6 +135,11 @@ pub fn draw_to(buf: &mut Buffer, area: Rect, state: &AppState) {
         height: area.height - top - 1,
         ..area
     };
+    // The logs view covers the body and redraws at every batch: nothing under it is drawn.
+    if matches!(state.mode, Mode::Logs | Mode::LogSearch) {
+        logs::draw(buf, body, state, palette);
+        return;
+    }
     let panes = split_body(body);
     modules::draw(buf, panes.modules, state, palette);
     detail::draw_pane(buf, panes.detail, state, palette);
@@ -160,6 +166,6 @@ pub fn draw_to(buf: &mut Buffer, area: Rect, state: &AppState) {
             detail::draw_full(buf, body, state, palette);
         }
         Mode::Confirm => confirm::draw(buf, body, state, palette),
-        Mode::Normal | Mode::Filter => {}
+        Mode::Normal | Mode::Filter | Mode::Logs | Mode::LogSearch => {}
     }
 }

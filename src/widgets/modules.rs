@@ -7,7 +7,8 @@ use ratatui::layout::Rect;
 use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
 use crate::mesh::builds::BuildStatus;
-use crate::mesh::decide::{Decision, labelled_image_tagged};
+use crate::mesh::cosign::SignatureVerdict;
+use crate::mesh::decide::{Decision, RegistryHeld, labelled_image_tagged};
 
 use super::lines::{Cell, Palette, focused, live_cell, put, rule, scroll_offset, tag_of};
 
@@ -67,13 +68,63 @@ pub fn record_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
 }
 
-/// REG: ✓ the registry vouches (the plan decided `registry`), else what it answered for the
-/// module's planned ref: ✓ published, ✗ absent, ? no answer.
+/// How much room the REG column has for what the registry's signatures said: the words in full,
+/// a short form, or the glyph alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegForm {
+    Full,
+    Short,
+    Glyph,
+}
+
+/// What the registry held and what its signatures said, from the plan's typed answer: `✓ signed`,
+/// `✓ unverified` (the mesh trusts no key) when it vouched; `✗ unsigned`, `✗ untrusted key`,
+/// `✗ signature names another digest` when it held a look-alike-proof manifest it refused.
+fn held_cell(held: &RegistryHeld, vouched: bool, form: RegForm, palette: Palette) -> Cell {
+    let (full, short, glyph, style) = match &held.signature {
+        SignatureVerdict::Trusted { .. } if vouched => {
+            ("✓ signed", "✓ signed", "✓", palette.good())
+        }
+        SignatureVerdict::Unverified if vouched => {
+            ("✓ unverified", "✓ unverif.", "✓", palette.info())
+        }
+        // It vouched, yet the pull failed and the module is built (the reason says).
+        SignatureVerdict::Trusted { .. } | SignatureVerdict::Unverified => {
+            ("✓", "✓", "✓", palette.good())
+        }
+        SignatureVerdict::Unsigned => ("✗ unsigned", "✗ unsigned", "✗", palette.bad()),
+        SignatureVerdict::UntrustedKey => ("✗ untrusted key", "✗ untrusted", "✗", palette.bad()),
+        SignatureVerdict::OtherDigest { .. } => (
+            "✗ signature names another digest",
+            "✗ digest",
+            "✗",
+            palette.bad(),
+        ),
+    };
+    let text = match form {
+        RegForm::Full => full,
+        RegForm::Short => short,
+        RegForm::Glyph => glyph,
+    };
+    (text.into(), style)
+}
+
+/// REG: what the registry held for the planned ref and whether it vouched (the plan's answer, with
+/// its signatures' verdict), else what the registry source answered for the ref: ✓ published,
+/// ✗ absent, ? no answer.
 pub fn registry_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
-    if state
-        .planned(module)
-        .is_some_and(|p| p.decision == Decision::Registry)
+    registry_cell_as(state, module, RegForm::Full, palette)
+}
+
+/// [`registry_cell`] in the form the column has room for.
+pub fn registry_cell_as(state: &AppState, module: &str, form: RegForm, palette: Palette) -> Cell {
+    let planned = state.planned(module);
+    if let Some(planned) = planned
+        && let Some(held) = &planned.registry_held
     {
+        return held_cell(held, planned.decision == Decision::Registry, form, palette);
+    }
+    if planned.is_some_and(|p| p.decision == Decision::Registry) {
         return ("✓".into(), palette.good());
     }
     match state.registry_answers.get(module) {
@@ -158,7 +209,8 @@ struct Columns {
     name: u16,
     reference: u16,
     decision: u16,
-    registry: bool,
+    /// The REG column's width and the form of its cells; None without a registry.
+    registry: Option<(u16, RegForm)>,
 }
 
 const DECISION_W: u16 = 12;
@@ -168,46 +220,58 @@ const MACHINES_W: u16 = 11;
 const LAST_W: u16 = 15;
 
 fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
-    let longest = state
-        .visible
-        .iter()
-        .skip(first)
-        .take(rows)
-        .map(|&i| state.modules[i].name.chars().count())
-        .max();
+    let shown = || {
+        state
+            .visible
+            .iter()
+            .skip(first)
+            .take(rows)
+            .map(|&i| &state.modules[i])
+    };
+    let longest = shown().map(|m| m.name.chars().count()).max();
     let name = (longest.unwrap_or(6).max(6) as u16).min(24);
-    let registry = state.context.registry.is_some();
     let decision = if state.live_running().is_some() {
         LIVE_W
     } else {
         DECISION_W
     };
-    let fixed = 2
-        + name
-        + 1
-        + decision
-        + 1
-        + 7
-        + 5
-        + if registry { 4 } else { 0 }
-        + MACHINES_W
-        + 1
-        + LAST_W;
+    let fixed = 2 + name + 1 + decision + 1 + 7 + 5 + MACHINES_W + 1 + LAST_W;
     // REF is as wide as the longest ref shown, at most REF_MAX; the rest of the row stays free.
-    let longest_ref = state
-        .visible
-        .iter()
-        .skip(first)
-        .take(rows)
-        .map(|&i| {
+    let longest_ref = shown()
+        .map(|m| {
             state
-                .planned(&state.modules[i].name)
+                .planned(&m.name)
                 .and_then(|p| p.reference.as_deref())
                 .map_or(8, |r| r.chars().count())
         })
         .max()
         .unwrap_or(8)
         .clamp(3, usize::from(REF_MAX)) as u16;
+    // REG says what the registry's signatures said in full while REF keeps its tag, shorter
+    // while REF keeps a few characters, else by its glyph alone.
+    let registry = state.context.registry.is_some().then(|| {
+        let reg_width = |form: RegForm| {
+            let widest = shown()
+                .map(|m| {
+                    let (text, _) =
+                        registry_cell_as(state, &m.name, form, Palette { no_color: true });
+                    text.chars().count()
+                })
+                .max()
+                .unwrap_or(0);
+            widest.max(3) as u16 + 1
+        };
+        let room = |reg: u16| width.saturating_sub(fixed + reg + 1);
+        [
+            (RegForm::Full, longest_ref.min(REF_TAG)),
+            (RegForm::Short, REF_SHORTEST),
+        ]
+        .into_iter()
+        .map(|(form, keep)| (reg_width(form), form, keep))
+        .find(|&(reg, _, keep)| room(reg) >= keep)
+        .map_or((4, RegForm::Glyph), |(reg, form, _)| (reg, form))
+    });
+    let fixed = fixed + registry.map_or(0, |(reg, _)| reg);
     Columns {
         name,
         decision,
@@ -215,6 +279,11 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
         registry,
     }
 }
+
+/// What REF keeps while REG says its words in full: a one-platform tag (`3f9c2a1b7d4e-amd64`).
+const REF_TAG: u16 = 18;
+/// What REF keeps at least while REG says its short words.
+const REF_SHORTEST: u16 = 6;
 
 /// The widest REF column: a ref longer than this elides its middle.
 const REF_MAX: u16 = 48;
@@ -305,8 +374,8 @@ fn draw_heads(buf: &mut Buffer, area: Rect, state: &AppState, cols: &Columns, pa
         ("RECORD", 7),
         ("HOST", 5),
     ];
-    if cols.registry {
-        heads.push(("REG", 4));
+    if let Some((reg, _)) = cols.registry {
+        heads.push(("REG", reg));
     }
     heads.push(("MACHINES", MACHINES_W + 1));
     heads.push(("LAST BUILD", LAST_W));
@@ -352,8 +421,8 @@ fn row_cells(
         (record_cell(state, &module.name, palette), 7),
         (host_cell(state, &module.name, palette), 5),
     ];
-    if cols.registry {
-        cells.push((registry_cell(state, &module.name, palette), 4));
+    if let Some((reg, form)) = cols.registry {
+        cells.push((registry_cell_as(state, &module.name, form, palette), reg));
     }
     cells.push((machines_cell(state, &module.name, palette), MACHINES_W + 1));
     cells.push((last_build_cell(state, &module.name, palette), LAST_W));

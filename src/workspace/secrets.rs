@@ -15,37 +15,72 @@ pub struct ModuleSecrets {
     pub ssh_agent: Option<PathBuf>,
 }
 
-/// Read every secret of `module` now. Err: the first that cannot be had, naming module, id and
-/// source, and how to fix it.
-pub fn read(module: &Module) -> Result<ModuleSecrets, String> {
+/// A secret (or the ssh agent) a module's build cannot have: each names the module, the secret's
+/// id and where it comes from (`given`, as the mesh file writes it), and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error(
+        "module {module}: secret {id} ({given}) cannot be read: {}: {error} — create the file, or point `src` at it",
+        path.display()
+    )]
+    Unreadable {
+        module: String,
+        id: String,
+        given: String,
+        path: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error(
+        "module {module}: secret {id} ({given}) is missing: {name} is not set in meshtop's environment — export it before the converge"
+    )]
+    Unset {
+        module: String,
+        id: String,
+        given: String,
+        name: String,
+    },
+    #[error(
+        "module {module}: ssh = true, but SSH_AUTH_SOCK is not set: start an agent (eval $(ssh-agent); ssh-add) before the converge"
+    )]
+    NoAgent { module: String },
+    #[error(
+        "module {module}: ssh = true, but the ssh agent's socket {} (SSH_AUTH_SOCK) does not exist: start the agent again",
+        socket.display()
+    )]
+    AgentGone { module: String, socket: PathBuf },
+}
+
+/// Read every secret of `module` now. Err: the first that cannot be had.
+pub fn read(module: &Module) -> Result<ModuleSecrets, SecretError> {
     let mut values = HashMap::with_capacity(module.secrets.len());
     for secret in &module.secrets {
-        let refuse = |why: String| {
-            format!(
-                "module {}: secret {} ({}) {why}",
-                module.name, secret.id, secret.source
-            )
-        };
         let value = match &secret.source {
-            SecretSource::File { path, .. } => std::fs::read(path).map_err(|e| {
-                refuse(format!(
-                    "cannot be read: {}: {e} — create the file, or point `src` at it",
-                    path.display()
-                ))
-            })?,
+            SecretSource::File { path, .. } => {
+                std::fs::read(path).map_err(|error| SecretError::Unreadable {
+                    module: module.name.clone(),
+                    id: secret.id.clone(),
+                    given: secret.source.to_string(),
+                    path: path.clone(),
+                    error,
+                })?
+            }
             SecretSource::Env(name) => match std::env::var_os(name) {
                 Some(value) => value.into_encoded_bytes(),
                 None => {
-                    return Err(refuse(format!(
-                        "is missing: {name} is not set in meshtop's environment — export it before the converge"
-                    )));
+                    return Err(SecretError::Unset {
+                        module: module.name.clone(),
+                        id: secret.id.clone(),
+                        given: secret.source.to_string(),
+                        name: name.clone(),
+                    });
                 }
             },
         };
         values.insert(secret.id.clone(), value);
     }
     let ssh_agent = if module.ssh {
-        Some(agent().map_err(|why| format!("module {}: ssh = true, but {why}", module.name))?)
+        Some(agent(&module.name)?)
     } else {
         None
     };
@@ -53,21 +88,23 @@ pub fn read(module: &Module) -> Result<ModuleSecrets, String> {
 }
 
 /// Whether every secret of `module` can be had now (their values are dropped at once).
-pub fn check(module: &Module) -> Result<(), String> {
+pub fn check(module: &Module) -> Result<(), SecretError> {
     read(module).map(|_| ())
 }
 
-/// The ssh agent to forward: `SSH_AUTH_SOCK`, which must exist.
-fn agent() -> Result<PathBuf, String> {
+/// The ssh agent `module` forwards: `SSH_AUTH_SOCK`, which must exist.
+fn agent(module: &str) -> Result<PathBuf, SecretError> {
     let Some(socket) = std::env::var_os("SSH_AUTH_SOCK").filter(|s| !s.is_empty()) else {
-        return Err("SSH_AUTH_SOCK is not set: start an agent (eval $(ssh-agent); ssh-add) before the converge".into());
+        return Err(SecretError::NoAgent {
+            module: module.to_string(),
+        });
     };
     let socket = PathBuf::from(socket);
     if !socket.exists() {
-        return Err(format!(
-            "the ssh agent's socket {} (SSH_AUTH_SOCK) does not exist: start the agent again",
-            socket.display()
-        ));
+        return Err(SecretError::AgentGone {
+            module: module.to_string(),
+            socket,
+        });
     }
     Ok(socket)
 }
@@ -116,7 +153,7 @@ mod tests {
                 path: dir.path().join("no-such-npmrc"),
             },
         }]);
-        let why = check(&missing).unwrap_err();
+        let why = check(&missing).unwrap_err().to_string();
         assert!(
             why.starts_with("module api: secret tok (src = \"~/.no-such-npmrc\")"),
             "{why}"
@@ -126,7 +163,7 @@ mod tests {
             id: "tok".into(),
             source: SecretSource::Env("MESHTOP_TEST_SURELY_UNSET_VAR".into()),
         }]);
-        let why = check(&unset).unwrap_err();
+        let why = check(&unset).unwrap_err().to_string();
         assert!(
             why.contains("secret tok (env = \"MESHTOP_TEST_SURELY_UNSET_VAR\")"),
             "{why}"

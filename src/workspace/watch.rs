@@ -14,6 +14,19 @@ use tokio::sync::mpsc;
 use super::walks::WalkMemo;
 use crate::mesh::model::Mesh;
 
+/// Why the contexts cannot be watched, even by polling.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("cannot watch the contexts: {0}")]
+    Start(#[source] notify::Error),
+    #[error("cannot watch {}: {error}", context.display())]
+    Context {
+        context: PathBuf,
+        #[source]
+        error: notify::Error,
+    },
+}
+
 /// How often the polling fallback scans the contexts.
 const POLL_EVERY: Duration = Duration::from_secs(2);
 
@@ -60,7 +73,7 @@ impl ContextWatcher {
         mesh: &Mesh,
         modules: Option<&BTreeSet<String>>,
         ignored: Vec<PathBuf>,
-    ) -> Result<ContextWatcher, String> {
+    ) -> Result<ContextWatcher, WatchError> {
         let contexts: Vec<(String, PathBuf)> = mesh
             .modules
             .iter()
@@ -78,12 +91,15 @@ impl ContextWatcher {
                     POLL_EVERY.as_secs()
                 ));
                 let config = Config::default().with_poll_interval(POLL_EVERY);
-                let mut poller = PollWatcher::new(handler(tx, roots), config)
-                    .map_err(|e| format!("cannot watch the contexts: {e}"))?;
+                let mut poller =
+                    PollWatcher::new(handler(tx, roots), config).map_err(WatchError::Start)?;
                 for (_, context) in &contexts {
                     poller
                         .watch(context, RecursiveMode::Recursive)
-                        .map_err(|e| format!("cannot watch {}: {e}", context.display()))?;
+                        .map_err(|error| WatchError::Context {
+                            context: context.clone(),
+                            error,
+                        })?;
                 }
                 Box::new(poller)
             }

@@ -109,6 +109,11 @@ impl ExampleMesh {
     pub fn json(&self, args: &[&str]) -> serde_json::Value {
         json_of(args, &self.meshtop(args)).0
     }
+
+    /// [`ExampleMesh::json`] with another state database (another machine, a clean one).
+    pub fn json_with_state(&self, state: &Path, args: &[&str]) -> serde_json::Value {
+        json_of(args, &self.meshtop_with_state(state, args)).0
+    }
 }
 
 impl ExampleMesh {
@@ -251,6 +256,26 @@ pub fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<Stri
             (
                 m["name"].as_str().unwrap().to_string(),
                 m["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// module → (decision, reason) of a plan (`plan --json`). Never empty, as [`decisions`].
+pub fn plan_reasons(
+    plan: &serde_json::Value,
+) -> std::collections::BTreeMap<String, (String, String)> {
+    let modules = plan["modules"].as_array().unwrap();
+    assert!(!modules.is_empty(), "a plan without modules: {plan}");
+    modules
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                (
+                    m["decision"].as_str().unwrap().to_string(),
+                    m["reason"].as_str().unwrap().to_string(),
+                ),
             )
         })
         .collect()

@@ -25,6 +25,10 @@ use super::kube_controllers::{self, Fate, Key, Runtime};
 use super::kube_objects::{field_selector_matches, label_selector_matches, labels_match, query};
 use super::kube_rules::{self, Binding, Identity, Rule};
 
+#[path = "kube_logs.rs"]
+mod logs;
+pub use logs::rfc3339_nano;
+
 #[derive(Default)]
 struct State {
     cluster: kube_controllers::Cluster,
@@ -448,6 +452,13 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             {
                 cs["ready"] = json!(false);
                 cs["state"] = json!({"waiting": {"reason": reason, "message": message}});
+                // A container backing off after a crash ran before: its run is the last terminated one.
+                if reason == "CrashLoopBackOff" && cs["lastState"]["terminated"].is_null() {
+                    let ran = state.cluster.new_container_id();
+                    cs["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error",
+                        "containerID": ran}});
+                }
+                cs.as_object_mut().unwrap().remove("containerID");
             }
             state.cluster.store(key, pod);
         }
@@ -466,14 +477,139 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         self.put("events", namespace, event);
     }
 
+    /// What the pod's first container printed, in the run its log is read from: the running one,
+    /// else the one that last terminated.
     pub fn set_pod_log(&self, namespace: &str, pod: &str, text: &str) {
-        self.state
-            .lock()
+        let mut s = self.state.lock().unwrap();
+        let key: Key = ("pods".into(), namespace.into(), pod.into());
+        let object = s.cluster.objects[&key].clone();
+        let container = object["spec"]["containers"][0]["name"]
+            .as_str()
             .unwrap()
-            .cluster
-            .logs
-            .insert((namespace.into(), pod.into()), text.into());
+            .to_string();
+        let cs = object["status"]["containerStatuses"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["name"] == container.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        match cs["lastState"]["terminated"]["containerID"].as_str() {
+            Some(id) if !cs["state"]["running"].is_object() => s.cluster.print(id, text),
+            _ => {
+                drop(s);
+                self.container_prints(namespace, pod, &container, text);
+            }
+        }
     }
+
+    /// The running `container` of the pod prints `text` (one log entry per line, on the test's clock);
+    /// a follow of it sends them on. A running container the test stored without an id gets one.
+    pub fn container_prints(&self, namespace: &str, pod: &str, container: &str, text: &str) {
+        let mut s = self.state.lock().unwrap();
+        let key: Key = ("pods".into(), namespace.into(), pod.into());
+        let mut object = s.cluster.objects[&key].clone();
+        let cs = container_status(&mut object, container);
+        assert!(
+            cs["state"]["running"].is_object(),
+            "container {container} of pod {pod} is not running: it prints nothing ({cs})"
+        );
+        let id = match cs["containerID"].as_str() {
+            Some(id) => id.to_string(),
+            None => {
+                let id = s.cluster.new_container_id();
+                cs["containerID"] = json!(id);
+                s.cluster.store(key, object);
+                id
+            }
+        };
+        s.cluster.print(&id, text);
+    }
+
+    /// The running `container` of the pod exits with `code` (`reason`: Error, OOMKilled, Completed): its
+    /// run is kept as `lastState.terminated` (what `previous=true` reads), restartCount one more, and it
+    /// waits in CrashLoopBackOff with the kubelet's BackOff event until [`KubeApi::container_restarts`]
+    /// (`pkg/kubelet/kuberuntime/kuberuntime_manager.go` doBackOff; `pkg/kubelet/container/sync_result.go`).
+    pub fn container_crashes(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        code: i64,
+        reason: &str,
+    ) {
+        if self.get("pods", namespace, pod).is_some_and(|p| {
+            !p["status"]["containerStatuses"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["name"] == container && c["containerID"].is_string())
+        }) {
+            // A container the test stored without an id: it gets the id it ran under first.
+            self.container_prints(namespace, pod, container, "");
+        }
+        let mut s = self.state.lock().unwrap();
+        let key: Key = ("pods".into(), namespace.into(), pod.into());
+        let mut object = s.cluster.objects[&key].clone();
+        let uid = object["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let now = s.cluster.now();
+        let cs = container_status(&mut object, container);
+        let id = cs["containerID"].as_str().unwrap_or_default().to_string();
+        let started = cs["state"]["running"]["startedAt"].clone();
+        let restarts = cs["restartCount"].as_i64().unwrap_or(0) + 1;
+        let message = format!(
+            "back-off 10s restarting failed container={container} pod={pod}_{namespace}({uid})"
+        );
+        cs["lastState"] = json!({"terminated": {"exitCode": code, "reason": reason,
+            "containerID": id, "startedAt": started, "finishedAt": now}});
+        cs["state"] = json!({"waiting": {"reason": "CrashLoopBackOff", "message": message}});
+        cs["restartCount"] = json!(restarts);
+        cs["ready"] = json!(false);
+        cs["started"] = json!(false);
+        cs.as_object_mut().unwrap().remove("containerID");
+        object["status"]["conditions"] =
+            json!([{"type": "Ready", "status": "False", "lastTransitionTime": now}]);
+        s.cluster.store(key, object);
+        s.cluster.event(
+            namespace,
+            "Pod",
+            pod,
+            "BackOff",
+            &format!(
+                "Back-off restarting failed container {container} in pod {pod}_{namespace}({uid})"
+            ),
+        );
+    }
+
+    /// The back-off is over: the container runs again as a new container (a new id, an empty log).
+    pub fn container_restarts(&self, namespace: &str, pod: &str, container: &str) {
+        let mut s = self.state.lock().unwrap();
+        let key: Key = ("pods".into(), namespace.into(), pod.into());
+        let mut object = s.cluster.objects[&key].clone();
+        let mut cs = container_status(&mut object, container).clone();
+        s.cluster.start_container(&mut cs);
+        *container_status(&mut object, container) = cs;
+        let now = s.cluster.now();
+        object["status"]["conditions"] =
+            json!([{"type": "Ready", "status": "True", "lastTransitionTime": now}]);
+        s.cluster.store(key, object);
+        s.cluster.event(
+            namespace,
+            "Pod",
+            pod,
+            "Started",
+            &format!("Started container {container}"),
+        );
+    }
+}
+
+/// The status of `container` in a pod object.
+fn container_status<'a>(pod: &'a mut Value, container: &str) -> &'a mut Value {
+    pod["status"]["containerStatuses"]
+        .as_array_mut()
+        .and_then(|all| all.iter_mut().find(|c| c["name"] == container))
+        .unwrap_or_else(|| panic!("the pod has no container {container}"))
 }
 
 /// The apiserver's defaults for apps/v1 workloads (`pkg/apis/apps/v1/defaults.go`).
@@ -686,23 +822,7 @@ async fn route(
             ],
         ) => list(state, resource, ns, &q),
         (Method::GET, ["api", "v1", "namespaces", ns, "pods", pod, "log"]) => {
-            let log = state
-                .lock()
-                .unwrap()
-                .cluster
-                .logs
-                .get(&(ns.to_string(), pod.to_string()))
-                .cloned();
-            match log {
-                Some(text) => {
-                    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()
-                }
-                None => status(
-                    400,
-                    "BadRequest",
-                    &format!("container in pod {pod} is waiting to start"),
-                ),
-            }
+            logs::pod_log(state, ns, pod, &q)
         }
         (Method::GET, ["api", "v1", "namespaces", ns, "pods", name]) => {
             get_object(state, "pods", ns, name)

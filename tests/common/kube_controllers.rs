@@ -91,7 +91,8 @@ fn pulled(image: &str) -> String {
 pub struct Cluster {
     pub objects: BTreeMap<Key, Value>,
     pub resource_version: u64,
-    pub logs: HashMap<(String, String), String>,
+    /// What each container printed (by container id), and the wake-up of the follows reading it.
+    pub logs: ContainerLogs,
     /// Image prefix → fate of containers running it (first match wins; default: runs).
     pub fates: Vec<(String, Fate)>,
     /// Workloads whose progress deadline has passed (the test's clock).
@@ -116,6 +117,19 @@ pub struct Cluster {
     pub loaded: HashMap<String, String>,
     step: u64,
     serial: u64,
+}
+
+/// What the containers printed, by container id (`containerd://…`, a new one per run of a
+/// container), each line with the time the kubelet took it in nanoseconds of the test's clock (the
+/// CRI log file keeps one timestamped entry per line: `pkg/kubelet/kuberuntime/logs/logs.go`). A
+/// container's log outlives its run, so the run before a restart is still read (`previous=true`).
+#[derive(Default)]
+pub struct ContainerLogs {
+    pub lines: HashMap<String, Vec<(i64, String)>>,
+    /// Woken on every change of a log or of an object: a follow reads on, or ends.
+    pub changed: std::sync::Arc<tokio::sync::Notify>,
+    /// The newest line's time, so that every line has its own (real logs are nanosecond-stamped).
+    newest_ns: i64,
 }
 
 impl Cluster {
@@ -148,6 +162,43 @@ impl Cluster {
     pub fn store(&mut self, key: Key, mut object: Value) {
         object["metadata"]["resourceVersion"] = json!(self.bump());
         self.objects.insert(key, object);
+        self.logs.changed.notify_waiters();
+    }
+
+    /// A new container id, as the runtime gives one to every run of a container.
+    pub fn new_container_id(&mut self) -> String {
+        let n = self.serial();
+        format!(
+            "containerd://{}",
+            hex::encode(Sha256::digest(format!("container {n}").as_bytes()))
+        )
+    }
+
+    /// The container `id` prints `text` (one entry per line), now on the test's clock.
+    pub fn print(&mut self, id: &str, text: &str) {
+        for line in text.lines() {
+            let at = (self.clock_seconds() * 1_000_000_000).max(self.logs.newest_ns + 1);
+            self.logs.newest_ns = at;
+            self.logs
+                .lines
+                .entry(id.to_string())
+                .or_default()
+                .push((at, line.to_string()));
+        }
+        self.logs.changed.notify_waiters();
+    }
+
+    /// The test's clock now, in nanoseconds (what `sinceSeconds` counts back from).
+    pub fn now_ns(&self) -> i64 {
+        self.clock_seconds() * 1_000_000_000
+    }
+
+    /// A container status made running as a new run of the container (its own container id).
+    pub fn start_container(&mut self, cs: &mut Value) {
+        cs["state"] = json!({"running": {"startedAt": self.now()}});
+        cs["containerID"] = json!(self.new_container_id());
+        cs["ready"] = json!(true);
+        cs["started"] = json!(true);
     }
 
     /// The imageID the kubelet reports for a container running `image`.
@@ -420,9 +471,7 @@ impl Cluster {
             .flatten()
         {
             let image = cs["image"].as_str().unwrap_or_default().to_string();
-            cs["state"] = json!({"running": {"startedAt": self.now()}});
-            cs["ready"] = json!(true);
-            cs["started"] = json!(true);
+            self.start_container(cs);
             cs["imageID"] = json!(self.image_id(&image));
         }
         pod["status"]["phase"] = json!("Running");
@@ -448,15 +497,12 @@ impl Cluster {
                 .as_str()
                 .map(str::to_string);
             let fate = self.fate_of(&image);
-            let running = json!({"running": {"startedAt": self.now()}});
             let pulled_id = self.image_id(&image);
             let wait = |reason: &str, message: &str| json!({"waiting": {"reason": reason, "message": message}});
             match (waiting.as_deref(), &fate) {
                 (Some("ContainerCreating"), Fate::Runs)
                 | (Some("ErrImagePull"), Fate::PullFailsOnce(_)) => {
-                    cs["state"] = running;
-                    cs["ready"] = json!(true);
-                    cs["started"] = json!(true);
+                    self.start_container(&mut cs);
                     cs["imageID"] = json!(pulled_id);
                     events.push(("Started", format!("Started container {container}")));
                     changed = true;
@@ -482,12 +528,10 @@ impl Cluster {
                 }
                 (Some("ContainerCreating"), Fate::Crashes(log) | Fate::CrashesOnce(log)) => {
                     cs["imageID"] = json!(pulled_id);
-                    self.logs
-                        .insert((ns.clone(), pod_name.clone()), log.clone());
-                    self.crash(&mut cs, pod_key, &pod, &mut events);
+                    self.crash(&mut cs, pod_key, &pod, &mut events, log);
                     changed = true;
                 }
-                (Some("CrashLoopBackOff"), Fate::Crashes(_) | Fate::CrashesOnce(_))
+                (Some("CrashLoopBackOff"), Fate::Crashes(log) | Fate::CrashesOnce(log))
                     if self
                         .backoff
                         .get(&(pod_key.clone(), container.clone()))
@@ -496,12 +540,10 @@ impl Cluster {
                     if matches!(fate, Fate::CrashesOnce(_)) {
                         // The restart after the back-off runs: restartCount stays what it was.
                         self.backoff.remove(&(pod_key.clone(), container.clone()));
-                        cs["state"] = running;
-                        cs["ready"] = json!(true);
-                        cs["started"] = json!(true);
+                        self.start_container(&mut cs);
                         events.push(("Started", format!("Started container {container}")));
                     } else {
-                        self.crash(&mut cs, pod_key, &pod, &mut events);
+                        self.crash(&mut cs, pod_key, &pod, &mut events, log);
                     }
                     changed = true;
                 }
@@ -561,14 +603,18 @@ impl Cluster {
     /// doubles up to 300 s (`pkg/kubelet/kubelet.go` backOffPeriod and MaxContainerBackOff;
     /// `pkg/kubelet/kuberuntime/kuberuntime_manager.go` doBackOff says CrashLoopBackOff meanwhile), its
     /// restartCount one more per restart. The restart itself and its exit fall within one step here: a
-    /// container that exits at once is never Ready in between.
+    /// container that exits at once is never Ready in between. Each run is a container of its own that
+    /// printed `log`; the last one's is what `previous=true` reads.
     fn crash(
         &mut self,
         cs: &mut Value,
         pod_key: &Key,
         pod: &Value,
         events: &mut Vec<(&str, String)>,
+        log: &str,
     ) {
+        let ran = self.new_container_id();
+        self.print(&ran, log);
         let (_, ns, pod_name) = pod_key;
         let container = cs["name"].as_str().unwrap_or_default().to_string();
         let key = (pod_key.clone(), container.clone());
@@ -589,7 +635,13 @@ impl Cluster {
             pod["metadata"]["uid"].as_str().unwrap_or_default()
         );
         cs["state"] = json!({"waiting": {"reason": "CrashLoopBackOff", "message": back_off}});
-        cs["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error"}});
+        let now = self.now();
+        cs["lastState"] = json!({"terminated": {"exitCode": 1, "reason": "Error", "containerID": ran,
+            "startedAt": now, "finishedAt": now}});
+        if let Some(map) = cs.as_object_mut() {
+            // A container waiting to restart has no id of its own (`kubectl get pod -o json` shows none).
+            map.remove("containerID");
+        }
         cs["ready"] = json!(false);
         cs["started"] = json!(false);
         events.push((

@@ -26,6 +26,19 @@ pub async fn require_registry() {
     }
 }
 
+/// The image id each of the mesh's machines runs, by machine name.
+pub fn machine_images(mesh: &str) -> std::collections::BTreeMap<String, String> {
+    let label = format!("label=jr2.dev/mesh={mesh}");
+    docker(&["ps", "-q", "--filter", &label])
+        .split_whitespace()
+        .map(|id| {
+            let out = docker(&["inspect", "-f", "{{.Name}} {{.Image}}", id]);
+            let (name, image) = out.trim().split_once(' ').unwrap();
+            (name.trim_start_matches('/').to_string(), image.to_string())
+        })
+        .collect()
+}
+
 /// Run the docker CLI; its stdout, or a panic with its stderr.
 pub fn docker(args: &[&str]) -> String {
     let out = std::process::Command::new("docker")

@@ -66,7 +66,7 @@ const BOTTOM: &[Key] = &[Key::ch('G'), Key::plain(KeyCode::End)];
 const PAGE_UP: &[Key] = &[Key::plain(KeyCode::PageUp)];
 const PAGE_DOWN: &[Key] = &[Key::plain(KeyCode::PageDown)];
 
-use Mode::{Confirm, Detail, Filter, Help, Normal};
+use Mode::{Confirm, Detail, Filter, Help, LogSearch, Logs, Normal};
 
 /// Writes the `Action` enum and `ACTIONS` from one list of rows, so that the two cannot part:
 /// `ACTIONS[action as usize]` is that action's row.
@@ -88,30 +88,35 @@ macro_rules! key_table {
 key_table! {
     Up {
         name: "up", description: "move up", hint: "", footer_rank: 13, mutating: false,
-        keys: &[bound(Normal, UP), says(Help, UP, "scroll"), says(Detail, UP, "scroll")],
+        keys: &[bound(Normal, UP), says(Help, UP, "scroll"), says(Detail, UP, "scroll"),
+            says(Logs, UP, "scroll up (stops following)")],
     }
     Down {
         name: "down", description: "move down", hint: "", footer_rank: 13, mutating: false,
-        keys: &[bound(Normal, DOWN), says(Help, DOWN, "scroll"), says(Detail, DOWN, "scroll")],
+        keys: &[bound(Normal, DOWN), says(Help, DOWN, "scroll"), says(Detail, DOWN, "scroll"),
+            says(Logs, DOWN, "scroll down (follows again at the end)")],
     }
     Top {
         name: "top", description: "go to the first row", hint: "", footer_rank: 13,
         mutating: false,
-        keys: &[bound(Normal, TOP), says(Help, TOP, "to the start"), says(Detail, TOP, "to the start")],
+        keys: &[bound(Normal, TOP), says(Help, TOP, "to the start"), says(Detail, TOP, "to the start"),
+            says(Logs, TOP, "to the oldest line (stops following)")],
     }
     Bottom {
         name: "bottom", description: "go to the last row", hint: "", footer_rank: 13,
         mutating: false,
-        keys: &[bound(Normal, BOTTOM), says(Help, BOTTOM, "to the end"), says(Detail, BOTTOM, "to the end")],
+        keys: &[bound(Normal, BOTTOM), says(Help, BOTTOM, "to the end"), says(Detail, BOTTOM, "to the end"),
+            says(Logs, BOTTOM, "to the newest line, following again")],
     }
     PageUp {
         name: "page_up", description: "one page up", hint: "", footer_rank: 13, mutating: false,
-        keys: &[bound(Normal, PAGE_UP), bound(Help, PAGE_UP), bound(Detail, PAGE_UP)],
+        keys: &[bound(Normal, PAGE_UP), bound(Help, PAGE_UP), bound(Detail, PAGE_UP), bound(Logs, PAGE_UP)],
     }
     PageDown {
         name: "page_down", description: "one page down", hint: "", footer_rank: 13,
         mutating: false,
-        keys: &[bound(Normal, PAGE_DOWN), bound(Help, PAGE_DOWN), bound(Detail, PAGE_DOWN)],
+        keys: &[bound(Normal, PAGE_DOWN), bound(Help, PAGE_DOWN), bound(Detail, PAGE_DOWN),
+            bound(Logs, PAGE_DOWN)],
     }
     NextPane {
         name: "next_pane", description: "focus the next pane", hint: "pane", footer_rank: 10,
@@ -141,6 +146,7 @@ key_table! {
         keys: &[
             says(Filter, &[Key::plain(KeyCode::Enter)], "keep the filter"),
             says(Confirm, &[Key::plain(KeyCode::Enter)], "do what is selected (Cancel by default)"),
+            says(LogSearch, &[Key::plain(KeyCode::Enter)], "keep the search, at its newest match"),
         ],
     }
     Close {
@@ -152,12 +158,17 @@ key_table! {
             says(Help, &[Key::plain(KeyCode::Esc), Key::ch('?'), Key::ch('q')], "close"),
             says(Confirm, &[Key::plain(KeyCode::Esc), Key::ch('n')], "cancel"),
             says(Detail, &[Key::plain(KeyCode::Esc), Key::ch('q')], "close"),
+            says(Logs, &[Key::plain(KeyCode::Esc), Key::ch('q')], "close (stops the streams)"),
+            says(LogSearch, &[Key::plain(KeyCode::Esc)], "clear the search"),
         ],
     }
     Backspace {
         name: "backspace", description: "delete the last character", hint: "", footer_rank: 13,
         mutating: false,
-        keys: &[bound(Filter, &[Key::plain(KeyCode::Backspace)])],
+        keys: &[
+            bound(Filter, &[Key::plain(KeyCode::Backspace)]),
+            bound(LogSearch, &[Key::plain(KeyCode::Backspace)]),
+        ],
     }
     Filter {
         name: "filter", description: "filter modules by name", hint: "filter", footer_rank: 8,
@@ -219,7 +230,7 @@ key_table! {
     Wrap {
         name: "wrap", description: "wrap long lines / cut them at the edge", hint: "wrap",
         footer_rank: 13, mutating: false,
-        keys: &[bound(Detail, &[Key::ch('w')])],
+        keys: &[bound(Detail, &[Key::ch('w')]), bound(Logs, &[Key::ch('w')])],
     }
     Sweep {
         name: "sweep", description: "sweep what the gc view lists (asks first)", hint: "",
@@ -254,6 +265,33 @@ key_table! {
         hint: "target", footer_rank: 12, mutating: false,
         keys: &[bound(Normal, &[Key::ch('t')]), bound(Detail, &[Key::ch('t')])],
     }
+    Logs {
+        name: "logs",
+        description: "logs view: what the selected module's machines (or the selected machine) say, followed",
+        hint: "logs", footer_rank: 9, mutating: false,
+        keys: &[bound(Normal, &[Key::ch('l')])],
+    }
+    Search {
+        name: "search", description: "search the lines (highlighted; n / N the next / previous)",
+        hint: "search", footer_rank: 13, mutating: false,
+        keys: &[bound(Logs, &[Key::ch('/')])],
+    }
+    NextMatch {
+        name: "next_match", description: "the next match of the search (older)", hint: "",
+        footer_rank: 13, mutating: false,
+        keys: &[bound(Logs, &[Key::ch('n')])],
+    }
+    PrevMatch {
+        name: "prev_match", description: "the previous match of the search (newer)", hint: "",
+        footer_rank: 13, mutating: false,
+        keys: &[bound(Logs, &[Key::ch('N')])],
+    }
+    Previous {
+        name: "previous",
+        description: "the previous container's lines (before the last restart) / the current ones",
+        hint: "previous", footer_rank: 13, mutating: false,
+        keys: &[bound(Logs, &[Key::ch('p')])],
+    }
     Help {
         name: "help", description: "show / hide this help", hint: "help", footer_rank: 0,
         mutating: false,
@@ -268,6 +306,8 @@ key_table! {
             bound(Help, &[CTRL_C]),
             bound(Confirm, &[CTRL_C]),
             bound(Detail, &[CTRL_C]),
+            bound(Logs, &[CTRL_C]),
+            bound(LogSearch, &[CTRL_C]),
         ],
     }
 }

@@ -20,15 +20,21 @@ pub enum Mode {
     Help,
     Confirm,
     Detail,
+    /// The logs view (`l`): scroll, follow, search, wrap, the previous container.
+    Logs,
+    /// Typing a search in the logs view.
+    LogSearch,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 5] = [
+    pub const ALL: [Mode; 7] = [
         Mode::Normal,
         Mode::Filter,
         Mode::Help,
         Mode::Confirm,
         Mode::Detail,
+        Mode::Logs,
+        Mode::LogSearch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -38,6 +44,8 @@ impl Mode {
             Mode::Help => "help",
             Mode::Confirm => "confirm",
             Mode::Detail => "detail",
+            Mode::Logs => "logs",
+            Mode::LogSearch => "log_search",
         }
     }
 
@@ -66,7 +74,7 @@ pub struct Settings {
 /// The bindings of every mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyTable {
-    modes: [Vec<Binding>; 5],
+    modes: [Vec<Binding>; 7],
 }
 
 /// The default bindings of a mode: every row that has keys there, in row order.
@@ -138,7 +146,7 @@ impl KeyTable {
             }
             let Some(mode) = Mode::ALL.into_iter().find(|m| m.name() == section) else {
                 warnings.push(format!(
-                    "keys.toml: unknown mode [{section}]; modes are normal, filter, help, confirm, detail"
+                    "keys.toml: unknown mode [{section}]; modes are normal, filter, help, confirm, detail, logs, log_search"
                 ));
                 continue;
             };
@@ -194,7 +202,7 @@ impl KeyTable {
         if action == Action::Quit && !keys.contains(&CTRL_C) {
             keys.push(CTRL_C);
         }
-        if mode == Mode::Filter
+        if matches!(mode, Mode::Filter | Mode::LogSearch)
             && let Some(key) = keys.iter().find(|k| k.is_text())
         {
             return Err(format!(

@@ -115,7 +115,7 @@ impl Cluster {
         ClusterError::Forbidden {
             context: self.context.clone(),
             missing: vec![format!(
-                "cannot get pods/log in namespace {}",
+                "cannot get pods/log in namespace {:?}",
                 self.namespace
             )],
         }

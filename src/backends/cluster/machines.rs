@@ -24,6 +24,17 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// The kind `word` names (as [`WorkloadKind::as_str`] writes it); None for anything else.
+    pub fn named(word: &str) -> Option<WorkloadKind> {
+        [
+            WorkloadKind::Deployment,
+            WorkloadKind::StatefulSet,
+            WorkloadKind::DaemonSet,
+        ]
+        .into_iter()
+        .find(|kind| kind.as_str() == word)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             WorkloadKind::Deployment => "Deployment",

@@ -12,6 +12,7 @@ pub mod session;
 pub mod socket;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -50,10 +51,11 @@ pub enum BuildEnd {
 }
 
 /// A daemon connection made on first use, at most once: a converge the record answers in full
-/// never talks to the daemon. A failed connection is remembered.
+/// never talks to the daemon. A failed connection is remembered, shared (an `Arc`) so that every
+/// caller keeps its type.
 #[derive(Default)]
 pub struct LazyDaemon {
-    cell: tokio::sync::OnceCell<Result<Daemon, DaemonError>>,
+    cell: tokio::sync::OnceCell<Result<Daemon, Arc<DaemonError>>>,
 }
 
 impl LazyDaemon {
@@ -68,9 +70,12 @@ impl LazyDaemon {
         }
     }
 
-    pub async fn get(&self) -> Result<&Daemon, &DaemonError> {
-        let result = self.cell.get_or_init(Daemon::connect).await;
-        result.as_ref()
+    /// The connection, made now if it was never asked for; Err: why it could not be made (the
+    /// same error to every caller).
+    pub async fn get(&self) -> Result<&Daemon, Arc<DaemonError>> {
+        let connect = || async { Daemon::connect().await.map_err(Arc::new) };
+        let result = self.cell.get_or_init(connect).await;
+        result.as_ref().map_err(Arc::clone)
     }
 
     /// Whether a connection was attempted.

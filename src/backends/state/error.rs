@@ -79,6 +79,10 @@ pub enum StateError {
     #[error("the state database {}: {what}", path.display())]
     Invalid { path: PathBuf, what: String },
 
+    /// The shared handle was poisoned (a panic while it was held): not trusted again.
+    #[error(transparent)]
+    Handle(#[from] super::Poisoned),
+
     #[error(
         "the state database {}: no build with correlation id {id}; record its start (start_build) before completing it",
         path.display()

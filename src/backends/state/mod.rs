@@ -154,13 +154,6 @@ pub use crate::timefmt::now_ms;
 #[error("the state database handle is poisoned")]
 pub struct Poisoned;
 
-/// Callers that report errors as text keep `?`.
-impl From<Poisoned> for String {
-    fn from(e: Poisoned) -> String {
-        e.to_string()
-    }
-}
-
 /// The shared handle, locked; a poisoned lock (a panic while it was held) is an error, not a panic.
 pub fn locked(
     db: &std::sync::Mutex<StateDb>,

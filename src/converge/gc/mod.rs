@@ -387,10 +387,7 @@ async fn take(
                 .any(|k| k.kind == c.kind && k.name == c.name)
         });
     }
-    let docker = daemon
-        .get()
-        .await
-        .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
     let registry = match target.pushes_to() {
         Some(registry) => Some(target.registry_client(&registry).await?),
         None => None,

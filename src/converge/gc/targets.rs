@@ -8,16 +8,17 @@ use std::sync::Mutex;
 use super::Roots;
 use super::registry::{Pulled, keep_running};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::{StateDb, locked};
+use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::GcError;
 use crate::converge::target::{Connected, Reach, Target};
 use crate::mesh::model::Mesh;
 use crate::mesh::pin::{RollbackTarget, rollback_target};
 
-/// Another target of the mesh, connected (or why it could not be).
+/// Another target of the mesh, connected (or why it could not be: the caller's error, whole; gc
+/// names it as the root it could not read).
 pub struct Other {
     pub name: String,
-    pub target: Result<Connected, String>,
+    pub target: Result<Connected, Box<dyn std::error::Error + Send + Sync>>,
 }
 
 /// Where gc acts (the target it holds) and the mesh's other targets, whose keep sets count too.
@@ -112,12 +113,9 @@ fn kept_in_state(
     roots: &mut Roots,
 ) -> Result<Option<crate::backends::state::Holder>, GcError> {
     {
-        let state = |e: String| GcError::unreadable("the state database", e);
+        let state = |e: StateError| GcError::unreadable("the state database", e);
         let db_now = locked(db).map_err(|e| state(e.into()))?;
-        for (module, pin) in db_now
-            .pins(&mesh.name, name)
-            .map_err(|e| state(e.to_string()))?
-        {
+        for (module, pin) in db_now.pins(&mesh.name, name).map_err(state)? {
             roots.keep.entry(pin.to_digest.clone()).or_insert((
                 "pinned",
                 format!("{module} is pinned to it on target {name}"),
@@ -127,7 +125,7 @@ fn kept_in_state(
         for (module, current) in record {
             let stamps = db_now
                 .stamps(&mesh.name, name, module, 1_000)
-                .map_err(|e| state(e.to_string()))?;
+                .map_err(state)?;
             if let RollbackTarget::To(back) = rollback_target(&stamps, current) {
                 roots.keep.entry(back.digest.clone()).or_insert((
                     "history",
@@ -138,7 +136,7 @@ fn kept_in_state(
         }
         let here = db_now
             .mesh_holder(&mesh.name, name)
-            .map_err(|e| state(e.to_string()))?
+            .map_err(state)?
             .filter(|h| !h.is_dead(crate::timefmt::now_ms()));
         Ok(here)
     }

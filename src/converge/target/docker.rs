@@ -3,7 +3,7 @@
 //! the container on the new artifact.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::Sender;
 
@@ -139,11 +139,7 @@ impl Target for Docker {
         reach: Reach<'a>,
     ) -> Fut<'a, Result<Vec<Machine>, TargetError>> {
         Box::pin(async move {
-            let daemon = reach
-                .daemon
-                .get()
-                .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+            let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
             let containers = daemon.labelled_containers().await?;
             let mut machines: Vec<Machine> = containers
                 .iter()
@@ -155,7 +151,9 @@ impl Target for Docker {
                     Some(Machine {
                         name: c.name.clone(),
                         module: c.module.clone(),
-                        kind: "container".into(),
+                        kind: CONTAINER.into(),
+                        display_name: c.name.clone(),
+                        before_send: None,
                         image: c.image.clone(),
                         running,
                         state,
@@ -224,10 +222,10 @@ impl Target for Docker {
     ) -> Fut<'a, Result<(), TargetError>> {
         Box::pin(async move {
             let Some(registry) = &mesh.registry else {
-                return Err(TargetError::Credentials(format!(
-                    "mesh {} names no registry to pull {} from",
-                    mesh.name, artifact.reference
-                )));
+                return Err(TargetError::NoRegistry {
+                    mesh: mesh.name.clone(),
+                    reference: artifact.reference.to_string(),
+                });
             };
             let creds = registry_credentials(registry).await?;
             host::pull_vouched(
@@ -256,11 +254,7 @@ impl Target for Docker {
                 return Ok(None);
             };
             let creds = registry_credentials(registry).await?;
-            let docker = reach
-                .daemon
-                .get()
-                .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+            let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
             let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
             let module = artifact.module;
             sign::sign_pushed(
@@ -308,7 +302,7 @@ impl Target for Docker {
                 .daemon
                 .get()
                 .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?
+                .map_err(TargetError::Unreachable)?
                 .recreate(&moved.machine, &moved.to_digest)
                 .await
                 .map_err(TargetError::from)
@@ -329,10 +323,7 @@ impl Target for Docker {
                 let _ = out.send(LogItem::Note { text }).await;
                 return Ok(());
             }
-            let daemon = daemon
-                .get()
-                .await
-                .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+            let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
             Ok(daemon.container_logs(&machine.name, ask, &out).await?)
         })
     }
@@ -431,8 +422,11 @@ impl Target for Docker {
 async fn registry_credentials(registry: &Registry) -> Result<Option<Credentials>, TargetError> {
     credentials::for_registry(&registry.host)
         .await
-        .map_err(|e| TargetError::Credentials(e.to_string()))
+        .map_err(|e| TargetError::Credentials(Arc::new(e)))
 }
+
+/// What a machine is here, in this target's word.
+const CONTAINER: &str = "container";
 
 /// The host daemon in words: it is here, and a send recreates each container.
 pub fn description(name: &str) -> TargetDescription {
@@ -440,7 +434,6 @@ pub fn description(name: &str) -> TargetDescription {
         name: name.to_string(),
         kind: "docker".into(),
         place: None,
-        namespace: None,
         send_does: "each container is recreated with the same configuration on the new artifact"
             .into(),
     }
@@ -475,7 +468,9 @@ fn missing_declared<'m>(
         .map(|spec| Machine {
             name: spec.name.clone(),
             module: spec.module.clone(),
-            kind: "container".into(),
+            kind: CONTAINER.into(),
+            display_name: spec.name.clone(),
+            before_send: None,
             image: String::new(),
             running: Vec::new(),
             state: MachineState::Missing,
@@ -521,10 +516,7 @@ async fn create_declared(
         let Some(entry) = record.get(&spec.module) else {
             continue;
         };
-        let daemon = daemon
-            .get()
-            .await
-            .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
         let mut labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
             (MESH_LABEL.to_string(), mesh.name.clone()),

@@ -15,10 +15,7 @@ use super::seam::{Artifact, Holding};
 
 /// The daemon must hold the artifact; a ref that gc untagged while the image stayed is tagged again.
 pub async fn holds(daemon: &LazyDaemon, wanted: &RecordEntry) -> Result<Holding, TargetError> {
-    let docker = daemon
-        .get()
-        .await
-        .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
     if !docker.has_image(&wanted.digest).await? {
         return Ok(Holding::Gone("the host daemon".into()));
     }
@@ -39,10 +36,7 @@ pub async fn pull_vouched(
     creds: Option<&Credentials>,
     emitter: &Emitter,
 ) -> Result<(), TargetError> {
-    let docker = daemon
-        .get()
-        .await
-        .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
     let repository = repository_of(artifact.reference);
     let auth = creds.map(|c| c.to_docker(&registry.host));
     let id = docker

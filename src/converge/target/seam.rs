@@ -101,6 +101,12 @@ pub trait Target: Send + Sync {
         self.describe().place
     }
 
+    /// What a changing command says first of where it acts, in the target's words (None: nothing
+    /// to say, the host daemon is here).
+    fn acting_on(&self) -> Option<String> {
+        self.describe().acting_on()
+    }
+
     /// The host daemon is the target: it can tell an artifact the target lost (the planner asks it).
     fn host_is_target(&self) -> bool;
 

@@ -9,9 +9,9 @@ use crate::mesh::cosign::{self, FormatError, SigningKey, TrustedKey};
 
 fn key_error(file: &Path, error: FormatError, fix: &str) -> MeshError {
     let (line, what) = match &error {
-        FormatError::Encrypted { line, .. } | FormatError::Key { line, .. } => {
-            (Some(*line), error.to_string())
-        }
+        FormatError::Encrypted { line, .. }
+        | FormatError::NeedsPassword { line, .. }
+        | FormatError::Key { line, .. } => (Some(*line), error.to_string()),
         FormatError::Image(_) => (None, error.to_string()),
     };
     // The line is in the location already: say what is wrong without it.
@@ -35,7 +35,8 @@ fn read_text(file: &Path, what: &str) -> Result<String, MeshError> {
 }
 
 /// The signing key at `file`: refused when others may read it (as ssh refuses), when it is not a
-/// P-256 private key in PEM (PKCS#8 or SEC1), or when it is encrypted.
+/// P-256 private key in PEM (PKCS#8 or SEC1, or sealed by `cosign generate-key-pair`: opened with
+/// `COSIGN_PASSWORD`, as cosign reads it), or when it is encrypted otherwise.
 pub fn read_signing_key(file: &Path) -> Result<SigningKey, MeshError> {
     let metadata = std::fs::metadata(file).map_err(|e| {
         MeshError::at(
@@ -60,7 +61,9 @@ pub fn read_signing_key(file: &Path) -> Result<SigningKey, MeshError> {
         ));
     }
     let text = read_text(file, "signing key")?;
-    cosign::read_private_key(&text).map_err(|e| {
+    let password = std::env::var_os("COSIGN_PASSWORD");
+    let password = password.as_ref().map(|p| p.as_encoded_bytes());
+    cosign::read_private_key_with(&text, password).map_err(|e| {
         key_error(
             file,
             e,

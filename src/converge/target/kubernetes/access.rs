@@ -4,7 +4,7 @@
 
 use crate::backends::cluster::{Needed, WorkloadKind};
 use crate::converge::error::TargetError;
-use crate::mesh::machine::{MachineKind, Move};
+use crate::mesh::machine::Move;
 use crate::mesh::model::{Mesh, Policy};
 
 use super::{Kube, KubeError};
@@ -98,11 +98,6 @@ impl Kube {
 pub(super) fn workload_kinds(moves: &[Move]) -> Vec<WorkloadKind> {
     moves
         .iter()
-        .filter_map(|m| match m.kind {
-            MachineKind::Deployment => Some(WorkloadKind::Deployment),
-            MachineKind::StatefulSet => Some(WorkloadKind::StatefulSet),
-            MachineKind::DaemonSet => Some(WorkloadKind::DaemonSet),
-            MachineKind::Container => None,
-        })
+        .filter_map(|m| WorkloadKind::named(&m.kind))
         .collect()
 }

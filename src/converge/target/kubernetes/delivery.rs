@@ -2,7 +2,7 @@
 //! `kind load`ed into a kind cluster; what the registry published for a ref; whether the target
 //! still holds an artifact.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::backends::cluster::kind_load;
 use crate::backends::credentials::{self, Credentials};
@@ -23,11 +23,7 @@ use super::Kube;
 impl Kube {
     pub(super) async fn credentials(&self, host: &str) -> Result<Option<Credentials>, TargetError> {
         self.creds
-            .get_or_init(|| async {
-                credentials::for_registry(host)
-                    .await
-                    .map_err(|e| e.to_string())
-            })
+            .get_or_init(|| async { credentials::for_registry(host).await.map_err(Arc::new) })
             .await
             .clone()
             .map_err(TargetError::Credentials)
@@ -59,11 +55,7 @@ impl Kube {
             }
             Delivery::Push(registry) => {
                 let creds = self.credentials(&registry.host).await?;
-                let docker = reach
-                    .daemon
-                    .get()
-                    .await
-                    .map_err(|e| TargetError::Unreachable(e.to_string()))?;
+                let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
                 let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
                 sign::sign_pushed(mesh, &registry, creds, reference, &digest, module, emitter)
                     .await?;

@@ -4,7 +4,6 @@
 
 use crate::backends::cluster::ClusterError;
 use crate::converge::error::{ConvergeError, TargetError};
-use crate::mesh::machine::MachineKind;
 
 use super::lease::{HoldError, LeaseBusy};
 
@@ -27,7 +26,7 @@ pub enum KubeError {
     },
     #[error("{kind} {machine} is no longer in {place}")]
     MachineGone {
-        kind: MachineKind,
+        kind: String,
         machine: String,
         place: String,
     },

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use crate::backends::state::StateDb;
 use crate::converge::error::TargetError;
-use crate::mesh::behind::{machine_state, workload_state};
+use crate::mesh::behind::{MachineState, machine_state, workload_state};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{Mesh, Record};
 
@@ -49,10 +49,13 @@ impl Kube {
                     module.policy,
                 );
                 let state = workload_state(state, w.unknown_container.is_none(), w.paused);
+                let called = format!("{}/{}", w.kind.as_str().to_lowercase(), w.name);
                 Some(Machine {
                     name: w.name.clone(),
                     module: w.module.clone(),
                     kind: w.kind.as_str().to_string(),
+                    before_send: (state == MachineState::Paused).then(|| self.paused_note(&called)),
+                    display_name: called,
                     image: w.image.clone(),
                     running: w.running_digests.clone(),
                     state,
@@ -65,5 +68,14 @@ impl Kube {
             *seen = workloads;
         }
         Ok(machines)
+    }
+
+    /// A paused workload is patched by a send but rolls nothing out until someone resumes it:
+    /// what a person must know before confirming, and the command that resumes it.
+    fn paused_note(&self, called: &str) -> String {
+        format!(
+            "paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume {called} -n {})",
+            self.cluster.namespace
+        )
     }
 }

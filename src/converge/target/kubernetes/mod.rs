@@ -21,7 +21,7 @@ use tokio::sync::mpsc::Sender;
 use tokio::sync::watch;
 
 use crate::backends::cluster::{Cluster, FollowRules, Workload};
-use crate::backends::credentials::Credentials;
+use crate::backends::credentials::{Credentials, CredentialsError};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::RegistryClient;
 use crate::backends::state::{Holder, StateDb};
@@ -29,7 +29,6 @@ use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::progress::Emitter;
 use crate::mesh::live::HeldBy;
 use crate::mesh::logs::{LogAsk, LogItem};
-use crate::mesh::machine::MachineKind;
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{PinChange, StampBy};
@@ -50,7 +49,7 @@ pub struct Kube {
     /// 600 s) unless the mesh file sets `rollout_deadline` in [target].
     pub rollout: FollowRules,
     /// Docker's credentials for the registry, looked up at most once.
-    creds: tokio::sync::OnceCell<Result<Option<Credentials>, String>>,
+    creds: tokio::sync::OnceCell<Result<Option<Credentials>, Arc<CredentialsError>>>,
     /// The workloads as last listed: a send guards against the image seen here.
     workloads: Mutex<Vec<Workload>>,
     /// The operations of this process holding the mesh's Lease.
@@ -130,7 +129,6 @@ pub fn description(name: &str, context: Option<&str>, namespace: &str) -> Target
         name: name.to_string(),
         kind: "kubernetes".into(),
         place: Some(place),
-        namespace: Some(namespace.to_string()),
         send_does:
             "each workload's container image is patched to ref@digest and its roll-out followed"
                 .into(),
@@ -310,7 +308,7 @@ impl Target for Kube {
                 .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
             else {
                 return Err(KubeError::MachineGone {
-                    kind: MachineKind::of(&machine.kind).unwrap_or(MachineKind::Deployment),
+                    kind: machine.kind.clone(),
                     machine: machine.name.clone(),
                     place: self.cluster.place(),
                 }

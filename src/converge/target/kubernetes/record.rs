@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use crate::backends::cluster::{RECORD_ANNOTATION, TeamWrite};
-use crate::backends::state::{Holder, StateDb, locked};
+use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
 use crate::converge::target::RecordRead;
 use crate::mesh::model::{Mesh, Record};
@@ -24,10 +24,9 @@ impl Kube {
         match &read.team_warning {
             Some(warning) => tracing::warn!("{warning}"),
             None => {
-                let copied = locked(db).map_err(String::from).and_then(|h| {
-                    h.mirror_team(&mesh.name, &self.name, &read.pins, &read.history)
-                        .map_err(|e| e.to_string())
-                });
+                let copied = locked(db)
+                    .map_err(StateError::from)
+                    .and_then(|h| h.mirror_team(&mesh.name, &self.name, &read.pins, &read.history));
                 if let Err(error) = copied {
                     tracing::warn!("the target's pins and history were not copied: {error}");
                 }
@@ -85,10 +84,9 @@ impl Kube {
             .stamp_team(&write, true)
             .await
             .map_err(|e| ConvergeError::Failed(e.to_string()))?;
-        let copied = locked(db).map_err(String::from).and_then(|h| {
-            h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history)
-                .map_err(|e| e.to_string())
-        });
+        let copied = locked(db)
+            .map_err(StateError::from)
+            .and_then(|h| h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history));
         if let Err(error) = copied {
             tracing::warn!("the record was stamped, the state database's copy not: {error}");
         }

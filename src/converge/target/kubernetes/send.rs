@@ -34,7 +34,7 @@ impl Kube {
             None => {
                 let listed = self.cluster.machines().await?;
                 find(&listed).ok_or_else(|| KubeError::MachineGone {
-                    kind: moved.kind,
+                    kind: moved.kind.clone(),
                     machine: moved.machine.clone(),
                     place: self.cluster.place(),
                 })?
