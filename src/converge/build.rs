@@ -482,7 +482,7 @@ impl<'a> Run<'a> {
                 // tar's thread ends when its reader is gone.
                 tarring.abort();
                 let message = format!(
-                    "the Docker daemon at {} did not end the build within {} s (MESHTOP_BUILD_DEADLINE)",
+                    "the daemon at {} did not end the build within {} s (MESHTOP_BUILD_DEADLINE)",
                     on.daemon.endpoint(),
                     on.deadline.as_secs()
                 );

@@ -183,7 +183,7 @@ fn say(emitter: &Emitter, member: &Member) {
             let platforms: Vec<String> =
                 member.platforms().iter().map(ToString::to_string).collect();
             format!(
-                "builder {} ({}) ready: Docker {}, {}, up to {} build(s) at once{}",
+                "builder {} ({}) ready: engine {}, {}, up to {} build(s) at once{}",
                 builder.name,
                 builder.endpoint,
                 described.as_ref().map_or("?", |d| d.version.as_str()),
