@@ -471,17 +471,17 @@ impl<'k> Walk<'k> {
     /// as `matches!`'s expression and pattern, else token by token.
     fn macro_body(&mut self, mac: &syn::Macro) {
         let tokens = mac.tokens.clone();
-        if mac.path.is_ident("matches") {
-            if let Ok(args) = syn::parse2::<MatchesArgs>(tokens.clone()) {
-                if is_kind(&args.expr) {
-                    for word in pattern_literals(&args.pat) {
-                        self.find(Rule::Compared, word);
-                    }
+        if mac.path.is_ident("matches")
+            && let Ok(args) = syn::parse2::<MatchesArgs>(tokens.clone())
+        {
+            if is_kind(&args.expr) {
+                for word in pattern_literals(&args.pat) {
+                    self.find(Rule::Compared, word);
                 }
-                self.visit_expr(&args.expr);
-                self.visit_pat(&args.pat);
-                return;
             }
+            self.visit_expr(&args.expr);
+            self.visit_pat(&args.pat);
+            return;
         }
         let parser = syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated;
         match syn::parse::Parser::parse2(parser, tokens.clone()) {

@@ -26,6 +26,8 @@ const PUSH_CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 pub const PUSH_CHECK_REPOSITORY: &str = "meshtop-check";
 
 /// How the engine reaches a builder's daemon.
+// One per builder, a handful per converge, never in a hot collection: boxing the client buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Connection {
     /// The host daemon the converge reaches anyway (connected on first use).

@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn running_and_queued_follow_the_steps() {
-        let steps = vec![
+        let steps = [
             (None, builder("a", None)),
             (None, builder("b", Some("cannot reach it"))),
             (Some("base"), decided(Decision::Build)),
