@@ -34,6 +34,16 @@ bash scripts/start-registry.sh
 # The builder-pool tests build on two daemons: the machine's own and this one (its own socket).
 bash scripts/start-second-daemon.sh
 
+# The build of every test binary needs a few GB (a CI machine once ran out of disk linking them):
+# say what is free where the target directory is, so that a full disk reads as that.
+target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+mkdir -p "$target_dir"
+free_kb=$(df -Pk "$target_dir" | awk 'NR == 2 { print $4 }')
+echo "test.sh: $((free_kb / 1024)) MB free for $target_dir (the suite's build needs about 2 GB, the tests a few hundred MB more)"
+if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
+  echo "test.sh: warning: less than 3 GB free: the build may fail with 'No space left on device'" >&2
+fi
+
 # nextest runs every test binary side by side (.config/nextest.toml); the crate has no doctests.
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked "$@"

@@ -408,3 +408,86 @@ fn a_builder_that_is_not_the_targets_daemon_needs_the_registry() {
     );
     assert!(builds(&mesh).is_empty(), "nothing was built");
 }
+
+#[test]
+fn a_build_past_its_deadline_is_stopped_retried_once_and_fails_the_converge() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = DaemonProxy::start(&dir.path().join("late.sock"), Path::new(SECOND_SOCKET));
+    let pool = pool_mesh(
+        "late",
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
+            ("two", &proxy.docker_host(), 1),
+        ],
+    );
+    let mesh = &pool.mesh;
+    let file = mesh.root().join("base/Dockerfile");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let step = common::run_id();
+    std::fs::write(
+        &file,
+        format!("{original}RUN sleep 120; true # step {step}\n"),
+    )
+    .unwrap();
+    let log = dir.path().join("converge.log");
+    let started = Instant::now();
+    let mut child = mesh.spawn_converge(&log, &[("MESHTOP_BUILD_DEADLINE", "6")]);
+    // Two attempts of 6 s each and the converge's own work: far from the step's 120 s.
+    let status = wait_exit(&mut child, Duration::from_secs(90), "the build's deadline");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "the converge waited for the step: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        stderr.contains("did not end the build within 6 s (MESHTOP_BUILD_DEADLINE)")
+            && stderr.contains("retrying once on builder"),
+        "the deadline and the retry are said:\n{stderr}"
+    );
+    let on = built_on(mesh);
+    let mut tried = on["base"].clone();
+    tried.sort();
+    assert_eq!(tried, ["one", "two"], "once on each builder: {on:?}");
+    let rows: Vec<_> = builds(mesh)
+        .into_iter()
+        .filter(|r| r.module.as_deref() == Some("base"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    for row in &rows {
+        assert_eq!(
+            row.status,
+            BuildStatus::Failed,
+            "nothing stays running: {row:#?}"
+        );
+        assert!(row.ended_ms.is_some(), "{row:#?}");
+        assert!(
+            row.error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("within 6 s"),
+            "{row:#?}"
+        );
+    }
+    let record = StateDb::open(&mesh.state())
+        .unwrap()
+        .record(&mesh.name, "default")
+        .unwrap();
+    assert!(
+        record.is_empty(),
+        "a failed converge stamps nothing: {record:?}"
+    );
+    // The builders stopped the step when meshtop dropped the build: no 120 s sleep goes on.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !common::processes_saying(&step).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the step still runs after the deadline: {:?}",
+            common::processes_saying(&step)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

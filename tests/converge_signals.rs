@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{ExampleMesh, builds, said, wait_exit, wait_for_running_build};
+use common::{ExampleMesh, builds, processes_saying, said, wait_exit, wait_for_running_build};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::{BuildRow, BuildStatus};
 
@@ -21,22 +21,6 @@ fn slow_base(mesh: &ExampleMesh) -> (String, String) {
     let id = common::run_id();
     std::fs::write(&file, format!("{original}RUN sleep 30; true # step {id}\n")).unwrap();
     (original, id)
-}
-
-/// Processes of this machine whose command line holds `word` (BuildKit's step processes run in
-/// their own PID namespace, but the host's /proc lists them).
-fn processes_saying(word: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(line) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let line = String::from_utf8_lossy(&line).replace('\0', " ");
-        if line.contains(word) {
-            found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
-        }
-    }
-    found
 }
 
 /// Wait until `ready` holds, checking every 100 ms; panics after `within`, saying `what`.

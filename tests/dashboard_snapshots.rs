@@ -302,3 +302,58 @@ fn live_converge() {
     key(&mut state, KeyCode::Enter);
     insta::assert_snapshot!("live_detail_api_80x24", screen(&state, 80, 24));
 }
+
+/// A converge on a pool of builders: the line under the header counts each builder's builds
+/// against its cap and says which is out; the building module's line names its builder.
+#[test]
+fn live_converge_on_a_pool_says_its_builders() {
+    use meshtop::mesh::progress::Payload;
+    let mut state = demo_state();
+    let mut running = running_history();
+    running.page = state.builds.rows(0, state.builds.len()).cloned().collect();
+    let template = running.events[0].clone();
+    let builder = |name: &str, max_builds: u32, out: Option<&str>| {
+        let mut row = template.clone();
+        let payload = Payload::Builder {
+            builder: name.into(),
+            endpoint: format!("tcp://{name}:2376"),
+            max_builds,
+            out: out.map(str::to_string),
+        };
+        row.step = payload.step();
+        row.module = None;
+        row.text = format!("builder {name}");
+        row.payload = Some(payload);
+        row
+    };
+    let mut events = vec![running.events[0].clone()];
+    events.push(builder("farm-1", 2, None));
+    events.push(builder("farm-2", 1, Some("cannot reach it")));
+    events.extend(running.events[1..].iter().cloned());
+    let mut building = 0;
+    for event in &mut events {
+        if let Some(Payload::Build { builder, .. }) = &mut event.payload {
+            *builder = Some("farm-1".into());
+            building += 1;
+        }
+    }
+    assert!(building > 0, "the running history builds a module");
+    let first = events[0].id;
+    for (i, event) in events.iter_mut().enumerate() {
+        event.id = first + i64::try_from(i).unwrap();
+    }
+    running.events = events;
+    update(
+        &mut state,
+        polled(SourceId::State, 1000, SourceData::State(Box::new(running))),
+    );
+    let text = screen(&state, 120, 40);
+    assert!(
+        text.contains("builders farm-1 1/2 · farm-2 0/1 out"),
+        "the header's builders line:\n{text}"
+    );
+    assert!(
+        text.contains(" on farm-1"),
+        "the building line names its builder:\n{text}"
+    );
+}

@@ -300,6 +300,39 @@ async fn a_multi_platform_module_without_buildx_fails_naming_it() {
     assert_eq!(summary["stamped"], false);
 }
 
+/// On a pool of builders, a multi-platform module still goes through this machine's `docker buildx`
+/// wherever the pool places it: its build row names that, not a daemon that never saw the build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_platform_module_on_a_pool_names_buildx_as_its_builder() {
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("kxpool", &api, true, "test-ctx", "");
+    let file = k.mesh.mesh_file();
+    let mut text = std::fs::read_to_string(&file).unwrap().replacen(
+        "context = \"base\"\n",
+        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+        1,
+    );
+    text.push_str(
+        "\n[[builder]]\nname = \"one\"\nendpoint = \"unix:///var/run/docker.sock\"\n\
+         \n[[builder]]\nname = \"two\"\nendpoint = \"unix:///run/meshtop-test-dockerd2/docker.sock\"\n",
+    );
+    std::fs::write(&file, text).unwrap();
+    let output = k.run(&["converge", "--json", "base"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", said(&output));
+    assert!(said(&output).contains("docker buildx"), "{}", said(&output));
+    let rows = common::builds(&k.mesh);
+    let base = rows
+        .iter()
+        .find(|r| r.module.as_deref() == Some("base"))
+        .unwrap();
+    assert_eq!(
+        base.builder.as_deref(),
+        Some(meshtop::converge::build::BUILDX_BUILDER),
+        "{base:#?}"
+    );
+}
+
 /// A kind context, no registry: a send of a crafted record, without any build.
 fn kind_setup(api: &KubeApi, tag: &str) -> (KubeMesh, String) {
     let k = KubeMesh::new(tag, api, false, "kind-t", "");

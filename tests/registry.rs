@@ -27,7 +27,9 @@ async fn push_returns_the_digest_the_registry_then_answers() {
     )
     .unwrap();
     let tag = format!("t{}", &unique[unique.len() - 12..]);
-    let reference = format!("{LOCAL}/test/x:{tag}");
+    // A repository of this run's own: runs never meet in the registry, which keeps its storage.
+    let repository = format!("test-{}/x", common::run_id());
+    let reference = format!("{LOCAL}/{repository}:{tag}");
     docker(&[
         "build",
         "-q",
@@ -38,7 +40,7 @@ async fn push_returns_the_digest_the_registry_then_answers() {
 
     let client = RegistryClient::new(&registry(LOCAL), None).unwrap();
     assert_eq!(
-        client.manifest("test/x", &tag).await.unwrap(),
+        client.manifest(&repository, &tag).await.unwrap(),
         Published::Absent
     );
 
@@ -51,7 +53,7 @@ async fn push_returns_the_digest_the_registry_then_answers() {
         "{digest}"
     );
     assert_eq!(
-        client.manifest("test/x", &tag).await.unwrap(),
+        client.manifest(&repository, &tag).await.unwrap(),
         Published::Present { digest }
     );
 }

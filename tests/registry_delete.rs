@@ -23,7 +23,9 @@ async fn a_pushed_manifest_is_deleted_by_digest_and_then_absent() {
     )
     .unwrap();
     let tag = format!("d{}", &unique[unique.len() - 12..]);
-    let reference = format!("{LOCAL}/test/gc:{tag}");
+    // A repository of this run's own: runs never meet in the registry, which keeps its storage.
+    let repository = format!("test-{}/gc", common::run_id());
+    let reference = format!("{LOCAL}/{repository}:{tag}");
     docker(&[
         "build",
         "-q",
@@ -37,21 +39,21 @@ async fn a_pushed_manifest_is_deleted_by_digest_and_then_absent() {
     let digest = pushed.unwrap();
     let client = RegistryClient::new(&registry(LOCAL), None).unwrap();
     assert_eq!(
-        client.manifest("test/gc", &tag).await.unwrap(),
+        client.manifest(&repository, &tag).await.unwrap(),
         Published::Present {
             digest: digest.clone()
         }
     );
     assert_eq!(
-        client.delete_manifest("test/gc", &digest).await.unwrap(),
+        client.delete_manifest(&repository, &digest).await.unwrap(),
         Deleted::Deleted
     );
     assert_eq!(
-        client.manifest("test/gc", &tag).await.unwrap(),
+        client.manifest(&repository, &tag).await.unwrap(),
         Published::Absent
     );
     assert_eq!(
-        client.delete_manifest("test/gc", &digest).await.unwrap(),
+        client.delete_manifest(&repository, &digest).await.unwrap(),
         Deleted::Absent
     );
 }

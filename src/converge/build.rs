@@ -128,6 +128,9 @@ fn with_history<T>(
     f(&*crate::backends::state::locked(db)?)
 }
 
+/// The builder a pooled multi-platform build names: `docker buildx` on the machine running meshtop.
+pub const BUILDX_BUILDER: &str = "buildx (this machine)";
+
 /// The tar being written on a blocking thread: what it sent, or why it stopped.
 type Tarring = tokio::task::JoinHandle<Result<Inputs, InputsError>>;
 
@@ -147,7 +150,13 @@ pub async fn build_module(
     let revision = tokio::task::spawn_blocking(move || git::revision(&context))
         .await
         .unwrap_or_default();
-    let run = Run::start(&module, planned, mesh, &revision, on.builder, db, emitter)?;
+    // A multi-platform build runs through this machine's `docker buildx` (which has builders of its
+    // own) wherever the pool placed it: its line and row say so, not a daemon that never saw it.
+    let builder = match on.builder {
+        Some(_) if planned.multi_platform => Some(BUILDX_BUILDER),
+        placed => placed,
+    };
+    let run = Run::start(&module, planned, mesh, &revision, builder, db, emitter)?;
     let base = match &on.base {
         Ok(base) => base.clone(),
         Err(why) => return run.failed(why.clone(), None),

@@ -392,7 +392,16 @@ async fn build_on(
     };
     let reference = placed.built.planned.reference.clone().unwrap_or_default();
     let pushing = Instant::now();
-    match push_image(daemon.docker(), &reference, shared.creds.as_ref()).await {
+    let push = push_image(daemon.docker(), &reference, shared.creds.as_ref());
+    // A push that hangs (a registry that stops answering mid-upload) must not hold the converge.
+    let pushed = match tokio::time::timeout(shared.deadline, push).await {
+        Ok(pushed) => pushed.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
+            "the push did not end within {} s (MESHTOP_BUILD_DEADLINE)",
+            shared.deadline.as_secs()
+        )),
+    };
+    match pushed {
         Ok(digest) => {
             let push_ms = i64::try_from(pushing.elapsed().as_millis()).unwrap_or(i64::MAX);
             let id = placed.built.correlation_id.clone();

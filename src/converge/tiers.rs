@@ -410,16 +410,7 @@ impl TierRun<'_> {
             Err(error) => Err(error),
         };
         if let Err(error) = published {
-            self.emitter.emit(
-                failed_payload(&error),
-                Some(&built.planned.name),
-                error.to_string(),
-            );
-            self.failed(
-                &built.planned,
-                format!("failed: delivery: {error}"),
-                Some((&built, Some(&artifact))),
-            );
+            self.delivery_failed(&built, Some(&artifact), &error);
             return;
         }
         // Delivered: what follows is as for a build that pushed itself.
@@ -428,6 +419,25 @@ impl TierRun<'_> {
             ..built
         };
         self.deliver_built(built).await;
+    }
+
+    /// A built artifact that could not be published or delivered: said, and the module fails.
+    fn delivery_failed(
+        &mut self,
+        built: &Built,
+        artifact: Option<&String>,
+        error: &impl std::fmt::Display,
+    ) {
+        self.emitter.emit(
+            failed_payload(error),
+            Some(&built.planned.name),
+            error.to_string(),
+        );
+        self.failed(
+            &built.planned,
+            format!("failed: delivery: {error}"),
+            Some((built, artifact)),
+        );
     }
 
     /// A build that ended: delivered and stamped when it succeeded, a failure otherwise.
@@ -449,16 +459,7 @@ impl TierRun<'_> {
             self.publish_and_deliver(&built, &reference, artifact).await
         };
         if let Err(error) = delivered {
-            self.emitter.emit(
-                failed_payload(&error),
-                Some(&built.planned.name),
-                error.to_string(),
-            );
-            self.failed(
-                &built.planned,
-                format!("failed: delivery: {error}"),
-                Some((&built, Some(artifact))),
-            );
+            self.delivery_failed(&built, Some(artifact), &error);
             return;
         }
         self.planner.built(&built.planned.name, artifact);

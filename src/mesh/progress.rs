@@ -422,6 +422,7 @@ pub fn said_once<'t>(step: Step, module: Option<&str>, text: &'t str) -> (&'stat
         (Step::Build, _) => "building ",
         (Step::Built, _) => "built ",
         (Step::Created, _) => "created ",
+        (Step::Builder, _) => "builder ",
         (Step::Stamped, None) => return ("", text),
         (Step::Stamped, Some(module)) => {
             let said = text
@@ -535,6 +536,14 @@ mod tests {
         assert_eq!(
             line(Step::Stamped, Some("api"), "record stamped: api a@1 → b@2"),
             "  stamped api: a@1 → b@2"
+        );
+        assert_eq!(
+            line(
+                Step::Builder,
+                None,
+                "builder one (unix:///d.sock) ready: engine 20.10"
+            ),
+            "  builder one (unix:///d.sock) ready: engine 20.10"
         );
         // An error that happens to open with the step's word keeps it.
         assert_eq!(

@@ -217,6 +217,8 @@ const DECISION_W: u16 = 12;
 /// While an operation runs the column holds `building 12/15 3m05s sent 2/2`-like states.
 const LIVE_W: u16 = 20;
 const MACHINES_W: u16 = 11;
+/// The most of a builder's name the NOW column makes room for (a longer one is cut with `…`).
+const MAX_BUILDER_W: u16 = 16;
 const LAST_W: u16 = 15;
 
 fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
@@ -230,10 +232,18 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
     };
     let longest = shown().map(|m| m.name.chars().count()).max();
     let name = (longest.unwrap_or(6).max(6) as u16).min(24);
-    let decision = if state.live_running().is_some() {
-        LIVE_W
-    } else {
-        DECISION_W
+    let decision = match state.live_running() {
+        // On a pool the state also names the builder (`building 2/4 50s on farm-1`).
+        Some(live) => {
+            let builder = live
+                .pool
+                .builders
+                .iter()
+                .map(|b| b.name.chars().count())
+                .max();
+            LIVE_W + builder.map_or(0, |n| (n as u16).min(MAX_BUILDER_W) + 4)
+        }
+        None => DECISION_W,
     };
     let fixed = 2 + name + 1 + decision + 1 + 7 + 5 + MACHINES_W + 1 + LAST_W;
     // REF is as wide as the longest ref shown, at most REF_MAX; the rest of the row stays free.

@@ -48,3 +48,19 @@ pub fn run_id() -> String {
 pub fn fresh_run(command: &str) -> String {
     format!("RUN {command} # fresh {}\n", run_id())
 }
+
+/// Processes of this machine whose command line holds `word` (BuildKit's step processes run in
+/// their own PID namespace, but the host's /proc lists them).
+pub fn processes_saying(word: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(line) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&line).replace('\0', " ");
+        if line.contains(word) {
+            found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}

@@ -237,34 +237,34 @@ impl StateDb {
         published_ref: &str,
         published_digest: &str,
     ) -> Result<(), StateError> {
-        let changed = self.durably(|| {
-            self.conn
-                .execute(
-                    "UPDATE builds SET published_ref = ?2, published_digest = ?3, published_ms = ?4 \
-                     WHERE id = ?1",
-                    params![id, published_ref, published_digest, now_ms()],
-                )
-                .map_err(self.err("record what a build published"))
-        })?;
-        if changed == 0 {
-            return Err(StateError::UnknownBuild {
-                path: self.path.clone(),
-                id: id.to_string(),
-            });
-        }
-        Ok(())
+        self.update_build(
+            id,
+            "UPDATE builds SET published_ref = ?2, published_digest = ?3, published_ms = ?4 \
+             WHERE id = ?1",
+            params![id, published_ref, published_digest, now_ms()],
+            "record what a build published",
+        )
     }
 
     /// Record how long a build's hand-over push to the registry took (kept apart from its build time).
     pub fn set_push_time(&self, id: &str, push_ms: i64) -> Result<(), StateError> {
-        let changed = self.durably(|| {
-            self.conn
-                .execute(
-                    "UPDATE builds SET push_ms = ?2 WHERE id = ?1",
-                    params![id, push_ms],
-                )
-                .map_err(self.err("record how long a build's push took"))
-        })?;
+        self.update_build(
+            id,
+            "UPDATE builds SET push_ms = ?2 WHERE id = ?1",
+            params![id, push_ms],
+            "record how long a build's push took",
+        )
+    }
+
+    /// One durable UPDATE of build `id`'s row; a build nobody recorded is an error, not a no-op.
+    fn update_build(
+        &self,
+        id: &str,
+        sql: &str,
+        values: &[&dyn ToSql],
+        what: &'static str,
+    ) -> Result<(), StateError> {
+        let changed = self.durably(|| self.conn.execute(sql, values).map_err(self.err(what)))?;
         if changed == 0 {
             return Err(StateError::UnknownBuild {
                 path: self.path.clone(),
