@@ -58,13 +58,18 @@ impl Drop for SecondDaemonGuard {
 }
 
 fn pool_mesh(tag: &str, builders: &[(&str, &str, u32)]) -> PoolMesh {
+    pool_mesh_at(tag, LOCAL, builders)
+}
+
+/// [`pool_mesh`] handing over through the registry at `registry` (a proxy in front of the real one).
+fn pool_mesh_at(tag: &str, registry: &str, builders: &[(&str, &str, u32)]) -> PoolMesh {
     require_second_daemon();
     let mesh = ExampleMesh::new(tag);
     let file = mesh.mesh_file();
     let text = std::fs::read_to_string(&file).unwrap();
     let mut text = text.replacen(
         &format!("name = \"{}\"\n", mesh.name),
-        &format!("name = \"{}\"\nregistry = \"{LOCAL}\"\n", mesh.name),
+        &format!("name = \"{}\"\nregistry = \"{registry}\"\n", mesh.name),
         1,
     );
     for (name, endpoint, max_builds) in builders {
@@ -490,4 +495,55 @@ fn a_build_past_its_deadline_is_stopped_retried_once_and_fails_the_converge() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn a_hand_over_push_past_its_deadline_fails_the_module_and_stamps_nothing() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
+    // Every builder passes its check (its push to meshtop-check is answered); base's manifest
+    // PUT is held open by the registry, as a registry whose storage hangs holds it.
+    let registry = runtime.block_on(common::registry_proxy::RegistryProxy::stalling(
+        "/base/manifests/",
+    ));
+    let pool = pool_mesh_at(
+        "hang",
+        &registry.host,
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
+            ("two", SECOND, 1),
+        ],
+    );
+    let mesh = &pool.mesh;
+    let log = mesh.dir.path().join("converge.log");
+    let started = Instant::now();
+    // Room for base's build (seconds) on a busy machine; the push then waits for ever.
+    let mut child = mesh.spawn_converge(&log, &[("MESHTOP_BUILD_DEADLINE", "20")]);
+    let status = wait_exit(&mut child, Duration::from_secs(120), "the push's deadline");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "could not push {}/{}/base:",
+            registry.host, mesh.name
+        )) && stderr.contains("the push did not end within 20 s (MESHTOP_BUILD_DEADLINE)"),
+        "the push's deadline is said:\n{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(120));
+    let db = StateDb::open(&mesh.state()).unwrap();
+    assert!(
+        db.record(&mesh.name, "default").unwrap().is_empty(),
+        "nothing is stamped while an artifact is not in the registry"
+    );
+    let rows = builds(mesh);
+    assert!(
+        rows.iter().all(|r| r.status != BuildStatus::Running),
+        "{rows:#?}"
+    );
+    assert!(
+        rows.iter()
+            .filter(|r| r.module.as_deref() == Some("base"))
+            .all(|r| r.published_digest.is_none()),
+        "{rows:#?}"
+    );
 }

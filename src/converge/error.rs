@@ -35,9 +35,6 @@ pub enum ConvergeError {
     /// name): refused before anything ran; a command exits 2.
     #[error("{0}")]
     BadInput(String),
-    /// A module had to be built and the host daemon could not be reached.
-    #[error("cannot build: {0}")]
-    CannotBuild(Arc<DaemonError>),
     /// A build ended but its end could not be written (a full disk): its row is marked `stopped`
     /// if it can be, else the next open of the state closes it so.
     #[error("{0}")]

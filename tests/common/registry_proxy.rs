@@ -14,6 +14,11 @@
 //! Opened without a login
 //! ([`RegistryProxy::open`]) it forwards everything and runs a hook before each manifest DELETE
 //! reaches the registry (what a test does "while gc deletes").
+//!
+//! [`RegistryProxy::stalling`]: open, but a manifest PUT whose path holds a given part is never
+//! answered, as a registry whose storage driver hangs holds the request open (distribution
+//! `registry/handlers/manifests.go`: `PutManifest` answers only once the store's `Put` returns, and
+//! the http server sets no write timeout of its own).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,26 +54,38 @@ struct Rules {
     writes: Arc<AtomicUsize>,
     login: bool,
     on_delete: Option<OnDelete>,
+    /// A manifest PUT whose path holds this is held open, never answered.
+    stall: Option<String>,
 }
 
 impl RegistryProxy {
     /// The real registry behind a login.
     pub async fn start() -> RegistryProxy {
-        RegistryProxy::serve(true, None).await
+        RegistryProxy::serve(true, None, None).await
     }
 
     /// The real registry, open, with `on_delete` run before each manifest DELETE is forwarded.
     pub async fn open(on_delete: OnDelete) -> RegistryProxy {
-        RegistryProxy::serve(false, Some(on_delete)).await
+        RegistryProxy::serve(false, Some(on_delete), None).await
     }
 
-    async fn serve(login: bool, on_delete: Option<OnDelete>) -> RegistryProxy {
+    /// The real registry, open, holding every manifest PUT whose path holds `part` unanswered.
+    pub async fn stalling(part: &str) -> RegistryProxy {
+        RegistryProxy::serve(false, None, Some(part.to_string())).await
+    }
+
+    async fn serve(
+        login: bool,
+        on_delete: Option<OnDelete>,
+        stall: Option<String>,
+    ) -> RegistryProxy {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .unwrap();
         let host = listener.local_addr().unwrap().to_string();
         let refused = Arc::new(AtomicUsize::new(0));
         let writes = Arc::new(AtomicUsize::new(0));
+        meshtop::backends::registry::install_crypto_provider();
         let client = reqwest::Client::new();
         let rules = Rules {
             me: host.clone(),
@@ -76,6 +93,7 @@ impl RegistryProxy {
             writes: writes.clone(),
             login,
             on_delete,
+            stall,
         };
         let app = Router::new().fallback(
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
@@ -132,6 +150,7 @@ impl StoppableRegistry {
         let host = listener.local_addr().unwrap().to_string();
         let budget = Arc::new(AtomicUsize::new(usize::MAX));
         let seen = Arc::new(AtomicUsize::new(0));
+        meshtop::backends::registry::install_crypto_provider();
         let client = reqwest::Client::new();
         let server: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
         let rules = Rules {
@@ -140,6 +159,7 @@ impl StoppableRegistry {
             writes: Arc::new(AtomicUsize::new(0)),
             login: false,
             on_delete: None,
+            stall: None,
         };
         let (left, counted, stop) = (budget.clone(), seen.clone(), server.clone());
         let app = Router::new().fallback(
@@ -208,6 +228,15 @@ async fn forward(
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     if [Method::POST, Method::PUT, Method::PATCH].contains(&method) {
         rules.writes.fetch_add(1, Ordering::SeqCst);
+    }
+    if method == Method::PUT
+        && path.contains("/manifests/")
+        && rules
+            .stall
+            .as_ref()
+            .is_some_and(|part| path.contains(part.as_str()))
+    {
+        std::future::pending::<()>().await;
     }
     if method == Method::DELETE
         && path.contains("/manifests/")
