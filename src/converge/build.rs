@@ -487,7 +487,8 @@ impl<'a> Run<'a> {
         let result = match tokio::time::timeout(on.deadline, building).await {
             Ok(result) => result,
             Err(_) => {
-                // The daemon's build is left to it; the stream meshtop read is dropped. The
+                // The build's stream is dropped, and with its connection the daemon ends the
+                // build, steps included (builder_daemons' deadline test sees the step go). The
                 // tar's thread ends when its reader is gone.
                 tarring.abort();
                 let message = format!(

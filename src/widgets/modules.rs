@@ -241,7 +241,8 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
                 .iter()
                 .map(|b| b.name.chars().count())
                 .max();
-            LIVE_W + builder.map_or(0, |n| (n as u16).min(MAX_BUILDER_W) + 4)
+            let builder = builder.map(|n| u16::try_from(n).unwrap_or(u16::MAX));
+            LIVE_W + builder.map_or(0, |n| n.min(MAX_BUILDER_W) + 4)
         }
         None => DECISION_W,
     };
