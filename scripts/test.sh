@@ -5,9 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # mount: the full-disk test mounts a small tmpfs; util-linux: setpriv (read-only state as another user);
-# openssh-client: a real ssh agent for `ssh = true`; gcc and libc6-dev: its static in-build client;
+# openssh-client: a real ssh agent for `ssh = true`; openssh-server: a builder reached over ssh://; gcc and libc6-dev: its static in-build client;
 # iproute2: the second daemon's own bridge (scripts/start-second-daemon.sh).
-packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client gcc libc6-dev iproute2)
+packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client openssh-server gcc libc6-dev iproute2)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")

@@ -547,3 +547,77 @@ fn a_hand_over_push_past_its_deadline_fails_the_module_and_stamps_nothing() {
         "{rows:#?}"
     );
 }
+
+/// A builder at `ssh://` is dialled as the docker CLI dials it: each connection one
+/// `ssh … docker system dial-stdio`, through a real sshd on loopback. Its daemon there is the
+/// machine's own, so the check finds it is the target's daemon and it builds everything.
+#[test]
+fn a_builder_over_ssh_is_dialled_as_the_docker_cli_does_and_builds() {
+    let sshd = common::sshd::Sshd::start();
+    let pool = pool_mesh("ssh", &[("far", &sshd.endpoint(), 2)]);
+    let mesh = &pool.mesh;
+    let log = mesh.dir.path().join("converge.log");
+    let path = sshd.path();
+    let mut child = mesh.spawn_converge(&log, &[("PATH", path.as_str())]);
+    let status = wait_exit(
+        &mut child,
+        Duration::from_secs(240),
+        "the converge over ssh",
+    );
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}\nsshd:\n{}", sshd.log());
+    assert!(
+        stderr.contains(&format!("builder far ({}) ready", sshd.endpoint()))
+            && stderr.contains("the target's daemon"),
+        "{stderr}"
+    );
+    assert!(
+        sshd.connections() >= 2,
+        "meshtop's calls went through ssh: {} connection(s)",
+        sshd.connections()
+    );
+    let on = built_on(mesh);
+    assert_eq!(on.len(), 5, "{on:?}");
+    assert!(on.values().all(|b| b == &["far"]), "{on:?}");
+    machines_run_the_record(mesh);
+}
+
+/// An ssh that cannot log in says why (ssh's own words), the builder is left out, the others build.
+#[test]
+fn a_builder_whose_ssh_is_refused_is_left_out_with_sshs_reason() {
+    let sshd = common::sshd::Sshd::start();
+    // Another key: the server knows only the first one.
+    std::fs::remove_file(sshd.client_key()).unwrap();
+    std::fs::remove_file(sshd.client_key().with_extension("pub")).unwrap();
+    let ok = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(sshd.client_key())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let pool = pool_mesh(
+        "sshno",
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 2),
+            ("far", &sshd.endpoint(), 1),
+        ],
+    );
+    let mesh = &pool.mesh;
+    let log = mesh.dir.path().join("converge.log");
+    let path = sshd.path();
+    let mut child = mesh.spawn_converge(&log, &[("PATH", path.as_str())]);
+    let status = wait_exit(&mut child, Duration::from_secs(240), "the converge");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "builder far ({}) is left out of this converge",
+            sshd.endpoint()
+        )) && stderr.contains("ssh could not reach its daemon")
+            && stderr.contains("Permission denied"),
+        "{stderr}"
+    );
+    let on = built_on(mesh);
+    assert!(on.values().all(|b| b == &["one"]), "{on:?}");
+}

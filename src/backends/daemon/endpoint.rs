@@ -41,9 +41,10 @@ pub struct Described {
 
 impl Daemon {
     /// Connect to the daemon at `endpoint` and negotiate the API version. `Endpoint::Local` is the
-    /// daemon `DOCKER_HOST` names (as [`Daemon::connect`]). An ssh endpoint is refused with how to
-    /// reach the host another way: meshtop does not dial ssh itself.
+    /// daemon `DOCKER_HOST` names (as [`Daemon::connect`]). An ssh endpoint is dialled as the docker
+    /// CLI dials it (`ssh.rs`); when ssh fails, its own words are the error.
     pub async fn connect_at(endpoint: &Endpoint) -> Result<Daemon, DaemonError> {
+        let mut dialer = None;
         let (docker, tls) = match endpoint {
             Endpoint::Local => return Daemon::connect().await,
             Endpoint::Unix(path) => (
@@ -84,14 +85,16 @@ impl Daemon {
                     true,
                 )
             }
-            Endpoint::Ssh { .. } => {
-                return Err(DaemonError::Refused {
-                    endpoint: endpoint.to_string(),
-                    message: format!(
-                        "meshtop does not dial ssh:// itself: forward the remote socket (ssh -nNT -L /tmp/builder.sock:/var/run/docker.sock {}) and write endpoint = \"unix:///tmp/builder.sock\", or expose the daemon on tcp:// with TLS (tls_dir)",
-                        endpoint.to_string().trim_start_matches("ssh://")
-                    ),
-                });
+            Endpoint::Ssh { user, host, port } => {
+                let args = super::ssh::ssh_args(user.as_deref(), host, *port);
+                let ssh = super::ssh::SshDialer::start(&endpoint.to_string(), args)?;
+                let docker = Docker::connect_with_unix(
+                    &ssh.socket().to_string_lossy(),
+                    CALL_TIMEOUT_SECS,
+                    API_DEFAULT_VERSION,
+                );
+                dialer = Some(std::sync::Arc::new(ssh));
+                (docker, false)
             }
         };
         let shown = endpoint.to_string();
@@ -99,13 +102,39 @@ impl Daemon {
             endpoint: shown.clone(),
             source,
         };
-        let docker = docker
+        let negotiated = docker
             .map_err(connect_error)?
             .with_timeout(Duration::from_secs(CALL_TIMEOUT_SECS))
             .negotiate_version()
-            .await
-            .map_err(connect_error)?;
-        Ok(Daemon::from_parts(docker, shown, tls))
+            .await;
+        if negotiated.is_err()
+            && let Some(ssh) = &dialer
+        {
+            // The ssh that failed says why as it exits, a moment after the socket closed.
+            for _ in 0..20 {
+                if ssh.said().is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        let docker = match (negotiated, &dialer) {
+            (Ok(docker), _) => docker,
+            // What ssh said (a refused key, an unknown host) is the reason, not the socket's EOF.
+            (Err(_), Some(ssh)) if ssh.said().is_some() => {
+                return Err(DaemonError::Refused {
+                    endpoint: shown.clone(),
+                    message: format!(
+                        "ssh could not reach its daemon: {}",
+                        ssh.said().unwrap_or_default()
+                    ),
+                });
+            }
+            (Err(error), _) => return Err(connect_error(error)),
+        };
+        let mut daemon = Daemon::from_parts(docker, shown, tls);
+        daemon.ssh = dialer;
+        Ok(daemon)
     }
 
     /// Who the daemon is, its version and its own platform (two calls).
@@ -188,15 +217,16 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn an_ssh_endpoint_is_refused_with_a_way_to_reach_it() {
-        let endpoint = Endpoint::parse("ssh://ci@farm-1").unwrap();
+    async fn an_ssh_endpoint_that_ssh_cannot_reach_says_sshs_own_reason() {
+        // A host name no resolver knows (`.invalid`, RFC 2606): ssh itself says why it failed.
+        let endpoint = Endpoint::parse("ssh://ci@farm-1.invalid").unwrap();
         let Err(error) = Daemon::connect_at(&endpoint).await else {
-            panic!("an ssh endpoint connected");
+            panic!("an unreachable ssh endpoint connected");
         };
         let text = error.to_string();
-        assert!(text.contains("ssh://ci@farm-1"), "{text}");
-        assert!(text.contains("ssh -nNT -L"), "{text}");
-        assert!(text.contains("ci@farm-1"), "{text}");
+        assert!(text.contains("ssh://ci@farm-1.invalid"), "{text}");
+        assert!(text.contains("ssh could not reach its daemon"), "{text}");
+        assert!(text.contains("farm-1.invalid"), "{text}");
     }
 
     #[tokio::test]

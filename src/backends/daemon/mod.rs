@@ -10,6 +10,7 @@ pub mod logs;
 pub mod push;
 pub mod session;
 pub mod socket;
+pub mod ssh;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -95,6 +96,8 @@ pub struct Daemon {
     legacy: std::sync::Arc<std::sync::OnceLock<String>>,
     /// Reached over TLS (a builder's `tls_dir`): meshtop's own BuildKit session cannot go there.
     tls: bool,
+    /// Reached over ssh: the socket that dials it, kept as long as the daemon is.
+    ssh: Option<std::sync::Arc<ssh::SshDialer>>,
 }
 
 /// Where the daemon is, as the docker CLI resolves it.
@@ -127,6 +130,7 @@ impl Daemon {
             platform: tokio::sync::OnceCell::new(),
             legacy: std::sync::Arc::default(),
             tls,
+            ssh: None,
         }
     }
 
