@@ -97,6 +97,12 @@ const EXCEPTIONS: &[Exception] = &[
         why: "the docker CLI, run as `docker buildx` (a builder), not a target",
     },
     Exception {
+        file: "src/backends/daemon/ssh.rs",
+        rule: Rule::Word,
+        what: "docker",
+        why: "the docker CLI run on a builder's host (`docker system dial-stdio`), as the docker CLI dials ssh://, not a target",
+    },
+    Exception {
         file: "src/converge/build.rs",
         rule: Rule::Sentence,
         what: "`docker buildx`",
