@@ -85,6 +85,46 @@ fn pool_mesh_at(tag: &str, registry: &str, builders: &[(&str, &str, u32)]) -> Po
     }
 }
 
+/// The pool most tests use: `one` the machine's daemon, `two` the second daemon behind a proxy on a
+/// socket of the test's own (so a test can count or cut it), one build at once each.
+struct ProxiedPool {
+    pool: PoolMesh,
+    /// Kept open while the test runs: `two` is reached through it.
+    _proxy: DaemonProxy,
+    _dir: tempfile::TempDir,
+    /// The proxy's tasks run on it.
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn proxied_pool(tag: &str) -> ProxiedPool {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = {
+        let _entered = runtime.enter();
+        DaemonProxy::start(&dir.path().join("two.sock"), Path::new(SECOND_SOCKET))
+    };
+    let pool = pool_mesh(
+        tag,
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
+            ("two", &proxy.docker_host(), 1),
+        ],
+    );
+    ProxiedPool {
+        pool,
+        _proxy: proxy,
+        _dir: dir,
+        _runtime: runtime,
+    }
+}
+
+/// Append `line` to the base's Dockerfile.
+fn add_to_base(mesh: &ExampleMesh, line: &str) {
+    let file = mesh.root().join("base/Dockerfile");
+    let original = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{original}{line}")).unwrap();
+}
+
 /// Per module, the builders its builds went to (in order), as the converge's steps say.
 fn built_on(mesh: &ExampleMesh) -> BTreeMap<String, Vec<String>> {
     let db = StateDb::open(&mesh.state()).unwrap();
@@ -126,18 +166,8 @@ fn machines_run_the_record(mesh: &ExampleMesh) {
 
 #[test]
 fn two_builders_spread_a_tier_and_hand_bases_over_through_the_registry() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let _entered = runtime.enter();
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = DaemonProxy::start(&dir.path().join("two.sock"), Path::new(SECOND_SOCKET));
-    let pool = pool_mesh(
-        "pool",
-        &[
-            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
-            ("two", &proxy.docker_host(), 1),
-        ],
-    );
-    let mesh = &pool.mesh;
+    let pooled = proxied_pool("pool");
+    let mesh = &pooled.pool.mesh;
     let output = mesh.meshtop(&["converge", "--jobs", "2", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", said(&output));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -235,13 +265,7 @@ fn a_builder_cut_mid_build_is_left_and_its_build_retried_once_on_the_other() {
         &[(cut, &proxy.docker_host(), 1), (kept, first.as_str(), 1)],
     );
     let mesh = &pool.mesh;
-    let file = mesh.root().join("base/Dockerfile");
-    let original = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
-        &file,
-        format!("{original}{}", common::fresh_run("sleep 20")),
-    )
-    .unwrap();
+    add_to_base(mesh, &common::fresh_run("sleep 20"));
     let log = dir.path().join("converge.log");
     let mut child = mesh.spawn_converge(&log, &[]);
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -297,21 +321,9 @@ fn a_builder_cut_mid_build_is_left_and_its_build_retried_once_on_the_other() {
 
 #[test]
 fn a_failing_step_is_not_retried_on_another_builder() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let _entered = runtime.enter();
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = DaemonProxy::start(&dir.path().join("fail.sock"), Path::new(SECOND_SOCKET));
-    let pool = pool_mesh(
-        "fstep",
-        &[
-            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
-            ("two", &proxy.docker_host(), 1),
-        ],
-    );
-    let mesh = &pool.mesh;
-    let file = mesh.root().join("base/Dockerfile");
-    let original = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, format!("{original}{}", common::fresh_run("exit 3"))).unwrap();
+    let pooled = proxied_pool("fstep");
+    let mesh = &pooled.pool.mesh;
+    add_to_base(mesh, &common::fresh_run("exit 3"));
     let output = mesh.meshtop(&["converge"]);
     let text = said(&output);
     assert_eq!(output.status.code(), Some(1), "{text}");
@@ -416,27 +428,11 @@ fn a_builder_that_is_not_the_targets_daemon_needs_the_registry() {
 
 #[test]
 fn a_build_past_its_deadline_is_stopped_retried_once_and_fails_the_converge() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let _entered = runtime.enter();
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = DaemonProxy::start(&dir.path().join("late.sock"), Path::new(SECOND_SOCKET));
-    let pool = pool_mesh(
-        "late",
-        &[
-            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
-            ("two", &proxy.docker_host(), 1),
-        ],
-    );
-    let mesh = &pool.mesh;
-    let file = mesh.root().join("base/Dockerfile");
-    let original = std::fs::read_to_string(&file).unwrap();
+    let pooled = proxied_pool("late");
+    let mesh = &pooled.pool.mesh;
     let step = common::run_id();
-    std::fs::write(
-        &file,
-        format!("{original}RUN sleep 120; true # step {step}\n"),
-    )
-    .unwrap();
-    let log = dir.path().join("converge.log");
+    add_to_base(mesh, &format!("RUN sleep 120; true # step {step}\n"));
+    let log = mesh.dir.path().join("converge.log");
     let started = Instant::now();
     let mut child = mesh.spawn_converge(&log, &[("MESHTOP_BUILD_DEADLINE", "6")]);
     // Two attempts of 6 s each and the converge's own work: far from the step's 120 s.

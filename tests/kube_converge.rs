@@ -272,23 +272,31 @@ async fn neither_registry_nor_kind_context_is_refused_before_any_build() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_multi_platform_module_without_buildx_fails_naming_it() {
-    common::local_registry::require_registry().await;
-    let api = KubeApi::start().await;
-    let k = KubeMesh::new("kx", &api, true, "test-ctx", "");
-    let file = k.mesh.mesh_file();
-    let text = std::fs::read_to_string(&file).unwrap().replacen(
-        "context = \"base\"\n",
-        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
-        1,
-    );
-    std::fs::write(&file, text).unwrap();
+/// The example mesh on the API test server, its base built for two platforms, `more` appended to its
+/// mesh file; this machine must have no `docker buildx` (the build then fails naming it).
+fn multi_platform_base(tag: &str, api: &KubeApi, more: &str) -> KubeMesh {
     let buildx = std::process::Command::new("docker")
         .args(["buildx", "version"])
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(!buildx, "this test needs a machine without docker buildx");
+    let k = KubeMesh::new(tag, api, true, "test-ctx", "");
+    let file = k.mesh.mesh_file();
+    let mut text = std::fs::read_to_string(&file).unwrap().replacen(
+        "context = \"base\"\n",
+        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+        1,
+    );
+    text.push_str(more);
+    std::fs::write(&file, text).unwrap();
+    k
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_platform_module_without_buildx_fails_naming_it() {
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let k = multi_platform_base("kx", &api, "");
     let output = k.run(&["converge", "--json", "base"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -306,18 +314,12 @@ async fn a_multi_platform_module_without_buildx_fails_naming_it() {
 async fn a_multi_platform_module_on_a_pool_names_buildx_as_its_builder() {
     common::local_registry::require_registry().await;
     let api = KubeApi::start().await;
-    let k = KubeMesh::new("kxpool", &api, true, "test-ctx", "");
-    let file = k.mesh.mesh_file();
-    let mut text = std::fs::read_to_string(&file).unwrap().replacen(
-        "context = \"base\"\n",
-        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
-        1,
-    );
-    text.push_str(
+    let k = multi_platform_base(
+        "kxpool",
+        &api,
         "\n[[builder]]\nname = \"one\"\nendpoint = \"unix:///var/run/docker.sock\"\n\
          \n[[builder]]\nname = \"two\"\nendpoint = \"unix:///run/meshtop-test-dockerd2/docker.sock\"\n",
     );
-    std::fs::write(&file, text).unwrap();
     let output = k.run(&["converge", "--json", "base"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", said(&output));
     assert!(said(&output).contains("docker buildx"), "{}", said(&output));

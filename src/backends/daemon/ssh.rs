@@ -24,7 +24,7 @@ pub struct SshDialer {
     socket: PathBuf,
     accepting: tokio::task::JoinHandle<()>,
     /// What the last ssh that failed said on stderr (why a call could not connect).
-    pub last_error: Arc<Mutex<Option<String>>>,
+    last_error: Arc<Mutex<Option<String>>>,
 }
 
 impl Drop for SshDialer {
@@ -118,9 +118,19 @@ async fn serve(mut connection: UnixStream, args: Vec<String>, said: Arc<Mutex<Op
     let mut remote = tokio::io::join(stdout, stdin);
     let _ = tokio::io::copy_bidirectional(&mut connection, &mut remote).await;
     drop(remote);
+    // ssh ends once its stdin is closed; one that does not is ended, not left behind.
     let mut text = String::new();
-    let _ = stderr.read_to_string(&mut text).await;
-    let status = child.wait().await;
+    let ended = async {
+        let _ = stderr.read_to_string(&mut text).await;
+        child.wait().await
+    };
+    let status = match tokio::time::timeout(std::time::Duration::from_secs(10), ended).await {
+        Ok(status) => status,
+        Err(_) => {
+            let _ = child.kill().await;
+            return;
+        }
+    };
     if status.is_ok_and(|s| !s.success())
         && !text.trim().is_empty()
         && let Ok(mut said) = said.lock()
