@@ -193,7 +193,7 @@ impl Target for Docker {
         artifact: Artifact<'a>,
         _reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>> {
+    ) -> Fut<'a, Result<Option<String>, TargetError>> {
         Box::pin(async move {
             emitter.emit(
                 Payload::Delivered {
@@ -206,7 +206,7 @@ impl Target for Docker {
                     artifact.reference
                 ),
             );
-            Ok(())
+            Ok(None)
         })
     }
 
@@ -229,7 +229,8 @@ impl Target for Docker {
             };
             let creds = registry_credentials(registry).await?;
             host::pull_vouched(
-                reach.daemon,
+                &reach,
+                &mesh.name,
                 &artifact,
                 manifest,
                 registry,
@@ -376,10 +377,17 @@ impl Target for Docker {
             let creds = registry_credentials(registry).await?;
             let client = RegistryClient::new(registry, creds.clone())?;
             let (path, tag) = repository_in(&registry.host, artifact.reference);
-            match client.manifest(path, tag).await? {
+            // The manifest the record names, never the tag looked up again; a record from before
+            // manifests were kept asks the tag, and the pull must still bring the artifact.
+            let found = match artifact.manifest {
+                Some(manifest) => client.manifest(path, manifest).await?,
+                None => client.manifest(path, tag).await?,
+            };
+            match found {
                 Published::Present { digest } => {
                     host::pull_vouched(
-                        reach.daemon,
+                        &reach,
+                        &mesh.name,
                         &artifact,
                         &digest,
                         registry,
@@ -395,16 +403,6 @@ impl Target for Docker {
                 ))),
             }
         })
-    }
-
-    /// Containers run the image id: nothing is pulled, nothing published is needed.
-    fn published_digest<'a>(
-        &'a self,
-        _mesh: &'a Mesh,
-        _db: &'a Mutex<StateDb>,
-        _entry: &'a RecordEntry,
-    ) -> Fut<'a, Option<String>> {
-        Box::pin(async { None })
     }
 
     fn registry_client<'a>(
