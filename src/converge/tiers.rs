@@ -308,14 +308,9 @@ impl TierRun<'_> {
             _ => RecordEntry::new(reference.clone(), artifact.clone()),
         };
         if decided.decision == Decision::Host {
+            // Published too where the converge publishes (`--publish`): a skip still signs.
             let delivered = self
-                .target
-                .deliver(
-                    self.mesh,
-                    Artifact::of(&module.name, &entry),
-                    self.reach(),
-                    self.emitter,
-                )
+                .publish_and_deliver(&module.name, &reference, &artifact, None)
                 .await;
             match delivered {
                 Ok(pushed) => entry.manifest = pushed,
@@ -471,7 +466,11 @@ impl TierRun<'_> {
         // A multi-platform build pushed itself (buildx --push), as did a pool's hand-over.
         let delivered = match &built.published {
             Some(manifest) => Ok(Some(manifest.clone())),
-            None => self.publish_and_deliver(&built, &reference, artifact).await,
+            None => {
+                let build = Some(built.correlation_id.as_str());
+                self.publish_and_deliver(&built.planned.name, &reference, artifact, build)
+                    .await
+            }
         };
         let manifest = match delivered {
             Ok(manifest) => manifest,
@@ -491,19 +490,20 @@ impl TierRun<'_> {
         self.outcomes.push(outcome);
     }
 
-    /// Publish a build where the target says so (`--publish`), then deliver it; the manifest
-    /// digest it was pushed as, by either.
+    /// Publish an artifact (built now: `build_id`) where the target says so (`--publish`), then
+    /// deliver it; the manifest digest it was pushed as, by either.
     async fn publish_and_deliver(
         &self,
-        built: &Built,
+        module: &str,
         reference: &str,
         digest: &str,
+        build_id: Option<&str>,
     ) -> Result<Option<String>, TargetError> {
         let artifact = |manifest| Artifact {
-            module: &built.planned.name,
+            module,
             reference,
             digest,
-            build_id: Some(&built.correlation_id),
+            build_id,
             manifest,
             signed_by: None,
         };

@@ -238,22 +238,26 @@ pub async fn artifact_signature(
     let (repository, tag) = repository_in(&registry.host, &entry.reference);
     let mut candidates: Vec<String> = entry.manifest.iter().cloned().collect();
     candidates.extend(published.map(str::to_string));
-    // A digest that is a manifest itself (a pod's reported image, an index) is its own candidate.
-    if entry.digest != entry.manifest.clone().unwrap_or_default() {
-        candidates.push(entry.digest.clone());
-    }
     if let crate::backends::registry::Published::Present { digest } =
         client.manifest(repository, tag).await?
     {
         candidates.push(digest);
     }
+    // A digest that is a manifest itself (what a pod pulled reports, an index) is its own
+    // candidate, asked last: an image id is no manifest, and a registry may answer that with an
+    // error (distribution: 500) rather than a 404.
+    candidates.push(entry.digest.clone());
     let mut refused: Option<ArtifactSignature> = None;
     let mut seen = std::collections::BTreeSet::new();
     for manifest in candidates {
         if !seen.insert(manifest.clone()) {
             continue;
         }
-        let names = client.artifact_of(repository, &manifest).await?;
+        let names = match client.artifact_of(repository, &manifest).await {
+            Ok(names) => names,
+            Err(_) if manifest == entry.digest => None,
+            Err(error) => return Err(error.into()),
+        };
         let is_it = names.as_deref() == Some(entry.digest.as_str())
             || (names.is_some() && manifest == entry.digest);
         if !is_it {

@@ -241,7 +241,8 @@ impl Target for Docker {
         })
     }
 
-    /// Delivery is nothing here: with `--publish` (or `publish = true`) each build is pushed to the
+    /// Delivery is nothing here: with `--publish` (or `publish = true`) each build (and each host
+    /// skip) is pushed to the
     /// mesh's registry for other machines, its manifest digest kept with the build.
     fn publish<'a>(
         &'a self,
@@ -268,11 +269,19 @@ impl Target for Docker {
                 emitter,
             )
             .await?;
-            if let Some(build) = artifact.build_id {
-                locked(reach.db)
-                    .map_err(TargetError::Handle)?
-                    .set_published(build, artifact.reference, &digest)?;
+            // Kept with the build that made it: this converge's, or (a host skip) the one the
+            // history names for the artifact.
+            let db = locked(reach.db).map_err(TargetError::Handle)?;
+            let build = match artifact.build_id {
+                Some(id) => Some(id.to_string()),
+                None => db
+                    .build_by_digest(&mesh.name, artifact.digest)?
+                    .map(|b| b.id),
+            };
+            if let Some(build) = build {
+                db.set_published(&build, artifact.reference, &digest)?;
             }
+            drop(db);
             emitter.emit(
                 Payload::Delivered {
                     reference: artifact.reference.to_string(),
