@@ -23,8 +23,8 @@ async fn signed_team(tag: &str, api: &KubeApi) -> (Team, std::path::PathBuf) {
 }
 
 fn deployment_image(api: &KubeApi, team: &Team, name: &str) -> String {
-    api.get("deployments", &team.namespace, name).unwrap()["spec"]["template"]["spec"]
-        ["containers"][0]["image"]
+    api.get("deployments", &team.namespace, name).unwrap()["spec"]["template"]["spec"]["containers"]
+        [0]["image"]
         .as_str()
         .unwrap()
         .to_string()
@@ -83,7 +83,12 @@ async fn a_ref_pushed_over_after_ci_recorded_it_is_never_sent_from_a_teammates_m
     // Someone sets the look-alike by hand (what `kubectl set image` does): verify says ✗.
     let forged = {
         let path = entry.reference.rsplit_once(':').unwrap().0;
-        let listing = docker(&["inspect", "-f", "{{range .RepoDigests}}{{.}} {{end}}", &look_alike]);
+        let listing = docker(&[
+            "inspect",
+            "-f",
+            "{{range .RepoDigests}}{{.}} {{end}}",
+            &look_alike,
+        ]);
         listing
             .split_whitespace()
             .find(|d| d.starts_with(path))

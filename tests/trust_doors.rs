@@ -52,17 +52,29 @@ async fn with_trust_a_labelled_look_alike_on_the_host_never_answers_and_never_ru
         &mesh,
         &mesh.state(),
         &[],
-        &["converge", "--publish", "--sign-key", ci_key.to_str().unwrap(), "--json"],
+        &[
+            "converge",
+            "--publish",
+            "--sign-key",
+            ci_key.to_str().unwrap(),
+            "--json",
+        ],
     );
     assert!(ci.status.success(), "{}", said(&ci));
     let ci: serde_json::Value = serde_json::from_slice(&ci.stdout).unwrap();
-    let genuine = summary_row(&ci, "web")["digest"].as_str().unwrap().to_string();
+    let genuine = summary_row(&ci, "web")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let reference = summary_row(&ci, "web")["ref"].as_str().unwrap().to_string();
 
     // A clean machine, where someone who can reach the daemon built an image with meshtop's labels
     // and tagged it as web's ref (no push: only the host holds it).
     mesh.clean_daemon();
-    let context = mesh.dir.path().join(format!("host-look-alike-{}", run_id()));
+    let context = mesh
+        .dir
+        .path()
+        .join(format!("host-look-alike-{}", run_id()));
     std::fs::create_dir_all(&context).unwrap();
     std::fs::write(context.join("evil"), "not built here").unwrap();
     std::fs::write(
@@ -126,7 +138,15 @@ async fn a_promote_pulls_the_recorded_manifest_and_a_refused_pull_leaves_nothing
         &mesh,
         &mesh.state(),
         &[],
-        &["converge", "--target", "staging", "--publish", "--sign-key", key, "--json"],
+        &[
+            "converge",
+            "--target",
+            "staging",
+            "--publish",
+            "--sign-key",
+            key,
+            "--json",
+        ],
     );
     assert!(staging.status.success(), "{}", said(&staging));
     let staging: serde_json::Value = serde_json::from_slice(&staging.stdout).unwrap();
@@ -153,7 +173,10 @@ async fn a_promote_pulls_the_recorded_manifest_and_a_refused_pull_leaves_nothing
     let promoted = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
     assert!(promoted.status.success(), "{}", said(&promoted));
     let prod_web = format!("{}-prod-web-1", mesh.name);
-    assert_eq!(container_image(&prod_web).as_deref(), Some(web_genuine.as_str()));
+    assert_eq!(
+        container_image(&prod_web).as_deref(),
+        Some(web_genuine.as_str())
+    );
     assert_eq!(image_id(&web_ref).as_deref(), Some(web_genuine.as_str()));
 
     // A record from before manifests were kept: the tag is asked, it names the look-alike, and
@@ -167,7 +190,11 @@ async fn a_promote_pulls_the_recorded_manifest_and_a_refused_pull_leaves_nothing
     assert_eq!(refused.status.code(), Some(1), "{text}");
     assert!(text.contains("not the artifact"), "{text}");
     assert_eq!(image_id(&api_ref), None, "nothing tagged under api's ref");
-    assert_eq!(image_id(&api_look_alike), None, "the refused pull was removed");
+    assert_eq!(
+        image_id(&api_look_alike),
+        None,
+        "the refused pull was removed"
+    );
 
     // The next plan and converge of prod never take the look-alike: the host holds nothing under
     // the ref, and the registry's look-alike is unsigned.
@@ -179,7 +206,10 @@ async fn a_promote_pulls_the_recorded_manifest_and_a_refused_pull_leaves_nothing
     let prod_api = format!("{}-prod-api-1", mesh.name);
     let running = container_image(&prod_api).unwrap();
     assert_ne!(running, api_look_alike, "{prod}");
-    assert_eq!(running, api_genuine, "the build made CI's artifact again: {prod}");
+    assert_eq!(
+        running, api_genuine,
+        "the build made CI's artifact again: {prod}"
+    );
 }
 
 /// The prod target of `mesh` requires signed artifacts from now on.
@@ -205,10 +235,16 @@ async fn require_signed_governs_every_action_that_moves_a_machine_of_the_target(
     // Before prod required signatures: two unsigned converges of prod, web changed between them
     // (so that there is something to roll back to).
     let first = mesh.json(&["converge", "--target", "prod", "--publish", "--json"]);
-    let web_first = summary_row(&first, "web")["digest"].as_str().unwrap().to_string();
+    let web_first = summary_row(&first, "web")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
     std::fs::write(mesh.root().join("web/extra.txt"), run_id()).unwrap();
     let second = mesh.json(&["converge", "--target", "prod", "--publish", "--json"]);
-    let web_second = summary_row(&second, "web")["digest"].as_str().unwrap().to_string();
+    let web_second = summary_row(&second, "web")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(web_first, web_second);
     require_signed_on_prod(&mesh);
     let record = || {
@@ -221,9 +257,15 @@ async fn require_signed_governs_every_action_that_moves_a_machine_of_the_target(
     let rollback = mesh.meshtop(&["rollback", "web", "--target", "prod", "--yes"]);
     let text = said(&rollback);
     assert_ne!(rollback.status.code(), Some(0), "{text}");
-    assert!(text.contains("requires signed artifacts") && text.contains("module web"), "{text}");
+    assert!(
+        text.contains("requires signed artifacts") && text.contains("module web"),
+        "{text}"
+    );
     assert_eq!(record(), before, "nothing stamped");
-    assert_eq!(container_image(&prod_web).as_deref(), Some(web_second.as_str()));
+    assert_eq!(
+        container_image(&prod_web).as_deref(),
+        Some(web_second.as_str())
+    );
 
     // A send of a machine behind the record's (unsigned) artifact: refused, the machine untouched.
     docker(&["rm", "-f", &prod_web]);
@@ -245,7 +287,10 @@ async fn require_signed_governs_every_action_that_moves_a_machine_of_the_target(
     let text = said(&send);
     assert_ne!(send.status.code(), Some(0), "{text}");
     assert!(text.contains("requires signed artifacts"), "{text}");
-    assert_eq!(container_image(&prod_web).as_deref(), Some(web_first.as_str()));
+    assert_eq!(
+        container_image(&prod_web).as_deref(),
+        Some(web_first.as_str())
+    );
 
     // A converge into prod: what it built is unsigned, so nothing is stamped or sent.
     std::fs::write(mesh.root().join("web/extra.txt"), run_id()).unwrap();
@@ -254,7 +299,10 @@ async fn require_signed_governs_every_action_that_moves_a_machine_of_the_target(
     assert_ne!(converge.status.code(), Some(0), "{text}");
     assert!(text.contains("requires signed artifacts"), "{text}");
     assert_eq!(record(), before, "nothing stamped");
-    assert_eq!(container_image(&prod_web).as_deref(), Some(web_first.as_str()));
+    assert_eq!(
+        container_image(&prod_web).as_deref(),
+        Some(web_first.as_str())
+    );
 
     // Signed by CI's key, the same converge stamps and sends; its record says who signed.
     let signed = meshtop_env(
@@ -273,8 +321,14 @@ async fn require_signed_governs_every_action_that_moves_a_machine_of_the_target(
     );
     assert!(signed.status.success(), "{}", said(&signed));
     let signed: serde_json::Value = serde_json::from_slice(&signed.stdout).unwrap();
-    let web_signed = summary_row(&signed, "web")["digest"].as_str().unwrap().to_string();
-    assert_eq!(container_image(&prod_web).as_deref(), Some(web_signed.as_str()));
+    let web_signed = summary_row(&signed, "web")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        container_image(&prod_web).as_deref(),
+        Some(web_signed.as_str())
+    );
     let db = rusqlite::Connection::open(mesh.state()).unwrap();
     let (manifest, signer): (Option<String>, Option<String>) = db
         .query_row(

@@ -357,12 +357,13 @@ async fn stamp_and_roll_out(
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
     // On a `require_signed` target nothing unsigned is stamped; what the record held already is
     // checked by the send that would move a machine to it.
-    let verified = super::vouch::require_signed(mesh, target.name(), stamp.into_iter().collect(), db)
-        .await
-        .map_err(|unsigned| {
-            emitter.emit(Payload::Refused, None, unsigned.to_string());
-            ConvergeError::Refused(unsigned.to_string())
-        })?;
+    let verified =
+        super::vouch::require_signed(mesh, target.name(), stamp.into_iter().collect(), db)
+            .await
+            .map_err(|unsigned| {
+                emitter.emit(Payload::Refused, None, unsigned.to_string());
+                ConvergeError::Refused(unsigned.to_string())
+            })?;
     let stamp: Record = verified.into_iter().collect();
     let stamped = !stamp.is_empty();
     // The pins this converge ends go in the same write as its stamp (the team reads both there).

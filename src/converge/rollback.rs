@@ -114,10 +114,7 @@ fn resolve_to(
         if digest_matches(&stamp.to_digest) && !found.contains_key(&stamp.to_digest) {
             found.insert(
                 stamp.to_digest.clone(),
-                (
-                    RecordEntry::new(stamp.to_ref, stamp.to_digest),
-                    None,
-                ),
+                (RecordEntry::new(stamp.to_ref, stamp.to_digest), None),
             );
         }
     }

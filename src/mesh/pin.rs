@@ -319,7 +319,9 @@ pub fn rollback_target(stamps: &[Stamp], current: &RecordEntry) -> RollbackTarge
         .find(|s| s.to_digest == current.digest && s.to_ref == current.reference);
     match last {
         Some(stamp) => match (&stamp.from_ref, &stamp.from_digest) {
-            (Some(reference), Some(digest)) => RollbackTarget::To(RecordEntry::new(reference.clone(), digest.clone())),
+            (Some(reference), Some(digest)) => {
+                RollbackTarget::To(RecordEntry::new(reference.clone(), digest.clone()))
+            }
             _ => RollbackTarget::NothingBefore,
         },
         None => RollbackTarget::Unknown,

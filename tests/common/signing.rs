@@ -115,7 +115,12 @@ pub fn cosign_sealed(key: &Path, password: &str) -> PathBuf {
 
 /// Run meshtop on `mesh` and `state` with `envs` (COSIGN_PASSWORD and MESHTOP_SIGNING_KEY of the
 /// caller's environment removed first).
-pub fn meshtop_env(mesh: &ExampleMesh, state: &Path, envs: &[(&str, &str)], args: &[&str]) -> Output {
+pub fn meshtop_env(
+    mesh: &ExampleMesh,
+    state: &Path,
+    envs: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
     Command::new(env!("CARGO_BIN_EXE_meshtop"))
         .env_remove("COSIGN_PASSWORD")
         .env_remove("MESHTOP_SIGNING_KEY")
@@ -420,7 +425,6 @@ pub fn verified(mesh: &ExampleMesh, state: &Path, code: i32) -> Vec<serde_json::
     let checked: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     checked.as_array().unwrap().clone()
 }
-
 
 /// Write `trust = ["keys/ci.pub"]` and the registry into `mesh`'s file (after its name), and make
 /// CI's key pair beside it: the key and its public half.
