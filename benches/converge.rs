@@ -78,7 +78,7 @@ async fn fake_record(mesh: &Mesh) -> Record {
                 let digest = format!("sha256:{:064x}", record.len() + 1);
                 record
                     .entry(module.name)
-                    .or_insert(RecordEntry { reference, digest });
+                    .or_insert(RecordEntry::new(reference, digest));
             }
         }
     }

@@ -17,10 +17,7 @@ use serde_json::json;
 const NS: &str = "mesh-demo";
 
 fn entry(reference: &str, digest: &str) -> RecordEntry {
-    RecordEntry {
-        reference: reference.into(),
-        digest: digest.into(),
-    }
+    RecordEntry::new(reference.into(), digest.into())
 }
 
 fn record(entries: &[(&str, RecordEntry)]) -> Record {

@@ -420,6 +420,8 @@ fn send_asks_first_with_cancel_selected() {
                 from: running,
                 to_reference: entry.reference,
                 to_digest: entry.digest,
+                to_manifest: entry.manifest,
+                to_signed_by: entry.signed_by,
                 state: meshtop::mesh::behind::MachineState::Held,
                 before_send: None,
             }]

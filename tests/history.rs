@@ -322,10 +322,7 @@ fn stamping_the_record_merges_and_clear_forgets() {
     let (_dir, path) = temp_db();
     let h = StateDb::open(&path).unwrap();
     assert!(h.record("demo", "default").unwrap().is_empty());
-    let entry = |r: &str, d: &str| RecordEntry {
-        reference: r.into(),
-        digest: d.into(),
-    };
+    let entry = |r: &str, d: &str| RecordEntry::new(r.into(), d.into());
     let first: Record = [
         ("api".to_string(), entry("api:1", "sha256:a1")),
         ("web".to_string(), entry("web:1", "sha256:w1")),

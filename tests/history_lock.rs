@@ -304,10 +304,7 @@ fn two_targets_of_one_mesh_hold_two_locks_and_keep_two_records() {
     let record = |d: &str| {
         meshtop::mesh::model::Record::from([(
             "api".to_string(),
-            meshtop::mesh::model::RecordEntry {
-                reference: format!("demo/api:{d}"),
-                digest: format!("sha256:{d}"),
-            },
+            meshtop::mesh::model::RecordEntry::new(format!("demo/api:{d}"), format!("sha256:{d}")),
         )])
     };
     assert!(a.stamp_record("demo", "prod", "s1", &record("x")).is_err());

@@ -202,10 +202,7 @@ async fn two_converges_with_their_own_state_take_turns_and_both_land() {
 
     // The engine's stamp, forced to conflict: both entries still land. Two meshes share the
     // namespace's annotation (each holds its own Lease), so their stamps can race.
-    let entry = |d: &str| RecordEntry {
-        reference: format!("{REGISTRY}/x/m:{d}"),
-        digest: format!("sha256:{d}"),
-    };
+    let entry = |d: &str| RecordEntry::new(format!("{REGISTRY}/x/m:{d}"), format!("sha256:{d}"));
     let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
     let mut mesh2 = mesh.clone();
     mesh2.name = format!("{}-2", mesh.name);

@@ -15,10 +15,7 @@ use meshtop::mesh::pin::{Pin, PinChange};
 fn one(module: &str, reference: &str, digest: &str) -> Record {
     Record::from([(
         module.to_string(),
-        RecordEntry {
-            reference: reference.into(),
-            digest: digest.into(),
-        },
+        RecordEntry::new(reference.into(), digest.into()),
     )])
 }
 

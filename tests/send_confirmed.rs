@@ -77,10 +77,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
     let mut moved = Record::new();
     moved.insert(
         "api".into(),
-        RecordEntry {
-            reference: record["api"].reference.clone(),
-            digest: elsewhere.clone(),
-        },
+        RecordEntry::new(record["api"].reference.clone(), elsewhere.clone()),
     );
     stamp_as_another_converge(&db, &mesh.name, &moved);
 
@@ -121,10 +118,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
     let mut back = Record::new();
     back.insert(
         "api".into(),
-        RecordEntry {
-            reference: record["api"].reference.clone(),
-            digest: confirmed_digest.clone(),
-        },
+        RecordEntry::new(record["api"].reference.clone(), confirmed_digest.clone()),
     );
     stamp_as_another_converge(&db, &mesh.name, &back);
     let report = runtime

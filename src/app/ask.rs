@@ -350,7 +350,9 @@ pub fn rollback(state: &AppState) -> Result<Confirm, NotAsked> {
         made(state, &entry.digest)
     )];
     match &target {
-        Some(RollbackTarget::To(RecordEntry { reference, digest })) => {
+        Some(RollbackTarget::To(RecordEntry {
+            reference, digest, ..
+        })) => {
             lines.push(format!("  to {reference}@{}", made(state, digest)));
             lines.push("send every machine of the module there (whatever its policy):".into());
             let machines = state.machines_of(&module.name);

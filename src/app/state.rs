@@ -89,6 +89,8 @@ pub struct Confirm {
 }
 
 /// What going ahead does.
+// One value, held while its dialog is open: boxing the request would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfirmThen {
     Start(ActionRequest),

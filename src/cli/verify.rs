@@ -75,10 +75,7 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
                 asked.push((
                     machine.module.clone(),
                     machine.name.clone(),
-                    RecordEntry {
-                        reference: reference.to_string(),
-                        digest: running.clone(),
-                    },
+                    RecordEntry::new(reference.to_string(), running.clone()),
                 ));
             }
         }

@@ -127,6 +127,13 @@ async fn run(
     if let Some(warning) = &record.warning {
         emitter.emit(Payload::Warning, None, warning.clone());
     }
+    // Pins (and the history) that cannot be read stop the converge before any build, push or
+    // signature: deciding without them would send a rolled-back module forward again.
+    if let Some(warning) = &record.team_warning {
+        let refused = format!("{warning}; nothing was built or pushed");
+        emitter.emit(Payload::Refused, None, refused.clone());
+        return Err(ConvergeError::Refused(refused));
+    }
     let selected: Vec<&Module> = mesh
         .modules
         .iter()
@@ -256,7 +263,7 @@ async fn plan<'a>(
     // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
     // machine runs it) must be on the target: on Docker the host's listing says (asked only then).
     if planner.host_is_target() && uses_record_artifacts(&planned, mesh) {
-        planner.ask_host().await;
+        planner.ask_host(manifests).await;
     }
     let decided: Vec<&PlannedModule> = planned.values().collect();
     if planner.any_gone(&decided) || planner.any_unselected_base_gone(&decided) {
@@ -348,6 +355,16 @@ async fn stamp_and_roll_out(
     // Entries the record already holds as they are stay as they were stamped (when, by which converge).
     // The "stamped" step reaches the database with the next one (the roll-out's, or "finished").
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
+    // On a `require_signed` target nothing unsigned is stamped; what the record held already is
+    // checked by the send that would move a machine to it.
+    let verified =
+        super::vouch::require_signed(mesh, target.name(), stamp.into_iter().collect(), db)
+            .await
+            .map_err(|unsigned| {
+                emitter.emit(Payload::Refused, None, unsigned.to_string());
+                ConvergeError::Refused(unsigned.to_string())
+            })?;
+    let stamp: Record = verified.into_iter().collect();
     let stamped = !stamp.is_empty();
     // The pins this converge ends go in the same write as its stamp (the team reads both there).
     let ended = super::pin_ends::ended_pins(mesh, target.name(), db, planner.ended_pins());

@@ -144,6 +144,9 @@ pub enum RollbackError {
     /// Boxed: a converge error is large, and every rollback answer would carry its size.
     #[error(transparent)]
     Hold(Box<ConvergeError>),
+    /// The target requires signed artifacts and the one rolled back to is not.
+    #[error(transparent)]
+    Unsigned(#[from] super::vouch::Unsigned),
     #[error("{record} holds nothing for module {module}: there is nothing to roll back")]
     NothingRecorded { record: String, module: String },
     #[error(

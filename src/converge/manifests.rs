@@ -1,7 +1,7 @@
 //! What the planner remembers between plans: the previous inputs of a module (the why of its
 //! address), the pins, and the stat cache that spares reading unchanged files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -30,6 +30,13 @@ pub trait ManifestSource: Sync {
     /// Keep what walks left in their caches, all at once (best effort: a cache that cannot be
     /// written costs time only).
     fn keep_input_caches(&self, _caches: Vec<(PathBuf, ContextCache)>) {}
+
+    /// The image ids this machine vouches for on its host daemon (its builds' artifacts, what it
+    /// pulled after verifying): with `trust`, the host answers for these only. None known: the
+    /// host vouches for nothing, which may only cost a build.
+    fn vouched_here(&self) -> BTreeSet<String> {
+        BTreeSet::new()
+    }
 }
 
 /// No history: every module reads as new.
@@ -72,6 +79,16 @@ impl ManifestSource for StateManifests<'_> {
             .map_err(|_| failed("the state database handle was poisoned".into()))?;
         db.pins(self.mesh, self.target)
             .map_err(|error| failed(error.to_string()))
+    }
+
+    fn vouched_here(&self) -> BTreeSet<String> {
+        match self.db.lock() {
+            Ok(db) => db.vouched_here(self.mesh).unwrap_or_else(|error| {
+                tracing::warn!("what this machine built or verified cannot be read ({error}): the host vouches for nothing");
+                BTreeSet::new()
+            }),
+            Err(_) => BTreeSet::new(),
+        }
     }
 
     fn input_cache(&self, context: &Path) -> ContextCache {

@@ -140,6 +140,17 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// The trusted key whose signature the registry's manifest for `reference` carried, if any.
+    pub fn registry_signer(&self, reference: &str) -> Option<String> {
+        match self.registry.as_ref()?.answer(reference) {
+            RegistryAnswer::Holds {
+                signature: crate::mesh::cosign::SignatureVerdict::Trusted { key },
+                ..
+            } => Some(key),
+            _ => None,
+        }
+    }
+
     /// Decide `modules` (in tier order), asking the registry for every ref it is needed for at once
     /// (bounded), then deciding again with its answers; a dependent whose base the registry answered
     /// for learns its ref only then, so this repeats at most once per tier.
@@ -199,8 +210,9 @@ impl<'a> Planner<'a> {
         &self.host
     }
 
-    /// Ask the host daemon for its labelled images, once per plan.
-    pub async fn ask_host(&mut self) {
+    /// Ask the host daemon for its labelled images, once per plan. With `trust`, each is marked
+    /// with whether this machine vouches for it (`manifests` knows what it built and verified).
+    pub async fn ask_host(&mut self, manifests: &dyn ManifestSource) {
         if self.host != HostAnswer::NotAsked {
             return;
         }
@@ -211,6 +223,11 @@ impl<'a> Planner<'a> {
             },
             Err(why) => HostAnswer::Failed(why.to_string()),
         };
+        if let HostAnswer::Holds(images) = &mut self.host
+            && !self.ctx.mesh.signing.trust.is_empty()
+        {
+            decide::mark_origins(images, &manifests.vouched_here());
+        }
     }
 
     /// The registry's answer for `question` when the record and the host leave it to build (asked
@@ -508,7 +525,7 @@ impl<'a> Planner<'a> {
             Some(verdict) => verdict,
             None => {
                 if decide::needs_host(question, &self.ctx.record) {
-                    self.ask_host().await;
+                    self.ask_host(manifests).await;
                 }
                 let registry = self.ask_registry(question).await;
                 let verdict = decide::decide_with_registry(

@@ -61,17 +61,10 @@ pub enum PromoteError {
     /// drop the rest, so nothing is stamped until it is mended.
     #[error("target {target}: {warning}; nothing was promoted or stamped")]
     Unreadable { target: String, warning: String },
-    #[error(
-        "target {to} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was promoted or stamped. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
-    )]
-    Unsigned {
-        module: String,
-        /// `ref@short digest`.
-        artifact: String,
-        reference: String,
-        to: String,
-        why: String,
-    },
+    /// The to-target requires signed artifacts and one is not (checked at the confirm and again
+    /// under the hold).
+    #[error(transparent)]
+    Unsigned(#[from] vouch::Unsigned),
     #[error(
         "{artifact} (module {module}, as target {from}'s record names it) is no longer held by {place}: target {to} cannot run it without a build; nothing was promoted or stamped. Build it again where it came from: meshtop converge --target {from} --force {module}"
     )]
@@ -291,7 +284,9 @@ pub async fn prepare(
             Reach { daemon, db },
         )
         .await?;
-    require_signed(p, modules, &chosen, db).await?;
+    // Said before the confirm; checked again under the hold before anything is stamped.
+    let named: Vec<(String, RecordEntry)> = modules.iter().cloned().zip(chosen.clone()).collect();
+    vouch::require_signed(p.mesh, p.to.name(), named, db).await?;
     let db = locked(db)?;
     let mut planned = Vec::new();
     for (module, artifact) in modules.iter().zip(chosen) {
@@ -314,43 +309,6 @@ pub async fn prepare(
         to: p.to.name().to_string(),
         modules: planned,
     })
-}
-
-/// On a target with `require_signed = true`: every artifact to promote must carry a signature by
-/// a key the mesh trusts (checked before anything is held or written). A registry that cannot be
-/// asked refuses too: this answer decides what runs.
-async fn require_signed(
-    p: &Promotion<'_>,
-    modules: &[String],
-    chosen: &[RecordEntry],
-    db: &Mutex<StateDb>,
-) -> Result<(), PromoteError> {
-    let strict = p
-        .mesh
-        .environments
-        .iter()
-        .any(|e| e.name == p.to.name() && e.require_signed);
-    if !strict {
-        return Ok(());
-    }
-    for (module, entry) in modules.iter().zip(chosen) {
-        let published = locked(db)?
-            .build_by_digest(&p.mesh.name, &entry.digest)?
-            .and_then(|b| b.published_digest);
-        let why = match vouch::artifact_signature(p.mesh, entry, published.as_deref()).await {
-            Ok(signature) if signature.trusted() => continue,
-            Ok(signature) => signature.words(),
-            Err(error) => format!("its signatures could not be read: {error}"),
-        };
-        return Err(PromoteError::Unsigned {
-            module: module.clone(),
-            artifact: artifact_text(Some(entry)),
-            reference: entry.reference.clone(),
-            to: p.to.name().to_string(),
-            why,
-        });
-    }
-    Ok(())
 }
 
 /// The to-target's mesh with the promoted modules under `rollout`: a promote sends every machine of
@@ -439,14 +397,19 @@ async fn stamp_and_send(
             here.record.get(&m.module),
         )?;
     }
-    // Under the hold, before anything is stamped: every artifact must be runnable there.
+    // Under the hold, before anything is stamped: every artifact signed where that is required…
+    let named = plan
+        .modules
+        .iter()
+        .map(|m| (m.module.clone(), m.artifact.clone()))
+        .collect();
+    let verified: Record = vouch::require_signed(p.mesh, p.to.name(), named, db.as_ref())
+        .await?
+        .into_iter()
+        .collect();
+    // …and runnable there.
     for m in &plan.modules {
-        let artifact = Artifact {
-            module: &m.module,
-            reference: &m.artifact.reference,
-            digest: &m.artifact.digest,
-            build_id: None,
-        };
+        let artifact = Artifact::of(&m.module, &m.artifact);
         let reach = Reach {
             daemon: daemon.as_ref(),
             db: db.as_ref(),
@@ -461,11 +424,9 @@ async fn stamp_and_send(
             });
         }
     }
-    let entries: Record = plan
-        .modules
-        .iter()
-        .filter(|m| here.record.get(&m.module) != Some(&m.artifact))
-        .map(|m| (m.module.clone(), m.artifact.clone()))
+    let entries: Record = verified
+        .into_iter()
+        .filter(|(module, entry)| here.record.get(module) != Some(entry))
         .collect();
     let pinned = locked(db)?.pins(&p.mesh.name, p.to.name())?;
     let ended = PinChange {

@@ -107,20 +107,14 @@ fn resolve_to(
         if build.id.starts_with(to) || digest_matches(&digest) {
             found
                 .entry(digest.clone())
-                .or_insert((RecordEntry { reference, digest }, Some(build)));
+                .or_insert((RecordEntry::new(reference, digest), Some(build)));
         }
     }
     for stamp in db.stamps(mesh, target, module, 10_000)? {
         if digest_matches(&stamp.to_digest) && !found.contains_key(&stamp.to_digest) {
             found.insert(
                 stamp.to_digest.clone(),
-                (
-                    RecordEntry {
-                        reference: stamp.to_ref,
-                        digest: stamp.to_digest,
-                    },
-                    None,
-                ),
+                (RecordEntry::new(stamp.to_ref, stamp.to_digest), None),
             );
         }
     }
@@ -369,6 +363,13 @@ async fn stamp_pin_send(
         db: db.as_ref(),
     };
     held(mesh, module, &plan.to, plan.build.as_ref(), target, reach).await?;
+    // On a `require_signed` target the artifact rolled back to must be signed, as any other.
+    let named = vec![(module.clone(), plan.to.clone())];
+    let to = super::vouch::require_signed(mesh, target.name(), named, db.as_ref())
+        .await?
+        .into_iter()
+        .next()
+        .map_or_else(|| plan.to.clone(), |(_, entry)| entry);
     let short = locked(db).map_err(RollbackError::Handle)?.operation_short(
         &mesh.name,
         target.name(),
@@ -376,7 +377,7 @@ async fn stamp_pin_send(
         KIND,
     )?;
     let pin = pin_of(mesh, plan, db, &emitter.operation_id, short)?;
-    let entries: Record = BTreeMap::from([(module.clone(), plan.to.clone())]);
+    let entries: Record = BTreeMap::from([(module.clone(), to)]);
     let change = PinChange {
         set: vec![pin],
         end: Vec::new(),

@@ -10,7 +10,7 @@ use super::target::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{SendRow, StateDb};
 pub use crate::mesh::machine::{Move, moves_for};
-use crate::mesh::model::Mesh;
+use crate::mesh::model::{Mesh, RecordEntry};
 use crate::timefmt;
 
 #[derive(Debug, Clone, Serialize)]
@@ -31,9 +31,12 @@ pub async fn send(
     emitter: &Emitter,
 ) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
-    // Before anything changes: may we move these machines?
-    if let Err(refused) = target.check_write_access(false, moves).await {
-        let refused = refused.to_string();
+    // Before anything changes: may we move these machines, to these artifacts?
+    let allowed = match target.check_write_access(false, moves).await {
+        Ok(()) => signed_where_required(mesh, target, moves, db).await,
+        Err(refused) => Err(refused.to_string()),
+    };
+    if let Err(refused) = allowed {
         for moved in moves {
             outcomes.push(SendOutcome {
                 moved: moved.clone(),
@@ -118,6 +121,28 @@ pub async fn send(
         });
     }
     outcomes
+}
+
+/// On a `require_signed` target every artifact a move names must carry a trusted signature
+/// (the record's own verdict, else the registry's); Err says which does not.
+async fn signed_where_required(
+    mesh: &Mesh,
+    target: &dyn Target,
+    moves: &[Move],
+    db: &Mutex<StateDb>,
+) -> Result<(), String> {
+    let mut named: Vec<(String, RecordEntry)> = Vec::new();
+    for moved in moves {
+        let entry = RecordEntry::new(moved.to_reference.clone(), moved.to_digest.clone())
+            .with_manifest(moved.to_manifest.clone(), moved.to_signed_by.clone());
+        if !named.iter().any(|(m, e)| *m == moved.module && *e == entry) {
+            named.push((moved.module.clone(), entry));
+        }
+    }
+    super::vouch::require_signed(mesh, target.name(), named, db)
+        .await
+        .map(|_| ())
+        .map_err(|unsigned| unsigned.to_string())
 }
 
 /// What a send of `module` would move: the record's entry for it, and its behind machines.

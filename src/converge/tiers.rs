@@ -249,11 +249,14 @@ impl TierRun<'_> {
             return Ok(());
         }
         let on_host = self.built_from(&decided.name);
+        let signer = self.planner.registry_signer(reference);
         let artifact = Artifact {
             module: &decided.name,
             reference,
             digest,
             build_id: None,
+            manifest: Some(&manifest),
+            signed_by: signer.as_deref(),
         };
         self.target
             .fetch_vouched(
@@ -288,29 +291,39 @@ impl TierRun<'_> {
                 module.name
             )));
         };
-        if decided.decision == Decision::Host
-            && let Err(error) = self
-                .target
-                .deliver(
-                    self.mesh,
-                    Artifact {
-                        module: &module.name,
-                        reference: &reference,
-                        digest: &artifact,
-                        build_id: None,
-                    },
-                    self.reach(),
-                    self.emitter,
-                )
-                .await
-        {
-            self.emitter.emit(
-                failed_payload(&error),
-                Some(&module.name),
-                error.to_string(),
-            );
-            self.failed(&decided, format!("failed: delivery: {error}"), None);
-            return Ok(());
+        // What the record will say of the artifact's manifest: the record's own word for a record
+        // hit, the verified one for a registry hit, what a host skip's delivery pushed.
+        let mut entry = match decided.decision {
+            Decision::Record => self
+                .planner
+                .record_entry(&module.name)
+                .filter(|e| e.reference == reference && e.digest == artifact)
+                .cloned()
+                .unwrap_or_else(|| RecordEntry::new(reference.clone(), artifact.clone())),
+            Decision::Registry => RecordEntry::new(reference.clone(), artifact.clone())
+                .with_manifest(
+                    self.planner.registry_manifest(&reference),
+                    self.planner.registry_signer(&reference),
+                ),
+            _ => RecordEntry::new(reference.clone(), artifact.clone()),
+        };
+        if decided.decision == Decision::Host {
+            // Published too where the converge publishes (`--publish`): a skip still signs.
+            let delivered = self
+                .publish_and_deliver(&module.name, &reference, &artifact, None)
+                .await;
+            match delivered {
+                Ok(pushed) => entry.manifest = pushed,
+                Err(error) => {
+                    self.emitter.emit(
+                        failed_payload(&error),
+                        Some(&module.name),
+                        error.to_string(),
+                    );
+                    self.failed(&decided, format!("failed: delivery: {error}"), None);
+                    return Ok(());
+                }
+            }
         }
         if self.target.host_is_target() {
             self.placer.note_on_host(&module.name);
@@ -322,13 +335,7 @@ impl TierRun<'_> {
         }
         // A pinned module keeps the record's entry as the rollback stamped it.
         if decided.decision != Decision::Pinned {
-            self.stamp.insert(
-                module.name.clone(),
-                RecordEntry {
-                    reference,
-                    digest: artifact,
-                },
-            );
+            self.stamp.insert(module.name.clone(), entry);
         }
         let text = match decided.decision {
             Decision::Record => "skipped (record)",
@@ -384,6 +391,8 @@ impl TierRun<'_> {
                     reference: &reference,
                     digest: &artifact,
                     build_id: Some(&built.correlation_id),
+                    manifest: Some(&manifest),
+                    signed_by: None,
                 },
                 &manifest,
                 self.target.host_is_target(),
@@ -401,6 +410,8 @@ impl TierRun<'_> {
                             reference: &reference,
                             digest: &artifact,
                             build_id: Some(&built.correlation_id),
+                            manifest: Some(&manifest),
+                            signed_by: None,
                         },
                         self.reach(),
                         self.emitter,
@@ -452,23 +463,26 @@ impl TierRun<'_> {
             return;
         };
         let reference = built.planned.reference.clone().unwrap_or_default();
-        // A multi-platform build pushed itself (buildx --push).
-        let delivered = if built.published.is_some() {
-            Ok(())
-        } else {
-            self.publish_and_deliver(&built, &reference, artifact).await
+        // A multi-platform build pushed itself (buildx --push), as did a pool's hand-over.
+        let delivered = match &built.published {
+            Some(manifest) => Ok(Some(manifest.clone())),
+            None => {
+                let build = Some(built.correlation_id.as_str());
+                self.publish_and_deliver(&built.planned.name, &reference, artifact, build)
+                    .await
+            }
         };
-        if let Err(error) = delivered {
-            self.delivery_failed(&built, Some(artifact), &error);
-            return;
-        }
+        let manifest = match delivered {
+            Ok(manifest) => manifest,
+            Err(error) => {
+                self.delivery_failed(&built, Some(artifact), &error);
+                return;
+            }
+        };
         self.planner.built(&built.planned.name, artifact);
         self.stamp.insert(
             built.planned.name.clone(),
-            RecordEntry {
-                reference,
-                digest: artifact.clone(),
-            },
+            RecordEntry::new(reference, artifact.clone()).with_manifest(manifest, None),
         );
         let mut outcome = outcome_of(&built.planned, "built", true);
         outcome.digest = Some(artifact.clone());
@@ -476,25 +490,37 @@ impl TierRun<'_> {
         self.outcomes.push(outcome);
     }
 
-    /// Publish a build where the target says so (`--publish`), then deliver it.
+    /// Publish an artifact (built now: `build_id`) where the target says so (`--publish`), then
+    /// deliver it; the manifest digest it was pushed as, by either.
     async fn publish_and_deliver(
         &self,
-        built: &Built,
+        module: &str,
         reference: &str,
         digest: &str,
-    ) -> Result<(), TargetError> {
-        let artifact = || Artifact {
-            module: &built.planned.name,
+        build_id: Option<&str>,
+    ) -> Result<Option<String>, TargetError> {
+        let artifact = |manifest| Artifact {
+            module,
             reference,
             digest,
-            build_id: Some(&built.correlation_id),
+            build_id,
+            manifest,
+            signed_by: None,
         };
-        self.target
-            .publish(self.mesh, artifact(), self.reach(), self.emitter)
+        let published = self
+            .target
+            .publish(self.mesh, artifact(None), self.reach(), self.emitter)
             .await?;
-        self.target
-            .deliver(self.mesh, artifact(), self.reach(), self.emitter)
-            .await
+        let delivered = self
+            .target
+            .deliver(
+                self.mesh,
+                artifact(published.as_deref()),
+                self.reach(),
+                self.emitter,
+            )
+            .await?;
+        Ok(delivered.or(published))
     }
 
     /// A module that did not make it: its dependents are not reached and nothing is stamped.

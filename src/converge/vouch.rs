@@ -223,9 +223,11 @@ impl ArtifactSignature {
     }
 }
 
-/// Whether a key `mesh` trusts signed `entry`'s artifact: each manifest that may carry it (the one
-/// its build `published`, the one its ref resolves to now) is judged only when it names this very
-/// artifact. Err: the registry could not be asked (the caller refuses: this answer decides).
+/// Whether a key `mesh` trusts signed `entry`'s artifact. Each manifest that may carry it is judged
+/// only when it is that very artifact: the one the record names (pushed or verified when stamped),
+/// the one its build `published`, the one its ref resolves to now; a manifest whose config is the
+/// artifact, or whose own digest is it (what a pod pulled from a registry reports, an index).
+/// Err: the registry could not be asked (the caller refuses: this answer decides).
 pub async fn artifact_signature(
     mesh: &Mesh,
     entry: &crate::mesh::model::RecordEntry,
@@ -234,17 +236,31 @@ pub async fn artifact_signature(
     let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
     let client = client_for(registry).await?;
     let (repository, tag) = repository_in(&registry.host, &entry.reference);
-    let mut candidates: Vec<String> = published.map(str::to_string).into_iter().collect();
+    let mut candidates: Vec<String> = entry.manifest.iter().cloned().collect();
+    candidates.extend(published.map(str::to_string));
     if let crate::backends::registry::Published::Present { digest } =
         client.manifest(repository, tag).await?
-        && !candidates.contains(&digest)
     {
         candidates.push(digest);
     }
+    // A digest that is a manifest itself (what a pod pulled reports, an index) is its own
+    // candidate, asked last: an image id is no manifest, and a registry may answer that with an
+    // error (distribution: 500) rather than a 404.
+    candidates.push(entry.digest.clone());
     let mut refused: Option<ArtifactSignature> = None;
+    let mut seen = std::collections::BTreeSet::new();
     for manifest in candidates {
-        let names = client.artifact_of(repository, &manifest).await?;
-        if names.as_deref() != Some(entry.digest.as_str()) {
+        if !seen.insert(manifest.clone()) {
+            continue;
+        }
+        let names = match client.artifact_of(repository, &manifest).await {
+            Ok(names) => names,
+            Err(_) if manifest == entry.digest => None,
+            Err(error) => return Err(error.into()),
+        };
+        let is_it = names.as_deref() == Some(entry.digest.as_str())
+            || (names.is_some() && manifest == entry.digest);
+        if !is_it {
             continue;
         }
         let verdict = client
@@ -263,4 +279,74 @@ pub async fn artifact_signature(
         manifest: None,
         verdict: SignatureVerdict::Unsigned,
     }))
+}
+
+/// An artifact that may not move a machine of a `require_signed` target.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "target {target} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was changed. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
+)]
+pub struct Unsigned {
+    pub module: String,
+    /// `ref@short digest`.
+    pub artifact: String,
+    pub reference: String,
+    pub target: String,
+    pub why: String,
+}
+
+/// Whether `target` of `mesh` requires signed artifacts (`require_signed = true`).
+pub fn requires_signed(mesh: &Mesh, target: &str) -> bool {
+    mesh.environments
+        .iter()
+        .any(|e| e.name == target && e.require_signed)
+}
+
+/// On a `require_signed` target, every artifact that would move a machine there must carry a
+/// signature by a key the mesh trusts; checked by every action that moves one (converge, send,
+/// rollback, promote), under its hold, before anything is written. The record's own word — the
+/// trusted key that signed its manifest when it was verified — answers without a call; else the
+/// registry is asked (a registry that cannot be asked refuses: this answer decides what runs).
+/// Returns each entry as verified (its manifest and signer, for the record to keep).
+pub async fn require_signed(
+    mesh: &Mesh,
+    target: &str,
+    entries: Vec<(String, crate::mesh::model::RecordEntry)>,
+    db: &std::sync::Mutex<crate::backends::state::StateDb>,
+) -> Result<Vec<(String, crate::mesh::model::RecordEntry)>, Unsigned> {
+    if !requires_signed(mesh, target) {
+        return Ok(entries);
+    }
+    let trusted = |key: &str| mesh.signing.trust.iter().any(|k| k.name == key);
+    let mut verified = Vec::with_capacity(entries.len());
+    for (module, entry) in entries {
+        if entry.manifest.is_some() && entry.signed_by.as_deref().is_some_and(trusted) {
+            verified.push((module, entry));
+            continue;
+        }
+        let published = crate::backends::state::locked(db)
+            .ok()
+            .and_then(|db| db.build_by_digest(&mesh.name, &entry.digest).ok().flatten())
+            .and_then(|b| b.published_digest);
+        let why = match artifact_signature(mesh, &entry, published.as_deref()).await {
+            Ok(ArtifactSignature {
+                manifest: Some(manifest),
+                verdict: SignatureVerdict::Trusted { key },
+            }) => {
+                let entry = entry.with_manifest(Some(manifest), Some(key));
+                verified.push((module, entry));
+                continue;
+            }
+            Ok(signature) => signature.words(),
+            Err(error) => format!("its signatures could not be read: {error}"),
+        };
+        return Err(Unsigned {
+            artifact: crate::mesh::environments::artifact_text(Some(&entry)),
+            reference: entry.reference.clone(),
+            target: target.to_string(),
+            module,
+            why,
+        });
+    }
+    Ok(verified)
 }

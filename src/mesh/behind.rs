@@ -102,10 +102,7 @@ mod tests {
     use super::*;
 
     fn entry(digest: &str) -> RecordEntry {
-        RecordEntry {
-            reference: "demo/api:aaa-amd64".into(),
-            digest: digest.into(),
-        }
+        RecordEntry::new("demo/api:aaa-amd64".into(), digest.into())
     }
 
     #[test]

@@ -87,6 +87,35 @@ pub struct HostImage {
     pub id: String,
     pub tags: Vec<String>,
     pub labels: HashMap<String, String>,
+    /// Whether this machine can vouch for it (asked only where the mesh trusts keys).
+    #[serde(skip)]
+    pub origin: HostOrigin,
+}
+
+/// Who can vouch for an image on the host daemon. Anyone who can reach the daemon can build, tag and
+/// label an image as meshtop does, so with `trust` a label is no proof: only what this machine's
+/// build records made, or what meshtop pulled after verifying it, answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HostOrigin {
+    /// Not asked: the mesh trusts no key, so an image labelled by meshtop answers.
+    #[default]
+    Unchecked,
+    /// Made by one of this machine's builds, or pulled by meshtop after verifying it.
+    Vouched,
+    /// Neither: it answers for nothing (said, and the module goes on to the registry or builds).
+    Unknown,
+}
+
+/// Mark each of `images` with whether this machine vouches for it (`vouched`: the ids its build
+/// records made or it pulled after verifying): what the host answers with `trust` set.
+pub fn mark_origins(images: &mut [HostImage], vouched: &std::collections::BTreeSet<String>) {
+    for image in images {
+        image.origin = if vouched.contains(&image.id) {
+            HostOrigin::Vouched
+        } else {
+            HostOrigin::Unknown
+        };
+    }
 }
 
 /// What the host daemon answered, once per converge.
@@ -478,6 +507,14 @@ fn decide_without_registry(
             None,
         ),
         HostAnswer::Holds(_) => match host.image_tagged(reference) {
+            Some(image) if image.origin == HostOrigin::Unknown => verdict(
+                Decision::Build,
+                format!(
+                    "{record_said}; ✗ host image {} not built here and unsigned: with trust set, only an image this machine built or pulled after verifying it answers",
+                    short_id(&image.id)
+                ),
+                None,
+            ),
             Some(image) => verdict(
                 Decision::Host,
                 format!(

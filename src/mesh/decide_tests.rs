@@ -17,10 +17,7 @@ fn record(entries: &[(&str, &str, &str)]) -> Record {
         .map(|(module, reference, digest)| {
             (
                 (*module).to_string(),
-                RecordEntry {
-                    reference: (*reference).into(),
-                    digest: (*digest).into(),
-                },
+                RecordEntry::new((*reference).into(), (*digest).into()),
             )
         })
         .collect()
@@ -35,6 +32,7 @@ fn image(tag: &str, labelled: bool) -> HostImage {
         id: "sha256:hostimage0001".into(),
         tags: vec![tag.into()],
         labels,
+        origin: HostOrigin::Unchecked,
     }
 }
 
@@ -455,4 +453,39 @@ fn the_registry_vouches_only_for_what_a_trusted_key_signed() {
             v.reason
         );
     }
+}
+
+#[test]
+fn with_trust_the_host_answers_only_for_what_this_machine_built_or_verified() {
+    let question = known(false, false);
+    let holds = |origin: HostOrigin| {
+        let mut found = image(REF, true);
+        found.origin = origin;
+        HostAnswer::Holds(vec![found])
+    };
+    let empty = Record::new();
+    // Without trust (unchecked) and when vouched for, the labelled image answers.
+    for origin in [HostOrigin::Unchecked, HostOrigin::Vouched] {
+        let verdict = decide(&question, &empty, &holds(origin), "the docker record");
+        assert_eq!(verdict.decision, Decision::Host, "{origin:?}: {verdict:?}");
+    }
+    // Anyone who can reach the daemon could have labelled it: it builds, and says why.
+    let refused = holds(HostOrigin::Unknown);
+    let verdict = decide(&question, &empty, &refused, "the docker record");
+    assert_eq!(verdict.decision, Decision::Build, "{verdict:?}");
+    assert!(
+        verdict.reason.contains("✗ host image") && verdict.reason.contains("not built here"),
+        "{}",
+        verdict.reason
+    );
+    assert_eq!(verdict.artifact, None);
+    // …and the registry is asked next.
+    assert!(needs_registry(&question, &empty, &refused));
+    // Marking follows the ids this machine vouches for.
+    let mut images = vec![image(REF, true)];
+    mark_origins(&mut images, &std::collections::BTreeSet::new());
+    assert_eq!(images[0].origin, HostOrigin::Unknown);
+    let id = images[0].id.clone();
+    mark_origins(&mut images, &std::collections::BTreeSet::from([id]));
+    assert_eq!(images[0].origin, HostOrigin::Vouched);
 }

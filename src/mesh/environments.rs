@@ -469,9 +469,11 @@ mod tests {
             line: 1,
             backoff: Default::default(),
         }];
-        let entry = |d: &str| RecordEntry {
-            reference: format!("demo/api:{d}"),
-            digest: format!("sha256:{d}{}", "0".repeat(20)),
+        let entry = |d: &str| {
+            RecordEntry::new(
+                format!("demo/api:{d}"),
+                format!("sha256:{d}{}", "0".repeat(20)),
+            )
         };
         let read = |name: &str, digest: Option<&str>| TargetRead {
             name: name.into(),

@@ -42,6 +42,13 @@ pub struct Move {
     #[serde(rename = "to_ref")]
     pub to_reference: String,
     pub to_digest: String,
+    /// The manifest the record names for the artifact (what a send deploys on a target that pulls
+    /// from a registry); None when the record knows none.
+    #[serde(rename = "to_manifest", skip_serializing_if = "Option::is_none")]
+    pub to_manifest: Option<String>,
+    /// The trusted key the record says signed that manifest.
+    #[serde(skip)]
+    pub to_signed_by: Option<String>,
     /// How the machine stands before the move (behind, held, paused, unknown container).
     pub state: MachineState,
     /// What a person must know of this move before confirming it (the machine's
@@ -68,6 +75,8 @@ pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Mov
             from: m.running.first().cloned().unwrap_or_default(),
             to_reference: entry.reference.clone(),
             to_digest: entry.digest.clone(),
+            to_manifest: entry.manifest.clone(),
+            to_signed_by: entry.signed_by.clone(),
             state: m.state,
             before_send: m.before_send.clone(),
         })

@@ -346,12 +346,48 @@ pub struct MachineSpec {
     pub env: BTreeMap<String, String>,
 }
 
-/// What the target's record holds for one module: the ref and the artifact (image id).
+/// What the target's record holds for one module: the ref, the artifact (image id), and — once it
+/// was pushed or verified — the manifest digest every send deploys and who signed it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordEntry {
     #[serde(rename = "ref")]
     pub reference: String,
     pub digest: String,
+    /// The manifest digest the artifact was pushed as (by this machine) or verified as (hashed, its
+    /// config the artifact, signed where the mesh trusts keys): what a send deploys
+    /// (`ref@<manifest>`), never a tag looked up again. None: nothing was pushed (a Docker target
+    /// without a registry), or a record from before meshtop kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+    /// The trusted key (its name in `trust`) whose signature named `manifest` when it was verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+}
+
+impl RecordEntry {
+    /// An entry naming `reference` and its artifact `digest`, with no manifest known yet.
+    pub fn new(reference: String, digest: String) -> RecordEntry {
+        RecordEntry {
+            reference,
+            digest,
+            manifest: None,
+            signed_by: None,
+        }
+    }
+
+    /// The same entry, naming the manifest it was pushed or verified as, and who signed it.
+    pub fn with_manifest(self, manifest: Option<String>, signed_by: Option<String>) -> RecordEntry {
+        RecordEntry {
+            manifest,
+            signed_by,
+            ..self
+        }
+    }
+
+    /// Whether `other` names the same ref and artifact (whatever either knows of its manifest).
+    pub fn same_artifact(&self, other: &RecordEntry) -> bool {
+        self.reference == other.reference && self.digest == other.digest
+    }
 }
 
 /// The target's record: module → entry.

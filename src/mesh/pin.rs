@@ -81,10 +81,7 @@ pub enum Holds {
 impl Pin {
     /// The pinned artifact, as the record holds it.
     pub fn entry(&self) -> RecordEntry {
-        RecordEntry {
-            reference: self.to_ref.clone(),
-            digest: self.to_digest.clone(),
-        }
+        RecordEntry::new(self.to_ref.clone(), self.to_digest.clone())
     }
 
     /// `pinned: rolled back from demo/api:…@3f9c2a1b7d4e by host-a at 2026-11-30 21:00:00 (#12)`;
@@ -322,10 +319,9 @@ pub fn rollback_target(stamps: &[Stamp], current: &RecordEntry) -> RollbackTarge
         .find(|s| s.to_digest == current.digest && s.to_ref == current.reference);
     match last {
         Some(stamp) => match (&stamp.from_ref, &stamp.from_digest) {
-            (Some(reference), Some(digest)) => RollbackTarget::To(RecordEntry {
-                reference: reference.clone(),
-                digest: digest.clone(),
-            }),
+            (Some(reference), Some(digest)) => {
+                RollbackTarget::To(RecordEntry::new(reference.clone(), digest.clone()))
+            }
             _ => RollbackTarget::NothingBefore,
         },
         None => RollbackTarget::Unknown,
@@ -440,10 +436,7 @@ mod tests {
 
     #[test]
     fn stamps_name_only_changed_entries_and_the_history_keeps_the_newest() {
-        let entry = |r: &str, d: &str| RecordEntry {
-            reference: r.into(),
-            digest: d.into(),
-        };
+        let entry = |r: &str, d: &str| RecordEntry::new(r.into(), d.into());
         let before = Record::from([
             ("api".to_string(), entry("r1", "d1")),
             ("web".to_string(), entry("w1", "e1")),
@@ -511,28 +504,19 @@ mod tests {
 
     #[test]
     fn a_rollback_goes_back_to_the_from_of_the_newest_stamp_naming_the_current_artifact() {
-        let current = RecordEntry {
-            reference: "r2".into(),
-            digest: "d2".into(),
-        };
+        let current = RecordEntry::new("r2".into(), "d2".into());
         let stamps = vec![
             stamp(Some(("r1", "d1")), ("r2", "d2")),
             stamp(Some(("r0", "d0")), ("r2", "d2")),
             stamp(None, ("r1", "d1")),
         ];
-        let to = RollbackTarget::To(RecordEntry {
-            reference: "r1".into(),
-            digest: "d1".into(),
-        });
+        let to = RollbackTarget::To(RecordEntry::new("r1".into(), "d1".into()));
         assert_eq!(rollback_target(&stamps, &current), to);
         assert_eq!(
             rollback_target(&stamps[2..], &current),
             RollbackTarget::Unknown
         );
-        let first = RecordEntry {
-            reference: "r1".into(),
-            digest: "d1".into(),
-        };
+        let first = RecordEntry::new("r1".into(), "d1".into());
         assert_eq!(
             rollback_target(&stamps, &first),
             RollbackTarget::NothingBefore

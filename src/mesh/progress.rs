@@ -607,10 +607,7 @@ mod tests {
             Payload::Stamped {
                 stamp: Stamp::Module {
                     from: None,
-                    to: RecordEntry {
-                        reference: "demo/api:1".into(),
-                        digest: "sha256:ab".into(),
-                    },
+                    to: RecordEntry::new("demo/api:1".into(), "sha256:ab".into()),
                 },
             },
             Payload::Created {

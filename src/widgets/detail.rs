@@ -10,7 +10,9 @@ use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, Detail, ModuleInfo};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::cosign::SignatureVerdict;
-use crate::mesh::decide::{Decision, RegistryHeld, labelled_image_tagged, refusal_detail};
+use crate::mesh::decide::{
+    Decision, HostOrigin, RegistryHeld, labelled_image_tagged, refusal_detail,
+};
 use crate::mesh::text::short_id;
 use crate::mesh::why::Change;
 use crate::timefmt;
@@ -97,6 +99,10 @@ pub fn module_lines(
     let reference = planned.and_then(|p| p.reference.as_deref());
     let host = match (&state.host, reference) {
         (Some(images), Some(reference)) => match labelled_image_tagged(images, reference) {
+            Some(image) if image.origin == HostOrigin::Unknown => format!(
+                "host: ✗ holds {} tagged with the ref, not built here and unsigned: with trust it answers for nothing",
+                short_id(&image.id)
+            ),
             Some(image) => format!("host: holds {} tagged with the ref", short_id(&image.id)),
             None => "host: holds no meshtop-labelled image with this tag".to_string(),
         },

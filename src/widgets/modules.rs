@@ -8,7 +8,7 @@ use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::cosign::SignatureVerdict;
-use crate::mesh::decide::{Decision, RegistryHeld, labelled_image_tagged};
+use crate::mesh::decide::{Decision, HostOrigin, RegistryHeld, labelled_image_tagged};
 
 use super::lines::{Cell, Palette, focused, live_cell, put, rule, scroll_offset, tag_of};
 
@@ -150,10 +150,11 @@ pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
     match &state.host {
         Some(images) => {
-            if labelled_image_tagged(images, reference).is_some() {
-                ("✓".into(), palette.good())
-            } else {
-                ("✗".into(), palette.bad())
+            match labelled_image_tagged(images, reference) {
+                // With `trust`, an image this machine neither built nor verified answers nothing.
+                Some(image) if image.origin == HostOrigin::Unknown => ("✗".into(), palette.bad()),
+                Some(_) => ("✓".into(), palette.good()),
+                None => ("✗".into(), palette.bad()),
             }
         }
         None if state.source(SourceId::Host).error.is_some() => ("?".into(), palette.warn()),

@@ -9,6 +9,7 @@
 //! - `kube_mesh`: the example mesh on the Kubernetes target, the binary run against it;
 //! - `local_registry`: the real registry on 127.0.0.1:5000 and the docker CLI;
 //! - `registry_proxy`: the real registry behind a login, or open with a hook on deletes;
+//! - `signing`: cosign's signatures made and checked with openssl and curl, the mesh with `trust`;
 //! - `sshd`: a real OpenSSH server on loopback, for builders reached over `ssh://`;
 //! - `team`: the example mesh on the API test server for several state files (people, CI);
 //! - `tmux`: the real binary in a tmux session, its screen read back.
@@ -26,6 +27,7 @@ pub mod kube_rules;
 pub mod local_registry;
 pub mod mesh_file;
 pub mod registry_proxy;
+pub mod signing;
 pub mod sshd;
 pub mod team;
 pub mod tmux;

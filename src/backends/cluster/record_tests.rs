@@ -57,10 +57,10 @@ fn trim_history_leaves_a_history_within_its_budget_alone_and_empties_one_with_no
 }
 
 fn entry(n: usize) -> RecordEntry {
-    RecordEntry {
-        reference: format!("127.0.0.1:5000/demo/m{n}:{}", "0".repeat(24)),
-        digest: format!("sha256:{}", "c".repeat(64)),
-    }
+    RecordEntry::new(
+        format!("127.0.0.1:5000/demo/m{n}:{}", "0".repeat(24)),
+        format!("sha256:{}", "c".repeat(64)),
+    )
 }
 
 fn read_with(history: StampsByModule, others_bytes: usize) -> RecordRead {

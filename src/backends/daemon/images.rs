@@ -53,13 +53,13 @@ impl Daemon {
             .map_err(self.call_error("tag an image"))
     }
 
-    /// Pull `repository@digest` (a manifest the registry vouched with) and tag it `reference`, as a
-    /// build would leave it; returns the image id (the config digest). `auth` is the registry's login.
+    /// Pull `repository@digest` (a manifest the registry vouched with) and return the image id (the
+    /// config digest). Nothing is tagged: the caller tags it under a ref only once the id is the
+    /// artifact it expects. `auth` is the registry's login.
     pub async fn pull_by_digest(
         &self,
         repository: &str,
         digest: &str,
-        reference: &str,
         auth: Option<bollard::auth::DockerCredentials>,
     ) -> Result<String, DaemonError> {
         let pinned = format!("{repository}@{digest}");
@@ -87,7 +87,6 @@ impl Daemon {
                 endpoint: self.endpoint.clone(),
                 message: format!("the pulled image {pinned} has no id"),
             })?;
-        self.tag(&id, reference).await?;
         Ok(id)
     }
 

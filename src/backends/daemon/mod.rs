@@ -19,7 +19,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::ListImagesOptionsBuilder;
 
-use crate::mesh::decide::HostImage;
+use crate::mesh::decide::{HostImage, HostOrigin};
 use crate::mesh::model::{MODULE_LABEL, Platform};
 
 /// Errors talking to the daemon; each says where meshtop looked.
@@ -178,6 +178,7 @@ impl Daemon {
                 id: summary.id,
                 tags: real_tags(summary.repo_tags),
                 labels: summary.labels,
+                origin: HostOrigin::Unchecked,
             })
             .collect())
     }

@@ -17,6 +17,7 @@ mod record;
 mod record_history;
 mod schema;
 mod stats;
+mod verified;
 
 use std::path::{Path, PathBuf};
 
@@ -192,10 +193,7 @@ mod tests {
         let mut record = Record::new();
         record.insert(
             "api".into(),
-            RecordEntry {
-                reference: "demo/api:abc-amd64".into(),
-                digest: "sha256:1".into(),
-            },
+            RecordEntry::new("demo/api:abc-amd64".into(), "sha256:1".into()),
         );
         let db = StateDb::open(&path).unwrap();
         db.lock_mesh("demo", "default", &Holder::here("c1"))

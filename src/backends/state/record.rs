@@ -13,17 +13,14 @@ impl StateDb {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT module, ref, digest FROM records WHERE mesh = ?1 AND target = ?2",
+                "SELECT module, ref, digest, manifest, signed_by FROM records WHERE mesh = ?1 AND target = ?2",
             )
             .map_err(self.err("read the record"))?;
         let rows = st
             .query_map([mesh, target], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
-                    RecordEntry {
-                        reference: r.get(1)?,
-                        digest: r.get(2)?,
-                    },
+                    RecordEntry::new(r.get(1)?, r.get(2)?).with_manifest(r.get(3)?, r.get(4)?),
                 ))
             })
             .and_then(|rows| rows.collect::<Result<Record, _>>())
@@ -81,10 +78,11 @@ impl StateDb {
         {
             let mut st = tx
                 .prepare_cached(
-                    "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, operation_id) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                    "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, operation_id, manifest, signed_by) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
                      ON CONFLICT(mesh, target, module) DO UPDATE SET ref = excluded.ref, digest = excluded.digest, \
-                     stamped_ms = excluded.stamped_ms, operation_id = excluded.operation_id",
+                     stamped_ms = excluded.stamped_ms, operation_id = excluded.operation_id, \
+                     manifest = excluded.manifest, signed_by = excluded.signed_by",
                 )
                 .map_err(self.err("stamp the record"))?;
             for (module, entry) in entries {
@@ -95,7 +93,9 @@ impl StateDb {
                     entry.reference,
                     entry.digest,
                     at,
-                    by.operation_id
+                    by.operation_id,
+                    entry.manifest,
+                    entry.signed_by
                 ])
                 .map_err(self.err("stamp the record"))?;
             }

@@ -58,10 +58,7 @@ impl StateDb {
                 )
                 .and_then(|mut st| {
                     st.query_row(params![mesh, target, module], |r| {
-                        Ok(RecordEntry {
-                            reference: r.get(0)?,
-                            digest: r.get(1)?,
-                        })
+                        Ok(RecordEntry::new(r.get(0)?, r.get(1)?))
                     })
                     .optional()
                 })

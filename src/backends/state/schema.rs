@@ -344,6 +344,22 @@ ALTER TABLE events ADD COLUMN payload TEXT;
 ALTER TABLE builds ADD COLUMN builder TEXT;
 ALTER TABLE builds ADD COLUMN push_ms INTEGER;
 "#,
+    // 14: the record keeps the manifest digest each artifact was pushed or verified as (what a send
+    // deploys) and the trusted key that signed it (NULL: rows from before, or nothing pushed); the
+    // host daemon's images meshtop pulled after verifying them, so that with `trust` the host
+    // vouches only for what this machine built or verified.
+    r#"
+ALTER TABLE records ADD COLUMN manifest TEXT;
+ALTER TABLE records ADD COLUMN signed_by TEXT;
+CREATE TABLE verified_pulls (
+    mesh       TEXT NOT NULL,
+    image_id   TEXT NOT NULL,
+    manifest   TEXT NOT NULL,
+    signed_by  TEXT,
+    pulled_ms  INTEGER NOT NULL,
+    PRIMARY KEY (mesh, image_id)
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

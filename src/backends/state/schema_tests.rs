@@ -50,6 +50,11 @@ fn as_now(table: &str, rows: &[Vec<String>]) -> Vec<Vec<String>> {
                 row.push("builder=Null".into());
                 row.push("push_ms=Null".into());
             }
+            // 14: a record entry's manifest and signer.
+            if table == "records" {
+                row.push("manifest=Null".into());
+                row.push("signed_by=Null".into());
+            }
             row.sort();
             row
         })
@@ -118,8 +123,9 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // Migrations 7 (the stat cache, one row per context), 8 (`published_ms`, added as a column the
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
     // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
-    // data, a column of `events`) and 13 (a build's builder and push time) came after it.
-    assert_eq!(SCHEMA_VERSION, 13);
+    // data, a column of `events`), 13 (a build's builder and push time) and 14 (a record entry's
+    // manifest and signer, the verified pulls) came after it.
+    assert_eq!(SCHEMA_VERSION, 14);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -312,6 +318,10 @@ fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targ
             if table == "record_history" {
                 row.push("from_target=Null".into());
             }
+            if table == "records" {
+                row.push("manifest=Null".into());
+                row.push("signed_by=Null".into());
+            }
             row.sort();
         }
         expected.sort();
@@ -319,7 +329,8 @@ fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targ
     }
     // A second target of the same mesh keeps its own record, pins and lock beside them.
     conn.execute_batch(
-        "INSERT INTO records VALUES ('demo', 'prod', 'api', 'demo/api:0', 'sha256:0', 40, 'op-4');
+        "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, operation_id)
+             VALUES ('demo', 'prod', 'api', 'demo/api:0', 'sha256:0', 40, 'op-4');
          INSERT INTO pins (mesh, target, module, from_ref, from_digest, to_ref, to_digest,
              operation_id, host, at_ms) VALUES ('demo', 'prod', 'api', 'a', 'b', 'c', 'd', 'op-5', 'h', 1);
          INSERT INTO operation_locks VALUES ('demo', 'prod', 'op-6', 'host-b', 7, 50, 51);",
@@ -334,7 +345,8 @@ fn migration_10_keys_every_target_apart_and_the_rows_before_are_the_default_targ
     // …but the same target's key is still one row.
     assert!(
         conn.execute(
-            "INSERT INTO records VALUES ('demo', 'default', 'api', 'x', 'y', 1, 'op')",
+            "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, operation_id) \
+             VALUES ('demo', 'default', 'api', 'x', 'y', 1, 'op')",
             []
         )
         .is_err()
@@ -429,6 +441,7 @@ fn migration_11_names_operations_and_keeps_every_row_of_a_version_10_database() 
     let mut after_tables = tables(&conn);
     after_tables.sort();
     let mut expected_tables = renamed.clone();
+    expected_tables.push("verified_pulls".into());
     expected_tables.sort();
     assert_eq!(after_tables, expected_tables);
     for (table, rows) in &before {
@@ -504,6 +517,7 @@ fn migration_12_keeps_every_row_and_the_steps_before_it_read_without_data() {
 
     let conn = open(&path).unwrap();
     let mut expected_tables: Vec<String> = names.iter().map(|t| as_11_names(t)).collect();
+    expected_tables.push("verified_pulls".into());
     expected_tables.sort();
     assert_eq!(tables(&conn), expected_tables);
     for (table, rows) in before {
@@ -580,6 +594,13 @@ fn migration_13_keeps_every_row_of_a_version_12_database_and_builds_gain_their_b
                 row.sort();
             }
         }
+        if table == "records" {
+            for row in &mut expected {
+                row.push("manifest=Null".into());
+                row.push("signed_by=Null".into());
+                row.sort();
+            }
+        }
         assert_eq!(all_rows(&conn, table), expected, "{table}");
     }
     drop(conn);
@@ -615,4 +636,43 @@ fn migration_13_keeps_every_row_of_a_version_12_database_and_builds_gain_their_b
     assert_eq!(row.push_ms, Some(420));
     assert_eq!(row.built_by(), "host-a (farm-1)");
     assert!(db.set_push_time("nope", 1).is_err());
+}
+
+#[test]
+fn migration_14_keeps_every_record_entry_and_a_stamp_keeps_its_manifest_and_signer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v13 = {
+        let conn = Connection::open(&path).unwrap();
+        for migration in &MIGRATIONS[..13] {
+            conn.execute_batch(migration).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 13).unwrap();
+        conn
+    };
+    v13.execute_batch(
+        "INSERT INTO records VALUES ('demo', 'default', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1');",
+    )
+    .unwrap();
+    drop(v13);
+    let db = super::super::StateDb::open(&path).unwrap();
+    // The entry from before reads as it was, knowing no manifest.
+    let record = db.record("demo", "default").unwrap();
+    assert_eq!(
+        record["api"],
+        crate::mesh::model::RecordEntry::new("demo/api:1".into(), "sha256:1".into())
+    );
+    // A stamp keeps the manifest the artifact was verified as and who signed it.
+    db.lock_mesh("demo", "default", &super::super::Holder::here("op-2"))
+        .unwrap()
+        .unwrap();
+    let entry = crate::mesh::model::RecordEntry::new("demo/api:2".into(), "sha256:2".into())
+        .with_manifest(Some("sha256:m2".into()), Some("keys/ci.pub".into()));
+    let stamp = crate::mesh::model::Record::from([("api".to_string(), entry.clone())]);
+    db.stamp_record("demo", "default", "op-2", &stamp).unwrap();
+    assert_eq!(db.record("demo", "default").unwrap()["api"], entry);
+    // What this machine pulled after verifying it is kept, per mesh.
+    db.note_verified_pull("demo", "sha256:2", "sha256:m2", Some("keys/ci.pub"))
+        .unwrap();
+    assert!(db.vouched_here("demo").unwrap().contains("sha256:2"));
 }

@@ -193,7 +193,7 @@ impl Target for Docker {
         artifact: Artifact<'a>,
         _reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>> {
+    ) -> Fut<'a, Result<Option<String>, TargetError>> {
         Box::pin(async move {
             emitter.emit(
                 Payload::Delivered {
@@ -206,7 +206,7 @@ impl Target for Docker {
                     artifact.reference
                 ),
             );
-            Ok(())
+            Ok(None)
         })
     }
 
@@ -229,7 +229,8 @@ impl Target for Docker {
             };
             let creds = registry_credentials(registry).await?;
             host::pull_vouched(
-                reach.daemon,
+                &reach,
+                &mesh.name,
                 &artifact,
                 manifest,
                 registry,
@@ -240,7 +241,8 @@ impl Target for Docker {
         })
     }
 
-    /// Delivery is nothing here: with `--publish` (or `publish = true`) each build is pushed to the
+    /// Delivery is nothing here: with `--publish` (or `publish = true`) each build (and each host
+    /// skip) is pushed to the
     /// mesh's registry for other machines, its manifest digest kept with the build.
     fn publish<'a>(
         &'a self,
@@ -267,11 +269,19 @@ impl Target for Docker {
                 emitter,
             )
             .await?;
-            if let Some(build) = artifact.build_id {
-                locked(reach.db)
-                    .map_err(TargetError::Handle)?
-                    .set_published(build, artifact.reference, &digest)?;
+            // Kept with the build that made it: this converge's, or (a host skip) the one the
+            // history names for the artifact.
+            let db = locked(reach.db).map_err(TargetError::Handle)?;
+            let build = match artifact.build_id {
+                Some(id) => Some(id.to_string()),
+                None => db
+                    .build_by_digest(&mesh.name, artifact.digest)?
+                    .map(|b| b.id),
+            };
+            if let Some(build) = build {
+                db.set_published(&build, artifact.reference, &digest)?;
             }
+            drop(db);
             emitter.emit(
                 Payload::Delivered {
                     reference: artifact.reference.to_string(),
@@ -376,10 +386,17 @@ impl Target for Docker {
             let creds = registry_credentials(registry).await?;
             let client = RegistryClient::new(registry, creds.clone())?;
             let (path, tag) = repository_in(&registry.host, artifact.reference);
-            match client.manifest(path, tag).await? {
+            // The manifest the record names, never the tag looked up again; a record from before
+            // manifests were kept asks the tag, and the pull must still bring the artifact.
+            let found = match artifact.manifest {
+                Some(manifest) => client.manifest(path, manifest).await?,
+                None => client.manifest(path, tag).await?,
+            };
+            match found {
                 Published::Present { digest } => {
                     host::pull_vouched(
-                        reach.daemon,
+                        &reach,
+                        &mesh.name,
                         &artifact,
                         &digest,
                         registry,
@@ -395,16 +412,6 @@ impl Target for Docker {
                 ))),
             }
         })
-    }
-
-    /// Containers run the image id: nothing is pulled, nothing published is needed.
-    fn published_digest<'a>(
-        &'a self,
-        _mesh: &'a Mesh,
-        _db: &'a Mutex<StateDb>,
-        _entry: &'a RecordEntry,
-    ) -> Fut<'a, Option<String>> {
-        Box::pin(async { None })
     }
 
     fn registry_client<'a>(

@@ -4,6 +4,7 @@
 
 use crate::backends::credentials::Credentials;
 use crate::backends::daemon::LazyDaemon;
+use crate::backends::state::locked;
 use crate::converge::error::TargetError;
 use crate::converge::progress::{Emitter, Payload};
 use crate::mesh::model::{RecordEntry, Registry};
@@ -11,7 +12,7 @@ use crate::mesh::progress::DeliveredBy;
 use crate::mesh::refs::repository_of;
 use crate::mesh::text::short_id;
 
-use super::seam::{Artifact, Holding};
+use super::seam::{Artifact, Holding, Reach};
 
 /// The daemon must hold the artifact; a ref that gc untagged while the image stayed is tagged again.
 pub async fn holds(daemon: &LazyDaemon, wanted: &RecordEntry) -> Result<Holding, TargetError> {
@@ -27,28 +28,39 @@ pub async fn holds(daemon: &LazyDaemon, wanted: &RecordEntry) -> Result<Holding,
 }
 
 /// Pull `artifact`'s manifest `manifest` (what the registry vouched with) into the host daemon by
-/// digest, tagged with the ref as a build would leave it; the pulled image must be the artifact.
+/// digest; only once the pulled image is the artifact is it tagged with the ref (as a build would
+/// leave it). A pull that brought another image leaves nothing under the ref, and its pinned name
+/// is removed again.
 pub async fn pull_vouched(
-    daemon: &LazyDaemon,
+    reach: &Reach<'_>,
+    mesh: &str,
     artifact: &Artifact<'_>,
     manifest: &str,
     registry: &Registry,
     creds: Option<&Credentials>,
     emitter: &Emitter,
 ) -> Result<(), TargetError> {
-    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
+    let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
     let repository = repository_of(artifact.reference);
     let auth = creds.map(|c| c.to_docker(&registry.host));
-    let id = docker
-        .pull_by_digest(repository, manifest, artifact.reference, auth)
-        .await?;
+    let id = docker.pull_by_digest(repository, manifest, auth).await?;
+    let pinned = format!("{repository}@{manifest}");
     if id != artifact.digest {
+        // Best effort: the refusal is the error that matters; a pinned name left behind tags nothing.
+        if let Err(error) = docker.remove(&pinned).await {
+            tracing::warn!("the refused pull {pinned} could not be removed again: {error}");
+        }
         return Err(TargetError::PulledOther {
-            pinned: format!("{repository}@{manifest}"),
+            pinned,
             got: short_id(&id).to_string(),
             artifact: short_id(artifact.digest).to_string(),
         });
     }
+    docker.tag(&id, artifact.reference).await?;
+    // With `trust`, the host vouches for this image later only because it was verified here.
+    locked(reach.db)
+        .map_err(TargetError::Handle)?
+        .note_verified_pull(mesh, &id, manifest, artifact.signed_by)?;
     emitter.emit(
         Payload::Delivered {
             reference: artifact.reference.to_string(),

@@ -60,15 +60,32 @@ pub struct Artifact<'a> {
     pub reference: &'a str,
     pub digest: &'a str,
     pub build_id: Option<&'a str>,
+    /// The manifest digest it was pushed or verified as, when known: what is pulled or deployed,
+    /// never the ref's tag looked up again.
+    pub manifest: Option<&'a str>,
+    /// The trusted key that signed `manifest`, when one was checked.
+    pub signed_by: Option<&'a str>,
 }
 
-impl Artifact<'_> {
-    /// The artifact as a record names it (ref and digest).
-    pub fn entry(&self) -> crate::mesh::model::RecordEntry {
-        crate::mesh::model::RecordEntry {
-            reference: self.reference.to_string(),
-            digest: self.digest.to_string(),
+impl<'a> Artifact<'a> {
+    /// The artifact of `module` as a record entry names it.
+    pub fn of(module: &'a str, entry: &'a RecordEntry) -> Artifact<'a> {
+        Artifact {
+            module,
+            reference: &entry.reference,
+            digest: &entry.digest,
+            build_id: None,
+            manifest: entry.manifest.as_deref(),
+            signed_by: entry.signed_by.as_deref(),
         }
+    }
+
+    /// The artifact as a record names it (ref, digest, and its manifest when known).
+    pub fn entry(&self) -> RecordEntry {
+        RecordEntry::new(self.reference.to_string(), self.digest.to_string()).with_manifest(
+            self.manifest.map(str::to_string),
+            self.signed_by.map(str::to_string),
+        )
     }
 }
 
@@ -164,14 +181,15 @@ pub trait Target: Send + Sync {
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<Vec<String>, TargetError>>;
 
-    /// Deliver one module's artifact.
+    /// Deliver one module's artifact; the manifest digest it was pushed as, where delivering
+    /// pushes it (what the record keeps and a send deploys).
     fn deliver<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>>;
+    ) -> Fut<'a, Result<Option<String>, TargetError>>;
 
     /// Bring an artifact the registry vouched for (it answered with manifest `manifest` under
     /// `artifact.reference`) where this target needs it, and into the host daemon when `on_host`
@@ -253,15 +271,6 @@ pub trait Target: Send + Sync {
         reach: Reach<'a>,
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<Holding, TargetError>>;
-
-    /// The manifest digest the record's artifact was published under, when the target pulls it
-    /// from a registry; None: not known to be published (or nothing is pulled).
-    fn published_digest<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        db: &'a Mutex<StateDb>,
-        entry: &'a RecordEntry,
-    ) -> Fut<'a, Option<String>>;
 
     /// A client for `registry` with the credentials a push uses.
     fn registry_client<'a>(

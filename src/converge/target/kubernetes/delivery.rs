@@ -35,10 +35,10 @@ impl Kube {
         artifact: Artifact<'_>,
         reach: Reach<'_>,
         emitter: &Emitter,
-    ) -> Result<(), TargetError> {
+    ) -> Result<Option<String>, TargetError> {
         let (module, reference) = (artifact.module, artifact.reference);
         match self.delivery_here()? {
-            Delivery::Host => Ok(()),
+            Delivery::Host => Ok(None),
             Delivery::KindLoad(name) => {
                 kind_load(&name, reference).await?;
                 emitter.emit(
@@ -51,7 +51,7 @@ impl Kube {
                     Some(module),
                     format!("kind load {reference} into kind cluster {name}"),
                 );
-                Ok(())
+                Ok(None)
             }
             Delivery::Push(registry) => {
                 let creds = self.credentials(&registry.host).await?;
@@ -80,36 +80,54 @@ impl Kube {
                     Some(module),
                     format!("pushed {reference} → {digest}"),
                 );
-                Ok(())
+                Ok(Some(digest))
             }
         }
     }
 
-    /// The history's word for the published digest, else the registry's answer for its ref (a
-    /// push from another host).
-    pub(super) async fn published(
+    /// The manifest a send deploys for `entry` (and what a pod reporting it runs): the record's own
+    /// (pushed or verified when it was stamped), else the one this machine's build pushed, else the
+    /// ref's tag asked once for a record from before manifests were kept — and then only a manifest
+    /// whose config is the recorded artifact. Ok(None): the registry holds nothing under the ref.
+    pub(super) async fn manifest_of(
         &self,
         mesh: &Mesh,
         db: &Mutex<StateDb>,
+        module: &str,
         entry: &RecordEntry,
-    ) -> Option<String> {
+    ) -> Result<Option<String>, TargetError> {
+        if let Some(manifest) = &entry.manifest {
+            return Ok(Some(manifest.clone()));
+        }
         let known = locked(db)
-            .ok()?
-            .build_by_digest(&mesh.name, &entry.digest)
-            .ok()
-            .flatten()
+            .map_err(TargetError::Handle)?
+            .build_by_digest(&mesh.name, &entry.digest)?
             .and_then(|b| b.published_digest);
         if known.is_some() {
-            return known;
+            return Ok(known);
         }
-        let registry = self.registry.as_ref()?;
-        let creds = self.credentials(&registry.host).await.ok().flatten();
-        let client = RegistryClient::new(registry, creds).ok()?;
+        let Some(registry) = self.registry.as_ref() else {
+            return Ok(None);
+        };
+        let creds = self.credentials(&registry.host).await?;
+        let client = RegistryClient::new(registry, creds)?;
         let (path, tag) = repository_in(&registry.host, &entry.reference);
-        match client.manifest(path, tag).await {
-            Ok(Published::Present { digest }) => Some(digest),
-            _ => None,
+        let Published::Present { digest } = client.manifest(path, tag).await? else {
+            return Ok(None);
+        };
+        let names = client.artifact_of(path, &digest).await?;
+        if names.as_deref() != Some(entry.digest.as_str()) {
+            return Err(KubeError::NotTheArtifact {
+                reference: entry.reference.clone(),
+                registry: registry.host.clone(),
+                manifest: digest,
+                names: names.unwrap_or_else(|| "nothing".into()),
+                artifact: entry.digest.clone(),
+                module: module.to_string(),
+            }
+            .into());
         }
+        Ok(Some(digest))
     }
 
     /// A pushed artifact must still be in the registry; a loaded one on the host daemon.
@@ -122,7 +140,11 @@ impl Kube {
         let Ok(Delivery::Push(registry)) = self.delivery_here() else {
             return host::holds(reach.daemon, wanted).await;
         };
-        let published = self.published(mesh, reach.db, wanted).await;
+        let published = self
+            .manifest_of(mesh, reach.db, "", wanted)
+            .await
+            .ok()
+            .flatten();
         let creds = self.credentials(&registry.host).await?;
         let client = RegistryClient::new(&registry, creds)?;
         let (path, tag) = repository_in(&registry.host, &wanted.reference);
@@ -167,7 +189,8 @@ impl Kube {
         if on_host && let Some(registry) = &mesh.registry {
             let creds = self.credentials(&registry.host).await?;
             host::pull_vouched(
-                reach.daemon,
+                &reach,
+                &mesh.name,
                 &artifact,
                 manifest,
                 registry,

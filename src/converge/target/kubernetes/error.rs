@@ -24,6 +24,19 @@ pub enum KubeError {
         registry: String,
         module: String,
     },
+    /// The ref's tag names a manifest whose config is not the recorded artifact (pushed over since
+    /// it was recorded): it is never deployed.
+    #[error(
+        "{reference} now names manifest {manifest} in registry {registry}, whose artifact is {names}, not the recorded {artifact}: nothing was sent (the tag was pushed over; converge module {module} again, or promote the artifact you want)"
+    )]
+    NotTheArtifact {
+        reference: String,
+        registry: String,
+        manifest: String,
+        names: String,
+        artifact: String,
+        module: String,
+    },
     #[error("{kind} {machine} is no longer in {place}")]
     MachineGone {
         kind: String,

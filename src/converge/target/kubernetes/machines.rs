@@ -30,8 +30,14 @@ impl Kube {
             if aliases.contains_key(w.module.as_str()) {
                 continue;
             }
+            // A pod pulled from the registry reports the manifest digest: the record's manifest
+            // is the artifact too (a manifest that cannot be told reads as none: behind).
             let published = match record.get(&w.module) {
-                Some(entry) => self.published(mesh, db, entry).await,
+                Some(entry) => self
+                    .manifest_of(mesh, db, &w.module, entry)
+                    .await
+                    .ok()
+                    .flatten(),
                 None => None,
             };
             aliases.insert(w.module.as_str(), published.into_iter().collect());

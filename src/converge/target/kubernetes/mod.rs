@@ -254,7 +254,7 @@ impl Target for Kube {
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>> {
+    ) -> Fut<'a, Result<Option<String>, TargetError>> {
         Box::pin(self.deliver_now(mesh, artifact, reach, emitter))
     }
 
@@ -353,15 +353,6 @@ impl Target for Kube {
         emitter: &'a Emitter,
     ) -> Fut<'a, Result<Holding, TargetError>> {
         Box::pin(self.bring_here(mesh, artifact, reach, emitter))
-    }
-
-    fn published_digest<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        db: &'a Mutex<StateDb>,
-        entry: &'a RecordEntry,
-    ) -> Fut<'a, Option<String>> {
-        Box::pin(self.published(mesh, db, entry))
     }
 
     /// The credentials a push uses (the Docker config's, read once per connection).

@@ -40,22 +40,22 @@ impl Kube {
                 })?
             }
         };
-        let entry = RecordEntry {
-            reference: moved.to_reference.clone(),
-            digest: moved.to_digest.clone(),
-        };
+        let entry = RecordEntry::new(moved.to_reference.clone(), moved.to_digest.clone())
+            .with_manifest(moved.to_manifest.clone(), None);
         let (to_image, artifact) = match self.delivery_here()? {
-            Delivery::Push(registry) => match self.published(mesh, db, &entry).await {
-                Some(digest) => (format!("{}@{digest}", entry.reference), None),
-                None => {
-                    return Err(KubeError::NotPublished {
-                        reference: entry.reference,
-                        registry: registry.host,
-                        module: moved.module.clone(),
+            Delivery::Push(registry) => {
+                match self.manifest_of(mesh, db, &moved.module, &entry).await? {
+                    Some(digest) => (format!("{}@{digest}", entry.reference), None),
+                    None => {
+                        return Err(KubeError::NotPublished {
+                            reference: entry.reference,
+                            registry: registry.host,
+                            module: moved.module.clone(),
+                        }
+                        .into());
                     }
-                    .into());
                 }
-            },
+            }
             Delivery::KindLoad(_) | Delivery::Host => {
                 (entry.reference.clone(), Some(entry.digest.as_str()))
             }

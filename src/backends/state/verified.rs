@@ -1,0 +1,69 @@
+//! What this machine can vouch for on its own host daemon: the artifacts its builds made and the
+//! images it pulled after verifying them (hashed, their config the artifact, signed where the mesh
+//! trusts keys). With `trust`, the host voucher answers only for these: a labelled image that
+//! anyone with access to the daemon could have tagged answers for nothing.
+
+use std::collections::BTreeSet;
+
+use rusqlite::params;
+
+use super::{StateDb, StateError, now_ms};
+
+impl StateDb {
+    /// Note that `image_id` was pulled as `manifest` after the registry voucher verified it
+    /// (`signed_by`: the trusted key that signed it, None where the mesh trusts no key).
+    pub fn note_verified_pull(
+        &self,
+        mesh: &str,
+        image_id: &str,
+        manifest: &str,
+        signed_by: Option<&str>,
+    ) -> Result<(), StateError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO verified_pulls (mesh, image_id, manifest, signed_by, pulled_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT(mesh, image_id) DO UPDATE SET manifest = excluded.manifest, \
+                 signed_by = excluded.signed_by, pulled_ms = excluded.pulled_ms",
+            )
+            .and_then(|mut st| st.execute(params![mesh, image_id, manifest, signed_by, now_ms()]))
+            .map_err(self.err("note a verified pull"))?;
+        Ok(())
+    }
+
+    /// Every image id of `mesh` this machine vouches for: made by one of its succeeded builds, or
+    /// pulled after verification.
+    pub fn vouched_here(&self, mesh: &str) -> Result<BTreeSet<String>, StateError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT digest FROM builds WHERE mesh = ?1 AND status = 'succeeded' AND digest IS NOT NULL \
+                 UNION SELECT image_id FROM verified_pulls WHERE mesh = ?1",
+            )
+            .map_err(self.err("read what this machine built or verified"))?;
+        st.query_map([mesh], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect::<Result<BTreeSet<_>, _>>())
+            .map_err(self.err("read what this machine built or verified"))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verified_pull_is_vouched_for_and_nothing_else_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = StateDb::open(&dir.path().join("state.db")).unwrap();
+        assert!(db.vouched_here("demo").unwrap().is_empty());
+        db.note_verified_pull("demo", "sha256:aa", "sha256:m1", Some("ci"))
+            .unwrap();
+        db.note_verified_pull("other", "sha256:bb", "sha256:m2", None)
+            .unwrap();
+        assert_eq!(
+            db.vouched_here("demo").unwrap(),
+            BTreeSet::from(["sha256:aa".to_string()])
+        );
+    }
+}
