@@ -288,42 +288,14 @@ async fn forward(
         let hook = hook.clone();
         tokio::task::spawn_blocking(move || hook()).await.unwrap();
     }
-    let lies = rules.lies.lock().unwrap().clone();
-    let plain_path = uri.path();
-    if lies
-        .iter()
-        .any(|lie| matches!(lie, Lie::Fails { part } if plain_path.contains(part.as_str())))
-    {
+    let Some((path, named)) = told(rules, &method, &uri, path) else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
             [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
             r#"{"errors":[{"code":"UNKNOWN","message":"unknown error","detail":{}}]}"#,
         )
             .into_response();
-    }
-    let reads = method == Method::GET || method == Method::HEAD;
-    let (path, named) = match lies.iter().find_map(|lie| match lie {
-        Lie::Serves { asked, instead } if reads && names(plain_path, asked) => {
-            Some((instead, asked))
-        }
-        _ => None,
-    }) {
-        Some((instead, asked)) => (
-            plain_path.replace(asked.as_str(), instead),
-            Some(asked.clone()),
-        ),
-        None => (path.to_string(), None),
     };
-    let named = named.or_else(|| {
-        lies.iter().find_map(|lie| match lie {
-            Lie::DigestHeader { reference, digest }
-                if reads && plain_path.ends_with(&format!("/manifests/{reference}")) =>
-            {
-                Some(digest.clone())
-            }
-            _ => None,
-        })
-    });
     let mut request = client.request(
         reqwest::Method::from_bytes(method.as_str().as_bytes()).unwrap(),
         format!("http://{UPSTREAM}{path}"),
@@ -367,6 +339,39 @@ async fn forward(
     let mut response = (status, bytes).into_response();
     response.headers_mut().extend(out);
     response
+}
+
+/// What the lies make of a request for `path`: None when it fails (500); else the path to ask the
+/// registry and the digest to name in the answer's `Docker-Content-Digest` (None: the registry's).
+fn told(rules: &Rules, method: &Method, uri: &Uri, path: &str) -> Option<(String, Option<String>)> {
+    let lies = rules.lies.lock().unwrap().clone();
+    let plain_path = uri.path();
+    if lies
+        .iter()
+        .any(|lie| matches!(lie, Lie::Fails { part } if plain_path.contains(part.as_str())))
+    {
+        return None;
+    }
+    let reads = method == Method::GET || method == Method::HEAD;
+    let served = lies.iter().find_map(|lie| match lie {
+        Lie::Serves { asked, instead } if reads && names(plain_path, asked) => Some((
+            plain_path.replace(asked.as_str(), instead),
+            Some(asked.clone()),
+        )),
+        _ => None,
+    });
+    if served.is_some() {
+        return served;
+    }
+    let header = lies.iter().find_map(|lie| match lie {
+        Lie::DigestHeader { reference, digest }
+            if reads && plain_path.ends_with(&format!("/manifests/{reference}")) =>
+        {
+            Some(digest.clone())
+        }
+        _ => None,
+    });
+    Some((path.to_string(), header))
 }
 
 /// Whether `path` asks for the manifest or blob `reference` (its last segment, after `manifests/` or
