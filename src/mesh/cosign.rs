@@ -27,6 +27,13 @@ pub const COSIGN_PAYLOAD_TYPE: &str = "cosign container image signature";
 pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const OCI_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 
+/// The most layers a `.sig` manifest may hold to be judged (cosign bounds them too, at 1000:
+/// `pkg/oci/remote/signatures.go`, `maxLayers`); each signer adds one, so 64 leaves room for many.
+pub const MAX_SIGNATURE_LAYERS: usize = 64;
+/// The most bytes of one signature payload: a simple-signing payload is a few hundred bytes, so
+/// 64 KiB leaves room for any `optional` claims while a registry cannot make a plan read without end.
+pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+
 /// What the signatures under an artifact's `.sig` tag say about its manifest digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -80,6 +87,12 @@ pub enum FormatError {
     Key { line: usize, message: String },
     #[error("the signature image is malformed: {0}")]
     Image(String),
+    #[error("the .sig manifest has {count} layers, more than {MAX_SIGNATURE_LAYERS}")]
+    TooManyLayers { count: usize },
+    #[error(
+        "the signature payload {digest} is {size} bytes, more than {MAX_PAYLOAD_BYTES} (64 KiB)"
+    )]
+    PayloadTooLarge { digest: String, size: u64 },
 }
 
 /// The tag that holds the signatures of manifest `digest` (`sha256:ab…` → `sha256-ab….sig`).
@@ -269,14 +282,14 @@ impl SigningKey {
 }
 
 impl TrustedKey {
-    /// Whether `signature` (base64 DER, or raw r‖s as some signers write) is this key's over `payload`.
+    /// Whether `signature` (base64 of a DER ECDSA signature) is this key's over `payload`. A raw
+    /// r‖s signature is refused, as cosign refuses it (sigstore `pkg/signature/ecdsa.go`: `VerifySignature`
+    /// calls Go's `ecdsa.VerifyASN1`, which reads ASN.1 DER only).
     pub fn verifies(&self, payload: &[u8], signature: &str) -> bool {
         let Ok(bytes) = STANDARD.decode(signature.trim()) else {
             return false;
         };
-        let parsed =
-            EcdsaSignature::from_der(&bytes).or_else(|_| EcdsaSignature::from_slice(&bytes));
-        parsed.is_ok_and(|sig| self.key.verify(payload, &sig).is_ok())
+        EcdsaSignature::from_der(&bytes).is_ok_and(|sig| self.key.verify(payload, &sig).is_ok())
     }
 
     /// The key as PEM (SubjectPublicKeyInfo).
@@ -295,16 +308,44 @@ pub struct SignatureLayer {
     pub signature: String,
 }
 
-/// The signature layers of a `.sig` manifest (layers of another media type, or without the
-/// signature annotation, are not signatures and are skipped).
+/// The signature layers of a `.sig` manifest, all of them (layers of another media type, or
+/// without the signature annotation, are not signatures and are skipped). Refused: a manifest of
+/// more than [`MAX_SIGNATURE_LAYERS`] layers, a signature layer announcing a payload of more than
+/// [`MAX_PAYLOAD_BYTES`].
 pub fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, FormatError> {
+    let layers = all_layers(manifest)?;
+    if layers.len() > MAX_SIGNATURE_LAYERS {
+        return Err(FormatError::TooManyLayers {
+            count: layers.len(),
+        });
+    }
+    let signatures = read_signature_layers(&layers);
+    if let Some(large) = signatures
+        .iter()
+        .find(|l| l.size > MAX_PAYLOAD_BYTES as u64)
+    {
+        return Err(FormatError::PayloadTooLarge {
+            digest: large.digest.clone(),
+            size: large.size,
+        });
+    }
+    Ok(signatures)
+}
+
+/// Every layer of a `.sig` manifest, as JSON.
+fn all_layers(manifest: &[u8]) -> Result<Vec<Value>, FormatError> {
     let value: Value = serde_json::from_slice(manifest)
         .map_err(|e| FormatError::Image(format!("its manifest is not JSON ({e})")))?;
-    let layers = value
+    value
         .get("layers")
         .and_then(Value::as_array)
-        .ok_or_else(|| FormatError::Image("its manifest has no layers".into()))?;
-    Ok(layers
+        .cloned()
+        .ok_or_else(|| FormatError::Image("its manifest has no layers".into()))
+}
+
+/// The layers among `layers` that carry a signature.
+fn read_signature_layers(layers: &[Value]) -> Vec<SignatureLayer> {
+    layers
         .iter()
         .filter(|l| l.get("mediaType").and_then(Value::as_str) == Some(SIMPLE_SIGNING_MEDIA_TYPE))
         .filter_map(|l| {
@@ -320,7 +361,7 @@ pub fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, FormatEr
                     .to_string(),
             })
         })
-        .collect())
+        .collect()
 }
 
 /// A `.sig` image to write: its config blob and its manifest (whose layers' payload blobs the
@@ -344,12 +385,20 @@ pub fn append_signature(
             .map_err(|e| FormatError::Image(format!("its manifest is not JSON ({e})")))?,
         None => json!({ "schemaVersion": 2, "mediaType": OCI_MANIFEST_MEDIA_TYPE }),
     };
-    if let Some(bytes) = existing
-        && signature_layers(bytes)?
+    if let Some(bytes) = existing {
+        let layers = all_layers(bytes)?;
+        if read_signature_layers(&layers)
             .iter()
             .any(|l| l.digest == digest && l.signature == signature)
-    {
-        return Ok(None);
+        {
+            return Ok(None);
+        }
+        // One more would make a `.sig` no reader of meshtop judges: refused, said.
+        if layers.len() >= MAX_SIGNATURE_LAYERS {
+            return Err(FormatError::TooManyLayers {
+                count: layers.len() + 1,
+            });
+        }
     }
     let mut layers = manifest
         .get("layers")

@@ -188,3 +188,71 @@ fn keys_that_cannot_be_read_say_the_line() {
     let err = read_public_key("ci.pub", PRIVATE).unwrap_err();
     assert!(err.to_string().contains("not a public key"), "{err}");
 }
+
+#[test]
+fn only_der_signatures_verify_as_cosign() {
+    let key = key();
+    let trusted = key.public("keys/ci.pub");
+    let body = payload("127.0.0.1:5000/demo/api", DIGEST);
+    let der = STANDARD.decode(key.sign(&body)).unwrap();
+    assert!(trusted.verifies(&body, &STANDARD.encode(&der)));
+    // The same signature as raw r‖s (64 bytes): Go's ecdsa.VerifyASN1 cannot read it, nor can meshtop.
+    let raw = EcdsaSignature::from_der(&der).unwrap().to_bytes();
+    assert_eq!(raw.len(), 64);
+    assert!(!trusted.verifies(&body, &STANDARD.encode(raw)));
+    let image = append_signature(None, &body, &STANDARD.encode(raw))
+        .unwrap()
+        .unwrap();
+    let layer = signature_layers(&image.manifest).unwrap().remove(0);
+    assert_eq!(
+        judge(DIGEST, &[(layer, Some(body))], &[trusted]),
+        SignatureVerdict::UntrustedKey
+    );
+}
+
+/// A `.sig` manifest of `layers` simple-signing layers, each announcing `size` bytes.
+fn sig_manifest(layers: usize, size: usize) -> Vec<u8> {
+    let layers: Vec<Value> = (0..layers)
+        .map(|n| {
+            json!({
+                "mediaType": SIMPLE_SIGNING_MEDIA_TYPE,
+                "size": size,
+                "digest": format!("sha256:{n:064x}"),
+                "annotations": { SIGNATURE_ANNOTATION: "AAAA" },
+            })
+        })
+        .collect();
+    serde_json::to_vec(&json!({ "schemaVersion": 2, "layers": layers })).unwrap()
+}
+
+#[test]
+fn a_sig_is_read_whole_within_its_bounds() {
+    assert_eq!(signature_layers(&sig_manifest(5, 300)).unwrap().len(), 5);
+    assert_eq!(
+        signature_layers(&sig_manifest(MAX_SIGNATURE_LAYERS, 300))
+            .unwrap()
+            .len(),
+        MAX_SIGNATURE_LAYERS
+    );
+    let err = signature_layers(&sig_manifest(70, 300)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the .sig manifest has 70 layers, more than 64"
+    );
+    let err = signature_layers(&sig_manifest(2, MAX_PAYLOAD_BYTES + 1)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the signature payload sha256:{:064x} is 65537 bytes, more than 65536 (64 KiB)",
+            0
+        )
+    );
+    // Signing past the bound would write a `.sig` no reader judges: refused, said.
+    let body = payload("r/demo/api", DIGEST);
+    let full = sig_manifest(MAX_SIGNATURE_LAYERS, 300);
+    let err = append_signature(Some(&full), &body, &key().sign(&body)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the .sig manifest has 65 layers, more than 64"
+    );
+}

@@ -19,9 +19,17 @@
 //! answered, as a registry whose storage driver hangs holds the request open (distribution
 //! `registry/handlers/manifests.go`: `PutManifest` answers only once the store's `Put` returns, and
 //! the http server sets no write timeout of its own).
+//!
+//! [`RegistryProxy::lying`]: open, and it tells the [`Lie`]s a test gives it, as a registry (or a
+//! proxy in front of a plain-HTTP one) that is not honest could: a manifest answered with another
+//! `Docker-Content-Digest` than its bytes' (distribution `registry/handlers/manifests.go`,
+//! `GetManifest`, sets that header to the digest of the bytes it serves), other bytes served under
+//! a digest, or 500 for a path, as distribution answers when its storage fails (`GetManifest` and
+//! `registry/handlers/blob.go` `GetBlob` append `errcode.ErrorCodeUnknown`, whose status is 500 in
+//! `registry/api/errcode/register.go`, body `{"errors":[{"code":"UNKNOWN",…}]}`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -41,6 +49,21 @@ pub struct RegistryProxy {
     pub refused: Arc<AtomicUsize>,
     /// Writes forwarded: POST, PUT and PATCH requests (what a push sends).
     pub writes: Arc<AtomicUsize>,
+    /// The lies it tells now (none: it forwards as it is).
+    lies: Arc<Mutex<Vec<Lie>>>,
+}
+
+/// A lie a [`RegistryProxy::lying`] tells, about one manifest or blob.
+#[derive(Clone, Debug)]
+pub enum Lie {
+    /// A manifest GET or HEAD of `/manifests/<reference>` answered with `digest` as its
+    /// `Docker-Content-Digest`, whatever its bytes.
+    DigestHeader { reference: String, digest: String },
+    /// A GET or HEAD of `/manifests/<asked>` or `/blobs/<asked>` answered with what the registry
+    /// holds under `instead`, its `Docker-Content-Digest` naming `asked`.
+    Serves { asked: String, instead: String },
+    /// Every request whose path holds `part` answered 500 `UNKNOWN`.
+    Fails { part: String },
 }
 
 /// Run before a manifest DELETE is forwarded (it has the registry's answer wait for it).
@@ -56,6 +79,7 @@ struct Rules {
     on_delete: Option<OnDelete>,
     /// A manifest PUT whose path holds this is held open, never answered.
     stall: Option<String>,
+    lies: Arc<Mutex<Vec<Lie>>>,
 }
 
 impl RegistryProxy {
@@ -74,6 +98,21 @@ impl RegistryProxy {
         RegistryProxy::serve(false, None, Some(part.to_string())).await
     }
 
+    /// The real registry, open, honest until [`RegistryProxy::tell`] gives it lies.
+    pub async fn lying() -> RegistryProxy {
+        RegistryProxy::serve(false, None, None).await
+    }
+
+    /// Tell `lie` from now on (beside those told before).
+    pub fn tell(&self, lie: Lie) {
+        self.lies.lock().unwrap().push(lie);
+    }
+
+    /// Tell no lie from now on.
+    pub fn honest(&self) {
+        self.lies.lock().unwrap().clear();
+    }
+
     async fn serve(
         login: bool,
         on_delete: Option<OnDelete>,
@@ -87,6 +126,7 @@ impl RegistryProxy {
         let writes = Arc::new(AtomicUsize::new(0));
         meshtop::backends::registry::install_crypto_provider();
         let client = reqwest::Client::new();
+        let lies: Arc<Mutex<Vec<Lie>>> = Arc::default();
         let rules = Rules {
             me: host.clone(),
             refused: refused.clone(),
@@ -94,6 +134,7 @@ impl RegistryProxy {
             login,
             on_delete,
             stall,
+            lies: lies.clone(),
         };
         let app = Router::new().fallback(
             move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
@@ -107,6 +148,7 @@ impl RegistryProxy {
             host,
             refused,
             writes,
+            lies,
         }
     }
 
@@ -160,6 +202,7 @@ impl StoppableRegistry {
             login: false,
             on_delete: None,
             stall: None,
+            lies: Arc::default(),
         };
         let (left, counted, stop) = (budget.clone(), seen.clone(), server.clone());
         let app = Router::new().fallback(
@@ -245,6 +288,14 @@ async fn forward(
         let hook = hook.clone();
         tokio::task::spawn_blocking(move || hook()).await.unwrap();
     }
+    let Some((path, named)) = told(rules, &method, &uri, path) else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+            r#"{"errors":[{"code":"UNKNOWN","message":"unknown error","detail":{}}]}"#,
+        )
+            .into_response();
+    };
     let mut request = client.request(
         reqwest::Method::from_bytes(method.as_str().as_bytes()).unwrap(),
         format!("http://{UPSTREAM}{path}"),
@@ -273,6 +324,11 @@ async fn forward(
             continue;
         }
         let mut value = HeaderValue::from_bytes(value.as_bytes()).unwrap();
+        if let Some(digest) = &named
+            && name.as_str() == "docker-content-digest"
+        {
+            value = HeaderValue::from_str(digest).unwrap();
+        }
         if name == header::LOCATION {
             let text = value.to_str().unwrap().replace(UPSTREAM, &rules.me);
             value = HeaderValue::from_str(&text).unwrap();
@@ -283,4 +339,44 @@ async fn forward(
     let mut response = (status, bytes).into_response();
     response.headers_mut().extend(out);
     response
+}
+
+/// What the lies make of a request for `path`: None when it fails (500); else the path to ask the
+/// registry and the digest to name in the answer's `Docker-Content-Digest` (None: the registry's).
+fn told(rules: &Rules, method: &Method, uri: &Uri, path: &str) -> Option<(String, Option<String>)> {
+    let lies = rules.lies.lock().unwrap().clone();
+    let plain_path = uri.path();
+    if lies
+        .iter()
+        .any(|lie| matches!(lie, Lie::Fails { part } if plain_path.contains(part.as_str())))
+    {
+        return None;
+    }
+    let reads = method == Method::GET || method == Method::HEAD;
+    let served = lies.iter().find_map(|lie| match lie {
+        Lie::Serves { asked, instead } if reads && names(plain_path, asked) => Some((
+            plain_path.replace(asked.as_str(), instead),
+            Some(asked.clone()),
+        )),
+        _ => None,
+    });
+    if served.is_some() {
+        return served;
+    }
+    let header = lies.iter().find_map(|lie| match lie {
+        Lie::DigestHeader { reference, digest }
+            if reads && plain_path.ends_with(&format!("/manifests/{reference}")) =>
+        {
+            Some(digest.clone())
+        }
+        _ => None,
+    });
+    Some((path.to_string(), header))
+}
+
+/// Whether `path` asks for the manifest or blob `reference` (its last segment, after `manifests/` or
+/// `blobs/`).
+fn names(path: &str, reference: &str) -> bool {
+    path.ends_with(&format!("/manifests/{reference}"))
+        || path.ends_with(&format!("/blobs/{reference}"))
 }

@@ -70,6 +70,42 @@ pub enum RegistryError {
     },
     #[error("pushing {reference} failed: {message}")]
     Push { reference: String, message: String },
+    /// A body fetched by digest hashes to another digest: the registry (or whatever stands in front
+    /// of it) served other bytes under the digest asked for.
+    #[error(
+        "registry {host}'s digest did not match for {what}: asked for {expected}, got bytes whose digest is {got}"
+    )]
+    DigestMismatch {
+        host: String,
+        what: String,
+        expected: String,
+        got: String,
+    },
+    /// A manifest fetched by tag whose `Docker-Content-Digest` names another digest than its bytes.
+    #[error(
+        "registry {host}'s digest did not match for {what}: its Docker-Content-Digest says {header}, the manifest it sent is {body}"
+    )]
+    HeaderMismatch {
+        host: String,
+        what: String,
+        header: String,
+        body: String,
+    },
+    /// A body past the bound meshtop reads (a registry cannot make a plan read without end).
+    #[error("registry {host} sent more than {limit} bytes for {what}: refused")]
+    TooLarge {
+        host: String,
+        what: String,
+        limit: usize,
+    },
+    /// A `.sig` image meshtop refuses to judge (past its bounds, or malformed).
+    #[error("registry {host}: the signatures under {what} are refused: {source}")]
+    Signatures {
+        host: String,
+        what: String,
+        #[source]
+        source: crate::mesh::cosign::FormatError,
+    },
 }
 
 /// Split `registry/repo:tag` into (`registry/repo`, `tag`); a reference without a tag is `latest`.

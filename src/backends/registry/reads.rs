@@ -6,8 +6,20 @@ use sha2::{Digest, Sha256};
 
 use super::{Published, RegistryClient, RegistryError, RegistryImage};
 
+/// The most bytes read of a manifest or an image config: containerd's bound
+/// (`remotes/docker/resolver.go`, `MaxManifestSize`, 4 × 1048 × 1048).
+pub const MAX_MANIFEST_BYTES: usize = 4 * 1048 * 1048;
+
+/// `sha256:<hex>` of `bytes`.
+fn sha256_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
 impl RegistryClient {
-    /// `HEAD /v2/<repository>/manifests/<tag>`: published (with its digest) or absent.
+    /// `HEAD /v2/<repository>/manifests/<tag>`: published (with its digest) or absent. The digest is
+    /// the registry's claim (a HEAD has no bytes to hash), as containerd's resolver takes it
+    /// (`remotes/docker/resolver.go`, `Resolve`): whatever is then read or run by that digest is
+    /// checked against it ([`RegistryClient::artifact_of`], the daemon's and the kubelet's pulls).
     pub async fn manifest(&self, repository: &str, tag: &str) -> Result<Published, RegistryError> {
         let url = format!("/v2/{repository}/manifests/{tag}");
         let what = format!("{repository}:{tag}");
@@ -26,11 +38,10 @@ impl RegistryClient {
                     });
                 }
                 // No digest header: the digest is the manifest's own bytes.
-                let body = self.send(Method::GET, &url, &scope, &what).await?;
-                let bytes = body.bytes().await.map_err(|e| self.http_error(&what, e))?;
-                Ok(Published::Present {
-                    digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
-                })
+                match self.manifest_body(repository, tag, &what).await? {
+                    Some((digest, _)) => Ok(Published::Present { digest }),
+                    None => Ok(Published::Absent),
+                }
             }
             status => Err(RegistryError::Status {
                 host: self.host.clone(),
@@ -45,7 +56,7 @@ impl RegistryClient {
     }
 
     /// What the registry holds under `repository:tag`, for the skip decision: the manifest (GET, its
-    /// digest from `Docker-Content-Digest` or its bytes) and its image config's labels (one blob GET).
+    /// digest the hash of its bytes) and its image config's labels (one blob GET, checked).
     /// A multi-platform index answers with its first platform's config (one more manifest GET) and
     /// the index's digest as the artifact, as a multi-platform build records it.
     pub async fn image(
@@ -87,16 +98,11 @@ impl RegistryClient {
             .filter(|d| d.starts_with("sha256:"))
             .ok_or_else(|| garbage("its manifest names no image config".into()))?
             .to_string();
-        let scope = format!("repository:{repository}:pull");
-        let blob = format!("/v2/{repository}/blobs/{config}");
-        let response = self.send(Method::GET, &blob, &scope, &what).await?;
-        if !response.status().is_success() {
-            return Err(self.status_error(&what, response.status()));
-        }
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.http_error(&what, e))?;
+        let config_what = format!("the image config {config} of {what}");
+        let bytes = self
+            .fetch_blob(repository, &config, &config_what, MAX_MANIFEST_BYTES)
+            .await?
+            .ok_or_else(|| garbage(format!("its image config {config} is not in the registry")))?;
         let image: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| garbage(format!("its image config {config} is not JSON ({e})")))?;
         let labels = image
@@ -116,7 +122,10 @@ impl RegistryClient {
         }))
     }
 
-    /// `GET /v2/<repository>/manifests/<reference>`: its digest and bytes, or None (404).
+    /// `GET /v2/<repository>/manifests/<reference>`: its digest (the hash of its bytes) and bytes,
+    /// or None (404). Fetched by digest, the bytes must hash to it; fetched by tag, a
+    /// `Docker-Content-Digest` that names another digest is an error naming both (as the docker CLI
+    /// and containerd hash what they read, never taking the registry's word).
     pub(super) async fn manifest_body(
         &self,
         repository: &str,
@@ -135,15 +144,106 @@ impl RegistryClient {
             .headers()
             .get("docker-content-digest")
             .and_then(|v| v.to_str().ok())
-            .filter(|d| d.starts_with("sha256:"))
             .map(str::to_string);
-        let bytes = response
-            .bytes()
+        let bytes = self
+            .read_bounded(response, what, MAX_MANIFEST_BYTES)
+            .await?;
+        // A tag never holds ':' (distribution `reference/regexp.go`): a reference with one is a digest.
+        if reference.contains(':') {
+            let digest = self.checked(what, reference, &bytes)?;
+            return Ok(Some((digest, bytes)));
+        }
+        let digest = sha256_of(&bytes);
+        match header {
+            // Another algorithm's digest cannot be compared with the sha256 of the bytes.
+            Some(header) if header.starts_with("sha256:") && header != digest => {
+                Err(RegistryError::HeaderMismatch {
+                    host: self.host.clone(),
+                    what: what.to_string(),
+                    header,
+                    body: digest,
+                })
+            }
+            _ => Ok(Some((digest, bytes))),
+        }
+    }
+
+    /// `GET /v2/<repository>/blobs/<digest>`: its bytes (at most `limit`), checked against `digest`;
+    /// None (404).
+    pub(super) async fn fetch_blob(
+        &self,
+        repository: &str,
+        digest: &str,
+        what: &str,
+        limit: usize,
+    ) -> Result<Option<bytes::Bytes>, RegistryError> {
+        let scope = format!("repository:{repository}:pull");
+        let path = format!("/v2/{repository}/blobs/{digest}");
+        let response = self.send(Method::GET, &path, &scope, what).await?;
+        match response.status() {
+            StatusCode::NOT_FOUND => Ok(None),
+            status if status.is_success() => {
+                let bytes = self.read_bounded(response, what, limit).await?;
+                self.checked(what, digest, &bytes)?;
+                Ok(Some(bytes))
+            }
+            status => Err(self.status_error(what, status)),
+        }
+    }
+
+    /// `bytes` when they hash to `expected` (a sha256 digest), else the error naming both.
+    fn checked(&self, what: &str, expected: &str, bytes: &[u8]) -> Result<String, RegistryError> {
+        let got = sha256_of(bytes);
+        if !expected.starts_with("sha256:") {
+            return Err(RegistryError::Garbage {
+                host: self.host.clone(),
+                what: what.to_string(),
+                message: format!(
+                    "{expected} is not a sha256 digest, the only kind meshtop checks content against"
+                ),
+            });
+        }
+        if got != expected {
+            return Err(RegistryError::DigestMismatch {
+                host: self.host.clone(),
+                what: what.to_string(),
+                expected: expected.to_string(),
+                got,
+            });
+        }
+        Ok(got)
+    }
+
+    /// The body of `response`, refused past `limit` bytes (announced or sent).
+    async fn read_bounded(
+        &self,
+        mut response: reqwest::Response,
+        what: &str,
+        limit: usize,
+    ) -> Result<bytes::Bytes, RegistryError> {
+        let too_large = || RegistryError::TooLarge {
+            host: self.host.clone(),
+            what: what.to_string(),
+            limit,
+        };
+        if response
+            .content_length()
+            .is_some_and(|length| length > limit as u64)
+        {
+            return Err(too_large());
+        }
+        let mut body = bytes::BytesMut::new();
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|e| self.http_error(what, e))?;
-        let digest =
-            header.unwrap_or_else(|| format!("sha256:{}", hex::encode(Sha256::digest(&bytes))));
-        Ok(Some((digest, bytes)))
+            .map_err(|e| self.http_error(what, e))?
+        {
+            if body.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
     }
 
     /// `GET /v2/<repository>/tags/list`, following its `Link: <…>; rel="next"` pages: every tag
@@ -183,21 +283,16 @@ impl RegistryClient {
         repository: &str,
         digest: &str,
     ) -> Result<Option<String>, RegistryError> {
-        let url = format!("/v2/{repository}/manifests/{digest}");
         let what = format!("{repository}@{digest}");
-        let scope = format!("repository:{repository}:pull");
-        let response = self.send(Method::GET, &url, &scope, &what).await?;
-        let status = response.status();
-        if status == StatusCode::NOT_FOUND {
+        let Some((_, body)) = self.manifest_body(repository, digest, &what).await? else {
             return Ok(None);
-        }
-        if !status.is_success() {
-            return Err(self.status_error(&what, status));
-        }
-        let manifest: serde_json::Value = response
-            .json()
-            .await
-            .map_err(|e| self.http_error(&what, e))?;
+        };
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| RegistryError::Garbage {
+                host: self.host.clone(),
+                what: what.clone(),
+                message: format!("its manifest is not JSON ({e})"),
+            })?;
         if manifest.get("manifests").is_some() {
             return Ok(Some(digest.to_string()));
         }
@@ -207,10 +302,9 @@ impl RegistryClient {
             .filter(|d| d.starts_with("sha256:"));
         match config {
             Some(config) => Ok(Some(config.to_string())),
-            None => Err(RegistryError::Status {
+            None => Err(RegistryError::Garbage {
                 host: self.host.clone(),
                 what,
-                status: status.as_u16(),
                 message: "the manifest names neither a config nor manifests".into(),
             }),
         }

@@ -3,7 +3,8 @@
 //! The format itself (payload, layers, verdict) is pure, in `mesh::cosign`.
 
 use bytes::Bytes;
-use reqwest::{Method, StatusCode};
+use futures_util::{StreamExt, TryStreamExt};
+use reqwest::Method;
 
 use super::client::Body;
 use super::{RegistryClient, RegistryError};
@@ -11,13 +12,15 @@ use crate::mesh::cosign::{
     self, OCI_MANIFEST_MEDIA_TYPE, SignatureLayer, SignatureVerdict, SigningKey, TrustedKey,
 };
 
-/// How many signature payloads are read for one artifact: a `.sig` image holding more is judged by
-/// its first ones (each signer adds one; a registry cannot make a plan read without end).
-pub const PAYLOADS_READ: usize = 4;
+/// How many signature payloads are fetched at once.
+const PAYLOADS_AT_ONCE: usize = 8;
 
 impl RegistryClient {
     /// The signature layers under `digest`'s `.sig` tag in `repository`, each with its payload
-    /// (None when the blob could not be read); empty when there is no `.sig` tag.
+    /// (None when the registry has no such blob); empty when there is no `.sig` tag. The `.sig` is
+    /// read whole (junk layers before a signature do not hide it), within cosign's bounds as
+    /// meshtop sets them ([`cosign::MAX_SIGNATURE_LAYERS`], [`cosign::MAX_PAYLOAD_BYTES`]): past
+    /// them, or a payload that is not the blob its layer names, is an error saying so.
     pub async fn signatures(
         &self,
         repository: &str,
@@ -30,17 +33,23 @@ impl RegistryClient {
         let Some((_, manifest)) = self.manifest_body(repository, &tag, &what).await? else {
             return Ok(Vec::new());
         };
-        let layers = cosign::signature_layers(&manifest).map_err(|e| RegistryError::Garbage {
-            host: self.host.clone(),
-            what: what.clone(),
-            message: e.to_string(),
-        })?;
-        let mut read = Vec::new();
-        for layer in layers.into_iter().take(PAYLOADS_READ) {
-            let payload = self.blob(repository, &layer.digest).await?;
-            read.push((layer, payload.map(|b| b.to_vec())));
-        }
-        Ok(read)
+        let layers =
+            cosign::signature_layers(&manifest).map_err(|source| RegistryError::Signatures {
+                host: self.host.clone(),
+                what: what.clone(),
+                source,
+            })?;
+        futures_util::stream::iter(layers)
+            .map(|layer| async move {
+                let what = format!("the signature payload {} of {repository}", layer.digest);
+                let payload = self
+                    .fetch_blob(repository, &layer.digest, &what, cosign::MAX_PAYLOAD_BYTES)
+                    .await?;
+                Ok::<_, RegistryError>((layer, payload.map(|b| b.to_vec())))
+            })
+            .buffered(PAYLOADS_AT_ONCE)
+            .try_collect()
+            .await
     }
 
     /// What the signatures of `digest` in `repository` say, judged against `trusted`.
@@ -82,7 +91,11 @@ impl RegistryClient {
             &payload,
             &signature,
         )
-        .map_err(|e| garbage(e.to_string()))?;
+        .map_err(|source| RegistryError::Signatures {
+            host: self.host.clone(),
+            what: format!("{repository}:{tag}"),
+            source,
+        })?;
         let Some(image) = image else {
             return Ok(());
         };
@@ -100,26 +113,14 @@ impl RegistryClient {
         .await
     }
 
-    /// `GET /v2/<repository>/blobs/<digest>`: its bytes, or None (404).
+    /// `GET /v2/<repository>/blobs/<digest>`: its bytes (checked against `digest`), or None (404).
     pub async fn blob(
         &self,
         repository: &str,
         digest: &str,
     ) -> Result<Option<Bytes>, RegistryError> {
         let what = format!("{repository}@{digest}");
-        let scope = format!("repository:{repository}:pull");
-        let path = format!("/v2/{repository}/blobs/{digest}");
-        let response = self.send(Method::GET, &path, &scope, &what).await?;
-        match response.status() {
-            StatusCode::NOT_FOUND => Ok(None),
-            status if status.is_success() => Ok(Some(
-                response
-                    .bytes()
-                    .await
-                    .map_err(|e| self.http_error(&what, e))?,
-            )),
-            status => Err(self.status_error(&what, status)),
-        }
+        self.fetch_blob(repository, digest, &what, usize::MAX).await
     }
 
     /// Upload `bytes` as a blob (a monolithic upload: POST, then PUT with its digest), unless the

@@ -12,7 +12,9 @@ fn key_error(file: &Path, error: FormatError, fix: &str) -> MeshError {
         FormatError::Encrypted { line, .. }
         | FormatError::NeedsPassword { line, .. }
         | FormatError::Key { line, .. } => (Some(*line), error.to_string()),
-        FormatError::Image(_) => (None, error.to_string()),
+        FormatError::Image(_)
+        | FormatError::TooManyLayers { .. }
+        | FormatError::PayloadTooLarge { .. } => (None, error.to_string()),
     };
     // The line is in the location already: say what is wrong without it.
     let what = what
