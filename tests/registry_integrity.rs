@@ -16,67 +16,15 @@ use common::example::{ExampleMesh, builds, decisions, plan_reasons, said};
 use common::local_registry::{LOCAL, docker, machine_images, registry, require_registry};
 use common::registry_proxy::{Lie, RegistryProxy};
 use common::run_id;
+use common::signing::{OCI_MANIFEST, SIGNATURE_KEY, SIMPLE_SIGNING, keypair, run, sig_tag};
 use meshtop::backends::registry::{RegistryClient, RegistryError, repository_in};
 use sha2::Digest;
 
-const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
-const SIGNATURE_KEY: &str = "dev.cosignproject.cosign/signature";
-const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 
-fn run(program: &str, args: &[&str]) -> Output {
-    let output = Command::new(program).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{program} {args:?} failed: {}",
-        said(&output)
-    );
-    output
-}
-
 fn sha256(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
-}
-
-/// An ECDSA P-256 key pair made by openssl: `<name>.key` (PKCS#8, mode 600) and `<name>.pub`.
-fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    std::fs::create_dir_all(dir).unwrap();
-    let s = |p: &Path| p.to_str().unwrap().to_string();
-    let sec1 = dir.join(format!("{name}.sec1"));
-    let key = dir.join(format!("{name}.key"));
-    let public = dir.join(format!("{name}.pub"));
-    run(
-        "openssl",
-        &[
-            "ecparam",
-            "-name",
-            "prime256v1",
-            "-genkey",
-            "-noout",
-            "-out",
-            &s(&sec1),
-        ],
-    );
-    run(
-        "openssl",
-        &[
-            "pkcs8",
-            "-topk8",
-            "-nocrypt",
-            "-in",
-            &s(&sec1),
-            "-out",
-            &s(&key),
-        ],
-    );
-    run(
-        "openssl",
-        &["ec", "-in", &s(&key), "-pubout", "-out", &s(&public)],
-    );
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    (key, public)
 }
 
 /// The simple-signing payload of `repository@digest` (the spec's `critical` part), `optional` beside.
@@ -224,10 +172,6 @@ async fn resolve(repository: &str, tag: &str) -> String {
         .to_str()
         .unwrap()
         .to_string()
-}
-
-fn sig_tag(digest: &str) -> String {
-    format!("{}.sig", digest.replace(':', "-"))
 }
 
 /// Write `layers` as the `.sig` image of `repository@digest`, replacing what was there.
