@@ -182,3 +182,115 @@ async fn a_pools_hand_overs_on_kubernetes_are_signed() {
     assert_eq!(output.status.code(), Some(0), "{}", said(&output));
     every_push_is_signed(&k.mesh, &public);
 }
+
+/// A stand-in for `docker buildx`, which this machine lacks, first on PATH: `buildx version`
+/// answers, `buildx build --push` does what docker/buildx `commands/build.go` with BuildKit's
+/// image exporter (`exporter/containerimage/export.go`, `containerimage.digest`) does for meshtop's
+/// call, for this daemon's platform only (no emulator here for the others): the context read from
+/// stdin is built, pushed, and an OCI index naming that manifest is pushed under the same tag; the
+/// index's digest goes to `--metadata-file` as `containerimage.digest`. Every other command is the
+/// real docker CLI's.
+const BUILDX_STAND_IN: &str = r#"#!/bin/bash
+set -e
+REAL=@REAL@
+[ "$1" = buildx ] || exec "$REAL" "$@"
+case "$2" in
+  version) echo "github.com/docker/buildx (stand-in for this daemon's platform)"; exit 0 ;;
+  build) ;;
+  *) echo "the buildx stand-in does not do $2" >&2; exit 1 ;;
+esac
+shift 2
+build=(build -q)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tag) tag=$2; build+=(-t "$2"); shift ;;
+    --file) build+=(-f "$2"); shift ;;
+    --metadata-file) metadata=$2; shift ;;
+    --label|--build-arg) build+=("$1" "$2"); shift ;;
+    --no-cache) build+=(--no-cache) ;;
+    --platform|--progress|--secret|--ssh) shift ;;
+  esac
+  shift
+done
+"$REAL" "${build[@]}" - >&2
+read -r manifest size < <("$REAL" push "$tag" | sed -n 's/.*digest: \(sha256:[0-9a-f]*\) size: \([0-9]*\).*/\1 \2/p')
+host=${tag%%/*}; path=${tag#*/}; repository=${path%:*}; reference=${path##*:}
+arch=$("$REAL" version --format '{{.Server.Arch}}')
+index='{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.docker.distribution.manifest.v2+json","digest":"'$manifest'","size":'$size',"platform":{"architecture":"'$arch'","os":"linux"}}]}'
+printf '%s' "$index" | curl -sf -X PUT -H "Content-Type: application/vnd.oci.image.index.v1+json" \
+  --data-binary @- "http://$host/v2/$repository/manifests/$reference" >&2
+printf '{"containerimage.digest":"sha256:%s"}' "$(printf '%s' "$index" | sha256sum | cut -d' ' -f1)" > "$metadata"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_a_multi_platform_build_pushed_is_signed() {
+    require_registry().await;
+    let api = KubeApi::start().await;
+    let k = KubeMesh::new("signmp", &api, true, "test-ctx", "");
+    let file = k.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        "context = \"base\"\n",
+        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+    let (key, public) = keypair(&k.mesh.dir.path().join("keys"), "ci");
+    let bin = k.mesh.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v docker"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let stand_in = bin.join("docker");
+    std::fs::write(&stand_in, BUILDX_STAND_IN.replace("@REAL@", real.trim())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .env_remove("MESHTOP_SIGNING_KEY")
+        .env("PATH", path)
+        .env("KUBECONFIG", &k.kubeconfig)
+        .arg("--mesh")
+        .arg(k.mesh.mesh_file())
+        .arg("--state")
+        .arg(k.mesh.state())
+        .args(["converge", "base", "--sign-key", key.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let rows = builds(&k.mesh);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    let row = &rows[0];
+    assert_eq!(
+        row.builder.as_deref(),
+        None,
+        "the local daemon's buildx, no pool: {row:#?}"
+    );
+    let (Some(reference), Some(index)) = (&row.published_ref, &row.published_digest) else {
+        panic!("buildx's push is kept with the build: {row:#?}");
+    };
+    assert_eq!(row.digest.as_ref(), Some(index), "{row:#?}");
+    let (repository, tag) = repository_in(LOCAL, reference);
+    let pushed = common::cosign_spec::get(
+        LOCAL,
+        &format!("/v2/{repository}/manifests/{tag}"),
+        "application/vnd.oci.image.index.v1+json",
+    )
+    .unwrap();
+    let pushed: serde_json::Value = serde_json::from_slice(&pushed).unwrap();
+    assert!(pushed["manifests"].is_array(), "an index: {pushed}");
+    let work = tempfile::tempdir().unwrap();
+    assert!(
+        spec_verifies(work.path(), LOCAL, repository, index, &public),
+        "the index {index} of {reference} carries no signature by the key:\n{}",
+        said(&output)
+    );
+}
