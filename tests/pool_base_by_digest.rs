@@ -160,3 +160,85 @@ fn a_look_alike_over_the_bases_ref_is_never_what_a_dependent_is_built_from() {
         said(&on_builder)
     );
 }
+
+/// Another machine (its own state file: no history of the base's push), whose host lacks the base,
+/// converges a dependent on a builder without the base while the base's ref in the registry names
+/// a look-alike: the dependent is refused, naming the look-alike's image and the base's artifact,
+/// and nothing is built FROM the look-alike. Kubernetes: the record lives in the namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_alike_no_way_around_is_refused_naming_both() {
+    common::local_registry::require_registry().await;
+    require_second_daemon();
+    let api = common::kube_api::KubeApi::start().await;
+    let pool = format!("\n[[builder]]\nname = \"two\"\nendpoint = \"{SECOND}\"\nmax_builds = 2\n");
+    let k = common::kube_mesh::KubeMesh::new("pbasek", &api, true, "test-ctx", &pool);
+    let _second = SecondDaemonGuard(k.name().to_string());
+    let ci = k.run(&["converge"]).await;
+    assert_eq!(ci.status.code(), Some(0), "{}", said(&ci));
+    let record = k.annotation(&api);
+    let (reference, artifact) = (
+        record["base"]["ref"].as_str().unwrap().to_string(),
+        record["base"]["digest"].as_str().unwrap().to_string(),
+    );
+
+    // The look-alike: the base plus one file, pushed over the base's ref; then neither the builder
+    // nor this host holds anything of the mesh.
+    docker(&["pull", "-q", &reference]);
+    let dir = k.mesh.dir.path().join("look-alike");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!(
+            "FROM {reference}\nRUN echo planted > /planted # {}\n",
+            common::run_id()
+        ),
+    )
+    .unwrap();
+    docker(&["build", "-q", "-t", &reference, dir.to_str().unwrap()]);
+    let look_alike = docker(&["image", "inspect", "--format", "{{.Id}}", &reference])
+        .trim()
+        .to_string();
+    assert_ne!(look_alike, artifact);
+    docker(&["push", &reference]);
+    for host in [None, Some(SECOND)] {
+        let left = remove_from_daemon_at(host, k.name());
+        assert!(left.is_empty(), "{host:?} kept {left:?}");
+    }
+
+    std::fs::write(
+        k.mesh.root().join("web/www/moved.html"),
+        format!("moved {}\n", common::run_id()),
+    )
+    .unwrap();
+    let teammate = k.mesh.dir.path().join("teammate.db");
+    let output = k.run_with_state(&teammate, &["converge", "--json"]).await;
+    let text = said(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(common::decisions(&summary)["base"], "record", "{summary}");
+    let web = summary["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "web")
+        .unwrap();
+    let outcome = web["outcome"].as_str().unwrap();
+    assert!(
+        outcome.contains(&look_alike) && outcome.contains(&artifact) && outcome.contains("refused"),
+        "web's refusal names the look-alike and the base's artifact: {outcome}"
+    );
+    let rows = StateDb::open(&teammate)
+        .unwrap()
+        .builds(&meshtop::backends::state::BuildQuery {
+            mesh: k.name().to_string(),
+            limit: 100,
+            ..Default::default()
+        })
+        .unwrap();
+    let web_row = rows
+        .iter()
+        .find(|r| r.module.as_deref() == Some("web"))
+        .unwrap();
+    assert_eq!(web_row.status, BuildStatus::Failed, "{web_row:#?}");
+    assert!(web_row.digest.is_none(), "nothing was built: {web_row:#?}");
+}
