@@ -226,8 +226,10 @@ pub struct ConvergeArgs {
     /// without it a converge only reads the registry). Also `publish = true` in [mesh].
     #[arg(long, env = "MESHTOP_PUBLISH")]
     pub publish: bool,
-    /// With --publish: sign every artifact pushed with this ECDSA P-256 private key (PKCS#8 PEM, mode
-    /// 600), a cosign signature beside it in the registry. Never named in the mesh file.
+    /// Sign every artifact the converge pushes (--publish, a Kubernetes delivery, a pool's
+    /// hand-over) with this ECDSA P-256 private key (PKCS#8 PEM, mode 600), a cosign signature
+    /// beside it in the registry; a converge that pushes nothing refuses it. Never named in the
+    /// mesh file.
     #[arg(long, value_name = "FILE", env = "MESHTOP_SIGNING_KEY")]
     pub sign_key: Option<PathBuf>,
     /// Only these modules (their bases must have artifacts, or they are refused).

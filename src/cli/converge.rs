@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
+use crate::converge::target::Connected;
+use crate::mesh::model::Mesh;
 
 use super::args::{ConvergeArgs, Global};
 use super::{Failure, Outcome, print_json, print_out, setup, spawn_progress_printer};
@@ -24,6 +26,9 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         args.sign_key.as_deref(),
     )
     .await?;
+    if let Some(why) = signs_nothing(&mesh, &target) {
+        return Err(Failure::input(why));
+    }
     if let Some(acting_on) = target.acting_on() {
         eprintln!("meshtop: {acting_on}");
     }
@@ -66,4 +71,33 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         Err(error @ ConvergeError::BadInput(_)) => Err(Failure::input(error.to_string())),
         Err(error) => Err(Failure::failed(error.to_string())),
     }
+}
+
+/// Why a signing key (`--sign-key`, `MESHTOP_SIGNING_KEY`) is bad input for this converge: it
+/// pushes nothing, so nothing would be signed, and a key that signs nothing says nothing. A
+/// converge pushes when the target is delivered to by a push (Kubernetes with a registry), when it
+/// publishes (`--publish` with a registry), or when a pool of builders hands builds over through
+/// the registry.
+fn signs_nothing(mesh: &Mesh, target: &Connected) -> Option<String> {
+    mesh.signing.key.as_ref()?;
+    let has_registry = mesh.registry.is_some();
+    let pushes = target.pushes_to().is_some()
+        || (mesh.publish && has_registry)
+        || (!mesh.builders.is_empty() && has_registry);
+    if pushes {
+        return None;
+    }
+    let described = target.describe();
+    let add_registry = if has_registry {
+        String::new()
+    } else {
+        format!(
+            " and registry = \"host:port\" under [mesh] in {}",
+            mesh.file.display()
+        )
+    };
+    Some(format!(
+        "--sign-key (or MESHTOP_SIGNING_KEY): this converge pushes nothing to sign: target {} ({}) is not delivered through a registry and the converge does not publish; add --publish{add_registry} to push and sign each build, or drop the key",
+        described.name, described.kind
+    ))
 }

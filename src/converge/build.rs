@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use super::plan::PlannedModule;
 use super::progress::{Emitter, Payload};
+use super::target::sign_pushed;
 use crate::backends::buildx;
+use crate::backends::credentials;
 use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
 use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
@@ -192,7 +194,7 @@ pub async fn build_module(
         ssh_agent: served.ssh_agent,
     };
     if multi_platform {
-        run.on_buildx(request, tarring).await
+        run.on_buildx(mesh, request, tarring).await
     } else {
         run.on_daemon(&on, request, tarring).await
     }
@@ -521,8 +523,15 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Build for several platforms with buildx, which pushes.
-    async fn on_buildx(self, request: BuildRequest, tarring: Tarring) -> Result<Built, BuildError> {
+    /// Build for several platforms with buildx, which pushes; the index it pushed is signed as
+    /// any push is (a push the converge does not sign would vouch for nothing where keys are
+    /// trusted), or the build fails saying so.
+    async fn on_buildx(
+        self,
+        mesh: &Mesh,
+        request: BuildRequest,
+        tarring: Tarring,
+    ) -> Result<Built, BuildError> {
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
         let result = buildx::build_and_push(request, |line| {
@@ -536,6 +545,15 @@ impl<'a> Run<'a> {
         }
         match result {
             Ok(digest) => {
+                if let Err(error) = self.sign_index(mesh, &digest).await {
+                    return self.failed(
+                        format!(
+                            "module {}: buildx pushed {} as {digest}, which could not be signed: {error}",
+                            self.module, self.reference
+                        ),
+                        tail_text,
+                    );
+                }
                 let what = format!("built and pushed {} → {digest}", self.reference);
                 self.succeeded(&digest, &what).await?;
                 let _ = with_history(self.db, |h| {
@@ -548,4 +566,34 @@ impl<'a> Run<'a> {
             Err(error) => self.failed(format!("module {}: {error}", self.module), tail_text),
         }
     }
+}
+
+impl Run<'_> {
+    /// Sign the index buildx pushed to the mesh's registry, when the converge signs.
+    async fn sign_index(&self, mesh: &Mesh, digest: &str) -> Result<(), SignIndexError> {
+        let (Some(_), Some(registry)) = (&mesh.signing.key, &mesh.registry) else {
+            return Ok(());
+        };
+        let creds = credentials::for_registry(&registry.host).await?;
+        sign_pushed(
+            mesh,
+            registry,
+            creds,
+            &self.reference,
+            digest,
+            &self.module,
+            self.emitter,
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Why the index a multi-platform build pushed could not be signed.
+#[derive(Debug, thiserror::Error)]
+enum SignIndexError {
+    #[error(transparent)]
+    Credentials(#[from] credentials::CredentialsError),
+    #[error(transparent)]
+    Sign(#[from] super::error::TargetError),
 }

@@ -1,7 +1,9 @@
 //! Builds of one tier placed on the pool's builders (`mesh/schedule.rs` decides where and when;
 //! meshtop counts the builds in flight itself), each pushed to the mesh's registry by the builder
-//! that made it when the pool hands artifacts over. A dependent placed on another builder than the
-//! one holding its base gets the base by digest from the registry (`BASE` names `repo@sha256:…`).
+//! that made it when the pool hands artifacts over, and signed there when the converge signs. A
+//! dependent placed on another builder than the one holding its base gets the base pulled there by
+//! a manifest digest this machine pushed or verified (never by the base's tag), and the pulled
+//! image must be the base's artifact.
 //!
 //! A transport fault (the builder went away, dropped the stream, did not end within the deadline)
 //! takes the builder out of rotation and puts the build back once for another builder, said on
@@ -22,6 +24,7 @@ use super::build::{BuildError, BuildJob, BuildOn, Built, build_module};
 use super::builders::{Connection, Member, Pool};
 use super::error::ConvergeError;
 use super::progress::{Emitter, Payload};
+use super::target::sign_pushed;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::push::push_image;
 use crate::backends::daemon::{Daemon, LazyDaemon};
@@ -220,9 +223,11 @@ impl<'a> Placer<'a> {
                         );
                     }
                     let base = job.module.base.as_ref().and_then(|b| {
-                        bases
-                            .get(b)
-                            .map(|entry| (entry.clone(), self.handed.get(b).cloned()))
+                        bases.get(b).map(|entry| BaseOf {
+                            module: b.clone(),
+                            entry: entry.clone(),
+                            handed: self.handed.get(b).cloned(),
+                        })
                     });
                     running.push(Box::pin(place_one(shared, member, placement, job, base)));
                 }
@@ -321,6 +326,14 @@ async fn sleep_or_never(nap: Option<Duration>) {
     }
 }
 
+/// A dependent's base: its module, the record's entry for it, and the manifest this converge
+/// handed it over as (pushed by a builder, or verified by the registry voucher).
+struct BaseOf {
+    module: String,
+    entry: RecordEntry,
+    handed: Option<String>,
+}
+
 /// What every build of a tier reads.
 struct Shared<'a> {
     mesh: &'a Mesh,
@@ -339,7 +352,7 @@ async fn place_one(
     member: Member,
     placement: Placement,
     job: BuildJob,
-    base: Option<(RecordEntry, Option<String>)>,
+    base: Option<BaseOf>,
 ) -> (Placement, Result<Placed, BuildError>) {
     let result = build_on(shared, &member, job, base).await;
     (placement, result)
@@ -349,7 +362,7 @@ async fn build_on(
     shared: &Shared<'_>,
     member: &Member,
     job: BuildJob,
-    base: Option<(RecordEntry, Option<String>)>,
+    base: Option<BaseOf>,
 ) -> Result<Placed, BuildError> {
     let daemon: &Daemon = match &member.connection {
         Some(Connection::Own(daemon)) => daemon,
@@ -361,11 +374,9 @@ async fn build_on(
     };
     let pooled = shared.registry.is_some();
     let base_arg = match (&shared.registry, base) {
-        (Some(registry), Some((entry, manifest))) => {
-            base_for(shared, daemon, registry, &entry, manifest)
-                .await
-                .map_err(|why| format!("builder {}: {why}", member.builder.name))
-        }
+        (Some(registry), Some(base)) => base_for(shared, daemon, registry, &base)
+            .await
+            .map_err(|why| format!("builder {}: {why}", member.builder.name)),
         _ => Ok(None),
     };
     let on = BuildOn {
@@ -374,7 +385,6 @@ async fn build_on(
         base: base_arg,
         deadline: shared.deadline,
     };
-    let module = job.module.name.clone();
     let built = build_module(job, shared.mesh, on, shared.db, shared.emitter).await?;
     let mut placed = Placed {
         builder: member.builder.name.clone(),
@@ -390,88 +400,237 @@ async fn build_on(
     let (Some(registry), Some(artifact)) = (handing, placed.built.artifact.clone()) else {
         return Ok(placed);
     };
-    let reference = placed.built.planned.reference.clone().unwrap_or_default();
-    let pushing = Instant::now();
-    let push = push_image(daemon.docker(), &reference, shared.creds.as_ref());
-    // A push that hangs (a registry that stops answering mid-upload) must not hold the converge.
-    let pushed = match tokio::time::timeout(shared.deadline, push).await {
-        Ok(pushed) => pushed.map_err(|e| e.to_string()),
-        Err(_) => Err(format!(
-            "the push did not end within {} s (MESHTOP_BUILD_DEADLINE)",
-            shared.deadline.as_secs()
-        )),
-    };
-    match pushed {
-        Ok(digest) => {
-            let push_ms = i64::try_from(pushing.elapsed().as_millis()).unwrap_or(i64::MAX);
-            let id = placed.built.correlation_id.clone();
-            if let Ok(db) = crate::backends::state::locked(shared.db) {
-                let _ = db.set_published(&id, &reference, &digest);
-                let _ = db.set_push_time(&id, push_ms);
-            }
-            shared.emitter.emit(
-                Payload::Delivered {
-                    reference: reference.clone(),
-                    by: DeliveredBy::Published {
-                        registry: registry.host.clone(),
-                        digest: digest.clone(),
-                    },
-                },
-                Some(&module),
-                format!(
-                    "builder {} pushed {reference} ({}) to registry {} → {digest} in {} ms",
-                    member.builder.name,
-                    short_id(&artifact),
-                    registry.host,
-                    push_ms
-                ),
-            );
-            placed.handed = Some(digest);
-        }
-        Err(error) => {
-            placed.handover_error = Some(format!(
-                "builder {} could not push {reference} to registry {}: {error}",
-                member.builder.name, registry.host
-            ));
-        }
+    match hand_over(shared, member, daemon, registry, &placed.built, &artifact).await {
+        Ok(digest) => placed.handed = Some(digest),
+        Err(error) => placed.handover_error = Some(error),
     }
     Ok(placed)
 }
 
-/// `BASE` for a build on `daemon`: None when the builder holds the base's artifact (the artifact
-/// id names it there), else `repo@sha256:…` of its manifest in the registry — pushed in this
-/// converge, answered by the registry for the base's ref, or pushed now from the host, which holds
-/// every artifact the Docker target's record names. Err: the builder cannot reach the base.
+/// The builder pushes what it built to the registry artifacts cross through, and it is signed
+/// there when the converge signs (a push that is not signed would not vouch on a machine that
+/// trusts only what is): the manifest digest, or why it could not.
+async fn hand_over(
+    shared: &Shared<'_>,
+    member: &Member,
+    daemon: &Daemon,
+    registry: &Registry,
+    built: &Built,
+    artifact: &str,
+) -> Result<String, String> {
+    let module = built.planned.name.clone();
+    let reference = built.planned.reference.clone().unwrap_or_default();
+    let could_not = |error: String| {
+        format!(
+            "builder {} could not push {reference} to registry {}: {error}",
+            member.builder.name, registry.host
+        )
+    };
+    let pushing = Instant::now();
+    let push = push_image(daemon.docker(), &reference, shared.creds.as_ref());
+    // A push that hangs (a registry that stops answering mid-upload) must not hold the converge.
+    let digest = match tokio::time::timeout(shared.deadline, push).await {
+        Ok(pushed) => pushed.map_err(|e| could_not(e.to_string()))?,
+        Err(_) => {
+            return Err(could_not(format!(
+                "the push did not end within {} s (MESHTOP_BUILD_DEADLINE)",
+                shared.deadline.as_secs()
+            )));
+        }
+    };
+    let push_ms = i64::try_from(pushing.elapsed().as_millis()).unwrap_or(i64::MAX);
+    shared.emitter.emit(
+        Payload::Delivered {
+            reference: reference.clone(),
+            by: DeliveredBy::Published {
+                registry: registry.host.clone(),
+                digest: digest.clone(),
+            },
+        },
+        Some(&module),
+        format!(
+            "builder {} pushed {reference} ({}) to registry {} → {digest} in {} ms",
+            member.builder.name,
+            short_id(artifact),
+            registry.host,
+            push_ms
+        ),
+    );
+    sign_pushed(
+        shared.mesh,
+        registry,
+        shared.creds.clone(),
+        &reference,
+        &digest,
+        &module,
+        shared.emitter,
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "builder {} pushed {reference} to registry {} as {digest}, which could not be signed: {e}",
+            member.builder.name, registry.host
+        )
+    })?;
+    let id = built.correlation_id.clone();
+    if let Ok(db) = crate::backends::state::locked(shared.db) {
+        let _ = db.set_published(&id, &reference, &digest);
+        let _ = db.set_push_time(&id, push_ms);
+    }
+    Ok(digest)
+}
+
+/// `BASE` for a build on `daemon`: None when the builder holds the base's artifact (its id names
+/// it there, and BuildKit's tag for it is checked to name it from the build's start to its end).
+/// Otherwise the builder pulls the base by a manifest digest, never by a tag: the one this converge
+/// pushed or the registry voucher verified, else the one this machine's history pushed, else the
+/// one the registry answers for the base's ref now, else one pushed now from the host, which holds
+/// every artifact the Docker target's record names. The pulled image must be the base's artifact;
+/// a manifest that names another image is refused, naming both. Err: the builder cannot reach the
+/// base (the build fails and says why).
 async fn base_for(
     shared: &Shared<'_>,
     daemon: &Daemon,
     registry: &Registry,
-    entry: &RecordEntry,
-    manifest: Option<String>,
+    base: &BaseOf,
 ) -> Result<Option<String>, String> {
+    let entry = &base.entry;
     if daemon.has_image(&entry.digest).await.unwrap_or(false) {
         return Ok(None);
     }
-    let repository = repository_of(&entry.reference).to_string();
-    if let Some(manifest) = manifest {
-        return Ok(Some(format!("{repository}@{manifest}")));
+    let fetch = BaseFetch {
+        shared,
+        daemon,
+        registry,
+        module: &base.module,
+        entry,
+    };
+    let mut faults = Vec::new();
+    let known = match base.handed.clone() {
+        Some(manifest) => Some(manifest),
+        None => fetch.published_here(),
+    };
+    if let Some(manifest) = known {
+        match fetch.pull(&manifest).await {
+            Ok(base) => return Ok(base),
+            Err(BaseFault::Other(why)) => return Err(why),
+            Err(BaseFault::Pull(why)) => faults.push(why),
+        }
     }
     let client = RegistryClient::new(registry, shared.creds.clone()).map_err(|e| e.to_string())?;
     let (path, tag) = repository_in(&registry.host, &entry.reference);
-    if let Ok(Published::Present { digest }) = client.manifest(path, tag).await {
-        return Ok(Some(format!("{repository}@{digest}")));
-    }
     let host = shared.host.get().await.map_err(|e| e.to_string())?;
-    if !host.has_image(&entry.digest).await.unwrap_or(false) {
+    let on_host = host.has_image(&entry.digest).await.unwrap_or(false);
+    if let Ok(Published::Present { digest }) = client.manifest(path, tag).await {
+        match fetch.pull(&digest).await {
+            Ok(base) => return Ok(base),
+            // The tag names a look-alike: the host's artifact is pushed over it, if it has it.
+            Err(BaseFault::Other(why)) if !on_host => return Err(why),
+            Err(BaseFault::Other(why) | BaseFault::Pull(why)) => faults.push(why),
+        }
+    }
+    if !on_host {
+        let tried = if faults.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", faults.join("; "))
+        };
         return Err(format!(
-            "the base's artifact {} ({}) is neither on this builder, nor in registry {}, nor on the host daemon: converge the base module again",
+            "the base's artifact {} ({}) is neither on this builder, nor in registry {}, nor on the host daemon{tried}: converge the base module again",
             short_id(&entry.digest),
             entry.reference,
             registry.host
         ));
     }
-    let digest = push_image(host.docker(), &entry.reference, shared.creds.as_ref())
+    let digest = fetch.push_from(host).await?;
+    fetch.pull(&digest).await.map_err(BaseFault::into_text)
+}
+
+/// Why a base could not be brought to a builder by one manifest.
+enum BaseFault {
+    /// The pull failed (the manifest is gone, the registry did not answer): another way may work.
+    Pull(String),
+    /// The manifest is not the base's artifact, or it cannot be checked: refused.
+    Other(String),
+}
+
+impl BaseFault {
+    fn into_text(self) -> String {
+        match self {
+            BaseFault::Pull(why) | BaseFault::Other(why) => why,
+        }
+    }
+}
+
+/// A base brought to the builder `daemon` that lacks it.
+struct BaseFetch<'s, 'a> {
+    shared: &'s Shared<'a>,
+    daemon: &'s Daemon,
+    registry: &'s Registry,
+    module: &'s str,
+    entry: &'s RecordEntry,
+}
+
+impl BaseFetch<'_, '_> {
+    /// The manifest this machine's history says the base's artifact was pushed as.
+    fn published_here(&self) -> Option<String> {
+        crate::backends::state::locked(self.shared.db)
+            .ok()?
+            .build_by_digest(&self.shared.mesh.name, &self.entry.digest)
+            .ok()
+            .flatten()
+            .and_then(|build| build.published_digest)
+    }
+
+    /// Pull `manifest` of the base's repository onto the builder and check it is the artifact:
+    /// `BASE` then names the artifact (None). A multi-platform base's artifact is its index's
+    /// digest, which names itself: `BASE` is `repo@<index>`, nothing pulled.
+    async fn pull(&self, manifest: &str) -> Result<Option<String>, BaseFault> {
+        let repository = repository_of(&self.entry.reference);
+        if manifest == self.entry.digest {
+            return Ok(Some(format!("{repository}@{manifest}")));
+        }
+        let server = repository.split('/').next().unwrap_or(repository);
+        let auth = self.shared.creds.as_ref().map(|c| c.to_docker(server));
+        let reference = &self.entry.reference;
+        let id = self
+            .daemon
+            .pull_by_digest(repository, manifest, reference, auth)
+            .await
+            .map_err(|e| BaseFault::Pull(format!("pulling {repository}@{manifest}: {e}")))?;
+        if id == self.entry.digest {
+            return Ok(None);
+        }
+        // The pull tagged the look-alike under the base's ref: it must not stay there.
+        let _ = self.daemon.remove(reference).await;
+        Err(BaseFault::Other(format!(
+            "registry {} answers the base's ref {reference} with manifest {manifest}, whose image is {id}, not the base's artifact {}: refused (someone pushed another image under the base's ref; converge the base module again to push its artifact)",
+            self.registry.host, self.entry.digest
+        )))
+    }
+
+    /// Push the base's artifact from the host (tagged under its ref first: the tag may name
+    /// another image there), signed as any push: its manifest digest.
+    async fn push_from(&self, host: &Daemon) -> Result<String, String> {
+        let (shared, entry) = (self.shared, self.entry);
+        let could_not = |e: String| format!("the base could not be handed over: {e}");
+        host.tag(&entry.digest, &entry.reference)
+            .await
+            .map_err(|e| could_not(e.to_string()))?;
+        let digest = push_image(host.docker(), &entry.reference, shared.creds.as_ref())
+            .await
+            .map_err(|e| could_not(e.to_string()))?;
+        sign_pushed(
+            shared.mesh,
+            self.registry,
+            shared.creds.clone(),
+            &entry.reference,
+            &digest,
+            self.module,
+            shared.emitter,
+        )
         .await
-        .map_err(|e| format!("the base could not be handed over: {e}"))?;
-    Ok(Some(format!("{repository}@{digest}")))
+        .map_err(|e| could_not(format!("its push {digest} could not be signed: {e}")))?;
+        Ok(digest)
+    }
 }

@@ -30,6 +30,7 @@ use crate::mesh::target::TargetDescription;
 
 pub use docker::belongs;
 pub use seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+pub(crate) use sign::sign_pushed;
 
 /// How often a roll-out is polled.
 pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);

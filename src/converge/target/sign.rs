@@ -1,5 +1,8 @@
 //! Signing what a converge pushes (`--sign-key`, `MESHTOP_SIGNING_KEY`): a cosign signature of the
-//! pushed manifest digest, appended beside any other signer's under its `.sig` tag.
+//! pushed manifest digest, appended beside any other signer's under its `.sig` tag. Every push
+//! signs through here: the target's (`--publish`, a Kubernetes delivery), the pool's hand-overs
+//! and base pushes (`converge/place.rs`), and the index a multi-platform build pushed
+//! (`converge/build.rs`).
 
 use crate::backends::credentials::Credentials;
 use crate::backends::registry::{RegistryClient, repository_in};
@@ -11,7 +14,7 @@ use crate::mesh::text::short_id;
 
 /// Sign `digest`, just pushed as `reference` to `registry`, when the converge has a signing key.
 /// A signature that cannot be written fails the push: an unsigned artifact would not vouch.
-pub(super) async fn sign_pushed(
+pub(crate) async fn sign_pushed(
     mesh: &Mesh,
     registry: &Registry,
     creds: Option<Credentials>,
