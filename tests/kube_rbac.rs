@@ -339,16 +339,25 @@ async fn every_command(s: &Scene, dashboard: bool) -> Step<()> {
     failing_rollout(s, &sign).await
 }
 
-/// verify: the record's artifacts carry the trusted key's signature.
+/// verify: each of the record's five artifacts carries the trusted key's signature. Its exit is not
+/// asked here: what machines run is compared by another digest on Kubernetes (issue 36, item 6,
+/// tested with that fix), which is no matter of RBAC; what it read, it was allowed to.
 async fn verified(s: &Scene) -> Step<()> {
     s.api.reset_counts();
     let out = s.k.run(&["verify", "--json"]).await;
     let refused = s.refused();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    check("verify", refused.is_empty() && report.is_array(), || {
-        format!("refused {refused:?}: {}", said(&out))
-    })?;
-    Ok(())
+    let record: Vec<&Value> = report
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["of"] == "record")
+        .collect();
+    check(
+        "verify",
+        refused.is_empty() && record.len() == 5 && record.iter().all(|c| c["signed"] == true),
+        || format!("refused {refused:?}: {}", said(&out)),
+    )
 }
 
 /// logs: the lines of web's running pod, then a pod in back-off says its events first.
@@ -493,7 +502,7 @@ async fn every_verb_of_the_readme_is_needed_by_some_command() {
     let readme = Arc::new(ReadmeRbac::read());
     let grants = readme.grants();
     assert!(grants.len() >= 10, "{grants:?}");
-    let gate = Arc::new(tokio::sync::Semaphore::new(3));
+    let gate = Arc::new(tokio::sync::Semaphore::new(4));
     let mut runs = tokio::task::JoinSet::new();
     for (i, grant) in grants.into_iter().enumerate() {
         let (readme, gate) = (readme.clone(), gate.clone());
@@ -598,8 +607,12 @@ async fn the_read_only_commands_run_under_the_readmes_read_only_variant() {
     let out = s.k.run(&["converge"]).await;
     let text = said(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
+    // The mesh's Lease is asked for first: every changing operation holds it before anything else.
     assert!(
-        text.contains(&format!("cannot patch namespaces {:?}", s.ns())),
+        text.contains(&format!(
+            "cannot create leases (API group coordination.k8s.io) in namespace {:?}",
+            s.ns()
+        )),
         "{text}"
     );
     let after = s.json("builds", &["builds", "--json"]).await.unwrap();
