@@ -88,7 +88,9 @@ impl Scene {
     /// Run meshtop; the step stops unless it exits `code` and the server refused nothing.
     async fn expect(&self, step: &str, args: &[&str], code: i32) -> Step<Output> {
         self.api.reset_counts();
+        let started = std::time::Instant::now();
         let out = self.k.run(args).await;
+        eprintln!("{step}: {:?}", started.elapsed());
         let refused = self.refused();
         let stopped = |why: String| Stopped {
             step: step.to_string(),
@@ -601,6 +603,28 @@ async fn the_read_only_commands_run_under_the_readmes_read_only_variant() {
     );
     tmux.keys(&["q"]);
 
+    // kubectl reads the server's 403 as it reads the apiserver's (the oracle of the Status body).
+    let (ok, kubectl) = s
+        .api
+        .kubectl(&[
+            "patch",
+            "namespace",
+            s.ns(),
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"who":"viewer"}}}"#,
+        ])
+        .await;
+    assert!(!ok, "{kubectl}");
+    assert!(
+        kubectl.contains(&format!(
+            "Error from server (Forbidden): namespaces {:?} is forbidden: User \"viewer\" cannot patch resource \"namespaces\" in API group \"\" in the namespace {:?}",
+            s.ns(),
+            s.ns()
+        )),
+        "{kubectl}"
+    );
+
     // A converge is refused before any build, naming what the variant lacks.
     let builds = s.json("builds", &["builds", "--json"]).await.unwrap();
     s.touch("web", "read only\n");
@@ -702,4 +726,54 @@ fn two_targets(staging: &Scene, prod: &KubeApi, prod_ns: &str) {
         ),
     )
     .unwrap();
+}
+
+#[test]
+fn the_readmes_yaml_is_read_as_written_and_another_shape_is_refused() {
+    let readme = ReadmeRbac::read();
+    let grants = readme.grants();
+    // Taking one grant out leaves exactly the others (the verb-by-verb test relies on it).
+    for grant in &grants {
+        let left = readme.without(grant).grants();
+        let expected: Vec<Grant> = grants.iter().filter(|g| *g != grant).cloned().collect();
+        let mut sorted = left.clone();
+        sorted.sort();
+        let mut wanted = expected.clone();
+        wanted.sort();
+        assert_eq!(sorted, wanted, "without {grant}");
+    }
+    // The read-only variant keeps every read and no write.
+    let read_only = readme.read_only().grants();
+    for grant in &grants {
+        let writes = common::kube_rbac::WRITE_VERBS.contains(&grant.verb.as_str());
+        assert_eq!(read_only.contains(grant), !writes, "{grant}");
+    }
+    // The namespace object is granted by name: the README's `demo` becomes the mesh's namespace.
+    let bindings = readme.bindings("ns-x", ClusterRoleBound::ClusterWide);
+    assert!(
+        format!("{bindings:?}").contains("names: [\"ns-x\"]"),
+        "{bindings:?}"
+    );
+    assert!(!format!("{bindings:?}").contains("demo"), "{bindings:?}");
+
+    // A shape the parser does not know fails loudly instead of granting less (or more).
+    let shaped = |rule: &str| {
+        format!(
+            "# meshtop\n\n### RBAC\n\n```yaml\nkind: Role\nrules:\n{rule}\n---\nkind: ClusterRole\nrules:\n  - apiGroups: [\"\"]\n    resources: [namespaces]\n    verbs: [get]\n```\n"
+        )
+    };
+    let good = ReadmeRbac::parse(&shaped(
+        "  - apiGroups: [\"apps\"]\n    resources: [deployments]\n    verbs: [list, get]",
+    ));
+    assert_eq!(good.role[0].verbs, ["list", "get"]);
+    assert_eq!(good.role[0].groups, ["apps"]);
+    for bad in [
+        "  - nonResourceURLs: [\"/healthz\"]\n    verbs: [get]",
+        "  - apiGroups: [\"apps\"]\n    resources:\n      - deployments\n    verbs: [get]",
+        "  - apiGroups: [\"apps\"]\n    resources: [deployments]",
+    ] {
+        let text = shaped(bad);
+        let parsed = std::panic::catch_unwind(|| ReadmeRbac::parse(&text));
+        assert!(parsed.is_err(), "{bad:?} was read as {parsed:?}");
+    }
 }
