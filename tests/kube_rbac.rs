@@ -422,15 +422,15 @@ async fn collected(s: &Scene, first_api: &str) -> Step<()> {
     })
 }
 
-/// A roll-out whose new pods cannot start: converge fails with the diagnosis (which pods are the
-/// new revision: the Deployment's ReplicaSets), naming the reason.
+/// A roll-out whose new pods cannot start: converge fails at once with the diagnosis (which pods
+/// are the new revision: the Deployment's ReplicaSets), naming the kubelet's terminal reason.
 async fn failing_rollout(s: &Scene, sign: &[&str]) -> Step<()> {
     let repo = format!("{REGISTRY}/{}/web:", s.k.name());
     s.api.pods_of_image(
         &repo,
         Fate::Waits(
-            "CreateContainerConfigError".into(),
-            "secret \"web-env\" not found".into(),
+            "CreateContainerError".into(),
+            "failed to create containerd container: no command specified".into(),
         ),
     );
     s.touch("web", "v3\n");
@@ -441,8 +441,7 @@ async fn failing_rollout(s: &Scene, sign: &[&str]) -> Step<()> {
     let text = said(&out);
     check(
         "converge (failing)",
-        text.contains("CreateContainerConfigError")
-            && text.contains("secret \"web-env\" not found"),
+        text.contains("CreateContainerError") && text.contains("no command specified"),
         || format!("the diagnosis names the reason: {text}"),
     )
 }
