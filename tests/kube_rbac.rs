@@ -480,8 +480,11 @@ fn dashboard_sends_api(s: &Scene, api_ref: &str) -> Step<()> {
     tmux.wait_for("api's machine current", long, |screen| {
         !row(screen, "api").contains("held")
     });
-    let refused = s.refused();
     tmux.keys(&["q"]);
+    tmux.wait_for("the dashboard to quit", Duration::from_secs(10), |screen| {
+        !screen.contains("modules ·")
+    });
+    let refused = s.refused();
     check("the dashboard's send", refused.is_empty(), || {
         format!("refused {refused:?}:\n{}", tmux.screen())
     })
@@ -595,12 +598,21 @@ async fn the_read_only_commands_run_under_the_readmes_read_only_variant() {
     let screen = tmux.wait_for("web's machine current", Duration::from_secs(60), |screen| {
         row(screen, "web").contains("1/1") && row(screen, "api").contains("held")
     });
+    // Everything it asked until it quit, every source's polls included.
+    tmux.keys(&["q"]);
+    tmux.wait_for("the dashboard to quit", Duration::from_secs(10), |screen| {
+        !screen.contains("modules ·")
+    });
     assert!(
         s.refused().is_empty(),
         "meshtop --readonly was refused {:?}:\n{screen}",
         s.refused()
     );
-    tmux.keys(&["q"]);
+    assert!(
+        s.api.authorizations().len() > 3,
+        "the dashboard read the cluster: {:?}",
+        s.api.authorizations()
+    );
 
     // kubectl reads the server's 403 as it reads the apiserver's (the oracle of the Status body).
     let (ok, kubectl) = s
