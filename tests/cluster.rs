@@ -1457,41 +1457,16 @@ async fn a_roll_out_moves_on_while_nobody_reads_it() {
     assert_eq!(machines[0].running_digests, vec![v2]);
 }
 
-/// The README's minimal RBAC: its Role bound in the mesh's namespace, its ClusterRole on the namespace
-/// object (bound cluster-wide, or by a RoleBinding in the namespace itself).
+/// The README's minimal RBAC, parsed from README.md: its Role bound in the mesh's namespace, its
+/// ClusterRole on the namespace object (bound cluster-wide, or by a RoleBinding in the namespace itself).
 fn readme_bindings(namespace: &str, cluster_wide: bool) -> Vec<common::kube_rules::Binding> {
-    use common::kube_rules::{Binding, Rule};
-    let role = vec![
-        Rule::new(
-            &["list", "get", "patch"],
-            &["apps"],
-            &["deployments", "statefulsets", "daemonsets"],
-        ),
-        Rule::new(&["list", "get"], &[""], &["pods"]),
-        Rule::new(&["get"], &[""], &["pods/log"]),
-        Rule::new(&["list"], &[""], &["events"]),
-        Rule::new(
-            &["list"],
-            &["apps"],
-            &["replicasets", "controllerrevisions"],
-        ),
-        Rule::new(
-            &["get", "create", "update"],
-            &["coordination.k8s.io"],
-            &["leases"],
-        ),
-    ];
-    let on_namespace =
-        vec![Rule::new(&["get", "patch"], &[""], &["namespaces"]).named(&[namespace])];
-    let namespace_binding = if cluster_wide {
-        Binding::Cluster(on_namespace)
+    use common::kube_rbac::{ClusterRoleBound, ReadmeRbac};
+    let bound = if cluster_wide {
+        ClusterRoleBound::ClusterWide
     } else {
-        Binding::Namespace(namespace.into(), on_namespace)
+        ClusterRoleBound::InNamespace
     };
-    vec![
-        Binding::Namespace(namespace.into(), role),
-        namespace_binding,
-    ]
+    ReadmeRbac::read().bindings(namespace, bound)
 }
 
 fn converge_needs() -> Vec<Needed> {

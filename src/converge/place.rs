@@ -593,16 +593,23 @@ impl BaseFetch<'_, '_> {
         let server = repository.split('/').next().unwrap_or(repository);
         let auth = self.shared.creds.as_ref().map(|c| c.to_docker(server));
         let reference = &self.entry.reference;
+        let pinned = format!("{repository}@{manifest}");
         let id = self
             .daemon
-            .pull_by_digest(repository, manifest, reference, auth)
+            .pull_by_digest(repository, manifest, auth)
             .await
-            .map_err(|e| BaseFault::Pull(format!("pulling {repository}@{manifest}: {e}")))?;
+            .map_err(|e| BaseFault::Pull(format!("pulling {pinned}: {e}")))?;
         if id == self.entry.digest {
+            // Tagged under the base's ref only now that it is the artifact.
+            self.daemon
+                .tag(&id, reference)
+                .await
+                .map_err(|e| BaseFault::Pull(format!("tagging {pinned} as {reference}: {e}")))?;
             return Ok(None);
         }
-        // The pull tagged the look-alike under the base's ref: it must not stay there.
-        let _ = self.daemon.remove(reference).await;
+        // Nothing was tagged; the look-alike's pinned name goes too (best effort: the refusal
+        // below is what matters).
+        let _ = self.daemon.remove(&pinned).await;
         Err(BaseFault::Other(format!(
             "registry {} answers the base's ref {reference} with manifest {manifest}, whose image is {id}, not the base's artifact {}: refused (someone pushed another image under the base's ref; converge the base module again to push its artifact)",
             self.registry.host, self.entry.digest

@@ -42,6 +42,8 @@ struct State {
     identity: Option<Identity>,
     /// The next request with a continue token gets 410 Expired (an etcd compaction happened).
     expire_next_continue: bool,
+    /// Every resource request the identity was authorized for, and the verdict (see `authorizations`).
+    authorizations: Vec<(kube_rules::Attributes, bool)>,
 }
 
 pub struct KubeApi {
@@ -259,6 +261,13 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         let mut state = self.state.lock().unwrap();
         state.requests.clear();
         state.statuses.clear();
+        state.authorizations.clear();
+    }
+
+    /// Every resource request authorized against the identity since the last `reset_counts`, with
+    /// whether it was allowed (a SelfSubjectAccessReview's own attributes are not a request: not here).
+    pub fn authorizations(&self) -> Vec<(kube_rules::Attributes, bool)> {
+        self.state.lock().unwrap().authorizations.clone()
     }
 
     /// The next `n` namespace GETs wait for each other, so they all see the same resourceVersion.
@@ -701,9 +710,21 @@ pub fn group_of(resource: &str) -> &'static str {
 
 /// 403 with the apiserver's message (`responsewriters/errors.go`).
 fn forbidden(user: &str, a: &kube_rules::Attributes) -> Response {
+    // StatusDetails' fields are `omitempty` (`apimachinery/pkg/apis/meta/v1/types.go`): an empty name or
+    // the core group is left out.
+    let mut details = serde_json::Map::new();
+    for (field, value) in [
+        ("name", &a.name),
+        ("group", &a.group),
+        ("kind", &a.resource),
+    ] {
+        if !value.is_empty() {
+            details.insert(field.to_string(), json!(value));
+        }
+    }
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": kube_rules::forbidden_message(user, a),
-        "reason": "Forbidden", "details": {"name": a.name, "group": a.group, "kind": a.resource}, "code": 403});
+        "reason": "Forbidden", "details": details, "code": 403});
     (
         StatusCode::FORBIDDEN,
         [(header::CONTENT_TYPE, "application/json")],
@@ -721,14 +742,22 @@ async fn route(
 ) -> Response {
     let parts: Vec<&str> = uri.path().split('/').filter(|p| !p.is_empty()).collect();
     let q = query(uri);
-    // Authorization first, as the apiserver's filter chain does (SelfSubjectAccessReviews are allowed to
-    // everyone authenticated: the `system:basic-user` ClusterRole).
-    if let Some(identity) = state.lock().unwrap().identity.clone()
+    // Authorization first, as the apiserver's filter chain does (`WithAuthorization` in
+    // `staging/src/k8s.io/apiserver/pkg/endpoints/filters/authorization.go`), for every resource
+    // request; discovery is a non-resource request every authenticated user may make.
+    let identity = state.lock().unwrap().identity.clone();
+    if let Some(identity) = identity
         && let Some(attributes) = kube_rules::request_attributes(method, &parts, &q)
-        && attributes.resource != "selfsubjectaccessreviews"
-        && !identity.allows(&attributes)
     {
-        return forbidden(&identity.user, &attributes);
+        let allowed = identity.allows(&attributes) || kube_rules::allowed_to_everyone(&attributes);
+        state
+            .lock()
+            .unwrap()
+            .authorizations
+            .push((attributes.clone(), allowed));
+        if !allowed {
+            return forbidden(&identity.user, &attributes);
+        }
     }
     let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
     match (method.clone(), parts.as_slice()) {
@@ -1018,7 +1047,9 @@ fn access_review(state: &Arc<Mutex<State>>, body: &Bytes) -> Response {
     let attributes = kube_rules::review_attributes(&review["spec"]["resourceAttributes"]);
     let allowed = match &state.lock().unwrap().identity {
         None => true,
-        Some(identity) => identity.allows(&attributes),
+        Some(identity) => {
+            identity.allows(&attributes) || kube_rules::allowed_to_everyone(&attributes)
+        }
     };
     review["status"] = if allowed {
         json!({"allowed": true, "reason": "RBAC: allowed by the test identity's bindings"})

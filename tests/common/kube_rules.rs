@@ -92,6 +92,23 @@ impl Identity {
     }
 }
 
+/// What the apiserver's bootstrap policy lets every authenticated user do, whatever their own bindings
+/// (`plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go`: the `system:basic-user` ClusterRole,
+/// bound to the group `system:authenticated` by `ClusterRoleBindings()`, grants `create` on
+/// `selfsubjectaccessreviews` and `selfsubjectrulesreviews` in `authorization.k8s.io` and on
+/// `selfsubjectreviews` in `authentication.k8s.io`; `system:discovery` grants `get` on the
+/// discovery paths, which are non-resource requests and never reach this).
+pub fn allowed_to_everyone(a: &Attributes) -> bool {
+    let basic_user = match a.group.as_str() {
+        "authorization.k8s.io" => {
+            ["selfsubjectaccessreviews", "selfsubjectrulesreviews"].contains(&a.resource.as_str())
+        }
+        "authentication.k8s.io" => a.resource == "selfsubjectreviews",
+        _ => false,
+    };
+    basic_user && a.verb == "create" && a.subresource.is_empty()
+}
+
 /// The authorizer's attributes of a resource request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Attributes {

@@ -8,6 +8,7 @@
 //! - `kube_api`, `kube_objects`, `kube_rules`, `kube_controllers`: the Kubernetes API test server (what it
 //!   models, what it does not and the sources it follows: `tests/README.md`);
 //! - `kube_mesh`: the example mesh on the Kubernetes target, the binary run against it;
+//! - `kube_rbac`: the README's RBAC (its Role and ClusterRole, parsed) as the test server's bindings;
 //! - `local_registry`: the real registry on 127.0.0.1:5000 and the docker CLI;
 //! - `registry_proxy`: the real registry behind a login, or open with a hook on deletes;
 //! - `signing`: cosign's signatures made and checked with openssl and curl, the mesh with `trust`;
@@ -25,6 +26,7 @@ pub mod kube_api;
 pub mod kube_controllers;
 pub mod kube_mesh;
 pub mod kube_objects;
+pub mod kube_rbac;
 pub mod kube_rules;
 pub mod local_registry;
 pub mod mesh_file;
