@@ -1715,7 +1715,7 @@ async fn a_history_that_outgrows_the_limit_gives_way_and_every_stamp_lands() {
             .collect();
         let by = Stamper {
             operation_id: format!("op-{round}"),
-            kind: "converge".into(),
+            kind: meshtop::mesh::operation::OperationKind::Converge,
             short: Some(round),
             host: "host-a".into(),
             pid: 1,

@@ -344,7 +344,7 @@ fn converge_pane_follows_events_and_switches_converges() {
     let mut next = event(20, tier(0, &["base"]), None, "tier 0: base");
     next.operation_id = "9f00".into();
     next.operation = Some(5);
-    next.operation_kind = Some("rollback".into());
+    next.operation_kind = Some(meshtop::mesh::operation::OperationKind::Rollback);
     let snapshot = StateSnapshot {
         events: vec![next],
         scope: Some("base".into()),
@@ -897,7 +897,7 @@ fn other_operation(kind: &str, number: i64, outcome: Outcome, last: &str) -> Msg
     for e in &mut events {
         e.operation_id = uuid.clone();
         e.operation = Some(number);
-        e.operation_kind = Some(kind.into());
+        e.operation_kind = Some(kind.parse().unwrap());
         // Long after the start: a followed operation that ran long rings the bell, whatever its
         // end; these are quick.
         e.at_ms = NOW - 1_000 + e.id;

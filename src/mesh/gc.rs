@@ -2,8 +2,9 @@
 //! dashboard's gc view. The engine that fills them is `crate::converge::gc`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Nothing built or published within this long is taken (`--grace`; the dashboard's gc too): a
 /// teammate's converge may be about to stamp it.
@@ -18,11 +19,77 @@ pub struct GcRules {
     pub grace_ms: i64,
 }
 
+/// What a candidate is; `--json` and the screen say it by its word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CandidateKind {
+    /// One of this mesh's tags on an image something else keeps.
+    Tag,
+    /// An image on the host, with every tag it has.
+    Image,
+    /// A manifest in the registry.
+    Manifest,
+}
+
+impl CandidateKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CandidateKind::Tag => "tag",
+            CandidateKind::Image => "image",
+            CandidateKind::Manifest => "manifest",
+        }
+    }
+}
+
+impl fmt::Display for CandidateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `pad` keeps the width the gc listing aligns its column with.
+        f.pad(self.as_str())
+    }
+}
+
+/// What happened to a candidate a sweep tried to take. Said (on screen and in `--json`) as it
+/// always was: `removed`, `untagged`, `deleted`, `already gone`, `skipped: …`, `failed: …`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GcOutcome {
+    /// An image the daemon removed.
+    Removed,
+    /// A tag the daemon removed (the image stays).
+    Untagged,
+    /// A manifest the registry deleted.
+    Deleted,
+    /// A manifest the registry no longer had.
+    AlreadyGone,
+    /// Not tried, and why (no registry, a registry that does not allow deletes).
+    Skipped(String),
+    /// Tried, or refused before trying (the mesh was lost), and why.
+    Failed(String),
+}
+
+impl fmt::Display for GcOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GcOutcome::Removed => f.write_str("removed"),
+            GcOutcome::Untagged => f.write_str("untagged"),
+            GcOutcome::Deleted => f.write_str("deleted"),
+            GcOutcome::AlreadyGone => f.write_str("already gone"),
+            GcOutcome::Skipped(why) => write!(f, "skipped: {why}"),
+            GcOutcome::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
+/// The words scripts have always read: the outcome as it is said.
+impl Serialize for GcOutcome {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// One thing gc would take (or took): a tag, an image, or a registry manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Candidate {
-    /// `tag`, `image` or `manifest`.
-    pub kind: String,
+    pub kind: CandidateKind,
     /// The tag, the image id, or `repository@digest`.
     pub name: String,
     pub module: String,
@@ -32,23 +99,22 @@ pub struct Candidate {
     pub why: String,
     /// Bytes the daemon reports for an image (0 for a tag or a manifest).
     pub bytes: i64,
-    /// What happened to it (`removed`, `untagged`, `deleted`, or the error); none on a dry run.
-    pub outcome: Option<String>,
+    /// What happened to it; none on a dry run.
+    pub outcome: Option<GcOutcome>,
 }
 
 impl Candidate {
-    /// Whether its outcome says it was taken.
+    /// Whether it was taken.
     pub fn taken(&self) -> bool {
-        self.outcome
-            .as_deref()
-            .is_some_and(|o| matches!(o, "removed" | "untagged" | "deleted"))
+        matches!(
+            self.outcome,
+            Some(GcOutcome::Removed | GcOutcome::Untagged | GcOutcome::Deleted)
+        )
     }
 
-    /// Whether taking it was tried and failed (its outcome `failed: …`).
+    /// Whether taking it was tried (or refused) and failed.
     pub fn failed(&self) -> bool {
-        self.outcome
-            .as_deref()
-            .is_some_and(|o| o.starts_with("failed"))
+        matches!(self.outcome, Some(GcOutcome::Failed(_)))
     }
 }
 
