@@ -468,10 +468,20 @@ fn a_running_row_reads_as_process_gone_once_its_holders_heartbeat_is_stale() {
 fn a_build_carries_the_short_id_of_its_operation() {
     let (_dir, path) = temp_db();
     let h = StateDb::open(&path).unwrap();
-    h.begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Converge, "op-a")
-        .unwrap();
+    h.begin_operation(
+        "demo",
+        "default",
+        meshtop::mesh::operation::OperationKind::Converge,
+        "op-a",
+    )
+    .unwrap();
     let op = h
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Converge, "op-b")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Converge,
+            "op-b",
+        )
         .unwrap();
     let mut b = new_build("b1", Some("api"), 1);
     b.operation_id = Some("op-b".into());

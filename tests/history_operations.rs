@@ -12,16 +12,36 @@ fn short_ids_count_per_mesh_and_never_collide() {
     let history = StateDb::open(&path).unwrap();
     // Three v7 uuids sharing their first eight characters: the old short form collided.
     let a = history
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Converge, "01a22df9-0001")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Converge,
+            "01a22df9-0001",
+        )
         .unwrap();
     let b = history
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Send, "01a22df9-0002")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Send,
+            "01a22df9-0002",
+        )
         .unwrap();
     let other = history
-        .begin_operation("other", "default", meshtop::mesh::operation::OperationKind::Converge, "01a22df9-0003")
+        .begin_operation(
+            "other",
+            "default",
+            meshtop::mesh::operation::OperationKind::Converge,
+            "01a22df9-0003",
+        )
         .unwrap();
     let c = history
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Force, "01a22df9-0004")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Force,
+            "01a22df9-0004",
+        )
         .unwrap();
     assert_eq!((a.number, b.number, c.number), (1, 2, 3));
     assert_eq!(other.number, 1, "numbers count within a mesh");
@@ -32,13 +52,23 @@ fn short_ids_count_per_mesh_and_never_collide() {
     );
     // Idempotent on the uuid.
     let again = history
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Converge, "01a22df9-0001")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Converge,
+            "01a22df9-0001",
+        )
         .unwrap();
     assert_eq!(again, a);
     // Another handle (another process) continues the count.
     let second = StateDb::open(&path).unwrap();
     let d = second
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Converge, "01a22df9-0005")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Converge,
+            "01a22df9-0005",
+        )
         .unwrap();
     assert_eq!(d.number, 4);
     assert_eq!(history.operation("01a22df9-0005").unwrap(), Some(d));
@@ -50,10 +80,20 @@ fn events_carry_their_operation_short_id() {
     let (_dir, path) = temp_db();
     let history = StateDb::open(&path).unwrap();
     history
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Converge, "01a22df9-0001")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Converge,
+            "01a22df9-0001",
+        )
         .unwrap();
     history
-        .begin_operation("demo", "default", meshtop::mesh::operation::OperationKind::Converge, "01a22df9-0002")
+        .begin_operation(
+            "demo",
+            "default",
+            meshtop::mesh::operation::OperationKind::Converge,
+            "01a22df9-0002",
+        )
         .unwrap();
     for (uuid, text) in [("01a22df9-0002", "numbered"), ("no-operation", "older")] {
         history

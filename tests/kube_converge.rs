@@ -227,7 +227,13 @@ async fn two_converges_with_their_own_state_take_turns_and_both_land() {
     let y = Record::from([("y".to_string(), entry("02"))]);
     let no_pins = PinChange::default();
     let (r1, r2) = tokio::join!(
-        one.stamp(&mesh, &db, StampBy::new("c1", meshtop::mesh::operation::OperationKind::Converge), &x, &no_pins),
+        one.stamp(
+            &mesh,
+            &db,
+            StampBy::new("c1", meshtop::mesh::operation::OperationKind::Converge),
+            &x,
+            &no_pins
+        ),
         two.stamp(
             &mesh2,
             &history2,
@@ -437,7 +443,14 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
         )
         .await
         .unwrap();
-    let emitter = Emitter::new(db.clone(), &mesh.name, "default", "test", meshtop::mesh::operation::OperationKind::Converge, None);
+    let emitter = Emitter::new(
+        db.clone(),
+        &mesh.name,
+        "default",
+        "test",
+        meshtop::mesh::operation::OperationKind::Converge,
+        None,
+    );
     let outcomes = send::send(&mesh, &moves, &daemon, backend.as_ref(), &db, &emitter).await;
     assert_eq!(outcomes.len(), 1);
     assert!(!outcomes[0].ok);

@@ -100,7 +100,11 @@ impl TierRun<'_> {
             let decided = self.decide(module).await?;
             match decided.decision {
                 Decision::Refused => {
-                    self.failed(&decided, ModuleEnd::NotReached(decided.reason.clone()), None);
+                    self.failed(
+                        &decided,
+                        ModuleEnd::NotReached(decided.reason.clone()),
+                        None,
+                    );
                 }
                 Decision::Registry => match self.fetch(&decided).await {
                     Ok(()) => self.skip(module, decided).await?,
@@ -444,7 +448,11 @@ impl TierRun<'_> {
     async fn deliver_built(&mut self, built: Built) {
         let Some(artifact) = &built.artifact else {
             let error = built.error.clone().unwrap_or_default();
-            self.failed(&built.planned, ModuleEnd::Failed(error), Some((&built, None)));
+            self.failed(
+                &built.planned,
+                ModuleEnd::Failed(error),
+                Some((&built, None)),
+            );
             return;
         };
         let reference = built.planned.reference.clone().unwrap_or_default();

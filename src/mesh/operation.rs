@@ -103,7 +103,10 @@ mod tests {
         let error = "deploy".parse::<OperationKind>().unwrap_err();
         assert_eq!(error.word, "deploy");
         let said = error.to_string();
-        assert!(said.contains("\"deploy\"") && said.contains("rollback"), "{said}");
+        assert!(
+            said.contains("\"deploy\"") && said.contains("rollback"),
+            "{said}"
+        );
         let json = serde_json::from_str::<OperationKind>("\"deploy\"").unwrap_err();
         assert!(json.to_string().contains("newer meshtop"), "{json}");
     }

@@ -87,7 +87,9 @@ pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<
             palette.plain(),
         ),
     ];
-    let kind = event.operation_kind.map_or("operation", OperationKind::as_str);
+    let kind = event
+        .operation_kind
+        .map_or("operation", OperationKind::as_str);
     (format!("{kind} {label} · {}", event.step), lines)
 }
 
