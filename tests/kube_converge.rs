@@ -21,6 +21,7 @@ use meshtop::converge::progress::Emitter;
 use meshtop::converge::send;
 use meshtop::converge::target::{self, Reach};
 use meshtop::mesh::model::{Record, RecordEntry, Registry};
+use meshtop::mesh::operation::OperationKind;
 use meshtop::mesh::pin::{PinChange, StampBy};
 use serde_json::{Value, json};
 
@@ -230,14 +231,14 @@ async fn two_converges_with_their_own_state_take_turns_and_both_land() {
         one.stamp(
             &mesh,
             &db,
-            StampBy::new("c1", meshtop::mesh::operation::OperationKind::Converge),
+            StampBy::new("c1", OperationKind::Converge),
             &x,
             &no_pins
         ),
         two.stamp(
             &mesh2,
             &history2,
-            StampBy::new("c2", meshtop::mesh::operation::OperationKind::Converge),
+            StampBy::new("c2", OperationKind::Converge),
             &y,
             &no_pins
         )
@@ -448,7 +449,7 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
         &mesh.name,
         "default",
         "test",
-        meshtop::mesh::operation::OperationKind::Converge,
+        OperationKind::Converge,
         None,
     );
     let outcomes = send::send(&mesh, &moves, &daemon, backend.as_ref(), &db, &emitter).await;

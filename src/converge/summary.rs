@@ -173,3 +173,64 @@ impl ConvergeSummary {
         text
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::ModuleEnd;
+
+    #[test]
+    fn each_end_says_the_words_scripts_read() {
+        let cases = [
+            (
+                ModuleEnd::SkippedRecord,
+                "skipped (record)",
+                "skipped (record)",
+                true,
+            ),
+            (
+                ModuleEnd::KeptPinned,
+                "kept (pinned)",
+                "kept (pinned)",
+                true,
+            ),
+            (
+                ModuleEnd::SkippedBuildRegistry,
+                "skipped build (registry)",
+                "skipped build (registry)",
+                true,
+            ),
+            (
+                ModuleEnd::SkippedBuildHost,
+                "skipped build (host), delivered",
+                "skipped build (host), delivered",
+                true,
+            ),
+            (ModuleEnd::Built, "built", "built", true),
+            (
+                ModuleEnd::NotReached("base first".into()),
+                "not reached: base first",
+                "not reached",
+                false,
+            ),
+            (
+                ModuleEnd::Failed("exit 1".into()),
+                "failed: exit 1",
+                "failed",
+                false,
+            ),
+            (
+                ModuleEnd::DeliveryFailed("no room".into()),
+                "failed: delivery: no room",
+                "failed",
+                false,
+            ),
+        ];
+        for (end, said, word, ok) in cases {
+            assert_eq!(end.to_string(), said);
+            assert_eq!(serde_json::to_value(&end).unwrap(), said);
+            assert_eq!(end.word(), word, "{said}");
+            assert_eq!(end.is_ok(), ok, "{said}");
+        }
+    }
+}

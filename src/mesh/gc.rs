@@ -191,13 +191,20 @@ impl GcReport {
     }
 }
 
+/// A grace (`--grace`) that reads as no duration, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a duration ({why}): give numbers with units, e.g. 0s, 30m, 2h, 1h30m")]
+pub struct BadGrace {
+    pub text: String,
+    pub why: String,
+}
+
 /// `0s`, `90s`, `30m`, `2h`, `1h30m`, `2 hours`, `1d` → ms: numbers each with a unit, as humantime
 /// reads them (units: ms, s, m/min, h, d, w and their long names).
-pub fn parse_grace(text: &str) -> Result<i64, String> {
-    let bad = |why: &str| {
-        format!(
-            "{text:?} is not a duration ({why}): give numbers with units, e.g. 0s, 30m, 2h, 1h30m"
-        )
+pub fn parse_grace(text: &str) -> Result<i64, BadGrace> {
+    let bad = |why: &str| BadGrace {
+        text: text.to_string(),
+        why: why.to_string(),
     };
     let mut rest = text.trim();
     if rest.is_empty() {
@@ -318,7 +325,7 @@ mod tests {
             "-1h",
             "99999999999999999999d",
         ] {
-            let error = parse_grace(bad).unwrap_err();
+            let error = parse_grace(bad).unwrap_err().to_string();
             assert!(
                 error.contains("is not a duration") && error.contains("e.g. 0s"),
                 "{error}"
@@ -354,6 +361,77 @@ mod tests {
             keeping_tag(&tags(&["def-amd64"]), &ours, &kept).as_deref(),
             Some("tagged def-amd64, a ref the keep set names")
         );
+    }
+
+    #[test]
+    fn outcomes_and_kinds_say_the_words_scripts_read() {
+        let candidate = |kind, outcome| Candidate {
+            kind,
+            name: "sha256:e".into(),
+            module: "api".into(),
+            artifact: "sha256:e".into(),
+            why: "unreachable".into(),
+            bytes: 0,
+            outcome,
+        };
+        let cases = [
+            (
+                CandidateKind::Image,
+                Some(GcOutcome::Removed),
+                "image",
+                "removed",
+            ),
+            (
+                CandidateKind::Tag,
+                Some(GcOutcome::Untagged),
+                "tag",
+                "untagged",
+            ),
+            (
+                CandidateKind::Manifest,
+                Some(GcOutcome::Deleted),
+                "manifest",
+                "deleted",
+            ),
+            (
+                CandidateKind::Manifest,
+                Some(GcOutcome::AlreadyGone),
+                "manifest",
+                "already gone",
+            ),
+            (
+                CandidateKind::Manifest,
+                Some(GcOutcome::Skipped("no registry".into())),
+                "manifest",
+                "skipped: no registry",
+            ),
+            (
+                CandidateKind::Image,
+                Some(GcOutcome::Failed("not taken: lost".into())),
+                "image",
+                "failed: not taken: lost",
+            ),
+        ];
+        for (kind, outcome, kind_word, outcome_word) in cases {
+            let json = serde_json::to_value(candidate(kind, outcome.clone())).unwrap();
+            assert_eq!(json["kind"], kind_word);
+            assert_eq!(json["outcome"], outcome_word);
+            assert_eq!(kind.to_string(), kind_word);
+            assert_eq!(
+                outcome.map(|o| o.to_string()).as_deref(),
+                Some(outcome_word)
+            );
+        }
+        let dry = serde_json::to_value(candidate(CandidateKind::Tag, None)).unwrap();
+        assert!(dry["outcome"].is_null(), "{dry}");
+        assert_eq!(format!("{:<8}|", CandidateKind::Tag), "tag     |");
+        let taken = |o| candidate(CandidateKind::Image, Some(o)).taken();
+        let failed = |o| candidate(CandidateKind::Image, Some(o)).failed();
+        assert!(
+            taken(GcOutcome::Removed) && taken(GcOutcome::Untagged) && taken(GcOutcome::Deleted)
+        );
+        assert!(!taken(GcOutcome::AlreadyGone) && !taken(GcOutcome::Skipped(String::new())));
+        assert!(failed(GcOutcome::Failed(String::new())) && !failed(GcOutcome::Removed));
     }
 
     #[test]
