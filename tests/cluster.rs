@@ -12,6 +12,7 @@ use meshtop::backends::cluster::{
     ClusterError, FollowRules, Needed, RECORD_ANNOTATION, WorkloadKind,
 };
 use meshtop::mesh::model::{Record, RecordEntry};
+use meshtop::mesh::operation::OperationKind;
 use serde_json::json;
 
 const NS: &str = "mesh-demo";
@@ -1687,7 +1688,7 @@ async fn a_history_that_outgrows_the_limit_gives_way_and_every_stamp_lands() {
             .collect();
         let by = Stamper {
             operation_id: format!("op-{round}"),
-            kind: "converge".into(),
+            kind: OperationKind::Converge,
             short: Some(round),
             host: "host-a".into(),
             pid: 1,

@@ -14,6 +14,7 @@ use meshtop::app::window::{MAX_ROWS, PAGE_SIZE};
 use meshtop::mesh::behind::MachineState;
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::model::Target;
+use meshtop::mesh::operation::OperationKind;
 use meshtop::mesh::progress::{Outcome, Step};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -344,7 +345,7 @@ fn converge_pane_follows_events_and_switches_converges() {
     let mut next = event(20, tier(0, &["base"]), None, "tier 0: base");
     next.operation_id = "9f00".into();
     next.operation = Some(5);
-    next.operation_kind = Some("rollback".into());
+    next.operation_kind = Some(OperationKind::Rollback);
     let snapshot = StateSnapshot {
         events: vec![next],
         scope: Some("base".into()),
@@ -899,7 +900,7 @@ fn other_operation(kind: &str, number: i64, outcome: Outcome, last: &str) -> Msg
     for e in &mut events {
         e.operation_id = uuid.clone();
         e.operation = Some(number);
-        e.operation_kind = Some(kind.into());
+        e.operation_kind = Some(kind.parse().unwrap());
         // Long after the start: a followed operation that ran long rings the bell, whatever its
         // end; these are quick.
         e.at_ms = NOW - 1_000 + e.id;

@@ -6,6 +6,7 @@ mod common;
 use common::history::{new_build, temp_db};
 use meshtop::backends::state::{BuildEnd, BuildQuery, StateDb, StateError, builds_sql};
 use meshtop::mesh::builds::BuildStatus;
+use meshtop::mesh::operation::OperationKind;
 
 fn end(status: BuildStatus, digest: Option<&str>) -> BuildEnd {
     BuildEnd {
@@ -468,10 +469,10 @@ fn a_running_row_reads_as_process_gone_once_its_holders_heartbeat_is_stale() {
 fn a_build_carries_the_short_id_of_its_operation() {
     let (_dir, path) = temp_db();
     let h = StateDb::open(&path).unwrap();
-    h.begin_operation("demo", "default", "converge", "op-a")
+    h.begin_operation("demo", "default", OperationKind::Converge, "op-a")
         .unwrap();
     let op = h
-        .begin_operation("demo", "default", "converge", "op-b")
+        .begin_operation("demo", "default", OperationKind::Converge, "op-b")
         .unwrap();
     let mut b = new_build("b1", Some("api"), 1);
     b.operation_id = Some("op-b".into());

@@ -5,6 +5,7 @@ mod common;
 
 use common::history::temp_db;
 use meshtop::backends::state::{NewEvent, StateDb};
+use meshtop::mesh::operation::OperationKind;
 
 #[test]
 fn short_ids_count_per_mesh_and_never_collide() {
@@ -12,16 +13,16 @@ fn short_ids_count_per_mesh_and_never_collide() {
     let history = StateDb::open(&path).unwrap();
     // Three v7 uuids sharing their first eight characters: the old short form collided.
     let a = history
-        .begin_operation("demo", "default", "converge", "01a22df9-0001")
+        .begin_operation("demo", "default", OperationKind::Converge, "01a22df9-0001")
         .unwrap();
     let b = history
-        .begin_operation("demo", "default", "send", "01a22df9-0002")
+        .begin_operation("demo", "default", OperationKind::Send, "01a22df9-0002")
         .unwrap();
     let other = history
-        .begin_operation("other", "default", "converge", "01a22df9-0003")
+        .begin_operation("other", "default", OperationKind::Converge, "01a22df9-0003")
         .unwrap();
     let c = history
-        .begin_operation("demo", "default", "force", "01a22df9-0004")
+        .begin_operation("demo", "default", OperationKind::Force, "01a22df9-0004")
         .unwrap();
     assert_eq!((a.number, b.number, c.number), (1, 2, 3));
     assert_eq!(other.number, 1, "numbers count within a mesh");
@@ -32,13 +33,13 @@ fn short_ids_count_per_mesh_and_never_collide() {
     );
     // Idempotent on the uuid.
     let again = history
-        .begin_operation("demo", "default", "converge", "01a22df9-0001")
+        .begin_operation("demo", "default", OperationKind::Converge, "01a22df9-0001")
         .unwrap();
     assert_eq!(again, a);
     // Another handle (another process) continues the count.
     let second = StateDb::open(&path).unwrap();
     let d = second
-        .begin_operation("demo", "default", "converge", "01a22df9-0005")
+        .begin_operation("demo", "default", OperationKind::Converge, "01a22df9-0005")
         .unwrap();
     assert_eq!(d.number, 4);
     assert_eq!(history.operation("01a22df9-0005").unwrap(), Some(d));
@@ -50,10 +51,10 @@ fn events_carry_their_operation_short_id() {
     let (_dir, path) = temp_db();
     let history = StateDb::open(&path).unwrap();
     history
-        .begin_operation("demo", "default", "converge", "01a22df9-0001")
+        .begin_operation("demo", "default", OperationKind::Converge, "01a22df9-0001")
         .unwrap();
     history
-        .begin_operation("demo", "default", "converge", "01a22df9-0002")
+        .begin_operation("demo", "default", OperationKind::Converge, "01a22df9-0002")
         .unwrap();
     for (uuid, text) in [("01a22df9-0002", "numbered"), ("no-operation", "older")] {
         history
@@ -72,4 +73,36 @@ fn events_carry_their_operation_short_id() {
     assert_eq!(events[1].operation, None);
     let tail = history.events_tail("demo", 10).unwrap();
     assert_eq!(tail, events);
+}
+
+/// A kind this meshtop does not know (a newer one wrote it) is refused naming the word, never read
+/// as another kind.
+#[test]
+fn an_operation_kind_this_meshtop_does_not_know_is_named() {
+    let (_dir, path) = temp_db();
+    let history = StateDb::open(&path).unwrap();
+    history
+        .begin_operation("demo", "default", OperationKind::Gc, "01a22df9-0009")
+        .unwrap();
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(
+        raw.query_row(
+            "SELECT kind FROM operations WHERE uuid = '01a22df9-0009'",
+            [],
+            |r| r.get::<_, String>(0)
+        )
+        .unwrap(),
+        "gc",
+        "stored as the word it always was"
+    );
+    raw.execute(
+        "UPDATE operations SET kind = 'deploy' WHERE uuid = '01a22df9-0009'",
+        [],
+    )
+    .unwrap();
+    let error = history.operation("01a22df9-0009").unwrap_err().to_string();
+    assert!(
+        error.contains("\"deploy\"") && error.contains("newer meshtop"),
+        "{error}"
+    );
 }

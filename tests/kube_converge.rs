@@ -21,6 +21,7 @@ use meshtop::converge::progress::Emitter;
 use meshtop::converge::send;
 use meshtop::converge::target::{self, Reach};
 use meshtop::mesh::model::{Record, RecordEntry, Registry};
+use meshtop::mesh::operation::OperationKind;
 use meshtop::mesh::pin::{PinChange, StampBy};
 use serde_json::{Value, json};
 
@@ -224,11 +225,17 @@ async fn two_converges_with_their_own_state_take_turns_and_both_land() {
     let y = Record::from([("y".to_string(), entry("02"))]);
     let no_pins = PinChange::default();
     let (r1, r2) = tokio::join!(
-        one.stamp(&mesh, &db, StampBy::new("c1", "converge"), &x, &no_pins),
+        one.stamp(
+            &mesh,
+            &db,
+            StampBy::new("c1", OperationKind::Converge),
+            &x,
+            &no_pins
+        ),
         two.stamp(
             &mesh2,
             &history2,
-            StampBy::new("c2", "converge"),
+            StampBy::new("c2", OperationKind::Converge),
             &y,
             &no_pins
         )
@@ -434,7 +441,14 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
         )
         .await
         .unwrap();
-    let emitter = Emitter::new(db.clone(), &mesh.name, "default", "test", "converge", None);
+    let emitter = Emitter::new(
+        db.clone(),
+        &mesh.name,
+        "default",
+        "test",
+        OperationKind::Converge,
+        None,
+    );
     let outcomes = send::send(&mesh, &moves, &daemon, backend.as_ref(), &db, &emitter).await;
     assert_eq!(outcomes.len(), 1);
     assert!(!outcomes[0].ok);

@@ -10,6 +10,7 @@ use common::kube_api::KubeApi;
 use meshtop::backends::state::{Holder, StateDb};
 use meshtop::converge::target;
 use meshtop::mesh::model::{Record, RecordEntry, Target};
+use meshtop::mesh::operation::OperationKind;
 use meshtop::mesh::pin::{Pin, PinChange};
 
 fn one(module: &str, reference: &str, digest: &str) -> Record {
@@ -72,7 +73,7 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     db.stamp_record_as(
         "demo",
         "default",
-        meshtop::mesh::pin::StampBy::new("op-c", "rollback"),
+        meshtop::mesh::pin::StampBy::new("op-c", OperationKind::Rollback),
         &one("api", "demo/api:0", "sha256:0"),
         &PinChange::default(),
     )
@@ -87,7 +88,7 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     .unwrap();
     let stamps = db.stamps("demo", "default", "api", 10).unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
-    assert_eq!(stamps[0].kind, "rollback");
+    assert_eq!(stamps[0].kind, OperationKind::Rollback);
     assert_eq!(stamps[0].from_digest.as_deref(), Some("sha256:1"));
     assert_eq!(stamps[0].to_digest, "sha256:0");
     assert_eq!(stamps[1].from_digest, None);
@@ -96,12 +97,12 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     assert_eq!(stamps[1].short, Some(1));
     assert_eq!(stamps[0].short, Some(3));
     assert_eq!(
-        db.operation_short("demo", "default", "op-c", "rollback")
+        db.operation_short("demo", "default", "op-c", OperationKind::Rollback)
             .unwrap(),
         3
     );
     assert_eq!(
-        db.operation_short("other", "default", "op-d", "converge")
+        db.operation_short("other", "default", "op-d", OperationKind::Converge)
             .unwrap(),
         1
     );
@@ -125,7 +126,7 @@ fn pins_are_kept_per_mesh_and_module_until_unpinned() {
         to_inputs: None,
     };
     let short = db
-        .operation_short("demo", "default", "op-r", "rollback")
+        .operation_short("demo", "default", "op-r", OperationKind::Rollback)
         .unwrap();
     db.pin("demo", "default", &pin).unwrap();
     let pins = db.pins("demo", "default").unwrap();
@@ -159,7 +160,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
         .stamp(
             &mesh,
             &db,
-            meshtop::mesh::pin::StampBy::new("op-1", "converge"),
+            meshtop::mesh::pin::StampBy::new("op-1", OperationKind::Converge),
             &one("web", "kh/web:1", "sha256:1"),
             &PinChange::default(),
         )
@@ -178,7 +179,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
         .stamp(
             &mesh,
             &db,
-            meshtop::mesh::pin::StampBy::new("op-2", "rollback"),
+            meshtop::mesh::pin::StampBy::new("op-2", OperationKind::Rollback),
             &one("web", "kh/web:0", "sha256:0"),
             &PinChange::default(),
         )
@@ -190,7 +191,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
         .stamps("kh", "default", "web", 10)
         .unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
-    assert_eq!(stamps[0].kind, "rollback");
+    assert_eq!(stamps[0].kind, OperationKind::Rollback);
     assert_eq!(stamps[0].from_ref.as_deref(), Some("kh/web:1"));
     assert_eq!(stamps[0].to_ref, "kh/web:0");
     assert_eq!(stamps[1].from_ref, None);
@@ -249,7 +250,7 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
         .stamp(
             &mesh,
             &alice_db,
-            meshtop::mesh::pin::StampBy::new("op-a", "rollback"),
+            meshtop::mesh::pin::StampBy::new("op-a", OperationKind::Rollback),
             &one("web", "kt/web:good", "sha256:good"),
             &change,
         )
@@ -265,7 +266,7 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
     // On the namespace, beside the record: the pin and the stamp.
     let on_cluster = api.cluster("ns-t").read_record().await.unwrap();
     assert_eq!(on_cluster.pins["web"].host, "alice-laptop");
-    assert_eq!(on_cluster.history["web"][0].kind, "rollback");
+    assert_eq!(on_cluster.history["web"][0].kind, OperationKind::Rollback);
     assert_eq!(on_cluster.history["web"][0].to_digest, "sha256:good");
 
     // Bob's state file knows nothing until he reads the target; then it holds a copy.
@@ -291,7 +292,7 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
         .stamps("kt", "default", "web", 10)
         .unwrap();
     assert_eq!(stamps.len(), 1, "{stamps:?}");
-    assert_eq!(stamps[0].kind, "rollback");
+    assert_eq!(stamps[0].kind, OperationKind::Rollback);
     assert_eq!(stamps[0].operation_id, "op-a");
 
     // Bob unpins: the pin leaves the namespace, and Alice's next read drops her copy.

@@ -108,24 +108,6 @@ const EXCEPTIONS: &[Exception] = &[
         what: "`docker buildx`",
         why: "names the buildx plugin a multi-platform build needs, whatever the target",
     },
-    Exception {
-        file: "src/converge/gc/mod.rs",
-        rule: Rule::Compared,
-        what: "image",
-        why: "a gc candidate's kind (an image on the host), not a target's",
-    },
-    Exception {
-        file: "src/converge/gc/mod.rs",
-        rule: Rule::Compared,
-        what: "manifest",
-        why: "a gc candidate's kind (a manifest in a registry), not a target's",
-    },
-    Exception {
-        file: "src/widgets/record_history.rs",
-        rule: Rule::Compared,
-        what: "rollback",
-        why: "an operation's kind (what stamped the record), not a target's",
-    },
 ];
 
 /// The kinds as the model declares them: the variants of `pub enum Target` in `src/mesh/model.rs`.

@@ -94,7 +94,7 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
             view.live = None;
         }
         view.operation = event.operation.or(view.operation);
-        view.kind = event.operation_kind.clone().or(view.kind.take());
+        view.kind = event.operation_kind.or(view.kind);
         view.live
             .get_or_insert_with(|| LiveOperation::new(&event))
             .apply(&event);

@@ -8,6 +8,7 @@ use crate::mesh::decide::HostImage;
 use crate::mesh::live::{HeldBy, LiveOperation, LockHolder, OperationState};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{Mesh, Policy, Record};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::progress::EventRow;
 use crate::mesh::target::TargetDescription;
@@ -112,7 +113,7 @@ pub struct OperationView {
     /// Its short id within the mesh (`#142`), when it has one.
     pub operation: Option<i64>,
     /// What it is (`converge`, `force`, `send`, `rollback`, `gc`), when the database said.
-    pub kind: Option<String>,
+    pub kind: Option<OperationKind>,
     /// What its start said (`converge of 3 module(s)`), for the header while it runs.
     pub started_with: Option<String>,
     pub lines: VecDeque<EventRow>,
@@ -128,7 +129,7 @@ pub struct OperationView {
 impl OperationView {
     /// The pane's name for it: `rollback #5`, `converge #142`; `operation` before any is known.
     pub fn title(&self) -> String {
-        let kind = self.kind.as_deref().unwrap_or("operation");
+        let kind = self.kind.map_or("operation", OperationKind::as_str);
         match &self.operation_id {
             Some(id) => format!(
                 "{kind} {}",

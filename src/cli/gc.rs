@@ -126,7 +126,7 @@ fn text(report: &GcReport) -> String {
     for c in &report.candidates {
         let outcome = c
             .outcome
-            .as_deref()
+            .as_ref()
             .map(|o| format!(" → {o}"))
             .unwrap_or_default();
         let size = if c.bytes > 0 {

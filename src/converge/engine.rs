@@ -12,7 +12,7 @@ use super::plan::{PlanContext, PlannedModule, Planner, StateManifests};
 use super::preflight;
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::rollout::roll_out;
-pub use super::summary::{ConvergeSummary, ModuleOutcome};
+pub use super::summary::{ConvergeSummary, ModuleEnd, ModuleOutcome};
 use super::target::{Connected, RecordRead};
 use super::tiers::TierRun;
 use super::vouch::RegistryVoucher;
@@ -22,6 +22,7 @@ use crate::mesh::Module;
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::pin::StampBy;
 use crate::mesh::progress::{Outcome, Stamp};
 use crate::mesh::text::short_id;
@@ -57,7 +58,11 @@ pub async fn converge(
     let db = Arc::new(Mutex::new(db));
     let mesh = &request.mesh;
     let target = &request.target;
-    let kind = if request.force { "force" } else { "converge" };
+    let kind = if request.force {
+        OperationKind::Force
+    } else {
+        OperationKind::Converge
+    };
     super::hold::Operation::new(target.as_ref(), &db, &mesh.name, kind)
         .waiting(request.wait)
         .progress(tx)
@@ -337,13 +342,7 @@ async fn stamp_and_roll_out(
         let failed = outcomes.iter().filter(|o| !o.ok);
         let missed: Vec<String> = failed
             .clone()
-            .map(|o| {
-                let what = o
-                    .outcome
-                    .split_once(':')
-                    .map_or(o.outcome.as_str(), |(w, _)| w);
-                format!("{} {what}", o.name)
-            })
+            .map(|o| format!("{} {}", o.name, o.outcome.word()))
             .collect();
         let word = format!("nothing stamped: {}", missed.join(", "));
         let stamp = Stamp::Nothing {
@@ -373,7 +372,7 @@ async fn stamp_and_roll_out(
             .stamp(
                 mesh,
                 db,
-                StampBy::new(&emitter.operation_id, "converge"),
+                StampBy::new(&emitter.operation_id, OperationKind::Converge),
                 &stamp,
                 &ended,
             )

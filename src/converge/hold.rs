@@ -12,6 +12,7 @@ use super::error::ConvergeError;
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::target::Target;
 use crate::backends::state::{Holder, StateDb, locked};
+use crate::mesh::operation::OperationKind;
 
 /// One operation that changes something, before it runs: its id (a fresh uuid), the target and
 /// mesh it holds, its kind (`converge`, `send`, …), whether it waits for the mesh, and where its
@@ -20,7 +21,7 @@ pub struct Operation<'a> {
     target: &'a dyn Target,
     db: &'a Arc<Mutex<StateDb>>,
     mesh: &'a str,
-    kind: &'a str,
+    kind: OperationKind,
     wait: bool,
     tx: Option<ProgressTx>,
 }
@@ -38,7 +39,7 @@ impl<'a> Operation<'a> {
         target: &'a dyn Target,
         db: &'a Arc<Mutex<StateDb>>,
         mesh: &'a str,
-        kind: &'a str,
+        kind: OperationKind,
     ) -> Operation<'a> {
         Operation {
             target,
@@ -104,12 +105,12 @@ async fn start(
     db: &Arc<Mutex<StateDb>>,
     mesh: &str,
     operation_id: &str,
-    kind: &str,
+    kind: OperationKind,
     wait: bool,
     tx: Option<ProgressTx>,
 ) -> Result<(Running, Held), ConvergeError> {
     let holder = Holder::here(operation_id);
-    let taken_from = target.hold(db, mesh, &holder, kind, wait).await?;
+    let taken_from = target.hold(db, mesh, &holder, kind.as_str(), wait).await?;
     let emitter = Emitter::new(db.clone(), mesh, target.name(), operation_id, kind, tx);
     target.named(mesh, operation_id, emitter.operation).await;
     if let Some(line) = taken_from {

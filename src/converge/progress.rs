@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::backends::state::{NewEvent, StateDb};
+use crate::mesh::operation::OperationKind;
 pub use crate::mesh::progress::{LastWord, Payload, Progress, Step};
 
 pub type ProgressTx = UnboundedSender<Progress>;
@@ -35,7 +36,7 @@ impl Emitter {
         mesh: &str,
         target: &str,
         operation_id: &str,
-        kind: &str,
+        kind: OperationKind,
         tx: Option<ProgressTx>,
     ) -> Emitter {
         let operation = match db.lock() {

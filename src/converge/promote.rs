@@ -4,7 +4,7 @@
 //! and the roll-out is a converge's (`rollout::roll_out`: declared machines created, every machine
 //! of the module sent whatever its policy, followed as a send is).
 
-const KIND: &str = "promote";
+const KIND: OperationKind = OperationKind::Promote;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -22,6 +22,7 @@ use crate::mesh::builds::BuildRow;
 use crate::mesh::environments::artifact_text;
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, Policy, Record, RecordEntry};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::progress::Stamp;
 use crate::mesh::text::short_id;

@@ -1,7 +1,7 @@
 //! Roll back: stamp a module's record with an earlier artifact, send every machine of the module
 //! there whatever its policy, and pin the module (DESIGN.md: "pinned").
 
-const KIND: &str = "rollback";
+const KIND: OperationKind = OperationKind::Rollback;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +18,7 @@ use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::manifest::{Manifest, own_digest};
 use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::progress::Stamp;
 // Aliased: a rollback's destination is no target kind (tests/target_seam.rs looks for those).
 use crate::mesh::pin::{Pin, PinChange, RollbackTarget as GoBack, StampBy, rollback_target};
@@ -439,7 +440,7 @@ pub async fn unpin(
     target: &dyn Target,
     db: &Arc<Mutex<StateDb>>,
 ) -> Result<bool, RollbackError> {
-    super::hold::Operation::new(target, db, &mesh.name, "unpin")
+    super::hold::Operation::new(target, db, &mesh.name, OperationKind::Unpin)
         .run(
             async |running| {
                 unpin_held(mesh, module, target, db, &running.emitter.operation_id).await
@@ -483,7 +484,7 @@ async fn unpin_held(
         .stamp(
             mesh,
             db,
-            StampBy::new(operation_id, "unpin"),
+            StampBy::new(operation_id, OperationKind::Unpin),
             &Record::new(),
             &change,
         )

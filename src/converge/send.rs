@@ -11,6 +11,7 @@ use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{SendRow, StateDb};
 pub use crate::mesh::machine::{Move, moves_for};
 use crate::mesh::model::{Mesh, RecordEntry};
+use crate::mesh::operation::OperationKind;
 use crate::timefmt;
 
 #[derive(Debug, Clone, Serialize)]
@@ -226,7 +227,7 @@ pub async fn send_confirmed(
     db: &Arc<Mutex<StateDb>>,
     tx: Option<super::progress::ProgressTx>,
 ) -> Result<SendReport, SendError> {
-    super::hold::Operation::new(target, db, &mesh.name, "send")
+    super::hold::Operation::new(target, db, &mesh.name, OperationKind::Send)
         .progress(tx)
         .run(
             async |running| {

@@ -12,7 +12,7 @@ use super::error::{ConvergeError, TargetError};
 use super::place::{Placed, Placer};
 use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Payload};
-use super::summary::ModuleOutcome;
+use super::summary::{ModuleEnd, ModuleOutcome};
 use super::target::{Artifact, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::StateDb;
@@ -57,7 +57,7 @@ pub struct TierRun<'a> {
     pub placer: Placer<'a>,
 }
 
-fn outcome_of(planned: &PlannedModule, outcome: impl Into<String>, ok: bool) -> ModuleOutcome {
+fn outcome_of(planned: &PlannedModule, outcome: ModuleEnd) -> ModuleOutcome {
     ModuleOutcome {
         name: planned.name.clone(),
         tier: planned.tier,
@@ -65,8 +65,8 @@ fn outcome_of(planned: &PlannedModule, outcome: impl Into<String>, ok: bool) -> 
         reference: planned.reference.clone(),
         digest: planned.artifact.clone(),
         correlation_id: None,
-        outcome: outcome.into(),
-        ok,
+        ok: outcome.is_ok(),
+        outcome,
     }
 }
 
@@ -100,7 +100,11 @@ impl TierRun<'_> {
             let decided = self.decide(module).await?;
             match decided.decision {
                 Decision::Refused => {
-                    self.failed(&decided, format!("not reached: {}", decided.reason), None);
+                    self.failed(
+                        &decided,
+                        ModuleEnd::NotReached(decided.reason.clone()),
+                        None,
+                    );
                 }
                 Decision::Registry => match self.fetch(&decided).await {
                     Ok(()) => self.skip(module, decided).await?,
@@ -144,7 +148,7 @@ impl TierRun<'_> {
                     Some(&unplaced.module),
                     unplaced.reason.clone(),
                 );
-                self.failed(planned, format!("failed: {}", unplaced.reason), None);
+                self.failed(planned, ModuleEnd::Failed(unplaced.reason.clone()), None);
             }
         }
         for placed in builds.placed {
@@ -320,7 +324,7 @@ impl TierRun<'_> {
                         Some(&module.name),
                         error.to_string(),
                     );
-                    self.failed(&decided, format!("failed: delivery: {error}"), None);
+                    self.failed(&decided, ModuleEnd::DeliveryFailed(error.to_string()), None);
                     return Ok(());
                 }
             }
@@ -337,13 +341,13 @@ impl TierRun<'_> {
         if decided.decision != Decision::Pinned {
             self.stamp.insert(module.name.clone(), entry);
         }
-        let text = match decided.decision {
-            Decision::Record => "skipped (record)",
-            Decision::Pinned => "kept (pinned)",
-            Decision::Registry => "skipped build (registry)",
-            _ => "skipped build (host), delivered",
+        let end = match decided.decision {
+            Decision::Record => ModuleEnd::SkippedRecord,
+            Decision::Pinned => ModuleEnd::KeptPinned,
+            Decision::Registry => ModuleEnd::SkippedBuildRegistry,
+            _ => ModuleEnd::SkippedBuildHost,
         };
-        self.outcomes.push(outcome_of(&decided, text, true));
+        self.outcomes.push(outcome_of(&decided, end));
         Ok(())
     }
 
@@ -367,7 +371,7 @@ impl TierRun<'_> {
             let artifact = artifact.clone();
             self.failed(
                 &built.planned,
-                format!("failed: delivery: {error}"),
+                ModuleEnd::DeliveryFailed(error.clone()),
                 Some((&built, Some(&artifact))),
             );
             return;
@@ -446,7 +450,7 @@ impl TierRun<'_> {
         );
         self.failed(
             &built.planned,
-            format!("failed: delivery: {error}"),
+            ModuleEnd::DeliveryFailed(error.to_string()),
             Some((built, artifact)),
         );
     }
@@ -457,7 +461,7 @@ impl TierRun<'_> {
             let error = built.error.clone().unwrap_or_default();
             self.failed(
                 &built.planned,
-                format!("failed: {error}"),
+                ModuleEnd::Failed(error),
                 Some((&built, None)),
             );
             return;
@@ -484,7 +488,7 @@ impl TierRun<'_> {
             built.planned.name.clone(),
             RecordEntry::new(reference, artifact.clone()).with_manifest(manifest, None),
         );
-        let mut outcome = outcome_of(&built.planned, "built", true);
+        let mut outcome = outcome_of(&built.planned, ModuleEnd::Built);
         outcome.digest = Some(artifact.clone());
         outcome.correlation_id = Some(built.correlation_id.clone());
         self.outcomes.push(outcome);
@@ -527,12 +531,12 @@ impl TierRun<'_> {
     fn failed(
         &mut self,
         planned: &PlannedModule,
-        text: String,
+        end: ModuleEnd,
         build: Option<(&Built, Option<&String>)>,
     ) {
         self.all_ok = false;
         self.planner.failed(&planned.name);
-        let mut outcome = outcome_of(planned, text, false);
+        let mut outcome = outcome_of(planned, end);
         if let Some((built, artifact)) = build {
             outcome.correlation_id = Some(built.correlation_id.clone());
             if let Some(artifact) = artifact {

@@ -2,8 +2,9 @@
 //! dashboard's gc view. The engine that fills them is `crate::converge::gc`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 /// Nothing built or published within this long is taken (`--grace`; the dashboard's gc too): a
 /// teammate's converge may be about to stamp it.
@@ -18,11 +19,77 @@ pub struct GcRules {
     pub grace_ms: i64,
 }
 
+/// What a candidate is; `--json` and the screen say it by its word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CandidateKind {
+    /// One of this mesh's tags on an image something else keeps.
+    Tag,
+    /// An image on the host, with every tag it has.
+    Image,
+    /// A manifest in the registry.
+    Manifest,
+}
+
+impl CandidateKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CandidateKind::Tag => "tag",
+            CandidateKind::Image => "image",
+            CandidateKind::Manifest => "manifest",
+        }
+    }
+}
+
+impl fmt::Display for CandidateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `pad` keeps the width the gc listing aligns its column with.
+        f.pad(self.as_str())
+    }
+}
+
+/// What happened to a candidate a sweep tried to take. Said (on screen and in `--json`) as it
+/// always was: `removed`, `untagged`, `deleted`, `already gone`, `skipped: …`, `failed: …`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GcOutcome {
+    /// An image the daemon removed.
+    Removed,
+    /// A tag the daemon removed (the image stays).
+    Untagged,
+    /// A manifest the registry deleted.
+    Deleted,
+    /// A manifest the registry no longer had.
+    AlreadyGone,
+    /// Not tried, and why (no registry, a registry that does not allow deletes).
+    Skipped(String),
+    /// Tried, or refused before trying (the mesh was lost), and why.
+    Failed(String),
+}
+
+impl fmt::Display for GcOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GcOutcome::Removed => f.write_str("removed"),
+            GcOutcome::Untagged => f.write_str("untagged"),
+            GcOutcome::Deleted => f.write_str("deleted"),
+            GcOutcome::AlreadyGone => f.write_str("already gone"),
+            GcOutcome::Skipped(why) => write!(f, "skipped: {why}"),
+            GcOutcome::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
+/// The words scripts have always read: the outcome as it is said.
+impl Serialize for GcOutcome {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// One thing gc would take (or took): a tag, an image, or a registry manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Candidate {
-    /// `tag`, `image` or `manifest`.
-    pub kind: String,
+    pub kind: CandidateKind,
     /// The tag, the image id, or `repository@digest`.
     pub name: String,
     pub module: String,
@@ -32,23 +99,22 @@ pub struct Candidate {
     pub why: String,
     /// Bytes the daemon reports for an image (0 for a tag or a manifest).
     pub bytes: i64,
-    /// What happened to it (`removed`, `untagged`, `deleted`, or the error); none on a dry run.
-    pub outcome: Option<String>,
+    /// What happened to it; none on a dry run.
+    pub outcome: Option<GcOutcome>,
 }
 
 impl Candidate {
-    /// Whether its outcome says it was taken.
+    /// Whether it was taken.
     pub fn taken(&self) -> bool {
-        self.outcome
-            .as_deref()
-            .is_some_and(|o| matches!(o, "removed" | "untagged" | "deleted"))
+        matches!(
+            self.outcome,
+            Some(GcOutcome::Removed | GcOutcome::Untagged | GcOutcome::Deleted)
+        )
     }
 
-    /// Whether taking it was tried and failed (its outcome `failed: …`).
+    /// Whether taking it was tried (or refused) and failed.
     pub fn failed(&self) -> bool {
-        self.outcome
-            .as_deref()
-            .is_some_and(|o| o.starts_with("failed"))
+        matches!(self.outcome, Some(GcOutcome::Failed(_)))
     }
 }
 
@@ -125,13 +191,20 @@ impl GcReport {
     }
 }
 
+/// A grace (`--grace`) that reads as no duration, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a duration ({why}): give numbers with units, e.g. 0s, 30m, 2h, 1h30m")]
+pub struct BadGrace {
+    pub text: String,
+    pub why: String,
+}
+
 /// `0s`, `90s`, `30m`, `2h`, `1h30m`, `2 hours`, `1d` → ms: numbers each with a unit, as humantime
 /// reads them (units: ms, s, m/min, h, d, w and their long names).
-pub fn parse_grace(text: &str) -> Result<i64, String> {
-    let bad = |why: &str| {
-        format!(
-            "{text:?} is not a duration ({why}): give numbers with units, e.g. 0s, 30m, 2h, 1h30m"
-        )
+pub fn parse_grace(text: &str) -> Result<i64, BadGrace> {
+    let bad = |why: &str| BadGrace {
+        text: text.to_string(),
+        why: why.to_string(),
     };
     let mut rest = text.trim();
     if rest.is_empty() {
@@ -252,7 +325,7 @@ mod tests {
             "-1h",
             "99999999999999999999d",
         ] {
-            let error = parse_grace(bad).unwrap_err();
+            let error = parse_grace(bad).unwrap_err().to_string();
             assert!(
                 error.contains("is not a duration") && error.contains("e.g. 0s"),
                 "{error}"
@@ -288,6 +361,77 @@ mod tests {
             keeping_tag(&tags(&["def-amd64"]), &ours, &kept).as_deref(),
             Some("tagged def-amd64, a ref the keep set names")
         );
+    }
+
+    #[test]
+    fn outcomes_and_kinds_say_the_words_scripts_read() {
+        let candidate = |kind, outcome| Candidate {
+            kind,
+            name: "sha256:e".into(),
+            module: "api".into(),
+            artifact: "sha256:e".into(),
+            why: "unreachable".into(),
+            bytes: 0,
+            outcome,
+        };
+        let cases = [
+            (
+                CandidateKind::Image,
+                Some(GcOutcome::Removed),
+                "image",
+                "removed",
+            ),
+            (
+                CandidateKind::Tag,
+                Some(GcOutcome::Untagged),
+                "tag",
+                "untagged",
+            ),
+            (
+                CandidateKind::Manifest,
+                Some(GcOutcome::Deleted),
+                "manifest",
+                "deleted",
+            ),
+            (
+                CandidateKind::Manifest,
+                Some(GcOutcome::AlreadyGone),
+                "manifest",
+                "already gone",
+            ),
+            (
+                CandidateKind::Manifest,
+                Some(GcOutcome::Skipped("no registry".into())),
+                "manifest",
+                "skipped: no registry",
+            ),
+            (
+                CandidateKind::Image,
+                Some(GcOutcome::Failed("not taken: lost".into())),
+                "image",
+                "failed: not taken: lost",
+            ),
+        ];
+        for (kind, outcome, kind_word, outcome_word) in cases {
+            let json = serde_json::to_value(candidate(kind, outcome.clone())).unwrap();
+            assert_eq!(json["kind"], kind_word);
+            assert_eq!(json["outcome"], outcome_word);
+            assert_eq!(kind.to_string(), kind_word);
+            assert_eq!(
+                outcome.map(|o| o.to_string()).as_deref(),
+                Some(outcome_word)
+            );
+        }
+        let dry = serde_json::to_value(candidate(CandidateKind::Tag, None)).unwrap();
+        assert!(dry["outcome"].is_null(), "{dry}");
+        assert_eq!(format!("{:<8}|", CandidateKind::Tag), "tag     |");
+        let taken = |o| candidate(CandidateKind::Image, Some(o)).taken();
+        let failed = |o| candidate(CandidateKind::Image, Some(o)).failed();
+        assert!(
+            taken(GcOutcome::Removed) && taken(GcOutcome::Untagged) && taken(GcOutcome::Deleted)
+        );
+        assert!(!taken(GcOutcome::AlreadyGone) && !taken(GcOutcome::Skipped(String::new())));
+        assert!(failed(GcOutcome::Failed(String::new())) && !failed(GcOutcome::Removed));
     }
 
     #[test]

@@ -786,7 +786,7 @@ mod tests {
             mesh: "demo".into(),
             operation_id: "c1".into(),
             operation: Some(3),
-            operation_kind: Some("converge".into()),
+            operation_kind: Some(crate::mesh::operation::OperationKind::Converge),
             step,
             module: module.map(str::to_string),
             text: "build demo/api:2 — no record".into(),

@@ -15,6 +15,7 @@ pub mod logs;
 pub mod machine;
 pub mod manifest;
 pub mod model;
+pub mod operation;
 pub mod pin;
 pub mod plan;
 pub mod platform;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::{Decision, Question, RefState, Verdict};
 use super::model::{Record, RecordEntry};
+use super::operation::OperationKind;
 use super::text::short_id;
 
 /// A module rolled back by hand. Lives with the record (on Kubernetes: the namespace's annotation
@@ -191,7 +192,7 @@ pub struct Stamp {
     pub to_digest: String,
     /// The operation that stamped (a converge, a rollback): full id, kind and short id.
     pub operation_id: String,
-    pub kind: String,
+    pub kind: OperationKind,
     pub short: Option<i64>,
     pub host: String,
     pub pid: u32,
@@ -205,7 +206,7 @@ pub struct Stamp {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stamper {
     pub operation_id: String,
-    pub kind: String,
+    pub kind: OperationKind,
     pub short: Option<i64>,
     pub host: String,
     pub pid: u32,
@@ -219,13 +220,13 @@ pub struct Stamper {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StampBy<'a> {
     pub operation_id: &'a str,
-    pub kind: &'a str,
+    pub kind: OperationKind,
     pub from_target: Option<&'a str>,
 }
 
 impl<'a> StampBy<'a> {
     /// An operation of `kind` that stamps what it made or chose (not a promote).
-    pub fn new(operation_id: &'a str, kind: &'a str) -> StampBy<'a> {
+    pub fn new(operation_id: &'a str, kind: OperationKind) -> StampBy<'a> {
         StampBy {
             operation_id,
             kind,
@@ -248,7 +249,7 @@ pub fn stamps_between(before: &Record, entries: &Record, by: &Stamper) -> Vec<St
                 to_ref: entry.reference.clone(),
                 to_digest: entry.digest.clone(),
                 operation_id: by.operation_id.clone(),
-                kind: by.kind.clone(),
+                kind: by.kind,
                 short: by.short,
                 host: by.host.clone(),
                 pid: by.pid,
@@ -448,7 +449,7 @@ mod tests {
         ]);
         let by = Stamper {
             operation_id: "op".into(),
-            kind: "converge".into(),
+            kind: OperationKind::Converge,
             short: Some(3),
             host: "h".into(),
             pid: 9,
@@ -493,7 +494,7 @@ mod tests {
             to_ref: to.0.into(),
             to_digest: to.1.into(),
             operation_id: "op".into(),
-            kind: "converge".into(),
+            kind: OperationKind::Converge,
             short: Some(1),
             host: "host-a".into(),
             pid: 1,

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::Decision;
 use super::model::RecordEntry;
+use super::operation::OperationKind;
 
 /// What happened. Stored by its name ([`Step::as_str`]); a name this meshtop does not know (a newer
 /// one wrote it) reads as [`Step::Other`].
@@ -442,7 +443,7 @@ pub fn said_once<'t>(step: Step, module: Option<&str>, text: &'t str) -> (&'stat
 pub struct OperationId {
     pub number: i64,
     pub uuid: String,
-    pub kind: String,
+    pub kind: OperationKind,
 }
 
 impl fmt::Display for OperationId {
@@ -472,7 +473,7 @@ pub struct EventRow {
     pub operation: Option<i64>,
     /// What the operation is (`converge`, `force`, `send`, `rollback`, `gc`), when it is known.
     #[serde(default)]
-    pub operation_kind: Option<String>,
+    pub operation_kind: Option<OperationKind>,
     pub step: Step,
     pub module: Option<String>,
     pub text: String,

@@ -7,6 +7,7 @@ use ratatui::style::Style;
 
 use crate::app::state::{AppState, Pane};
 use crate::mesh::live::{ModuleRun, OperationState};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::progress::{EventRow, Step, said_once};
 
 use super::lines::{Palette, focused, put, rule};
@@ -86,7 +87,9 @@ pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<
             palette.plain(),
         ),
     ];
-    let kind = event.operation_kind.as_deref().unwrap_or("operation");
+    let kind = event
+        .operation_kind
+        .map_or("operation", OperationKind::as_str);
     (format!("{kind} {label} · {}", event.step), lines)
 }
 

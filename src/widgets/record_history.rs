@@ -4,6 +4,7 @@
 use ratatui::style::Style;
 
 use crate::app::state::AppState;
+use crate::mesh::operation::OperationKind;
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::text::short_id;
 
@@ -64,7 +65,7 @@ pub fn lines(state: &AppState, module: &str, palette: Palette) -> Vec<Line> {
                 palette.heading(),
             ));
             for stamp in stamps {
-                let style = if stamp.kind == "rollback" {
+                let style = if stamp.kind == OperationKind::Rollback {
                     palette.pinned()
                 } else {
                     palette.plain()

@@ -5,6 +5,16 @@ use std::fmt;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+/// A key's name `keys.toml` gives that names no key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown key {text:?}: write one character, ctrl-<char>, or one of enter esc tab shift-tab \
+     up down left right pgup pgdn home end space backspace f1…f12"
+)]
+pub struct UnknownKey {
+    pub text: String,
+}
+
 /// One key: a code and whether Ctrl is held (Shift is part of the character itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
@@ -25,12 +35,9 @@ impl Key {
     }
 
     /// Parse `q`, `G`, `?`, `ctrl-c`, `enter`, `esc`, `tab`, `shift-tab`, `up`, `pgdn`, `f1`…
-    pub fn parse(text: &str) -> Result<Key, String> {
-        let bad = || {
-            format!(
-                "unknown key {text:?}: write one character, ctrl-<char>, or one of enter esc tab shift-tab \
-                 up down left right pgup pgdn home end space backspace f1…f12"
-            )
+    pub fn parse(text: &str) -> Result<Key, UnknownKey> {
+        let bad = || UnknownKey {
+            text: text.to_string(),
         };
         if let Some(rest) = text.strip_prefix("ctrl-") {
             let mut chars = rest.chars();

@@ -10,7 +10,31 @@ mod chord;
 
 use actions::CTRL_C;
 pub use actions::{ACTIONS, Action, ActionRow, InMode};
-pub use chord::Key;
+pub use chord::{Key, UnknownKey};
+
+/// Why one override in `keys.toml` is skipped (the default keys are kept): said as one warning
+/// line after the section and the action's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindingError {
+    #[error("unknown action; actions are {known}")]
+    UnknownAction { known: String },
+    #[error("ignored: --readonly removes this action")]
+    Readonly,
+    #[error("{item} is not a key; write keys as strings, e.g. \"ctrl-d\"")]
+    NotAString { item: String },
+    #[error("write a key as a string or a list of strings")]
+    NotKeys,
+    #[error(transparent)]
+    UnknownKey(#[from] UnknownKey),
+    #[error("no key given; the default keys are kept")]
+    NoKey,
+    #[error("{key} is text in the filter line; bind a non-printing key")]
+    TextInFilter { key: Key },
+    #[error("this action has no meaning in {mode} mode")]
+    NoMeaningIn { mode: &'static str },
+    #[error("{key} is already bound to {other}; the default keys are kept")]
+    AlreadyBound { key: Key, other: &'static str },
+}
 
 /// The modes the keyboard is in; each has its own bindings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -171,32 +195,34 @@ impl KeyTable {
         name: &str,
         value: &toml::Value,
         readonly: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), BindingError> {
         let action = Action::parse(name).ok_or_else(|| {
             let names: Vec<&str> = Action::all().map(Action::name).collect();
-            format!("unknown action; actions are {}", names.join(", "))
+            BindingError::UnknownAction {
+                known: names.join(", "),
+            }
         })?;
         if readonly && action.is_mutating() {
-            return Err("ignored: --readonly removes this action".into());
+            return Err(BindingError::Readonly);
         }
         let texts: Vec<&str> = match value {
             toml::Value::String(s) => vec![s.as_str()],
             toml::Value::Array(items) => items
                 .iter()
                 .map(|item| {
-                    item.as_str().ok_or_else(|| {
-                        format!("{item} is not a key; write keys as strings, e.g. \"ctrl-d\"")
+                    item.as_str().ok_or_else(|| BindingError::NotAString {
+                        item: item.to_string(),
                     })
                 })
-                .collect::<Result<_, String>>()?,
-            _ => return Err("write a key as a string or a list of strings".into()),
+                .collect::<Result<_, BindingError>>()?,
+            _ => return Err(BindingError::NotKeys),
         };
         let mut keys = texts
             .iter()
             .map(|t| Key::parse(t))
-            .collect::<Result<Vec<Key>, String>>()?;
+            .collect::<Result<Vec<Key>, UnknownKey>>()?;
         if keys.is_empty() {
-            return Err("no key given; the default keys are kept".into());
+            return Err(BindingError::NoKey);
         }
         // Ctrl-C quits from every mode, whatever else quit is bound to.
         if action == Action::Quit && !keys.contains(&CTRL_C) {
@@ -205,26 +231,21 @@ impl KeyTable {
         if matches!(mode, Mode::Filter | Mode::LogSearch)
             && let Some(key) = keys.iter().find(|k| k.is_text())
         {
-            return Err(format!(
-                "{key} is text in the filter line; bind a non-printing key"
-            ));
+            return Err(BindingError::TextInFilter { key: *key });
         }
         let bindings = &mut self.modes[mode.index()];
         let Some(index) = bindings.iter().position(|b| b.action == action) else {
-            return Err(format!(
-                "this action has no meaning in {} mode",
-                mode.name()
-            ));
+            return Err(BindingError::NoMeaningIn { mode: mode.name() });
         };
         for key in &keys {
             if let Some(other) = bindings
                 .iter()
                 .find(|b| b.action != action && b.keys.contains(key))
             {
-                return Err(format!(
-                    "{key} is already bound to {}; the default keys are kept",
-                    other.action.name()
-                ));
+                return Err(BindingError::AlreadyBound {
+                    key: *key,
+                    other: other.action.name(),
+                });
             }
         }
         bindings[index].keys = keys;

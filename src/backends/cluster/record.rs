@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::pin::{
     Pin, PinChange, Stamp, Stamper, StampsByModule, add_stamps, stamps_between,
 };
@@ -173,7 +174,8 @@ impl Cluster {
     pub async fn stamp_record(&self, entries: &Record) -> Result<Record, ClusterError> {
         let by = Stamper {
             operation_id: String::new(),
-            kind: "stamp".into(),
+            // Never read: a record-only write notes no stamp (`false` below).
+            kind: OperationKind::Converge,
             short: None,
             host: String::new(),
             pid: 0,

@@ -12,7 +12,7 @@ fn stamp(module: &str, n: usize) -> Stamp {
         to_ref: format!("demo/{module}:{n:04}"),
         to_digest: format!("sha256:{}", "b".repeat(64)),
         operation_id: format!("op-{n}"),
-        kind: "converge".into(),
+        kind: crate::mesh::operation::OperationKind::Converge,
         short: Some(n as i64),
         host: "host".into(),
         pid: 7,
@@ -75,7 +75,7 @@ fn read_with(history: StampsByModule, others_bytes: usize) -> RecordRead {
 fn stamper() -> Stamper {
     Stamper {
         operation_id: "op".into(),
-        kind: "converge".into(),
+        kind: crate::mesh::operation::OperationKind::Converge,
         short: Some(1),
         host: "h".into(),
         pid: 1,

@@ -130,6 +130,30 @@ impl BuildRequest {
     }
 }
 
+/// Why the base's artifact cannot be named to BuildKit: the build fails with these words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BaseUnnamed {
+    #[error("the base's artifact {artifact} is not on the daemon: converge the base module again")]
+    NotOnDaemon { artifact: String },
+    #[error(
+        "the base's artifact {artifact} carries no tag, and BuildKit builds FROM a tag only (an image id reads as an image to pull): converge the base module again (--force) to tag it"
+    )]
+    Untagged { artifact: String },
+}
+
+/// Why meshtop builds with the daemon's legacy builder rather than its BuildKit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoBuildKit {
+    /// An earlier build found BuildKit out of reach (said once, then, with its words).
+    #[error("{0}")]
+    FellBack(String),
+    #[error("DOCKER_BUILDKIT=0 asks for the legacy builder")]
+    AskedFor,
+    /// The endpoint names no socket a session can be opened on (`Address::parse`'s words).
+    #[error("{0}")]
+    NoSessionAddress(String),
+}
+
 impl Daemon {
     /// Run one build, handing every output line to `on_line` as it comes.
     /// A daemon that goes away mid-build is an `Err`; a failed step is `Ok(BuildEnd::Failed)`.
@@ -152,7 +176,7 @@ impl Daemon {
                     Err(SessionError::Failed(message)) => return Err(self.refused(message)),
                 }
             }
-            Err(why) => why,
+            Err(why) => why.to_string(),
         };
         self.fall_back(&legacy_why, &mut on_line);
         if request.needs_buildkit() {
@@ -176,7 +200,7 @@ impl Daemon {
     ) -> Result<BuildEnd, DaemonError> {
         let base = match self.name_base(&mut request.build_args).await? {
             Ok(base) => base,
-            Err(why) => return Ok(BuildEnd::Failed(why)),
+            Err(why) => return Ok(BuildEnd::Failed(why.to_string())),
         };
         let options = options(&request);
         let built = buildkit::build(address, api, options, request.context, session, on_line).await;
@@ -213,7 +237,7 @@ impl Daemon {
     async fn name_base(
         &self,
         args: &mut HashMap<String, String>,
-    ) -> Result<Result<Option<(String, String)>, String>, DaemonError> {
+    ) -> Result<Result<Option<(String, String)>, BaseUnnamed>, DaemonError> {
         let Some(artifact) = args
             .get("BASE")
             .filter(|b| b.starts_with("sha256:"))
@@ -223,29 +247,25 @@ impl Daemon {
         };
         let tags = self.image_tags(&artifact).await?;
         let Some(tags) = tags else {
-            return Ok(Err(format!(
-                "the base's artifact {artifact} is not on the daemon: converge the base module again"
-            )));
+            return Ok(Err(BaseUnnamed::NotOnDaemon { artifact }));
         };
         if let Some(tag) = tags.into_iter().next() {
             args.insert("BASE".into(), tag.clone());
             return Ok(Ok(Some((tag, artifact))));
         }
-        Ok(Err(format!(
-            "the base's artifact {artifact} carries no tag, and BuildKit builds FROM a tag only (an image id reads as an image to pull): converge the base module again (--force) to tag it"
-        )))
+        Ok(Err(BaseUnnamed::Untagged { artifact }))
     }
 
     /// Where a BuildKit session can be opened, or why meshtop builds with the legacy builder.
-    fn buildkit_address(&self) -> Result<Address, String> {
+    fn buildkit_address(&self) -> Result<Address, NoBuildKit> {
         if let Some(why) = self.legacy.get() {
-            return Err(why.clone());
+            return Err(NoBuildKit::FellBack(why.clone()));
         }
         if std::env::var("DOCKER_BUILDKIT").is_ok_and(|v| v == "0" || v == "false") {
-            return Err("DOCKER_BUILDKIT=0 asks for the legacy builder".into());
+            return Err(NoBuildKit::AskedFor);
         }
         let tls = self.tls || std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty());
-        Address::parse(&self.endpoint, tls)
+        Address::parse(&self.endpoint, tls).map_err(NoBuildKit::NoSessionAddress)
     }
 
     /// Build with the legacy builder from now on; say so, with why, the first time only.

@@ -2,14 +2,33 @@
 //! a number a person can say aloud (`#142`), beside the full uuid kept for correlation.
 //!
 //! ```text
-//! let id = history.begin_operation("demo", "default", "converge", &uuid)?; // OperationId { number: 142, .. }
+//! let id = history.begin_operation("demo", "default", OperationKind::Converge, &uuid)?; // OperationId { number: 142, .. }
 //! println!("{id}"); // #142
 //! ```
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{OptionalExtension, params};
 
 use super::{StateDb, StateError, now_ms};
+use crate::mesh::operation::OperationKind;
 pub use crate::mesh::progress::OperationId;
+
+/// Stored as the word it has always been stored as (`converge`, `rollback`…).
+impl ToSql for OperationKind {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+/// Read back from its word; a word this meshtop does not know is an error that names it.
+impl FromSql for OperationKind {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<OperationKind> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|unknown| FromSqlError::Other(Box::new(unknown)))
+    }
+}
 
 impl StateDb {
     /// Give the operation `uuid` of `mesh`, acting on `target`, the next short id of the mesh (1,
@@ -20,7 +39,7 @@ impl StateDb {
         &self,
         mesh: &str,
         target: &str,
-        kind: &str,
+        kind: OperationKind,
         uuid: &str,
     ) -> Result<OperationId, StateError> {
         self.conn

@@ -5,6 +5,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::{StateDb, StateError, now_ms};
 use crate::mesh::model::{Record, RecordEntry};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::pin::{PinChange, StampBy};
 
 impl StateDb {
@@ -41,7 +42,7 @@ impl StateDb {
         self.stamp_record_as(
             mesh,
             target,
-            StampBy::new(operation_id, "converge"),
+            StampBy::new(operation_id, OperationKind::Converge),
             entries,
             &PinChange::default(),
         )

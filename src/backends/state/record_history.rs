@@ -5,6 +5,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{StateDb, StateError, now_ms, this_host};
 use crate::mesh::model::{Record, RecordEntry};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::pin::{Stamp, StampBy};
 
 const STAMP_COLUMNS: &str = "h.module, h.from_ref, h.from_digest, h.to_ref, h.to_digest, h.operation_id, \
@@ -34,7 +35,7 @@ impl StateDb {
         mesh: &str,
         target: &str,
         id: &str,
-        kind: &str,
+        kind: OperationKind,
     ) -> Result<i64, StateError> {
         self.begin_operation(mesh, target, kind, id)
             .map(|op| op.number)

@@ -7,7 +7,7 @@
 //! mesh's unreachable set names is kept (a delete by digest would untag it); both are listed as
 //! spared, saying why. A root that cannot be read makes gc take nothing and say which.
 
-const KIND: &str = "gc";
+const KIND: OperationKind = OperationKind::Gc;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -20,8 +20,9 @@ use crate::backends::daemon::images::SizedImage;
 use crate::backends::registry::{Deleted, repository_in, split_reference};
 use crate::backends::state::{BuildQuery, StateDb, locked};
 use crate::mesh::builds::{BuildRow, BuildStatus};
-use crate::mesh::gc::within_grace;
+use crate::mesh::gc::{CandidateKind, GcOutcome, within_grace};
 use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
+use crate::mesh::operation::OperationKind;
 use crate::mesh::text::short_id;
 use crate::timefmt;
 
@@ -190,8 +191,8 @@ fn candidates(
     let mut spared = Vec::new();
     for image in images.iter().filter(|i| is_this_mesh(mesh, i)) {
         let module = image.labels.get(MODULE_LABEL).cloned().unwrap_or_default();
-        let candidate = |kind: &str, name: &str, why: String, bytes| Candidate {
-            kind: kind.into(),
+        let candidate = |kind: CandidateKind, name: &str, why: String, bytes| Candidate {
+            kind,
             name: name.into(),
             module: module.clone(),
             artifact: image.id.clone(),
@@ -205,7 +206,7 @@ fn candidates(
             None => within_grace("built", image.created_ms, now_ms, rules.grace_ms),
         };
         if let Some(why) = young {
-            spared.push(candidate("image", &image.id, why, image.size));
+            spared.push(candidate(CandidateKind::Image, &image.id, why, image.size));
             continue;
         }
         let why = unreachable_why(roots, rules.keep_newest, &module, &image.id);
@@ -215,10 +216,13 @@ fn candidates(
             .filter(|t| is_mesh_tag(mesh, t) && !roots.kept_refs.contains(*t))
             .collect();
         if ours.len() == image.tags.len() {
-            out.push(candidate("image", &image.id, why, image.size));
+            out.push(candidate(CandidateKind::Image, &image.id, why, image.size));
         } else {
             // A kept or foreign tag keeps the image: only this mesh's unreachable tags go.
-            out.extend(ours.iter().map(|t| candidate("tag", t, why.clone(), 0)));
+            out.extend(
+                ours.iter()
+                    .map(|t| candidate(CandidateKind::Tag, t, why.clone(), 0)),
+            );
         }
     }
     // Dependents before their bases: the daemon refuses to remove an image a child is built on.
@@ -372,7 +376,7 @@ async fn take(
         &mesh.name,
         target.name(),
         &emitter.operation_id,
-        "gc",
+        KIND,
     );
     let mut report = plan(mesh, rules, daemon, targets, db).await?;
     report.dry_run = false;
@@ -413,38 +417,42 @@ async fn take(
             lost = Some(error.to_string());
         }
         if let Some(why) = &lost {
-            candidate.outcome = Some(format!("failed: not taken: {why}"));
+            candidate.outcome = Some(GcOutcome::Failed(format!("not taken: {why}")));
             continue;
         }
-        let outcome = match candidate.kind.as_str() {
-            "manifest" => match &registry {
-                _ if unsupported => "skipped: the registry does not allow deletes".to_string(),
+        let outcome = match candidate.kind {
+            CandidateKind::Manifest => match &registry {
+                _ if unsupported => {
+                    GcOutcome::Skipped("the registry does not allow deletes".into())
+                }
                 Some(client) => {
                     let (repository, digest) = candidate
                         .name
                         .split_once('@')
                         .unwrap_or((candidate.name.as_str(), ""));
                     match client.delete_manifest(repository, digest).await {
-                        Ok(Deleted::Deleted) => "deleted".into(),
-                        Ok(Deleted::Absent) => "already gone".into(),
+                        Ok(Deleted::Deleted) => GcOutcome::Deleted,
+                        Ok(Deleted::Absent) => GcOutcome::AlreadyGone,
                         Ok(Deleted::Unsupported(message)) => {
                             unsupported = true;
                             report.warnings.push(message.clone());
-                            format!("skipped: {message}")
+                            GcOutcome::Skipped(message)
                         }
-                        Err(error) => format!("failed: {error}"),
+                        Err(error) => GcOutcome::Failed(error.to_string()),
                     }
                 }
-                None => "skipped: no registry".into(),
+                None => GcOutcome::Skipped("no registry".into()),
             },
-            kind => match docker.remove(&candidate.name).await {
-                Ok(()) if kind == "image" => {
-                    report.bytes_freed += candidate.bytes;
-                    "removed".into()
+            kind @ (CandidateKind::Image | CandidateKind::Tag) => {
+                match docker.remove(&candidate.name).await {
+                    Ok(()) if kind == CandidateKind::Image => {
+                        report.bytes_freed += candidate.bytes;
+                        GcOutcome::Removed
+                    }
+                    Ok(()) => GcOutcome::Untagged,
+                    Err(error) => GcOutcome::Failed(error.to_string()),
                 }
-                Ok(()) => "untagged".into(),
-                Err(error) => format!("failed: {error}"),
-            },
+            }
         };
         // gc's word on one candidate: its data is the report's.
         emitter.emit(

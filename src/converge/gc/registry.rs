@@ -8,7 +8,7 @@ use super::{GRACE, Roots, unreachable_why};
 use crate::backends::registry::{Published, RegistryClient, repository_in, split_reference};
 use crate::converge::error::GcError;
 use crate::mesh::builds::BuildRow;
-use crate::mesh::gc::{Candidate, keeping_tag};
+use crate::mesh::gc::{Candidate, CandidateKind, keeping_tag};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::Mesh;
 use crate::mesh::text::short_id;
@@ -152,7 +152,7 @@ pub(super) fn manifest_candidates(
                 continue;
             }
             let candidate = Candidate {
-                kind: "manifest".into(),
+                kind: CandidateKind::Manifest,
                 name: format!("{repository}@{published}"),
                 module: module.clone(),
                 artifact: digest.clone(),

@@ -66,7 +66,7 @@ impl Kube {
         let here = Holder::here(how.operation_id);
         let by = Stamper {
             operation_id: here.operation_id,
-            kind: how.kind.to_string(),
+            kind: how.kind,
             short,
             host: here.host,
             pid: here.pid,
