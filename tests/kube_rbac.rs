@@ -342,8 +342,9 @@ async fn every_command(s: &Scene, dashboard: bool) -> Step<()> {
 }
 
 /// verify: each of the record's five artifacts carries the trusted key's signature. Its exit is not
-/// asked here: what machines run is compared by another digest on Kubernetes (issue 36, item 6,
-/// tested with that fix), which is no matter of RBAC; what it read, it was allowed to.
+/// asked here: machines still running the scene's `:old` images (never published, so never signed)
+/// make it 1, which is no matter of RBAC; what it read, it was allowed to. (A pod's manifest compared
+/// as a manifest: `kube_trust`.)
 async fn verified(s: &Scene) -> Step<()> {
     s.api.reset_counts();
     let out = s.k.run(&["verify", "--json"]).await;

@@ -22,13 +22,13 @@ use tokio::time::Instant;
 
 use super::build::{BuildError, BuildJob, BuildOn, Built, build_module};
 use super::builders::{Connection, Member, Pool};
-use super::error::ConvergeError;
+use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, Payload};
 use super::target::sign_pushed;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::push::push_image;
-use crate::backends::daemon::{Daemon, LazyDaemon};
-use crate::backends::registry::{Published, RegistryClient, repository_in};
+use crate::backends::daemon::{Daemon, DaemonError, LazyDaemon};
+use crate::backends::registry::{Published, RegistryClient, RegistryError, repository_in};
 use crate::backends::state::StateDb;
 use crate::mesh::model::{Mesh, RecordEntry, Registry};
 use crate::mesh::progress::DeliveredBy;
@@ -402,7 +402,7 @@ async fn build_on(
     };
     match hand_over(shared, member, daemon, registry, &placed.built, &artifact).await {
         Ok(digest) => placed.handed = Some(digest),
-        Err(error) => placed.handover_error = Some(error),
+        Err(error) => placed.handover_error = Some(error.to_string()),
     }
     Ok(placed)
 }
@@ -417,25 +417,23 @@ async fn hand_over(
     registry: &Registry,
     built: &Built,
     artifact: &str,
-) -> Result<String, String> {
+) -> Result<String, HandOverError> {
     let module = built.planned.name.clone();
     let reference = built.planned.reference.clone().unwrap_or_default();
-    let could_not = |error: String| {
-        format!(
-            "builder {} could not push {reference} to registry {}: {error}",
-            member.builder.name, registry.host
-        )
+    let could_not = |why: HandOverFault| HandOverError::Push {
+        builder: member.builder.name.clone(),
+        reference: reference.clone(),
+        registry: registry.host.clone(),
+        why,
     };
     let pushing = Instant::now();
     let push = push_image(daemon.docker(), &reference, shared.creds.as_ref());
     // A push that hangs (a registry that stops answering mid-upload) must not hold the converge.
     let digest = match tokio::time::timeout(shared.deadline, push).await {
-        Ok(pushed) => pushed.map_err(|e| could_not(e.to_string()))?,
+        Ok(pushed) => pushed.map_err(|e| could_not(HandOverFault::Push(e)))?,
         Err(_) => {
-            return Err(could_not(format!(
-                "the push did not end within {} s (MESHTOP_BUILD_DEADLINE)",
-                shared.deadline.as_secs()
-            )));
+            let seconds = shared.deadline.as_secs();
+            return Err(could_not(HandOverFault::Deadline { seconds }));
         }
     };
     let push_ms = i64::try_from(pushing.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -466,11 +464,12 @@ async fn hand_over(
         shared.emitter,
     )
     .await
-    .map_err(|e| {
-        format!(
-            "builder {} pushed {reference} to registry {} as {digest}, which could not be signed: {e}",
-            member.builder.name, registry.host
-        )
+    .map_err(|source| HandOverError::Unsigned {
+        builder: member.builder.name.clone(),
+        reference: reference.clone(),
+        registry: registry.host.clone(),
+        digest: digest.clone(),
+        source,
     })?;
     let id = built.correlation_id.clone();
     if let Ok(db) = crate::backends::state::locked(shared.db) {
@@ -506,10 +505,13 @@ async fn base_for(
         entry,
     };
     let mut faults = Vec::new();
-    let known = match base.handed.clone() {
-        Some(manifest) => Some(manifest),
-        None => fetch.published_here(),
-    };
+    // This converge's hand-over or verification, else the record's manifest, else this
+    // machine's own push of it.
+    let known = base
+        .handed
+        .clone()
+        .or_else(|| entry.manifest.clone())
+        .or_else(|| fetch.published_here());
     if let Some(manifest) = known {
         match fetch.pull(&manifest).await {
             Ok(base) => return Ok(base),
@@ -542,8 +544,46 @@ async fn base_for(
             registry.host
         ));
     }
-    let digest = fetch.push_from(host).await?;
+    let digest = fetch.push_from(host).await.map_err(|e| e.to_string())?;
     fetch.pull(&digest).await.map_err(BaseFault::into_text)
+}
+
+/// Why a build could not be handed over through the registry, or a base from the host.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOverError {
+    #[error("builder {builder} could not push {reference} to registry {registry}: {why}")]
+    Push {
+        builder: String,
+        reference: String,
+        registry: String,
+        why: HandOverFault,
+    },
+    /// Pushed, but a push that is not signed would not vouch on a machine that trusts keys.
+    #[error(
+        "builder {builder} pushed {reference} to registry {registry} as {digest}, which could not be signed: {source}"
+    )]
+    Unsigned {
+        builder: String,
+        reference: String,
+        registry: String,
+        digest: String,
+        source: TargetError,
+    },
+    #[error("the base could not be handed over: {0}")]
+    BaseTag(#[source] DaemonError),
+    #[error("the base could not be handed over: {0}")]
+    BasePush(#[source] RegistryError),
+    #[error("the base could not be handed over: its push {digest} could not be signed: {source}")]
+    BaseUnsigned { digest: String, source: TargetError },
+}
+
+/// Why a hand-over push failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOverFault {
+    #[error(transparent)]
+    Push(RegistryError),
+    #[error("the push did not end within {seconds} s (MESHTOP_BUILD_DEADLINE)")]
+    Deadline { seconds: u64 },
 }
 
 /// Why a base could not be brought to a builder by one manifest.
@@ -618,15 +658,14 @@ impl BaseFetch<'_, '_> {
 
     /// Push the base's artifact from the host (tagged under its ref first: the tag may name
     /// another image there), signed as any push: its manifest digest.
-    async fn push_from(&self, host: &Daemon) -> Result<String, String> {
+    async fn push_from(&self, host: &Daemon) -> Result<String, HandOverError> {
         let (shared, entry) = (self.shared, self.entry);
-        let could_not = |e: String| format!("the base could not be handed over: {e}");
         host.tag(&entry.digest, &entry.reference)
             .await
-            .map_err(|e| could_not(e.to_string()))?;
+            .map_err(HandOverError::BaseTag)?;
         let digest = push_image(host.docker(), &entry.reference, shared.creds.as_ref())
             .await
-            .map_err(|e| could_not(e.to_string()))?;
+            .map_err(HandOverError::BasePush)?;
         sign_pushed(
             shared.mesh,
             self.registry,
@@ -637,7 +676,10 @@ impl BaseFetch<'_, '_> {
             shared.emitter,
         )
         .await
-        .map_err(|e| could_not(format!("its push {digest} could not be signed: {e}")))?;
+        .map_err(|source| HandOverError::BaseUnsigned {
+            digest: digest.clone(),
+            source,
+        })?;
         Ok(digest)
     }
 }

@@ -33,11 +33,14 @@ pub async fn send(
 ) -> Vec<SendOutcome> {
     let mut outcomes = Vec::new();
     // Before anything changes: may we move these machines, to these artifacts?
-    let allowed = match target.check_write_access(false, moves).await {
-        Ok(()) => signed_where_required(mesh, target, moves, db).await,
-        Err(refused) => Err(refused.to_string()),
+    let refused = match target.check_write_access(false, moves).await {
+        Ok(()) => signed_where_required(mesh, target, moves, db)
+            .await
+            .err()
+            .map(|unsigned| unsigned.to_string()),
+        Err(refused) => Some(refused.to_string()),
     };
-    if let Err(refused) = allowed {
+    if let Some(refused) = refused {
         for moved in moves {
             outcomes.push(SendOutcome {
                 moved: moved.clone(),
@@ -131,7 +134,7 @@ async fn signed_where_required(
     target: &dyn Target,
     moves: &[Move],
     db: &Mutex<StateDb>,
-) -> Result<(), String> {
+) -> Result<(), super::vouch::Unsigned> {
     let mut named: Vec<(String, RecordEntry)> = Vec::new();
     for moved in moves {
         let entry = RecordEntry::new(moved.to_reference.clone(), moved.to_digest.clone())
@@ -143,7 +146,6 @@ async fn signed_where_required(
     super::vouch::require_signed(mesh, target.name(), named, db)
         .await
         .map(|_| ())
-        .map_err(|unsigned| unsigned.to_string())
 }
 
 /// What a send of `module` would move: the record's entry for it, and its behind machines.

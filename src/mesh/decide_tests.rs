@@ -466,12 +466,12 @@ fn with_trust_the_host_answers_only_for_what_this_machine_built_or_verified() {
     let empty = Record::new();
     // Without trust (unchecked) and when vouched for, the labelled image answers.
     for origin in [HostOrigin::Unchecked, HostOrigin::Vouched] {
-        let verdict = decide(&question, &empty, &holds(origin), "the docker record");
+        let verdict = decide(&question, &empty, &holds(origin), "the record");
         assert_eq!(verdict.decision, Decision::Host, "{origin:?}: {verdict:?}");
     }
     // Anyone who can reach the daemon could have labelled it: it builds, and says why.
     let refused = holds(HostOrigin::Unknown);
-    let verdict = decide(&question, &empty, &refused, "the docker record");
+    let verdict = decide(&question, &empty, &refused, "the record");
     assert_eq!(verdict.decision, Decision::Build, "{verdict:?}");
     assert!(
         verdict.reason.contains("✗ host image") && verdict.reason.contains("not built here"),
