@@ -163,8 +163,10 @@ fn a_look_alike_over_the_bases_ref_is_never_what_a_dependent_is_built_from() {
 
 /// Another machine (its own state file: no history of the base's push), whose host lacks the base,
 /// converges a dependent on a builder without the base while the base's ref in the registry names
-/// a look-alike: the dependent is refused, naming the look-alike's image and the base's artifact,
-/// and nothing is built FROM the look-alike. Kubernetes: the record lives in the namespace.
+/// a look-alike. With a record from before manifests were kept there is no way around: the
+/// dependent is refused, naming the look-alike's image and the base's artifact, and nothing is
+/// built FROM the look-alike. With the record's manifest the builder pulls the genuine base by it.
+/// Kubernetes: the record lives in the namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_look_alike_no_way_around_is_refused_naming_both() {
     common::local_registry::require_registry().await;
@@ -210,6 +212,12 @@ async fn a_look_alike_no_way_around_is_refused_naming_both() {
         format!("moved {}\n", common::run_id()),
     )
     .unwrap();
+    // A record from before manifests were kept: only the base's tag is left to ask.
+    let mut before = record.clone();
+    for entry in before.as_object_mut().unwrap().values_mut() {
+        entry.as_object_mut().unwrap().remove("manifest");
+    }
+    k.set_annotation(&api, &before.to_string());
     let teammate = k.mesh.dir.path().join("teammate.db");
     let output = k.run_with_state(&teammate, &["converge", "--json"]).await;
     let text = said(&output);
@@ -241,4 +249,21 @@ async fn a_look_alike_no_way_around_is_refused_naming_both() {
         .unwrap();
     assert_eq!(web_row.status, BuildStatus::Failed, "{web_row:#?}");
     assert!(web_row.digest.is_none(), "nothing was built: {web_row:#?}");
+
+    // The record as CI stamped it names the base's manifest: the builder pulls that, never the tag.
+    k.set_annotation(&api, &record.to_string());
+    let output = k.run_with_state(&teammate, &["converge", "--json"]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let on_builder = std::process::Command::new("docker")
+        .args([
+            "-H", SECOND, "image", "inspect", "--format", "{{.Id}}", &reference,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&on_builder.stdout).trim(),
+        artifact,
+        "the base on the builder is the artifact: {}",
+        said(&on_builder)
+    );
 }

@@ -16,7 +16,9 @@ use common::example::{ExampleMesh, builds, decisions, plan_reasons, said};
 use common::local_registry::{LOCAL, docker, machine_images, registry, require_registry};
 use common::registry_proxy::{Lie, RegistryProxy};
 use common::run_id;
-use common::signing::{OCI_MANIFEST, SIGNATURE_KEY, SIMPLE_SIGNING, keypair, run, sig_tag};
+use common::signing::{
+    OCI_MANIFEST, SIGNATURE_KEY, SIMPLE_SIGNING, keypair, look_alike_of, run, sig_tag,
+};
 use meshtop::backends::registry::{RegistryClient, RegistryError, repository_in};
 use sha2::Digest;
 
@@ -316,24 +318,7 @@ async fn look_alike_over_web(tag: &str) -> LookAlike {
     ci_publishes_signed(&mesh, &ci_key).await;
     let (reference, repository, genuine) = published(&mesh, &proxy.host, "web");
     let (_, tag) = repository_in(&proxy.host, &reference);
-    let context = mesh.dir.path().join("look-alike");
-    std::fs::create_dir_all(&context).unwrap();
-    std::fs::write(context.join("evil"), "not CI's").unwrap();
-    std::fs::write(
-        context.join("Dockerfile"),
-        format!("FROM {reference}\nCOPY evil /evil\n"),
-    )
-    .unwrap();
-    let built = Command::new("docker")
-        .env("DOCKER_BUILDKIT", "0")
-        .args(["build", "-q", "-t", &reference])
-        .arg(&context)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", said(&built));
-    let look_alike_id = docker(&["inspect", "-f", "{{.Id}}", &reference])
-        .trim()
-        .to_string();
+    let look_alike_id = look_alike_of(mesh.dir.path(), &reference);
     docker(&["push", &reference]);
     let look_alike = resolve(&repository, tag).await;
     assert_ne!(look_alike, genuine);

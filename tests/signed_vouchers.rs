@@ -85,24 +85,7 @@ async fn a_look_alike_pushed_over_a_ref_never_vouches_and_never_runs() {
     let (_, tag) = repository_in(LOCAL, &reference);
 
     // The look-alike: CI's image plus one file, the same labels (inherited), pushed over the ref.
-    let context = mesh.dir.path().join("look-alike");
-    std::fs::create_dir_all(&context).unwrap();
-    std::fs::write(context.join("evil"), "not CI's").unwrap();
-    std::fs::write(
-        context.join("Dockerfile"),
-        format!("FROM {reference}\nCOPY evil /evil\n"),
-    )
-    .unwrap();
-    let built = Command::new("docker")
-        .env("DOCKER_BUILDKIT", "0")
-        .args(["build", "-q", "-t", &reference])
-        .arg(&context)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{}", said(&built));
-    let look_alike_id = docker(&["inspect", "-f", "{{.Id}}", &reference])
-        .trim()
-        .to_string();
+    let look_alike_id = look_alike_of(mesh.dir.path(), &reference);
     docker(&["push", &reference]);
     let look_alike = resolve(&repository, tag);
     assert_ne!(look_alike, genuine);

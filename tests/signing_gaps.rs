@@ -1,7 +1,7 @@
 //! Every push is signed, on every path, or the key is refused (issue 36, case 5): a signing key
 //! where the converge pushes nothing is bad input (exit 2, saying why); the pool's hand-over pushes
 //! are signed on both targets. Signatures are checked as sigstore/cosign `specs/SIGNATURE_SPEC.md`
-//! says, with openssl and curl (tests/common/cosign_spec.rs), never with meshtop's code. The real
+//! says, with openssl and curl (tests/common/signing.rs), never with meshtop's code. The real
 //! daemon, the real registry (127.0.0.1:5000), the second daemon for the pool
 //! (scripts/start-second-daemon.sh) and, for Kubernetes, the API test server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,10 +11,10 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::cosign_spec::{keypair, spec_verifies};
 use common::kube_api::KubeApi;
 use common::kube_mesh::KubeMesh;
 use common::local_registry::{LOCAL, require_registry};
+use common::signing::{keypair, spec_verifies};
 use common::{ExampleMesh, builds, remove_from_daemon_at, said};
 use meshtop::backends::registry::repository_in;
 use meshtop::mesh::builds::BuildStatus;
@@ -92,7 +92,7 @@ fn every_push_is_signed(mesh: &ExampleMesh, public: &Path) {
         };
         let (repository, _) = repository_in(LOCAL, reference);
         assert!(
-            spec_verifies(work.path(), LOCAL, repository, digest, public),
+            spec_verifies(work.path(), repository, digest, public),
             "{reference} ({digest}, built on {:?}) carries no signature by the key",
             row.builder
         );
@@ -279,8 +279,7 @@ async fn the_index_a_multi_platform_build_pushed_is_signed() {
     };
     assert_eq!(row.digest.as_ref(), Some(index), "{row:#?}");
     let (repository, tag) = repository_in(LOCAL, reference);
-    let pushed = common::cosign_spec::get(
-        LOCAL,
+    let pushed = common::signing::get(
         &format!("/v2/{repository}/manifests/{tag}"),
         "application/vnd.oci.image.index.v1+json",
     )
@@ -289,7 +288,7 @@ async fn the_index_a_multi_platform_build_pushed_is_signed() {
     assert!(pushed["manifests"].is_array(), "an index: {pushed}");
     let work = tempfile::tempdir().unwrap();
     assert!(
-        spec_verifies(work.path(), LOCAL, repository, index, &public),
+        spec_verifies(work.path(), repository, index, &public),
         "the index {index} of {reference} carries no signature by the key:\n{}",
         said(&output)
     );

@@ -3,7 +3,6 @@
 //! - `dashboard`: a fixed dashboard state fed through `update` (also used by `benches/draw.rs`);
 //! - `history`: a temporary state database and build rows;
 //! - `mesh_file`: mesh files written into a temporary repository;
-//! - `cosign_spec`: cosign signatures checked as the spec says, with openssl and curl;
 //! - `daemon_proxy`: a counting, closable proxy in front of the Docker daemon;
 //! - `kube_api`, `kube_objects`, `kube_rules`, `kube_controllers`: the Kubernetes API test server (what it
 //!   models, what it does not and the sources it follows: `tests/README.md`);
@@ -17,7 +16,6 @@
 //! - `tmux`: the real binary in a tmux session, its screen read back.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
-pub mod cosign_spec;
 pub mod daemon_proxy;
 pub mod dashboard;
 pub mod example;
