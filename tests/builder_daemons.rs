@@ -7,33 +7,19 @@
 
 mod common;
 
+use common::second_daemon::{SECOND, SECOND_SOCKET, SecondDaemonGuard, require_second_daemon};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
 use common::local_registry::LOCAL;
-use common::{ExampleMesh, builds, json_of, remove_from_daemon_at, said, wait_exit};
+use common::{ExampleMesh, builds, json_of, said, wait_exit};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::progress::Payload;
 use meshtop::mesh::schedule::rendezvous;
-
-/// The second daemon's socket (scripts/start-second-daemon.sh).
-const SECOND_SOCKET: &str = "/run/meshtop-test-dockerd2/docker.sock";
-const SECOND: &str = "unix:///run/meshtop-test-dockerd2/docker.sock";
-
-/// The second daemon must answer: these tests never skip.
-fn require_second_daemon() {
-    let ok = std::process::Command::new("docker")
-        .args(["-H", SECOND, "version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "no second Docker daemon answers at {SECOND}: start it with scripts/start-second-daemon.sh"
-    );
-}
 
 /// The example mesh with the registry on loopback and `builders` (name, endpoint, max_builds);
 /// its images are removed from the second daemon when the guard drops (the example mesh cleans
@@ -41,20 +27,6 @@ fn require_second_daemon() {
 struct PoolMesh {
     mesh: ExampleMesh,
     _second: SecondDaemonGuard,
-}
-
-struct SecondDaemonGuard(String);
-
-impl Drop for SecondDaemonGuard {
-    fn drop(&mut self) {
-        let left = remove_from_daemon_at(Some(SECOND), &self.0);
-        if !left.is_empty() {
-            eprintln!(
-                "mesh {}: images left on the second daemon: {left:?}",
-                self.0
-            );
-        }
-    }
 }
 
 fn pool_mesh(tag: &str, builders: &[(&str, &str, u32)]) -> PoolMesh {

@@ -7,40 +7,12 @@
 
 mod common;
 
+use common::second_daemon::{SECOND, SecondDaemonGuard, require_second_daemon};
+
 use common::local_registry::{LOCAL, docker};
 use common::{ExampleMesh, builds, remove_from_daemon_at, said};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
-
-/// The second daemon (scripts/start-second-daemon.sh).
-const SECOND: &str = "unix:///run/meshtop-test-dockerd2/docker.sock";
-
-/// The second daemon must answer: this test never skips.
-fn require_second_daemon() {
-    let ok = std::process::Command::new("docker")
-        .args(["-H", SECOND, "version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "no second Docker daemon answers at {SECOND}: start it with scripts/start-second-daemon.sh"
-    );
-}
-
-/// Removes the mesh's images from the second daemon when the test ends, passed or failed.
-struct SecondDaemonGuard(String);
-
-impl Drop for SecondDaemonGuard {
-    fn drop(&mut self) {
-        let left = remove_from_daemon_at(Some(SECOND), &self.0);
-        if !left.is_empty() {
-            eprintln!(
-                "mesh {}: images left on the second daemon: {left:?}",
-                self.0
-            );
-        }
-    }
-}
 
 /// The image's layers (diff ids), bottom first, on the machine's daemon.
 fn layers(image: &str) -> Vec<String> {

@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::second_daemon::{SecondDaemonGuard, require_second_daemon};
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -15,39 +17,9 @@ use common::kube_api::KubeApi;
 use common::kube_mesh::KubeMesh;
 use common::local_registry::{LOCAL, require_registry};
 use common::signing::{keypair, spec_verifies};
-use common::{ExampleMesh, builds, remove_from_daemon_at, said};
+use common::{ExampleMesh, builds, said};
 use meshtop::backends::registry::repository_in;
 use meshtop::mesh::builds::BuildStatus;
-
-/// The second daemon (scripts/start-second-daemon.sh).
-const SECOND: &str = "unix:///run/meshtop-test-dockerd2/docker.sock";
-
-/// The second daemon must answer: these tests never skip.
-fn require_second_daemon() {
-    let ok = Command::new("docker")
-        .args(["-H", SECOND, "version", "--format", "{{.Server.Version}}"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "no second Docker daemon answers at {SECOND}: start it with scripts/start-second-daemon.sh"
-    );
-}
-
-/// Removes the mesh's images from the second daemon when the test ends, passed or failed.
-struct SecondDaemonGuard(String);
-
-impl Drop for SecondDaemonGuard {
-    fn drop(&mut self) {
-        let left = remove_from_daemon_at(Some(SECOND), &self.0);
-        if !left.is_empty() {
-            eprintln!(
-                "mesh {}: images left on the second daemon: {left:?}",
-                self.0
-            );
-        }
-    }
-}
 
 /// Two builders: the machine's daemon and the second one, one build at once each.
 const POOL: &str = "\n[[builder]]\nname = \"one\"\nendpoint = \"unix:///var/run/docker.sock\"\nmax_builds = 1\n\

@@ -269,19 +269,7 @@ impl Target for Docker {
                 emitter,
             )
             .await?;
-            // Kept with the build that made it: this converge's, or (a host skip) the one the
-            // history names for the artifact.
-            let db = locked(reach.db).map_err(TargetError::Handle)?;
-            let build = match artifact.build_id {
-                Some(id) => Some(id.to_string()),
-                None => db
-                    .build_by_digest(&mesh.name, artifact.digest)?
-                    .map(|b| b.id),
-            };
-            if let Some(build) = build {
-                db.set_published(&build, artifact.reference, &digest)?;
-            }
-            drop(db);
+            host::note_published(&reach, &mesh.name, &artifact, &digest)?;
             emitter.emit(
                 Payload::Delivered {
                     reference: artifact.reference.to_string(),

@@ -78,3 +78,22 @@ pub async fn pull_vouched(
     );
     Ok(())
 }
+
+/// Keep `manifest` with the build that made `artifact` as what it was published as: this
+/// converge's build, or (a skip) the one the history names for the artifact.
+pub fn note_published(
+    reach: &Reach<'_>,
+    mesh: &str,
+    artifact: &Artifact<'_>,
+    manifest: &str,
+) -> Result<(), TargetError> {
+    let db = locked(reach.db).map_err(TargetError::Handle)?;
+    let build = match artifact.build_id {
+        Some(id) => Some(id.to_string()),
+        None => db.build_by_digest(mesh, artifact.digest)?.map(|b| b.id),
+    };
+    if let Some(build) = build {
+        db.set_published(&build, artifact.reference, manifest)?;
+    }
+    Ok(())
+}

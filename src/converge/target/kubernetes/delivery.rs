@@ -59,17 +59,7 @@ impl Kube {
                 let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
                 sign::sign_pushed(mesh, &registry, creds, reference, &digest, module, emitter)
                     .await?;
-                let db = locked(reach.db).map_err(TargetError::Handle)?;
-                let build = match artifact.build_id {
-                    Some(id) => Some(id.to_string()),
-                    None => db
-                        .build_by_digest(&mesh.name, artifact.digest)?
-                        .map(|b| b.id),
-                };
-                if let Some(id) = build {
-                    db.set_published(&id, reference, &digest)?;
-                }
-                drop(db);
+                host::note_published(&reach, &mesh.name, &artifact, &digest)?;
                 emitter.emit(
                     Payload::Delivered {
                         reference: reference.to_string(),

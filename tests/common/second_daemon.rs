@@ -1,0 +1,36 @@
+//! The second Docker daemon the builder-pool tests build on (`scripts/start-second-daemon.sh`: its
+//! own socket, data-root and bridge), and the clean-up of a mesh's images there.
+
+use super::example::remove_from_daemon_at;
+
+/// The second daemon's socket.
+pub const SECOND_SOCKET: &str = "/run/meshtop-test-dockerd2/docker.sock";
+/// The second daemon as the docker CLI (`-H`) and a mesh file's endpoint name it.
+pub const SECOND: &str = "unix:///run/meshtop-test-dockerd2/docker.sock";
+
+/// The second daemon must answer: these tests never skip.
+pub fn require_second_daemon() {
+    let ok = std::process::Command::new("docker")
+        .args(["-H", SECOND, "version", "--format", "{{.Server.Version}}"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "no second Docker daemon answers at {SECOND}: start it with scripts/start-second-daemon.sh"
+    );
+}
+
+/// Removes mesh `.0`'s images from the second daemon when the test ends, passed or failed.
+pub struct SecondDaemonGuard(pub String);
+
+impl Drop for SecondDaemonGuard {
+    fn drop(&mut self) {
+        let left = remove_from_daemon_at(Some(SECOND), &self.0);
+        if !left.is_empty() {
+            eprintln!(
+                "mesh {}: images left on the second daemon: {left:?}",
+                self.0
+            );
+        }
+    }
+}
