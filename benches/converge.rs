@@ -14,7 +14,7 @@ use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::state::StateDb;
 use meshtop::converge::engine::{ConvergeRequest, converge};
 use meshtop::converge::plan::{NoManifests, PlanContext, dry_run};
-use meshtop::converge::target;
+use meshtop::converge::targets;
 use meshtop::mesh::decide::Decision;
 use meshtop::mesh::model::{Mesh, Record, RecordEntry};
 
@@ -66,7 +66,7 @@ async fn fake_record(mesh: &Mesh) -> Record {
             selected: None,
             force: false,
             host_is_target: true,
-            target: meshtop::converge::target::docker().describe(),
+            target: meshtop::converge::targets::docker().describe(),
         };
         // Every module here is either in the record or unbuilt; a host listing that fails (no
         // daemon) reads as "holds nothing", which is all this needs.
@@ -116,7 +116,7 @@ fn bench(c: &mut Criterion) {
                 jobs: 2,
                 modules: None,
                 wait: false,
-                target: target::docker(),
+                target: targets::docker(),
             };
             let summary = runtime
                 .block_on(converge(request, daemon.clone(), None, cancel_rx))
@@ -144,7 +144,7 @@ fn bench(c: &mut Criterion) {
                 selected: None,
                 force: false,
                 host_is_target: true,
-                target: meshtop::converge::target::docker().describe(),
+                target: meshtop::converge::targets::docker().describe(),
             };
             let plan = runtime
                 .block_on(dry_run(ctx, daemon.clone(), &NoManifests))

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::converge::engine::{ConvergeRequest, converge};
-use meshtop::converge::target;
+use meshtop::converge::targets;
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,7 +44,7 @@ fn main() -> Result<(), String> {
             jobs: 2,
             modules: None,
             wait: false,
-            target: target::docker(),
+            target: targets::docker(),
         };
         let summary = runtime
             .block_on(converge(

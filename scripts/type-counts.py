@@ -15,7 +15,7 @@ Reads every .rs file under SRC_DIR, leaves out test code (files a `#[cfg(test)] 
   lifecycle_copies  functions outside converge/hold.rs that start an operation's hold themselves
                     (`hold::start(`): each is one copy of id → hold → run → finish
   plan_context      places that build a `PlanContext { .. }`
-  kind_named        places that name a target kind outside the seam (converge/target/, the model
+  kind_named        places that name a target kind outside the seam (converge/targets/, the model
                     mesh/model.rs and the mesh file's reader workspace/file*), test code included,
                     by the rules tests/target_seam.rs holds (read here from the text, not parsed):
                     a path to a kind (`Target::Docker`, `model::Target`, `mesh.default_target()`),
@@ -222,7 +222,7 @@ def count_file(path, rel, raw, hits):
 
 
 KINDS = ["docker", "kubernetes"]
-KIND_ALLOWED = ("converge/target/", "mesh/model.rs", "workspace/file")
+KIND_ALLOWED = ("converge/targets/", "mesh/model.rs", "workspace/file")
 # tests/target_seam.rs's EXCEPTIONS: (file, what the hit is).
 KIND_EXCEPTIONS = [
     ("backends/daemon/buildkit.rs", "word docker"),

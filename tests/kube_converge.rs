@@ -19,7 +19,7 @@ use meshtop::backends::registry::{Published, RegistryClient, split_reference};
 use meshtop::backends::state::StateDb;
 use meshtop::converge::progress::Emitter;
 use meshtop::converge::send;
-use meshtop::converge::target::{self, Reach};
+use meshtop::converge::targets::{self, Reach};
 use meshtop::mesh::model::{Record, RecordEntry, Registry};
 use meshtop::mesh::operation::OperationKind;
 use meshtop::mesh::pin::{PinChange, StampBy};
@@ -207,7 +207,7 @@ async fn two_converges_with_their_own_state_take_turns_and_both_land() {
     let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
     let mut mesh2 = mesh.clone();
     mesh2.name = format!("{}-2", mesh.name);
-    let one = target::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
+    let one = targets::kubernetes(api.cluster(&k.namespace), mesh.registry.clone());
     let two = one.clone();
     // Two converges with their own state databases, each holding its mesh.
     let own_state = |name: &str| Mutex::new(StateDb::open(&k.mesh.dir.path().join(name)).unwrap());
@@ -412,7 +412,7 @@ async fn a_send_whose_guard_fails_is_reported_not_overwritten() {
     let mesh = meshtop::workspace::file::load(&k.mesh.mesh_file()).unwrap();
     let db = Arc::new(Mutex::new(StateDb::open(&k.mesh.state()).unwrap()));
     let cluster = Cluster::from_client(api.client(), "kind-t", &k.namespace);
-    let backend = target::kubernetes(cluster, None);
+    let backend = targets::kubernetes(cluster, None);
     let daemon = LazyDaemon::new();
     let record = backend.read_record(&mesh, &db).await.unwrap();
     let reach = Reach {

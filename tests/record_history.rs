@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use common::kube_api::KubeApi;
 use meshtop::backends::state::{Holder, StateDb};
-use meshtop::converge::target;
+use meshtop::converge::targets;
 use meshtop::mesh::model::{Record, RecordEntry, Target};
 use meshtop::mesh::operation::OperationKind;
 use meshtop::mesh::pin::{Pin, PinChange};
@@ -141,7 +141,7 @@ fn pins_are_kept_per_mesh_and_module_until_unpinned() {
 async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
     let api = KubeApi::start().await;
     api.put_namespace("ns-h", &[]);
-    let target = target::kubernetes(api.cluster("ns-h"), None);
+    let target = targets::kubernetes(api.cluster("ns-h"), None);
     let dir = tempfile::tempdir().unwrap();
     let db = Mutex::new(StateDb::open(&dir.path().join("state.db")).unwrap());
     let mesh = mesh(
@@ -223,8 +223,8 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
     let bob_db = std::sync::Arc::new(Mutex::new(
         StateDb::open(&dir.path().join("bob.db")).unwrap(),
     ));
-    let alice = target::kubernetes(api.cluster("ns-t"), None);
-    let bob = target::kubernetes(api.cluster("ns-t"), None);
+    let alice = targets::kubernetes(api.cluster("ns-t"), None);
+    let bob = targets::kubernetes(api.cluster("ns-t"), None);
     alice
         .hold(&alice_db, "kt", &Holder::here("op-a"), "rollback", false)
         .await
@@ -334,7 +334,7 @@ async fn a_pinned_module_needs_no_delivery_so_a_target_without_one_does_not_refu
     use meshtop::mesh::plan::PlannedModule;
     let api = KubeApi::start().await;
     // Context "test-context" without a registry: nothing can deliver.
-    let target = target::kubernetes(api.cluster("ns-p"), None);
+    let target = targets::kubernetes(api.cluster("ns-p"), None);
     let planned = |decision| PlannedModule {
         name: "web".into(),
         tier: 0,

@@ -383,7 +383,7 @@ fn gc_keeps_the_base_a_kept_artifact_was_built_from_and_removes_dependents_first
 async fn a_gc_between_a_rollbacks_confirm_and_its_stamp_leaves_the_record_alone() {
     use meshtop::backends::daemon::LazyDaemon;
     use meshtop::backends::state::StateDb;
-    use meshtop::converge::{rollback, target};
+    use meshtop::converge::{rollback, targets};
     use std::sync::{Arc, Mutex};
     let mesh = ExampleMesh::new("rbg");
     let v1 = digest_of(&mesh.json(&["converge", "--json"]), "web");
@@ -391,7 +391,7 @@ async fn a_gc_between_a_rollbacks_confirm_and_its_stamp_leaves_the_record_alone(
     let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
     let db = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
     let daemon = LazyDaemon::new();
-    let connected = target::connect(&loaded, meshtop::mesh::model::DEFAULT_TARGET, None, None)
+    let connected = targets::connect(&loaded, meshtop::mesh::model::DEFAULT_TARGET, None, None)
         .await
         .unwrap();
     // The confirm: the plan goes back to v1, which the host still holds.

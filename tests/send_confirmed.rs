@@ -11,7 +11,7 @@ use common::ExampleMesh;
 use meshtop::backends::daemon::LazyDaemon;
 use meshtop::backends::state::StateDb;
 use meshtop::converge::send;
-use meshtop::converge::target;
+use meshtop::converge::targets;
 use meshtop::mesh::model::{Record, RecordEntry};
 use serde_json::Value;
 
@@ -63,7 +63,7 @@ fn a_send_whose_record_moved_after_the_confirm_sends_nothing_and_says_so() {
     let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
     let db = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
     let daemon = LazyDaemon::new();
-    let target = target::docker();
+    let target = targets::docker();
     // What the confirm showed: api-1 from the running artifact to the record's.
     let confirmed = runtime
         .block_on(send::prepare(&loaded, "api", &daemon, target.as_ref(), &db))

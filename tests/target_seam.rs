@@ -1,4 +1,4 @@
-//! The target is one seam (`src/converge/target/`): outside it, only the mesh model (which declares
+//! The target is one seam (`src/converge/targets/`): outside it, only the mesh model (which declares
 //! the kinds) and the mesh file's reader (which reads them) name a target kind. Everybody else asks
 //! the seam — its answers (`delivery()`, `pushes_to()`, `host_is_target()`…) and its words
 //! (`describe()`: the kind word, the place, `acting_on()`, what a send does; each machine's kind,
@@ -36,7 +36,7 @@ use syn::visit::{self, Visit};
 
 /// Where a kind may be named: the seam, the mesh file's reader, the model that declares the kinds.
 const ALLOWED: &[&str] = &[
-    "src/converge/target/",
+    "src/converge/targets/",
     "src/workspace/file",
     "src/mesh/model.rs",
 ];
@@ -717,7 +717,7 @@ fn no_file_outside_the_seam_names_a_target_kind() {
         .collect();
     assert!(
         refused.is_empty(),
-        "these name a target kind outside src/converge/target/ (ask the seam instead: \
+        "these name a target kind outside src/converge/targets/ (ask the seam instead: \
          describe(), acting_on(), delivery(), pushes_to(), host_is_target(), the machine's own \
          words…):\n{}",
         refused.join("\n")
@@ -867,7 +867,7 @@ fn clean_code_passes() {
     let clean = r#"
 //! The host daemon (Docker) and a Kubernetes namespace are described by the seam.
 use bollard::Docker;
-use crate::converge::target::Target;
+use crate::converge::targets::Target;
 
 /// On Docker, this reads the container.
 enum Endpoint { Unix(String), Nomad(String) }

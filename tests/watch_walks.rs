@@ -50,7 +50,7 @@ async fn plan(mesh: &Mesh, history: &Mutex<StateDb>, memo: &WalkMemo) -> Plan {
         selected: None,
         force: false,
         host_is_target: true,
-        target: meshtop::converge::target::docker().describe(),
+        target: meshtop::converge::targets::docker().describe(),
     };
     let manifests = StateManifests {
         db: history,

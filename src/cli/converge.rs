@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
-use crate::converge::target::Connected;
+use crate::converge::targets::Connected;
 use crate::mesh::model::Mesh;
 
 use super::args::{ConvergeArgs, Global};

@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::target::{Connected, Reach};
+use crate::converge::targets::{Connected, Reach};
 use crate::mesh::logs::{LogAsk, LogItem, prefix};
 use crate::mesh::machine::Machine;
 

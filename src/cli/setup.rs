@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::backends::state::{self, StateDb};
 use crate::converge::engine;
 use crate::converge::error::TargetError;
-use crate::converge::target::{self, Connected};
+use crate::converge::targets::{self, Connected};
 use crate::mesh::model::Mesh;
 use crate::workspace::file;
 
@@ -103,7 +103,7 @@ pub async fn connect_target(
     mesh: &Mesh,
     name: &str,
 ) -> Result<Connected, TargetError> {
-    target::connect(
+    targets::connect(
         mesh,
         name,
         global.context.as_deref(),

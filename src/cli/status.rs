@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::target::Reach;
+use crate::converge::targets::Reach;
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::machine::Machine;

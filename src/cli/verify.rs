@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::target::Reach;
+use crate::converge::targets::Reach;
 use crate::converge::vouch;
 use crate::mesh::model::RecordEntry;
 use crate::mesh::text::short_id;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::plan::PlannedModule;
 use super::progress::{Emitter, Payload};
-use super::target::sign_pushed;
+use super::targets::sign_pushed;
 use crate::backends::buildx;
 use crate::backends::credentials;
 use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};

@@ -13,7 +13,7 @@ use super::preflight;
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::rollout::roll_out;
 pub use super::summary::{ConvergeSummary, ModuleEnd, ModuleOutcome};
-use super::target::{Connected, RecordRead};
+use super::targets::{Connected, RecordRead};
 use super::tiers::TierRun;
 use super::vouch::RegistryVoucher;
 use crate::backends::daemon::LazyDaemon;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::lock::holder_name;
-use super::target::{Reach, Target};
+use super::targets::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{StateDb, locked};
 use crate::mesh::environments::TargetRead;

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::error::ConvergeError;
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
-use super::target::Target;
+use super::targets::Target;
 use crate::backends::state::{Holder, StateDb, locked};
 use crate::mesh::operation::OperationKind;
 

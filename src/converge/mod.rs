@@ -19,6 +19,6 @@ pub mod rollback;
 pub mod rollout;
 pub mod send;
 pub mod summary;
-pub mod target;
+pub mod targets;
 pub mod tiers;
 pub mod vouch;

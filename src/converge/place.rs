@@ -24,7 +24,7 @@ use super::build::{BuildError, BuildJob, BuildOn, Built, build_module};
 use super::builders::{Connection, Member, Pool};
 use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, Payload};
-use super::target::sign_pushed;
+use super::targets::sign_pushed;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::push::push_image;
 use crate::backends::daemon::{Daemon, DaemonError, LazyDaemon};

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 pub use super::error::PlanError;
 pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
-use super::target::{RecordRead, Target};
+use super::targets::{RecordRead, Target};
 use super::vouch::RegistryVoucher;
 use crate::backends::daemon::LazyDaemon;
 use crate::mesh::decide::{

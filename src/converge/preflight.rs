@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::target::Target;
+use super::targets::Target;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::Mesh;
 use crate::mesh::plan::PlannedModule;

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::send::SendOutcome;
-use super::target::{Artifact, Holding, Reach, RecordRead, Target};
+use super::targets::{Artifact, Holding, Reach, RecordRead, Target};
 use super::vouch;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{Poisoned, StateDb, StateError, locked};

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::error::RollbackError;
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::send::{SendOutcome, send};
-use super::target::{Holding, Reach, Target};
+use super::targets::{Holding, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{BuildQuery, StateDb, locked, this_host};
 use crate::mesh::builds::{BuildRow, BuildStatus};

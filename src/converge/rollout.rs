@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::error::ConvergeError;
 use super::progress::{Emitter, Payload};
 use super::send;
-use super::target::{Reach, Target};
+use super::targets::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::StateDb;
 use crate::mesh::model::{Mesh, Record};

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::error::SendError;
 use super::progress::{Emitter, LastWord, Payload};
-use super::target::{Reach, Target};
+use super::targets::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{SendRow, StateDb};
 pub use crate::mesh::machine::{Move, moves_for};

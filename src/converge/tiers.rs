@@ -13,7 +13,7 @@ use super::place::{Placed, Placer};
 use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Payload};
 use super::summary::{ModuleEnd, ModuleOutcome};
-use super::target::{Artifact, Reach, Target};
+use super::targets::{Artifact, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::StateDb;
 use crate::mesh::Module;

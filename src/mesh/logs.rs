@@ -1,6 +1,6 @@
 //! What a machine says: its log lines (stdout and stderr, with their time), where a run began,
 //! how it ended, what replaced it, and what the target said of it. Pure: the target reads the
-//! lines (`converge/target/`), the command prints them and the dashboard's logs view holds them
+//! lines (`converge/targets/`), the command prints them and the dashboard's logs view holds them
 //! here, at most [`HELD_PER_MACHINE`] per machine.
 
 use std::collections::{BTreeMap, VecDeque};

@@ -224,7 +224,7 @@ pub struct Registry {
     pub insecure: bool,
 }
 
-/// A target as the mesh file declares it (its kind and settings); `converge::target` connects it.
+/// A target as the mesh file declares it (its kind and settings); `converge::targets` connects it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Target {

@@ -1,5 +1,5 @@
 //! How a target is described to a person: what the screen and the CLI say about it, without asking
-//! it anything. The target seam (`converge::target`) makes one per connected target; the app keeps it.
+//! it anything. The target seam (`converge::targets`) makes one per connected target; the app keeps it.
 //! Every word here is the target's own: nothing outside the seam knows which kind it is.
 
 /// A target as words: its name in the mesh, its kind, where it is, and what a send does there.

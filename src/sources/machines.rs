@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::app::msg::{PollParams, SourceData, SourceError};
-use crate::converge::target::Reach;
+use crate::converge::targets::Reach;
 
 use super::poll::BoxFuture;
 use super::session::Session;

@@ -12,7 +12,7 @@ use crate::backends::credentials;
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::RegistryClient;
 use crate::backends::state::StateDb;
-use crate::converge::target::{self, Connected};
+use crate::converge::targets::{self, Connected};
 use crate::mesh::model::Mesh;
 use crate::mesh::target::TargetDescription;
 use crate::workspace::walks::WalkMemo;
@@ -202,7 +202,7 @@ impl Session {
         shared
             .with(
                 || async move {
-                    let connected = target::connect(
+                    let connected = targets::connect(
                         &mesh,
                         &name,
                         place.context.as_deref(),
@@ -232,7 +232,7 @@ impl Session {
 
     /// Target `name` in words from the mesh file and the flags, without connecting.
     pub fn describe_offline(&self, name: &str) -> TargetDescription {
-        target::describe(
+        targets::describe(
             &self.mesh,
             name,
             self.place.context.as_deref(),

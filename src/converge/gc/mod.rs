@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use super::error::{GcError, TargetError};
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
-use super::target::Reach;
+use super::targets::Reach;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::images::SizedImage;
 use crate::backends::registry::{Deleted, repository_in, split_reference};

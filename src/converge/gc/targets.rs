@@ -10,7 +10,7 @@ use super::registry::{Pulled, keep_running};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::GcError;
-use crate::converge::target::{Connected, Reach, Target};
+use crate::converge::targets::{Connected, Reach, Target};
 use crate::mesh::model::Mesh;
 use crate::mesh::pin::{RollbackTarget, rollback_target};
 

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use crate::backends::cluster::{RECORD_ANNOTATION, TeamWrite};
 use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
-use crate::converge::target::RecordRead;
+use crate::converge::targets::RecordRead;
 use crate::mesh::model::{Mesh, Record};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
 

@@ -11,8 +11,8 @@ use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, locked};
 use crate::converge::error::TargetError;
 use crate::converge::progress::{Emitter, Payload};
-use crate::converge::target::seam::{Artifact, Delivery, Holding, Reach};
-use crate::converge::target::{host, sign};
+use crate::converge::targets::seam::{Artifact, Delivery, Holding, Reach};
+use crate::converge::targets::{host, sign};
 use crate::mesh::model::{Mesh, RecordEntry, Registry};
 use crate::mesh::progress::DeliveredBy;
 

@@ -7,7 +7,7 @@ use crate::backends::cluster::{FollowRules, Workload};
 use crate::backends::state::StateDb;
 use crate::converge::error::TargetError;
 use crate::converge::progress::{Emitter, Payload};
-use crate::converge::target::Delivery;
+use crate::converge::targets::Delivery;
 use crate::mesh::machine::Move;
 use crate::mesh::model::{Mesh, RecordEntry};
 

@@ -1,6 +1,6 @@
 //! The seam itself: what the engine, the sources and the commands ask of a target, and the types of
 //! its answers. A leaf of the folder: `docker.rs` and `kubernetes.rs` implement it, `mod.rs` makes
-//! them; nobody outside `converge/target/` knows which kind it is talking to.
+//! them; nobody outside `converge/targets/` knows which kind it is talking to.
 
 use std::future::Future;
 use std::path::PathBuf;
