@@ -1,6 +1,6 @@
 //! The target is one seam (`src/converge/targets/`): outside it, only the mesh model (which declares
 //! the kinds) and the mesh file's reader (which reads them) name a target kind. Everybody else asks
-//! the seam — its answers (`delivery()`, `pushes_to()`, `host_is_target()`…) and its words
+//! the seam — its answers (`delivery()`, `pushes_to()`, `builds_where_it_runs()`…) and its words
 //! (`describe()`: the kind word, the place, `acting_on()`, what a send does; each machine's kind,
 //! display name and what to know before a send) — so that a third kind is one more file there.
 //!
@@ -718,7 +718,7 @@ fn no_file_outside_the_seam_names_a_target_kind() {
     assert!(
         refused.is_empty(),
         "these name a target kind outside src/converge/targets/ (ask the seam instead: \
-         describe(), acting_on(), delivery(), pushes_to(), host_is_target(), the machine's own \
+         describe(), acting_on(), delivery(), pushes_to(), builds_where_it_runs(), the machine's own \
          words…):\n{}",
         refused.join("\n")
     );
@@ -836,7 +836,7 @@ fn the_check_catches_each_way_of_naming_a_kind() {
         ),
         // A predicate named for a kind.
         (
-            "fn is_docker(t: &T) -> bool { t.host_is_target() }",
+            "fn is_docker(t: &T) -> bool { t.builds_where_it_runs() }",
             Rule::Predicate,
         ),
         ("fn f(t: &T) -> bool { t.on_kubernetes() }", Rule::Predicate),
@@ -875,7 +875,7 @@ enum Endpoint { Unix(String), Nomad(String) }
 fn f(target: &dyn Target, docker: &Docker, machine: &Machine) -> String {
     let _ = (Endpoint::Nomad(String::new()), "nomad://host");
     let _ = Docker::connect_with_defaults();
-    if target.host_is_target() && machine.display_name.is_empty() {
+    if target.builds_where_it_runs() && machine.display_name.is_empty() {
         return "Dockerfile changed; .dockerignore; docker-manifest-digest; /var/run/docker.sock".into();
     }
     if event.kind == KeyEventKind::Release || e.kind() == std::io::ErrorKind::NotFound {

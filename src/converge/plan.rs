@@ -39,9 +39,9 @@ pub struct PlanContext<'a> {
     /// None = every module.
     pub selected: Option<BTreeSet<String>>,
     pub force: bool,
-    /// The target's word (its `host_is_target()`): the host daemon is
-    /// the target, so it can tell an artifact the target lost.
-    pub host_is_target: bool,
+    /// The target's word (its `builds_where_it_runs()`): what is built is where it runs, so the
+    /// builder can tell an artifact the target lost.
+    pub builds_where_it_runs: bool,
     /// The target planned for, in its words: the plan names it (name and kind).
     pub target: TargetDescription,
 }
@@ -62,7 +62,7 @@ impl<'a> PlanContext<'a> {
             record_source: record.source.clone(),
             selected,
             force,
-            host_is_target: target.host_is_target(),
+            builds_where_it_runs: target.builds_where_it_runs(),
             target: target.describe(),
         }
     }
@@ -251,14 +251,14 @@ impl<'a> Planner<'a> {
     }
 
     /// Docker target: the host daemon is the target, so it can tell an artifact the target lost.
-    pub fn host_is_target(&self) -> bool {
-        self.ctx.host_is_target
+    pub fn builds_where_it_runs(&self) -> bool {
+        self.ctx.builds_where_it_runs
     }
 
     /// Whether a `record` decision made before the host was asked would now be a rebuild
     /// (the host no longer holds its artifact): the plan is then made again.
     pub fn any_gone(&self, planned: &[&PlannedModule]) -> bool {
-        self.host_is_target()
+        self.builds_where_it_runs()
             && planned.iter().any(|p| {
                 !p.multi_platform
                     && decide::gone_from_host(
@@ -277,7 +277,7 @@ impl<'a> Planner<'a> {
     /// not selected in this converge, so that nothing here would build it again. Asked only once
     /// the host has answered.
     fn unselected_base_gone(&self, base: &str) -> Option<String> {
-        if !self.host_is_target() || self.is_selected(base) {
+        if !self.builds_where_it_runs() || self.is_selected(base) {
             return None;
         }
         let HostAnswer::Holds(images) = &self.host else {
@@ -536,7 +536,7 @@ impl<'a> Planner<'a> {
                     &self.ctx.record_source,
                 );
                 // Where the host is the target, an artifact it lost is rebuilt (when the host was asked).
-                if self.host_is_target()
+                if self.builds_where_it_runs()
                     && !multi_platform
                     && decide::gone_from_host(&verdict, &self.host)
                 {

@@ -10,7 +10,6 @@ use tokio::sync::mpsc::Sender;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
-use crate::backends::daemon::push::push_image;
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
@@ -79,7 +78,7 @@ impl Target for Docker {
         description(&self.name)
     }
 
-    fn host_is_target(&self) -> bool {
+    fn builds_where_it_runs(&self) -> bool {
         true
     }
 
@@ -257,7 +256,7 @@ impl Target for Docker {
             };
             let creds = registry_credentials(registry).await?;
             let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
-            let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
+            let digest = docker.push(artifact.reference, creds.as_ref()).await?;
             let module = artifact.module;
             sign::sign_pushed(
                 mesh,

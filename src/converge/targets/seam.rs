@@ -124,8 +124,9 @@ pub trait Target: Send + Sync {
         self.describe().acting_on()
     }
 
-    /// The host daemon is the target: it can tell an artifact the target lost (the planner asks it).
-    fn host_is_target(&self) -> bool;
+    /// What is built is where it runs (the host daemon is the target): the builder can tell an
+    /// artifact the target lost (the planner asks it).
+    fn builds_where_it_runs(&self) -> bool;
 
     /// What the machines are, as gc names the root they are read from.
     fn machines_root(&self) -> &'static str;

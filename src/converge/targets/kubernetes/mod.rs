@@ -8,6 +8,7 @@
 mod access;
 mod delivery;
 mod error;
+mod flags;
 mod hold;
 mod lease;
 mod machines;
@@ -37,6 +38,7 @@ use crate::mesh::target::TargetDescription;
 use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
 
 pub use error::{KubeError, UnknownContext};
+pub use flags::Flags;
 use lease::LeaseClaims;
 
 /// One Kubernetes namespace of one context, and how modules get there.
@@ -195,7 +197,7 @@ impl Target for Kube {
         )
     }
 
-    fn host_is_target(&self) -> bool {
+    fn builds_where_it_runs(&self) -> bool {
         false
     }
 
