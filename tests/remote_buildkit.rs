@@ -15,6 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::local_registry::LOCAL;
+use common::second_daemon::{SECOND, SecondDaemonGuard, require_second_daemon};
 use common::{ExampleMesh, builds, read_in_image, said, wait_exit};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
@@ -327,10 +328,14 @@ fn a_builder_over_tls_builds_secret_cache_and_ssh_mounts_with_buildkit() {
     );
 }
 
+/// Over ssh to the second daemon (sshd's `SetEnv DOCKER_HOST`): not the target's daemon, so every
+/// build of the module goes through ssh, the BuildKit session included.
 #[test]
 fn a_builder_over_ssh_builds_secret_cache_and_ssh_mounts_with_buildkit() {
-    let sshd = common::sshd::Sshd::start();
+    require_second_daemon();
+    let sshd = common::sshd::Sshd::start_with_env(&[("DOCKER_HOST", SECOND)]);
     let mesh = buildkit_mesh("sshbk", &[("far", sshd.endpoint(), None)]);
+    let _second = SecondDaemonGuard(mesh.name.clone());
     let path = sshd.path();
     let stderr = converge_with_buildkit(&mesh, "far", &[("PATH", path.as_str())]);
     assert!(
@@ -470,6 +475,7 @@ fn a_builder_whose_dockerd_is_killed_mid_step_is_left_and_the_build_retried_once
     let status = wait_exit(&mut child, Duration::from_secs(300), "the converge");
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("legacy builder"), "BuildKit over TLS:\n{stderr}");
     assert!(
         stderr.contains(&format!("builder {dying} failed the build"))
             && stderr.contains(&format!("retrying once on builder {kept}")),

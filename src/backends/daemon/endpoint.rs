@@ -223,7 +223,7 @@ enum TlsRefusal {
 }
 
 impl TlsRefusal {
-    fn say(self, dir: &std::path::Path, error: &dyn std::error::Error) -> String {
+    fn say(self, dir: &std::path::Path, error: &(dyn std::error::Error + 'static)) -> String {
         let cause = rustls_error(error).map_or_else(|| error.to_string(), |e| e.to_string());
         match self {
             TlsRefusal::ServerCertificate => format!(
