@@ -538,12 +538,13 @@ impl<'a> Run<'a> {
     ) -> Result<Built, BuildError> {
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
+        let daemon_started = std::time::Instant::now();
         let result = buildx::build_and_push(request, |line| {
             emitter.emit(Payload::output(line), Some(&module), line);
             tail.push(line);
         })
         .await;
-        // The daemon's time on the build; what the row spends besides is meshtop's own.
+        // buildx's time on the build (its push included); the rest is meshtop's own.
         let daemon_ms = i64::try_from(daemon_started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let _ = with_history(self.db, |h| h.set_daemon_time(&self.correlation_id, daemon_ms));
         let tail_text = Some(tail.text());
