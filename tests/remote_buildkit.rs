@@ -303,8 +303,15 @@ fn converge_with_buildkit(mesh: &ExampleMesh, builder: &str, env: &[(&str, &str)
     );
     // Layers are stored uncompressed in `docker save`'s tar: every byte of every layer is read.
     let saved = docker_bytes(&["save", &reference]);
-    assert!(saved.len() > 1000, "docker save wrote {} bytes", saved.len());
-    assert!(holds(&saved, &sha), "the digest of the secret is in a layer");
+    assert!(
+        saved.len() > 1000,
+        "docker save wrote {} bytes",
+        saved.len()
+    );
+    assert!(
+        holds(&saved, &sha),
+        "the digest of the secret is in a layer"
+    );
     assert!(!holds(&saved, &secret), "the secret is in a layer");
     let history = docker_bytes(&["history", "--no-trunc", &reference]);
     let inspect = docker_bytes(&["image", "inspect", &reference]);
@@ -393,7 +400,10 @@ fn a_tls_builder_that_does_not_verify_or_refuses_the_client_is_left_out_saying_w
             "{which}: {text}"
         );
         let on = built_on(&mesh);
-        assert!(!on.is_empty() && on.values().all(|b| b == &["here"]), "{on:?}");
+        assert!(
+            !on.is_empty() && on.values().all(|b| b == &["here"]),
+            "{on:?}"
+        );
     }
 }
 
@@ -475,7 +485,10 @@ fn a_builder_whose_dockerd_is_killed_mid_step_is_left_and_the_build_retried_once
     let status = wait_exit(&mut child, Duration::from_secs(300), "the converge");
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("legacy builder"), "BuildKit over TLS:\n{stderr}");
+    assert!(
+        !stderr.contains("legacy builder"),
+        "BuildKit over TLS:\n{stderr}"
+    );
     assert!(
         stderr.contains(&format!("builder {dying} failed the build"))
             && stderr.contains(&format!("retrying once on builder {kept}")),
@@ -489,7 +502,11 @@ fn a_builder_whose_dockerd_is_killed_mid_step_is_left_and_the_build_retried_once
         .filter(|r| r.module.as_deref() == Some("base"))
         .collect();
     assert_eq!(base_rows.len(), 2, "{base_rows:#?}");
-    assert_eq!(base_rows[0].status, BuildStatus::Succeeded, "{base_rows:#?}");
+    assert_eq!(
+        base_rows[0].status,
+        BuildStatus::Succeeded,
+        "{base_rows:#?}"
+    );
     assert_eq!(base_rows[1].status, BuildStatus::Failed, "{base_rows:#?}");
     let error = base_rows[1].error.as_deref().unwrap_or_default();
     assert!(

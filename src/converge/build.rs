@@ -505,7 +505,9 @@ impl<'a> Run<'a> {
         };
         // The daemon's time on the build; what the row spends besides is meshtop's own.
         let daemon_ms = i64::try_from(daemon_started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        let _ = with_history(self.db, |h| h.set_daemon_time(&self.correlation_id, daemon_ms));
+        let _ = with_history(self.db, |h| {
+            h.set_daemon_time(&self.correlation_id, daemon_ms)
+        });
         let tail_text = Some(tail.text());
         if let Some(error) = tar_error(&self.module, tarring.await) {
             return self.failed(error, tail_text);
@@ -546,7 +548,9 @@ impl<'a> Run<'a> {
         .await;
         // buildx's time on the build (its push included); the rest is meshtop's own.
         let daemon_ms = i64::try_from(daemon_started.elapsed().as_millis()).unwrap_or(i64::MAX);
-        let _ = with_history(self.db, |h| h.set_daemon_time(&self.correlation_id, daemon_ms));
+        let _ = with_history(self.db, |h| {
+            h.set_daemon_time(&self.correlation_id, daemon_ms)
+        });
         let tail_text = Some(tail.text());
         if let Some(error) = tar_error(&self.module, tarring.await) {
             return self.failed(error, tail_text);

@@ -61,8 +61,7 @@ pub async fn build(
 ) -> Result<BuildEnd, BuildkitError> {
     options.version = BuilderVersion::BuilderBuildKit;
     options.session = Some(session.id.clone());
-    let query = serde_urlencoded::to_string(&options)
-        .map_err(BuildkitFailure::Query)?;
+    let query = serde_urlencoded::to_string(&options).map_err(BuildkitFailure::Query)?;
     let chunks = futures_util::stream::unfold(context, |mut rx| async move {
         rx.recv()
             .await
@@ -106,8 +105,7 @@ async fn follow(
     let mut image: Option<String> = None;
     let mut error: Option<String> = None;
     while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(BuildkitFailure::Stream)?;
+        let frame = frame.map_err(BuildkitFailure::Stream)?;
         let Ok(data) = frame.into_data() else {
             continue;
         };

@@ -136,7 +136,12 @@ impl Daemon {
                 )));
             }
             (Err(error), _) => match (tls_refusal(&error), endpoint) {
-                (Some(why), Endpoint::Tcp { tls_dir: Some(dir), .. }) => {
+                (
+                    Some(why),
+                    Endpoint::Tcp {
+                        tls_dir: Some(dir), ..
+                    },
+                ) => {
                     return Err(refused(why.say(dir, &error)));
                 }
                 _ => return Err(connect_error(error)),
@@ -305,5 +310,4 @@ mod tests {
             "{error}"
         );
     }
-
 }

@@ -161,7 +161,9 @@ impl Daemon {
                 let address = socket::Address::of(&endpoint).map_err(|e| Arc::new(e.into()));
                 Daemon::from_parts(docker, endpoint, address)
             }
-            Err(problem) => Daemon::from_parts(docker, Endpoint::Local, Err(Arc::new(problem.into()))),
+            Err(problem) => {
+                Daemon::from_parts(docker, Endpoint::Local, Err(Arc::new(problem.into())))
+            }
         })
     }
 

@@ -63,7 +63,10 @@ pub enum TlsFilesError {
         source: rustls_pki_types::pem::Error,
     },
     #[error("{path}: {source}")]
-    Rustls { path: PathBuf, source: rustls::Error },
+    Rustls {
+        path: PathBuf,
+        source: rustls::Error,
+    },
     #[error("the host {host} is not a name a certificate can carry: {source}")]
     ServerName {
         host: String,
@@ -283,7 +286,10 @@ mod tests {
             of("tcp://127.0.0.1:2375").to_string(),
             "tcp://127.0.0.1:2375"
         );
-        assert_eq!(of("tcp://[fd00::2]:2375").to_string(), "tcp://[fd00::2]:2375");
+        assert_eq!(
+            of("tcp://[fd00::2]:2375").to_string(),
+            "tcp://[fd00::2]:2375"
+        );
         let ssh = Endpoint::parse("ssh://me@host").unwrap();
         assert!(Address::of(&ssh).is_err());
     }

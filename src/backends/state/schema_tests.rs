@@ -201,7 +201,12 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
             row[11] = "Text(\"stopped\")".into();
         }
         // 8: published_ms; 13: builder, push_ms; 15: daemon_ms.
-        row.extend(["Null".to_string(), "Null".to_string(), "Null".to_string(), "Null".to_string()]);
+        row.extend([
+            "Null".to_string(),
+            "Null".to_string(),
+            "Null".to_string(),
+            "Null".to_string(),
+        ]);
     }
     assert_eq!(rows(&conn), before);
     // The new CHECK: `stopped` is allowed, an unknown status still is not.
