@@ -19,7 +19,6 @@ use common::{ExampleMesh, builds, json_of, said, wait_exit};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::progress::Payload;
-use meshtop::mesh::schedule::rendezvous;
 
 /// The example mesh with the registry on loopback and `builders` (name, endpoint, max_builds);
 /// its images are removed from the second daemon when the guard drops (the example mesh cleans
