@@ -11,6 +11,11 @@
 # the overhead of spreading (the hand-over pushes, the target's pulls of what the second daemon built,
 # the second daemon's own work) when both builders share the machine. Target: two/one <= 1.2.
 # Also prints how evenly the two-builder runs spread the builds (per builder, and the max/min ratio).
+# Also prints meshtop's own time (issue 38), from the build records: per build, its row's span less
+# its daemon's time (`daemon_ms`: the build call, session to last answer) — the row's start, the
+# base's naming, the record; and per converge, the share of the two build slots' time (--jobs 2 ×
+# wall) that no daemon was building or pushing (planning, hashing, scheduling, hand-over
+# bookkeeping, the target's pulls and the record, plus whatever waits on the tiers). Aim: < 10 %.
 # RUNS runs each, interleaved (median). PROFILE=release by default.
 set -euo pipefail
 
@@ -101,8 +106,38 @@ for run in $(seq 1 "$RUNS"); do
     t=$(converge "$case")
     times[$case]="${times[$case]:-} $t"
     echo "  run $run $case: ${t} s"
+    "$meshtop" --mesh "$work/${case%%+*}.toml" --state "$work/$case.db" builds --json --limit 100000 \
+      >"$work/$case-$run.json"
+    python3 - "$work/$case-$run.json" "$t" "$case" "$run" <<'PY' >>"$work/own.txt"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+rows = rows if isinstance(rows, list) else rows.get("builds", [])
+wall, case, run = float(sys.argv[2]), sys.argv[3], sys.argv[4]
+# This run's rows: the newest operation's.
+ops = [r.get("operation_id") for r in rows if r.get("operation_id")]
+newest = max(ops, key=lambda op: max(r["started_ms"] for r in rows if r.get("operation_id") == op))
+mine = [r for r in rows if r.get("operation_id") == newest and r.get("status") == "succeeded"]
+daemon = sum(r.get("daemon_ms") or 0 for r in mine)
+push = sum(r.get("push_ms") or 0 for r in mine)
+own_in_rows = sum(max(r["ended_ms"] - r["started_ms"] - (r.get("daemon_ms") or 0), 0) for r in mine)
+slots = 2 * wall * 1000
+n = max(len(mine), 1)
+print(f"{case} {run} {len(mine)} {own_in_rows / n:.1f} {daemon / n:.1f} {push / n:.1f} {(slots - daemon - push) / n:.1f} {100 * (slots - daemon - push) / slots:.1f}")
+PY
   done
 done
+echo "meshtop's own time per module (ms; medians over runs), from the build records:"
+python3 - "$work/own.txt" <<'PY'
+import statistics, sys
+per = {}
+for line in open(sys.argv[1]):
+    case, run, n, own_rows, daemon, push, own_all, share = line.split()
+    per.setdefault(case, []).append((int(n), float(own_rows), float(daemon), float(push), float(own_all), float(share)))
+for case, runs in per.items():
+    med = lambda i: statistics.median(r[i] for r in runs)
+    print(f"  {case:12s}: {med(0):.0f} builds; in the build row {med(1):6.1f} ms own vs {med(2):6.1f} ms its daemon's, push {med(3):6.1f} ms;"
+          f" per module over the converge {med(4):6.1f} ms not a daemon's = {med(5):.1f} % of the slots (aim < 10 %)")
+PY
 
 # How the two-builder runs spread the builds, from `meshtop builds --json`.
 "$meshtop" --mesh "$work/two.toml" --state "$work/two.db" builds --json --limit 100000 >"$work/builds.json"

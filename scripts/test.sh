@@ -33,6 +33,10 @@ cp -f /bin/busybox assets/example/base/busybox
 bash scripts/start-registry.sh
 # The builder-pool tests build on two daemons: the machine's own and this one (its own socket).
 bash scripts/start-second-daemon.sh
+# Remote BuildKit (tests/remote_buildkit.rs): a dockerd serving TCP with TLS only (openssl's test CA),
+# and one more the fault test SIGKILLs mid-step and starts again.
+bash scripts/start-tls-daemon.sh tls
+bash scripts/start-tls-daemon.sh fault
 
 # The build of every test binary needs a few GB (a CI machine once ran out of disk linking them):
 # say what is free where the target directory is, so that a full disk reads as that.

@@ -19,7 +19,6 @@ use common::{ExampleMesh, builds, json_of, said, wait_exit};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
 use meshtop::mesh::progress::Payload;
-use meshtop::mesh::schedule::rendezvous;
 
 /// The example mesh with the registry on loopback and `builders` (name, endpoint, max_builds);
 /// its images are removed from the second daemon when the guard drops (the example mesh cleans
@@ -216,77 +215,6 @@ fn two_builders_spread_a_tier_and_hand_bases_over_through_the_registry() {
     for row in &rows {
         assert_eq!(row.status, BuildStatus::Succeeded, "{row:?}");
         assert!(row.published_digest.is_some(), "{row:?}");
-    }
-    machines_run_the_record(mesh);
-}
-
-#[test]
-fn a_builder_cut_mid_build_is_left_and_its_build_retried_once_on_the_other() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let _entered = runtime.enter();
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = DaemonProxy::start(&dir.path().join("cut.sock"), Path::new(SECOND_SOCKET));
-    // The base goes to the hash's first choice: make that the proxied daemon.
-    let (cut, kept) = match rendezvous("base", &["one", "two"])[0] {
-        "one" => ("one", "two"),
-        _ => ("two", "one"),
-    };
-    let first = format!("unix://{DOCKER_SOCKET}");
-    let pool = pool_mesh(
-        "cut",
-        &[(cut, &proxy.docker_host(), 1), (kept, first.as_str(), 1)],
-    );
-    let mesh = &pool.mesh;
-    add_to_base(mesh, &common::fresh_run("sleep 20"));
-    let log = dir.path().join("converge.log");
-    let mut child = mesh.spawn_converge(&log, &[]);
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while proxy.builds() == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "no build reached the proxied builder:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the converge ended:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    proxy.shut();
-    let status = wait_exit(&mut child, Duration::from_secs(240), "the builder's cut");
-    let stderr = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains(&format!("builder {cut} failed the build"))
-            && stderr.contains(&format!("retrying once on builder {kept}")),
-        "the retry is said on the module's line:\n{stderr}"
-    );
-    let on = built_on(mesh);
-    assert_eq!(on["base"], [cut, kept], "{on:?}");
-    let rows: Vec<_> = builds(mesh)
-        .into_iter()
-        .filter(|r| r.module.as_deref() == Some("base"))
-        .collect();
-    assert_eq!(rows.len(), 2, "{rows:#?}");
-    // Newest first: the retry succeeded, the cut attempt failed naming the daemon.
-    assert_eq!(rows[0].status, BuildStatus::Succeeded, "{rows:#?}");
-    assert_eq!(rows[1].status, BuildStatus::Failed, "{rows:#?}");
-    assert!(
-        rows[1]
-            .error
-            .as_deref()
-            .unwrap_or_default()
-            .contains(&proxy.docker_host()),
-        "{rows:#?}"
-    );
-    // The cut builder stayed out: every later build went to the other.
-    for (module, builders) in &on {
-        if module != "base" {
-            assert_eq!(builders, &[kept], "{on:?}");
-        }
     }
     machines_run_the_record(mesh);
 }

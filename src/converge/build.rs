@@ -486,6 +486,7 @@ impl<'a> Run<'a> {
             emitter.emit(Payload::output(line), Some(&module), line);
             tail.push(line);
         });
+        let daemon_started = std::time::Instant::now();
         let result = match tokio::time::timeout(on.deadline, building).await {
             Ok(result) => result,
             Err(_) => {
@@ -502,6 +503,11 @@ impl<'a> Run<'a> {
                 return Err(BuildError::Daemon(message));
             }
         };
+        // The daemon's time on the build; what the row spends besides is meshtop's own.
+        let daemon_ms = i64::try_from(daemon_started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let _ = with_history(self.db, |h| {
+            h.set_daemon_time(&self.correlation_id, daemon_ms)
+        });
         let tail_text = Some(tail.text());
         if let Some(error) = tar_error(&self.module, tarring.await) {
             return self.failed(error, tail_text);
@@ -534,11 +540,17 @@ impl<'a> Run<'a> {
     ) -> Result<Built, BuildError> {
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
+        let daemon_started = std::time::Instant::now();
         let result = buildx::build_and_push(request, |line| {
             emitter.emit(Payload::output(line), Some(&module), line);
             tail.push(line);
         })
         .await;
+        // buildx's time on the build (its push included); the rest is meshtop's own.
+        let daemon_ms = i64::try_from(daemon_started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let _ = with_history(self.db, |h| {
+            h.set_daemon_time(&self.correlation_id, daemon_ms)
+        });
         let tail_text = Some(tail.text());
         if let Some(error) = tar_error(&self.module, tarring.await) {
             return self.failed(error, tail_text);

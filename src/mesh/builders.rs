@@ -11,7 +11,10 @@ use super::platform::Platform;
 pub const LOCAL_BUILDER: &str = "local";
 
 /// The docker CLI's default socket (and its `/run` spelling: `/var/run` is a link to `/run`).
-const LOCAL_SOCKETS: &[&str] = &["/var/run/docker.sock", "/run/docker.sock"];
+const LOCAL_SOCKETS: &[&str] = &[DEFAULT_SOCKET, "/run/docker.sock"];
+
+/// Where the docker CLI looks when `DOCKER_HOST` is unset.
+pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 
 /// One builder of the mesh.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +65,8 @@ pub enum Endpoint {
 }
 
 /// Why an endpoint was refused: what is wrong and how to write it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: {fix}")]
 pub struct EndpointProblem {
     pub what: String,
     pub fix: &'static str,
@@ -106,6 +110,24 @@ impl Endpoint {
             return Ok(Endpoint::Ssh { user, host, port });
         }
         Err(bad("it is neither unix://, tcp:// nor ssh://".into()))
+    }
+
+    /// The local daemon as the docker CLI resolves it: `DOCKER_HOST` (else the default socket) read
+    /// by the same grammar as a builder's endpoint, with `DOCKER_CERT_PATH` as its `tls_dir` when
+    /// `DOCKER_TLS_VERIFY` asks for TLS (`cert_dir`).
+    pub fn of_docker_host(
+        host: Option<&str>,
+        cert_dir: Option<PathBuf>,
+    ) -> Result<Endpoint, EndpointProblem> {
+        let text = host.map_or_else(|| format!("unix://{DEFAULT_SOCKET}"), str::to_string);
+        let mut endpoint = Endpoint::parse(&text).map_err(|problem| EndpointProblem {
+            what: format!("DOCKER_HOST {text}: {}", problem.what),
+            fix: problem.fix,
+        })?;
+        if let Endpoint::Tcp { tls_dir, .. } = &mut endpoint {
+            *tls_dir = cert_dir;
+        }
+        Ok(endpoint)
     }
 
     /// Whether this is the daemon meshtop reaches for the Docker target anyway: then a single
@@ -233,6 +255,24 @@ mod tests {
         ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad:?} was read");
         }
+    }
+
+    #[test]
+    fn docker_host_is_read_by_the_same_grammar() {
+        assert_eq!(
+            Endpoint::of_docker_host(None, None).unwrap(),
+            Endpoint::Unix(DEFAULT_SOCKET.into())
+        );
+        assert_eq!(
+            Endpoint::of_docker_host(Some("tcp://h:2376"), Some("/c".into())).unwrap(),
+            Endpoint::Tcp {
+                host: "h".into(),
+                port: 2376,
+                tls_dir: Some("/c".into())
+            }
+        );
+        let problem = Endpoint::of_docker_host(Some("npipe:////./pipe/x"), None).unwrap_err();
+        assert!(problem.what.contains("DOCKER_HOST npipe"), "{problem:?}");
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct BuildRow {
     pub builder: Option<String>,
     /// How long its hand-over push to the registry took (ms), apart from the build's own time.
     pub push_ms: Option<i64>,
+    /// How long the builder's daemon worked on it (ms): the build call, from the session to the
+    /// daemon's last answer. The rest of `started_ms .. ended_ms` is meshtop's own ([`BuildRow::own_ms`]).
+    pub daemon_ms: Option<i64>,
     /// Derived when read, never stored: the row says `running` but the converge that runs it is
     /// gone (it holds no lock, or its heartbeat is stale, or its process is gone on this host).
     /// Shown as `stopped (process gone)`; the row itself is closed by the next take-over.
@@ -96,6 +99,13 @@ pub struct BuildRow {
 pub const PROCESS_GONE: &str = "stopped (process gone)";
 
 impl BuildRow {
+    /// meshtop's own time in the build (ms): its row's span less its daemon's time (the row's
+    /// start, the base's naming, the record); None until both are known.
+    pub fn own_ms(&self) -> Option<i64> {
+        let span = self.ended_ms? - self.started_ms;
+        Some((span - self.daemon_ms?).max(0))
+    }
+
     /// The status to show: the stored one, or [`PROCESS_GONE`] for a running row whose process is gone.
     pub fn shown_status(&self) -> &'static str {
         if self.status == BuildStatus::Running && self.process_gone {

@@ -41,6 +41,13 @@ fn free_port() -> u16 {
 
 impl Sshd {
     pub fn start() -> Sshd {
+        Sshd::start_with_env(&[])
+    }
+
+    /// An sshd whose sessions get `env` (sshd_config `SetEnv`): `DOCKER_HOST` there makes the remote
+    /// `docker system dial-stdio` reach another daemon than the machine's own.
+    #[allow(dead_code)]
+    pub fn start_with_env(env: &[(&str, &str)]) -> Sshd {
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "no /usr/sbin/sshd: install openssh-server (scripts/test.sh does)"
@@ -61,8 +68,11 @@ impl Sshd {
             d.join("sshd_config"),
             format!(
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {0}/host_key\nAuthorizedKeysFile {0}/authorized_keys\n\
-                 PidFile {0}/sshd.pid\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nPermitRootLogin prohibit-password\n",
-                d.display()
+                 PidFile {0}/sshd.pid\nStrictModes no\nUsePAM no\nPasswordAuthentication no\nPermitRootLogin prohibit-password\n{1}",
+                d.display(),
+                env.iter()
+                    .map(|(k, v)| format!("SetEnv {k}={v}\n"))
+                    .collect::<String>()
             ),
         )
         .unwrap();

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::buildkit::{self, BuildkitError};
 use super::session::{self, SecretValues, SessionError};
 use super::socket::Address;
-use super::{BuildEnd, Daemon, DaemonError};
+use super::{BuildEnd, Daemon, DaemonError, SessionAddressError};
 
 /// The context tar is sent in chunks of this size.
 const CHUNK: usize = 256 * 1024;
@@ -141,17 +141,32 @@ enum BaseUnnamed {
     Untagged { artifact: String },
 }
 
+/// The base named to BuildKit by a tag (`BASE`'s artifact id replaced), checked again at the end.
+struct NamedBase {
+    tag: String,
+    artifact: String,
+}
+
+/// Why the base could not be named: the daemon failed, or the build fails with these words.
+#[derive(Debug, thiserror::Error)]
+enum NameBaseError {
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+    #[error(transparent)]
+    Unnamed(#[from] BaseUnnamed),
+}
+
 /// Why meshtop builds with the daemon's legacy builder rather than its BuildKit.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 enum NoBuildKit {
     /// An earlier build found BuildKit out of reach (said once, then, with its words).
     #[error("{0}")]
     FellBack(String),
     #[error("DOCKER_BUILDKIT=0 asks for the legacy builder")]
     AskedFor,
-    /// The endpoint names no socket a session can be opened on (`Address::parse`'s words).
+    /// `DOCKER_HOST` names no socket meshtop can open a session on.
     #[error("{0}")]
-    NoSessionAddress(String),
+    NoSessionAddress(std::sync::Arc<SessionAddressError>),
 }
 
 impl Daemon {
@@ -172,8 +187,13 @@ impl Daemon {
                             .buildkit_build(&address, &api, request, session, &mut on_line)
                             .await;
                     }
-                    Err(SessionError::Unsupported(why)) => why,
-                    Err(SessionError::Failed(message)) => return Err(self.refused(message)),
+                    Err(why @ SessionError::Unsupported(_)) => why.to_string(),
+                    Err(source) => {
+                        return Err(DaemonError::Session {
+                            endpoint: self.endpoint.to_string(),
+                            source,
+                        });
+                    }
                 }
             }
             Err(why) => why.to_string(),
@@ -198,9 +218,10 @@ impl Daemon {
         session: session::Session,
         on_line: &mut (dyn FnMut(&str) + Send),
     ) -> Result<BuildEnd, DaemonError> {
-        let base = match self.name_base(&mut request.build_args).await? {
+        let base = match self.name_base(&mut request.build_args).await {
             Ok(base) => base,
-            Err(why) => return Ok(BuildEnd::Failed(why.to_string())),
+            Err(NameBaseError::Unnamed(why)) => return Ok(BuildEnd::Failed(why.to_string())),
+            Err(NameBaseError::Daemon(error)) => return Err(error),
         };
         let options = options(&request);
         let built = buildkit::build(address, api, options, request.context, session, on_line).await;
@@ -210,10 +231,15 @@ impl Daemon {
                 self.fall_back(&why, on_line);
                 return Ok(BuildEnd::Failed(why));
             }
-            Err(BuildkitError::Failed(message)) => return Err(self.refused(message)),
+            Err(BuildkitError::Failed(source)) => {
+                return Err(DaemonError::Buildkit {
+                    endpoint: self.endpoint.to_string(),
+                    source,
+                });
+            }
         };
         match (end, base) {
-            (BuildEnd::Built(id), Some((tag, artifact))) => {
+            (BuildEnd::Built(id), Some(NamedBase { tag, artifact })) => {
                 let now = self.image_id(&tag).await?;
                 Ok(if now.as_deref() == Some(artifact.as_str()) {
                     BuildEnd::Built(id)
@@ -237,23 +263,22 @@ impl Daemon {
     async fn name_base(
         &self,
         args: &mut HashMap<String, String>,
-    ) -> Result<Result<Option<(String, String)>, BaseUnnamed>, DaemonError> {
+    ) -> Result<Option<NamedBase>, NameBaseError> {
         let Some(artifact) = args
             .get("BASE")
             .filter(|b| b.starts_with("sha256:"))
             .cloned()
         else {
-            return Ok(Ok(None));
+            return Ok(None);
         };
-        let tags = self.image_tags(&artifact).await?;
-        let Some(tags) = tags else {
-            return Ok(Err(BaseUnnamed::NotOnDaemon { artifact }));
+        let Some(tags) = self.image_tags(&artifact).await? else {
+            return Err(BaseUnnamed::NotOnDaemon { artifact }.into());
         };
-        if let Some(tag) = tags.into_iter().next() {
-            args.insert("BASE".into(), tag.clone());
-            return Ok(Ok(Some((tag, artifact))));
-        }
-        Ok(Err(BaseUnnamed::Untagged { artifact }))
+        let Some(tag) = tags.into_iter().next() else {
+            return Err(BaseUnnamed::Untagged { artifact }.into());
+        };
+        args.insert("BASE".into(), tag.clone());
+        Ok(Some(NamedBase { tag, artifact }))
     }
 
     /// Where a BuildKit session can be opened, or why meshtop builds with the legacy builder.
@@ -264,8 +289,9 @@ impl Daemon {
         if std::env::var("DOCKER_BUILDKIT").is_ok_and(|v| v == "0" || v == "false") {
             return Err(NoBuildKit::AskedFor);
         }
-        let tls = self.tls || std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty());
-        Address::parse(&self.endpoint, tls).map_err(NoBuildKit::NoSessionAddress)
+        self.session_address
+            .clone()
+            .map_err(NoBuildKit::NoSessionAddress)
     }
 
     /// Build with the legacy builder from now on; say so, with why, the first time only.
@@ -280,7 +306,7 @@ impl Daemon {
 
     pub(super) fn refused(&self, message: String) -> DaemonError {
         DaemonError::Refused {
-            endpoint: self.endpoint.clone(),
+            endpoint: self.endpoint.to_string(),
             message,
         }
     }

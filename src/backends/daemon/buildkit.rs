@@ -21,12 +21,32 @@ use super::socket::{self, Address};
 const STEP_TAIL: usize = 10;
 
 /// Why a BuildKit build did not end in [`BuildEnd`].
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum BuildkitError {
-    /// The daemon cannot build with BuildKit (the legacy builder may): why.
+    /// The daemon cannot build with BuildKit (the legacy builder may): its words.
+    #[error("{0}")]
     Unsupported(String),
     /// The daemon went away or broke the stream mid-build.
-    Failed(String),
+    #[error("{0}")]
+    Failed(#[from] BuildkitFailure),
+}
+
+/// How a BuildKit build broke off: the daemon went away, or refused it.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildkitFailure {
+    #[error("cannot write the build's query: {0}")]
+    Query(#[source] serde_urlencoded::ser::Error),
+    #[error("cannot write the build's request: {0}")]
+    Request(#[source] http::Error),
+    #[error(transparent)]
+    Socket(#[from] socket::SocketError),
+    #[error("the build's stream broke: {0}")]
+    Stream(#[source] hyper::Error),
+    #[error("the daemon refused the build ({status}): {message}")]
+    Refused {
+        status: http::StatusCode,
+        message: String,
+    },
 }
 
 /// One build in `session` (which ends with it). `options` are the legacy builder's (tag,
@@ -41,8 +61,7 @@ pub async fn build(
 ) -> Result<BuildEnd, BuildkitError> {
     options.version = BuilderVersion::BuilderBuildKit;
     options.session = Some(session.id.clone());
-    let query = serde_urlencoded::to_string(&options)
-        .map_err(|e| BuildkitError::Failed(format!("cannot write the build's query: {e}")))?;
+    let query = serde_urlencoded::to_string(&options).map_err(BuildkitFailure::Query)?;
     let chunks = futures_util::stream::unfold(context, |mut rx| async move {
         rx.recv()
             .await
@@ -52,10 +71,10 @@ pub async fn build(
         .header(http::header::HOST, "docker")
         .header(http::header::CONTENT_TYPE, "application/x-tar")
         .body(http_body_util::StreamBody::new(Box::pin(chunks)))
-        .map_err(|e| BuildkitError::Failed(e.to_string()))?;
+        .map_err(BuildkitFailure::Request)?;
     let (response, driver) = socket::send(address, request)
         .await
-        .map_err(BuildkitError::Failed)?;
+        .map_err(BuildkitFailure::Socket)?;
     let result = follow(response, on_line).await;
     driver.abort();
     drop(session);
@@ -86,8 +105,7 @@ async fn follow(
     let mut image: Option<String> = None;
     let mut error: Option<String> = None;
     while let Some(frame) = body.frame().await {
-        let frame =
-            frame.map_err(|e| BuildkitError::Failed(format!("the build's stream broke: {e}")))?;
+        let frame = frame.map_err(BuildkitFailure::Stream)?;
         let Ok(data) = frame.into_data() else {
             continue;
         };
@@ -131,9 +149,7 @@ fn refusal(status: http::StatusCode, message: String) -> Result<BuildEnd, Buildk
     if status.is_client_error() {
         return Ok(BuildEnd::Failed(message));
     }
-    Err(BuildkitError::Failed(format!(
-        "the daemon refused the build ({status}): {message}"
-    )))
+    Err(BuildkitFailure::Refused { status, message }.into())
 }
 
 /// BuildKit's steps as they were reported, numbered in the order they were first seen.

@@ -256,7 +256,7 @@ impl Daemon {
                 continue;
             };
             return Err(DaemonError::Refused {
-                endpoint: self.endpoint.clone(),
+                endpoint: self.endpoint.to_string(),
                 message,
             });
         }

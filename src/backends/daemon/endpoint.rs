@@ -9,6 +9,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::push::push_image;
+use super::socket::{Address, host_port};
 use super::{Daemon, DaemonError};
 use crate::backends::credentials::Credentials;
 use crate::mesh::builders::Endpoint;
@@ -42,10 +43,16 @@ pub struct Described {
 impl Daemon {
     /// Connect to the daemon at `endpoint` and negotiate the API version. `Endpoint::Local` is the
     /// daemon `DOCKER_HOST` names (as [`Daemon::connect`]). An ssh endpoint is dialled as the docker
-    /// CLI dials it (`ssh.rs`); when ssh fails, its own words are the error.
+    /// CLI dials it (`ssh.rs`); when ssh fails, its own words are the error. A TLS endpoint whose
+    /// certificate does not verify, or that refuses the client's, says which.
     pub async fn connect_at(endpoint: &Endpoint) -> Result<Daemon, DaemonError> {
+        let shown = endpoint.to_string();
+        let refused = |message: String| DaemonError::Refused {
+            endpoint: shown.clone(),
+            message,
+        };
         let mut dialer = None;
-        let (docker, tls) = match endpoint {
+        let (docker, address) = match endpoint {
             Endpoint::Local => return Daemon::connect().await,
             Endpoint::Unix(path) => (
                 Docker::connect_with_unix(
@@ -53,7 +60,7 @@ impl Daemon {
                     CALL_TIMEOUT_SECS,
                     API_DEFAULT_VERSION,
                 ),
-                false,
+                Address::of(endpoint),
             ),
             Endpoint::Tcp {
                 host,
@@ -65,39 +72,40 @@ impl Daemon {
                     CALL_TIMEOUT_SECS,
                     API_DEFAULT_VERSION,
                 ),
-                false,
+                Address::of(endpoint),
             ),
             Endpoint::Tcp {
                 host,
                 port,
                 tls_dir: Some(dir),
             } => {
-                crate::backends::registry::install_crypto_provider();
-                (
-                    Docker::connect_with_ssl(
-                        &host_port(host, *port),
-                        &dir.join("key.pem"),
-                        &dir.join("cert.pem"),
-                        &dir.join("ca.pem"),
-                        CALL_TIMEOUT_SECS,
-                        API_DEFAULT_VERSION,
-                    ),
-                    true,
-                )
+                // The session's TLS client first: a tls_dir bollard cannot read either is said
+                // naming the file.
+                let address = Address::of(endpoint).map_err(|e| refused(e.to_string()))?;
+                let docker = Docker::connect_with_ssl(
+                    &host_port(host, *port),
+                    &dir.join("key.pem"),
+                    &dir.join("cert.pem"),
+                    &dir.join("ca.pem"),
+                    CALL_TIMEOUT_SECS,
+                    API_DEFAULT_VERSION,
+                );
+                (docker, Ok(address))
             }
             Endpoint::Ssh { user, host, port } => {
                 let args = super::ssh::ssh_args(user.as_deref(), host, *port);
-                let ssh = super::ssh::SshDialer::start(&endpoint.to_string(), args)?;
+                let ssh = super::ssh::SshDialer::start(&shown, args)?;
                 let docker = Docker::connect_with_unix(
                     &ssh.socket().to_string_lossy(),
                     CALL_TIMEOUT_SECS,
                     API_DEFAULT_VERSION,
                 );
+                // The session goes where bollard goes: through the dialer, one ssh per connection.
+                let address = Address::Unix(ssh.socket().to_path_buf());
                 dialer = Some(std::sync::Arc::new(ssh));
-                (docker, false)
+                (docker, Ok(address))
             }
         };
-        let shown = endpoint.to_string();
         let connect_error = |source| DaemonError::Connect {
             endpoint: shown.clone(),
             source,
@@ -122,17 +130,25 @@ impl Daemon {
             (Ok(docker), _) => docker,
             // What ssh said (a refused key, an unknown host) is the reason, not the socket's EOF.
             (Err(_), Some(ssh)) if ssh.said().is_some() => {
-                return Err(DaemonError::Refused {
-                    endpoint: shown.clone(),
-                    message: format!(
-                        "ssh could not reach its daemon: {}",
-                        ssh.said().unwrap_or_default()
-                    ),
-                });
+                return Err(refused(format!(
+                    "ssh could not reach its daemon: {}",
+                    ssh.said().unwrap_or_default()
+                )));
             }
-            (Err(error), _) => return Err(connect_error(error)),
+            (Err(error), _) => match (tls_refusal(&error), endpoint) {
+                (
+                    Some(why),
+                    Endpoint::Tcp {
+                        tls_dir: Some(dir), ..
+                    },
+                ) => {
+                    return Err(refused(why.say(dir, &error)));
+                }
+                _ => return Err(connect_error(error)),
+            },
         };
-        let mut daemon = Daemon::from_parts(docker, shown, tls);
+        let address = address.map_err(|e| std::sync::Arc::new(e.into()));
+        let mut daemon = Daemon::from_parts(docker, endpoint.clone(), address);
         daemon.ssh = dialer;
         Ok(daemon)
     }
@@ -196,18 +212,70 @@ impl Daemon {
             .map_err(|e| self.refused(e.to_string()))
     }
 
-    /// Where it listens, as the mesh file or `DOCKER_HOST` wrote it.
-    pub fn endpoint(&self) -> &str {
+    /// Where it listens: the mesh file's endpoint, or `DOCKER_HOST` read by the same grammar.
+    pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
 }
 
-/// `host:port`, an IPv6 host in brackets.
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
+/// How a TLS handshake failed, as rustls says it (bollard keeps rustls' error in its source chain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TlsRefusal {
+    /// The daemon's certificate does not verify against the `ca.pem` (and the system's roots).
+    ServerCertificate,
+    /// The daemon refused the client's certificate (an alert during or right after the handshake).
+    ClientCertificate,
+}
+
+impl TlsRefusal {
+    fn say(self, dir: &std::path::Path, error: &(dyn std::error::Error + 'static)) -> String {
+        let cause = rustls_error(error).map_or_else(|| error.to_string(), |e| e.to_string());
+        match self {
+            TlsRefusal::ServerCertificate => format!(
+                "its TLS certificate does not verify against {} ({cause}): put the CA that signed the daemon's certificate there",
+                dir.join("ca.pem").display()
+            ),
+            TlsRefusal::ClientCertificate => format!(
+                "it refused the client certificate {} ({cause}): the daemon's --tlscacert must have signed it",
+                dir.join("cert.pem").display()
+            ),
+        }
+    }
+}
+
+/// The rustls error somewhere in `error`'s chain: io errors hide theirs behind `get_ref`.
+fn rustls_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = next {
+        if let Some(found) = e.downcast_ref::<rustls::Error>() {
+            return Some(found);
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            && let Some(found) = rustls_error(inner)
+        {
+            return Some(found);
+        }
+        next = e.source();
+    }
+    None
+}
+
+fn tls_refusal(error: &(dyn std::error::Error + 'static)) -> Option<TlsRefusal> {
+    use rustls::AlertDescription as Alert;
+    match rustls_error(error)? {
+        rustls::Error::InvalidCertificate(_) => Some(TlsRefusal::ServerCertificate),
+        rustls::Error::AlertReceived(
+            Alert::BadCertificate
+            | Alert::UnknownCA
+            | Alert::CertificateRequired
+            | Alert::CertificateUnknown
+            | Alert::UnsupportedCertificate
+            | Alert::CertificateExpired
+            | Alert::AccessDenied,
+        ) => Some(TlsRefusal::ClientCertificate),
+        _ => None,
     }
 }
 
@@ -241,11 +309,5 @@ mod tests {
                 .contains("unix:///nonexistent/meshtop/docker.sock"),
             "{error}"
         );
-    }
-
-    #[test]
-    fn v6_hosts_get_brackets() {
-        assert_eq!(host_port("fd00::2", 2376), "[fd00::2]:2376");
-        assert_eq!(host_port("farm", 2376), "farm:2376");
     }
 }

@@ -60,7 +60,7 @@ impl Daemon {
             let info = item.map_err(self.call_error("pull an image"))?;
             if let Some(message) = info.error_detail.and_then(|d| d.message) {
                 return Err(DaemonError::Refused {
-                    endpoint: self.endpoint.clone(),
+                    endpoint: self.endpoint.to_string(),
                     message: format!("pulling {pinned}: {message}"),
                 });
             }
@@ -72,7 +72,7 @@ impl Daemon {
             .map_err(self.call_error("inspect a pulled image"))?
             .id
             .ok_or_else(|| DaemonError::Refused {
-                endpoint: self.endpoint.clone(),
+                endpoint: self.endpoint.to_string(),
                 message: format!("the pulled image {pinned} has no id"),
             })?;
         Ok(id)

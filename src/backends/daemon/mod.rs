@@ -19,6 +19,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::ListImagesOptionsBuilder;
 
+use crate::mesh::builders::{Endpoint, EndpointProblem};
 use crate::mesh::decide::{HostImage, HostOrigin};
 use crate::mesh::model::{MODULE_LABEL, Platform};
 
@@ -40,6 +41,17 @@ pub enum DaemonError {
     },
     #[error("the Docker daemon at {endpoint}: {message}")]
     Refused { endpoint: String, message: String },
+    /// Its BuildKit session could not be opened, or its BuildKit build broke off.
+    #[error("the Docker daemon at {endpoint} failed to build: {source}")]
+    Session {
+        endpoint: String,
+        source: session::SessionError,
+    },
+    #[error("the Docker daemon at {endpoint} failed to build: {source}")]
+    Buildkit {
+        endpoint: String,
+        source: buildkit::BuildkitFailure,
+    },
 }
 
 /// How a build ended on the daemon.
@@ -85,32 +97,57 @@ impl LazyDaemon {
     }
 }
 
+/// Why meshtop cannot open its own connection (the BuildKit session) where bollard connects.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionAddressError {
+    #[error(transparent)]
+    Address(#[from] socket::AddressError),
+    #[error(transparent)]
+    DockerHost(#[from] EndpointProblem),
+}
+
 /// A connection to the host daemon.
 #[derive(Clone)]
 pub struct Daemon {
     docker: Docker,
-    endpoint: String,
+    /// Where it listens, typed: a builder's endpoint, or `DOCKER_HOST` read by the same grammar.
+    endpoint: Endpoint,
+    /// Where meshtop's own connections (the BuildKit session, its build) go: bollard's transport,
+    /// made from the typed endpoint once, when the daemon is connected.
+    session_address: Result<socket::Address, Arc<SessionAddressError>>,
     /// Asked on first use: most meshes set their platforms, and connecting is one round trip.
     platform: tokio::sync::OnceCell<Platform>,
     /// Set once BuildKit proved impossible here: why builds use the legacy builder.
     legacy: std::sync::Arc<std::sync::OnceLock<String>>,
-    /// Reached over TLS (a builder's `tls_dir`): meshtop's own BuildKit session cannot go there.
-    tls: bool,
     /// Reached over ssh: the socket that dials it, kept as long as the daemon is.
     ssh: Option<std::sync::Arc<ssh::SshDialer>>,
 }
 
-/// Where the daemon is, as the docker CLI resolves it.
-pub fn endpoint() -> String {
-    std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".to_string())
+/// The local daemon as the docker CLI resolves it: `DOCKER_HOST` (else the default socket), TLS
+/// with `DOCKER_CERT_PATH` (else `~/.docker`) when `DOCKER_TLS_VERIFY` is set.
+pub fn local_endpoint() -> Result<Endpoint, EndpointProblem> {
+    let host = std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty());
+    let tls = std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty());
+    let cert_dir = tls.then(|| {
+        std::env::var_os("DOCKER_CERT_PATH")
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from)
+            .or_else(|| directories::BaseDirs::new().map(|d| d.home_dir().join(".docker")))
+            .unwrap_or_default()
+    });
+    Endpoint::of_docker_host(host.as_deref(), cert_dir)
 }
 
 impl Daemon {
     /// Connect and negotiate the API version (one call).
     pub async fn connect() -> Result<Daemon, DaemonError> {
-        let endpoint = endpoint();
+        let local = local_endpoint();
+        let shown = match &local {
+            Ok(endpoint) => endpoint.to_string(),
+            Err(_) => std::env::var("DOCKER_HOST").unwrap_or_default(),
+        };
         let connect_error = |source| DaemonError::Connect {
-            endpoint: endpoint.clone(),
+            endpoint: shown.clone(),
             source,
         };
         let docker = Docker::connect_with_defaults()
@@ -119,17 +156,29 @@ impl Daemon {
             .negotiate_version()
             .await
             .map_err(connect_error)?;
-        Ok(Daemon::from_parts(docker, endpoint, false))
+        Ok(match local {
+            Ok(endpoint) => {
+                let address = socket::Address::of(&endpoint).map_err(|e| Arc::new(e.into()));
+                Daemon::from_parts(docker, endpoint, address)
+            }
+            Err(problem) => {
+                Daemon::from_parts(docker, Endpoint::Local, Err(Arc::new(problem.into())))
+            }
+        })
     }
 
     /// A daemon over a connection made and negotiated already.
-    fn from_parts(docker: Docker, endpoint: String, tls: bool) -> Daemon {
+    fn from_parts(
+        docker: Docker,
+        endpoint: Endpoint,
+        session_address: Result<socket::Address, Arc<SessionAddressError>>,
+    ) -> Daemon {
         Daemon {
             docker,
             endpoint,
+            session_address,
             platform: tokio::sync::OnceCell::new(),
             legacy: std::sync::Arc::default(),
-            tls,
             ssh: None,
         }
     }
@@ -140,7 +189,7 @@ impl Daemon {
         action: &'static str,
     ) -> impl FnOnce(bollard::errors::Error) -> DaemonError + '_ {
         move |source| DaemonError::Call {
-            endpoint: self.endpoint.clone(),
+            endpoint: self.endpoint.to_string(),
             action,
             source,
         }

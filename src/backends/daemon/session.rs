@@ -55,10 +55,17 @@ impl Drop for Session {
 
 /// Why a session could not be opened: the daemon cannot (it has no BuildKit session endpoint),
 /// or the call failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    Unsupported(String),
-    Failed(String),
+    /// The daemon itself serves no BuildKit session: the legacy builder is all it has.
+    #[error("the daemon answered a BuildKit session with {0}")]
+    Unsupported(http::StatusCode),
+    #[error("cannot write the session's request: {0}")]
+    Request(#[source] http::Error),
+    #[error("the BuildKit session could not be opened: {0}")]
+    Socket(#[source] socket::SocketError),
+    #[error("the session was not upgraded: {0}")]
+    Upgrade(#[source] hyper::Error),
 }
 
 /// Open a session serving `secrets` and, when `ssh_agent` names a socket, the ssh agent.
@@ -89,20 +96,17 @@ pub async fn open(
     }
     let request = request
         .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .map_err(|e| SessionError::Failed(e.to_string()))?;
+        .map_err(SessionError::Request)?;
     let (response, driver) = socket::send(address, request)
         .await
-        .map_err(SessionError::Failed)?;
+        .map_err(SessionError::Socket)?;
     if response.status() != http::StatusCode::SWITCHING_PROTOCOLS {
         driver.abort();
-        return Err(SessionError::Unsupported(format!(
-            "the daemon answered a BuildKit session with {}",
-            response.status()
-        )));
+        return Err(SessionError::Unsupported(response.status()));
     }
     let upgraded = hyper::upgrade::on(response)
         .await
-        .map_err(|e| SessionError::Failed(format!("the session was not upgraded: {e}")))?;
+        .map_err(SessionError::Upgrade)?;
     let io = Upgraded(TokioIo::new(upgraded));
     let agent = ssh_agent.map(|socket| SshServer::new(Agent { socket }));
     let server = tokio::spawn(async move {

@@ -92,7 +92,7 @@ macro_rules! columns {
          platforms, status, forced, why, host, started_ms, ended_ms, error, log_tail, published_ref, \
          published_digest, operation_id, published_ms, \
          (SELECT number FROM operations WHERE operations.uuid = builds.operation_id) AS operation, \
-         builder, push_ms"
+         builder, push_ms, daemon_ms"
     };
 }
 const COLUMNS: &str = columns!();
@@ -125,6 +125,7 @@ fn row_to_build(row: &Row<'_>) -> rusqlite::Result<BuildRow> {
         operation: row.get(23)?,
         builder: row.get(24)?,
         push_ms: row.get(25)?,
+        daemon_ms: row.get(26)?,
         process_gone: false,
     })
 }
@@ -253,6 +254,16 @@ impl StateDb {
             "UPDATE builds SET push_ms = ?2 WHERE id = ?1",
             params![id, push_ms],
             "record how long a build's push took",
+        )
+    }
+
+    /// Record how long the builder's daemon worked on a build: the rest of its time is meshtop's.
+    pub fn set_daemon_time(&self, id: &str, daemon_ms: i64) -> Result<(), StateError> {
+        self.update_build(
+            id,
+            "UPDATE builds SET daemon_ms = ?2 WHERE id = ?1",
+            params![id, daemon_ms],
+            "record how long a build's daemon worked",
         )
     }
 

@@ -360,6 +360,11 @@ CREATE TABLE verified_pulls (
     PRIMARY KEY (mesh, image_id)
 ) WITHOUT ROWID;
 "#,
+    // 15: a build keeps how long its builder's daemon worked on it (the build call, from the
+    // session to the daemon's last answer): the rest of started_ms .. ended_ms is meshtop's own.
+    r#"
+ALTER TABLE builds ADD COLUMN daemon_ms INTEGER;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

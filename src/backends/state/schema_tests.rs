@@ -49,6 +49,8 @@ fn as_now(table: &str, rows: &[Vec<String>]) -> Vec<Vec<String>> {
             if table == "builds" {
                 row.push("builder=Null".into());
                 row.push("push_ms=Null".into());
+                // 15: its daemon's time.
+                row.push("daemon_ms=Null".into());
             }
             // 14: a record entry's manifest and signer.
             if table == "records" {
@@ -124,8 +126,8 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
     // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
     // data, a column of `events`), 13 (a build's builder and push time) and 14 (a record entry's
-    // manifest and signer, the verified pulls) came after it.
-    assert_eq!(SCHEMA_VERSION, 14);
+    // manifest and signer, the verified pulls) and 15 (a build's daemon time) came after it.
+    assert_eq!(SCHEMA_VERSION, 15);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -176,6 +178,7 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     columns_expected.push("published_ms INTEGER 0 None 0".into());
     columns_expected.push("builder TEXT 0 None 0".into());
     columns_expected.push("push_ms INTEGER 0 None 0".into());
+    columns_expected.push("daemon_ms INTEGER 0 None 0".into());
     assert_eq!(
         columns_after, columns_expected,
         "every column, as it was, and migration 8's and 13's"
@@ -197,8 +200,13 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
         if row[0].contains("closed") || row[0].contains("taken") {
             row[11] = "Text(\"stopped\")".into();
         }
-        // 8: published_ms; 13: builder, push_ms.
-        row.extend(["Null".to_string(), "Null".to_string(), "Null".to_string()]);
+        // 8: published_ms; 13: builder, push_ms; 15: daemon_ms.
+        row.extend([
+            "Null".to_string(),
+            "Null".to_string(),
+            "Null".to_string(),
+            "Null".to_string(),
+        ]);
     }
     assert_eq!(rows(&conn), before);
     // The new CHECK: `stopped` is allowed, an unknown status still is not.
@@ -591,6 +599,7 @@ fn migration_13_keeps_every_row_of_a_version_12_database_and_builds_gain_their_b
             for row in &mut expected {
                 row.push("builder=Null".into());
                 row.push("push_ms=Null".into());
+                row.push("daemon_ms=Null".into());
                 row.sort();
             }
         }
@@ -636,6 +645,14 @@ fn migration_13_keeps_every_row_of_a_version_12_database_and_builds_gain_their_b
     assert_eq!(row.push_ms, Some(420));
     assert_eq!(row.built_by(), "host-a (farm-1)");
     assert!(db.set_push_time("nope", 1).is_err());
+    // 15: the daemon's time, and meshtop's own as the rest of the row's span.
+    assert_eq!(row.own_ms(), None);
+    db.set_daemon_time(&row.id, 250).unwrap();
+    let row = db.build(&row.id).unwrap().unwrap();
+    assert_eq!(row.daemon_ms, Some(250));
+    if let Some(ended) = row.ended_ms {
+        assert_eq!(row.own_ms(), Some((ended - row.started_ms - 250).max(0)));
+    }
 }
 
 #[test]

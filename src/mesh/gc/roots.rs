@@ -156,6 +156,7 @@ mod tests {
             operation: None,
             builder: None,
             push_ms: None,
+            daemon_ms: None,
             process_gone: false,
         }
     }
