@@ -139,11 +139,11 @@ pub async fn plan(
         });
     let (roots, held_elsewhere) =
         read_roots(mesh, rules, daemon, targets, db, pulled.as_ref()).await?;
-    let docker = daemon
+    let host = daemon
         .get()
         .await
         .map_err(|e| GcError::unreadable("the host daemon", e))?;
-    let images = docker
+    let images = host
         .sized_images()
         .await
         .map_err(|e| GcError::unreadable("the host daemon", e))?;
@@ -243,7 +243,7 @@ pub async fn sweep(
 /// What takes a candidate: the host daemon (images, tags) and the registry (manifests), once it
 /// said it allows no deletes (nothing more is asked of it then).
 struct Taker<'a> {
-    docker: &'a Daemon,
+    host: &'a Daemon,
     registry: Option<&'a RegistryClient>,
     unsupported: bool,
 }
@@ -275,7 +275,7 @@ impl Taker<'_> {
                 None => GcOutcome::Skipped("no registry".into()),
             },
             kind @ (CandidateKind::Image | CandidateKind::Tag) => {
-                match self.docker.remove(&candidate.name).await {
+                match self.host.remove(&candidate.name).await {
                     Ok(()) if kind == CandidateKind::Image => GcOutcome::Removed,
                     Ok(()) => GcOutcome::Untagged,
                     Err(error) => GcOutcome::Failed(error.to_string()),
@@ -315,13 +315,13 @@ async fn take(
                 .any(|k| k.kind == c.kind && k.name == c.name)
         });
     }
-    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
+    let host = daemon.get().await.map_err(TargetError::Unreachable)?;
     let registry = match target.pushes_to() {
         Some(registry) => Some(target.registry_client(&registry).await?),
         None => None,
     };
     let mut taker = Taker {
-        docker,
+        host,
         registry: registry.as_ref(),
         unsupported: false,
     };
