@@ -498,6 +498,44 @@ mod tests {
     }
 
     #[test]
+    fn a_stamp_says_who_stamped_flat_as_it_always_did() {
+        // The record's history annotation and `history --json` hold these words, one level deep.
+        let mut stamp = stamp(None, ("demo/api:1", "sha256:a"));
+        stamp.by.from_target = Some("staging".into());
+        let json = serde_json::to_value(&stamp).unwrap();
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "at_ms",
+                "from_digest",
+                "from_ref",
+                "from_target",
+                "host",
+                "kind",
+                "module",
+                "operation_id",
+                "pid",
+                "short",
+                "to_digest",
+                "to_ref"
+            ]
+        );
+        assert_eq!(json["kind"], "converge");
+        assert_eq!(serde_json::from_value::<Stamp>(json).unwrap(), stamp);
+        stamp.by.from_target = None;
+        let json = serde_json::to_value(&stamp).unwrap();
+        assert!(json.get("from_target").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<Stamp>(json).unwrap(), stamp);
+    }
+
+    #[test]
     fn a_rollback_goes_back_to_the_from_of_the_newest_stamp_naming_the_current_artifact() {
         let current = RecordEntry::new("r2".into(), "d2".into());
         let stamps = vec![
