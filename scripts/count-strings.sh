@@ -5,7 +5,8 @@
 # outcome, a converge's module outcome). Test code is left out: a file's `#[cfg(test)]` and all
 # below it (tests sit at the bottom here), and files named `*tests.rs`.
 # The same measure before and after a change: `scripts/count-strings.sh <other checkout>/src`.
-# tests/closed_sets.rs holds the same two counts as a ceiling, read with syn.
+# tests/closed_sets.rs holds the same two counts as a ceiling, read with syn. Two more, from
+# scripts/count-ideas.py: `to_string()` flattening of errors below the CLI, files of more than three ideas.
 set -euo pipefail
 root="${1:-$(dirname "$0")/../src}"
 find "$root" -name '*.rs' ! -name '*tests.rs' | sort | perl -e '
@@ -55,3 +56,4 @@ if ($ENV{VERBOSE}) {
 print "Result<_, String> in non-test code: $results\n";
 print "string comparisons of closed sets: $compares\n";
 '
+python3 "$(dirname "$0")/count-ideas.py" "$root"

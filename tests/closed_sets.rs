@@ -23,20 +23,15 @@ use syn::visit::{self, Visit};
 
 /// `Result<_, String>` in non-test code today, where each is (20 before issue 37; the key table's
 /// overrides now say theirs as `BindingError`, the daemon's build `BaseUnnamed` and `NoBuildKit`,
-/// gc's `BadGrace`; the daemon socket's `SocketError`, its one endpoint grammar in mesh/builders.rs).
+/// gc's `BadGrace`; the daemon socket's `SocketError`, its one endpoint grammar in mesh/builders.rs;
+/// then `UnknownPlatform`, `NotADuration`, `BadMachineName`, `BadPattern` and `UnknownContainer`).
 /// The ceiling is their number: one mended comes off this list, and a new one anywhere fails, named.
 const KNOWN_RESULT_STRINGS: &[&str] = &[
-    "src/backends/cluster/machines.rs (in fn choose_container)",
     "src/backends/daemon/logs.rs (in impl Daemon::read)",
     "src/converge/build.rs (in struct BuildOn)",
     "src/converge/builders.rs (in fn check_push)",
     "src/converge/place.rs (in fn base_for)",
     "src/mesh/builders.rs (in fn split_host_port)",
-    "src/mesh/platform.rs (in impl Platform::parse)",
-    "src/mesh/stats.rs (in fn parse_duration)",
-    "src/workspace/file/names.rs (in fn check_machine_name)",
-    "src/workspace/ignore.rs (in fn compile)",
-    "src/workspace/ignore.rs (in fn check_syntax)",
 ];
 
 /// String comparisons of closed-set words in non-test code today: the one left is

@@ -88,14 +88,14 @@ fn docker_stamps_are_noted_from_to_with_operation_short_ids() {
     .unwrap();
     let stamps = db.stamps("demo", "default", "api", 10).unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
-    assert_eq!(stamps[0].kind, OperationKind::Rollback);
+    assert_eq!(stamps[0].by.kind, OperationKind::Rollback);
     assert_eq!(stamps[0].from_digest.as_deref(), Some("sha256:1"));
     assert_eq!(stamps[0].to_digest, "sha256:0");
     assert_eq!(stamps[1].from_digest, None);
-    assert_eq!(stamps[1].pid, std::process::id());
+    assert_eq!(stamps[1].by.pid, std::process::id());
     // Short ids count the operations of a mesh (op-b too); asking again gives the same one.
-    assert_eq!(stamps[1].short, Some(1));
-    assert_eq!(stamps[0].short, Some(3));
+    assert_eq!(stamps[1].by.short, Some(1));
+    assert_eq!(stamps[0].by.short, Some(3));
     assert_eq!(
         db.operation_short("demo", "default", "op-c", OperationKind::Rollback)
             .unwrap(),
@@ -191,7 +191,7 @@ async fn a_kubernetes_stamp_is_noted_in_the_state_database() {
         .stamps("kh", "default", "web", 10)
         .unwrap();
     assert_eq!(stamps.len(), 2, "{stamps:?}");
-    assert_eq!(stamps[0].kind, OperationKind::Rollback);
+    assert_eq!(stamps[0].by.kind, OperationKind::Rollback);
     assert_eq!(stamps[0].from_ref.as_deref(), Some("kh/web:1"));
     assert_eq!(stamps[0].to_ref, "kh/web:0");
     assert_eq!(stamps[1].from_ref, None);
@@ -266,7 +266,10 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
     // On the namespace, beside the record: the pin and the stamp.
     let on_cluster = api.cluster("ns-t").read_record().await.unwrap();
     assert_eq!(on_cluster.pins["web"].host, "alice-laptop");
-    assert_eq!(on_cluster.history["web"][0].kind, OperationKind::Rollback);
+    assert_eq!(
+        on_cluster.history["web"][0].by.kind,
+        OperationKind::Rollback
+    );
     assert_eq!(on_cluster.history["web"][0].to_digest, "sha256:good");
 
     // Bob's state file knows nothing until he reads the target; then it holds a copy.
@@ -292,8 +295,8 @@ async fn pins_and_the_history_live_on_the_namespace_for_every_state_file() {
         .stamps("kt", "default", "web", 10)
         .unwrap();
     assert_eq!(stamps.len(), 1, "{stamps:?}");
-    assert_eq!(stamps[0].kind, OperationKind::Rollback);
-    assert_eq!(stamps[0].operation_id, "op-a");
+    assert_eq!(stamps[0].by.kind, OperationKind::Rollback);
+    assert_eq!(stamps[0].by.operation_id, "op-a");
 
     // Bob unpins: the pin leaves the namespace, and Alice's next read drops her copy.
     let was = meshtop::converge::rollback::unpin(&mesh, "web", bob.as_ref(), &bob_db)

@@ -85,6 +85,7 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
             };
             // A promote says where its artifact came from.
             let source = stamp
+                .by
                 .from_target
                 .as_ref()
                 .map(|t| format!(" (from target {t})"))
@@ -92,11 +93,11 @@ pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
             outln!(
                 out,
                 "{:<19}  {:<6}  {:<9}  {:<24}  {:<26}  {from} → {}@{}{source}",
-                timefmt::local_time(stamp.at_ms),
-                stamp.short.map(|s| format!("#{s}")).unwrap_or_default(),
-                stamp.kind,
-                format!("{} pid {}", stamp.host, stamp.pid),
-                crate::mesh::text::first_chars(&stamp.operation_id, 26),
+                timefmt::local_time(stamp.by.at_ms),
+                stamp.by.short.map(|s| format!("#{s}")).unwrap_or_default(),
+                stamp.by.kind,
+                format!("{} pid {}", stamp.by.host, stamp.by.pid),
+                crate::mesh::text::first_chars(&stamp.by.operation_id, 26),
                 stamp.to_ref,
                 short_id(&stamp.to_digest)
             );

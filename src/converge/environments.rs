@@ -51,7 +51,7 @@ pub async fn read(
                 .keys()
                 .filter_map(|module| {
                     let newest = db.stamps(&mesh.name, name, module, 1).ok()?;
-                    Some((module.clone(), newest.first()?.at_ms))
+                    Some((module.clone(), newest.first()?.by.at_ms))
                 })
                 .collect();
             let here = db

@@ -295,7 +295,7 @@ pub async fn prepare(
             .stamps(&p.mesh.name, p.from.name(), module, 1_000)?
             .into_iter()
             .find(|s| s.to_digest == artifact.digest)
-            .map(|s| s.at_ms);
+            .map(|s| s.by.at_ms);
         planned.push(PromotedModule {
             module: module.clone(),
             build: db.build_by_digest(&p.mesh.name, &artifact.digest)?,

@@ -182,7 +182,8 @@ pub fn pin_ends(
     }
 }
 
-/// One stamp of a module's entry in the record.
+/// One stamp of a module's entry in the record: what moved, and who moved it (said flat in
+/// JSON, as it always was).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
     pub module: String,
@@ -190,6 +191,13 @@ pub struct Stamp {
     pub from_digest: Option<String>,
     pub to_ref: String,
     pub to_digest: String,
+    #[serde(flatten)]
+    pub by: Stamper,
+}
+
+/// Who stamps, for the record's history: the operation (full id, kind, short id), host and process, when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stamper {
     /// The operation that stamped (a converge, a rollback): full id, kind and short id.
     pub operation_id: String,
     pub kind: OperationKind,
@@ -199,19 +207,6 @@ pub struct Stamp {
     pub at_ms: i64,
     /// A promote's: the target whose record named the artifact (`staging`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from_target: Option<String>,
-}
-
-/// Who stamps, for the record's history: the operation (full id, kind, short id), host and process, when.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stamper {
-    pub operation_id: String,
-    pub kind: OperationKind,
-    pub short: Option<i64>,
-    pub host: String,
-    pub pid: u32,
-    pub at_ms: i64,
-    /// A promote's: the target the artifacts come from.
     pub from_target: Option<String>,
 }
 
@@ -248,13 +243,7 @@ pub fn stamps_between(before: &Record, entries: &Record, by: &Stamper) -> Vec<St
                 from_digest: was.map(|e| e.digest.clone()),
                 to_ref: entry.reference.clone(),
                 to_digest: entry.digest.clone(),
-                operation_id: by.operation_id.clone(),
-                kind: by.kind,
-                short: by.short,
-                host: by.host.clone(),
-                pid: by.pid,
-                at_ms: by.at_ms,
-                from_target: by.from_target.clone(),
+                by: by.clone(),
             }
         })
         .collect()
@@ -276,14 +265,14 @@ pub fn merged_stamps(kept: &[Stamp], local: &[Stamp], limit: usize) -> Vec<Stamp
     for stamp in kept {
         let known = all
             .iter_mut()
-            .find(|s| s.operation_id == stamp.operation_id && s.to_digest == stamp.to_digest);
+            .find(|s| s.by.operation_id == stamp.by.operation_id && s.to_digest == stamp.to_digest);
         match known {
             // This file's copy knows its own short id; the target's knows the rest as well.
-            Some(local) => local.short = local.short.or(stamp.short),
+            Some(local) => local.by.short = local.by.short.or(stamp.by.short),
             None => all.push(stamp.clone()),
         }
     }
-    all.sort_by_key(|s| std::cmp::Reverse(s.at_ms));
+    all.sort_by_key(|s| std::cmp::Reverse(s.by.at_ms));
     all.truncate(limit);
     all
 }
@@ -468,13 +457,16 @@ mod tests {
         }
         assert_eq!(history["api"].len(), 2);
         let older = Stamp {
-            operation_id: "old".into(),
-            at_ms: 1,
+            by: Stamper {
+                operation_id: "old".into(),
+                at_ms: 1,
+                ..stamps[0].by.clone()
+            },
             ..stamps[0].clone()
         };
         let merged = merged_stamps(&stamps[..1], std::slice::from_ref(&older), 10);
         assert_eq!(merged.len(), 2);
-        assert_eq!(merged[0].operation_id, "op");
+        assert_eq!(merged[0].by.operation_id, "op");
         assert_eq!(
             merged_stamps(
                 std::slice::from_ref(&older),
@@ -493,14 +485,54 @@ mod tests {
             from_digest: from.map(|f| f.1.into()),
             to_ref: to.0.into(),
             to_digest: to.1.into(),
-            operation_id: "op".into(),
-            kind: OperationKind::Converge,
-            short: Some(1),
-            host: "host-a".into(),
-            pid: 1,
-            at_ms: 0,
-            from_target: None,
+            by: Stamper {
+                operation_id: "op".into(),
+                kind: OperationKind::Converge,
+                short: Some(1),
+                host: "host-a".into(),
+                pid: 1,
+                at_ms: 0,
+                from_target: None,
+            },
         }
+    }
+
+    #[test]
+    fn a_stamp_says_who_stamped_flat_as_it_always_did() {
+        // The record's history annotation and `history --json` hold these words, one level deep.
+        let mut stamp = stamp(None, ("demo/api:1", "sha256:a"));
+        stamp.by.from_target = Some("staging".into());
+        let json = serde_json::to_value(&stamp).unwrap();
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "at_ms",
+                "from_digest",
+                "from_ref",
+                "from_target",
+                "host",
+                "kind",
+                "module",
+                "operation_id",
+                "pid",
+                "short",
+                "to_digest",
+                "to_ref"
+            ]
+        );
+        assert_eq!(json["kind"], "converge");
+        assert_eq!(serde_json::from_value::<Stamp>(json).unwrap(), stamp);
+        stamp.by.from_target = None;
+        let json = serde_json::to_value(&stamp).unwrap();
+        assert!(json.get("from_target").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<Stamp>(json).unwrap(), stamp);
     }
 
     #[test]

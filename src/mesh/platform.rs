@@ -18,14 +18,28 @@ pub const KNOWN_ARCHES: &[&str] = &[
     "amd64", "arm64", "arm", "386", "ppc64le", "s390x", "riscv64", "mips64le",
 ];
 
+/// A platform meshtop does not know how to name: the text, and how to write one it does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown platform {text:?}: {}", UnknownPlatform::fix())]
+pub struct UnknownPlatform {
+    pub text: String,
+}
+
+impl UnknownPlatform {
+    /// How to write a platform meshtop knows.
+    pub fn fix() -> String {
+        format!(
+            "write os/arch[/variant] with os \"linux\" and arch one of {}",
+            KNOWN_ARCHES.join(", ")
+        )
+    }
+}
+
 impl Platform {
-    pub fn parse(text: &str) -> Result<Platform, String> {
+    pub fn parse(text: &str) -> Result<Platform, UnknownPlatform> {
         let parts: Vec<&str> = text.split('/').collect();
-        let bad = || {
-            format!(
-                "unknown platform {text:?}: write os/arch[/variant] with os \"linux\" and arch one of {}",
-                KNOWN_ARCHES.join(", ")
-            )
+        let bad = || UnknownPlatform {
+            text: text.to_string(),
         };
         if !(2..=3).contains(&parts.len())
             || parts[0] != "linux"

@@ -46,17 +46,22 @@ pub struct Stats {
     pub saved_ms: i64,
 }
 
+/// A `--since` that is not a duration, as the user wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--since {text:?} is not a duration: give a number and a unit, e.g. 90s, 30m, 12h, 7d, 2w")]
+pub struct NotADuration {
+    pub text: String,
+}
+
 /// `90s`, `30m`, `12h`, `7d`, `2w` → milliseconds.
-pub fn parse_duration(text: &str) -> Result<i64, String> {
+pub fn parse_duration(text: &str) -> Result<i64, NotADuration> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let bad = || {
-        format!(
-            "--since {text:?} is not a duration: give a number and a unit, e.g. 90s, 30m, 12h, 7d, 2w"
-        )
+    let bad = || NotADuration {
+        text: text.to_string(),
     };
     let n: i64 = number.parse().map_err(|_| bad())?;
     let unit_ms = match unit {
@@ -174,7 +179,12 @@ mod tests {
     fn durations_and_medians() {
         assert_eq!(parse_duration("90s").unwrap(), 90_000);
         assert_eq!(parse_duration("7d").unwrap(), 7 * 86_400_000);
-        assert!(parse_duration("7").unwrap_err().contains("e.g. 90s"));
+        assert!(
+            parse_duration("7")
+                .unwrap_err()
+                .to_string()
+                .contains("e.g. 90s")
+        );
         assert!(parse_duration("x1h").is_err());
         assert!(parse_duration("99999999999999999999d").is_err());
         assert_eq!(median(vec![]), None);

@@ -5,7 +5,7 @@ use ratatui::style::Style;
 
 use crate::app::keys::{Action, Mode};
 use crate::app::state::AppState;
-use crate::mesh::gc::{grace_words, human_bytes as bytes};
+use crate::mesh::gc::{Candidate, GcReport, grace_words, human_bytes as bytes};
 use crate::timefmt;
 
 use super::ladder::{NOT_READ, Rung, Waiting, rung};
@@ -61,28 +61,7 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
         ),
         palette.good(),
     ));
-    if !report.spared.is_empty() {
-        lines.push((
-            format!(
-                "spared {}, a teammate may need it (grace {}; tags given by others):",
-                report.spared.len(),
-                grace_words(report.grace_ms)
-            ),
-            palette.heading(),
-        ));
-        for spared in &report.spared {
-            lines.push((
-                format!(
-                    "  {:<8} {} [{}]",
-                    spared.kind,
-                    short_name(&spared.name),
-                    spared.module
-                ),
-                palette.good(),
-            ));
-            lines.push((format!("           {}", spared.why), palette.dim()));
-        }
-    }
+    lines.extend(spared_lines(report, palette));
     if report.candidates.is_empty() {
         lines.push((
             "nothing unreachable: a sweep would take nothing".into(),
@@ -99,23 +78,12 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
         ),
         palette.heading(),
     ));
-    for candidate in &report.candidates {
-        let size = if candidate.bytes > 0 {
-            format!(" {}", bytes(candidate.bytes))
-        } else {
-            String::new()
-        };
-        lines.push((
-            format!(
-                "  {:<8} {} [{}]{size}",
-                candidate.kind,
-                short_name(&candidate.name),
-                candidate.module
-            ),
-            palette.warn(),
-        ));
-        lines.push((format!("           {}", candidate.why), palette.dim()));
-    }
+    lines.extend(
+        report
+            .candidates
+            .iter()
+            .flat_map(|c| candidate_lines(c, palette)),
+    );
     let sweep = state.keys.hint_line(Mode::Detail, &[Action::Sweep]);
     let offer = if sweep.is_empty() {
         "read-only: sweeping is off (--readonly)".to_string()
@@ -124,6 +92,56 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
     };
     lines.push((offer, palette.info()));
     lines.push((read, palette.dim()));
+    lines
+}
+
+/// What the grace and others' tags spare, each with why (nothing when nothing is spared).
+fn spared_lines(report: &GcReport, palette: Palette) -> Vec<Line> {
+    let mut lines = Vec::new();
+    if report.spared.is_empty() {
+        return lines;
+    }
+    lines.push((
+        format!(
+            "spared {}, a teammate may need it (grace {}; tags given by others):",
+            report.spared.len(),
+            grace_words(report.grace_ms)
+        ),
+        palette.heading(),
+    ));
+    for spared in &report.spared {
+        lines.push((
+            format!(
+                "  {:<8} {} [{}]",
+                spared.kind,
+                short_name(&spared.name),
+                spared.module
+            ),
+            palette.good(),
+        ));
+        lines.push((format!("           {}", spared.why), palette.dim()));
+    }
+    lines
+}
+
+/// One candidate a sweep would take: its kind, name, module and size, then why nothing needs it.
+fn candidate_lines(candidate: &Candidate, palette: Palette) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let size = if candidate.bytes > 0 {
+        format!(" {}", bytes(candidate.bytes))
+    } else {
+        String::new()
+    };
+    lines.push((
+        format!(
+            "  {:<8} {} [{}]{size}",
+            candidate.kind,
+            short_name(&candidate.name),
+            candidate.module
+        ),
+        palette.warn(),
+    ));
+    lines.push((format!("           {}", candidate.why), palette.dim()));
     lines
 }
 

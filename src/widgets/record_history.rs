@@ -39,12 +39,12 @@ fn stamp_line(stamp: &Stamp) -> String {
         (Some(reference), Some(digest)) => format!("{}@{}", tag_of(reference), short_id(digest)),
         _ => "(nothing)".into(),
     };
-    let op = stamp.short.map(|s| format!("#{s} ")).unwrap_or_default();
+    let op = stamp.by.short.map(|s| format!("#{s} ")).unwrap_or_default();
     format!(
         "  {} {op}{} by {} · {from} → {}@{}",
-        utc(stamp.at_ms),
-        stamp.kind,
-        stamp.host,
+        utc(stamp.by.at_ms),
+        stamp.by.kind,
+        stamp.by.host,
         tag_of(&stamp.to_ref),
         short_id(&stamp.to_digest)
     )
@@ -65,7 +65,7 @@ pub fn lines(state: &AppState, module: &str, palette: Palette) -> Vec<Line> {
                 palette.heading(),
             ));
             for stamp in stamps {
-                let style = if stamp.kind == OperationKind::Rollback {
+                let style = if stamp.by.kind == OperationKind::Rollback {
                     palette.pinned()
                 } else {
                     palette.plain()

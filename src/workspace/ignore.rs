@@ -263,8 +263,22 @@ pub fn clean(path: &str) -> String {
     }
 }
 
+/// Why a pattern cannot be used: Go's `filepath.Match` errors (Docker refuses them), or the
+/// regexp it compiles to.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum BadPattern {
+    #[error("a trailing `\\` escapes nothing")]
+    TrailingEscape,
+    #[error("unclosed `[`: close the class with `]`")]
+    UnclosedClass,
+    #[error("empty class `[]`")]
+    EmptyClass,
+    #[error(transparent)]
+    Regexp(#[from] regex::Error),
+}
+
 /// patternmatcher's `compile`: a pattern to an exact, prefix, suffix or regexp matcher.
-fn compile(pattern: &str) -> Result<Kind, String> {
+fn compile(pattern: &str) -> Result<Kind, BadPattern> {
     check_syntax(pattern)?;
     #[derive(PartialEq)]
     enum Detected {
@@ -368,20 +382,20 @@ fn compile(pattern: &str) -> Result<Kind, String> {
         Detected::Suffix => Kind::Suffix(pattern[2..].to_string()),
         Detected::Regexp => {
             re.push('$');
-            Kind::Regexp(Regex::new(&re).map_err(|e| e.to_string())?)
+            Kind::Regexp(Regex::new(&re)?)
         }
     })
 }
 
 /// The errors Go's `filepath.Match` reports for a malformed pattern (Docker refuses them).
-fn check_syntax(pattern: &str) -> Result<(), String> {
+fn check_syntax(pattern: &str) -> Result<(), BadPattern> {
     let chars: Vec<char> = pattern.chars().collect();
     let mut i = 0;
     while i < chars.len() {
         match chars[i] {
             '\\' => {
                 if i + 1 == chars.len() {
-                    return Err("a trailing `\\` escapes nothing".into());
+                    return Err(BadPattern::TrailingEscape);
                 }
                 i += 2;
             }
@@ -393,9 +407,9 @@ fn check_syntax(pattern: &str) -> Result<(), String> {
                 let start = i;
                 loop {
                     match chars.get(i) {
-                        None => return Err("unclosed `[`: close the class with `]`".into()),
+                        None => return Err(BadPattern::UnclosedClass),
                         Some(']') if i > start => break,
-                        Some(']') => return Err("empty class `[]`".into()),
+                        Some(']') => return Err(BadPattern::EmptyClass),
                         Some('\\') => i += 2,
                         Some(_) => i += 1,
                     }

@@ -190,6 +190,28 @@ fn kind_loaded_artifact(pod: &Pod, container: &str, module: &str) -> Option<Stri
     (of_module && sent_as && !image.contains('@')).then(|| artifact.clone())
 }
 
+/// Why no container of a workload is the module's: the containers listed (init containers too)
+/// and the annotation that names one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownContainer {
+    #[error(
+        "its annotation {CONTAINER_ANNOTATION}={name} names none of its containers: {listed}; set it to the container that runs module {module}"
+    )]
+    AnnotationNamesNone {
+        name: String,
+        module: String,
+        listed: String,
+    },
+    #[error(
+        "none of its containers runs an image of module {module} (a repository ending in /{module}): {listed}; set the annotation {CONTAINER_ANNOTATION}=<container> on it to name the module's"
+    )]
+    NoneOfModule { module: String, listed: String },
+    #[error(
+        "more than one of its containers runs an image of module {module}: {listed}; set the annotation {CONTAINER_ANNOTATION}=<container> on it to name the module's"
+    )]
+    MoreThanOne { module: String, listed: String },
+}
+
 /// The container of a workload that is the module's: the one the annotation `jr2.dev/container` names,
 /// else the only one whose image repository is the module's (the mesh's `[registry/]<mesh>/<module>`, or
 /// any path ending in `/<module>`). Otherwise none, and the error names every container (init containers
@@ -199,7 +221,7 @@ pub fn choose_container<'a>(
     init_containers: &[Container],
     annotation: Option<&str>,
     module: &str,
-) -> Result<&'a Container, String> {
+) -> Result<&'a Container, UnknownContainer> {
     let listed = || {
         let mut all: Vec<String> = containers
             .iter()
@@ -216,10 +238,11 @@ pub fn choose_container<'a>(
     };
     if let Some(name) = annotation {
         return containers.iter().find(|c| c.name == name).ok_or_else(|| {
-            format!(
-                "its annotation {CONTAINER_ANNOTATION}={name} names none of its containers: {}; set it to the container that runs module {module}",
-                listed()
-            )
+            UnknownContainer::AnnotationNamesNone {
+                name: name.to_string(),
+                module: module.to_string(),
+                listed: listed(),
+            }
         });
     }
     let of_module: Vec<&Container> = containers
@@ -234,14 +257,14 @@ pub fn choose_container<'a>(
     match of_module.as_slice() {
         [one] => Ok(one),
         [] if containers.len() == 1 && init_containers.is_empty() => Ok(&containers[0]),
-        [] => Err(format!(
-            "none of its containers runs an image of module {module} (a repository ending in /{module}): {}; set the annotation {CONTAINER_ANNOTATION}=<container> on it to name the module's",
-            listed()
-        )),
-        _ => Err(format!(
-            "more than one of its containers runs an image of module {module}: {}; set the annotation {CONTAINER_ANNOTATION}=<container> on it to name the module's",
-            listed()
-        )),
+        [] => Err(UnknownContainer::NoneOfModule {
+            module: module.to_string(),
+            listed: listed(),
+        }),
+        _ => Err(UnknownContainer::MoreThanOne {
+            module: module.to_string(),
+            listed: listed(),
+        }),
     }
 }
 
@@ -337,7 +360,8 @@ pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
     running_digests.dedup();
     let (container, image, unknown_container) = match chosen {
         Ok(c) => (c.name.clone(), c.image.clone().unwrap_or_default(), None),
-        Err(why) => (String::new(), String::new(), Some(why)),
+        // Said on the machine's line: the workload's own words stop here.
+        Err(why) => (String::new(), String::new(), Some(why.to_string())),
     };
     Some(Workload {
         kind: shape.kind,

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::mesh::pin::Stamp;
+use crate::mesh::pin::{Stamp, Stamper};
 
 fn stamp(module: &str, n: usize) -> Stamp {
     Stamp {
@@ -11,13 +11,15 @@ fn stamp(module: &str, n: usize) -> Stamp {
         from_digest: Some(format!("sha256:{}", "a".repeat(64))),
         to_ref: format!("demo/{module}:{n:04}"),
         to_digest: format!("sha256:{}", "b".repeat(64)),
-        operation_id: format!("op-{n}"),
-        kind: crate::mesh::operation::OperationKind::Converge,
-        short: Some(n as i64),
-        host: "host".into(),
-        pid: 7,
-        at_ms: n as i64,
-        from_target: None,
+        by: Stamper {
+            operation_id: format!("op-{n}"),
+            kind: crate::mesh::operation::OperationKind::Converge,
+            short: Some(n as i64),
+            host: "host".into(),
+            pid: 7,
+            at_ms: n as i64,
+            from_target: None,
+        },
     }
 }
 
@@ -40,8 +42,8 @@ fn trim_history_drops_the_oldest_stamps_of_the_longest_module_until_it_fits() {
     assert!(size(&history) <= budget);
     // One stamp went, api's oldest (number 0); web (the shorter) kept all three.
     assert_eq!(history["api"].len(), 9);
-    assert_eq!(history["api"].last().unwrap().short, Some(1));
-    assert_eq!(history["api"][0].short, Some(9), "the newest stays");
+    assert_eq!(history["api"].last().unwrap().by.short, Some(1));
+    assert_eq!(history["api"][0].by.short, Some(9), "the newest stays");
     assert_eq!(history["web"].len(), 3);
 }
 

@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, params};
 use super::{StateDb, StateError, now_ms, this_host};
 use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::operation::OperationKind;
-use crate::mesh::pin::{Stamp, StampBy};
+use crate::mesh::pin::{Stamp, StampBy, Stamper};
 
 const STAMP_COLUMNS: &str = "h.module, h.from_ref, h.from_digest, h.to_ref, h.to_digest, h.operation_id, \
      h.kind, o.number, h.host, h.pid, h.at_ms, h.from_target";
@@ -18,13 +18,15 @@ fn row_to_stamp(r: &rusqlite::Row<'_>) -> rusqlite::Result<Stamp> {
         from_digest: r.get(2)?,
         to_ref: r.get(3)?,
         to_digest: r.get(4)?,
-        operation_id: r.get(5)?,
-        kind: r.get(6)?,
-        short: r.get(7)?,
-        host: r.get(8)?,
-        pid: r.get(9)?,
-        at_ms: r.get(10)?,
-        from_target: r.get(11)?,
+        by: Stamper {
+            operation_id: r.get(5)?,
+            kind: r.get(6)?,
+            short: r.get(7)?,
+            host: r.get(8)?,
+            pid: r.get(9)?,
+            at_ms: r.get(10)?,
+            from_target: r.get(11)?,
+        },
     })
 }
 
@@ -137,13 +139,13 @@ impl StateDb {
                     stamp.from_digest,
                     stamp.to_ref,
                     stamp.to_digest,
-                    stamp.operation_id,
-                    stamp.kind,
-                    stamp.host,
-                    stamp.pid,
-                    stamp.at_ms,
+                    stamp.by.operation_id,
+                    stamp.by.kind,
+                    stamp.by.host,
+                    stamp.by.pid,
+                    stamp.by.at_ms,
                     target,
-                    stamp.from_target
+                    stamp.by.from_target
                 ])
             })
             .map_err(self.err("copy a stamp of the target's history"))?;
@@ -169,7 +171,7 @@ impl StateDb {
                 .exists(params![
                     mesh,
                     stamp.module,
-                    stamp.operation_id,
+                    stamp.by.operation_id,
                     stamp.to_digest,
                     target
                 ])

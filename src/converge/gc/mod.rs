@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use super::error::{GcError, TargetError};
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::targets::Reach;
-use crate::backends::daemon::LazyDaemon;
-use crate::backends::registry::{Deleted, repository_in};
+use crate::backends::daemon::{Daemon, LazyDaemon};
+use crate::backends::registry::{Deleted, RegistryClient, repository_in};
 use crate::backends::state::{BuildQuery, StateDb, locked};
 use crate::mesh::gc::roots::{keep_bases, keep_newest, keep_young};
 use crate::mesh::gc::{
@@ -240,6 +240,51 @@ pub async fn sweep(
         .await
 }
 
+/// What takes a candidate: the host daemon (images, tags) and the registry (manifests), once it
+/// said it allows no deletes (nothing more is asked of it then).
+struct Taker<'a> {
+    host: &'a Daemon,
+    registry: Option<&'a RegistryClient>,
+    unsupported: bool,
+}
+
+impl Taker<'_> {
+    /// Take one candidate; a registry that allows no deletes says so once in `warnings`.
+    async fn take(&mut self, candidate: &Candidate, warnings: &mut Vec<String>) -> GcOutcome {
+        match candidate.kind {
+            CandidateKind::Manifest => match self.registry {
+                _ if self.unsupported => {
+                    GcOutcome::Skipped("the registry does not allow deletes".into())
+                }
+                Some(client) => {
+                    let (repository, digest) = candidate
+                        .name
+                        .split_once('@')
+                        .unwrap_or((candidate.name.as_str(), ""));
+                    match client.delete_manifest(repository, digest).await {
+                        Ok(Deleted::Deleted) => GcOutcome::Deleted,
+                        Ok(Deleted::Absent) => GcOutcome::AlreadyGone,
+                        Ok(Deleted::Unsupported(message)) => {
+                            self.unsupported = true;
+                            warnings.push(message.clone());
+                            GcOutcome::Skipped(message)
+                        }
+                        Err(error) => GcOutcome::Failed(error.to_string()),
+                    }
+                }
+                None => GcOutcome::Skipped("no registry".into()),
+            },
+            kind @ (CandidateKind::Image | CandidateKind::Tag) => {
+                match self.host.remove(&candidate.name).await {
+                    Ok(()) if kind == CandidateKind::Image => GcOutcome::Removed,
+                    Ok(()) => GcOutcome::Untagged,
+                    Err(error) => GcOutcome::Failed(error.to_string()),
+                }
+            }
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn take(
     mesh: &Mesh,
@@ -275,7 +320,11 @@ async fn take(
         Some(registry) => Some(target.registry_client(&registry).await?),
         None => None,
     };
-    let mut unsupported = false;
+    let mut taker = Taker {
+        host,
+        registry: registry.as_ref(),
+        unsupported: false,
+    };
     let mut lost: Option<String> = None;
     for candidate in &mut report.candidates {
         // Each delete is made only while this gc still holds the mesh (checked, and on Kubernetes
@@ -299,40 +348,10 @@ async fn take(
             candidate.outcome = Some(GcOutcome::Failed(format!("not taken: {why}")));
             continue;
         }
-        let outcome = match candidate.kind {
-            CandidateKind::Manifest => match &registry {
-                _ if unsupported => {
-                    GcOutcome::Skipped("the registry does not allow deletes".into())
-                }
-                Some(client) => {
-                    let (repository, digest) = candidate
-                        .name
-                        .split_once('@')
-                        .unwrap_or((candidate.name.as_str(), ""));
-                    match client.delete_manifest(repository, digest).await {
-                        Ok(Deleted::Deleted) => GcOutcome::Deleted,
-                        Ok(Deleted::Absent) => GcOutcome::AlreadyGone,
-                        Ok(Deleted::Unsupported(message)) => {
-                            unsupported = true;
-                            report.warnings.push(message.clone());
-                            GcOutcome::Skipped(message)
-                        }
-                        Err(error) => GcOutcome::Failed(error.to_string()),
-                    }
-                }
-                None => GcOutcome::Skipped("no registry".into()),
-            },
-            kind @ (CandidateKind::Image | CandidateKind::Tag) => {
-                match host.remove(&candidate.name).await {
-                    Ok(()) if kind == CandidateKind::Image => {
-                        report.bytes_freed += candidate.bytes;
-                        GcOutcome::Removed
-                    }
-                    Ok(()) => GcOutcome::Untagged,
-                    Err(error) => GcOutcome::Failed(error.to_string()),
-                }
-            }
-        };
+        let outcome = taker.take(candidate, &mut report.warnings).await;
+        if outcome == GcOutcome::Removed {
+            report.bytes_freed += candidate.bytes;
+        }
         // gc's word on one candidate: its data is the report's.
         emitter.emit(
             Payload::Other,

@@ -73,20 +73,33 @@ fn suggested_name(text: &str) -> Option<String> {
     (!trimmed.is_empty()).then_some(trimmed)
 }
 
-pub(super) fn check_machine_name(name: &str) -> Result<(), String> {
+/// What is wrong with a machine name (said after it: `machine name "-x" must start with …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum BadMachineName {
+    #[error("is empty")]
+    Empty,
+    #[error("must start with a letter or digit")]
+    FirstNotAlphanumeric,
+    #[error("is longer than {MAX_MACHINE_NAME} characters")]
+    TooLong,
+    #[error("holds characters other than letters, digits, '_', '.' and '-'")]
+    OtherCharacters,
+}
+
+pub(super) fn check_machine_name(name: &str) -> Result<(), BadMachineName> {
     let mut chars = name.chars();
     match chars.next() {
-        None => return Err("is empty".into()),
+        None => return Err(BadMachineName::Empty),
         Some(c) if !c.is_ascii_alphanumeric() => {
-            return Err("must start with a letter or digit".into());
+            return Err(BadMachineName::FirstNotAlphanumeric);
         }
         _ => {}
     }
     if name.len() > MAX_MACHINE_NAME {
-        return Err(format!("is longer than {MAX_MACHINE_NAME} characters"));
+        return Err(BadMachineName::TooLong);
     }
     if !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
-        return Err("holds characters other than letters, digits, '_', '.' and '-'".into());
+        return Err(BadMachineName::OtherCharacters);
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use super::MeshError;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
 use crate::mesh::model::{Backoff, BuildSecret, Platform, Policy, Registry, Target};
+use crate::mesh::platform::UnknownPlatform;
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine", "builder"];
 const MESH_KEYS: &[&str] = &[
@@ -533,11 +534,8 @@ pub(super) fn platforms(
     }
     let mut out: Vec<Platform> = Vec::with_capacity(list.get_ref().len());
     for item in list.get_ref() {
-        let platform = Platform::parse(item.get_ref()).map_err(|message| {
-            let fix = message
-                .split_once(": ")
-                .map_or(message.as_str(), |(_, fix)| fix)
-                .to_string();
+        let platform = Platform::parse(item.get_ref()).map_err(|_| {
+            let fix = UnknownPlatform::fix();
             src.err(
                 &item.span(),
                 format!(
