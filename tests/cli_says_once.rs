@@ -97,6 +97,25 @@ fn dashboard_options_are_on_the_dashboards_help_only() {
         assert!(!text.contains("--no-bell"), "{command}: {text}");
         // The options every command shares stay.
         assert!(text.contains("--mesh"), "{command}: {text}");
+        // The target seam's flags (declared in converge/targets/kubernetes/flags.rs, flattened
+        // through targets::Overrides) stay global, worded and placed as they were.
+        let at = |flag: &str| {
+            text.find(flag)
+                .unwrap_or_else(|| panic!("{command}: no {flag}: {text}"))
+        };
+        assert!(
+            at("--state <PATH>") < at("--context <NAME>")
+                && at("--context <NAME>") < at("--namespace <NAME>")
+                && at("--namespace <NAME>") < at("--target <NAME>"),
+            "{command}: {text}"
+        );
+        assert!(
+            text.contains(
+                "Kubernetes context (default: the mesh file's, else kubeconfig's current one)"
+            ) && text
+                .contains("Kubernetes namespace (default: the mesh file's, else the mesh name)"),
+            "{command}: {text}"
+        );
     }
 }
 

@@ -290,25 +290,21 @@ pub trait Target: Send + Sync {
         wait: bool,
     ) -> Result<Option<String>, ConvergeError> {
         let _ = kind;
-        async move {
-            let from = lock::acquire(db, mesh, self.name(), holder, wait).await?;
-            Ok(from.map(|from| lock::took_over(db, mesh, self.name(), &from)))
-        }
-        .await
+        let from = lock::acquire(db, mesh, self.name(), holder, wait).await?;
+        Ok(from.map(|from| lock::took_over(db, mesh, self.name(), &from)))
     }
 
     /// The operation's short id (`#142`) is known (the state database gave it after the hold):
     /// where the mesh is held for the team, say it there too.
-    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) -> () {
+    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) {
         let _ = (mesh, operation_id, short);
-        async {}.await
     }
 
     /// Who holds the mesh where the team meets, if anyone does (None where the state database's
     /// lock is the only one: the screen reads that itself).
     async fn held_by<'a>(&'a self, mesh: &'a str) -> Result<Option<HeldBy>, TargetError> {
         let _ = mesh;
-        async { Ok(None) }.await
+        Ok(None)
     }
 
     /// Keep holding the mesh while the operation runs (abort the handle when it ends); `lost`
@@ -342,8 +338,7 @@ pub trait Target: Send + Sync {
 
     /// Give the mesh back at the operation's end, where the team holds it (the state database's
     /// lock is released by the emitter's last write, with the operation's last events).
-    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> () {
+    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) {
         let _ = (mesh, operation_id);
-        async {}.await
     }
 }

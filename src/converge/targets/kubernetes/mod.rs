@@ -150,7 +150,7 @@ impl Target for Kube {
         self.hold_mesh(db, mesh, holder, kind, wait).await
     }
 
-    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) -> () {
+    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) {
         self.name_holder(mesh, operation_id, short).await
     }
 
@@ -177,7 +177,7 @@ impl Target for Kube {
         self.holds_both(db, mesh, operation_id).await
     }
 
-    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> () {
+    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) {
         self.release_lease(mesh, operation_id).await
     }
 
