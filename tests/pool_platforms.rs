@@ -197,7 +197,10 @@ async fn a_two_platform_module_builds_through_the_pool_into_one_signed_index() {
     }
 
     // The record names the index; Kubernetes deploys it; it is signed by the converge's key.
-    assert_eq!(k.annotation(&api)["base"]["digest"], Value::from(index.clone()));
+    assert_eq!(
+        k.annotation(&api)["base"]["digest"],
+        Value::from(index.clone())
+    );
     assert_eq!(k.image(&api, "base"), format!("{reference}@{index}"));
     let work = tempfile::tempdir().unwrap();
     assert!(

@@ -11,16 +11,18 @@ use super::targets::sign_pushed;
 use crate::backends::buildx;
 use crate::backends::credentials;
 use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
-use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::push::push_image_sized;
+use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
-use crate::backends::registry::{DOCKER_MANIFEST, IndexEntry, RegistryClient, repository_in};
 use crate::backends::git::{self, Revision};
+use crate::backends::registry::{DOCKER_MANIFEST, IndexEntry, RegistryClient, repository_in};
 use crate::backends::state::{BuildEnd, NewBuild, StateDb, StateError};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::manifest::Inputs;
-use crate::mesh::model::{INPUTS_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Module, Platform, Registry};
+use crate::mesh::model::{
+    INPUTS_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Module, Platform, Registry,
+};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
 use crate::workspace::inputs::{self, InputSpec, InputsError};
@@ -196,9 +198,7 @@ pub async fn build_module(
     };
     let builder = match (&through_pool, on.builder) {
         (Some(list), _) => Some(list.as_str()),
-        (None, Some(_)) if planned.multi_platform && on.platforms.is_none() => {
-            Some(BUILDX_BUILDER)
-        }
+        (None, Some(_)) if planned.multi_platform && on.platforms.is_none() => Some(BUILDX_BUILDER),
         (None, placed) => placed,
     };
     let run = Run::start(&module, planned, mesh, &revision, builder, db, emitter)?;
@@ -680,7 +680,10 @@ impl Run<'_> {
             }
         }
         let Some(registry) = list.first().map(|on| &on.registry) else {
-            return self.failed(format!("module {}: no platform to build", self.module), None);
+            return self.failed(
+                format!("module {}: no platform to build", self.module),
+                None,
+            );
         };
         let digest = match self.put_index(registry, &entries).await {
             Ok(digest) => digest,
@@ -811,7 +814,11 @@ impl Run<'_> {
     }
 
     /// Write the image index naming `entries` under the module's ref: its digest, or why not.
-    async fn put_index(&self, registry: &Registry, entries: &[IndexEntry]) -> Result<String, String> {
+    async fn put_index(
+        &self,
+        registry: &Registry,
+        entries: &[IndexEntry],
+    ) -> Result<String, String> {
         let creds = credentials::for_registry(&registry.host)
             .await
             .map_err(|e| format!("the credentials for registry {}: {e}", registry.host))?;

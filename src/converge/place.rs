@@ -376,11 +376,12 @@ async fn build_on(
             .map_err(|e| BuildError::Daemon(format!("cannot build: {e}")))?,
     };
     let pooled = shared.registry.is_some();
-    let platforms = if job.planned.multi_platform && shared.mesh.multi_platform == MultiPlatform::Pool {
-        Some(platform_builders(shared, member, &job, base.as_ref()).await)
-    } else {
-        None
-    };
+    let platforms =
+        if job.planned.multi_platform && shared.mesh.multi_platform == MultiPlatform::Pool {
+            Some(platform_builders(shared, member, &job, base.as_ref()).await)
+        } else {
+            None
+        };
     let base_arg = match (&shared.registry, base) {
         // Each platform's builder reaches the base on its own (`platform_builders`).
         _ if platforms.is_some() => Ok(None),
@@ -428,14 +429,23 @@ async fn platform_builders(
     job: &BuildJob,
     base: Option<&BaseOf>,
 ) -> Result<Vec<PlatformOn>, String> {
-    let Some(registry) = shared.registry.clone().or_else(|| shared.mesh.registry.clone()) else {
+    let Some(registry) = shared
+        .registry
+        .clone()
+        .or_else(|| shared.mesh.registry.clone())
+    else {
         return Err(format!(
             "module {}: a multi-platform build pushes each platform and an image index to the mesh's registry, and the mesh has none: add registry = \"host:port\" to [mesh]",
             job.module.name
         ));
     };
     let ready: Vec<&Member> = std::iter::once(placed)
-        .chain(shared.members.iter().filter(|m| m.builder.name != placed.builder.name))
+        .chain(
+            shared
+                .members
+                .iter()
+                .filter(|m| m.builder.name != placed.builder.name),
+        )
         .filter(|m| m.connection.is_some())
         .collect();
     let mut out = Vec::new();

@@ -71,7 +71,9 @@ pub async fn push_image_sized(
             size = info.status.as_deref().and_then(size_in_status).unwrap_or(0);
         }
     }
-    digest.map(|d| (d, size)).ok_or_else(|| fail("the daemon finished the push without naming a digest".into()))
+    digest
+        .map(|d| (d, size))
+        .ok_or_else(|| fail("the daemon finished the push without naming a digest".into()))
 }
 
 #[cfg(test)]
@@ -86,6 +88,9 @@ mod tests {
             Some("sha256:0123abcd")
         );
         assert_eq!(digest_in_status("Pushed"), None);
-        assert_eq!(size_in_status("tag: digest: sha256:0123abcd size: 528"), Some(528));
+        assert_eq!(
+            size_in_status("tag: digest: sha256:0123abcd size: 528"),
+            Some(528)
+        );
     }
 }

@@ -12,9 +12,7 @@ use toml::de::DeValue;
 use super::MeshError;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
-use crate::mesh::model::{
-    Backoff, BuildSecret, MultiPlatform, Platform, Policy, Registry, Target,
-};
+use crate::mesh::model::{Backoff, BuildSecret, MultiPlatform, Platform, Policy, Registry, Target};
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine", "builder"];
 const MESH_KEYS: &[&str] = &[
