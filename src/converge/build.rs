@@ -82,7 +82,49 @@ pub struct BuildOn<'d> {
     /// A multi-platform module built through the pool: where each platform builds (Err: why it
     /// cannot). None: one platform on `daemon`, or several through this machine's `docker buildx`
     /// (`multi_platform = "buildx"`).
-    pub platforms: Option<Result<Vec<PlatformOn>, String>>,
+    pub platforms: Option<Result<Vec<PlatformOn>, PlatformsUnbuilt>>,
+}
+
+/// Why a multi-platform module's platforms cannot all be given a builder (its build fails with it).
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformsUnbuilt {
+    #[error(
+        "module {module}: a multi-platform build pushes each platform and an image index to the mesh's registry, and the mesh has none: add registry = \"host:port\" to [mesh]"
+    )]
+    NoRegistry { module: String },
+    /// `builders`: what each builder builds, for people.
+    #[error("module {module}: no builder left builds {platform} ({builders})")]
+    NoBuilder {
+        module: String,
+        platform: Platform,
+        builders: String,
+    },
+    #[error("cannot build {platform}: {source}")]
+    Host {
+        platform: Platform,
+        #[source]
+        source: std::sync::Arc<crate::backends::daemon::DaemonError>,
+    },
+    /// `why`: the base's hand-over's words (`place.rs`, `base_for`).
+    #[error("builder {builder}: {why}")]
+    Base { builder: String, why: String },
+}
+
+/// Why the image index of a multi-platform module could not be written.
+#[derive(Debug, thiserror::Error)]
+enum IndexError {
+    #[error("the credentials for registry {registry}: {source}")]
+    Credentials {
+        registry: String,
+        #[source]
+        source: credentials::CredentialsError,
+    },
+    #[error("module {module}: writing its image index: {source}")]
+    Write {
+        module: String,
+        #[source]
+        source: crate::backends::registry::RegistryError,
+    },
 }
 
 /// One platform of a multi-platform module and the builder that builds it.
@@ -203,7 +245,7 @@ pub async fn build_module(
     };
     let run = Run::start(&module, planned, mesh, &revision, builder, db, emitter)?;
     if let Some(Err(why)) = &on.platforms {
-        return run.failed(why.clone(), None);
+        return run.failed(why.to_string(), None);
     }
     let base = match &on.base {
         Ok(base) => base.clone(),
@@ -687,7 +729,7 @@ impl Run<'_> {
         };
         let digest = match self.put_index(registry, &entries).await {
             Ok(digest) => digest,
-            Err(why) => return self.failed(why, Some(tail.text())),
+            Err(why) => return self.failed(why.to_string(), Some(tail.text())),
         };
         if let Err(error) = self.sign_index(mesh, &digest).await {
             return self.failed(
@@ -818,16 +860,23 @@ impl Run<'_> {
         &self,
         registry: &Registry,
         entries: &[IndexEntry],
-    ) -> Result<String, String> {
+    ) -> Result<String, IndexError> {
         let creds = credentials::for_registry(&registry.host)
             .await
-            .map_err(|e| format!("the credentials for registry {}: {e}", registry.host))?;
-        let client = RegistryClient::new(registry, creds).map_err(|e| e.to_string())?;
+            .map_err(|source| IndexError::Credentials {
+                registry: registry.host.clone(),
+                source,
+            })?;
+        let write = |source| IndexError::Write {
+            module: self.module.clone(),
+            source,
+        };
+        let client = RegistryClient::new(registry, creds).map_err(write)?;
         let (repository, tag) = repository_in(&registry.host, &self.reference);
         client
             .put_index(repository, tag, entries)
             .await
-            .map_err(|e| format!("module {}: writing its image index: {e}", self.module))
+            .map_err(write)
     }
 }
 

@@ -20,7 +20,9 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::build::{BuildError, BuildJob, BuildOn, Built, PlatformOn, build_module};
+use super::build::{
+    BuildError, BuildJob, BuildOn, Built, PlatformOn, PlatformsUnbuilt, build_module,
+};
 use super::builders::{Connection, Member, Pool};
 use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, Payload};
@@ -428,16 +430,15 @@ async fn platform_builders(
     placed: &Member,
     job: &BuildJob,
     base: Option<&BaseOf>,
-) -> Result<Vec<PlatformOn>, String> {
+) -> Result<Vec<PlatformOn>, PlatformsUnbuilt> {
     let Some(registry) = shared
         .registry
         .clone()
         .or_else(|| shared.mesh.registry.clone())
     else {
-        return Err(format!(
-            "module {}: a multi-platform build pushes each platform and an image index to the mesh's registry, and the mesh has none: add registry = \"host:port\" to [mesh]",
-            job.module.name
-        ));
+        return Err(PlatformsUnbuilt::NoRegistry {
+            module: job.module.name.clone(),
+        });
     };
     let ready: Vec<&Member> = std::iter::once(placed)
         .chain(
@@ -457,11 +458,11 @@ async fn platform_builders(
             .find(|m| m.builds_natively(platform))
             .or_else(|| ready.iter().find(builds));
         let Some(member) = chosen else {
-            return Err(format!(
-                "module {}: no builder left builds {platform} ({})",
-                job.module.name,
-                super::builders::builders_and_platforms(&shared.members)
-            ));
+            return Err(PlatformsUnbuilt::NoBuilder {
+                module: job.module.name.clone(),
+                platform: platform.clone(),
+                builders: super::builders::builders_and_platforms(&shared.members),
+            });
         };
         let daemon = match &member.connection {
             Some(Connection::Own(daemon)) => daemon.clone(),
@@ -469,13 +470,19 @@ async fn platform_builders(
                 .host
                 .get()
                 .await
-                .map_err(|e| format!("cannot build: {e}"))?
+                .map_err(|source| PlatformsUnbuilt::Host {
+                    platform: platform.clone(),
+                    source,
+                })?
                 .clone(),
         };
         let base_arg = match base {
             Some(base) => base_for(shared, &daemon, &registry, base)
                 .await
-                .map_err(|why| format!("builder {}: {why}", member.builder.name))?,
+                .map_err(|why| PlatformsUnbuilt::Base {
+                    builder: member.builder.name.clone(),
+                    why,
+                })?,
             None => None,
         };
         out.push(PlatformOn {
