@@ -78,8 +78,7 @@ pub fn dashboard(global: args::Global) -> ExitCode {
             state_path,
             readonly: global.readonly,
             bell: !global.no_bell,
-            kube_context: global.context.clone(),
-            namespace: global.namespace.clone(),
+            overrides: global.overrides.clone(),
             target: shown,
         };
         let result = runtime.block_on(crate::tui::run_dashboard(options));

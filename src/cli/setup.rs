@@ -84,25 +84,11 @@ pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
 }
 
 /// The target a command acts on: `--target`, else the mesh file's first. Bad input (exit 2): a
-/// name the mesh does not declare, or `--context` / `--namespace` on a mesh whose targets are
-/// named (each acts where it names; `--target` chooses one).
+/// name the mesh does not declare, or a kind's flag on a mesh whose targets are named (each acts
+/// where it names; `--target` chooses one).
 pub fn target_name(global: &Global, mesh: &Mesh) -> Result<String, Failure> {
+    global.overrides.check_for(mesh).map_err(Failure::input)?;
     let names = mesh.target_names();
-    if mesh.names_targets()
-        && let Some(flag) = [
-            ("--context", &global.context),
-            ("--namespace", &global.namespace),
-        ]
-        .into_iter()
-        .find_map(|(flag, given)| given.as_ref().map(|_| flag))
-    {
-        return Err(Failure::input(format!(
-            "{flag}: mesh {} names its targets ([[target]] in {}): each acts on the context and namespace it names, never elsewhere; choose one with --target ({})",
-            mesh.name,
-            mesh.file.display(),
-            names.join(", ")
-        )));
-    }
     match &global.target {
         None => Ok(mesh.first_target().to_string()),
         Some(name) if names.contains(&name.as_str()) => Ok(name.clone()),
@@ -134,9 +120,9 @@ pub fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
     StateDb::open_for_reading(&path).map_err(Failure::failed)
 }
 
-/// The command's target, connected once for the command: `--context`/`--namespace` override a
-/// single `[target]`'s (a Docker target has neither). A named target whose context the kubeconfig
-/// lacks is bad input, refused before any call.
+/// The command's target, connected once for the command: the kinds' flags override a single
+/// `[target]`'s. A named target the kind cannot reach as named (a context the kubeconfig lacks)
+/// is bad input, refused before any call.
 pub async fn target(global: &Global, mesh: &Mesh) -> Result<Connected, Failure> {
     let name = target_name(global, mesh)?;
     connect(global, mesh, &name).await
@@ -159,13 +145,7 @@ pub async fn connect_target(
     mesh: &Mesh,
     name: &str,
 ) -> Result<Connected, TargetError> {
-    targets::connect(
-        mesh,
-        name,
-        global.context.as_deref(),
-        global.namespace.as_deref(),
-    )
-    .await
+    targets::connect(mesh, name, &global.overrides).await
 }
 
 /// The named modules, each checked against the mesh (None = all).

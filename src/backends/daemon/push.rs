@@ -22,6 +22,17 @@ pub fn size_in_status(status: &str) -> Option<u64> {
         .ok()
 }
 
+impl super::Daemon {
+    /// Push a tagged image through this daemon; returns the manifest digest the registry stored.
+    pub async fn push(
+        &self,
+        reference: &str,
+        creds: Option<&Credentials>,
+    ) -> Result<String, RegistryError> {
+        push_image(self.docker(), reference, creds).await
+    }
+}
+
 /// Push a tagged image through the daemon; returns the manifest digest the registry stored.
 pub async fn push_image(
     docker: &bollard::Docker,
@@ -57,7 +68,7 @@ pub async fn push_image_sized(
     let mut stream = docker.push_image(
         repository,
         Some(options),
-        creds.map(|c| c.to_docker(server)),
+        creds.map(|c| c.for_daemon(server)),
     );
     let mut digest = None;
     let mut size = 0;

@@ -139,11 +139,11 @@ pub async fn plan(
         });
     let (roots, held_elsewhere) =
         read_roots(mesh, rules, daemon, targets, db, pulled.as_ref()).await?;
-    let docker = daemon
+    let host = daemon
         .get()
         .await
         .map_err(|e| GcError::unreadable("the host daemon", e))?;
-    let images = docker
+    let images = host
         .sized_images()
         .await
         .map_err(|e| GcError::unreadable("the host daemon", e))?;
@@ -270,7 +270,7 @@ async fn take(
                 .any(|k| k.kind == c.kind && k.name == c.name)
         });
     }
-    let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
+    let host = daemon.get().await.map_err(TargetError::Unreachable)?;
     let registry = match target.pushes_to() {
         Some(registry) => Some(target.registry_client(&registry).await?),
         None => None,
@@ -323,7 +323,7 @@ async fn take(
                 None => GcOutcome::Skipped("no registry".into()),
             },
             kind @ (CandidateKind::Image | CandidateKind::Tag) => {
-                match docker.remove(&candidate.name).await {
+                match host.remove(&candidate.name).await {
                     Ok(()) if kind == CandidateKind::Image => {
                         report.bytes_freed += candidate.bytes;
                         GcOutcome::Removed

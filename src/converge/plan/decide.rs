@@ -159,7 +159,7 @@ impl Planner<'_> {
                     &self.ctx.record_source,
                 );
                 // Where the host is the target, an artifact it lost is rebuilt (when the host was asked).
-                if self.host_is_target()
+                if self.builds_where_it_runs()
                     && !multi_platform
                     && decide::gone_from_host(&verdict, &self.host)
                 {

@@ -35,9 +35,9 @@ pub struct PlanContext<'a> {
     /// None = every module.
     pub selected: Option<BTreeSet<String>>,
     pub force: bool,
-    /// The target's word (its `host_is_target()`): the host daemon is
-    /// the target, so it can tell an artifact the target lost.
-    pub host_is_target: bool,
+    /// The target's word (its `builds_where_it_runs()`): what is built is where it runs, so the
+    /// builder can tell an artifact the target lost.
+    pub builds_where_it_runs: bool,
     /// The target planned for, in its words: the plan names it (name and kind).
     pub target: TargetDescription,
 }
@@ -58,7 +58,7 @@ impl<'a> PlanContext<'a> {
             record_source: record.source.clone(),
             selected,
             force,
-            host_is_target: target.host_is_target(),
+            builds_where_it_runs: target.builds_where_it_runs(),
             target: target.describe(),
         }
     }

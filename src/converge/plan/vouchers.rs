@@ -84,14 +84,14 @@ impl Planner<'_> {
     }
 
     /// Docker target: the host daemon is the target, so it can tell an artifact the target lost.
-    pub fn host_is_target(&self) -> bool {
-        self.ctx.host_is_target
+    pub fn builds_where_it_runs(&self) -> bool {
+        self.ctx.builds_where_it_runs
     }
 
     /// Whether a `record` decision made before the host was asked would now be a rebuild
     /// (the host no longer holds its artifact): the plan is then made again.
     pub fn any_gone(&self, planned: &[&PlannedModule]) -> bool {
-        self.host_is_target()
+        self.builds_where_it_runs()
             && planned.iter().any(|p| {
                 !p.multi_platform
                     && decide::gone_from_host(
@@ -110,7 +110,7 @@ impl Planner<'_> {
     /// not selected in this converge, so that nothing here would build it again. Asked only once
     /// the host has answered.
     pub(super) fn unselected_base_gone(&self, base: &str) -> Option<String> {
-        if !self.host_is_target() || self.is_selected(base) {
+        if !self.builds_where_it_runs() || self.is_selected(base) {
             return None;
         }
         let HostAnswer::Holds(images) = &self.host else {

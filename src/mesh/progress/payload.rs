@@ -72,9 +72,10 @@ pub enum Payload {
         to_reference: String,
         to_digest: String,
     },
-    /// A roll-out followed on a workload.
+    /// A roll-out followed on a machine (stored under the word its first kind gave it).
     Rollout {
-        workload: String,
+        #[serde(rename = "workload")]
+        machine: String,
     },
     /// Machines that answered a send: one machine (`machine`, 0 or 1 of 1 moved), or the sum of
     /// an operation's sends (no machine).
@@ -166,8 +167,10 @@ pub enum DeliveredBy {
     Pushed { digest: String },
     /// Pulled from the registry by its manifest digest.
     Pulled { manifest: String, digest: String },
-    /// `kind load` into a kind cluster.
-    KindLoaded { cluster: String },
+    /// Loaded straight into the target's cluster, no registry between (`kind load`): stored under
+    /// the word its first kind gave it, which rows already written keep.
+    #[serde(rename = "kind_loaded")]
+    Loaded { cluster: String },
     /// A multi-platform artifact the registry holds as `manifest`: nothing to move.
     InRegistry { manifest: String },
     /// The pushed manifest `digest` signed (cosign) beside any other signer's, before the push's own step.
@@ -310,7 +313,7 @@ mod tests {
             },
             Payload::Delivered {
                 reference: "demo/api:1".into(),
-                by: DeliveredBy::KindLoaded {
+                by: DeliveredBy::Loaded {
                     cluster: "kind".into(),
                 },
             },
@@ -331,7 +334,7 @@ mod tests {
                 to_digest: "sha256:ab".into(),
             },
             Payload::Rollout {
-                workload: "deployment/api".into(),
+                machine: "deployment/api".into(),
             },
             Payload::sent("api-1", false),
             LastWord::failed_on("lock lost", "send: lock lost").payload(),
@@ -358,6 +361,17 @@ mod tests {
                 "{stored}"
             );
             assert_eq!(serde_json::from_str::<Payload>(&stored).unwrap(), payload);
+        }
+    }
+
+    #[test]
+    fn rows_stored_before_the_delivery_words_were_kind_free_read_the_same() {
+        // As schema 12 wrote them: the stored words stay whatever the variants are called.
+        let loaded = r#"{"step":"delivered","reference":"demo/api:1","by":{"how":"kind_loaded","cluster":"kind"}}"#;
+        let rollout = r#"{"step":"rollout","workload":"deployment/api"}"#;
+        for stored in [loaded, rollout] {
+            let payload: Payload = serde_json::from_str(stored).unwrap();
+            assert_eq!(serde_json::to_string(&payload).unwrap(), stored);
         }
     }
 }
