@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 # mount: the full-disk test mounts a small tmpfs; util-linux: setpriv (read-only state as another user);
 # openssh-client: a real ssh agent for `ssh = true`; openssh-server: a builder reached over ssh://; gcc and libc6-dev: its static in-build client;
 # iproute2: the second daemon's own bridge (scripts/start-second-daemon.sh).
-packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client openssh-server gcc libc6-dev iproute2)
+packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client openssh-server gcc libc6-dev iproute2
+  qemu-user-static) # qemu-user-static: linux/arm64 builds and runs under emulation (scripts/setup-emulation.sh)
 missing=()
 for package in "${packages[@]}"; do
   dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
@@ -37,6 +38,9 @@ bash scripts/start-second-daemon.sh
 # and one more the fault test SIGKILLs mid-step and starts again.
 bash scripts/start-tls-daemon.sh tls
 bash scripts/start-tls-daemon.sh fault
+# The multi-platform tests build linux/arm64 through the pool under emulation: qemu-user-static
+# (Debian's) registered through binfmt_misc with the F flag, and an arm64 busybox in a cache dir.
+bash scripts/setup-emulation.sh
 
 # The build of every test binary needs a few GB (a CI machine once ran out of disk linking them):
 # say what is free where the target directory is, so that a full disk reads as that.

@@ -276,8 +276,9 @@ async fn neither_registry_nor_kind_context_is_refused_before_any_build() {
     );
 }
 
-/// The example mesh on the API test server, its base built for two platforms, `more` appended to its
-/// mesh file; this machine must have no `docker buildx` (the build then fails naming it).
+/// The example mesh on the API test server, its base built for two platforms through this
+/// machine's `docker buildx` (`multi_platform = "buildx"`: the user asks for it), `more` appended
+/// to its mesh file; this machine must have no `docker buildx` (the build then fails naming it).
 fn multi_platform_base(tag: &str, api: &KubeApi, more: &str) -> KubeMesh {
     let buildx = std::process::Command::new("docker")
         .args(["buildx", "version"])
@@ -286,11 +287,14 @@ fn multi_platform_base(tag: &str, api: &KubeApi, more: &str) -> KubeMesh {
     assert!(!buildx, "this test needs a machine without docker buildx");
     let k = KubeMesh::new(tag, api, true, "test-ctx", "");
     let file = k.mesh.mesh_file();
-    let mut text = std::fs::read_to_string(&file).unwrap().replacen(
-        "context = \"base\"\n",
-        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
-        1,
-    );
+    let mut text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replacen(
+            "context = \"base\"\n",
+            "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+            1,
+        )
+        .replacen("[mesh]\n", "[mesh]\nmulti_platform = \"buildx\"\n", 1);
     text.push_str(more);
     std::fs::write(&file, text).unwrap();
     k
@@ -312,8 +316,8 @@ async fn a_multi_platform_module_without_buildx_fails_naming_it() {
     assert_eq!(summary["stamped"], false);
 }
 
-/// On a pool of builders, a multi-platform module still goes through this machine's `docker buildx`
-/// wherever the pool places it: its build row names that, not a daemon that never saw the build.
+/// On a pool of builders, a multi-platform module whose mesh asks for buildx goes through this
+/// machine's `docker buildx` wherever the pool places it: its build row names that, not a daemon that never saw the build.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_platform_module_on_a_pool_names_buildx_as_its_builder() {
     common::local_registry::require_registry().await;

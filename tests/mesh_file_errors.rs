@@ -444,3 +444,28 @@ fn tables_of_the_wrong_shape() {
     let text = "mesh = 3\n";
     refused(text, 1, &["[mesh] must be a table"]);
 }
+
+#[test]
+fn multi_platform_names_pool_or_buildx() {
+    let text = format!("[mesh]\nname = \"demo\"\nmulti_platform = \"qemu\"\n\n{ONE}");
+    let err = refused(
+        &text,
+        line_of(&text, "multi_platform"),
+        &["multi_platform", "\"qemu\"", "[mesh]"],
+    );
+    assert!(
+        err.fix.contains("\"pool\"") && err.fix.contains("\"buildx\""),
+        "{}",
+        err.fix
+    );
+    for (word, expected) in [
+        ("pool", meshtop::mesh::model::MultiPlatform::Pool),
+        ("buildx", meshtop::mesh::model::MultiPlatform::Buildx),
+    ] {
+        let dir = repo();
+        let text = format!("[mesh]\nname = \"demo\"\nmulti_platform = \"{word}\"\n\n{ONE}");
+        let file = write(dir.path(), "mesh.toml", &text);
+        let mesh = file::load(&file).unwrap();
+        assert_eq!(mesh.multi_platform, expected);
+    }
+}

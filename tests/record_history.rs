@@ -38,6 +38,7 @@ fn mesh(name: &str, target: Target) -> meshtop::mesh::model::Mesh {
         root: "/nonexistent".into(),
         registry: None,
         publish: false,
+        multi_platform: Default::default(),
         signing: Default::default(),
         targets: meshtop::mesh::model::single_target(target),
         environments: Vec::new(),

@@ -200,11 +200,16 @@ async fn the_index_a_multi_platform_build_pushed_is_signed() {
     let api = KubeApi::start().await;
     let k = KubeMesh::new("signmp", &api, true, "test-ctx", "");
     let file = k.mesh.mesh_file();
-    let text = std::fs::read_to_string(&file).unwrap().replacen(
-        "context = \"base\"\n",
-        "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
-        1,
-    );
+    // The user asks for buildx (`multi_platform = "buildx"`); the pool's own path is
+    // tests/pool_platforms.rs.
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replacen(
+            "context = \"base\"\n",
+            "context = \"base\"\nplatforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+            1,
+        )
+        .replacen("[mesh]\n", "[mesh]\nmulti_platform = \"buildx\"\n", 1);
     std::fs::write(&file, text).unwrap();
     let (key, public) = keypair(&k.mesh.dir.path().join("keys"), "ci");
     let bin = k.mesh.dir.path().join("bin");

@@ -23,7 +23,11 @@ struct Shown {
     /// Why it is out (its last error).
     error: Option<String>,
     version: Option<String>,
+    /// Every platform it builds: its own (`native`), then those it emulates (`emulated`), as its
+    /// daemon's BuildKit says; the mesh file's `platforms` when it gives them.
     platforms: Vec<String>,
+    native: Vec<String>,
+    emulated: Vec<String>,
     /// The target's daemon: what it builds needs no hand-over.
     target_daemon: bool,
     running: usize,
@@ -88,15 +92,16 @@ async fn shown(
             Err(e) => error = Some(e.to_string()),
         }
     }
-    let mut platforms: Vec<String> = member
-        .builder
-        .platforms
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if platforms.is_empty() {
-        platforms.extend(described.iter().map(|d| d.platform.to_string()));
-    }
+    let texts = |list: &[crate::mesh::model::Platform]| -> Vec<String> {
+        list.iter().map(ToString::to_string).collect()
+    };
+    let (native, emulated) = match &described {
+        Some(d) if member.builder.platforms.is_empty() => {
+            (vec![d.platform.to_string()], texts(&d.emulated()))
+        }
+        _ => (texts(&member.builder.platforms), Vec::new()),
+    };
+    let platforms: Vec<String> = native.iter().chain(&emulated).cloned().collect();
     let name = member.builder.name.clone();
     Shown {
         state: if error.is_some() { "out" } else { "ready" },
@@ -104,6 +109,8 @@ async fn shown(
         error,
         version: described.map(|d| d.version),
         platforms,
+        native,
+        emulated,
         target_daemon: member.is_host,
         running: running
             .and_then(|r| r.builders.iter().find(|b| b.name == name))
@@ -143,7 +150,7 @@ fn text(answer: &Answer) -> String {
     let mut out = String::new();
     outln!(
         out,
-        "{:<14} {:<8} {:<10} {:<34} {:<16} {:>7}  ERROR",
+        "{:<14} {:<8} {:<10} {:<34} {:<28} {:>7}  ERROR",
         "BUILDER",
         "STATE",
         "VERSION",
@@ -159,12 +166,12 @@ fn text(answer: &Answer) -> String {
         };
         outln!(
             out,
-            "{:<14} {:<8} {:<10} {:<34} {:<16} {:>7}  {}",
+            "{:<14} {:<8} {:<10} {:<34} {:<28} {:>7}  {}",
             b.name,
             b.state,
             b.version.as_deref().unwrap_or("-"),
             endpoint,
-            b.platforms.join(","),
+            platforms_cell(b),
             format!("{}/{}", b.running, b.max_builds),
             b.error.as_deref().unwrap_or("")
         );
@@ -175,4 +182,11 @@ fn text(answer: &Answer) -> String {
         _ => outln!(out, "no converge runs: 0 queued"),
     }
     out
+}
+
+/// `linux/amd64 +linux/arm64`: its own platforms, then `+` each it emulates.
+fn platforms_cell(b: &Shown) -> String {
+    let mut cells: Vec<String> = b.native.clone();
+    cells.extend(b.emulated.iter().map(|p| format!("+{p}")));
+    cells.join(" ")
 }

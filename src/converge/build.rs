@@ -11,14 +11,18 @@ use super::targets::sign_pushed;
 use crate::backends::buildx;
 use crate::backends::credentials;
 use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
+use crate::backends::daemon::push::push_image_sized;
 use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
 use crate::backends::git::{self, Revision};
+use crate::backends::registry::{DOCKER_MANIFEST, IndexEntry, RegistryClient, repository_in};
 use crate::backends::state::{BuildEnd, NewBuild, StateDb, StateError};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
 use crate::mesh::manifest::Inputs;
-use crate::mesh::model::{INPUTS_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Module};
+use crate::mesh::model::{
+    INPUTS_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Module, Platform, Registry,
+};
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
 use crate::workspace::inputs::{self, InputSpec, InputsError};
@@ -75,6 +79,77 @@ pub struct BuildOn<'d> {
     pub base: Result<Option<String>, String>,
     /// The build must end within this, or it reads as the builder gone (`MESHTOP_BUILD_DEADLINE`).
     pub deadline: std::time::Duration,
+    /// A multi-platform module built through the pool: where each platform builds (Err: why it
+    /// cannot). None: one platform on `daemon`, or several through this machine's `docker buildx`
+    /// (`multi_platform = "buildx"`).
+    pub platforms: Option<Result<Vec<PlatformOn>, PlatformsUnbuilt>>,
+}
+
+/// Why a multi-platform module's platforms cannot all be given a builder (its build fails with it).
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformsUnbuilt {
+    #[error(
+        "module {module}: a multi-platform build pushes each platform and an image index to the mesh's registry, and the mesh has none: add registry = \"host:port\" to [mesh]"
+    )]
+    NoRegistry { module: String },
+    /// `builders`: what each builder builds, for people.
+    #[error("module {module}: no builder left builds {platform} ({builders})")]
+    NoBuilder {
+        module: String,
+        platform: Platform,
+        builders: String,
+    },
+    #[error("cannot build {platform}: {source}")]
+    Host {
+        platform: Platform,
+        #[source]
+        source: std::sync::Arc<crate::backends::daemon::DaemonError>,
+    },
+    /// `why`: the base's hand-over's words (`place.rs`, `base_for`).
+    #[error("builder {builder}: {why}")]
+    Base { builder: String, why: String },
+}
+
+/// Why the image index of a multi-platform module could not be written.
+#[derive(Debug, thiserror::Error)]
+enum IndexError {
+    #[error("the credentials for registry {registry}: {source}")]
+    Credentials {
+        registry: String,
+        #[source]
+        source: credentials::CredentialsError,
+    },
+    #[error("module {module}: writing its image index: {source}")]
+    Write {
+        module: String,
+        #[source]
+        source: crate::backends::registry::RegistryError,
+    },
+}
+
+/// One platform of a multi-platform module and the builder that builds it.
+pub struct PlatformOn {
+    pub platform: Platform,
+    pub builder: String,
+    /// The builder runs it under emulation (not its own architecture).
+    pub emulated: bool,
+    pub daemon: Daemon,
+    /// `BASE` as this builder reaches the base (None: the artifact id, which it holds).
+    pub base: Option<String>,
+    /// Where it is pushed by digest and the index is written.
+    pub registry: Registry,
+}
+
+impl PlatformOn {
+    /// `linux/arm64 on two (emulated)`.
+    fn describe(&self) -> String {
+        format!(
+            "{} on {}{}",
+            self.platform,
+            self.builder,
+            if self.emulated { " (emulated)" } else { "" }
+        )
+    }
 }
 
 pub use crate::backends::daemon::build::{DEFAULT_BUILD_DEADLINE, build_deadline};
@@ -154,11 +229,24 @@ pub async fn build_module(
         .unwrap_or_default();
     // A multi-platform build runs through this machine's `docker buildx` (which has builders of its
     // own) wherever the pool placed it: its line and row say so, not a daemon that never saw it.
-    let builder = match on.builder {
-        Some(_) if planned.multi_platform => Some(BUILDX_BUILDER),
-        placed => placed,
+    let through_pool = match &on.platforms {
+        Some(Ok(list)) => Some(
+            list.iter()
+                .map(PlatformOn::describe)
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        _ => None,
+    };
+    let builder = match (&through_pool, on.builder) {
+        (Some(list), _) => Some(list.as_str()),
+        (None, Some(_)) if planned.multi_platform && on.platforms.is_none() => Some(BUILDX_BUILDER),
+        (None, placed) => placed,
     };
     let run = Run::start(&module, planned, mesh, &revision, builder, db, emitter)?;
+    if let Some(Err(why)) = &on.platforms {
+        return run.failed(why.to_string(), None);
+    }
     let base = match &on.base {
         Ok(base) => base.clone(),
         Err(why) => return run.failed(why.clone(), None),
@@ -169,6 +257,19 @@ pub async fn build_module(
         Err(why) => return run.failed(why.to_string(), None),
     };
     let multi_platform = run.planned.multi_platform;
+    if let Some(Ok(list)) = &on.platforms {
+        let args = build_args(&module, &run.planned);
+        let labels = labels(&module, mesh, &revision, &run.planned);
+        let template = PlatformTemplate {
+            module: &module,
+            args,
+            labels,
+            secrets: SecretValues(served.values),
+            ssh_agent: served.ssh_agent,
+            deadline: on.deadline,
+        };
+        return run.on_platforms(mesh, template, list).await;
+    }
     if multi_platform && let Err(why) = buildx_ready(&module, &run.planned, pushes).await {
         return run.failed(why.to_string(), None);
     }
@@ -577,6 +678,217 @@ impl<'a> Run<'a> {
             }
             Err(error) => self.failed(format!("module {}: {error}", self.module), tail_text),
         }
+    }
+}
+
+/// What every platform's build of a multi-platform module shares.
+struct PlatformTemplate<'m> {
+    module: &'m Module,
+    args: HashMap<String, String>,
+    labels: HashMap<String, String>,
+    secrets: SecretValues,
+    ssh_agent: Option<std::path::PathBuf>,
+    deadline: std::time::Duration,
+}
+
+/// How one platform's build ended, when it did not give a manifest for the index.
+enum PlatformFault {
+    /// The build's own failure (a step, the push): the module fails.
+    Failed(String),
+    /// The builder went away or did not end in time: the module fails, and the build is retried
+    /// once elsewhere.
+    Gone(String),
+}
+
+/// The tag a platform's image is pushed under before the index names it by digest:
+/// `<ref>.linux-arm64` (so that two platforms built on one daemon never share a tag).
+pub fn platform_tag(reference: &str, platform: &Platform) -> String {
+    let mut tag = format!("{reference}.{}-{}", platform.os, platform.arch);
+    if let Some(variant) = &platform.variant {
+        tag.push('-');
+        tag.push_str(variant);
+    }
+    tag
+}
+
+impl Run<'_> {
+    /// Build each platform on its builder, push each by digest, and write the OCI image index
+    /// naming them under the module's ref: the index's digest is the artifact (signed as any
+    /// push is when the converge signs).
+    async fn on_platforms(
+        self,
+        mesh: &Mesh,
+        template: PlatformTemplate<'_>,
+        list: &[PlatformOn],
+    ) -> Result<Built, BuildError> {
+        let mut tail = LogTail::default();
+        let mut entries = Vec::new();
+        for on in list {
+            match self.one_platform(&template, on, &mut tail).await {
+                Ok(entry) => entries.push(entry),
+                Err(PlatformFault::Failed(why)) => return self.failed(why, Some(tail.text())),
+                Err(PlatformFault::Gone(why)) => {
+                    let _ = self.failed(why.clone(), Some(tail.text()));
+                    return Err(BuildError::Daemon(why));
+                }
+            }
+        }
+        let Some(registry) = list.first().map(|on| &on.registry) else {
+            return self.failed(
+                format!("module {}: no platform to build", self.module),
+                None,
+            );
+        };
+        let digest = match self.put_index(registry, &entries).await {
+            Ok(digest) => digest,
+            Err(why) => return self.failed(why.to_string(), Some(tail.text())),
+        };
+        if let Err(error) = self.sign_index(mesh, &digest).await {
+            return self.failed(
+                format!(
+                    "module {}: the image index {} ({digest}) could not be signed: {error}",
+                    self.module, self.reference
+                ),
+                Some(tail.text()),
+            );
+        }
+        let what = format!(
+            "built {} for {} and wrote its image index → {digest}",
+            self.reference,
+            list.iter()
+                .map(PlatformOn::describe)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        self.succeeded(&digest, &what).await?;
+        let _ = with_history(self.db, |h| {
+            h.set_published(&self.correlation_id, &self.reference, &digest)
+        });
+        self.emitter
+            .emit(self.built_payload(&digest), Some(&self.module), what);
+        Ok(self.built(digest.clone(), Some(digest)))
+    }
+
+    /// One platform: built on its builder within the deadline, then pushed by that builder; the
+    /// manifest as the index names it.
+    async fn one_platform(
+        &self,
+        template: &PlatformTemplate<'_>,
+        on: &PlatformOn,
+        tail: &mut LogTail,
+    ) -> Result<IndexEntry, PlatformFault> {
+        let tag = platform_tag(&self.reference, &on.platform);
+        let (tarring, context) = start_tar(template.module, &self.planned);
+        let mut args = template.args.clone();
+        if let Some(base) = &on.base {
+            args.insert("BASE".into(), base.clone());
+        }
+        let request = BuildRequest {
+            context,
+            dockerfile: template.module.dockerfile.clone(),
+            tag: tag.clone(),
+            build_args: args,
+            labels: template.labels.clone(),
+            no_cache: self.planned.decision == Decision::Forced,
+            platforms: vec![on.platform.to_string()],
+            secrets: template.secrets.clone(),
+            ssh_agent: template.ssh_agent.clone(),
+        };
+        let (emitter, module) = (self.emitter, self.module.clone());
+        let said = format!("{}: ", on.platform);
+        let building = on.daemon.build(request, |line| {
+            let line = format!("{said}{line}");
+            emitter.emit(Payload::output(&line), Some(&module), &line);
+            tail.push(&line);
+        });
+        let ended = match tokio::time::timeout(template.deadline, building).await {
+            Ok(ended) => ended,
+            Err(_) => {
+                tarring.abort();
+                return Err(PlatformFault::Gone(format!(
+                    "the daemon at {} did not end the {} build within {} s (MESHTOP_BUILD_DEADLINE)",
+                    on.daemon.endpoint(),
+                    on.platform,
+                    template.deadline.as_secs()
+                )));
+            }
+        };
+        if let Some(error) = tar_error(&self.module, tarring.await) {
+            return Err(PlatformFault::Failed(error));
+        }
+        let id = match ended {
+            Ok(DaemonBuildEnd::Built(id)) => id,
+            Ok(DaemonBuildEnd::Failed(message)) => {
+                return Err(PlatformFault::Failed(format!(
+                    "{}: {message}",
+                    on.describe()
+                )));
+            }
+            Err(error) => return Err(PlatformFault::Gone(error.to_string())),
+        };
+        let creds = credentials::for_registry(&on.registry.host)
+            .await
+            .ok()
+            .flatten();
+        let pushing = push_image_sized(on.daemon.docker(), &tag, creds.as_ref());
+        let (digest, size) = match tokio::time::timeout(template.deadline, pushing).await {
+            Ok(Ok(pushed)) => pushed,
+            Ok(Err(error)) => {
+                return Err(PlatformFault::Failed(format!(
+                    "builder {} could not push {tag}: {error}",
+                    on.builder
+                )));
+            }
+            Err(_) => {
+                return Err(PlatformFault::Failed(format!(
+                    "builder {} did not push {tag} within {} s (MESHTOP_BUILD_DEADLINE)",
+                    on.builder,
+                    template.deadline.as_secs()
+                )));
+            }
+        };
+        self.emitter.emit(
+            Payload::output(&format!("{}: built {id}, pushed as {digest}", on.platform)),
+            Some(&self.module),
+            format!(
+                "{} built {} ({}) and pushed it as {digest}",
+                on.describe(),
+                self.reference,
+                crate::mesh::text::short_id(&id)
+            ),
+        );
+        Ok(IndexEntry {
+            digest,
+            size,
+            media_type: DOCKER_MANIFEST,
+            os: on.platform.os.clone(),
+            architecture: on.platform.arch.clone(),
+            variant: on.platform.variant.clone(),
+        })
+    }
+
+    /// Write the image index naming `entries` under the module's ref: its digest, or why not.
+    async fn put_index(
+        &self,
+        registry: &Registry,
+        entries: &[IndexEntry],
+    ) -> Result<String, IndexError> {
+        let creds = credentials::for_registry(&registry.host)
+            .await
+            .map_err(|source| IndexError::Credentials {
+                registry: registry.host.clone(),
+                source,
+            })?;
+        let write = |source| IndexError::Write {
+            module: self.module.clone(),
+            source,
+        };
+        let client = RegistryClient::new(registry, creds).map_err(write)?;
+        let (repository, tag) = repository_in(&registry.host, &self.reference);
+        client
+            .put_index(repository, tag, entries)
+            .await
+            .map_err(write)
     }
 }
 

@@ -7,6 +7,7 @@
 //! More than one builder, or a builder that is not the target's daemon, hands artifacts over
 //! through the mesh's registry: without one the converge is refused before anything runs.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::progress::{Emitter, Payload};
@@ -14,7 +15,9 @@ use crate::backends::credentials;
 use crate::backends::daemon::endpoint::{Described, Identity};
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::mesh::builders::Builder;
-use crate::mesh::model::{Mesh, Platform, Registry};
+use crate::mesh::decide::Decision;
+use crate::mesh::model::{Mesh, MultiPlatform, Platform, Registry};
+use crate::mesh::plan::PlannedModule;
 
 /// How long connecting to a builder and asking who it is may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(20);
@@ -51,12 +54,49 @@ pub struct Member {
 }
 
 impl Member {
-    /// What it builds: the mesh file's `platforms`, else its daemon's own.
+    /// What it builds: the mesh file's `platforms`, else what its daemon says it builds (its
+    /// own, and those it emulates).
     pub fn platforms(&self) -> Vec<Platform> {
         if !self.builder.platforms.is_empty() {
             return self.builder.platforms.clone();
         }
-        self.described.iter().map(|d| d.platform.clone()).collect()
+        self.described
+            .iter()
+            .flat_map(|d| d.builds.iter().cloned())
+            .collect()
+    }
+
+    /// Its platforms for people: `linux/amd64, emulating linux/arm64` (the mesh file's, as given).
+    pub fn platforms_text(&self) -> String {
+        let join = |list: &[Platform]| {
+            list.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match &self.described {
+            Some(d) if self.builder.platforms.is_empty() => {
+                let emulated = d.emulated();
+                if emulated.is_empty() {
+                    d.platform.to_string()
+                } else {
+                    format!("{}, emulating {}", d.platform, join(&emulated))
+                }
+            }
+            _ => join(&self.platforms()),
+        }
+    }
+
+    /// Whether it builds `platform` on its own architecture (not under emulation); a builder the
+    /// mesh file gives platforms to is taken at its word.
+    pub fn builds_natively(&self, platform: &Platform) -> bool {
+        match &self.described {
+            Some(d) if self.builder.platforms.is_empty() => {
+                platform.built_by(&self.platforms())
+                    && crate::backends::daemon::endpoint::runs_natively(&d.platform, platform)
+            }
+            _ => platform.built_by(&self.platforms()),
+        }
     }
 }
 
@@ -101,9 +141,17 @@ impl Pool {
         }
     }
 
-    /// The builders as the scheduler counts them.
+    /// The builders as the scheduler counts them, each with the platforms it builds (as its
+    /// daemon said them when the mesh file gives none).
     pub fn builders(&self) -> Vec<Builder> {
-        self.members.iter().map(|m| m.builder.clone()).collect()
+        self.members
+            .iter()
+            .map(|m| {
+                let mut builder = m.builder.clone();
+                builder.platforms = m.platforms();
+                builder
+            })
+            .collect()
     }
 
     pub fn member(&self, name: &str) -> Option<&Member> {
@@ -116,6 +164,76 @@ impl Pool {
             .iter()
             .find(|m| m.is_host && m.connection.is_some())
     }
+}
+
+/// `one (linux/amd64), two (linux/amd64, emulating linux/arm64)`: what each builder builds.
+pub fn builders_and_platforms(members: &[Member]) -> String {
+    members
+        .iter()
+        .map(|m| match &m.out {
+            Some(_) => format!("{} (left out)", m.builder.name),
+            None => format!("{} ({})", m.builder.name, m.platforms_text()),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Every module to build for several platforms through the pool that asks for a platform no
+/// ready builder builds (natively or emulated, as its daemon says): one refusal each, before any
+/// build, naming the platform and the builders. The local daemon of a mesh without builders is
+/// asked what it builds only when such a module is planned.
+pub async fn unbuildable_platforms(
+    pool: &mut Pool,
+    planned: &BTreeMap<String, PlannedModule>,
+    mesh: &Mesh,
+    host: &LazyDaemon,
+) -> Vec<String> {
+    if mesh.multi_platform == MultiPlatform::Buildx {
+        return Vec::new();
+    }
+    let building: Vec<&PlannedModule> = planned
+        .values()
+        .filter(|p| p.multi_platform)
+        .filter(|p| matches!(p.decision, Decision::Build | Decision::Forced))
+        .collect();
+    if building.is_empty() {
+        return Vec::new();
+    }
+    for member in &mut pool.members {
+        if member.is_host && member.described.is_none() && member.out.is_none() {
+            match host.get().await {
+                Ok(daemon) => match daemon.describe().await {
+                    Ok(described) => member.described = Some(described),
+                    Err(error) => member.out = Some(error.to_string()),
+                },
+                Err(error) => member.out = Some(error.to_string()),
+            }
+        }
+    }
+    let ready: Vec<&Member> = pool
+        .members
+        .iter()
+        .filter(|m| m.connection.is_some() && m.out.is_none())
+        .collect();
+    let mut refusals = Vec::new();
+    for p in building {
+        let line = mesh
+            .modules
+            .iter()
+            .find(|m| m.name == p.name)
+            .map_or(0, |m| m.line);
+        for platform in &p.platforms {
+            if !ready.iter().any(|m| platform.built_by(&m.platforms())) {
+                refusals.push(format!(
+                    "module {} ({}:{line}) builds for {platform}, which no builder builds: {}; register an emulator for it on a builder (qemu-user-static through binfmt_misc), add a builder of that platform, or drop it from `platforms`",
+                    p.name,
+                    mesh.file.display(),
+                    builders_and_platforms(&pool.members)
+                ));
+            }
+        }
+    }
+    refusals
 }
 
 /// Check every builder of `mesh` (at once) and say each on `emitter`: the pool this converge
@@ -182,14 +300,13 @@ fn say(emitter: &Emitter, member: &Member) {
             builder.name, builder.endpoint
         ),
         (None, described) => {
-            let platforms: Vec<String> =
-                member.platforms().iter().map(ToString::to_string).collect();
+            let platforms = member.platforms_text();
             format!(
                 "builder {} ({}) ready: engine {}, {}, up to {} build(s) at once{}",
                 builder.name,
                 builder.endpoint,
                 described.as_ref().map_or("?", |d| d.version.as_str()),
-                platforms.join(", "),
+                platforms,
                 builder.max_builds,
                 if member.is_host {
                     ", the target's daemon"

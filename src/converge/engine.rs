@@ -151,7 +151,7 @@ async fn run(
         .collect();
     refuse_own_files(&at, &selected)?;
     announce(&at, &selected);
-    let pool = super::builders::check_pool(mesh, daemon, request.jobs, Some(emitter))
+    let mut pool = super::builders::check_pool(mesh, daemon, request.jobs, Some(emitter))
         .await
         .map_err(|e| {
             emitter.emit(Payload::Refused, None, e.to_string());
@@ -163,6 +163,15 @@ async fn run(
         target: target.name(),
     };
     let (planner, planned) = plan(&at, &record, &selected, &manifests).await?;
+    // A platform no builder builds is refused before any build, naming it and the builders.
+    let unbuildable =
+        super::builders::unbuildable_platforms(&mut pool, &planned, mesh, daemon).await;
+    if !unbuildable.is_empty() {
+        for line in &unbuildable {
+            emitter.emit(Payload::Refused, None, line.clone());
+        }
+        return Err(ConvergeError::Refused(unbuildable.join("; ")));
+    }
     let mut walk = TierRun {
         mesh,
         target: target.as_ref(),

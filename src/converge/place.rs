@@ -20,7 +20,9 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::build::{BuildError, BuildJob, BuildOn, Built, build_module};
+use super::build::{
+    BuildError, BuildJob, BuildOn, Built, PlatformOn, PlatformsUnbuilt, build_module,
+};
 use super::builders::{Connection, Member, Pool};
 use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, Payload};
@@ -29,7 +31,7 @@ use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::{Daemon, DaemonError, LazyDaemon};
 use crate::backends::registry::{Published, RegistryClient, RegistryError, repository_in};
 use crate::backends::state::StateDb;
-use crate::mesh::model::{Mesh, RecordEntry, Registry};
+use crate::mesh::model::{Mesh, MultiPlatform, RecordEntry, Registry};
 use crate::mesh::progress::DeliveredBy;
 use crate::mesh::refs::repository_of;
 use crate::mesh::schedule::{AfterDone, Job, Next, Outcome, Placement, Scheduler};
@@ -156,6 +158,7 @@ impl<'a> Placer<'a> {
             registry: self.pool.handover.clone(),
             creds: self.handover_credentials().await,
             deadline: self.deadline,
+            members: self.pool.members.clone(),
         };
         let mut running = FuturesUnordered::new();
         loop {
@@ -343,6 +346,8 @@ struct Shared<'a> {
     registry: Option<Registry>,
     creds: Option<Credentials>,
     deadline: Duration,
+    /// Every builder of the pool: a multi-platform module's platforms go to those that build them.
+    members: Vec<Member>,
 }
 
 /// One build on its builder: the base as the builder reaches it, the build, and the hand-over push.
@@ -372,7 +377,15 @@ async fn build_on(
             .map_err(|e| BuildError::Daemon(format!("cannot build: {e}")))?,
     };
     let pooled = shared.registry.is_some();
+    let platforms =
+        if job.planned.multi_platform && shared.mesh.multi_platform == MultiPlatform::Pool {
+            Some(platform_builders(shared, member, &job, base.as_ref()).await)
+        } else {
+            None
+        };
     let base_arg = match (&shared.registry, base) {
+        // Each platform's builder reaches the base on its own (`platform_builders`).
+        _ if platforms.is_some() => Ok(None),
         (Some(registry), Some(base)) => base_for(shared, daemon, registry, &base)
             .await
             .map_err(|why| format!("builder {}: {why}", member.builder.name)),
@@ -383,6 +396,7 @@ async fn build_on(
         builder: pooled.then_some(member.builder.name.as_str()),
         base: base_arg,
         deadline: shared.deadline,
+        platforms,
     };
     let built = build_module(job, shared.mesh, on, shared.db, shared.emitter).await?;
     let mut placed = Placed {
@@ -404,6 +418,82 @@ async fn build_on(
         Err(error) => placed.handover_error = Some(error.to_string()),
     }
     Ok(placed)
+}
+
+/// Where each platform of a multi-platform module builds: on a builder that builds it natively
+/// (the placed one first), else on one that emulates it (the placed one first), each with the base
+/// as that builder reaches it. Err: why not (no registry to stitch the index in, no builder left
+/// for a platform, a base out of reach).
+async fn platform_builders(
+    shared: &Shared<'_>,
+    placed: &Member,
+    job: &BuildJob,
+    base: Option<&BaseOf>,
+) -> Result<Vec<PlatformOn>, PlatformsUnbuilt> {
+    let Some(registry) = shared
+        .registry
+        .clone()
+        .or_else(|| shared.mesh.registry.clone())
+    else {
+        return Err(PlatformsUnbuilt::NoRegistry {
+            module: job.module.name.clone(),
+        });
+    };
+    let ready: Vec<&Member> = std::iter::once(placed)
+        .chain(
+            shared
+                .members
+                .iter()
+                .filter(|m| m.builder.name != placed.builder.name),
+        )
+        .filter(|m| m.connection.is_some())
+        .collect();
+    let mut out = Vec::new();
+    for platform in &job.planned.platforms {
+        let builds = |m: &&&Member| platform.built_by(&m.platforms());
+        let chosen = ready
+            .iter()
+            .filter(builds)
+            .find(|m| m.builds_natively(platform))
+            .or_else(|| ready.iter().find(builds));
+        let Some(member) = chosen else {
+            return Err(PlatformsUnbuilt::NoBuilder {
+                module: job.module.name.clone(),
+                platform: platform.clone(),
+                builders: super::builders::builders_and_platforms(&shared.members),
+            });
+        };
+        let daemon = match &member.connection {
+            Some(Connection::Own(daemon)) => daemon.clone(),
+            Some(Connection::Host) | None => shared
+                .host
+                .get()
+                .await
+                .map_err(|source| PlatformsUnbuilt::Host {
+                    platform: platform.clone(),
+                    source,
+                })?
+                .clone(),
+        };
+        let base_arg = match base {
+            Some(base) => base_for(shared, &daemon, &registry, base)
+                .await
+                .map_err(|why| PlatformsUnbuilt::Base {
+                    builder: member.builder.name.clone(),
+                    why,
+                })?,
+            None => None,
+        };
+        out.push(PlatformOn {
+            platform: platform.clone(),
+            builder: member.builder.name.clone(),
+            emulated: !member.builds_natively(platform),
+            daemon,
+            base: base_arg,
+            registry: registry.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// The builder pushes what it built to the registry artifacts cross through, and it is signed

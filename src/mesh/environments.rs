@@ -401,6 +401,7 @@ mod tests {
             root: "/m".into(),
             registry: None,
             publish: false,
+            multi_platform: Default::default(),
             signing: Default::default(),
             // The grid and the promote rule read the environments only, never a target's kind.
             targets: Default::default(),

@@ -38,6 +38,8 @@ pub struct Mesh {
     /// true` in [mesh], `meshtop converge --publish`, `MESHTOP_PUBLISH=1`); otherwise a Docker-target
     /// converge only reads the registry.
     pub publish: bool,
+    /// How a module with several platforms builds (`multi_platform` in [mesh]).
+    pub multi_platform: MultiPlatform,
     /// The keys whose signatures let the registry vouch, and the key a publishing converge signs with.
     pub signing: Signing,
     /// The targets of this mesh, by name (a mesh file's single `[target]` table is
@@ -55,6 +57,17 @@ pub struct Mesh {
     /// The daemons that build (`[[builder]]`, in file order); empty: the local daemon alone
     /// ([`Mesh::builders`]).
     pub builders: Vec<super::builders::Builder>,
+}
+
+/// How a module with several platforms builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MultiPlatform {
+    /// Each platform on a builder of the pool that builds it (natively or emulated), pushed by
+    /// digest, and the image index written by meshtop.
+    #[default]
+    Pool,
+    /// This machine's `docker buildx build --platform … --push` (`multi_platform = "buildx"`).
+    Buildx,
 }
 
 /// What the mesh trusts and, for a converge that publishes, the key it signs with.

@@ -59,6 +59,16 @@ impl Platform {
         })
     }
 
+    /// Whether a builder building `builds` can build this: the same os and architecture, and the
+    /// same variant when this names one (`linux/arm64` is built by a `linux/arm64/v8` builder).
+    pub fn built_by(&self, builds: &[Platform]) -> bool {
+        builds.iter().any(|b| {
+            b.os == self.os
+                && b.arch == self.arch
+                && (self.variant.is_none() || b.variant == self.variant)
+        })
+    }
+
     /// The platform of the machine meshtop runs on (used when the daemon cannot tell its own).
     pub fn local() -> Platform {
         let arch = match std::env::consts::ARCH {

@@ -120,8 +120,19 @@ impl Slot {
         !self.left_out && self.out_until_ms.is_none_or(|until| now_ms >= until)
     }
 
+    /// A one-platform job goes to a builder that builds it. A multi-platform job goes to one that
+    /// builds any of its platforms: it leads the build, and each platform is built on a builder
+    /// that builds it (`converge/place.rs`).
     fn fits(&self, job: &Job) -> bool {
-        self.platforms.is_empty() || job.platforms.iter().all(|p| self.platforms.contains(p))
+        if self.platforms.is_empty() {
+            return true;
+        }
+        let built = |p: &Platform| p.built_by(&self.platforms);
+        if job.platforms.len() > 1 {
+            job.platforms.iter().any(built)
+        } else {
+            job.platforms.iter().all(built)
+        }
     }
 }
 

@@ -298,6 +298,7 @@ fn waiting_counts_follow_bases_all_the_way_down() {
         root: "/m".into(),
         registry: None,
         publish: false,
+        multi_platform: Default::default(),
         signing: Default::default(),
         targets: Default::default(),
         environments: Vec::new(),

@@ -293,6 +293,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         root,
         registry: header.registry,
         publish: header.publish,
+        multi_platform: header.multi_platform,
         signing: crate::mesh::model::Signing { trust, key: None },
         targets: targets.targets,
         environments: targets.environments,

@@ -158,7 +158,7 @@ enum NameBaseError {
 
 /// Why meshtop builds with the daemon's legacy builder rather than its BuildKit.
 #[derive(Debug, Clone, thiserror::Error)]
-enum NoBuildKit {
+pub(super) enum NoBuildKit {
     /// An earlier build found BuildKit out of reach (said once, then, with its words).
     #[error("{0}")]
     FellBack(String),
@@ -282,7 +282,7 @@ impl Daemon {
     }
 
     /// Where a BuildKit session can be opened, or why meshtop builds with the legacy builder.
-    fn buildkit_address(&self) -> Result<Address, NoBuildKit> {
+    pub(super) fn buildkit_address(&self) -> Result<Address, NoBuildKit> {
         if let Some(why) = self.legacy.get() {
             return Err(NoBuildKit::FellBack(why.clone()));
         }

@@ -37,7 +37,35 @@ pub struct Described {
     /// The engine's version (`27.3.1`) and its API version.
     pub version: String,
     pub api_version: String,
+    /// Its own platform (what it runs natively).
     pub platform: Platform,
+    /// Every platform it builds, its own first, then those it emulates: read from its BuildKit's
+    /// workers (`workers.rs`); its own alone when it cannot say (`platforms_unread` says why).
+    pub builds: Vec<Platform>,
+    pub platforms_unread: Option<String>,
+}
+
+impl Described {
+    /// The platforms it builds under emulation: an architecture its CPU does not run (BuildKit
+    /// also names its own architecture's variants, `linux/amd64/v2`, and the 32-bit one an amd64
+    /// or arm64 CPU runs itself, `linux/386`, `linux/arm`).
+    pub fn emulated(&self) -> Vec<Platform> {
+        self.builds
+            .iter()
+            .filter(|p| !runs_natively(&self.platform, p))
+            .cloned()
+            .collect()
+    }
+}
+
+/// Whether a CPU of `own` runs `other`'s binaries itself.
+pub fn runs_natively(own: &Platform, other: &Platform) -> bool {
+    own.os == other.os
+        && (own.arch == other.arch
+            || matches!(
+                (own.arch.as_str(), other.arch.as_str()),
+                ("amd64", "386") | ("arm64", "arm")
+            ))
 }
 
 impl Daemon {
@@ -162,11 +190,20 @@ impl Daemon {
             .await
             .map_err(self.call_error("say its version"))?;
         let platform = self.platform().await?.clone();
+        let (mut builds, platforms_unread) = match self.worker_platforms().await {
+            Ok(builds) => (builds, None),
+            Err(why) => (Vec::new(), Some(why.to_string())),
+        };
+        if !builds.contains(&platform) {
+            builds.insert(0, platform.clone());
+        }
         Ok(Described {
             identity,
             version: version.version.unwrap_or_default(),
             api_version: version.api_version.unwrap_or_default(),
             platform,
+            builds,
+            platforms_unread,
         })
     }
 

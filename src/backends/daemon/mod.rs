@@ -11,6 +11,7 @@ pub mod push;
 pub mod session;
 pub mod socket;
 pub mod ssh;
+pub mod workers;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -12,6 +12,16 @@ pub fn digest_in_status(status: &str) -> Option<String> {
     Some(digest.to_string())
 }
 
+/// The manifest's size in a push's final status (`… size: N`).
+pub fn size_in_status(status: &str) -> Option<u64> {
+    let at = status.find("size: ")?;
+    status[at + "size: ".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 impl super::Daemon {
     /// Push a tagged image through this daemon; returns the manifest digest the registry stored.
     pub async fn push(
@@ -29,6 +39,18 @@ pub async fn push_image(
     reference: &str,
     creds: Option<&Credentials>,
 ) -> Result<String, RegistryError> {
+    push_image_sized(docker, reference, creds)
+        .await
+        .map(|(digest, _)| digest)
+}
+
+/// Push a tagged image through the daemon; the manifest digest the registry stored and its size
+/// in bytes (as the daemon's last status line says them: what an image index names).
+pub async fn push_image_sized(
+    docker: &bollard::Docker,
+    reference: &str,
+    creds: Option<&Credentials>,
+) -> Result<(String, u64), RegistryError> {
     let fail = |message: String| RegistryError::Push {
         reference: reference.to_string(),
         message,
@@ -49,6 +71,7 @@ pub async fn push_image(
         creds.map(|c| c.for_daemon(server)),
     );
     let mut digest = None;
+    let mut size = 0;
     while let Some(item) = stream.next().await {
         let info = item.map_err(|e| fail(e.to_string()))?;
         if let Some(error) = info.error_detail.and_then(|d| d.message) {
@@ -56,9 +79,12 @@ pub async fn push_image(
         }
         if let Some(found) = info.status.as_deref().and_then(digest_in_status) {
             digest = Some(found);
+            size = info.status.as_deref().and_then(size_in_status).unwrap_or(0);
         }
     }
-    digest.ok_or_else(|| fail("the daemon finished the push without naming a digest".into()))
+    digest
+        .map(|d| (d, size))
+        .ok_or_else(|| fail("the daemon finished the push without naming a digest".into()))
 }
 
 #[cfg(test)]
@@ -73,5 +99,9 @@ mod tests {
             Some("sha256:0123abcd")
         );
         assert_eq!(digest_in_status("Pushed"), None);
+        assert_eq!(
+            size_in_status("tag: digest: sha256:0123abcd size: 528"),
+            Some(528)
+        );
     }
 }

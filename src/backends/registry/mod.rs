@@ -8,6 +8,8 @@ mod reads;
 mod signatures;
 mod writes;
 
+pub use writes::{DOCKER_MANIFEST, IndexEntry, OCI_INDEX, index_bytes};
+
 pub use crate::mesh::decide::RegistryImage;
 pub use client::{
     DOCKER_CERTS_D, REQUEST_TIMEOUT, RegistryClient, certs_d_cas, install_crypto_provider,

@@ -171,7 +171,7 @@ impl RegistryClient {
     }
 
     /// `PUT /v2/<repository>/manifests/<tag>` with `bytes` of `media_type`.
-    async fn put_manifest(
+    pub(super) async fn put_manifest(
         &self,
         repository: &str,
         tag: &str,

@@ -12,7 +12,7 @@ use toml::de::DeValue;
 use super::MeshError;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
-use crate::mesh::model::{Backoff, BuildSecret, Platform, Policy, Registry, Target};
+use crate::mesh::model::{Backoff, BuildSecret, MultiPlatform, Platform, Policy, Registry, Target};
 use crate::mesh::platform::UnknownPlatform;
 
 pub(super) const TOP_KEYS: &[&str] = &["mesh", "target", "module", "machine", "builder"];
@@ -23,6 +23,7 @@ const MESH_KEYS: &[&str] = &[
     "platforms",
     "publish",
     "trust",
+    "multi_platform",
 ];
 const TARGET_KEYS: &[&str] = &["kind", "namespace", "context", "rollout_deadline"];
 const MODULE_KEYS: &[&str] = &[
@@ -48,6 +49,8 @@ pub(super) struct Header {
     pub registry: Option<Registry>,
     pub platforms: Vec<Platform>,
     pub publish: bool,
+    /// `multi_platform = "pool" | "buildx"`: how a module with several platforms builds.
+    pub multi_platform: MultiPlatform,
     /// `trust = [...]`: public key paths as written (relative to the mesh file), with their spans.
     pub trust: Vec<Spanned<String>>,
 }
@@ -124,6 +127,20 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
     };
     let publish = registry.is_some() && publish.is_some_and(Spanned::into_inner);
     let platforms = platforms(src, &mesh)?.unwrap_or_default();
+    let multi_platform = match mesh.string(src, "multi_platform", "\"buildx\"")? {
+        None => MultiPlatform::Pool,
+        Some(word) => match word.get_ref().as_str() {
+            "pool" => MultiPlatform::Pool,
+            "buildx" => MultiPlatform::Buildx,
+            other => {
+                return Err(src.err(
+                    &word.span(),
+                    format!("`multi_platform` in [mesh] is {other:?}, which meshtop does not know"),
+                    "write multi_platform = \"pool\" (each platform on a builder that builds it; the default) or \"buildx\" (this machine's docker buildx)",
+                ));
+            }
+        },
+    };
     let trust = match mesh.string_list(src, "trust", "[\"keys/ci.pub\"]")? {
         Some(list) if list.get_ref().is_empty() => {
             return Err(src.err(
@@ -138,6 +155,7 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
     Ok(Header {
         trust,
         publish,
+        multi_platform,
         name: name.into_inner(),
         span: mesh.span.clone(),
         registry,
