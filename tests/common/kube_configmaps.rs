@@ -101,8 +101,14 @@ pub fn configmaps(
             if partial { metadata_only(response) } else { response }
         }
         (Method::GET, Some(name)) => {
+            let partial = headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
             let s = state.lock().unwrap();
             match s.cluster.objects.get(&("configmaps".into(), ns.into(), name.into())) {
+                Some(object) if partial => ok_json(&json!({"apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadata", "metadata": object["metadata"]})),
                 Some(object) => ok_json(object),
                 None => not_found(name),
             }

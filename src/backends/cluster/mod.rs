@@ -28,7 +28,7 @@ pub use machines::{Workload, WorkloadKind};
 pub use proxy::proxy_for;
 pub use record::{
     ANNOTATIONS_LIMIT_BYTES, HISTORY_ANNOTATION, HISTORY_KEPT, PINS_ANNOTATION, RECORD_ANNOTATION,
-    RecordForm, RecordRead, Stamped, TeamWrite, trim_history,
+    RecordForm, RecordRead, Stamped, TeamWrite, modules_left, trim_history,
 };
 pub use record_shards::{
     INDEX_ANNOTATION, ReadCost, RecordIndex, SHARD_BYTES, SHARD_GRACE_MS, SHARD_KEY, SHARD_LABEL,

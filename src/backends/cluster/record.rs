@@ -11,7 +11,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::record_shards::{
-    INDEX_ANNOTATION, READ_ATTEMPTS, ReadCost, RecordIndex, ShardProblem, ShardsRead, split,
+    INDEX_ANNOTATION, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER, ShardProblem, ShardsRead,
+    split,
 };
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
@@ -33,6 +34,13 @@ pub const HISTORY_KEPT: usize = 10;
 /// 422 `metadata.annotations: Too long`). The record, the pins and the history share it with whatever
 /// else annotates the namespace: the history gets what the rest leaves, its oldest stamps going first.
 pub const ANNOTATIONS_LIMIT_BYTES: usize = 256 * 1024;
+
+/// The least an entry and a stamp are taken to be when the record has none to measure.
+const ENTRY_BYTES_AT_LEAST: usize = 120;
+const STAMP_BYTES_AT_LEAST: usize = 200;
+/// `{"shards":[]}`, and one shard in the index (`{"name":"meshtop-record-<40 hex>","digest":"sha256:<64 hex>"},`).
+const INDEX_BYTES_EMPTY: usize = 13;
+const SHARD_REF_BYTES: usize = 149;
 
 /// How many times a stamp re-reads and retries after a resourceVersion conflict.
 const STAMP_ATTEMPTS: u32 = 5;
@@ -338,10 +346,16 @@ impl Cluster {
                 .map_err(|()| self.timeout_error(format!("patch namespace {}", self.namespace)))?;
             match patched {
                 Ok(_) => {
+                    if index.is_some() {
+                        self.reassert_shards(&after.shards, &index_before, &write.by.operation_id)
+                            .await?;
+                    }
                     if was_sharded || index.is_some() {
                         let keep = index.unwrap_or_default();
-                        if let Err(error) = self.gc_shards(&keep, &write.by.operation_id).await {
-                            tracing::warn!("the record was stamped; its old shards were not removed: {error}");
+                        if let Err(error) = self.gc_shards(&keep).await {
+                            tracing::warn!(
+                                "the record was stamped; its old shards were not removed: {error}"
+                            );
                         }
                     }
                     return Ok(after.stamped);
@@ -496,6 +510,30 @@ fn team_after(
         sharded,
         shards,
     })
+}
+
+/// About how many more modules the record can take in any form: in the annotations, each as
+/// large as the record's entries are on average; in shards, each with a full history, as many
+/// shards as the index can name beside the namespace's other annotations (each shard at least
+/// [`SHARD_CUT_AFTER`] bytes but the last).
+pub fn modules_left(read: &RecordRead) -> usize {
+    let json_len = |value: Result<String, serde_json::Error>| value.map_or(0, |t| t.len());
+    let modules = read.record.len().max(1);
+    let entry = (json_len(serde_json::to_string(&read.record)) / modules).max(ENTRY_BYTES_AT_LEAST);
+    let stamps: usize = read.history.values().map(Vec::len).sum();
+    let stamp = if stamps == 0 {
+        STAMP_BYTES_AT_LEAST
+    } else {
+        (json_len(serde_json::to_string(&read.history)) / stamps).max(STAMP_BYTES_AT_LEAST)
+    };
+    let limit = ANNOTATIONS_LIMIT_BYTES;
+    let plain = plain_fixed(read.others_bytes, &read.record, &read.pins) + 2;
+    let plain_left = limit.saturating_sub(plain) / entry;
+    let index_room = limit.saturating_sub(read.others_bytes + INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY);
+    let shard_capacity = (index_room / SHARD_REF_BYTES) * SHARD_CUT_AFTER;
+    let per_module = entry + HISTORY_KEPT * stamp;
+    let sharded_left = shard_capacity.saturating_sub(read.record.len() * per_module) / per_module;
+    plain_left.max(sharded_left)
 }
 
 /// Drop the oldest stamp of the module with the most until the history's JSON fits `budget` bytes.

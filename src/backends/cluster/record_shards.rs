@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -34,13 +34,14 @@ pub const SHARD_KEY: &str = "team.json";
 pub const SHARD_BYTES: usize = 512 * 1024;
 /// A shard is cut at a module whose name's hash says so once it holds this much: the cuts depend on
 /// the modules' names, not on what came before, so a stamp rewrites only the shards it changed.
-const SHARD_CUT_AFTER: usize = 64 * 1024;
-/// Who wrote a shard, and when (milliseconds): gc keeps a shard another operation wrote this recently,
-/// its index perhaps not written yet.
+pub(super) const SHARD_CUT_AFTER: usize = 64 * 1024;
+/// Who wrote (or last reused) a shard, and when (milliseconds since the epoch).
 pub const SHARD_WRITTEN_BY: &str = "jr2.dev/written-by";
 pub const SHARD_WRITTEN_AT: &str = "jr2.dev/written-at-ms";
-/// How long gc keeps another operation's fresh shard that no index names (a stamp in flight).
-pub const SHARD_GRACE_MS: i64 = 15 * 60 * 1000;
+/// gc keeps a shard no index names for this long after it was written or reused: a stamp in flight
+/// (its shards written, its index not yet) never loses them. Ten minutes: a stamp writes its shards
+/// and its index within seconds; the margin covers clocks that disagree between machines.
+pub const SHARD_GRACE_MS: i64 = 10 * 60 * 1000;
 /// How often a read follows a newer index after a shard it named was taken by gc.
 pub(super) const READ_ATTEMPTS: u32 = 3;
 /// Shards read at once.
@@ -270,17 +271,29 @@ impl Cluster {
             match self.timed(api.create(&PostParams::default(), &map)).await {
                 Err(()) => return Err(self.timeout_error(what)),
                 Ok(Ok(_)) => written += 1,
-                Ok(Err(e)) if status_code(&e) == Some(409) => {}
+                // There under its name: the same content. Named by no index, it may be gc's next:
+                // its time is renewed (metadata may change on an immutable ConfigMap, data may not).
+                Ok(Err(e)) if status_code(&e) == Some(409) => {
+                    let renew = serde_json::json!({"metadata": {"annotations": {
+                        SHARD_WRITTEN_BY: operation_id,
+                        SHARD_WRITTEN_AT: crate::timefmt::now_ms().to_string(),
+                    }}});
+                    let what = format!("patch configmap {} in namespace {}", shard.shard.name, self.namespace);
+                    self.call(what, api.patch(&shard.shard.name, &PatchParams::default(), &Patch::Merge(&renew)))
+                        .await?;
+                }
                 Ok(Err(e)) => return Err(self.api_error(what, e)),
             }
         }
         Ok(written)
     }
 
-    /// Remove the shards no index names: all but `keep`, and but what another operation wrote within
-    /// [`SHARD_GRACE_MS`] (its stamp may be in flight, its index not written yet). Returns how many
-    /// were removed.
-    pub async fn gc_shards(&self, keep: &RecordIndex, operation_id: &str) -> Result<usize, ClusterError> {
+    /// Remove every shard the index `keep` does not name, but those written or reused within
+    /// [`SHARD_GRACE_MS`] (a stamp in flight: its index not written yet). A stamp runs it after its
+    /// index is written; a shard a reader was about to read is read again through the newer index, and
+    /// a stamper whose new shards were taken all the same writes them again
+    /// ([`Cluster::reassert_shards`]). Returns how many were removed.
+    pub async fn gc_shards(&self, keep: &RecordIndex) -> Result<usize, ClusterError> {
         let api = self.config_maps();
         let listed = self
             .call(
@@ -292,21 +305,20 @@ impl Cluster {
         let now = crate::timefmt::now_ms();
         let mut removed = 0;
         for map in listed.items {
-            let Some(name) = map.metadata.name.as_deref() else { continue };
+            let Some(name) = map.metadata.name.as_deref() else {
+                continue;
+            };
             if kept.contains(name) || !name.starts_with(SHARD_PREFIX) {
                 continue;
             }
-            let annotation = |key: &str| {
-                map.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(key))
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            let by = annotation(SHARD_WRITTEN_BY);
-            let at: i64 = annotation(SHARD_WRITTEN_AT).parse().unwrap_or(0);
-            if by != operation_id && now.saturating_sub(at) < SHARD_GRACE_MS {
+            let written_at: i64 = map
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SHARD_WRITTEN_AT))
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0);
+            if now.saturating_sub(written_at) < SHARD_GRACE_MS {
                 continue;
             }
             let what = format!("delete configmap {name} in namespace {}", self.namespace);
@@ -318,6 +330,30 @@ impl Cluster {
             }
         }
         Ok(removed)
+    }
+
+    /// After the index switched: the shards this stamp wrote are there still, or are written again
+    /// (another stamper's gc, run between our shards and our index, found them named by no index).
+    pub(super) async fn reassert_shards(
+        &self,
+        shards: &[ShardText],
+        before: &RecordIndex,
+        operation_id: &str,
+    ) -> Result<(), ClusterError> {
+        let api = self.config_maps();
+        let named: BTreeSet<&str> = before.shards.iter().map(|s| s.name.as_str()).collect();
+        let mut gone = Vec::new();
+        for shard in shards.iter().filter(|s| !named.contains(s.shard.name.as_str())) {
+            let what = format!("get configmap {} in namespace {}", shard.shard.name, self.namespace);
+            if self.call(what, api.get_metadata_opt(&shard.shard.name)).await?.is_none() {
+                gone.push(shard.clone());
+            }
+        }
+        if !gone.is_empty() {
+            tracing::warn!("{} shard(s) of the record were taken before its index named them; written again", gone.len());
+            self.write_shards(&gone, &RecordIndex::default(), operation_id).await?;
+        }
+        Ok(())
     }
 }
 
