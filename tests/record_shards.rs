@@ -275,3 +275,25 @@ async fn a_record_that_fits_stays_byte_for_byte_on_the_plain_annotation() {
     assert!(api.all("configmaps", NS).is_empty());
     assert_eq!(cluster.read_record().await.unwrap().form, RecordForm::Plain);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stamp_no_form_can_take_is_refused_before_the_first_build() {
+    // Another tool leaves 100 bytes of the namespace's annotations: neither the plain record of five
+    // modules nor an index of shards fits. Before, the converge built and pushed, then refused to stamp.
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let k = common::kube_mesh::KubeMesh::new("rsr", &api, true, "test-ctx", "");
+    let blob = "y".repeat(262_144 - "other.example/blob".len() - 100);
+    api.put_namespace(&k.namespace, &[("other.example/blob", &blob)]);
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", common::said(&output));
+    let text = common::said(&output);
+    assert!(
+        text.contains("can take about 0 more module(s)") && text.contains("this converge would add 5")
+            && text.contains("262144") && text.contains("nothing was built or pushed"),
+        "{text}"
+    );
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(builds.as_array().unwrap().is_empty(), "something was built: {builds}");
+    assert!(api.all("configmaps", &k.namespace).is_empty());
+}
