@@ -63,7 +63,12 @@ async fn measure(n: usize) {
     // A full history: ten converges of every module.
     let started = Instant::now();
     for round in 0..10 {
-        stamp(&cluster, &modules(0, n, &format!("r{round}")), &format!("op-{round}")).await;
+        stamp(
+            &cluster,
+            &modules(0, n, &format!("r{round}")),
+            &format!("op-{round}"),
+        )
+        .await;
     }
     let first = started.elapsed() / 10;
     let read = cluster.read_record().await.unwrap();
@@ -71,7 +76,10 @@ async fn measure(n: usize) {
         RecordForm::Plain => "annotations".to_string(),
         RecordForm::Shards { shards, bytes } => format!("{shards} shards, {bytes} bytes"),
     };
-    println!("{n} modules, 10 stamps each in the history: {form}; a stamp of every module {:.0} ms", first.as_secs_f64() * 1e3);
+    println!(
+        "{n} modules, 10 stamps each in the history: {form}; a stamp of every module {:.0} ms",
+        first.as_secs_f64() * 1e3
+    );
     // Read: what every converge, plan and status pays.
     let runs = 5;
     api.reset_counts();
@@ -88,7 +96,11 @@ async fn measure(n: usize) {
     );
     // A converge that changed 10 modules.
     let before = shard_bytes(&api);
-    let names_before: Vec<String> = api.all("configmaps", NS).iter().map(|m| m["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    let names_before: Vec<String> = api
+        .all("configmaps", NS)
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
     api.reset_counts();
     let started = Instant::now();
     stamp(&cluster, &modules(n / 2, 10, "changed"), "op-changed").await;
@@ -109,7 +121,10 @@ async fn measure(n: usize) {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         // The reference: the largest plain record (about 1,000 modules fit the annotations), then 10,000.
         measure(1_000).await;

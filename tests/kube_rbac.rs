@@ -270,7 +270,12 @@ async fn every_command(s: &Scene, dashboard: bool) -> Step<()> {
     check(
         "converge",
         ns["metadata"]["annotations"]["jr2.dev/record-index"].is_string(),
-        || format!("the record is not in shards: {}", ns["metadata"]["annotations"]),
+        || {
+            format!(
+                "the record is not in shards: {}",
+                ns["metadata"]["annotations"]
+            )
+        },
     )?;
     let record = s.record();
     for (kind, module) in [("deployments", "web"), ("statefulsets", "worker")] {

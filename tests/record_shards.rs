@@ -47,7 +47,11 @@ fn stamper(operation: &str) -> Stamper {
     }
 }
 
-async fn stamp(cluster: &Cluster, entries: &Record, operation: &str) -> Result<Stamped, ClusterError> {
+async fn stamp(
+    cluster: &Cluster,
+    entries: &Record,
+    operation: &str,
+) -> Result<Stamped, ClusterError> {
     let by = stamper(operation);
     let write = TeamWrite {
         entries,
@@ -79,15 +83,28 @@ async fn a_record_of_ten_thousand_modules_stamps_and_reads_back_whole() {
     let read = cluster.read_record().await.unwrap();
     assert_eq!(read.record, whole);
     assert_eq!(read.history.len(), 10_000, "every module's stamp kept");
-    assert!(matches!(read.form, RecordForm::Shards { shards, .. } if shards > 1), "{:?}", read.form);
+    assert!(
+        matches!(read.form, RecordForm::Shards { shards, .. } if shards > 1),
+        "{:?}",
+        read.form
+    );
     // The namespace keeps the index alone (and what other tools put there), well under the limit.
     let annotations = annotations(&api);
     for plain in [RECORD_ANNOTATION, PINS_ANNOTATION, HISTORY_ANNOTATION] {
-        assert!(!annotations.contains_key(plain), "{plain} left beside the index");
+        assert!(
+            !annotations.contains_key(plain),
+            "{plain} left beside the index"
+        );
     }
     assert_eq!(annotations["other.example/note"], json!("kept"));
-    let bytes: usize = annotations.iter().map(|(k, v)| k.len() + v.as_str().unwrap().len()).sum();
-    assert!(bytes < ANNOTATIONS_LIMIT_BYTES / 10, "{bytes} bytes of annotations");
+    let bytes: usize = annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+        .sum();
+    assert!(
+        bytes < ANNOTATIONS_LIMIT_BYTES / 10,
+        "{bytes} bytes of annotations"
+    );
     // Every shard the index names is there, immutable, labelled, and under the ConfigMap limit.
     let maps = api.all("configmaps", NS);
     assert_eq!(maps.len(), index(&api).shards.len());
@@ -102,7 +119,11 @@ async fn a_record_of_ten_thousand_modules_stamps_and_reads_back_whole() {
     stamp(&cluster, &one, "op-2").await.unwrap();
     let after: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
     let changed = after.iter().filter(|n| !before.contains(n)).count();
-    assert!(changed <= 2, "{changed} of {} shards rewritten for one module", after.len());
+    assert!(
+        changed <= 2,
+        "{changed} of {} shards rewritten for one module",
+        after.len()
+    );
     let mut expected = whole.clone();
     expected.extend(one);
     assert_eq!(cluster.read_record().await.unwrap().record, expected);
@@ -130,7 +151,11 @@ async fn two_stamps_racing_on_a_sharded_record_lose_nothing_and_never_mix() {
     expected.extend(b.clone());
     assert_eq!(read.record, expected, "a stamp was lost");
     // Each module's newest stamp is its own operation's: the stamps never mixed.
-    for (module, op) in a.keys().map(|m| (m, "op-a")).chain(b.keys().map(|m| (m, "op-b"))) {
+    for (module, op) in a
+        .keys()
+        .map(|m| (m, "op-a"))
+        .chain(b.keys().map(|m| (m, "op-b")))
+    {
         assert_eq!(read.history[module][0].operation_id, op, "{module}");
     }
 }
@@ -140,16 +165,22 @@ async fn a_reader_during_stamps_sees_the_old_or_the_new_record_never_a_mix() {
     let api = Arc::new(KubeApi::start().await);
     api.put_namespace(NS, &[]);
     let cluster = api.cluster(NS);
-    stamp(&cluster, &modules(0, 3_000, "g0"), "op-0").await.unwrap();
+    stamp(&cluster, &modules(0, 3_000, "g0"), "op-0")
+        .await
+        .unwrap();
     let writer = {
         let api = api.clone();
         tokio::spawn(async move {
             let cluster = api.cluster(NS);
             for generation in 1..=6 {
                 let tag = format!("g{generation}");
-                stamp(&cluster, &modules(0, 3_000, &tag), &format!("op-{generation}"))
-                    .await
-                    .unwrap();
+                stamp(
+                    &cluster,
+                    &modules(0, 3_000, &tag),
+                    &format!("op-{generation}"),
+                )
+                .await
+                .unwrap();
             }
         })
     };
@@ -179,7 +210,9 @@ async fn a_shard_that_does_not_match_its_digest_is_refused_naming_it() {
     let api = KubeApi::start().await;
     api.put_namespace(NS, &[]);
     let cluster = api.cluster(NS);
-    stamp(&cluster, &modules(0, 3_000, "v1"), "op-1").await.unwrap();
+    stamp(&cluster, &modules(0, 3_000, "v1"), "op-1")
+        .await
+        .unwrap();
     let shard = index(&api).shards[0].name.clone();
     // The API refuses to change an immutable ConfigMap …
     let (ok, out) = api
@@ -194,16 +227,25 @@ async fn a_shard_that_does_not_match_its_digest_is_refused_naming_it() {
             r#"{"data":{"team.json":"{}"}}"#,
         ])
         .await;
-    assert!(!ok && out.contains("field is immutable when `immutable` is set"), "{out}");
+    assert!(
+        !ok && out.contains("field is immutable when `immutable` is set"),
+        "{out}"
+    );
     // … so the tampering is done behind its back (a restore of other bytes under the same name).
     let mut map = api.get("configmaps", NS, &shard).unwrap();
-    let text = map["data"][SHARD_KEY].as_str().unwrap().replace("registry.example.com", "evil.example.com");
+    let text = map["data"][SHARD_KEY]
+        .as_str()
+        .unwrap()
+        .replace("registry.example.com", "evil.example.com");
     map["data"][SHARD_KEY] = json!(text);
     api.put("configmaps", NS, map);
     let err = cluster.read_record().await.unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, ClusterError::RecordShard { .. }), "{message}");
-    assert!(message.contains(&shard) && message.contains("does not match its digest"), "{message}");
+    assert!(
+        message.contains(&shard) && message.contains("does not match its digest"),
+        "{message}"
+    );
     // Nothing is stamped over a record that cannot be read.
     assert!(stamp(&cluster, &modules(0, 1, "v2"), "op-2").await.is_err());
 }
@@ -213,7 +255,9 @@ async fn gc_removes_shards_no_index_names_and_keeps_the_current_ones() {
     let api = KubeApi::start().await;
     api.put_namespace(NS, &[]);
     let cluster = api.cluster(NS);
-    stamp(&cluster, &modules(0, 3_000, "v1"), "op-1").await.unwrap();
+    stamp(&cluster, &modules(0, 3_000, "v1"), "op-1")
+        .await
+        .unwrap();
     let first: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
     // The first stamp's shards, an hour old (as if written then), and two orphans no index names: a
     // stamp that crashed an hour ago, and a stamp in flight now (its index not written yet).
@@ -229,11 +273,25 @@ async fn gc_removes_shards_no_index_names_and_keeps_the_current_ones() {
             "immutable": true, "data": {SHARD_KEY: "{\"images\":{}}"}})
     };
     let now = meshtop::timefmt::now_ms();
-    api.put("configmaps", NS, orphan("meshtop-record-stale", "op-gone", now - 3_600_000));
-    api.put("configmaps", NS, orphan("meshtop-record-in-flight", "op-running", now));
-    api.put("configmaps", NS, json!({"metadata": {"name": "someone-elses"}, "data": {"a": "b"}}));
+    api.put(
+        "configmaps",
+        NS,
+        orphan("meshtop-record-stale", "op-gone", now - 3_600_000),
+    );
+    api.put(
+        "configmaps",
+        NS,
+        orphan("meshtop-record-in-flight", "op-running", now),
+    );
+    api.put(
+        "configmaps",
+        NS,
+        json!({"metadata": {"name": "someone-elses"}, "data": {"a": "b"}}),
+    );
     // Every module changes: every shard of the first stamp is replaced and then unnamed.
-    stamp(&cluster, &modules(0, 3_000, "v2"), "op-2").await.unwrap();
+    stamp(&cluster, &modules(0, 3_000, "v2"), "op-2")
+        .await
+        .unwrap();
     let current: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
     let left: Vec<String> = api
         .all("configmaps", NS)
@@ -246,11 +304,20 @@ async fn gc_removes_shards_no_index_names_and_keeps_the_current_ones() {
     for name in first.iter().filter(|n| !current.contains(n)) {
         assert!(!left.contains(name), "gc kept the unnamed shard {name}");
     }
-    assert!(!left.contains(&"meshtop-record-stale".to_string()), "{left:?}");
-    assert!(left.contains(&"meshtop-record-in-flight".to_string()), "{left:?}");
+    assert!(
+        !left.contains(&"meshtop-record-stale".to_string()),
+        "{left:?}"
+    );
+    assert!(
+        left.contains(&"meshtop-record-in-flight".to_string()),
+        "{left:?}"
+    );
     // A ConfigMap that is not meshtop's is never touched: gc lists by label.
     assert!(left.contains(&"someone-elses".to_string()), "{left:?}");
-    assert_eq!(cluster.read_record().await.unwrap().record, modules(0, 3_000, "v2"));
+    assert_eq!(
+        cluster.read_record().await.unwrap().record,
+        modules(0, 3_000, "v2")
+    );
 }
 
 #[tokio::test]
@@ -289,11 +356,16 @@ async fn a_stamp_no_form_can_take_is_refused_before_the_first_build() {
     assert_ne!(output.status.code(), Some(0), "{}", common::said(&output));
     let text = common::said(&output);
     assert!(
-        text.contains("can take about 0 more module(s)") && text.contains("this converge would add 5")
-            && text.contains("262144") && text.contains("nothing was built or pushed"),
+        text.contains("can take about 0 more module(s)")
+            && text.contains("this converge would add 5")
+            && text.contains("262144")
+            && text.contains("nothing was built or pushed"),
         "{text}"
     );
     let (builds, _) = k.json(&["builds", "--json"]).await;
-    assert!(builds.as_array().unwrap().is_empty(), "something was built: {builds}");
+    assert!(
+        builds.as_array().unwrap().is_empty(),
+        "something was built: {builds}"
+    );
     assert!(api.all("configmaps", &k.namespace).is_empty());
 }

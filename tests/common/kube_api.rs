@@ -25,10 +25,10 @@ use super::kube_controllers::{self, Fate, Key, Runtime};
 use super::kube_objects::{field_selector_matches, label_selector_matches, labels_match, query};
 use super::kube_rules::{self, Binding, Identity, Rule};
 
-#[path = "kube_logs.rs"]
-mod logs;
 #[path = "kube_configmaps.rs"]
 mod configmaps;
+#[path = "kube_logs.rs"]
+mod logs;
 pub use configmaps::MAX_CONFIG_MAP_BYTES;
 pub use logs::rfc3339_nano;
 
@@ -1282,7 +1282,11 @@ fn patch_object(
     if resource == "configmaps" {
         let errors = configmaps::validate_update(&current, &updated);
         if !errors.is_empty() {
-            return status(422, "Invalid", &kube_rules::invalid_message("ConfigMap", name, &errors));
+            return status(
+                422,
+                "Invalid",
+                &kube_rules::invalid_message("ConfigMap", name, &errors),
+            );
         }
     }
     // Validation of the object as updated (`ValidateObjectMetaUpdate` → ValidateAnnotations).

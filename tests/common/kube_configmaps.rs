@@ -98,7 +98,11 @@ pub fn configmaps(
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|a| a.contains("as=PartialObjectMetadataList"));
             let response = list(state, "configmaps", ns, q);
-            if partial { metadata_only(response) } else { response }
+            if partial {
+                metadata_only(response)
+            } else {
+                response
+            }
         }
         (Method::GET, Some(name)) => {
             let partial = headers
@@ -106,7 +110,11 @@ pub fn configmaps(
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
             let s = state.lock().unwrap();
-            match s.cluster.objects.get(&("configmaps".into(), ns.into(), name.into())) {
+            match s
+                .cluster
+                .objects
+                .get(&("configmaps".into(), ns.into(), name.into()))
+            {
                 Some(object) if partial => ok_json(&json!({"apiVersion": "meta.k8s.io/v1",
                     "kind": "PartialObjectMetadata", "metadata": object["metadata"]})),
                 Some(object) => ok_json(object),
@@ -118,19 +126,30 @@ pub fn configmaps(
                 return status(400, "BadRequest", "the configmap is not JSON");
             };
             let Some(name) = map["metadata"]["name"].as_str().map(str::to_string) else {
-                return invalid("", &["metadata.name: Required value: name or generateName is required".into()]);
+                return invalid(
+                    "",
+                    &["metadata.name: Required value: name or generateName is required".into()],
+                );
             };
             let errors = validate(&map);
             if !errors.is_empty() {
                 return invalid(&name, &errors);
             }
             let mut s = state.lock().unwrap();
-            if !s.cluster.objects.contains_key(&("namespaces".into(), String::new(), ns.into())) {
+            if !s
+                .cluster
+                .objects
+                .contains_key(&("namespaces".into(), String::new(), ns.into()))
+            {
                 return status(404, "NotFound", &format!("namespaces \"{ns}\" not found"));
             }
             let key: Key = ("configmaps".into(), ns.into(), name.clone());
             if s.cluster.objects.contains_key(&key) {
-                return status(409, "AlreadyExists", &format!("configmaps \"{name}\" already exists"));
+                return status(
+                    409,
+                    "AlreadyExists",
+                    &format!("configmaps \"{name}\" already exists"),
+                );
             }
             map["apiVersion"] = json!("v1");
             map["kind"] = json!("ConfigMap");
@@ -182,7 +201,9 @@ pub fn configmaps(
         _ => status(
             405,
             "MethodNotAllowed",
-            &format!("the server does not allow this method on the requested resource ({method} configmaps)"),
+            &format!(
+                "the server does not allow this method on the requested resource ({method} configmaps)"
+            ),
         ),
     }
 }

@@ -141,7 +141,9 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// is in shards, the `images` of every shard its index names.
     pub fn annotation(&self, api: &KubeApi) -> Value {
         let ns = api.get("namespaces", "", &self.namespace).unwrap();
-        if let Some(index) = ns["metadata"]["annotations"][meshtop::backends::cluster::INDEX_ANNOTATION].as_str() {
+        if let Some(index) =
+            ns["metadata"]["annotations"][meshtop::backends::cluster::INDEX_ANNOTATION].as_str()
+        {
             let index: Value = serde_json::from_str(index).unwrap();
             let mut record = serde_json::Map::new();
             for shard in index["shards"].as_array().unwrap() {

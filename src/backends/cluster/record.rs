@@ -11,8 +11,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::record_shards::{
-    INDEX_ANNOTATION, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER, ShardProblem, ShardsRead,
-    split,
+    INDEX_ANNOTATION, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER, ShardProblem,
+    ShardsRead, split,
 };
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
@@ -328,13 +328,15 @@ impl Cluster {
             let after = team_after(read, write, noted)
                 .map_err(|e| self.serialise_error("record's shards", &e))?;
             let (patch, index) = if after.sharded {
-                let (patch, index) = self
-                    .sharded_patch(&resource_version, &after, others)?;
+                let (patch, index) = self.sharded_patch(&resource_version, &after, others)?;
                 self.write_shards(&after.shards, &index_before, &write.by.operation_id)
                     .await?;
                 (patch, Some(index))
             } else {
-                (self.team_patch(&resource_version, &after, was_sharded)?, None)
+                (
+                    self.team_patch(&resource_version, &after, was_sharded)?,
+                    None,
+                )
             };
             let patched = self
                 .timed(self.namespaces().patch(
@@ -425,7 +427,8 @@ impl Cluster {
         let index = RecordIndex {
             shards: after.shards.iter().map(|s| s.shard.clone()).collect(),
         };
-        let text = serde_json::to_string(&index).map_err(|e| self.serialise_error("record's index", &e))?;
+        let text = serde_json::to_string(&index)
+            .map_err(|e| self.serialise_error("record's index", &e))?;
         let bytes = others + INDEX_ANNOTATION.len() + text.len();
         if bytes > ANNOTATIONS_LIMIT_BYTES {
             return Err(ClusterError::RecordTooLarge {
@@ -529,7 +532,8 @@ pub fn modules_left(read: &RecordRead) -> usize {
     let limit = ANNOTATIONS_LIMIT_BYTES;
     let plain = plain_fixed(read.others_bytes, &read.record, &read.pins) + 2;
     let plain_left = limit.saturating_sub(plain) / entry;
-    let index_room = limit.saturating_sub(read.others_bytes + INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY);
+    let index_room =
+        limit.saturating_sub(read.others_bytes + INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY);
     let shard_capacity = (index_room / SHARD_REF_BYTES) * SHARD_CUT_AFTER;
     let per_module = entry + HISTORY_KEPT * stamp;
     let sharded_left = shard_capacity.saturating_sub(read.record.len() * per_module) / per_module;

@@ -85,7 +85,9 @@ pub enum ShardProblem {
     Missing,
     #[error("has no data key {SHARD_KEY:?}")]
     NoData,
-    #[error("does not match its digest in the index: the index says {expected}, its data hashes to {found}")]
+    #[error(
+        "does not match its digest in the index: the index says {expected}, its data hashes to {found}"
+    )]
     DigestMismatch { expected: String, found: String },
     #[error("is not a part of a record ({0})")]
     NotJson(serde_json::Error),
@@ -99,7 +101,10 @@ pub fn shard_digest(text: &str) -> String {
 fn shard_of(content: &ShardContent) -> Result<ShardText, serde_json::Error> {
     let text = serde_json::to_string(content)?;
     let digest = shard_digest(&text);
-    let name = format!("{SHARD_PREFIX}{}", &digest["sha256:".len().."sha256:".len() + 40]);
+    let name = format!(
+        "{SHARD_PREFIX}{}",
+        &digest["sha256:".len().."sha256:".len() + 40]
+    );
     Ok(ShardText {
         shard: ShardRef { name, digest },
         text,
@@ -117,7 +122,11 @@ pub fn split(
     pins: &BTreeMap<String, Pin>,
     history: &StampsByModule,
 ) -> Result<Vec<ShardText>, serde_json::Error> {
-    let modules: BTreeSet<&String> = record.keys().chain(pins.keys()).chain(history.keys()).collect();
+    let modules: BTreeSet<&String> = record
+        .keys()
+        .chain(pins.keys())
+        .chain(history.keys())
+        .collect();
     let mut shards = Vec::new();
     let mut current = ShardContent::default();
     let mut size = 0;
@@ -190,13 +199,19 @@ impl Cluster {
     }
 
     /// Read every shard the index names, verifying each against its digest.
-    pub(super) async fn read_shards(&self, index: &RecordIndex) -> Result<ShardsRead, ClusterError> {
+    pub(super) async fn read_shards(
+        &self,
+        index: &RecordIndex,
+    ) -> Result<ShardsRead, ClusterError> {
         let api = self.config_maps();
         let got: Vec<(ShardRef, Option<ConfigMap>)> = stream::iter(index.shards.iter().cloned())
             .map(|shard| {
                 let api = api.clone();
                 async move {
-                    let what = format!("get configmap {} in namespace {}", shard.name, self.namespace);
+                    let what = format!(
+                        "get configmap {} in namespace {}",
+                        shard.name, self.namespace
+                    );
                     let map = self.call(what, api.get_opt(&shard.name)).await?;
                     Ok::<_, ClusterError>((shard, map))
                 }
@@ -252,22 +267,37 @@ impl Cluster {
         let api = self.config_maps();
         let named: BTreeSet<&str> = already.shards.iter().map(|s| s.name.as_str()).collect();
         let mut written = 0;
-        for shard in shards.iter().filter(|s| !named.contains(s.shard.name.as_str())) {
+        for shard in shards
+            .iter()
+            .filter(|s| !named.contains(s.shard.name.as_str()))
+        {
             let map = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(shard.shard.name.clone()),
-                    labels: Some(BTreeMap::from([(SHARD_LABEL.to_string(), "true".to_string())])),
+                    labels: Some(BTreeMap::from([(
+                        SHARD_LABEL.to_string(),
+                        "true".to_string(),
+                    )])),
                     annotations: Some(BTreeMap::from([
                         (SHARD_WRITTEN_BY.to_string(), operation_id.to_string()),
-                        (SHARD_WRITTEN_AT.to_string(), crate::timefmt::now_ms().to_string()),
+                        (
+                            SHARD_WRITTEN_AT.to_string(),
+                            crate::timefmt::now_ms().to_string(),
+                        ),
                     ])),
                     ..ObjectMeta::default()
                 },
-                data: Some(BTreeMap::from([(SHARD_KEY.to_string(), shard.text.clone())])),
+                data: Some(BTreeMap::from([(
+                    SHARD_KEY.to_string(),
+                    shard.text.clone(),
+                )])),
                 immutable: Some(true),
                 ..ConfigMap::default()
             };
-            let what = format!("create configmap {} in namespace {}", shard.shard.name, self.namespace);
+            let what = format!(
+                "create configmap {} in namespace {}",
+                shard.shard.name, self.namespace
+            );
             match self.timed(api.create(&PostParams::default(), &map)).await {
                 Err(()) => return Err(self.timeout_error(what)),
                 Ok(Ok(_)) => written += 1,
@@ -278,9 +308,19 @@ impl Cluster {
                         SHARD_WRITTEN_BY: operation_id,
                         SHARD_WRITTEN_AT: crate::timefmt::now_ms().to_string(),
                     }}});
-                    let what = format!("patch configmap {} in namespace {}", shard.shard.name, self.namespace);
-                    self.call(what, api.patch(&shard.shard.name, &PatchParams::default(), &Patch::Merge(&renew)))
-                        .await?;
+                    let what = format!(
+                        "patch configmap {} in namespace {}",
+                        shard.shard.name, self.namespace
+                    );
+                    self.call(
+                        what,
+                        api.patch(
+                            &shard.shard.name,
+                            &PatchParams::default(),
+                            &Patch::Merge(&renew),
+                        ),
+                    )
+                    .await?;
                 }
                 Ok(Err(e)) => return Err(self.api_error(what, e)),
             }
@@ -343,15 +383,29 @@ impl Cluster {
         let api = self.config_maps();
         let named: BTreeSet<&str> = before.shards.iter().map(|s| s.name.as_str()).collect();
         let mut gone = Vec::new();
-        for shard in shards.iter().filter(|s| !named.contains(s.shard.name.as_str())) {
-            let what = format!("get configmap {} in namespace {}", shard.shard.name, self.namespace);
-            if self.call(what, api.get_metadata_opt(&shard.shard.name)).await?.is_none() {
+        for shard in shards
+            .iter()
+            .filter(|s| !named.contains(s.shard.name.as_str()))
+        {
+            let what = format!(
+                "get configmap {} in namespace {}",
+                shard.shard.name, self.namespace
+            );
+            if self
+                .call(what, api.get_metadata_opt(&shard.shard.name))
+                .await?
+                .is_none()
+            {
                 gone.push(shard.clone());
             }
         }
         if !gone.is_empty() {
-            tracing::warn!("{} shard(s) of the record were taken before its index named them; written again", gone.len());
-            self.write_shards(&gone, &RecordIndex::default(), operation_id).await?;
+            tracing::warn!(
+                "{} shard(s) of the record were taken before its index named them; written again",
+                gone.len()
+            );
+            self.write_shards(&gone, &RecordIndex::default(), operation_id)
+                .await?;
         }
         Ok(())
     }
@@ -367,7 +421,10 @@ mod tests {
             .map(|i| {
                 (
                     format!("module-{i:05}"),
-                    RecordEntry::new(format!("registry.example/m{i}:{:040}", i), format!("sha256:{i:064}")),
+                    RecordEntry::new(
+                        format!("registry.example/m{i}:{:040}", i),
+                        format!("sha256:{i:064}"),
+                    ),
                 )
             })
             .collect()
@@ -379,7 +436,10 @@ mod tests {
         let shards = split(&whole, &BTreeMap::new(), &StampsByModule::new()).unwrap();
         assert!(shards.len() > 1, "{} shards", shards.len());
         assert!(shards.iter().all(|s| s.text.len() <= SHARD_BYTES));
-        let parts = shards.iter().map(|s| serde_json::from_str(&s.text).unwrap()).collect();
+        let parts = shards
+            .iter()
+            .map(|s| serde_json::from_str(&s.text).unwrap())
+            .collect();
         assert_eq!(join(parts).images, whole);
     }
 
@@ -387,10 +447,22 @@ mod tests {
     fn one_changed_module_rewrites_one_shard() {
         let mut whole = record(10_000);
         let before = split(&whole, &BTreeMap::new(), &StampsByModule::new()).unwrap();
-        whole.insert("module-05000".into(), RecordEntry::new("registry.example/x:y".into(), "sha256:ff".into()));
+        whole.insert(
+            "module-05000".into(),
+            RecordEntry::new("registry.example/x:y".into(), "sha256:ff".into()),
+        );
         let after = split(&whole, &BTreeMap::new(), &StampsByModule::new()).unwrap();
         let old: BTreeSet<_> = before.iter().map(|s| &s.shard.name).collect();
-        let new: Vec<_> = after.iter().filter(|s| !old.contains(&s.shard.name)).collect();
-        assert_eq!(new.len(), 1, "{} of {} shards changed", new.len(), after.len());
+        let new: Vec<_> = after
+            .iter()
+            .filter(|s| !old.contains(&s.shard.name))
+            .collect();
+        assert_eq!(
+            new.len(),
+            1,
+            "{} of {} shards changed",
+            new.len(),
+            after.len()
+        );
     }
 }

@@ -29,7 +29,9 @@ use crate::mesh::model::{Mesh, Registry, Target as Spec};
 use crate::mesh::target::TargetDescription;
 
 pub use docker::belongs;
-pub use seam::{Artifact, Delivery, Fut, Holding, Reach, RecordForm, RecordRead, RecordRoom, Target};
+pub use seam::{
+    Artifact, Delivery, Fut, Holding, Reach, RecordForm, RecordRead, RecordRoom, Target,
+};
 pub(crate) use sign::sign_pushed;
 
 /// How often a roll-out is polled.

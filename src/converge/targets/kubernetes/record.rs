@@ -4,8 +4,8 @@
 use std::sync::Mutex;
 
 use crate::backends::cluster::{
-    ANNOTATIONS_LIMIT_BYTES, INDEX_ANNOTATION, RECORD_ANNOTATION, RecordForm as ClusterForm, TeamWrite,
-    modules_left,
+    ANNOTATIONS_LIMIT_BYTES, INDEX_ANNOTATION, RECORD_ANNOTATION, RecordForm as ClusterForm,
+    TeamWrite, modules_left,
 };
 use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
