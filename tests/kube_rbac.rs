@@ -297,6 +297,13 @@ async fn every_command(s: &Scene, dashboard: bool) -> Step<()> {
             .map(|m| m["state"].as_str().unwrap_or_default().to_string())
             .unwrap_or_default()
     };
+    // The record's form and room, on every machine's row (new fields beside the old).
+    let room = &status[0]["record"];
+    check(
+        "status",
+        room["form"] == "shards" && room["limit_bytes"] == 262_144 && room["shards"].as_u64() >= Some(1),
+        || format!("status does not say the record is in shards: {status}"),
+    )?;
     for (name, expected) in [
         ("web-1", "current"),
         ("worker-1", "current"),

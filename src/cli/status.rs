@@ -77,8 +77,13 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
+        let room = record
+            .room
+            .as_ref()
+            .map(|room| format!("{}\n", room_line(room)))
+            .unwrap_or_default();
         print_out(&format!(
-            "no machines of mesh {} on target {}\n",
+            "no machines of mesh {} on target {}\n{room}",
             mesh.name,
             target.name()
         ))?;

@@ -40,7 +40,7 @@ const ENTRY_BYTES_AT_LEAST: usize = 120;
 const STAMP_BYTES_AT_LEAST: usize = 200;
 /// `{"shards":[]}`, and one shard in the index (`{"name":"meshtop-record-<40 hex>","digest":"sha256:<64 hex>"},`).
 const INDEX_BYTES_EMPTY: usize = 13;
-const SHARD_REF_BYTES: usize = 149;
+const SHARD_REF_BYTES: usize = 150;
 
 /// How many times a stamp re-reads and retries after a resourceVersion conflict.
 const STAMP_ATTEMPTS: u32 = 5;
