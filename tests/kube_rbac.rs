@@ -301,7 +301,9 @@ async fn every_command(s: &Scene, dashboard: bool) -> Step<()> {
     let room = &status[0]["record"];
     check(
         "status",
-        room["form"] == "shards" && room["limit_bytes"] == 262_144 && room["shards"].as_u64() >= Some(1),
+        room["form"] == "shards"
+            && room["limit_bytes"] == 262_144
+            && room["shards"].as_u64() >= Some(1),
         || format!("status does not say the record is in shards: {status}"),
     )?;
     for (name, expected) in [

@@ -372,7 +372,8 @@ async fn a_stamp_no_form_can_take_is_refused_before_the_first_build() {
     let status = k.run(&["status"]).await;
     let text = common::said(&status);
     assert!(
-        text.contains("record: in the namespace's annotations") && text.contains("of 262144 bytes (99%)")
+        text.contains("record: in the namespace's annotations")
+            && text.contains("of 262144 bytes (99%)")
             && text.contains("room for about 0 more module(s)"),
         "{text}"
     );

@@ -524,11 +524,10 @@ pub fn modules_left(read: &RecordRead) -> usize {
     let modules = read.record.len().max(1);
     let entry = (json_len(serde_json::to_string(&read.record)) / modules).max(ENTRY_BYTES_AT_LEAST);
     let stamps: usize = read.history.values().map(Vec::len).sum();
-    let stamp = if stamps == 0 {
-        STAMP_BYTES_AT_LEAST
-    } else {
-        (json_len(serde_json::to_string(&read.history)) / stamps).max(STAMP_BYTES_AT_LEAST)
-    };
+    let stamp = json_len(serde_json::to_string(&read.history))
+        .checked_div(stamps)
+        .unwrap_or(0)
+        .max(STAMP_BYTES_AT_LEAST);
     let limit = ANNOTATIONS_LIMIT_BYTES;
     let plain = plain_fixed(read.others_bytes, &read.record, &read.pins) + 2;
     let plain_left = limit.saturating_sub(plain) / entry;

@@ -412,6 +412,7 @@ impl Cluster {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::mesh::model::RecordEntry;
