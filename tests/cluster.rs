@@ -1620,10 +1620,11 @@ async fn annotations_past_256_kib_are_refused_with_the_apiservers_422() {
 
 #[tokio::test]
 async fn a_record_that_cannot_fit_under_the_limit_is_refused_before_any_write() {
-    // Another tool keeps 255 KiB on the namespace: the record cannot fit; meshtop says so, and the
-    // namespace is not patched (no 422 from the server, the annotations as they were).
+    // Another tool keeps all but 150 bytes of the limit on the namespace: the record cannot fit, not
+    // even as an index of shards (~185 bytes); meshtop says so, and neither the namespace is patched
+    // (no 422 from the server, the annotations as they were) nor a shard written.
     let api = KubeApi::start().await;
-    let other = "y".repeat(255 * 1024);
+    let other = "y".repeat(262_144 - "other.example/blob".len() - 150);
     api.put_namespace(NS, &[("other.example/blob", other.as_str())]);
     let cluster = api.cluster(NS);
     let entries: Vec<(String, RecordEntry)> = (0..40)
@@ -1651,6 +1652,7 @@ async fn a_record_that_cannot_fit_under_the_limit_is_refused_before_any_write() 
         0,
         "meshtop wrote and the server refused"
     );
+    assert!(api.all("configmaps", NS).is_empty(), "a shard was written");
     let ns = api.get("namespaces", "", NS).unwrap();
     assert!(
         ns["metadata"]["annotations"][RECORD_ANNOTATION].is_null(),

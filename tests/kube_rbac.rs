@@ -77,6 +77,17 @@ impl Scene {
             );
             api.put("pods", &ns, pod(pod_name, &name, "app", &image, &old_id(n)));
         }
+        // Another tool's annotation leaves the record too little room on the namespace: it lives in
+        // shards (ConfigMaps), and a stamp that crashed long ago left one behind for gc.
+        let blob = "y".repeat(262_144 - "other.example/blob".len() - 1_000);
+        api.put_namespace(&ns, &[("other.example/blob", &blob)]);
+        api.put(
+            "configmaps",
+            &ns,
+            serde_json::json!({"metadata": {"name": "meshtop-record-left-by-a-crash",
+                "labels": {"jr2.dev/record-shard": "true"}},
+                "immutable": true, "data": {"team.json": "{\"images\":{}}"}}),
+        );
         api.identity_bound("alice", rbac.bindings(&ns, bound));
         Scene { api, k, key }
     }
@@ -255,6 +266,17 @@ async fn every_command(s: &Scene, dashboard: bool) -> Step<()> {
         .json("converge", &[&["converge", "--json"][..], &sign].concat())
         .await?;
     check("converge", first["stamped"] == true, || first.to_string())?;
+    let ns = s.api.get("namespaces", "", s.ns()).unwrap_or_default();
+    check(
+        "converge",
+        ns["metadata"]["annotations"]["jr2.dev/record-index"].is_string(),
+        || {
+            format!(
+                "the record is not in shards: {}",
+                ns["metadata"]["annotations"]
+            )
+        },
+    )?;
     let record = s.record();
     for (kind, module) in [("deployments", "web"), ("statefulsets", "worker")] {
         let reference = record[module]["ref"].as_str().unwrap_or_default();
@@ -275,6 +297,15 @@ async fn every_command(s: &Scene, dashboard: bool) -> Step<()> {
             .map(|m| m["state"].as_str().unwrap_or_default().to_string())
             .unwrap_or_default()
     };
+    // The record's form and room, on every machine's row (new fields beside the old).
+    let room = &status[0]["record"];
+    check(
+        "status",
+        room["form"] == "shards"
+            && room["limit_bytes"] == 262_144
+            && room["shards"].as_u64() >= Some(1),
+        || format!("status does not say the record is in shards: {status}"),
+    )?;
     for (name, expected) in [
         ("web-1", "current"),
         ("worker-1", "current"),

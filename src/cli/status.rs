@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::targets::Reach;
+use crate::converge::targets::{Reach, RecordForm, RecordRoom};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::machine::Machine;
@@ -23,6 +23,9 @@ struct MachineStatus {
     machine: Machine,
     /// The build that made the artifact it runs, when the history knows it.
     built_by: Option<BuildRow>,
+    /// The target's record: its form and how close it is to its limit (targets that have one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record: Option<RecordRoom>,
 }
 
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
@@ -59,7 +62,11 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
                 .map_err(|e| Failure::failed(e.to_string()))?,
             None => None,
         };
-        rows.push(MachineStatus { machine, built_by });
+        rows.push(MachineStatus {
+            machine,
+            built_by,
+            record: record.room.clone(),
+        });
     }
     let count =
         |state: fn(&MachineState) -> bool| rows.iter().filter(|r| state(&r.machine.state)).count();
@@ -70,8 +77,13 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
+        let room = record
+            .room
+            .as_ref()
+            .map(|room| format!("{}\n", room_line(room)))
+            .unwrap_or_default();
         print_out(&format!(
-            "no machines of mesh {} on target {}\n",
+            "no machines of mesh {} on target {}\n{room}",
             mesh.name,
             target.name()
         ))?;
@@ -86,6 +98,9 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
             "{} machine(s), {behind} behind, {missing} missing{unknown}",
             rows.len()
         );
+        if let Some(room) = &record.room {
+            outln!(out, "{}", room_line(room));
+        }
         print_out(&out)?;
     }
     Ok(if args.exit_code && attention > 0 {
@@ -93,6 +108,21 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The record's form and how close it is to its limit, one line.
+fn room_line(room: &RecordRoom) -> String {
+    let percent = room.used_bytes * 100 / room.limit_bytes.max(1);
+    match room.form {
+        RecordForm::Annotations => format!(
+            "record: in the namespace's annotations, {} of {} bytes ({percent}%); room for about {} more module(s) in any form (past the annotations it moves to shards)",
+            room.used_bytes, room.limit_bytes, room.modules_left
+        ),
+        RecordForm::Shards => format!(
+            "record: in {} shard(s) ({} bytes), their index {} of {} bytes of the namespace's annotations ({percent}%); room for about {} more module(s)",
+            room.shards, room.shard_bytes, room.used_bytes, room.limit_bytes, room.modules_left
+        ),
+    }
 }
 
 fn table_text(rows: &[MachineStatus]) -> String {

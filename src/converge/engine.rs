@@ -149,6 +149,19 @@ async fn run(
                 .is_none_or(|names| names.contains(&m.name))
         })
         .collect();
+    // A stamp the record cannot take in any form is refused now, not after building and pushing.
+    let new_modules = selected
+        .iter()
+        .filter(|m| !record.record.contains_key(&m.name))
+        .count();
+    if let Some(refused) = record
+        .room
+        .as_ref()
+        .and_then(|room| room.refuses(&record.source, new_modules))
+    {
+        emitter.emit(Payload::Refused, None, refused.clone());
+        return Err(ConvergeError::Refused(refused));
+    }
     refuse_own_files(&at, &selected)?;
     announce(&at, &selected);
     let mut pool = super::builders::check_pool(mesh, daemon, request.jobs, Some(emitter))

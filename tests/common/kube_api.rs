@@ -25,8 +25,11 @@ use super::kube_controllers::{self, Fate, Key, Runtime};
 use super::kube_objects::{field_selector_matches, label_selector_matches, labels_match, query};
 use super::kube_rules::{self, Binding, Identity, Rule};
 
+#[path = "kube_configmaps.rs"]
+mod configmaps;
 #[path = "kube_logs.rs"]
 mod logs;
+pub use configmaps::MAX_CONFIG_MAP_BYTES;
 pub use logs::rfc3339_nano;
 
 #[derive(Default)]
@@ -73,6 +76,7 @@ fn kind_of(resource: &str) -> (&'static str, &'static str) {
         "pods" => ("v1", "Pod"),
         "events" => ("v1", "Event"),
         "leases" => ("coordination.k8s.io/v1", "Lease"),
+        "configmaps" => ("v1", "ConfigMap"),
         _ => ("v1", "Namespace"),
     }
 }
@@ -840,6 +844,15 @@ async fn route(
         (Method::PATCH, ["api", "v1", "namespaces", name]) => {
             patch_object(state, "namespaces", "", name, headers, body)
         }
+        (Method::PATCH, ["api", "v1", "namespaces", ns, "configmaps", name]) => {
+            patch_object(state, "configmaps", ns, name, headers, body)
+        }
+        (method, ["api", "v1", "namespaces", ns, "configmaps"]) => {
+            configmaps::configmaps(state, &method, ns, None, &q, headers, body)
+        }
+        (method, ["api", "v1", "namespaces", ns, "configmaps", name]) => {
+            configmaps::configmaps(state, &method, ns, Some(name), &q, headers, body)
+        }
         (
             Method::GET,
             [
@@ -913,6 +926,7 @@ const CORE_RESOURCES: &[ResourceInfo] = &[
     ("pods", "Pod", true, &["po"], READ_WRITE),
     ("pods/log", "Pod", true, &[], &["get"]),
     ("events", "Event", true, &["ev"], READ_WRITE),
+    ("configmaps", "ConfigMap", true, &["cm"], READ_WRITE),
 ];
 const APPS_RESOURCES: &[ResourceInfo] = &[
     ("deployments", "Deployment", true, &["deploy"], READ_WRITE),
@@ -1263,6 +1277,17 @@ fn patch_object(
     }
     if updated == current {
         return ok_json(&current);
+    }
+    // A ConfigMap's update is validated as a whole (ValidateConfigMapUpdate: immutability, size).
+    if resource == "configmaps" {
+        let errors = configmaps::validate_update(&current, &updated);
+        if !errors.is_empty() {
+            return status(
+                422,
+                "Invalid",
+                &kube_rules::invalid_message("ConfigMap", name, &errors),
+            );
+        }
     }
     // Validation of the object as updated (`ValidateObjectMetaUpdate` → ValidateAnnotations).
     if let Some(error) = kube_rules::annotations_too_long(&updated) {

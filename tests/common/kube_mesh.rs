@@ -137,9 +137,24 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             .to_string()
     }
 
-    /// The namespace's annotation, parsed.
+    /// The record as another tool reads it: the namespace's annotation, parsed; or, once the record
+    /// is in shards, the `images` of every shard its index names.
     pub fn annotation(&self, api: &KubeApi) -> Value {
         let ns = api.get("namespaces", "", &self.namespace).unwrap();
+        if let Some(index) =
+            ns["metadata"]["annotations"][meshtop::backends::cluster::INDEX_ANNOTATION].as_str()
+        {
+            let index: Value = serde_json::from_str(index).unwrap();
+            let mut record = serde_json::Map::new();
+            for shard in index["shards"].as_array().unwrap() {
+                let name = shard["name"].as_str().unwrap();
+                let map = api.get("configmaps", &self.namespace, name).unwrap();
+                let key = meshtop::backends::cluster::SHARD_KEY;
+                let part: Value = serde_json::from_str(map["data"][key].as_str().unwrap()).unwrap();
+                record.extend(part["images"].as_object().unwrap().clone());
+            }
+            return Value::Object(record);
+        }
         let text = ns["metadata"]["annotations"][RECORD_ANNOTATION]
             .as_str()
             .unwrap_or_else(|| panic!("no record annotation on {ns}"));

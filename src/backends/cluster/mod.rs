@@ -9,6 +9,7 @@ mod logs;
 mod machines;
 mod proxy;
 mod record;
+mod record_shards;
 mod rollout;
 
 use std::fmt;
@@ -27,7 +28,12 @@ pub use machines::{Workload, WorkloadKind};
 pub use proxy::proxy_for;
 pub use record::{
     ANNOTATIONS_LIMIT_BYTES, HISTORY_ANNOTATION, HISTORY_KEPT, PINS_ANNOTATION, RECORD_ANNOTATION,
-    RecordRead, Stamped, TeamWrite, trim_history,
+    RecordForm, RecordRead, Stamped, TeamWrite, modules_left, trim_history,
+};
+pub use record_shards::{
+    INDEX_ANNOTATION, ReadCost, RecordIndex, SHARD_BYTES, SHARD_GRACE_MS, SHARD_KEY, SHARD_LABEL,
+    SHARD_PREFIX, SHARD_WRITTEN_AT, SHARD_WRITTEN_BY, ShardContent, ShardProblem, ShardRef,
+    shard_digest,
 };
 pub use rollout::{
     BACKOFF_REASONS, DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone,
@@ -120,7 +126,16 @@ pub enum ClusterError {
     )]
     RecordContention { namespace: String, attempts: u32 },
     #[error(
-        "the record for namespace {namespace:?} does not fit on it: its annotations would take {bytes} bytes, over the API server's limit of {limit} bytes for all of an object's annotations (the record and the pins cannot be trimmed; the history already is); nothing was written — remove other large annotations from the namespace, or split the mesh"
+        "the record's shard ConfigMap {shard:?} in namespace {namespace:?} {problem}; the record is not read. Restore the shard, or start the record over: kubectl annotate namespace {namespace} jr2.dev/record-index-"
+    )]
+    RecordShard {
+        namespace: String,
+        shard: String,
+        #[source]
+        problem: record_shards::ShardProblem,
+    },
+    #[error(
+        "the record for namespace {namespace:?} does not fit on it in any form: its annotations would take {bytes} bytes, over the API server's limit of {limit} bytes for all of an object's annotations (in the plain form the history is already trimmed; in the sharded form only the index of shards stays on the namespace, and the namespace's other annotations leave no room for it); nothing was written — remove other large annotations from the namespace"
     )]
     RecordTooLarge {
         namespace: String,

@@ -10,6 +10,10 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use super::record_shards::{
+    INDEX_ANNOTATION, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER, ShardProblem,
+    ShardsRead, split,
+};
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::operation::OperationKind;
@@ -31,6 +35,13 @@ pub const HISTORY_KEPT: usize = 10;
 /// else annotates the namespace: the history gets what the rest leaves, its oldest stamps going first.
 pub const ANNOTATIONS_LIMIT_BYTES: usize = 256 * 1024;
 
+/// The least an entry and a stamp are taken to be when the record has none to measure.
+const ENTRY_BYTES_AT_LEAST: usize = 120;
+const STAMP_BYTES_AT_LEAST: usize = 200;
+/// `{"shards":[]}`, and one shard in the index (`{"name":"meshtop-record-<40 hex>","digest":"sha256:<64 hex>"},`).
+const INDEX_BYTES_EMPTY: usize = 13;
+const SHARD_REF_BYTES: usize = 150;
+
 /// How many times a stamp re-reads and retries after a resourceVersion conflict.
 const STAMP_ATTEMPTS: u32 = 5;
 
@@ -51,7 +62,43 @@ pub struct RecordRead {
     /// The bytes of the namespace's other annotations (neither the record, the pins nor the history):
     /// what the limit leaves for meshtop's three is [`ANNOTATIONS_LIMIT_BYTES`] less this.
     pub others_bytes: usize,
+    /// The bytes of meshtop's own annotations on the namespace (the three, or the index).
+    pub ours_bytes: usize,
+    /// Which form the record has.
+    pub form: RecordForm,
+    /// The index read (empty in the plain form).
+    pub index: RecordIndex,
+    /// What the read cost.
+    pub cost: ReadCost,
 }
+
+/// The record's form on the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordForm {
+    /// The namespace's annotations (`jr2.dev/images`, `jr2.dev/pins`, `jr2.dev/history`).
+    #[default]
+    Plain,
+    /// Shards named by the index annotation (`jr2.dev/record-index`).
+    Shards { shards: usize, bytes: usize },
+}
+
+impl RecordForm {
+    /// The form's name, as status and `--json` give it.
+    pub fn word(&self) -> &'static str {
+        match self {
+            RecordForm::Plain => "annotations",
+            RecordForm::Shards { .. } => "shards",
+        }
+    }
+}
+
+/// meshtop's annotations on the namespace: the plain form's three and the index.
+const OURS: [&str; 4] = [
+    RECORD_ANNOTATION,
+    PINS_ANNOTATION,
+    HISTORY_ANNOTATION,
+    INDEX_ANNOTATION,
+];
 
 /// What one stamp writes: the record's entries, the pins' change, and who stamps.
 pub struct TeamWrite<'a> {
@@ -105,8 +152,21 @@ impl Cluster {
     }
 
     /// Read the record. An absent namespace or annotation is an empty record; an unreadable annotation is an
-    /// empty record with a warning naming the namespace. Only a failing API call is an error.
+    /// empty record with a warning naming the namespace. A shard that does not match the index is an
+    /// error naming it; a shard gc took is read again through the newer index.
     pub async fn read_record(&self) -> Result<RecordRead, ClusterError> {
+        let mut gone = String::new();
+        for _ in 0..READ_ATTEMPTS {
+            match self.read_record_once().await? {
+                Ok(read) => return Ok(read),
+                Err(shard) => gone = shard,
+            }
+        }
+        Err(self.shard_error(&gone, ShardProblem::Missing))
+    }
+
+    /// One read: `Err(shard)` when a shard the index names is gone.
+    async fn read_record_once(&self) -> Result<Result<RecordRead, String>, ClusterError> {
         let namespace = self
             .call(
                 format!("get namespace {}", self.namespace),
@@ -114,21 +174,30 @@ impl Cluster {
             )
             .await?;
         let Some(namespace) = namespace else {
-            return Ok(RecordRead::default());
+            return Ok(Ok(RecordRead::default()));
         };
         let empty = BTreeMap::new();
         let annotations = namespace.metadata.annotations.as_ref().unwrap_or(&empty);
+        let bytes_of = |ours: bool| -> usize {
+            annotations
+                .iter()
+                .filter(|(k, _)| OURS.contains(&k.as_str()) == ours)
+                .map(|(k, v)| k.len() + v.len())
+                .sum()
+        };
         let mut read = RecordRead {
             resource_version: namespace.metadata.resource_version.clone(),
-            others_bytes: annotations
-                .iter()
-                .filter(|(k, _)| {
-                    ![RECORD_ANNOTATION, PINS_ANNOTATION, HISTORY_ANNOTATION].contains(&k.as_str())
-                })
-                .map(|(k, v)| k.len() + v.len())
-                .sum(),
+            others_bytes: bytes_of(false),
+            ours_bytes: bytes_of(true),
             ..RecordRead::default()
         };
+        read.cost = ReadCost {
+            objects: 1,
+            bytes: read.ours_bytes,
+        };
+        if let Some(text) = annotations.get(INDEX_ANNOTATION) {
+            return self.read_sharded(read, text).await;
+        }
         if let Some(text) = annotations.get(RECORD_ANNOTATION) {
             match parse_record(text) {
                 Ok(record) => read.record = record,
@@ -166,7 +235,43 @@ impl Cluster {
                 }
             ));
         }
-        Ok(read)
+        Ok(Ok(read))
+    }
+
+    /// The sharded form: the index, then every shard it names (verified against its digest).
+    async fn read_sharded(
+        &self,
+        mut read: RecordRead,
+        text: &str,
+    ) -> Result<Result<RecordRead, String>, ClusterError> {
+        let index: RecordIndex = match serde_json::from_str(text) {
+            Ok(index) => index,
+            Err(e) => {
+                let warning = format!(
+                    "the record's index on namespace {:?} (annotation {INDEX_ANNOTATION}) is unreadable ({e}); the record reads as empty and nothing is stamped until it is mended or removed (kubectl annotate namespace {} {INDEX_ANNOTATION}-)",
+                    self.namespace, self.namespace
+                );
+                read.warning = Some(warning.clone());
+                read.team_warning = Some(warning);
+                return Ok(Ok(read));
+            }
+        };
+        match self.read_shards(&index).await? {
+            ShardsRead::Gone(shard) => Ok(Err(shard)),
+            ShardsRead::Whole(whole, bytes) => {
+                read.record = whole.images;
+                read.pins = whole.pins;
+                read.history = whole.history;
+                read.form = RecordForm::Shards {
+                    shards: index.shards.len(),
+                    bytes,
+                };
+                read.cost.objects += index.shards.len();
+                read.cost.bytes += bytes;
+                read.index = index;
+                Ok(Ok(read))
+            }
+        }
     }
 
     /// Merge `entries` into the record alone (no pin changed, no stamp noted), guarded as
@@ -195,7 +300,9 @@ impl Cluster {
 
     /// Merge the entries into the record, change the pins and add the stamps to the record's
     /// history, in one patch with the namespace's resourceVersion as a precondition; on a conflict
-    /// re-read, re-merge and retry (bounded). `noted`: whether the stamps go to the history.
+    /// re-read, re-merge and retry (bounded). `noted`: whether the stamps go to the history. A record
+    /// that no longer fits the annotations goes to shards, written before the one guarded patch
+    /// that switches the index to them.
     pub async fn stamp_team(
         &self,
         write: &TeamWrite<'_>,
@@ -215,13 +322,22 @@ impl Cluster {
                     context: self.context.clone(),
                 });
             };
-            let after =
-                team_after(read, write, noted).map_err(|bytes| ClusterError::RecordTooLarge {
-                    namespace: self.namespace.clone(),
-                    bytes,
-                    limit: ANNOTATIONS_LIMIT_BYTES,
-                })?;
-            let patch = self.team_patch(&resource_version, &after)?;
+            let was_sharded = read.form != RecordForm::Plain;
+            let index_before = read.index.clone();
+            let others = read.others_bytes;
+            let after = team_after(read, write, noted)
+                .map_err(|e| self.serialise_error("record's shards", &e))?;
+            let (patch, index) = if after.sharded {
+                let (patch, index) = self.sharded_patch(&resource_version, &after, others)?;
+                self.write_shards(&after.shards, &index_before, &write.by.operation_id)
+                    .await?;
+                (patch, Some(index))
+            } else {
+                (
+                    self.team_patch(&resource_version, &after, was_sharded)?,
+                    None,
+                )
+            };
             let patched = self
                 .timed(self.namespaces().patch(
                     &self.namespace,
@@ -231,7 +347,21 @@ impl Cluster {
                 .await
                 .map_err(|()| self.timeout_error(format!("patch namespace {}", self.namespace)))?;
             match patched {
-                Ok(_) => return Ok(after.stamped),
+                Ok(_) => {
+                    if index.is_some() {
+                        self.reassert_shards(&after.shards, &index_before, &write.by.operation_id)
+                            .await?;
+                    }
+                    if was_sharded || index.is_some() {
+                        let keep = index.unwrap_or_default();
+                        if let Err(error) = self.gc_shards(&keep).await {
+                            tracing::warn!(
+                                "the record was stamped; its old shards were not removed: {error}"
+                            );
+                        }
+                    }
+                    return Ok(after.stamped);
+                }
                 Err(e) if status_code(&e) == Some(409) => {
                     tracing::debug!(namespace = %self.namespace, "record stamp conflicted; re-reading");
                     continue;
@@ -247,16 +377,21 @@ impl Cluster {
         })
     }
 
+    fn serialise_error(&self, what: &str, e: &serde_json::Error) -> ClusterError {
+        ClusterError::Config {
+            context: Some(self.context.clone()),
+            message: format!("cannot serialise the {what}: {e}"),
+        }
+    }
+
     fn team_patch(
         &self,
         resource_version: &str,
         after: &TeamAfter,
+        was_sharded: bool,
     ) -> Result<serde_json::Value, ClusterError> {
         let text = |what: &str, value: Result<String, serde_json::Error>| {
-            value.map_err(|e| ClusterError::Config {
-                context: Some(self.context.clone()),
-                message: format!("cannot serialise the {what}: {e}"),
-            })
+            value.map_err(|e| self.serialise_error(what, &e))
         };
         let record = text("record", serde_json::to_string(&after.record))?;
         let pins = text("pins", serde_json::to_string(&after.stamped.pins))?;
@@ -264,7 +399,7 @@ impl Cluster {
             "record's history",
             serde_json::to_string(&after.stamped.history),
         )?;
-        Ok(json!({
+        let mut patch = json!({
             "metadata": {
                 "resourceVersion": resource_version,
                 "annotations": {
@@ -273,19 +408,78 @@ impl Cluster {
                     HISTORY_ANNOTATION: history,
                 },
             }
-        }))
+        });
+        // Back from shards: the index goes in the same write (a plain record's patch is as before).
+        if was_sharded {
+            patch["metadata"]["annotations"][INDEX_ANNOTATION] = serde_json::Value::Null;
+        }
+        Ok(patch)
+    }
+
+    /// The patch that switches the index to the shards (the plain form's three removed), refused
+    /// when even the index does not fit beside the namespace's other annotations.
+    fn sharded_patch(
+        &self,
+        resource_version: &str,
+        after: &TeamAfter,
+        others: usize,
+    ) -> Result<(serde_json::Value, RecordIndex), ClusterError> {
+        let index = RecordIndex {
+            shards: after.shards.iter().map(|s| s.shard.clone()).collect(),
+        };
+        let text = serde_json::to_string(&index)
+            .map_err(|e| self.serialise_error("record's index", &e))?;
+        let bytes = others + INDEX_ANNOTATION.len() + text.len();
+        if bytes > ANNOTATIONS_LIMIT_BYTES {
+            return Err(ClusterError::RecordTooLarge {
+                namespace: self.namespace.clone(),
+                bytes,
+                limit: ANNOTATIONS_LIMIT_BYTES,
+            });
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": resource_version,
+                "annotations": {
+                    INDEX_ANNOTATION: text,
+                    RECORD_ANNOTATION: null,
+                    PINS_ANNOTATION: null,
+                    HISTORY_ANNOTATION: null,
+                },
+            }
+        });
+        Ok((patch, index))
     }
 }
 
-/// The namespace's three annotations as a write leaves them.
+/// The record, pins and history as a write leaves them, and the form they take.
 struct TeamAfter {
     record: Record,
     stamped: Stamped,
+    /// Past the annotations: the shards to write (empty in the plain form).
+    sharded: bool,
+    shards: Vec<super::record_shards::ShardText>,
 }
 
-/// The namespace's three annotations after the write, the history trimmed to what the limit leaves;
-/// `Err(bytes)` when the annotations would exceed the limit even with no history at all.
-fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> Result<TeamAfter, usize> {
+/// The bytes of the plain form's annotations with an empty history (`{}`), beside `others`.
+fn plain_fixed(others: usize, record: &Record, pins: &BTreeMap<String, Pin>) -> usize {
+    let json_len = |value: Result<String, serde_json::Error>| value.map_or(0, |t| t.len());
+    others
+        + RECORD_ANNOTATION.len()
+        + json_len(serde_json::to_string(record))
+        + PINS_ANNOTATION.len()
+        + json_len(serde_json::to_string(pins))
+        + HISTORY_ANNOTATION.len()
+}
+
+/// The record, pins and history after the write. While the record and the pins fit the
+/// annotations (the history trimmed to what they leave, its oldest stamps first) the form is the
+/// plain one, exactly as before shards existed; past that, shards, the history kept whole.
+fn team_after(
+    read: RecordRead,
+    write: &TeamWrite<'_>,
+    noted: bool,
+) -> Result<TeamAfter, serde_json::Error> {
     let others = read.others_bytes;
     let before = read.record;
     let mut record = before.clone();
@@ -297,20 +491,17 @@ fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> Result<Te
     };
     let mut pins = read.pins;
     write.pins.apply(&mut pins);
-    let json_len = |value: Result<String, serde_json::Error>| value.map_or(0, |t| t.len());
-    let fixed = others
-        + RECORD_ANNOTATION.len()
-        + json_len(serde_json::to_string(&record))
-        + PINS_ANNOTATION.len()
-        + json_len(serde_json::to_string(&pins))
-        + HISTORY_ANNOTATION.len();
-    // An empty history is `{}`: without room for it the record itself does not fit.
-    if fixed + 2 > ANNOTATIONS_LIMIT_BYTES {
-        return Err(fixed + 2);
-    }
+    let fixed = plain_fixed(others, &record, &pins);
     let mut history = read.history;
     add_stamps(&mut history, &stamps, HISTORY_KEPT);
-    trim_history(&mut history, ANNOTATIONS_LIMIT_BYTES - fixed);
+    // An empty history is `{}`: without room for it the record itself does not fit.
+    let sharded = fixed + 2 > ANNOTATIONS_LIMIT_BYTES;
+    let shards = if sharded {
+        split(&record, &pins, &history)?
+    } else {
+        trim_history(&mut history, ANNOTATIONS_LIMIT_BYTES - fixed);
+        Vec::new()
+    };
     Ok(TeamAfter {
         record,
         stamped: Stamped {
@@ -319,7 +510,33 @@ fn team_after(read: RecordRead, write: &TeamWrite<'_>, noted: bool) -> Result<Te
             pins,
             history,
         },
+        sharded,
+        shards,
     })
+}
+
+/// About how many more modules the record can take in any form: in the annotations, each as
+/// large as the record's entries are on average; in shards, each with a full history, as many
+/// shards as the index can name beside the namespace's other annotations (each shard at least
+/// [`SHARD_CUT_AFTER`] bytes but the last).
+pub fn modules_left(read: &RecordRead) -> usize {
+    let json_len = |value: Result<String, serde_json::Error>| value.map_or(0, |t| t.len());
+    let modules = read.record.len().max(1);
+    let entry = (json_len(serde_json::to_string(&read.record)) / modules).max(ENTRY_BYTES_AT_LEAST);
+    let stamps: usize = read.history.values().map(Vec::len).sum();
+    let stamp = json_len(serde_json::to_string(&read.history))
+        .checked_div(stamps)
+        .unwrap_or(0)
+        .max(STAMP_BYTES_AT_LEAST);
+    let limit = ANNOTATIONS_LIMIT_BYTES;
+    let plain = plain_fixed(read.others_bytes, &read.record, &read.pins) + 2;
+    let plain_left = limit.saturating_sub(plain) / entry;
+    let index_room =
+        limit.saturating_sub(read.others_bytes + INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY);
+    let shard_capacity = (index_room / SHARD_REF_BYTES) * SHARD_CUT_AFTER;
+    let per_module = entry + HISTORY_KEPT * stamp;
+    let sharded_left = shard_capacity.saturating_sub(read.record.len() * per_module) / per_module;
+    plain_left.max(sharded_left)
 }
 
 /// Drop the oldest stamp of the module with the most until the history's JSON fits `budget` bytes.

@@ -130,7 +130,8 @@ fn the_history_gets_what_the_limit_leaves_after_the_record_pins_and_other_annota
 }
 
 #[test]
-fn a_record_that_cannot_fit_even_without_history_is_refused_with_its_size() {
+fn a_record_past_the_annotations_goes_to_shards_whole() {
+    // Before shards this write was refused (`Err(bytes)` over the limit): now it splits.
     let record: Record = (0..3000)
         .map(|n| (format!("module-{n}"), entry(n)))
         .collect();
@@ -140,8 +141,14 @@ fn a_record_that_cannot_fit_even_without_history_is_refused_with_its_size() {
         pins: &PinChange::default(),
         by: &by,
     };
-    let Err(bytes) = team_after(read_with(StampsByModule::new(), 0), &write, true) else {
-        panic!("a record of 3000 modules fit");
-    };
-    assert!(bytes > ANNOTATIONS_LIMIT_BYTES, "{bytes}");
+    let after = team_after(read_with(StampsByModule::new(), 0), &write, true).unwrap();
+    assert!(after.sharded);
+    let parts = after
+        .shards
+        .iter()
+        .map(|s| serde_json::from_str(&s.text).unwrap())
+        .collect();
+    let whole = crate::backends::cluster::record_shards::join(parts);
+    assert_eq!(whole.images, record);
+    assert_eq!(whole.history.len(), 3000, "every stamp kept");
 }

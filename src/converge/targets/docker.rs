@@ -105,6 +105,7 @@ impl Target for Docker {
             warning: None,
             team_warning: None,
             kept: None,
+            room: None,
         })
     }
 

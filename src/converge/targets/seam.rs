@@ -35,6 +35,47 @@ pub struct RecordRead {
     /// The pins and the record's history, where they live on the target (None: the state
     /// database is where they live).
     pub kept: Option<KeptWithRecord>,
+    /// How close the record is to what the target can hold (None: no limit that matters).
+    pub room: Option<RecordRoom>,
+}
+
+/// The record's form where its target has one object's limit to outgrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordForm {
+    /// In the one object (the namespace's annotations).
+    Annotations,
+    /// In shards, the one object keeping their index.
+    Shards,
+}
+
+/// How close the record is to its limit, and what reading it cost.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RecordRoom {
+    pub form: RecordForm,
+    /// Shards the index names, and the bytes of their data (0 in the annotations' form).
+    pub shards: usize,
+    pub shard_bytes: usize,
+    /// Bytes of the limited object used (the record's own and other tools'), and its limit.
+    pub used_bytes: usize,
+    pub limit_bytes: usize,
+    /// About how many more modules the record can take in any form.
+    pub modules_left: usize,
+    /// What reading the record cost: objects read and bytes.
+    pub read_objects: usize,
+    pub read_bytes: usize,
+}
+
+impl RecordRoom {
+    /// The refusal of a stamp of `new_modules` modules the record cannot take, before any build.
+    pub fn refuses(&self, source: &str, new_modules: usize) -> Option<String> {
+        (new_modules > self.modules_left).then(|| {
+            format!(
+                "the record ({source}) can take about {} more module(s) in any form ({} of {} bytes of its object used, {} shard(s)); this converge would add {new_modules}: nothing was built or pushed — free room on the object (other large annotations) or converge fewer modules",
+                self.modules_left, self.used_bytes, self.limit_bytes, self.shards
+            )
+        })
+    }
 }
 
 /// How a module's artifact reaches the target.

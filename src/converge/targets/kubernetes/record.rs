@@ -3,10 +3,13 @@
 
 use std::sync::Mutex;
 
-use crate::backends::cluster::{RECORD_ANNOTATION, TeamWrite};
+use crate::backends::cluster::{
+    ANNOTATIONS_LIMIT_BYTES, INDEX_ANNOTATION, RECORD_ANNOTATION, RecordForm as ClusterForm,
+    TeamWrite, modules_left,
+};
 use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
-use crate::converge::targets::RecordRead;
+use crate::converge::targets::{RecordForm, RecordRead, RecordRoom};
 use crate::mesh::model::{Mesh, Record};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
 
@@ -32,18 +35,40 @@ impl Kube {
                 }
             }
         }
-        Ok(RecordRead {
-            record: read.record,
-            source: format!(
+        let (form, shards, shard_bytes) = match read.form {
+            ClusterForm::Plain => (RecordForm::Annotations, 0, 0),
+            ClusterForm::Shards { shards, bytes } => (RecordForm::Shards, shards, bytes),
+        };
+        let room = RecordRoom {
+            form,
+            shards,
+            shard_bytes,
+            used_bytes: read.others_bytes + read.ours_bytes,
+            limit_bytes: ANNOTATIONS_LIMIT_BYTES,
+            modules_left: modules_left(&read),
+            read_objects: read.cost.objects,
+            read_bytes: read.cost.bytes,
+        };
+        let source = match form {
+            RecordForm::Annotations => format!(
                 "annotation {RECORD_ANNOTATION} on namespace {}",
                 self.cluster.namespace
             ),
+            RecordForm::Shards => format!(
+                "{shards} shard(s) indexed by annotation {INDEX_ANNOTATION} on namespace {}",
+                self.cluster.namespace
+            ),
+        };
+        Ok(RecordRead {
+            record: read.record,
+            source,
             warning: read.warning,
             kept: read.team_warning.is_none().then_some(KeptWithRecord {
                 pins: read.pins,
                 history: read.history,
             }),
             team_warning: read.team_warning,
+            room: Some(room),
         })
     }
 

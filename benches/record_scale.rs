@@ -1,0 +1,133 @@
+//! The Kubernetes record at 10,000 modules (issue 41), on the API test server on loopback: what a
+//! stamp and a read cost — wall time, objects (requests) and bytes — in the sharded form, against
+//! the plain form's one namespace GET at the largest record that still fits it (the reference).
+//! Run by `scripts/bench-scale.sh`; prints one line per figure. Not a test: nothing is asserted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::Instant;
+
+use common::kube_api::KubeApi;
+use meshtop::backends::cluster::{Cluster, RecordForm, TeamWrite};
+use meshtop::mesh::model::{Record, RecordEntry};
+use meshtop::mesh::operation::OperationKind;
+use meshtop::mesh::pin::{PinChange, Stamper};
+
+const NS: &str = "bench-record";
+
+fn modules(from: usize, n: usize, tag: &str) -> Record {
+    (from..from + n)
+        .map(|i| {
+            (
+                format!("m{i:05}"),
+                RecordEntry::new(
+                    format!("registry.example.com:5000/scale/m{i:05}:{tag}"),
+                    format!("sha256:{:0>64}", format!("{i}{tag}")),
+                ),
+            )
+        })
+        .collect()
+}
+
+async fn stamp(cluster: &Cluster, entries: &Record, op: &str) {
+    let by = Stamper {
+        operation_id: op.into(),
+        kind: OperationKind::Converge,
+        short: Some(1),
+        host: "bench".into(),
+        pid: 1,
+        at_ms: 1,
+        from_target: None,
+    };
+    let write = TeamWrite {
+        entries,
+        pins: &PinChange::default(),
+        by: &by,
+    };
+    cluster.stamp_team(&write, true).await.unwrap();
+}
+
+fn shard_bytes(api: &KubeApi) -> usize {
+    api.all("configmaps", NS)
+        .iter()
+        .map(|m| m["data"]["team.json"].as_str().map_or(0, str::len))
+        .sum()
+}
+
+async fn measure(n: usize) {
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    // A full history: ten converges of every module.
+    let started = Instant::now();
+    for round in 0..10 {
+        stamp(
+            &cluster,
+            &modules(0, n, &format!("r{round}")),
+            &format!("op-{round}"),
+        )
+        .await;
+    }
+    let first = started.elapsed() / 10;
+    let read = cluster.read_record().await.unwrap();
+    let form = match read.form {
+        RecordForm::Plain => "annotations".to_string(),
+        RecordForm::Shards { shards, bytes } => format!("{shards} shards, {bytes} bytes"),
+    };
+    println!(
+        "{n} modules, 10 stamps each in the history: {form}; a stamp of every module {:.0} ms",
+        first.as_secs_f64() * 1e3
+    );
+    // Read: what every converge, plan and status pays.
+    let runs = 5;
+    api.reset_counts();
+    let started = Instant::now();
+    for _ in 0..runs {
+        cluster.read_record().await.unwrap();
+    }
+    let per = started.elapsed() / runs;
+    println!(
+        "  read:  {:.1} ms, {} objects, {} bytes",
+        per.as_secs_f64() * 1e3,
+        api.total_requests() / runs as usize,
+        read.cost.bytes
+    );
+    // A converge that changed 10 modules.
+    let before = shard_bytes(&api);
+    let names_before: Vec<String> = api
+        .all("configmaps", NS)
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    api.reset_counts();
+    let started = Instant::now();
+    stamp(&cluster, &modules(n / 2, 10, "changed"), "op-changed").await;
+    let took = started.elapsed();
+    let written: usize = api
+        .all("configmaps", NS)
+        .iter()
+        .filter(|m| !names_before.contains(&m["metadata"]["name"].as_str().unwrap().to_string()))
+        .map(|m| m["data"]["team.json"].as_str().map_or(0, str::len))
+        .sum();
+    println!(
+        "  stamp of 10 changed modules: {:.1} ms, {} requests, {} shard bytes written (of {} in all)",
+        took.as_secs_f64() * 1e3,
+        api.total_requests(),
+        written,
+        before
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // The reference: the largest plain record (about 1,000 modules fit the annotations), then 10,000.
+        measure(1_000).await;
+        measure(10_000).await;
+    });
+}

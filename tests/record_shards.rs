@@ -1,0 +1,380 @@
+//! The Kubernetes record past one object (issue 41): shards behind an index, on the API test server
+//! (which enforces the apiserver's 262144 bytes of annotations, 1 MiB of ConfigMap data, immutable
+//! ConfigMaps and resourceVersion conflicts).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::kube_api::KubeApi;
+use meshtop::backends::cluster::{
+    ANNOTATIONS_LIMIT_BYTES, Cluster, ClusterError, HISTORY_ANNOTATION, INDEX_ANNOTATION,
+    PINS_ANNOTATION, RECORD_ANNOTATION, RecordForm, RecordIndex, SHARD_KEY, SHARD_LABEL,
+    SHARD_WRITTEN_AT, SHARD_WRITTEN_BY, Stamped, TeamWrite,
+};
+use meshtop::mesh::model::{Record, RecordEntry};
+use meshtop::mesh::operation::OperationKind;
+use meshtop::mesh::pin::{PinChange, Stamper};
+use serde_json::{Value, json};
+
+const NS: &str = "mesh-shards";
+
+/// `n` modules from `from`, each naming an artifact of generation `tag` (a real registry host's length).
+fn modules(from: usize, n: usize, tag: &str) -> Record {
+    (from..from + n)
+        .map(|i| {
+            (
+                format!("module-{i:05}"),
+                RecordEntry::new(
+                    format!("registry.example.com:5000/team/module-{i:05}:{tag}"),
+                    format!("sha256:{:0>64}", format!("{i}{tag}")),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn stamper(operation: &str) -> Stamper {
+    Stamper {
+        operation_id: operation.into(),
+        kind: OperationKind::Converge,
+        short: Some(1),
+        host: "host-a".into(),
+        pid: 1,
+        at_ms: 1,
+        from_target: None,
+    }
+}
+
+async fn stamp(
+    cluster: &Cluster,
+    entries: &Record,
+    operation: &str,
+) -> Result<Stamped, ClusterError> {
+    let by = stamper(operation);
+    let write = TeamWrite {
+        entries,
+        pins: &PinChange::default(),
+        by: &by,
+    };
+    cluster.stamp_team(&write, true).await
+}
+
+fn annotations(api: &KubeApi) -> serde_json::Map<String, Value> {
+    api.get("namespaces", "", NS).unwrap()["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn index(api: &KubeApi) -> RecordIndex {
+    serde_json::from_str(annotations(api)[INDEX_ANNOTATION].as_str().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_record_of_ten_thousand_modules_stamps_and_reads_back_whole() {
+    // Before shards: RecordTooLarge ("does not fit on it … 262144 bytes") at about 1,650 modules.
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[("other.example/note", "kept")]);
+    let cluster = api.cluster(NS);
+    let whole = modules(0, 10_000, "v1");
+    stamp(&cluster, &whole, "op-1").await.unwrap();
+    let read = cluster.read_record().await.unwrap();
+    assert_eq!(read.record, whole);
+    assert_eq!(read.history.len(), 10_000, "every module's stamp kept");
+    assert!(
+        matches!(read.form, RecordForm::Shards { shards, .. } if shards > 1),
+        "{:?}",
+        read.form
+    );
+    // The namespace keeps the index alone (and what other tools put there), well under the limit.
+    let annotations = annotations(&api);
+    for plain in [RECORD_ANNOTATION, PINS_ANNOTATION, HISTORY_ANNOTATION] {
+        assert!(
+            !annotations.contains_key(plain),
+            "{plain} left beside the index"
+        );
+    }
+    assert_eq!(annotations["other.example/note"], json!("kept"));
+    let bytes: usize = annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+        .sum();
+    assert!(
+        bytes < ANNOTATIONS_LIMIT_BYTES / 10,
+        "{bytes} bytes of annotations"
+    );
+    // Every shard the index names is there, immutable, labelled, and under the ConfigMap limit.
+    let maps = api.all("configmaps", NS);
+    assert_eq!(maps.len(), index(&api).shards.len());
+    for map in &maps {
+        assert_eq!(map["immutable"], json!(true));
+        assert_eq!(map["metadata"]["labels"][SHARD_LABEL], json!("true"));
+        assert!(map["data"][SHARD_KEY].as_str().unwrap().len() <= 1024 * 1024);
+    }
+    // A second stamp of one module rewrites only its shard, and reads back whole.
+    let one = modules(4_321, 1, "v2");
+    let before: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
+    stamp(&cluster, &one, "op-2").await.unwrap();
+    let after: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
+    let changed = after.iter().filter(|n| !before.contains(n)).count();
+    assert!(
+        changed <= 2,
+        "{changed} of {} shards rewritten for one module",
+        after.len()
+    );
+    let mut expected = whole.clone();
+    expected.extend(one);
+    assert_eq!(cluster.read_record().await.unwrap().record, expected);
+}
+
+#[tokio::test]
+async fn two_stamps_racing_on_a_sharded_record_lose_nothing_and_never_mix() {
+    // Two state files (two clusters, two operations) stamp disjoint halves at once, both having read
+    // the same index: one write wins, the other conflicts (409), re-reads and stamps over it.
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let base = modules(0, 3_000, "base");
+    stamp(&api.cluster(NS), &base, "op-base").await.unwrap();
+    let a = modules(3_000, 1_000, "a");
+    let b = modules(4_000, 1_000, "b");
+    api.sync_next_namespace_reads(2);
+    let (ca, cb) = (api.cluster(NS), api.cluster(NS));
+    let (ra, rb) = tokio::join!(stamp(&ca, &a, "op-a"), stamp(&cb, &b, "op-b"));
+    ra.unwrap();
+    rb.unwrap();
+    assert!(api.responses_with(409) >= 1, "the two stamps never raced");
+    let read = api.cluster(NS).read_record().await.unwrap();
+    let mut expected = base.clone();
+    expected.extend(a.clone());
+    expected.extend(b.clone());
+    assert_eq!(read.record, expected, "a stamp was lost");
+    // Each module's newest stamp is its own operation's: the stamps never mixed.
+    for (module, op) in a
+        .keys()
+        .map(|m| (m, "op-a"))
+        .chain(b.keys().map(|m| (m, "op-b")))
+    {
+        assert_eq!(read.history[module][0].operation_id, op, "{module}");
+    }
+}
+
+#[tokio::test]
+async fn a_reader_during_stamps_sees_the_old_or_the_new_record_never_a_mix() {
+    let api = Arc::new(KubeApi::start().await);
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    stamp(&cluster, &modules(0, 3_000, "g0"), "op-0")
+        .await
+        .unwrap();
+    let writer = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let cluster = api.cluster(NS);
+            for generation in 1..=6 {
+                let tag = format!("g{generation}");
+                stamp(
+                    &cluster,
+                    &modules(0, 3_000, &tag),
+                    &format!("op-{generation}"),
+                )
+                .await
+                .unwrap();
+            }
+        })
+    };
+    let reader = api.cluster(NS);
+    let mut generations = std::collections::BTreeSet::new();
+    loop {
+        let done = writer.is_finished();
+        let read = reader.read_record().await.unwrap();
+        let tags: std::collections::BTreeSet<&str> = read
+            .record
+            .values()
+            .map(|e| e.reference.rsplit(':').next().unwrap())
+            .collect();
+        assert_eq!(tags.len(), 1, "a read mixed stamps: {tags:?}");
+        assert_eq!(read.record.len(), 3_000);
+        generations.extend(tags.into_iter().map(str::to_string));
+        if done {
+            break;
+        }
+    }
+    writer.await.unwrap();
+    assert!(generations.contains("g6"), "{generations:?}");
+}
+
+#[tokio::test]
+async fn a_shard_that_does_not_match_its_digest_is_refused_naming_it() {
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    stamp(&cluster, &modules(0, 3_000, "v1"), "op-1")
+        .await
+        .unwrap();
+    let shard = index(&api).shards[0].name.clone();
+    // The API refuses to change an immutable ConfigMap …
+    let (ok, out) = api
+        .kubectl(&[
+            "-n",
+            NS,
+            "patch",
+            "configmap",
+            &shard,
+            "--type=merge",
+            "-p",
+            r#"{"data":{"team.json":"{}"}}"#,
+        ])
+        .await;
+    assert!(
+        !ok && out.contains("field is immutable when `immutable` is set"),
+        "{out}"
+    );
+    // … so the tampering is done behind its back (a restore of other bytes under the same name).
+    let mut map = api.get("configmaps", NS, &shard).unwrap();
+    let text = map["data"][SHARD_KEY]
+        .as_str()
+        .unwrap()
+        .replace("registry.example.com", "evil.example.com");
+    map["data"][SHARD_KEY] = json!(text);
+    api.put("configmaps", NS, map);
+    let err = cluster.read_record().await.unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, ClusterError::RecordShard { .. }), "{message}");
+    assert!(
+        message.contains(&shard) && message.contains("does not match its digest"),
+        "{message}"
+    );
+    // Nothing is stamped over a record that cannot be read.
+    assert!(stamp(&cluster, &modules(0, 1, "v2"), "op-2").await.is_err());
+}
+
+#[tokio::test]
+async fn gc_removes_shards_no_index_names_and_keeps_the_current_ones() {
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    stamp(&cluster, &modules(0, 3_000, "v1"), "op-1")
+        .await
+        .unwrap();
+    let first: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
+    // The first stamp's shards, an hour old (as if written then), and two orphans no index names: a
+    // stamp that crashed an hour ago, and a stamp in flight now (its index not written yet).
+    let hour_ago = meshtop::timefmt::now_ms() - 3_600_000;
+    for name in &first {
+        let mut map = api.get("configmaps", NS, name).unwrap();
+        map["metadata"]["annotations"][SHARD_WRITTEN_AT] = json!(hour_ago.to_string());
+        api.put("configmaps", NS, map);
+    }
+    let orphan = |name: &str, by: &str, at_ms: i64| {
+        json!({"metadata": {"name": name, "labels": {SHARD_LABEL: "true"},
+            "annotations": {SHARD_WRITTEN_BY: by, SHARD_WRITTEN_AT: at_ms.to_string()}},
+            "immutable": true, "data": {SHARD_KEY: "{\"images\":{}}"}})
+    };
+    let now = meshtop::timefmt::now_ms();
+    api.put(
+        "configmaps",
+        NS,
+        orphan("meshtop-record-stale", "op-gone", now - 3_600_000),
+    );
+    api.put(
+        "configmaps",
+        NS,
+        orphan("meshtop-record-in-flight", "op-running", now),
+    );
+    api.put(
+        "configmaps",
+        NS,
+        json!({"metadata": {"name": "someone-elses"}, "data": {"a": "b"}}),
+    );
+    // Every module changes: every shard of the first stamp is replaced and then unnamed.
+    stamp(&cluster, &modules(0, 3_000, "v2"), "op-2")
+        .await
+        .unwrap();
+    let current: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
+    let left: Vec<String> = api
+        .all("configmaps", NS)
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for name in &current {
+        assert!(left.contains(name), "gc removed the current shard {name}");
+    }
+    for name in first.iter().filter(|n| !current.contains(n)) {
+        assert!(!left.contains(name), "gc kept the unnamed shard {name}");
+    }
+    assert!(
+        !left.contains(&"meshtop-record-stale".to_string()),
+        "{left:?}"
+    );
+    assert!(
+        left.contains(&"meshtop-record-in-flight".to_string()),
+        "{left:?}"
+    );
+    // A ConfigMap that is not meshtop's is never touched: gc lists by label.
+    assert!(left.contains(&"someone-elses".to_string()), "{left:?}");
+    assert_eq!(
+        cluster.read_record().await.unwrap().record,
+        modules(0, 3_000, "v2")
+    );
+}
+
+#[tokio::test]
+async fn a_record_that_fits_stays_byte_for_byte_on_the_plain_annotation() {
+    // Another tool reads `jr2.dev/images` as it always could: the same bytes, no index, no shard.
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    let small = modules(0, 2, "v1");
+    cluster.stamp_record(&small).await.unwrap();
+    let annotations = annotations(&api);
+    assert_eq!(
+        annotations[RECORD_ANNOTATION].as_str().unwrap(),
+        format!(
+            r#"{{"module-00000":{{"ref":"registry.example.com:5000/team/module-00000:v1","digest":"sha256:{:0>64}"}},"module-00001":{{"ref":"registry.example.com:5000/team/module-00001:v1","digest":"sha256:{:0>64}"}}}}"#,
+            "0v1", "1v1"
+        )
+    );
+    assert_eq!(annotations[PINS_ANNOTATION], json!("{}"));
+    assert_eq!(annotations[HISTORY_ANNOTATION], json!("{}"));
+    assert!(!annotations.contains_key(INDEX_ANNOTATION));
+    assert!(api.all("configmaps", NS).is_empty());
+    assert_eq!(cluster.read_record().await.unwrap().form, RecordForm::Plain);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stamp_no_form_can_take_is_refused_before_the_first_build() {
+    // Another tool leaves 100 bytes of the namespace's annotations: neither the plain record of five
+    // modules nor an index of shards fits. Before, the converge built and pushed, then refused to stamp.
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let k = common::kube_mesh::KubeMesh::new("rsr", &api, true, "test-ctx", "");
+    let blob = "y".repeat(262_144 - "other.example/blob".len() - 100);
+    api.put_namespace(&k.namespace, &[("other.example/blob", &blob)]);
+    let output = k.run(&["converge", "--json"]).await;
+    assert_ne!(output.status.code(), Some(0), "{}", common::said(&output));
+    let text = common::said(&output);
+    assert!(
+        text.contains("can take about 0 more module(s)")
+            && text.contains("this converge would add 5")
+            && text.contains("262144")
+            && text.contains("nothing was built or pushed"),
+        "{text}"
+    );
+    let (builds, _) = k.json(&["builds", "--json"]).await;
+    assert!(
+        builds.as_array().unwrap().is_empty(),
+        "something was built: {builds}"
+    );
+    assert!(api.all("configmaps", &k.namespace).is_empty());
+    // status says how close the record is to its limit.
+    let status = k.run(&["status"]).await;
+    let text = common::said(&status);
+    assert!(
+        text.contains("record: in the namespace's annotations")
+            && text.contains("of 262144 bytes (99%)")
+            && text.contains("room for about 0 more module(s)"),
+        "{text}"
+    );
+}
