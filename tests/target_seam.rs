@@ -510,14 +510,14 @@ impl<'k> Walk<'k> {
             self.find(Rule::Predicate, name);
         } else if self.sentences
             && self.kinds.word_in(name).is_some()
-            && !self.from_look_alike(name)
+            && !self.given_by_a_look_alike(name)
         {
             self.find(Rule::Identifier, name);
         }
     }
 
     /// A name another crate gave (`use bollard::Docker;`): its own, not a kind.
-    fn from_look_alike(&self, name: &str) -> bool {
+    fn given_by_a_look_alike(&self, name: &str) -> bool {
         self.imported.get(name).is_some_and(|path| {
             path.first()
                 .is_some_and(|f| LOOK_ALIKES.contains(&f.as_str()))
