@@ -49,6 +49,8 @@ pub struct RegistryVoucher {
     /// The keys the mesh trusts: with any, each manifest found is judged by its signatures too
     /// (the `.sig` manifest and its payload: two more small reads).
     trust: Vec<TrustedKey>,
+    /// What a trusted signature's provenance must say (builders, whether one is required here).
+    provenance: ProvenancePolicy,
     /// Refs asked of the registry (each a manifest GET and a config GET).
     asked: AtomicUsize,
     /// Whether [`RegistryVoucher::warn_once`] gave the warning already.
@@ -56,8 +58,9 @@ pub struct RegistryVoucher {
 }
 
 impl RegistryVoucher {
-    /// The voucher for `mesh`'s registry, with the credentials a push uses; None without a registry.
-    pub async fn for_mesh(mesh: &Mesh) -> Option<RegistryVoucher> {
+    /// The voucher for `mesh`'s registry on `target`, with the credentials a push uses; None
+    /// without a registry.
+    pub async fn for_mesh(mesh: &Mesh, target: &str) -> Option<RegistryVoucher> {
         let registry = mesh.registry.as_ref()?;
         let client = client_for(registry).await;
         Some(RegistryVoucher {
@@ -65,6 +68,7 @@ impl RegistryVoucher {
             client,
             answers: HashMap::new(),
             trust: mesh.signing.trust.clone(),
+            provenance: ProvenancePolicy::of(mesh, target),
             asked: AtomicUsize::new(0),
             warned: false,
         })
@@ -145,12 +149,13 @@ impl RegistryVoucher {
         };
         let asked = &self.asked;
         let trust = &self.trust;
+        let policy = &self.provenance;
         let answers: Vec<(String, RegistryAnswer)> = futures_util::stream::iter(wanted)
             .map(|reference| {
                 let host = host.clone();
                 async move {
                     asked.fetch_add(1, Ordering::SeqCst);
-                    let answer = ask_one(client, &host, &reference, trust).await;
+                    let answer = ask_one(client, &host, &reference, trust, policy).await;
                     (reference, answer)
                 }
             })
@@ -161,13 +166,61 @@ impl RegistryVoucher {
     }
 }
 
+/// What a trusted signature's provenance must say: built by one of `builders` (empty: any), and
+/// whether the target requires a provenance at all (`require_provenance = true`).
+#[derive(Debug, Clone, Default)]
+pub struct ProvenancePolicy {
+    pub builders: Vec<String>,
+    pub required: bool,
+}
+
+impl ProvenancePolicy {
+    pub fn of(mesh: &Mesh, target: &str) -> ProvenancePolicy {
+        ProvenancePolicy {
+            builders: mesh.signing.trusted_builders.clone(),
+            required: requires_provenance(mesh, target),
+        }
+    }
+
+    /// A trusted signature's verdict once its provenance is judged: the provenance's input digest
+    /// against `inputs` (the manifest's own inputs label, which the decision requires to equal the
+    /// ref's full input digest), its builder against [`ProvenancePolicy::builders`].
+    pub fn judge(
+        &self,
+        signed: SignatureVerdict,
+        provenances: &[crate::mesh::provenance::ReadProvenance],
+        inputs: &str,
+    ) -> SignatureVerdict {
+        use crate::mesh::provenance::{ProvenanceVerdict, judge};
+        match judge(provenances, inputs, &self.builders) {
+            ProvenanceVerdict::Matches { .. } => signed,
+            ProvenanceVerdict::Absent if !self.required => signed,
+            ProvenanceVerdict::Absent => SignatureVerdict::NoProvenance,
+            ProvenanceVerdict::OtherInputs { names } => SignatureVerdict::OtherInputs { names },
+            ProvenanceVerdict::UntrustedBuilder { builder } => {
+                SignatureVerdict::UntrustedBuilder { builder }
+            }
+        }
+    }
+}
+
+/// Whether `target` of `mesh` requires a trusted provenance (`require_provenance = true`).
+pub fn requires_provenance(mesh: &Mesh, target: &str) -> bool {
+    mesh.environments
+        .iter()
+        .any(|e| e.name == target && e.require_provenance)
+}
+
 /// What the registry holds under `reference` and, with `trust`, what its signatures say of the
-/// manifest digest the ref resolves to now. A fault anywhere reads as "holds nothing" (said).
+/// manifest digest the ref resolves to now, and what the provenance a trusted key signed says of
+/// it (one more read: the `.att` manifest, which embeds meshtop's envelopes). A fault anywhere
+/// reads as "holds nothing" (said).
 async fn ask_one(
     client: &RegistryClient,
     host: &str,
     reference: &str,
     trust: &[TrustedKey],
+    policy: &ProvenancePolicy,
 ) -> RegistryAnswer {
     let registry = host.to_string();
     let (path, tag) = repository_in(host, reference);
@@ -193,6 +246,27 @@ async fn ask_one(
                 };
             }
         }
+    };
+    let signature = match signature {
+        SignatureVerdict::Trusted { .. } => {
+            match client.provenance(path, &image.manifest, trust).await {
+                Ok(read) => {
+                    let inputs = image
+                        .labels
+                        .get(crate::mesh::model::INPUTS_LABEL)
+                        .cloned()
+                        .unwrap_or_default();
+                    policy.judge(signature, &read, &inputs)
+                }
+                Err(error) => {
+                    return RegistryAnswer::Failed {
+                        registry,
+                        error: format!("its provenance could not be read: {error}"),
+                    };
+                }
+            }
+        }
+        other => other,
     };
     RegistryAnswer::Holds {
         registry,

@@ -18,6 +18,7 @@ pub mod model;
 pub mod operation;
 pub mod pin;
 pub mod plan;
+pub mod provenance;
 pub mod platform;
 pub mod pool;
 pub mod progress;

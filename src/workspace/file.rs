@@ -293,7 +293,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         root,
         registry: header.registry,
         publish: header.publish,
-        signing: crate::mesh::model::Signing { trust, key: None },
+        signing: crate::mesh::model::Signing {
+            trust,
+            key: None,
+            trusted_builders: header
+                .trusted_builders
+                .into_iter()
+                .map(toml::Spanned::into_inner)
+                .collect(),
+            builder_id: header.builder_id,
+        },
         targets: targets.targets,
         environments: targets.environments,
         rollout_deadline: targets.rollout_deadline,

@@ -5,6 +5,7 @@
 mod auth;
 mod client;
 mod reads;
+mod attestations;
 mod signatures;
 mod writes;
 
