@@ -20,6 +20,7 @@ mod history;
 mod logs;
 mod plan;
 mod progress;
+mod provenance;
 mod promote;
 mod rollback;
 mod send;
@@ -116,6 +117,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Converge(args) => converge::run(&global, args).await,
             Command::Status(args) => status::run(&global, args).await,
             Command::Verify(args) => verify::run(&global, args).await,
+            Command::Provenance(args) => provenance::run(&global, args).await,
             Command::Send(args) => send::run(&global, args).await,
             Command::History(args) => history::run(&global, args).await,
             Command::Rollback(args) => rollback::run(&global, args).await,

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::targets::Reach;
+use crate::converge::vouch::{self, ArtifactProvenance};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::machine::Machine;
@@ -22,6 +23,11 @@ struct MachineStatus {
     machine: Machine,
     /// The build that made the artifact it runs, when the history knows it.
     built_by: Option<BuildRow>,
+    /// Without a build row here: what the artifact's signed provenance says of its build.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<crate::mesh::provenance::ReadProvenance>,
+    #[serde(skip)]
+    provenance_text: Option<String>,
 }
 
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
@@ -51,6 +57,8 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         .into_inner()
         .map_err(|_| Failure::failed("the state database handle is poisoned"))?;
     let mut rows = Vec::new();
+    let mut read: std::collections::HashMap<String, Option<ArtifactProvenance>> =
+        std::collections::HashMap::new();
     for machine in machines {
         let built_by = match machine.running.first() {
             Some(digest) => db
@@ -58,7 +66,20 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
                 .map_err(|e| Failure::failed(e.to_string()))?,
             None => None,
         };
-        rows.push(MachineStatus { machine, built_by });
+        let mut found = None;
+        if let (None, Some(digest)) = (&built_by, machine.running.first()) {
+            if !read.contains_key(digest) {
+                let answer = from_provenance(&mesh, &machine.image, digest).await;
+                read.insert(digest.clone(), answer);
+            }
+            found = read.get(digest).cloned().flatten();
+        }
+        rows.push(MachineStatus {
+            machine,
+            built_by,
+            provenance: found.as_ref().and_then(|f| f.provenances.first().cloned()),
+            provenance_text: found.as_ref().and_then(super::provenance::built_by_text),
+        });
     }
     let count =
         |state: fn(&MachineState) -> bool| rows.iter().filter(|r| state(&r.machine.state)).count();
@@ -94,6 +115,25 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     })
 }
 
+/// The signed provenance of the artifact `digest` a machine runs from `image`, when the mesh
+/// trusts keys and names a registry (a fault reads as none: BUILT BY says `unknown build`).
+async fn from_provenance(
+    mesh: &crate::mesh::model::Mesh,
+    image: &str,
+    digest: &str,
+) -> Option<ArtifactProvenance> {
+    if mesh.signing.trust.is_empty() || mesh.registry.is_none() {
+        return None;
+    }
+    let reference = image.split('@').next().unwrap_or_default();
+    let entry = crate::mesh::model::RecordEntry::new(reference.to_string(), digest.to_string());
+    vouch::artifact_provenance(mesh, &entry)
+        .await
+        .ok()
+        .flatten()
+        .filter(|f| !f.provenances.is_empty())
+}
+
 fn table_text(rows: &[MachineStatus]) -> String {
     let now = timefmt::now_ms();
     let mut out = String::new();
@@ -113,9 +153,10 @@ fn table_text(rows: &[MachineStatus]) -> String {
             .first()
             .map(|d| short_id(d))
             .unwrap_or("–");
-        let built_by = match &row.built_by {
-            Some(build) => build.made_by(now),
-            None => "unknown build".into(),
+        let built_by = match (&row.built_by, &row.provenance_text) {
+            (Some(build), _) => build.made_by(now),
+            (None, Some(said)) => said.clone(),
+            (None, None) => "unknown build".into(),
         };
         outln!(
             out,

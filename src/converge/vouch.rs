@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use serde::Serialize;
 
 use crate::backends::credentials::{self, CredentialsError};
 use crate::backends::registry::{RegistryClient, RegistryError, repository_in};
@@ -353,6 +354,62 @@ pub async fn artifact_signature(
         manifest: None,
         verdict: SignatureVerdict::Unsigned,
     }))
+}
+
+/// What the signed provenance of a recorded artifact says: the manifest it was read for, and the
+/// provenances a trusted key signed for it (empty: none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactProvenance {
+    pub manifest: String,
+    pub provenances: Vec<crate::mesh::provenance::ReadProvenance>,
+    /// Envelopes under its `.att` tag that no trusted key signed for this manifest (or that are
+    /// no SLSA v1 provenance): present, but they say nothing here.
+    pub unverified: usize,
+}
+
+/// The provenance of `entry`'s artifact in the mesh's registry: the first manifest that carries
+/// it (the one the record names, the one its ref resolves to, the artifact itself when it is a
+/// manifest) and what its `.att` holds, verified against `trust`. None: the registry holds no
+/// manifest of this artifact.
+pub async fn artifact_provenance(
+    mesh: &Mesh,
+    entry: &crate::mesh::model::RecordEntry,
+) -> Result<Option<ArtifactProvenance>, AskError> {
+    let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
+    let client = client_for(registry).await?;
+    let (repository, tag) = repository_in(&registry.host, &entry.reference);
+    let mut candidates: Vec<String> = entry.manifest.iter().cloned().collect();
+    if let crate::backends::registry::Published::Present { digest } =
+        client.manifest(repository, tag).await?
+    {
+        candidates.push(digest);
+    }
+    candidates.push(entry.digest.clone());
+    let mut seen = std::collections::BTreeSet::new();
+    for manifest in candidates {
+        if !seen.insert(manifest.clone()) {
+            continue;
+        }
+        let names = match client.artifact_of(repository, &manifest).await {
+            Ok(names) => names,
+            Err(_) if manifest == entry.digest => None,
+            Err(error) => return Err(error.into()),
+        };
+        let is_it = names.as_deref() == Some(entry.digest.as_str())
+            || (names.is_some() && manifest == entry.digest);
+        if !is_it {
+            continue;
+        }
+        let envelopes = client.attestations(repository, &manifest).await?;
+        let provenances =
+            crate::mesh::provenance::verified_for(&manifest, &envelopes, &mesh.signing.trust);
+        return Ok(Some(ArtifactProvenance {
+            unverified: envelopes.len().saturating_sub(provenances.len()),
+            manifest,
+            provenances,
+        }));
+    }
+    Ok(None)
 }
 
 /// An artifact that may not move a machine of a `require_signed` target.
