@@ -270,3 +270,33 @@ async fn require_provenance_refuses_a_signed_artifact_without_one() {
     let plan = clean_plan(&mesh, &["--target", "staging"]);
     assert_eq!(plan["web"].0, "registry", "{:?}", plan["web"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubernetes_delivery_attaches_a_provenance_the_specs_verify() {
+    use common::kube_api::KubeApi;
+    use common::team::Team;
+    let api = KubeApi::start().await;
+    let team = Team::new("pvkube", &api).await;
+    let (ci_key, ci_pub) = trust_ci_key(&team.mesh);
+    let ci = team
+        .run(
+            &team.alice(),
+            &["converge", "--sign-key", ci_key.to_str().unwrap(), "--json"],
+        )
+        .await;
+    assert!(ci.status.success(), "{}", said(&ci));
+    let record = api.cluster(&team.namespace).read_record().await.unwrap();
+    assert!(!record.record.is_empty());
+    for (module, entry) in &record.record {
+        let manifest = entry
+            .manifest
+            .clone()
+            .unwrap_or_else(|| panic!("{module}: the record keeps the manifest CI pushed"));
+        let (repository, _) = meshtop::backends::registry::repository_in(LOCAL, &entry.reference);
+        let statements = spec_attestations(repository, &manifest, &ci_pub);
+        assert_eq!(statements.len(), 1, "{module}: {statements:?}");
+        let parameters = &statements[0]["predicate"]["buildDefinition"]["externalParameters"];
+        assert_eq!(parameters["module"], module.as_str());
+        assert_eq!(parameters["inputs"], image_inputs(repository, &manifest));
+    }
+}
