@@ -130,6 +130,20 @@ async fn ci_publishes_a_provenance_that_a_reader_of_the_specs_verifies() {
         web["provenance"]["inputs"],
         image_inputs(&published["web"].0, &published["web"].1)
     );
+    let verified = mesh.json_with_state(&fresh, &["verify", "web", "--json"]);
+    let record = verified
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["of"] == "record")
+        .unwrap_or_else(|| panic!("web's record checked: {verified}"));
+    assert_eq!(record["signed"], true, "{record}");
+    let built_by = record["built_by"].as_str().unwrap();
+    assert!(
+        built_by.ends_with("(from the signed provenance)") && built_by.contains(&builder),
+        "{record}"
+    );
+    assert_eq!(record["provenance"]["commit"], commit.as_str(), "{record}");
     let asked = mesh.json_with_state(&fresh, &["provenance", "web", "--json"]);
     assert_eq!(asked["verified"], true, "{asked}");
     assert_eq!(asked["manifest"], published["web"].1.as_str(), "{asked}");
@@ -269,6 +283,25 @@ async fn require_provenance_refuses_a_signed_artifact_without_one() {
     // Where it is not required, the signature alone vouches.
     let plan = clean_plan(&mesh, &["--target", "staging"]);
     assert_eq!(plan["web"].0, "registry", "{:?}", plan["web"]);
+
+    // Every door into prod checks it too: a promote of staging's signed web is refused, said.
+    let promoted = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
+    let text = said(&promoted);
+    assert_eq!(promoted.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("requires a signed provenance (require_provenance = true)")
+            && text.contains("✗ no provenance"),
+        "{text}"
+    );
+    let machine = format!("{}-prod-web-1", mesh.name);
+    let exists = std::process::Command::new("docker")
+        .args(["inspect", &machine])
+        .output()
+        .unwrap();
+    assert!(!exists.status.success(), "nothing was sent to prod");
+    // api's provenance is CI's: its promote goes through.
+    let promoted = mesh.meshtop(&["promote", "--to", "prod", "api", "--yes"]);
+    assert!(promoted.status.success(), "{}", said(&promoted));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,6 +29,12 @@ struct Checked {
     signed: bool,
     /// Whom it is signed by, or why it is not trusted.
     says: String,
+    /// Who built it: this machine's build row, else its signed provenance (`… (from the signed
+    /// provenance)`), else `unknown build`.
+    built_by: String,
+    /// What its signed provenance says, when this machine has no build row of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<crate::mesh::provenance::ReadProvenance>,
 }
 
 pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
@@ -81,13 +87,14 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         }
     }
     let mut checked = Vec::new();
+    let now = crate::timefmt::now_ms();
     for (module, of, entry) in asked {
-        let published = db
+        let build = db
             .lock()
             .map_err(|_| Failure::failed("the state database handle is poisoned"))?
             .build_by_digest(&mesh.name, &entry.digest)
-            .map_err(Failure::failed)?
-            .and_then(|b| b.published_digest);
+            .map_err(Failure::failed)?;
+        let published = build.as_ref().and_then(|b| b.published_digest.clone());
         let (manifest, signed, says) =
             match vouch::artifact_signature(&mesh, &entry, published.as_deref()).await {
                 Ok(signature) => (
@@ -97,6 +104,22 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
                 ),
                 Err(error) => (None, false, format!("could not be checked: {error}")),
             };
+        // Without a build row here, the signed provenance of the manifest that carries it says.
+        let found = match (&build, &manifest) {
+            (None, Some(manifest)) => {
+                let carried = entry.clone().with_manifest(Some(manifest.clone()), None);
+                vouch::artifact_provenance(&mesh, &carried)
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            _ => None,
+        };
+        let built_by = match (&build, found.as_ref().and_then(super::provenance::built_by_text)) {
+            (Some(build), _) => build.made_by(now),
+            (None, Some(said)) => said,
+            (None, None) => "unknown build".into(),
+        };
         checked.push(Checked {
             module,
             of,
@@ -105,6 +128,8 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
             manifest,
             signed,
             says,
+            built_by,
+            provenance: found.and_then(|f| f.provenances.into_iter().next()),
         });
     }
     if args.json {
@@ -113,13 +138,14 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         let mut out = String::new();
         for c in &checked {
             out.push_str(&format!(
-                "{} {} ({}) {}@{}: {}\n",
+                "{} {} ({}) {}@{}: {}; built by {}\n",
                 if c.signed { "✓" } else { "✗" },
                 c.module,
                 c.of,
                 c.reference,
                 short_id(&c.artifact),
-                c.says
+                c.says,
+                c.built_by
             ));
         }
         if checked.is_empty() {

@@ -414,9 +414,7 @@ pub async fn artifact_provenance(
 
 /// An artifact that may not move a machine of a `require_signed` target.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "target {target} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was changed. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
-)]
+#[error("{}", self.text())]
 pub struct Unsigned {
     pub module: String,
     /// `ref@short digest`.
@@ -424,6 +422,39 @@ pub struct Unsigned {
     pub reference: String,
     pub target: String,
     pub why: String,
+    /// Which requirement refused it.
+    pub requirement: Requirement,
+}
+
+/// What a target requires of every artifact that moves a machine there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// `require_signed = true`: a signature by a trusted key.
+    Signature,
+    /// `require_provenance = true`: a provenance a trusted key signed, naming the ref's inputs
+    /// and (with `trusted_builders`) a trusted builder.
+    Provenance,
+}
+
+impl Unsigned {
+    fn text(&self) -> String {
+        let Unsigned {
+            module,
+            artifact,
+            reference,
+            target,
+            why,
+            requirement,
+        } = self;
+        match requirement {
+            Requirement::Signature => format!(
+                "target {target} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was changed. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
+            ),
+            Requirement::Provenance => format!(
+                "target {target} requires a signed provenance (require_provenance = true): module {module}'s artifact {artifact} does not carry one that vouches ({why}); nothing was changed. Publish it where it is built (meshtop converge --publish --sign-key FILE attests it), or attach one: cosign attest --key FILE --type slsaprovenance1 --predicate FILE {reference}@<manifest digest>"
+            ),
+        }
+    }
 }
 
 /// Whether `target` of `mesh` requires signed artifacts (`require_signed = true`).
@@ -445,13 +476,17 @@ pub async fn require_signed(
     entries: Vec<(String, crate::mesh::model::RecordEntry)>,
     db: &std::sync::Mutex<crate::backends::state::StateDb>,
 ) -> Result<Vec<(String, crate::mesh::model::RecordEntry)>, Unsigned> {
-    if !requires_signed(mesh, target) {
+    let attested = requires_provenance(mesh, target);
+    if !requires_signed(mesh, target) && !attested {
         return Ok(entries);
     }
     let trusted = |key: &str| mesh.signing.trust.iter().any(|k| k.name == key);
     let mut verified = Vec::with_capacity(entries.len());
     for (module, entry) in entries {
         if entry.manifest.is_some() && entry.signed_by.as_deref().is_some_and(trusted) {
+            if attested {
+                check_provenance(mesh, target, &module, &entry).await?;
+            }
             verified.push((module, entry));
             continue;
         }
@@ -465,6 +500,9 @@ pub async fn require_signed(
                 verdict: SignatureVerdict::Trusted { key },
             }) => {
                 let entry = entry.with_manifest(Some(manifest), Some(key));
+                if attested {
+                    check_provenance(mesh, target, &module, &entry).await?;
+                }
                 verified.push((module, entry));
                 continue;
             }
@@ -477,7 +515,63 @@ pub async fn require_signed(
             target: target.to_string(),
             module,
             why,
+            requirement: Requirement::Signature,
         });
     }
     Ok(verified)
+}
+
+/// On a `require_provenance` target: the verified manifest of `entry` must carry a provenance a
+/// trusted key signed, naming the inputs the manifest's own inputs label says (the ref's, as
+/// meshtop labels it) and, with `trusted_builders`, a trusted builder. Two small reads (the
+/// image's config for its inputs label, the `.att` manifest); a registry that cannot be asked
+/// refuses.
+async fn check_provenance(
+    mesh: &Mesh,
+    target: &str,
+    module: &str,
+    entry: &crate::mesh::model::RecordEntry,
+) -> Result<(), Unsigned> {
+    let refuse = |why: String| Unsigned {
+        artifact: crate::mesh::environments::artifact_text(Some(entry)),
+        reference: entry.reference.clone(),
+        target: target.to_string(),
+        module: module.to_string(),
+        why,
+        requirement: Requirement::Provenance,
+    };
+    let Some(manifest) = entry.manifest.as_deref() else {
+        return Err(refuse("no manifest of it is known".into()));
+    };
+    let asked = async {
+        let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
+        let client = client_for(registry).await?;
+        let (repository, _) = repository_in(&registry.host, &entry.reference);
+        let inputs = client
+            .image(repository, manifest)
+            .await?
+            .and_then(|image| image.labels.get(crate::mesh::model::INPUTS_LABEL).cloned())
+            .unwrap_or_default();
+        let read = client
+            .provenance(repository, manifest, &mesh.signing.trust)
+            .await?;
+        Ok::<_, AskError>((inputs, read))
+    };
+    let (inputs, read) = asked
+        .await
+        .map_err(|error| refuse(format!("its provenance could not be read: {error}")))?;
+    let policy = ProvenancePolicy {
+        builders: mesh.signing.trusted_builders.clone(),
+        required: true,
+    };
+    let signed = SignatureVerdict::Trusted { key: String::new() };
+    match policy.judge(signed, &read, &inputs) {
+        SignatureVerdict::Trusted { .. } => Ok(()),
+        refused => Err(refuse(format!(
+            "manifest {}: {}: {}",
+            crate::mesh::text::short_id(manifest),
+            refused.words(),
+            crate::mesh::decide::refusal_detail(&refused)
+        ))),
+    }
 }
