@@ -144,6 +144,9 @@ async fn ci_publishes_a_provenance_that_a_reader_of_the_specs_verifies() {
         "{record}"
     );
     assert_eq!(record["provenance"]["commit"], commit.as_str(), "{record}");
+    let by_digest = mesh.json_with_state(&fresh, &["builds", "--digest", &published["web"].1, "--json"]);
+    assert_eq!(by_digest[0]["builder_id"], builder.as_str(), "{by_digest}");
+    assert_eq!(by_digest[0]["commit"], commit.as_str(), "{by_digest}");
     let asked = mesh.json_with_state(&fresh, &["provenance", "web", "--json"]);
     assert_eq!(asked["verified"], true, "{asked}");
     assert_eq!(asked["manifest"], published["web"].1.as_str(), "{asked}");

@@ -412,6 +412,33 @@ pub async fn artifact_provenance(
     Ok(None)
 }
 
+/// The provenances a trusted key signed for manifest `digest` of one of `modules`' repositories
+/// in the mesh's registry (`registry/mesh/module`), asked a few at once: the first module whose
+/// repository holds one, and what it says. None: no such provenance.
+pub async fn provenance_of_manifest(
+    mesh: &Mesh,
+    modules: &[String],
+    digest: &str,
+) -> Result<Option<crate::mesh::provenance::ReadProvenance>, AskError> {
+    let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
+    let client = client_for(registry).await?;
+    let client = &client;
+    let found: Vec<Option<crate::mesh::provenance::ReadProvenance>> =
+        futures_util::stream::iter(modules.iter())
+            .map(|module| async move {
+                let repository = format!("{}/{module}", mesh.name);
+                client
+                    .provenance(&repository, digest, &mesh.signing.trust)
+                    .await
+                    .ok()
+                    .and_then(|read| read.into_iter().next())
+            })
+            .buffered(QUESTIONS_AT_ONCE)
+            .collect()
+            .await;
+    Ok(found.into_iter().flatten().next())
+}
+
 /// An artifact that may not move a machine of a `require_signed` target.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.text())]
