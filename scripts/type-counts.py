@@ -24,6 +24,14 @@ Reads every .rs file under SRC_DIR, leaves out test code (files a `#[cfg(test)] 
                     matched on a literal, a predicate named for a kind (`is_docker`); the fence's
                     exceptions (a Host header, the docker CLI, gc's and an operation's kinds) are
                     not counted
+  kind_words        identifiers and CLI flags that say a kind's word outside the seam, the model,
+                    the reader and backends/ (each backend names its own outside system), test
+                    code included: an identifier's words (snake_case and CamelCase split) include
+                    docker, kubernetes, kube, kubectl, kubeconfig, k8s, namespace, workload or
+                    `kind` + `load`/`loaded` (the kind cluster's image loader), and a `--context`
+                    flag (a Kubernetes context; `context` alone is the build context's word);
+                    `dockerfile` and `docker` + `ignore` are files a build reads, not kinds.
+                    tests/target_seam.rs refuses the same (read there with syn)
 
 With -v every hit is printed as file:line beside its count. The same script measures the tree
 before and after (check out the old commit into a worktree and point it there).
@@ -269,6 +277,47 @@ def count_kinds(rel, raw, hits):
         hits["kind_named"].append(f"{rel}:{line_of(kept, index)} {what}")
 
 
+KIND_WORDS = {"docker", "kubernetes", "kube", "kubectl", "kubeconfig", "k8s", "namespace",
+              "namespaces", "workload", "workloads"}
+WORDS_ALLOWED = ("converge/targets/", "mesh/model.rs", "workspace/file", "backends/")
+
+
+def words_of(ident):
+    """An identifier's words, lower case: `note_docker_stamps` → note, docker, stamps;
+    `KindLoaded` → kind, loaded; `DOCKER_HOST` → docker, host."""
+    out = []
+    for part in ident.split("_"):
+        out += [w.lower() for w in re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", part)]
+    return out
+
+
+def kind_word_in(words):
+    for i, w in enumerate(words):
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if w == "docker" and after == "ignore":
+            continue
+        if w in KIND_WORDS or (w == "kind" and after in ("load", "loaded", "loads")):
+            return w if w != "kind" else "kind " + after
+    return None
+
+
+def count_kind_words(rel, raw, hits):
+    """Identifiers and CLI flags that say a kind's word (see kind_words above)."""
+    if rel.startswith(WORDS_ALLOWED):
+        return
+    code, kept = strip_comments_and_strings(raw)
+    for m in re.finditer(r"\b(?:r#)?([A-Za-z_][A-Za-z0-9_]*)\b", code):
+        word = kind_word_in(words_of(m.group(1)))
+        if word:
+            hits["kind_words"].append(f"{rel}:{line_of(code, m.start())} {m.group(1)}")
+    # A clap flag: `#[arg(long ...)]` over a field named for a kind's place, or `long = "…"`.
+    for m in re.finditer(r"#\[arg\(([^\]]*)\)\]\s*(?:///[^\n]*\n\s*|#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?(\w+)\s*:", kept):
+        named = re.search(r'\blong\s*=\s*"([^"]*)"', m.group(1))
+        flag = named.group(1) if named else (m.group(2).replace("_", "-") if re.search(r"\blong\b", m.group(1)) else None)
+        if flag and (flag == "context" or kind_word_in(words_of(flag.replace("-", "_")))):
+            hits["kind_words"].append(f"{rel}:{line_of(kept, m.start())} --{flag}")
+
+
 def main():
     args = [a for a in sys.argv[1:] if a != "-v"]
     verbose = "-v" in sys.argv[1:]
@@ -277,7 +326,7 @@ def main():
         sys.exit(2)
     root = args[0]
     kinds = ["result_string", "from_for_string", "map_err_string", "flattened",
-             "lifecycle_copies", "plan_context", "kind_named"]
+             "lifecycle_copies", "plan_context", "kind_named", "kind_words"]
     hits = {k: [] for k in kinds}
     files = []
     for folder, _, names in os.walk(root):
@@ -292,6 +341,7 @@ def main():
         file_hits = {k: [] for k in kinds}
         mods = count_file(path, rel, raw, file_hits)
         count_kinds(rel, raw, file_hits)
+        count_kind_words(rel, raw, file_hits)
         per_file[rel] = file_hits
         folder = os.path.dirname(rel)
         stem = os.path.splitext(os.path.basename(rel))[0]
@@ -302,10 +352,11 @@ def main():
     for rel, file_hits in per_file.items():
         name = os.path.basename(rel)
         hits["kind_named"] += file_hits["kind_named"]
+        hits["kind_words"] += file_hits["kind_words"]
         if rel in test_files or name == "tests.rs" or name.endswith("_tests.rs"):
             continue
         for k in kinds:
-            if k != "kind_named":
+            if k not in ("kind_named", "kind_words"):
                 hits[k] += file_hits[k]
     for k in kinds:
         print(f"{k:17} {len(hits[k])}")

@@ -25,7 +25,7 @@ use crate::app::keys::{KeyTable, Settings};
 use crate::app::msg::{Effect, Msg};
 use crate::app::state::{AppState, Context};
 use crate::app::update::update;
-use crate::sources::{self, OnDemand, Place, Pollers, Session, Source};
+use crate::sources::{self, OnDemand, Overrides, Pollers, Session, Source};
 
 /// What `meshtop` with no subcommand opens.
 #[derive(Debug, Clone)]
@@ -35,8 +35,8 @@ pub struct DashboardOptions {
     pub readonly: bool,
     /// Ring the bell when a followed converge fails or a long one finishes (`--no-bell` off).
     pub bell: bool,
-    pub kube_context: Option<String>,
-    pub namespace: Option<String>,
+    /// Where the command line's flags point the targets (the seam reads them).
+    pub overrides: Overrides,
     /// The target the main view shows first (`--target`, else the mesh's first).
     pub target: String,
 }
@@ -142,11 +142,11 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     let _log = init_logging();
     let (keys, settings, warnings) = load_keys(opts.readonly, keys_path().as_deref());
     let mesh = Arc::new(opts.mesh.clone());
-    let place = Place {
-        context: opts.kube_context.clone(),
-        namespace: opts.namespace.clone(),
-    };
-    let session = Session::new(mesh.clone(), opts.state_path.clone(), place);
+    let session = Session::new(
+        mesh.clone(),
+        opts.state_path.clone(),
+        opts.overrides.clone(),
+    );
     let mut state = AppState::new(
         &opts.mesh,
         session.describe_target(&opts.target).await,

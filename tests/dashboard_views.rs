@@ -232,6 +232,40 @@ fn the_help_legend_names_pinned() {
 }
 
 #[test]
+fn the_help_legend_follows_the_key_table() {
+    // Issue 37: the legend said `f`, `w` and `l` whatever keys.toml bound them to.
+    let legend = |state: &AppState| -> String {
+        let lines = widgets::help::help_lines(state);
+        let from = lines.iter().position(|(l, _)| l == "legend").unwrap();
+        lines[from..]
+            .iter()
+            .map(|(l, _)| l.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let defaults = legend(&demo_state());
+    assert!(defaults.contains("forced: --force / f\n"), "{defaults}");
+    assert!(defaults.contains("`w` wraps"), "{defaults}");
+    assert!(defaults.contains("`l`: newest at the bottom"), "{defaults}");
+    let mut state = demo_state();
+    let (keys, warnings) = meshtop::app::keys::KeyTable::with_overrides(
+        false,
+        "[normal]\nforce_rebuild = \"F\"\nlogs = \"L\"\n[detail]\nwrap = \"W\"\n",
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    state.keys = keys;
+    let rebound = legend(&state);
+    assert!(rebound.contains("forced: --force / F\n"), "{rebound}");
+    assert!(rebound.contains("`W` wraps"), "{rebound}");
+    assert!(rebound.contains("`L`: newest at the bottom"), "{rebound}");
+    // Read-only has no force key: the legend names the flag alone.
+    let mut readonly = demo_state();
+    readonly.keys = meshtop::app::keys::KeyTable::new(true);
+    let readonly = legend(&readonly);
+    assert!(readonly.contains("forced: --force\n"), "{readonly}");
+}
+
+#[test]
 fn rollback_is_hinted_where_it_applies() {
     let mut state = pinned_state();
     // api: the record names 1111aaaa (stamped by #14 from 7777dddd): something to go back to.

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use common::{ExampleMesh, said};
 use meshtop::app::msg::ActionRequest;
 use meshtop::app::views::{GC_KEEP_NEWEST, ViewData, ViewRequest};
-use meshtop::sources::{Place, Session, actions, views};
+use meshtop::converge::targets::Overrides;
+use meshtop::sources::{Session, actions, views};
 
 fn docker(args: &[&str]) -> std::process::Output {
     Command::new("docker").args(args).output().unwrap()
@@ -48,7 +49,7 @@ async fn the_views_answer_as_the_commands_and_the_sweep_takes_what_the_view_list
     let stray = String::from_utf8_lossy(&built.stdout).trim().to_string();
 
     let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
-    let session = Session::new(Arc::new(loaded), mesh.state(), Place::default());
+    let session = Session::new(Arc::new(loaded), mesh.state(), Overrides::default());
 
     // gc: the view's dry run is the command's, field for field. Without a grace: the stray was
     // built a moment ago (the grace is gc_team.rs's).

@@ -220,6 +220,11 @@ const ROOMS: &[Room] = &[
                 "crate::mesh",
                 "crate::timefmt",
                 "crate::workspace",
+                // The target seam's async methods, boxed for `Arc<dyn Target>`.
+                "async_trait",
+                // The target seam declares each kind's flags (`targets::Overrides`): the command
+                // line flattens them and only the seam reads them.
+                "clap::Args",
                 "gethostname",
                 "hex",
                 "rayon",

@@ -44,7 +44,11 @@ async fn ci_publishes_a_provenance_that_a_reader_of_the_specs_verifies() {
     assert_eq!(published.len(), 5, "every module published: {published:?}");
     for (module, (repository, digest)) in &published {
         let statements = spec_attestations(repository, digest, &signed.ci_pub);
-        assert_eq!(statements.len(), 1, "{module}: one provenance: {statements:?}");
+        assert_eq!(
+            statements.len(),
+            1,
+            "{module}: one provenance: {statements:?}"
+        );
         let statement = &statements[0];
         assert_eq!(statement["predicateType"], SLSA_V1, "{statement}");
         assert_eq!(
@@ -89,10 +93,7 @@ async fn ci_publishes_a_provenance_that_a_reader_of_the_specs_verifies() {
                 "{module}: its base {base} by manifest digest: {statement}"
             );
         }
-        assert!(
-            parameters["buildArgs"].as_array().is_some(),
-            "{statement}"
-        );
+        assert!(parameters["buildArgs"].as_array().is_some(), "{statement}");
     }
     let api = &spec_attestations(&published["api"].0, &published["api"].1, &signed.ci_pub)[0];
     assert_eq!(
@@ -107,7 +108,11 @@ async fn ci_publishes_a_provenance_that_a_reader_of_the_specs_verifies() {
     mesh.clean_daemon();
     let fresh = mesh.dir.path().join("clean-machine.db");
     let clean = mesh.json_with_state(&fresh, &["converge", "--json"]);
-    assert_eq!(common::example::decisions(&clean)["web"], "registry", "{clean}");
+    assert_eq!(
+        common::example::decisions(&clean)["web"],
+        "registry",
+        "{clean}"
+    );
     let status = mesh.meshtop_with_state(&fresh, &["status"]);
     assert!(status.status.success(), "{}", said(&status));
     let table = String::from_utf8_lossy(&status.stdout);
@@ -144,13 +149,20 @@ async fn ci_publishes_a_provenance_that_a_reader_of_the_specs_verifies() {
         "{record}"
     );
     assert_eq!(record["provenance"]["commit"], commit.as_str(), "{record}");
-    let by_digest = mesh.json_with_state(&fresh, &["builds", "--digest", &published["web"].1, "--json"]);
+    let by_digest = mesh.json_with_state(
+        &fresh,
+        &["builds", "--digest", &published["web"].1, "--json"],
+    );
     assert_eq!(by_digest[0]["builder_id"], builder.as_str(), "{by_digest}");
     assert_eq!(by_digest[0]["commit"], commit.as_str(), "{by_digest}");
     let asked = mesh.json_with_state(&fresh, &["provenance", "web", "--json"]);
     assert_eq!(asked["verified"], true, "{asked}");
     assert_eq!(asked["manifest"], published["web"].1.as_str(), "{asked}");
-    assert_eq!(asked["provenances"][0]["commit"], commit.as_str(), "{asked}");
+    assert_eq!(
+        asked["provenances"][0]["commit"],
+        commit.as_str(),
+        "{asked}"
+    );
 }
 
 /// The example mesh with `trust`, published and signed by CI (builder id `builder`).
@@ -161,7 +173,10 @@ fn published_by_ci(tag: &str, builder: &str) -> SignedMesh {
 }
 
 /// A clean machine's plan (a fresh state file): module → (decision, reason).
-fn clean_plan(mesh: &ExampleMesh, args: &[&str]) -> std::collections::BTreeMap<String, (String, String)> {
+fn clean_plan(
+    mesh: &ExampleMesh,
+    args: &[&str],
+) -> std::collections::BTreeMap<String, (String, String)> {
     let fresh = mesh.dir.path().join(format!("clean-{}.db", run_id()));
     let mut all = vec!["plan", "--json"];
     all.extend_from_slice(args);
@@ -207,7 +222,12 @@ async fn a_trusted_signature_whose_provenance_names_other_inputs_or_builder_neve
         repository,
         digest,
         &signed.ci_key,
-        &[other_tools_statement(&subject, digest, &inputs, "https://other-tool.example/builder")],
+        &[other_tools_statement(
+            &subject,
+            digest,
+            &inputs,
+            "https://other-tool.example/builder",
+        )],
     );
     let plan = clean_plan(mesh, &[]);
     assert_eq!(plan["web"].0, "registry", "{:?}", plan["web"]);
@@ -224,7 +244,10 @@ async fn a_trusted_signature_whose_provenance_names_other_inputs_or_builder_neve
     let (decision, reason) = &plan["web"];
     assert_eq!(decision, "build", "{reason}");
     assert!(reason.contains("✗ untrusted builder"), "{reason}");
-    assert!(reason.contains("https://other-tool.example/builder"), "{reason}");
+    assert!(
+        reason.contains("https://other-tool.example/builder"),
+        "{reason}"
+    );
     // CI's own (api's) names the trusted builder: it vouches.
     assert_eq!(plan["api"].0, "registry", "{:?}", plan["api"]);
 

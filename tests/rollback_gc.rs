@@ -391,9 +391,13 @@ async fn a_gc_between_a_rollbacks_confirm_and_its_stamp_leaves_the_record_alone(
     let loaded = meshtop::workspace::file::load(&mesh.mesh_file()).unwrap();
     let db = Arc::new(Mutex::new(StateDb::open(&mesh.state()).unwrap()));
     let daemon = LazyDaemon::new();
-    let connected = targets::connect(&loaded, meshtop::mesh::model::DEFAULT_TARGET, None, None)
-        .await
-        .unwrap();
+    let connected = targets::connect(
+        &loaded,
+        meshtop::mesh::model::DEFAULT_TARGET,
+        &targets::Overrides::default(),
+    )
+    .await
+    .unwrap();
     // The confirm: the plan goes back to v1, which the host still holds.
     let plan = rollback::prepare(&loaded, "web", None, &daemon, connected.as_ref(), &db)
         .await

@@ -1,6 +1,6 @@
 //! The target is one seam (`src/converge/targets/`): outside it, only the mesh model (which declares
 //! the kinds) and the mesh file's reader (which reads them) name a target kind. Everybody else asks
-//! the seam — its answers (`delivery()`, `pushes_to()`, `host_is_target()`…) and its words
+//! the seam — its answers (`delivery()`, `pushes_to()`, `builds_where_it_runs()`…) and its words
 //! (`describe()`: the kind word, the place, `acting_on()`, what a send does; each machine's kind,
 //! display name and what to know before a send) — so that a third kind is one more file there.
 //!
@@ -21,7 +21,14 @@
 //! - **comparisons** of a kind (`.kind`, `.kind()`, a binding named `kind`) with a string literal:
 //!   `==`/`!=`, `match` arms, `matches!`, `.eq(…)`, `.starts_with(…)`…: a kind is carried as the
 //!   seam's answer, never read back from its word;
-//! - **predicates** named for a kind: `is_docker`, `on_kubernetes`, `docker_target`, `IsDocker`….
+//! - **predicates** named for a kind: `is_docker`, `on_kubernetes`, `docker_target`, `IsDocker`…;
+//! - **identifiers**, outside `src/backends/` (each backend names its own outside system), whose
+//!   words (snake_case and CamelCase split) include a kind's word or a word of [`KIND_WORDS`]: one
+//!   kind's place, machines, tools or delivery (`namespace`, `workload`, `kubectl`, `KindLoaded`),
+//!   which travel as the seam's values (`targets::Overrides`, `Delivery`, `Machine`);
+//! - **flags**: a clap flag (`#[arg(long …)]`) named so, or `--context` (a Kubernetes context:
+//!   `context` alone is the build context's word and stays free in identifiers); a kind's flags are
+//!   declared in its folder under the seam and flattened into the command line.
 //!
 //! Each exception below names its file, what it excuses and why; the test fails when one excuses
 //! nothing (the reason went away, so must the exception). Doc comments are not read: they explain.
@@ -41,6 +48,35 @@ const ALLOWED: &[&str] = &[
     "src/mesh/model.rs",
 ];
 
+/// Words of one kind's place, machines, tools or delivery, refused in identifiers outside the
+/// seam beside the kinds' own words (read from the model). Each is Kubernetes' and has a seam
+/// word instead: `kube`, `kubectl`, `kubeconfig`, `k8s` (its client and tools: the seam connects),
+/// `namespace` (its place: `targets::Overrides`, `describe()`), `workload` (its machines: the
+/// seam's `Machine`). Left out on purpose: `context` (the build context's word across
+/// `workspace/`, and std's `Context`; refused as a flag only), `container` (what every kind runs),
+/// `cluster` (Nomad's and ECS's word too). `kind` followed by `load`/`loaded` is the kind
+/// cluster's loader ([`KIND_PAIRS`]).
+const KIND_WORDS: &[&str] = &[
+    "kube",
+    "kubectl",
+    "kubeconfig",
+    "k8s",
+    "namespace",
+    "namespaces",
+    "workload",
+    "workloads",
+];
+
+/// Two words that name a kind's delivery together, though neither does alone.
+const KIND_PAIRS: &[(&str, &str)] = &[("kind", "load"), ("kind", "loaded"), ("kind", "loads")];
+
+/// Words that are parts of other names when they follow a kind's word (`DockerIgnore`: the
+/// `.dockerignore` file a build reads, not the kind).
+const NOT_KIND_AFTER: &[(&str, &str)] = &[("docker", "ignore")];
+
+/// The flag word refused beside [`KIND_WORDS`] (a Kubernetes context).
+const KIND_FLAGS: &[&str] = &["context"];
+
 /// Crates whose own items are named like a kind (bollard's `Docker`: the daemon's client).
 const LOOK_ALIKES: &[&str] = &["bollard"];
 
@@ -56,6 +92,10 @@ enum Rule {
     Compared,
     /// A name that says "is it this kind?".
     Predicate,
+    /// An identifier with a kind's word, or one of its place's, machines' or delivery's.
+    Identifier,
+    /// A command-line flag named for a kind's place.
+    Flag,
 }
 
 /// One place that names a kind: where (file, the function it is in) and what.
@@ -101,6 +141,13 @@ const EXCEPTIONS: &[Exception] = &[
         rule: Rule::Word,
         what: "docker",
         why: "the docker CLI run on a builder's host (`docker system dial-stdio`), as the docker CLI dials ssh://, not a target",
+    },
+    Exception {
+        file: "src/mesh/builders.rs",
+        rule: Rule::Identifier,
+        what: "the_docker_cli",
+        why: "a test that builders' endpoints read as the docker CLI writes DOCKER_HOST: the \
+              docker CLI's grammar, not a target",
     },
     Exception {
         file: "src/converge/build.rs",
@@ -163,6 +210,24 @@ impl Kinds {
                 !part_of_a_name(lower[..at].chars().next_back())
                     && !part_of_a_name(lower[at + word.len()..].chars().next())
             })
+        })
+    }
+
+    /// The kind's word (or one of [`KIND_WORDS`], [`KIND_PAIRS`]) in a name's words, if any.
+    fn word_in(&self, name: &str) -> Option<String> {
+        let words = segments_of(name);
+        words.iter().enumerate().find_map(|(i, word)| {
+            let after = words.get(i + 1).map(String::as_str).unwrap_or_default();
+            if NOT_KIND_AFTER.contains(&(word.as_str(), after)) {
+                return None;
+            }
+            if self.is_word(word) || KIND_WORDS.contains(&word.as_str()) {
+                Some(word.clone())
+            } else if KIND_PAIRS.contains(&(word.as_str(), after)) {
+                Some(format!("{word} {after}"))
+            } else {
+                None
+            }
         })
     }
 
@@ -299,7 +364,7 @@ impl syn::parse::Parse for MatchesArgs {
 struct Walk<'k> {
     file: String,
     kinds: &'k Kinds,
-    /// The sentence rule holds here (not in `src/backends/`).
+    /// The sentence and identifier rules hold here (not in `src/backends/`).
     sentences: bool,
     /// Each name a `use` brings in, and the path it stands for.
     imported: BTreeMap<String, Vec<String>>,
@@ -443,6 +508,59 @@ impl<'k> Walk<'k> {
     fn name(&mut self, name: &str) {
         if self.kinds.is_predicate(name) {
             self.find(Rule::Predicate, name);
+        } else if self.sentences
+            && self.kinds.word_in(name).is_some()
+            && !self.from_look_alike(name)
+        {
+            self.find(Rule::Identifier, name);
+        }
+    }
+
+    /// A name another crate gave (`use bollard::Docker;`): its own, not a kind.
+    fn from_look_alike(&self, name: &str) -> bool {
+        self.imported.get(name).is_some_and(|path| {
+            path.first()
+                .is_some_and(|f| LOOK_ALIKES.contains(&f.as_str()))
+        })
+    }
+
+    /// A field's clap flag (`#[arg(long)]` takes the field's name, `long = "…"` its own).
+    fn flag(&mut self, field: &syn::Field) {
+        for attr in &field.attrs {
+            if !(attr.path().is_ident("arg") || attr.path().is_ident("clap")) {
+                continue;
+            }
+            let syn::Meta::List(list) = &attr.meta else {
+                continue;
+            };
+            let trees: Vec<TokenTree> = list.tokens.clone().into_iter().collect();
+            let Some(at) = trees
+                .iter()
+                .position(|t| matches!(t, TokenTree::Ident(i) if i == "long"))
+            else {
+                continue;
+            };
+            let named = match (trees.get(at + 1), trees.get(at + 2)) {
+                (Some(TokenTree::Punct(p)), Some(TokenTree::Literal(l))) if p.as_char() == '=' => {
+                    syn::parse2::<syn::LitStr>(TokenTree::Literal(l.clone()).into())
+                        .ok()
+                        .map(|s| s.value())
+                }
+                _ => None,
+            };
+            let Some(flag) = named.or_else(|| {
+                field
+                    .ident
+                    .as_ref()
+                    .map(|i| i.to_string().replace('_', "-"))
+            }) else {
+                continue;
+            };
+            if KIND_FLAGS.contains(&flag.as_str())
+                || self.kinds.word_in(&flag.replace('-', "_")).is_some()
+            {
+                self.find(Rule::Flag, format!("--{flag}"));
+            }
         }
     }
 
@@ -566,6 +684,11 @@ impl<'ast> Visit<'ast> for Walk<'_> {
             self.find(Rule::Path, p.ident.to_string());
         }
         visit::visit_pat_ident(self, p);
+    }
+
+    fn visit_field(&mut self, f: &'ast syn::Field) {
+        self.flag(f);
+        visit::visit_field(self, f);
     }
 
     fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
@@ -718,7 +841,7 @@ fn no_file_outside_the_seam_names_a_target_kind() {
     assert!(
         refused.is_empty(),
         "these name a target kind outside src/converge/targets/ (ask the seam instead: \
-         describe(), acting_on(), delivery(), pushes_to(), host_is_target(), the machine's own \
+         describe(), acting_on(), delivery(), pushes_to(), builds_where_it_runs(), the machine's own \
          words…):\n{}",
         refused.join("\n")
     );
@@ -836,12 +959,44 @@ fn the_check_catches_each_way_of_naming_a_kind() {
         ),
         // A predicate named for a kind.
         (
-            "fn is_docker(t: &T) -> bool { t.host_is_target() }",
+            "fn is_docker(t: &T) -> bool { t.builds_where_it_runs() }",
             Rule::Predicate,
         ),
         ("fn f(t: &T) -> bool { t.on_kubernetes() }", Rule::Predicate),
         ("struct S { docker_target: bool }", Rule::Predicate),
         ("fn f() { let IsNomad = true; }", Rule::Predicate),
+        // An identifier with a kind's word or its place's, machines', delivery's: a binding, a
+        // field, a function, a variant, a path's segment, a name inside a macro.
+        ("fn f(namespace: &str) {}", Rule::Identifier),
+        (
+            "struct Place { kube_context: Option<String> }",
+            Rule::Identifier,
+        ),
+        (
+            "enum DeliveredBy { OnHost, KindLoaded { cluster: String } }",
+            Rule::Identifier,
+        ),
+        ("fn f() { let workload = 1; }", Rule::Identifier),
+        ("fn note_docker_stamps() {}", Rule::Identifier),
+        (
+            "fn f() { let s = behind::workload_state(a, b, c); }",
+            Rule::Identifier,
+        ),
+        ("fn f() { println!(\"{}\", nomad_job); }", Rule::Identifier),
+        ("fn f(d: &Daemon) { let c = d.docker(); }", Rule::Identifier),
+        // A flag named for a kind's place: by its field's name or its own.
+        (
+            "struct Global { #[arg(long, global = true)] context: Option<String> }",
+            Rule::Flag,
+        ),
+        (
+            "struct Global { #[arg(long = \"kube-ctx\")] c: Option<String> }",
+            Rule::Flag,
+        ),
+        (
+            "struct Global { #[arg(long = \"context\", value_name = \"NAME\")] c: Option<String> }",
+            Rule::Flag,
+        ),
     ];
     // The use of a renamed import is caught where it is used, not only where it is imported.
     let renamed = planted(
@@ -870,12 +1025,16 @@ use bollard::Docker;
 use crate::converge::targets::Target;
 
 /// On Docker, this reads the container.
-enum Endpoint { Unix(String), Nomad(String) }
+enum Endpoint { Unix(String), Ssh(String) }
 
-fn f(target: &dyn Target, docker: &Docker, machine: &Machine) -> String {
-    let _ = (Endpoint::Nomad(String::new()), "nomad://host");
+struct Walk { dockerfile_sha: String, ignore: DockerIgnore, context_dir: PathBuf }
+
+struct Global { #[arg(long, value_name = "DIR")] build_context: Option<String> }
+
+fn f(target: &dyn Target, daemon: &Docker, machine: &Machine, context: &Context) -> String {
+    let _ = (Endpoint::Ssh(String::new()), "nomad://host");
     let _ = Docker::connect_with_defaults();
-    if target.host_is_target() && machine.display_name.is_empty() {
+    if target.builds_where_it_runs() && machine.display_name.is_empty() {
         return "Dockerfile changed; .dockerignore; docker-manifest-digest; /var/run/docker.sock".into();
     }
     if event.kind == KeyEventKind::Release || e.kind() == std::io::ErrorKind::NotFound {
@@ -888,6 +1047,13 @@ fn f(target: &dyn Target, docker: &Docker, machine: &Machine) -> String {
 }
 "#;
     assert_eq!(planted(clean), Vec::new());
+    // Another enum's variant that shares a kind's name is no path to the kind, but the name is the
+    // kind's word all the same: a new kind's word must be one the code does not use yet.
+    let shared = "enum Endpoint { Unix(String), Nomad(String) }";
+    assert_eq!(
+        planted(shared),
+        vec![(Rule::Identifier, "Nomad".to_string())]
+    );
 }
 
 /// The sentence rule holds outside the backends only: there "Docker" is the daemon itself.
@@ -903,6 +1069,18 @@ fn the_backends_may_name_the_system_they_reach() {
     assert_eq!(
         named_kinds("src/cli/x.rs", code, &kinds).unwrap()[0].rule,
         Rule::Sentence
+    );
+    // The backend names its own system's things (a namespace is kube's), outside it they are a
+    // kind's.
+    let place = "fn f(namespace: &str, docker: &Docker) {}";
+    assert!(
+        named_kinds("src/backends/cluster/x.rs", place, &kinds)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        named_kinds("src/sources/x.rs", place, &kinds).unwrap()[0].rule,
+        Rule::Identifier
     );
     // …but not a kind's word on its own, nor a path to a kind.
     let word = "fn f() -> &'static str { \"kubernetes\" }";

@@ -32,7 +32,7 @@ impl fmt::Debug for Credentials {
 
 impl Credentials {
     /// The credentials as bollard passes them to the daemon for a push.
-    pub fn to_docker(&self, server: &str) -> bollard::auth::DockerCredentials {
+    pub fn for_daemon(&self, server: &str) -> bollard::auth::DockerCredentials {
         let mut creds = bollard::auth::DockerCredentials {
             serveraddress: Some(server.to_string()),
             ..Default::default()

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::converge::targets::Overrides;
+
 /// meshtop: build, record and roll out content-addressed container images across a mesh.
 ///
 /// Without a command it opens the dashboard on the mesh.
@@ -29,12 +31,10 @@ pub struct Global {
     /// The state database (default: the data dir's meshtop/state.db).
     #[arg(long, global = true, env = "MESHTOP_STATE", value_name = "PATH")]
     pub state: Option<PathBuf>,
-    /// Kubernetes context (default: the mesh file's, else kubeconfig's current one).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Kubernetes namespace (default: the mesh file's, else the mesh name).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub namespace: Option<String>,
+    /// Where each kind's flags point the target (`--context`, `--namespace`): the seam declares
+    /// and reads them.
+    #[command(flatten)]
+    pub overrides: Overrides,
     /// The target of the mesh to act on (default: the mesh file's first): each keeps its own
     /// record, lock, history and pins.
     #[arg(long, global = true, value_name = "NAME")]

@@ -37,8 +37,7 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
             match found {
                 Some(row) => vec![row],
                 None if !mesh.signing.trust.is_empty() && mesh.registry.is_some() => {
-                    return from_provenance(&mesh, args.module.as_deref(), digest, args.json)
-                        .await;
+                    return from_provenance(&mesh, args.module.as_deref(), digest, args.json).await;
                 }
                 None => {
                     return Err(Failure::failed(format!(

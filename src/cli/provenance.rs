@@ -108,7 +108,11 @@ fn text(answer: &Answer) -> String {
     }
     let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
     for p in &answer.provenances {
-        outln!(out, "✓ provenance signed by {} (SLSA v1, in-toto, DSSE)", p.key);
+        outln!(
+            out,
+            "✓ provenance signed by {} (SLSA v1, in-toto, DSSE)",
+            p.key
+        );
         outln!(out, "  builder     {}", shown(&p.builder_id));
         outln!(out, "  build type  {}", shown(&p.build_type));
         outln!(out, "  module      {}", shown(&p.module));

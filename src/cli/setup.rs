@@ -2,16 +2,72 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::backends::state::{self, StateDb};
 use crate::converge::engine;
 use crate::converge::error::TargetError;
-use crate::converge::targets::{self, Connected};
+use crate::converge::targets::{self, Connected, RecordRead};
 use crate::mesh::model::Mesh;
 use crate::workspace::file;
 
 use super::Failure;
 use super::args::Global;
+
+/// What a command that reads starts from, in its order: the mesh (as the command's target sees
+/// it), the state database opened for reading, the target connected once, and its record as the
+/// target read it. The mesh is loaded first so that a command checks its own arguments against it
+/// ([`select`], a trusted key) before anything else is opened.
+pub struct Reading {
+    pub mesh: Mesh,
+    pub db: Mutex<StateDb>,
+    pub target: Connected,
+    pub record: RecordRead,
+}
+
+impl Reading {
+    /// The rest of the preamble for `mesh` (from [`load_mesh`]): state → target → record.
+    pub async fn of(global: &Global, mesh: Mesh) -> Result<Reading, Failure> {
+        let db = Mutex::new(open_state_for_reading(global)?);
+        let target = target(global, &mesh).await?;
+        let record = target
+            .read_record(&mesh, &db)
+            .await
+            .map_err(Failure::failed)?;
+        Ok(Reading {
+            mesh,
+            db,
+            target,
+            record,
+        })
+    }
+}
+
+/// What a command that moves one module's machines starts from (a rollback, a send, an unpin):
+/// the mesh as the target sees it, the module checked against it, the state database opened to
+/// write, and the target connected once.
+pub struct ActingOn {
+    pub mesh: Mesh,
+    pub db: Arc<Mutex<StateDb>>,
+    pub target: Connected,
+}
+
+impl ActingOn {
+    pub async fn module(global: &Global, module: &str) -> Result<ActingOn, Failure> {
+        let mesh = load_mesh(global)?;
+        super::known_module(&mesh, module)?;
+        let db = Arc::new(Mutex::new(open_state(global)?));
+        let target = target(global, &mesh).await?;
+        Ok(ActingOn { mesh, db, target })
+    }
+
+    /// Says where it acts (a Kubernetes context, when it is not the file's), before it asks.
+    pub fn say_where(&self) {
+        if let Some(acting_on) = self.target.acting_on() {
+            eprintln!("meshtop: {acting_on}");
+        }
+    }
+}
 
 /// The mesh as its file says it (every target as declared).
 pub fn load_file(global: &Global) -> Result<Mesh, Failure> {
@@ -28,25 +84,11 @@ pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
 }
 
 /// The target a command acts on: `--target`, else the mesh file's first. Bad input (exit 2): a
-/// name the mesh does not declare, or `--context` / `--namespace` on a mesh whose targets are
-/// named (each acts where it names; `--target` chooses one).
+/// name the mesh does not declare, or a kind's flag on a mesh whose targets are named (each acts
+/// where it names; `--target` chooses one).
 pub fn target_name(global: &Global, mesh: &Mesh) -> Result<String, Failure> {
+    global.overrides.check_for(mesh).map_err(Failure::input)?;
     let names = mesh.target_names();
-    if mesh.names_targets()
-        && let Some(flag) = [
-            ("--context", &global.context),
-            ("--namespace", &global.namespace),
-        ]
-        .into_iter()
-        .find_map(|(flag, given)| given.as_ref().map(|_| flag))
-    {
-        return Err(Failure::input(format!(
-            "{flag}: mesh {} names its targets ([[target]] in {}): each acts on the context and namespace it names, never elsewhere; choose one with --target ({})",
-            mesh.name,
-            mesh.file.display(),
-            names.join(", ")
-        )));
-    }
     match &global.target {
         None => Ok(mesh.first_target().to_string()),
         Some(name) if names.contains(&name.as_str()) => Ok(name.clone()),
@@ -78,9 +120,9 @@ pub fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
     StateDb::open_for_reading(&path).map_err(Failure::failed)
 }
 
-/// The command's target, connected once for the command: `--context`/`--namespace` override a
-/// single `[target]`'s (a Docker target has neither). A named target whose context the kubeconfig
-/// lacks is bad input, refused before any call.
+/// The command's target, connected once for the command: the kinds' flags override a single
+/// `[target]`'s. A named target the kind cannot reach as named (a context the kubeconfig lacks)
+/// is bad input, refused before any call.
 pub async fn target(global: &Global, mesh: &Mesh) -> Result<Connected, Failure> {
     let name = target_name(global, mesh)?;
     connect(global, mesh, &name).await
@@ -103,13 +145,7 @@ pub async fn connect_target(
     mesh: &Mesh,
     name: &str,
 ) -> Result<Connected, TargetError> {
-    targets::connect(
-        mesh,
-        name,
-        global.context.as_deref(),
-        global.namespace.as_deref(),
-    )
-    .await
+    targets::connect(mesh, name, &global.overrides).await
 }
 
 /// The named modules, each checked against the mesh (None = all).

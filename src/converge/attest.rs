@@ -94,7 +94,12 @@ async fn base_dependency(
     module: &str,
     emitter: &Emitter,
 ) -> Option<BaseDependency> {
-    let base = mesh.modules.iter().find(|m| m.name == module)?.base.clone()?;
+    let base = mesh
+        .modules
+        .iter()
+        .find(|m| m.name == module)?
+        .base
+        .clone()?;
     let build = emitter.last_build(&base);
     let uri = build.as_ref().and_then(|b| b.reference.clone());
     let mut digest = build.as_ref().and_then(|b| b.published_digest.clone());

@@ -267,7 +267,7 @@ async fn plan<'a>(
     let mut planned = first_pass(&mut planner, selected, manifests).await?;
     // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
     // machine runs it) must be on the target: on Docker the host's listing says (asked only then).
-    if planner.host_is_target() && uses_record_artifacts(&planned, mesh) {
+    if planner.builds_where_it_runs() && uses_record_artifacts(&planned, mesh) {
         planner.ask_host(manifests).await;
     }
     let decided: Vec<&PlannedModule> = planned.values().collect();

@@ -106,15 +106,6 @@ pub enum TargetError {
         /// Boxed: the daemon's error is large, and every target answer would carry its size.
         source: Box<DaemonError>,
     },
-    /// `--context` / `--namespace` given for a named target (it acts where it names only).
-    #[error(
-        "target {target:?} of mesh {mesh} acts on the context and namespace {file} names for it: --context and --namespace cannot point it elsewhere"
-    )]
-    NamedElsewhere {
-        mesh: String,
-        target: String,
-        file: String,
-    },
     #[error(
         "mesh {mesh} names no target {name:?} (it names: {names}): add a [target] table to {file}"
     )]

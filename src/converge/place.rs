@@ -26,7 +26,6 @@ use super::error::{ConvergeError, TargetError};
 use super::progress::{Emitter, Payload};
 use super::targets::sign_pushed;
 use crate::backends::credentials::{self, Credentials};
-use crate::backends::daemon::push::push_image;
 use crate::backends::daemon::{Daemon, DaemonError, LazyDaemon};
 use crate::backends::registry::{Published, RegistryClient, RegistryError, repository_in};
 use crate::backends::state::StateDb;
@@ -427,7 +426,7 @@ async fn hand_over(
         why,
     };
     let pushing = Instant::now();
-    let push = push_image(daemon.docker(), &reference, shared.creds.as_ref());
+    let push = daemon.push(&reference, shared.creds.as_ref());
     // A push that hangs (a registry that stops answering mid-upload) must not hold the converge.
     let digest = match tokio::time::timeout(shared.deadline, push).await {
         Ok(pushed) => pushed.map_err(|e| could_not(HandOverFault::Push(e)))?,
@@ -631,7 +630,7 @@ impl BaseFetch<'_, '_> {
             return Ok(Some(format!("{repository}@{manifest}")));
         }
         let server = repository.split('/').next().unwrap_or(repository);
-        let auth = self.shared.creds.as_ref().map(|c| c.to_docker(server));
+        let auth = self.shared.creds.as_ref().map(|c| c.for_daemon(server));
         let reference = &self.entry.reference;
         let pinned = format!("{repository}@{manifest}");
         let id = self
@@ -663,7 +662,8 @@ impl BaseFetch<'_, '_> {
         host.tag(&entry.digest, &entry.reference)
             .await
             .map_err(HandOverError::BaseTag)?;
-        let digest = push_image(host.docker(), &entry.reference, shared.creds.as_ref())
+        let digest = host
+            .push(&entry.reference, shared.creds.as_ref())
             .await
             .map_err(HandOverError::BasePush)?;
         sign_pushed(

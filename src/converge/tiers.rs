@@ -329,7 +329,7 @@ impl TierRun<'_> {
                 }
             }
         }
-        if self.target.host_is_target() {
+        if self.target.builds_where_it_runs() {
             self.placer.note_on_host(&module.name);
         }
         if decided.decision == Decision::Registry
@@ -379,7 +379,7 @@ impl TierRun<'_> {
         let Some(manifest) = handed.filter(|_| built.published.is_none()) else {
             return self.deliver_built(built).await;
         };
-        if on_host && self.target.host_is_target() {
+        if on_host && self.target.builds_where_it_runs() {
             return self.deliver_built(built).await;
         }
         let Some(artifact) = built.artifact.clone() else {
@@ -399,7 +399,7 @@ impl TierRun<'_> {
                     signed_by: None,
                 },
                 &manifest,
-                self.target.host_is_target(),
+                self.target.builds_where_it_runs(),
                 self.reach(),
                 self.emitter,
             )

@@ -85,18 +85,6 @@ pub fn machine_state(
     }
 }
 
-/// The state of a Kubernetes workload: `machine_state`, unless meshtop cannot tell its module's container
-/// (then nothing it runs can be judged), or it is paused while behind (a send would not move it).
-pub fn workload_state(state: MachineState, container_known: bool, paused: bool) -> MachineState {
-    if !container_known {
-        MachineState::UnknownContainer
-    } else if paused && state.is_behind() {
-        MachineState::Paused
-    } else {
-        state
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,17 +134,5 @@ mod tests {
             MachineState::Behind
         );
         assert!(MachineState::Held.is_behind() && !MachineState::Current.is_behind());
-    }
-
-    #[test]
-    fn a_paused_or_unknown_container_workload_reads_so() {
-        use MachineState::*;
-        assert_eq!(workload_state(Behind, true, true), Paused);
-        assert_eq!(workload_state(Held, true, true), Paused);
-        assert_eq!(workload_state(Current, true, true), Current);
-        assert_eq!(workload_state(Behind, true, false), Behind);
-        assert_eq!(workload_state(Current, false, false), UnknownContainer);
-        assert_eq!(Paused.to_string(), "held (paused)");
-        assert!(!UnknownContainer.is_behind() && UnknownContainer.needs_attention());
     }
 }

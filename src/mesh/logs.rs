@@ -430,7 +430,7 @@ mod tests {
     }
 
     #[test]
-    fn docker_times_sort_whatever_their_fraction() {
+    fn daemon_log_times_sort_whatever_their_fraction() {
         assert!(at_or_after(
             "2026-12-02T05:44:09.12Z",
             "2026-12-02T05:44:09.1Z"

@@ -340,7 +340,10 @@ pub fn read_statement(key: &str, statement: &[u8]) -> Option<ReadProvenance> {
     let git = value
         .pointer("/predicate/buildDefinition/resolvedDependencies")
         .and_then(Value::as_array)
-        .and_then(|deps| deps.iter().find(|d| d.pointer("/digest/gitCommit").is_some()));
+        .and_then(|deps| {
+            deps.iter()
+                .find(|d| d.pointer("/digest/gitCommit").is_some())
+        });
     let vendor = format!("/predicate/{}", VENDOR_FIELD.replace('/', "~1"));
     Some(ReadProvenance {
         key: key.to_string(),

@@ -3,8 +3,8 @@ use super::*;
 fn key() -> SigningKey {
     // A fixed P-256 key (PKCS#8), for tests only.
     let secret = p256::SecretKey::from_slice(&[7u8; 32]).unwrap();
-    let pem = p256::pkcs8::EncodePrivateKey::to_pkcs8_pem(&secret, p256::pkcs8::LineEnding::LF)
-        .unwrap();
+    let pem =
+        p256::pkcs8::EncodePrivateKey::to_pkcs8_pem(&secret, p256::pkcs8::LineEnding::LF).unwrap();
     cosign::read_private_key(&pem).unwrap()
 }
 
@@ -53,7 +53,14 @@ fn a_signed_provenance_reads_back_and_judges_by_inputs_and_builder() {
         ProvenanceVerdict::UntrustedBuilder { .. }
     ));
     // Another digest's provenance, or an untrusted key's, says nothing of this one.
-    assert!(verified_for(&format!("sha256:{}", "c".repeat(64)), &[envelope.clone()], &trusted).is_empty());
+    assert!(
+        verified_for(
+            &format!("sha256:{}", "c".repeat(64)),
+            &[envelope.clone()],
+            &trusted
+        )
+        .is_empty()
+    );
     let other = cosign::read_private_key(
         &p256::pkcs8::EncodePrivateKey::to_pkcs8_pem(
             &p256::SecretKey::from_slice(&[9u8; 32]).unwrap(),
@@ -73,7 +80,11 @@ fn attestation_layers_carry_the_envelope_and_are_appended_once() {
     let layers = attestation_layers(&image.manifest).unwrap();
     assert_eq!(layers.len(), 1);
     assert_eq!(layers[0].embedded.as_deref(), Some(envelope.as_slice()));
-    assert!(append_attestation(Some(&image.manifest), &envelope).unwrap().is_none());
+    assert!(
+        append_attestation(Some(&image.manifest), &envelope)
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(
         attestation_tag(&format!("sha256:{}", "a".repeat(64))).unwrap(),
         format!("sha256-{}.att", "a".repeat(64))

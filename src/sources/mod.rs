@@ -20,8 +20,10 @@ use std::time::Duration;
 
 use crate::app::msg::{PollParams, SourceData, SourceError, SourceId};
 
+/// Where the command line points the targets, carried to the session unread (the seam reads it).
+pub use crate::converge::targets::Overrides;
 pub use poll::{BoxFuture, FnSource, OnDemand, Pollers, Source};
-pub use session::{Place, Session};
+pub use session::Session;
 
 type PollFn = fn(Arc<Session>, PollParams) -> BoxFuture<Result<SourceData, SourceError>>;
 

@@ -12,19 +12,12 @@ use crate::backends::credentials;
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::RegistryClient;
 use crate::backends::state::StateDb;
-use crate::converge::targets::{self, Connected};
+use crate::converge::targets::{self, Connected, Overrides};
 use crate::mesh::model::Mesh;
 use crate::mesh::target::TargetDescription;
 use crate::workspace::walks::WalkMemo;
 
 use super::error::stopped;
-
-/// The Kubernetes context and namespace given on the command line (they win over the mesh file's).
-#[derive(Debug, Clone, Default)]
-pub struct Place {
-    pub context: Option<String>,
-    pub namespace: Option<String>,
-}
 
 /// A connection made on first use, shared, and dropped after a failed use.
 pub struct Shared<T> {
@@ -85,7 +78,8 @@ pub struct Session {
     /// The mesh as its file says it (every target).
     pub mesh: Arc<Mesh>,
     pub state_path: PathBuf,
-    pub place: Place,
+    /// Where the command line's flags point the targets (the seam reads them).
+    pub overrides: Overrides,
     db: Shared<Db>,
     daemon: Shared<Daemon>,
     /// One connection per target of the mesh, and the mesh as each target sees it.
@@ -96,7 +90,7 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(mesh: Arc<Mesh>, state_path: PathBuf, place: Place) -> Arc<Session> {
+    pub fn new(mesh: Arc<Mesh>, state_path: PathBuf, overrides: Overrides) -> Arc<Session> {
         let targets = mesh
             .target_names()
             .into_iter()
@@ -108,7 +102,7 @@ impl Session {
         Arc::new(Session {
             mesh,
             state_path,
-            place,
+            overrides,
             db: Shared::new(),
             daemon: Shared::new(),
             targets,
@@ -197,18 +191,12 @@ impl Session {
                 names: self.mesh.target_names().join(", "),
             });
         };
-        let (mesh, place) = (self.mesh.clone(), self.place.clone());
+        let (mesh, overrides) = (self.mesh.clone(), self.overrides.clone());
         let name = name.to_string();
         shared
             .with(
                 || async move {
-                    let connected = targets::connect(
-                        &mesh,
-                        &name,
-                        place.context.as_deref(),
-                        place.namespace.as_deref(),
-                    )
-                    .await?;
+                    let connected = targets::connect(&mesh, &name, &overrides).await?;
                     Ok(connected)
                 },
                 work,
@@ -232,12 +220,7 @@ impl Session {
 
     /// Target `name` in words from the mesh file and the flags, without connecting.
     pub fn describe_offline(&self, name: &str) -> TargetDescription {
-        targets::describe(
-            &self.mesh,
-            name,
-            self.place.context.as_deref(),
-            self.place.namespace.as_deref(),
-        )
+        targets::describe(&self.mesh, name, &self.overrides)
     }
 
     /// Run `work` on the registry client (None: the mesh names no registry).

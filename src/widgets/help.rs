@@ -8,14 +8,15 @@ use crate::app::state::AppState;
 
 use super::lines::{Palette, overlay, put};
 
-/// What every column and symbol of the screen means.
+/// What every column and symbol of the screen means. `{force}`, `{wrap}` and `{logs}` stand for
+/// the keys the key table binds (see [`legend`]): a rebinding in `keys.toml` shows here too.
 const LEGEND: [&str; 34] = [
     "T          tier: 0 has no base in the mesh, else its base's tier + 1",
     "REF        the content address <mesh>/<module>:<hash12>-<arch>; `pending (base)`",
     "           until the base's artifact is known; a long one keeps its tag: `demo/…:3f9c…`",
     "DECISION   skip·record  the target's record names this ref: no build, no delivery",
     "           deliver·host the host holds a meshtop-labelled image with this tag: delivery only",
-    "           build        nothing vouches: build and deliver; forced: --force / f",
+    "           build        nothing vouches: build and deliver; forced: --force{force}",
     "           refused      its base has no artifact in the mesh yet",
     "           ⚑ pinned     rolled back by hand (rollback): converges keep its artifact until its",
     "                        address moves to a third one, `meshtop unpin` or a forced converge;",
@@ -37,8 +38,8 @@ const LEGEND: [&str; 34] = [
     "converge   the newest operation of the mesh, `#42` its short id, from any process",
     "notice     ⟳ #42 … · tier 2 of 3 · 3/7 done · 42s: the operation running; its end after;",
     "           ✗ #42 stopped (process gone): it never ended and its process is gone",
-    "detail     opens at its end: a failure's last log lines, then its error; `w` wraps",
-    "logs       `l`: newest at the bottom, following; `api-1 | ` names the machine, `stderr| ` its",
+    "detail     opens at its end: a failure's last log lines, then its error; `{wrap}` wraps",
+    "logs       `{logs}`: newest at the bottom, following; `api-1 | ` names the machine, `stderr| ` its",
     "           stream; ── markers say where a run began, an exit, a send's new container",
     "header     each source's age, or ✗ its error (last ok 40s ago)",
     "gc, stats  views: what a sweep would take and why, the keep set; what the skips saved",
@@ -73,12 +74,34 @@ pub fn help_lines(state: &AppState) -> Vec<(String, bool)> {
         }
     }
     lines.push(("legend".to_string(), true));
-    lines.extend(LEGEND.iter().map(|l| (format!("  {l}"), false)));
+    lines.extend(legend(state).into_iter().map(|l| (format!("  {l}"), false)));
     if !state.warnings.is_empty() {
         lines.push(("warnings".to_string(), true));
         lines.extend(state.warnings.iter().map(|w| (format!("  {w}"), false)));
     }
     lines
+}
+
+/// The legend with the keys the table binds: ` / f` after `--force` (nothing in read-only, where
+/// no key forces), the detail's wrap key, the logs key.
+fn legend(state: &AppState) -> Vec<String> {
+    let keys = |mode, action| state.keys.keys_text(mode, action);
+    let force = match keys(Mode::Normal, Action::ForceRebuild) {
+        key if key.is_empty() => String::new(),
+        key => format!(" / {key}"),
+    };
+    let (wrap, logs) = (
+        keys(Mode::Detail, Action::Wrap),
+        keys(Mode::Normal, Action::Logs),
+    );
+    LEGEND
+        .iter()
+        .map(|line| {
+            line.replace("{force}", &force)
+                .replace("{wrap}", &wrap)
+                .replace("{logs}", &logs)
+        })
+        .collect()
 }
 
 /// The help is as wide as the terminal lets it be (up to what its longest line needs), never a

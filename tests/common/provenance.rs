@@ -86,7 +86,11 @@ pub fn spec_attestations(repository: &str, digest: &str, public: &Path) -> Vec<V
             .unwrap()
             .iter()
             .any(|s| ecdsa_verifies(public, &message, s["sig"].as_str().unwrap()));
-        assert!(signed, "no signature by {} over the PAE: {envelope}", public.display());
+        assert!(
+            signed,
+            "no signature by {} over the PAE: {envelope}",
+            public.display()
+        );
         let statement: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(statement["_type"], STATEMENT_V1, "{statement}");
         assert_eq!(
@@ -128,10 +132,9 @@ pub fn image_inputs(repository: &str, digest: &str) -> String {
         None => manifest,
     };
     let config = manifest["config"]["digest"].as_str().unwrap();
-    let config: Value = serde_json::from_slice(
-        &get(&format!("/v2/{repository}/blobs/{config}"), "*/*").unwrap(),
-    )
-    .unwrap();
+    let config: Value =
+        serde_json::from_slice(&get(&format!("/v2/{repository}/blobs/{config}"), "*/*").unwrap())
+            .unwrap();
     config["config"]["Labels"]["jr2.dev/inputs"]
         .as_str()
         .unwrap()
@@ -206,5 +209,10 @@ pub fn spec_attest(work: &Path, repository: &str, digest: &str, key: &Path, stat
         "config": { "mediaType": "application/vnd.oci.image.config.v1+json", "size": config.len(), "digest": config_digest },
         "layers": layers,
     });
-    put_manifest(work, repository, &att_tag(digest), &serde_json::to_vec(&manifest).unwrap());
+    put_manifest(
+        work,
+        repository,
+        &att_tag(digest),
+        &serde_json::to_vec(&manifest).unwrap(),
+    );
 }

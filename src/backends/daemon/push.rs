@@ -12,6 +12,17 @@ pub fn digest_in_status(status: &str) -> Option<String> {
     Some(digest.to_string())
 }
 
+impl super::Daemon {
+    /// Push a tagged image through this daemon; returns the manifest digest the registry stored.
+    pub async fn push(
+        &self,
+        reference: &str,
+        creds: Option<&Credentials>,
+    ) -> Result<String, RegistryError> {
+        push_image(self.docker(), reference, creds).await
+    }
+}
+
 /// Push a tagged image through the daemon; returns the manifest digest the registry stored.
 pub async fn push_image(
     docker: &bollard::Docker,
@@ -35,7 +46,7 @@ pub async fn push_image(
     let mut stream = docker.push_image(
         repository,
         Some(options),
-        creds.map(|c| c.to_docker(server)),
+        creds.map(|c| c.for_daemon(server)),
     );
     let mut digest = None;
     while let Some(item) = stream.next().await {

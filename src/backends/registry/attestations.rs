@@ -84,15 +84,13 @@ impl RegistryClient {
             message: format!("{digest} is not a sha256 digest"),
         })?;
         let existing = self.manifest_body(repository, &tag, &what).await?;
-        let image = provenance::append_attestation(
-            existing.as_ref().map(|(_, m)| m.as_ref()),
-            &envelope,
-        )
-        .map_err(|source| RegistryError::Signatures {
-            host: self.host.clone(),
-            what: format!("{repository}:{tag}"),
-            source,
-        })?;
+        let image =
+            provenance::append_attestation(existing.as_ref().map(|(_, m)| m.as_ref()), &envelope)
+                .map_err(|source| RegistryError::Signatures {
+                host: self.host.clone(),
+                what: format!("{repository}:{tag}"),
+                source,
+            })?;
         let Some(image) = image else {
             return Ok(());
         };

@@ -73,7 +73,7 @@ impl StateDb {
         let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(self.err("begin stamping the record"))?;
         self.check_holds(mesh, target, by.operation_id)?;
-        self.note_docker_stamps(mesh, target, by, entries)?;
+        self.note_stamps_of_stored_record(mesh, target, by, entries)?;
         self.apply_pin_change(mesh, target, pins)?;
         let at = now_ms();
         {

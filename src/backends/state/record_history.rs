@@ -41,9 +41,9 @@ impl StateDb {
             .map(|op| op.number)
     }
 
-    /// Note stamps of the docker record inside the stamping transaction: the previous entry is the
-    /// records table's own, read before it is overwritten.
-    pub(super) fn note_docker_stamps(
+    /// Note stamps of a record kept in the state database inside the stamping transaction: the
+    /// previous entry is the records table's own, read before it is overwritten.
+    pub(super) fn note_stamps_of_stored_record(
         &self,
         mesh: &str,
         target: &str,

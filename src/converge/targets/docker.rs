@@ -10,7 +10,6 @@ use tokio::sync::mpsc::Sender;
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::daemon::containers::{Container, NewContainer};
-use crate::backends::daemon::push::push_image;
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
@@ -26,7 +25,7 @@ use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::progress::DeliveredBy;
 use crate::mesh::target::TargetDescription;
 
-use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+use super::seam::{Artifact, Delivery, Holding, Reach, RecordRead, Target};
 use super::{host, sign};
 
 /// The host daemon as the target (nothing to connect: the daemon is reached lazily per call).
@@ -70,6 +69,7 @@ impl Docker {
     }
 }
 
+#[async_trait::async_trait]
 impl Target for Docker {
     fn name(&self) -> &str {
         &self.name
@@ -79,7 +79,7 @@ impl Target for Docker {
         description(&self.name)
     }
 
-    fn host_is_target(&self) -> bool {
+    fn builds_where_it_runs(&self) -> bool {
         true
     }
 
@@ -91,127 +91,117 @@ impl Target for Docker {
         Ok(Delivery::Host)
     }
 
-    fn read_record<'a>(
+    async fn read_record<'a>(
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
-    ) -> Fut<'a, Result<RecordRead, TargetError>> {
-        Box::pin(async move {
-            let record = locked(db)
-                .map_err(TargetError::Handle)?
-                .record(&mesh.name, &self.name)?;
-            Ok(RecordRead {
-                record,
-                source: "the docker record".into(),
-                warning: None,
-                team_warning: None,
-                kept: None,
-            })
+    ) -> Result<RecordRead, TargetError> {
+        let record = locked(db)
+            .map_err(TargetError::Handle)?
+            .record(&mesh.name, &self.name)?;
+        Ok(RecordRead {
+            record,
+            source: "the docker record".into(),
+            warning: None,
+            team_warning: None,
+            kept: None,
         })
     }
 
     /// The check and the stamp are one transaction of the state database.
-    fn stamp<'a>(
+    async fn stamp<'a>(
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
         by: StampBy<'a>,
         entries: &'a Record,
         pins: &'a PinChange,
-    ) -> Fut<'a, Result<(), ConvergeError>> {
-        Box::pin(async move {
-            let state_error = |e: StateError| match e {
-                StateError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
-                other => ConvergeError::Failed(other.to_string()),
-            };
-            locked(db)
-                .map_err(|e| ConvergeError::Failed(e.to_string()))?
-                .stamp_record_as(&mesh.name, &self.name, by, entries, pins)
-                .map_err(state_error)
-        })
+    ) -> Result<(), ConvergeError> {
+        let state_error = |e: StateError| match e {
+            StateError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
+            other => ConvergeError::Failed(other.to_string()),
+        };
+        locked(db)
+            .map_err(|e| ConvergeError::Failed(e.to_string()))?
+            .stamp_record_as(&mesh.name, &self.name, by, entries, pins)
+            .map_err(state_error)
     }
 
     /// On Docker a declared machine that does not exist is listed as `missing`.
-    fn machines<'a>(
+    async fn machines<'a>(
         &'a self,
         mesh: &'a Mesh,
         record: &'a Record,
         reach: Reach<'a>,
-    ) -> Fut<'a, Result<Vec<Machine>, TargetError>> {
-        Box::pin(async move {
-            let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
-            let containers = daemon.labelled_containers().await?;
-            let mut machines: Vec<Machine> = containers
-                .iter()
-                .filter(|c| belongs(mesh, c) && self.runs_here(c))
-                .filter_map(|c| {
-                    let module = mesh.module(&c.module)?;
-                    let running = vec![c.image_id.clone()];
-                    let state = machine_state(&running, record.get(&c.module), &[], module.policy);
-                    Some(Machine {
-                        name: c.name.clone(),
-                        module: c.module.clone(),
-                        kind: CONTAINER.into(),
-                        display_name: c.name.clone(),
-                        before_send: None,
-                        image: c.image.clone(),
-                        running,
-                        state,
-                        health: health(c),
-                    })
+    ) -> Result<Vec<Machine>, TargetError> {
+        let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+        let containers = daemon.labelled_containers().await?;
+        let mut machines: Vec<Machine> = containers
+            .iter()
+            .filter(|c| belongs(mesh, c) && self.runs_here(c))
+            .filter_map(|c| {
+                let module = mesh.module(&c.module)?;
+                let running = vec![c.image_id.clone()];
+                let state = machine_state(&running, record.get(&c.module), &[], module.policy);
+                Some(Machine {
+                    name: c.name.clone(),
+                    module: c.module.clone(),
+                    kind: CONTAINER.into(),
+                    display_name: c.name.clone(),
+                    before_send: None,
+                    image: c.image.clone(),
+                    running,
+                    state,
+                    health: health(c),
                 })
-                .collect();
-            let missing = missing_declared(self.declared(mesh), &machines);
-            machines.extend(missing);
-            machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
-            Ok(machines)
-        })
+            })
+            .collect();
+        let missing = missing_declared(self.declared(mesh), &machines);
+        machines.extend(missing);
+        machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
+        Ok(machines)
     }
 
-    fn create_declared<'a>(
+    async fn create_declared<'a>(
         &'a self,
         mesh: &'a Mesh,
         record: &'a Record,
         existing: &'a [Machine],
-        in_scope: &'a (dyn Fn(&str) -> bool + Sync),
+        in_scope: &'a (dyn for<'s> Fn(&'s str) -> bool + Sync),
         daemon: &'a LazyDaemon,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Vec<String>, TargetError>> {
+    ) -> Result<Vec<String>, TargetError> {
         let made = Made {
             mesh,
             target: self.marked.then_some(self.name.as_str()),
             specs: self.declared(mesh).collect(),
         };
-        Box::pin(create_declared(
-            made, record, existing, in_scope, daemon, emitter,
-        ))
+        create_declared(made, record, existing, in_scope, daemon, emitter).await
     }
 
-    fn deliver<'a>(
+    async fn deliver<'a>(
         &'a self,
         _mesh: &'a Mesh,
         artifact: Artifact<'a>,
         _reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Option<String>, TargetError>> {
-        Box::pin(async move {
-            emitter.emit(
-                Payload::Delivered {
-                    reference: artifact.reference.to_string(),
-                    by: DeliveredBy::OnHost,
-                },
-                Some(artifact.module),
-                format!(
-                    "{} is on the host daemon, which is the target",
-                    artifact.reference
-                ),
-            );
-            Ok(None)
-        })
+    ) -> Result<Option<String>, TargetError> {
+        emitter.emit(
+            Payload::Delivered {
+                reference: artifact.reference.to_string(),
+                by: DeliveredBy::OnHost,
+            },
+            Some(artifact.module),
+            format!(
+                "{} is on the host daemon, which is the target",
+                artifact.reference
+            ),
+        );
+        Ok(None)
     }
 
     /// The host is the target: the artifact is pulled into the daemon, whatever `on_host` says.
-    fn fetch_vouched<'a>(
+    async fn fetch_vouched<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
@@ -219,197 +209,185 @@ impl Target for Docker {
         _on_host: bool,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(async move {
-            let Some(registry) = &mesh.registry else {
-                return Err(TargetError::NoRegistry {
-                    mesh: mesh.name.clone(),
-                    reference: artifact.reference.to_string(),
-                });
-            };
-            let creds = registry_credentials(registry).await?;
-            host::pull_vouched(
-                &reach,
-                &mesh.name,
-                &artifact,
-                manifest,
-                registry,
-                creds.as_ref(),
-                emitter,
-            )
-            .await
-        })
+    ) -> Result<(), TargetError> {
+        let Some(registry) = &mesh.registry else {
+            return Err(TargetError::NoRegistry {
+                mesh: mesh.name.clone(),
+                reference: artifact.reference.to_string(),
+            });
+        };
+        let creds = registry_credentials(registry).await?;
+        host::pull_vouched(
+            &reach,
+            &mesh.name,
+            &artifact,
+            manifest,
+            registry,
+            creds.as_ref(),
+            emitter,
+        )
+        .await
     }
 
     /// Delivery is nothing here: with `--publish` (or `publish = true`) each build (and each host
     /// skip) is pushed to the
     /// mesh's registry for other machines, its manifest digest kept with the build.
-    fn publish<'a>(
+    async fn publish<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Option<String>, TargetError>> {
-        Box::pin(async move {
-            let (true, Some(registry)) = (mesh.publish, &mesh.registry) else {
-                return Ok(None);
-            };
-            let creds = registry_credentials(registry).await?;
-            let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
-            let digest = push_image(docker.docker(), artifact.reference, creds.as_ref()).await?;
-            let module = artifact.module;
-            sign::sign_pushed(
-                mesh,
-                registry,
-                creds,
-                artifact.reference,
-                &digest,
-                module,
-                emitter,
-            )
-            .await?;
-            host::note_published(&reach, &mesh.name, &artifact, &digest)?;
-            emitter.emit(
-                Payload::Delivered {
-                    reference: artifact.reference.to_string(),
-                    by: DeliveredBy::Published {
-                        registry: registry.host.clone(),
-                        digest: digest.clone(),
-                    },
+    ) -> Result<Option<String>, TargetError> {
+        let (true, Some(registry)) = (mesh.publish, &mesh.registry) else {
+            return Ok(None);
+        };
+        let creds = registry_credentials(registry).await?;
+        let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
+        let digest = docker.push(artifact.reference, creds.as_ref()).await?;
+        let module = artifact.module;
+        sign::sign_pushed(
+            mesh,
+            registry,
+            creds,
+            artifact.reference,
+            &digest,
+            module,
+            emitter,
+        )
+        .await?;
+        host::note_published(&reach, &mesh.name, &artifact, &digest)?;
+        emitter.emit(
+            Payload::Delivered {
+                reference: artifact.reference.to_string(),
+                by: DeliveredBy::Published {
+                    registry: registry.host.clone(),
+                    digest: digest.clone(),
                 },
-                Some(artifact.module),
-                format!(
-                    "published {} to registry {} → {digest}",
-                    artifact.reference, registry.host
-                ),
-            );
-            Ok(Some(digest))
-        })
+            },
+            Some(artifact.module),
+            format!(
+                "published {} to registry {} → {digest}",
+                artifact.reference, registry.host
+            ),
+        );
+        Ok(Some(digest))
     }
 
-    fn send<'a>(
+    async fn send<'a>(
         &'a self,
         _mesh: &'a Mesh,
         moved: &'a Move,
         reach: Reach<'a>,
         _emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(async move {
-            reach
-                .daemon
-                .get()
-                .await
-                .map_err(TargetError::Unreachable)?
-                .recreate(&moved.machine, &moved.to_digest)
-                .await
-                .map_err(TargetError::from)
-        })
+    ) -> Result<(), TargetError> {
+        reach
+            .daemon
+            .get()
+            .await
+            .map_err(TargetError::Unreachable)?
+            .recreate(&moved.machine, &moved.to_digest)
+            .await
+            .map_err(TargetError::from)
     }
 
-    fn logs<'a>(
+    async fn logs<'a>(
         &'a self,
         _mesh: &'a Mesh,
         machine: &'a Machine,
         ask: &'a LogAsk,
         daemon: &'a LazyDaemon,
         out: Sender<LogItem>,
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(async move {
-            if machine.state == MachineState::Missing {
-                let text = format!("container {} is declared but does not exist", machine.name);
-                let _ = out.send(LogItem::Note { text }).await;
-                return Ok(());
-            }
-            let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
-            Ok(daemon.container_logs(&machine.name, ask, &out).await?)
-        })
+    ) -> Result<(), TargetError> {
+        if machine.state == MachineState::Missing {
+            let text = format!("container {} is declared but does not exist", machine.name);
+            let _ = out.send(LogItem::Note { text }).await;
+            return Ok(());
+        }
+        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
+        Ok(daemon.container_logs(&machine.name, ask, &out).await?)
     }
 
     /// The daemon is one host: whoever may use it may write everything.
-    fn check_write_access<'a>(
+    async fn check_write_access<'a>(
         &'a self,
         _stamps: bool,
         _sends: &'a [Move],
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(async { Ok(()) })
+    ) -> Result<(), TargetError> {
+        Ok(())
     }
 
-    fn check_converge_access<'a>(
+    async fn check_converge_access<'a>(
         &'a self,
         _mesh: &'a Mesh,
         _modules: &'a [&'a str],
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(async { Ok(()) })
+    ) -> Result<(), TargetError> {
+        Ok(())
     }
 
-    fn holds<'a>(
+    async fn holds<'a>(
         &'a self,
         _mesh: &'a Mesh,
         wanted: &'a RecordEntry,
         reach: Reach<'a>,
-    ) -> Fut<'a, Result<Holding, TargetError>> {
-        Box::pin(host::holds(reach.daemon, wanted))
+    ) -> Result<Holding, TargetError> {
+        host::holds(reach.daemon, wanted).await
     }
 
     /// On the host already, or pulled from the mesh's registry by the digest its ref answers with
     /// (the pulled image must be the artifact).
-    fn bring<'a>(
+    async fn bring<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Holding, TargetError>> {
-        Box::pin(async move {
-            let wanted = artifact.entry();
-            if host::holds(reach.daemon, &wanted).await? == Holding::Held {
-                return Ok(Holding::Held);
+    ) -> Result<Holding, TargetError> {
+        let wanted = artifact.entry();
+        if host::holds(reach.daemon, &wanted).await? == Holding::Held {
+            return Ok(Holding::Held);
+        }
+        let Some(registry) = &mesh.registry else {
+            return Ok(Holding::Gone(
+                "the host daemon (and the mesh names no registry to pull it from)".into(),
+            ));
+        };
+        let creds = registry_credentials(registry).await?;
+        let client = RegistryClient::new(registry, creds.clone())?;
+        let (path, tag) = repository_in(&registry.host, artifact.reference);
+        // The manifest the record names, never the tag looked up again; a record from before
+        // manifests were kept asks the tag, and the pull must still bring the artifact.
+        let found = match artifact.manifest {
+            Some(manifest) => client.manifest(path, manifest).await?,
+            None => client.manifest(path, tag).await?,
+        };
+        match found {
+            Published::Present { digest } => {
+                host::pull_vouched(
+                    &reach,
+                    &mesh.name,
+                    &artifact,
+                    &digest,
+                    registry,
+                    creds.as_ref(),
+                    emitter,
+                )
+                .await?;
+                Ok(Holding::Held)
             }
-            let Some(registry) = &mesh.registry else {
-                return Ok(Holding::Gone(
-                    "the host daemon (and the mesh names no registry to pull it from)".into(),
-                ));
-            };
-            let creds = registry_credentials(registry).await?;
-            let client = RegistryClient::new(registry, creds.clone())?;
-            let (path, tag) = repository_in(&registry.host, artifact.reference);
-            // The manifest the record names, never the tag looked up again; a record from before
-            // manifests were kept asks the tag, and the pull must still bring the artifact.
-            let found = match artifact.manifest {
-                Some(manifest) => client.manifest(path, manifest).await?,
-                None => client.manifest(path, tag).await?,
-            };
-            match found {
-                Published::Present { digest } => {
-                    host::pull_vouched(
-                        &reach,
-                        &mesh.name,
-                        &artifact,
-                        &digest,
-                        registry,
-                        creds.as_ref(),
-                        emitter,
-                    )
-                    .await?;
-                    Ok(Holding::Held)
-                }
-                Published::Absent => Ok(Holding::Gone(format!(
-                    "the host daemon, and registry {}",
-                    registry.host
-                ))),
-            }
-        })
+            Published::Absent => Ok(Holding::Gone(format!(
+                "the host daemon, and registry {}",
+                registry.host
+            ))),
+        }
     }
 
-    fn registry_client<'a>(
+    async fn registry_client<'a>(
         &'a self,
         registry: &'a Registry,
-    ) -> Fut<'a, Result<RegistryClient, TargetError>> {
-        Box::pin(async move {
-            let creds = registry_credentials(registry).await?;
-            RegistryClient::new(registry, creds).map_err(TargetError::from)
-        })
+    ) -> Result<RegistryClient, TargetError> {
+        let creds = registry_credentials(registry).await?;
+        RegistryClient::new(registry, creds).map_err(TargetError::from)
     }
 }
 

@@ -42,7 +42,7 @@ pub async fn pull_vouched(
 ) -> Result<(), TargetError> {
     let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
     let repository = repository_of(artifact.reference);
-    let auth = creds.map(|c| c.to_docker(&registry.host));
+    let auth = creds.map(|c| c.for_daemon(&registry.host));
     let id = docker.pull_by_digest(repository, manifest, auth).await?;
     let pinned = format!("{repository}@{manifest}");
     if id != artifact.digest {

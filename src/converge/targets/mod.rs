@@ -8,7 +8,7 @@
 //!   cli/ · sources/ · converge/{engine,tiers,send,rollback,gc,rollout,preflight}
 //!        │ ask (never match on the kind)
 //!        ▼
-//!   target::connect(mesh, name) ──▶ Arc<dyn Target>  (seam.rs: the trait, its answers' types)
+//!   targets::connect(mesh, name, overrides) ──▶ Arc<dyn Target>  (seam.rs: the trait, its answers' types)
 //!        ├── docker.rs      the host daemon · record in the state database · containers
 //!        └── kubernetes/    a namespace · record in its annotation · workloads, roll-outs, the Lease
 //!   host.rs: the daemon's answers both need (does it still hold an artifact?)
@@ -17,6 +17,7 @@
 mod docker;
 mod host;
 mod kubernetes;
+mod overrides;
 mod seam;
 mod sign;
 
@@ -29,7 +30,8 @@ use crate::mesh::model::{Mesh, Registry, Target as Spec};
 use crate::mesh::target::TargetDescription;
 
 pub use docker::belongs;
-pub use seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+pub use overrides::{NamedElsewhere, Overrides, PointedElsewhere};
+pub use seam::{Artifact, Delivery, Holding, Reach, RecordRead, Target};
 pub(crate) use sign::sign_pushed;
 
 /// How often a roll-out is polled.
@@ -38,13 +40,12 @@ pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
 /// A connected target, shared by every step of a command.
 pub type Connected = Arc<dyn Target>;
 
-/// Connect to the mesh's target `name`. Kubernetes: `--context`/`--namespace` override the mesh
-/// file's; the context defaults to the kubeconfig's current one.
+/// Connect to the mesh's target `name`, where the command line's `overrides` point it (a single
+/// `[target]` only; a named target acts where it names).
 pub async fn connect(
     mesh: &Mesh,
     name: &str,
-    context: Option<&str>,
-    namespace: Option<&str>,
+    overrides: &Overrides,
 ) -> Result<Connected, TargetError> {
     let Some(spec) = mesh.target(name) else {
         return Err(TargetError::NoSuchTarget {
@@ -56,61 +57,32 @@ pub async fn connect(
     };
     let environment = mesh.environment(name);
     let named = environment.is_some_and(|e| e.named);
-    if named && (context.is_some() || namespace.is_some()) {
-        return Err(TargetError::NamedElsewhere {
+    if named && overrides.first_given().is_some() {
+        return Err(TargetError::Kind(Box::new(NamedElsewhere {
             mesh: mesh.name.clone(),
             target: name.to_string(),
             file: mesh.file.display().to_string(),
-        });
+        })));
     }
     match spec {
         Spec::Docker => Ok(Arc::new(docker::Docker::new(mesh, name))),
-        Spec::Kubernetes { .. } => {
-            let (context, namespace) = place_of(spec, context, namespace);
-            let kube = kubernetes::Kube::connect(mesh, name, context, namespace).await?;
+        Spec::Kubernetes { namespace, context } => {
+            let (context, namespace) = overrides.kubernetes.place(context.as_ref(), namespace);
+            let kube = kubernetes::Kube::connect(mesh, name, context, Some(namespace)).await?;
             Ok(Arc::new(kube))
         }
     }
 }
 
-/// The Kubernetes context and namespace a target is reached at: the flags win over the mesh
-/// file's. A target without either (the host daemon) keeps the flags as given.
-pub fn place_of(
-    spec: &Spec,
-    context: Option<&str>,
-    namespace: Option<&str>,
-) -> (Option<String>, Option<String>) {
-    let (context, namespace) = (context.map(str::to_string), namespace.map(str::to_string));
-    match spec {
-        Spec::Docker => (context, namespace),
-        Spec::Kubernetes {
-            namespace: file_namespace,
-            context: file_context,
-        } => (
-            context.or_else(|| file_context.clone()),
-            namespace.or_else(|| Some(file_namespace.clone())),
-        ),
-    }
-}
-
 /// The target `name` in words without connecting to it (when it cannot be reached yet): the
-/// flags win over the mesh file for the context and namespace.
-pub fn describe(
-    mesh: &Mesh,
-    name: &str,
-    context: Option<&str>,
-    namespace: Option<&str>,
-) -> TargetDescription {
+/// `overrides` win over the mesh file.
+pub fn describe(mesh: &Mesh, name: &str, overrides: &Overrides) -> TargetDescription {
     let spec = mesh.target(name).unwrap_or(mesh.default_target());
     match spec {
         Spec::Docker => docker::description(name),
-        Spec::Kubernetes { .. } => {
-            let (context, namespace) = place_of(spec, context, namespace);
-            kubernetes::description(
-                name,
-                context.as_deref(),
-                namespace.as_deref().unwrap_or_default(),
-            )
+        Spec::Kubernetes { namespace, context } => {
+            let (context, namespace) = overrides.kubernetes.place(context.as_ref(), namespace);
+            kubernetes::description(name, context.as_deref(), &namespace)
         }
     }
 }

@@ -2,9 +2,7 @@
 //! its answers. A leaf of the folder: `docker.rs` and `kubernetes.rs` implement it, `mod.rs` makes
 //! them; nobody outside `converge/targets/` knows which kind it is talking to.
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Mutex;
 
 use tokio::sync::mpsc::Sender;
@@ -22,9 +20,6 @@ use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
-
-/// A target's answer, later: boxed so that the seam can be a trait object (`Arc<dyn Target>`).
-pub type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The target's record and how reasons name it.
 #[derive(Debug, Clone)]
@@ -105,6 +100,9 @@ pub struct Reach<'a> {
 
 /// Where modules are delivered and machines run. Made once per command by [`super::connect`],
 /// shared as `Arc<dyn Target>`.
+/// Its answers that wait are written `async fn` once; `async_trait` boxes their futures so that the
+/// seam stays a trait object (`Arc<dyn Target>`, which native async in traits cannot be).
+#[async_trait::async_trait]
 pub trait Target: Send + Sync {
     /// The target's name in the mesh (`default` for a mesh file's single `[target]`): what its
     /// record, lock, pins and history are kept under in the state database.
@@ -124,8 +122,9 @@ pub trait Target: Send + Sync {
         self.describe().acting_on()
     }
 
-    /// The host daemon is the target: it can tell an artifact the target lost (the planner asks it).
-    fn host_is_target(&self) -> bool;
+    /// What is built is where it runs (the host daemon is the target): the builder can tell an
+    /// artifact the target lost (the planner asks it).
+    fn builds_where_it_runs(&self) -> bool;
 
     /// What the machines are, as gc names the root they are read from.
     fn machines_root(&self) -> &'static str;
@@ -142,59 +141,60 @@ pub trait Target: Send + Sync {
         }
     }
 
-    fn read_record<'a>(
+    async fn read_record<'a>(
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
-    ) -> Fut<'a, Result<RecordRead, TargetError>>;
+    ) -> Result<RecordRead, TargetError>;
 
     /// Merge `entries` into the record and change the pins, in one write, only while the
     /// operation `by` names (a converge, rollback, unpin, promote) still holds the mesh; every
     /// changed entry is noted in the record's history. Where the record lives on the target, the
     /// pins and the history live there too, and the state database keeps a copy.
-    fn stamp<'a>(
+    async fn stamp<'a>(
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
         by: StampBy<'a>,
         entries: &'a Record,
         pins: &'a PinChange,
-    ) -> Fut<'a, Result<(), ConvergeError>>;
+    ) -> Result<(), ConvergeError>;
 
     /// Every machine of the mesh against `record`, sorted by (module, name).
-    fn machines<'a>(
+    async fn machines<'a>(
         &'a self,
         mesh: &'a Mesh,
         record: &'a Record,
         reach: Reach<'a>,
-    ) -> Fut<'a, Result<Vec<Machine>, TargetError>>;
+    ) -> Result<Vec<Machine>, TargetError>;
 
     /// Create each declared machine in scope that does not exist yet and whose module the record
     /// holds; the names created. A target where machines are declared elsewhere creates none.
-    fn create_declared<'a>(
+    async fn create_declared<'a>(
         &'a self,
         mesh: &'a Mesh,
         record: &'a Record,
         existing: &'a [Machine],
-        in_scope: &'a (dyn Fn(&str) -> bool + Sync),
+        // Spelled `for<'s>`: async_trait would name an elided lifetime after the method's own.
+        in_scope: &'a (dyn for<'s> Fn(&'s str) -> bool + Sync),
         daemon: &'a LazyDaemon,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Vec<String>, TargetError>>;
+    ) -> Result<Vec<String>, TargetError>;
 
     /// Deliver one module's artifact; the manifest digest it was pushed as, where delivering
     /// pushes it (what the record keeps and a send deploys).
-    fn deliver<'a>(
+    async fn deliver<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Option<String>, TargetError>>;
+    ) -> Result<Option<String>, TargetError>;
 
     /// Bring an artifact the registry vouched for (it answered with manifest `manifest` under
     /// `artifact.reference`) where this target needs it, and into the host daemon when `on_host`
     /// (a module of this converge builds FROM it). Err says why it could not: the module is built.
-    fn fetch_vouched<'a>(
+    async fn fetch_vouched<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
@@ -202,117 +202,113 @@ pub trait Target: Send + Sync {
         on_host: bool,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>>;
+    ) -> Result<(), TargetError>;
 
     /// Publish a build for other machines to reuse (`--publish`) where delivering it does not put
     /// it in the registry already; the manifest digest, kept with the build. Ok(None): nothing to
     /// publish here (not asked, no registry, or the delivery pushes).
-    fn publish<'a>(
+    async fn publish<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Option<String>, TargetError>>;
+    ) -> Result<Option<String>, TargetError>;
 
     /// Move one machine to the artifact `moved` names, and follow it there.
-    fn send<'a>(
+    async fn send<'a>(
         &'a self,
         mesh: &'a Mesh,
         moved: &'a Move,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>>;
+    ) -> Result<(), TargetError>;
 
     /// What `machine` says, as `ask` asks, sent to `out` item by item (lines safe to print, run
     /// starts, its exit, what replaced it, cuts): a follow keeps going across restarts and sends
     /// until `out` closes. Err before anything was said: the machine cannot be read (the target
     /// does not answer, the permission to read logs is missing).
-    fn logs<'a>(
+    async fn logs<'a>(
         &'a self,
         mesh: &'a Mesh,
         machine: &'a Machine,
         ask: &'a LogAsk,
         daemon: &'a LazyDaemon,
         out: Sender<LogItem>,
-    ) -> Fut<'a, Result<(), TargetError>>;
+    ) -> Result<(), TargetError>;
 
     /// Before anything is built or changed: may we write the record (`stamps`) and move `sends`?
-    fn check_write_access<'a>(
+    async fn check_write_access<'a>(
         &'a self,
         stamps: bool,
         sends: &'a [Move],
-    ) -> Fut<'a, Result<(), TargetError>>;
+    ) -> Result<(), TargetError>;
 
     /// What a converge of `modules` will write: the record, and the machines of the modules whose
     /// policy rolls out.
-    fn check_converge_access<'a>(
+    async fn check_converge_access<'a>(
         &'a self,
         mesh: &'a Mesh,
         modules: &'a [&'a str],
-    ) -> Fut<'a, Result<(), TargetError>>;
+    ) -> Result<(), TargetError>;
 
     /// Whether the target still holds `wanted` (where a person could go back to it).
-    fn holds<'a>(
+    async fn holds<'a>(
         &'a self,
         mesh: &'a Mesh,
         wanted: &'a RecordEntry,
         reach: Reach<'a>,
-    ) -> Fut<'a, Result<Holding, TargetError>>;
+    ) -> Result<Holding, TargetError>;
 
     /// A promote: make `artifact`, which another target's record names, runnable here without a
     /// build. Held when this target can run it (brought here first where it must be: pulled onto
     /// the host from the registry, loaded into a kind cluster); Gone(where) when it cannot be had.
     /// Nothing is built or pushed.
-    fn bring<'a>(
+    async fn bring<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Holding, TargetError>>;
+    ) -> Result<Holding, TargetError>;
 
     /// A client for `registry` with the credentials a push uses.
-    fn registry_client<'a>(
+    async fn registry_client<'a>(
         &'a self,
         registry: &'a Registry,
-    ) -> Fut<'a, Result<RegistryClient, TargetError>>;
+    ) -> Result<RegistryClient, TargetError>;
 
     /// Hold the mesh for this operation of `kind` (or wait for it); the line that says whom it
     /// was taken over from, if it was. The state database's lock on every kind (the dashboard on
     /// this machine follows the operation through it); Kubernetes adds the namespace's Lease.
-    fn hold<'a>(
+    async fn hold<'a>(
         &'a self,
         db: &'a Mutex<StateDb>,
         mesh: &'a str,
         holder: &'a Holder,
         kind: &'a str,
         wait: bool,
-    ) -> Fut<'a, Result<Option<String>, ConvergeError>> {
+    ) -> Result<Option<String>, ConvergeError> {
         let _ = kind;
-        Box::pin(async move {
+        async move {
             let from = lock::acquire(db, mesh, self.name(), holder, wait).await?;
             Ok(from.map(|from| lock::took_over(db, mesh, self.name(), &from)))
-        })
+        }
+        .await
     }
 
     /// The operation's short id (`#142`) is known (the state database gave it after the hold):
     /// where the mesh is held for the team, say it there too.
-    fn named<'a>(
-        &'a self,
-        mesh: &'a str,
-        operation_id: &'a str,
-        short: Option<i64>,
-    ) -> Fut<'a, ()> {
+    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) -> () {
         let _ = (mesh, operation_id, short);
-        Box::pin(async {})
+        async {}.await
     }
 
     /// Who holds the mesh where the team meets, if anyone does (None where the state database's
     /// lock is the only one: the screen reads that itself).
-    fn held_by<'a>(&'a self, mesh: &'a str) -> Fut<'a, Result<Option<HeldBy>, TargetError>> {
+    async fn held_by<'a>(&'a self, mesh: &'a str) -> Result<Option<HeldBy>, TargetError> {
         let _ = mesh;
-        Box::pin(async { Ok(None) })
+        async { Ok(None) }.await
     }
 
     /// Keep holding the mesh while the operation runs (abort the handle when it ends); `lost`
@@ -335,19 +331,19 @@ pub trait Target: Send + Sync {
 
     /// `LockLost` when `operation_id` no longer holds the mesh: call it in the same step as each
     /// write, just before it.
-    fn still_holds<'a>(
+    async fn still_holds<'a>(
         &'a self,
         db: &'a Mutex<StateDb>,
         mesh: &'a str,
         operation_id: &'a str,
-    ) -> Fut<'a, Result<(), ConvergeError>> {
-        Box::pin(async move { still_holds(db, mesh, self.name(), operation_id) })
+    ) -> Result<(), ConvergeError> {
+        still_holds(db, mesh, self.name(), operation_id)
     }
 
     /// Give the mesh back at the operation's end, where the team holds it (the state database's
     /// lock is released by the emitter's last write, with the operation's last events).
-    fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> Fut<'a, ()> {
+    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> () {
         let _ = (mesh, operation_id);
-        Box::pin(async {})
+        async {}.await
     }
 }

@@ -140,7 +140,11 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
         Some(list) => list.into_inner(),
         None => Vec::new(),
     };
-    let trusted_builders = match mesh.string_list(src, "trusted_builders", "[\"https://ci.example/builder\"]")? {
+    let trusted_builders = match mesh.string_list(
+        src,
+        "trusted_builders",
+        "[\"https://ci.example/builder\"]",
+    )? {
         Some(list) if list.get_ref().is_empty() => {
             return Err(src.err(
                 &list.span(),

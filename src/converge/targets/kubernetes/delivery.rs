@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use crate::backends::cluster::kind_load;
 use crate::backends::credentials::{self, Credentials};
-use crate::backends::daemon::push::push_image;
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, locked};
 use crate::converge::error::TargetError;
@@ -44,7 +43,7 @@ impl Kube {
                 emitter.emit(
                     Payload::Delivered {
                         reference: reference.to_string(),
-                        by: DeliveredBy::KindLoaded {
+                        by: DeliveredBy::Loaded {
                             cluster: name.clone(),
                         },
                     },
@@ -56,7 +55,7 @@ impl Kube {
             Delivery::Push(registry) => {
                 let creds = self.credentials(&registry.host).await?;
                 let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
-                let digest = push_image(docker.docker(), reference, creds.as_ref()).await?;
+                let digest = docker.push(reference, creds.as_ref()).await?;
                 sign::sign_pushed(mesh, &registry, creds, reference, &digest, module, emitter)
                     .await?;
                 host::note_published(&reach, &mesh.name, &artifact, &digest)?;
@@ -223,7 +222,7 @@ impl Kube {
                     emitter.emit(
                         Payload::Delivered {
                             reference: artifact.reference.to_string(),
-                            by: DeliveredBy::KindLoaded {
+                            by: DeliveredBy::Loaded {
                                 cluster: name.clone(),
                             },
                         },

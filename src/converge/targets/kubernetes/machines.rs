@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use crate::backends::state::StateDb;
 use crate::converge::error::TargetError;
-use crate::mesh::behind::{MachineState, machine_state, workload_state};
+use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::{Mesh, Record};
 
@@ -83,5 +83,34 @@ impl Kube {
             "paused: its image is patched, but nothing rolls out until it is resumed (kubectl rollout resume {called} -n {})",
             self.cluster.namespace
         )
+    }
+}
+
+/// The state of a Kubernetes workload: `machine_state`, unless meshtop cannot tell its module's container
+/// (then nothing it runs can be judged), or it is paused while behind (a send would not move it).
+fn workload_state(state: MachineState, container_known: bool, paused: bool) -> MachineState {
+    if !container_known {
+        MachineState::UnknownContainer
+    } else if paused && state.is_behind() {
+        MachineState::Paused
+    } else {
+        state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paused_or_unknown_container_workload_reads_so() {
+        use MachineState::*;
+        assert_eq!(workload_state(Behind, true, true), Paused);
+        assert_eq!(workload_state(Held, true, true), Paused);
+        assert_eq!(workload_state(Current, true, true), Current);
+        assert_eq!(workload_state(Behind, true, false), Behind);
+        assert_eq!(workload_state(Current, false, false), UnknownContainer);
+        assert_eq!(Paused.to_string(), "held (paused)");
+        assert!(!UnknownContainer.is_behind() && UnknownContainer.needs_attention());
     }
 }

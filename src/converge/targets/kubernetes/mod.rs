@@ -8,6 +8,7 @@
 mod access;
 mod delivery;
 mod error;
+mod flags;
 mod hold;
 mod lease;
 mod machines;
@@ -34,9 +35,10 @@ use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
 
-use super::seam::{Artifact, Delivery, Fut, Holding, Reach, RecordRead, Target};
+use super::seam::{Artifact, Delivery, Holding, Reach, RecordRead, Target};
 
 pub use error::{KubeError, UnknownContext};
+pub use flags::Flags;
 use lease::LeaseClaims;
 
 /// One Kubernetes namespace of one context, and how modules get there.
@@ -135,25 +137,21 @@ pub fn description(name: &str, context: Option<&str>, namespace: &str) -> Target
     }
 }
 
+#[async_trait::async_trait]
 impl Target for Kube {
-    fn hold<'a>(
+    async fn hold<'a>(
         &'a self,
         db: &'a Mutex<StateDb>,
         mesh: &'a str,
         holder: &'a Holder,
         kind: &'a str,
         wait: bool,
-    ) -> Fut<'a, Result<Option<String>, ConvergeError>> {
-        Box::pin(self.hold_mesh(db, mesh, holder, kind, wait))
+    ) -> Result<Option<String>, ConvergeError> {
+        self.hold_mesh(db, mesh, holder, kind, wait).await
     }
 
-    fn named<'a>(
-        &'a self,
-        mesh: &'a str,
-        operation_id: &'a str,
-        short: Option<i64>,
-    ) -> Fut<'a, ()> {
-        Box::pin(self.name_holder(mesh, operation_id, short))
+    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) -> () {
+        self.name_holder(mesh, operation_id, short).await
     }
 
     fn heartbeat(
@@ -166,21 +164,21 @@ impl Target for Kube {
         self.beat(state_path, mesh, operation_id, lost)
     }
 
-    fn held_by<'a>(&'a self, mesh: &'a str) -> Fut<'a, Result<Option<HeldBy>, TargetError>> {
-        Box::pin(self.lease_held_by(mesh))
+    async fn held_by<'a>(&'a self, mesh: &'a str) -> Result<Option<HeldBy>, TargetError> {
+        self.lease_held_by(mesh).await
     }
 
-    fn still_holds<'a>(
+    async fn still_holds<'a>(
         &'a self,
         db: &'a Mutex<StateDb>,
         mesh: &'a str,
         operation_id: &'a str,
-    ) -> Fut<'a, Result<(), ConvergeError>> {
-        Box::pin(self.holds_both(db, mesh, operation_id))
+    ) -> Result<(), ConvergeError> {
+        self.holds_both(db, mesh, operation_id).await
     }
 
-    fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> Fut<'a, ()> {
-        Box::pin(self.release_lease(mesh, operation_id))
+    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) -> () {
+        self.release_lease(mesh, operation_id).await
     }
 
     fn name(&self) -> &str {
@@ -195,7 +193,7 @@ impl Target for Kube {
         )
     }
 
-    fn host_is_target(&self) -> bool {
+    fn builds_where_it_runs(&self) -> bool {
         false
     }
 
@@ -207,60 +205,60 @@ impl Target for Kube {
         self.delivery_here()
     }
 
-    fn read_record<'a>(
+    async fn read_record<'a>(
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
-    ) -> Fut<'a, Result<RecordRead, TargetError>> {
-        Box::pin(self.read(mesh, db))
+    ) -> Result<RecordRead, TargetError> {
+        self.read(mesh, db).await
     }
 
-    fn stamp<'a>(
+    async fn stamp<'a>(
         &'a self,
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
         by: StampBy<'a>,
         entries: &'a Record,
         pins: &'a PinChange,
-    ) -> Fut<'a, Result<(), ConvergeError>> {
-        Box::pin(self.stamp_over(mesh, db, by, entries, pins))
+    ) -> Result<(), ConvergeError> {
+        self.stamp_over(mesh, db, by, entries, pins).await
     }
 
-    fn machines<'a>(
+    async fn machines<'a>(
         &'a self,
         mesh: &'a Mesh,
         record: &'a Record,
         reach: Reach<'a>,
-    ) -> Fut<'a, Result<Vec<Machine>, TargetError>> {
-        Box::pin(self.list(mesh, record, reach.db))
+    ) -> Result<Vec<Machine>, TargetError> {
+        self.list(mesh, record, reach.db).await
     }
 
     /// Workloads are declared by their own manifests: none is created here.
-    fn create_declared<'a>(
+    async fn create_declared<'a>(
         &'a self,
         _mesh: &'a Mesh,
         _record: &'a Record,
         _existing: &'a [Machine],
-        _in_scope: &'a (dyn Fn(&str) -> bool + Sync),
+        _in_scope: &'a (dyn for<'s> Fn(&'s str) -> bool + Sync),
         _daemon: &'a LazyDaemon,
         _emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Vec<String>, TargetError>> {
-        Box::pin(async { Ok(Vec::new()) })
+    ) -> Result<Vec<String>, TargetError> {
+        Ok(Vec::new())
     }
 
-    fn deliver<'a>(
+    async fn deliver<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Option<String>, TargetError>> {
-        Box::pin(self.deliver_now(mesh, artifact, reach, emitter))
+    ) -> Result<Option<String>, TargetError> {
+        self.deliver_now(mesh, artifact, reach, emitter).await
     }
 
     /// The cluster pulls from the registry that vouched: nothing to push. The host daemon needs the
     /// artifact only when a module of this converge builds FROM it (then it is pulled there).
-    fn fetch_vouched<'a>(
+    async fn fetch_vouched<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
@@ -268,98 +266,97 @@ impl Target for Kube {
         on_host: bool,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(self.fetch(mesh, artifact, manifest, on_host, reach, emitter))
+    ) -> Result<(), TargetError> {
+        self.fetch(mesh, artifact, manifest, on_host, reach, emitter)
+            .await
     }
 
     /// Delivery pushes every build to the registry already: nothing more to publish.
-    fn publish<'a>(
+    async fn publish<'a>(
         &'a self,
         _mesh: &'a Mesh,
         _artifact: Artifact<'a>,
         _reach: Reach<'a>,
         _emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Option<String>, TargetError>> {
-        Box::pin(async { Ok(None) })
+    ) -> Result<Option<String>, TargetError> {
+        Ok(None)
     }
 
-    fn send<'a>(
+    async fn send<'a>(
         &'a self,
         mesh: &'a Mesh,
         moved: &'a Move,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(self.send_one(mesh, reach.db, moved, emitter))
+    ) -> Result<(), TargetError> {
+        self.send_one(mesh, reach.db, moved, emitter).await
     }
 
-    fn logs<'a>(
+    async fn logs<'a>(
         &'a self,
         _mesh: &'a Mesh,
         machine: &'a Machine,
         ask: &'a LogAsk,
         _daemon: &'a LazyDaemon,
         out: Sender<LogItem>,
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(async move {
-            let workloads = self.cluster.machines().await?;
-            let Some(workload) = workloads
-                .iter()
-                .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
-            else {
-                return Err(KubeError::MachineGone {
-                    kind: machine.kind.clone(),
-                    machine: machine.name.clone(),
-                    place: self.cluster.place(),
-                }
-                .into());
-            };
-            Ok(self.cluster.workload_logs(workload, ask, &out).await?)
-        })
+    ) -> Result<(), TargetError> {
+        let workloads = self.cluster.machines().await?;
+        let Some(workload) = workloads
+            .iter()
+            .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
+        else {
+            return Err(KubeError::MachineGone {
+                kind: machine.kind.clone(),
+                machine: machine.name.clone(),
+                place: self.cluster.place(),
+            }
+            .into());
+        };
+        Ok(self.cluster.workload_logs(workload, ask, &out).await?)
     }
 
-    fn check_write_access<'a>(
+    async fn check_write_access<'a>(
         &'a self,
         stamps: bool,
         sends: &'a [Move],
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(self.write_access(stamps, sends))
+    ) -> Result<(), TargetError> {
+        self.write_access(stamps, sends).await
     }
 
-    fn check_converge_access<'a>(
+    async fn check_converge_access<'a>(
         &'a self,
         mesh: &'a Mesh,
         modules: &'a [&'a str],
-    ) -> Fut<'a, Result<(), TargetError>> {
-        Box::pin(self.converge_access(mesh, modules))
+    ) -> Result<(), TargetError> {
+        self.converge_access(mesh, modules).await
     }
 
-    fn holds<'a>(
+    async fn holds<'a>(
         &'a self,
         mesh: &'a Mesh,
         wanted: &'a RecordEntry,
         reach: Reach<'a>,
-    ) -> Fut<'a, Result<Holding, TargetError>> {
-        Box::pin(self.holds_now(mesh, wanted, reach))
+    ) -> Result<Holding, TargetError> {
+        self.holds_now(mesh, wanted, reach).await
     }
 
     /// Pushed: the registry must hold it (nothing is pushed; the cluster pulls it). Loaded: the
     /// host must hold it, and it is loaded into this kind cluster.
-    fn bring<'a>(
+    async fn bring<'a>(
         &'a self,
         mesh: &'a Mesh,
         artifact: Artifact<'a>,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Fut<'a, Result<Holding, TargetError>> {
-        Box::pin(self.bring_here(mesh, artifact, reach, emitter))
+    ) -> Result<Holding, TargetError> {
+        self.bring_here(mesh, artifact, reach, emitter).await
     }
 
     /// The credentials a push uses (the Docker config's, read once per connection).
-    fn registry_client<'a>(
+    async fn registry_client<'a>(
         &'a self,
         registry: &'a Registry,
-    ) -> Fut<'a, Result<RegistryClient, TargetError>> {
-        Box::pin(self.client(registry))
+    ) -> Result<RegistryClient, TargetError> {
+        self.client(registry).await
     }
 }

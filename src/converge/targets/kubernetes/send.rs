@@ -62,7 +62,7 @@ impl Kube {
         };
         self.cluster.send(&workload, &to_image, artifact).await?;
         let rollout = || Payload::Rollout {
-            workload: workload.to_string(),
+            machine: workload.to_string(),
         };
         emitter.emit(
             rollout(),
