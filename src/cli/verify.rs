@@ -105,25 +105,8 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
                 ),
                 Err(error) => (None, false, format!("could not be checked: {error}")),
             };
-        // Without a build row here, the signed provenance of the manifest that carries it says.
-        let found = match (&build, &manifest) {
-            (None, Some(manifest)) => {
-                let carried = entry.clone().with_manifest(Some(manifest.clone()), None);
-                vouch::artifact_provenance(&mesh, &carried)
-                    .await
-                    .ok()
-                    .flatten()
-            }
-            _ => None,
-        };
-        let built_by = match (
-            &build,
-            found.as_ref().and_then(super::provenance::built_by_text),
-        ) {
-            (Some(build), _) => build.made_by(now),
-            (None, Some(said)) => said,
-            (None, None) => "unknown build".into(),
-        };
+        let (built_by, provenance) =
+            who_built(&mesh, build.as_ref(), &entry, manifest.as_deref(), now).await;
         checked.push(Checked {
             module,
             of,
@@ -133,7 +116,7 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
             signed,
             says,
             built_by,
-            provenance: found.and_then(|f| f.provenances.into_iter().next()),
+            provenance,
         });
     }
     if args.json {
@@ -162,4 +145,35 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
     } else {
         std::process::ExitCode::from(1)
     })
+}
+
+/// Who built `entry`'s artifact: this machine's build row, else (without one) the signed
+/// provenance of the `manifest` that carries it, else `unknown build`; and that provenance.
+async fn who_built(
+    mesh: &crate::mesh::model::Mesh,
+    build: Option<&crate::mesh::builds::BuildRow>,
+    entry: &RecordEntry,
+    manifest: Option<&str>,
+    now: i64,
+) -> (String, Option<crate::mesh::provenance::ReadProvenance>) {
+    if let Some(build) = build {
+        return (build.made_by(now), None);
+    }
+    let found = match manifest {
+        Some(manifest) => {
+            let carried = entry
+                .clone()
+                .with_manifest(Some(manifest.to_string()), None);
+            vouch::artifact_provenance(mesh, &carried)
+                .await
+                .ok()
+                .flatten()
+        }
+        None => None,
+    };
+    let said = found.as_ref().and_then(super::provenance::built_by_text);
+    (
+        said.unwrap_or_else(|| "unknown build".into()),
+        found.and_then(|f| f.provenances.into_iter().next()),
+    )
 }

@@ -3,8 +3,6 @@
 //! that signs the artifact and attached as cosign attaches attestations. The format is
 //! `mesh::provenance`'s; signing goes through `targets::sign_pushed`, which calls here.
 
-use chrono::{DateTime, SecondsFormat, Utc};
-
 use crate::backends::registry::{RegistryClient, RegistryError, repository_in};
 use crate::converge::progress::Emitter;
 use crate::mesh::builds::BuildRow;
@@ -15,10 +13,7 @@ use crate::mesh::provenance::{self, BaseDependency, Provenance, SourceDependency
 /// The environment variable naming the builder (CI sets it), when the mesh names none.
 pub const BUILDER_ID_ENV: &str = "MESHTOP_BUILDER_ID";
 
-/// RFC 3339 (UTC, seconds) of `ms` since the epoch.
-fn rfc3339(ms: i64) -> Option<String> {
-    DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
-}
+use crate::timefmt::rfc3339_utc as rfc3339;
 
 /// This machine's builder id: the mesh's `builder_id`, else [`BUILDER_ID_ENV`], else the default.
 pub fn builder_id(mesh: &Mesh) -> String {
