@@ -10,16 +10,13 @@ use crate::mesh::cosign::SigningKey;
 use crate::mesh::model::{INPUTS_LABEL, Mesh};
 use crate::mesh::provenance::{self, BaseDependency, Provenance, SourceDependency};
 
-/// The environment variable naming the builder (CI sets it), when the mesh names none.
-pub const BUILDER_ID_ENV: &str = "MESHTOP_BUILDER_ID";
-
 use crate::timefmt::rfc3339_utc as rfc3339;
 
-/// This machine's builder id: the mesh's `builder_id`, else [`BUILDER_ID_ENV`], else the default.
+/// This machine's builder id: the mesh's `builder_id` (else `MESHTOP_BUILDER_ID`, read with the
+/// mesh file), else the default.
 pub fn builder_id(mesh: &Mesh) -> String {
-    let env = std::env::var(BUILDER_ID_ENV).ok();
     let host = gethostname::gethostname().to_string_lossy().into_owned();
-    provenance::builder_id(mesh.signing.builder_id.as_deref(), env.as_deref(), &host)
+    provenance::builder_id(mesh.signing.builder_id.as_deref(), None, &host)
 }
 
 /// Sign and attach the provenance of manifest `digest`, just pushed as `reference`.

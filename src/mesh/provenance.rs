@@ -39,6 +39,8 @@ pub const BUILD_TYPE: &str = "https://meshtop.dev/provenance/build/v1";
 /// meshtop's own run details (SLSA provenance v1, "Extension fields": implementations may add
 /// fields; a URI-prefixed name keeps them apart from other producers').
 pub const VENDOR_FIELD: &str = "https://meshtop.dev/provenance/v1#run";
+/// The environment variable naming the builder (CI sets it), when the mesh names none.
+pub const BUILDER_ID_ENV: &str = "MESHTOP_BUILDER_ID";
 /// The builder id a machine names when neither the mesh (`builder_id = "…"`) nor the environment
 /// (`MESHTOP_BUILDER_ID`) gives one: `meshtop://host/<hostname>`.
 pub const DEFAULT_BUILDER_PREFIX: &str = "meshtop://host/";
