@@ -250,21 +250,6 @@ fn markdown_line(cells: &[String]) -> String {
     format!("| {} |\n", escaped.join(" | "))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_and_markdown_cells_are_escaped() {
-        let cells = vec!["a,b".to_string(), "say \"hi\"".into(), "x|y\nz".into()];
-        assert_eq!(
-            csv_line(&cells),
-            "\"a,b\",\"say \"\"hi\"\"\",\"x|y\nz\"\r\n"
-        );
-        assert_eq!(markdown_line(&cells), "| a,b | say \"hi\" | x\\|y z |\n");
-    }
-}
-
 /// `builds --digest` where this machine has no build row: what the signed provenance of manifest
 /// `digest` (in the registry, under a module's repository) says of its build.
 async fn from_provenance(
@@ -303,4 +288,19 @@ async fn from_provenance(
         ))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_and_markdown_cells_are_escaped() {
+        let cells = vec!["a,b".to_string(), "say \"hi\"".into(), "x|y\nz".into()];
+        assert_eq!(
+            csv_line(&cells),
+            "\"a,b\",\"say \"\"hi\"\"\",\"x|y\nz\"\r\n"
+        );
+        assert_eq!(markdown_line(&cells), "| a,b | say \"hi\" | x\\|y z |\n");
+    }
 }

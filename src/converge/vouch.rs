@@ -439,10 +439,15 @@ pub async fn provenance_of_manifest(
     Ok(found.into_iter().flatten().next())
 }
 
-/// An artifact that may not move a machine of a `require_signed` target.
+/// An artifact that may not move a machine of a `require_signed` (or `require_provenance`)
+/// target; boxed, as the errors that carry it stay small.
 #[derive(Debug, thiserror::Error)]
-#[error("{}", self.text())]
-pub struct Unsigned {
+#[error("{}", self.0.text())]
+pub struct Unsigned(pub Box<Refused>);
+
+/// What [`Unsigned`] says: the module, its artifact, the target and why.
+#[derive(Debug)]
+pub struct Refused {
     pub module: String,
     /// `ref@short digest`.
     pub artifact: String,
@@ -463,9 +468,9 @@ pub enum Requirement {
     Provenance,
 }
 
-impl Unsigned {
+impl Refused {
     fn text(&self) -> String {
-        let Unsigned {
+        let Refused {
             module,
             artifact,
             reference,
@@ -536,14 +541,14 @@ pub async fn require_signed(
             Ok(signature) => signature.words(),
             Err(error) => format!("its signatures could not be read: {error}"),
         };
-        return Err(Unsigned {
+        return Err(Unsigned(Box::new(Refused {
             artifact: crate::mesh::environments::artifact_text(Some(&entry)),
             reference: entry.reference.clone(),
             target: target.to_string(),
             module,
             why,
             requirement: Requirement::Signature,
-        });
+        })));
     }
     Ok(verified)
 }
@@ -559,13 +564,15 @@ async fn check_provenance(
     module: &str,
     entry: &crate::mesh::model::RecordEntry,
 ) -> Result<(), Unsigned> {
-    let refuse = |why: String| Unsigned {
-        artifact: crate::mesh::environments::artifact_text(Some(entry)),
-        reference: entry.reference.clone(),
-        target: target.to_string(),
-        module: module.to_string(),
-        why,
-        requirement: Requirement::Provenance,
+    let refuse = |why: String| {
+        Unsigned(Box::new(Refused {
+            artifact: crate::mesh::environments::artifact_text(Some(entry)),
+            reference: entry.reference.clone(),
+            target: target.to_string(),
+            module: module.to_string(),
+            why,
+            requirement: Requirement::Provenance,
+        }))
     };
     let Some(manifest) = entry.manifest.as_deref() else {
         return Err(refuse("no manifest of it is known".into()));

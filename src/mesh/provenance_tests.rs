@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used)]
+
 use super::*;
 
 fn key() -> SigningKey {
@@ -35,7 +37,7 @@ fn a_signed_provenance_reads_back_and_judges_by_inputs_and_builder() {
     let trusted = [key.public("keys/ci.pub")];
     let p = provenance();
     let envelope = envelope(&statement(&p), &key);
-    let read = verified_for(&p.manifest, &[envelope.clone()], &trusted);
+    let read = verified_for(&p.manifest, std::slice::from_ref(&envelope), &trusted);
     assert_eq!(read.len(), 1);
     assert_eq!(read[0].inputs.as_deref(), Some(p.inputs.as_str()));
     assert_eq!(
@@ -56,7 +58,7 @@ fn a_signed_provenance_reads_back_and_judges_by_inputs_and_builder() {
     assert!(
         verified_for(
             &format!("sha256:{}", "c".repeat(64)),
-            &[envelope.clone()],
+            std::slice::from_ref(&envelope),
             &trusted
         )
         .is_empty()
