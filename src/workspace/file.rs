@@ -301,12 +301,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
                 .into_iter()
                 .map(toml::Spanned::into_inner)
                 .collect(),
-            // The mesh's own word first, else CI's (`MESHTOP_BUILDER_ID`).
-            builder_id: header.builder_id.or_else(|| {
-                std::env::var(crate::mesh::provenance::BUILDER_ID_ENV)
-                    .ok()
-                    .filter(|id| !id.trim().is_empty())
-            }),
+            builder_id: keys::builder_id(header.builder_id),
         },
         targets: targets.targets,
         environments: targets.environments,
