@@ -4,7 +4,8 @@
 #   - trusted: `meshtop converge` on a clean machine (the mesh's containers and images removed, a
 #             fresh state file) whose mesh file trusts CI's key (`trust = ["keys/ci.pub"]`): the
 #             registry vouches for each module after its signature verifies (the `.sig` manifest and
-#             its payload read per ref), every module is pulled, zero builds;
+#             its payload read per ref) and its signed provenance names the ref's inputs (the `.att`
+#             manifest, issue 40), every module is pulled, zero builds;
 #   - reuse:  the same converge without `trust` (nothing verified): what verifying costs;
 #   - pull:   `docker pull` of the same images by digest, one after another (the physical limit);
 #   - build:  `meshtop converge` on a clean machine with the registry unreachable, so it builds. A
@@ -69,6 +70,14 @@ for b in (d if isinstance(d, list) else d.get("builds", [])):
     if b.get("published_digest"):
         print(b["published_ref"].rsplit(":", 1)[0] + "@" + b["published_digest"])')
 [ "$(echo "$refs" | wc -l)" -ge 5 ] || { echo "error: CI published $(echo "$refs" | wc -l) images, not 5" >&2; exit 1; }
+# Issue 40: each carries its SLSA provenance under `sha256-<hex>.att`, which the trusted converge
+# reads too (one more manifest per ref): the trusted figure below includes it.
+for ref in $refs; do
+  repo=${ref%@*}; repo=${repo#*/}; digest=${ref#*@}
+  curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    "http://$REGISTRY/v2/$repo/manifests/${digest/:/-}.att" ||
+    { echo "error: $ref carries no provenance (.att)" >&2; exit 1; }
+done
 
 # The same mesh without its declared machines (everything from the first [[machine]] on), and
 # without trust.

@@ -43,6 +43,13 @@ pub fn local_time(at_ms: i64) -> String {
     }
 }
 
+/// RFC 3339 in UTC to the second (`2026-12-03T13:04:05Z`) of `ms` since the epoch, as a
+/// provenance's `startedOn`/`finishedOn` say it; None for a time chrono cannot hold.
+pub fn rfc3339_utc(ms: i64) -> Option<String> {
+    chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

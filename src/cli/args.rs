@@ -62,6 +62,9 @@ pub enum Command {
     /// Whether each module's recorded artifact, and what each of its machines runs, carries a
     /// signature by a key the mesh trusts (exit 1 when any does not).
     Verify(VerifyArgs),
+    /// What the signed provenance of a module's recorded artifact says (builder, inputs, commit,
+    /// operation, when) and whether it verifies (exit 1 when no trusted provenance is attached).
+    Provenance(ProvenanceArgs),
     /// Move a module's behind machines to the record's artifact.
     Send(SendArgs),
     /// Every stamp of a module's entry in the record: when, by whom, which operation, from → to.
@@ -291,6 +294,15 @@ pub struct VerifyArgs {
     /// Only these modules (default: every module the target's record names).
     pub modules: Vec<String>,
     /// Print a JSON array: one object per artifact checked.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProvenanceArgs {
+    /// The module whose recorded artifact is asked about.
+    pub module: String,
+    /// Print JSON: the manifest, each verified provenance, how many envelopes did not verify.
     #[arg(long)]
     pub json: bool,
 }

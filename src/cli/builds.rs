@@ -36,6 +36,9 @@ pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
                 .map_err(Failure::failed)?;
             match found {
                 Some(row) => vec![row],
+                None if !mesh.signing.trust.is_empty() && mesh.registry.is_some() => {
+                    return from_provenance(&mesh, args.module.as_deref(), digest, args.json).await;
+                }
                 None => {
                     return Err(Failure::failed(format!(
                         "no build of mesh {} made or published {digest}",
@@ -245,6 +248,46 @@ fn markdown_line(cells: &[String]) -> String {
         .map(|c| c.replace('|', "\\|").replace(['\n', '\r'], " "))
         .collect();
     format!("| {} |\n", escaped.join(" | "))
+}
+
+/// `builds --digest` where this machine has no build row: what the signed provenance of manifest
+/// `digest` (in the registry, under a module's repository) says of its build.
+async fn from_provenance(
+    mesh: &crate::mesh::model::Mesh,
+    module: Option<&str>,
+    digest: &str,
+    json: bool,
+) -> Outcome {
+    let modules: Vec<String> = match module {
+        Some(module) => vec![module.to_string()],
+        None => mesh.modules.iter().map(|m| m.name.clone()).collect(),
+    };
+    let read = crate::converge::vouch::provenance_of_manifest(mesh, &modules, digest)
+        .await
+        .map_err(|e| Failure::failed(format!("the registry could not be asked: {e}")))?;
+    let Some(read) = read else {
+        return Err(Failure::failed(format!(
+            "no build of mesh {} made or published {digest}, and no provenance signed by a key the mesh trusts names it",
+            mesh.name
+        )));
+    };
+    if json {
+        print_json(&vec![&read])?;
+    } else {
+        let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
+        print_out(&format!(
+            "no build row here; from the signed provenance ({}): module {}, host {}, builder {}, commit {}, operation {}, {} → {}\n",
+            read.key,
+            shown(&read.module),
+            shown(&read.host),
+            shown(&read.builder_id),
+            shown(&read.commit),
+            shown(&read.invocation_id),
+            shown(&read.started_on),
+            shown(&read.finished_on)
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

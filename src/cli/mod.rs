@@ -21,6 +21,7 @@ mod logs;
 mod plan;
 mod progress;
 mod promote;
+mod provenance;
 mod rollback;
 mod send;
 mod setup;
@@ -117,6 +118,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Converge(args) => converge::run(&global, args).await,
             Command::Status(args) => status::run(&global, args).await,
             Command::Verify(args) => verify::run(&global, args).await,
+            Command::Provenance(args) => provenance::run(&global, args).await,
             Command::Send(args) => send::run(&global, args).await,
             Command::History(args) => history::run(&global, args).await,
             Command::Rollback(args) => rollback::run(&global, args).await,

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::targets::{Reach, RecordForm, RecordRoom};
+use crate::converge::vouch::{self, ArtifactProvenance};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::machine::Machine;
@@ -26,6 +27,11 @@ struct MachineStatus {
     /// The target's record: its form and how close it is to its limit (targets that have one).
     #[serde(skip_serializing_if = "Option::is_none")]
     record: Option<RecordRoom>,
+    /// Without a build row here: what the artifact's signed provenance says of its build.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<crate::mesh::provenance::ReadProvenance>,
+    #[serde(skip)]
+    provenance_text: Option<String>,
 }
 
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
@@ -55,6 +61,8 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         .into_inner()
         .map_err(|_| Failure::failed("the state database handle is poisoned"))?;
     let mut rows = Vec::new();
+    let mut read: std::collections::HashMap<String, Option<ArtifactProvenance>> =
+        std::collections::HashMap::new();
     for machine in machines {
         let built_by = match machine.running.first() {
             Some(digest) => db
@@ -62,9 +70,20 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
                 .map_err(|e| Failure::failed(e.to_string()))?,
             None => None,
         };
+        let mut found = None;
+        if let (None, Some(digest)) = (&built_by, machine.running.first()) {
+            if !read.contains_key(digest) {
+                let recorded = record.record.get(&machine.module).cloned();
+                let answer = from_provenance(&mesh, recorded, &machine.image, digest).await;
+                read.insert(digest.clone(), answer);
+            }
+            found = read.get(digest).cloned().flatten();
+        }
         rows.push(MachineStatus {
             machine,
             built_by,
+            provenance: found.as_ref().and_then(|f| f.provenances.first().cloned()),
+            provenance_text: found.as_ref().and_then(super::provenance::built_by_text),
             record: record.room.clone(),
         });
     }
@@ -125,6 +144,33 @@ fn room_line(room: &RecordRoom) -> String {
     }
 }
 
+/// The signed provenance of the artifact `digest` a machine runs (the record's entry when it
+/// names that artifact: its ref and verified manifest; else the ref the machine's `image` names),
+/// when the mesh trusts keys and names a registry (a fault reads as none: `unknown build`).
+async fn from_provenance(
+    mesh: &crate::mesh::model::Mesh,
+    recorded: Option<crate::mesh::model::RecordEntry>,
+    image: &str,
+    digest: &str,
+) -> Option<ArtifactProvenance> {
+    if mesh.signing.trust.is_empty() || mesh.registry.is_none() {
+        return None;
+    }
+    let entry = match recorded.filter(|e| e.digest == digest) {
+        Some(entry) => entry,
+        None if image.starts_with("sha256:") => return None,
+        None => {
+            let reference = image.split('@').next().unwrap_or_default();
+            crate::mesh::model::RecordEntry::new(reference.to_string(), digest.to_string())
+        }
+    };
+    vouch::artifact_provenance(mesh, &entry)
+        .await
+        .ok()
+        .flatten()
+        .filter(|f| !f.provenances.is_empty())
+}
+
 fn table_text(rows: &[MachineStatus]) -> String {
     let now = timefmt::now_ms();
     let mut out = String::new();
@@ -144,9 +190,10 @@ fn table_text(rows: &[MachineStatus]) -> String {
             .first()
             .map(|d| short_id(d))
             .unwrap_or("–");
-        let built_by = match &row.built_by {
-            Some(build) => build.made_by(now),
-            None => "unknown build".into(),
+        let built_by = match (&row.built_by, &row.provenance_text) {
+            (Some(build), _) => build.made_by(now),
+            (None, Some(said)) => said.clone(),
+            (None, None) => "unknown build".into(),
         };
         outln!(
             out,

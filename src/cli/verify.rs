@@ -30,6 +30,12 @@ struct Checked {
     signed: bool,
     /// Whom it is signed by, or why it is not trusted.
     says: String,
+    /// Who built it: this machine's build row, else its signed provenance (`… (from the signed
+    /// provenance)`), else `unknown build`.
+    built_by: String,
+    /// What its signed provenance says, when this machine has no build row of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<crate::mesh::provenance::ReadProvenance>,
 }
 
 pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
@@ -82,13 +88,14 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         }
     }
     let mut checked = Vec::new();
+    let now = crate::timefmt::now_ms();
     for (module, of, entry) in asked {
-        let published = db
+        let build = db
             .lock()
             .map_err(|_| Failure::failed("the state database handle is poisoned"))?
             .build_by_digest(&mesh.name, &entry.digest)
-            .map_err(Failure::failed)?
-            .and_then(|b| b.published_digest);
+            .map_err(Failure::failed)?;
+        let published = build.as_ref().and_then(|b| b.published_digest.clone());
         let (manifest, signed, says) =
             match vouch::artifact_signature(&mesh, &entry, published.as_deref()).await {
                 Ok(signature) => (
@@ -98,6 +105,8 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
                 ),
                 Err(error) => (None, false, format!("could not be checked: {error}")),
             };
+        let (built_by, provenance) =
+            who_built(&mesh, build.as_ref(), &entry, manifest.as_deref(), now).await;
         checked.push(Checked {
             module,
             of,
@@ -106,6 +115,8 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
             manifest,
             signed,
             says,
+            built_by,
+            provenance,
         });
     }
     if args.json {
@@ -114,13 +125,14 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         let mut out = String::new();
         for c in &checked {
             out.push_str(&format!(
-                "{} {} ({}) {}@{}: {}\n",
+                "{} {} ({}) {}@{}: {}; built by {}\n",
                 if c.signed { "✓" } else { "✗" },
                 c.module,
                 c.of,
                 c.reference,
                 short_id(&c.artifact),
-                c.says
+                c.says,
+                c.built_by
             ));
         }
         if checked.is_empty() {
@@ -133,4 +145,35 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
     } else {
         std::process::ExitCode::from(1)
     })
+}
+
+/// Who built `entry`'s artifact: this machine's build row, else (without one) the signed
+/// provenance of the `manifest` that carries it, else `unknown build`; and that provenance.
+async fn who_built(
+    mesh: &crate::mesh::model::Mesh,
+    build: Option<&crate::mesh::builds::BuildRow>,
+    entry: &RecordEntry,
+    manifest: Option<&str>,
+    now: i64,
+) -> (String, Option<crate::mesh::provenance::ReadProvenance>) {
+    if let Some(build) = build {
+        return (build.made_by(now), None);
+    }
+    let found = match manifest {
+        Some(manifest) => {
+            let carried = entry
+                .clone()
+                .with_manifest(Some(manifest.to_string()), None);
+            vouch::artifact_provenance(mesh, &carried)
+                .await
+                .ok()
+                .flatten()
+        }
+        None => None,
+    };
+    let said = found.as_ref().and_then(super::provenance::built_by_text);
+    (
+        said.unwrap_or_else(|| "unknown build".into()),
+        found.and_then(|f| f.provenances.into_iter().next()),
+    )
 }

@@ -284,7 +284,7 @@ async fn plan<'a>(
         at.request.force,
     );
     let mut planner = Planner::new(ctx, at.daemon.clone());
-    planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh).await);
+    planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh, target.name()).await);
     // First pass: every decision that can be made now, and every refusal, before any build.
     let mut planned = first_pass(&mut planner, selected, manifests).await?;
     // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a

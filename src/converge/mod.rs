@@ -1,5 +1,6 @@
 //! The engine: plan → build/deliver tier by tier → stamp → send, emitting progress events.
 
+pub mod attest;
 pub mod build;
 pub mod builders;
 pub mod engine;

@@ -26,6 +26,8 @@ pub struct Emitter {
     pub operation: Option<i64>,
     tx: Option<ProgressTx>,
     deferred: Arc<Mutex<Vec<NewEvent>>>,
+    /// When the operation began (ms since the epoch): a provenance's `startedOn` without a build row.
+    pub started_ms: i64,
 }
 
 impl Emitter {
@@ -57,7 +59,15 @@ impl Emitter {
             operation,
             tx,
             deferred: Arc::new(Mutex::new(Vec::new())),
+            started_ms: crate::timefmt::now_ms(),
         }
+    }
+
+    /// The newest build of `module` this machine recorded in the operation's mesh (None: none, or
+    /// the state file could not be read): what a provenance of its artifact says of its build.
+    pub fn last_build(&self, module: &str) -> Option<crate::mesh::builds::BuildRow> {
+        let db = crate::backends::state::locked(&self.db).ok()?;
+        db.last_builds(&self.mesh).ok()?.remove(module)
     }
 
     /// A step: its payload (which names the step) and its text for people.

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use serde::Serialize;
 
 use crate::backends::credentials::{self, CredentialsError};
 use crate::backends::registry::{RegistryClient, RegistryError, repository_in};
@@ -49,6 +50,8 @@ pub struct RegistryVoucher {
     /// The keys the mesh trusts: with any, each manifest found is judged by its signatures too
     /// (the `.sig` manifest and its payload: two more small reads).
     trust: Vec<TrustedKey>,
+    /// What a trusted signature's provenance must say (builders, whether one is required here).
+    provenance: ProvenancePolicy,
     /// Refs asked of the registry (each a manifest GET and a config GET).
     asked: AtomicUsize,
     /// Whether [`RegistryVoucher::warn_once`] gave the warning already.
@@ -56,8 +59,9 @@ pub struct RegistryVoucher {
 }
 
 impl RegistryVoucher {
-    /// The voucher for `mesh`'s registry, with the credentials a push uses; None without a registry.
-    pub async fn for_mesh(mesh: &Mesh) -> Option<RegistryVoucher> {
+    /// The voucher for `mesh`'s registry on `target`, with the credentials a push uses; None
+    /// without a registry.
+    pub async fn for_mesh(mesh: &Mesh, target: &str) -> Option<RegistryVoucher> {
         let registry = mesh.registry.as_ref()?;
         let client = client_for(registry).await;
         Some(RegistryVoucher {
@@ -65,6 +69,7 @@ impl RegistryVoucher {
             client,
             answers: HashMap::new(),
             trust: mesh.signing.trust.clone(),
+            provenance: ProvenancePolicy::of(mesh, target),
             asked: AtomicUsize::new(0),
             warned: false,
         })
@@ -145,12 +150,13 @@ impl RegistryVoucher {
         };
         let asked = &self.asked;
         let trust = &self.trust;
+        let policy = &self.provenance;
         let answers: Vec<(String, RegistryAnswer)> = futures_util::stream::iter(wanted)
             .map(|reference| {
                 let host = host.clone();
                 async move {
                     asked.fetch_add(1, Ordering::SeqCst);
-                    let answer = ask_one(client, &host, &reference, trust).await;
+                    let answer = ask_one(client, &host, &reference, trust, policy).await;
                     (reference, answer)
                 }
             })
@@ -161,13 +167,61 @@ impl RegistryVoucher {
     }
 }
 
+/// What a trusted signature's provenance must say: built by one of `builders` (empty: any), and
+/// whether the target requires a provenance at all (`require_provenance = true`).
+#[derive(Debug, Clone, Default)]
+pub struct ProvenancePolicy {
+    pub builders: Vec<String>,
+    pub required: bool,
+}
+
+impl ProvenancePolicy {
+    pub fn of(mesh: &Mesh, target: &str) -> ProvenancePolicy {
+        ProvenancePolicy {
+            builders: mesh.signing.trusted_builders.clone(),
+            required: requires_provenance(mesh, target),
+        }
+    }
+
+    /// A trusted signature's verdict once its provenance is judged: the provenance's input digest
+    /// against `inputs` (the manifest's own inputs label, which the decision requires to equal the
+    /// ref's full input digest), its builder against [`ProvenancePolicy::builders`].
+    pub fn judge(
+        &self,
+        signed: SignatureVerdict,
+        provenances: &[crate::mesh::provenance::ReadProvenance],
+        inputs: &str,
+    ) -> SignatureVerdict {
+        use crate::mesh::provenance::{ProvenanceVerdict, judge};
+        match judge(provenances, inputs, &self.builders) {
+            ProvenanceVerdict::Matches { .. } => signed,
+            ProvenanceVerdict::Absent if !self.required => signed,
+            ProvenanceVerdict::Absent => SignatureVerdict::NoProvenance,
+            ProvenanceVerdict::OtherInputs { names } => SignatureVerdict::OtherInputs { names },
+            ProvenanceVerdict::UntrustedBuilder { builder } => {
+                SignatureVerdict::UntrustedBuilder { builder }
+            }
+        }
+    }
+}
+
+/// Whether `target` of `mesh` requires a trusted provenance (`require_provenance = true`).
+pub fn requires_provenance(mesh: &Mesh, target: &str) -> bool {
+    mesh.environments
+        .iter()
+        .any(|e| e.name == target && e.require_provenance)
+}
+
 /// What the registry holds under `reference` and, with `trust`, what its signatures say of the
-/// manifest digest the ref resolves to now. A fault anywhere reads as "holds nothing" (said).
+/// manifest digest the ref resolves to now, and what the provenance a trusted key signed says of
+/// it (one more read: the `.att` manifest, which embeds meshtop's envelopes). A fault anywhere
+/// reads as "holds nothing" (said).
 async fn ask_one(
     client: &RegistryClient,
     host: &str,
     reference: &str,
     trust: &[TrustedKey],
+    policy: &ProvenancePolicy,
 ) -> RegistryAnswer {
     let registry = host.to_string();
     let (path, tag) = repository_in(host, reference);
@@ -193,6 +247,27 @@ async fn ask_one(
                 };
             }
         }
+    };
+    let signature = match signature {
+        SignatureVerdict::Trusted { .. } => {
+            match client.provenance(path, &image.manifest, trust).await {
+                Ok(read) => {
+                    let inputs = image
+                        .labels
+                        .get(crate::mesh::model::INPUTS_LABEL)
+                        .cloned()
+                        .unwrap_or_default();
+                    policy.judge(signature, &read, &inputs)
+                }
+                Err(error) => {
+                    return RegistryAnswer::Failed {
+                        registry,
+                        error: format!("its provenance could not be read: {error}"),
+                    };
+                }
+            }
+        }
+        other => other,
     };
     RegistryAnswer::Holds {
         registry,
@@ -281,18 +356,137 @@ pub async fn artifact_signature(
     }))
 }
 
-/// An artifact that may not move a machine of a `require_signed` target.
+/// What the signed provenance of a recorded artifact says: the manifest it was read for, and the
+/// provenances a trusted key signed for it (empty: none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactProvenance {
+    pub manifest: String,
+    pub provenances: Vec<crate::mesh::provenance::ReadProvenance>,
+    /// Envelopes under its `.att` tag that no trusted key signed for this manifest (or that are
+    /// no SLSA v1 provenance): present, but they say nothing here.
+    pub unverified: usize,
+}
+
+/// The provenance of `entry`'s artifact in the mesh's registry: the first manifest that carries
+/// it (the one the record names, the one its ref resolves to, the artifact itself when it is a
+/// manifest) and what its `.att` holds, verified against `trust`. None: the registry holds no
+/// manifest of this artifact.
+pub async fn artifact_provenance(
+    mesh: &Mesh,
+    entry: &crate::mesh::model::RecordEntry,
+) -> Result<Option<ArtifactProvenance>, AskError> {
+    let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
+    let client = client_for(registry).await?;
+    let (repository, tag) = repository_in(&registry.host, &entry.reference);
+    let mut candidates: Vec<String> = entry.manifest.iter().cloned().collect();
+    if let crate::backends::registry::Published::Present { digest } =
+        client.manifest(repository, tag).await?
+    {
+        candidates.push(digest);
+    }
+    candidates.push(entry.digest.clone());
+    let mut seen = std::collections::BTreeSet::new();
+    for manifest in candidates {
+        if !seen.insert(manifest.clone()) {
+            continue;
+        }
+        let names = match client.artifact_of(repository, &manifest).await {
+            Ok(names) => names,
+            Err(_) if manifest == entry.digest => None,
+            Err(error) => return Err(error.into()),
+        };
+        let is_it = names.as_deref() == Some(entry.digest.as_str())
+            || (names.is_some() && manifest == entry.digest);
+        if !is_it {
+            continue;
+        }
+        let envelopes = client.attestations(repository, &manifest).await?;
+        let provenances =
+            crate::mesh::provenance::verified_for(&manifest, &envelopes, &mesh.signing.trust);
+        return Ok(Some(ArtifactProvenance {
+            unverified: envelopes.len().saturating_sub(provenances.len()),
+            manifest,
+            provenances,
+        }));
+    }
+    Ok(None)
+}
+
+/// The provenances a trusted key signed for manifest `digest` of one of `modules`' repositories
+/// in the mesh's registry (`registry/mesh/module`), asked a few at once: the first module whose
+/// repository holds one, and what it says. None: no such provenance.
+pub async fn provenance_of_manifest(
+    mesh: &Mesh,
+    modules: &[String],
+    digest: &str,
+) -> Result<Option<crate::mesh::provenance::ReadProvenance>, AskError> {
+    let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
+    let client = client_for(registry).await?;
+    let client = &client;
+    let found: Vec<Option<crate::mesh::provenance::ReadProvenance>> =
+        futures_util::stream::iter(modules.iter())
+            .map(|module| async move {
+                let repository = format!("{}/{module}", mesh.name);
+                client
+                    .provenance(&repository, digest, &mesh.signing.trust)
+                    .await
+                    .ok()
+                    .and_then(|read| read.into_iter().next())
+            })
+            .buffered(QUESTIONS_AT_ONCE)
+            .collect()
+            .await;
+    Ok(found.into_iter().flatten().next())
+}
+
+/// An artifact that may not move a machine of a `require_signed` (or `require_provenance`)
+/// target; boxed, as the errors that carry it stay small.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "target {target} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was changed. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
-)]
-pub struct Unsigned {
+#[error("{}", self.0.text())]
+pub struct Unsigned(pub Box<Refused>);
+
+/// What [`Unsigned`] says: the module, its artifact, the target and why.
+#[derive(Debug)]
+pub struct Refused {
     pub module: String,
     /// `ref@short digest`.
     pub artifact: String,
     pub reference: String,
     pub target: String,
     pub why: String,
+    /// Which requirement refused it.
+    pub requirement: Requirement,
+}
+
+/// What a target requires of every artifact that moves a machine there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// `require_signed = true`: a signature by a trusted key.
+    Signature,
+    /// `require_provenance = true`: a provenance a trusted key signed, naming the ref's inputs
+    /// and (with `trusted_builders`) a trusted builder.
+    Provenance,
+}
+
+impl Refused {
+    fn text(&self) -> String {
+        let Refused {
+            module,
+            artifact,
+            reference,
+            target,
+            why,
+            requirement,
+        } = self;
+        match requirement {
+            Requirement::Signature => format!(
+                "target {target} requires signed artifacts (require_signed = true): module {module}'s artifact {artifact} carries no signature by a key the mesh trusts ({why}); nothing was changed. Sign it where it is published (meshtop converge --publish --sign-key FILE, or cosign sign --key FILE {reference}@<manifest digest>)"
+            ),
+            Requirement::Provenance => format!(
+                "target {target} requires a signed provenance (require_provenance = true): module {module}'s artifact {artifact} does not carry one that vouches ({why}); nothing was changed. Publish it where it is built (meshtop converge --publish --sign-key FILE attests it), or attach one: cosign attest --key FILE --type slsaprovenance1 --predicate FILE {reference}@<manifest digest>"
+            ),
+        }
+    }
 }
 
 /// Whether `target` of `mesh` requires signed artifacts (`require_signed = true`).
@@ -314,13 +508,17 @@ pub async fn require_signed(
     entries: Vec<(String, crate::mesh::model::RecordEntry)>,
     db: &std::sync::Mutex<crate::backends::state::StateDb>,
 ) -> Result<Vec<(String, crate::mesh::model::RecordEntry)>, Unsigned> {
-    if !requires_signed(mesh, target) {
+    let attested = requires_provenance(mesh, target);
+    if !requires_signed(mesh, target) && !attested {
         return Ok(entries);
     }
     let trusted = |key: &str| mesh.signing.trust.iter().any(|k| k.name == key);
     let mut verified = Vec::with_capacity(entries.len());
     for (module, entry) in entries {
         if entry.manifest.is_some() && entry.signed_by.as_deref().is_some_and(trusted) {
+            if attested {
+                check_provenance(mesh, target, &module, &entry).await?;
+            }
             verified.push((module, entry));
             continue;
         }
@@ -334,19 +532,80 @@ pub async fn require_signed(
                 verdict: SignatureVerdict::Trusted { key },
             }) => {
                 let entry = entry.with_manifest(Some(manifest), Some(key));
+                if attested {
+                    check_provenance(mesh, target, &module, &entry).await?;
+                }
                 verified.push((module, entry));
                 continue;
             }
             Ok(signature) => signature.words(),
             Err(error) => format!("its signatures could not be read: {error}"),
         };
-        return Err(Unsigned {
+        return Err(Unsigned(Box::new(Refused {
             artifact: crate::mesh::environments::artifact_text(Some(&entry)),
             reference: entry.reference.clone(),
             target: target.to_string(),
             module,
             why,
-        });
+            requirement: Requirement::Signature,
+        })));
     }
     Ok(verified)
+}
+
+/// On a `require_provenance` target: the verified manifest of `entry` must carry a provenance a
+/// trusted key signed, naming the inputs the manifest's own inputs label says (the ref's, as
+/// meshtop labels it) and, with `trusted_builders`, a trusted builder. Two small reads (the
+/// image's config for its inputs label, the `.att` manifest); a registry that cannot be asked
+/// refuses.
+async fn check_provenance(
+    mesh: &Mesh,
+    target: &str,
+    module: &str,
+    entry: &crate::mesh::model::RecordEntry,
+) -> Result<(), Unsigned> {
+    let refuse = |why: String| {
+        Unsigned(Box::new(Refused {
+            artifact: crate::mesh::environments::artifact_text(Some(entry)),
+            reference: entry.reference.clone(),
+            target: target.to_string(),
+            module: module.to_string(),
+            why,
+            requirement: Requirement::Provenance,
+        }))
+    };
+    let Some(manifest) = entry.manifest.as_deref() else {
+        return Err(refuse("no manifest of it is known".into()));
+    };
+    let asked = async {
+        let registry = mesh.registry.as_ref().ok_or(AskError::NoRegistry)?;
+        let client = client_for(registry).await?;
+        let (repository, _) = repository_in(&registry.host, &entry.reference);
+        let inputs = client
+            .image(repository, manifest)
+            .await?
+            .and_then(|image| image.labels.get(crate::mesh::model::INPUTS_LABEL).cloned())
+            .unwrap_or_default();
+        let read = client
+            .provenance(repository, manifest, &mesh.signing.trust)
+            .await?;
+        Ok::<_, AskError>((inputs, read))
+    };
+    let (inputs, read) = asked
+        .await
+        .map_err(|error| refuse(format!("its provenance could not be read: {error}")))?;
+    let policy = ProvenancePolicy {
+        builders: mesh.signing.trusted_builders.clone(),
+        required: true,
+    };
+    let signed = SignatureVerdict::Trusted { key: String::new() };
+    match policy.judge(signed, &read, &inputs) {
+        SignatureVerdict::Trusted { .. } => Ok(()),
+        refused => Err(refuse(format!(
+            "manifest {}: {}: {}",
+            crate::mesh::text::short_id(manifest),
+            refused.words(),
+            crate::mesh::decide::refusal_detail(&refused)
+        ))),
+    }
 }

@@ -49,6 +49,15 @@ pub enum SignatureVerdict {
     /// A trusted key's signature, but its payload names `names`, not this digest (a signature
     /// copied from another artifact).
     OtherDigest { names: String },
+    /// A trusted key signed it, but the provenance it signed says it was built from other inputs
+    /// (`names` the provenance's input digest) than the ref's.
+    OtherInputs { names: String },
+    /// A trusted key signed it and its provenance names these inputs, but a builder the mesh does
+    /// not list in `trusted_builders`.
+    UntrustedBuilder { builder: String },
+    /// A trusted key signed it, but no provenance a trusted key signed is attached, where the
+    /// target requires one (`require_provenance = true`).
+    NoProvenance,
 }
 
 impl SignatureVerdict {
@@ -68,6 +77,9 @@ impl SignatureVerdict {
             SignatureVerdict::Unsigned => "✗ unsigned".into(),
             SignatureVerdict::UntrustedKey => "✗ untrusted key".into(),
             SignatureVerdict::OtherDigest { .. } => "✗ signature names another digest".into(),
+            SignatureVerdict::OtherInputs { .. } => "✗ built from other inputs".into(),
+            SignatureVerdict::UntrustedBuilder { .. } => "✗ untrusted builder".into(),
+            SignatureVerdict::NoProvenance => "✗ no provenance".into(),
         }
     }
 }
@@ -380,11 +392,6 @@ pub fn append_signature(
     signature: &str,
 ) -> Result<Option<SignatureImage>, FormatError> {
     let digest = sha256_digest(payload);
-    let mut manifest = match existing {
-        Some(bytes) => serde_json::from_slice::<Value>(bytes)
-            .map_err(|e| FormatError::Image(format!("its manifest is not JSON ({e})")))?,
-        None => json!({ "schemaVersion": 2, "mediaType": OCI_MANIFEST_MEDIA_TYPE }),
-    };
     if let Some(bytes) = existing {
         let layers = all_layers(bytes)?;
         if read_signature_layers(&layers)
@@ -393,8 +400,41 @@ pub fn append_signature(
         {
             return Ok(None);
         }
-        // One more would make a `.sig` no reader of meshtop judges: refused, said.
-        if layers.len() >= MAX_SIGNATURE_LAYERS {
+    }
+    let layer = json!({
+        "mediaType": SIMPLE_SIGNING_MEDIA_TYPE,
+        "size": payload.len(),
+        "digest": digest,
+        "annotations": { SIGNATURE_ANNOTATION: signature },
+    });
+    append_layer(existing, layer, "", MAX_SIGNATURE_LAYERS)
+}
+
+/// The image (a `.sig` or an `.att`: one OCI manifest, one layer per signature or envelope) holding
+/// the layers of `existing` and `layer`, with the config cosign writes for it. None when a layer
+/// of `existing` has the digest `same` already (an empty `same` never matches). Refused when one
+/// more layer would make more than `max` (no reader of meshtop would judge it).
+pub fn append_layer(
+    existing: Option<&[u8]>,
+    layer: Value,
+    same: &str,
+    max: usize,
+) -> Result<Option<SignatureImage>, FormatError> {
+    let mut manifest = match existing {
+        Some(bytes) => serde_json::from_slice::<Value>(bytes)
+            .map_err(|e| FormatError::Image(format!("its manifest is not JSON ({e})")))?,
+        None => json!({ "schemaVersion": 2, "mediaType": OCI_MANIFEST_MEDIA_TYPE }),
+    };
+    if let Some(bytes) = existing {
+        let layers = all_layers(bytes)?;
+        if !same.is_empty()
+            && layers
+                .iter()
+                .any(|l| l.get("digest").and_then(Value::as_str) == Some(same))
+        {
+            return Ok(None);
+        }
+        if layers.len() >= max {
             return Err(FormatError::TooManyLayers {
                 count: layers.len() + 1,
             });
@@ -405,12 +445,7 @@ pub fn append_signature(
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    layers.push(json!({
-        "mediaType": SIMPLE_SIGNING_MEDIA_TYPE,
-        "size": payload.len(),
-        "digest": digest,
-        "annotations": { SIGNATURE_ANNOTATION: signature },
-    }));
+    layers.push(layer);
     let diff_ids: Vec<Value> = layers
         .iter()
         .filter_map(|l| l.get("digest").cloned())

@@ -426,6 +426,17 @@ pub fn refusal_detail(signature: &SignatureVerdict) -> String {
                 short_id(names)
             )
         }
+        SignatureVerdict::OtherInputs { names } => format!(
+            "its signed provenance names inputs {}, not this ref's",
+            short_id(names)
+        ),
+        SignatureVerdict::UntrustedBuilder { builder } => {
+            format!("its signed provenance names builder {builder}, not one of trusted_builders")
+        }
+        SignatureVerdict::NoProvenance => {
+            "no provenance signed by a trusted key under its .att tag (the target requires one)"
+                .into()
+        }
         SignatureVerdict::Unverified | SignatureVerdict::Trusted { .. } => String::new(),
     }
 }

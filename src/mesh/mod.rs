@@ -21,6 +21,7 @@ pub mod plan;
 pub mod platform;
 pub mod pool;
 pub mod progress;
+pub mod provenance;
 pub mod refs;
 pub mod schedule;
 pub mod sealed_key;

@@ -79,6 +79,12 @@ pub struct Signing {
     /// `--sign-key` / `MESHTOP_SIGNING_KEY` (never the mesh file, which is committed): signs every
     /// artifact a converge pushes.
     pub key: Option<crate::mesh::cosign::SigningKey>,
+    /// `trusted_builders = [...]` in [mesh]: the builder ids whose provenance lets the registry
+    /// vouch (empty: any builder a trusted key attested).
+    pub trusted_builders: Vec<String>,
+    /// `builder_id = "…"` in [mesh]: the builder id this mesh's provenance names (else
+    /// `MESHTOP_BUILDER_ID`, else `meshtop://host/<hostname>`).
+    pub builder_id: Option<String>,
 }
 
 /// The name of a mesh file's single `[target]` table (and of the embedded Docker default).
@@ -107,6 +113,9 @@ pub struct Environment {
     pub line: usize,
     /// `require_signed = true`: a promote here refuses an artifact no trusted key signed.
     pub require_signed: bool,
+    /// `require_provenance = true`: nothing reaches a machine here without a trusted provenance
+    /// naming its inputs.
+    pub require_provenance: bool,
 }
 
 impl Environment {
@@ -120,6 +129,7 @@ impl Environment {
             rollout_deadline: None,
             line: 0,
             require_signed: false,
+            require_provenance: false,
         }
     }
 }

@@ -100,6 +100,13 @@ fn held_cell(held: &RegistryHeld, vouched: bool, form: RegForm, palette: Palette
             "✗",
             palette.bad(),
         ),
+        SignatureVerdict::OtherInputs { .. } => {
+            ("✗ built from other inputs", "✗ inputs", "✗", palette.bad())
+        }
+        SignatureVerdict::UntrustedBuilder { .. } => {
+            ("✗ untrusted builder", "✗ builder", "✗", palette.bad())
+        }
+        SignatureVerdict::NoProvenance => ("✗ no provenance", "✗ no prov.", "✗", palette.bad()),
     };
     let text = match form {
         RegForm::Full => full,

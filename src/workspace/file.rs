@@ -294,7 +294,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         registry: header.registry,
         publish: header.publish,
         multi_platform: header.multi_platform,
-        signing: crate::mesh::model::Signing { trust, key: None },
+        signing: crate::mesh::model::Signing {
+            trust,
+            key: None,
+            trusted_builders: header
+                .trusted_builders
+                .into_iter()
+                .map(toml::Spanned::into_inner)
+                .collect(),
+            builder_id: keys::builder_id(header.builder_id),
+        },
         targets: targets.targets,
         environments: targets.environments,
         rollout_deadline: targets.rollout_deadline,

@@ -11,6 +11,7 @@
 //! - `local_registry`: the real registry on 127.0.0.1:5000 and the docker CLI;
 //! - `registry_proxy`: the real registry behind a login, or open with a hook on deletes;
 //! - `second_daemon`: the builder pool's second Docker daemon and the clean-up of a mesh there;
+//! - `provenance`: attestations read and written from the DSSE, in-toto and SLSA specs (p256, curl);
 //! - `signing`: cosign's signatures made and checked with openssl and curl, the mesh with `trust`;
 //! - `sshd`: a real OpenSSH server on loopback, for builders reached over `ssh://`;
 //! - `team`: the example mesh on the API test server for several state files (people, CI);
@@ -29,6 +30,7 @@ pub mod kube_rbac;
 pub mod kube_rules;
 pub mod local_registry;
 pub mod mesh_file;
+pub mod provenance;
 pub mod registry_proxy;
 pub mod second_daemon;
 pub mod signing;

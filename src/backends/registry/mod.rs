@@ -2,6 +2,7 @@
 //! deletes there (`writes`), the client and its transports (`client`), its auth flows (`auth`).
 //! The push of an image through the daemon is the daemon's (`backends::daemon::push`).
 
+mod attestations;
 mod auth;
 mod client;
 mod reads;

@@ -125,7 +125,7 @@ impl RegistryClient {
 
     /// Upload `bytes` as a blob (a monolithic upload: POST, then PUT with its digest), unless the
     /// registry holds it already.
-    async fn put_blob(
+    pub(super) async fn put_blob(
         &self,
         repository: &str,
         bytes: Bytes,

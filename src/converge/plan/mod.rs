@@ -124,8 +124,9 @@ pub async fn dry_run_watched(
     memo: Option<&WalkMemo>,
 ) -> Result<Plan, PlanError> {
     let mesh = ctx.mesh;
+    let target = ctx.target.name.clone();
     let mut planner = Planner::new(ctx, daemon);
-    planner.use_registry(RegistryVoucher::for_mesh(mesh).await);
+    planner.use_registry(RegistryVoucher::for_mesh(mesh, &target).await);
     let selected: Vec<&Module> = mesh
         .modules
         .iter()

@@ -1,5 +1,6 @@
 //! Signing what a converge pushes (`--sign-key`, `MESHTOP_SIGNING_KEY`): a cosign signature of the
-//! pushed manifest digest, appended beside any other signer's under its `.sig` tag. Every push
+//! pushed manifest digest, appended beside any other signer's under its `.sig` tag, and its SLSA
+//! provenance signed with the same key under its `.att` tag (`converge::attest`). Every push
 //! signs through here: the target's (`--publish`, a Kubernetes delivery), the pool's hand-overs
 //! and base pushes (`converge/place.rs`), and the index a multi-platform build pushed
 //! (`converge/build.rs`).
@@ -29,6 +30,8 @@ pub(crate) async fn sign_pushed(
     let client = RegistryClient::new(registry, creds)?;
     let (repository, _) = repository_in(&registry.host, reference);
     client.sign(repository, digest, key).await?;
+    crate::converge::attest::attest_pushed(&client, mesh, key, reference, digest, module, emitter)
+        .await?;
     emitter.emit(
         Payload::Delivered {
             reference: reference.to_string(),
@@ -38,7 +41,7 @@ pub(crate) async fn sign_pushed(
         },
         Some(module),
         format!(
-            "signed {repository}@{} (cosign, tag sha256-{}….sig)",
+            "signed {repository}@{} and attested its provenance (cosign, tags sha256-{}….sig and .att)",
             short_id(digest),
             short_id(digest)
         ),

@@ -24,6 +24,8 @@ const MESH_KEYS: &[&str] = &[
     "publish",
     "trust",
     "multi_platform",
+    "trusted_builders",
+    "builder_id",
 ];
 const TARGET_KEYS: &[&str] = &["kind", "namespace", "context", "rollout_deadline"];
 const MODULE_KEYS: &[&str] = &[
@@ -53,6 +55,10 @@ pub(super) struct Header {
     pub multi_platform: MultiPlatform,
     /// `trust = [...]`: public key paths as written (relative to the mesh file), with their spans.
     pub trust: Vec<Spanned<String>>,
+    /// `trusted_builders = [...]`: the builder ids whose provenance vouches (empty: any).
+    pub trusted_builders: Vec<Spanned<String>>,
+    /// `builder_id = "…"`: what this mesh's builds name as their builder in their provenance.
+    pub builder_id: Option<String>,
 }
 
 pub(super) struct RawModule {
@@ -152,8 +158,35 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
         Some(list) => list.into_inner(),
         None => Vec::new(),
     };
+    let trusted_builders = match mesh.string_list(
+        src,
+        "trusted_builders",
+        "[\"https://ci.example/builder\"]",
+    )? {
+        Some(list) if list.get_ref().is_empty() => {
+            return Err(src.err(
+                &list.span(),
+                "`trusted_builders` in [mesh] is empty: no provenance could ever vouch",
+                "list the builder ids CI's provenance names (its builder_id or MESHTOP_BUILDER_ID), or remove the key to trust any builder",
+            ));
+        }
+        Some(list) => list.into_inner(),
+        None => Vec::new(),
+    };
+    if let Some(first) = trusted_builders.first().filter(|_| trust.is_empty()) {
+        return Err(src.err(
+            &first.span(),
+            "`trusted_builders` in [mesh] is set but `trust` is not: a provenance is only read when a trusted key signed it",
+            "add trust = [\"keys/ci.pub\"] (the public keys CI signs with), or remove trusted_builders",
+        ));
+    }
+    let builder_id = mesh
+        .string(src, "builder_id", "\"https://ci.example/builder\"")?
+        .map(Spanned::into_inner);
     Ok(Header {
         trust,
+        trusted_builders,
+        builder_id,
         publish,
         multi_platform,
         name: name.into_inner(),

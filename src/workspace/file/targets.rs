@@ -25,6 +25,7 @@ const NAMED_KEYS: &[&str] = &[
     "promote_from",
     "policy",
     "require_signed",
+    "require_provenance",
 ];
 
 type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
@@ -166,10 +167,14 @@ fn one(src: &Source<'_>, item: Value<'_, '_>, mesh_name: &str) -> Result<Raw, Me
     let require_signed = section
         .boolean(src, "require_signed")?
         .is_some_and(Spanned::into_inner);
+    let require_provenance = section
+        .boolean(src, "require_provenance")?
+        .is_some_and(Spanned::into_inner);
     Ok(Raw {
         span: section.span.clone(),
         environment: Environment {
             require_signed,
+            require_provenance,
             name: name.get_ref().clone(),
             promote_from: promote_from.as_ref().map(|p| p.get_ref().clone()),
             policy,

@@ -50,16 +50,24 @@ pub(super) fn require_signed_has_trust(
     environments: &[Environment],
     trust: &[TrustedKey],
 ) -> Result<(), MeshError> {
-    match environments.iter().find(|e| e.require_signed) {
+    match environments
+        .iter()
+        .find(|e| e.require_signed || e.require_provenance)
+    {
         Some(strict) if trust.is_empty() => Err(MeshError::at(
             src.file,
             Some(strict.line),
             None,
             format!(
-                "target {} requires signed artifacts (require_signed = true), but [mesh] trusts no key",
-                strict.name
+                "target {} requires {}, but [mesh] trusts no key",
+                strict.name,
+                if strict.require_signed {
+                    "signed artifacts (require_signed = true)"
+                } else {
+                    "a signed provenance (require_provenance = true)"
+                }
             ),
-            "add trust = [\"keys/ci.pub\"] under [mesh] (the public keys CI signs with), or remove require_signed",
+            "add trust = [\"keys/ci.pub\"] under [mesh] (the public keys CI signs with), or remove require_signed / require_provenance",
         )),
         _ => Ok(()),
     }

@@ -1,0 +1,94 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+fn key() -> SigningKey {
+    // A fixed P-256 key (PKCS#8), for tests only.
+    let secret = p256::SecretKey::from_slice(&[7u8; 32]).unwrap();
+    let pem =
+        p256::pkcs8::EncodePrivateKey::to_pkcs8_pem(&secret, p256::pkcs8::LineEnding::LF).unwrap();
+    cosign::read_private_key(&pem).unwrap()
+}
+
+fn provenance() -> Provenance {
+    Provenance {
+        subject: "127.0.0.1:5000/demo/web".into(),
+        manifest: format!("sha256:{}", "a".repeat(64)),
+        module: "web".into(),
+        inputs: format!("sha256:{}", "b".repeat(64)),
+        builder_id: "https://ci.example/builder".into(),
+        invocation_id: "op-1".into(),
+        ..Provenance::default()
+    }
+}
+
+#[test]
+fn pae_is_dsse_protocols_example() {
+    // secure-systems-lab/dsse protocol.md, "Test Vectors".
+    assert_eq!(
+        pae("http://example.com/HelloWorld", b"hello world"),
+        b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+    );
+}
+
+#[test]
+fn a_signed_provenance_reads_back_and_judges_by_inputs_and_builder() {
+    let key = key();
+    let trusted = [key.public("keys/ci.pub")];
+    let p = provenance();
+    let envelope = envelope(&statement(&p), &key);
+    let read = verified_for(&p.manifest, std::slice::from_ref(&envelope), &trusted);
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].inputs.as_deref(), Some(p.inputs.as_str()));
+    assert_eq!(
+        judge(&read, &p.inputs, &[]),
+        ProvenanceVerdict::Matches {
+            builder: p.builder_id.clone()
+        }
+    );
+    assert!(matches!(
+        judge(&read, "sha256:other", &[]),
+        ProvenanceVerdict::OtherInputs { .. }
+    ));
+    assert!(matches!(
+        judge(&read, &p.inputs, &["https://other".into()]),
+        ProvenanceVerdict::UntrustedBuilder { .. }
+    ));
+    // Another digest's provenance, or an untrusted key's, says nothing of this one.
+    assert!(
+        verified_for(
+            &format!("sha256:{}", "c".repeat(64)),
+            std::slice::from_ref(&envelope),
+            &trusted
+        )
+        .is_empty()
+    );
+    let other = cosign::read_private_key(
+        &p256::pkcs8::EncodePrivateKey::to_pkcs8_pem(
+            &p256::SecretKey::from_slice(&[9u8; 32]).unwrap(),
+            p256::pkcs8::LineEnding::LF,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(verified_for(&p.manifest, &[envelope], &[other.public("x")]).is_empty());
+    assert_eq!(judge(&[], &p.inputs, &[]), ProvenanceVerdict::Absent);
+}
+
+#[test]
+fn attestation_layers_carry_the_envelope_and_are_appended_once() {
+    let envelope = envelope(&statement(&provenance()), &key());
+    let image = append_attestation(None, &envelope).unwrap().unwrap();
+    let layers = attestation_layers(&image.manifest).unwrap();
+    assert_eq!(layers.len(), 1);
+    assert_eq!(layers[0].embedded.as_deref(), Some(envelope.as_slice()));
+    assert!(
+        append_attestation(Some(&image.manifest), &envelope)
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        attestation_tag(&format!("sha256:{}", "a".repeat(64))).unwrap(),
+        format!("sha256-{}.att", "a".repeat(64))
+    );
+}
