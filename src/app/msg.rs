@@ -174,6 +174,8 @@ pub enum ViewRequest {
     Stats { since_ms: Option<i64> },
     /// Every target of the mesh read, as `meshtop status --all-targets` reads them.
     Environments,
+    /// One operation's timeline (by its uuid) and each module's median build.
+    Timeline { operation_id: String },
 }
 
 /// What a view's read answered.
@@ -182,6 +184,7 @@ pub enum ViewData {
     Gc(Box<GcReport>),
     Stats(Box<Stats>),
     Environments(Box<Grid>),
+    Timeline(Box<super::view_state::TimelineRead>),
 }
 
 /// What the registry said of one ref.

@@ -8,6 +8,14 @@ use crate::mesh::environments::Grid;
 use crate::mesh::gc::GcReport;
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::stats::Stats;
+use crate::mesh::timeline::Timeline;
+
+/// An operation's timeline as read, and each module's median build (what a skip saved).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimelineRead {
+    pub timeline: Timeline,
+    pub medians: BTreeMap<String, i64>,
+}
 
 /// One view's latest answer.
 #[derive(Debug, Clone)]
@@ -35,6 +43,8 @@ impl<T> Default for Loaded<T> {
 pub struct ViewState {
     pub gc: Loaded<GcReport>,
     pub stats: Loaded<Stats>,
+    /// The timeline view's operation as the state database kept it.
+    pub timeline: Loaded<TimelineRead>,
     /// The environments view: every target read, and the cell selected (module row, target column).
     pub environments: Loaded<Grid>,
     pub cell: (usize, usize),

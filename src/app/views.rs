@@ -90,6 +90,9 @@ pub fn loaded(
         ViewRequest::Environments => {
             super::environments::loaded(state, at_ms, result);
         }
+        ViewRequest::Timeline { operation_id } => {
+            super::timeline::loaded(state, &operation_id, at_ms, result);
+        }
     }
     Vec::new()
 }

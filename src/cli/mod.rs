@@ -26,6 +26,7 @@ mod send;
 mod setup;
 mod stats;
 mod status;
+pub(crate) mod trace;
 mod verify;
 mod watch;
 
@@ -125,6 +126,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Stats(args) => stats::run(&global, args).await,
             Command::Watch(args) => watch::run(&global, args).await,
             Command::Logs(args) => logs::run(&global, args).await,
+            Command::Trace(args) => trace::run(&global, args).await,
         }
     });
     report(outcome)

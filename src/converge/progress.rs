@@ -7,6 +7,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::backends::state::{NewEvent, StateDb};
 use crate::mesh::operation::OperationKind;
+use crate::mesh::timeline::Timeline;
 pub use crate::mesh::progress::{LastWord, Payload, Progress, Step};
 
 pub type ProgressTx = UnboundedSender<Progress>;
@@ -26,6 +27,16 @@ pub struct Emitter {
     pub operation: Option<i64>,
     tx: Option<ProgressTx>,
     deferred: Arc<Mutex<Vec<NewEvent>>>,
+    /// The operation's timeline, folded from each step as it is emitted (timed then, not when a
+    /// deferred step is written) and kept when it ends; None when `MESHTOP_TIMELINE=off`.
+    timeline: Option<Arc<Mutex<Timeline>>>,
+}
+
+/// Set to `off` to keep no timeline (what the recording's overhead is measured against).
+pub const TIMELINE_ENV: &str = "MESHTOP_TIMELINE";
+
+fn records_timeline() -> bool {
+    std::env::var(TIMELINE_ENV).map_or(true, |v| v != "off")
 }
 
 impl Emitter {
@@ -57,6 +68,8 @@ impl Emitter {
             operation,
             tx,
             deferred: Arc::new(Mutex::new(Vec::new())),
+            timeline: records_timeline()
+                .then(|| Arc::new(Mutex::new(Timeline::new(operation_id, operation)))),
         }
     }
 
@@ -65,6 +78,11 @@ impl Emitter {
         // Builder output and errors carry colours: stored and shown plain.
         let text = crate::mesh::text::plain(&text).into_owned();
         let step = payload.step();
+        if let Some(timeline) = &self.timeline
+            && let Ok(mut timeline) = timeline.lock()
+        {
+            timeline.fold(crate::timefmt::now_ms(), module, &payload, &text);
+        }
         let event = NewEvent {
             mesh: self.mesh.clone(),
             operation_id: self.operation_id.clone(),
@@ -114,6 +132,7 @@ impl Emitter {
             );
             return;
         };
+        self.keep_timeline(&db);
         if let Err(error) =
             db.finish_operation(&batch, &self.mesh, &self.target, &self.operation_id)
         {
@@ -128,6 +147,21 @@ impl Emitter {
     /// How the operation is named to a person: `#142` (or the uuid's start without a short id).
     pub fn label(&self) -> String {
         crate::mesh::progress::operation_label(self.operation, &self.operation_id)
+    }
+
+    /// The timeline so far (None when none is recorded).
+    pub fn timeline(&self) -> Option<Timeline> {
+        self.timeline.as_ref()?.lock().ok().map(|t| t.clone())
+    }
+
+    /// Keep the ended operation's timeline; one that cannot be kept is logged, never fatal.
+    fn keep_timeline(&self, db: &StateDb) {
+        let Some(timeline) = self.timeline() else {
+            return;
+        };
+        if let Err(error) = db.save_timeline(&self.mesh, &timeline) {
+            tracing::warn!("cannot keep the operation's timeline: {error}");
+        }
     }
 
     fn take_deferred(&self) -> Vec<NewEvent> {

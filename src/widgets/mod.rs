@@ -16,6 +16,7 @@ pub mod modules;
 pub mod operation;
 pub mod record_history;
 pub mod stats;
+pub mod timeline;
 
 pub use lines::Palette;
 

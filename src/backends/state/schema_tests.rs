@@ -676,3 +676,42 @@ fn migration_14_keeps_every_record_entry_and_a_stamp_keeps_its_manifest_and_sign
         .unwrap();
     assert!(db.vouched_here("demo").unwrap().contains("sha256:2"));
 }
+
+#[test]
+fn migration_15_keeps_every_row_of_a_version_14_database_and_adds_timelines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v14 = Connection::open(&path).unwrap();
+    for migration in &MIGRATIONS[..14] {
+        v14.execute_batch(migration).unwrap();
+    }
+    v14.pragma_update(None, "user_version", 14).unwrap();
+    v14.execute_batch(
+        "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, operation_id, manifest, signed_by) \
+         VALUES ('demo', 'default', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1', 'sha256:m1', NULL);
+         INSERT INTO operations (mesh, number, uuid, kind, started_ms, target) VALUES ('demo', 1, 'op-1', 'converge', 5, 'default');
+         INSERT INTO events (at_ms, mesh, operation_id, kind, module, text, payload) \
+         VALUES (6, 'demo', 'op-1', 'started', NULL, 'converge of 1 module(s)', '{\"step\":\"started\",\"modules\":1}');",
+    )
+    .unwrap();
+    let tables = ["records", "operations", "events", "builds", "sends"];
+    let before: Vec<Vec<Vec<String>>> = tables.iter().map(|t| all_rows(&v14, t)).collect();
+    drop(v14);
+    let db = super::super::StateDb::open(&path).unwrap();
+    drop(db);
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let after: Vec<Vec<Vec<String>>> = tables.iter().map(|t| all_rows(&conn, t)).collect();
+    assert_eq!(before, after, "every row of schema 14 kept as it was");
+    assert!(all_rows(&conn, "timelines").is_empty());
+    drop(conn);
+    // The operation from before has no timeline kept; its events still fold into one.
+    let db = super::super::StateDb::open(&path).unwrap();
+    assert_eq!(db.timeline("op-1").unwrap(), None);
+    let events = db.operation_events("op-1").unwrap();
+    let timeline = crate::mesh::timeline::Timeline::from_events(&events);
+    assert_eq!((timeline.operation, timeline.started_ms), (Some(1), 6));
+}
