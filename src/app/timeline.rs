@@ -9,7 +9,7 @@ use crate::mesh::timeline::Timeline;
 use super::keys::Mode;
 use super::msg::{Effect, SourceError, ViewData, ViewRequest};
 use super::state::{AppState, Detail, OperationView};
-use super::view_state::{Loaded, TimelineRead};
+use super::view_state::Loaded;
 
 /// Fold one step the operation pane follows into its timeline.
 pub fn fold(view: &mut OperationView, event: &EventRow) {

@@ -54,7 +54,15 @@ pub fn timeline_lines(
     width: usize,
     palette: Palette,
 ) -> Vec<Line> {
-    let mut lines: Vec<Line> = vec![(summary.line(), palette.heading())];
+    // The account's one line, broken before the builders so that it reads on a narrow screen.
+    let line = summary.line();
+    let mut lines: Vec<Line> = match line.split_once(" · builders") {
+        Some((path, rest)) => vec![
+            (path.to_string(), palette.heading()),
+            (format!("builders{rest}"), palette.heading()),
+        ],
+        None => vec![(line, palette.heading())],
+    };
     if timeline.modules.is_empty() {
         lines.push(("no module steps in this operation".into(), palette.dim()));
         return lines;
@@ -277,13 +285,10 @@ mod tests {
             s.builder = Some(builder.into());
             s
         };
-        Timeline {
-            operation_id: "0192-op".into(),
-            operation: Some(42),
-            started_ms: 0,
-            ended_ms: Some(14_100),
-            first_tier_ms: Some(300),
-            modules: vec![
+        let mut timeline = Timeline::new("0192-op", Some(42));
+        timeline.ended_ms = Some(14_100);
+        timeline.first_tier_ms = Some(300);
+        timeline.modules = vec![
                 module(
                     "base",
                     0,
@@ -330,9 +335,8 @@ mod tests {
                         span(Phase::Rollout, 13_600, 14_000),
                     ],
                 ),
-            ],
-            ..Timeline::default()
-        }
+            ];
+        timeline
     }
 
     fn screen(width: u16, height: u16) -> String {
