@@ -170,6 +170,18 @@ impl ModuleTimeline {
         self.spans.iter().map(|s| s.end_or(now_ms)).max()
     }
 
+    /// When it was ready for what waited on it: its last build's end (a tier delivers its
+    /// modules one after another once all its builds ended, so a delivery's end says more of the
+    /// tier's order than of the module), else its last span's end.
+    pub fn ready(&self, now_ms: i64) -> Option<i64> {
+        self.spans
+            .iter()
+            .rev()
+            .find(|s| s.phase == Phase::Build)
+            .map(|s| s.end_or(now_ms))
+            .or_else(|| self.end(now_ms))
+    }
+
     /// The builder its (last) build ran on.
     pub fn builder(&self) -> Option<&str> {
         self.spans
@@ -250,6 +262,11 @@ pub struct Timeline {
     /// timeline read back has begun.
     #[serde(skip, default = "begun")]
     begun: bool,
+    /// When the engine last finished a piece of some module's work (a build, a delivery): a tier
+    /// delivers its modules one after another once its builds ended, so a delivery began no
+    /// earlier than this.
+    #[serde(skip)]
+    last_done_ms: i64,
 }
 
 fn begun() -> bool {
@@ -349,6 +366,16 @@ impl Timeline {
     }
 
     fn module_step(&mut self, at_ms: i64, name: &str, payload: &Payload, text: &str) {
+        let done_before = self.last_done_ms;
+        if matches!(
+            payload,
+            Payload::Built { .. }
+                | Payload::Failed { .. }
+                | Payload::Delivered { .. }
+                | Payload::Requeued { .. }
+        ) {
+            self.last_done_ms = self.last_done_ms.max(at_ms);
+        }
         let module = self.entry(name, at_ms);
         match payload {
             Payload::Queued { .. } => {
@@ -397,7 +424,7 @@ impl Timeline {
                     span.label = clip(&format!("put back: {from} failed it ({error})"));
                 }
             }
-            Payload::Delivered { by, .. } => delivered(module, at_ms, by),
+            Payload::Delivered { by, .. } => delivered(module, at_ms, done_before, by),
             Payload::Send { machine, .. } => {
                 let mut span = Span::open(Phase::Rollout, at_ms);
                 span.label = machine.clone();
@@ -483,7 +510,9 @@ fn output(module: &mut ModuleTimeline, at_ms: i64, step: Option<(u32, u32)>, tex
     }
 }
 
-fn delivered(module: &mut ModuleTimeline, at_ms: i64, by: &DeliveredBy) {
+/// A delivery ended at `at_ms`; it began when its module was ready, or after the work the engine
+/// finished before it (`done_before`), whichever came last.
+fn delivered(module: &mut ModuleTimeline, at_ms: i64, done_before: i64, by: &DeliveredBy) {
     let phase = match by {
         DeliveredBy::Published { .. } | DeliveredBy::Pushed { .. } | DeliveredBy::Signed { .. } => {
             Phase::Push
@@ -508,6 +537,7 @@ fn delivered(module: &mut ModuleTimeline, at_ms: i64, by: &DeliveredBy) {
         Some(span) => {
             span.phase = phase;
             span.label = label.to_string();
+            span.start_ms = span.start_ms.max(done_before.min(at_ms));
             span.end_ms = Some(at_ms.max(span.start_ms));
         }
         None => {

@@ -30,7 +30,7 @@ pub struct TimelineSummary {
     pub operation: Option<i64>,
     /// Modules, first to last: each waited on the one before it.
     pub critical_path: Vec<String>,
-    /// The chain's own time: each of its modules from its tier's start to its end.
+    /// The chain's own time: each of its modules from its tier's start to its build's end.
     pub critical_ms: i64,
     pub total_ms: i64,
     pub builders: Vec<BuilderBusy>,
@@ -97,14 +97,15 @@ fn placed(timeline: &Timeline, now_ms: i64) -> Vec<Placed<'_>> {
             Some(Placed {
                 module,
                 start: module.active_start()?,
-                end: module.end(now_ms)?,
+                end: module.ready(now_ms)?,
             })
         })
         .collect()
 }
 
-/// The critical path: the module that ended last, then the one it waited on (of the tiers before
-/// its own, the one that ended last before it began — its base when two ended at once), and so on.
+/// The critical path: the module ready last (its build ended last; see
+/// [`ModuleTimeline::ready`]), then the one it waited on (of the tiers before its own, the one
+/// ready last before it began — its base when two were ready at once), and so on.
 /// Tiers wait for each other, so what a module waited on is the slowest of the tier before, which
 /// is its base unless a sibling of its base took longer.
 pub fn critical_path(timeline: &Timeline, now_ms: i64) -> Vec<&ModuleTimeline> {
@@ -219,7 +220,7 @@ pub fn summarize(
     let path = critical_path(timeline, now_ms);
     let critical_ms = path
         .iter()
-        .filter_map(|m| Some(m.end(now_ms)? - m.active_start()?))
+        .filter_map(|m| Some(m.ready(now_ms)? - m.active_start()?))
         .sum();
     let skipped: Vec<&ModuleTimeline> = timeline.modules.iter().filter(|m| m.skipped()).collect();
     TimelineSummary {

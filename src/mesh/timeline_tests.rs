@@ -194,12 +194,15 @@ fn a_slower_sibling_of_the_base_is_what_the_module_waited_on() {
 #[test]
 fn when_two_end_at_once_the_base_is_on_the_path() {
     let mut timeline = converge();
-    // web ends exactly when tools does.
+    // web's build ends exactly when tools' does.
     for module in &mut timeline.modules {
         if module.name == "web" {
             for span in &mut module.spans {
-                if span.end_ms == Some(1_610) {
-                    span.end_ms = Some(9_510);
+                if span.phase == Phase::Build {
+                    span.end_ms = Some(9_500);
+                }
+                if span.phase == Phase::Deliver {
+                    (span.start_ms, span.end_ms) = (9_500, Some(9_510));
                 }
             }
         }
@@ -225,8 +228,8 @@ fn the_summary_counts_the_chain_builders_skips_and_meshtops_own_time() {
     let medians = BTreeMap::from([("base".to_string(), 4_000)]);
     let summary = summarize(&timeline, &medians, 0);
     assert_eq!(summary.critical_path, ["base", "tools", "api"]);
-    // base 1200..1210, tools 1300..9510, api 9600..11010.
-    assert_eq!(summary.critical_ms, 10 + 8_210 + 1_410);
+    // base 1200..1210, tools 1300..9500, api 9600..11000 (each to its build's end).
+    assert_eq!(summary.critical_ms, 10 + 8_200 + 1_400);
     assert_eq!(summary.total_ms, 10_500);
     // Builds on the local daemon: 1400..9500 and 9700..11000.
     assert_eq!(summary.builders.len(), 1);
@@ -356,4 +359,35 @@ fn a_recording_is_bounded_per_module() {
     let api = timeline.module("api").unwrap();
     assert_eq!(api.spans.len(), MAX_SPANS_PER_MODULE);
     assert_eq!(api.dropped as usize, 3 + 500 - MAX_SPANS_PER_MODULE);
+}
+
+#[test]
+fn a_tiers_deliveries_follow_its_builds_one_after_another() {
+    let timeline = fold(&[
+        (0, None, Payload::Started { modules: 2 }, ""),
+        (0, Some("a"), queued(), ""),
+        (0, Some("b"), queued(), ""),
+        (10, None, tier(0, &["a", "b"]), ""),
+        (20, Some("a"), build(None), ""),
+        (20, Some("b"), build(None), ""),
+        (100, Some("a"), built(), ""),
+        (500, Some("b"), built(), ""),
+        (510, Some("a"), on_host(), ""),
+        (520, Some("b"), on_host(), ""),
+        (530, None, finished(), ""),
+    ]);
+    assert_nests(&timeline);
+    let deliveries: Vec<(i64, Option<i64>)> = timeline
+        .modules
+        .iter()
+        .map(|m| {
+            let span = m.spans.iter().find(|s| s.phase == Phase::Deliver).unwrap();
+            (span.start_ms, span.end_ms)
+        })
+        .collect();
+    // a's delivery began once b's build ended; b's once a's delivery ended.
+    assert_eq!(deliveries, [(500, Some(510)), (510, Some(520))]);
+    // Ready for what waits: at its build's end, whatever the order of the deliveries.
+    let ready: Vec<Option<i64>> = timeline.modules.iter().map(|m| m.ready(0)).collect();
+    assert_eq!(ready, [Some(100), Some(500)]);
 }
