@@ -191,6 +191,16 @@ impl ModuleTimeline {
             .and_then(|s| s.builder.as_deref())
     }
 
+    /// Its own time: its phases at work (deciding, building, delivering, rolling out), without
+    /// the waits between them.
+    pub fn own_ms(&self, now_ms: i64) -> i64 {
+        self.spans
+            .iter()
+            .filter(|s| s.phase.is_active() && s.phase != Phase::Step)
+            .map(|s| s.duration_ms(now_ms))
+            .sum()
+    }
+
     /// How long its builds took (closed ones; an open one up to `now_ms`).
     pub fn build_ms(&self, now_ms: i64) -> i64 {
         self.spans
@@ -373,6 +383,8 @@ impl Timeline {
                 | Payload::Failed { .. }
                 | Payload::Delivered { .. }
                 | Payload::Requeued { .. }
+                | Payload::Created { .. }
+                | Payload::Sent { .. }
         ) {
             self.last_done_ms = self.last_done_ms.max(at_ms);
         }
@@ -425,6 +437,13 @@ impl Timeline {
                 }
             }
             Payload::Delivered { by, .. } => delivered(module, at_ms, done_before, by),
+            // Machines are created one after another once the record is stamped.
+            Payload::Created { machine, .. } => {
+                let mut span = Span::open(Phase::Rollout, done_before.clamp(0, at_ms));
+                span.end_ms = Some(at_ms);
+                span.label = format!("created {machine}");
+                module.push_span(span);
+            }
             Payload::Send { machine, .. } => {
                 let mut span = Span::open(Phase::Rollout, at_ms);
                 span.label = machine.clone();

@@ -244,7 +244,8 @@ pub fn summarize(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModuleChange {
     pub module: String,
-    /// From its tier's start to its end; None: it did no work there.
+    /// Its own time (deciding, building, delivering, rolling out, without the waits between);
+    /// None: it did no work there.
     pub before_ms: Option<i64>,
     pub after_ms: Option<i64>,
     /// `after − before` (0 when either is missing).
@@ -267,9 +268,14 @@ impl ModuleChange {
     }
 }
 
+/// A module's own time in an operation; None: it did no work there.
 fn took(module: &ModuleTimeline) -> Option<i64> {
-    Some(module.end(module.last_ms)? - module.active_start()?)
+    module.active_start()?;
+    Some(module.own_ms(module.last_ms))
 }
+
+/// Step times closer than this are the same for a person (and the clock's noise).
+const SAME_MS: i64 = 100;
 
 fn how(module: &ModuleTimeline) -> &'static str {
     match module.state {
@@ -327,7 +333,7 @@ fn steps_changed(before: &ModuleTimeline, after: &ModuleTimeline) -> Vec<String>
                 format!("new {} {}", step_name(step), secs(took(step))),
             ),
         })
-        .filter(|(delta, _)| *delta != 0)
+        .filter(|(delta, _)| delta.abs() >= SAME_MS)
         .collect();
     changed.sort_by_key(|(delta, _)| std::cmp::Reverse(*delta));
     changed.into_iter().take(2).map(|(_, text)| text).collect()
