@@ -40,9 +40,9 @@ fn modules(timeline: &Value) -> BTreeMap<String, (u64, Vec<(String, i64, i64)>)>
                 .unwrap()
                 .iter()
                 .map(|s| {
-                    let end = s["end_ms"].as_i64().unwrap_or_else(|| {
-                        panic!("{} has a span still open: {s}", m["name"])
-                    });
+                    let end = s["end_ms"]
+                        .as_i64()
+                        .unwrap_or_else(|| panic!("{} has a span still open: {s}", m["name"]));
                     (
                         s["phase"].as_str().unwrap().to_string(),
                         s["start_ms"].as_i64().unwrap(),
@@ -68,7 +68,10 @@ fn assert_phases_nest(timeline: &Value) {
     for (name, (_, spans)) in modules(timeline) {
         let mut previous_end = start;
         for (phase, a, b) in &spans {
-            assert!(start <= *a && a <= b && *b <= end, "{name} {phase} {a}..{b}");
+            assert!(
+                start <= *a && a <= b && *b <= end,
+                "{name} {phase} {a}..{b}"
+            );
             if phase == "step" {
                 assert!(
                     spans
@@ -77,7 +80,10 @@ fn assert_phases_nest(timeline: &Value) {
                     "{name}: a step outside its build"
                 );
             } else {
-                assert!(*a >= previous_end, "{name}: {phase} overlaps the phase before");
+                assert!(
+                    *a >= previous_end,
+                    "{name}: {phase} overlaps the phase before"
+                );
                 previous_end = *b;
             }
         }
@@ -110,10 +116,16 @@ fn read_chrome_trace(trace: &Value) -> BTreeMap<String, Vec<String>> {
         for key in ["ph", "ts", "pid", "tid", "name"] {
             assert!(event.get(key).is_some(), "{event} has no {key}");
         }
-        let id = (event["pid"].as_u64().unwrap(), event["tid"].as_u64().unwrap());
+        let id = (
+            event["pid"].as_u64().unwrap(),
+            event["tid"].as_u64().unwrap(),
+        );
         match event["ph"].as_str().unwrap() {
             "X" => {
-                let (ts, dur) = (event["ts"].as_i64().unwrap(), event["dur"].as_i64().unwrap());
+                let (ts, dur) = (
+                    event["ts"].as_i64().unwrap(),
+                    event["dur"].as_i64().unwrap(),
+                );
                 assert!(ts >= 0 && dur >= 0, "{event}");
                 let name = event["name"].as_str().unwrap().to_string();
                 spans.entry(id).or_default().push((ts, ts + dur, name));
@@ -161,8 +173,14 @@ fn a_converge_keeps_its_timeline_and_trace_shows_and_compares_it() {
     // The summary's words are as they were; the timeline is an object beside them.
     assert!(first["modules"].is_array() && first["record"].is_string());
     let account = &first["timeline"];
-    assert_eq!(account["critical_path"], serde_json::json!(["base", "tools", "api"]));
-    assert!(account["critical_ms"].as_i64().unwrap() >= 6_000, "{account}");
+    assert_eq!(
+        account["critical_path"],
+        serde_json::json!(["base", "tools", "api"])
+    );
+    assert!(
+        account["critical_ms"].as_i64().unwrap() >= 6_000,
+        "{account}"
+    );
     assert!(account["critical_ms"].as_i64() <= account["total_ms"].as_i64());
     assert_eq!(account["running"], false);
     let number = first["operation"].as_i64().unwrap();
@@ -220,7 +238,10 @@ fn a_converge_keeps_its_timeline_and_trace_shows_and_compares_it() {
         slowest.starts_with("web ") && slowest.contains("built both times"),
         "web first, most slowed: {compared}"
     );
-    assert!(slowest.contains("sleep 3"), "the slow step named: {compared}");
+    assert!(
+        slowest.contains("sleep 3"),
+        "the slow step named: {compared}"
+    );
     let tools_line = compared.lines().find(|l| l.starts_with("tools ")).unwrap();
     assert!(tools_line.contains("skipped (was built)"), "{compared}");
 }
@@ -230,8 +251,16 @@ fn trace_names_what_is_wrong_with_an_operation_asked_for() {
     let mesh = ExampleMesh::new("tlbad");
     let none = mesh.meshtop(&["trace"]);
     assert_eq!(none.status.code(), Some(2), "{}", said(&none));
-    assert!(said(&none).contains("has no operation yet"), "{}", said(&none));
+    assert!(
+        said(&none).contains("has no operation yet"),
+        "{}",
+        said(&none)
+    );
     let bad = mesh.meshtop(&["trace", "yesterday"]);
     assert_eq!(bad.status.code(), Some(2));
-    assert!(said(&bad).contains("\"yesterday\" is not an operation"), "{}", said(&bad));
+    assert!(
+        said(&bad).contains("\"yesterday\" is not an operation"),
+        "{}",
+        said(&bad)
+    );
 }

@@ -17,6 +17,7 @@ use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::plan::Plan;
 use crate::mesh::progress::{EventRow, Progress};
 use crate::mesh::stats::Stats;
+use crate::mesh::timeline::Timeline;
 
 /// The sources the dashboard polls, each on its own task and interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -184,7 +185,14 @@ pub enum ViewData {
     Gc(Box<GcReport>),
     Stats(Box<Stats>),
     Environments(Box<Grid>),
-    Timeline(Box<super::view_state::TimelineRead>),
+    Timeline(Box<TimelineRead>),
+}
+
+/// An operation's timeline as read, and each module's median build (what a skip saved).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimelineRead {
+    pub timeline: Timeline,
+    pub medians: BTreeMap<String, i64>,
 }
 
 /// What the registry said of one ref.

@@ -3,19 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use super::msg::SourceError;
+use super::msg::{SourceError, TimelineRead};
 use crate::mesh::environments::Grid;
 use crate::mesh::gc::GcReport;
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::stats::Stats;
-use crate::mesh::timeline::Timeline;
-
-/// An operation's timeline as read, and each module's median build (what a skip saved).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TimelineRead {
-    pub timeline: Timeline,
-    pub medians: BTreeMap<String, i64>,
-}
 
 /// One view's latest answer.
 #[derive(Debug, Clone)]

@@ -64,6 +64,9 @@ impl Failure {
 
 pub type Outcome = Result<ExitCode, Failure>;
 
+/// Set to `off` to keep no timeline of the operations this process runs.
+pub const TIMELINE_ENV: &str = "MESHTOP_TIMELINE";
+
 /// Open the dashboard on the mesh (no subcommand given).
 pub fn dashboard(global: args::Global) -> ExitCode {
     let opened = (|| {
@@ -94,6 +97,10 @@ pub fn dashboard(global: args::Global) -> ExitCode {
 
 /// Run a subcommand on a fresh async runtime.
 pub fn run(cli: Cli) -> ExitCode {
+    // `MESHTOP_TIMELINE=off`: operations keep no timeline (what its bench measures against).
+    if std::env::var_os(TIMELINE_ENV).is_some_and(|v| v == "off") {
+        crate::converge::progress::record_timelines(false);
+    }
     let Some(command) = cli.command else {
         return dashboard(cli.global);
     };

@@ -88,7 +88,11 @@ fn resolve(db: &StateDb, mesh: &Mesh, named: Option<&str>) -> Result<OperationId
 
 /// The operation's timeline: as kept when it ended, else folded from its steps (it still runs, or
 /// it ended before timelines were kept).
-pub(crate) fn load(db: &StateDb, mesh: &Mesh, operation: &OperationId) -> Result<Timeline, Failure> {
+pub(crate) fn load(
+    db: &StateDb,
+    mesh: &Mesh,
+    operation: &OperationId,
+) -> Result<Timeline, Failure> {
     if let Some(kept) = db.timeline(&operation.uuid).map_err(Failure::failed)? {
         return Ok(kept.with_bases(mesh));
     }

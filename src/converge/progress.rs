@@ -1,14 +1,15 @@
 //! Progress of an operation (converge, send, rollback, gc): each step goes to the state database (so another process can follow it
 //! live) and to an optional channel (the command's stderr, the dashboard).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::backends::state::{NewEvent, StateDb};
 use crate::mesh::operation::OperationKind;
-use crate::mesh::timeline::Timeline;
 pub use crate::mesh::progress::{LastWord, Payload, Progress, Step};
+use crate::mesh::timeline::Timeline;
 
 pub type ProgressTx = UnboundedSender<Progress>;
 
@@ -32,11 +33,17 @@ pub struct Emitter {
     timeline: Option<Arc<Mutex<Timeline>>>,
 }
 
-/// Set to `off` to keep no timeline (what the recording's overhead is measured against).
-pub const TIMELINE_ENV: &str = "MESHTOP_TIMELINE";
+/// Whether operations keep their timeline: on unless the command line turned it off
+/// (`MESHTOP_TIMELINE=off`, what the recording's overhead is measured against).
+static RECORD_TIMELINES: AtomicBool = AtomicBool::new(true);
+
+/// Keep (or not) the timeline of the operations this process runs from now on.
+pub fn record_timelines(on: bool) {
+    RECORD_TIMELINES.store(on, Ordering::Relaxed);
+}
 
 fn records_timeline() -> bool {
-    std::env::var(TIMELINE_ENV).map_or(true, |v| v != "off")
+    RECORD_TIMELINES.load(Ordering::Relaxed)
 }
 
 impl Emitter {

@@ -296,8 +296,8 @@ impl Timeline {
     pub fn from_events<'e>(events: impl IntoIterator<Item = &'e EventRow>) -> Timeline {
         let mut timeline: Option<Timeline> = None;
         for event in events {
-            let t = timeline
-                .get_or_insert_with(|| Timeline::new(&event.operation_id, event.operation));
+            let t =
+                timeline.get_or_insert_with(|| Timeline::new(&event.operation_id, event.operation));
             if event.operation_id != t.operation_id {
                 continue;
             }

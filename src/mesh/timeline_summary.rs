@@ -130,9 +130,8 @@ pub fn critical_path(timeline: &Timeline, now_ms: i64) -> Vec<&ModuleTimeline> {
             .filter(|p| !seen.contains(p.module.name.as_str()))
             .filter(|p| p.end <= current.start && earlier_tier(p))
             .max_by(|a, b| {
-                let is_base = |p: &Placed<'_>| {
-                    current.module.base.as_deref() == Some(p.module.name.as_str())
-                };
+                let is_base =
+                    |p: &Placed<'_>| current.module.base.as_deref() == Some(p.module.name.as_str());
                 (a.end, is_base(a))
                     .cmp(&(b.end, is_base(b)))
                     .then_with(|| b.module.name.cmp(&a.module.name))
@@ -231,10 +230,7 @@ pub fn summarize(
         total_ms: timeline.end_or(now_ms) - timeline.started_ms,
         builders: builders_busy(timeline, now_ms),
         skips: skipped.len() as u32,
-        saved_ms: skipped
-            .iter()
-            .filter_map(|m| medians.get(&m.name))
-            .sum(),
+        saved_ms: skipped.iter().filter_map(|m| medians.get(&m.name)).sum(),
         own_ms: own_ms(timeline, now_ms),
         running: timeline.ended_ms.is_none(),
     }
@@ -347,7 +343,10 @@ fn why_changed(before: &ModuleTimeline, after: &ModuleTimeline) -> Vec<String> {
         format!("{is} both times")
     }];
     why.extend(steps_changed(before, after));
-    let (a, b) = (before.build_ms(before.last_ms), after.build_ms(after.last_ms));
+    let (a, b) = (
+        before.build_ms(before.last_ms),
+        after.build_ms(after.last_ms),
+    );
     if a != b && (a > 0 || b > 0) {
         why.push(format!("build {} → {}", secs(a), secs(b)));
     }

@@ -82,9 +82,24 @@ fn converge() -> Timeline {
         (1_310, Some("web"), decided(Decision::Build), ""),
         (1_400, Some("tools"), build(None), ""),
         (1_400, Some("web"), build(None), ""),
-        (1_450, Some("tools"), line("Step 1/2 : FROM scratch"), "Step 1/2 : FROM scratch"),
-        (1_460, Some("tools"), line(" ---> Using cache"), " ---> Using cache"),
-        (1_500, Some("tools"), line("Step 2/2 : RUN slow"), "Step 2/2 : RUN slow"),
+        (
+            1_450,
+            Some("tools"),
+            line("Step 1/2 : FROM scratch"),
+            "Step 1/2 : FROM scratch",
+        ),
+        (
+            1_460,
+            Some("tools"),
+            line(" ---> Using cache"),
+            " ---> Using cache",
+        ),
+        (
+            1_500,
+            Some("tools"),
+            line("Step 2/2 : RUN slow"),
+            "Step 2/2 : RUN slow",
+        ),
         (1_600, Some("web"), built(), ""),
         (1_610, Some("web"), on_host(), ""),
         (9_500, Some("tools"), built(), ""),
@@ -292,7 +307,10 @@ fn a_requeued_build_ends_on_its_first_builder_and_starts_again_on_the_next() {
         .collect();
     assert_eq!(
         builds,
-        [(Some("farm-1"), 30, Some(50)), (Some("farm-2"), 60, Some(90))]
+        [
+            (Some("farm-1"), 30, Some(50)),
+            (Some("farm-2"), 60, Some(90))
+        ]
     );
     let busy = crate::mesh::timeline_summary::builders_busy(&timeline, 0);
     let names: Vec<(&str, u32)> = busy
@@ -325,7 +343,12 @@ fn compare_names_the_module_that_got_slower_and_its_step() {
     assert_eq!(changes[0].module, "web");
     assert_eq!(changes[0].delta_ms, 3_000);
     assert!(changes[0].why[0].contains("built both times"));
-    assert!(changes[0].why.iter().any(|w| w.starts_with("build 0.2 s → 3.2 s")));
+    assert!(
+        changes[0]
+            .why
+            .iter()
+            .any(|w| w.starts_with("build 0.2 s → 3.2 s"))
+    );
 }
 
 #[test]
@@ -359,7 +382,12 @@ fn a_recording_is_bounded_per_module() {
     timeline.fold(2, Some("api"), &build(None), "");
     for n in 1..=500u32 {
         let line = format!("Step {n}/500 : RUN true");
-        timeline.fold(3 + i64::from(n), Some("api"), &Payload::output(&line), &line);
+        timeline.fold(
+            3 + i64::from(n),
+            Some("api"),
+            &Payload::output(&line),
+            &line,
+        );
     }
     let api = timeline.module("api").unwrap();
     assert_eq!(api.spans.len(), MAX_SPANS_PER_MODULE);

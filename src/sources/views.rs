@@ -6,11 +6,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::app::msg::{Msg, SourceError};
-use crate::app::view_state::TimelineRead;
-use crate::app::views::{ViewData, ViewRequest};
-use crate::mesh::timeline::Timeline;
+use crate::app::views::{TimelineRead, ViewData, ViewRequest};
 use crate::backends::state::locked;
 use crate::converge::{environments, gc};
+use crate::mesh::timeline::Timeline;
 use crate::timefmt;
 
 use super::poll::{BoxFuture, OnDemand};
@@ -97,7 +96,10 @@ pub fn read(
                             None => Timeline::from_events(&db.operation_events(&operation_id)?),
                         };
                         let medians = db.median_builds(&mesh)?;
-                        Ok(ViewData::Timeline(Box::new(TimelineRead { timeline, medians })))
+                        Ok(ViewData::Timeline(Box::new(TimelineRead {
+                            timeline,
+                            medians,
+                        })))
                     })
                     .await
             }

@@ -466,7 +466,9 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
         Some(Detail::Event(id)) => super::operation::event_lines(state, *id, palette),
         Some(Detail::Gc) => ("gc".into(), super::gc::lines(state, palette)),
         Some(Detail::Stats) => ("stats".into(), super::stats::lines(state, palette)),
-        Some(Detail::Timeline(id)) => super::timeline::lines(state, id, usize::from(area.width), palette),
+        Some(Detail::Timeline(id)) => {
+            super::timeline::lines(state, id, usize::from(area.width), palette)
+        }
         Some(Detail::Environments) => (
             "environments".into(),
             super::environments::lines(state, palette),

@@ -13,8 +13,7 @@ use super::lines::Palette;
 type Line = (String, Style);
 
 /// The legend under the bars: what each mark means.
-pub const LEGEND: &str =
-    "· waiting  ▒ deciding  █▓ build steps  ░ cached step  ▸ push/deliver  » roll-out  * critical path";
+pub const LEGEND: &str = "· waiting  ▒ deciding  █▓ build steps  ░ cached step  ▸ push/deliver  » roll-out  * critical path";
 
 /// The view's title and lines for the operation `operation_id`, `width` cells wide.
 pub fn lines(
@@ -289,53 +288,53 @@ mod tests {
         timeline.ended_ms = Some(14_100);
         timeline.first_tier_ms = Some(300);
         timeline.modules = vec![
-                module(
-                    "base",
-                    0,
-                    ModuleState::Skipped,
-                    vec![span(Phase::Queued, 0, 300), span(Phase::Decide, 300, 400)],
-                ),
-                module(
-                    "tools",
-                    1,
-                    ModuleState::Built,
-                    vec![
-                        span(Phase::Queued, 0, 300),
-                        span(Phase::Waiting, 300, 450),
-                        span(Phase::Decide, 450, 600),
-                        on(span(Phase::Build, 600, 9_000), "farm-1"),
-                        step(1, 3, 650, 700, true, "FROM scratch"),
-                        step(2, 3, 700, 800, true, "COPY busybox /bin/busybox"),
-                        step(3, 3, 800, 9_000, false, "RUN busybox sh -c 'slow'"),
-                        span(Phase::Push, 9_000, 9_800),
-                    ],
-                ),
-                module(
-                    "web",
-                    1,
-                    ModuleState::Built,
-                    vec![
-                        span(Phase::Queued, 0, 300),
-                        span(Phase::Waiting, 300, 450),
-                        span(Phase::Decide, 450, 600),
-                        on(span(Phase::Build, 600, 2_000), "local"),
-                        span(Phase::Deliver, 2_000, 2_100),
-                    ],
-                ),
-                module(
-                    "api",
-                    2,
-                    ModuleState::Built,
-                    vec![
-                        span(Phase::Queued, 0, 300),
-                        span(Phase::Waiting, 300, 9_900),
-                        span(Phase::Decide, 9_900, 10_000),
-                        on(span(Phase::Build, 10_000, 13_500), "farm-1"),
-                        span(Phase::Push, 13_500, 13_600),
-                        span(Phase::Rollout, 13_600, 14_000),
-                    ],
-                ),
-            ];
+            module(
+                "base",
+                0,
+                ModuleState::Skipped,
+                vec![span(Phase::Queued, 0, 300), span(Phase::Decide, 300, 400)],
+            ),
+            module(
+                "tools",
+                1,
+                ModuleState::Built,
+                vec![
+                    span(Phase::Queued, 0, 300),
+                    span(Phase::Waiting, 300, 450),
+                    span(Phase::Decide, 450, 600),
+                    on(span(Phase::Build, 600, 9_000), "farm-1"),
+                    step(1, 3, 650, 700, true, "FROM scratch"),
+                    step(2, 3, 700, 800, true, "COPY busybox /bin/busybox"),
+                    step(3, 3, 800, 9_000, false, "RUN busybox sh -c 'slow'"),
+                    span(Phase::Push, 9_000, 9_800),
+                ],
+            ),
+            module(
+                "web",
+                1,
+                ModuleState::Built,
+                vec![
+                    span(Phase::Queued, 0, 300),
+                    span(Phase::Waiting, 300, 450),
+                    span(Phase::Decide, 450, 600),
+                    on(span(Phase::Build, 600, 2_000), "local"),
+                    span(Phase::Deliver, 2_000, 2_100),
+                ],
+            ),
+            module(
+                "api",
+                2,
+                ModuleState::Built,
+                vec![
+                    span(Phase::Queued, 0, 300),
+                    span(Phase::Waiting, 300, 9_900),
+                    span(Phase::Decide, 9_900, 10_000),
+                    on(span(Phase::Build, 10_000, 13_500), "farm-1"),
+                    span(Phase::Push, 13_500, 13_600),
+                    span(Phase::Rollout, 13_600, 14_000),
+                ],
+            ),
+        ];
         timeline
     }
 

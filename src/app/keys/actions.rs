@@ -267,7 +267,7 @@ key_table! {
     }
     Timeline {
         name: "timeline",
-        description: "timeline view: where the operation pane's operation spent its time (critical path, builders, skips)",
+        description: "timeline view: where the operation's time went (critical path, builders, skips)",
         hint: "timeline", footer_rank: 13, mutating: false,
         keys: &[bound(Normal, &[Key::ch('T')]),
             says(Detail, &[Key::ch('T')], "the timeline of the shown build's operation")],

@@ -159,7 +159,11 @@ mod tests {
         db.finish_operation(&[event("op-new")], "demo", "default", "op-new")
             .unwrap();
         assert!(db.operation_events("op-old").unwrap().is_empty());
-        assert_eq!(db.timeline("op-old").unwrap(), None, "pruned with its events");
+        assert_eq!(
+            db.timeline("op-old").unwrap(),
+            None,
+            "pruned with its events"
+        );
         assert_eq!(db.timeline("op-new").unwrap(), Some(kept));
     }
 }
