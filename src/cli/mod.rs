@@ -98,7 +98,7 @@ pub fn dashboard(global: args::Global) -> ExitCode {
 /// Run a subcommand on a fresh async runtime.
 pub fn run(cli: Cli) -> ExitCode {
     // `MESHTOP_TIMELINE=off`: operations keep no timeline (what its bench measures against).
-    if std::env::var_os(TIMELINE_ENV).is_some_and(|v| v == "off") {
+    if std::env::var(TIMELINE_ENV).is_ok_and(|v| v == "off") {
         crate::converge::progress::record_timelines(false);
     }
     let Some(command) = cli.command else {
