@@ -9,7 +9,8 @@
 #      recording shows most;
 #   b) `--force`: every module built again, its steps folded as they stream.
 # Each figure is a median of RUNS (a) or FORCE_RUNS (b) runs. Target: with/without <= 1.02.
-# PROFILE=release by default (what users install); PROFILE=dev uses the debug build.
+# PROFILE=release by default (what users install); PROFILE=dev uses the debug build; MESHTOP_BIN=path
+# runs a binary already built.
 set -euo pipefail
 
 MODULES=${MODULES:-50}
@@ -20,9 +21,13 @@ PROFILE=${PROFILE:-release}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(pwd)/target}
 
 cd "$(dirname "$0")/.."
-cargo build --quiet --profile "$PROFILE" --bin meshtop
-out="$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")"
-meshtop="$out/meshtop"
+if [ -n "${MESHTOP_BIN:-}" ]; then
+  meshtop=$MESHTOP_BIN # a binary already built (its profile is what PROFILE says)
+else
+  cargo build --quiet --profile "$PROFILE" --bin meshtop
+  out="$CARGO_TARGET_DIR/$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")"
+  meshtop="$out/meshtop"
+fi
 
 work=$(mktemp -d)
 name="bench-timeline-$$-$RANDOM"
