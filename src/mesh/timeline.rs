@@ -390,10 +390,8 @@ impl Timeline {
         }
         let module = self.entry(name, at_ms);
         match payload {
-            Payload::Queued { .. } => {
-                if module.spans.is_empty() {
-                    module.push_span(Span::open(Phase::Queued, at_ms));
-                }
+            Payload::Queued { .. } if module.spans.is_empty() => {
+                module.push_span(Span::open(Phase::Queued, at_ms));
             }
             Payload::Decided { decision, .. } => decided(module, at_ms, *decision),
             Payload::Refused => {

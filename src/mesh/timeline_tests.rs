@@ -158,7 +158,8 @@ fn a_converge_folds_into_phases_that_nest() {
     );
     assert_eq!(tools.tier, Some(1));
     assert_eq!(tools.state, ModuleState::Built);
-    let steps: Vec<(Option<(u32, u32)>, bool, &str)> = tools
+    type StepSeen<'a> = (Option<(u32, u32)>, bool, &'a str);
+    let steps: Vec<StepSeen> = tools
         .spans
         .iter()
         .filter(|s| s.phase == Phase::Step)
