@@ -28,8 +28,13 @@ fn stdout_json(output: &std::process::Output) -> Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", said(output)))
 }
 
-/// Each module's spans as (phase, start, end), and its tier.
-fn modules(timeline: &Value) -> BTreeMap<String, (u64, Vec<(String, i64, i64)>)> {
+/// A span as (phase, start, end).
+type SpanSeen = (String, i64, i64);
+/// A complete event on its thread as (start, end, name).
+type EventSeen = (i64, i64, String);
+
+/// Each module's spans, and its tier.
+fn modules(timeline: &Value) -> BTreeMap<String, (u64, Vec<SpanSeen>)> {
     timeline["modules"]
         .as_array()
         .unwrap()
@@ -110,7 +115,7 @@ fn ready(timeline: &Value) -> BTreeMap<String, i64> {
 fn read_chrome_trace(trace: &Value) -> BTreeMap<String, Vec<String>> {
     let events = trace["traceEvents"].as_array().expect("traceEvents");
     let mut threads: BTreeMap<(u64, u64), String> = BTreeMap::new();
-    let mut spans: BTreeMap<(u64, u64), Vec<(i64, i64, String)>> = BTreeMap::new();
+    let mut spans: BTreeMap<(u64, u64), Vec<EventSeen>> = BTreeMap::new();
     let mut processes = Vec::new();
     for event in events {
         for key in ["ph", "ts", "pid", "tid", "name"] {
