@@ -64,6 +64,7 @@ impl OnDemand for Fake {
             ViewRequest::Gc { .. } => ViewData::Gc(Box::new(demo_gc_report())),
             ViewRequest::Stats { .. } => ViewData::Stats(Box::new(demo_stats())),
             ViewRequest::Environments => ViewData::Environments(Box::default()),
+            ViewRequest::Timeline { .. } => ViewData::Timeline(Box::default()),
         };
         Box::pin(async move { Ok(data) })
     }

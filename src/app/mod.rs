@@ -13,6 +13,7 @@ pub mod msg;
 mod polled;
 pub mod quit;
 pub mod state;
+pub mod timeline;
 pub mod update;
 pub mod view_state;
 pub mod views;

@@ -17,6 +17,7 @@ use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::plan::Plan;
 use crate::mesh::progress::{EventRow, Progress};
 use crate::mesh::stats::Stats;
+use crate::mesh::timeline::Timeline;
 
 /// The sources the dashboard polls, each on its own task and interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -174,6 +175,8 @@ pub enum ViewRequest {
     Stats { since_ms: Option<i64> },
     /// Every target of the mesh read, as `meshtop status --all-targets` reads them.
     Environments,
+    /// One operation's timeline (by its uuid) and each module's median build.
+    Timeline { operation_id: String },
 }
 
 /// What a view's read answered.
@@ -182,6 +185,14 @@ pub enum ViewData {
     Gc(Box<GcReport>),
     Stats(Box<Stats>),
     Environments(Box<Grid>),
+    Timeline(Box<TimelineRead>),
+}
+
+/// An operation's timeline as read, and each module's median build (what a skip saved).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimelineRead {
+    pub timeline: Timeline,
+    pub medians: BTreeMap<String, i64>,
 }
 
 /// What the registry said of one ref.

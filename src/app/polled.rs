@@ -92,12 +92,14 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
             view.lines.clear();
             view.scroll = 0;
             view.live = None;
+            view.timeline = None;
         }
         view.operation = event.operation.or(view.operation);
         view.kind = event.operation_kind.or(view.kind);
         view.live
             .get_or_insert_with(|| LiveOperation::new(&event))
             .apply(&event);
+        super::timeline::fold(view, &event);
         if event.step == Step::Started {
             view.started_with = Some(event.text.clone());
         }

@@ -75,6 +75,9 @@ pub enum Detail {
     Environments,
     /// What the skip decision saves: `ViewState::stats`.
     Stats,
+    /// Where an operation's time went (by its uuid): `ViewState::timeline`, or the operation
+    /// pane's own timeline while it follows that operation.
+    Timeline(String),
 }
 
 /// A confirmation: what exactly will happen, Cancel selected by default.
@@ -124,6 +127,8 @@ pub struct OperationView {
     pub live: Option<LiveOperation>,
     /// Who holds the mesh's lock, as the state database said at the last poll.
     pub holder: Option<LockHolder>,
+    /// Its timeline, folded from the same steps (the timeline view draws it live).
+    pub timeline: Option<crate::mesh::timeline::Timeline>,
 }
 
 impl OperationView {

@@ -242,6 +242,9 @@ fn key(state: &mut AppState, event: KeyEvent) -> Vec<Effect> {
             if action == Action::Sweep {
                 return super::views::sweep(state);
             }
+            if action == Action::Timeline {
+                return super::timeline::open(state);
+            }
             if state.detail == Some(Detail::Environments)
                 && let Some(effects) = super::environments::key(state, action)
             {
@@ -385,6 +388,7 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
         }
         Action::Gc | Action::Stats => super::views::open(state, action),
         Action::Environments => super::environments::open(state),
+        Action::Timeline => super::timeline::open(state),
         Action::Logs => super::logs::open(state),
         Action::NextTarget => super::environments::next_target(state),
         Action::Help => {

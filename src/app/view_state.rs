@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::msg::SourceError;
+use super::msg::{SourceError, TimelineRead};
 use crate::mesh::environments::Grid;
 use crate::mesh::gc::GcReport;
 use crate::mesh::pin::{Pin, Stamp};
@@ -35,6 +35,8 @@ impl<T> Default for Loaded<T> {
 pub struct ViewState {
     pub gc: Loaded<GcReport>,
     pub stats: Loaded<Stats>,
+    /// The timeline view's operation as the state database kept it.
+    pub timeline: Loaded<TimelineRead>,
     /// The environments view: every target read, and the cell selected (module row, target column).
     pub environments: Loaded<Grid>,
     pub cell: (usize, usize),

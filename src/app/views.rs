@@ -13,7 +13,7 @@ use super::msg::{ActionRequest, Effect, SourceError, StateSnapshot};
 use super::state::{AppState, Confirm, ConfirmThen, Detail};
 use super::view_state::Loaded;
 // The sources read what a view asks: its request and answer are messages (`msg.rs`).
-pub use super::msg::{ViewData, ViewRequest};
+pub use super::msg::{TimelineRead, ViewData, ViewRequest};
 
 /// Each module's newest successful builds the dashboard's gc keeps (the command's default).
 pub const GC_KEEP_NEWEST: usize = 3;
@@ -89,6 +89,9 @@ pub fn loaded(
         }
         ViewRequest::Environments => {
             super::environments::loaded(state, at_ms, result);
+        }
+        ViewRequest::Timeline { operation_id } => {
+            super::timeline::loaded(state, &operation_id, at_ms, result);
         }
     }
     Vec::new()

@@ -79,6 +79,9 @@ pub enum Command {
     Gc(GcArgs),
     /// Per module: builds, failures, median build time, decisions, build time the skips saved.
     Stats(StatsArgs),
+    /// Where an operation's time went: its timeline as a Chrome trace (Perfetto, chrome://tracing)
+    /// or JSON, or what got slower since another operation (`--compare`).
+    Trace(TraceArgs),
     /// What a module's machines say: their logs (stdout and stderr), each line named by machine.
     Logs(LogsArgs),
     /// The mesh's builders: endpoint, state and last error, version, platforms, running/cap and
@@ -114,6 +117,26 @@ pub struct LogsArgs {
     /// One JSON object per line: machine, kind, stream, time, text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The operation, by its number (`#142` or `142`; default: the newest).
+    #[arg(value_name = "#N")]
+    pub operation: Option<String>,
+    /// `chrome`: the Chrome trace event format (a process per builder, a thread per module);
+    /// `json`: the timeline and its summary, for scripts.
+    #[arg(long, value_enum, default_value_t = TraceFormat::Chrome, value_name = "FORMAT")]
+    pub format: TraceFormat,
+    /// Say per module what got slower since this operation, and why (built or skipped, steps).
+    #[arg(long, value_name = "#M")]
+    pub compare: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    Chrome,
+    Json,
 }
 
 #[derive(Debug, Args)]

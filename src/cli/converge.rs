@@ -4,9 +4,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::engine::{self, ConvergeError, ConvergeRequest};
+use crate::backends::state::StateDb;
+use crate::converge::engine::{self, ConvergeError, ConvergeRequest, ConvergeSummary};
 use crate::converge::targets::Connected;
 use crate::mesh::model::Mesh;
+use crate::mesh::timeline_summary::TimelineSummary;
 
 use super::args::{ConvergeArgs, Global};
 use super::{Failure, Outcome, print_json, print_out, setup, spawn_progress_printer};
@@ -32,6 +34,7 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
     if let Some(acting_on) = target.acting_on() {
         eprintln!("meshtop: {acting_on}");
     }
+    let (mesh_for_timeline, state_for_timeline) = (mesh.clone(), state_path.clone());
     let request = ConvergeRequest {
         target,
         mesh,
@@ -53,10 +56,16 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
     let _ = printer.await;
     match result {
         Ok(summary) => {
+            let timeline = timeline_summary(&state_for_timeline, &mesh_for_timeline, &summary);
             if args.json {
-                print_json(&summary)?;
+                print_json(&with_timeline(&summary, timeline.as_ref())?)?;
             } else {
-                print_out(&summary.text())?;
+                let mut text = summary.text();
+                if let Some(timeline) = &timeline {
+                    text.push_str(&timeline.line());
+                    text.push('\n');
+                }
+                print_out(&text)?;
             }
             Ok(if summary.ok {
                 ExitCode::SUCCESS
@@ -71,6 +80,38 @@ pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
         Err(error @ ConvergeError::BadInput(_)) => Err(Failure::input(error.to_string())),
         Err(error) => Err(Failure::failed(error.to_string())),
     }
+}
+
+/// The converge's timeline account, read back as it was kept (none when `MESHTOP_TIMELINE=off`
+/// or the database cannot be read: the converge itself stands).
+fn timeline_summary(
+    state_path: &std::path::Path,
+    mesh: &Mesh,
+    summary: &ConvergeSummary,
+) -> Option<TimelineSummary> {
+    let db = StateDb::open_for_reading(state_path).ok()?;
+    let timeline = db.timeline(&summary.operation_id).ok()??.with_bases(mesh);
+    Some(super::trace::summary(
+        &db,
+        mesh,
+        &timeline,
+        crate::timefmt::now_ms(),
+    ))
+}
+
+/// `converge --json`: the summary's words as they were, and a `timeline` object beside them.
+fn with_timeline(
+    summary: &ConvergeSummary,
+    timeline: Option<&TimelineSummary>,
+) -> Result<serde_json::Value, Failure> {
+    let mut value = serde_json::to_value(summary)
+        .map_err(|e| Failure::failed(format!("cannot write JSON: {e}")))?;
+    if let (Some(object), Some(timeline)) = (value.as_object_mut(), timeline) {
+        let timeline = serde_json::to_value(timeline)
+            .map_err(|e| Failure::failed(format!("cannot write JSON: {e}")))?;
+        object.insert("timeline".into(), timeline);
+    }
+    Ok(value)
 }
 
 /// Why a signing key (`--sign-key`, `MESHTOP_SIGNING_KEY`) is bad input for this converge: it

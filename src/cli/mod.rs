@@ -27,6 +27,7 @@ mod send;
 mod setup;
 mod stats;
 mod status;
+pub(crate) mod trace;
 mod verify;
 mod watch;
 
@@ -64,6 +65,9 @@ impl Failure {
 
 pub type Outcome = Result<ExitCode, Failure>;
 
+/// Set to `off` to keep no timeline of the operations this process runs.
+pub const TIMELINE_ENV: &str = "MESHTOP_TIMELINE";
+
 /// Open the dashboard on the mesh (no subcommand given).
 pub fn dashboard(global: args::Global) -> ExitCode {
     let opened = (|| {
@@ -93,6 +97,10 @@ pub fn dashboard(global: args::Global) -> ExitCode {
 
 /// Run a subcommand on a fresh async runtime.
 pub fn run(cli: Cli) -> ExitCode {
+    // `MESHTOP_TIMELINE=off`: operations keep no timeline (what its bench measures against).
+    if std::env::var(TIMELINE_ENV).is_ok_and(|v| v == "off") {
+        crate::converge::progress::record_timelines(false);
+    }
     let Some(command) = cli.command else {
         return dashboard(cli.global);
     };
@@ -128,6 +136,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Stats(args) => stats::run(&global, args).await,
             Command::Watch(args) => watch::run(&global, args).await,
             Command::Logs(args) => logs::run(&global, args).await,
+            Command::Trace(args) => trace::run(&global, args).await,
         }
     });
     report(outcome)

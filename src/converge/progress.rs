@@ -1,6 +1,7 @@
 //! Progress of an operation (converge, send, rollback, gc): each step goes to the state database (so another process can follow it
 //! live) and to an optional channel (the command's stderr, the dashboard).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::UnboundedSender;
@@ -8,6 +9,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::backends::state::{NewEvent, StateDb};
 use crate::mesh::operation::OperationKind;
 pub use crate::mesh::progress::{LastWord, Payload, Progress, Step};
+use crate::mesh::timeline::Timeline;
 
 pub type ProgressTx = UnboundedSender<Progress>;
 
@@ -28,6 +30,22 @@ pub struct Emitter {
     deferred: Arc<Mutex<Vec<NewEvent>>>,
     /// When the operation began (ms since the epoch): a provenance's `startedOn` without a build row.
     pub started_ms: i64,
+    /// The operation's timeline, folded from each step as it is emitted (timed then, not when a
+    /// deferred step is written) and kept when it ends; None when `MESHTOP_TIMELINE=off`.
+    timeline: Option<Arc<Mutex<Timeline>>>,
+}
+
+/// Whether operations keep their timeline: on unless the command line turned it off
+/// (`MESHTOP_TIMELINE=off`, what the recording's overhead is measured against).
+static RECORD_TIMELINES: AtomicBool = AtomicBool::new(true);
+
+/// Keep (or not) the timeline of the operations this process runs from now on.
+pub fn record_timelines(on: bool) {
+    RECORD_TIMELINES.store(on, Ordering::Relaxed);
+}
+
+fn records_timeline() -> bool {
+    RECORD_TIMELINES.load(Ordering::Relaxed)
 }
 
 impl Emitter {
@@ -60,6 +78,8 @@ impl Emitter {
             tx,
             deferred: Arc::new(Mutex::new(Vec::new())),
             started_ms: crate::timefmt::now_ms(),
+            timeline: records_timeline()
+                .then(|| Arc::new(Mutex::new(Timeline::new(operation_id, operation)))),
         }
     }
 
@@ -75,6 +95,11 @@ impl Emitter {
         // Builder output and errors carry colours: stored and shown plain.
         let text = crate::mesh::text::plain(&text).into_owned();
         let step = payload.step();
+        if let Some(timeline) = &self.timeline
+            && let Ok(mut timeline) = timeline.lock()
+        {
+            timeline.fold(crate::timefmt::now_ms(), module, &payload, &text);
+        }
         let event = NewEvent {
             mesh: self.mesh.clone(),
             operation_id: self.operation_id.clone(),
@@ -124,6 +149,7 @@ impl Emitter {
             );
             return;
         };
+        self.keep_timeline(&db);
         if let Err(error) =
             db.finish_operation(&batch, &self.mesh, &self.target, &self.operation_id)
         {
@@ -138,6 +164,21 @@ impl Emitter {
     /// How the operation is named to a person: `#142` (or the uuid's start without a short id).
     pub fn label(&self) -> String {
         crate::mesh::progress::operation_label(self.operation, &self.operation_id)
+    }
+
+    /// The timeline so far (None when none is recorded).
+    pub fn timeline(&self) -> Option<Timeline> {
+        self.timeline.as_ref()?.lock().ok().map(|t| t.clone())
+    }
+
+    /// Keep the ended operation's timeline; one that cannot be kept is logged, never fatal.
+    fn keep_timeline(&self, db: &StateDb) {
+        let Some(timeline) = self.timeline() else {
+            return;
+        };
+        if let Err(error) = db.save_timeline(&self.mesh, &timeline) {
+            tracing::warn!("cannot keep the operation's timeline: {error}");
+        }
     }
 
     fn take_deferred(&self) -> Vec<NewEvent> {

@@ -29,6 +29,9 @@ pub mod stats;
 pub mod target;
 pub mod text;
 pub mod tiers;
+pub mod timeline;
+pub mod timeline_summary;
+pub mod timeline_trace;
 pub mod why;
 
 pub use model::*;

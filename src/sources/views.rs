@@ -6,9 +6,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::app::msg::{Msg, SourceError};
-use crate::app::views::{ViewData, ViewRequest};
+use crate::app::views::{TimelineRead, ViewData, ViewRequest};
 use crate::backends::state::locked;
 use crate::converge::{environments, gc};
+use crate::mesh::timeline::Timeline;
 use crate::timefmt;
 
 use super::poll::{BoxFuture, OnDemand};
@@ -83,6 +84,24 @@ pub fn read(
                 }
                 let grid = crate::mesh::environments::grid(&session.mesh, &reads);
                 Ok(ViewData::Environments(Box::new(grid)))
+            }
+            ViewRequest::Timeline { operation_id } => {
+                let mesh = session.mesh.name.clone();
+                session
+                    .db(move |db| {
+                        let db = locked(db)?;
+                        let timeline = match db.timeline(&operation_id)? {
+                            Some(kept) => kept,
+                            // Still running, or ended before timelines were kept.
+                            None => Timeline::from_events(&db.operation_events(&operation_id)?),
+                        };
+                        let medians = db.median_builds(&mesh)?;
+                        Ok(ViewData::Timeline(Box::new(TimelineRead {
+                            timeline,
+                            medians,
+                        })))
+                    })
+                    .await
             }
             ViewRequest::Stats { since_ms } => {
                 let mesh = session.mesh.clone();

@@ -437,7 +437,15 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
             .find(|b| &b.id == id)
         {
             Some(build) => (
-                format!("build · {}", build.subject()),
+                match build.operation_id {
+                    // Its operation's timeline is a key away.
+                    Some(_) => format!(
+                        "build · {} · {}",
+                        build.subject(),
+                        state.keys.hint_line(Mode::Detail, &[Action::Timeline])
+                    ),
+                    None => format!("build · {}", build.subject()),
+                },
                 build_lines(build, state, palette),
             ),
             None => (
@@ -458,6 +466,9 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
         Some(Detail::Event(id)) => super::operation::event_lines(state, *id, palette),
         Some(Detail::Gc) => ("gc".into(), super::gc::lines(state, palette)),
         Some(Detail::Stats) => ("stats".into(), super::stats::lines(state, palette)),
+        Some(Detail::Timeline(id)) => {
+            super::timeline::lines(state, id, usize::from(area.width), palette)
+        }
         Some(Detail::Environments) => (
             "environments".into(),
             super::environments::lines(state, palette),

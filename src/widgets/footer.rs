@@ -4,7 +4,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 
 use crate::app::keys::{Action, Mode};
-use crate::app::state::{AppState, Detail};
+use crate::app::state::{AppState, Detail, Pane};
 
 use super::lines::{Palette, put};
 
@@ -21,6 +21,11 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
         Action::Promote => in_view,
         Action::NextTarget if state.mode == Mode::Detail => in_view,
         Action::NextTarget | Action::Environments => several,
+        // Where an operation is in view: the operation pane focused, a build's detail.
+        Action::Timeline => match state.mode {
+            Mode::Detail => matches!(state.detail, Some(Detail::Build(_))),
+            _ => state.focus == Pane::Operation,
+        },
         _ => true,
     });
     let tag = if state.readonly { 10 } else { 0 };

@@ -17,6 +17,7 @@ pub mod modules;
 pub mod operation;
 pub mod record_history;
 pub mod stats;
+pub mod timeline;
 
 pub use lines::Palette;
 

@@ -5,6 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 
+use crate::app::keys::{Action, Mode};
 use crate::app::state::{AppState, Pane};
 use crate::mesh::live::{ModuleRun, OperationState};
 use crate::mesh::operation::OperationKind;
@@ -20,6 +21,13 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let mut title = view.title();
     if let Some(running) = &state.running {
         title.push_str(&format!(" · running: {}", running.label()));
+    }
+    // Focused on an operation: where its time went is a key away.
+    if focused(state, Pane::Operation) && view.operation_id.is_some() {
+        let hint = state.keys.hint_line(Mode::Normal, &[Action::Timeline]);
+        if !hint.is_empty() {
+            title.push_str(&format!(" · {hint}"));
+        }
     }
     rule(buf, area, &title, focused(state, Pane::Operation), palette);
     let rows = usize::from(area.height - 1);

@@ -265,6 +265,13 @@ key_table! {
         hint: "target", footer_rank: 12, mutating: false,
         keys: &[bound(Normal, &[Key::ch('t')]), bound(Detail, &[Key::ch('t')])],
     }
+    Timeline {
+        name: "timeline",
+        description: "timeline view: where the operation's time went (critical path, builders, skips)",
+        hint: "timeline", footer_rank: 13, mutating: false,
+        keys: &[bound(Normal, &[Key::ch('T')]),
+            says(Detail, &[Key::ch('T')], "the timeline of the shown build's operation")],
+    }
     Logs {
         name: "logs",
         description: "logs view: what the selected module's machines (or the selected machine) say, followed",

@@ -215,7 +215,10 @@ fn over_a_view_the_way_out_is_hinted_beside_quit() {
         .iter()
         .map(|(_, word, _)| *word)
         .collect();
-    assert_eq!(words, ["wrap", "promote", "target", "close", "quit"]);
+    assert_eq!(
+        words,
+        ["wrap", "promote", "target", "timeline", "close", "quit"]
+    );
     let normal: Vec<&str> = table
         .hints(Mode::Normal)
         .iter()

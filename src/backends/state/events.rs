@@ -52,7 +52,7 @@ fn default_target() -> String {
     crate::mesh::model::DEFAULT_TARGET.to_string()
 }
 
-fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
+pub(super) fn row_to_event(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     Ok(EventRow {
         id: r.get(0)?,
         at_ms: r.get(1)?,
@@ -123,10 +123,14 @@ impl StateDb {
         if cutoff.saturating_sub(oldest) < PRUNE_BATCH {
             return Ok(0);
         }
-        self.conn
+        let pruned = self
+            .conn
             .prepare_cached("DELETE FROM events WHERE id <= ?1")
             .and_then(|mut st| st.execute([cutoff]))
-            .map_err(self.err("forget old progress events"))
+            .map_err(self.err("forget old progress events"))?;
+        // An operation's timeline goes with its events.
+        self.prune_timelines()?;
+        Ok(pruned)
     }
 
     /// Insert events inside the caller's transaction.

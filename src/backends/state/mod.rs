@@ -17,6 +17,7 @@ mod record;
 mod record_history;
 mod schema;
 mod stats;
+mod timeline;
 mod verified;
 
 use std::path::{Path, PathBuf};

@@ -365,6 +365,16 @@ CREATE TABLE verified_pulls (
     r#"
 ALTER TABLE builds ADD COLUMN daemon_ms INTEGER;
 "#,
+    // 16: each operation keeps its timeline (`mesh::timeline::Timeline`, JSON): per module its
+    // phases with their times and builders, written when it ends; forgotten with its events.
+    r#"
+CREATE TABLE timelines (
+    operation_id TEXT PRIMARY KEY NOT NULL,
+    mesh         TEXT NOT NULL,
+    saved_ms     INTEGER NOT NULL,
+    timeline     TEXT NOT NULL
+);
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

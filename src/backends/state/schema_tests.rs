@@ -126,8 +126,8 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
     // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
     // data, a column of `events`), 13 (a build's builder and push time) and 14 (a record entry's
-    // manifest and signer, the verified pulls) and 15 (a build's daemon time) came after it.
-    assert_eq!(SCHEMA_VERSION, 15);
+    // manifest and signer, the verified pulls) 15 (a build's daemon time) and 16 (each operation's timeline) came after it.
+    assert_eq!(SCHEMA_VERSION, 16);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -692,4 +692,43 @@ fn migration_14_keeps_every_record_entry_and_a_stamp_keeps_its_manifest_and_sign
     db.note_verified_pull("demo", "sha256:2", "sha256:m2", Some("keys/ci.pub"))
         .unwrap();
     assert!(db.vouched_here("demo").unwrap().contains("sha256:2"));
+}
+
+#[test]
+fn migrations_15_and_16_keep_every_row_of_a_version_14_database_and_add_timelines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let v14 = Connection::open(&path).unwrap();
+    for migration in &MIGRATIONS[..14] {
+        v14.execute_batch(migration).unwrap();
+    }
+    v14.pragma_update(None, "user_version", 14).unwrap();
+    v14.execute_batch(
+        "INSERT INTO records (mesh, target, module, ref, digest, stamped_ms, operation_id, manifest, signed_by) \
+         VALUES ('demo', 'default', 'api', 'demo/api:1', 'sha256:1', 10, 'op-1', 'sha256:m1', NULL);
+         INSERT INTO operations (mesh, number, uuid, kind, started_ms, target) VALUES ('demo', 1, 'op-1', 'converge', 5, 'default');
+         INSERT INTO events (at_ms, mesh, operation_id, kind, module, text, payload) \
+         VALUES (6, 'demo', 'op-1', 'started', NULL, 'converge of 1 module(s)', '{\"step\":\"started\",\"modules\":1}');",
+    )
+    .unwrap();
+    let tables = ["records", "operations", "events", "builds", "sends"];
+    let before: Vec<Vec<Vec<String>>> = tables.iter().map(|t| all_rows(&v14, t)).collect();
+    drop(v14);
+    let db = super::super::StateDb::open(&path).unwrap();
+    drop(db);
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let after: Vec<Vec<Vec<String>>> = tables.iter().map(|t| all_rows(&conn, t)).collect();
+    assert_eq!(before, after, "every row of schema 14 kept as it was");
+    assert!(all_rows(&conn, "timelines").is_empty());
+    drop(conn);
+    // The operation from before has no timeline kept; its events still fold into one.
+    let db = super::super::StateDb::open(&path).unwrap();
+    assert_eq!(db.timeline("op-1").unwrap(), None);
+    let events = db.operation_events("op-1").unwrap();
+    let timeline = crate::mesh::timeline::Timeline::from_events(&events);
+    assert_eq!((timeline.operation, timeline.started_ms), (Some(1), 6));
 }
