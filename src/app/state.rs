@@ -639,7 +639,11 @@ mod tests {
             assert!(view.lines_bytes <= MAX_OPERATION_BYTES, "after {n} lines");
         }
         assert_eq!(dropped + view.lines.len(), 2_999);
-        assert!(view.lines.len() < MAX_OPERATION_LINES, "{}", view.lines.len());
+        assert!(
+            view.lines.len() < MAX_OPERATION_LINES,
+            "{}",
+            view.lines.len()
+        );
         let held: usize = view.lines.iter().map(EventRow::held_bytes).sum();
         assert_eq!(held, view.lines_bytes);
         // Short lines: the count bounds them, as before.

@@ -224,14 +224,77 @@ pub fn split_runs(lines: Vec<LogItem>, started_at: &str) -> (Vec<LogItem>, Vec<L
     (earlier, current)
 }
 
-/// The newest `tail` items of `items` (all of them without a tail).
+/// The newest `tail` lines of `items` and the markers among and after them (all of them without
+/// a tail): a run's end after the last line is kept with it.
 pub fn newest(mut items: Vec<LogItem>, tail: Option<u64>) -> Vec<LogItem> {
-    if let Some(tail) = tail.and_then(|t| usize::try_from(t).ok())
-        && items.len() > tail
-    {
-        items.drain(..items.len() - tail);
+    let Some(tail) = tail.and_then(|t| usize::try_from(t).ok()) else {
+        return items;
+    };
+    if tail == 0 {
+        items.clear();
+        return items;
+    }
+    let lines = items
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, item)| matches!(item, LogItem::Line { .. }))
+        .map(|(at, _)| at)
+        .nth(tail - 1);
+    if let Some(first) = lines {
+        items.drain(..first);
     }
     items
+}
+
+/// Where a run of a machine ended: when (UTC RFC 3339) and with which exit code (Docker's `die`
+/// event of the run: `docker ps` says only the last one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnd {
+    pub at: String,
+    pub code: i64,
+}
+
+impl RunEnd {
+    pub fn item(&self) -> LogItem {
+        LogItem::Exited {
+            code: self.code,
+            at: Some(self.at.clone()),
+        }
+    }
+}
+
+/// Earlier runs' ends, each said where it falls among the lines: before the first line taken
+/// after it.
+#[derive(Debug, Clone, Default)]
+pub struct RunEnds {
+    pending: VecDeque<RunEnd>,
+}
+
+impl RunEnds {
+    pub fn new(mut ends: Vec<RunEnd>) -> RunEnds {
+        ends.sort_by_cached_key(|end| sortable_time(&end.at));
+        RunEnds {
+            pending: ends.into(),
+        }
+    }
+
+    /// The ends before a line taken at `time`, as their markers, in order.
+    pub fn before(&mut self, time: &str) -> Vec<LogItem> {
+        let mut said = Vec::new();
+        while let Some(end) = self.pending.front()
+            && !at_or_after(&end.at, time)
+        {
+            said.push(end.item());
+            self.pending.pop_front();
+        }
+        said
+    }
+
+    /// The ends no line came after.
+    pub fn rest(&mut self) -> Vec<LogItem> {
+        self.pending.drain(..).map(|end| end.item()).collect()
+    }
 }
 
 /// One machine's items, at most [`HELD_PER_MACHINE`] and [`HELD_BYTES_PER_MACHINE`], each with its
@@ -314,8 +377,7 @@ impl LogBook {
         held.bytes += item.held_bytes();
         held.items.push_back((self.next, item));
         self.next += 1;
-        while held.items.len() > 1 && (held.items.len() > self.cap || held.bytes > self.byte_cap)
-        {
+        while held.items.len() > 1 && (held.items.len() > self.cap || held.bytes > self.byte_cap) {
             if let Some((_, old)) = held.items.pop_front() {
                 held.bytes -= old.held_bytes();
                 held.dropped += 1;
@@ -499,8 +561,15 @@ mod tests {
         // 'é' is two bytes: the cut falls inside the last one and keeps it out whole.
         let item = out(&"é".repeat(LINE_HELD_BYTES)).cut_to(LINE_HELD_BYTES - 1);
         let text = line_text(&item);
-        assert!(text.starts_with(&"é".repeat((LINE_HELD_BYTES - 2) / 2)), "{text}");
-        assert!(text.ends_with(" … [4.0 KiB cut]"), "{}", &text[text.len() - 30..]);
+        assert!(
+            text.starts_with(&"é".repeat((LINE_HELD_BYTES - 2) / 2)),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(" … [4.0 KiB cut]"),
+            "{}",
+            &text[text.len() - 30..]
+        );
     }
 
     #[test]
@@ -616,6 +685,41 @@ mod tests {
         assert_eq!(next_match(&found, Some(2), true), Some(1));
         assert_eq!(next_match(&found, Some(1), false), Some(2));
         assert!(book.matches("").is_empty());
+    }
+
+    #[test]
+    fn each_run_end_is_said_before_the_first_line_after_it() {
+        let end = |at: &str, code| RunEnd {
+            at: at.to_string(),
+            code,
+        };
+        let mut ends = RunEnds::new(vec![
+            end("2026-12-02T05:00:02.2Z", 3),
+            end("2026-12-02T05:00:01.15Z", 3),
+            end("2026-12-02T05:00:09Z", 1),
+        ]);
+        let lines = [
+            "2026-12-02T05:00:01.1Z",
+            "2026-12-02T05:00:01.2Z",
+            "2026-12-02T05:00:03Z",
+        ];
+        let mut said = Vec::new();
+        for time in lines {
+            said.extend(ends.before(time).iter().map(|i| i.render(false)));
+            said.push(timed(time, "line").render(true));
+        }
+        said.extend(ends.rest().iter().map(|i| i.render(false)));
+        assert_eq!(
+            said,
+            [
+                "2026-12-02T05:00:01.1Z line",
+                "── exited with code 3 at 2026-12-02T05:00:01.15Z ──",
+                "2026-12-02T05:00:01.2Z line",
+                "── exited with code 3 at 2026-12-02T05:00:02.2Z ──",
+                "2026-12-02T05:00:03Z line",
+                "── exited with code 1 at 2026-12-02T05:00:09Z ──",
+            ]
+        );
     }
 
     #[test]
