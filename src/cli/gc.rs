@@ -11,7 +11,7 @@ use crate::mesh::gc::grace_words;
 use crate::timefmt;
 
 use super::args::{GcArgs, Global};
-use super::{Failure, Outcome, confirm, print_json, print_out, setup};
+use super::{Failure, Outcome, go_ahead, print_json, print_out, setup};
 
 pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     let mesh = setup::load_file(global)?;
@@ -63,15 +63,12 @@ pub async fn run(global: &Global, args: GcArgs) -> Outcome {
     }
     if !args.yes {
         eprint!("{}", text(&report));
-        if !confirm(
-            &format!(
-                "take these {} from mesh {}?",
-                report.candidates.len(),
-                mesh.name
-            ),
-            "sweep",
-        )? {
-            eprintln!("nothing taken");
+        let question = format!(
+            "take these {} from mesh {}?",
+            report.candidates.len(),
+            mesh.name
+        );
+        if !go_ahead(false, &question, "sweep", "nothing taken")? {
             return Ok(ExitCode::SUCCESS);
         }
     }

@@ -31,6 +31,8 @@ mod watch;
 
 use std::process::ExitCode;
 
+use crate::mesh::text::short_id;
+
 pub use args::{Cli, Command};
 
 /// A command that could not do its work: the message names what is wrong and how to fix it.
@@ -171,6 +173,46 @@ pub(crate) fn confirm(question: &str, what: &str) -> Result<bool, Failure> {
         .read_line(&mut answer)
         .map_err(|e| Failure::failed(format!("cannot read the answer: {e}")))?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// Whether to go on with an operation that moves something (a promote, a rollback, a send, a
+/// sweep): `--yes`, or `y` at `question`. Declined, it says so (`declined`: `nothing sent`).
+pub(crate) fn go_ahead(
+    yes: bool,
+    question: &str,
+    what: &str,
+    declined: &str,
+) -> Result<bool, Failure> {
+    if yes || confirm(question, what)? {
+        return Ok(true);
+    }
+    eprintln!("{declined}");
+    Ok(false)
+}
+
+/// One machine's move as a confirmation lists it: `  api-1  3f9c2a1b7d4e → demo/api:…@…`.
+pub(crate) fn move_line(moved: &crate::mesh::machine::Move) -> String {
+    format!(
+        "  {}  {} → {}@{}",
+        moved.machine,
+        short_id(&moved.from),
+        moved.to_reference,
+        short_id(&moved.to_digest)
+    )
+}
+
+/// An operation's end as a command says it: `json` (with `--json`) or its headline on stdout,
+/// exit 1 unless it did all it was asked.
+pub(crate) fn ended<T: serde::Serialize>(json: Option<&T>, headline: &str, ok: bool) -> Outcome {
+    match json {
+        Some(value) => print_json(value)?,
+        None => print_out(&format!("{headline}\n"))?,
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Print JSON to stdout; serialization of our own types cannot fail short of a bug, which still

@@ -3,23 +3,23 @@
 use std::process::ExitCode;
 
 use crate::converge::plan::{self, Plan, PlanContext, StateManifests};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
 
 use super::args::{Global, PlanArgs};
-use super::setup;
+use super::setup::{self, Reading};
 use super::{Failure, Outcome, print_json, print_out};
 
 pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let selected = setup::select(&mesh, &args.modules)?;
-    let db = Mutex::new(setup::open_state_for_reading(global)?);
-    let target = setup::target(global, &mesh).await?;
-    let record = target
-        .read_record(&mesh, &db)
-        .await
-        .map_err(Failure::failed)?;
+    let Reading {
+        mesh,
+        db,
+        target,
+        record,
+    } = Reading::of(global, mesh).await?;
     let daemon = Arc::new(LazyDaemon::new());
     let ctx = PlanContext::new(&mesh, target.as_ref(), &record, selected, args.force);
     let manifests = StateManifests {

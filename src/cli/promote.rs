@@ -12,7 +12,7 @@ use crate::mesh::environments::promote_source;
 use crate::timefmt;
 
 use super::args::{Global, PromoteArgs};
-use super::{Failure, Outcome, confirm, print_json, print_out, setup};
+use super::{Failure, Outcome, ended, go_ahead, print_json, setup};
 
 /// `--json`: what was planned and, once confirmed, what was done.
 #[derive(Serialize)]
@@ -54,25 +54,21 @@ pub async fn run(global: &Global, args: PromoteArgs) -> Outcome {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if !args.yes && !confirm(&format!("promote to {}?", plan.to), "promote")? {
-        eprintln!("nothing promoted");
+    let question = format!("promote to {}?", plan.to);
+    if !go_ahead(args.yes, &question, "promote", "nothing promoted")? {
         return Ok(ExitCode::SUCCESS);
     }
     let (tx, printer) = super::spawn_progress_printer_before_result();
     let report = promote::promote(&promotion, &plan, &daemon, &db, Some(tx)).await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;
-    if args.json {
-        print_json(&Promoted {
-            plan: &plan,
-            report: Some(&report),
-        })?;
-    } else {
-        print_out(&format!("{}\n", report.headline()))?;
-    }
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    let promoted = Promoted {
+        plan: &plan,
+        report: Some(&report),
+    };
+    ended(
+        args.json.then_some(&promoted),
+        &report.headline(),
+        report.ok(),
+    )
 }

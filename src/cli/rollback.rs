@@ -1,7 +1,7 @@
 //! `meshtop rollback MODULE [--to BUILD|DIGEST]` and `meshtop unpin MODULE`.
 
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::rollback;
@@ -9,16 +9,13 @@ use crate::mesh::text::short_id;
 use crate::timefmt;
 
 use super::args::{Global, RollbackArgs, UnpinArgs};
-use super::{Failure, Outcome, confirm, known_module, print_json, print_out, setup};
+use super::setup::ActingOn;
+use super::{Failure, Outcome, ended, go_ahead, move_line, print_out};
 
 pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
-    let mesh = setup::load_mesh(global)?;
-    known_module(&mesh, &args.module)?;
-    let db = Arc::new(Mutex::new(setup::open_state(global)?));
-    let target = setup::target(global, &mesh).await?;
-    if let Some(acting_on) = target.acting_on() {
-        eprintln!("meshtop: {acting_on}");
-    }
+    let acting = ActingOn::module(global, &args.module).await?;
+    acting.say_where();
+    let ActingOn { mesh, db, target } = acting;
     let daemon = Arc::new(LazyDaemon::new());
     let plan = rollback::prepare(
         &mesh,
@@ -54,43 +51,28 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
         eprintln!("  no machine moves (none runs another artifact)");
     }
     for moved in &plan.moves {
-        eprintln!(
-            "  {}  {} → {}@{}",
-            moved.machine,
-            short_id(&moved.from),
-            moved.to_reference,
-            short_id(&moved.to_digest)
-        );
+        eprintln!("{}", move_line(moved));
     }
     eprintln!(
         "  the module stays pinned {}",
         crate::mesh::pin::ends_when(&plan.module)
     );
-    if !args.yes && !confirm("roll back?", "roll back")? {
-        eprintln!("nothing rolled back");
+    if !go_ahead(args.yes, "roll back?", "roll back", "nothing rolled back")? {
         return Ok(ExitCode::SUCCESS);
     }
     let (tx, printer) = super::spawn_progress_printer_before_result();
     let report = rollback::rollback(&mesh, &plan, &daemon, target.as_ref(), &db, Some(tx)).await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;
-    if args.json {
-        print_json(&report)?;
-    } else {
-        print_out(&format!("{}\n", report.headline()))?;
-    }
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    ended(
+        args.json.then_some(&report),
+        &report.headline(),
+        report.ok(),
+    )
 }
 
 pub async fn unpin(global: &Global, args: UnpinArgs) -> Outcome {
-    let mesh = setup::load_mesh(global)?;
-    known_module(&mesh, &args.module)?;
-    let db = Arc::new(Mutex::new(setup::open_state(global)?));
-    let target = setup::target(global, &mesh).await?;
+    let ActingOn { mesh, db, target } = ActingOn::module(global, &args.module).await?;
     let was = rollback::unpin(&mesh, &args.module, target.as_ref(), &db)
         .await
         .map_err(|e| Failure::failed(format!("nothing unpinned: {e}")))?;

@@ -1,23 +1,19 @@
 //! `meshtop send MODULE`: move the module's behind machines to the record's artifact.
 
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::backends::daemon::LazyDaemon;
 use crate::converge::send;
-use crate::mesh::text::short_id;
 
 use super::args::{Global, SendArgs};
-use super::{Failure, Outcome, print_json, print_out, setup};
+use super::setup::ActingOn;
+use super::{Failure, Outcome, print_json, print_out};
 
 pub async fn run(global: &Global, args: SendArgs) -> Outcome {
-    let mesh = setup::load_mesh(global)?;
-    super::known_module(&mesh, &args.module)?;
-    let db = Arc::new(Mutex::new(setup::open_state(global)?));
-    let target = setup::target(global, &mesh).await?;
-    if let Some(acting_on) = target.acting_on() {
-        eprintln!("meshtop: {acting_on}");
-    }
+    let acting = ActingOn::module(global, &args.module).await?;
+    acting.say_where();
+    let ActingOn { mesh, db, target } = acting;
     let daemon = Arc::new(LazyDaemon::new());
     let moves = send::prepare(&mesh, &args.module, &daemon, target.as_ref(), &db)
         .await
@@ -35,19 +31,13 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     }
     eprintln!("send {} on target {}:", args.module, target.name());
     for moved in &moves {
-        eprintln!(
-            "  {}  {} → {}@{}",
-            moved.machine,
-            short_id(&moved.from),
-            moved.to_reference,
-            short_id(&moved.to_digest)
-        );
+        eprintln!("{}", super::move_line(moved));
         if let Some(note) = &moved.before_send {
             eprintln!("    {note}");
         }
     }
-    if !args.yes && !super::confirm(&format!("move {} machine(s)?", moves.len()), "send")? {
-        eprintln!("nothing sent");
+    let question = format!("move {} machine(s)?", moves.len());
+    if !super::go_ahead(args.yes, &question, "send", "nothing sent")? {
         return Ok(ExitCode::SUCCESS);
     }
     let (tx, printer) = super::spawn_progress_printer_before_result();
@@ -63,15 +53,9 @@ pub async fn run(global: &Global, args: SendArgs) -> Outcome {
     .await;
     let _ = printer.await;
     let report = report.map_err(Failure::failed)?;
-    let ok = report.ok();
-    if args.json {
-        print_json(&report.outcomes)?;
-    } else {
-        print_out(&format!("{}\n", report.headline()))?;
-    }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    super::ended(
+        args.json.then_some(&report.outcomes),
+        &report.headline(),
+        report.ok(),
+    )
 }

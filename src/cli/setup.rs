@@ -2,16 +2,72 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use crate::backends::state::{self, StateDb};
 use crate::converge::engine;
 use crate::converge::error::TargetError;
-use crate::converge::targets::{self, Connected};
+use crate::converge::targets::{self, Connected, RecordRead};
 use crate::mesh::model::Mesh;
 use crate::workspace::file;
 
 use super::Failure;
 use super::args::Global;
+
+/// What a command that reads starts from, in its order: the mesh (as the command's target sees
+/// it), the state database opened for reading, the target connected once, and its record as the
+/// target read it. The mesh is loaded first so that a command checks its own arguments against it
+/// ([`select`], a trusted key) before anything else is opened.
+pub struct Reading {
+    pub mesh: Mesh,
+    pub db: Mutex<StateDb>,
+    pub target: Connected,
+    pub record: RecordRead,
+}
+
+impl Reading {
+    /// The rest of the preamble for `mesh` (from [`load_mesh`]): state → target → record.
+    pub async fn of(global: &Global, mesh: Mesh) -> Result<Reading, Failure> {
+        let db = Mutex::new(open_state_for_reading(global)?);
+        let target = target(global, &mesh).await?;
+        let record = target
+            .read_record(&mesh, &db)
+            .await
+            .map_err(Failure::failed)?;
+        Ok(Reading {
+            mesh,
+            db,
+            target,
+            record,
+        })
+    }
+}
+
+/// What a command that moves one module's machines starts from (a rollback, a send, an unpin):
+/// the mesh as the target sees it, the module checked against it, the state database opened to
+/// write, and the target connected once.
+pub struct ActingOn {
+    pub mesh: Mesh,
+    pub db: Arc<Mutex<StateDb>>,
+    pub target: Connected,
+}
+
+impl ActingOn {
+    pub async fn module(global: &Global, module: &str) -> Result<ActingOn, Failure> {
+        let mesh = load_mesh(global)?;
+        super::known_module(&mesh, module)?;
+        let db = Arc::new(Mutex::new(open_state(global)?));
+        let target = target(global, &mesh).await?;
+        Ok(ActingOn { mesh, db, target })
+    }
+
+    /// Says where it acts (a Kubernetes context, when it is not the file's), before it asks.
+    pub fn say_where(&self) {
+        if let Some(acting_on) = self.target.acting_on() {
+            eprintln!("meshtop: {acting_on}");
+        }
+    }
+}
 
 /// The mesh as its file says it (every target as declared).
 pub fn load_file(global: &Global) -> Result<Mesh, Failure> {

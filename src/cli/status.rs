@@ -1,7 +1,7 @@
 //! `meshtop status`: every machine, its state against the record, and the build that made what it runs.
 
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -14,7 +14,8 @@ use crate::mesh::text::short_id;
 use crate::timefmt;
 
 use super::args::{Global, StatusArgs};
-use super::{Failure, Outcome, print_json, print_out, setup};
+use super::setup::{self, Reading};
+use super::{Failure, Outcome, print_json, print_out};
 
 #[derive(Serialize)]
 struct MachineStatus {
@@ -29,12 +30,12 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         return super::environments::run(global, args.json, args.exit_code).await;
     }
     let mesh = setup::load_mesh(global)?;
-    let db = Mutex::new(setup::open_state_for_reading(global)?);
-    let target = setup::target(global, &mesh).await?;
-    let record = target
-        .read_record(&mesh, &db)
-        .await
-        .map_err(Failure::failed)?;
+    let Reading {
+        mesh,
+        db,
+        target,
+        record,
+    } = Reading::of(global, mesh).await?;
     if let Some(warning) = &record.warning {
         eprintln!("meshtop: warning: {warning}");
     }

@@ -2,7 +2,7 @@
 //! each machine runs, carry a signature by a key the mesh trusts? Exit 1 when anything does not.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -13,7 +13,8 @@ use crate::mesh::model::RecordEntry;
 use crate::mesh::text::short_id;
 
 use super::args::{Global, VerifyArgs};
-use super::{Failure, Outcome, print_json, print_out, setup};
+use super::setup::{self, Reading};
+use super::{Failure, Outcome, print_json, print_out};
 
 /// One artifact checked: the record's, or one a machine runs that the record does not name.
 #[derive(Debug, Serialize)]
@@ -41,12 +42,12 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         )));
     }
     let selected = setup::select(&mesh, &args.modules)?;
-    let db = Mutex::new(setup::open_state_for_reading(global)?);
-    let target = setup::target(global, &mesh).await?;
-    let record = target
-        .read_record(&mesh, &db)
-        .await
-        .map_err(Failure::failed)?;
+    let Reading {
+        mesh,
+        db,
+        target,
+        record,
+    } = Reading::of(global, mesh).await?;
     let daemon = Arc::new(LazyDaemon::new());
     let machines = target
         .machines(

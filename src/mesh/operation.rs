@@ -83,6 +83,30 @@ impl TryFrom<String> for OperationKind {
     }
 }
 
+/// An operation's short id, unique within its mesh (`#142`), with its full uuid and kind
+/// (`converge`, `force`, `send`, `rollback`, `gc`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationId {
+    pub number: i64,
+    pub uuid: String,
+    pub kind: OperationKind,
+}
+
+impl fmt::Display for OperationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.number)
+    }
+}
+
+/// How an operation is named on screen: `#142` when it has a short id, else its uuid's first
+/// eight characters.
+pub fn operation_label(number: Option<i64>, uuid: &str) -> String {
+    match number {
+        Some(n) => format!("#{n}"),
+        None => uuid.chars().take(8).collect(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

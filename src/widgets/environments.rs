@@ -9,6 +9,7 @@ use crate::app::state::AppState;
 use crate::mesh::environments::{Column, Grid};
 use crate::timefmt;
 
+use super::ladder::{Rung, Waiting, rung};
 use super::lines::Palette;
 
 type Line = (String, Style);
@@ -22,16 +23,23 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
         ),
         palette.heading(),
     )];
-    let grid = match &view.result {
-        None => {
-            lines.push(("reading every target…".into(), palette.dim()));
+    // Opening the view starts its read, so before an answer it is always being read; the grid
+    // stays on screen while it is read again.
+    let waiting = Waiting {
+        reading: "reading every target…",
+        unread: "reading every target…",
+        reread_hides_answer: false,
+    };
+    let grid = match rung(view, &waiting, palette) {
+        Rung::Answer(grid) => grid,
+        Rung::Waiting(line) => {
+            lines.push(line);
             return lines;
         }
-        Some(Err(error)) => {
+        Rung::Failed(error) => {
             lines.push((format!("cannot read the targets: {error}"), palette.bad()));
             return lines;
         }
-        Some(Ok(grid)) => grid,
     };
     lines.extend(table(grid, state, palette));
     for column in &grid.targets {

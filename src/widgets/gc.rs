@@ -8,6 +8,7 @@ use crate::app::state::AppState;
 use crate::mesh::gc::{grace_words, human_bytes as bytes};
 use crate::timefmt;
 
+use super::ladder::{NOT_READ, Rung, Waiting, rung};
 use super::lines::{Palette, short_digest};
 
 type Line = (String, Style);
@@ -25,19 +26,18 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
         .at_ms
         .map(|at| format!("read {} ago", timefmt::age_since(at, state.now_ms)))
         .unwrap_or_default();
-    let report = match (&view.result, view.loading) {
-        (_, true) => {
-            lines.push((
-                "reading every root (record, machines, builds, pins, the host)…".into(),
-                palette.dim(),
-            ));
+    let waiting = Waiting {
+        reading: "reading every root (record, machines, builds, pins, the host)…",
+        unread: NOT_READ,
+        reread_hides_answer: true,
+    };
+    let report = match rung(view, &waiting, palette) {
+        Rung::Answer(report) => report,
+        Rung::Waiting(line) => {
+            lines.push(line);
             return lines;
         }
-        (None, false) => {
-            lines.push(("not read yet".into(), palette.dim()));
-            return lines;
-        }
-        (Some(Err(error)), false) => {
+        Rung::Failed(error) => {
             lines.push((format!("gc takes nothing: {error}"), palette.bad()));
             lines.push((
                 "a root that cannot be read could hold anything: nothing is offered to sweep"
@@ -49,7 +49,6 @@ pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
             }
             return lines;
         }
-        (Some(Ok(report)), false) => report,
     };
     for warning in &report.warnings {
         lines.push((format!("warning: {warning}"), palette.warn()));

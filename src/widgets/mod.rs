@@ -9,6 +9,7 @@ pub mod footer;
 pub mod gc;
 pub mod header;
 pub mod help;
+pub mod ladder;
 pub mod lines;
 pub mod logs;
 pub mod machines;

@@ -7,6 +7,7 @@ use crate::app::state::AppState;
 use crate::mesh::stats::seconds;
 use crate::timefmt;
 
+use super::ladder::{NOT_READ, Rung, Waiting, rung};
 use super::lines::Palette;
 
 type Line = (String, Style);
@@ -14,23 +15,21 @@ type Line = (String, Style);
 pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
     let view = &state.views.stats;
     let mut lines: Vec<Line> = Vec::new();
-    let stats = match (&view.result, view.loading) {
-        (_, true) => {
-            lines.push((
-                "reading the build records and progress…".into(),
-                palette.dim(),
-            ));
+    let waiting = Waiting {
+        reading: "reading the build records and progress…",
+        unread: NOT_READ,
+        reread_hides_answer: true,
+    };
+    let stats = match rung(view, &waiting, palette) {
+        Rung::Answer(stats) => stats,
+        Rung::Waiting(line) => {
+            lines.push(line);
             return lines;
         }
-        (None, false) => {
-            lines.push(("not read yet".into(), palette.dim()));
-            return lines;
-        }
-        (Some(Err(error)), false) => {
+        Rung::Failed(error) => {
             lines.push((format!("cannot read the stats: {error}"), palette.bad()));
             return lines;
         }
-        (Some(Ok(stats)), false) => stats,
     };
     lines.push((
         format!(

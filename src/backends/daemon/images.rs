@@ -1,24 +1,12 @@
 //! Images on the host daemon beyond the labelled listing: presence, tagging, and what gc needs
 //! (the labelled images with their sizes, untagging, removal).
 
-use std::collections::HashMap;
-
 use bollard::query_parameters::{CreateImageOptions, RemoveImageOptions, TagImageOptions};
 use futures_util::StreamExt;
 
 use super::{Daemon, DaemonError};
 
-/// One meshtop-labelled image with its size, as gc weighs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SizedImage {
-    pub id: String,
-    pub tags: Vec<String>,
-    pub labels: HashMap<String, String>,
-    /// Bytes on the daemon (layers shared with other images counted in each).
-    pub size: i64,
-    /// When it was built (ms since the epoch, as the daemon's `Created` says).
-    pub created_ms: i64,
-}
+pub use crate::mesh::gc::SizedImage;
 
 fn is_not_found(error: &bollard::errors::Error) -> bool {
     matches!(

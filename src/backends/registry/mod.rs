@@ -108,25 +108,7 @@ pub enum RegistryError {
     },
 }
 
-/// Split `registry/repo:tag` into (`registry/repo`, `tag`); a reference without a tag is `latest`.
-pub fn split_reference(reference: &str) -> (&str, &str) {
-    match reference.rfind(':') {
-        Some(colon) if !reference[colon..].contains('/') => {
-            (&reference[..colon], &reference[colon + 1..])
-        }
-        _ => (reference, "latest"),
-    }
-}
-
-/// `host/demo/api:tag` → (`demo/api`, `tag`): the repository as the registry `host` names it.
-pub fn repository_in<'a>(host: &str, reference: &'a str) -> (&'a str, &'a str) {
-    let (repository, tag) = split_reference(reference);
-    let path = repository
-        .strip_prefix(host)
-        .and_then(|rest| rest.strip_prefix('/'))
-        .unwrap_or(repository);
-    (path, tag)
-}
+pub use crate::mesh::refs::{repository_in, split_reference};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

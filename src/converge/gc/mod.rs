@@ -5,7 +5,8 @@
 //! built from (gc holds the mesh itself, so no operation runs beside it). Then the team: nothing
 //! built or published within the grace is taken, and a registry manifest that a tag outside this
 //! mesh's unreachable set names is kept (a delete by digest would untag it); both are listed as
-//! spared, saying why. A root that cannot be read makes gc take nothing and say which.
+//! spared, saying why. A root that cannot be read makes gc take nothing and say which. The weighing
+//! itself (the keep set, the candidates) is pure and lives in `crate::mesh::gc`; here it is read and taken.
 
 const KIND: OperationKind = OperationKind::Gc;
 
@@ -16,41 +17,23 @@ use super::error::{GcError, TargetError};
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::targets::Reach;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::daemon::images::SizedImage;
-use crate::backends::registry::{Deleted, repository_in, split_reference};
+use crate::backends::registry::{Deleted, repository_in};
 use crate::backends::state::{BuildQuery, StateDb, locked};
-use crate::mesh::builds::{BuildRow, BuildStatus};
-use crate::mesh::gc::{CandidateKind, GcOutcome, within_grace};
-use crate::mesh::model::{MESH_LABEL, MODULE_LABEL, Mesh};
+use crate::mesh::gc::roots::{keep_bases, keep_newest, keep_young};
+use crate::mesh::gc::{
+    CandidateKind, GcOutcome, Roots, candidates, is_this_mesh, manifest_candidates, short_name,
+};
+use crate::mesh::model::Mesh;
 use crate::mesh::operation::OperationKind;
-use crate::mesh::text::short_id;
 use crate::timefmt;
 
 pub use crate::mesh::gc::{Candidate, GcReport, GcRules};
 
-mod keep;
 mod registry;
 mod targets;
 
-use keep::{keep_bases, keep_newest, keep_young};
-
-use registry::{Pulled, keep_running, manifest_candidates, spare_tagged};
+use registry::{Pulled, keep_running, spare_tagged};
 pub use targets::{GcTargets, Other};
-
-/// The root a build within the grace is kept by.
-const GRACE: &str = "grace";
-
-/// Every root, read; an unreadable one is an error naming it.
-struct Roots {
-    /// artifact → (which root keeps it, why).
-    keep: BTreeMap<String, (&'static str, String)>,
-    /// Manifest digests machines run (their artifacts are in `keep`): never deleted.
-    running_manifests: BTreeSet<String>,
-    /// refs the keep set names.
-    kept_refs: BTreeSet<String>,
-    /// module → its builds, newest first.
-    builds: BTreeMap<String, Vec<BuildRow>>,
-}
 
 /// Every root of every target, read (`mesh` as its file says it); the other targets an operation
 /// holds now, in words.
@@ -125,110 +108,6 @@ async fn read_roots(
     keep_young(&mut roots, rules.grace_ms, timefmt::now_ms());
     keep_bases(&mut roots);
     Ok((roots, held))
-}
-
-/// `[registry/]<mesh>/` — the repositories of this mesh's modules start with it.
-fn mesh_prefix(mesh: &Mesh) -> String {
-    match &mesh.registry {
-        Some(registry) => format!("{}/{}/", registry.host, mesh.name),
-        None => format!("{}/", mesh.name),
-    }
-}
-
-fn is_mesh_tag(mesh: &Mesh, tag: &str) -> bool {
-    let (repository, _) = split_reference(tag);
-    repository
-        .strip_prefix(&mesh_prefix(mesh))
-        .is_some_and(|module| mesh.module(module).is_some())
-}
-
-/// This mesh's image: labelled with its name, or (no mesh label) labelled with one of its modules
-/// and tagged into one of its repositories. Never another mesh's, never unlabelled.
-fn is_this_mesh(mesh: &Mesh, image: &SizedImage) -> bool {
-    match image.labels.get(MESH_LABEL) {
-        Some(name) => *name == mesh.name,
-        None => {
-            image.labels.contains_key(MODULE_LABEL)
-                && image.tags.iter().any(|tag| is_mesh_tag(mesh, tag))
-        }
-    }
-}
-
-fn unreachable_why(roots: &Roots, keep_newest: usize, module: &str, artifact: &str) -> String {
-    let built = roots
-        .builds
-        .get(module)
-        .map(|rows| {
-            let ok: Vec<&BuildRow> = rows
-                .iter()
-                .filter(|b| b.status == BuildStatus::Succeeded && b.digest.is_some())
-                .collect();
-            match ok
-                .iter()
-                .position(|b| b.digest.as_deref() == Some(artifact))
-            {
-                Some(at) => format!(
-                    "successful build #{} of {module} (keep {keep_newest})",
-                    at + 1
-                ),
-                None => "no successful build of this mesh made it".into(),
-            }
-        })
-        .unwrap_or_else(|| format!("no build of {module} is recorded"));
-    format!("not the record's, run by no machine, not pinned; {built}")
-}
-
-/// What the host holds that nothing needs (candidates), and what it would take but for the grace
-/// (spared).
-fn candidates(
-    mesh: &Mesh,
-    roots: &Roots,
-    rules: &GcRules,
-    images: &[SizedImage],
-    now_ms: i64,
-) -> (Vec<Candidate>, Vec<Candidate>) {
-    let mut out = Vec::new();
-    let mut spared = Vec::new();
-    for image in images.iter().filter(|i| is_this_mesh(mesh, i)) {
-        let module = image.labels.get(MODULE_LABEL).cloned().unwrap_or_default();
-        let candidate = |kind: CandidateKind, name: &str, why: String, bytes| Candidate {
-            kind,
-            name: name.into(),
-            module: module.clone(),
-            artifact: image.id.clone(),
-            why,
-            bytes,
-            outcome: None,
-        };
-        let young = match roots.keep.get(&image.id) {
-            Some((GRACE, why)) => Some(why.clone()),
-            Some(_) => continue,
-            None => within_grace("built", image.created_ms, now_ms, rules.grace_ms),
-        };
-        if let Some(why) = young {
-            spared.push(candidate(CandidateKind::Image, &image.id, why, image.size));
-            continue;
-        }
-        let why = unreachable_why(roots, rules.keep_newest, &module, &image.id);
-        let ours: Vec<&String> = image
-            .tags
-            .iter()
-            .filter(|t| is_mesh_tag(mesh, t) && !roots.kept_refs.contains(*t))
-            .collect();
-        if ours.len() == image.tags.len() {
-            out.push(candidate(CandidateKind::Image, &image.id, why, image.size));
-        } else {
-            // A kept or foreign tag keeps the image: only this mesh's unreachable tags go.
-            out.extend(
-                ours.iter()
-                    .map(|t| candidate(CandidateKind::Tag, t, why.clone(), 0)),
-            );
-        }
-    }
-    // Dependents before their bases: the daemon refuses to remove an image a child is built on.
-    let tier = |c: &Candidate| mesh.module(&c.module).map_or(0, |m| m.tier);
-    out.sort_by(|a, b| tier(b).cmp(&tier(a)).then_with(|| a.name.cmp(&b.name)));
-    (out, spared)
 }
 
 /// Read every root of every target and list the candidates (nothing is taken). `mesh` as its
@@ -467,121 +346,4 @@ async fn take(
         candidate.outcome = Some(outcome);
     }
     Ok(report)
-}
-
-fn short_name(name: &str) -> String {
-    if name.starts_with("sha256:") {
-        format!("sha256:{}", short_id(name))
-    } else {
-        name.to_string()
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn build(id: &str, digest: &str, ended_ms: i64, published_ms: Option<i64>) -> BuildRow {
-        BuildRow {
-            id: id.into(),
-            mesh: "demo".into(),
-            module: Some("web".into()),
-            repository: "demo/web".into(),
-            commit: None,
-            dirty: false,
-            base_module: None,
-            base_digest: None,
-            reference: Some(format!("demo/web:{id}-amd64")),
-            digest: Some(digest.into()),
-            platforms: String::new(),
-            status: BuildStatus::Succeeded,
-            forced: false,
-            why: String::new(),
-            host: "h".into(),
-            started_ms: ended_ms - 1_000,
-            ended_ms: Some(ended_ms),
-            error: None,
-            log_tail: None,
-            published_ref: Some(format!("r/demo/web:{id}-amd64")),
-            published_digest: Some(format!("sha256:m{id}")),
-            operation_id: None,
-            published_ms,
-            operation: None,
-            builder: None,
-            push_ms: None,
-            process_gone: false,
-        }
-    }
-
-    #[test]
-    fn built_or_published_within_the_grace_is_kept_saying_which() {
-        let hour = 3_600_000;
-        let now = 100 * hour;
-        let mut roots = Roots {
-            keep: BTreeMap::from([(
-                "sha256:kept".to_string(),
-                ("record", "the record's".to_string()),
-            )]),
-            running_manifests: BTreeSet::new(),
-            kept_refs: BTreeSet::new(),
-            builds: BTreeMap::from([(
-                "web".to_string(),
-                vec![
-                    build("young", "sha256:young", now - 12 * 60_000, None),
-                    build(
-                        "pushed",
-                        "sha256:pushed",
-                        now - 5 * hour,
-                        Some(now - 30_000),
-                    ),
-                    build("old", "sha256:old", now - 5 * hour, Some(now - 4 * hour)),
-                    build("kept", "sha256:kept", now - 60_000, None),
-                ],
-            )]),
-        };
-        keep_young(&mut roots, hour, now);
-        assert_eq!(
-            roots.keep["sha256:young"],
-            (
-                GRACE,
-                "built 12 min ago, within the grace of 1h".to_string()
-            )
-        );
-        assert_eq!(
-            roots.keep["sha256:pushed"],
-            (
-                GRACE,
-                "published 30 s ago, within the grace of 1h".to_string()
-            )
-        );
-        assert!(!roots.keep.contains_key("sha256:old"));
-        assert_eq!(
-            roots.keep["sha256:kept"].0, "record",
-            "kept by its root first"
-        );
-        assert!(roots.kept_refs.contains("r/demo/web:pushed-amd64"));
-        // A grace of 0s keeps nothing young.
-        let mut none = Roots {
-            keep: BTreeMap::new(),
-            running_manifests: BTreeSet::new(),
-            kept_refs: BTreeSet::new(),
-            builds: roots.builds.clone(),
-        };
-        keep_young(&mut none, 0, now);
-        assert!(none.keep.is_empty());
-        // Their manifests are spared with that reason, never candidates.
-        let found = manifest_candidates(&roots, 1, "r");
-        let spared: Vec<&str> = found.spared.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(
-            spared,
-            vec!["demo/web@sha256:myoung", "demo/web@sha256:mpushed"]
-        );
-        let taken: Vec<&str> = found.candidates.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(taken, vec!["demo/web@sha256:mold"]);
-        assert_eq!(
-            found.ours["demo/web"],
-            BTreeSet::from(["old-amd64".to_string()])
-        );
-    }
 }

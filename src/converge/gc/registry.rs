@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{GRACE, Roots, unreachable_why};
 use crate::backends::registry::{Published, RegistryClient, repository_in, split_reference};
 use crate::converge::error::GcError;
-use crate::mesh::builds::BuildRow;
-use crate::mesh::gc::{Candidate, CandidateKind, keeping_tag};
+use crate::mesh::gc::candidates::Manifests;
+use crate::mesh::gc::{Candidate, Roots, keeping_tag};
 use crate::mesh::machine::Machine;
 use crate::mesh::model::Mesh;
 use crate::mesh::text::short_id;
@@ -92,87 +91,6 @@ fn pulled_repository(mesh: &Mesh, machine: &Machine, host: &str) -> String {
         Some(path) if !path.is_empty() => path.to_string(),
         _ => format!("{}/{}", mesh.name, machine.module),
     }
-}
-
-/// Published manifests of builds nothing needs (Kubernetes with a registry), those spared by the
-/// grace, and this mesh's unreachable set: repository → the tags its unreachable builds published.
-pub(super) struct Manifests {
-    pub(super) candidates: Vec<Candidate>,
-    pub(super) spared: Vec<Candidate>,
-    pub(super) ours: BTreeMap<String, BTreeSet<String>>,
-}
-
-pub(super) fn manifest_candidates(
-    roots: &Roots,
-    keep_newest: usize,
-    registry_host: &str,
-) -> Manifests {
-    let rows = || roots.builds.values().flatten();
-    let root_of = |b: &BuildRow| b.digest.as_ref().and_then(|d| roots.keep.get(d));
-    let kept_published: BTreeSet<&str> = rows()
-        .filter(|b| root_of(b).is_some_and(|(root, _)| *root != GRACE))
-        .filter_map(|b| b.published_digest.as_deref())
-        .chain(roots.running_manifests.iter().map(String::as_str))
-        .collect();
-    // Published by a build within the grace (whichever other build published it too).
-    let young: BTreeMap<&str, &String> = rows()
-        .filter_map(|b| match root_of(b) {
-            Some((GRACE, why)) => Some((b.published_digest.as_deref()?, why)),
-            _ => None,
-        })
-        .collect();
-    let mut seen = BTreeSet::new();
-    let mut found = Manifests {
-        candidates: Vec::new(),
-        spared: Vec::new(),
-        ours: BTreeMap::new(),
-    };
-    for (module, rows) in &roots.builds {
-        for build in rows {
-            let (Some(digest), Some(published), Some(reference)) =
-                (&build.digest, &build.published_digest, &build.published_ref)
-            else {
-                continue;
-            };
-            if roots.keep.contains_key(digest) && !young.contains_key(published.as_str())
-                || kept_published.contains(published.as_str())
-            {
-                continue;
-            }
-            let (repository, tag) = repository_in(registry_host, reference);
-            let young = young.get(published.as_str());
-            if young.is_none() {
-                found
-                    .ours
-                    .entry(repository.to_string())
-                    .or_default()
-                    .insert(tag.to_string());
-            }
-            if !seen.insert(published.clone()) {
-                continue;
-            }
-            let candidate = Candidate {
-                kind: CandidateKind::Manifest,
-                name: format!("{repository}@{published}"),
-                module: module.clone(),
-                artifact: digest.clone(),
-                why: String::new(),
-                bytes: 0,
-                outcome: None,
-            };
-            match young {
-                Some(why) => found.spared.push(Candidate {
-                    why: (*why).clone(),
-                    ..candidate
-                }),
-                None => found.candidates.push(Candidate {
-                    why: unreachable_why(roots, keep_newest, module, digest),
-                    ..candidate
-                }),
-            }
-        }
-    }
-    found
 }
 
 /// Before a manifest is deleted (which untags every tag naming it: distribution's

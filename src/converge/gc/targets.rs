@@ -5,12 +5,12 @@
 
 use std::sync::Mutex;
 
-use super::Roots;
 use super::registry::{Pulled, keep_running};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::converge::error::GcError;
 use crate::converge::targets::{Connected, Reach, Target};
+use crate::mesh::gc::Roots;
 use crate::mesh::model::Mesh;
 use crate::mesh::pin::{RollbackTarget, rollback_target};
 

@@ -1,10 +1,17 @@
 //! What gc saw and did (DESIGN.md: "keep set"): pure types, shared by `meshtop gc` and the
-//! dashboard's gc view. The engine that fills them is `crate::converge::gc`.
+//! dashboard's gc view, and the pure weighing of the keep set ([`roots`]) and of the candidates
+//! against it ([`candidates`]). The engine that reads the roots and takes is `crate::converge::gc`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Serialize, Serializer};
+
+pub mod candidates;
+pub mod roots;
+
+pub use candidates::{SizedImage, candidates, is_this_mesh, manifest_candidates, short_name};
+pub use roots::{GRACE, Roots};
 
 /// Nothing built or published within this long is taken (`--grace`; the dashboard's gc too): a
 /// teammate's converge may be about to stamp it.

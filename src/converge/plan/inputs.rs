@@ -1,0 +1,133 @@
+//! The planner's walks: a module's context read (through the stat cache and the watch's memo)
+//! into its inputs, and the inputs into its address.
+
+use std::path::PathBuf;
+
+use rayon::prelude::*;
+
+use super::{ManifestSource, PlanError, Planner};
+use crate::mesh::decide::RefState;
+use crate::mesh::model::{Module, Platform};
+use crate::mesh::refs::ImageRef;
+use crate::workspace::inputs::{self, InputSpec, Inputs, Walked};
+use crate::workspace::stat_cache::ContextCache;
+use crate::workspace::walks::WalkMemo;
+
+/// Run blocking work (reading files) from async code: inline on a current-thread runtime (the
+/// command's own thread), else without blocking the other tasks of a worker.
+fn blocking_here<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
+impl Planner<'_> {
+    /// Walk the contexts of `modules` now, all at once (a context's walk does not depend on its
+    /// base: only the address does), for the decisions that follow; through `memo`, a watched
+    /// context that reported no change is not walked again.
+    pub fn walk_ahead(
+        &mut self,
+        modules: &[&Module],
+        manifests: &dyn ManifestSource,
+        memo: Option<&WalkMemo>,
+    ) {
+        let walked: Vec<(String, Walk)> = blocking_here(|| {
+            modules
+                .par_iter()
+                .map(|module| (module.name.clone(), walk(module, manifests, memo)))
+                .collect()
+        });
+        let mut caches = Vec::new();
+        for (module, (walked, cache)) in walked {
+            caches.extend(cache);
+            self.walked.insert(module, walked);
+        }
+        manifests.keep_input_caches(caches);
+    }
+
+    /// The module's platforms; unset means the daemon's own (the local machine's when the daemon
+    /// cannot be reached, so that a plan still runs).
+    pub(super) async fn platforms(&mut self, module: &Module) -> Vec<Platform> {
+        if !module.platforms.is_empty() {
+            return module.platforms.clone();
+        }
+        if self.platform.is_none() {
+            let own = match self.daemon.get().await {
+                Ok(daemon) => daemon
+                    .platform()
+                    .await
+                    .cloned()
+                    .unwrap_or_else(|_| Platform::local()),
+                Err(_) => Platform::local(),
+            };
+            self.platform = Some(own);
+        }
+        self.platform.clone().into_iter().collect()
+    }
+
+    /// The module's inputs and the address they give (its base's artifact is known).
+    pub(super) fn address(
+        &mut self,
+        module: &Module,
+        platforms: &[Platform],
+        base_artifact: Option<&str>,
+        manifests: &dyn ManifestSource,
+    ) -> Result<(RefState, Option<Inputs>, Option<ImageRef>), PlanError> {
+        let spec = InputSpec {
+            context: &module.context,
+            dockerfile: &module.dockerfile,
+            build_args: &module.build_args,
+            base_digest: base_artifact,
+            platforms,
+        };
+        // Kept (not taken): a module may be decided again once the registry answered.
+        let walked = match self.walked.get(&module.name) {
+            Some(walked) => walked.clone(),
+            // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
+            None => {
+                let (walked, cache) = blocking_here(|| walk(module, manifests, None));
+                manifests.keep_input_caches(cache.into_iter().collect());
+                walked
+            }
+        };
+        let inputs = inputs::inputs_of(&spec, walked?);
+        let mesh = self.ctx.mesh;
+        let registry = mesh.registry.as_ref().map(|r| r.host.as_str());
+        let image_ref = ImageRef::new(
+            registry,
+            &mesh.name,
+            &module.name,
+            &inputs.digest,
+            platforms,
+        );
+        Ok((
+            RefState::Known(image_ref.to_string()),
+            Some(inputs),
+            Some(image_ref),
+        ))
+    }
+}
+
+/// A walk's result, and the stat cache it went through with its context (to keep; none when
+/// `memo` answered).
+type Walk = (Result<Walked, PlanError>, Option<(PathBuf, ContextCache)>);
+
+/// Walk `module`'s context through the stat cache (and `memo`, when given).
+fn walk(module: &Module, manifests: &dyn ManifestSource, memo: Option<&WalkMemo>) -> Walk {
+    let (context, dockerfile) = (module.context.as_path(), module.dockerfile.as_str());
+    if let Some(walked) = memo.and_then(|memo| memo.get(&module.name, context, dockerfile)) {
+        return (Ok(walked), None);
+    }
+    let ticket = memo.map(|memo| memo.ticket(&module.name));
+    let cache = manifests.input_cache(context);
+    // What was read before a failure is still worth keeping: the cache is kept either way.
+    let walked = inputs::walk_cached(context, dockerfile, &cache).map_err(|e| PlanError::Inputs {
+        module: module.name.clone(),
+        why: e.to_string(),
+    });
+    if let (Ok(walked), Some(memo), Some(ticket)) = (&walked, memo, ticket) {
+        memo.keep(&module.name, context, dockerfile, ticket, walked);
+    }
+    (walked, Some((context.to_path_buf(), cache)))
+}
