@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Steady-state `meshtop plan` against `git status --porcelain` on the same tree (after `git add`),
 # and cold hashing against `sha256sum` over the same files (issue 11's targets: steady ≤ 1.5× git
-# status, cold ≥ 1.5× faster than sha256sum). Medians of RUNS alternating runs (default 11).
+# status, cold ≥ 1.5× faster than sha256sum; issue 39's: steady ≤ 1.3× git status in CPU and wall,
+# at FILES=12000 and FILES=48000). Medians of RUNS alternating runs (default 11); the steady CPU is
+# user+system time of each process (GNU time's %U+%S, i.e. getrusage of the child).
 # The daemon is not asked (DOCKER_HOST points nowhere: a plan then reads the host as holding
 # nothing, as it does when the daemon is down), so the figure is the planner's own work.
 set -euo pipefail
@@ -22,6 +24,8 @@ tree="$work/tree"
 export DOCKER_HOST=unix:///nonexistent/docker.sock
 
 now() { echo "${EPOCHREALTIME/./}"; } # µs
+# Run "$@" and append its CPU (user+system, µs) to the file $cpu_to.
+cpu_of() { /usr/bin/time -f '%U %S' -o "$work/time" "$@" >/dev/null 2>&1 || true; awk '{printf "%d\n", ($1 + $2) * 1000000}' "$work/time" >>"$cpu_to"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 plan() { "$bin" --mesh "$tree/mesh.toml" --state "$1" plan >/dev/null 2>&1 || true; }
@@ -45,9 +49,13 @@ plan "$work/steady.db"
 load_steady=$(load)
 : >"$work/steady"
 : >"$work/git"
+: >"$work/steady_cpu"
+: >"$work/git_cpu"
 for i in $(seq "$RUNS"); do
   t=$(now); plan "$work/steady.db"; echo $(($(now) - t)) >>"$work/steady"
   t=$(now); git -C "$tree" status --porcelain >/dev/null; echo $(($(now) - t)) >>"$work/git"
+  cpu_to="$work/steady_cpu" cpu_of "$bin" --mesh "$tree/mesh.toml" --state "$work/steady.db" plan
+  cpu_to="$work/git_cpu" cpu_of git -C "$tree" status --porcelain
 done
 
 load_steady="$load_steady -> $(load)"
@@ -59,3 +67,6 @@ files=$(git -C "$tree" ls-files | wc -l)
 echo "tree: $files files in $(grep -c '^\[\[module\]\]' "$tree/mesh.toml") modules; medians of $RUNS alternating runs"
 awk -v c="$cold" -v s="$sha" -v l="$load_cold" 'BEGIN {printf "cold:   meshtop plan %.1f ms, sha256sum %.1f ms -> meshtop %.2fx faster (load %s)\n", c/1000, s/1000, s/c, l}'
 awk -v p="$steady" -v g="$git" -v l="$load_steady" 'BEGIN {printf "steady: meshtop plan %.1f ms, git status %.1f ms -> %.2fx git status (load %s)\n", p/1000, g/1000, p/g, l}'
+steady_cpu=$(median <"$work/steady_cpu")
+git_cpu=$(median <"$work/git_cpu")
+awk -v p="$steady_cpu" -v g="$git_cpu" -v f="$files" 'BEGIN {printf "steady CPU: meshtop plan %.1f ms, git status %.1f ms -> %.2fx git status (per file %.2f µs vs %.2f µs; target 1.3x)\n", p/1000, g/1000, (g > 0 ? p/g : 0), p/f, g/f}'

@@ -294,7 +294,7 @@ fn a_machine_holds_at_most_its_cap_with_a_marker() {
     let shown = view.book.shown();
     assert_eq!(
         view.book.text(&shown[0], false),
-        "base-1 | ── 10 older line(s) dropped (at most 5000 kept) ──"
+        "base-1 | ── 10 older line(s) dropped (at most 5000 lines, 2.0 MiB kept) ──"
     );
     assert_eq!(view.book.text(&shown[1], false), "base-1 | n 10");
 }

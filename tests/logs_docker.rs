@@ -297,3 +297,100 @@ fn follow_shows_new_lines_and_keeps_going_onto_the_container_a_send_made() {
         "the old container's ticks came first: {before:?}"
     );
 }
+
+/// `docker inspect` of one container's state: `exited 3` once its restart policy gave up.
+fn status_of(name: &str) -> String {
+    let out = Command::new("docker")
+        .args([
+            "inspect",
+            "-f",
+            "{{.State.Status}} {{.State.ExitCode}}",
+            name,
+        ])
+        .output()
+        .unwrap();
+    stdout(&out).trim().to_string()
+}
+
+/// A machine that crashes (exit 3) and is restarted `restarts` times by its policy; each run
+/// prints its number. Started with `docker run --restart on-failure:N`.
+fn crash_looping(mesh: &ExampleMesh, image: &str, name: &str, restarts: u32, pause: &str) {
+    let script = format!(
+        "n=$(cat /n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /n; sleep {pause}; \
+         echo \"crash run $n\"; exit 3"
+    );
+    let out = Command::new("docker")
+        .args(["run", "-d", "--name", name])
+        .args(["--restart", &format!("on-failure:{restarts}")])
+        .args(["--label", "jr2.dev/module=base"])
+        .args(["--label", &format!("jr2.dev/mesh={}", mesh.name)])
+        .args(["--label", &format!("jr2.dev/machine={name}")])
+        .args([image, "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+}
+
+/// Each run's lines, then where it ended and with which code, in the order they happened.
+fn assert_every_run_ends(text: &str, runs: std::ops::RangeInclusive<usize>) {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("── run")).collect();
+    let mut wanted = Vec::new();
+    for n in runs {
+        wanted.push(format!("crash run {n}"));
+        wanted.push("── exited with code 3 at 20".to_string());
+    }
+    let got: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            if l.starts_with("── exited with code 3 at 20") {
+                "── exited with code 3 at 20".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert_eq!(got, wanted, "each run's end, in order:\n{text}");
+}
+
+#[test]
+fn a_crash_looping_machine_says_where_each_run_ended_and_its_exit_code() {
+    let (mesh, image) = built("logcrash");
+    let id = run_id();
+    // Three restarts: four runs, each ending with exit 3 (the daemon's backoff between them).
+    let done = format!("{}-c-{id}", mesh.name);
+    crash_looping(&mesh, &image, &done, 3, "0.3");
+    let deadline = Instant::now() + PATIENCE;
+    while status_of(&done) != "exited 3" {
+        assert!(Instant::now() < deadline, "{done}: {}", status_of(&done));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = logs_until(&mesh, &["logs", "base", "--machine", &done], |t| {
+        t.contains("crash run 4")
+    });
+    assert_every_run_ends(&text, 1..=4);
+    let tail = stdout(&mesh.meshtop(&["logs", "base", "--machine", &done, "--tail", "2"]));
+    // The two newest lines, each with its run's end.
+    assert_every_run_ends(&tail, 3..=4);
+
+    // Followed as it crashes: every end is said as it happens, the run after it marked.
+    let live = format!("{}-l-{id}", mesh.name);
+    crash_looping(&mesh, &image, &live, 2, "1.5");
+    let mut follow = Following::start(&mesh, &["logs", "base", "--machine", &live, "--follow"]);
+    let ends = |seen: &[String]| {
+        seen.iter()
+            .filter(|l| l.starts_with("── exited with code 3"))
+            .count()
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while ends(&follow.seen) < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match follow.lines.recv_timeout(left) {
+            Ok(line) => follow.seen.push(line),
+            Err(_) => panic!(
+                "the follow never said three ends:\n{}",
+                follow.seen.join("\n")
+            ),
+        }
+    }
+    assert_every_run_ends(&follow.seen.join("\n"), 1..=3);
+}

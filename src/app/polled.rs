@@ -8,7 +8,7 @@ use crate::mesh::live::LiveOperation;
 use crate::mesh::progress::Step;
 
 use super::msg::{ActionRequest, Effect, SourceData, SourceId, StateSnapshot};
-use super::state::{AppState, MAX_OPERATION_LINES};
+use super::state::AppState;
 
 pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
     match data {
@@ -90,6 +90,7 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
             view.kind = None;
             view.started_with = None;
             view.lines.clear();
+            view.lines_bytes = 0;
             view.scroll = 0;
             view.live = None;
             view.timeline = None;
@@ -110,13 +111,10 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
         if !event.step.is_line() {
             continue;
         }
-        view.lines.push_back(event);
+        view.keep(event);
         // The selected line stays selected while lines arrive under it.
         if view.scroll > 0 {
             view.scroll += 1;
-        }
-        if view.lines.len() > MAX_OPERATION_LINES {
-            view.lines.pop_front();
         }
     }
     view.scroll = view.scroll.min(view.lines.len().saturating_sub(1));

@@ -21,6 +21,12 @@ use super::window::{BuildsWindow, PAGE_SIZE};
 
 /// At most this many progress lines of the followed operation are kept.
 pub const MAX_OPERATION_LINES: usize = 500;
+/// At most this many bytes of them ([`EventRow::held_bytes`]): 500 lines of 1 KiB fit, while a
+/// builder printing 16 KiB lines holds no more.
+pub const MAX_OPERATION_BYTES: usize = 1024 * 1024;
+/// How many bytes of one progress line's text are held; the rest is cut and said
+/// (`… [12.3 KiB cut]`), as the logs view cuts its lines.
+pub const OPERATION_LINE_BYTES: usize = 4 * 1024;
 
 /// What the header names: fixed for the life of the dashboard (the target is [`AppState::target`]).
 #[derive(Debug, Clone)]
@@ -120,6 +126,8 @@ pub struct OperationView {
     /// What its start said (`converge of 3 module(s)`), for the header while it runs.
     pub started_with: Option<String>,
     pub lines: VecDeque<EventRow>,
+    /// What `lines` take ([`EventRow::held_bytes`] summed), at most [`MAX_OPERATION_BYTES`].
+    pub lines_bytes: usize,
     pub last_event_id: i64,
     /// The selected line, counted up from the last (0: the last line, following the tail).
     pub scroll: usize,
@@ -142,6 +150,24 @@ impl OperationView {
             ),
             None => kind.to_string(),
         }
+    }
+
+    /// Keep a progress line (its text cut at [`OPERATION_LINE_BYTES`]); the oldest lines go while
+    /// more than [`MAX_OPERATION_LINES`] or [`MAX_OPERATION_BYTES`] are held. How many went.
+    pub fn keep(&mut self, mut event: EventRow) -> usize {
+        crate::mesh::text::cut_long_line(&mut event.text, OPERATION_LINE_BYTES);
+        self.lines_bytes += event.held_bytes();
+        self.lines.push_back(event);
+        let mut dropped = 0;
+        while self.lines.len() > 1
+            && (self.lines.len() > MAX_OPERATION_LINES || self.lines_bytes > MAX_OPERATION_BYTES)
+        {
+            if let Some(old) = self.lines.pop_front() {
+                self.lines_bytes -= old.held_bytes();
+                dropped += 1;
+            }
+        }
+        dropped
     }
 
     /// The line under the cursor (the last one while following).
@@ -580,4 +606,57 @@ pub struct MachineCounts {
     /// Declared machines that do not exist.
     pub missing: usize,
     pub total: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mesh::progress::{Payload, Step};
+
+    fn output(id: i64, text: String) -> EventRow {
+        EventRow {
+            id,
+            at_ms: id,
+            mesh: "demo".into(),
+            operation_id: "c1".into(),
+            operation: Some(1),
+            operation_kind: Some(OperationKind::Converge),
+            step: Step::Output,
+            module: Some("api".into()),
+            text,
+            payload: Some(Payload::output("x")),
+        }
+    }
+
+    #[test]
+    fn operation_lines_are_bounded_by_bytes_and_long_ones_cut() {
+        let mut view = OperationView::default();
+        view.keep(output(1, "x".repeat(OPERATION_LINE_BYTES)));
+        assert_eq!(view.lines[0].text.len(), OPERATION_LINE_BYTES);
+        view.keep(output(2, "y".repeat(OPERATION_LINE_BYTES + 12_595)));
+        assert_eq!(
+            view.lines[1].text,
+            format!("{} … [12.3 KiB cut]", "y".repeat(OPERATION_LINE_BYTES))
+        );
+        let mut dropped = 0;
+        for n in 3..3_000 {
+            dropped += view.keep(output(n, "z".repeat(16 * 1024)));
+            assert!(view.lines_bytes <= MAX_OPERATION_BYTES, "after {n} lines");
+        }
+        assert_eq!(dropped + view.lines.len(), 2_999);
+        assert!(
+            view.lines.len() < MAX_OPERATION_LINES,
+            "{}",
+            view.lines.len()
+        );
+        let held: usize = view.lines.iter().map(EventRow::held_bytes).sum();
+        assert_eq!(held, view.lines_bytes);
+        // Short lines: the count bounds them, as before.
+        let mut view = OperationView::default();
+        for n in 0..1_000 {
+            view.keep(output(n, format!("line {n}")));
+        }
+        assert_eq!(view.lines.len(), MAX_OPERATION_LINES);
+        assert_eq!(view.lines[0].text, "line 500");
+    }
 }

@@ -1,7 +1,8 @@
 //! What a machine says: its log lines (stdout and stderr, with their time), where a run began,
 //! how it ended, what replaced it, and what the target said of it. Pure: the target reads the
 //! lines (`converge/targets/`), the command prints them and the dashboard's logs view holds them
-//! here, at most [`HELD_PER_MACHINE`] per machine.
+//! here, at most [`HELD_PER_MACHINE`] items and [`HELD_BYTES_PER_MACHINE`] bytes per machine, each
+//! line cut at [`LINE_HELD_BYTES`].
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -11,6 +12,16 @@ use super::text::plain;
 
 /// How many items a machine keeps; older ones are dropped (and counted, and said).
 pub const HELD_PER_MACHINE: usize = 5_000;
+
+/// How many bytes a machine's held items take at most (their text and the items themselves):
+/// older ones are dropped (and counted, and said) so that a machine printing long lines holds
+/// as little memory as one printing short ones. 5,000 lines of 200 bytes fit.
+pub const HELD_BYTES_PER_MACHINE: usize = 2 * 1024 * 1024;
+
+/// How many bytes of one line's text are held; the rest is cut, and the line says how much
+/// (`… [12.3 KiB cut]`). A screen shows a few hundred characters of a line at most; Docker's
+/// json-file driver splits lines at 16 KiB.
+pub const LINE_HELD_BYTES: usize = 4 * 1024;
 
 /// Which of a machine's streams a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,7 +73,8 @@ pub enum LogItem {
     },
     /// Something to know about what is (not) shown, e.g. no earlier run to show.
     Note { text: String },
-    /// Older items dropped to keep at most [`HELD_PER_MACHINE`].
+    /// Older items dropped to keep at most [`HELD_PER_MACHINE`] items and
+    /// [`HELD_BYTES_PER_MACHINE`] bytes.
     Dropped { count: usize },
 }
 
@@ -115,10 +127,40 @@ impl LogItem {
                 None => format!("── stream cut: {why} ──"),
             },
             LogItem::Note { text } => format!("── {text} ──"),
-            LogItem::Dropped { count } => {
-                format!("── {count} older line(s) dropped (at most {HELD_PER_MACHINE} kept) ──")
-            }
+            LogItem::Dropped { count } => format!(
+                "── {count} older line(s) dropped (at most {HELD_PER_MACHINE} lines, {} kept) ──",
+                super::text::binary_bytes(HELD_BYTES_PER_MACHINE)
+            ),
         }
+    }
+
+    /// The item with its text cut at `max` bytes (a line's text; other items are short).
+    pub fn cut_to(mut self, max: usize) -> LogItem {
+        if let LogItem::Line { text, .. } = &mut self {
+            super::text::cut_long_line(text, max);
+        }
+        self
+    }
+
+    /// The bytes the item takes where it is held: its slot and the text it owns.
+    pub fn held_bytes(&self) -> usize {
+        let owned = match self {
+            LogItem::Line {
+                time, source, text, ..
+            } => {
+                text.capacity()
+                    + time.as_ref().map_or(0, String::capacity)
+                    + source.as_ref().map_or(0, String::capacity)
+            }
+            LogItem::RunStarted { at, .. } => at.capacity(),
+            LogItem::Exited { at, .. } => at.as_ref().map_or(0, String::capacity),
+            LogItem::Replaced { now: text }
+            | LogItem::Event { text }
+            | LogItem::Note { text }
+            | LogItem::Cut { why: text, .. } => text.capacity(),
+            LogItem::Dropped { .. } => 0,
+        };
+        std::mem::size_of::<(u64, LogItem)>() + owned
     }
 
     /// The time the target gave the item, when it gave one.
@@ -182,20 +224,86 @@ pub fn split_runs(lines: Vec<LogItem>, started_at: &str) -> (Vec<LogItem>, Vec<L
     (earlier, current)
 }
 
-/// The newest `tail` items of `items` (all of them without a tail).
+/// The newest `tail` lines of `items` and the markers among and after them (all of them without
+/// a tail): a run's end after the last line is kept with it.
 pub fn newest(mut items: Vec<LogItem>, tail: Option<u64>) -> Vec<LogItem> {
-    if let Some(tail) = tail.and_then(|t| usize::try_from(t).ok())
-        && items.len() > tail
-    {
-        items.drain(..items.len() - tail);
+    let Some(tail) = tail.and_then(|t| usize::try_from(t).ok()) else {
+        return items;
+    };
+    if tail == 0 {
+        items.clear();
+        return items;
+    }
+    let lines = items
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, item)| matches!(item, LogItem::Line { .. }))
+        .map(|(at, _)| at)
+        .nth(tail - 1);
+    if let Some(first) = lines {
+        items.drain(..first);
     }
     items
 }
 
-/// One machine's items, at most [`HELD_PER_MACHINE`], each with its place in the order they came.
+/// Where a run of a machine ended: when (UTC RFC 3339) and with which exit code (Docker's `die`
+/// event of the run: `docker ps` says only the last one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnd {
+    pub at: String,
+    pub code: i64,
+}
+
+impl RunEnd {
+    pub fn item(&self) -> LogItem {
+        LogItem::Exited {
+            code: self.code,
+            at: Some(self.at.clone()),
+        }
+    }
+}
+
+/// Earlier runs' ends, each said where it falls among the lines: before the first line taken
+/// after it.
+#[derive(Debug, Clone, Default)]
+pub struct RunEnds {
+    pending: VecDeque<RunEnd>,
+}
+
+impl RunEnds {
+    pub fn new(mut ends: Vec<RunEnd>) -> RunEnds {
+        ends.sort_by_cached_key(|end| sortable_time(&end.at));
+        RunEnds {
+            pending: ends.into(),
+        }
+    }
+
+    /// The ends before a line taken at `time`, as their markers, in order.
+    pub fn before(&mut self, time: &str) -> Vec<LogItem> {
+        let mut said = Vec::new();
+        while let Some(end) = self.pending.front()
+            && !at_or_after(&end.at, time)
+        {
+            said.push(end.item());
+            self.pending.pop_front();
+        }
+        said
+    }
+
+    /// The ends no line came after.
+    pub fn rest(&mut self) -> Vec<LogItem> {
+        self.pending.drain(..).map(|end| end.item()).collect()
+    }
+}
+
+/// One machine's items, at most [`HELD_PER_MACHINE`] and [`HELD_BYTES_PER_MACHINE`], each with its
+/// place in the order they came.
 #[derive(Debug, Clone, Default)]
 struct Held {
     items: VecDeque<(u64, LogItem)>,
+    /// What `items` take ([`LogItem::held_bytes`] summed).
+    bytes: usize,
     dropped: usize,
 }
 
@@ -205,6 +313,7 @@ pub struct LogBook {
     machines: BTreeMap<String, Held>,
     next: u64,
     cap: usize,
+    byte_cap: usize,
     width: usize,
 }
 
@@ -223,6 +332,15 @@ impl LogBook {
 
     /// As [`LogBook::new`], keeping at most `cap` items per machine.
     pub fn with_cap<'a>(machines: impl IntoIterator<Item = &'a str>, cap: usize) -> LogBook {
+        LogBook::with_caps(machines, cap, HELD_BYTES_PER_MACHINE)
+    }
+
+    /// As [`LogBook::new`], keeping at most `cap` items and `byte_cap` bytes per machine.
+    pub fn with_caps<'a>(
+        machines: impl IntoIterator<Item = &'a str>,
+        cap: usize,
+        byte_cap: usize,
+    ) -> LogBook {
         let machines: BTreeMap<String, Held> = machines
             .into_iter()
             .map(|m| (m.to_string(), Held::default()))
@@ -236,6 +354,7 @@ impl LogBook {
             machines,
             next: 0,
             cap: cap.max(1),
+            byte_cap,
             width,
         }
     }
@@ -244,8 +363,10 @@ impl LogBook {
         self.machines.len()
     }
 
-    /// Keep what `machine` said; its oldest item goes when it holds more than the cap.
+    /// Keep what `machine` said (a line cut at [`LINE_HELD_BYTES`]); its oldest items go while it
+    /// holds more than the caps (the newest item always stays).
     pub fn push(&mut self, machine: &str, item: LogItem) {
+        let item = item.cut_to(LINE_HELD_BYTES);
         if !self.machines.contains_key(machine) {
             self.width = self.width.max(machine.chars().count());
             self.machines.insert(machine.to_string(), Held::default());
@@ -253,12 +374,20 @@ impl LogBook {
         let Some(held) = self.machines.get_mut(machine) else {
             return;
         };
+        held.bytes += item.held_bytes();
         held.items.push_back((self.next, item));
         self.next += 1;
-        if held.items.len() > self.cap {
-            held.items.pop_front();
-            held.dropped += 1;
+        while held.items.len() > 1 && (held.items.len() > self.cap || held.bytes > self.byte_cap) {
+            if let Some((_, old)) = held.items.pop_front() {
+                held.bytes -= old.held_bytes();
+                held.dropped += 1;
+            }
         }
+    }
+
+    /// The bytes `machine`'s held items take.
+    pub fn held_bytes(&self, machine: &str) -> usize {
+        self.machines.get(machine).map_or(0, |h| h.bytes)
     }
 
     /// How many items are shown (the dropped markers included).
@@ -389,13 +518,92 @@ mod tests {
         assert_eq!(
             texts,
             [
-                "── 2 older line(s) dropped (at most 5000 kept) ──",
+                "── 2 older line(s) dropped (at most 5000 lines, 2.0 MiB kept) ──",
                 "line 3",
                 "line 4",
                 "line 5"
             ]
         );
         assert_eq!(book.len(), 4);
+    }
+
+    fn long(bytes: usize) -> LogItem {
+        out(&"x".repeat(bytes))
+    }
+
+    fn line_text(item: &LogItem) -> &str {
+        match item {
+            LogItem::Line { text, .. } => text,
+            _ => "",
+        }
+    }
+
+    #[test]
+    fn a_line_at_the_cut_is_whole_and_one_above_says_what_was_cut() {
+        let mut book = LogBook::new(["api-1"]);
+        book.push("api-1", long(LINE_HELD_BYTES));
+        book.push("api-1", long(LINE_HELD_BYTES + 1));
+        book.push("api-1", long(LINE_HELD_BYTES + 12_595));
+        let shown = book.shown();
+        assert_eq!(line_text(shown[0].item), "x".repeat(LINE_HELD_BYTES));
+        assert_eq!(
+            line_text(shown[1].item),
+            format!("{} … [1 B cut]", "x".repeat(LINE_HELD_BYTES))
+        );
+        assert_eq!(
+            line_text(shown[2].item),
+            format!("{} … [12.3 KiB cut]", "x".repeat(LINE_HELD_BYTES))
+        );
+    }
+
+    #[test]
+    fn a_cut_never_splits_a_character() {
+        // 'é' is two bytes: the cut falls inside the last one and keeps it out whole.
+        let item = out(&"é".repeat(LINE_HELD_BYTES)).cut_to(LINE_HELD_BYTES - 1);
+        let text = line_text(&item);
+        assert!(
+            text.starts_with(&"é".repeat((LINE_HELD_BYTES - 2) / 2)),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(" … [4.0 KiB cut]"),
+            "{}",
+            &text[text.len() - 30..]
+        );
+    }
+
+    #[test]
+    fn many_long_lines_never_hold_more_than_the_byte_cap() {
+        let cap = 64 * 1024;
+        let mut book = LogBook::with_caps(["api-1", "api-2"], HELD_PER_MACHINE, cap);
+        for n in 0..500 {
+            book.push("api-1", long(16 * 1024 + n));
+            assert!(book.held_bytes("api-1") <= cap, "after {n} pushes");
+        }
+        book.push("api-2", out("quiet"));
+        assert!(book.dropped("api-1") > 450, "{}", book.dropped("api-1"));
+        assert_eq!(book.dropped("api-2"), 0);
+        // What is held is what is counted.
+        let counted: usize = book
+            .shown()
+            .iter()
+            .filter(|s| s.machine == "api-1" && !matches!(s.item, LogItem::Dropped { .. }))
+            .map(|s| s.item.held_bytes())
+            .sum();
+        assert_eq!(counted, book.held_bytes("api-1"));
+        let texts: Vec<String> = book.shown().iter().map(|s| book.text(s, false)).collect();
+        assert!(
+            texts[0].starts_with("api-1 | ── 4") && texts[0].contains("older line(s) dropped"),
+            "{}",
+            texts[0]
+        );
+        // The default cap holds the default count of short lines.
+        let mut book = LogBook::new(["m"]);
+        for n in 0..HELD_PER_MACHINE {
+            book.push("m", out(&format!("{n:0>150}")));
+        }
+        assert_eq!(book.dropped("m"), 0);
+        assert!(book.held_bytes("m") <= HELD_BYTES_PER_MACHINE);
     }
 
     #[test]
@@ -477,6 +685,41 @@ mod tests {
         assert_eq!(next_match(&found, Some(2), true), Some(1));
         assert_eq!(next_match(&found, Some(1), false), Some(2));
         assert!(book.matches("").is_empty());
+    }
+
+    #[test]
+    fn each_run_end_is_said_before_the_first_line_after_it() {
+        let end = |at: &str, code| RunEnd {
+            at: at.to_string(),
+            code,
+        };
+        let mut ends = RunEnds::new(vec![
+            end("2026-12-02T05:00:02.2Z", 3),
+            end("2026-12-02T05:00:01.15Z", 3),
+            end("2026-12-02T05:00:09Z", 1),
+        ]);
+        let lines = [
+            "2026-12-02T05:00:01.1Z",
+            "2026-12-02T05:00:01.2Z",
+            "2026-12-02T05:00:03Z",
+        ];
+        let mut said = Vec::new();
+        for time in lines {
+            said.extend(ends.before(time).iter().map(|i| i.render(false)));
+            said.push(timed(time, "line").render(true));
+        }
+        said.extend(ends.rest().iter().map(|i| i.render(false)));
+        assert_eq!(
+            said,
+            [
+                "2026-12-02T05:00:01.1Z line",
+                "── exited with code 3 at 2026-12-02T05:00:01.15Z ──",
+                "2026-12-02T05:00:01.2Z line",
+                "── exited with code 3 at 2026-12-02T05:00:02.2Z ──",
+                "2026-12-02T05:00:03Z line",
+                "── exited with code 1 at 2026-12-02T05:00:09Z ──",
+            ]
+        );
     }
 
     #[test]

@@ -22,6 +22,39 @@ pub fn plain(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// `512 B`, `12.3 KiB`, `2.0 MiB` (binary units: what is held in memory).
+pub fn binary_bytes(n: usize) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Cut `text` to at most `max` bytes (at a character boundary) and say how much went:
+/// `… [12.3 KiB cut]`. Text at or under `max` is left as it is. Returns the bytes cut.
+pub fn cut_long_line(text: &mut String, max: usize) -> usize {
+    if text.len() <= max {
+        return 0;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = text.len() - end;
+    text.truncate(end);
+    text.push_str(&format!(" … [{} cut]", binary_bytes(cut)));
+    text.shrink_to_fit();
+    cut
+}
+
 /// `sha256:3f9c2a1b7d4e…` → `3f9c2a1b7d4e` (for one-line messages).
 pub fn short_id(id: &str) -> &str {
     // A digest read from a cluster annotation is not checked to be hex.

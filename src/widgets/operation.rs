@@ -101,7 +101,7 @@ pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<
     (format!("{kind} {label} · {}", event.step), lines)
 }
 
-/// Most output lines of one module the module's detail shows (the pane keeps the newest 500 lines).
+/// Most output lines of one module the module's detail shows (the pane keeps the newest 500 lines, 1 MiB).
 const MODULE_OUTPUT_LINES: usize = 200;
 
 /// A module in the followed operation, for its detail: its state there, its error in full, and its

@@ -16,7 +16,9 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc::Sender;
 
 use super::{Daemon, DaemonError};
-use crate::mesh::logs::{LogAsk, LogItem, Stream, at_or_after, newest, split_runs, split_time};
+use crate::mesh::logs::{
+    LogAsk, LogItem, RunEnd, RunEnds, Stream, at_or_after, newest, split_runs, split_time,
+};
 
 /// The first wait after a cut stream; it doubles up to [`LONGEST_WAIT`].
 const FIRST_WAIT: Duration = Duration::from_millis(250);
@@ -27,7 +29,12 @@ const LONGEST_WAIT: Duration = Duration::from_secs(4);
 struct Seen {
     id: String,
     image: String,
+    /// Running, or between two runs of its restart policy.
     running: bool,
+    /// Between two runs of its restart policy (its last run ended: `Restarting (3)`).
+    restarting: bool,
+    /// When the container was made (its first run's events come after).
+    created: String,
     started_at: String,
     finished_at: Option<String>,
     exit_code: i64,
@@ -60,7 +67,8 @@ fn run_cut(started_at: &str, finished_at: Option<&str>, running: bool) -> String
 
 fn seen(inspect: ContainerInspectResponse) -> Seen {
     let state = inspect.state.unwrap_or_default();
-    let running = state.running.unwrap_or(false) || state.restarting.unwrap_or(false);
+    let restarting = state.restarting.unwrap_or(false);
+    let running = state.running.unwrap_or(false) || restarting;
     let started_at = state.started_at.unwrap_or_default();
     let finished_at = state.finished_at.filter(|t| !t.starts_with("0001-01-01"));
     Seen {
@@ -71,6 +79,11 @@ fn seen(inspect: ContainerInspectResponse) -> Seen {
             .and_then(|c| c.image)
             .unwrap_or_else(|| inspect.image.unwrap_or_default()),
         running,
+        restarting,
+        created: inspect
+            .created
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+            .unwrap_or_default(),
         started_at,
         finished_at,
         exit_code: state.exit_code.unwrap_or(0),
@@ -126,6 +139,18 @@ impl Pieces {
     }
 }
 
+/// A time as the events API takes it: `seconds.nanoseconds` since the epoch.
+fn events_time(time: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(time) {
+        Ok(t) => format!("{}.{:09}", t.timestamp(), t.timestamp_subsec_nanos()),
+        Err(_) => "0".to_string(),
+    }
+}
+
+/// A fallback end (the container's `FinishedAt`, its die event not read) stands for the die
+/// event that the daemon logs just after it: an event this close after it is the same end.
+const SAME_END: chrono::Duration = chrono::Duration::seconds(1);
+
 fn item_of(stream: Stream, line: &str) -> LogItem {
     let (time, text) = split_time(line);
     LogItem::line(stream, time.map(str::to_string), text)
@@ -154,6 +179,95 @@ impl Daemon {
         Ok(())
     }
 
+    /// The ends of container `id`'s runs from `since` (RFC 3339) to now, oldest first: the
+    /// daemon's `die` events, which say each run's exit code (its state says only the last one).
+    /// The daemon keeps its newest 256 events: ends older than those are not known (None: the
+    /// daemon could not be asked).
+    async fn run_ends(&self, id: &str, since: &str) -> Option<Vec<RunEnd>> {
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+        let filters = std::collections::HashMap::from([
+            ("type", vec!["container"]),
+            ("container", vec![id]),
+            ("event", vec!["die"]),
+        ]);
+        let options = bollard::query_parameters::EventsOptionsBuilder::default()
+            .since(&events_time(since))
+            .until(&events_time(&now))
+            .filters(&filters)
+            .build();
+        let mut events = Box::pin(self.docker.events(Some(options)));
+        let mut ends = Vec::new();
+        while let Some(event) = events.next().await {
+            let event = event.ok()?;
+            let code = event
+                .actor
+                .as_ref()
+                .and_then(|a| a.attributes.as_ref())
+                .and_then(|a| a.get("exitCode"))
+                .and_then(|c| c.parse().ok());
+            let at = event
+                .time_nano
+                .map(chrono::DateTime::from_timestamp_nanos)
+                .or_else(|| {
+                    event
+                        .time
+                        .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+                });
+            if let (Some(code), Some(at)) = (code, at) {
+                let at = at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+                ends.push(RunEnd { at, code });
+            }
+        }
+        Some(ends)
+    }
+
+    /// Say how the runs since `run` began ended (the run followed, and any that began and ended
+    /// since), each once: `said` is the newest end said. When the daemon no longer has the
+    /// events, a stopped or restarting container's own last end is said.
+    async fn say_ends(
+        &self,
+        run: &Seen,
+        seen: &Seen,
+        said: &mut Option<String>,
+        out: &Sender<LogItem>,
+    ) -> Result<(), Closed> {
+        let mut ends = self
+            .run_ends(&seen.id, &run.started_at)
+            .await
+            .unwrap_or_default();
+        ends.retain(|end| said.as_deref().is_none_or(|s| !at_or_after(s, &end.at)));
+        let stopped = !seen.running || seen.restarting;
+        if ends.is_empty()
+            && stopped
+            && let Some(finish) = &seen.finished_at
+            && at_or_after(finish, &run.started_at)
+            && said.as_deref().is_none_or(|s| !at_or_after(s, finish))
+        {
+            say(
+                out,
+                LogItem::Exited {
+                    code: seen.exit_code,
+                    at: Some(finish.clone()),
+                },
+            )
+            .await?;
+            *said = chrono::DateTime::parse_from_rfc3339(finish)
+                .map(|t| {
+                    (t + SAME_END)
+                        .with_timezone(&chrono::Utc)
+                        .to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+                })
+                .ok()
+                .or_else(|| Some(finish.clone()));
+            return Ok(());
+        }
+        for end in ends {
+            say(out, end.item()).await?;
+            *said = Some(end.at);
+        }
+        Ok(())
+    }
+
     async fn logs_of(
         &self,
         name: &str,
@@ -164,8 +278,8 @@ impl Daemon {
         let mut now = first;
         // The newest line's time: a stream read again after a cut starts after it.
         let mut last: Option<String> = None;
-        // The finish already said (a stopped container is said once, not at every poll).
-        let mut said_exit: Option<String> = None;
+        // The newest run end said (each is said once, not at every poll).
+        let mut said_end: Option<String> = None;
         let mut replacement = false;
         let mut wait = FIRST_WAIT;
         loop {
@@ -184,29 +298,22 @@ impl Daemon {
                     say(out, replaced(&seen)).await?;
                     now = seen;
                     last = None;
-                    said_exit = None;
+                    said_end = None;
                     replacement = true;
                     continue;
                 }
                 Ok(seen) if !seen.running => {
-                    let finish = seen.finished_at.clone().unwrap_or_default();
-                    if said_exit.as_ref() != Some(&finish) {
-                        say(
-                            out,
-                            LogItem::Exited {
-                                code: seen.exit_code,
-                                at: seen.finished_at.clone(),
-                            },
-                        )
-                        .await?;
-                        said_exit = Some(finish);
-                    }
+                    self.say_ends(&now, &seen, &mut said_end, out).await?;
                     now = seen;
                     if !ask.follow {
                         return Ok(());
                     }
                 }
                 Ok(seen) => {
+                    // A run that ended: restarting, or already running again.
+                    if seen.restarting || seen.started_at != now.started_at {
+                        self.say_ends(&now, &seen, &mut said_end, out).await?;
+                    }
                     if !ask.follow {
                         return Ok(());
                     }
@@ -221,7 +328,6 @@ impl Daemon {
                             },
                         )
                         .await?;
-                        said_exit = None;
                         now = seen;
                         continue;
                     }
@@ -279,6 +385,17 @@ impl Daemon {
             .since(since)
             .tail(&tail)
             .build();
+        // The first read says where each earlier run ended, among its lines (the last run's end
+        // is said after the read).
+        let mut ends = RunEnds::default();
+        if first_read && !replacement {
+            let mut earlier = self
+                .run_ends(&now.id, &now.created)
+                .await
+                .unwrap_or_default();
+            earlier.retain(|end| !at_or_after(&end.at, &now.started_at));
+            ends = RunEnds::new(earlier);
+        }
         let mut stream = Box::pin(self.docker.logs(&now.id, Some(options)));
         let mut pieces = Pieces::default();
         let mut held = Vec::new();
@@ -302,9 +419,14 @@ impl Daemon {
                 {
                     continue;
                 }
+                let ended = item.time().map(|t| ends.before(t)).unwrap_or_default();
                 if whole {
+                    held.extend(ended);
                     held.push(item);
                     continue;
+                }
+                for end in ended {
+                    say(out, end).await?;
                 }
                 if let Some(time) = item.time() {
                     *last = Some(time.to_string());
@@ -322,8 +444,8 @@ impl Daemon {
                 say(out, item).await?;
             }
         };
-        for (stream_of, line) in pieces.rest() {
-            let item = item_of(stream_of, &line);
+        let rest = pieces.rest().into_iter().map(|(s, line)| item_of(s, &line));
+        for item in rest.chain(ends.rest()) {
             if whole {
                 held.push(item);
             } else {

@@ -28,6 +28,18 @@ pub struct EventRow {
     pub payload: Option<Payload>,
 }
 
+impl EventRow {
+    /// The bytes the row takes where it is held: itself and the text it owns (a payload's own
+    /// strings are short: names and references; an error is counted by its text).
+    pub fn held_bytes(&self) -> usize {
+        std::mem::size_of::<EventRow>()
+            + self.mesh.capacity()
+            + self.operation_id.capacity()
+            + self.module.as_ref().map_or(0, String::capacity)
+            + self.text.capacity()
+    }
+}
+
 /// Of a poll's events, those a follower that has read up to `last_id` has not seen yet. A poll
 /// asked for again before the previous answer was taken in (a converge started on the dashboard asks
 /// at each step) reads some events twice; every view of an operation folds its events through this,
