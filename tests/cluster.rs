@@ -1725,7 +1725,7 @@ async fn a_history_that_outgrows_the_limit_gives_way_and_every_stamp_lands() {
     assert!(
         history
             .values()
-            .all(|stamps| stamps[0].operation_id == "op-11"),
+            .all(|stamps| stamps[0].by.operation_id == "op-11"),
         "the newest stamp of every module stays"
     );
 }

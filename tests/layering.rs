@@ -195,6 +195,10 @@ const ROOMS: &[Room] = &[
                 "std::time",
                 // The daemon's log stream stamps each line in RFC 3339 with nanoseconds.
                 "chrono",
+                // The BuildKit session to a builder over TCP with TLS: rustls, as bollard's own TLS.
+                "tokio_rustls",
+                "rustls_pki_types",
+                "rustls_native_certs",
                 "tokio::io",
                 // A log stream followed in a select loop is pinned where it is polled.
                 "tokio::pin",

@@ -156,7 +156,7 @@ async fn two_stamps_racing_on_a_sharded_record_lose_nothing_and_never_mix() {
         .map(|m| (m, "op-a"))
         .chain(b.keys().map(|m| (m, "op-b")))
     {
-        assert_eq!(read.history[module][0].operation_id, op, "{module}");
+        assert_eq!(read.history[module][0].by.operation_id, op, "{module}");
     }
 }
 

@@ -131,6 +131,19 @@ const EXCEPTIONS: &[Exception] = &[
         why: "the HTTP Host header of the session upgrade to the daemon's socket, not a target",
     },
     Exception {
+        file: "src/backends/daemon/workers.rs",
+        rule: Rule::Word,
+        what: "docker",
+        why: "the HTTP Host header of the /grpc upgrade to the daemon's socket, not a target",
+    },
+    Exception {
+        file: "src/mesh/builders.rs",
+        rule: Rule::Identifier,
+        what: "docker_host",
+        why: "DOCKER_HOST (with DOCKER_TLS_VERIFY, DOCKER_CERT_PATH) read by the builders' one \
+              endpoint grammar: the docker CLI's environment, not a target",
+    },
+    Exception {
         file: "src/backends/buildx.rs",
         rule: Rule::Word,
         what: "docker",

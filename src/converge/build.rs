@@ -11,7 +11,6 @@ use super::targets::sign_pushed;
 use crate::backends::buildx;
 use crate::backends::credentials;
 use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
-use crate::backends::daemon::push::push_image_sized;
 use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
 use crate::backends::git::{self, Revision};
@@ -587,7 +586,7 @@ impl<'a> Run<'a> {
             emitter.emit(Payload::output(line), Some(&module), line);
             tail.push(line);
         });
-        let daemon_started = std::time::Instant::now();
+        let daemon_started = timefmt::now_ms();
         let result = match tokio::time::timeout(on.deadline, building).await {
             Ok(result) => result,
             Err(_) => {
@@ -605,7 +604,7 @@ impl<'a> Run<'a> {
             }
         };
         // The daemon's time on the build; what the row spends besides is meshtop's own.
-        let daemon_ms = i64::try_from(daemon_started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let daemon_ms = timefmt::now_ms().saturating_sub(daemon_started).max(0);
         let _ = with_history(self.db, |h| {
             h.set_daemon_time(&self.correlation_id, daemon_ms)
         });
@@ -641,14 +640,14 @@ impl<'a> Run<'a> {
     ) -> Result<Built, BuildError> {
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
-        let daemon_started = std::time::Instant::now();
+        let daemon_started = timefmt::now_ms();
         let result = buildx::build_and_push(request, |line| {
             emitter.emit(Payload::output(line), Some(&module), line);
             tail.push(line);
         })
         .await;
         // buildx's time on the build (its push included); the rest is meshtop's own.
-        let daemon_ms = i64::try_from(daemon_started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let daemon_ms = timefmt::now_ms().saturating_sub(daemon_started).max(0);
         let _ = with_history(self.db, |h| {
             h.set_daemon_time(&self.correlation_id, daemon_ms)
         });
@@ -830,7 +829,7 @@ impl Run<'_> {
             .await
             .ok()
             .flatten();
-        let pushing = push_image_sized(on.daemon.docker(), &tag, creds.as_ref());
+        let pushing = on.daemon.push_sized(&tag, creds.as_ref());
         let (digest, size) = match tokio::time::timeout(template.deadline, pushing).await {
             Ok(Ok(pushed)) => pushed,
             Ok(Err(error)) => {

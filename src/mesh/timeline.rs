@@ -541,7 +541,7 @@ fn delivered(module: &mut ModuleTimeline, at_ms: i64, done_before: i64, by: &Del
         DeliveredBy::Published { .. } => "published",
         DeliveredBy::Pushed { .. } => "pushed",
         DeliveredBy::Pulled { .. } => "pulled",
-        DeliveredBy::KindLoaded { .. } => "kind load",
+        DeliveredBy::Loaded { .. } => "kind load",
         DeliveredBy::InRegistry { .. } => "in the registry",
         DeliveredBy::Signed { .. } => "signed",
     };

@@ -158,15 +158,15 @@ impl Cluster {
         let mut gone = String::new();
         for _ in 0..READ_ATTEMPTS {
             match self.read_record_once().await? {
-                Ok(read) => return Ok(read),
-                Err(shard) => gone = shard,
+                Attempt::Read(read) => return Ok(read),
+                Attempt::ShardGone(shard) => gone = shard,
             }
         }
         Err(self.shard_error(&gone, ShardProblem::Missing))
     }
 
-    /// One read: `Err(shard)` when a shard the index names is gone.
-    async fn read_record_once(&self) -> Result<Result<RecordRead, String>, ClusterError> {
+    /// One read: [`Attempt::ShardGone`] when a shard the index names is gone.
+    async fn read_record_once(&self) -> Result<Attempt, ClusterError> {
         let namespace = self
             .call(
                 format!("get namespace {}", self.namespace),
@@ -174,7 +174,7 @@ impl Cluster {
             )
             .await?;
         let Some(namespace) = namespace else {
-            return Ok(Ok(RecordRead::default()));
+            return Ok(Attempt::Read(RecordRead::default()));
         };
         let empty = BTreeMap::new();
         let annotations = namespace.metadata.annotations.as_ref().unwrap_or(&empty);
@@ -235,7 +235,7 @@ impl Cluster {
                 }
             ));
         }
-        Ok(Ok(read))
+        Ok(Attempt::Read(read))
     }
 
     /// The sharded form: the index, then every shard it names (verified against its digest).
@@ -243,7 +243,7 @@ impl Cluster {
         &self,
         mut read: RecordRead,
         text: &str,
-    ) -> Result<Result<RecordRead, String>, ClusterError> {
+    ) -> Result<Attempt, ClusterError> {
         let index: RecordIndex = match serde_json::from_str(text) {
             Ok(index) => index,
             Err(e) => {
@@ -253,11 +253,11 @@ impl Cluster {
                 );
                 read.warning = Some(warning.clone());
                 read.team_warning = Some(warning);
-                return Ok(Ok(read));
+                return Ok(Attempt::Read(read));
             }
         };
         match self.read_shards(&index).await? {
-            ShardsRead::Gone(shard) => Ok(Err(shard)),
+            ShardsRead::Gone(shard) => Ok(Attempt::ShardGone(shard)),
             ShardsRead::Whole(whole, bytes) => {
                 read.record = whole.images;
                 read.pins = whole.pins;
@@ -269,7 +269,7 @@ impl Cluster {
                 read.cost.objects += index.shards.len();
                 read.cost.bytes += bytes;
                 read.index = index;
-                Ok(Ok(read))
+                Ok(Attempt::Read(read))
             }
         }
     }
@@ -554,6 +554,13 @@ pub fn trim_history(history: &mut StampsByModule, budget: usize) {
             history.remove(&module);
         }
     }
+}
+
+/// One read of the record: whole, or a shard the index names was gone (gc took it: read again).
+enum Attempt {
+    Read(RecordRead),
+    /// The shard's name.
+    ShardGone(String),
 }
 
 #[cfg(test)]

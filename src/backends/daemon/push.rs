@@ -31,6 +31,16 @@ impl super::Daemon {
     ) -> Result<String, RegistryError> {
         push_image(self.docker(), reference, creds).await
     }
+
+    /// Push a tagged image through this daemon; the manifest digest and its size in bytes (what
+    /// an image index names).
+    pub async fn push_sized(
+        &self,
+        reference: &str,
+        creds: Option<&Credentials>,
+    ) -> Result<(String, u64), RegistryError> {
+        push_image_sized(self.docker(), reference, creds).await
+    }
 }
 
 /// Push a tagged image through the daemon; returns the manifest digest the registry stored.

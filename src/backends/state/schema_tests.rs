@@ -450,6 +450,7 @@ fn migration_11_names_operations_and_keeps_every_row_of_a_version_10_database() 
     after_tables.sort();
     let mut expected_tables = renamed.clone();
     expected_tables.push("verified_pulls".into());
+    expected_tables.push("timelines".into());
     expected_tables.sort();
     assert_eq!(after_tables, expected_tables);
     for (table, rows) in &before {
@@ -464,10 +465,13 @@ fn migration_11_names_operations_and_keeps_every_row_of_a_version_10_database() 
         "both of a take-over's ids are operations'"
     );
     // Every index kept, the ones naming a renamed column rewritten, and still used.
-    let expected_indexes: Vec<(String, String)> = indexes_before
+    let mut expected_indexes: Vec<(String, String)> = indexes_before
         .iter()
         .map(|(name, sql)| (name.clone(), as_11_names(sql)))
         .collect();
+    // Migration 16's table: its primary key is its one index.
+    expected_indexes.push(("sqlite_autoindex_timelines_1".into(), String::new()));
+    expected_indexes.sort();
     assert_eq!(index_sql(&conn), expected_indexes);
     let plan: String = conn
         .query_row(
@@ -526,6 +530,7 @@ fn migration_12_keeps_every_row_and_the_steps_before_it_read_without_data() {
     let conn = open(&path).unwrap();
     let mut expected_tables: Vec<String> = names.iter().map(|t| as_11_names(t)).collect();
     expected_tables.push("verified_pulls".into());
+    expected_tables.push("timelines".into());
     expected_tables.sort();
     assert_eq!(tables(&conn), expected_tables);
     for (table, rows) in before {

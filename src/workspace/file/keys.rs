@@ -89,8 +89,8 @@ pub fn read_public_key_file(file: &Path, name: &str) -> Result<TrustedKey, MeshE
 /// The builder id a provenance names: the mesh's own word first, else CI's (`MESHTOP_BUILDER_ID`).
 pub(super) fn builder_id(from_mesh: Option<String>) -> Option<String> {
     from_mesh.or_else(|| {
-        std::env::var(crate::mesh::provenance::BUILDER_ID_ENV)
-            .ok()
+        std::env::var_os(crate::mesh::provenance::BUILDER_ID_ENV)
+            .and_then(|id| id.into_string().ok())
             .filter(|id| !id.trim().is_empty())
     })
 }
