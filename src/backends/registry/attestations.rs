@@ -2,11 +2,10 @@
 //! the `.att` image beside an artifact, one DSSE envelope per layer. Reading them back and
 //! appending one; the format (statement, envelope, verdict) is pure, in `mesh::provenance`.
 
-use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 
 use super::{RegistryClient, RegistryError};
-use crate::mesh::cosign::{OCI_MANIFEST_MEDIA_TYPE, TrustedKey};
+use crate::mesh::cosign::TrustedKey;
 use crate::mesh::provenance::{self, ReadProvenance};
 
 /// How many envelopes are fetched at once (those the manifest does not embed).
@@ -83,28 +82,10 @@ impl RegistryClient {
             what: what.clone(),
             message: format!("{digest} is not a sha256 digest"),
         })?;
-        let existing = self.manifest_body(repository, &tag, &what).await?;
-        let image =
-            provenance::append_attestation(existing.as_ref().map(|(_, m)| m.as_ref()), &envelope)
-                .map_err(|source| RegistryError::Signatures {
-                host: self.host.clone(),
-                what: format!("{repository}:{tag}"),
-                source,
-            })?;
-        let Some(image) = image else {
-            return Ok(());
-        };
-        self.put_blob(repository, Bytes::from(envelope), &what)
-            .await?;
-        self.put_blob(repository, Bytes::from(image.config), &what)
-            .await?;
-        self.put_manifest(
-            repository,
-            &tag,
-            Bytes::from(image.manifest),
-            OCI_MANIFEST_MEDIA_TYPE,
-            &what,
-        )
+        let layer = envelope.clone();
+        self.append_and_put(repository, &tag, &what, layer, |existing| {
+            provenance::append_attestation(existing, &envelope)
+        })
         .await
     }
 }

@@ -85,30 +85,46 @@ impl RegistryClient {
             .ok_or_else(|| garbage(format!("{digest} is not a sha256 digest")))?;
         let payload = cosign::payload(&format!("{}/{repository}", self.host), digest);
         let signature = key.sign(&payload);
-        let existing = self.manifest_body(repository, &tag, &what).await?;
-        let image = cosign::append_signature(
-            existing.as_ref().map(|(_, m)| m.as_ref()),
-            &payload,
-            &signature,
-        )
-        .map_err(|source| RegistryError::Signatures {
-            host: self.host.clone(),
-            what: format!("{repository}:{tag}"),
-            source,
+        let payload_copy = payload.clone();
+        self.append_and_put(repository, &tag, &what, payload, |existing| {
+            cosign::append_signature(existing, &payload_copy, &signature)
+        })
+        .await
+    }
+
+    /// Append one layer to the image under `tag` (a `.sig` or `.att` image: the layers already
+    /// there are kept) and upload what changed: the layer's blob, the config, then the manifest.
+    /// `append` makes the new image from the manifest there (None: the layer is there already).
+    pub(super) async fn append_and_put(
+        &self,
+        repository: &str,
+        tag: &str,
+        what: &str,
+        layer: Vec<u8>,
+        append: impl FnOnce(
+            Option<&[u8]>,
+        ) -> Result<Option<cosign::SignatureImage>, cosign::FormatError>,
+    ) -> Result<(), RegistryError> {
+        let existing = self.manifest_body(repository, tag, what).await?;
+        let image = append(existing.as_ref().map(|(_, m)| m.as_ref())).map_err(|source| {
+            RegistryError::Signatures {
+                host: self.host.clone(),
+                what: format!("{repository}:{tag}"),
+                source,
+            }
         })?;
         let Some(image) = image else {
             return Ok(());
         };
-        self.put_blob(repository, Bytes::from(payload), &what)
-            .await?;
-        self.put_blob(repository, Bytes::from(image.config), &what)
+        self.put_blob(repository, Bytes::from(layer), what).await?;
+        self.put_blob(repository, Bytes::from(image.config), what)
             .await?;
         self.put_manifest(
             repository,
-            &tag,
+            tag,
             Bytes::from(image.manifest),
             OCI_MANIFEST_MEDIA_TYPE,
-            &what,
+            what,
         )
         .await
     }
