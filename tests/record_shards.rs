@@ -161,6 +161,38 @@ async fn two_stamps_racing_on_a_sharded_record_lose_nothing_and_never_mix() {
 }
 
 #[tokio::test]
+async fn the_loser_of_a_race_retries_under_the_readmes_verbs_alone() {
+    // The README's RBAC grants ConfigMaps get, list, create and delete, not patch. The loser's retry
+    // rewrites the shards it wrote a moment before (most are the same content): it must not ask to
+    // renew them (a patch), or it is refused (403) after its module was built and pushed.
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    stamp(&api.cluster(NS), &modules(0, 3_000, "base"), "op-base")
+        .await
+        .unwrap();
+    api.identity(
+        "alice",
+        &[
+            ("get", "namespaces"),
+            ("patch", "namespaces"),
+            ("get", "configmaps"),
+            ("list", "configmaps"),
+            ("create", "configmaps"),
+            ("delete", "configmaps"),
+        ],
+    );
+    let (a, b) = (modules(3_000, 1_000, "a"), modules(4_000, 1_000, "b"));
+    api.sync_next_namespace_reads(2);
+    let (ca, cb) = (api.cluster(NS), api.cluster(NS));
+    let (ra, rb) = tokio::join!(stamp(&ca, &a, "op-a"), stamp(&cb, &b, "op-b"));
+    ra.unwrap();
+    rb.unwrap();
+    assert!(api.namespace_conflicts() >= 1, "the two stamps never raced");
+    let record = api.cluster(NS).read_record().await.unwrap().record;
+    assert_eq!(record.len(), 5_000);
+}
+
+#[tokio::test]
 async fn a_reader_during_stamps_sees_the_old_or_the_new_record_never_a_mix() {
     let api = Arc::new(KubeApi::start().await);
     api.put_namespace(NS, &[]);

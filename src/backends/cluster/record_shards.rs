@@ -261,27 +261,51 @@ impl Cluster {
     /// Write the shards the index does not name yet (the others are there: their names are their
     /// content), each with the time it was written. A shard already there under its name is the
     /// same content: its time is renewed instead (metadata may change on an immutable ConfigMap,
-    /// data may not), and one gc takes in between is created again. Run again just before the
-    /// index switches when the first run is old (see [`Cluster::stamp_team`]): every shard the new
-    /// index names then carries a time within the grace, or gc's delete of it fails its
-    /// precondition ([`Cluster::gc_shards`]). Returns how many were created.
+    /// data may not), and one gc takes in between is created again. `held` is what this stamp
+    /// wrote or renewed and when, across its attempts: a shard held within `fresh_ms` is not asked
+    /// again (a stamp retried after a conflict rewrites none of its own shards: no renewal, no
+    /// `patch` needed). Called again just before the index switches (see
+    /// [`Cluster::stamp_team`]): every shard the new index names then carries a time within the
+    /// grace, or gc's delete of it fails its precondition ([`Cluster::unnamed_shards`]).
     pub(super) async fn hold_shards(
         &self,
         shards: &[ShardText],
         already: &RecordIndex,
         operation_id: &str,
-    ) -> Result<usize, ClusterError> {
+        held: &mut BTreeMap<String, i64>,
+        fresh_ms: i64,
+    ) -> Result<(), ClusterError> {
         let named: BTreeSet<&str> = already.shards.iter().map(|s| s.name.as_str()).collect();
-        let mut written = 0;
         for shard in shards
             .iter()
             .filter(|s| !named.contains(s.shard.name.as_str()))
         {
-            if self.hold_shard(shard, operation_id).await? {
-                written += 1;
+            let at = crate::timefmt::now_ms();
+            if held
+                .get(&shard.shard.name)
+                .is_some_and(|then| at.saturating_sub(*then) < fresh_ms)
+            {
+                continue;
             }
+            self.hold_shard(shard, operation_id).await?;
+            held.insert(shard.shard.name.clone(), at);
         }
-        Ok(written)
+        Ok(())
+    }
+
+    /// When the oldest of the shards `already` does not name was last held by this stamp.
+    pub(super) fn held_since(
+        shards: &[ShardText],
+        already: &RecordIndex,
+        held: &BTreeMap<String, i64>,
+    ) -> i64 {
+        let named: BTreeSet<&str> = already.shards.iter().map(|s| s.name.as_str()).collect();
+        shards
+            .iter()
+            .filter(|s| !named.contains(s.shard.name.as_str()))
+            .filter_map(|s| held.get(&s.shard.name).copied())
+            .min()
+            .unwrap_or_else(crate::timefmt::now_ms)
     }
 
     /// Create one shard, or renew its time when it is there; `true` when it was created.
@@ -484,8 +508,14 @@ impl Cluster {
                 "{} shard(s) of the record were taken before its index named them; written again",
                 gone.len()
             );
-            self.hold_shards(&gone, &RecordIndex::default(), operation_id)
-                .await?;
+            self.hold_shards(
+                &gone,
+                &RecordIndex::default(),
+                operation_id,
+                &mut BTreeMap::new(),
+                0,
+            )
+            .await?;
         }
         Ok(())
     }
