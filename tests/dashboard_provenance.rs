@@ -298,10 +298,13 @@ fn machine_of(
         Duration::from_secs(60),
         |s| s.contains(&format!("of module {module}")) && detail_done(s),
     );
-    tmux.keys(&["Escape", "BTab"]);
+    // Esc alone (an escape followed at once by another key reads as alt-<key>), then on from the
+    // machines pane round to the modules pane (builds, converge, modules).
+    tmux.keys(&["Escape"]);
     tmux.wait_for("the detail to close", Duration::from_secs(10), |s| {
         !s.contains(&format!("of module {module}"))
     });
+    tmux.keys(&["Tab", "Tab", "Tab"]);
     (line, detail)
 }
 
@@ -335,7 +338,7 @@ async fn a_clean_machine_shows_built_by_from_the_signed_provenance() {
     );
 
     let tmux = Tmux::start_on(mesh, &fresh, &[]);
-    tmux.resize(200, 50);
+    tmux.resize(240, 50);
     tmux.wait_for("the modules table", Duration::from_secs(30), |s| {
         s.contains("modules · 5 of 5") && !row(s, "web").is_empty()
     });
@@ -396,7 +399,7 @@ async fn a_clean_machine_shows_built_by_from_the_signed_provenance() {
         )],
     );
     let tmux = Tmux::start_on(mesh, &fresh, &[]);
-    tmux.resize(200, 50);
+    tmux.resize(240, 50);
     tmux.wait_for("the modules table", Duration::from_secs(30), |s| {
         s.contains("modules · 5 of 5") && !row(s, "web").is_empty()
     });
