@@ -78,3 +78,107 @@ pub fn read(
         Ok(found.and_then(|f| f.provenances.into_iter().next()))
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use crate::app::msg::{ActionRequest, LogRequest, PageRequest};
+    use crate::app::views::{ViewData, ViewRequest};
+    use crate::mesh::builds::BuildRow;
+    use crate::mesh::logs::LogItem;
+    use crate::mesh::progress::Progress;
+
+    use super::*;
+
+    /// Provenance reads that wait for the test to let them end, counting how many are in flight.
+    struct Gated {
+        in_flight: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+        gate: Arc<Semaphore>,
+    }
+
+    impl OnDemand for Gated {
+        fn builds_page(&self, _: PageRequest) -> BoxFuture<Result<Vec<BuildRow>, SourceError>> {
+            unimplemented!("not asked")
+        }
+        fn start(
+            &self,
+            _: ActionRequest,
+            _: Option<String>,
+            _: mpsc::UnboundedSender<Progress>,
+            _: tokio::sync::watch::Receiver<bool>,
+        ) -> BoxFuture<Result<String, SourceError>> {
+            unimplemented!("not asked")
+        }
+        fn view(&self, _: ViewRequest) -> BoxFuture<Result<ViewData, SourceError>> {
+            unimplemented!("not asked")
+        }
+        fn logs(
+            &self,
+            _: LogRequest,
+            _: Vec<mpsc::Sender<LogItem>>,
+        ) -> BoxFuture<Vec<(String, String)>> {
+            unimplemented!("not asked")
+        }
+        fn provenance(
+            &self,
+            _: ProvenanceAsk,
+        ) -> BoxFuture<Result<Option<ReadProvenance>, SourceError>> {
+            let (in_flight, most, gate) =
+                (self.in_flight.clone(), self.most.clone(), self.gate.clone());
+            Box::pin(async move {
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                gate.acquire().await.unwrap().forget();
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok(None)
+            })
+        }
+    }
+
+    fn asks(from: usize, count: usize) -> Vec<ProvenanceAsk> {
+        (from..from + count)
+            .map(|n| ProvenanceAsk {
+                digest: format!("sha256:{n:064}"),
+                image: "demo/api:tag".into(),
+                recorded: None,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_are_bounded_across_batches_and_each_answer_is_sent() {
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let gate = Arc::new(Semaphore::new(0));
+        let backend: Arc<dyn OnDemand> = Arc::new(Gated {
+            in_flight: in_flight.clone(),
+            most: most.clone(),
+            gate: gate.clone(),
+        });
+        let reader = ProvenanceReader::default();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // Two batches of 12: 24 reads asked, never more than the bound at once.
+        reader.fetch(&backend, asks(0, 12), tx.clone());
+        reader.fetch(&backend, asks(12, 12), tx);
+        while in_flight.load(Ordering::SeqCst) < READS_AT_ONCE {
+            tokio::task::yield_now().await;
+        }
+        let mut answered = std::collections::BTreeSet::new();
+        while answered.len() < 24 {
+            gate.add_permits(1);
+            match rx.recv().await.unwrap() {
+                Msg::ProvenanceRead {
+                    digest,
+                    result: Ok(None),
+                    ..
+                } => assert!(answered.insert(digest)),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(most.load(Ordering::SeqCst), READS_AT_ONCE);
+        assert_eq!(READS_AT_ONCE, vouch::QUESTIONS_AT_ONCE);
+    }
+}
