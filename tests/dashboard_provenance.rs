@@ -270,7 +270,8 @@ fn without_trust_nothing_is_asked() {
 
 /// On the clean machine's dashboard (the modules pane focused; its rows: base, tools, web, api,
 /// worker): select `module`, wait until its machine's row holds `row_done`, open the machine's
-/// detail and wait until it holds `detail_done`; back to the modules pane. The row and the detail.
+/// detail and wait until it holds `detail_done`; back to the modules pane. The row as it is once
+/// the detail was done, and the detail.
 fn machine_of(
     tmux: &Tmux,
     mesh: &str,
@@ -291,7 +292,7 @@ fn machine_of(
         Duration::from_secs(60),
         |s| line_of(s).is_some_and(|l| row_done(&l)),
     );
-    let line = line_of(&screen).unwrap();
+    assert!(line_of(&screen).is_some());
     tmux.keys(&["Tab", "Enter"]);
     let detail = tmux.wait_for(
         &format!("{module}'s machine's detail"),
@@ -301,11 +302,13 @@ fn machine_of(
     // Esc alone (an escape followed at once by another key reads as alt-<key>), then on from the
     // machines pane round to the modules pane (builds, converge, modules).
     tmux.keys(&["Escape"]);
-    tmux.wait_for("the detail to close", Duration::from_secs(10), |s| {
+    let screen = tmux.wait_for("the detail to close", Duration::from_secs(10), |s| {
         !s.contains(&format!("of module {module}"))
     });
     tmux.keys(&["Tab", "Tab", "Tab"]);
-    (line, detail)
+    // The row once the read has ended (the detail said so): while it reads, `built by … (reading
+    // its provenance)`.
+    (line_of(&screen).unwrap(), detail)
 }
 
 #[tokio::test(flavor = "multi_thread")]
