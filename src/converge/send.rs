@@ -57,12 +57,13 @@ pub async fn send(
             .still_holds(db, &mesh.name, &emitter.operation_id)
             .await
         {
+            let said = error.to_string();
             emitter.emit(
                 Payload::Failed {
-                    error: error.to_string(),
+                    error: said.clone(),
                 },
                 Some(&moved.module),
-                error.to_string(),
+                said,
             );
             for left in &moves[index..] {
                 outcomes.push(SendOutcome {
