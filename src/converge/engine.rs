@@ -99,7 +99,7 @@ fn last_word(result: &Result<ConvergeSummary, ConvergeError>) -> LastWord {
             error: Some(ConvergeError::Cancelled.to_string()),
             text: ConvergeError::Cancelled.to_string(),
         },
-        Err(error) => LastWord::failed_on(error.to_string(), error.to_string()),
+        Err(error) => LastWord::failed(&error),
     }
 }
 

@@ -310,5 +310,5 @@ async fn same_artifact(
 
 /// The last word of a send that sent nothing.
 fn nothing_sent(error: &SendError) -> LastWord {
-    LastWord::failed_on(error.to_string(), format!("send: nothing sent: {error}"))
+    LastWord::failed_saying("send: nothing sent", error)
 }

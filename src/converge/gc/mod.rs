@@ -231,9 +231,7 @@ pub async fn sweep(
                         report.bytes_freed
                     ),
                 ),
-                Err(error) => {
-                    LastWord::failed_on(error.to_string(), format!("gc: nothing taken: {error}"))
-                }
+                Err(error) => LastWord::failed_saying("gc: nothing taken", &error),
             },
         )
         .await
