@@ -75,7 +75,7 @@ pub struct BuildOn<'d> {
     /// `BASE` as this builder reaches the base (`registry/mesh/base@sha256:…`) when it does not
     /// hold the base's artifact; None: the artifact id, which the builder holds. Err: why the
     /// builder cannot reach the base (the build fails, its row says why).
-    pub base: Result<Option<String>, String>,
+    pub base: Result<Option<String>, super::error::BaseOutOfReach>,
     /// The build must end within this, or it reads as the builder gone (`MESHTOP_BUILD_DEADLINE`).
     pub deadline: std::time::Duration,
     /// A multi-platform module built through the pool: where each platform builds (Err: why it
@@ -104,9 +104,9 @@ pub enum PlatformsUnbuilt {
         #[source]
         source: std::sync::Arc<crate::backends::daemon::DaemonError>,
     },
-    /// `why`: the base's hand-over's words (`place.rs`, `base_for`).
-    #[error("builder {builder}: {why}")]
-    Base { builder: String, why: String },
+    /// The base out of a platform's builder's reach (`place.rs`, `base_for`).
+    #[error(transparent)]
+    Base(super::error::BaseOutOfReach),
 }
 
 /// Why the image index of a multi-platform module could not be written.
@@ -156,7 +156,7 @@ pub use crate::backends::daemon::build::{DEFAULT_BUILD_DEADLINE, build_deadline}
 /// What stops the whole converge (as opposed to one failed build).
 pub enum BuildError {
     /// The build row could not be written: nothing is built silently.
-    NoRecord(String),
+    NoRecord(super::error::Unrecordable),
     /// The daemon went away mid-build.
     Daemon(String),
     /// The build ended but its end could not be written (e.g. a full disk): the message says
@@ -244,16 +244,16 @@ pub async fn build_module(
     };
     let run = Run::start(&module, planned, mesh, &revision, builder, db, emitter)?;
     if let Some(Err(why)) = &on.platforms {
-        return run.failed(why.to_string(), None);
+        return run.failed(why, None);
     }
     let base = match &on.base {
         Ok(base) => base.clone(),
-        Err(why) => return run.failed(why.clone(), None),
+        Err(why) => return run.failed(why, None),
     };
     // Read now, for this build only: never part of the inputs, never logged or stored.
     let served = match secrets::read(&module) {
         Ok(served) => served,
-        Err(why) => return run.failed(why.to_string(), None),
+        Err(why) => return run.failed(why, None),
     };
     let multi_platform = run.planned.multi_platform;
     if let Some(Ok(list)) = &on.platforms {
@@ -270,7 +270,7 @@ pub async fn build_module(
         return run.on_platforms(mesh, template, list).await;
     }
     if multi_platform && let Err(why) = buildx_ready(&module, &run.planned, pushes).await {
-        return run.failed(why.to_string(), None);
+        return run.failed(why, None);
     }
     let (tarring, context) = start_tar(&module, &run.planned);
     let mut args = build_args(&module, &run.planned);
@@ -477,7 +477,7 @@ impl<'a> Run<'a> {
             builder: builder.map(str::to_string),
         };
         with_history(db, |h| h.start_build(&new_build))
-            .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
+            .map_err(|e| BuildError::NoRecord(super::error::Unrecordable::BuildRow(e)))?;
         emitter.emit(
             Payload::Build {
                 reference: reference.clone(),
@@ -521,9 +521,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The build failed: its row says why (and the log's tail), and so does the converge.
-    fn failed(&self, error: String, tail: Option<String>) -> Result<Built, BuildError> {
-        let error = crate::mesh::text::plain(&error).into_owned();
+    /// The build failed: its row says why (and the log's tail), and so does the converge. The
+    /// error is made words here, where it is recorded and shown.
+    fn failed(
+        &self,
+        error: impl std::fmt::Display,
+        tail: Option<String>,
+    ) -> Result<Built, BuildError> {
+        let error = crate::mesh::text::plain(&error.to_string()).into_owned();
         let end = BuildEnd {
             status: BuildStatus::Failed,
             digest: None,
@@ -534,7 +539,7 @@ impl<'a> Run<'a> {
         with_history(self.db, |h| {
             h.finish_build(&self.correlation_id, &end).map(|_| ())
         })
-        .map_err(|e| BuildError::NoRecord(e.to_string()))?;
+        .map_err(|e| BuildError::NoRecord(e.into()))?;
         self.emitter.emit(
             Payload::Failed {
                 error: error.clone(),
@@ -740,7 +745,7 @@ impl Run<'_> {
         };
         let digest = match self.put_index(registry, &entries).await {
             Ok(digest) => digest,
-            Err(why) => return self.failed(why.to_string(), Some(tail.text())),
+            Err(why) => return self.failed(why, Some(tail.text())),
         };
         if let Err(error) = self.sign_index(mesh, &digest).await {
             return self.failed(

@@ -24,12 +24,14 @@ use super::build::{
     BuildError, BuildJob, BuildOn, Built, PlatformOn, PlatformsUnbuilt, build_module,
 };
 use super::builders::{Connection, Member, Pool};
-use super::error::{ConvergeError, TargetError};
+use super::error::{
+    BaseOutOfReach, BaseUnreached, ConvergeError, HandOverError, HandOverFault, Tried,
+};
 use super::progress::{Emitter, Payload};
 use super::targets::sign_pushed;
 use crate::backends::credentials::{self, Credentials};
-use crate::backends::daemon::{Daemon, DaemonError, LazyDaemon};
-use crate::backends::registry::{Published, RegistryClient, RegistryError, repository_in};
+use crate::backends::daemon::{Daemon, LazyDaemon};
+use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::StateDb;
 use crate::mesh::model::{Mesh, MultiPlatform, RecordEntry, Registry};
 use crate::mesh::progress::DeliveredBy;
@@ -383,14 +385,18 @@ async fn build_on(
         } else {
             None
         };
-    let base_arg = match (&shared.registry, base) {
-        // Each platform's builder reaches the base on its own (`platform_builders`).
-        _ if platforms.is_some() => Ok(None),
-        (Some(registry), Some(base)) => base_for(shared, daemon, registry, &base)
-            .await
-            .map_err(|why| format!("builder {}: {why}", member.builder.name)),
-        _ => Ok(None),
-    };
+    let base_arg =
+        match (&shared.registry, base) {
+            // Each platform's builder reaches the base on its own (`platform_builders`).
+            _ if platforms.is_some() => Ok(None),
+            (Some(registry), Some(base)) => base_for(shared, daemon, registry, &base)
+                .await
+                .map_err(|source| BaseOutOfReach {
+                    builder: member.builder.name.clone(),
+                    source,
+                }),
+            _ => Ok(None),
+        };
     let on = BuildOn {
         daemon,
         builder: pooled.then_some(member.builder.name.as_str()),
@@ -478,9 +484,11 @@ async fn platform_builders(
         let base_arg = match base {
             Some(base) => base_for(shared, &daemon, &registry, base)
                 .await
-                .map_err(|why| PlatformsUnbuilt::Base {
-                    builder: member.builder.name.clone(),
-                    why,
+                .map_err(|source| {
+                    PlatformsUnbuilt::Base(BaseOutOfReach {
+                        builder: member.builder.name.clone(),
+                        source,
+                    })
                 })?,
             None => None,
         };
@@ -581,7 +589,7 @@ async fn base_for(
     daemon: &Daemon,
     registry: &Registry,
     base: &BaseOf,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, BaseUnreached> {
     let entry = &base.entry;
     if daemon.has_image(&entry.digest).await.unwrap_or(false) {
         return Ok(None);
@@ -604,91 +612,32 @@ async fn base_for(
     if let Some(manifest) = known {
         match fetch.pull(&manifest).await {
             Ok(base) => return Ok(base),
-            Err(BaseFault::Other(why)) => return Err(why),
-            Err(BaseFault::Pull(why)) => faults.push(why),
+            Err(fault) if !fault.another_way_may_work() => return Err(fault),
+            Err(fault) => faults.push(fault),
         }
     }
-    let client = RegistryClient::new(registry, shared.creds.clone()).map_err(|e| e.to_string())?;
+    let client = RegistryClient::new(registry, shared.creds.clone())?;
     let (path, tag) = repository_in(&registry.host, &entry.reference);
-    let host = shared.host.get().await.map_err(|e| e.to_string())?;
+    let host = shared.host.get().await?;
     let on_host = host.has_image(&entry.digest).await.unwrap_or(false);
     if let Ok(Published::Present { digest }) = client.manifest(path, tag).await {
         match fetch.pull(&digest).await {
             Ok(base) => return Ok(base),
             // The tag names a look-alike: the host's artifact is pushed over it, if it has it.
-            Err(BaseFault::Other(why)) if !on_host => return Err(why),
-            Err(BaseFault::Other(why) | BaseFault::Pull(why)) => faults.push(why),
+            Err(fault) if !on_host && !fault.another_way_may_work() => return Err(fault),
+            Err(fault) => faults.push(fault),
         }
     }
     if !on_host {
-        let tried = if faults.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", faults.join("; "))
-        };
-        return Err(format!(
-            "the base's artifact {} ({}) is neither on this builder, nor in registry {}, nor on the host daemon{tried}: converge the base module again",
-            short_id(&entry.digest),
-            entry.reference,
-            registry.host
-        ));
+        return Err(BaseUnreached::Nowhere {
+            artifact: short_id(&entry.digest).to_string(),
+            reference: entry.reference.clone(),
+            registry: registry.host.clone(),
+            tried: Tried(faults),
+        });
     }
-    let digest = fetch.push_from(host).await.map_err(|e| e.to_string())?;
-    fetch.pull(&digest).await.map_err(BaseFault::into_text)
-}
-
-/// Why a build could not be handed over through the registry, or a base from the host.
-#[derive(Debug, thiserror::Error)]
-pub enum HandOverError {
-    #[error("builder {builder} could not push {reference} to registry {registry}: {why}")]
-    Push {
-        builder: String,
-        reference: String,
-        registry: String,
-        why: HandOverFault,
-    },
-    /// Pushed, but a push that is not signed would not vouch on a machine that trusts keys.
-    #[error(
-        "builder {builder} pushed {reference} to registry {registry} as {digest}, which could not be signed: {source}"
-    )]
-    Unsigned {
-        builder: String,
-        reference: String,
-        registry: String,
-        digest: String,
-        source: TargetError,
-    },
-    #[error("the base could not be handed over: {0}")]
-    BaseTag(#[source] DaemonError),
-    #[error("the base could not be handed over: {0}")]
-    BasePush(#[source] RegistryError),
-    #[error("the base could not be handed over: its push {digest} could not be signed: {source}")]
-    BaseUnsigned { digest: String, source: TargetError },
-}
-
-/// Why a hand-over push failed.
-#[derive(Debug, thiserror::Error)]
-pub enum HandOverFault {
-    #[error(transparent)]
-    Push(RegistryError),
-    #[error("the push did not end within {seconds} s (MESHTOP_BUILD_DEADLINE)")]
-    Deadline { seconds: u64 },
-}
-
-/// Why a base could not be brought to a builder by one manifest.
-enum BaseFault {
-    /// The pull failed (the manifest is gone, the registry did not answer): another way may work.
-    Pull(String),
-    /// The manifest is not the base's artifact, or it cannot be checked: refused.
-    Other(String),
-}
-
-impl BaseFault {
-    fn into_text(self) -> String {
-        match self {
-            BaseFault::Pull(why) | BaseFault::Other(why) => why,
-        }
-    }
+    let digest = fetch.push_from(host).await?;
+    fetch.pull(&digest).await
 }
 
 /// A base brought to the builder `daemon` that lacks it.
@@ -714,7 +663,7 @@ impl BaseFetch<'_, '_> {
     /// Pull `manifest` of the base's repository onto the builder and check it is the artifact:
     /// `BASE` then names the artifact (None). A multi-platform base's artifact is its index's
     /// digest, which names itself: `BASE` is `repo@<index>`, nothing pulled.
-    async fn pull(&self, manifest: &str) -> Result<Option<String>, BaseFault> {
+    async fn pull(&self, manifest: &str) -> Result<Option<String>, BaseUnreached> {
         let repository = repository_of(&self.entry.reference);
         if manifest == self.entry.digest {
             return Ok(Some(format!("{repository}@{manifest}")));
@@ -727,22 +676,32 @@ impl BaseFetch<'_, '_> {
             .daemon
             .pull_by_digest(repository, manifest, auth)
             .await
-            .map_err(|e| BaseFault::Pull(format!("pulling {pinned}: {e}")))?;
+            .map_err(|source| BaseUnreached::Pull {
+                pinned: pinned.clone(),
+                source,
+            })?;
         if id == self.entry.digest {
             // Tagged under the base's ref only now that it is the artifact.
             self.daemon
                 .tag(&id, reference)
                 .await
-                .map_err(|e| BaseFault::Pull(format!("tagging {pinned} as {reference}: {e}")))?;
+                .map_err(|source| BaseUnreached::Tag {
+                    pinned: pinned.clone(),
+                    reference: reference.clone(),
+                    source,
+                })?;
             return Ok(None);
         }
         // Nothing was tagged; the look-alike's pinned name goes too (best effort: the refusal
         // below is what matters).
         let _ = self.daemon.remove(&pinned).await;
-        Err(BaseFault::Other(format!(
-            "registry {} answers the base's ref {reference} with manifest {manifest}, whose image is {id}, not the base's artifact {}: refused (someone pushed another image under the base's ref; converge the base module again to push its artifact)",
-            self.registry.host, self.entry.digest
-        )))
+        Err(BaseUnreached::LookAlike {
+            registry: self.registry.host.clone(),
+            reference: reference.clone(),
+            manifest: manifest.to_string(),
+            id,
+            artifact: self.entry.digest.clone(),
+        })
     }
 
     /// Push the base's artifact from the host (tagged under its ref first: the tag may name

@@ -319,12 +319,11 @@ impl TierRun<'_> {
             match delivered {
                 Ok(pushed) => entry.manifest = pushed,
                 Err(error) => {
-                    self.emitter.emit(
-                        failed_payload(&error),
-                        Some(&module.name),
-                        error.to_string(),
-                    );
-                    self.failed(&decided, ModuleEnd::DeliveryFailed(error.to_string()), None);
+                    // Said once, where it is shown: the event's line and the module's end.
+                    let said = error.to_string();
+                    self.emitter
+                        .emit(failed_payload(&error), Some(&module.name), said.clone());
+                    self.failed(&decided, ModuleEnd::DeliveryFailed(said), None);
                     return Ok(());
                 }
             }
@@ -443,14 +442,15 @@ impl TierRun<'_> {
         artifact: Option<&String>,
         error: &impl std::fmt::Display,
     ) {
+        let said = error.to_string();
         self.emitter.emit(
             failed_payload(error),
             Some(&built.planned.name),
-            error.to_string(),
+            said.clone(),
         );
         self.failed(
             &built.planned,
-            ModuleEnd::DeliveryFailed(error.to_string()),
+            ModuleEnd::DeliveryFailed(said),
             Some((built, artifact)),
         );
     }
