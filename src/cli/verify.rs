@@ -75,6 +75,19 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         .map(|(module, entry)| (module.clone(), "record".to_string(), entry.clone()))
         .collect();
     let mut seen: BTreeSet<String> = asked.iter().map(|(_, _, e)| e.digest.clone()).collect();
+    // A machine running the record's artifact as another digest (the image the host runs out of
+    // a multi-platform artifact's index) runs what the record's row checked.
+    for (_, _, entry) in &asked {
+        let reach = Reach {
+            daemon: &daemon,
+            db: &db,
+        };
+        let also = target
+            .runs_as(&mesh, entry, reach)
+            .await
+            .map_err(Failure::failed)?;
+        seen.extend(also);
+    }
     for machine in machines.iter().filter(|m| wanted(&m.module)) {
         for running in &machine.running {
             if seen.insert(running.clone()) {
