@@ -292,7 +292,9 @@ fn platform_of(repository: &str, index: &str, arch: &str) -> (String, String) {
 /// The base machine's state and image as `status --json` says, and the exit of `--exit-code`.
 fn base_machine(mesh: &ExampleMesh, machine: &str) -> (String, Vec<String>, Option<i32>) {
     let output = mesh.meshtop(&["status", "--json", "--exit-code"]);
-    let (rows, text) = common::json_of(&["status"], &output);
+    let rows: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("status: not JSON ({e}): {}", said(&output)));
+    let text = said(&output);
     let row = rows
         .as_array()
         .unwrap()

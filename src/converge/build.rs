@@ -857,7 +857,11 @@ impl Run<'_> {
                 h.set_builder(&self.correlation_id, &text.join(", "))
             });
         }
-        let started = format!("{platform}: building on builder {}", on.describe());
+        let started = format!(
+            "{platform}: building on builder {}{}",
+            on.builder,
+            if on.emulated { " (emulated)" } else { "" }
+        );
         self.emitter.emit(
             Payload::output(&started),
             Some(&self.module),
