@@ -104,7 +104,7 @@ struct Lead {
 }
 
 /// A part's placement, or why no builder can take it.
-type Grant = Result<Placement, String>;
+type Grant = Result<Placement, Unplaced>;
 
 /// A part's build ended on its builder (sent by [`Parts::give_back`]).
 struct PartEnded {
@@ -315,7 +315,7 @@ impl<'a> Placer<'a> {
                     part: Some(part),
                 } => {
                     if let Some(grant) = self.grants.remove(&part_key(&module, Some(&part))) {
-                        let _ = grant.send(Err(reason));
+                        let _ = grant.send(Err(Unplaced { module, reason }));
                     }
                 }
                 Next::Unplaceable { module, reason, .. } => {
@@ -709,7 +709,7 @@ impl PlatformSlots for Parts<'_> {
         let placement = granted
             .await
             .map_err(|_| no_slot("the converge stopped placing builds".into()))?
-            .map_err(no_slot)?;
+            .map_err(|unplaced| no_slot(unplaced.reason))?;
         let on = self.platform_on(platform, &placement).await;
         match on {
             Ok(on) => {
