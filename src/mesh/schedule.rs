@@ -164,9 +164,9 @@ impl Slot {
         !self.left_out && self.out_until_ms.is_none_or(|until| now_ms >= until)
     }
 
-    /// A one-platform job goes to a builder that builds it. A multi-platform job goes to one that
-    /// builds any of its platforms: it leads the build, and each platform is built on a builder
-    /// that builds it (`converge/place.rs`).
+    /// A one-platform job goes to a builder that builds it, a part to one that builds its
+    /// platform. A whole multi-platform job (built through `docker buildx`, which has builders of
+    /// its own) goes to one that builds any of its platforms.
     fn fits(&self, job: &Job) -> bool {
         if self.platforms.is_empty() {
             return true;
