@@ -396,7 +396,20 @@ async fn the_docker_target_runs_its_own_platform_out_of_the_index() {
     let (_, second_config) = platform_of(&repository, &second, "amd64");
     let (state, running, code) = base_machine(&mesh, &machine);
     assert_eq!((state.as_str(), code), ("current", Some(0)), "{running:?}");
-    assert_eq!(running, [second_config]);
+    assert_eq!(running, [second_config.clone()]);
+
+    // gc keeps the image the host runs out of the record's index with no machine on it (it is
+    // tagged with the record's ref).
+    let removed = docker(&["rm", "-f", &machine]);
+    assert!(removed.status.success(), "{}", said(&removed));
+    let gc = mesh.meshtop(&["gc", "--yes", "--grace", "0s", "--keep", "1"]);
+    assert_eq!(gc.status.code(), Some(0), "{}", said(&gc));
+    let kept = docker(&["image", "inspect", &second_config]);
+    assert!(
+        kept.status.success(),
+        "gc took the record's platform image {second_config}:\n{}",
+        said(&gc)
+    );
 }
 
 /// The example mesh on the Docker target with the registry and `builders` (name, endpoint,
