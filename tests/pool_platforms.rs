@@ -396,7 +396,7 @@ async fn the_docker_target_runs_its_own_platform_out_of_the_index() {
     let (_, second_config) = platform_of(&repository, &second, "amd64");
     let (state, running, code) = base_machine(&mesh, &machine);
     assert_eq!((state.as_str(), code), ("current", Some(0)), "{running:?}");
-    assert_eq!(running, [second_config.clone()]);
+    assert_eq!(running, std::slice::from_ref(&second_config));
 
     // gc keeps the image the host runs out of the record's index with no machine on it (it is
     // tagged with the record's ref).
