@@ -50,6 +50,14 @@ pub fn rfc3339_utc(ms: i64) -> Option<String> {
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
+/// Milliseconds since the epoch of an RFC 3339 time (a provenance's `finishedOn`); None when it
+/// is not one.
+pub fn rfc3339_ms(text: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

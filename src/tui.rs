@@ -270,6 +270,8 @@ where
     });
     let scope = state.builds.scope.clone();
     sources::poll::fetch_builds(&on_demand, state.builds.rescope(scope), tx.clone());
+    // The signed provenance of running artifacts without a build row here, a few at once.
+    let provenance = sources::provenance::ProvenanceReader::default();
     // Stops the action started here (quitting while it runs).
     let mut cancel: Option<watch::Sender<bool>> = None;
     // The logs view's streams, while it is open (dropped: they stop).
@@ -321,6 +323,7 @@ where
                     drop(log_streams.replace(AbortOnDrop(streams)));
                 }
                 Effect::StopLogs => drop(log_streams.take()),
+                Effect::FetchProvenance(asks) => provenance.fetch(&on_demand, asks, tx.clone()),
                 Effect::CancelAction => {
                     if let Some(cancel) = &cancel {
                         tracing::info!("the running action is asked to stop");

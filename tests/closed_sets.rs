@@ -53,6 +53,7 @@ const WORDS: &[&str] = &[
     "tag",
     "image",
     "manifest",
+    "shard",
     "removed",
     "untagged",
     "deleted",

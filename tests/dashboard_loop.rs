@@ -68,6 +68,12 @@ impl OnDemand for Fake {
         };
         Box::pin(async move { Ok(data) })
     }
+    fn provenance(
+        &self,
+        _ask: meshtop::app::msg::ProvenanceAsk,
+    ) -> BoxFuture<Result<Option<meshtop::mesh::provenance::ReadProvenance>, SourceError>> {
+        Box::pin(async { Ok(None) })
+    }
     /// Each machine says two lines, then the stream stays open until the view closes it.
     fn logs(
         &self,

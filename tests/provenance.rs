@@ -6,32 +6,11 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::example::{ExampleMesh, plan_reasons, said};
 use common::local_registry::{LOCAL, require_registry};
 use common::provenance::*;
 use common::run_id;
 use common::signing::*;
-
-/// Make the mesh's repository a git work tree with one commit; that commit.
-fn commit_all(root: &Path) -> String {
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(["-c", "user.name=ci", "-c", "user.email=ci@example.com"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", said(&out));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "ci"]);
-    git(&["rev-parse", "HEAD"])
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ci_publishes_a_provenance_that_a_reader_of_the_specs_verifies() {

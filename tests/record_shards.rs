@@ -161,6 +161,38 @@ async fn two_stamps_racing_on_a_sharded_record_lose_nothing_and_never_mix() {
 }
 
 #[tokio::test]
+async fn the_loser_of_a_race_retries_under_the_readmes_verbs_alone() {
+    // The README's RBAC grants ConfigMaps get, list, create and delete, not patch. The loser's retry
+    // rewrites the shards it wrote a moment before (most are the same content): it must not ask to
+    // renew them (a patch), or it is refused (403) after its module was built and pushed.
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    stamp(&api.cluster(NS), &modules(0, 3_000, "base"), "op-base")
+        .await
+        .unwrap();
+    api.identity(
+        "alice",
+        &[
+            ("get", "namespaces"),
+            ("patch", "namespaces"),
+            ("get", "configmaps"),
+            ("list", "configmaps"),
+            ("create", "configmaps"),
+            ("delete", "configmaps"),
+        ],
+    );
+    let (a, b) = (modules(3_000, 1_000, "a"), modules(4_000, 1_000, "b"));
+    api.sync_next_namespace_reads(2);
+    let (ca, cb) = (api.cluster(NS), api.cluster(NS));
+    let (ra, rb) = tokio::join!(stamp(&ca, &a, "op-a"), stamp(&cb, &b, "op-b"));
+    ra.unwrap();
+    rb.unwrap();
+    assert!(api.namespace_conflicts() >= 1, "the two stamps never raced");
+    let record = api.cluster(NS).read_record().await.unwrap().record;
+    assert_eq!(record.len(), 5_000);
+}
+
+#[tokio::test]
 async fn a_reader_during_stamps_sees_the_old_or_the_new_record_never_a_mix() {
     let api = Arc::new(KubeApi::start().await);
     api.put_namespace(NS, &[]);
@@ -377,4 +409,269 @@ async fn a_stamp_no_form_can_take_is_refused_before_the_first_build() {
             && text.contains("room for about 0 more module(s)"),
         "{text}"
     );
+}
+
+/// `[[module]]` of the example's base context under `name`, stamped only (no machine).
+fn solo(name: &str) -> String {
+    format!("[[module]]\nname = \"{name}\"\ncontext = \"base\"\npolicy = \"record\"\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_converges_from_two_state_files_racing_on_a_sharded_record_lose_nothing() {
+    // Two meshes (two state files, two Leases) share one namespace's record, already in shards. Their
+    // two real converges switch the index at once: both having read the same index, one write wins,
+    // the other's resourceVersion precondition fails (409); it re-reads and stamps over the winner's.
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let a = common::kube_mesh::KubeMesh::new("rsa", &api, true, "test-ctx", &solo("solo-a"));
+    let b = common::kube_mesh::KubeMesh::new("rsb", &api, true, "test-ctx", &solo("solo-b"));
+    let ns = a.namespace.clone();
+    let file = b.mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        &format!("namespace = \"{}\"", b.namespace),
+        &format!("namespace = \"{ns}\""),
+    );
+    std::fs::write(&file, text).unwrap();
+    let base = modules(0, 3_000, "base");
+    stamp(&api.cluster(&ns), &base, "op-base").await.unwrap();
+    assert!(matches!(
+        api.cluster(&ns).read_record().await.unwrap().form,
+        RecordForm::Shards { .. }
+    ));
+    api.sync_next_namespace_patches(2);
+    let (ra, rb) = tokio::join!(
+        a.run(&["converge", "--json", "solo-a"]),
+        b.run(&["converge", "--json", "solo-b"])
+    );
+    // The loser retried (and then both landed), or said so and stamped nothing.
+    let mut landed = Vec::new();
+    let mut gave_up = Vec::new();
+    for (k, output, module) in [(&a, &ra, "solo-a"), (&b, &rb, "solo-b")] {
+        let text = common::said(output);
+        if output.status.success() {
+            let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
+            landed.push((k.name().to_string(), module, summary));
+        } else {
+            assert!(text.contains("kept changing under us"), "{text}");
+            gave_up.push(module);
+        }
+    }
+    assert!(!landed.is_empty(), "both gave up: {}", common::said(&ra));
+    let read = api.cluster(&ns).read_record().await.unwrap();
+    assert!(
+        matches!(read.form, RecordForm::Shards { .. }),
+        "{:?}",
+        read.form
+    );
+    for (module, entry) in &base {
+        assert_eq!(
+            read.record.get(module),
+            Some(entry),
+            "{module} lost or changed"
+        );
+        assert_eq!(
+            read.history[module][0].by.operation_id, "op-base",
+            "{module}"
+        );
+    }
+    // Each converge's module is there, its entry its own mesh's artifact and its newest stamp its
+    // own operation's: nothing lost, nothing mixed.
+    for (mesh, module, summary) in &landed {
+        let entry = read
+            .record
+            .get(*module)
+            .unwrap_or_else(|| panic!("{module} lost"));
+        assert_eq!(
+            Some(entry.reference.as_str()),
+            summary["modules"][0]["ref"].as_str(),
+            "{module}: {summary}"
+        );
+        assert!(entry.reference.contains(&format!("/{mesh}/")), "{entry:?}");
+        assert_eq!(
+            read.history[*module][0].by.operation_id,
+            summary["operation_id"].as_str().unwrap(),
+            "{module}"
+        );
+    }
+    for module in gave_up {
+        assert!(
+            !read.record.contains_key(module),
+            "{module} stamped by a converge that failed"
+        );
+    }
+    assert_eq!(read.record.len(), 3_000 + landed.len());
+    // They raced: the loser's switch was refused (409) before it re-read.
+    assert!(
+        api.namespace_conflicts() >= 1,
+        "the two index switches never raced"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stamper_slower_than_the_grace_never_switches_the_index_to_shards_gc_took() {
+    // The stamper writes its new shards, then stalls (held by the API test server) longer than the
+    // grace; meanwhile gc finds its first shard named by no index and old, and takes it. Before the
+    // fix the stamper then switched the index to a shard that was gone (and wrote it again only
+    // after): a reader in between was refused, and a stamper that died there left the record broken.
+    let api = Arc::new(KubeApi::start().await);
+    api.put_namespace(NS, &[]);
+    let grace = std::time::Duration::from_millis(300);
+    stamp(
+        &api.cluster(NS).with_shard_grace(grace),
+        &modules(0, 3_000, "v1"),
+        "op-1",
+    )
+    .await
+    .unwrap();
+    let hold = api.hold_configmap_create_after(1);
+    let stamper = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let cluster = api.cluster(NS).with_shard_grace(grace);
+            stamp(&cluster, &modules(0, 3_000, "v2"), "op-2").await
+        })
+    };
+    hold.reached().await;
+    let gc = api.cluster(NS).with_shard_grace(grace);
+    let mut taken = 0;
+    while taken == 0 {
+        taken = gc.gc_shards(&RecordIndex::default()).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    hold.release();
+    stamper.await.unwrap().unwrap();
+    assert_eq!(
+        api.dangling_index_shards(),
+        Vec::<String>::new(),
+        "the index was switched to shards that were gone"
+    );
+    let read = api.cluster(NS).read_record().await.unwrap();
+    assert_eq!(read.record, modules(0, 3_000, "v2"));
+    for shard in index(&api).shards {
+        assert!(
+            api.get("configmaps", NS, &shard.name).is_some(),
+            "{}",
+            shard.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_never_takes_a_shard_renewed_after_it_listed_it() {
+    // gc lists an old shard no index names; before its delete lands, a stamper renews it (its
+    // stamp is about to name it). The delete is guarded by the listed resourceVersion: refused.
+    let api = Arc::new(KubeApi::start().await);
+    api.put_namespace(NS, &[]);
+    let name = "meshtop-record-renewed";
+    let hour_ago = meshtop::timefmt::now_ms() - 3_600_000;
+    let shard = |at_ms: i64| {
+        json!({"metadata": {"name": name, "labels": {SHARD_LABEL: "true"},
+            "annotations": {SHARD_WRITTEN_BY: "op-old", SHARD_WRITTEN_AT: at_ms.to_string()}},
+            "immutable": true, "data": {SHARD_KEY: "{\"images\":{}}"}})
+    };
+    api.put("configmaps", NS, shard(hour_ago));
+    let hold = api.hold_next_configmap_delete();
+    let gc = {
+        let api = api.clone();
+        tokio::spawn(async move { api.cluster(NS).gc_shards(&RecordIndex::default()).await })
+    };
+    hold.reached().await;
+    api.put("configmaps", NS, shard(meshtop::timefmt::now_ms()));
+    hold.release();
+    assert_eq!(gc.await.unwrap().unwrap(), 0, "gc took a renewed shard");
+    assert!(api.get("configmaps", NS, name).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meshtop_gc_lists_and_takes_shards_no_index_names_past_the_grace() {
+    common::local_registry::require_registry().await;
+    let api = KubeApi::start().await;
+    let k = common::kube_mesh::KubeMesh::new("rsg", &api, true, "test-ctx", &solo("solo"));
+    let output = k.run(&["converge", "--json", "solo"]).await;
+    assert!(output.status.success(), "{}", common::said(&output));
+    let cluster = api.cluster(&k.namespace);
+    // Other modules on the registry gc reads (named after `solo`: gc asks the registry about the
+    // record's first entry), enough for shards.
+    let others: Record = (0..3_000)
+        .map(|i| {
+            (
+                format!("zz-module-{i:05}"),
+                RecordEntry::new(
+                    format!("127.0.0.1:5000/{}/zz-module-{i:05}:v1", k.name()),
+                    format!("sha256:{i:064}"),
+                ),
+            )
+        })
+        .collect();
+    stamp(&cluster, &others, "op-1").await.unwrap();
+    let current: Vec<String> = index_of(&api, &k.namespace)
+        .shards
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    let now = meshtop::timefmt::now_ms();
+    let orphan = |name: &str, by: &str, at_ms: i64| {
+        json!({"metadata": {"name": name, "labels": {SHARD_LABEL: "true"},
+            "annotations": {SHARD_WRITTEN_BY: by, SHARD_WRITTEN_AT: at_ms.to_string()}},
+            "immutable": true, "data": {SHARD_KEY: "{\"images\":{}}"}})
+    };
+    // A stamp that died two hours ago, and one in flight now.
+    let stale = "meshtop-record-stale";
+    let young = "meshtop-record-young";
+    api.put(
+        "configmaps",
+        &k.namespace,
+        orphan(stale, "op-gone", now - 7_200_000),
+    );
+    api.put("configmaps", &k.namespace, orphan(young, "op-running", now));
+    let names = |v: &Value, kind: &str| -> Vec<String> {
+        v["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == kind)
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (plan, _) = k.json(&["gc", "--dry-run", "--json"]).await;
+    assert_eq!(names(&plan, "shard"), vec![stale.to_string()], "{plan}");
+    let output = k.run(&["gc", "--dry-run"]).await;
+    let text = common::said(&output);
+    assert!(
+        text.contains(&format!(
+            "shard    {stale}: no index of the record names it; written by operation op-gone 2 h ago, past the grace"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(young), "{text}");
+    let (swept, _) = k.json(&["gc", "--yes", "--json"]).await;
+    let shard = swept["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "shard")
+        .unwrap_or_else(|| panic!("{swept}"));
+    assert_eq!(shard["outcome"], "deleted", "{swept}");
+    let left: Vec<String> = api
+        .all("configmaps", &k.namespace)
+        .iter()
+        .map(|m| m["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!left.contains(&stale.to_string()), "{left:?}");
+    assert!(left.contains(&young.to_string()), "{left:?}");
+    for name in &current {
+        assert!(left.contains(name), "gc took the current shard {name}");
+    }
+    let read = cluster.read_record().await.unwrap();
+    assert_eq!(read.record.len(), 3_001);
+}
+
+fn index_of(api: &KubeApi, ns: &str) -> RecordIndex {
+    let namespace = api.get("namespaces", "", ns).unwrap();
+    serde_json::from_str(
+        namespace["metadata"]["annotations"][INDEX_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap()
 }

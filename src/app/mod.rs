@@ -11,6 +11,7 @@ pub mod log_view;
 pub mod logs;
 pub mod msg;
 mod polled;
+mod provenance;
 pub mod quit;
 pub mod state;
 pub mod timeline;

@@ -16,6 +16,7 @@ use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::pin::{Pin, Stamp};
 use crate::mesh::plan::Plan;
 use crate::mesh::progress::{EventRow, Progress};
+use crate::mesh::provenance::ReadProvenance;
 use crate::mesh::stats::Stats;
 use crate::mesh::timeline::Timeline;
 
@@ -138,6 +139,9 @@ pub struct StateSnapshot {
     pub latest_operation: Option<String>,
     /// Running digest → the build that made or published it.
     pub made_by: BTreeMap<String, BuildRow>,
+    /// The digests of [`PollParams::digests`] looked up that no build here made or published:
+    /// their BUILT BY can only come from a signed provenance.
+    pub unbuilt: Vec<String>,
     /// Who holds the mesh's lock (read on the same snapshot as the events).
     pub holder: Option<crate::mesh::live::LockHolder>,
     /// The record's history of [`PollParams::stamps_module`] (newest first), and of which module.
@@ -203,6 +207,18 @@ pub enum RegistryAnswer {
     Absent,
     /// The question failed (auth, network): the reason.
     Failed(String),
+}
+
+/// A running artifact this machine has no build row of, whose signed provenance the dashboard
+/// asks for (BUILT BY, the machine's detail).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProvenanceAsk {
+    /// The artifact a machine runs.
+    pub digest: String,
+    /// The machine's image (`ref@…`): where the artifact is asked for when the record names another.
+    pub image: String,
+    /// The record's entry of the machine's module (its ref and verified manifest), if any.
+    pub recorded: Option<RecordEntry>,
 }
 
 /// What the pollers need to know of the app's state (sent to them over a watch channel).
@@ -353,6 +369,13 @@ pub enum Msg {
         stream: u64,
         items: Vec<(String, LogItem)>,
     },
+    /// The signed provenance of a running artifact, as read (None: no provenance a trusted key
+    /// signed for that artifact).
+    ProvenanceRead {
+        digest: String,
+        at_ms: i64,
+        result: Result<Option<ReadProvenance>, SourceError>,
+    },
     /// The logs view's streams ended (a read without follow is whole; a follow ends only on a
     /// fault): the machines that could not be read, and why.
     LogsEnded {
@@ -378,5 +401,7 @@ pub enum Effect {
     FollowLogs(LogRequest),
     /// The logs view closed: stop its streams.
     StopLogs,
+    /// Read the signed provenance of these running artifacts (a few at once).
+    FetchProvenance(Vec<ProvenanceAsk>),
     Quit,
 }

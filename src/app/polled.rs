@@ -66,6 +66,7 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
     changed |= state.last_builds != snapshot.last_builds || state.made_by != snapshot.made_by;
     state.last_builds = snapshot.last_builds;
     state.made_by = snapshot.made_by;
+    let mut effects = super::provenance::wanted(state, &snapshot.unbuilt);
     changed |= state
         .builds
         .refresh_head(&snapshot.scope, snapshot.page, at_ms);
@@ -121,7 +122,6 @@ fn history(state: &mut AppState, mut snapshot: StateSnapshot, at_ms: i64) -> Vec
     if changed {
         state.dirty = true;
     }
-    let mut effects = Vec::new();
     // The plan the table falls back to was made before the operation: ask for a fresh one.
     if ended_here {
         effects.push(Effect::PollNow(vec![

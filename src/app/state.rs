@@ -11,12 +11,13 @@ use crate::mesh::model::{Mesh, Policy, Record};
 use crate::mesh::operation::OperationKind;
 use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::progress::EventRow;
+use crate::mesh::provenance::ReadProvenance;
 use crate::mesh::target::TargetDescription;
 
 use super::keys::{KeyTable, Mode};
 use super::log_view::LogView;
 use super::msg::{ActionRequest, Effect, PollParams, RegistryAnswer, SourceId};
-use super::view_state::ViewState;
+use super::view_state::{Loaded, ViewState};
 use super::window::{BuildsWindow, PAGE_SIZE};
 
 /// At most this many progress lines of the followed operation are kept.
@@ -254,6 +255,12 @@ pub struct AppState {
     pub host: Option<Vec<HostImage>>,
     pub last_builds: BTreeMap<String, BuildRow>,
     pub made_by: BTreeMap<String, BuildRow>,
+    /// Whether BUILT BY may answer from a signed provenance: the mesh trusts keys and names a
+    /// registry.
+    pub reads_provenance: bool,
+    /// Running digest with no build row here → its signed provenance, as read (None: none a
+    /// trusted key signed for it).
+    pub provenance: BTreeMap<String, Loaded<Option<ReadProvenance>>>,
     /// Sorted by module then name; set through [`AppState::set_machines`].
     pub machines: Vec<Machine>,
     /// The record the machines' states were judged against, when the source says (a send's moves
@@ -347,6 +354,8 @@ impl AppState {
             host: None,
             last_builds: BTreeMap::new(),
             made_by: BTreeMap::new(),
+            reads_provenance: !mesh.signing.trust.is_empty() && mesh.registry.is_some(),
+            provenance: BTreeMap::new(),
             machines: Vec::new(),
             machines_record: None,
             machine_ranges: HashMap::new(),
@@ -557,6 +566,12 @@ impl AppState {
     /// The build that made or published a digest, when the history knows it.
     pub fn build_of(&self, digest: &str) -> Option<&BuildRow> {
         self.made_by.get(digest)
+    }
+
+    /// What the signed provenance of a running digest says, as far as it was read (a digest never
+    /// asked for: not read).
+    pub fn provenance_of(&self, digest: &str) -> Option<&Loaded<Option<ReadProvenance>>> {
+        self.provenance.get(digest)
     }
 
     /// The operation being followed and where it stands (running, finished, or its process gone).

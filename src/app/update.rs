@@ -121,6 +121,15 @@ fn apply(state: &mut AppState, msg: Msg) -> Vec<Effect> {
             at_ms,
             result,
         } => super::views::loaded(state, request, at_ms, result),
+        Msg::ProvenanceRead {
+            digest,
+            at_ms,
+            result,
+        } => {
+            state.now_ms = state.now_ms.max(at_ms);
+            super::provenance::read(state, digest, at_ms, result);
+            Vec::new()
+        }
         Msg::LogLines { stream, items } => super::logs::lines(state, stream, items),
         Msg::LogsEnded { stream, failures } => super::logs::ended(state, stream, failures),
     }
@@ -353,7 +362,10 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             state.mode = Mode::Filter;
             Vec::new()
         }
-        Action::Poll => vec![Effect::PollNow(SourceId::ALL.to_vec())],
+        Action::Poll => {
+            super::provenance::forget_failed(state);
+            vec![Effect::PollNow(SourceId::ALL.to_vec())]
+        }
         Action::ConvergeModule => converge_module(state),
         Action::ConvergeMesh => {
             let built = ask::converge_mesh(state);

@@ -131,12 +131,17 @@ fn text(report: &GcReport) -> String {
         } else {
             String::new()
         };
+        // A shard holds many modules: it names none.
+        let module = if c.module.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", c.module)
+        };
         outln!(
             out,
-            "{:<8} {} [{}]{size}: {}{outcome}",
+            "{:<8} {}{module}{size}: {}{outcome}",
             c.kind,
             c.name,
-            c.module,
             c.why
         );
     }

@@ -74,7 +74,11 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         if let (None, Some(digest)) = (&built_by, machine.running.first()) {
             if !read.contains_key(digest) {
                 let recorded = record.record.get(&machine.module).cloned();
-                let answer = from_provenance(&mesh, recorded, &machine.image, digest).await;
+                // A fault reads as none: `unknown build`.
+                let answer = vouch::running_provenance(&mesh, recorded, &machine.image, digest)
+                    .await
+                    .ok()
+                    .flatten();
                 read.insert(digest.clone(), answer);
             }
             found = read.get(digest).cloned().flatten();
@@ -142,33 +146,6 @@ fn room_line(room: &RecordRoom) -> String {
             room.shards, room.shard_bytes, room.used_bytes, room.limit_bytes, room.modules_left
         ),
     }
-}
-
-/// The signed provenance of the artifact `digest` a machine runs (the record's entry when it
-/// names that artifact: its ref and verified manifest; else the ref the machine's `image` names),
-/// when the mesh trusts keys and names a registry (a fault reads as none: `unknown build`).
-async fn from_provenance(
-    mesh: &crate::mesh::model::Mesh,
-    recorded: Option<crate::mesh::model::RecordEntry>,
-    image: &str,
-    digest: &str,
-) -> Option<ArtifactProvenance> {
-    if mesh.signing.trust.is_empty() || mesh.registry.is_none() {
-        return None;
-    }
-    let entry = match recorded.filter(|e| e.digest == digest) {
-        Some(entry) => entry,
-        None if image.starts_with("sha256:") => return None,
-        None => {
-            let reference = image.split('@').next().unwrap_or_default();
-            crate::mesh::model::RecordEntry::new(reference.to_string(), digest.to_string())
-        }
-    };
-    vouch::artifact_provenance(mesh, &entry)
-        .await
-        .ok()
-        .flatten()
-        .filter(|f| !f.provenances.is_empty())
 }
 
 fn table_text(rows: &[MachineStatus]) -> String {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::backends::state::StateDb;
+use crate::backends::state::{StateDb, decode_input_stats};
 use crate::converge::error::PlanError;
 use crate::mesh::manifest::Manifest;
 use crate::mesh::pin::Pin;
@@ -92,13 +92,14 @@ impl ManifestSource for StateManifests<'_> {
     }
 
     fn input_cache(&self, context: &Path) -> ContextCache {
-        let known = self
+        // The row is read under the lock, decoded outside it: contexts load side by side.
+        let row = self
             .db
             .lock()
             .ok()
-            .and_then(|h| h.input_stats_of(context).ok())
-            .unwrap_or_default();
-        ContextCache::new(known)
+            .and_then(|h| h.input_stats_row(context).ok())
+            .flatten();
+        ContextCache::of(row.and_then(|b| decode_input_stats(&b)).unwrap_or_default())
     }
 
     /// One transaction for every context whose entries changed.

@@ -412,6 +412,34 @@ pub async fn artifact_provenance(
     Ok(None)
 }
 
+/// The signed provenance of the artifact `digest` a machine runs (the record's entry when it
+/// names that artifact: its ref and verified manifest; else the ref the machine's `image` names):
+/// what `meshtop status` and the dashboard's BUILT BY answer where this machine has no build row.
+/// Ok(None): the mesh trusts no key or names no registry, the machine's image names no ref, or no
+/// provenance a trusted key signed for that very artifact is there. Err: the registry could not be
+/// asked.
+pub async fn running_provenance(
+    mesh: &Mesh,
+    recorded: Option<crate::mesh::model::RecordEntry>,
+    image: &str,
+    digest: &str,
+) -> Result<Option<ArtifactProvenance>, AskError> {
+    if mesh.signing.trust.is_empty() || mesh.registry.is_none() {
+        return Ok(None);
+    }
+    let entry = match recorded.filter(|e| e.digest == digest) {
+        Some(entry) => entry,
+        None if image.starts_with("sha256:") => return Ok(None),
+        None => {
+            let reference = image.split('@').next().unwrap_or_default();
+            crate::mesh::model::RecordEntry::new(reference.to_string(), digest.to_string())
+        }
+    };
+    Ok(artifact_provenance(mesh, &entry)
+        .await?
+        .filter(|f| !f.provenances.is_empty()))
+}
+
 /// The provenances a trusted key signed for manifest `digest` of one of `modules`' repositories
 /// in the mesh's registry (`registry/mesh/module`), asked a few at once: the first module whose
 /// repository holds one, and what it says. None: no such provenance.

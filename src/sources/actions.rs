@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::app::msg::{ActionRequest, LogRequest, PageRequest, SourceError};
+use crate::app::msg::{ActionRequest, LogRequest, PageRequest, ProvenanceAsk, SourceError};
 use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::state::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
@@ -14,6 +14,7 @@ use crate::mesh::builds::BuildRow;
 use crate::mesh::logs::LogItem;
 use crate::mesh::model::RecordEntry;
 use crate::mesh::progress::Progress;
+use crate::mesh::provenance::ReadProvenance;
 
 use super::poll::{BoxFuture, OnDemand};
 use super::session::Session;
@@ -55,6 +56,13 @@ impl OnDemand for Actions {
         out: Vec<mpsc::Sender<LogItem>>,
     ) -> BoxFuture<Vec<(String, String)>> {
         Box::pin(super::logs::read(self.session.clone(), request, out))
+    }
+
+    fn provenance(
+        &self,
+        ask: ProvenanceAsk,
+    ) -> BoxFuture<Result<Option<ReadProvenance>, SourceError>> {
+        super::provenance::read(self.session.clone(), ask)
     }
 }
 

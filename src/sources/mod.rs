@@ -9,6 +9,7 @@ pub mod logs;
 pub mod machines;
 pub mod plan;
 pub mod poll;
+pub mod provenance;
 pub mod record;
 pub mod registry;
 pub mod session;

@@ -15,10 +15,12 @@ use tokio::time::MissedTickBehavior;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::logs::LogItem;
 use crate::mesh::progress::Progress;
+use crate::mesh::provenance::ReadProvenance;
 use crate::timefmt;
 
 use crate::app::msg::{
-    ActionRequest, LogRequest, Msg, PageRequest, PollParams, SourceData, SourceError, SourceId,
+    ActionRequest, LogRequest, Msg, PageRequest, PollParams, ProvenanceAsk, SourceData,
+    SourceError, SourceId,
 };
 use crate::app::views::{ViewData, ViewRequest};
 
@@ -57,6 +59,12 @@ pub trait OnDemand: Send + Sync + 'static {
         request: LogRequest,
         out: Vec<mpsc::Sender<LogItem>>,
     ) -> BoxFuture<Vec<(String, String)>>;
+    /// What the signed provenance of a running artifact says (None: no provenance a trusted key
+    /// signed for that artifact).
+    fn provenance(
+        &self,
+        ask: ProvenanceAsk,
+    ) -> BoxFuture<Result<Option<ReadProvenance>, SourceError>>;
 }
 
 /// The running pollers; dropping them stops every task.

@@ -80,9 +80,13 @@ fn read(
     }
     let latest_operation = db.latest_operation_on(&mesh, Some(target))?;
     let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
+    let mut unbuilt = Vec::new();
     for digest in params.digests.iter().take(MAX_TRACED) {
-        if let Some(row) = db.build_by_digest(&mesh, digest)? {
-            made_by.insert(digest.clone(), row);
+        match db.build_by_digest(&mesh, digest)? {
+            Some(row) => {
+                made_by.insert(digest.clone(), row);
+            }
+            None => unbuilt.push(digest.clone()),
         }
     }
     let stamps = match &params.stamps_module {
@@ -100,6 +104,7 @@ fn read(
         events,
         latest_operation,
         made_by,
+        unbuilt,
         holder,
         stamps,
         pins,

@@ -1,4 +1,5 @@
-//! One loading ladder for the panes that show a read's answer (gc, stats, environments): a read in
+//! One loading ladder for the panes that show a read's answer (gc, stats, environments, a running
+//! artifact's signed provenance in the machines pane and its detail): a read in
 //! flight, none asked yet, the error that came back, or the answer. Each pane says its own words
 //! on each rung; the order of the rungs is said once, here.
 

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use crate::mesh::file_stat::{CachedDigest, RACY_NS, StatKey};
+pub use crate::mesh::file_stat::{CachedDigest, RACY_NS, StatKey, StatSet};
 
 /// What `lstat` said of a file, as the cache compares it.
 pub fn stat_key(meta: &Metadata) -> StatKey {
@@ -58,63 +58,43 @@ impl DigestCache for NoCache {
 
 /// A context's entries, loaded at once, with what one walk changed: entries to write, and the
 /// paths it saw (the rest are gone and can be forgotten). A lookup takes no lock and allocates
-/// nothing (a binary search; it marks its entry seen): a steady plan is thousands of lookups on
-/// several threads.
+/// only the digest it answers with (a binary search; it marks its entry seen): a steady plan is
+/// thousands of lookups on several threads.
 pub struct ContextCache {
     /// Sorted by path.
-    known: Vec<Known>,
+    known: StatSet,
+    seen: Vec<AtomicBool>,
     stored: Mutex<Vec<(String, CachedDigest)>>,
     clock: fn() -> i64,
 }
 
-struct Known {
-    path: String,
-    entry: CachedDigest,
-    seen: AtomicBool,
-}
-
 impl Default for ContextCache {
     fn default() -> Self {
-        ContextCache::new(Vec::new())
+        ContextCache::with_clock(StatSet::default(), now_ns)
     }
 }
 
 impl ContextCache {
     pub fn new(known: impl IntoIterator<Item = (String, CachedDigest)>) -> ContextCache {
+        ContextCache::with_clock(StatSet::from_entries(known), now_ns)
+    }
+
+    /// A cache of the entries as loaded from the state database.
+    pub fn of(known: StatSet) -> ContextCache {
         ContextCache::with_clock(known, now_ns)
     }
 
     /// A cache whose entries are stamped by `clock` (tests: a clock ahead makes entries trusted
     /// at once, so that a property test exercises hits, not only the racy re-reads).
-    pub fn with_clock(
-        known: impl IntoIterator<Item = (String, CachedDigest)>,
-        clock: fn() -> i64,
-    ) -> ContextCache {
-        let mut known: Vec<Known> = known
-            .into_iter()
-            .map(|(path, entry)| Known {
-                path,
-                entry,
-                seen: AtomicBool::new(false),
-            })
-            .collect();
-        // In order already when read from the state database.
-        if !known.is_sorted_by(|a, b| a.path <= b.path) {
-            known.sort_by(|a, b| a.path.cmp(&b.path));
-        }
-        known.dedup_by(|a, b| a.path == b.path);
+    pub fn with_clock(known: StatSet, clock: fn() -> i64) -> ContextCache {
+        let known = known.sorted();
+        let seen = (0..known.len()).map(|_| AtomicBool::new(false)).collect();
         ContextCache {
             known,
+            seen,
             stored: Mutex::new(Vec::new()),
             clock,
         }
-    }
-
-    fn get(&self, path: &str) -> Option<&Known> {
-        self.known
-            .binary_search_by(|k| k.path.as_str().cmp(path))
-            .ok()
-            .map(|i| &self.known[i])
     }
 
     /// How many files were read (and stored) so far: a test's measure of what the cache spared.
@@ -126,21 +106,22 @@ impl ContextCache {
     /// kept entries stand as they are): the known entries the walk saw, replaced by what it read.
     pub fn into_entries(self) -> Option<Vec<(String, CachedDigest)>> {
         let mut stored = self.stored.into_inner().unwrap_or_else(|p| p.into_inner());
-        let all_seen = self.known.iter().all(|k| k.seen.load(Ordering::Relaxed));
+        let all_seen = self.seen.iter().all(|k| k.load(Ordering::Relaxed));
         if stored.is_empty() && all_seen {
             return None;
         }
         stored.sort_by(|a, b| a.0.cmp(&b.0));
         let mut entries = Vec::with_capacity(self.known.len() + stored.len());
         let mut stored = stored.into_iter().peekable();
-        for known in self.known {
-            while let Some(next) = stored.next_if(|(path, _)| *path < known.path) {
+        for (i, seen) in self.seen.into_iter().enumerate() {
+            let path = self.known.path(i);
+            while let Some(next) = stored.next_if(|(p, _)| p.as_str() < path) {
                 entries.push(next);
             }
-            if let Some(next) = stored.next_if(|(path, _)| *path == known.path) {
+            if let Some(next) = stored.next_if(|(p, _)| p == path) {
                 entries.push(next);
-            } else if known.seen.into_inner() {
-                entries.push((known.path, known.entry));
+            } else if seen.into_inner() {
+                entries.push((path.to_string(), self.known.digest(i)));
             }
         }
         entries.extend(stored);
@@ -150,12 +131,9 @@ impl ContextCache {
 
 impl DigestCache for ContextCache {
     fn lookup(&self, path: &str, stat: &StatKey) -> Option<String> {
-        let known = self.get(path)?;
-        known.seen.store(true, Ordering::Relaxed);
-        known
-            .entry
-            .answers(stat)
-            .then(|| known.entry.sha256.clone())
+        let i = self.known.find(path)?;
+        self.seen[i].store(true, Ordering::Relaxed);
+        self.known.answer(i, stat)
     }
 
     fn now_ns(&self) -> i64 {
@@ -165,7 +143,11 @@ impl DigestCache for ContextCache {
     fn store(&self, path: &str, entry: CachedDigest) {
         // An entry that only moves out of its racy window is written once more; one that is
         // already trusted and unchanged is not written at all.
-        if self.get(path).is_some_and(|known| known.entry == entry) {
+        if self
+            .known
+            .find(path)
+            .is_some_and(|i| self.known.is(i, &entry))
+        {
             return;
         }
         if let Ok(mut stored) = self.stored.lock() {
@@ -179,6 +161,11 @@ impl DigestCache for ContextCache {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    /// A digest of 64 hex digits from two (the cache keeps digests as their bytes).
+    fn hex64(two: &str) -> String {
+        two.repeat(32)
+    }
 
     fn stat(mtime_ns: i64) -> StatKey {
         StatKey {
@@ -196,7 +183,7 @@ mod tests {
         let now = 100 * RACY_NS;
         let entry = CachedDigest {
             stat: stat(now - 3 * RACY_NS),
-            sha256: "aa".into(),
+            sha256: hex64("aa"),
             hashed_at_ns: now,
         };
         assert!(entry.answers(&stat(now - 3 * RACY_NS)));
@@ -219,19 +206,19 @@ mod tests {
         let now = 100 * RACY_NS;
         let old = CachedDigest {
             stat: stat(1),
-            sha256: "aa".into(),
+            sha256: hex64("aa"),
             hashed_at_ns: now,
         };
         let cache = ContextCache::new(HashMap::from([
             ("/c/kept".to_string(), old.clone()),
             ("/c/gone".to_string(), old.clone()),
         ]));
-        assert_eq!(cache.lookup("/c/kept", &stat(1)), Some("aa".into()));
+        assert_eq!(cache.lookup("/c/kept", &stat(1)), Some(hex64("aa")));
         cache.store("/c/kept", old.clone());
         assert_eq!(cache.lookup("/c/new", &stat(2)), None);
         let new = CachedDigest {
             stat: stat(2),
-            sha256: "bb".into(),
+            sha256: hex64("bb"),
             hashed_at_ns: now,
         };
         cache.store("/c/new", new.clone());
@@ -250,7 +237,7 @@ mod tests {
     fn the_entries_kept_are_what_the_walk_saw_with_what_it_read() {
         let entry = |sha: &str, mtime| CachedDigest {
             stat: stat(mtime),
-            sha256: sha.into(),
+            sha256: hex64(sha),
             hashed_at_ns: 100 * RACY_NS,
         };
         let known = vec![
@@ -285,7 +272,7 @@ mod tests {
         ];
         let want: Vec<(String, String)> = want
             .iter()
-            .map(|(p, s)| (p.to_string(), s.to_string()))
+            .map(|(p, s)| (p.to_string(), hex64(s)))
             .collect();
         assert_eq!(paths, want);
     }

@@ -41,12 +41,48 @@ struct State {
     gate: Option<(usize, Arc<Barrier>)>,
     /// Lease reads still to gather at their barrier (see `sync_next_lease_reads`).
     lease_gate: Option<(usize, Arc<Barrier>)>,
+    /// Namespace patches still to gather at their barrier (see `sync_next_namespace_patches`).
+    patch_gate: Option<(usize, Arc<Barrier>)>,
+    /// ConfigMap creates still to let through before the next one is held, and its hold (see
+    /// `hold_configmap_create_after`).
+    create_hold: Option<(usize, Arc<Hold>)>,
+    /// The next ConfigMap delete is held (see `hold_next_configmap_delete`).
+    delete_hold: Option<Arc<Hold>>,
+    /// Every shard a namespace write's record index named while no such ConfigMap existed
+    /// (observed, never refused: the apiserver does not know what an annotation names).
+    dangling: Vec<String>,
+    /// Namespace patches answered 409 (a stale resourceVersion).
+    namespace_conflicts: usize,
     /// Who requests are made as, and what RBAC lets them do; None: everything is allowed.
     identity: Option<Identity>,
     /// The next request with a continue token gets 410 Expired (an etcd compaction happened).
     expire_next_continue: bool,
     /// Every resource request the identity was authorized for, and the verdict (see `authorizations`).
     authorizations: Vec<(kube_rules::Attributes, bool)>,
+}
+
+/// A request held before the server acts on it, until the test releases it.
+#[derive(Default)]
+pub struct Hold {
+    reached: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+impl Hold {
+    /// Wait until the held request has arrived.
+    pub async fn reached(&self) {
+        self.reached.notified().await;
+    }
+
+    /// Let the held request through.
+    pub fn release(&self) {
+        self.release.notify_one();
+    }
+
+    async fn hold(&self) {
+        self.reached.notify_one();
+        self.release.notified().await;
+    }
 }
 
 pub struct KubeApi {
@@ -283,6 +319,36 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// two takers then race to write.
     pub fn sync_next_lease_reads(&self, n: usize) {
         self.state.lock().unwrap().lease_gate = Some((n, Arc::new(Barrier::new(n))));
+    }
+
+    /// The next `n` namespace PATCHes wait for each other before any is applied: writers that read
+    /// the same resourceVersion then race to write (one wins, the others' preconditions fail).
+    pub fn sync_next_namespace_patches(&self, n: usize) {
+        self.state.lock().unwrap().patch_gate = Some((n, Arc::new(Barrier::new(n))));
+    }
+
+    /// After `n` more ConfigMap creates, the next one is held (before it is applied) until released.
+    pub fn hold_configmap_create_after(&self, n: usize) -> Arc<Hold> {
+        let hold = Arc::new(Hold::default());
+        self.state.lock().unwrap().create_hold = Some((n, hold.clone()));
+        hold
+    }
+
+    /// The next ConfigMap delete is held (before it is applied) until released.
+    pub fn hold_next_configmap_delete(&self) -> Arc<Hold> {
+        let hold = Arc::new(Hold::default());
+        self.state.lock().unwrap().delete_hold = Some(hold.clone());
+        hold
+    }
+
+    /// How many namespace patches were answered 409 Conflict.
+    pub fn namespace_conflicts(&self) -> usize {
+        self.state.lock().unwrap().namespace_conflicts
+    }
+
+    /// The shards a namespace write's record index named while they did not exist.
+    pub fn dangling_index_shards(&self) -> Vec<String> {
+        self.state.lock().unwrap().dangling.clone()
     }
 
     /// Containers running an image that starts with `image_prefix` meet this fate in the kubelet.
@@ -842,15 +908,37 @@ async fn route(
             response
         }
         (Method::PATCH, ["api", "v1", "namespaces", name]) => {
-            patch_object(state, "namespaces", "", name, headers, body)
+            let gate = next_gate(&mut state.lock().unwrap().patch_gate);
+            if let Some(barrier) = gate {
+                barrier.wait().await;
+            }
+            let response = patch_object(state, "namespaces", "", name, headers, body);
+            match response.status() {
+                StatusCode::OK => note_dangling(state, name),
+                StatusCode::CONFLICT => state.lock().unwrap().namespace_conflicts += 1,
+                _ => {}
+            }
+            response
         }
         (Method::PATCH, ["api", "v1", "namespaces", ns, "configmaps", name]) => {
             patch_object(state, "configmaps", ns, name, headers, body)
         }
         (method, ["api", "v1", "namespaces", ns, "configmaps"]) => {
+            if method == Method::POST {
+                let hold = next_create_hold(&mut state.lock().unwrap().create_hold);
+                if let Some(hold) = hold {
+                    hold.hold().await;
+                }
+            }
             configmaps::configmaps(state, &method, ns, None, &q, headers, body)
         }
         (method, ["api", "v1", "namespaces", ns, "configmaps", name]) => {
+            if method == Method::DELETE {
+                let hold = state.lock().unwrap().delete_hold.take();
+                if let Some(hold) = hold {
+                    hold.hold().await;
+                }
+            }
             configmaps::configmaps(state, &method, ns, Some(name), &q, headers, body)
         }
         (
@@ -897,6 +985,42 @@ async fn route(
             &format!("the test server does not serve {method} {}", uri.path()),
         ),
     }
+}
+
+/// The hold of the create that comes after the ones still let through, counting one off.
+fn next_create_hold(gate: &mut Option<(usize, Arc<Hold>)>) -> Option<Arc<Hold>> {
+    match gate.take()? {
+        (0, hold) => Some(hold),
+        (n, hold) => {
+            *gate = Some((n - 1, hold));
+            None
+        }
+    }
+}
+
+/// Note every shard the namespace's record index names that does not exist now.
+fn note_dangling(state: &Arc<Mutex<State>>, ns: &str) {
+    let mut s = state.lock().unwrap();
+    let key: Key = ("namespaces".into(), String::new(), ns.into());
+    let index = s.cluster.objects.get(&key).and_then(|n| {
+        n["metadata"]["annotations"][meshtop::backends::cluster::INDEX_ANNOTATION]
+            .as_str()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    });
+    let Some(index) = index else { return };
+    let missing: Vec<String> = index["shards"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|shard| shard["name"].as_str())
+        .filter(|name| {
+            !s.cluster
+                .objects
+                .contains_key(&("configmaps".into(), ns.into(), (*name).into()))
+        })
+        .map(str::to_string)
+        .collect();
+    s.dangling.extend(missing);
 }
 
 /// The barrier a gated read waits at, counting it off the gate.

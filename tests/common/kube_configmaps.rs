@@ -8,7 +8,8 @@
 //!   validation/objectmeta.go`, TotalAnnotationSizeLimitB); ValidateConfigMapUpdate refuses, once
 //!   `immutable` is set, any change of data or binaryData and unsetting `immutable`, 422 `data: Forbidden:
 //!   field is immutable when `immutable` is set`;
-//! - update (PUT) with a stale resourceVersion is 409 Conflict; delete of a missing name 404;
+//! - update (PUT) with a stale resourceVersion is 409 Conflict; delete of a missing name 404, a
+//!   delete whose preconditions (uid, resourceVersion) do not hold 409 Conflict;
 //! - a list asked for as `PartialObjectMetadataList` (the Accept header kube's `list_metadata` sends)
 //!   carries only each item's metadata (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/response.go`,
 //!   asPartialObjectMetadataList).
@@ -192,9 +193,13 @@ pub fn configmaps(
         (Method::DELETE, Some(name)) => {
             let mut s = state.lock().unwrap();
             let key: Key = ("configmaps".into(), ns.into(), name.into());
-            let Some(current) = s.cluster.objects.remove(&key) else {
+            let Some(current) = s.cluster.objects.get(&key).cloned() else {
                 return not_found(name);
             };
+            if let Some(refused) = failed_precondition(name, &current, parsed().as_ref()) {
+                return refused;
+            }
+            s.cluster.objects.remove(&key);
             s.cluster.resource_version += 1;
             ok_json(&current)
         }
@@ -206,6 +211,32 @@ pub fn configmaps(
             ),
         ),
     }
+}
+
+/// A delete's preconditions (DeleteOptions.preconditions: uid, resourceVersion) against the object:
+/// the generic registry's Delete passes them to the storage (`staging/src/k8s.io/apiserver/pkg/
+/// registry/generic/registry/store.go`), whose `Preconditions.Check` (`staging/src/k8s.io/apiserver/
+/// pkg/storage/interfaces.go`) fails with an invalid-object error, which `InterpretDeleteError`
+/// (`staging/src/k8s.io/apiserver/pkg/storage/errors/storage.go`) answers as 409 Conflict.
+fn failed_precondition(name: &str, current: &Value, options: Option<&Value>) -> Option<Response> {
+    let preconditions = &options?["preconditions"];
+    for (field, path) in [("UID", "uid"), ("ResourceVersion", "resourceVersion")] {
+        let wanted = &preconditions[path];
+        let have = &current["metadata"][path];
+        if !wanted.is_null() && wanted != have {
+            let show = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            return Some(status(
+                409,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on configmaps \"{name}\": Precondition failed: {field} in precondition: {}, {field} in object meta: {}",
+                    show(wanted),
+                    show(have)
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// A list cut to its items' metadata, as `PartialObjectMetadataList`.

@@ -14,6 +14,29 @@ use serde_json::{Value, json};
 
 use super::signing::{OCI_MANIFEST, get, put_blob, put_manifest, run};
 
+/// Make the mesh's repository a git work tree with one commit; that commit.
+pub fn commit_all(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["-c", "user.name=ci", "-c", "user.email=ci@example.com"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            super::example::said(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "ci"]);
+    git(&["rev-parse", "HEAD"])
+}
+
 pub const DSSE_ENVELOPE: &str = "application/vnd.dsse.envelope.v1+json";
 pub const IN_TOTO: &str = "application/vnd.in-toto+json";
 pub const STATEMENT_V1: &str = "https://in-toto.io/Statement/v1";

@@ -25,12 +25,17 @@ impl Tmux {
 
     /// The dashboard on the mesh with extra flags, in a 120×40 tmux session.
     pub fn start_with(mesh: &ExampleMesh, flags: &[&str]) -> Tmux {
+        Tmux::start_on(mesh, &mesh.state(), flags)
+    }
+
+    /// [`Tmux::start_with`] on another state database (another machine, a clean one).
+    pub fn start_on(mesh: &ExampleMesh, state: &std::path::Path, flags: &[&str]) -> Tmux {
         let tmux = Tmux::shell();
         let command = format!(
             "{} --mesh {} --state {} {}",
             env!("CARGO_BIN_EXE_meshtop"),
             mesh.mesh_file().display(),
-            mesh.state().display(),
+            state.display(),
             flags.join(" ")
         );
         tmux.keys(&[&command, "Enter"]);

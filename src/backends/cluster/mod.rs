@@ -33,7 +33,7 @@ pub use record::{
 pub use record_shards::{
     INDEX_ANNOTATION, ReadCost, RecordIndex, SHARD_BYTES, SHARD_GRACE_MS, SHARD_KEY, SHARD_LABEL,
     SHARD_PREFIX, SHARD_WRITTEN_AT, SHARD_WRITTEN_BY, ShardContent, ShardProblem, ShardRef,
-    shard_digest,
+    ShardRemoval, UnnamedShard, shard_digest,
 };
 pub use rollout::{
     BACKOFF_REASONS, DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone,
@@ -222,6 +222,9 @@ pub struct Cluster {
     pub namespace: String,
     /// Every API request's timeout.
     pub request_timeout: Duration,
+    /// How long a record shard no index names is kept after it was written or renewed
+    /// ([`record_shards::SHARD_GRACE_MS`]; tests shorten it with [`Cluster::with_shard_grace`]).
+    pub(crate) shard_grace_ms: i64,
 }
 
 impl fmt::Debug for Cluster {
@@ -304,7 +307,17 @@ impl Cluster {
             context: context.to_string(),
             namespace: namespace.to_string(),
             request_timeout: REQUEST_TIMEOUT,
+            shard_grace_ms: record_shards::SHARD_GRACE_MS,
         }
+    }
+
+    /// The same cluster with another grace for the record's shards: tests shorten it to watch a
+    /// stamper slower than the grace (no user setting: ten minutes is what keeps a stamp in flight
+    /// safe from clocks that disagree).
+    #[doc(hidden)]
+    pub fn with_shard_grace(mut self, grace: Duration) -> Cluster {
+        self.shard_grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+        self
     }
 
     /// The same cluster with another per-request timeout.

@@ -308,6 +308,8 @@ impl Cluster {
         write: &TeamWrite<'_>,
         noted: bool,
     ) -> Result<Stamped, ClusterError> {
+        // The shards this stamp wrote or renewed, and when, across its attempts.
+        let mut held = BTreeMap::new();
         for _ in 0..STAMP_ATTEMPTS {
             let read = self.read_record().await?;
             if let Some(warning) = read.team_warning.clone() {
@@ -327,9 +329,22 @@ impl Cluster {
             let others = read.others_bytes;
             let after = team_after(read, write, noted)
                 .map_err(|e| self.serialise_error("record's shards", &e))?;
+            let operation = &write.by.operation_id;
+            let half = self.shard_grace_ms / 2;
             let (patch, index) = if after.sharded {
                 let (patch, index) = self.sharded_patch(&resource_version, &after, others)?;
-                self.write_shards(&after.shards, &index_before, &write.by.operation_id)
+                self.hold_shards(&after.shards, &index_before, operation, &mut held, half)
+                    .await?;
+                // Right before the switch, the same again: shards held longer ago than half the
+                // grace are held again (renewed, or created again where gc took them). A stamper
+                // slowed between its shards and its switch (a loaded machine, a slow API server, a
+                // stopped process) would otherwise switch the index to shards gc took as unnamed
+                // and old. Renewing is what makes the switch safe, not checking: a renewal changes
+                // the shard's resourceVersion, so a gc that listed it before fails its guarded
+                // delete, and a gc that lists it after sees it young (`Cluster::unnamed_shards`).
+                // Half the grace: the switch itself (one request) must land within the other half;
+                // a switch later than the whole grace is repaired below.
+                self.hold_shards(&after.shards, &index_before, operation, &mut held, half)
                     .await?;
                 (patch, Some(index))
             } else {
@@ -348,8 +363,13 @@ impl Cluster {
                 .map_err(|()| self.timeout_error(format!("patch namespace {}", self.namespace)))?;
             match patched {
                 Ok(_) => {
-                    if index.is_some() {
-                        self.reassert_shards(&after.shards, &index_before, &write.by.operation_id)
+                    // A switch that landed more than the grace after the shards were held may
+                    // name shards gc took meanwhile: they are written again (repair, after the fact).
+                    let held_at = Self::held_since(&after.shards, &index_before, &held);
+                    let late =
+                        crate::timefmt::now_ms().saturating_sub(held_at) >= self.shard_grace_ms;
+                    if index.is_some() && late {
+                        self.reassert_shards(&after.shards, &index_before, operation)
                             .await?;
                     }
                     if was_sharded || index.is_some() {

@@ -10,9 +10,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -257,33 +259,76 @@ impl Cluster {
     }
 
     /// Write the shards the index does not name yet (the others are there: their names are their
-    /// content). A shard already there under its name is the same content: taken as written.
-    pub(super) async fn write_shards(
+    /// content), each with the time it was written. A shard already there under its name is the
+    /// same content: its time is renewed instead (metadata may change on an immutable ConfigMap,
+    /// data may not), and one gc takes in between is created again. `held` is what this stamp
+    /// wrote or renewed and when, across its attempts: a shard held within `fresh_ms` is not asked
+    /// again (a stamp retried after a conflict rewrites none of its own shards: no renewal, no
+    /// `patch` needed). Called again just before the index switches (see
+    /// [`Cluster::stamp_team`]): every shard the new index names then carries a time within the
+    /// grace, or gc's delete of it fails its precondition ([`Cluster::unnamed_shards`]).
+    pub(super) async fn hold_shards(
         &self,
         shards: &[ShardText],
         already: &RecordIndex,
         operation_id: &str,
-    ) -> Result<usize, ClusterError> {
-        let api = self.config_maps();
+        held: &mut BTreeMap<String, i64>,
+        fresh_ms: i64,
+    ) -> Result<(), ClusterError> {
         let named: BTreeSet<&str> = already.shards.iter().map(|s| s.name.as_str()).collect();
-        let mut written = 0;
         for shard in shards
             .iter()
             .filter(|s| !named.contains(s.shard.name.as_str()))
         {
+            let at = crate::timefmt::now_ms();
+            if held
+                .get(&shard.shard.name)
+                .is_some_and(|then| at.saturating_sub(*then) < fresh_ms)
+            {
+                continue;
+            }
+            self.hold_shard(shard, operation_id).await?;
+            held.insert(shard.shard.name.clone(), at);
+        }
+        Ok(())
+    }
+
+    /// When the oldest of the shards `already` does not name was last held by this stamp.
+    pub(super) fn held_since(
+        shards: &[ShardText],
+        already: &RecordIndex,
+        held: &BTreeMap<String, i64>,
+    ) -> i64 {
+        let named: BTreeSet<&str> = already.shards.iter().map(|s| s.name.as_str()).collect();
+        shards
+            .iter()
+            .filter(|s| !named.contains(s.shard.name.as_str()))
+            .filter_map(|s| held.get(&s.shard.name).copied())
+            .min()
+            .unwrap_or_else(crate::timefmt::now_ms)
+    }
+
+    /// Create one shard, or renew its time when it is there; `true` when it was created.
+    async fn hold_shard(
+        &self,
+        shard: &ShardText,
+        operation_id: &str,
+    ) -> Result<bool, ClusterError> {
+        let api = self.config_maps();
+        let name = &shard.shard.name;
+        let mut last = None;
+        for _ in 0..READ_ATTEMPTS {
+            let now = crate::timefmt::now_ms().to_string();
             let map = ConfigMap {
                 metadata: ObjectMeta {
-                    name: Some(shard.shard.name.clone()),
+                    name: Some(name.clone()),
                     labels: Some(BTreeMap::from([(
                         SHARD_LABEL.to_string(),
                         "true".to_string(),
                     )])),
                     annotations: Some(BTreeMap::from([
                         (SHARD_WRITTEN_BY.to_string(), operation_id.to_string()),
-                        (
-                            SHARD_WRITTEN_AT.to_string(),
-                            crate::timefmt::now_ms().to_string(),
-                        ),
+                        (SHARD_WRITTEN_AT.to_string(), now.clone()),
                     ])),
                     ..ObjectMeta::default()
                 },
@@ -294,86 +339,145 @@ impl Cluster {
                 immutable: Some(true),
                 ..ConfigMap::default()
             };
-            let what = format!(
-                "create configmap {} in namespace {}",
-                shard.shard.name, self.namespace
-            );
+            let what = format!("create configmap {name} in namespace {}", self.namespace);
             match self.timed(api.create(&PostParams::default(), &map)).await {
                 Err(()) => return Err(self.timeout_error(what)),
-                Ok(Ok(_)) => written += 1,
-                // There under its name: the same content. Named by no index, it may be gc's next:
-                // its time is renewed (metadata may change on an immutable ConfigMap, data may not).
-                Ok(Err(e)) if status_code(&e) == Some(409) => {
-                    let renew = serde_json::json!({"metadata": {"annotations": {
-                        SHARD_WRITTEN_BY: operation_id,
-                        SHARD_WRITTEN_AT: crate::timefmt::now_ms().to_string(),
-                    }}});
-                    let what = format!(
-                        "patch configmap {} in namespace {}",
-                        shard.shard.name, self.namespace
-                    );
-                    self.call(
-                        what,
-                        api.patch(
-                            &shard.shard.name,
-                            &PatchParams::default(),
-                            &Patch::Merge(&renew),
-                        ),
-                    )
-                    .await?;
-                }
+                Ok(Ok(_)) => return Ok(true),
+                Ok(Err(e)) if status_code(&e) == Some(409) => {}
+                Ok(Err(e)) => return Err(self.api_error(what, e)),
+            }
+            // There under its name: the same content. Named by no index, it may be gc's next.
+            let renew = serde_json::json!({"metadata": {"annotations": {
+                SHARD_WRITTEN_BY: operation_id,
+                SHARD_WRITTEN_AT: now,
+            }}});
+            let what = format!("patch configmap {name} in namespace {}", self.namespace);
+            let patched = self
+                .timed(api.patch(name, &PatchParams::default(), &Patch::Merge(&renew)))
+                .await;
+            match patched {
+                Err(()) => return Err(self.timeout_error(what)),
+                Ok(Ok(_)) => return Ok(false),
+                // gc took it between our create and our renewal: create it again.
+                Ok(Err(e)) if status_code(&e) == Some(404) => last = Some(self.api_error(what, e)),
                 Ok(Err(e)) => return Err(self.api_error(what, e)),
             }
         }
-        Ok(written)
+        Err(last.unwrap_or_else(|| self.shard_error(name, ShardProblem::Missing)))
     }
 
-    /// Remove every shard the index `keep` does not name, but those written or reused within
-    /// [`SHARD_GRACE_MS`] (a stamp in flight: its index not written yet). A stamp runs it after its
-    /// index is written; a shard a reader was about to read is read again through the newer index, and
-    /// a stamper whose new shards were taken all the same writes them again
-    /// ([`Cluster::reassert_shards`]). Returns how many were removed.
-    pub async fn gc_shards(&self, keep: &RecordIndex) -> Result<usize, ClusterError> {
-        let api = self.config_maps();
+    /// The index the namespace names now (empty when it has none, or no namespace). An index
+    /// that cannot be read is an error: nothing is taken by what cannot tell what it keeps.
+    async fn current_index(&self) -> Result<RecordIndex, ClusterError> {
+        let namespace = self
+            .call(
+                format!("get namespace {}", self.namespace),
+                Api::<Namespace>::all(self.client.clone()).get_opt(&self.namespace),
+            )
+            .await?;
+        let text = namespace
+            .as_ref()
+            .and_then(|n| n.metadata.annotations.as_ref())
+            .and_then(|a| a.get(INDEX_ANNOTATION));
+        match text {
+            None => Ok(RecordIndex::default()),
+            Some(text) => serde_json::from_str(text).map_err(|e| ClusterError::Config {
+                context: Some(self.context.clone()),
+                message: format!(
+                    "the record's index on namespace {:?} (annotation {INDEX_ANNOTATION}) is unreadable ({e}); no shard is removed until it is mended",
+                    self.namespace
+                ),
+            }),
+        }
+    }
+
+    /// The shards no index names (neither `keep` nor the namespace's index, read after the list)
+    /// whose time is older than the grace. How the age is measured, and why a shard a stamper
+    /// still holds is never among them:
+    /// - `now` is taken before the list, so no shard looks older than it was when listed;
+    /// - the index is read after the list: a shard an index switched before that read names is
+    ///   kept; one an index switches to later was renewed by its stamper just before its switch
+    ///   ([`Cluster::hold_shards`]), so either the list shows that fresh time (young: kept), or the
+    ///   renewal came after the list and changed the shard's resourceVersion, which the delete's
+    ///   precondition then refuses ([`Cluster::remove_shard`]). Only a stamper whose switch lands
+    ///   more than the grace after its renewal can lose a shard, and it writes them again then.
+    ///
+    /// Times are each writer's clock against this reader's: the grace's margin covers clocks
+    /// that disagree by minutes.
+    pub async fn unnamed_shards(
+        &self,
+        keep: &RecordIndex,
+        grace_ms: i64,
+    ) -> Result<Vec<UnnamedShard>, ClusterError> {
+        let now = crate::timefmt::now_ms();
         let listed = self
             .call(
                 format!("list configmaps in namespace {}", self.namespace),
-                api.list_metadata(&ListParams::default().labels(SHARD_LABEL)),
+                self.config_maps()
+                    .list_metadata(&ListParams::default().labels(SHARD_LABEL)),
             )
             .await?;
-        let kept: BTreeSet<&str> = keep.shards.iter().map(|s| s.name.as_str()).collect();
-        let now = crate::timefmt::now_ms();
+        let current = self.current_index().await?;
+        let kept: BTreeSet<&str> = keep
+            .shards
+            .iter()
+            .chain(&current.shards)
+            .map(|s| s.name.as_str())
+            .collect();
+        Ok(listed
+            .items
+            .into_iter()
+            .filter_map(|map| unnamed(map.metadata, now, grace_ms.max(0), &kept))
+            .collect())
+    }
+
+    /// Delete one shard [`Cluster::unnamed_shards`] found, only while it is as listed (its
+    /// resourceVersion the precondition: a renewal since makes the API server refuse, 409).
+    pub async fn remove_shard(&self, shard: &UnnamedShard) -> Result<ShardRemoval, ClusterError> {
+        let what = format!(
+            "delete configmap {} in namespace {}",
+            shard.name, self.namespace
+        );
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: shard.resource_version.clone(),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self
+            .timed(self.config_maps().delete(&shard.name, &params))
+            .await
+        {
+            Err(()) => Err(self.timeout_error(what)),
+            Ok(Ok(_)) => Ok(ShardRemoval::Removed),
+            Ok(Err(e)) if status_code(&e) == Some(404) => Ok(ShardRemoval::AlreadyGone),
+            Ok(Err(e)) if status_code(&e) == Some(409) => Ok(ShardRemoval::Renewed),
+            Ok(Err(e)) => Err(self.api_error(what, e)),
+        }
+    }
+
+    /// Remove every shard no index names (neither `keep` nor the namespace's) but those written or
+    /// renewed within the grace ([`SHARD_GRACE_MS`]: a stamp in flight, its index not written
+    /// yet). A stamp runs it after its index is written; a shard a reader was about to read is
+    /// read again through the newer index. Returns how many were removed.
+    pub async fn gc_shards(&self, keep: &RecordIndex) -> Result<usize, ClusterError> {
         let mut removed = 0;
-        for map in listed.items {
-            let Some(name) = map.metadata.name.as_deref() else {
-                continue;
-            };
-            if kept.contains(name) || !name.starts_with(SHARD_PREFIX) {
-                continue;
-            }
-            let written_at: i64 = map
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(SHARD_WRITTEN_AT))
-                .and_then(|t| t.parse().ok())
-                .unwrap_or(0);
-            if now.saturating_sub(written_at) < SHARD_GRACE_MS {
-                continue;
-            }
-            let what = format!("delete configmap {name} in namespace {}", self.namespace);
-            match self.timed(api.delete(name, &DeleteParams::default())).await {
-                Err(()) => return Err(self.timeout_error(what)),
-                Ok(Ok(_)) => removed += 1,
-                Ok(Err(e)) if status_code(&e) == Some(404) => {}
-                Ok(Err(e)) => return Err(self.api_error(what, e)),
+        for shard in self.unnamed_shards(keep, self.shard_grace_ms).await? {
+            if self.remove_shard(&shard).await? == ShardRemoval::Removed {
+                removed += 1;
             }
         }
         Ok(removed)
     }
 
-    /// After the index switched: the shards this stamp wrote are there still, or are written again
-    /// (another stamper's gc, run between our shards and our index, found them named by no index).
+    /// The grace gc keeps unnamed shards for, on this cluster.
+    pub fn shard_grace_ms(&self) -> i64 {
+        self.shard_grace_ms
+    }
+
+    /// After the index switched, when the switch landed more than the grace after the shards were
+    /// last held: the shards this stamp wrote are there still, or are written again.
     pub(super) async fn reassert_shards(
         &self,
         shards: &[ShardText],
@@ -404,11 +508,70 @@ impl Cluster {
                 "{} shard(s) of the record were taken before its index named them; written again",
                 gone.len()
             );
-            self.write_shards(&gone, &RecordIndex::default(), operation_id)
-                .await?;
+            self.hold_shards(
+                &gone,
+                &RecordIndex::default(),
+                operation_id,
+                &mut BTreeMap::new(),
+                0,
+            )
+            .await?;
         }
         Ok(())
     }
+}
+
+/// A shard no index names, old enough for gc.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnnamedShard {
+    pub name: String,
+    /// The operation that wrote or last renewed it.
+    pub written_by: String,
+    /// How old its time was when listed, in milliseconds.
+    pub age_ms: i64,
+    /// The resourceVersion listed: its delete's precondition.
+    resource_version: Option<String>,
+}
+
+/// What a shard's delete did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardRemoval {
+    Removed,
+    AlreadyGone,
+    /// A stamper renewed it after it was listed (the delete's precondition failed): kept.
+    Renewed,
+}
+
+/// The shard a listed ConfigMap's metadata describes, when it is one no index names and older
+/// than the grace.
+fn unnamed(
+    meta: ObjectMeta,
+    now: i64,
+    grace_ms: i64,
+    kept: &BTreeSet<&str>,
+) -> Option<UnnamedShard> {
+    let name = meta.name?;
+    if kept.contains(name.as_str()) || !name.starts_with(SHARD_PREFIX) {
+        return None;
+    }
+    let annotations = meta.annotations.unwrap_or_default();
+    let written_at: i64 = annotations
+        .get(SHARD_WRITTEN_AT)
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0);
+    let age_ms = now.saturating_sub(written_at);
+    if age_ms < grace_ms {
+        return None;
+    }
+    Some(UnnamedShard {
+        name,
+        written_by: annotations
+            .get(SHARD_WRITTEN_BY)
+            .cloned()
+            .unwrap_or_default(),
+        age_ms,
+        resource_version: meta.resource_version,
+    })
 }
 
 #[cfg(test)]

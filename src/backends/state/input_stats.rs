@@ -8,7 +8,7 @@ use std::path::Path;
 use rusqlite::{OptionalExtension, params};
 
 use super::{StateDb, StateError};
-use crate::mesh::file_stat::{CachedDigest, StatKey};
+use crate::mesh::file_stat::{CachedDigest, StatKey, StatSet};
 
 /// The encoding's version, its first byte: another version reads as empty.
 const FORMAT: u8 = 1;
@@ -48,8 +48,10 @@ pub fn encode(entries: &[(String, CachedDigest)]) -> Vec<u8> {
     out
 }
 
-/// What [`encode`] wrote; None for anything else (another format, a truncated row).
-pub fn decode(bytes: &[u8]) -> Option<Vec<(String, CachedDigest)>> {
+/// What [`encode`] wrote, as a [`StatSet`]; None for anything else (another format, a truncated
+/// row, a path that is not UTF-8). Two allocations whatever the number of entries: this runs for
+/// every context on every plan.
+pub fn decode(bytes: &[u8]) -> Option<StatSet> {
     let (&format, mut rest) = bytes.split_first()?;
     if format != FORMAT {
         return None;
@@ -67,57 +69,49 @@ pub fn decode(bytes: &[u8]) -> Option<Vec<(String, CachedDigest)>> {
         b.copy_from_slice(&bytes[at..at + 8]);
         u64::from_le_bytes(b)
     }
-    let mut entries = Vec::new();
+    // Each entry is at least 4 + FIXED bytes, and its path is what is left of that.
+    let most = rest.len() / (4 + FIXED);
+    let mut set = StatSet::with_capacity(most, rest.len().saturating_sub(most * (4 + FIXED)));
     while !rest.is_empty() {
         let len: [u8; 4] = take(&mut rest, 4)?.try_into().ok()?;
         let len = usize::try_from(u32::from_le_bytes(len)).ok()?;
         let path = std::str::from_utf8(take(&mut rest, len)?).ok()?;
         let fixed = take(&mut rest, FIXED)?;
         let mode: [u8; 4] = fixed[48..52].try_into().ok()?;
-        entries.push((
-            path.to_string(),
-            CachedDigest {
-                // Signed values travel as their bits.
-                stat: StatKey {
-                    size: u64_at(fixed, 0),
-                    mtime_ns: u64_at(fixed, 8) as i64,
-                    ctime_ns: u64_at(fixed, 16) as i64,
-                    ino: u64_at(fixed, 24),
-                    dev: u64_at(fixed, 32),
-                    mode: u32::from_le_bytes(mode),
-                },
-                hashed_at_ns: u64_at(fixed, 40) as i64,
-                sha256: lower_hex(&fixed[52..84]),
-            },
-        ));
+        let sha: [u8; 32] = fixed[52..84].try_into().ok()?;
+        // Signed values travel as their bits.
+        let stat = StatKey {
+            size: u64_at(fixed, 0),
+            mtime_ns: u64_at(fixed, 8) as i64,
+            ctime_ns: u64_at(fixed, 16) as i64,
+            ino: u64_at(fixed, 24),
+            dev: u64_at(fixed, 32),
+            mode: u32::from_le_bytes(mode),
+        };
+        set.push(path, stat, u64_at(fixed, 40) as i64, sha);
     }
-    Some(entries)
-}
-
-/// Lowercase hex, as `hex::encode` writes it (without its per-character iterator: this runs for
-/// every file of every context on every plan).
-fn lower_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
+    Some(set.sorted())
 }
 
 impl StateDb {
     /// The cached entries of the build context `dir` (none when never kept, or unreadable).
-    pub fn input_stats_of(&self, dir: &Path) -> Result<Vec<(String, CachedDigest)>, StateError> {
+    pub fn input_stats_of(&self, dir: &Path) -> Result<StatSet, StateError> {
+        Ok(self
+            .input_stats_row(dir)?
+            .and_then(|b| decode(&b))
+            .unwrap_or_default())
+    }
+
+    /// The stored row of the build context `dir`, to [`decode`] (outside the database's lock:
+    /// contexts are loaded side by side).
+    pub fn input_stats_row(&self, dir: &Path) -> Result<Option<Vec<u8>>, StateError> {
         let mut st = self
             .conn
             .prepare_cached("SELECT entries FROM input_stat_sets WHERE context = ?1")
             .map_err(self.err("read the stat cache"))?;
-        let bytes: Option<Vec<u8>> = st
-            .query_row([key(dir)], |r| r.get(0))
+        st.query_row([key(dir)], |r| r.get(0))
             .optional()
-            .map_err(self.err("read the stat cache"))?;
-        Ok(bytes.and_then(|b| decode(&b)).unwrap_or_default())
+            .map_err(self.err("read the stat cache"))
     }
 
     /// Replace the entries of each given build context, in one transaction.
@@ -173,24 +167,32 @@ mod tests {
             .map(|i| (format!("/ctx/src/é{i}.txt"), entry(i)))
             .collect();
         let bytes = encode(&entries);
-        assert_eq!(decode(&bytes), Some(entries.clone()));
+        let mut sorted = entries.clone();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(decode(&bytes).map(|s| s.to_entries()), Some(sorted.clone()));
         assert_eq!(decode(&bytes[..bytes.len() - 1]), None, "truncated");
         let mut other = bytes.clone();
         other[0] = FORMAT + 1;
         assert_eq!(decode(&other), None, "another format");
-        assert_eq!(decode(&encode(&[])), Some(Vec::new()));
+        assert_eq!(decode(&encode(&[])), Some(StatSet::default()));
         let bytes: Vec<u8> = (0..=255).collect();
-        assert_eq!(lower_hex(&bytes), hex::encode(&bytes));
+        assert_eq!(
+            crate::mesh::file_stat::lower_hex(&bytes),
+            hex::encode(&bytes)
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let db = StateDb::open(&dir.path().join("state.db")).unwrap();
         let ctx = Path::new("/ctx/");
-        assert_eq!(db.input_stats_of(ctx).unwrap(), Vec::new());
+        assert!(db.input_stats_of(ctx).unwrap().is_empty());
         db.save_input_stats(&[(ctx, entries.clone())]).unwrap();
-        assert_eq!(db.input_stats_of(Path::new("/ctx")).unwrap(), entries);
+        assert_eq!(
+            db.input_stats_of(Path::new("/ctx")).unwrap().to_entries(),
+            sorted
+        );
         db.conn
             .execute("UPDATE input_stat_sets SET entries = x'01ff'", [])
             .unwrap();
-        assert_eq!(db.input_stats_of(ctx).unwrap(), Vec::new());
+        assert!(db.input_stats_of(ctx).unwrap().is_empty());
     }
 }

@@ -31,6 +31,7 @@ pub use builds::{
 pub use error::StateError;
 pub use events::{EVENT_ID_RANGE_SQL, EventRow, KEEP_EVENTS, NewEvent, PRUNE_BATCH, SendRow};
 pub use holder::{Holder, LOCK_STALE_MS, TEST_STALE_ENV, lock_stale_ms, this_host};
+pub use input_stats::decode as decode_input_stats;
 pub use operations::OperationId;
 pub use schema::SCHEMA_VERSION;
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use super::error::{GcError, TargetError};
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
-use super::targets::Reach;
+use super::targets::{LeftoverRemoval, Reach, Target};
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::{Deleted, RegistryClient, repository_in};
 use crate::backends::state::{BuildQuery, StateDb, locked};
@@ -170,6 +170,7 @@ pub async fn plan(
         found.extend(manifests);
         spared.extend(tagged);
     }
+    found.extend(shard_candidates(target, rules.grace_ms).await?);
     let mut kept_by = BTreeMap::new();
     for (root, _) in roots.keep.values() {
         *kept_by.entry(root.to_string()).or_default() += 1;
@@ -193,6 +194,31 @@ pub async fn plan(
         warnings: held_elsewhere.clone(),
         held_elsewhere,
     })
+}
+
+/// The parts of the record the target keeps apart that no index names, past the grace (the
+/// target never takes one younger than its own grace: a stamp in flight holds it).
+async fn shard_candidates(target: &dyn Target, grace_ms: i64) -> Result<Vec<Candidate>, GcError> {
+    let leftovers = target
+        .record_leftovers(grace_ms)
+        .await
+        .map_err(|e| GcError::unreadable("the target's record shards", e))?;
+    Ok(leftovers
+        .into_iter()
+        .map(|shard| Candidate {
+            kind: CandidateKind::Shard,
+            why: format!(
+                "no index of the record names it; written by operation {} {}, past the grace",
+                shard.written_by,
+                crate::mesh::gc::ago_words(shard.age_ms)
+            ),
+            name: shard.name,
+            module: String::new(),
+            artifact: String::new(),
+            bytes: 0,
+            outcome: None,
+        })
+        .collect())
 }
 
 /// Sweep, holding the mesh: the roots are read again under the lock and only what is still a
@@ -243,6 +269,8 @@ pub async fn sweep(
 /// What takes a candidate: the host daemon (images, tags) and the registry (manifests), once it
 /// said it allows no deletes (nothing more is asked of it then).
 struct Taker<'a> {
+    target: &'a dyn Target,
+    grace_ms: i64,
     host: &'a Daemon,
     registry: Option<&'a RegistryClient>,
     unsupported: bool,
@@ -274,6 +302,18 @@ impl Taker<'_> {
                 }
                 None => GcOutcome::Skipped("no registry".into()),
             },
+            CandidateKind::Shard => {
+                match self
+                    .target
+                    .remove_leftover(&candidate.name, self.grace_ms)
+                    .await
+                {
+                    Ok(LeftoverRemoval::Removed) => GcOutcome::Deleted,
+                    Ok(LeftoverRemoval::AlreadyGone) => GcOutcome::AlreadyGone,
+                    Ok(LeftoverRemoval::Kept(why)) => GcOutcome::Skipped(why),
+                    Err(error) => GcOutcome::Failed(error.to_string()),
+                }
+            }
             kind @ (CandidateKind::Image | CandidateKind::Tag) => {
                 match self.host.remove(&candidate.name).await {
                     Ok(()) if kind == CandidateKind::Image => GcOutcome::Removed,
@@ -321,6 +361,8 @@ async fn take(
         None => None,
     };
     let mut taker = Taker {
+        target,
+        grace_ms: rules.grace_ms,
         host,
         registry: registry.as_ref(),
         unsupported: false,

@@ -31,7 +31,10 @@ use crate::mesh::target::TargetDescription;
 
 pub use docker::belongs;
 pub use overrides::{NamedElsewhere, Overrides, PointedElsewhere};
-pub use seam::{Artifact, Delivery, Holding, Reach, RecordForm, RecordRead, RecordRoom, Target};
+pub use seam::{
+    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordForm, RecordLeftover, RecordRead,
+    RecordRoom, Target,
+};
 pub(crate) use sign::sign_pushed;
 
 /// How often a roll-out is polled.

@@ -66,6 +66,27 @@ pub struct RecordRoom {
     pub read_bytes: usize,
 }
 
+/// A part of the record the target keeps apart (a shard) that no index names and whose time is
+/// past the grace: gc's to take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordLeftover {
+    /// Its name where the target keeps it.
+    pub name: String,
+    /// The operation that wrote (or last renewed) it.
+    pub written_by: String,
+    /// How long ago that was, in milliseconds.
+    pub age_ms: i64,
+}
+
+/// What removing a leftover part of the record did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftoverRemoval {
+    Removed,
+    AlreadyGone,
+    /// Not removed, and why (a stamp renewed it, an index names it now).
+    Kept(String),
+}
+
 impl RecordRoom {
     /// The refusal of a stamp of `new_modules` modules the record cannot take, before any build.
     pub fn refuses(&self, source: &str, new_modules: usize) -> Option<String> {
@@ -188,6 +209,30 @@ pub trait Target: Send + Sync {
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
     ) -> Result<RecordRead, TargetError>;
+
+    /// The parts of the record kept apart (shards) that no index names and that were written
+    /// longer than `grace_ms` ago (never less than the target's own grace, which keeps a stamp in
+    /// flight safe): what gc takes beside images. None where the record is one object.
+    async fn record_leftovers<'a>(
+        &'a self,
+        grace_ms: i64,
+    ) -> Result<Vec<RecordLeftover>, TargetError> {
+        let _ = grace_ms;
+        Ok(Vec::new())
+    }
+
+    /// Remove the leftover part `name`, only while it still is one (no index names it, nothing
+    /// renewed it since it was listed).
+    async fn remove_leftover<'a>(
+        &'a self,
+        name: &'a str,
+        grace_ms: i64,
+    ) -> Result<LeftoverRemoval, TargetError> {
+        let _ = grace_ms;
+        Ok(LeftoverRemoval::Kept(format!(
+            "{name} is no part of this target's record"
+        )))
+    }
 
     /// Merge `entries` into the record and change the pins, in one write, only while the
     /// operation `by` names (a converge, rollback, unpin, promote) still holds the mesh; every

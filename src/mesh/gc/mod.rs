@@ -36,6 +36,8 @@ pub enum CandidateKind {
     Image,
     /// A manifest in the registry.
     Manifest,
+    /// A part of the record the target keeps apart (a shard) that no index names any more.
+    Shard,
 }
 
 impl CandidateKind {
@@ -44,6 +46,7 @@ impl CandidateKind {
             CandidateKind::Tag => "tag",
             CandidateKind::Image => "image",
             CandidateKind::Manifest => "manifest",
+            CandidateKind::Shard => "shard",
         }
     }
 }
@@ -93,14 +96,15 @@ impl Serialize for GcOutcome {
     }
 }
 
-/// One thing gc would take (or took): a tag, an image, or a registry manifest.
+/// One thing gc would take (or took): a tag, an image, a registry manifest, or a record shard.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Candidate {
     pub kind: CandidateKind,
-    /// The tag, the image id, or `repository@digest`.
+    /// The tag, the image id, `repository@digest`, or the shard's name.
     pub name: String,
+    /// Its module (empty for a shard: it holds many).
     pub module: String,
-    /// The artifact (image id).
+    /// The artifact (image id; empty for a shard).
     pub artifact: String,
     /// Why nothing needs it.
     pub why: String,

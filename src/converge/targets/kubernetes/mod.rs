@@ -35,7 +35,9 @@ use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
 
-use super::seam::{Artifact, Delivery, Holding, Reach, RecordRead, Target};
+use super::seam::{
+    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, Target,
+};
 
 pub use error::{KubeError, UnknownContext};
 pub use flags::Flags;
@@ -211,6 +213,21 @@ impl Target for Kube {
         db: &'a Mutex<StateDb>,
     ) -> Result<RecordRead, TargetError> {
         self.read(mesh, db).await
+    }
+
+    async fn record_leftovers<'a>(
+        &'a self,
+        grace_ms: i64,
+    ) -> Result<Vec<RecordLeftover>, TargetError> {
+        self.unnamed_shards(grace_ms).await
+    }
+
+    async fn remove_leftover<'a>(
+        &'a self,
+        name: &'a str,
+        grace_ms: i64,
+    ) -> Result<LeftoverRemoval, TargetError> {
+        self.remove_unnamed_shard(name, grace_ms).await
     }
 
     async fn stamp<'a>(

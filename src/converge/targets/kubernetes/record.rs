@@ -5,17 +5,65 @@ use std::sync::Mutex;
 
 use crate::backends::cluster::{
     ANNOTATIONS_LIMIT_BYTES, INDEX_ANNOTATION, RECORD_ANNOTATION, RecordForm as ClusterForm,
-    TeamWrite, modules_left,
+    RecordIndex, ShardRemoval, TeamWrite, modules_left,
 };
 use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::converge::error::{ConvergeError, TargetError};
-use crate::converge::targets::{RecordForm, RecordRead, RecordRoom};
+use crate::converge::targets::{
+    LeftoverRemoval, RecordForm, RecordLeftover, RecordRead, RecordRoom,
+};
 use crate::mesh::model::{Mesh, Record};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
 
 use super::Kube;
 
 impl Kube {
+    /// The shards no index names, older than `grace_ms` (never less than the shards' own grace).
+    pub(super) async fn unnamed_shards(
+        &self,
+        grace_ms: i64,
+    ) -> Result<Vec<RecordLeftover>, TargetError> {
+        let grace = grace_ms.max(self.cluster.shard_grace_ms());
+        let found = self
+            .cluster
+            .unnamed_shards(&RecordIndex::default(), grace)
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(|shard| RecordLeftover {
+                name: shard.name,
+                written_by: shard.written_by,
+                age_ms: shard.age_ms,
+            })
+            .collect())
+    }
+
+    /// Remove the shard `name` while it is still one no index names and as old as it was listed
+    /// (listed again now: its resourceVersion then guards the delete).
+    pub(super) async fn remove_unnamed_shard(
+        &self,
+        name: &str,
+        grace_ms: i64,
+    ) -> Result<LeftoverRemoval, TargetError> {
+        let grace = grace_ms.max(self.cluster.shard_grace_ms());
+        let found = self
+            .cluster
+            .unnamed_shards(&RecordIndex::default(), grace)
+            .await?;
+        let Some(shard) = found.into_iter().find(|s| s.name == name) else {
+            return Ok(LeftoverRemoval::Kept(
+                "an index names it now, it was renewed, or it is gone".into(),
+            ));
+        };
+        Ok(match self.cluster.remove_shard(&shard).await? {
+            ShardRemoval::Removed => LeftoverRemoval::Removed,
+            ShardRemoval::AlreadyGone => LeftoverRemoval::AlreadyGone,
+            ShardRemoval::Renewed => {
+                LeftoverRemoval::Kept("a stamp renewed it after it was listed".into())
+            }
+        })
+    }
+
     /// The record, and what lives with it (pins, the record's history) copied into the state
     /// database: every reader of those (history, R, the detail, gc, the planner) reads the team's.
     pub(super) async fn read(
