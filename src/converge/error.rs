@@ -109,6 +109,14 @@ pub enum TargetError {
         got: String,
         artifact: String,
     },
+    /// The host daemon runs its own platform out of a multi-platform artifact (an image index
+    /// fetched by its digest), and that index cannot give it.
+    #[error("cannot run {reference} on the host daemon out of its image index {index}: {why}")]
+    IndexPlatform {
+        reference: String,
+        index: String,
+        why: IndexLack,
+    },
     #[error("cannot create declared machine {machine} of module {module}: {source}")]
     CreateMachine {
         machine: String,
@@ -125,6 +133,19 @@ pub enum TargetError {
         names: String,
         file: String,
     },
+}
+
+/// Why an image index cannot give the host daemon an image of its platform.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexLack {
+    #[error("registry {registry} holds no manifest under that digest")]
+    Absent { registry: String },
+    #[error("the manifest under that digest is an image, not an index")]
+    NotAnIndex,
+    #[error(
+        "the index names no image for the daemon's platform {platform} (it names {platforms}): add \"{platform}\" to the module's platforms"
+    )]
+    NoPlatform { platform: String, platforms: String },
 }
 
 /// Why a rollback was refused or stopped; nothing was rolled back unless the message says so.
