@@ -176,10 +176,11 @@ impl StatSet {
 /// every file of every context on every plan).
 pub fn lower_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
     }
-    out
+    // ASCII by construction (the check is the fast ASCII path: pushing chars cost four times it).
+    String::from_utf8(out).unwrap_or_default()
 }
