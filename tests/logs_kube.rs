@@ -294,6 +294,10 @@ async fn a_follow_streams_new_lines_and_goes_on_after_a_restart() {
     until("after it started", &mut seen).await;
     // A crash ends the server's stream; the restart is a new container the follow picks up.
     api.container_crashes(&ns, POD, "app", 1, "Error");
+    let finished = container_status(&api, &ns)["lastState"]["terminated"]["finishedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
     api.container_restarts(&ns, POD, "app");
     api.container_prints(&ns, POD, "app", "in the new run\n");
     until("in the new run", &mut seen).await;
@@ -302,6 +306,12 @@ async fn a_follow_streams_new_lines_and_goes_on_after_a_restart() {
         1,
         "nothing said twice: {seen:?}"
     );
+    // Where the run followed ended, once, before the new run's lines.
+    let ended = format!("── exited with code 1 (Error) at {finished} ──");
+    let at: Vec<usize> = (0..seen.len()).filter(|i| seen[*i] == ended).collect();
+    assert_eq!(at.len(), 1, "{ended:?} once in {seen:?}");
+    let after_it = seen.iter().position(|l| l == "after it started").unwrap();
+    assert!(after_it < at[0] && at[0] < seen.len() - 1, "{seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -290,6 +290,8 @@ impl Cluster {
         let mut last: BTreeMap<String, String> = BTreeMap::new();
         let mut readers: JoinSet<Read> = JoinSet::new();
         let mut known: BTreeSet<String> = first.iter().map(|r| r.pod.clone()).collect();
+        // The run marks said of each pod (see [`marks_of`]).
+        let mut said: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut runs = first;
         let mut listed_once = false;
         loop {
@@ -313,7 +315,14 @@ impl Cluster {
                     self.say_events(run, out).await?;
                 }
                 following.insert(run.pod.clone(), run.container_id.clone());
+                let mut marks = marks_of(run, ask.previous);
+                // Each mark once per pod: a run read again (after a cut, or between two
+                // listings of a pod in back-off) does not say its ends again.
+                let said_here = said.entry(run.pod.clone()).or_default();
+                marks.before.retain(|m| said_here.insert(m.render(true)));
+                marks.after = marks.after.filter(|m| said_here.insert(m.render(true)));
                 let reader = Reader {
+                    marks,
                     cluster: self.clone(),
                     params: self.params(workload, ask, run.running),
                     pod: run.pod.clone(),
@@ -363,8 +372,9 @@ struct Read {
     cut: bool,
 }
 
-/// One pod's log read in a task of its own.
+/// One pod's log read in a task of its own, with what is said around the run's lines.
 struct Reader {
+    marks: Marks,
     cluster: Cluster,
     params: LogParams,
     pod: String,
@@ -381,6 +391,15 @@ impl Reader {
             self.params.since_seconds = None;
         }
         let mut newest = self.after.clone();
+        for item in std::mem::take(&mut self.marks.before) {
+            if self.out.send(item).await.is_err() {
+                return Read {
+                    pod: self.pod,
+                    newest,
+                    cut: false,
+                };
+            }
+        }
         let stream = match api.log_stream(&self.pod, &self.params).await {
             Ok(stream) => stream,
             Err(e) => {
@@ -419,6 +438,9 @@ impl Reader {
             if self.out.send(item).await.is_err() {
                 break;
             }
+        }
+        if let Some(item) = self.marks.after.take() {
+            let _ = self.out.send(item).await;
         }
         Read {
             pod: self.pod,
