@@ -205,6 +205,7 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         "demo",
         "default",
         "c1",
+        None,
     )
     .unwrap();
     assert_eq!(b.mesh_holder("demo", "default").unwrap(), None);
@@ -220,7 +221,7 @@ fn finishing_a_converge_writes_its_last_events_and_frees_the_mesh_in_one_go() {
         b.lock_mesh("demo", "default", &Holder::here("c2")).unwrap(),
         Ok(())
     );
-    a.finish_operation(&[event("finished")], "demo", "default", "c1")
+    a.finish_operation(&[event("finished")], "demo", "default", "c1", None)
         .unwrap();
     assert_eq!(
         b.mesh_holder("demo", "default")
@@ -250,7 +251,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         a.lock_mesh("demo", "default", &Holder::here("c1")).unwrap(),
         Ok(())
     );
-    a.finish_operation(&[event(-1)], "demo", "default", "c1")
+    a.finish_operation(&[event(-1)], "demo", "default", "c1", None)
         .unwrap();
     assert_eq!(count(&a), KEEP_EVENTS + PRUNE_BATCH - 1);
     // One more converge crosses it: the newest KEEP_EVENTS stay, the newest of all among them.
@@ -264,7 +265,7 @@ fn finishing_a_converge_forgets_the_oldest_events_beyond_the_kept_number() {
         module: None,
         ..event(0)
     };
-    a.finish_operation(&[event(-2), last], "demo", "default", "c2")
+    a.finish_operation(&[event(-2), last], "demo", "default", "c2", None)
         .unwrap();
     let kept = a.events_after("demo", 0, usize::MAX).unwrap();
     assert_eq!(kept.len() as i64, KEEP_EVENTS);

@@ -13,10 +13,12 @@ use std::process::{Command, Output};
 
 use common::kube_api::KubeApi;
 use common::kube_mesh::{KubeMesh, REGISTRY, old_id};
+use common::local_registry::LOCAL;
 use common::local_registry::require_registry;
-use common::said;
 use common::second_daemon::{SecondDaemonGuard, require_second_daemon};
+use common::signing::trust_ci_key;
 use common::signing::{keypair, spec_verifies};
+use common::{ExampleMesh, said};
 use serde_json::Value;
 
 const POOL: &str = "\n[[builder]]\nname = \"one\"\nendpoint = \"unix:///var/run/docker.sock\"\nmax_builds = 1\n\
@@ -45,8 +47,8 @@ fn require_emulation() -> PathBuf {
 /// The base module of `k` built for `platforms`, each platform copying its own busybox
 /// (`busybox-<arch>`, BuildKit's TARGETARCH) and running it (`RUN … --install`: the arm64 one
 /// under emulation, in the build).
-fn two_platform_base(k: &KubeMesh, platforms: &str, arm64_busybox: &Path) {
-    let base = k.mesh.root().join("base");
+fn two_platform_base(mesh: &ExampleMesh, platforms: &str, arm64_busybox: &Path) {
+    let base = mesh.root().join("base");
     std::fs::copy("/bin/busybox", base.join("busybox-amd64")).unwrap();
     std::fs::copy(arm64_busybox, base.join("busybox-arm64")).unwrap();
     std::fs::remove_file(base.join("busybox")).unwrap();
@@ -56,7 +58,7 @@ fn two_platform_base(k: &KubeMesh, platforms: &str, arm64_busybox: &Path) {
          RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\nENV PATH=/bin\nCMD [\"uname\", \"-m\"]\n",
     )
     .unwrap();
-    let file = k.mesh.mesh_file();
+    let file = mesh.mesh_file();
     let text = std::fs::read_to_string(&file).unwrap().replacen(
         "context = \"base\"\n",
         &format!("context = \"base\"\nplatforms = {platforms}\n"),
@@ -117,7 +119,11 @@ async fn a_two_platform_module_builds_through_the_pool_into_one_signed_index() {
     let api = KubeApi::start().await;
     let k = KubeMesh::new("ppidx", &api, true, "test-ctx", POOL);
     let _second = SecondDaemonGuard(k.name().to_string());
-    two_platform_base(&k, "[\"linux/amd64\", \"linux/arm64\"]", &arm64_busybox);
+    two_platform_base(
+        &k.mesh,
+        "[\"linux/amd64\", \"linux/arm64\"]",
+        &arm64_busybox,
+    );
     let repo = format!("{REGISTRY}/{}/base", k.name());
     k.deploy(&api, "base", &format!("{repo}:old"), &old_id(1));
     let (key, public) = keypair(&k.mesh.dir.path().join("keys"), "ci");
@@ -230,7 +236,11 @@ async fn a_platform_no_builder_builds_is_refused_before_any_build() {
     let api = KubeApi::start().await;
     let k = KubeMesh::new("ppnone", &api, true, "test-ctx", POOL);
     let _second = SecondDaemonGuard(k.name().to_string());
-    two_platform_base(&k, "[\"linux/amd64\", \"linux/s390x\"]", &arm64_busybox);
+    two_platform_base(
+        &k.mesh,
+        "[\"linux/amd64\", \"linux/s390x\"]",
+        &arm64_busybox,
+    );
     let (path, mark) = no_docker_cli(k.mesh.dir.path());
 
     let output = meshtop(&k, &path, &["converge", "base"]);
@@ -248,5 +258,403 @@ async fn a_platform_no_builder_builds_is_refused_before_any_build() {
         common::builds(&k.mesh).is_empty(),
         "nothing was built: {:#?}",
         common::builds(&k.mesh)
+    );
+}
+
+/// The manifest and config the index `index` of `repository` names for `arch` (read from the
+/// registry by digest).
+fn platform_of(repository: &str, index: &str, arch: &str) -> (String, String) {
+    let bytes = common::signing::get(
+        &format!("/v2/{repository}/manifests/{index}"),
+        "application/vnd.oci.image.index.v1+json",
+    )
+    .unwrap();
+    let index: Value = serde_json::from_slice(&bytes).unwrap();
+    let manifest = index["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["platform"]["architecture"] == arch)
+        .unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bytes = common::signing::get(
+        &format!("/v2/{repository}/manifests/{manifest}"),
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+    .unwrap();
+    let image: Value = serde_json::from_slice(&bytes).unwrap();
+    let config = image["config"]["digest"].as_str().unwrap().to_string();
+    (manifest, config)
+}
+
+/// The base machine's state and image as `status --json` says, and the exit of `--exit-code`.
+fn base_machine(mesh: &ExampleMesh, machine: &str) -> (String, Vec<String>, Option<i32>) {
+    let output = mesh.meshtop(&["status", "--json", "--exit-code"]);
+    let rows: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("status: not JSON ({e}): {}", said(&output)));
+    let text = said(&output);
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == machine)
+        .unwrap_or_else(|| panic!("no row for {machine}: {text}"))
+        .clone();
+    let running = row["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    (
+        row["state"].as_str().unwrap().to_string(),
+        running,
+        output.status.code(),
+    )
+}
+
+/// The Docker target runs its own platform out of the index: the record names the index (signed),
+/// the machine runs the daemon's platform's image, pulled by the manifest the verified index names
+/// for it (its config checked), and `status`, `verify`, `send` read it as the record's artifact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docker_target_runs_its_own_platform_out_of_the_index() {
+    require_registry().await;
+    require_second_daemon();
+    let arm64_busybox = require_emulation();
+    let mesh = ExampleMesh::new("ppdock");
+    let _second = SecondDaemonGuard(mesh.name.clone());
+    let (key, _public) = trust_ci_key(&mesh);
+    two_platform_base(&mesh, "[\"linux/amd64\", \"linux/arm64\"]", &arm64_busybox);
+    let machine = format!("{}-base-1", mesh.name);
+    let file = mesh.mesh_file();
+    // The base's policy is `record`: a new artifact leaves its machine held until a send. Its
+    // machine is the mesh's only one (the example's others would be missing: not converged here).
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        "policy = \"rollout\"",
+        "policy = \"record\"",
+        1,
+    );
+    let text = text.split("[[machine]]").next().unwrap().to_string();
+    std::fs::write(
+        &file,
+        format!(
+            "{text}\n[[machine]]\nname = \"{machine}\"\nmodule = \"base\"\ncommand = [\"sleep\", \"3600\"]\n{POOL}"
+        ),
+    )
+    .unwrap();
+    let key = key.to_str().unwrap();
+
+    let output = mesh.meshtop(&["converge", "base", "--sign-key", key]);
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let rows = common::builds(&mesh);
+    let index = rows[0].published_digest.clone().unwrap();
+    let record = meshtop::backends::state::StateDb::open(&mesh.state())
+        .unwrap()
+        .record(&mesh.name, "default")
+        .unwrap();
+    assert_eq!(record["base"].digest, index, "the record names the index");
+    assert_eq!(record["base"].manifest.as_deref(), Some(index.as_str()));
+    let repository = format!("{}/base", mesh.name);
+    let (_, config) = platform_of(&repository, &index, "amd64");
+
+    // The machine runs this daemon's platform out of the index.
+    let image = common::local_registry::docker(&["inspect", "-f", "{{.Image}}", &machine]);
+    assert_eq!(image.trim(), config, "{}", said(&output));
+    let uname = docker(&["exec", &machine, "uname", "-m"]);
+    assert_eq!(String::from_utf8_lossy(&uname.stdout).trim(), "x86_64");
+    let (state, running, code) = base_machine(&mesh, &machine);
+    assert_eq!((state.as_str(), code), ("current", Some(0)), "{running:?}");
+
+    // verify: the machine runs what the record's (signed) index names: one row, signed.
+    let verified = mesh.meshtop(&["verify", "--json", "base"]);
+    let (checked, text) = common::json_of(&["verify"], &verified);
+    assert_eq!(verified.status.code(), Some(0), "{text}");
+    let checked = checked.as_array().unwrap();
+    assert_eq!(checked.len(), 1, "{text}");
+    assert_eq!(checked[0]["artifact"], Value::from(index.clone()), "{text}");
+
+    // A new artifact: the machine is behind (held, by policy) until a send moves it.
+    let dockerfile = mesh.root().join("base/Dockerfile");
+    let text = std::fs::read_to_string(&dockerfile).unwrap();
+    std::fs::write(&dockerfile, format!("{text}LABEL second=\"yes\"\n")).unwrap();
+    let output = mesh.meshtop(&["converge", "base", "--sign-key", key]);
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let record = meshtop::backends::state::StateDb::open(&mesh.state())
+        .unwrap()
+        .record(&mesh.name, "default")
+        .unwrap();
+    let second = record["base"].digest.clone();
+    assert_ne!(second, index);
+    let (state, running, code) = base_machine(&mesh, &machine);
+    assert_eq!((state.as_str(), code), ("held", Some(1)), "{running:?}");
+    assert_eq!(running, [config]);
+
+    let sent = mesh.meshtop(&["send", "base", "--yes"]);
+    assert_eq!(sent.status.code(), Some(0), "{}", said(&sent));
+    let (_, second_config) = platform_of(&repository, &second, "amd64");
+    let (state, running, code) = base_machine(&mesh, &machine);
+    assert_eq!((state.as_str(), code), ("current", Some(0)), "{running:?}");
+    assert_eq!(running, std::slice::from_ref(&second_config));
+
+    // gc keeps the image the host runs out of the record's index with no machine on it (it is
+    // tagged with the record's ref).
+    let removed = docker(&["rm", "-f", &machine]);
+    assert!(removed.status.success(), "{}", said(&removed));
+    let gc = mesh.meshtop(&["gc", "--yes", "--grace", "0s", "--keep", "1"]);
+    assert_eq!(gc.status.code(), Some(0), "{}", said(&gc));
+    let kept = docker(&["image", "inspect", &second_config]);
+    assert!(
+        kept.status.success(),
+        "gc took the record's platform image {second_config}:\n{}",
+        said(&gc)
+    );
+}
+
+/// The example mesh on the Docker target with the registry and `builders` (name, endpoint,
+/// platforms as the mesh file writes them), one build at once each; its base built for amd64
+/// and arm64 (its `RUN` under emulation for arm64).
+fn docker_pool(tag: &str, builders: &[(&str, &str, &str)], arm64_busybox: &Path) -> ExampleMesh {
+    let mesh = ExampleMesh::new(tag);
+    let file = mesh.mesh_file();
+    let mut text = std::fs::read_to_string(&file).unwrap().replacen(
+        &format!("name = \"{}\"\n", mesh.name),
+        &format!("name = \"{}\"\nregistry = \"{LOCAL}\"\n", mesh.name),
+        1,
+    );
+    for (name, endpoint, platforms) in builders {
+        text.push_str(&format!(
+            "\n[[builder]]\nname = \"{name}\"\nendpoint = \"{endpoint}\"\nmax_builds = 1\n{platforms}"
+        ));
+    }
+    std::fs::write(&file, text).unwrap();
+    two_platform_base(&mesh, "[\"linux/amd64\", \"linux/arm64\"]", arm64_busybox);
+    mesh
+}
+
+/// Every step of the mesh's converges so far (none while its state is not there yet).
+fn steps(mesh: &ExampleMesh) -> Vec<meshtop::mesh::progress::EventRow> {
+    meshtop::backends::state::StateDb::open(&mesh.state())
+        .and_then(|db| db.events_after(&mesh.name, 0, usize::MAX))
+        .unwrap_or_default()
+}
+
+/// Per builder, when each build on it ran (from its first step to its last), from the steps: a
+/// module's build from `building … on builder X` to its `built`/`failed`, a platform's from
+/// `<platform>: building on builder X` to `<platform> on X … pushed it`.
+fn builds_per_builder(
+    mesh: &ExampleMesh,
+) -> std::collections::BTreeMap<String, Vec<(String, i64, i64)>> {
+    use meshtop::mesh::progress::Payload;
+    let mut open: std::collections::BTreeMap<String, (String, i64)> = Default::default();
+    let mut out: std::collections::BTreeMap<String, Vec<(String, i64, i64)>> = Default::default();
+    for step in steps(mesh) {
+        let module = step.module.clone().unwrap_or_default();
+        let text = step.text.as_str();
+        match &step.payload {
+            Some(Payload::Build {
+                builder: Some(builder),
+                ..
+            }) if !builder.starts_with("the pool") => {
+                open.insert(module.clone(), (builder.clone(), step.at_ms));
+            }
+            Some(Payload::Built { .. } | Payload::Failed { .. }) => {
+                if let Some((builder, start)) = open.remove(&module) {
+                    out.entry(builder)
+                        .or_default()
+                        .push((module, start, step.at_ms));
+                }
+            }
+            Some(Payload::Output { .. }) => {
+                if let Some((platform, rest)) = text.split_once(": building on builder ") {
+                    let builder = rest.split_whitespace().next().unwrap_or_default();
+                    open.insert(
+                        format!("{module} {platform}"),
+                        (builder.to_string(), step.at_ms),
+                    );
+                } else if let Some((platform, _)) = text.split_once(" on ")
+                    && text.contains(" and pushed it as ")
+                    && let Some((builder, start)) = open.remove(&format!("{module} {platform}"))
+                {
+                    out.entry(builder).or_default().push((
+                        format!("{module} {platform}"),
+                        start,
+                        step.at_ms,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The platforms of a module are built at once across the pool, each taking a slot of the
+/// builder it runs on: with `max_builds = 1`, no builder ever runs two builds at once (another
+/// module's build waits for the slot), and with two builders both platforms run together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modules_platforms_run_at_once_each_in_a_slot_of_its_builder() {
+    require_registry().await;
+    require_second_daemon();
+    let arm64_busybox = require_emulation();
+    let pool = [
+        ("one", "unix:///var/run/docker.sock", ""),
+        ("two", common::second_daemon::SECOND, ""),
+    ];
+    let mesh = docker_pool("ppslot", &pool, &arm64_busybox);
+    let _second = SecondDaemonGuard(mesh.name.clone());
+    // A second module of the base's tier, wanting a slot while the base's platforms build.
+    let side = mesh.root().join("side");
+    std::fs::create_dir_all(&side).unwrap();
+    std::fs::copy("/bin/busybox", side.join("busybox")).unwrap();
+    std::fs::write(
+        side.join("Dockerfile"),
+        "FROM scratch\nCOPY busybox /bin/busybox\nRUN [\"/bin/busybox\", \"true\"]\n",
+    )
+    .unwrap();
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("{text}\n[[module]]\nname = \"side\"\ncontext = \"side\"\n"),
+    )
+    .unwrap();
+
+    let output = mesh.meshtop(&["converge", "base", "side", "--jobs", "4"]);
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let runs = builds_per_builder(&mesh);
+    let all: Vec<&(String, i64, i64)> = runs.values().flatten().collect();
+    assert_eq!(all.len(), 3, "two platforms and side: {runs:#?}");
+    // One build at a time on each builder.
+    for (builder, list) in &runs {
+        let mut list = list.clone();
+        list.sort_by_key(|(_, start, _)| *start);
+        for pair in list.windows(2) {
+            assert!(
+                pair[1].1 >= pair[0].2,
+                "builder {builder} ran two builds at once (max_builds = 1): {pair:?}"
+            );
+        }
+    }
+    // Both platforms at once, one on each builder.
+    let platform = |p: &str| {
+        all.iter()
+            .find(|(what, _, _)| what == &format!("base {p}"))
+            .copied()
+            .unwrap_or_else(|| panic!("no build of base {p}: {runs:#?}"))
+    };
+    let (amd, arm) = (platform("linux/amd64"), platform("linux/arm64"));
+    assert!(
+        amd.1 < arm.2 && arm.1 < amd.2,
+        "the platforms ran one after another: {runs:#?}"
+    );
+    let rows = common::builds(&mesh);
+    let base = rows
+        .iter()
+        .find(|r| r.module.as_deref() == Some("base"))
+        .unwrap();
+    let builder = base.builder.clone().unwrap_or_default();
+    assert!(
+        builder.contains("linux/amd64 on ") && builder.contains("linux/arm64 on "),
+        "the row names each platform's builder: {base:#?}"
+    );
+}
+
+/// The builder of one platform goes away mid-build: the row, the retry's line and the builder
+/// taken out of rotation name that builder (not the one the module would have been placed on),
+/// and the retry builds without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
+    require_registry().await;
+    require_second_daemon();
+    let arm64_busybox = require_emulation();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = common::daemon_proxy::DaemonProxy::start(
+        &dir.path().join("two.sock"),
+        Path::new(common::second_daemon::SECOND_SOCKET),
+    );
+    // `one` builds both platforms, `two` arm64 only: arm64 goes to `two` first (the part's
+    // rendezvous order), amd64 to `one`.
+    let two = proxy.docker_host();
+    let pool = [
+        (
+            "one",
+            "unix:///var/run/docker.sock",
+            "platforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+        ),
+        ("two", two.as_str(), "platforms = [\"linux/arm64\"]\n"),
+    ];
+    let mesh = docker_pool("ppgone", &pool, &arm64_busybox);
+    let _second = SecondDaemonGuard(mesh.name.clone());
+    // The arm64 build stays in a step long enough to lose its builder in it.
+    let dockerfile = mesh.root().join("base/Dockerfile");
+    let text = std::fs::read_to_string(&dockerfile).unwrap();
+    std::fs::write(
+        &dockerfile,
+        format!("{text}RUN if [ \"$TARGETARCH\" = arm64 ]; then sleep 8; fi\n"),
+    )
+    .unwrap();
+    let log = dir.path().join("converge.log");
+    let mut child = mesh.spawn_converge(&log, &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !steps(&mesh)
+        .iter()
+        .any(|s| s.text.starts_with("linux/arm64: building on builder two"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "arm64 never started on builder two:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    proxy.shut();
+    let status = common::wait_exit(&mut child, std::time::Duration::from_secs(240), "the retry");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let requeued: Vec<(String, String)> = steps(&mesh)
+        .into_iter()
+        .filter_map(|s| match s.payload {
+            Some(meshtop::mesh::progress::Payload::Requeued { from, error }) => Some((from, error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requeued.len(), 1, "{requeued:?}\n{stderr}");
+    assert_eq!(
+        requeued[0].0, "two",
+        "the builder that built arm64 is blamed: {requeued:?}"
+    );
+    assert!(requeued[0].1.contains("builder two"), "{requeued:?}");
+    assert!(
+        stderr.contains("builder two failed the build")
+            && stderr.contains("retrying once without it"),
+        "{stderr}"
+    );
+    let rows: Vec<_> = common::builds(&mesh)
+        .into_iter()
+        .filter(|r| r.module.as_deref() == Some("base"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    let failed = rows
+        .iter()
+        .find(|r| r.status == meshtop::mesh::builds::BuildStatus::Failed)
+        .unwrap();
+    assert!(
+        failed
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("builder two (linux/arm64)"),
+        "the row names the builder that went away: {failed:#?}"
+    );
+    let retried = rows
+        .iter()
+        .find(|r| r.status == meshtop::mesh::builds::BuildStatus::Succeeded)
+        .unwrap();
+    assert_eq!(
+        retried.builder.as_deref(),
+        Some("linux/amd64 on one, linux/arm64 on one"),
+        "the retry avoids two: {retried:#?}"
     );
 }

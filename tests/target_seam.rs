@@ -1102,3 +1102,139 @@ fn the_backends_may_name_the_system_they_reach() {
         Rule::Word
     );
 }
+
+/// The sketch in `docs/architecture.md` ("A third kind, file by file"): the files a third kind
+/// adds and the files it touches, as written under `src/` (`<kind>` left as written).
+struct Sketch {
+    adds: Vec<String>,
+    touches: Vec<String>,
+}
+
+/// The section's fenced block, one file a line: `adds`/`touches` in the first column (or blank:
+/// the same as above), the file in the second; lines indented further explain the one above.
+fn sketch(doc: &str) -> Sketch {
+    let start = doc
+        .find("### A third kind, file by file")
+        .expect("docs/architecture.md has the section \"A third kind, file by file\"");
+    let section = &doc[start..];
+    let block = section
+        .split("```")
+        .nth(1)
+        .expect("the section holds a fenced block of files");
+    let (mut adds, mut touches) = (Vec::new(), Vec::new());
+    let mut adding = None;
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let (column, rest) = line.split_at(line.len().min(9));
+        match column.trim() {
+            "adds" => adding = Some(true),
+            "touches" => adding = Some(false),
+            "" => {}
+            other => panic!("the sketch's first column says {other:?}: adds or touches"),
+        }
+        if rest.starts_with(' ') {
+            continue;
+        }
+        let file = rest.split_whitespace().next().unwrap().to_string();
+        match adding.expect("the sketch starts with adds or touches") {
+            true => adds.push(file),
+            false => touches.push(file),
+        }
+    }
+    Sketch { adds, touches }
+}
+
+/// The files of `src/` (outside the seam and the backends: each backend names its own outside
+/// system) where the fence finds a kind named, its exceptions applied: those a new kind touches.
+fn files_naming_a_kind(kinds: &Kinds) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    for file in rust_files(&root().join("src")) {
+        let relative = file.strip_prefix(root()).unwrap().display().to_string();
+        if relative.starts_with("src/converge/targets/") || relative.starts_with("src/backends/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let found = named_kinds(&relative, &text, kinds).unwrap();
+        if found
+            .iter()
+            .any(|f| !EXCEPTIONS.iter().any(|e| excuses(e, f)))
+        {
+            files.insert(relative.trim_start_matches("src/").to_string());
+        }
+    }
+    files
+}
+
+/// The sketch is true: every file it names is there (each kind the model declares has its
+/// folder or file under the seam), and the files outside the seam that name a kind are exactly
+/// the ones it says a new kind touches.
+#[test]
+fn the_third_kind_sketch_names_the_files_a_kind_adds_and_touches() {
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let sketch = sketch(&doc);
+    let kinds = model_kinds();
+    assert!(
+        sketch
+            .adds
+            .iter()
+            .any(|f| f.starts_with("converge/targets/<kind>")),
+        "the sketch adds the kind's folder under the seam: {:?}",
+        sketch.adds
+    );
+    let mut missing = Vec::new();
+    for added in sketch
+        .adds
+        .iter()
+        .filter(|f| f.starts_with("converge/targets/"))
+    {
+        for kind in kinds.words() {
+            let as_folder = added.replace("<kind>", &kind);
+            let as_file = format!("{}.rs", as_folder.trim_end_matches('/'));
+            if !root().join("src").join(&as_folder).exists()
+                && !root().join("src").join(&as_file).exists()
+            {
+                missing.push(format!("{as_folder} (or {as_file}) for kind {kind}"));
+            }
+        }
+    }
+    for touched in &sketch.touches {
+        assert!(
+            !touched.contains('<'),
+            "a touched file is one file: {touched}"
+        );
+        if !root().join("src").join(touched).exists() {
+            missing.push(touched.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md (\"A third kind, file by file\") names files that are not under \
+         src/:\n{}",
+        missing.join("\n")
+    );
+    let said: BTreeSet<String> = sketch
+        .touches
+        .iter()
+        .filter(|f| !f.starts_with("converge/targets/") && !f.starts_with("backends/"))
+        .cloned()
+        .collect();
+    let naming = files_naming_a_kind(&kinds);
+    assert_eq!(
+        naming, said,
+        "outside src/converge/targets/ and src/backends/, the files that name a kind (left) must be \
+         the ones docs/architecture.md's sketch says a new kind touches (right): mend the code \
+         (ask the seam) or the sketch"
+    );
+}
+
+/// The sketch is read as written: its columns, its continuation lines, its `<kind>` placeholders.
+#[test]
+fn the_sketch_reader_reads_columns_and_skips_explanations() {
+    let doc = "### A third kind, file by file\n\ntext\n\n```\n\
+               adds     converge/targets/<kind>/   its impl\n\
+               \x20                                   more of it\n\
+               touches  mesh/model.rs              its variant\n\
+               \x20        workspace/file/read.rs     its keys\n```\n";
+    let sketch = sketch(doc);
+    assert_eq!(sketch.adds, ["converge/targets/<kind>/"]);
+    assert_eq!(sketch.touches, ["mesh/model.rs", "workspace/file/read.rs"]);
+}

@@ -2,39 +2,42 @@
 
 use std::process::ExitCode;
 
-use std::sync::Mutex;
-
 use crate::mesh::pin::merged_stamps;
 use crate::mesh::text::short_id;
 use crate::timefmt;
 
 use super::args::{Global, HistoryArgs};
+use super::setup::{NotRead, Stated};
 use super::{Failure, Outcome, known_module, print_json, print_out, setup};
 
 pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
-    let db = Mutex::new(setup::open_state_for_reading(global)?);
-    let target_name = setup::target_name(global, &mesh)?;
+    let stated = Stated::open(global, mesh)?;
+    let target_name = setup::target_name(global, &stated.mesh)?;
     let limit = args.limit as usize;
     // The target's history and pins first (a teammate's stamps are there); this file's copy
     // when the target cannot be read, said so.
-    let kept = match setup::target(global, &mesh).await {
-        Ok(target) => match target.read_record(&mesh, &db).await {
-            Ok(read) => read.kept,
-            Err(error) => {
-                eprintln!(
-                    "meshtop: the target could not be read ({error}): showing this state file's copy"
-                );
-                None
-            }
-        },
-        Err(failure) => {
+    let (Stated { mesh, db }, kept) = match stated.read(global).await {
+        Ok(read) => {
+            let stated = Stated {
+                mesh: read.mesh,
+                db: read.db,
+            };
+            (stated, read.record.kept)
+        }
+        Err((stated, NotRead::Record { error, .. })) => {
+            eprintln!(
+                "meshtop: the target could not be read ({error}): showing this state file's copy"
+            );
+            (stated, None)
+        }
+        Err((stated, NotRead::Target(failure))) => {
             eprintln!(
                 "meshtop: {}: showing this state file's copy",
                 failure.message
             );
-            None
+            (stated, None)
         }
     };
     let db = db

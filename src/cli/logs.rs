@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Mutex;
 
 use futures_util::future::join_all;
 use serde::Serialize;
@@ -17,6 +16,7 @@ use crate::mesh::logs::{LogAsk, LogItem, prefix};
 use crate::mesh::machine::Machine;
 
 use super::args::{Global, LogsArgs};
+use super::setup::{Reading, Stated};
 use super::{Failure, Outcome, print_out, setup};
 
 /// How many items wait between a machine's reader and the printer.
@@ -32,13 +32,16 @@ struct JsonItem<'a> {
 pub async fn run(global: &Global, args: LogsArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     super::known_module(&mesh, &args.module)?;
-    let db = Mutex::new(setup::open_state_for_reading(global)?);
-    let target = setup::target(global, &mesh).await?;
-    let named = |e: &dyn std::fmt::Display| format!("target {}: {e}", target.name());
-    let record = target
-        .read_record(&mesh, &db)
+    let Reading {
+        mesh,
+        db,
+        target,
+        record,
+    } = Stated::open(global, mesh)?
+        .read(global)
         .await
-        .map_err(|e| Failure::failed(named(&e)))?;
+        .map_err(|(_, why)| why.naming_target())?;
+    let named = |e: &dyn std::fmt::Display| format!("target {}: {e}", target.name());
     let daemon = LazyDaemon::new();
     let reach = Reach {
         daemon: &daemon,

@@ -28,18 +28,71 @@ pub struct Reading {
 impl Reading {
     /// The rest of the preamble for `mesh` (from [`load_mesh`]): state → target → record.
     pub async fn of(global: &Global, mesh: Mesh) -> Result<Reading, Failure> {
-        let db = Mutex::new(open_state_for_reading(global)?);
-        let target = target(global, &mesh).await?;
-        let record = target
-            .read_record(&mesh, &db)
+        Stated::open(global, mesh)?
+            .read(global)
             .await
-            .map_err(Failure::failed)?;
-        Ok(Reading {
-            mesh,
-            db,
-            target,
-            record,
-        })
+            .map_err(|(_, why)| why.failure())
+    }
+}
+
+/// The preamble's first half: the mesh, and the state database opened for reading. A command that
+/// can do without its target (history reads the state's copy) goes on from here when
+/// [`Stated::read`] says why the target could not be read.
+pub struct Stated {
+    pub mesh: Mesh,
+    pub db: Mutex<StateDb>,
+}
+
+/// Why the target's record could not be read: the target was not reached, or it did not answer.
+pub enum NotRead {
+    Target(Failure),
+    Record { target: String, error: TargetError },
+}
+
+impl NotRead {
+    /// As the command that cannot go on says it.
+    pub fn failure(self) -> Failure {
+        match self {
+            NotRead::Target(failure) => failure,
+            NotRead::Record { error, .. } => Failure::failed(error),
+        }
+    }
+
+    /// As [`NotRead::failure`], the record's error naming its target (`target NAME: …`).
+    pub fn naming_target(self) -> Failure {
+        match self {
+            NotRead::Target(failure) => failure,
+            NotRead::Record { target, error } => {
+                Failure::failed(format!("target {target}: {error}"))
+            }
+        }
+    }
+}
+
+impl Stated {
+    pub fn open(global: &Global, mesh: Mesh) -> Result<Stated, Failure> {
+        let db = Mutex::new(open_state_for_reading(global)?);
+        Ok(Stated { mesh, db })
+    }
+
+    /// The preamble's second half: target → record; else why not, and the state to go on with.
+    pub async fn read(self, global: &Global) -> Result<Reading, (Stated, NotRead)> {
+        let target = match target(global, &self.mesh).await {
+            Ok(target) => target,
+            Err(failure) => return Err((self, NotRead::Target(failure))),
+        };
+        match target.read_record(&self.mesh, &self.db).await {
+            Ok(record) => Ok(Reading {
+                mesh: self.mesh,
+                db: self.db,
+                target,
+                record,
+            }),
+            Err(error) => {
+                let target = target.name().to_string();
+                Err((self, NotRead::Record { target, error }))
+            }
+        }
     }
 }
 

@@ -55,15 +55,12 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         record,
     } = Reading::of(global, mesh).await?;
     let daemon = Arc::new(LazyDaemon::new());
+    let reach = Reach {
+        daemon: &daemon,
+        db: &db,
+    };
     let machines = target
-        .machines(
-            &mesh,
-            &record.record,
-            Reach {
-                daemon: &daemon,
-                db: &db,
-            },
-        )
+        .machines(&mesh, &record.record, reach)
         .await
         .map_err(Failure::failed)?;
     let wanted = |module: &str| selected.as_ref().is_none_or(|s| s.contains(module));
@@ -74,7 +71,7 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
         .filter(|(module, _)| wanted(module))
         .map(|(module, entry)| (module.clone(), "record".to_string(), entry.clone()))
         .collect();
-    let mut seen: BTreeSet<String> = asked.iter().map(|(_, _, e)| e.digest.clone()).collect();
+    let mut seen = checked_already(target.as_ref(), &mesh, &asked, reach).await?;
     for machine in machines.iter().filter(|m| wanted(&m.module)) {
         for running in &machine.running {
             if seen.insert(running.clone()) {
@@ -145,6 +142,25 @@ pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
     } else {
         std::process::ExitCode::from(1)
     })
+}
+
+/// The digests the record's rows check: each artifact, and what a machine running it reports
+/// instead (the image the host runs out of a multi-platform artifact's index).
+async fn checked_already(
+    target: &dyn crate::converge::targets::Target,
+    mesh: &crate::mesh::model::Mesh,
+    asked: &[(String, String, RecordEntry)],
+    reach: Reach<'_>,
+) -> Result<BTreeSet<String>, Failure> {
+    let mut seen: BTreeSet<String> = asked.iter().map(|(_, _, e)| e.digest.clone()).collect();
+    for (_, _, entry) in asked {
+        let also = target
+            .runs_as(mesh, entry, reach)
+            .await
+            .map_err(Failure::failed)?;
+        seen.extend(also);
+    }
+    Ok(seen)
 }
 
 /// Who built `entry`'s artifact: this machine's build row, else (without one) the signed

@@ -69,19 +69,44 @@ pub struct Built {
 /// Where one build runs: the builder's daemon and name, the base as that builder reaches it, and
 /// how long the builder may take.
 pub struct BuildOn<'d> {
-    pub daemon: &'d Daemon,
+    /// None: a multi-platform module through the pool, whose platforms each build on a builder
+    /// of their own (`platforms`).
+    pub daemon: Option<&'d Daemon>,
     /// The pool's builder (None: the local daemon of a mesh without builders).
     pub builder: Option<&'d str>,
     /// `BASE` as this builder reaches the base (`registry/mesh/base@sha256:…`) when it does not
     /// hold the base's artifact; None: the artifact id, which the builder holds. Err: why the
     /// builder cannot reach the base (the build fails, its row says why).
-    pub base: Result<Option<String>, String>,
+    pub base: Result<Option<String>, super::error::BaseOutOfReach>,
     /// The build must end within this, or it reads as the builder gone (`MESHTOP_BUILD_DEADLINE`).
     pub deadline: std::time::Duration,
-    /// A multi-platform module built through the pool: where each platform builds (Err: why it
-    /// cannot). None: one platform on `daemon`, or several through this machine's `docker buildx`
-    /// (`multi_platform = "buildx"`).
-    pub platforms: Option<Result<Vec<PlatformOn>, PlatformsUnbuilt>>,
+    /// A multi-platform module built through the pool: the slots its platforms take, each on a
+    /// builder that builds it (Err: why it cannot build at all). None: one platform on `daemon`,
+    /// or several through this machine's `docker buildx` (`multi_platform = "buildx"`).
+    pub platforms: Option<Result<&'d dyn PlatformSlots, PlatformsUnbuilt>>,
+}
+
+/// How one platform's build ended, for the slot it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartEnd {
+    Built,
+    /// Its own failure (a step, the push): the builder stays in rotation.
+    Failed,
+    /// The builder went away or did not end in time: out of rotation for a while.
+    Gone(String),
+}
+
+/// The slots of a multi-platform module's platforms (`converge/place.rs` counts them): each
+/// platform's build takes a slot of the builder it runs on, as any build does, so that the
+/// platforms run at once where slots allow and another module's build waits for the slot.
+#[async_trait::async_trait]
+pub trait PlatformSlots: Send + Sync {
+    /// A builder for `platform`, once one that builds it has a slot: held until [`give_back`].
+    ///
+    /// [`give_back`]: PlatformSlots::give_back
+    async fn take(&self, platform: &Platform) -> Result<PlatformOn, PlatformsUnbuilt>;
+    /// The build on `on` ended: its slot is free again (`Gone` takes the builder out of rotation).
+    fn give_back(&self, on: &PlatformOn, end: PartEnd);
 }
 
 /// Why a multi-platform module's platforms cannot all be given a builder (its build fails with it).
@@ -104,9 +129,16 @@ pub enum PlatformsUnbuilt {
         #[source]
         source: std::sync::Arc<crate::backends::daemon::DaemonError>,
     },
-    /// `why`: the base's hand-over's words (`place.rs`, `base_for`).
-    #[error("builder {builder}: {why}")]
-    Base { builder: String, why: String },
+    /// The base out of a platform's builder's reach (`place.rs`, `base_for`).
+    #[error(transparent)]
+    Base(super::error::BaseOutOfReach),
+    /// No builder could be given to the platform (every one that builds it is out).
+    #[error("module {module}: {platform}: {why}")]
+    NoSlot {
+        module: String,
+        platform: Platform,
+        why: String,
+    },
 }
 
 /// Why the image index of a multi-platform module could not be written.
@@ -156,9 +188,12 @@ pub use crate::backends::daemon::build::{DEFAULT_BUILD_DEADLINE, build_deadline}
 /// What stops the whole converge (as opposed to one failed build).
 pub enum BuildError {
     /// The build row could not be written: nothing is built silently.
-    NoRecord(String),
+    NoRecord(super::error::Unrecordable),
     /// The daemon went away mid-build.
     Daemon(String),
+    /// The builder of one platform of a multi-platform module went away mid-build (or did not
+    /// end in time): the module is retried once without it.
+    PlatformGone { builder: String, message: String },
     /// The build ended but its end could not be written (e.g. a full disk): the message says
     /// what was built and that nothing was stamped.
     Unrecorded(String),
@@ -228,13 +263,18 @@ pub async fn build_module(
         .unwrap_or_default();
     // A multi-platform build runs through this machine's `docker buildx` (which has builders of its
     // own) wherever the pool placed it: its line and row say so, not a daemon that never saw it.
+    // Through the pool, each platform is given its builder when one has a slot (the row then
+    // names each).
     let through_pool = match &on.platforms {
-        Some(Ok(list)) => Some(
-            list.iter()
-                .map(PlatformOn::describe)
+        Some(Ok(_)) => Some(format!(
+            "the pool ({})",
+            planned
+                .platforms
+                .iter()
+                .map(ToString::to_string)
                 .collect::<Vec<_>>()
-                .join(", "),
-        ),
+                .join(", ")
+        )),
         _ => None,
     };
     let builder = match (&through_pool, on.builder) {
@@ -244,19 +284,19 @@ pub async fn build_module(
     };
     let run = Run::start(&module, planned, mesh, &revision, builder, db, emitter)?;
     if let Some(Err(why)) = &on.platforms {
-        return run.failed(why.to_string(), None);
+        return run.failed(why, None);
     }
     let base = match &on.base {
         Ok(base) => base.clone(),
-        Err(why) => return run.failed(why.clone(), None),
+        Err(why) => return run.failed(why, None),
     };
     // Read now, for this build only: never part of the inputs, never logged or stored.
     let served = match secrets::read(&module) {
         Ok(served) => served,
-        Err(why) => return run.failed(why.to_string(), None),
+        Err(why) => return run.failed(why, None),
     };
     let multi_platform = run.planned.multi_platform;
-    if let Some(Ok(list)) = &on.platforms {
+    if let Some(Ok(slots)) = &on.platforms {
         let args = build_args(&module, &run.planned);
         let labels = labels(&module, mesh, &revision, &run.planned);
         let template = PlatformTemplate {
@@ -267,10 +307,10 @@ pub async fn build_module(
             ssh_agent: served.ssh_agent,
             deadline: on.deadline,
         };
-        return run.on_platforms(mesh, template, list).await;
+        return run.on_platforms(mesh, template, *slots).await;
     }
     if multi_platform && let Err(why) = buildx_ready(&module, &run.planned, pushes).await {
-        return run.failed(why.to_string(), None);
+        return run.failed(why, None);
     }
     let (tarring, context) = start_tar(&module, &run.planned);
     let mut args = build_args(&module, &run.planned);
@@ -477,7 +517,7 @@ impl<'a> Run<'a> {
             builder: builder.map(str::to_string),
         };
         with_history(db, |h| h.start_build(&new_build))
-            .map_err(|e| BuildError::NoRecord(format!("cannot write the build row: {e}")))?;
+            .map_err(|e| BuildError::NoRecord(super::error::Unrecordable::BuildRow(e)))?;
         emitter.emit(
             Payload::Build {
                 reference: reference.clone(),
@@ -521,9 +561,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// The build failed: its row says why (and the log's tail), and so does the converge.
-    fn failed(&self, error: String, tail: Option<String>) -> Result<Built, BuildError> {
-        let error = crate::mesh::text::plain(&error).into_owned();
+    /// The build failed: its row says why (and the log's tail), and so does the converge. The
+    /// error is made words here, where it is recorded and shown.
+    fn failed(
+        &self,
+        error: impl std::fmt::Display,
+        tail: Option<String>,
+    ) -> Result<Built, BuildError> {
+        let error = crate::mesh::text::plain(&error.to_string()).into_owned();
         let end = BuildEnd {
             status: BuildStatus::Failed,
             digest: None,
@@ -534,7 +579,7 @@ impl<'a> Run<'a> {
         with_history(self.db, |h| {
             h.finish_build(&self.correlation_id, &end).map(|_| ())
         })
-        .map_err(|e| BuildError::NoRecord(e.to_string()))?;
+        .map_err(|e| BuildError::NoRecord(e.into()))?;
         self.emitter.emit(
             Payload::Failed {
                 error: error.clone(),
@@ -580,9 +625,13 @@ impl<'a> Run<'a> {
         request: BuildRequest,
         tarring: Tarring,
     ) -> Result<Built, BuildError> {
+        let Some(daemon) = on.daemon else {
+            let why = format!("module {}: no daemon to build it on", self.module);
+            return self.failed(why, None);
+        };
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
-        let building = on.daemon.build(request, |line| {
+        let building = daemon.build(request, |line| {
             emitter.emit(Payload::output(line), Some(&module), line);
             tail.push(line);
         });
@@ -596,7 +645,7 @@ impl<'a> Run<'a> {
                 tarring.abort();
                 let message = format!(
                     "the daemon at {} did not end the build within {} s (MESHTOP_BUILD_DEADLINE)",
-                    on.daemon.endpoint(),
+                    daemon.endpoint(),
                     on.deadline.as_secs()
                 );
                 let _ = self.failed(message.clone(), Some(tail.text()));
@@ -694,9 +743,16 @@ struct PlatformTemplate<'m> {
 enum PlatformFault {
     /// The build's own failure (a step, the push): the module fails.
     Failed(String),
-    /// The builder went away or did not end in time: the module fails, and the build is retried
-    /// once elsewhere.
-    Gone(String),
+    /// The builder that built the platform went away or did not end in time: the module fails,
+    /// and the build is retried once without that builder.
+    Gone { builder: String, why: String },
+}
+
+/// One platform built and pushed: the builder it ran on in words, its index entry, the registry.
+struct PlatformDone {
+    described: String,
+    entry: IndexEntry,
+    registry: Registry,
 }
 
 /// The tag a platform's image is pushed under before the index names it by digest:
@@ -711,36 +767,52 @@ pub fn platform_tag(reference: &str, platform: &Platform) -> String {
 }
 
 impl Run<'_> {
-    /// Build each platform on its builder, push each by digest, and write the OCI image index
-    /// naming them under the module's ref: the index's digest is the artifact (signed as any
-    /// push is when the converge signs).
+    /// Build every platform at once, each on a builder given when one has a slot for it, push
+    /// each by digest, and write the OCI image index naming them under the module's ref: the
+    /// index's digest is the artifact (signed as any push is when the converge signs). A builder
+    /// that went away is blamed by name (the module is retried once without it); a failed step
+    /// fails the module.
     async fn on_platforms(
         self,
         mesh: &Mesh,
         template: PlatformTemplate<'_>,
-        list: &[PlatformOn],
+        slots: &dyn PlatformSlots,
     ) -> Result<Built, BuildError> {
-        let mut tail = LogTail::default();
-        let mut entries = Vec::new();
-        for on in list {
-            match self.one_platform(&template, on, &mut tail).await {
-                Ok(entry) => entries.push(entry),
-                Err(PlatformFault::Failed(why)) => return self.failed(why, Some(tail.text())),
-                Err(PlatformFault::Gone(why)) => {
-                    let _ = self.failed(why.clone(), Some(tail.text()));
-                    return Err(BuildError::Daemon(why));
-                }
+        let tail = Mutex::new(LogTail::default());
+        let platforms = self.planned.platforms.clone();
+        let named = Mutex::new(vec![None; platforms.len()]);
+        let builds = platforms
+            .iter()
+            .enumerate()
+            .map(|(at, platform)| self.on_slot(&template, slots, platform, (at, &named), &tail));
+        let ended = futures_util::future::join_all(builds).await;
+        let tail_text = || Some(tail.lock().map(|t| t.text()).unwrap_or_default());
+        let (mut done, mut failed, mut gone) = (Vec::new(), None, None);
+        for end in ended {
+            match end {
+                Ok(platform) => done.push(platform),
+                Err(PlatformFault::Failed(why)) => failed = failed.or(Some(why)),
+                Err(PlatformFault::Gone { builder, why }) => gone = gone.or(Some((builder, why))),
             }
         }
-        let Some(registry) = list.first().map(|on| &on.registry) else {
+        // A failed step is the user's, whatever else happened: retrying would fail it again.
+        if let Some(why) = failed {
+            return self.failed(why, tail_text());
+        }
+        if let Some((builder, message)) = gone {
+            let _ = self.failed(message.clone(), tail_text());
+            return Err(BuildError::PlatformGone { builder, message });
+        }
+        let Some(registry) = done.first().map(|d| d.registry.clone()) else {
             return self.failed(
                 format!("module {}: no platform to build", self.module),
                 None,
             );
         };
-        let digest = match self.put_index(registry, &entries).await {
+        let entries: Vec<IndexEntry> = done.iter().map(|d| d.entry.clone()).collect();
+        let digest = match self.put_index(&registry, &entries).await {
             Ok(digest) => digest,
-            Err(why) => return self.failed(why.to_string(), Some(tail.text())),
+            Err(why) => return self.failed(why, tail_text()),
         };
         if let Err(error) = self.sign_index(mesh, &digest).await {
             return self.failed(
@@ -748,14 +820,14 @@ impl Run<'_> {
                     "module {}: the image index {} ({digest}) could not be signed: {error}",
                     self.module, self.reference
                 ),
-                Some(tail.text()),
+                tail_text(),
             );
         }
         let what = format!(
             "built {} for {} and wrote its image index → {digest}",
             self.reference,
-            list.iter()
-                .map(PlatformOn::describe)
+            done.iter()
+                .map(|d| d.described.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -768,13 +840,59 @@ impl Run<'_> {
         Ok(self.built(digest.clone(), Some(digest)))
     }
 
+    /// One platform on a slot: a builder taken for it (waiting for one), the build and push, and
+    /// the slot given back however it ended. `named`: each platform's builder in words, as the
+    /// build's row names them (this one at `at`).
+    async fn on_slot(
+        &self,
+        template: &PlatformTemplate<'_>,
+        slots: &dyn PlatformSlots,
+        platform: &Platform,
+        (at, named): (usize, &Mutex<Vec<Option<String>>>),
+        tail: &Mutex<LogTail>,
+    ) -> Result<PlatformDone, PlatformFault> {
+        let on = slots
+            .take(platform)
+            .await
+            .map_err(|why| PlatformFault::Failed(why.to_string()))?;
+        if let Ok(mut named) = named.lock() {
+            named[at] = Some(on.describe());
+            let text: Vec<String> = named.iter().flatten().cloned().collect();
+            let _ = with_history(self.db, |h| {
+                h.set_builder(&self.correlation_id, &text.join(", "))
+            });
+        }
+        let started = format!(
+            "{platform}: building on builder {}{}",
+            on.builder,
+            if on.emulated { " (emulated)" } else { "" }
+        );
+        self.emitter.emit(
+            Payload::output(&started),
+            Some(&self.module),
+            started.clone(),
+        );
+        let result = self.one_platform(template, &on, tail).await;
+        let end = match &result {
+            Ok(_) => PartEnd::Built,
+            Err(PlatformFault::Failed(_)) => PartEnd::Failed,
+            Err(PlatformFault::Gone { why, .. }) => PartEnd::Gone(why.clone()),
+        };
+        slots.give_back(&on, end);
+        result.map(|entry| PlatformDone {
+            described: on.describe(),
+            entry,
+            registry: on.registry.clone(),
+        })
+    }
+
     /// One platform: built on its builder within the deadline, then pushed by that builder; the
     /// manifest as the index names it.
     async fn one_platform(
         &self,
         template: &PlatformTemplate<'_>,
         on: &PlatformOn,
-        tail: &mut LogTail,
+        tail: &Mutex<LogTail>,
     ) -> Result<IndexEntry, PlatformFault> {
         let tag = platform_tag(&self.reference, &on.platform);
         let (tarring, context) = start_tar(template.module, &self.planned);
@@ -798,18 +916,24 @@ impl Run<'_> {
         let building = on.daemon.build(request, |line| {
             let line = format!("{said}{line}");
             emitter.emit(Payload::output(&line), Some(&module), &line);
-            tail.push(&line);
+            if let Ok(mut tail) = tail.lock() {
+                tail.push(&line);
+            }
         });
         let ended = match tokio::time::timeout(template.deadline, building).await {
             Ok(ended) => ended,
             Err(_) => {
                 tarring.abort();
-                return Err(PlatformFault::Gone(format!(
-                    "the daemon at {} did not end the {} build within {} s (MESHTOP_BUILD_DEADLINE)",
-                    on.daemon.endpoint(),
-                    on.platform,
-                    template.deadline.as_secs()
-                )));
+                return Err(PlatformFault::Gone {
+                    builder: on.builder.clone(),
+                    why: format!(
+                        "builder {} (the daemon at {}) did not end the {} build within {} s (MESHTOP_BUILD_DEADLINE)",
+                        on.builder,
+                        on.daemon.endpoint(),
+                        on.platform,
+                        template.deadline.as_secs()
+                    ),
+                });
             }
         };
         if let Some(error) = tar_error(&self.module, tarring.await) {
@@ -823,7 +947,12 @@ impl Run<'_> {
                     on.describe()
                 )));
             }
-            Err(error) => return Err(PlatformFault::Gone(error.to_string())),
+            Err(error) => {
+                return Err(PlatformFault::Gone {
+                    builder: on.builder.clone(),
+                    why: format!("builder {} ({}): {error}", on.builder, on.platform),
+                });
+            }
         };
         let creds = credentials::for_registry(&on.registry.host)
             .await

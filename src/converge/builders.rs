@@ -365,7 +365,7 @@ async fn check_one(mesh: &Mesh, builder: &Builder, host: Option<&Identity>) -> M
         match check_push(mesh, registry, builder, &daemon).await {
             Ok(digest) => member.pushed = Some(digest),
             Err(why) => {
-                member.out = Some(why);
+                member.out = Some(why.to_string());
                 return member;
             }
         }
@@ -385,11 +385,13 @@ async fn check_push(
     registry: &Registry,
     builder: &Builder,
     daemon: &Daemon,
-) -> Result<String, String> {
-    let creds = credentials::for_registry(&registry.host)
-        .await
-        .map_err(|e| format!("the credentials for registry {}: {e}", registry.host))?;
-    let reference = push_check_reference(registry, &mesh.name, &builder.name);
+) -> Result<String, PushCheckFailed> {
+    let registry = registry.host.clone();
+    let creds = match credentials::for_registry(&registry).await {
+        Ok(creds) => creds,
+        Err(source) => return Err(PushCheckFailed::Credentials { registry, source }),
+    };
+    let reference = push_check_reference_at(&registry, &mesh.name, &builder.name);
     match tokio::time::timeout(
         PUSH_CHECK_TIMEOUT,
         daemon.check_push(&reference, creds.as_ref()),
@@ -397,21 +399,40 @@ async fn check_push(
     .await
     {
         Ok(Ok(digest)) => Ok(digest),
-        Ok(Err(error)) => Err(format!(
-            "it cannot push to registry {}: {error}",
-            registry.host
-        )),
-        Err(_) => Err(format!(
-            "its push to registry {} did not end within {} s",
-            registry.host,
-            PUSH_CHECK_TIMEOUT.as_secs()
-        )),
+        Ok(Err(source)) => Err(PushCheckFailed::Push { registry, source }),
+        Err(_) => Err(PushCheckFailed::Deadline {
+            registry,
+            seconds: PUSH_CHECK_TIMEOUT.as_secs(),
+        }),
     }
+}
+
+/// Why a builder's push check failed: it is left out of the pool, and says this.
+#[derive(Debug, thiserror::Error)]
+enum PushCheckFailed {
+    #[error("the credentials for registry {registry}: {source}")]
+    Credentials {
+        registry: String,
+        #[source]
+        source: credentials::CredentialsError,
+    },
+    #[error("it cannot push to registry {registry}: {source}")]
+    Push {
+        registry: String,
+        #[source]
+        source: crate::backends::daemon::DaemonError,
+    },
+    #[error("its push to registry {registry} did not end within {seconds} s")]
+    Deadline { registry: String, seconds: u64 },
 }
 
 /// `<registry>/<mesh>/meshtop-check:<builder>`.
 pub fn push_check_reference(registry: &Registry, mesh: &str, builder: &str) -> String {
-    format!("{}/{mesh}/{PUSH_CHECK_REPOSITORY}:{builder}", registry.host)
+    push_check_reference_at(&registry.host, mesh, builder)
+}
+
+fn push_check_reference_at(registry: &str, mesh: &str, builder: &str) -> String {
+    format!("{registry}/{mesh}/{PUSH_CHECK_REPOSITORY}:{builder}")
 }
 
 #[cfg(test)]

@@ -53,8 +53,7 @@ pub async fn converge(
     tx: Option<ProgressTx>,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<ConvergeSummary, ConvergeError> {
-    let db =
-        StateDb::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
+    let db = StateDb::open(&request.state_path).map_err(|e| ConvergeError::NoRecord(e.into()))?;
     let db = Arc::new(Mutex::new(db));
     let mesh = &request.mesh;
     let target = &request.target;
@@ -100,7 +99,7 @@ fn last_word(result: &Result<ConvergeSummary, ConvergeError>) -> LastWord {
             error: Some(ConvergeError::Cancelled.to_string()),
             text: ConvergeError::Cancelled.to_string(),
         },
-        Err(error) => LastWord::failed_on(error.to_string(), error.to_string()),
+        Err(error) => LastWord::failed(&error),
     }
 }
 
@@ -360,32 +359,14 @@ async fn stamp_and_roll_out(
         ok,
     };
     if !all_ok {
-        // Not only a build: a refused module or a failed delivery stamps nothing too. Say which.
-        let failed = outcomes.iter().filter(|o| !o.ok);
-        let missed: Vec<String> = failed
-            .clone()
-            .map(|o| format!("{} {}", o.name, o.outcome.word()))
-            .collect();
-        let word = format!("nothing stamped: {}", missed.join(", "));
-        let stamp = Stamp::Nothing {
-            missed: failed.map(|o| o.name.clone()).collect(),
-        };
+        let (word, stamp) = nothing_stamped(&outcomes);
         emitter.defer(Payload::Stamped { stamp }, None, word.clone());
         return Ok(summary(false, &word, Vec::new(), Vec::new(), false));
     }
     // Entries the record already holds as they are stay as they were stamped (when, by which converge).
     // The "stamped" step reaches the database with the next one (the roll-out's, or "finished").
     stamp.retain(|module, entry| record.record.get(module) != Some(entry));
-    // On a `require_signed` target nothing unsigned is stamped; what the record held already is
-    // checked by the send that would move a machine to it.
-    let verified =
-        super::vouch::require_signed(mesh, target.name(), stamp.into_iter().collect(), db)
-            .await
-            .map_err(|unsigned| {
-                emitter.emit(Payload::Refused, None, unsigned.to_string());
-                ConvergeError::Refused(unsigned.to_string())
-            })?;
-    let stamp: Record = verified.into_iter().collect();
+    let stamp = signed_only(at, stamp).await?;
     let stamped = !stamp.is_empty();
     // The pins this converge ends go in the same write as its stamp (the team reads both there).
     let ended = super::pin_ends::ended_pins(mesh, target.name(), db, planner.ended_pins());
@@ -400,19 +381,7 @@ async fn stamp_and_roll_out(
             )
             .await?;
     }
-    let (word, said) = if stamped {
-        (
-            format!("record stamped: {} module(s)", stamp.len()),
-            Stamp::Stamped {
-                modules: stamp.len() as u32,
-            },
-        )
-    } else {
-        (
-            "record unchanged: it already names every artifact".to_string(),
-            Stamp::Unchanged,
-        )
-    };
+    let (word, said) = record_word(&stamp);
     emitter.defer(Payload::Stamped { stamp: said }, None, word.clone());
     super::pin_ends::say_ended(emitter, planner.ended_pins(), &ended);
     let mut merged = record.record.clone();
@@ -432,6 +401,53 @@ async fn stamp_and_roll_out(
     .await?;
     let ok = sends.iter().all(|s| s.ok);
     Ok(summary(stamped, &word, created, sends, ok))
+}
+
+/// What a converge that did not all succeed says of the record: nothing stamped, and which modules
+/// missed (not only a build: a refused module or a failed delivery stamps nothing too).
+fn nothing_stamped(outcomes: &[ModuleOutcome]) -> (String, Stamp) {
+    let failed = outcomes.iter().filter(|o| !o.ok);
+    let missed: Vec<String> = failed
+        .clone()
+        .map(|o| format!("{} {}", o.name, o.outcome.word()))
+        .collect();
+    let word = format!("nothing stamped: {}", missed.join(", "));
+    let stamp = Stamp::Nothing {
+        missed: failed.map(|o| o.name.clone()).collect(),
+    };
+    (word, stamp)
+}
+
+/// On a `require_signed` target nothing unsigned is stamped (refused, said); what the record held
+/// already is checked by the send that would move a machine to it.
+async fn signed_only(at: &Run<'_>, stamp: Record) -> Result<Record, ConvergeError> {
+    let (mesh, target) = (&at.request.mesh, &at.request.target);
+    let verified =
+        super::vouch::require_signed(mesh, target.name(), stamp.into_iter().collect(), at.db)
+            .await
+            .map_err(|unsigned| {
+                let said = unsigned.to_string();
+                at.emitter.emit(Payload::Refused, None, said.clone());
+                ConvergeError::Refused(said)
+            })?;
+    Ok(verified.into_iter().collect())
+}
+
+/// The record's word once the stamp is written (or found unchanged), and the step's data.
+fn record_word(stamp: &Record) -> (String, Stamp) {
+    if stamp.is_empty() {
+        (
+            "record unchanged: it already names every artifact".to_string(),
+            Stamp::Unchanged,
+        )
+    } else {
+        (
+            format!("record stamped: {} module(s)", stamp.len()),
+            Stamp::Stamped {
+                modules: stamp.len() as u32,
+            },
+        )
+    }
 }
 
 async fn first_pass(

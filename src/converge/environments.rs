@@ -21,28 +21,29 @@ pub async fn read(
     daemon: &LazyDaemon,
     db: &Mutex<StateDb>,
 ) -> TargetRead {
-    let failed = |error: String| TargetRead {
+    // The column's words, made here where they are shown.
+    let failed = |error: &dyn std::fmt::Display| TargetRead {
         name: name.to_string(),
-        error: Some(error),
+        error: Some(error.to_string()),
         ..TargetRead::default()
     };
     let target = match target {
         Ok(target) => target,
-        Err(error) => return failed(error.to_string()),
+        Err(error) => return failed(&error),
     };
     let seen = mesh.on_target(name);
     let description = target.describe();
     let record = match target.read_record(&seen, db).await {
         Ok(read) => match read.warning {
             // A record read as silent is no column of empty cells: say why.
-            Some(warning) => return failed(warning),
+            Some(warning) => return failed(&warning),
             None => read.record,
         },
-        Err(error) => return failed(error.to_string()),
+        Err(error) => return failed(&error),
     };
     let machines = match target.machines(&seen, &record, Reach { daemon, db }).await {
         Ok(machines) => machines,
-        Err(error) => return failed(error.to_string()),
+        Err(error) => return failed(&error),
     };
     let team = target.held_by(&mesh.name).await.ok().flatten();
     let (moved_ms, here) = match locked(db) {

@@ -20,7 +20,7 @@ pub enum ConvergeError {
         holder: Holder,
     },
     #[error("meshtop refuses to build: there is nowhere to record builds ({0})")]
-    NoRecord(String),
+    NoRecord(#[source] Unrecordable),
     #[error("refused before any build: {0}")]
     Refused(String),
     #[error("converge cancelled: running builds were marked cancelled, nothing was stamped")]
@@ -46,6 +46,16 @@ pub enum ConvergeError {
     /// The state database's handle could not be taken.
     #[error(transparent)]
     Handle(#[from] Poisoned),
+}
+
+/// Why builds have nowhere to be recorded: the state database could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum Unrecordable {
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A build's row could not be written when it started.
+    #[error("cannot write the build row: {0}")]
+    BuildRow(#[source] StateError),
 }
 
 /// `LockLost` when this operation no longer holds the mesh's `target` (checked in the state
@@ -99,6 +109,14 @@ pub enum TargetError {
         got: String,
         artifact: String,
     },
+    /// The host daemon runs its own platform out of a multi-platform artifact (an image index
+    /// fetched by its digest), and that index cannot give it.
+    #[error("cannot run {reference} on the host daemon out of its image index {index}: {why}")]
+    IndexPlatform {
+        reference: String,
+        index: String,
+        why: IndexLack,
+    },
     #[error("cannot create declared machine {machine} of module {module}: {source}")]
     CreateMachine {
         machine: String,
@@ -115,6 +133,19 @@ pub enum TargetError {
         names: String,
         file: String,
     },
+}
+
+/// Why an image index cannot give the host daemon an image of its platform.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexLack {
+    #[error("registry {registry} holds no manifest under that digest")]
+    Absent { registry: String },
+    #[error("the manifest under that digest is an image, not an index")]
+    NotAnIndex,
+    #[error(
+        "the index names no image for the daemon's platform {platform} (it names {platforms}): add \"{platform}\" to the module's platforms"
+    )]
+    NoPlatform { platform: String, platforms: String },
 }
 
 /// Why a rollback was refused or stopped; nothing was rolled back unless the message says so.
@@ -230,7 +261,12 @@ pub enum GcError {
     /// `root` names what could not be read: the target's record, its machines, the host daemon,
     /// the registry, the state database.
     #[error("{root} cannot be read ({why})")]
-    Unreadable { root: String, why: String },
+    Unreadable {
+        root: String,
+        /// The read's own error (or the target's warning, when that is all it said).
+        #[source]
+        why: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("gc takes nothing while another operation holds the mesh: {0}")]
     Held(Box<ConvergeError>),
     /// Another target of the mesh is held by an operation now.
@@ -244,10 +280,13 @@ pub enum GcError {
 }
 
 impl GcError {
-    pub fn unreadable(root: &str, why: impl std::fmt::Display) -> GcError {
+    pub fn unreadable(
+        root: &str,
+        why: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> GcError {
         GcError::Unreadable {
             root: root.to_string(),
-            why: why.to_string(),
+            why: why.into(),
         }
     }
 }
@@ -279,4 +318,122 @@ impl From<ConvergeError> for SendError {
     fn from(error: ConvergeError) -> SendError {
         SendError::Hold(Box::new(error))
     }
+}
+
+/// Why a builder cannot reach a dependent's base: its build fails and says why.
+#[derive(Debug, thiserror::Error)]
+#[error("builder {builder}: {source}")]
+pub struct BaseOutOfReach {
+    pub builder: String,
+    #[source]
+    pub source: BaseUnreached,
+}
+
+/// Why the base could not be brought to one builder (`base_for`).
+#[derive(Debug, thiserror::Error)]
+pub enum BaseUnreached {
+    /// The pull failed (the manifest is gone, the registry did not answer): another way may work.
+    #[error("pulling {pinned}: {source}")]
+    Pull {
+        pinned: String,
+        #[source]
+        source: DaemonError,
+    },
+    /// Pulled, but not tagged: another way may work.
+    #[error("tagging {pinned} as {reference}: {source}")]
+    Tag {
+        pinned: String,
+        reference: String,
+        #[source]
+        source: DaemonError,
+    },
+    /// The manifest is not the base's artifact: refused.
+    #[error(
+        "registry {registry} answers the base's ref {reference} with manifest {manifest}, whose image is {id}, not the base's artifact {artifact}: refused (someone pushed another image under the base's ref; converge the base module again to push its artifact)"
+    )]
+    LookAlike {
+        registry: String,
+        reference: String,
+        manifest: String,
+        id: String,
+        artifact: String,
+    },
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Host(#[from] Arc<DaemonError>),
+    #[error(
+        "the base's artifact {artifact} ({reference}) is neither on this builder, nor in registry {registry}, nor on the host daemon{tried}: converge the base module again"
+    )]
+    Nowhere {
+        artifact: String,
+        reference: String,
+        registry: String,
+        /// The manifests tried on the way, and why each did not bring the base.
+        tried: Tried,
+    },
+    #[error(transparent)]
+    HandOver(#[from] HandOverError),
+}
+
+impl BaseUnreached {
+    /// A pull or tag that failed: the base may still come another way. A look-alike is refused.
+    pub(super) fn another_way_may_work(&self) -> bool {
+        matches!(self, BaseUnreached::Pull { .. } | BaseUnreached::Tag { .. })
+    }
+}
+
+/// The ways tried before a base was found nowhere, said in parentheses (nothing when none was).
+#[derive(Debug)]
+pub struct Tried(pub(super) Vec<BaseUnreached>);
+
+impl std::fmt::Display for Tried {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, fault) in self.0.iter().enumerate() {
+            f.write_str(if i == 0 { " (" } else { "; " })?;
+            write!(f, "{fault}")?;
+        }
+        if !self.0.is_empty() {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a build could not be handed over through the registry, or a base from the host.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOverError {
+    #[error("builder {builder} could not push {reference} to registry {registry}: {why}")]
+    Push {
+        builder: String,
+        reference: String,
+        registry: String,
+        why: HandOverFault,
+    },
+    /// Pushed, but a push that is not signed would not vouch on a machine that trusts keys.
+    #[error(
+        "builder {builder} pushed {reference} to registry {registry} as {digest}, which could not be signed: {source}"
+    )]
+    Unsigned {
+        builder: String,
+        reference: String,
+        registry: String,
+        digest: String,
+        source: TargetError,
+    },
+    #[error("the base could not be handed over: {0}")]
+    BaseTag(#[source] DaemonError),
+    #[error("the base could not be handed over: {0}")]
+    BasePush(#[source] RegistryError),
+    #[error("the base could not be handed over: its push {digest} could not be signed: {source}")]
+    BaseUnsigned { digest: String, source: TargetError },
+}
+
+/// Why a hand-over push failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOverFault {
+    #[error(transparent)]
+    Push(RegistryError),
+    #[error("the push did not end within {seconds} s (MESHTOP_BUILD_DEADLINE)")]
+    Deadline { seconds: u64 },
 }

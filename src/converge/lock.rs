@@ -25,7 +25,7 @@ pub async fn acquire(
         let held = locked(db)
             .map_err(ConvergeError::Handle)?
             .take_mesh(mesh, target, holder)
-            .map_err(|e| ConvergeError::NoRecord(e.to_string()))?;
+            .map_err(|e| ConvergeError::NoRecord(e.into()))?;
         match held {
             Ok(taken_from) => return Ok(taken_from),
             Err(current) if !wait => {

@@ -10,6 +10,12 @@
 //! the module's line; a failed Dockerfile step is the user's and never retried. A fault with no
 //! builder left to retry on ends the converge naming the daemon, as a single daemon going away did
 //! before builders had names.
+//!
+//! A multi-platform module built through the pool takes no slot itself: it starts at once, and
+//! each of its platforms is a part the scheduler places like any build (a slot of the builder it
+//! runs on, native before emulated), granted to the module's build through a oneshot and given
+//! back through the tier's channel when that platform's build ends. A part's builder that went
+//! away is the one blamed, taken out of rotation and avoided by the module's one retry.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -17,24 +23,27 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::build::{
-    BuildError, BuildJob, BuildOn, Built, PlatformOn, PlatformsUnbuilt, build_module,
+    BuildError, BuildJob, BuildOn, Built, PartEnd, PlatformOn, PlatformSlots, PlatformsUnbuilt,
+    build_module,
 };
 use super::builders::{Connection, Member, Pool};
-use super::error::{ConvergeError, TargetError};
+use super::error::{
+    BaseOutOfReach, BaseUnreached, ConvergeError, HandOverError, HandOverFault, Tried,
+};
 use super::progress::{Emitter, Payload};
 use super::targets::sign_pushed;
 use crate::backends::credentials::{self, Credentials};
-use crate::backends::daemon::{Daemon, DaemonError, LazyDaemon};
-use crate::backends::registry::{Published, RegistryClient, RegistryError, repository_in};
+use crate::backends::daemon::{Daemon, LazyDaemon};
+use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::StateDb;
-use crate::mesh::model::{Mesh, MultiPlatform, RecordEntry, Registry};
+use crate::mesh::model::{Mesh, MultiPlatform, Platform, RecordEntry, Registry};
 use crate::mesh::progress::DeliveredBy;
 use crate::mesh::refs::repository_of;
-use crate::mesh::schedule::{AfterDone, Job, Next, Outcome, Placement, Scheduler};
+use crate::mesh::schedule::{AfterDone, Job, Next, Outcome, Placement, Scheduler, Why, part_key};
 use crate::mesh::text::short_id;
 
 /// A build that ended on a builder.
@@ -76,6 +85,33 @@ pub struct Placer<'a> {
     /// Per module, the transport fault of its first attempt (said if the retry finds no builder).
     faults: HashMap<String, Fault>,
     started: Instant,
+    /// Per queued part (`part_key`), where its placement is granted to its module's build.
+    grants: HashMap<String, oneshot::Sender<Grant>>,
+    /// The multi-platform modules building now (their parts hold the slots).
+    leads: HashMap<String, Lead>,
+    /// Multi-platform modules to start again (once, after a builder of one of their platforms
+    /// went away).
+    retries: Vec<Lead>,
+}
+
+/// A multi-platform module's build as the placer starts it: its attempt, the builders its parts
+/// avoid, and its place in the queue.
+#[derive(Debug, Clone)]
+struct Lead {
+    module: String,
+    tier: u32,
+    waiting: usize,
+    attempt: u32,
+    avoid: Vec<String>,
+}
+
+/// A part's placement, or why no builder can take it.
+type Grant = Result<Placement, Unplaced>;
+
+/// A part's build ended on its builder (sent by [`Parts::give_back`]).
+struct PartEnded {
+    placement: Placement,
+    end: PartEnd,
 }
 
 impl<'a> Placer<'a> {
@@ -100,11 +136,30 @@ impl<'a> Placer<'a> {
             deadline: super::build::build_deadline(),
             faults: HashMap::new(),
             started: Instant::now(),
+            grants: HashMap::new(),
+            leads: HashMap::new(),
+            retries: Vec::new(),
         };
         for member in placer.pool.members.clone() {
             if member.connection.is_none() {
                 let why = member.out.clone().unwrap_or_default();
                 placer.scheduler.leave_out(&member.builder.name, why);
+            }
+            // A part goes to a builder of its platform's own architecture first.
+            if let Some(described) = &member.described
+                && member.builder.platforms.is_empty()
+            {
+                let native: Vec<Platform> = member
+                    .platforms()
+                    .into_iter()
+                    .filter(|p| member.builds_natively(p))
+                    .collect();
+                let native = if native.is_empty() {
+                    vec![described.platform.clone()]
+                } else {
+                    native
+                };
+                placer.scheduler.set_native(&member.builder.name, native);
             }
         }
         placer
@@ -135,21 +190,34 @@ impl<'a> Placer<'a> {
         let waiting = crate::mesh::schedule::waiting_counts(self.mesh);
         let mut by_name: HashMap<String, BuildJob> = HashMap::new();
         for job in jobs {
-            self.scheduler.enqueue(Job {
-                module: job.module.name.clone(),
-                tier,
-                waiting: waiting.get(&job.module.name).copied().unwrap_or(0),
-                base: job.module.base.clone(),
-                platforms: job.planned.platforms.clone(),
-                attempt: 0,
-                avoid: Vec::new(),
-            });
+            let waiting = waiting.get(&job.module.name).copied().unwrap_or(0);
+            if self.in_parts(&job) {
+                self.retries.push(Lead {
+                    module: job.module.name.clone(),
+                    tier,
+                    waiting,
+                    attempt: 0,
+                    avoid: Vec::new(),
+                });
+            } else {
+                self.scheduler.enqueue(Job {
+                    module: job.module.name.clone(),
+                    tier,
+                    waiting,
+                    base: job.module.base.clone(),
+                    platforms: job.planned.platforms.clone(),
+                    attempt: 0,
+                    avoid: Vec::new(),
+                    part: None,
+                });
+            }
             by_name.insert(job.module.name.clone(), job);
         }
         let mut out = TierBuilds {
             placed: Vec::new(),
             unplaced: Vec::new(),
         };
+        let (part_ends, mut ended_parts) = mpsc::unbounded_channel();
         let shared = Shared {
             mesh: self.mesh,
             host: self.host,
@@ -159,9 +227,15 @@ impl<'a> Placer<'a> {
             creds: self.handover_credentials().await,
             deadline: self.deadline,
             members: self.pool.members.clone(),
+            part_ends,
         };
         let mut running = FuturesUnordered::new();
         loop {
+            // Every part that ended gives its slot back before anything else is placed.
+            while let Ok(part) = ended_parts.try_recv() {
+                self.part_ended(part);
+            }
+            self.start_leads(&mut running, &by_name, bases, &shared);
             let wake = self.place_ready(&mut running, &by_name, bases, &shared, &mut out)?;
             if running.is_empty() {
                 match wake {
@@ -180,6 +254,7 @@ impl<'a> Placer<'a> {
                         out.placed.push(placed);
                     }
                 }
+                Some(part) = ended_parts.recv() => self.part_ended(part),
                 () = sleep_or_never(nap) => {}
                 () = cancelled(cancel) => return Err(ConvergeError::Cancelled),
                 message = super::lock::lost(lost) => return Err(ConvergeError::LockLost(message)),
@@ -200,6 +275,7 @@ impl<'a> Placer<'a> {
     ) -> Result<Option<u64>, ConvergeError> {
         loop {
             match self.scheduler.next(self.now_ms()) {
+                Next::Place(placement) if placement.part.is_some() => self.grant(placement),
                 Next::Place(placement) => {
                     let job = by_name.get(&placement.module).cloned();
                     let member = self.pool.member(&placement.builder).cloned();
@@ -235,7 +311,16 @@ impl<'a> Placer<'a> {
                 }
                 Next::Wait { until_ms } => return Ok(until_ms),
                 Next::Idle => return Ok(None),
-                Next::Unplaceable { module, reason } => {
+                Next::Unplaceable {
+                    module,
+                    reason,
+                    part: Some(part),
+                } => {
+                    if let Some(grant) = self.grants.remove(&part_key(&module, Some(&part))) {
+                        let _ = grant.send(Err(Unplaced { module, reason }));
+                    }
+                }
+                Next::Unplaceable { module, reason, .. } => {
                     if let Some((_, error)) = self.faults.get(&module) {
                         // No other builder to retry on: the daemon went away, as it did before
                         // builders had names.
@@ -253,6 +338,9 @@ impl<'a> Placer<'a> {
         placement: Placement,
         result: Result<Placed, BuildError>,
     ) -> Result<Option<Placed>, ConvergeError> {
+        if let Some(lead) = self.leads.remove(&placement.module) {
+            return self.lead_ended(lead, result);
+        }
         let now = self.now_ms();
         match result {
             Ok(placed) => {
@@ -282,9 +370,142 @@ impl<'a> Placer<'a> {
                     AfterDone::GaveUp | AfterDone::Finished => Err(ConvergeError::Failed(message)),
                 }
             }
+            Err(BuildError::PlatformGone { message, .. }) => Err(ConvergeError::Failed(message)),
             Err(BuildError::NoRecord(message)) => Err(ConvergeError::NoRecord(message)),
             Err(BuildError::Unrecorded(message)) => Err(ConvergeError::Unrecorded(message)),
         }
+    }
+
+    /// Whether `job` builds as parts (a multi-platform module through the pool).
+    fn in_parts(&self, job: &BuildJob) -> bool {
+        job.planned.multi_platform
+            && job.planned.platforms.len() > 1
+            && self.mesh.multi_platform == MultiPlatform::Pool
+    }
+
+    /// Start each multi-platform module waiting to (its first attempt, or its retry): its parts
+    /// queued, each with the oneshot its placement is granted through, and its build running.
+    fn start_leads<'f>(
+        &mut self,
+        running: &mut FuturesUnordered<PlacedFuture<'f>>,
+        by_name: &HashMap<String, BuildJob>,
+        bases: &BTreeMap<String, RecordEntry>,
+        shared: &'f Shared<'f>,
+    ) {
+        for lead in std::mem::take(&mut self.retries) {
+            let Some(job) = by_name.get(&lead.module).cloned() else {
+                continue;
+            };
+            let mut grants = HashMap::new();
+            for platform in &job.planned.platforms {
+                let (grant, granted) = oneshot::channel();
+                self.grants
+                    .insert(part_key(&lead.module, Some(platform)), grant);
+                grants.insert(platform.to_string(), granted);
+                self.scheduler.enqueue(Job {
+                    module: lead.module.clone(),
+                    tier: lead.tier,
+                    waiting: lead.waiting,
+                    base: None,
+                    platforms: vec![platform.clone()],
+                    attempt: lead.attempt,
+                    avoid: lead.avoid.clone(),
+                    part: Some(platform.clone()),
+                });
+            }
+            let base = self.base_of(&job, bases);
+            // The module holds no slot: its placement names no builder.
+            let placement = Placement {
+                module: lead.module.clone(),
+                builder: String::new(),
+                attempt: lead.attempt,
+                why: Why::Hash,
+                part: None,
+            };
+            self.leads.insert(lead.module.clone(), lead);
+            running.push(Box::pin(lead_one(shared, placement, job, base, grants)));
+        }
+    }
+
+    /// A module's base as a builder fetches it: its record entry, and the manifest this converge
+    /// handed it over as.
+    fn base_of(&self, job: &BuildJob, bases: &BTreeMap<String, RecordEntry>) -> Option<BaseOf> {
+        job.module.base.as_ref().and_then(|b| {
+            bases.get(b).map(|entry| BaseOf {
+                module: b.clone(),
+                entry: entry.clone(),
+                handed: self.handed.get(b).cloned(),
+            })
+        })
+    }
+
+    /// A part was placed: its module's build is given the builder (a build that ended without
+    /// it gives the slot straight back).
+    fn grant(&mut self, placement: Placement) {
+        let key = placement.key();
+        let given = match self.grants.remove(&key) {
+            Some(grant) => grant.send(Ok(placement.clone())).is_ok(),
+            None => false,
+        };
+        if !given {
+            self.scheduler
+                .done(&placement, Outcome::Failed, self.now_ms());
+        }
+    }
+
+    /// A part's build ended: its slot is free; a builder that went away is out of rotation.
+    fn part_ended(&mut self, part: PartEnded) {
+        let outcome = match part.end {
+            PartEnd::Built => Outcome::Built,
+            PartEnd::Failed => Outcome::Failed,
+            PartEnd::Gone(error) => Outcome::Transport { error },
+        };
+        self.scheduler.done(&part.placement, outcome, self.now_ms());
+    }
+
+    /// A multi-platform module's build ended: its parts still queued are forgotten; a builder of
+    /// one of its platforms that went away is blamed by name and the module is started once more
+    /// without it (a second fault ends the converge, as any build's does).
+    fn lead_ended(
+        &mut self,
+        lead: Lead,
+        result: Result<Placed, BuildError>,
+    ) -> Result<Option<Placed>, ConvergeError> {
+        self.scheduler.drop_parts(&lead.module);
+        self.grants
+            .retain(|key, _| !key.starts_with(&format!("{} ", lead.module)));
+        let (builder, message) = match result {
+            Ok(placed) => return Ok(Some(placed)),
+            Err(BuildError::PlatformGone { builder, message }) => (builder, message),
+            Err(BuildError::Daemon(message)) => (String::new(), message),
+            Err(BuildError::NoRecord(message)) => return Err(ConvergeError::NoRecord(message)),
+            Err(BuildError::Unrecorded(message)) => {
+                return Err(ConvergeError::Unrecorded(message));
+            }
+        };
+        if lead.attempt > 0 || builder.is_empty() {
+            return Err(ConvergeError::Failed(message));
+        }
+        self.emitter.emit(
+            Payload::Requeued {
+                from: builder.clone(),
+                error: message.clone(),
+            },
+            Some(&lead.module),
+            format!(
+                "builder {builder} failed the build ({message}): it is out of rotation for a while; retrying once without it"
+            ),
+        );
+        self.faults
+            .insert(lead.module.clone(), (builder.clone(), message));
+        let mut avoid = lead.avoid.clone();
+        avoid.push(builder);
+        self.retries.push(Lead {
+            attempt: lead.attempt + 1,
+            avoid,
+            ..lead
+        });
+        Ok(None)
     }
 
     async fn handover_credentials(&self) -> Option<Credentials> {
@@ -348,6 +569,8 @@ struct Shared<'a> {
     deadline: Duration,
     /// Every builder of the pool: a multi-platform module's platforms go to those that build them.
     members: Vec<Member>,
+    /// Where a part's build says it ended (its slot given back).
+    part_ends: mpsc::UnboundedSender<PartEnded>,
 }
 
 /// One build on its builder: the base as the builder reaches it, the build, and the hand-over push.
@@ -377,26 +600,22 @@ async fn build_on(
             .map_err(|e| BuildError::Daemon(format!("cannot build: {e}")))?,
     };
     let pooled = shared.registry.is_some();
-    let platforms =
-        if job.planned.multi_platform && shared.mesh.multi_platform == MultiPlatform::Pool {
-            Some(platform_builders(shared, member, &job, base.as_ref()).await)
-        } else {
-            None
+    let base_arg =
+        match (&shared.registry, base) {
+            (Some(registry), Some(base)) => base_for(shared, daemon, registry, &base)
+                .await
+                .map_err(|source| BaseOutOfReach {
+                    builder: member.builder.name.clone(),
+                    source,
+                }),
+            _ => Ok(None),
         };
-    let base_arg = match (&shared.registry, base) {
-        // Each platform's builder reaches the base on its own (`platform_builders`).
-        _ if platforms.is_some() => Ok(None),
-        (Some(registry), Some(base)) => base_for(shared, daemon, registry, &base)
-            .await
-            .map_err(|why| format!("builder {}: {why}", member.builder.name)),
-        _ => Ok(None),
-    };
     let on = BuildOn {
-        daemon,
+        daemon: Some(daemon),
         builder: pooled.then_some(member.builder.name.as_str()),
         base: base_arg,
         deadline: shared.deadline,
-        platforms,
+        platforms: None,
     };
     let built = build_module(job, shared.mesh, on, shared.db, shared.emitter).await?;
     let mut placed = Placed {
@@ -420,45 +639,129 @@ async fn build_on(
     Ok(placed)
 }
 
-/// Where each platform of a multi-platform module builds: on a builder that builds it natively
-/// (the placed one first), else on one that emulates it (the placed one first), each with the base
-/// as that builder reaches it. Err: why not (no registry to stitch the index in, no builder left
-/// for a platform, a base out of reach).
-async fn platform_builders(
+/// A multi-platform module's build: it holds no slot, and each platform takes one when the
+/// scheduler places it (`grants`, per platform).
+async fn lead_one(
     shared: &Shared<'_>,
-    placed: &Member,
-    job: &BuildJob,
-    base: Option<&BaseOf>,
-) -> Result<Vec<PlatformOn>, PlatformsUnbuilt> {
-    let Some(registry) = shared
+    placement: Placement,
+    job: BuildJob,
+    base: Option<BaseOf>,
+    grants: HashMap<String, oneshot::Receiver<Grant>>,
+) -> (Placement, Result<Placed, BuildError>) {
+    let registry = shared
         .registry
         .clone()
-        .or_else(|| shared.mesh.registry.clone())
-    else {
-        return Err(PlatformsUnbuilt::NoRegistry {
+        .or_else(|| shared.mesh.registry.clone());
+    let parts = registry.map(|registry| Parts {
+        shared,
+        module: job.module.name.clone(),
+        base,
+        registry,
+        grants: std::sync::Mutex::new(grants),
+        held: std::sync::Mutex::new(HashMap::new()),
+    });
+    let platforms = match &parts {
+        Some(parts) => Ok(parts as &dyn PlatformSlots),
+        None => Err(PlatformsUnbuilt::NoRegistry {
             module: job.module.name.clone(),
-        });
+        }),
     };
-    let ready: Vec<&Member> = std::iter::once(placed)
-        .chain(
-            shared
-                .members
-                .iter()
-                .filter(|m| m.builder.name != placed.builder.name),
-        )
-        .filter(|m| m.connection.is_some())
-        .collect();
-    let mut out = Vec::new();
-    for platform in &job.planned.platforms {
-        let builds = |m: &&&Member| platform.built_by(&m.platforms());
-        let chosen = ready
+    let on = BuildOn {
+        daemon: None,
+        builder: None,
+        base: Ok(None),
+        deadline: shared.deadline,
+        platforms: Some(platforms),
+    };
+    let result = build_module(job, shared.mesh, on, shared.db, shared.emitter)
+        .await
+        .map(|built| Placed {
+            builder: String::new(),
+            on_host: false,
+            handed: built.published.clone(),
+            handover_error: None,
+            built,
+        });
+    (placement, result)
+}
+
+/// The slots of one multi-platform module's parts, as its build takes and gives them back.
+struct Parts<'s> {
+    shared: &'s Shared<'s>,
+    module: String,
+    base: Option<BaseOf>,
+    /// Where the index is written and each platform pushed.
+    registry: Registry,
+    /// Per platform, where its placement comes.
+    grants: std::sync::Mutex<HashMap<String, oneshot::Receiver<Grant>>>,
+    /// Per platform, the placement it holds.
+    held: std::sync::Mutex<HashMap<String, Placement>>,
+}
+
+#[async_trait::async_trait]
+impl PlatformSlots for Parts<'_> {
+    async fn take(&self, platform: &Platform) -> Result<PlatformOn, PlatformsUnbuilt> {
+        let no_slot = |why: String| PlatformsUnbuilt::NoSlot {
+            module: self.module.clone(),
+            platform: platform.clone(),
+            why,
+        };
+        let granted = self
+            .grants
+            .lock()
+            .ok()
+            .and_then(|mut grants| grants.remove(&platform.to_string()))
+            .ok_or_else(|| no_slot("asked twice".into()))?;
+        let placement = granted
+            .await
+            .map_err(|_| no_slot("the converge stopped placing builds".into()))?
+            .map_err(|unplaced| no_slot(unplaced.reason))?;
+        let on = self.platform_on(platform, &placement).await;
+        match on {
+            Ok(on) => {
+                if let Ok(mut held) = self.held.lock() {
+                    held.insert(platform.to_string(), placement);
+                }
+                Ok(on)
+            }
+            Err(why) => {
+                let _ = self.shared.part_ends.send(PartEnded {
+                    placement,
+                    end: PartEnd::Failed,
+                });
+                Err(why)
+            }
+        }
+    }
+
+    fn give_back(&self, on: &PlatformOn, end: PartEnd) {
+        let placement = self
+            .held
+            .lock()
+            .ok()
+            .and_then(|mut held| held.remove(&on.platform.to_string()));
+        if let Some(placement) = placement {
+            let _ = self.shared.part_ends.send(PartEnded { placement, end });
+        }
+    }
+}
+
+impl Parts<'_> {
+    /// The platform on the builder its placement names: that builder's daemon, and the base as
+    /// that builder reaches it.
+    async fn platform_on(
+        &self,
+        platform: &Platform,
+        placement: &Placement,
+    ) -> Result<PlatformOn, PlatformsUnbuilt> {
+        let shared = self.shared;
+        let Some(member) = shared
+            .members
             .iter()
-            .filter(builds)
-            .find(|m| m.builds_natively(platform))
-            .or_else(|| ready.iter().find(builds));
-        let Some(member) = chosen else {
+            .find(|m| m.builder.name == placement.builder)
+        else {
             return Err(PlatformsUnbuilt::NoBuilder {
-                module: job.module.name.clone(),
+                module: self.module.clone(),
                 platform: platform.clone(),
                 builders: super::builders::builders_and_platforms(&shared.members),
             });
@@ -475,25 +778,26 @@ async fn platform_builders(
                 })?
                 .clone(),
         };
-        let base_arg = match base {
-            Some(base) => base_for(shared, &daemon, &registry, base)
+        let base = match &self.base {
+            Some(base) => base_for(shared, &daemon, &self.registry, base)
                 .await
-                .map_err(|why| PlatformsUnbuilt::Base {
-                    builder: member.builder.name.clone(),
-                    why,
+                .map_err(|source| {
+                    PlatformsUnbuilt::Base(BaseOutOfReach {
+                        builder: member.builder.name.clone(),
+                        source,
+                    })
                 })?,
             None => None,
         };
-        out.push(PlatformOn {
+        Ok(PlatformOn {
             platform: platform.clone(),
             builder: member.builder.name.clone(),
             emulated: !member.builds_natively(platform),
             daemon,
-            base: base_arg,
-            registry: registry.clone(),
-        });
+            base,
+            registry: self.registry.clone(),
+        })
     }
-    Ok(out)
 }
 
 /// The builder pushes what it built to the registry artifacts cross through, and it is signed
@@ -581,7 +885,7 @@ async fn base_for(
     daemon: &Daemon,
     registry: &Registry,
     base: &BaseOf,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, BaseUnreached> {
     let entry = &base.entry;
     if daemon.has_image(&entry.digest).await.unwrap_or(false) {
         return Ok(None);
@@ -604,91 +908,32 @@ async fn base_for(
     if let Some(manifest) = known {
         match fetch.pull(&manifest).await {
             Ok(base) => return Ok(base),
-            Err(BaseFault::Other(why)) => return Err(why),
-            Err(BaseFault::Pull(why)) => faults.push(why),
+            Err(fault) if !fault.another_way_may_work() => return Err(fault),
+            Err(fault) => faults.push(fault),
         }
     }
-    let client = RegistryClient::new(registry, shared.creds.clone()).map_err(|e| e.to_string())?;
+    let client = RegistryClient::new(registry, shared.creds.clone())?;
     let (path, tag) = repository_in(&registry.host, &entry.reference);
-    let host = shared.host.get().await.map_err(|e| e.to_string())?;
+    let host = shared.host.get().await?;
     let on_host = host.has_image(&entry.digest).await.unwrap_or(false);
     if let Ok(Published::Present { digest }) = client.manifest(path, tag).await {
         match fetch.pull(&digest).await {
             Ok(base) => return Ok(base),
             // The tag names a look-alike: the host's artifact is pushed over it, if it has it.
-            Err(BaseFault::Other(why)) if !on_host => return Err(why),
-            Err(BaseFault::Other(why) | BaseFault::Pull(why)) => faults.push(why),
+            Err(fault) if !on_host && !fault.another_way_may_work() => return Err(fault),
+            Err(fault) => faults.push(fault),
         }
     }
     if !on_host {
-        let tried = if faults.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", faults.join("; "))
-        };
-        return Err(format!(
-            "the base's artifact {} ({}) is neither on this builder, nor in registry {}, nor on the host daemon{tried}: converge the base module again",
-            short_id(&entry.digest),
-            entry.reference,
-            registry.host
-        ));
+        return Err(BaseUnreached::Nowhere {
+            artifact: short_id(&entry.digest).to_string(),
+            reference: entry.reference.clone(),
+            registry: registry.host.clone(),
+            tried: Tried(faults),
+        });
     }
-    let digest = fetch.push_from(host).await.map_err(|e| e.to_string())?;
-    fetch.pull(&digest).await.map_err(BaseFault::into_text)
-}
-
-/// Why a build could not be handed over through the registry, or a base from the host.
-#[derive(Debug, thiserror::Error)]
-pub enum HandOverError {
-    #[error("builder {builder} could not push {reference} to registry {registry}: {why}")]
-    Push {
-        builder: String,
-        reference: String,
-        registry: String,
-        why: HandOverFault,
-    },
-    /// Pushed, but a push that is not signed would not vouch on a machine that trusts keys.
-    #[error(
-        "builder {builder} pushed {reference} to registry {registry} as {digest}, which could not be signed: {source}"
-    )]
-    Unsigned {
-        builder: String,
-        reference: String,
-        registry: String,
-        digest: String,
-        source: TargetError,
-    },
-    #[error("the base could not be handed over: {0}")]
-    BaseTag(#[source] DaemonError),
-    #[error("the base could not be handed over: {0}")]
-    BasePush(#[source] RegistryError),
-    #[error("the base could not be handed over: its push {digest} could not be signed: {source}")]
-    BaseUnsigned { digest: String, source: TargetError },
-}
-
-/// Why a hand-over push failed.
-#[derive(Debug, thiserror::Error)]
-pub enum HandOverFault {
-    #[error(transparent)]
-    Push(RegistryError),
-    #[error("the push did not end within {seconds} s (MESHTOP_BUILD_DEADLINE)")]
-    Deadline { seconds: u64 },
-}
-
-/// Why a base could not be brought to a builder by one manifest.
-enum BaseFault {
-    /// The pull failed (the manifest is gone, the registry did not answer): another way may work.
-    Pull(String),
-    /// The manifest is not the base's artifact, or it cannot be checked: refused.
-    Other(String),
-}
-
-impl BaseFault {
-    fn into_text(self) -> String {
-        match self {
-            BaseFault::Pull(why) | BaseFault::Other(why) => why,
-        }
-    }
+    let digest = fetch.push_from(host).await?;
+    fetch.pull(&digest).await
 }
 
 /// A base brought to the builder `daemon` that lacks it.
@@ -714,7 +959,7 @@ impl BaseFetch<'_, '_> {
     /// Pull `manifest` of the base's repository onto the builder and check it is the artifact:
     /// `BASE` then names the artifact (None). A multi-platform base's artifact is its index's
     /// digest, which names itself: `BASE` is `repo@<index>`, nothing pulled.
-    async fn pull(&self, manifest: &str) -> Result<Option<String>, BaseFault> {
+    async fn pull(&self, manifest: &str) -> Result<Option<String>, BaseUnreached> {
         let repository = repository_of(&self.entry.reference);
         if manifest == self.entry.digest {
             return Ok(Some(format!("{repository}@{manifest}")));
@@ -727,22 +972,32 @@ impl BaseFetch<'_, '_> {
             .daemon
             .pull_by_digest(repository, manifest, auth)
             .await
-            .map_err(|e| BaseFault::Pull(format!("pulling {pinned}: {e}")))?;
+            .map_err(|source| BaseUnreached::Pull {
+                pinned: pinned.clone(),
+                source,
+            })?;
         if id == self.entry.digest {
             // Tagged under the base's ref only now that it is the artifact.
             self.daemon
                 .tag(&id, reference)
                 .await
-                .map_err(|e| BaseFault::Pull(format!("tagging {pinned} as {reference}: {e}")))?;
+                .map_err(|source| BaseUnreached::Tag {
+                    pinned: pinned.clone(),
+                    reference: reference.clone(),
+                    source,
+                })?;
             return Ok(None);
         }
         // Nothing was tagged; the look-alike's pinned name goes too (best effort: the refusal
         // below is what matters).
         let _ = self.daemon.remove(&pinned).await;
-        Err(BaseFault::Other(format!(
-            "registry {} answers the base's ref {reference} with manifest {manifest}, whose image is {id}, not the base's artifact {}: refused (someone pushed another image under the base's ref; converge the base module again to push its artifact)",
-            self.registry.host, self.entry.digest
-        )))
+        Err(BaseUnreached::LookAlike {
+            registry: self.registry.host.clone(),
+            reference: reference.clone(),
+            manifest: manifest.to_string(),
+            id,
+            artifact: self.entry.digest.clone(),
+        })
     }
 
     /// Push the base's artifact from the host (tagged under its ref first: the tag may name

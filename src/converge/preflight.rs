@@ -24,8 +24,9 @@ pub fn refusals(
     if !refused.is_empty() {
         return refused;
     }
-    // A build for several platforms can only be pushed, never loaded into a daemon.
-    let pushes = target.pushes_to().is_some();
+    // A build for several platforms can only be pushed, never loaded into a daemon: to the
+    // target's registry, or the mesh's (the Docker target runs its own platform out of the index).
+    let pushes = target.pushes_to().is_some() || mesh.registry.is_some();
     let unbuildable: Vec<String> = planned
         .values()
         .filter(|p| p.multi_platform && !pushes)

@@ -149,10 +149,14 @@ impl Emitter {
             );
             return;
         };
-        self.keep_timeline(&db);
-        if let Err(error) =
-            db.finish_operation(&batch, &self.mesh, &self.target, &self.operation_id)
-        {
+        let timeline = self.timeline();
+        if let Err(error) = db.finish_operation(
+            &batch,
+            &self.mesh,
+            &self.target,
+            &self.operation_id,
+            timeline.as_ref(),
+        ) {
             tracing::warn!("cannot record the end of the operation: {error}");
             // The events could not be written: the mesh must still be freed.
             if let Err(error) = db.unlock_mesh(&self.mesh, &self.target, &self.operation_id) {
@@ -169,16 +173,6 @@ impl Emitter {
     /// The timeline so far (None when none is recorded).
     pub fn timeline(&self) -> Option<Timeline> {
         self.timeline.as_ref()?.lock().ok().map(|t| t.clone())
-    }
-
-    /// Keep the ended operation's timeline; one that cannot be kept is logged, never fatal.
-    fn keep_timeline(&self, db: &StateDb) {
-        let Some(timeline) = self.timeline() else {
-            return;
-        };
-        if let Err(error) = db.save_timeline(&self.mesh, &timeline) {
-            tracing::warn!("cannot keep the operation's timeline: {error}");
-        }
     }
 
     fn take_deferred(&self) -> Vec<NewEvent> {

@@ -365,10 +365,7 @@ pub async fn promote(
                 Ok(report) => {
                     LastWord::judged(false, format!("promote failed: {}", report.headline()))
                 }
-                Err(error) => LastWord::failed_on(
-                    error.to_string(),
-                    format!("promote: nothing promoted: {error}"),
-                ),
+                Err(error) => LastWord::failed_saying("promote: nothing promoted", &error),
             },
         )
         .await

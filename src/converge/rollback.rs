@@ -331,10 +331,7 @@ pub async fn rollback(
                 Ok(report) => {
                     LastWord::judged(report.ok(), format!("rollback: {}", report.headline()))
                 }
-                Err(error) => LastWord::failed_on(
-                    error.to_string(),
-                    format!("rollback: nothing rolled back: {error}"),
-                ),
+                Err(error) => LastWord::failed_saying("rollback: nothing rolled back", &error),
             },
         )
         .await
@@ -448,10 +445,7 @@ pub async fn unpin(
             |result| match result {
                 Ok(true) => LastWord::judged(true, format!("unpin: unpinned {module}")),
                 Ok(false) => LastWord::judged(true, format!("unpin: {module} was not pinned")),
-                Err(error) => LastWord::failed_on(
-                    error.to_string(),
-                    format!("unpin: nothing changed: {error}"),
-                ),
+                Err(error) => LastWord::failed_saying("unpin: nothing changed", &error),
             },
         )
         .await

@@ -38,7 +38,7 @@ pub async fn roll_out(
     };
     let existing = target.machines(mesh, record, reach()).await?;
     let created = target
-        .create_declared(mesh, record, &existing, &in_scope, daemon, emitter)
+        .create_declared(mesh, record, &existing, &in_scope, reach(), emitter)
         .await?;
     let machines = if created.is_empty() {
         existing

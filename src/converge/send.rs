@@ -57,12 +57,13 @@ pub async fn send(
             .still_holds(db, &mesh.name, &emitter.operation_id)
             .await
         {
+            let said = error.to_string();
             emitter.emit(
                 Payload::Failed {
-                    error: error.to_string(),
+                    error: said.clone(),
                 },
                 Some(&moved.module),
-                error.to_string(),
+                said,
             );
             for left in &moves[index..] {
                 outcomes.push(SendOutcome {
@@ -309,5 +310,5 @@ async fn same_artifact(
 
 /// The last word of a send that sent nothing.
 fn nothing_sent(error: &SendError) -> LastWord {
-    LastWord::failed_on(error.to_string(), format!("send: nothing sent: {error}"))
+    LastWord::failed_saying("send: nothing sent", error)
 }

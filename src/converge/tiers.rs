@@ -79,6 +79,12 @@ impl TierRun<'_> {
         }
     }
 
+    /// A multi-platform build has a registry to push its platforms and its index to: the
+    /// target's, or the mesh's (the Docker target runs its platform out of the index there).
+    fn index_has_a_registry(&self) -> bool {
+        self.target.pushes_to().is_some() || self.mesh.registry.is_some()
+    }
+
     /// Decide, skip or build every module of one tier.
     pub async fn run_tier(
         &mut self,
@@ -111,7 +117,7 @@ impl TierRun<'_> {
                     Err(planned) => jobs.push(BuildJob {
                         module: (*module).clone(),
                         planned,
-                        pushes: self.target.pushes_to().is_some(),
+                        pushes: self.index_has_a_registry(),
                     }),
                 },
                 Decision::Record | Decision::Host | Decision::Pinned => {
@@ -120,7 +126,7 @@ impl TierRun<'_> {
                 Decision::Build | Decision::Forced => jobs.push(BuildJob {
                     module: (*module).clone(),
                     planned: decided,
-                    pushes: self.target.pushes_to().is_some(),
+                    pushes: self.index_has_a_registry(),
                 }),
             }
         }
@@ -248,9 +254,26 @@ impl TierRun<'_> {
                     },
                 },
                 Some(&decided.name),
-                format!("{reference} is in the registry as {manifest}: nothing to pull"),
+                format!("{reference} is in the registry as {manifest}"),
             );
-            return Ok(());
+            // Runnable where the target runs it (the Docker target pulls its platform out).
+            let signer = self.planner.registry_signer(reference);
+            let artifact = Artifact {
+                module: &decided.name,
+                reference,
+                digest,
+                build_id: None,
+                manifest: Some(&manifest),
+                signed_by: signer.as_deref(),
+            };
+            return self
+                .target
+                .run_from_index(self.mesh, artifact, self.reach(), self.emitter)
+                .await
+                .map_err(|source| FetchError::Pull {
+                    manifest: manifest.clone(),
+                    source,
+                });
         }
         let on_host = self.built_from(&decided.name);
         let signer = self.planner.registry_signer(reference);
@@ -319,12 +342,11 @@ impl TierRun<'_> {
             match delivered {
                 Ok(pushed) => entry.manifest = pushed,
                 Err(error) => {
-                    self.emitter.emit(
-                        failed_payload(&error),
-                        Some(&module.name),
-                        error.to_string(),
-                    );
-                    self.failed(&decided, ModuleEnd::DeliveryFailed(error.to_string()), None);
+                    // Said once, where it is shown: the event's line and the module's end.
+                    let said = error.to_string();
+                    self.emitter
+                        .emit(failed_payload(&error), Some(&module.name), said.clone());
+                    self.failed(&decided, ModuleEnd::DeliveryFailed(said), None);
                     return Ok(());
                 }
             }
@@ -443,14 +465,15 @@ impl TierRun<'_> {
         artifact: Option<&String>,
         error: &impl std::fmt::Display,
     ) {
+        let said = error.to_string();
         self.emitter.emit(
             failed_payload(error),
             Some(&built.planned.name),
-            error.to_string(),
+            said.clone(),
         );
         self.failed(
             &built.planned,
-            ModuleEnd::DeliveryFailed(error.to_string()),
+            ModuleEnd::DeliveryFailed(said),
             Some((built, artifact)),
         );
     }
@@ -467,8 +490,23 @@ impl TierRun<'_> {
             return;
         };
         let reference = built.planned.reference.clone().unwrap_or_default();
-        // A multi-platform build pushed itself (buildx --push), as did a pool's hand-over.
+        // A multi-platform build pushed itself (buildx --push, or its index written by meshtop),
+        // as did a pool's hand-over; the index is made runnable where the target runs it.
         let delivered = match &built.published {
+            Some(index) if built.planned.multi_platform => {
+                let artifact = Artifact {
+                    module: &built.planned.name,
+                    reference: &reference,
+                    digest: artifact,
+                    build_id: Some(&built.correlation_id),
+                    manifest: Some(index),
+                    signed_by: None,
+                };
+                self.target
+                    .run_from_index(self.mesh, artifact, self.reach(), self.emitter)
+                    .await
+                    .map(|()| Some(index.clone()))
+            }
             Some(manifest) => Ok(Some(manifest.clone())),
             None => {
                 let build = Some(built.correlation_id.as_str());

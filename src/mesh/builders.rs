@@ -89,7 +89,7 @@ impl Endpoint {
         }
         if let Some(rest) = text.strip_prefix("tcp://") {
             let rest = rest.strip_suffix('/').unwrap_or(rest);
-            let (host, port) = split_host_port(rest).map_err(bad)?;
+            let (host, port) = split_host_port(rest).map_err(|p| bad(p.to_string()))?;
             let port = port.ok_or_else(|| bad("a tcp endpoint names its port".into()))?;
             return Ok(Endpoint::Tcp {
                 host,
@@ -106,7 +106,7 @@ impl Endpoint {
                 Some((user, at)) => (Some(user.to_string()), at),
                 None => (None, rest),
             };
-            let (host, port) = split_host_port(at).map_err(bad)?;
+            let (host, port) = split_host_port(at).map_err(|p| bad(p.to_string()))?;
             return Ok(Endpoint::Ssh { user, host, port });
         }
         Err(bad("it is neither unix://, tcp:// nor ssh://".into()))
@@ -141,14 +141,27 @@ impl Endpoint {
     }
 }
 
-fn split_host_port(text: &str) -> Result<(String, Option<u16>), String> {
+/// What is wrong with an endpoint's `host[:port]` (said as an [`EndpointProblem`]'s what).
+#[derive(Debug, thiserror::Error)]
+enum HostPortProblem {
+    #[error("{0} has a path")]
+    Path(String),
+    #[error("{0} has an unclosed '['")]
+    Unclosed(String),
+    #[error("the host is empty")]
+    EmptyHost,
+    #[error("the port {0:?} is not a number from 1 to 65535")]
+    Port(String),
+}
+
+fn split_host_port(text: &str) -> Result<(String, Option<u16>), HostPortProblem> {
     if text.contains('/') {
-        return Err(format!("{text} has a path"));
+        return Err(HostPortProblem::Path(text.to_string()));
     }
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         let (v6, after) = rest
             .split_once(']')
-            .ok_or_else(|| format!("{text} has an unclosed '['"))?;
+            .ok_or_else(|| HostPortProblem::Unclosed(text.to_string()))?;
         (v6, after.strip_prefix(':'))
     } else {
         match text.rsplit_once(':') {
@@ -157,7 +170,7 @@ fn split_host_port(text: &str) -> Result<(String, Option<u16>), String> {
         }
     };
     if host.is_empty() {
-        return Err("the host is empty".into());
+        return Err(HostPortProblem::EmptyHost);
     }
     let port = match port {
         None => None,
@@ -165,7 +178,7 @@ fn split_host_port(text: &str) -> Result<(String, Option<u16>), String> {
             p.parse::<u16>()
                 .ok()
                 .filter(|p| *p > 0)
-                .ok_or_else(|| format!("the port {p:?} is not a number from 1 to 65535"))?,
+                .ok_or_else(|| HostPortProblem::Port(p.to_string()))?,
         ),
     };
     Ok((host.to_string(), port))

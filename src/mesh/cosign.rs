@@ -85,7 +85,7 @@ impl SignatureVerdict {
 }
 
 /// Why a key or a signature image could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     #[error(
         "line {line}: an encrypted key ({label}) cannot be read by meshtop; give it an unencrypted PKCS#8 P-256 key instead: `openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt -out ci.key` and `openssl ec -in ci.key -pubout -out ci.pub` (cosign signs with the same key after `cosign import-key-pair --key ci.key`)"
@@ -97,14 +97,36 @@ pub enum FormatError {
     NeedsPassword { line: usize, label: String },
     #[error("line {line}: {message}")]
     Key { line: usize, message: String },
+    /// The key's PEM or DER could not be decoded as `what` (`not a PKCS#8 P-256 private key`).
+    #[error("line {line}: {what} ({source})")]
+    KeyUndecoded {
+        line: usize,
+        what: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the signature image is malformed: {0}")]
-    Image(String),
+    Image(#[from] Malformed),
     #[error("the .sig manifest has {count} layers, more than {MAX_SIGNATURE_LAYERS}")]
     TooManyLayers { count: usize },
     #[error(
         "the signature payload {digest} is {size} bytes, more than {MAX_PAYLOAD_BYTES} (64 KiB)"
     )]
     PayloadTooLarge { digest: String, size: u64 },
+}
+
+/// What is wrong with a signature (or attestation) image's manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum Malformed {
+    #[error("its manifest is not JSON ({0})")]
+    NotJson(#[source] serde_json::Error),
+    #[error("its manifest has no layers")]
+    NoLayers,
+    #[error("its manifest is not a JSON object")]
+    NotAnObject,
+    /// Its config or manifest could not be written as JSON.
+    #[error(transparent)]
+    Unwritable(serde_json::Error),
 }
 
 /// The tag that holds the signatures of manifest `digest` (`sha256:ab…` → `sha256-ab….sig`).
@@ -208,6 +230,13 @@ pub fn read_private_key_with(
 ) -> Result<SigningKey, FormatError> {
     let (label, line) = pem_block(text)?;
     let bad = |message: String| FormatError::Key { line, message };
+    let undecoded = |what: &'static str| {
+        move |source: Box<dyn std::error::Error + Send + Sync>| FormatError::KeyUndecoded {
+            line,
+            what,
+            source,
+        }
+    };
     let secret = match label.as_str() {
         label if sealed_key::SEALED_LABELS.contains(&label) => {
             let Some(password) = password else {
@@ -225,15 +254,13 @@ pub fn read_private_key_with(
                 ),
             })?;
             p256::SecretKey::from_pkcs8_der(&der).map_err(|e| {
-                bad(format!(
-                    "sealed by cosign, but not a PKCS#8 P-256 private key ({e})"
-                ))
+                undecoded("sealed by cosign, but not a PKCS#8 P-256 private key")(e.into())
             })?
         }
         "PRIVATE KEY" => p256::SecretKey::from_pkcs8_pem(text.trim())
-            .map_err(|e| bad(format!("not a PKCS#8 P-256 private key ({e})")))?,
+            .map_err(|e| undecoded("not a PKCS#8 P-256 private key")(e.into()))?,
         "EC PRIVATE KEY" => p256::SecretKey::from_sec1_pem(text.trim())
-            .map_err(|e| bad(format!("not a SEC1 P-256 private key ({e})")))?,
+            .map_err(|e| undecoded("not a SEC1 P-256 private key")(e.into()))?,
         label if label.contains("ENCRYPTED") => {
             return Err(FormatError::Encrypted {
                 line,
@@ -266,11 +293,13 @@ pub fn read_public_key(name: &str, text: &str) -> Result<TrustedKey, FormatError
             ),
         });
     }
-    let public =
-        p256::PublicKey::from_public_key_pem(text.trim()).map_err(|e| FormatError::Key {
+    let public = p256::PublicKey::from_public_key_pem(text.trim()).map_err(|e| {
+        FormatError::KeyUndecoded {
             line,
-            message: format!("not a P-256 public key ({e})"),
-        })?;
+            what: "not a P-256 public key",
+            source: e.into(),
+        }
+    })?;
     Ok(TrustedKey {
         name: name.to_string(),
         key: VerifyingKey::from(&public),
@@ -346,13 +375,12 @@ pub fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, FormatEr
 
 /// Every layer of a `.sig` manifest, as JSON.
 fn all_layers(manifest: &[u8]) -> Result<Vec<Value>, FormatError> {
-    let value: Value = serde_json::from_slice(manifest)
-        .map_err(|e| FormatError::Image(format!("its manifest is not JSON ({e})")))?;
+    let value: Value = serde_json::from_slice(manifest).map_err(Malformed::NotJson)?;
     value
         .get("layers")
         .and_then(Value::as_array)
         .cloned()
-        .ok_or_else(|| FormatError::Image("its manifest has no layers".into()))
+        .ok_or(FormatError::Image(Malformed::NoLayers))
 }
 
 /// The layers among `layers` that carry a signature.
@@ -421,8 +449,7 @@ pub fn append_layer(
     max: usize,
 ) -> Result<Option<SignatureImage>, FormatError> {
     let mut manifest = match existing {
-        Some(bytes) => serde_json::from_slice::<Value>(bytes)
-            .map_err(|e| FormatError::Image(format!("its manifest is not JSON ({e})")))?,
+        Some(bytes) => serde_json::from_slice::<Value>(bytes).map_err(Malformed::NotJson)?,
         None => json!({ "schemaVersion": 2, "mediaType": OCI_MANIFEST_MEDIA_TYPE }),
     };
     if let Some(bytes) = existing {
@@ -462,10 +489,8 @@ pub fn append_layer(
         "rootfs": { "type": "layers", "diff_ids": diff_ids },
         "config": {},
     }))
-    .map_err(|e| FormatError::Image(e.to_string()))?;
-    let object = manifest
-        .as_object_mut()
-        .ok_or_else(|| FormatError::Image("its manifest is not a JSON object".into()))?;
+    .map_err(Malformed::Unwritable)?;
+    let object = manifest.as_object_mut().ok_or(Malformed::NotAnObject)?;
     object.insert("mediaType".into(), json!(OCI_MANIFEST_MEDIA_TYPE));
     object.insert(
         "config".into(),
@@ -476,7 +501,7 @@ pub fn append_layer(
         }),
     );
     object.insert("layers".into(), Value::Array(layers));
-    let manifest = serde_json::to_vec(&manifest).map_err(|e| FormatError::Image(e.to_string()))?;
+    let manifest = serde_json::to_vec(&manifest).map_err(Malformed::Unwritable)?;
     Ok(Some(SignatureImage { config, manifest }))
 }
 

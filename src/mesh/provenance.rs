@@ -233,12 +233,11 @@ pub struct AttestationLayer {
 
 /// The DSSE layers of an `.att` manifest (others are skipped), bounded as signatures are.
 pub fn attestation_layers(manifest: &[u8]) -> Result<Vec<AttestationLayer>, FormatError> {
-    let value: Value = serde_json::from_slice(manifest)
-        .map_err(|e| FormatError::Image(format!("its manifest is not JSON ({e})")))?;
+    let value: Value = serde_json::from_slice(manifest).map_err(cosign::Malformed::NotJson)?;
     let layers = value
         .get("layers")
         .and_then(Value::as_array)
-        .ok_or_else(|| FormatError::Image("its manifest has no layers".into()))?;
+        .ok_or(cosign::Malformed::NoLayers)?;
     if layers.len() > MAX_ATTESTATION_LAYERS {
         return Err(FormatError::TooManyLayers {
             count: layers.len(),

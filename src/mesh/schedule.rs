@@ -11,6 +11,13 @@
 //! A transport fault (the builder died, could not be reached, dropped the stream) takes the builder
 //! out of rotation for a while and puts the build back once, to go elsewhere; a failed Dockerfile
 //! step is the user's error and is never retried.
+//!
+//! A multi-platform module built through the pool is built as parts, one per platform
+//! ([`Job::part`]): each part is a build like any other, taking a slot of the builder it runs on
+//! (under `max_builds` and `jobs`), placed on a builder that builds its platform natively if one
+//! is free, else on one that emulates it. The parts of one module run at once where slots allow.
+//! A part is never put back on its own: its fault is the module's (`converge/place.rs` retries
+//! the module once, avoiding the builder that failed it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,6 +43,23 @@ pub struct Job {
     pub attempt: u32,
     /// Builders it must not go to (where its first attempt met a transport fault).
     pub avoid: Vec<String>,
+    /// One platform of a multi-platform module (None: the whole module).
+    pub part: Option<Platform>,
+}
+
+impl Job {
+    /// What names it among the placed: the module, and its part's platform.
+    pub fn key(&self) -> String {
+        part_key(&self.module, self.part.as_ref())
+    }
+}
+
+/// `web`, or `web linux/arm64` for a part.
+pub fn part_key(module: &str, part: Option<&Platform>) -> String {
+    match part {
+        Some(platform) => format!("{module} {platform}"),
+        None => module.to_string(),
+    }
 }
 
 /// A build given to a builder.
@@ -46,6 +70,14 @@ pub struct Placement {
     pub attempt: u32,
     /// Why there: its base was built there, or the hash's first choice, or a spill.
     pub why: Why,
+    /// The platform, when it is one part of a multi-platform module.
+    pub part: Option<Platform>,
+}
+
+impl Placement {
+    pub fn key(&self) -> String {
+        part_key(&self.module, self.part.as_ref())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +106,8 @@ pub enum Next {
     Unplaceable {
         module: String,
         reason: String,
+        /// The platform, when it is one part of a multi-platform module.
+        part: Option<Platform>,
     },
 }
 
@@ -105,6 +139,8 @@ pub struct Slot {
     pub name: String,
     pub max_builds: u32,
     pub platforms: Vec<Platform>,
+    /// The platforms it builds on its own architecture (empty: every one it builds counts so).
+    pub native: Vec<Platform>,
     pub running: u32,
     /// Out of rotation until then (ms), after a transport fault.
     pub out_until_ms: Option<u64>,
@@ -116,16 +152,27 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// Builds `platform` on its own architecture (not under emulation).
+    fn native(&self, platform: &Platform) -> bool {
+        if self.native.is_empty() {
+            return self.platforms.is_empty() || platform.built_by(&self.platforms);
+        }
+        platform.built_by(&self.native)
+    }
+
     fn in_rotation(&self, now_ms: u64) -> bool {
         !self.left_out && self.out_until_ms.is_none_or(|until| now_ms >= until)
     }
 
-    /// A one-platform job goes to a builder that builds it. A multi-platform job goes to one that
-    /// builds any of its platforms: it leads the build, and each platform is built on a builder
-    /// that builds it (`converge/place.rs`).
+    /// A one-platform job goes to a builder that builds it, a part to one that builds its
+    /// platform. A whole multi-platform job (built through `docker buildx`, which has builders of
+    /// its own) goes to one that builds any of its platforms.
     fn fits(&self, job: &Job) -> bool {
         if self.platforms.is_empty() {
             return true;
+        }
+        if let Some(part) = &job.part {
+            return part.built_by(&self.platforms);
         }
         let built = |p: &Platform| p.built_by(&self.platforms);
         if job.platforms.len() > 1 {
@@ -157,6 +204,7 @@ impl Scheduler {
                     name: b.name.clone(),
                     max_builds: b.max_builds.max(1),
                     platforms: b.platforms.clone(),
+                    native: Vec::new(),
                     running: 0,
                     out_until_ms: None,
                     left_out: false,
@@ -179,6 +227,20 @@ impl Scheduler {
         }
     }
 
+    /// The platforms `builder` builds on its own architecture (as its daemon says): a part goes
+    /// to a builder that builds its platform natively before one that emulates it.
+    pub fn set_native(&mut self, builder: &str, native: Vec<Platform>) {
+        if let Some(slot) = self.slots.iter_mut().find(|s| s.name == builder) {
+            slot.native = native;
+        }
+    }
+
+    /// Forget the parts of `module` still queued (its build ended without them).
+    pub fn drop_parts(&mut self, module: &str) {
+        self.queue
+            .retain(|j| j.module != module || j.part.is_none());
+    }
+
     /// A base built before this converge's scheduling (or vouched elsewhere) that is on `builder`.
     pub fn note_built(&mut self, module: &str, builder: &str) {
         self.built_on
@@ -186,7 +248,14 @@ impl Scheduler {
     }
 
     pub fn enqueue(&mut self, job: Job) {
-        let key = |j: &Job| (j.tier, std::cmp::Reverse(j.waiting), j.module.clone());
+        let key = |j: &Job| {
+            (
+                j.tier,
+                std::cmp::Reverse(j.waiting),
+                j.module.clone(),
+                j.part.as_ref().map(ToString::to_string),
+            )
+        };
         let at = self.queue.partition_point(|q| key(q) <= key(&job));
         self.queue.insert(at, job);
     }
@@ -222,8 +291,12 @@ impl Scheduler {
             if order.is_empty() {
                 let module = job.module.clone();
                 let reason = self.why_unplaceable(job);
-                self.queue.remove(index);
-                return Next::Unplaceable { module, reason };
+                let part = self.queue.remove(index).part;
+                return Next::Unplaceable {
+                    module,
+                    reason,
+                    part,
+                };
             }
             let free = order.iter().enumerate().find(|(_, (slot, _))| {
                 let slot = &self.slots[*slot];
@@ -243,8 +316,9 @@ impl Scheduler {
                     builder: self.slots[slot].name.clone(),
                     attempt: job.attempt,
                     why,
+                    part: job.part.clone(),
                 };
-                self.placed.insert(job.module.clone(), job);
+                self.placed.insert(job.key(), job);
                 return Next::Place(placement);
             }
         }
@@ -267,6 +341,9 @@ impl Scheduler {
                 !slot.left_out && !job.avoid.contains(&slot.name) && slot.fits(job)
             })
             .collect();
+        if let Some(part) = &job.part {
+            return self.part_preference(job, part, &usable);
+        }
         let base_slot = job
             .base
             .as_ref()
@@ -292,6 +369,26 @@ impl Scheduler {
         order
     }
 
+    /// A part's builders: those that build its platform natively, then those that emulate it,
+    /// each in rendezvous order of the part (the same part lands on the same builder).
+    fn part_preference(&self, job: &Job, part: &Platform, usable: &[usize]) -> Vec<(usize, bool)> {
+        let names: Vec<&str> = usable
+            .iter()
+            .map(|i| self.slots[*i].name.as_str())
+            .collect();
+        let order: Vec<usize> = rendezvous(&job.key(), &names)
+            .into_iter()
+            .filter_map(|name| usable.iter().copied().find(|i| self.slots[*i].name == name))
+            .collect();
+        let (native, emulated): (Vec<usize>, Vec<usize>) =
+            order.into_iter().partition(|i| self.slots[*i].native(part));
+        native
+            .into_iter()
+            .chain(emulated)
+            .map(|i| (i, false))
+            .collect()
+    }
+
     fn why_unplaceable(&self, job: &Job) -> String {
         let platforms: Vec<String> = job.platforms.iter().map(ToString::to_string).collect();
         if !self.slots.iter().any(|s| s.fits(job)) {
@@ -312,7 +409,7 @@ impl Scheduler {
 
     /// A placed build ended on `builder`.
     pub fn done(&mut self, placement: &Placement, outcome: Outcome, now_ms: u64) -> AfterDone {
-        let job = self.placed.remove(&placement.module);
+        let job = self.placed.remove(&placement.key());
         let Some(slot) = self.slots.iter_mut().find(|s| s.name == placement.builder) else {
             return AfterDone::Finished;
         };
@@ -320,14 +417,20 @@ impl Scheduler {
         match outcome {
             Outcome::Built => {
                 slot.built += 1;
-                self.built_on
-                    .insert(placement.module.clone(), placement.builder.clone());
+                if placement.part.is_none() {
+                    self.built_on
+                        .insert(placement.module.clone(), placement.builder.clone());
+                }
                 AfterDone::Finished
             }
             Outcome::Failed => AfterDone::Finished,
             Outcome::Transport { error } => {
                 slot.out_until_ms = Some(now_ms.saturating_add(OUT_OF_ROTATION_MS));
                 slot.last_error = Some(error);
+                // A part's fault is its module's: the module is retried as a whole.
+                if placement.part.is_some() {
+                    return AfterDone::Finished;
+                }
                 let Some(mut again) = job.filter(|_| placement.attempt == 0) else {
                     return AfterDone::GaveUp;
                 };

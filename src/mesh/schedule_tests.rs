@@ -20,6 +20,7 @@ fn job(module: &str, tier: u32, base: Option<&str>) -> Job {
         platforms: Vec::new(),
         attempt: 0,
         avoid: Vec::new(),
+        part: None,
     }
 }
 
@@ -179,7 +180,7 @@ fn a_builder_out_of_rotation_comes_back_after_a_while() {
     // Its only builder is out: the retry waits for it (avoid holds "a": it cannot go there).
     assert_eq!(s.done(&p, fault, 0), AfterDone::Requeued);
     match s.next(1) {
-        Next::Unplaceable { module, reason } => {
+        Next::Unplaceable { module, reason, .. } => {
             assert_eq!(module, "m");
             assert!(reason.contains("a failed it"), "{reason}");
         }
@@ -220,7 +221,7 @@ fn platforms_filter_builders_and_a_left_out_builder_gets_nothing() {
                 seen.insert(p.builder.clone());
                 s.done(&p, Outcome::Built, 0);
             }
-            Next::Unplaceable { module, reason } => {
+            Next::Unplaceable { module, reason, .. } => {
                 assert_eq!(module, "riscv");
                 // Only c (of any platform) could build it, and c is left out.
                 assert!(reason.contains("c is out (cannot reach it)"), "{reason}");
@@ -318,4 +319,118 @@ fn waiting_counts_follow_bases_all_the_way_down() {
     assert_eq!(counts["api"], 1);
     assert_eq!(counts["solo"], 0);
     assert_eq!(counts["web"], 0);
+}
+
+fn platform(text: &str) -> Platform {
+    Platform::parse(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The two parts (amd64, arm64) of multi-platform module `module`.
+fn parts(module: &str) -> Vec<Job> {
+    ["linux/amd64", "linux/arm64"]
+        .into_iter()
+        .map(|p| {
+            let mut j = job(module, 0, None);
+            j.platforms = vec![platform(p)];
+            j.part = Some(platform(p));
+            j
+        })
+        .collect()
+}
+
+/// Two amd64 builders that emulate arm64, one build at once each.
+fn two_emulating(jobs: usize) -> Scheduler {
+    let both = vec![platform("linux/amd64"), platform("linux/arm64")];
+    let mut a = builder("a", 1);
+    a.platforms = both.clone();
+    let mut b = builder("b", 1);
+    b.platforms = both;
+    let mut s = Scheduler::new(&[a, b], jobs);
+    s.set_native("a", vec![platform("linux/amd64")]);
+    s.set_native("b", vec![platform("linux/amd64")]);
+    s
+}
+
+#[test]
+fn the_parts_of_a_module_take_a_slot_each_and_run_at_once_on_two_builders() {
+    let mut s = two_emulating(8);
+    for part in parts("base") {
+        s.enqueue(part);
+    }
+    s.enqueue(job("side", 0, None));
+    let first = place(&mut s, 0);
+    let second = place(&mut s, 0);
+    assert_ne!(first.builder, second.builder, "one slot each: they spread");
+    assert!(first.part.is_some() && second.part.is_some());
+    assert_ne!(first.part, second.part);
+    // Every slot is taken: another module's build waits for one.
+    assert_eq!(s.next(0), Next::Wait { until_ms: None });
+    assert_eq!(s.running(), 2);
+    assert_eq!(s.done(&first, Outcome::Built, 1), AfterDone::Finished);
+    let side = place(&mut s, 1);
+    assert_eq!((side.module.as_str(), side.part.clone()), ("side", None));
+    assert_eq!(side.builder, first.builder, "the slot given back");
+    // A part's module is not where its base is: a part's end names no built_on.
+    s.done(&second, Outcome::Built, 2);
+    assert_eq!(s.built_on("base"), None);
+}
+
+#[test]
+fn a_part_goes_to_a_native_builder_first_and_the_jobs_cap_holds_parts_too() {
+    let mut a = builder("a", 1);
+    a.platforms = vec![platform("linux/amd64"), platform("linux/arm64")];
+    let mut arm = builder("arm", 1);
+    arm.platforms = vec![platform("linux/arm64")];
+    let mut s = Scheduler::new(&[a, arm], 1);
+    s.set_native("a", vec![platform("linux/amd64")]);
+    for part in parts("m") {
+        s.enqueue(part);
+    }
+    let amd = place(&mut s, 0);
+    assert_eq!(amd.builder, "a");
+    // --jobs 1: the other part waits, parts count as builds.
+    assert_eq!(s.next(0), Next::Wait { until_ms: None });
+    s.done(&amd, Outcome::Built, 1);
+    let arm = place(&mut s, 1);
+    assert_eq!(
+        (
+            arm.builder.as_str(),
+            arm.part.as_ref().map(ToString::to_string)
+        ),
+        ("arm", Some("linux/arm64".to_string())),
+        "the arm64 builder before the one that emulates it"
+    );
+}
+
+#[test]
+fn a_parts_transport_fault_takes_its_builder_out_and_is_not_put_back_alone() {
+    let mut s = two_emulating(8);
+    for part in parts("base") {
+        s.enqueue(part);
+    }
+    let first = place(&mut s, 0);
+    let second = place(&mut s, 0);
+    let fault = Outcome::Transport {
+        error: "EOF".into(),
+    };
+    assert_eq!(s.done(&second, fault, 5), AfterDone::Finished);
+    let out = s.slots().iter().find(|slot| slot.name == second.builder);
+    assert_eq!(
+        out.and_then(|o| o.out_until_ms),
+        Some(5 + OUT_OF_ROTATION_MS)
+    );
+    assert_eq!(
+        s.queued(),
+        0,
+        "the module is retried as a whole, not its part"
+    );
+    s.done(&first, Outcome::Failed, 6);
+    assert_eq!(s.running(), 0);
+    // Forgetting a module's queued parts leaves the others.
+    for part in parts("again") {
+        s.enqueue(part);
+    }
+    s.enqueue(job("other", 0, None));
+    s.drop_parts("again");
+    assert_eq!(s.queued(), 1);
 }

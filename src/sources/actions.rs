@@ -9,8 +9,10 @@ use crate::app::msg::{ActionRequest, LogRequest, PageRequest, ProvenanceAsk, Sou
 use crate::app::views::{ViewData, ViewRequest};
 use crate::backends::state::{BuildQuery, locked};
 use crate::converge::engine::{self, ConvergeRequest};
+use crate::converge::targets::Connected;
 use crate::converge::{gc, promote, rollback, send};
 use crate::mesh::builds::BuildRow;
+use crate::mesh::gc::Candidate;
 use crate::mesh::logs::LogItem;
 use crate::mesh::model::RecordEntry;
 use crate::mesh::progress::Progress;
@@ -124,35 +126,13 @@ pub async fn run(
                 keep_newest,
                 grace_ms,
             };
-            let db = session.db_handle().await?;
-            let others = super::views::others(&session, &name).await;
-            let report = gc::sweep(
-                &session.mesh,
-                &rules,
-                Some(&confirmed),
-                &daemon,
-                gc::GcTargets {
-                    acting: target.as_ref(),
-                    others: &others,
-                },
-                &db,
-                Some(progress),
-            )
-            .await
-            .map_err(|e| SourceError::TookNothing(Arc::new(e)))?;
-            let taken = report.candidates.iter().filter(|c| c.taken()).count();
-            let failed = report.candidates.len() - taken;
-            let text = format!(
-                "took {taken} of {} confirmed, {} bytes freed{}",
-                confirmed.len(),
-                report.bytes_freed,
-                if failed > 0 {
-                    format!("; {failed} not taken (see `meshtop gc --dry-run`)")
-                } else {
-                    String::new()
-                }
-            );
-            headline(failed == 0, text)
+            let on = GcOn {
+                session: &session,
+                name: &name,
+                target: &target,
+                daemon: &daemon,
+            };
+            gc_confirmed(on, &rules, &confirmed, progress).await
         }
         ActionRequest::Promote {
             module,
@@ -185,6 +165,54 @@ pub async fn run(
             headline(report.ok(), report.headline())
         }
     }
+}
+
+/// Where a gc from the dashboard runs: the session, its acting target (by name and connected)
+/// and the daemon.
+struct GcOn<'a> {
+    session: &'a Arc<Session>,
+    name: &'a str,
+    target: &'a Connected,
+    daemon: &'a Arc<crate::backends::daemon::LazyDaemon>,
+}
+
+/// A gc the person confirmed: only the candidates shown are taken; the other targets' records
+/// and pins are read too, so that nothing they name goes.
+async fn gc_confirmed(
+    on: GcOn<'_>,
+    rules: &gc::GcRules,
+    confirmed: &[Candidate],
+    progress: mpsc::UnboundedSender<Progress>,
+) -> Result<String, SourceError> {
+    let db = on.session.db_handle().await?;
+    let others = super::views::others(on.session, on.name).await;
+    let report = gc::sweep(
+        &on.session.mesh,
+        rules,
+        Some(confirmed),
+        on.daemon,
+        gc::GcTargets {
+            acting: on.target.as_ref(),
+            others: &others,
+        },
+        &db,
+        Some(progress),
+    )
+    .await
+    .map_err(|e| SourceError::TookNothing(Arc::new(e)))?;
+    let taken = report.candidates.iter().filter(|c| c.taken()).count();
+    let failed = report.candidates.len() - taken;
+    let text = format!(
+        "took {taken} of {} confirmed, {} bytes freed{}",
+        confirmed.len(),
+        report.bytes_freed,
+        if failed > 0 {
+            format!("; {failed} not taken (see `meshtop gc --dry-run`)")
+        } else {
+            String::new()
+        }
+    );
+    headline(failed == 0, text)
 }
 
 /// What the person confirmed of a promote: `module`'s `artifact` from target `from` into target

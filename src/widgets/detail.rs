@@ -43,34 +43,7 @@ pub fn module_lines(
 ) -> Vec<Line> {
     let mut lines: Vec<Line> = Vec::new();
     let planned = state.planned(&module.name);
-    match planned {
-        Some(p) => {
-            lines.push((format!("why: {}", p.why), palette.plain()));
-            lines.push((
-                format!("decision: {} — {}", p.decision, p.reason),
-                palette.plain(),
-            ));
-            if let Some(held) = &p.registry_held {
-                lines.push(held_line(held, p.decision, palette));
-            }
-            if full {
-                lines.push((
-                    format!("ref: {}", p.reference.as_deref().unwrap_or("pending")),
-                    palette.plain(),
-                ));
-                for change in &p.changes {
-                    change_lines(change, &mut lines, palette);
-                }
-            }
-        }
-        None => lines.push((
-            format!(
-                "why: the plan has not answered ({})",
-                answered(state, SourceId::Plan)
-            ),
-            palette.dim(),
-        )),
-    }
+    plan_lines(state, planned, full, &mut lines, palette);
     // The pin as the history holds it (the plan's decision says it too once it has answered).
     if planned.is_none_or(|p| p.decision != Decision::Pinned)
         && let Some(line) = super::record_history::pin_line(state, &module.name, palette)
@@ -78,39 +51,21 @@ pub fn module_lines(
         lines.push(line);
     }
     lines.push(base_line(state, module, planned, palette));
-    let record = match state.record.as_ref().map(|r| r.get(&module.name)) {
-        Some(Some(entry)) if !full => format!(
-            "record: {} @{}",
-            super::lines::tag_of(&entry.reference),
-            short_id(&entry.digest)
-        ),
-        Some(Some(entry)) => format!(
-            "record: {}@{}",
-            entry.reference,
-            short_digest(&entry.digest)
-        ),
-        Some(None) => format!("record: holds nothing for {}", module.name),
-        None => "record: –".to_string(),
-    };
     lines.push((
-        format!("{record} ({})", answered(state, SourceId::Record)),
+        format!(
+            "{} ({})",
+            record_line(state, &module.name, full),
+            answered(state, SourceId::Record)
+        ),
         palette.plain(),
     ));
     let reference = planned.and_then(|p| p.reference.as_deref());
-    let host = match (&state.host, reference) {
-        (Some(images), Some(reference)) => match labelled_image_tagged(images, reference) {
-            Some(image) if image.origin == HostOrigin::Unknown => format!(
-                "host: ✗ holds {} tagged with the ref, not built here and unsigned: with trust it answers for nothing",
-                short_id(&image.id)
-            ),
-            Some(image) => format!("host: holds {} tagged with the ref", short_id(&image.id)),
-            None => "host: holds no meshtop-labelled image with this tag".to_string(),
-        },
-        (Some(_), None) => "host: – (ref pending)".to_string(),
-        (None, _) => "host: –".to_string(),
-    };
     lines.push((
-        format!("{host} ({})", answered(state, SourceId::Host)),
+        format!(
+            "{} ({})",
+            host_line(state, reference),
+            answered(state, SourceId::Host)
+        ),
         palette.plain(),
     ));
     if state.context.registry.is_some()
@@ -122,28 +77,110 @@ pub fn module_lines(
     if full {
         lines.push((format!("policy: {}", module.policy), palette.plain()));
         lines.extend(super::record_history::lines(state, &module.name, palette));
-        // The detail opens at its end: a build running now ends it with its newest output;
-        // otherwise a failure's last words do.
-        let operation = super::operation::module_operation_lines(state, &module.name, palette);
-        let building_now = state
-            .live_running()
-            .and_then(|live| live.modules.get(&module.name))
-            .is_some_and(|m| !m.run.is_final());
-        if !building_now {
-            lines.extend(operation.iter().cloned());
-        }
-        if let Some(build) = state.last_builds.get(&module.name) {
-            lines.push((
-                format!("last build: {}", build_summary(build, state.now_ms)),
-                palette.plain(),
-            ));
-            failure_lines(build, reference, &mut lines, palette);
-        }
-        if building_now {
-            lines.extend(operation);
-        }
+        operation_and_build_lines(state, &module.name, reference, &mut lines, palette);
     }
     lines
+}
+
+/// What the plan says of the module: its why and decision (with `full`, its ref and every changed
+/// file), or that it has not answered.
+fn plan_lines(
+    state: &AppState,
+    planned: Option<&crate::mesh::plan::PlannedModule>,
+    full: bool,
+    lines: &mut Vec<Line>,
+    palette: Palette,
+) {
+    let Some(p) = planned else {
+        lines.push((
+            format!(
+                "why: the plan has not answered ({})",
+                answered(state, SourceId::Plan)
+            ),
+            palette.dim(),
+        ));
+        return;
+    };
+    lines.push((format!("why: {}", p.why), palette.plain()));
+    lines.push((
+        format!("decision: {} — {}", p.decision, p.reason),
+        palette.plain(),
+    ));
+    if let Some(held) = &p.registry_held {
+        lines.push(held_line(held, p.decision, palette));
+    }
+    if full {
+        lines.push((
+            format!("ref: {}", p.reference.as_deref().unwrap_or("pending")),
+            palette.plain(),
+        ));
+        for change in &p.changes {
+            change_lines(change, lines, palette);
+        }
+    }
+}
+
+/// What the target's record holds for the module (its tag and short digest; `full`: the ref).
+fn record_line(state: &AppState, module: &str, full: bool) -> String {
+    match state.record.as_ref().map(|r| r.get(module)) {
+        Some(Some(entry)) if !full => format!(
+            "record: {} @{}",
+            super::lines::tag_of(&entry.reference),
+            short_id(&entry.digest)
+        ),
+        Some(Some(entry)) => format!(
+            "record: {}@{}",
+            entry.reference,
+            short_digest(&entry.digest)
+        ),
+        Some(None) => format!("record: holds nothing for {module}"),
+        None => "record: –".to_string(),
+    }
+}
+
+/// What the host holds under the module's ref.
+fn host_line(state: &AppState, reference: Option<&str>) -> String {
+    match (&state.host, reference) {
+        (Some(images), Some(reference)) => match labelled_image_tagged(images, reference) {
+            Some(image) if image.origin == HostOrigin::Unknown => format!(
+                "host: ✗ holds {} tagged with the ref, not built here and unsigned: with trust it answers for nothing",
+                short_id(&image.id)
+            ),
+            Some(image) => format!("host: holds {} tagged with the ref", short_id(&image.id)),
+            None => "host: holds no meshtop-labelled image with this tag".to_string(),
+        },
+        (Some(_), None) => "host: – (ref pending)".to_string(),
+        (None, _) => "host: –".to_string(),
+    }
+}
+
+/// The module's operation and last build. The detail opens at its end: a build running now ends
+/// it with its newest output; otherwise a failure's last words do.
+fn operation_and_build_lines(
+    state: &AppState,
+    module: &str,
+    reference: Option<&str>,
+    lines: &mut Vec<Line>,
+    palette: Palette,
+) {
+    let operation = super::operation::module_operation_lines(state, module, palette);
+    let building_now = state
+        .live_running()
+        .and_then(|live| live.modules.get(module))
+        .is_some_and(|m| !m.run.is_final());
+    if !building_now {
+        lines.extend(operation.iter().cloned());
+    }
+    if let Some(build) = state.last_builds.get(module) {
+        lines.push((
+            format!("last build: {}", build_summary(build, state.now_ms)),
+            palette.plain(),
+        ));
+        failure_lines(build, reference, lines, palette);
+    }
+    if building_now {
+        lines.extend(operation);
+    }
 }
 
 /// The base and the artifact it resolved to (what `BASE` names).

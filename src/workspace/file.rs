@@ -25,7 +25,7 @@ pub use builders::TLS_FILES;
 pub use keys::read_signing_key;
 use names::suggest;
 pub use names::{MAX_MACHINE_NAME, MAX_NAME};
-use read::RawModule;
+use read::{RawMachine, RawModule};
 use table::{Section, Source, show};
 
 /// The name meshtop looks for when `--mesh` is not given.
@@ -215,52 +215,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
     let header = read::mesh_header(&src, &top)?;
     let targets = targets::targets(&src, top.get("target"), &header.name)?;
     let modules = read::modules(&src, top.get("module"), &header)?;
-    let machines = read::machines(&src, top.get("machine"), &targets.docker(), targets.named())?;
+    let machines = read::machines(
+        &src,
+        top.get("machine"),
+        &targets.machine_targets(),
+        targets.named(),
+    )?;
     let builders = builders::builders(&src, top.get("builder"), &header)?;
 
-    // Names are unique.
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for module in &modules {
-        let line = src.line(&module.name.span());
-        if let Some(first) = seen.insert(module.name.get_ref(), line) {
-            return Err(src.err(
-                &module.name.span(),
-                format!(
-                    "module {} is declared twice (lines {first} and {line})",
-                    show(module.name.get_ref()),
-                ),
-                "rename one of them or remove the duplicate [[module]] table",
-            ));
-        }
-    }
-    let mut seen_machines: BTreeMap<&str, usize> = BTreeMap::new();
-    for machine in &machines {
-        let line = src.line(&machine.name.span());
-        if let Some(first) = seen_machines.insert(machine.name.get_ref(), line) {
-            return Err(src.err(
-                &machine.name.span(),
-                format!(
-                    "machine {} is declared twice (lines {first} and {line})",
-                    show(machine.name.get_ref())
-                ),
-                "machine names are container names and must be unique: rename or remove one",
-            ));
-        }
-    }
+    unique_names(&src, &modules, &machines)?;
     let names: Vec<&str> = modules.iter().map(|m| m.name.get_ref().as_str()).collect();
-    for machine in &machines {
-        if !seen.contains_key(machine.module.get_ref().as_str()) {
-            return Err(src.err(
-                &machine.module.span(),
-                format!(
-                    "machine {} runs module {}, which is not a module of this mesh",
-                    show(machine.name.get_ref()),
-                    show(machine.module.get_ref())
-                ),
-                suggest(machine.module.get_ref(), &names),
-            ));
-        }
-    }
+    machines_run_modules(&src, &machines, &names)?;
 
     let tiers = tiers_of(&src, &modules, &names)?;
 
@@ -271,19 +236,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"));
     let root = paths::find_root(&dir);
-    let mut resolved: Vec<Module> = Vec::with_capacity(modules.len());
-    for raw in modules {
-        let tier = tiers.get(raw.name.get_ref().as_str()).copied().unwrap_or(0);
-        resolved.push(paths::resolve_module(
-            &src,
-            &root,
-            &dir,
-            raw,
-            tier,
-            &header.platforms,
-        )?);
-    }
-    resolved.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
+    let resolved = resolved_modules(&src, (&root, &dir), modules, &tiers, &header.platforms)?;
     let trust = trust::trusted_keys(&src, &dir, &header.trust)?;
     trust::require_signed_has_trust(&src, &targets.environments, &trust)?;
 
@@ -320,6 +273,83 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
             })
             .collect(),
     })
+}
+
+/// Module and machine names are unique: the second of two is refused, naming both lines.
+fn unique_names(
+    src: &Source<'_>,
+    modules: &[RawModule],
+    machines: &[RawMachine],
+) -> Result<(), MeshError> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for module in modules {
+        let line = src.line(&module.name.span());
+        if let Some(first) = seen.insert(module.name.get_ref(), line) {
+            return Err(src.err(
+                &module.name.span(),
+                format!(
+                    "module {} is declared twice (lines {first} and {line})",
+                    show(module.name.get_ref()),
+                ),
+                "rename one of them or remove the duplicate [[module]] table",
+            ));
+        }
+    }
+    let mut seen_machines: BTreeMap<&str, usize> = BTreeMap::new();
+    for machine in machines {
+        let line = src.line(&machine.name.span());
+        if let Some(first) = seen_machines.insert(machine.name.get_ref(), line) {
+            return Err(src.err(
+                &machine.name.span(),
+                format!(
+                    "machine {} is declared twice (lines {first} and {line})",
+                    show(machine.name.get_ref())
+                ),
+                "machine names are container names and must be unique: rename or remove one",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every machine runs a module of this mesh (else the nearest name is suggested).
+fn machines_run_modules(
+    src: &Source<'_>,
+    machines: &[RawMachine],
+    names: &[&str],
+) -> Result<(), MeshError> {
+    for machine in machines {
+        if !names.contains(&machine.module.get_ref().as_str()) {
+            return Err(src.err(
+                &machine.module.span(),
+                format!(
+                    "machine {} runs module {}, which is not a module of this mesh",
+                    show(machine.name.get_ref()),
+                    show(machine.module.get_ref())
+                ),
+                suggest(machine.module.get_ref(), names),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The modules with their paths resolved (under the repository `root`, relative to the file's
+/// `dir`) and their tiers, in tier order.
+fn resolved_modules(
+    src: &Source<'_>,
+    (root, dir): (&Path, &Path),
+    modules: Vec<RawModule>,
+    tiers: &BTreeMap<String, u32>,
+    platforms: &[crate::mesh::model::Platform],
+) -> Result<Vec<Module>, MeshError> {
+    let mut resolved: Vec<Module> = Vec::with_capacity(modules.len());
+    for raw in modules {
+        let tier = tiers.get(raw.name.get_ref().as_str()).copied().unwrap_or(0);
+        resolved.push(paths::resolve_module(src, root, dir, raw, tier, platforms)?);
+    }
+    resolved.sort_by(|a, b| (a.tier, &a.name).cmp(&(b.tier, &b.name)));
+    Ok(resolved)
 }
 
 /// The mesh file's absolute path, its directory canonical (symlinks resolved).

@@ -277,16 +277,71 @@ enum BadPattern {
     Regexp(#[from] regex::Error),
 }
 
+/// What a pattern compiles to, as patternmatcher detects it while it reads.
+#[derive(PartialEq)]
+enum Detected {
+    Exact,
+    Prefix,
+    Suffix,
+    Regexp,
+}
+
+/// One character inside a `[…]` class (`chars[*i - 1]`), for Rust's regexp as Go's reads it: Go
+/// takes `[`, `&`, `~` and `--` literally there, where Rust's would read set operations. False
+/// once the class is closed.
+fn push_class_char(ch: char, chars: &[char], i: &mut usize, re: &mut String) -> bool {
+    match ch {
+        ']' => {
+            re.push(']');
+            return false;
+        }
+        '[' => re.push_str("\\["),
+        '&' | '~' => {
+            re.push('\\');
+            re.push(ch);
+        }
+        '-' if chars.get(*i) == Some(&'-') => re.push_str("\\-"),
+        '\\' if *i < chars.len() => {
+            re.push('\\');
+            re.push(chars[*i]);
+            *i += 1;
+        }
+        _ => re.push(ch),
+    }
+    true
+}
+
+/// `**` (its first `*` read; `chars[*i]` is the second), and a `/` after it: any directories. At
+/// the pattern's end it makes a prefix match (a regexp's `.*` after other wildcards); at its start
+/// a suffix match.
+fn double_star(
+    chars: &[char],
+    i: &mut usize,
+    first: bool,
+    detected: Detected,
+    re: &mut String,
+) -> Detected {
+    *i += 1;
+    if chars.get(*i) == Some(&'/') {
+        *i += 1;
+    }
+    let detected = if *i == chars.len() {
+        if detected == Detected::Exact {
+            Detected::Prefix
+        } else {
+            re.push_str(".*");
+            Detected::Regexp
+        }
+    } else {
+        re.push_str("(.*/)?");
+        Detected::Regexp
+    };
+    if first { Detected::Suffix } else { detected }
+}
+
 /// patternmatcher's `compile`: a pattern to an exact, prefix, suffix or regexp matcher.
 fn compile(pattern: &str) -> Result<Kind, BadPattern> {
     check_syntax(pattern)?;
-    #[derive(PartialEq)]
-    enum Detected {
-        Exact,
-        Prefix,
-        Suffix,
-        Regexp,
-    }
     let mut detected = Detected::Exact;
     let mut re = String::from("^");
     let chars: Vec<char> = pattern.chars().collect();
@@ -297,47 +352,12 @@ fn compile(pattern: &str) -> Result<Kind, BadPattern> {
         let ch = chars[i];
         i += 1;
         if in_class {
-            // Go's regexp takes these literally inside a class; Rust's would read set operations.
-            match ch {
-                ']' => {
-                    in_class = false;
-                    re.push(']');
-                }
-                '[' => re.push_str("\\["),
-                '&' | '~' => {
-                    re.push('\\');
-                    re.push(ch);
-                }
-                '-' if chars.get(i) == Some(&'-') => re.push_str("\\-"),
-                '\\' if i < chars.len() => {
-                    re.push('\\');
-                    re.push(chars[i]);
-                    i += 1;
-                }
-                _ => re.push(ch),
-            }
+            in_class = push_class_char(ch, &chars, &mut i, &mut re);
             continue;
         }
         match ch {
             '*' if chars.get(i) == Some(&'*') => {
-                i += 1;
-                if chars.get(i) == Some(&'/') {
-                    i += 1;
-                }
-                if i == chars.len() {
-                    if detected == Detected::Exact {
-                        detected = Detected::Prefix;
-                    } else {
-                        re.push_str(".*");
-                        detected = Detected::Regexp;
-                    }
-                } else {
-                    re.push_str("(.*/)?");
-                    detected = Detected::Regexp;
-                }
-                if first {
-                    detected = Detected::Suffix;
-                }
+                detected = double_star(&chars, &mut i, first, detected, &mut re);
             }
             '*' => {
                 re.push_str("[^/]*");

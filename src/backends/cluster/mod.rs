@@ -55,12 +55,13 @@ pub const ARTIFACT_IMAGE_ANNOTATION: &str = "jr2.dev/artifact-image";
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error(
-        "cannot configure the Kubernetes client{}: {message}. Check KUBECONFIG (or ~/.kube/config) and the context name",
+        "cannot configure the Kubernetes client{}: {source}. Check KUBECONFIG (or ~/.kube/config) and the context name",
         context.as_deref().map(|c| format!(" for context {c:?}")).unwrap_or_default()
     )]
     Config {
         context: Option<String>,
-        message: String,
+        /// The kubeconfig's, the client's or the proxy's own error (or what meshtop found wrong).
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("Kubernetes API call failed ({what}) in context {context:?}: {}", describe(.source))]
     Api {
@@ -242,10 +243,11 @@ impl Cluster {
     /// client-go's `DeferredLoadingClientConfig` falls back in `tools/clientcmd/client_config.go`). Proxies as
     /// kubectl's: see [`proxy_for`].
     pub async fn connect(context: Option<&str>, namespace: &str) -> Result<Cluster, ClusterError> {
-        let config_error = |message: String| ClusterError::Config {
-            context: context.map(str::to_string),
-            message,
-        };
+        let config_error =
+            |source: Box<dyn std::error::Error + Send + Sync>| ClusterError::Config {
+                context: context.map(str::to_string),
+                source,
+            };
         let (mut config, context_name, cluster_proxy) = match Kubeconfig::read() {
             Ok(kubeconfig) => {
                 let context_name = match context {
@@ -275,28 +277,28 @@ impl Cluster {
                 };
                 let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                     .await
-                    .map_err(|e| config_error(e.to_string()))?;
+                    .map_err(|e| config_error(e.into()))?;
                 (config, context_name, cluster_proxy)
             }
             Err(error) if context.is_none() && !kubeconfig_present() => {
                 let config = kube::Config::incluster().map_err(|e| {
-                    config_error(format!(
-                        "no kubeconfig ({error}) and not inside a cluster ({e})"
-                    ))
+                    config_error(
+                        format!("no kubeconfig ({error}) and not inside a cluster ({e})").into(),
+                    )
                 })?;
                 (config, IN_CLUSTER_CONTEXT.to_string(), None)
             }
-            Err(error) => return Err(config_error(error.to_string())),
+            Err(error) => return Err(config_error(error.into())),
         };
         config.proxy_url = proxy_for(&config.cluster_url, cluster_proxy.as_deref(), &|k| {
             std::env::var(k).ok()
         })
-        .map_err(|e| config_error(e.to_string()))?;
+        .map_err(|e| config_error(e.into()))?;
         config.connect_timeout = Some(REQUEST_TIMEOUT);
         config.read_timeout = Some(REQUEST_TIMEOUT);
         config.write_timeout = Some(REQUEST_TIMEOUT);
         config.reset_reader_on_write = true;
-        let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
+        let client = kube::Client::try_from(config).map_err(|e| config_error(e.into()))?;
         Ok(Cluster::from_client(client, &context_name, namespace))
     }
 

@@ -315,7 +315,7 @@ impl Cluster {
             if let Some(warning) = read.team_warning.clone() {
                 return Err(ClusterError::Config {
                     context: Some(self.context.clone()),
-                    message: warning,
+                    source: warning.into(),
                 });
             }
             let Some(resource_version) = read.resource_version.clone() else {
@@ -400,7 +400,7 @@ impl Cluster {
     fn serialise_error(&self, what: &str, e: &serde_json::Error) -> ClusterError {
         ClusterError::Config {
             context: Some(self.context.clone()),
-            message: format!("cannot serialise the {what}: {e}"),
+            source: format!("cannot serialise the {what}: {e}").into(),
         }
     }
 

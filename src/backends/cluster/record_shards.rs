@@ -383,10 +383,11 @@ impl Cluster {
             None => Ok(RecordIndex::default()),
             Some(text) => serde_json::from_str(text).map_err(|e| ClusterError::Config {
                 context: Some(self.context.clone()),
-                message: format!(
+                source: format!(
                     "the record's index on namespace {:?} (annotation {INDEX_ANNOTATION}) is unreadable ({e}); no shard is removed until it is mended",
                     self.namespace
-                ),
+                )
+                .into(),
             }),
         }
     }

@@ -294,11 +294,7 @@ impl Daemon {
             if reading.is_ok() {
                 wait = FIRST_WAIT;
             }
-            let finished = match self.inspect_seen(name).await {
-                Ok(seen) => Ok(seen),
-                Err(e) => Err(e.to_string()),
-            };
-            match finished {
+            match self.inspect_seen(name).await {
                 Ok(seen) if seen.id != now.id => {
                     say(out, replaced(&seen)).await?;
                     now = seen;
@@ -323,7 +319,7 @@ impl Daemon {
                         return Ok(());
                     }
                     if let Err(why) = reading {
-                        say(out, cut(why, wait)).await?;
+                        say(out, cut(&why, wait)).await?;
                     } else if seen.started_at != now.started_at {
                         say(
                             out,
@@ -340,10 +336,10 @@ impl Daemon {
                 }
                 Err(why) => {
                     if !ask.follow {
-                        say(out, cut(why, Duration::ZERO)).await?;
+                        say(out, cut(&why, Duration::ZERO)).await?;
                         return Ok(());
                     }
-                    say(out, cut(why, wait)).await?;
+                    say(out, cut(&why, wait)).await?;
                 }
             }
             tokio::select! {
@@ -364,32 +360,9 @@ impl Daemon {
         last: &mut Option<String>,
         replacement: bool,
         out: &Sender<LogItem>,
-    ) -> Result<Result<(), String>, Closed> {
+    ) -> Result<Result<(), StreamCut>, Closed> {
         let first_read = last.is_none();
-        // What is cut by run or by tail is read whole and cut here (the first read of the first
-        // container only); a follow's later reads start at the second of the newest line seen.
-        let whole = ask.previous || !ask.follow && first_read && ask.tail.is_some();
-        // A follow's first read asks the daemon for the tail itself, and streams on from there.
-        let tail = match ask.tail {
-            Some(n) if ask.follow && first_read && !replacement && !ask.previous => n.to_string(),
-            _ => "all".to_string(),
-        };
-        let since = match (&*last, ask.since_seconds) {
-            (Some(seen), _) => chrono::DateTime::parse_from_rfc3339(seen)
-                .map(|t| t.timestamp())
-                .unwrap_or(0),
-            (None, Some(seconds)) if !replacement => chrono::Utc::now().timestamp() - seconds,
-            _ => 0,
-        };
-        let since = i32::try_from(since.max(0)).unwrap_or(0);
-        let options = LogsOptionsBuilder::default()
-            .follow(ask.follow && !whole && now.running)
-            .stdout(true)
-            .stderr(true)
-            .timestamps(true)
-            .since(since)
-            .tail(&tail)
-            .build();
+        let (options, whole) = read_options(now, ask, last.as_deref(), replacement);
         // The first read says where each earlier run ended, among its lines (the last run's end
         // is said after the read).
         let mut ends = RunEnds::default();
@@ -414,7 +387,12 @@ impl Daemon {
             let lines = match next {
                 None => break Ok(()),
                 Some(Ok(output)) => pieces.lines(output),
-                Some(Err(e)) => break Err(format!("reading the log of {name}: {e}")),
+                Some(Err(source)) => {
+                    break Err(StreamCut {
+                        name: name.to_string(),
+                        source,
+                    });
+                }
             };
             for (stream_of, line) in lines {
                 let item = item_of(stream_of, &line);
@@ -533,9 +511,53 @@ fn replaced(seen: &Seen) -> LogItem {
     }
 }
 
-fn cut(why: String, wait: Duration) -> LogItem {
+/// What one read asks the daemon for, and whether it is read whole. What is cut by run or by tail
+/// is read whole and cut here (the first read of the first container only); a follow's later reads
+/// start at the second of the newest line seen (`last`).
+fn read_options(
+    now: &Seen,
+    ask: &LogAsk,
+    last: Option<&str>,
+    replacement: bool,
+) -> (bollard::query_parameters::LogsOptions, bool) {
+    let first_read = last.is_none();
+    let whole = ask.previous || !ask.follow && first_read && ask.tail.is_some();
+    // A follow's first read asks the daemon for the tail itself, and streams on from there.
+    let tail = match ask.tail {
+        Some(n) if ask.follow && first_read && !replacement && !ask.previous => n.to_string(),
+        _ => "all".to_string(),
+    };
+    let since = match (last, ask.since_seconds) {
+        (Some(seen), _) => chrono::DateTime::parse_from_rfc3339(seen)
+            .map(|t| t.timestamp())
+            .unwrap_or(0),
+        (None, Some(seconds)) if !replacement => chrono::Utc::now().timestamp() - seconds,
+        _ => 0,
+    };
+    let since = i32::try_from(since.max(0)).unwrap_or(0);
+    let options = LogsOptionsBuilder::default()
+        .follow(ask.follow && !whole && now.running)
+        .stdout(true)
+        .stderr(true)
+        .timestamps(true)
+        .since(since)
+        .tail(&tail)
+        .build();
+    (options, whole)
+}
+
+/// A log stream cut by a fault, said on the cut line.
+#[derive(Debug, thiserror::Error)]
+#[error("reading the log of {name}: {source}")]
+struct StreamCut {
+    name: String,
+    source: bollard::errors::Error,
+}
+
+/// The line that says a stream was cut: the fault is made words here, where it is shown.
+fn cut(why: &dyn std::error::Error, wait: Duration) -> LogItem {
     LogItem::Cut {
-        why,
+        why: why.to_string(),
         retry_in_ms: (!wait.is_zero()).then(|| u64::try_from(wait.as_millis()).unwrap_or(0)),
     }
 }

@@ -9,6 +9,7 @@ mod reads;
 mod signatures;
 mod writes;
 
+pub use reads::{InIndex, PlatformImage};
 pub use writes::{DOCKER_MANIFEST, IndexEntry, OCI_INDEX, index_bytes};
 
 pub use crate::mesh::decide::RegistryImage;

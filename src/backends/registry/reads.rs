@@ -311,6 +311,102 @@ impl RegistryClient {
     }
 }
 
+/// One platform's image in an OCI index (or Docker manifest list): the manifest the index names
+/// for it and the image config that manifest names (the image id a daemon gives it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlatformImage {
+    pub manifest: String,
+    pub config: String,
+}
+
+/// What an index fetched by its digest holds for one platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InIndex {
+    Found(PlatformImage),
+    /// The registry holds no manifest under the index's digest.
+    Absent,
+    /// The manifest under that digest is an image, not an index.
+    NotAnIndex,
+    /// The index names no manifest for the platform: the platforms it names (`linux/arm64`).
+    Lacks {
+        platforms: Vec<String>,
+    },
+}
+
+impl RegistryClient {
+    /// The image the index `index` (a digest: its bytes must hash to it) names for the platform
+    /// `os`/`arch`[/`variant`]: the manifest is found in that index only (never by a tag looked up
+    /// again), fetched by its own digest (checked), and its config named. A variant is compared
+    /// only when both say one (containerd's `platforms.Only` matcher is no stricter for these).
+    pub async fn platform_in_index(
+        &self,
+        repository: &str,
+        index: &str,
+        os: &str,
+        arch: &str,
+        variant: Option<&str>,
+    ) -> Result<InIndex, RegistryError> {
+        let what = format!("{repository}@{index}");
+        let Some((_, body)) = self.manifest_body(repository, index, &what).await? else {
+            return Ok(InIndex::Absent);
+        };
+        let garbage = |what: &str, message: String| RegistryError::Garbage {
+            host: self.host.clone(),
+            what: what.to_string(),
+            message,
+        };
+        let parsed: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| garbage(&what, format!("its manifest is not JSON ({e})")))?;
+        let Some(entries) = parsed.get("manifests").and_then(|m| m.as_array()) else {
+            return Ok(InIndex::NotAnIndex);
+        };
+        let field = |m: &serde_json::Value, key: &str| {
+            m.pointer(&format!("/platform/{key}"))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let fits = |m: &&serde_json::Value| {
+            field(m, "os").as_deref() == Some(os)
+                && field(m, "architecture").as_deref() == Some(arch)
+                && (variant.is_none()
+                    || field(m, "variant").is_none()
+                    || field(m, "variant").as_deref() == variant)
+        };
+        let Some(chosen) = entries.iter().find(fits) else {
+            let platforms = entries
+                .iter()
+                .filter_map(|m| Some(format!("{}/{}", field(m, "os")?, field(m, "architecture")?)))
+                .collect();
+            return Ok(InIndex::Lacks { platforms });
+        };
+        let manifest = chosen
+            .get("digest")
+            .and_then(|d| d.as_str())
+            .filter(|d| d.starts_with("sha256:"))
+            .ok_or_else(|| garbage(&what, format!("its entry for {os}/{arch} names no digest")))?
+            .to_string();
+        let child = format!("{repository}@{manifest}");
+        let (_, body) = self
+            .manifest_body(repository, &manifest, &child)
+            .await?
+            .ok_or_else(|| {
+                garbage(
+                    &what,
+                    format!("it names {manifest}, which the registry lacks"),
+                )
+            })?;
+        let parsed: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| garbage(&child, format!("its manifest is not JSON ({e})")))?;
+        let config = parsed
+            .pointer("/config/digest")
+            .and_then(|d| d.as_str())
+            .filter(|d| d.starts_with("sha256:"))
+            .ok_or_else(|| garbage(&child, "its manifest names no image config".into()))?
+            .to_string();
+        Ok(InIndex::Found(PlatformImage { manifest, config }))
+    }
+}
+
 /// A tags listing page (`{"name": …, "tags": […]}`; distribution answers `null` for none).
 #[derive(serde::Deserialize)]
 struct TagList {

@@ -267,6 +267,17 @@ impl StateDb {
         )
     }
 
+    /// Name the builder(s) build `id` runs on, once known (a multi-platform build's platforms are
+    /// each given a builder when one has a slot for it).
+    pub fn set_builder(&self, id: &str, builder: &str) -> Result<(), StateError> {
+        self.update_build(
+            id,
+            "UPDATE builds SET builder = ?2 WHERE id = ?1",
+            params![id, builder],
+            "record a build's builders",
+        )
+    }
+
     /// One durable UPDATE of build `id`'s row; a build nobody recorded is an error, not a no-op.
     fn update_build(
         &self,

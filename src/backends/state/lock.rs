@@ -11,6 +11,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::holder::Holder;
 use super::{BuildStatus, NewEvent, StateDb, StateError, now_ms};
+use crate::mesh::timeline::Timeline;
 
 impl StateDb {
     /// Take the lock of `target` of `mesh` for `holder`. `Ok(Err(current))` when another live
@@ -173,19 +174,27 @@ impl StateDb {
         Ok(())
     }
 
-    /// The last events of a converge (or send) and the release of its lock, in one transaction;
-    /// the oldest progress events beyond [`super::KEEP_EVENTS`] go with it.
+    /// The last events of a converge (or send), its timeline (when kept) and the release of its
+    /// lock, in one transaction (one commit: what keeping a timeline costs a converge is its
+    /// bytes, not a write of its own); the oldest progress events beyond [`super::KEEP_EVENTS`]
+    /// go with it. A timeline that cannot be kept is logged, never fatal.
     pub fn finish_operation(
         &self,
         events: &[NewEvent],
         mesh: &str,
         target: &str,
         operation_id: &str,
+        timeline: Option<&Timeline>,
     ) -> Result<(), StateError> {
         let tx = self
             .conn
             .unchecked_transaction()
             .map_err(self.err("begin finishing a converge"))?;
+        if let Some(timeline) = timeline
+            && let Err(error) = self.save_timeline(mesh, timeline)
+        {
+            tracing::warn!("cannot keep the operation's timeline: {error}");
+        }
         self.insert_events(events)?;
         self.unlock_mesh(mesh, target, operation_id)?;
         self.prune_events()?;

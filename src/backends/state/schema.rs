@@ -375,6 +375,20 @@ CREATE TABLE timelines (
     timeline     TEXT NOT NULL
 );
 "#,
+    // 17: the image a host daemon runs out of a multi-platform artifact (an index): the index's
+    // manifest for the daemon's platform, found in the index fetched by its digest, and that
+    // manifest's config (the image id the containers report), noted when it was pulled.
+    r#"
+CREATE TABLE index_images (
+    mesh          TEXT NOT NULL,
+    index_digest  TEXT NOT NULL,
+    platform      TEXT NOT NULL,
+    manifest      TEXT NOT NULL,
+    image_id      TEXT NOT NULL,
+    pulled_ms     INTEGER NOT NULL,
+    PRIMARY KEY (mesh, index_digest, platform)
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

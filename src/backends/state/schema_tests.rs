@@ -126,8 +126,8 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
     // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
     // data, a column of `events`), 13 (a build's builder and push time) and 14 (a record entry's
-    // manifest and signer, the verified pulls) 15 (a build's daemon time) and 16 (each operation's timeline) came after it.
-    assert_eq!(SCHEMA_VERSION, 16);
+    // manifest and signer, the verified pulls) 15 (a build's daemon time) 16 (each operation's timeline) and 17 (the images run out of an index) came after it.
+    assert_eq!(SCHEMA_VERSION, 17);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -451,6 +451,7 @@ fn migration_11_names_operations_and_keeps_every_row_of_a_version_10_database() 
     let mut expected_tables = renamed.clone();
     expected_tables.push("verified_pulls".into());
     expected_tables.push("timelines".into());
+    expected_tables.push("index_images".into());
     expected_tables.sort();
     assert_eq!(after_tables, expected_tables);
     for (table, rows) in &before {
@@ -531,6 +532,7 @@ fn migration_12_keeps_every_row_and_the_steps_before_it_read_without_data() {
     let mut expected_tables: Vec<String> = names.iter().map(|t| as_11_names(t)).collect();
     expected_tables.push("verified_pulls".into());
     expected_tables.push("timelines".into());
+    expected_tables.push("index_images".into());
     expected_tables.sort();
     assert_eq!(tables(&conn), expected_tables);
     for (table, rows) in before {

@@ -152,11 +152,11 @@ mod tests {
         db.append_events(&newer).unwrap();
         let mut kept = Timeline::new("op-new", Some(2));
         kept.fold(9, None, &Payload::Started { modules: 0 }, "");
-        db.save_timeline("demo", &kept).unwrap();
         db.lock_mesh("demo", "default", &Holder::here("op-new"))
             .unwrap()
             .unwrap();
-        db.finish_operation(&[event("op-new")], "demo", "default", "op-new")
+        // Kept by the operation's last write, with its last events.
+        db.finish_operation(&[event("op-new")], "demo", "default", "op-new", Some(&kept))
             .unwrap();
         assert!(db.operation_events("op-old").unwrap().is_empty());
         assert_eq!(

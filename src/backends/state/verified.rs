@@ -3,7 +3,7 @@
 //! trusts keys). With `trust`, the host voucher answers only for these: a labelled image that
 //! anyone with access to the daemon could have tagged answers for nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::params;
 
@@ -29,6 +29,49 @@ impl StateDb {
             .and_then(|mut st| st.execute(params![mesh, image_id, manifest, signed_by, now_ms()]))
             .map_err(self.err("note a verified pull"))?;
         Ok(())
+    }
+
+    /// Note that the host daemon runs `index` (a multi-platform artifact) for `platform` as the
+    /// image `image_id`, pulled by the manifest `manifest` the index names for it.
+    pub fn note_index_image(
+        &self,
+        mesh: &str,
+        index: &str,
+        platform: &str,
+        manifest: &str,
+        image_id: &str,
+    ) -> Result<(), StateError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO index_images (mesh, index_digest, platform, manifest, image_id, pulled_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT(mesh, index_digest, platform) DO UPDATE SET manifest = excluded.manifest, \
+                 image_id = excluded.image_id, pulled_ms = excluded.pulled_ms",
+            )
+            .and_then(|mut st| {
+                st.execute(params![mesh, index, platform, manifest, image_id, now_ms()])
+            })
+            .map_err(self.err("note the image run out of an index"))?;
+        Ok(())
+    }
+
+    /// The images the host daemon runs out of `index`, per platform (`linux/amd64` → image id).
+    pub fn index_images(
+        &self,
+        mesh: &str,
+        index: &str,
+    ) -> Result<BTreeMap<String, String>, StateError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT platform, image_id FROM index_images WHERE mesh = ?1 AND index_digest = ?2",
+            )
+            .map_err(self.err("read the images run out of an index"))?;
+        st.query_map(params![mesh, index], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .and_then(|rows| rows.collect::<Result<BTreeMap<_, _>, _>>())
+        .map_err(self.err("read the images run out of an index"))
     }
 
     /// Every image id of `mesh` this machine vouches for: made by one of its succeeded builds, or

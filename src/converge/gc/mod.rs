@@ -18,7 +18,7 @@ use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::targets::{LeftoverRemoval, Reach, Target};
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::{Deleted, RegistryClient, repository_in};
-use crate::backends::state::{BuildQuery, StateDb, locked};
+use crate::backends::state::{BuildQuery, StateDb, StateError, locked};
 use crate::mesh::gc::roots::{keep_bases, keep_newest, keep_young};
 use crate::mesh::gc::{
     CandidateKind, GcOutcome, Roots, candidates, is_this_mesh, manifest_candidates, short_name,
@@ -45,7 +45,7 @@ async fn read_roots(
     db: &Mutex<StateDb>,
     registry: Option<&Pulled<'_>>,
 ) -> Result<(Roots, Vec<String>), GcError> {
-    let state = |e: String| GcError::unreadable("the state database", e);
+    let state = |e: StateError| GcError::unreadable("the state database", e);
     let target = targets.acting;
     let file = mesh;
     let mesh = &file.on_target(target.name());
@@ -74,21 +74,20 @@ async fn read_roots(
         roots.kept_refs.insert(entry.reference.clone());
     }
     let pins = {
-        let db = locked(db).map_err(|e| state(e.to_string()))?;
+        let db = locked(db).map_err(|e| state(e.into()))?;
         let rows = db
             .builds(&BuildQuery {
                 mesh: mesh.name.clone(),
                 limit: 1_000_000,
                 ..BuildQuery::default()
             })
-            .map_err(|e| state(e.to_string()))?;
+            .map_err(state)?;
         for row in rows {
             if let Some(module) = row.module.clone() {
                 roots.builds.entry(module).or_default().push(row);
             }
         }
-        db.pins(&mesh.name, target.name())
-            .map_err(|e| state(e.to_string()))?
+        db.pins(&mesh.name, target.name()).map_err(state)?
     };
     let root = target.machines_root();
     let machines = target
@@ -258,9 +257,7 @@ pub async fn sweep(
                         report.bytes_freed
                     ),
                 ),
-                Err(error) => {
-                    LastWord::failed_on(error.to_string(), format!("gc: nothing taken: {error}"))
-                }
+                Err(error) => LastWord::failed_saying("gc: nothing taken", &error),
             },
         )
         .await
@@ -376,15 +373,17 @@ async fn take(
                 .still_holds(db, &mesh.name, &emitter.operation_id)
                 .await
         {
+            // Said once, where it is shown: the event, the report's warning and each candidate.
+            let said = error.to_string();
             emitter.emit(
                 Payload::Failed {
-                    error: error.to_string(),
+                    error: said.clone(),
                 },
                 None,
-                error.to_string(),
+                said.clone(),
             );
-            report.warnings.push(error.to_string());
-            lost = Some(error.to_string());
+            report.warnings.push(said.clone());
+            lost = Some(said);
         }
         if let Some(why) = &lost {
             candidate.outcome = Some(GcOutcome::Failed(format!("not taken: {why}")));

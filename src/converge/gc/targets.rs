@@ -54,7 +54,7 @@ pub(super) async fn keep_others(
         let target = other
             .target
             .as_ref()
-            .map_err(|e| GcError::unreadable(&format!("target {name}"), e))?;
+            .map_err(|e| GcError::unreadable(&format!("target {name}"), e.to_string()))?;
         let seen = mesh.on_target(name);
         let read = target
             .read_record(&seen, db)

@@ -137,13 +137,25 @@ impl Target for Docker {
     ) -> Result<Vec<Machine>, TargetError> {
         let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
         let containers = daemon.labelled_containers().await?;
+        // A multi-platform artifact (an index) runs here as the image pulled for the daemon's
+        // platform out of it: a container on that image runs the record's artifact.
+        let mut aliases: HashMap<&str, Vec<String>> = HashMap::new();
+        for (module, entry) in record {
+            aliases.insert(
+                module.as_str(),
+                host::index_images(reach.db, &mesh.name, &entry.digest)?,
+            );
+        }
         let mut machines: Vec<Machine> = containers
             .iter()
             .filter(|c| belongs(mesh, c) && self.runs_here(c))
             .filter_map(|c| {
                 let module = mesh.module(&c.module)?;
                 let running = vec![c.image_id.clone()];
-                let state = machine_state(&running, record.get(&c.module), &[], module.policy);
+                let also = aliases
+                    .get(c.module.as_str())
+                    .map_or(&[][..], Vec::as_slice);
+                let state = machine_state(&running, record.get(&c.module), also, module.policy);
                 Some(Machine {
                     name: c.name.clone(),
                     module: c.module.clone(),
@@ -169,7 +181,7 @@ impl Target for Docker {
         record: &'a Record,
         existing: &'a [Machine],
         in_scope: &'a (dyn for<'s> Fn(&'s str) -> bool + Sync),
-        daemon: &'a LazyDaemon,
+        reach: Reach<'a>,
         emitter: &'a Emitter,
     ) -> Result<Vec<String>, TargetError> {
         let made = Made {
@@ -177,7 +189,43 @@ impl Target for Docker {
             target: self.marked.then_some(self.name.as_str()),
             specs: self.declared(mesh).collect(),
         };
-        create_declared(made, record, existing, in_scope, daemon, emitter).await
+        create_declared(made, record, existing, in_scope, reach, emitter).await
+    }
+
+    async fn runs_as<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        entry: &'a RecordEntry,
+        reach: Reach<'a>,
+    ) -> Result<Vec<String>, TargetError> {
+        host::index_images(reach.db, &mesh.name, &entry.digest)
+    }
+
+    /// The daemon's platform, pulled out of the index by digest (`host::pull_from_index`).
+    async fn run_from_index<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        artifact: Artifact<'a>,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Result<(), TargetError> {
+        let Some(registry) = &mesh.registry else {
+            return Err(TargetError::NoRegistry {
+                mesh: mesh.name.clone(),
+                reference: artifact.reference.to_string(),
+            });
+        };
+        let creds = registry_credentials(registry).await?;
+        host::pull_from_index(
+            &reach,
+            &mesh.name,
+            &artifact,
+            registry,
+            creds.as_ref(),
+            emitter,
+        )
+        .await
+        .map(|_| ())
     }
 
     async fn deliver<'a>(
@@ -275,19 +323,22 @@ impl Target for Docker {
         Ok(Some(digest))
     }
 
+    /// The container is recreated on the artifact: a multi-platform one's image for the daemon's
+    /// platform (pulled out of its index).
     async fn send<'a>(
         &'a self,
-        _mesh: &'a Mesh,
+        mesh: &'a Mesh,
         moved: &'a Move,
         reach: Reach<'a>,
         _emitter: &'a Emitter,
     ) -> Result<(), TargetError> {
+        let image = host::runnable(&reach, &mesh.name, &moved.to_digest).await?;
         reach
             .daemon
             .get()
             .await
             .map_err(TargetError::Unreachable)?
-            .recreate(&moved.machine, &moved.to_digest)
+            .recreate(&moved.machine, &image)
             .await
             .map_err(TargetError::from)
     }
@@ -328,11 +379,16 @@ impl Target for Docker {
 
     async fn holds<'a>(
         &'a self,
-        _mesh: &'a Mesh,
+        mesh: &'a Mesh,
         wanted: &'a RecordEntry,
         reach: Reach<'a>,
     ) -> Result<Holding, TargetError> {
-        host::holds(reach.daemon, wanted).await
+        let runs = host::runnable(&reach, &mesh.name, &wanted.digest).await?;
+        let wanted = RecordEntry {
+            digest: runs,
+            ..wanted.clone()
+        };
+        host::holds(reach.daemon, &wanted).await
     }
 
     /// On the host already, or pulled from the mesh's registry by the digest its ref answers with
@@ -345,7 +401,7 @@ impl Target for Docker {
         emitter: &'a Emitter,
     ) -> Result<Holding, TargetError> {
         let wanted = artifact.entry();
-        if host::holds(reach.daemon, &wanted).await? == Holding::Held {
+        if self.holds(mesh, &wanted, reach).await? == Holding::Held {
             return Ok(Holding::Held);
         }
         let Some(registry) = &mesh.registry else {
@@ -354,6 +410,20 @@ impl Target for Docker {
             ));
         };
         let creds = registry_credentials(registry).await?;
+        // A multi-platform artifact is its index's digest (the manifest names itself): the
+        // daemon's platform out of it.
+        if artifact.manifest == Some(artifact.digest) {
+            host::pull_from_index(
+                &reach,
+                &mesh.name,
+                &artifact,
+                registry,
+                creds.as_ref(),
+                emitter,
+            )
+            .await?;
+            return Ok(Holding::Held);
+        }
         let client = RegistryClient::new(registry, creds.clone())?;
         let (path, tag) = repository_in(&registry.host, artifact.reference);
         // The manifest the record names, never the tag looked up again; a record from before
@@ -475,7 +545,7 @@ async fn create_declared(
     record: &Record,
     existing: &[Machine],
     in_scope: &(dyn Fn(&str) -> bool + Sync),
-    daemon: &LazyDaemon,
+    reach: Reach<'_>,
     emitter: &Emitter,
 ) -> Result<Vec<String>, TargetError> {
     let mesh = made.mesh;
@@ -490,7 +560,8 @@ async fn create_declared(
         let Some(entry) = record.get(&spec.module) else {
             continue;
         };
-        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
+        let image = host::runnable(&reach, &mesh.name, &entry.digest).await?;
+        let daemon = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
         let mut labels = HashMap::from([
             (MODULE_LABEL.to_string(), spec.module.clone()),
             (MESH_LABEL.to_string(), mesh.name.clone()),
@@ -501,7 +572,7 @@ async fn create_declared(
         }
         let new = NewContainer {
             name: spec.name.clone(),
-            image: entry.digest.clone(),
+            image,
             command: spec.command.clone(),
             env: spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             labels,

@@ -155,6 +155,7 @@ pub enum Holding {
 }
 
 /// The state database, the daemon and the progress of the operation a call is made for.
+#[derive(Clone, Copy)]
 pub struct Reach<'a> {
     pub daemon: &'a LazyDaemon,
     pub db: &'a Mutex<StateDb>,
@@ -263,9 +264,33 @@ pub trait Target: Send + Sync {
         existing: &'a [Machine],
         // Spelled `for<'s>`: async_trait would name an elided lifetime after the method's own.
         in_scope: &'a (dyn for<'s> Fn(&'s str) -> bool + Sync),
-        daemon: &'a LazyDaemon,
+        reach: Reach<'a>,
         emitter: &'a Emitter,
     ) -> Result<Vec<String>, TargetError>;
+
+    /// Other digests a machine running `entry`'s artifact reports for it here (the Docker target:
+    /// the images it pulled out of a multi-platform artifact's index); none by default.
+    async fn runs_as<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _entry: &'a RecordEntry,
+        _reach: Reach<'a>,
+    ) -> Result<Vec<String>, TargetError> {
+        Ok(Vec::new())
+    }
+
+    /// Make a multi-platform artifact (its image index, pushed by the build or vouched by the
+    /// registry) runnable where the target runs it. A target that deploys the index as is has
+    /// nothing to do; the Docker target pulls its daemon's platform out of the index.
+    async fn run_from_index<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _artifact: Artifact<'a>,
+        _reach: Reach<'a>,
+        _emitter: &'a Emitter,
+    ) -> Result<(), TargetError> {
+        Ok(())
+    }
 
     /// Deliver one module's artifact; the manifest digest it was pushed as, where delivering
     /// pushes it (what the record keeps and a send deploys).

@@ -243,6 +243,21 @@ impl LastWord {
         }
     }
 
+    /// It ended on `error`, as a whole, and its text says so: the error made words here, where an
+    /// operation's last word is written.
+    pub fn failed(error: &dyn std::fmt::Display) -> LastWord {
+        let said = error.to_string();
+        LastWord::failed_on(said.clone(), said)
+    }
+
+    /// It ended on `error`, as a whole; its text says what was left undone first
+    /// (`send: nothing sent: …`).
+    pub fn failed_saying(undone: &str, error: &dyn std::fmt::Display) -> LastWord {
+        let said = error.to_string();
+        let text = format!("{undone}: {said}");
+        LastWord::failed_on(said, text)
+    }
+
     /// It ended on `error`, as a whole.
     pub fn failed_on(error: impl Into<String>, text: impl Into<String>) -> LastWord {
         LastWord {

@@ -11,7 +11,8 @@ fn key_error(file: &Path, error: FormatError, fix: &str) -> MeshError {
     let (line, what) = match &error {
         FormatError::Encrypted { line, .. }
         | FormatError::NeedsPassword { line, .. }
-        | FormatError::Key { line, .. } => (Some(*line), error.to_string()),
+        | FormatError::Key { line, .. }
+        | FormatError::KeyUndecoded { line, .. } => (Some(*line), error.to_string()),
         FormatError::Image(_)
         | FormatError::TooManyLayers { .. }
         | FormatError::PayloadTooLarge { .. } => (None, error.to_string()),

@@ -105,48 +105,9 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
     mesh.check_keys(src)?;
     let name = mesh.required_string(src, "name", "\"demo\"")?;
     check_name(src, &name, "mesh name")?;
-    let insecure = mesh.boolean(src, "insecure_registry")?;
-    let publish = mesh.boolean(src, "publish")?;
-    let registry = match mesh.string(src, "registry", "\"localhost:5000\"")? {
-        Some(host) => {
-            check_registry(host.get_ref())
-                .map_err(|(what, fix)| src.err(&host.span(), what, fix))?;
-            Some(Registry {
-                host: host.into_inner(),
-                insecure: insecure.map(Spanned::into_inner).unwrap_or(false),
-            })
-        }
-        None => {
-            // A key that only means something with a registry, set without one.
-            let orphan = [("insecure_registry", &insecure), ("publish", &publish)]
-                .into_iter()
-                .find_map(|(key, flag)| Some((key, flag.as_ref()?)));
-            if let Some((key, flag)) = orphan {
-                return Err(src.err(
-                    &flag.span(),
-                    format!("`{key}` in [mesh] is set but there is no `registry`"),
-                    format!("add registry = \"host:port\" or remove {key}"),
-                ));
-            }
-            None
-        }
-    };
-    let publish = registry.is_some() && publish.is_some_and(Spanned::into_inner);
+    let (registry, publish) = registry_and_publish(src, &mesh)?;
     let platforms = platforms(src, &mesh)?.unwrap_or_default();
-    let multi_platform = match mesh.string(src, "multi_platform", "\"buildx\"")? {
-        None => MultiPlatform::Pool,
-        Some(word) => match word.get_ref().as_str() {
-            "pool" => MultiPlatform::Pool,
-            "buildx" => MultiPlatform::Buildx,
-            other => {
-                return Err(src.err(
-                    &word.span(),
-                    format!("`multi_platform` in [mesh] is {other:?}, which meshtop does not know"),
-                    "write multi_platform = \"pool\" (each platform on a builder that builds it; the default) or \"buildx\" (this machine's docker buildx)",
-                ));
-            }
-        },
-    };
+    let multi_platform = multi_platform(src, &mesh)?;
     let trust = match mesh.string_list(src, "trust", "[\"keys/ci.pub\"]")? {
         Some(list) if list.get_ref().is_empty() => {
             return Err(src.err(
@@ -194,6 +155,58 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
         registry,
         platforms,
     })
+}
+
+/// `[mesh]`'s `registry` (with `insecure_registry`) and whether it `publish`es there: the two flags
+/// mean something only with a registry, and are refused without one.
+fn registry_and_publish(
+    src: &Source<'_>,
+    mesh: &Section<'_, '_>,
+) -> Result<(Option<Registry>, bool), MeshError> {
+    let insecure = mesh.boolean(src, "insecure_registry")?;
+    let publish = mesh.boolean(src, "publish")?;
+    let registry = match mesh.string(src, "registry", "\"localhost:5000\"")? {
+        Some(host) => {
+            check_registry(host.get_ref())
+                .map_err(|(what, fix)| src.err(&host.span(), what, fix))?;
+            Some(Registry {
+                host: host.into_inner(),
+                insecure: insecure.map(Spanned::into_inner).unwrap_or(false),
+            })
+        }
+        None => {
+            // A key that only means something with a registry, set without one.
+            let orphan = [("insecure_registry", &insecure), ("publish", &publish)]
+                .into_iter()
+                .find_map(|(key, flag)| Some((key, flag.as_ref()?)));
+            if let Some((key, flag)) = orphan {
+                return Err(src.err(
+                    &flag.span(),
+                    format!("`{key}` in [mesh] is set but there is no `registry`"),
+                    format!("add registry = \"host:port\" or remove {key}"),
+                ));
+            }
+            None
+        }
+    };
+    let publish = registry.is_some() && publish.is_some_and(Spanned::into_inner);
+    Ok((registry, publish))
+}
+
+/// `[mesh]`'s `multi_platform`: how a module of several platforms builds (`pool` by default).
+fn multi_platform(src: &Source<'_>, mesh: &Section<'_, '_>) -> Result<MultiPlatform, MeshError> {
+    let Some(word) = mesh.string(src, "multi_platform", "\"buildx\"")? else {
+        return Ok(MultiPlatform::Pool);
+    };
+    match word.get_ref().as_str() {
+        "pool" => Ok(MultiPlatform::Pool),
+        "buildx" => Ok(MultiPlatform::Buildx),
+        other => Err(src.err(
+            &word.span(),
+            format!("`multi_platform` in [mesh] is {other:?}, which meshtop does not know"),
+            "write multi_platform = \"pool\" (each platform on a builder that builds it; the default) or \"buildx\" (this machine's docker buildx)",
+        )),
+    }
 }
 
 /// `[target]`: docker (default) or kubernetes with namespace, context and rollout_deadline (the last

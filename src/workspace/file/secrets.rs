@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use toml::Spanned;
 use toml::de::DeValue;
 
 use super::MeshError;
@@ -41,89 +42,96 @@ pub(super) fn secrets(
             &format!("write each secret as a table: {EXAMPLE}"),
         )?;
         secret.check_keys(src)?;
-        let id = secret.required_string(src, "id", "\"npmrc\"")?;
-        let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
-        if id.get_ref().is_empty() || !id.get_ref().chars().all(valid) {
-            return Err(src.err(
-                &id.span(),
-                format!(
-                    "secret id {} of {} is not a valid id",
-                    show(id.get_ref()),
-                    module.label
-                ),
-                "use letters, digits, '_', '-' and '.', as in RUN --mount=type=secret,id=npmrc",
-            ));
-        }
-        if !seen.insert(id.get_ref().clone()) {
-            return Err(src.err(
-                &id.span(),
-                format!(
-                    "secret id {} is declared twice in {}",
-                    show(id.get_ref()),
-                    module.label
-                ),
-                "remove the duplicate",
-            ));
-        }
-        let file = secret.string(src, "src", "\"~/.npmrc\"")?;
-        let env = secret.string(src, "env", "\"NPM_TOKEN\"")?;
-        let source = match (file, env) {
-            (Some(file), None) => {
-                if file.get_ref().is_empty() {
-                    return Err(src.err(
-                        &file.span(),
-                        format!(
-                            "secret {} of {} has an empty `src`",
-                            id.get_ref(),
-                            module.label
-                        ),
-                        "name the file holding the secret, e.g. src = \"~/.npmrc\"",
-                    ));
-                }
-                SecretSource::File {
-                    path: resolve(src.file, file.get_ref()),
-                    written: file.into_inner(),
-                }
-            }
-            (None, Some(env)) => {
-                if !is_arg_name(env.get_ref()) {
-                    return Err(src.err(
-                        &env.span(),
-                        format!(
-                            "`env` {} of secret {} is not an environment variable's name",
-                            cut(env.get_ref()),
-                            id.get_ref()
-                        ),
-                        "use letters, digits and '_', not starting with a digit",
-                    ));
-                }
-                SecretSource::Env(env.into_inner())
-            }
-            (Some(_), Some(env)) => {
-                return Err(src.err(
-                    &env.span(),
-                    format!(
-                        "secret {} of {} has both `src` and `env`",
-                        id.get_ref(),
-                        module.label
-                    ),
-                    "keep one: src = \"path\" reads a file, env = \"NAME\" an environment variable",
-                ));
-            }
-            (None, None) => {
-                return Err(src.err(
-                    &secret.span,
-                    format!("secret {} of {} says neither `src` nor `env`", id.get_ref(), module.label),
-                    "add src = \"~/.npmrc\" (a file) or env = \"NPM_TOKEN\" (an environment variable)",
-                ));
-            }
-        };
+        let id = secret_id(src, &secret, &module.label, &mut seen)?;
+        let source = secret_source(src, &secret, id.get_ref(), &module.label)?;
         out.push(BuildSecret {
             id: id.into_inner(),
             source,
         });
     }
     Ok(out)
+}
+
+/// A secret's `id`: valid as a mount's id, and not declared twice in the module.
+fn secret_id(
+    src: &Source<'_>,
+    secret: &Section<'_, '_>,
+    label: &str,
+    seen: &mut BTreeSet<String>,
+) -> Result<Spanned<String>, MeshError> {
+    let id = secret.required_string(src, "id", "\"npmrc\"")?;
+    let valid = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if id.get_ref().is_empty() || !id.get_ref().chars().all(valid) {
+        return Err(src.err(
+            &id.span(),
+            format!(
+                "secret id {} of {label} is not a valid id",
+                show(id.get_ref())
+            ),
+            "use letters, digits, '_', '-' and '.', as in RUN --mount=type=secret,id=npmrc",
+        ));
+    }
+    if !seen.insert(id.get_ref().clone()) {
+        return Err(src.err(
+            &id.span(),
+            format!(
+                "secret id {} is declared twice in {label}",
+                show(id.get_ref())
+            ),
+            "remove the duplicate",
+        ));
+    }
+    Ok(id)
+}
+
+/// Where secret `id`'s value is read when the module builds: a file (`src`) or an environment
+/// variable (`env`), exactly one of the two.
+fn secret_source(
+    src: &Source<'_>,
+    secret: &Section<'_, '_>,
+    id: &str,
+    label: &str,
+) -> Result<SecretSource, MeshError> {
+    let file = secret.string(src, "src", "\"~/.npmrc\"")?;
+    let env = secret.string(src, "env", "\"NPM_TOKEN\"")?;
+    match (file, env) {
+        (Some(file), None) => {
+            if file.get_ref().is_empty() {
+                return Err(src.err(
+                    &file.span(),
+                    format!("secret {id} of {label} has an empty `src`"),
+                    "name the file holding the secret, e.g. src = \"~/.npmrc\"",
+                ));
+            }
+            Ok(SecretSource::File {
+                path: resolve(src.file, file.get_ref()),
+                written: file.into_inner(),
+            })
+        }
+        (None, Some(env)) => {
+            if !is_arg_name(env.get_ref()) {
+                return Err(src.err(
+                    &env.span(),
+                    format!(
+                        "`env` {} of secret {id} is not an environment variable's name",
+                        cut(env.get_ref())
+                    ),
+                    "use letters, digits and '_', not starting with a digit",
+                ));
+            }
+            Ok(SecretSource::Env(env.into_inner()))
+        }
+        (Some(_), Some(env)) => Err(src.err(
+            &env.span(),
+            format!("secret {id} of {label} has both `src` and `env`"),
+            "keep one: src = \"path\" reads a file, env = \"NAME\" an environment variable",
+        )),
+        (None, None) => Err(src.err(
+            &secret.span,
+            format!("secret {id} of {label} says neither `src` nor `env`"),
+            "add src = \"~/.npmrc\" (a file) or env = \"NPM_TOKEN\" (an environment variable)",
+        )),
+    }
 }
 
 /// The module's `ssh` (default false).

@@ -40,8 +40,9 @@ pub(super) struct Targets {
 }
 
 impl Targets {
-    /// The docker targets' names, in file order (the ones `[[machine]]` tables may run on).
-    pub fn docker(&self) -> Vec<&str> {
+    /// The names of the targets `[[machine]]` tables may run on (the docker ones), in file order:
+    /// the reader asks this, so that a kind that takes declared machines is said here alone.
+    pub fn machine_targets(&self) -> Vec<&str> {
         self.environments
             .iter()
             .filter(|e| matches!(self.targets.get(&e.name), Some(Target::Docker)))

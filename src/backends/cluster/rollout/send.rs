@@ -133,7 +133,7 @@ impl Cluster {
         }
         serde_json::from_value(serde_json::Value::Array(ops)).map_err(|e| ClusterError::Config {
             context: Some(self.context.clone()),
-            message: format!("cannot build the JSON patch: {e}"),
+            source: format!("cannot build the JSON patch: {e}").into(),
         })
     }
 

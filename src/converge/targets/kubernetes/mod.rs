@@ -257,7 +257,7 @@ impl Target for Kube {
         _record: &'a Record,
         _existing: &'a [Machine],
         _in_scope: &'a (dyn for<'s> Fn(&'s str) -> bool + Sync),
-        _daemon: &'a LazyDaemon,
+        _reach: Reach<'a>,
         _emitter: &'a Emitter,
     ) -> Result<Vec<String>, TargetError> {
         Ok(Vec::new())
