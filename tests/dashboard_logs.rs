@@ -259,6 +259,7 @@ fn snapshots_of_the_view() {
         LogItem::Exited {
             code: 3,
             at: Some("2026-12-02T05:01:00Z".into()),
+            reason: None,
         },
     ));
     items.push((

@@ -121,11 +121,15 @@ async fn a_crash_keeps_the_previous_run_and_a_pod_in_back_off_says_its_events_fi
     api.container_restarts(&ns, POD, "app");
     api.container_prints(&ns, POD, "app", "second run\n");
     let current = k.run(&["logs", "base"]).await;
-    assert_eq!(stdout(&current), "second run\n", "{}", said(&current));
+    assert!(
+        stdout(&current).ends_with("──\nsecond run\n"),
+        "the previous run's end and this run's start, then its lines: {}",
+        said(&current)
+    );
     let previous = k.run(&["logs", "base", "--previous"]).await;
-    assert_eq!(
-        stdout(&previous),
-        "starting\npanic: no config\n",
+    assert!(
+        stdout(&previous)
+            .starts_with("starting\npanic: no config\n── exited with code 2 (Error) at "),
         "{}",
         said(&previous)
     );
@@ -134,6 +138,78 @@ async fn a_crash_keeps_the_previous_run_and_a_pod_in_back_off_says_its_events_fi
     assert_eq!(kubectl, "starting\npanic: no config\n");
     let pod = api.get("pods", &ns, POD).unwrap();
     assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 1);
+}
+
+/// The pod's container status, as the test server's kubelet reports it.
+fn container_status(api: &KubeApi, ns: &str) -> serde_json::Value {
+    api.get("pods", ns, POD).unwrap()["status"]["containerStatuses"][0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_pod_says_where_its_previous_run_ended_with_its_exit_code_and_reason() {
+    let (api, k) = mesh("lkends").await;
+    let ns = k.namespace.clone();
+    api.container_prints(&ns, POD, "app", "starting\nallocating\n");
+    api.container_crashes(&ns, POD, "app", 137, "OOMKilled");
+    let status = container_status(&api, &ns);
+    let finished = status["lastState"]["terminated"]["finishedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ended = format!("── exited with code 137 (OOMKilled) at {finished} ──");
+
+    // In back-off the log read is the run that ended: its end comes after its lines.
+    let backing_off = k.run(&["logs", "base"]).await;
+    assert!(backing_off.status.success(), "{}", said(&backing_off));
+    let text = stdout(&backing_off);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("event: ")).collect();
+    assert_eq!(lines, ["starting", "allocating", ended.as_str()], "{text}");
+
+    // Running again: where the previous run ended, then the new run with its restart count.
+    api.container_restarts(&ns, POD, "app");
+    api.container_prints(&ns, POD, "app", "second run\n");
+    let status = container_status(&api, &ns);
+    let started = status["state"]["running"]["startedAt"].as_str().unwrap();
+    let current = k.run(&["logs", "base"]).await;
+    assert!(current.status.success(), "{}", said(&current));
+    assert_eq!(
+        stdout(&current),
+        format!("{ended}\n── run started {started} (restart count 1) ──\nsecond run\n"),
+        "{}",
+        said(&current)
+    );
+    // The run before, as `--previous` reads it, ends with its end.
+    let previous = k.run(&["logs", "base", "--previous"]).await;
+    assert_eq!(
+        stdout(&previous),
+        format!("starting\nallocating\n{ended}\n"),
+        "{}",
+        said(&previous)
+    );
+    // Scripts read the same end from `--json`.
+    let json = k.run(&["logs", "base", "--json"]).await;
+    assert!(json.status.success(), "{}", said(&json));
+    let exited: Vec<serde_json::Value> = stdout(&json)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "exited")
+        .collect();
+    assert_eq!(exited.len(), 1, "{}", said(&json));
+    assert_eq!(exited[0]["code"], 137);
+    assert_eq!(exited[0]["reason"], "OOMKilled");
+    assert_eq!(exited[0]["at"], finished.as_str());
+
+    // The oracle: kubectl describe reads the same Last State from the same server.
+    let (ok, describe) = api.kubectl(&["-n", &ns, "describe", "pod", POD]).await;
+    assert!(ok, "{describe}");
+    for words in [
+        "Last State:     Terminated",
+        "Reason:       OOMKilled",
+        "Exit Code:    137",
+        "Restart Count:  1",
+    ] {
+        assert!(describe.contains(words), "{words:?} in {describe}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,6 +294,10 @@ async fn a_follow_streams_new_lines_and_goes_on_after_a_restart() {
     until("after it started", &mut seen).await;
     // A crash ends the server's stream; the restart is a new container the follow picks up.
     api.container_crashes(&ns, POD, "app", 1, "Error");
+    let finished = container_status(&api, &ns)["lastState"]["terminated"]["finishedAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
     api.container_restarts(&ns, POD, "app");
     api.container_prints(&ns, POD, "app", "in the new run\n");
     until("in the new run", &mut seen).await;
@@ -226,6 +306,12 @@ async fn a_follow_streams_new_lines_and_goes_on_after_a_restart() {
         1,
         "nothing said twice: {seen:?}"
     );
+    // Where the run followed ended, once, before the new run's lines.
+    let ended = format!("── exited with code 1 (Error) at {finished} ──");
+    let at: Vec<usize> = (0..seen.len()).filter(|i| seen[*i] == ended).collect();
+    assert_eq!(at.len(), 1, "{ended:?} once in {seen:?}");
+    let after_it = seen.iter().position(|l| l == "after it started").unwrap();
+    assert!(after_it < at[0] && at[0] < seen.len() - 1, "{seen:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

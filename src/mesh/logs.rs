@@ -61,7 +61,13 @@ pub enum LogItem {
     /// A run of the machine began here (the log keeps earlier runs' lines before it).
     RunStarted { at: String, restarts: i64 },
     /// The machine exited after its last line.
-    Exited { code: i64, at: Option<String> },
+    Exited {
+        code: i64,
+        at: Option<String>,
+        /// Why, where the target says (a pod's `lastState.terminated.reason`: Error, OOMKilled).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A send (or a person) replaced what the lines come from: they come from `now` from here on.
     Replaced { now: String },
     /// What the target says of a machine that is not running (a pod's recent events).
@@ -116,10 +122,16 @@ impl LogItem {
             LogItem::RunStarted { at, restarts } => {
                 format!("── run started {at} (restart count {restarts}) ──")
             }
-            LogItem::Exited { code, at } => match at {
-                Some(at) => format!("── exited with code {code} at {at} ──"),
-                None => format!("── exited with code {code} ──"),
-            },
+            LogItem::Exited { code, at, reason } => {
+                let why = reason
+                    .as_ref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                match at {
+                    Some(at) => format!("── exited with code {code}{why} at {at} ──"),
+                    None => format!("── exited with code {code}{why} ──"),
+                }
+            }
             LogItem::Replaced { now } => format!("── now {now} ──"),
             LogItem::Event { text } => format!("event: {text}"),
             LogItem::Cut { why, retry_in_ms } => match retry_in_ms {
@@ -153,7 +165,10 @@ impl LogItem {
                     + source.as_ref().map_or(0, String::capacity)
             }
             LogItem::RunStarted { at, .. } => at.capacity(),
-            LogItem::Exited { at, .. } => at.as_ref().map_or(0, String::capacity),
+            LogItem::Exited { at, reason, .. } => {
+                at.as_ref().map_or(0, String::capacity)
+                    + reason.as_ref().map_or(0, String::capacity)
+            }
             LogItem::Replaced { now: text }
             | LogItem::Event { text }
             | LogItem::Note { text }
@@ -247,12 +262,14 @@ pub fn newest(mut items: Vec<LogItem>, tail: Option<u64>) -> Vec<LogItem> {
     items
 }
 
-/// Where a run of a machine ended: when (UTC RFC 3339) and with which exit code (Docker's `die`
-/// event of the run: `docker ps` says only the last one).
+/// Where a run of a machine ended: when (UTC RFC 3339), with which exit code and, where the
+/// target says, why (Docker's `die` event of the run: `docker ps` says only the last one; a pod's
+/// `lastState.terminated`, what `kubectl describe pod` shows as its Last State).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunEnd {
     pub at: String,
     pub code: i64,
+    pub reason: Option<String>,
 }
 
 impl RunEnd {
@@ -260,6 +277,7 @@ impl RunEnd {
         LogItem::Exited {
             code: self.code,
             at: Some(self.at.clone()),
+            reason: self.reason.clone(),
         }
     }
 }
@@ -692,6 +710,7 @@ mod tests {
         let end = |at: &str, code| RunEnd {
             at: at.to_string(),
             code,
+            reason: None,
         };
         let mut ends = RunEnds::new(vec![
             end("2026-12-02T05:00:02.2Z", 3),
@@ -727,10 +746,25 @@ mod tests {
         assert_eq!(
             LogItem::Exited {
                 code: 3,
-                at: Some("2026-12-02T05:00:00Z".into())
+                at: Some("2026-12-02T05:00:00Z".into()),
+                reason: None,
             }
             .render(false),
             "── exited with code 3 at 2026-12-02T05:00:00Z ──"
+        );
+        let end = RunEnd {
+            at: "2026-12-02T05:00:00Z".into(),
+            code: 137,
+            reason: Some("OOMKilled".into()),
+        };
+        assert_eq!(
+            end.item().render(false),
+            "── exited with code 137 (OOMKilled) at 2026-12-02T05:00:00Z ──"
+        );
+        let json = serde_json::to_string(&end.item()).unwrap_or_default();
+        assert_eq!(
+            json,
+            r#"{"kind":"exited","code":137,"at":"2026-12-02T05:00:00Z","reason":"OOMKilled"}"#
         );
         let json = serde_json::to_string(&out("hi")).unwrap_or_default();
         assert_eq!(json, r#"{"kind":"line","stream":"stdout","text":"hi"}"#);

@@ -607,6 +607,11 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// run is kept as `lastState.terminated` (what `previous=true` reads), restartCount one more, and it
     /// waits in CrashLoopBackOff with the kubelet's BackOff event until [`KubeApi::container_restarts`]
     /// (`pkg/kubelet/kuberuntime/kuberuntime_manager.go` doBackOff; `pkg/kubelet/container/sync_result.go`).
+    /// The status is the kubelet's (`pkg/kubelet/kubelet_pods.go` convertToAPIContainerStatuses: the
+    /// exited run becomes `LastTerminationState`, `RestartCount` counts it) in the API's shape
+    /// (`staging/src/k8s.io/api/core/v1/types.go` ContainerStatus `lastState`, `restartCount`;
+    /// ContainerStateTerminated `exitCode`, `reason`, `startedAt`, `finishedAt` as metav1.Time, RFC 3339
+    /// in whole seconds).
     pub fn container_crashes(
         &self,
         namespace: &str,

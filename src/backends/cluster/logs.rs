@@ -4,6 +4,11 @@
 //! events (`kubectl describe`'s Events). The kubelet writes stdout and stderr into one log, so
 //! every line reads as stdout.
 //!
+//! The kubelet keeps one log per run of a container, and only the last run before the current one
+//! (`lastState.terminated`, what `kubectl describe pod` shows as Last State, with the
+//! `restartCount`): a read says where that run ended, with its exit code and reason, before the
+//! current run's lines, and where the run read ended after its lines when it did.
+//!
 //! A follow lists the workload's pods again every [`RELIST`]: a pod a send (or a restart) brought
 //! is followed from then on and the line says so; a container that ran again is read from where
 //! its last read ended.
@@ -12,25 +17,26 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures_util::{AsyncBufReadExt, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use kube::Api;
 use kube::api::{ListParams, LogParams};
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinSet;
 
 use super::{Cluster, ClusterError, Workload};
-use crate::mesh::logs::{LogAsk, LogItem, Stream, at_or_after, split_time};
+use crate::mesh::logs::{LogAsk, LogItem, RunEnd, Stream, at_or_after, split_time};
 
 /// How often a follow lists the workload's pods again.
 const RELIST: Duration = Duration::from_secs(2);
 
-/// A pod as the log reader needs it: its name, whether the module's container runs, and which
-/// run of it this is (the container id changes with every run).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A pod as the log reader needs it: its name, whether the module's container runs, which run of
+/// it this is (the container id changes with every run), and its container's status.
+#[derive(Debug, Clone, PartialEq)]
 struct PodRun {
     pod: String,
     running: bool,
     container_id: String,
+    status: Option<ContainerStatus>,
 }
 
 fn run_of(pod: &Pod, container: &str) -> PodRun {
@@ -46,6 +52,73 @@ fn run_of(pod: &Pod, container: &str) -> PodRun {
         container_id: container_status
             .and_then(|c| c.container_id.clone())
             .unwrap_or_default(),
+        status: container_status.cloned(),
+    }
+}
+
+/// Where a run ended, as the kubelet reports it (`finishedAt`, `exitCode`, `reason`).
+fn end_of(terminated: &ContainerStateTerminated) -> Option<RunEnd> {
+    Some(RunEnd {
+        at: terminated.finished_at.as_ref()?.0.to_string(),
+        code: i64::from(terminated.exit_code),
+        reason: terminated.reason.clone().filter(|r| !r.is_empty()),
+    })
+}
+
+/// What is said around the lines of the run a read gets: before them, where the run before it
+/// ended and that this one began (its restart count); after them, where it ended, if it did.
+#[derive(Debug, Default)]
+struct Marks {
+    before: Vec<LogItem>,
+    after: Option<LogItem>,
+}
+
+/// The marks of the run the kubelet reads (`pkg/kubelet/kubelet_pods.go`
+/// validateContainerLogStatus): `previous` reads `lastState.terminated`'s run; else the running
+/// or terminated current run; else, between runs (CrashLoopBackOff), the last terminated one.
+/// The lines of a log are all of one run, so the ends go before or after them, not among them by
+/// time (`finishedAt` is whole seconds: a run's last lines may carry a later time than its end).
+fn marks_of(run: &PodRun, previous: bool) -> Marks {
+    let Some(status) = &run.status else {
+        return Marks::default();
+    };
+    let last_end = status
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .and_then(end_of);
+    let state = status.state.as_ref();
+    let started = |at: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        at.map(|t| LogItem::RunStarted {
+            at: t.0.to_string(),
+            restarts: i64::from(status.restart_count),
+        })
+    };
+    let current = match state {
+        _ if previous => None,
+        Some(s) if s.running.is_some() => Some((
+            started(s.running.as_ref().and_then(|r| r.started_at.as_ref())),
+            None,
+        )),
+        Some(s) if s.terminated.is_some() => s.terminated.as_ref().map(|t| {
+            let own = end_of(t).map(|e| e.item());
+            (started(t.started_at.as_ref()), own)
+        }),
+        _ => None,
+    };
+    match current {
+        Some((start, after)) => {
+            let mut before: Vec<LogItem> = last_end.iter().map(RunEnd::item).collect();
+            if !before.is_empty() {
+                before.extend(start);
+            }
+            Marks { before, after }
+        }
+        // The run read is the last terminated one: its end comes after its lines.
+        None => Marks {
+            before: Vec::new(),
+            after: last_end.map(|e| e.item()),
+        },
     }
 }
 
@@ -168,8 +241,15 @@ impl Cluster {
         let what = || format!("read the log of pod {}", run.pod);
         match self.timed(api.logs(&run.pod, &params)).await {
             Ok(Ok(text)) => {
+                let marks = marks_of(run, ask.previous);
+                for item in marks.before {
+                    say(out, item).await?;
+                }
                 for line in text.lines() {
                     say(out, item_of(line, several.then_some(&run.pod))).await?;
+                }
+                if let Some(item) = marks.after {
+                    say(out, item).await?;
                 }
                 Ok(Ok(()))
             }
@@ -210,6 +290,8 @@ impl Cluster {
         let mut last: BTreeMap<String, String> = BTreeMap::new();
         let mut readers: JoinSet<Read> = JoinSet::new();
         let mut known: BTreeSet<String> = first.iter().map(|r| r.pod.clone()).collect();
+        // The run marks said of each pod (see [`marks_of`]).
+        let mut said: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut runs = first;
         let mut listed_once = false;
         loop {
@@ -233,7 +315,14 @@ impl Cluster {
                     self.say_events(run, out).await?;
                 }
                 following.insert(run.pod.clone(), run.container_id.clone());
+                let mut marks = marks_of(run, ask.previous);
+                // Each mark once per pod: a run read again (after a cut, or between two
+                // listings of a pod in back-off) does not say its ends again.
+                let said_here = said.entry(run.pod.clone()).or_default();
+                marks.before.retain(|m| said_here.insert(m.render(true)));
+                marks.after = marks.after.filter(|m| said_here.insert(m.render(true)));
                 let reader = Reader {
+                    marks,
                     cluster: self.clone(),
                     params: self.params(workload, ask, run.running),
                     pod: run.pod.clone(),
@@ -283,8 +372,9 @@ struct Read {
     cut: bool,
 }
 
-/// One pod's log read in a task of its own.
+/// One pod's log read in a task of its own, with what is said around the run's lines.
 struct Reader {
+    marks: Marks,
     cluster: Cluster,
     params: LogParams,
     pod: String,
@@ -301,6 +391,15 @@ impl Reader {
             self.params.since_seconds = None;
         }
         let mut newest = self.after.clone();
+        for item in std::mem::take(&mut self.marks.before) {
+            if self.out.send(item).await.is_err() {
+                return Read {
+                    pod: self.pod,
+                    newest,
+                    cut: false,
+                };
+            }
+        }
         let stream = match api.log_stream(&self.pod, &self.params).await {
             Ok(stream) => stream,
             Err(e) => {
@@ -339,6 +438,9 @@ impl Reader {
             if self.out.send(item).await.is_err() {
                 break;
             }
+        }
+        if let Some(item) = self.marks.after.take() {
+            let _ = self.out.send(item).await;
         }
         Read {
             pod: self.pod,

@@ -215,7 +215,11 @@ impl Daemon {
                 });
             if let (Some(code), Some(at)) = (code, at) {
                 let at = at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-                ends.push(RunEnd { at, code });
+                ends.push(RunEnd {
+                    at,
+                    code,
+                    reason: None,
+                });
             }
         }
         Some(ends)
@@ -248,6 +252,7 @@ impl Daemon {
                 LogItem::Exited {
                     code: seen.exit_code,
                     at: Some(finish.clone()),
+                    reason: None,
                 },
             )
             .await?;
