@@ -236,14 +236,23 @@ impl TierRun<'_> {
     }
 
     /// Ask the target to bring a registry-vouched artifact where it needs it; onto the host too
-    /// when a module of this converge may build FROM it. A multi-platform ref never lands in the
-    /// daemon: nothing to pull.
+    /// when a module of this converge may build FROM it. A multi-platform ref: the target runs its
+    /// own platform out of the index, if it runs any (`run_from_index`).
     async fn fetch_vouched(&self, decided: &PlannedModule) -> Result<(), FetchError> {
         let (Some(reference), Some(digest)) = (&decided.reference, &decided.artifact) else {
             return Err(FetchError::Unanswered);
         };
         let Some(manifest) = self.planner.registry_manifest(reference) else {
             return Err(FetchError::ManifestLost);
+        };
+        let signer = self.planner.registry_signer(reference);
+        let artifact = Artifact {
+            module: &decided.name,
+            reference,
+            digest,
+            build_id: None,
+            manifest: Some(&manifest),
+            signed_by: signer.as_deref(),
         };
         if decided.multi_platform {
             self.emitter.emit(
@@ -257,15 +266,6 @@ impl TierRun<'_> {
                 format!("{reference} is in the registry as {manifest}"),
             );
             // Runnable where the target runs it (the Docker target pulls its platform out).
-            let signer = self.planner.registry_signer(reference);
-            let artifact = Artifact {
-                module: &decided.name,
-                reference,
-                digest,
-                build_id: None,
-                manifest: Some(&manifest),
-                signed_by: signer.as_deref(),
-            };
             return self
                 .target
                 .run_from_index(self.mesh, artifact, self.reach(), self.emitter)
@@ -276,15 +276,6 @@ impl TierRun<'_> {
                 });
         }
         let on_host = self.built_from(&decided.name);
-        let signer = self.planner.registry_signer(reference);
-        let artifact = Artifact {
-            module: &decided.name,
-            reference,
-            digest,
-            build_id: None,
-            manifest: Some(&manifest),
-            signed_by: signer.as_deref(),
-        };
         self.target
             .fetch_vouched(
                 self.mesh,

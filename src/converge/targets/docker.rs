@@ -209,13 +209,7 @@ impl Target for Docker {
         reach: Reach<'a>,
         emitter: &'a Emitter,
     ) -> Result<(), TargetError> {
-        let Some(registry) = &mesh.registry else {
-            return Err(TargetError::NoRegistry {
-                mesh: mesh.name.clone(),
-                reference: artifact.reference.to_string(),
-            });
-        };
-        let creds = registry_credentials(registry).await?;
+        let (registry, creds) = registry_of(mesh, &artifact).await?;
         host::pull_from_index(
             &reach,
             &mesh.name,
@@ -259,13 +253,7 @@ impl Target for Docker {
         reach: Reach<'a>,
         emitter: &'a Emitter,
     ) -> Result<(), TargetError> {
-        let Some(registry) = &mesh.registry else {
-            return Err(TargetError::NoRegistry {
-                mesh: mesh.name.clone(),
-                reference: artifact.reference.to_string(),
-            });
-        };
-        let creds = registry_credentials(registry).await?;
+        let (registry, creds) = registry_of(mesh, &artifact).await?;
         host::pull_vouched(
             &reach,
             &mesh.name,
@@ -463,6 +451,20 @@ impl Target for Docker {
 }
 
 /// Docker's credentials for `registry` (none: it asks for no login).
+/// The mesh's registry, which the artifact is pulled from, and its credentials.
+async fn registry_of<'m>(
+    mesh: &'m Mesh,
+    artifact: &Artifact<'_>,
+) -> Result<(&'m Registry, Option<Credentials>), TargetError> {
+    let Some(registry) = &mesh.registry else {
+        return Err(TargetError::NoRegistry {
+            mesh: mesh.name.clone(),
+            reference: artifact.reference.to_string(),
+        });
+    };
+    Ok((registry, registry_credentials(registry).await?))
+}
+
 async fn registry_credentials(registry: &Registry) -> Result<Option<Credentials>, TargetError> {
     credentials::for_registry(&registry.host)
         .await
