@@ -328,14 +328,7 @@ pub async fn artifact_signature(
         if !seen.insert(manifest.clone()) {
             continue;
         }
-        let names = match client.artifact_of(repository, &manifest).await {
-            Ok(names) => names,
-            Err(_) if manifest == entry.digest => None,
-            Err(error) => return Err(error.into()),
-        };
-        let is_it = names.as_deref() == Some(entry.digest.as_str())
-            || (names.is_some() && manifest == entry.digest);
-        if !is_it {
+        if !is_the_artifact(&client, repository, &manifest, &entry.digest).await? {
             continue;
         }
         let verdict = client
@@ -354,6 +347,24 @@ pub async fn artifact_signature(
         manifest: None,
         verdict: SignatureVerdict::Unsigned,
     }))
+}
+
+/// Whether `manifest` in `repository` is the artifact `digest`: its config is the image, or it is
+/// the artifact itself (an index, what a pod reports). The one rule the signature and the
+/// provenance of a recorded artifact are read under. The artifact asked as a manifest may be an
+/// image id, which a registry may answer with an error (distribution: 500) rather than a 404.
+async fn is_the_artifact(
+    client: &RegistryClient,
+    repository: &str,
+    manifest: &str,
+    digest: &str,
+) -> Result<bool, AskError> {
+    let names = match client.artifact_of(repository, manifest).await {
+        Ok(names) => names,
+        Err(_) if manifest == digest => None,
+        Err(error) => return Err(error.into()),
+    };
+    Ok(names.as_deref() == Some(digest) || (names.is_some() && manifest == digest))
 }
 
 /// What the signed provenance of a recorded artifact says: the manifest it was read for, and the
@@ -390,14 +401,7 @@ pub async fn artifact_provenance(
         if !seen.insert(manifest.clone()) {
             continue;
         }
-        let names = match client.artifact_of(repository, &manifest).await {
-            Ok(names) => names,
-            Err(_) if manifest == entry.digest => None,
-            Err(error) => return Err(error.into()),
-        };
-        let is_it = names.as_deref() == Some(entry.digest.as_str())
-            || (names.is_some() && manifest == entry.digest);
-        if !is_it {
+        if !is_the_artifact(&client, repository, &manifest, &entry.digest).await? {
             continue;
         }
         let envelopes = client.attestations(repository, &manifest).await?;
