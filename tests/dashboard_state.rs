@@ -1016,3 +1016,130 @@ fn reworded_steps_judge_the_same_on_screen() {
         assert_eq!(said.notice.unwrap().error, otherwise.notice.unwrap().error);
     }
 }
+
+/// Keys typed into the filter, as the property below presses them.
+#[derive(Debug, Clone)]
+enum FilterKey {
+    Open,
+    Type(char),
+    Backspace,
+    Accept,
+    Escape,
+    Down,
+}
+
+fn filter_key() -> impl proptest::strategy::Strategy<Value = FilterKey> {
+    use proptest::prelude::*;
+    prop_oneof![
+        1 => Just(FilterKey::Open),
+        6 => proptest::char::ranges(vec!['a'..='c', 'A'..='C', '-'..='-'].into())
+            .prop_map(FilterKey::Type),
+        2 => Just(FilterKey::Backspace),
+        1 => Just(FilterKey::Accept),
+        1 => Just(FilterKey::Escape),
+        1 => Just(FilterKey::Down),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Whatever is typed, erased, kept or cleared, the rows are exactly the modules whose name
+    /// holds the filter (either case), in the table's order, and the cursor stays on its module
+    /// while that module still passes (else it goes to the first row).
+    #[test]
+    fn the_filter_shows_exactly_the_matching_modules(
+        names in proptest::collection::btree_set("[a-cA-C-]{1,5}", 1..40),
+        keys in proptest::collection::vec(filter_key(), 1..40),
+    ) {
+        use meshtop::mesh::model::Policy;
+        let modules = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| module(name, (i % 3) as u32, None, Policy::Rollout))
+            .collect();
+        let mut state = empty_state(&mesh(Target::Docker, modules), false);
+        for pressed in &keys {
+            let before = state.selected_module().map(|m| m.name.clone());
+            match pressed {
+                FilterKey::Open if state.mode == Mode::Normal => {
+                    ch(&mut state, '/');
+                }
+                FilterKey::Type(c) if state.mode == Mode::Filter => {
+                    ch(&mut state, *c);
+                }
+                FilterKey::Backspace if state.mode == Mode::Filter => {
+                    key(&mut state, KeyCode::Backspace);
+                }
+                FilterKey::Accept if state.mode == Mode::Filter => {
+                    key(&mut state, KeyCode::Enter);
+                }
+                FilterKey::Escape => {
+                    key(&mut state, KeyCode::Esc);
+                }
+                FilterKey::Down if state.mode == Mode::Normal => {
+                    ch(&mut state, 'j');
+                }
+                _ => continue,
+            }
+            let needle = state.filter.to_lowercase();
+            let expected: Vec<&str> = state
+                .modules
+                .iter()
+                .filter(|m| m.name.to_lowercase().contains(&needle))
+                .map(|m| m.name.as_str())
+                .collect();
+            let shown: Vec<&str> = state
+                .visible
+                .iter()
+                .map(|&i| state.modules[i].name.as_str())
+                .collect();
+            proptest::prop_assert_eq!(&shown, &expected, "filter {:?} after {:?}", state.filter, pressed);
+            let now = state.selected_module().map(|m| m.name.clone());
+            if matches!(pressed, FilterKey::Down) {
+                continue;
+            }
+            match before.filter(|name| expected.contains(&name.as_str())) {
+                Some(name) => proptest::prop_assert_eq!(now, Some(name)),
+                None => proptest::prop_assert_eq!(now, expected.first().map(|n| n.to_string())),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_pollers_params_share_the_plans_refs_and_the_machines_digests() {
+    use std::sync::Arc;
+    // Derived after every message (src/tui.rs): at 10,000 modules a copy of every planned ref
+    // per key was most of a key's time.
+    let state = demo_state();
+    let (first, again) = (state.poll_params(), state.poll_params());
+    assert!(!first.refs.is_empty() && !first.digests.is_empty());
+    assert!(Arc::ptr_eq(&first.refs, &again.refs), "the refs are shared");
+    assert!(Arc::ptr_eq(&first.digests, &again.digests));
+    // A new plan brings its own refs.
+    let mut state = state;
+    let mut plan = demo_plan();
+    let base = plan.modules.iter_mut().find(|m| m.name == "base").unwrap();
+    base.reference = Some("demo/base:ffffffffffff-amd64".into());
+    update(
+        &mut state,
+        polled(SourceId::Plan, 0, SourceData::Plan(Box::new(plan))),
+    );
+    let refs = state.poll_params().refs;
+    assert!(!Arc::ptr_eq(&refs, &first.refs));
+    assert!(refs.contains(&(
+        "base".to_string(),
+        "demo/base:ffffffffffff-amd64".to_string()
+    )));
+    // What a history poll traces: the machines' digests and the record history's, each once.
+    let params = meshtop::app::msg::PollParams {
+        digests: Arc::from(["sha256:a".to_string(), "sha256:c".to_string()]),
+        stamp_digests: vec!["sha256:b".into(), "sha256:c".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        params.traced_digests(),
+        ["sha256:a", "sha256:b", "sha256:c"]
+    );
+}

@@ -227,8 +227,7 @@ fn show(state: &mut AppState, name: &str) -> Vec<Effect> {
     state.held_by = None;
     state.machines_record = None;
     state.set_machines(Vec::new());
-    state.plan = None;
-    state.planned.clear();
+    state.clear_plan();
     state.operation = OperationView::default();
     state.views.stamps = None;
     state.views.pins.clear();

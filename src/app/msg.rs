@@ -230,13 +230,27 @@ pub struct PollParams {
     pub history_module: Option<String>,
     /// The id of the last progress event seen.
     pub events_after: i64,
-    /// Running digests whose builds the machines pane names.
-    pub digests: Vec<String>,
+    /// Running digests whose builds the machines pane names (sorted, each once).
+    pub digests: Arc<[String]>,
+    /// The digests of the selected module's record history (sorted, each once): a rollback's
+    /// confirm names the builds that made them.
+    pub stamp_digests: Vec<String>,
     pub page_size: usize,
     /// (module, planned ref) of every module whose ref is known, for the registry source.
-    pub refs: Vec<(String, String)>,
+    pub refs: Arc<[(String, String)]>,
     /// The module whose record history the detail shows (the selected one).
     pub stamps_module: Option<String>,
+}
+
+impl PollParams {
+    /// The digests whose builds a history poll traces: the machines' and the record history's,
+    /// sorted, each once.
+    pub fn traced_digests(&self) -> Vec<&String> {
+        let mut digests: Vec<&String> = self.digests.iter().chain(&self.stamp_digests).collect();
+        digests.sort();
+        digests.dedup();
+        digests
+    }
 }
 
 /// Where a fetched page of builds goes in the history window.

@@ -1,6 +1,7 @@
 //! The dashboard's state: one owner (the app loop), changed only by `update`, read by the widgets.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
@@ -41,6 +42,8 @@ pub struct Context {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleInfo {
     pub name: String,
+    /// The name in lower case: what the filter matches (made once, not at every key).
+    pub lowercase: String,
     pub tier: u32,
     pub base: Option<String>,
     pub policy: Policy,
@@ -241,14 +244,20 @@ pub struct AppState {
     pub registry_answers: BTreeMap<String, RegistryAnswer>,
 
     pub modules: Vec<ModuleInfo>,
-    /// Indices into `modules` that pass the filter.
+    /// Indices into `modules` that pass the filter, ascending.
     pub visible: Vec<usize>,
     pub selected: usize,
     pub filter: String,
+    /// The filter `visible` answers, in lower case: a longer filter that still holds it narrows
+    /// `visible` instead of matching every module again.
+    visible_for: String,
 
     pub plan: Option<Plan>,
     /// Module name → index in `plan.modules`.
     pub planned: HashMap<String, usize>,
+    /// (module, planned ref) of every planned module whose ref is known, made once per plan: the
+    /// pollers' parameters are derived after every message and share it rather than copy it.
+    plan_refs: Arc<[(String, String)]>,
     pub record: Option<Record>,
     /// Who holds the mesh where the team meets (the namespace's Lease), read with the record.
     pub held_by: Option<HeldBy>,
@@ -267,6 +276,9 @@ pub struct AppState {
     /// go to this record's artifact: the pair is one poll's, so the confirm is consistent).
     pub machines_record: Option<Record>,
     pub machine_ranges: HashMap<String, std::ops::Range<usize>>,
+    /// The digests the machines run, sorted, each once: made with the listing, shared by the
+    /// pollers' parameters.
+    machine_digests: Arc<[String]>,
     pub machine_selected: usize,
     pub builds: BuildsWindow,
     /// `b`: the history follows the selected module (true) or shows the whole mesh.
@@ -325,6 +337,7 @@ impl AppState {
             .iter()
             .map(|m| ModuleInfo {
                 name: m.name.clone(),
+                lowercase: m.name.to_lowercase(),
                 tier: m.tier,
                 base: m.base.clone(),
                 policy: m.policy,
@@ -347,8 +360,10 @@ impl AppState {
             visible,
             selected: 0,
             filter: String::new(),
+            visible_for: String::new(),
             plan: None,
             planned: HashMap::new(),
+            plan_refs: Arc::from([]),
             record: None,
             held_by: None,
             host: None,
@@ -359,6 +374,7 @@ impl AppState {
             machines: Vec::new(),
             machines_record: None,
             machine_ranges: HashMap::new(),
+            machine_digests: Arc::from([]),
             machine_selected: 0,
             builds: BuildsWindow::new(first),
             history_by_module: true,
@@ -477,6 +493,13 @@ impl AppState {
                 start = i;
             }
         }
+        let mut digests: Vec<String> = machines
+            .iter()
+            .flat_map(|m| m.running.iter().cloned())
+            .collect();
+        digests.sort();
+        digests.dedup();
+        self.machine_digests = digests.into();
         self.machines = machines;
         let count = self.selected_machines().len();
         self.machine_selected = self.machine_selected.min(count.saturating_sub(1));
@@ -492,22 +515,28 @@ impl AppState {
     }
 
     /// Recompute the rows passing the filter, keeping the cursor on the same module when it stays.
+    /// A filter that holds the one `visible` answers (a character typed) only narrows those rows.
     pub fn refilter(&mut self) {
-        let keep = self.selected_module().map(|m| m.name.clone());
+        let keep = self.visible.get(self.selected).copied();
         let needle = self.filter.to_lowercase();
-        self.visible = self
-            .modules
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| needle.is_empty() || m.name.to_lowercase().contains(&needle))
-            .map(|(i, _)| i)
-            .collect();
+        if needle.is_empty() {
+            self.visible = (0..self.modules.len()).collect();
+        } else {
+            let modules = &self.modules;
+            let passes = |&i: &usize| {
+                modules
+                    .get(i)
+                    .is_some_and(|m| m.lowercase.contains(&needle))
+            };
+            if needle.contains(&self.visible_for) {
+                self.visible.retain(passes);
+            } else {
+                self.visible = (0..modules.len()).filter(passes).collect();
+            }
+        }
+        self.visible_for = needle;
         self.selected = keep
-            .and_then(|name| {
-                self.visible
-                    .iter()
-                    .position(|&i| self.modules[i].name == name)
-            })
+            .and_then(|i| self.visible.binary_search(&i).ok())
             .unwrap_or(0);
     }
 
@@ -518,7 +547,19 @@ impl AppState {
             .enumerate()
             .map(|(i, m)| (m.name.clone(), i))
             .collect();
+        self.plan_refs = plan
+            .modules
+            .iter()
+            .filter_map(|m| Some((m.name.clone(), m.reference.clone()?)))
+            .collect();
         self.plan = Some(plan);
+    }
+
+    /// Forget the plan (another target is shown: its plan is asked for).
+    pub fn clear_plan(&mut self) {
+        self.plan = None;
+        self.planned.clear();
+        self.plan_refs = Arc::from([]);
     }
 
     /// The history scope the `b` toggle and the cursor ask for.
@@ -530,35 +571,28 @@ impl AppState {
         }
     }
 
-    /// What the pollers need to know, derived from the state.
+    /// What the pollers need to know, derived from the state (after every message: what is large
+    /// is shared, not copied).
     pub fn poll_params(&self) -> PollParams {
-        let mut digests: Vec<String> = self
-            .machines
-            .iter()
-            .flat_map(|m| m.running.iter().cloned())
-            .collect();
         // The artifacts of the selected module's record history: a rollback's confirm names the
         // builds that made them.
+        let mut stamp_digests: Vec<String> = Vec::new();
         if let Some(module) = self.selected_module() {
             for stamp in self.views.stamps_of(&module.name).unwrap_or(&[]) {
-                digests.push(stamp.to_digest.clone());
-                digests.extend(stamp.from_digest.clone());
+                stamp_digests.push(stamp.to_digest.clone());
+                stamp_digests.extend(stamp.from_digest.clone());
             }
         }
-        digests.sort();
-        digests.dedup();
+        stamp_digests.sort();
+        stamp_digests.dedup();
         PollParams {
             target: Some(self.target.name.clone()),
             history_module: self.builds.scope.clone(),
             events_after: self.operation.last_event_id,
-            digests,
+            digests: self.machine_digests.clone(),
+            stamp_digests,
             page_size: PAGE_SIZE,
-            refs: self
-                .plan
-                .iter()
-                .flat_map(|plan| plan.modules.iter())
-                .filter_map(|m| Some((m.name.clone(), m.reference.clone()?)))
-                .collect(),
+            refs: self.plan_refs.clone(),
             stamps_module: self.selected_module().map(|m| m.name.clone()),
         }
     }

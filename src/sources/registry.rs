@@ -17,14 +17,14 @@ pub fn poll(
         session
             .registry(|client| async move {
                 let mut answers = BTreeMap::new();
-                for (module, reference) in params.refs {
-                    let (repository, tag) = repository_in(client.host(), &reference);
+                for (module, reference) in params.refs.iter() {
+                    let (repository, tag) = repository_in(client.host(), reference);
                     let answer = match client.manifest(repository, tag).await {
                         Ok(Published::Present { digest }) => RegistryAnswer::Published(digest),
                         Ok(Published::Absent) => RegistryAnswer::Absent,
                         Err(error) => RegistryAnswer::Failed(error.to_string()),
                     };
-                    answers.insert(module, answer);
+                    answers.insert(module.clone(), answer);
                 }
                 Ok(SourceData::Registry(answers))
             })

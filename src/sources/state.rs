@@ -81,7 +81,7 @@ fn read(
     let latest_operation = db.latest_operation_on(&mesh, Some(target))?;
     let mut made_by: BTreeMap<String, BuildRow> = BTreeMap::new();
     let mut unbuilt = Vec::new();
-    for digest in params.digests.iter().take(MAX_TRACED) {
+    for digest in params.traced_digests().into_iter().take(MAX_TRACED) {
         match db.build_by_digest(&mesh, digest)? {
             Some(row) => {
                 made_by.insert(digest.clone(), row);
