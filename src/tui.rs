@@ -3,7 +3,7 @@
 //! select loop over key events, source messages and the clock. It redraws only when the state
 //! changed or a key came.
 
-use std::io::{self, Stdout};
+use std::io::{self, BufWriter, Stdout};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,8 +179,9 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     enable_raw_mode().wrap_err("cannot put the terminal in raw mode (is this a terminal?)")?;
     let _restore = Restore;
     execute!(io::stdout(), EnterAlternateScreen).wrap_err("cannot enter the alternate screen")?;
-    let mut terminal: Terminal<CrosstermBackend<Stdout>> =
-        Terminal::new(CrosstermBackend::new(io::stdout())).wrap_err("cannot open the terminal")?;
+    let mut terminal: Terminal<CrosstermBackend<BufWriter<Stdout>>> =
+        Terminal::new(CrosstermBackend::new(frame_writer(io::stdout())))
+            .wrap_err("cannot open the terminal")?;
     let size = terminal.size().wrap_err("cannot read the terminal size")?;
     state.size = (size.width, size.height);
     let events = EventStream::new()
@@ -226,6 +227,16 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
     tracing::info!(ok = outcome.is_ok(), "dashboard closes");
     outcome
 }
+
+/// What a frame is written with: held until the frame ends (the draw flushes it), so it reaches
+/// the terminal in one write. Stdout alone is line-buffered and a frame has no newline: it went out
+/// in 1 KiB pieces, each a write and a wake-up of the terminal, which could show half a frame.
+pub fn frame_writer<W: io::Write>(out: W) -> BufWriter<W> {
+    BufWriter::with_capacity(FRAME_BYTES, out)
+}
+
+/// Room for a whole frame of a large terminal (a cell with its colours: about 20 bytes).
+const FRAME_BYTES: usize = 256 * 1024;
 
 /// The terminal bell, and the desktop-notification escape (OSC 777, understood by several
 /// terminals and ignored by the rest) with what happened.
@@ -338,5 +349,68 @@ where
             *params = now;
             changed
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::io::{self, Write};
+    use std::rc::Rc;
+
+    use ratatui::Terminal;
+    use ratatui::backend::CrosstermBackend;
+    use ratatui::layout::Rect;
+    use ratatui::style::{Color, Style};
+
+    /// Counts the writes that reach it.
+    struct Writes(Rc<Cell<usize>>);
+
+    impl Write for Writes {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0.set(self.0.get() + 1);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_whole_frame_reaches_the_terminal_in_one_write() {
+        let writes = Rc::new(Cell::new(0));
+        let backend = CrosstermBackend::new(super::frame_writer(Writes(writes.clone())));
+        let mut terminal = Terminal::with_options(
+            backend,
+            ratatui::TerminalOptions {
+                viewport: ratatui::Viewport::Fixed(Rect::new(0, 0, 160, 50)),
+            },
+        )
+        .unwrap();
+        // Every cell changes, in alternating colours: tens of KiB of output.
+        let frame = |terminal: &mut Terminal<_>, shift: usize| {
+            terminal
+                .draw(|frame| {
+                    let buf = frame.buffer_mut();
+                    for y in 0..50u16 {
+                        for x in 0..160u16 {
+                            let n = usize::from(x) + usize::from(y) + shift;
+                            let color = if n % 2 == 0 { Color::Red } else { Color::Blue };
+                            buf[(x, y)]
+                                .set_char(char::from(b'a' + (n % 26) as u8))
+                                .set_style(Style::default().fg(color));
+                        }
+                    }
+                })
+                .unwrap();
+        };
+        frame(&mut terminal, 0);
+        let before = writes.get();
+        frame(&mut terminal, 1);
+        let writes = writes.get() - before;
+        assert_eq!(
+            writes, 1,
+            "a frame of 8,000 changed cells went out in {writes} writes"
+        );
     }
 }
