@@ -353,6 +353,7 @@ where
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use std::cell::Cell;
     use std::io::{self, Write};
@@ -395,7 +396,11 @@ mod tests {
                     for y in 0..50u16 {
                         for x in 0..160u16 {
                             let n = usize::from(x) + usize::from(y) + shift;
-                            let color = if n % 2 == 0 { Color::Red } else { Color::Blue };
+                            let color = if n.is_multiple_of(2) {
+                                Color::Red
+                            } else {
+                                Color::Blue
+                            };
                             buf[(x, y)]
                                 .set_char(char::from(b'a' + (n % 26) as u8))
                                 .set_style(Style::default().fg(color));
