@@ -4,7 +4,8 @@
 //! Then a real second converge at 10,000 modules on the API test server (`scripts/gen-mesh.sh`,
 //! `KIND=kubernetes`) whose record answers for every module: wall time, requests by verb, the
 //! record's bytes read. Run by `scripts/bench-scale.sh`; prints one line per figure. Not a test:
-//! nothing is asserted. `RECORD_SCALE_MODULES` (default 10000) sizes the converge's mesh.
+//! nothing is asserted. `RECORD_SCALE_MODULES` (default 10000) sizes the converge's mesh;
+//! `RECORD_SCALE_PARTS` (`record`, `converge`; default both) picks what runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/mod.rs"]
@@ -153,13 +154,21 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         // The reference: the largest plain record (about 1,000 modules fit the annotations), then 10,000.
-        measure(1_000).await;
-        measure(10_000).await;
+        // `RECORD_SCALE_PARTS=converge` measures the second converge alone.
+        let parts = std::env::var("RECORD_SCALE_PARTS").unwrap_or_default();
+        if parts.is_empty() || parts.contains("record") {
+            measure(1_000).await;
+            measure(10_000).await;
+        }
+        if !(parts.is_empty() || parts.contains("converge")) {
+            return;
+        }
         let n = std::env::var("RECORD_SCALE_MODULES")
             .ok()
             .and_then(|n| n.parse().ok())
             .unwrap_or(10_000);
         second_converge::measure(n).await;
+        second_converge::measure_docker(n).await;
     });
 }
 
