@@ -134,38 +134,55 @@ pub fn walk_cached(
         entries,
         dockerfile_rel,
         dockerfile_sha,
-    } = prepare(context, dockerfile)?;
-    let hash_entry = |e: Entry| {
+    } = prepare(context, dockerfile, cache)?;
+    // What the cache answers for is looked up here, in order (a binary search each); only the
+    // files it does not answer for are read, side by side when there are enough of them. A
+    // steady plan then wakes no thread per context.
+    let mut files: Vec<(String, FileEntry)> = Vec::with_capacity(entries.len());
+    let mut to_read: Vec<(usize, PathBuf, u64, StatKey)> = Vec::new();
+    for e in entries {
         let entry = match e.kind {
-            Kind::File { mode, len, stat } => FileEntry::File {
+            Kind::File { mode, len, stat } => {
                 // The Dockerfile was hashed already (it is usually a file of the context too).
-                sha256: if e.rel == dockerfile_rel {
-                    dockerfile_sha.clone()
+                let known = if e.rel == dockerfile_rel {
+                    Some(dockerfile_sha.clone())
                 } else {
-                    hash_through(cache, &e.abs, len, &stat)?
-                },
-                mode,
-            },
+                    e.abs.to_str().and_then(|key| cache.lookup(key, &stat))
+                };
+                let sha256 = known.unwrap_or_else(|| {
+                    to_read.push((files.len(), e.abs, len, stat));
+                    String::new()
+                });
+                FileEntry::File { sha256, mode }
+            }
             Kind::Link { target } => FileEntry::Link { target },
             Kind::Dir { mode } => FileEntry::Dir { mode },
         };
-        Ok((e.rel, entry))
+        files.push((e.rel, entry));
+    }
+    let read = |(at, abs, len, stat): &(usize, PathBuf, u64, StatKey)| {
+        read_through(cache, abs, *len, stat).map(|sha| (*at, sha))
     };
-    // A small context is hashed on this thread: waking the pool costs more than it saves.
-    let hashed: Vec<(String, FileEntry)> = if entries.len() < PARALLEL_FROM {
-        entries
-            .into_iter()
-            .map(hash_entry)
+    // A few files are read on this thread: waking the pool costs more than it saves.
+    let read: Vec<(usize, String)> = if to_read.len() < PARALLEL_FROM {
+        to_read
+            .iter()
+            .map(read)
             .collect::<Result<_, InputsError>>()?
     } else {
-        entries
-            .into_par_iter()
-            .map(hash_entry)
+        to_read
+            .par_iter()
+            .map(read)
             .collect::<Result<_, InputsError>>()?
     };
+    for (at, sha) in read {
+        if let Some((_, FileEntry::File { sha256, .. })) = files.get_mut(at) {
+            *sha256 = sha;
+        }
+    }
     Ok(Walked {
         // Sorted already: collecting into the map appends at its end.
-        files: hashed.into_iter().collect(),
+        files: files.into_iter().collect(),
         dockerfile: dockerfile_sha,
     })
 }
@@ -179,7 +196,8 @@ pub fn tar_inputs<W: Write>(
     expected: Option<&Inputs>,
     sink: W,
 ) -> Result<Inputs, InputsError> {
-    let prepared = prepare(spec.context, spec.dockerfile)?;
+    // What is sent is hashed from the bytes sent: no cache answers for them.
+    let prepared = prepare(spec.context, spec.dockerfile, &NoCache)?;
     let mut builder = tar::Builder::new(Guard {
         inner: sink,
         poisoned: false,
@@ -242,7 +260,13 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InputsError + '_ {
     }
 }
 
-fn prepare(context: &Path, dockerfile: &str) -> Result<Prepared, InputsError> {
+/// The Dockerfile found and hashed (through `cache`, as every other file of the context), the
+/// `.dockerignore` read, and the context listed.
+fn prepare(
+    context: &Path,
+    dockerfile: &str,
+    cache: &dyn DigestCache,
+) -> Result<Prepared, InputsError> {
     let dockerfile_rel = dockerfile_path(dockerfile)?;
     let dockerfile_abs = context.join(&dockerfile_rel);
     // `dockerfile_rel` only goes down (cleaned, no `..`): unless a symlink is on the way, it is inside.
@@ -275,7 +299,12 @@ fn prepare(context: &Path, dockerfile: &str) -> Result<Prepared, InputsError> {
                     .into(),
         });
     }
-    let dockerfile_sha = hash_file_sized(&resolved.path, resolved.meta.len())?;
+    let dockerfile_sha = hash_through(
+        cache,
+        &resolved.path,
+        resolved.meta.len(),
+        &stat_key(&resolved.meta),
+    )?;
 
     let ignore_path = context.join(".dockerignore");
     let with_path = |source| InputsError::Ignore {
@@ -404,8 +433,21 @@ fn walk(
 }
 
 /// A file's sha256 from the cache when its stat data is answered for, else read (and cached).
-/// The time is taken before the read: a change during the read leaves the entry racy.
 fn hash_through(
+    cache: &dyn DigestCache,
+    path: &Path,
+    len: u64,
+    stat: &StatKey,
+) -> Result<String, InputsError> {
+    match path.to_str().and_then(|key| cache.lookup(key, stat)) {
+        Some(sha256) => Ok(sha256),
+        None => read_through(cache, path, len, stat),
+    }
+}
+
+/// A file's sha256 read from its bytes, and left in the cache. The time is taken before the
+/// read: a change during the read leaves the entry racy.
+fn read_through(
     cache: &dyn DigestCache,
     path: &Path,
     len: u64,
@@ -415,9 +457,6 @@ fn hash_through(
     let Some(key) = path.to_str() else {
         return hash_file_sized(path, len);
     };
-    if let Some(sha256) = cache.lookup(key, stat) {
-        return Ok(sha256);
-    }
     let hashed_at_ns = cache.now_ns();
     let sha256 = hash_file_sized(path, len)?;
     cache.store(
