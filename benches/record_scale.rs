@@ -1,7 +1,11 @@
 //! The Kubernetes record at 10,000 modules (issue 41), on the API test server on loopback: what a
 //! stamp and a read cost — wall time, objects (requests) and bytes — in the sharded form, against
 //! the plain form's one namespace GET at the largest record that still fits it (the reference).
-//! Run by `scripts/bench-scale.sh`; prints one line per figure. Not a test: nothing is asserted.
+//! Then a real second converge at 10,000 modules on the API test server (`scripts/gen-mesh.sh`,
+//! `KIND=kubernetes`) whose record answers for every module: wall time, requests by verb, the
+//! record's bytes read. Run by `scripts/bench-scale.sh`; prints one line per figure. Not a test:
+//! nothing is asserted. `RECORD_SCALE_MODULES` (default 10000) sizes the converge's mesh;
+//! `RECORD_SCALE_PARTS` (`record`, `converge`; default both) picks what runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/common/mod.rs"]
@@ -89,10 +93,23 @@ async fn measure(n: usize) {
     }
     let per = started.elapsed() / runs;
     println!(
-        "  read:  {:.1} ms, {} objects, {} bytes",
+        "  read with the whole history (history, rollback, gc):  {:.1} ms, {} objects, {} bytes",
         per.as_secs_f64() * 1e3,
         api.total_requests() / runs as usize,
         read.cost.bytes
+    );
+    api.reset_counts();
+    let started = Instant::now();
+    let mut entries = None;
+    for _ in 0..runs {
+        entries = Some(cluster.read_entries().await.unwrap());
+    }
+    let per = started.elapsed() / runs;
+    println!(
+        "  read of the entries and pins (converge, plan, status):  {:.1} ms, {} objects, {} bytes",
+        per.as_secs_f64() * 1e3,
+        api.total_requests() / runs as usize,
+        entries.map_or(0, |r| r.cost.bytes)
     );
     // A converge that changed 10 modules.
     let before = shard_bytes(&api);
@@ -118,6 +135,16 @@ async fn measure(n: usize) {
         written,
         before
     );
+    println!("    requests: {}", verbs(&api));
+}
+
+/// The requests since the last reset, by verb (`GET configmaps/… 26, PATCH namespaces/… 1`).
+fn verbs(api: &KubeApi) -> String {
+    api.requests_by_verb()
+        .iter()
+        .map(|(verb, n)| format!("{verb} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn main() {
@@ -127,7 +154,23 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         // The reference: the largest plain record (about 1,000 modules fit the annotations), then 10,000.
-        measure(1_000).await;
-        measure(10_000).await;
+        // `RECORD_SCALE_PARTS=converge` measures the second converge alone.
+        let parts = std::env::var("RECORD_SCALE_PARTS").unwrap_or_default();
+        if parts.is_empty() || parts.contains("record") {
+            measure(1_000).await;
+            measure(10_000).await;
+        }
+        if !(parts.is_empty() || parts.contains("converge")) {
+            return;
+        }
+        let n = std::env::var("RECORD_SCALE_MODULES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        second_converge::measure(n).await;
+        second_converge::measure_docker(n).await;
     });
 }
+
+#[path = "record_scale/second_converge.rs"]
+mod second_converge;

@@ -11,7 +11,7 @@ use common::kube_api::KubeApi;
 use meshtop::backends::cluster::{
     ANNOTATIONS_LIMIT_BYTES, Cluster, ClusterError, HISTORY_ANNOTATION, INDEX_ANNOTATION,
     PINS_ANNOTATION, RECORD_ANNOTATION, RecordForm, RecordIndex, SHARD_KEY, SHARD_LABEL,
-    SHARD_WRITTEN_AT, SHARD_WRITTEN_BY, Stamped, TeamWrite,
+    SHARD_WRITTEN_AT, SHARD_WRITTEN_BY, ShardContent, ShardRef, Stamped, TeamWrite, shard_digest,
 };
 use meshtop::mesh::model::{Record, RecordEntry};
 use meshtop::mesh::operation::OperationKind;
@@ -72,6 +72,16 @@ fn index(api: &KubeApi) -> RecordIndex {
     serde_json::from_str(annotations(api)[INDEX_ANNOTATION].as_str().unwrap()).unwrap()
 }
 
+/// Every shard the index names: the record's and the history's.
+fn names_of(index: &RecordIndex) -> Vec<String> {
+    index
+        .shards
+        .iter()
+        .chain(&index.history)
+        .map(|s| s.name.clone())
+        .collect()
+}
+
 #[tokio::test]
 async fn a_record_of_ten_thousand_modules_stamps_and_reads_back_whole() {
     // Before shards: RecordTooLarge ("does not fit on it … 262144 bytes") at about 1,650 modules.
@@ -107,7 +117,7 @@ async fn a_record_of_ten_thousand_modules_stamps_and_reads_back_whole() {
     );
     // Every shard the index names is there, immutable, labelled, and under the ConfigMap limit.
     let maps = api.all("configmaps", NS);
-    assert_eq!(maps.len(), index(&api).shards.len());
+    assert_eq!(maps.len(), index(&api).len());
     for map in &maps {
         assert_eq!(map["immutable"], json!(true));
         assert_eq!(map["metadata"]["labels"][SHARD_LABEL], json!("true"));
@@ -115,14 +125,21 @@ async fn a_record_of_ten_thousand_modules_stamps_and_reads_back_whole() {
     }
     // A second stamp of one module rewrites only its shard, and reads back whole.
     let one = modules(4_321, 1, "v2");
-    let before: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
+    let before = index(&api);
     stamp(&cluster, &one, "op-2").await.unwrap();
-    let after: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
-    let changed = after.iter().filter(|n| !before.contains(n)).count();
+    let after = index(&api);
+    let changed = |before: &[ShardRef], after: &[ShardRef]| {
+        after.iter().filter(|s| !before.contains(s)).count()
+    };
+    let (record, history) = (
+        changed(&before.shards, &after.shards),
+        changed(&before.history, &after.history),
+    );
     assert!(
-        changed <= 2,
-        "{changed} of {} shards rewritten for one module",
-        after.len()
+        record <= 2 && history <= 2,
+        "{record} of {} record shards and {history} of {} history shards rewritten for one module",
+        after.shards.len(),
+        after.history.len()
     );
     let mut expected = whole.clone();
     expected.extend(one);
@@ -290,7 +307,7 @@ async fn gc_removes_shards_no_index_names_and_keeps_the_current_ones() {
     stamp(&cluster, &modules(0, 3_000, "v1"), "op-1")
         .await
         .unwrap();
-    let first: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
+    let first = names_of(&index(&api));
     // The first stamp's shards, an hour old (as if written then), and two orphans no index names: a
     // stamp that crashed an hour ago, and a stamp in flight now (its index not written yet).
     let hour_ago = meshtop::timefmt::now_ms() - 3_600_000;
@@ -324,7 +341,11 @@ async fn gc_removes_shards_no_index_names_and_keeps_the_current_ones() {
     stamp(&cluster, &modules(0, 3_000, "v2"), "op-2")
         .await
         .unwrap();
-    let current: Vec<String> = index(&api).shards.into_iter().map(|s| s.name).collect();
+    let current = names_of(&index(&api));
+    assert!(
+        !index(&api).history.is_empty(),
+        "the history has shards of its own"
+    );
     let left: Vec<String> = api
         .all("configmaps", NS)
         .iter()
@@ -350,6 +371,25 @@ async fn gc_removes_shards_no_index_names_and_keeps_the_current_ones() {
         cluster.read_record().await.unwrap().record,
         modules(0, 3_000, "v2")
     );
+    // Every shard the index names an hour old, then a stamp of one module: gc keeps the record's
+    // shards and the history's that the new index names, however old.
+    for name in &current {
+        let mut map = api.get("configmaps", NS, name).unwrap();
+        map["metadata"]["annotations"][SHARD_WRITTEN_AT] = json!(hour_ago.to_string());
+        api.put("configmaps", NS, map);
+    }
+    stamp(&cluster, &modules(10, 1, "v3"), "op-3")
+        .await
+        .unwrap();
+    for name in names_of(&index(&api)) {
+        assert!(
+            api.get("configmaps", NS, &name).is_some(),
+            "gc removed the named shard {name}"
+        );
+    }
+    let read = cluster.read_record().await.unwrap();
+    assert_eq!(read.history.len(), 3_000);
+    assert_eq!(read.history["module-00010"].len(), 3);
 }
 
 #[tokio::test]
@@ -547,7 +587,7 @@ async fn a_stamper_slower_than_the_grace_never_switches_the_index_to_shards_gc_t
     );
     let read = api.cluster(NS).read_record().await.unwrap();
     assert_eq!(read.record, modules(0, 3_000, "v2"));
-    for shard in index(&api).shards {
+    for shard in index(&api).shards.into_iter().chain(index(&api).history) {
         assert!(
             api.get("configmaps", NS, &shard.name).is_some(),
             "{}",
@@ -604,11 +644,7 @@ async fn meshtop_gc_lists_and_takes_shards_no_index_names_past_the_grace() {
         })
         .collect();
     stamp(&cluster, &others, "op-1").await.unwrap();
-    let current: Vec<String> = index_of(&api, &k.namespace)
-        .shards
-        .into_iter()
-        .map(|s| s.name)
-        .collect();
+    let current = names_of(&index_of(&api, &k.namespace));
     let now = meshtop::timefmt::now_ms();
     let orphan = |name: &str, by: &str, at_ms: i64| {
         json!({"metadata": {"name": name, "labels": {SHARD_LABEL: "true"},
@@ -674,4 +710,223 @@ fn index_of(api: &KubeApi, ns: &str) -> RecordIndex {
             .unwrap(),
     )
     .unwrap()
+}
+
+#[tokio::test]
+async fn what_decides_reads_the_entries_without_the_historys_shards() {
+    // A converge, a plan and status decide by the entries and the pins. Before, every one of them
+    // read the whole history with them (ten stamps a module: most of the record's bytes).
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    for round in 0..3 {
+        stamp(
+            &cluster,
+            &modules(0, 3_000, &format!("r{round}")),
+            &format!("op-{round}"),
+        )
+        .await
+        .unwrap();
+    }
+    let whole = cluster.read_record().await.unwrap();
+    let entries = cluster.read_entries().await.unwrap();
+    assert_eq!(entries.record, whole.record);
+    assert_eq!(entries.record, modules(0, 3_000, "r2"));
+    assert_eq!(entries.pins, whole.pins);
+    assert_eq!(whole.history.len(), 3_000);
+    assert!(whole.history.values().all(|stamps| stamps.len() == 3));
+    assert!(!whole.history_apart);
+    assert!(entries.history_apart && entries.history.is_empty());
+    let index = index(&api);
+    assert_eq!(entries.cost.objects, 1 + index.shards.len());
+    assert_eq!(whole.cost.objects, 1 + index.len());
+    assert!(
+        entries.cost.bytes * 3 < whole.cost.bytes,
+        "the entries read {} bytes, the whole record {}",
+        entries.cost.bytes,
+        whole.cost.bytes
+    );
+}
+
+#[tokio::test]
+async fn a_stamp_reads_and_rewrites_only_the_history_shards_of_the_modules_it_stamps() {
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    for round in 0..2 {
+        stamp(
+            &cluster,
+            &modules(0, 3_000, &format!("r{round}")),
+            &format!("op-{round}"),
+        )
+        .await
+        .unwrap();
+    }
+    let before = index(&api);
+    assert!(
+        before.history.len() > 2,
+        "{} history shards",
+        before.history.len()
+    );
+    api.reset_counts();
+    stamp(&cluster, &modules(1_500, 1, "r2"), "op-2")
+        .await
+        .unwrap();
+    let verbs = api.requests_by_verb();
+    let got = verbs.get("GET configmaps/…").copied().unwrap_or(0);
+    assert!(
+        got <= before.shards.len() + 1,
+        "the stamp read {got} shards: {} of the record, {} of the history ({verbs:?})",
+        before.shards.len(),
+        before.history.len()
+    );
+    // The history of every other module is as it was; the stamped one has one stamp more.
+    let read = cluster.read_record().await.unwrap();
+    assert_eq!(read.history.len(), 3_000);
+    for (module, stamps) in &read.history {
+        if module == "module-01500" {
+            let ops: Vec<&str> = stamps.iter().map(|s| s.by.operation_id.as_str()).collect();
+            assert_eq!(ops, ["op-2", "op-1", "op-0"], "{module}");
+        } else {
+            assert_eq!(stamps.len(), 2, "{module}");
+            assert_eq!(stamps[0].by.operation_id, "op-1", "{module}");
+        }
+    }
+    let after = index(&api);
+    let firsts: Vec<&str> = after
+        .history
+        .iter()
+        .map(|s| s.first.as_deref().unwrap())
+        .collect();
+    assert!(firsts.is_sorted(), "{firsts:?}");
+}
+
+/// The index and shards a meshtop from before the history had shards of its own wrote: the
+/// history inside the record's shards, the index `{"shards": [...]}`.
+fn put_old_form(api: &KubeApi, record: &Record, by: &str) {
+    let history: meshtop::mesh::pin::StampsByModule = record
+        .iter()
+        .map(|(module, entry)| {
+            let stamp = meshtop::mesh::pin::Stamp {
+                module: module.clone(),
+                from_ref: None,
+                from_digest: None,
+                to_ref: entry.reference.clone(),
+                to_digest: entry.digest.clone(),
+                by: stamper(by),
+            };
+            (module.clone(), vec![stamp])
+        })
+        .collect();
+    let modules: Vec<&String> = record.keys().collect();
+    let mut refs = Vec::new();
+    for part in modules.chunks(1_000) {
+        let content = ShardContent {
+            images: part
+                .iter()
+                .map(|m| ((*m).clone(), record[*m].clone()))
+                .collect(),
+            pins: Default::default(),
+            history: part
+                .iter()
+                .map(|m| ((*m).clone(), history[*m].clone()))
+                .collect(),
+        };
+        let text = serde_json::to_string(&content).unwrap();
+        let digest = shard_digest(&text);
+        let name = format!("meshtop-record-{}", &digest["sha256:".len()..][..40]);
+        api.put(
+            "configmaps",
+            NS,
+            json!({"metadata": {"name": name, "labels": {SHARD_LABEL: "true"},
+                "annotations": {SHARD_WRITTEN_BY: by, SHARD_WRITTEN_AT: meshtop::timefmt::now_ms().to_string()}},
+                "immutable": true, "data": {SHARD_KEY: text}}),
+        );
+        refs.push(json!({"name": name, "digest": digest}));
+    }
+    let index = serde_json::to_string(&json!({ "shards": refs })).unwrap();
+    api.put_namespace(NS, &[(INDEX_ANNOTATION, &index)]);
+}
+
+#[tokio::test]
+async fn an_index_from_before_history_shards_reads_whole_and_its_next_stamp_keeps_every_stamp() {
+    let api = KubeApi::start().await;
+    let old = modules(0, 3_000, "v1");
+    put_old_form(&api, &old, "op-old");
+    let cluster = api.cluster(NS);
+    // Both reads read it as it always read: its history comes with the record's shards.
+    for read in [
+        cluster.read_entries().await.unwrap(),
+        cluster.read_record().await.unwrap(),
+    ] {
+        assert_eq!(read.record, old);
+        assert!(!read.history_apart);
+        assert_eq!(read.history.len(), 3_000);
+    }
+    // The next stamp moves the history into shards of its own, losing no stamp.
+    stamp(&cluster, &modules(7, 1, "v2"), "op-new")
+        .await
+        .unwrap();
+    let index = index(&api);
+    assert!(!index.history.is_empty());
+    for shard in &index.shards {
+        let map = api.get("configmaps", NS, &shard.name).unwrap();
+        let content: ShardContent =
+            serde_json::from_str(map["data"][SHARD_KEY].as_str().unwrap()).unwrap();
+        assert!(
+            content.history.is_empty(),
+            "{} still holds history",
+            shard.name
+        );
+    }
+    let read = cluster.read_record().await.unwrap();
+    let mut expected = old.clone();
+    expected.extend(modules(7, 1, "v2"));
+    assert_eq!(read.record, expected);
+    assert_eq!(read.history.len(), 3_000);
+    for (module, stamps) in &read.history {
+        let ops: Vec<&str> = stamps.iter().map(|s| s.by.operation_id.as_str()).collect();
+        let want: &[&str] = if module == "module-00007" {
+            &["op-new", "op-old"]
+        } else {
+            &["op-old"]
+        };
+        assert_eq!(ops, want, "{module}");
+    }
+}
+
+#[tokio::test]
+async fn a_record_back_in_the_annotations_keeps_the_history_its_shards_held() {
+    // Another tool's large annotation leaves too little room: 100 modules go to shards. Once it is
+    // removed the next stamp goes back to the plain annotations, with the history the shards held.
+    let api = KubeApi::start().await;
+    let blob = "z".repeat(250_000);
+    api.put_namespace(NS, &[("other.example/blob", &blob)]);
+    let cluster = api.cluster(NS);
+    for round in 0..2 {
+        stamp(
+            &cluster,
+            &modules(0, 100, &format!("r{round}")),
+            &format!("op-{round}"),
+        )
+        .await
+        .unwrap();
+    }
+    assert!(!index(&api).history.is_empty());
+    let mut history = cluster.read_record().await.unwrap().history;
+    assert_eq!(history.len(), 100);
+    let mut namespace = api.get("namespaces", "", NS).unwrap();
+    namespace["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove("other.example/blob");
+    api.put("namespaces", "", namespace);
+    let stamped = stamp(&cluster, &modules(0, 1, "r2"), "op-2").await.unwrap();
+    let annotations = annotations(&api);
+    assert!(!annotations.contains_key(INDEX_ANNOTATION));
+    let read = cluster.read_record().await.unwrap();
+    assert_eq!(read.form, RecordForm::Plain);
+    meshtop::mesh::pin::add_stamps(&mut history, &stamped.stamps, 10);
+    assert_eq!(read.history, history);
+    assert_eq!(read.history["module-00000"].len(), 3);
 }

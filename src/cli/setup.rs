@@ -26,10 +26,11 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// The rest of the preamble for `mesh` (from [`load_mesh`]): state → target → record.
+    /// The rest of the preamble for `mesh` (from [`load_mesh`]): state → target → record (its
+    /// entries and pins: a history kept apart is left unread, `Target::read_entries`).
     pub async fn of(global: &Global, mesh: Mesh) -> Result<Reading, Failure> {
         Stated::open(global, mesh)?
-            .read(global)
+            .read_as(global, false)
             .await
             .map_err(|(_, why)| why.failure())
     }
@@ -75,13 +76,23 @@ impl Stated {
         Ok(Stated { mesh, db })
     }
 
-    /// The preamble's second half: target → record; else why not, and the state to go on with.
+    /// The preamble's second half: target → record (with its whole history); else why not, and
+    /// the state to go on with.
     pub async fn read(self, global: &Global) -> Result<Reading, (Stated, NotRead)> {
+        self.read_as(global, true).await
+    }
+
+    async fn read_as(self, global: &Global, history: bool) -> Result<Reading, (Stated, NotRead)> {
         let target = match target(global, &self.mesh).await {
             Ok(target) => target,
             Err(failure) => return Err((self, NotRead::Target(failure))),
         };
-        match target.read_record(&self.mesh, &self.db).await {
+        let read = if history {
+            target.read_record(&self.mesh, &self.db).await
+        } else {
+            target.read_entries(&self.mesh, &self.db).await
+        };
+        match read {
             Ok(record) => Ok(Reading {
                 mesh: self.mesh,
                 db: self.db,

@@ -127,7 +127,7 @@ async fn run(
     };
     let mesh = &request.mesh;
     let target = &request.target;
-    let record = target.read_record(mesh, db).await?;
+    let record = target.read_entries(mesh, db).await?;
     if let Some(warning) = &record.warning {
         emitter.emit(Payload::Warning, None, warning.clone());
     }

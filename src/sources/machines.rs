@@ -22,7 +22,8 @@ pub fn poll(
         let daemon = session.lazy_daemon().await;
         session
             .target_on(&name, |target| async move {
-                let read = target.read_record(&mesh, &db).await?;
+                // The entries alone: the machines are judged against them, not the history.
+                let read = target.read_entries(&mesh, &db).await?;
                 let reach = Reach {
                     daemon: &daemon,
                     db: &db,

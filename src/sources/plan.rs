@@ -20,7 +20,7 @@ pub fn poll(
         let walks = session.walks.clone();
         session
             .target_on(&name, |target| async move {
-                let read = target.read_record(&mesh, &db).await?;
+                let read = target.read_entries(&mesh, &db).await?;
                 let ctx = PlanContext::new(&mesh, target.as_ref(), &read, None, false);
                 let manifests = StateManifests {
                     db: &db,

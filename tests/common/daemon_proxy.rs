@@ -22,6 +22,8 @@ pub struct Counts {
     pub requests: AtomicUsize,
     /// Of those, image builds: `POST /build` or `POST /v1.NN/build`.
     pub builds: AtomicUsize,
+    /// Each request's method and path (the query left off), in the order they came.
+    pub lines: Mutex<Vec<String>>,
 }
 
 pub struct DaemonProxy {
@@ -46,6 +48,21 @@ pub fn count_requests(chunk: &[u8]) -> usize {
     starts
         .filter(|&i| METHODS.iter().any(|m| chunk[i..].starts_with(m)))
         .count()
+}
+
+/// The method and path (the query left off) of each request that starts in this chunk, as
+/// [`count_requests`] finds them.
+pub fn request_lines(chunk: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(chunk);
+    std::iter::once(text.as_ref())
+        .chain(text.split("\r\n").skip(1))
+        .filter(|line| METHODS.iter().any(|m| line.as_bytes().starts_with(m)))
+        .filter_map(|line| {
+            let (method, rest) = line.split_once(' ')?;
+            let path = rest.split([' ', '?']).next()?;
+            Some(format!("{method} {path}"))
+        })
+        .collect()
 }
 
 /// Build requests (`POST [/v1.NN]/build`) that start in this chunk, as [`count_requests`] finds them.
@@ -106,6 +123,11 @@ impl DaemonProxy {
         self.counts.requests.load(Ordering::SeqCst)
     }
 
+    /// Every request's method and path so far ([`request_lines`]).
+    pub fn lines(&self) -> Vec<String> {
+        self.counts.lines.lock().unwrap().clone()
+    }
+
     /// Build requests that reached the daemon so far.
     pub fn builds(&self) -> usize {
         self.counts.builds.load(Ordering::SeqCst)
@@ -147,6 +169,11 @@ async fn pipe(client: UnixStream, daemon: UnixStream, counts: Arc<Counts>) {
             counts
                 .builds
                 .fetch_add(count_builds(&buf[..n]), Ordering::SeqCst);
+            counts
+                .lines
+                .lock()
+                .unwrap()
+                .extend(request_lines(&buf[..n]));
             if daemon_write.write_all(&buf[..n]).await.is_err() {
                 break;
             }

@@ -36,6 +36,8 @@ pub use logs::rfc3339_nano;
 struct State {
     cluster: kube_controllers::Cluster,
     requests: HashMap<String, usize>,
+    /// Requests by method and what they name (`GET configmaps/…` one object, `GET configmaps` a list).
+    verbs: std::collections::BTreeMap<String, usize>,
     statuses: HashMap<u16, usize>,
     /// Namespace reads still to gather at the barrier (see `sync_next_namespace_reads`).
     gate: Option<(usize, Arc<Barrier>)>,
@@ -282,6 +284,11 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             .unwrap_or(0)
     }
 
+    /// Requests since the last `reset_counts`, by method and what they name ([`verb_of`]).
+    pub fn requests_by_verb(&self) -> std::collections::BTreeMap<String, usize> {
+        self.state.lock().unwrap().verbs.clone()
+    }
+
     pub fn total_requests(&self) -> usize {
         self.state.lock().unwrap().requests.values().sum()
     }
@@ -300,6 +307,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     pub fn reset_counts(&self) {
         let mut state = self.state.lock().unwrap();
         state.requests.clear();
+        state.verbs.clear();
         state.statuses.clear();
         state.authorizations.clear();
     }
@@ -755,12 +763,11 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let path = uri.path().to_string();
-    *state
-        .lock()
-        .unwrap()
-        .requests
-        .entry(path.clone())
-        .or_default() += 1;
+    {
+        let mut s = state.lock().unwrap();
+        *s.requests.entry(path.clone()).or_default() += 1;
+        *s.verbs.entry(verb_of(&method, &path)).or_default() += 1;
+    }
     let response = route(&state, &method, &uri, &headers, &body).await;
     *state
         .lock()
@@ -769,6 +776,21 @@ async fn handle(
         .entry(response.status().as_u16())
         .or_default() += 1;
     response
+}
+
+/// A request's method and what it names: `GET configmaps/…` (one object), `GET configmaps` (a list).
+fn verb_of(method: &Method, path: &str) -> String {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let skip = match segments.first() {
+        Some(&"api") => 2,
+        Some(&"apis") => 3,
+        _ => return format!("{method} {path}"),
+    };
+    let rest = segments.get(skip..).unwrap_or_default();
+    match rest.len() % 2 {
+        0 if !rest.is_empty() => format!("{method} {}/…", rest[rest.len() - 2]),
+        _ => format!("{method} {}", rest.last().copied().unwrap_or_default()),
+    }
 }
 
 /// The API group the server serves a resource in (what an RBAC rule for it must name).
@@ -1013,9 +1035,10 @@ fn note_dangling(state: &Arc<Mutex<State>>, ns: &str) {
             .and_then(|t| serde_json::from_str::<Value>(t).ok())
     });
     let Some(index) = index else { return };
-    let missing: Vec<String> = index["shards"]
-        .as_array()
-        .into_iter()
+    // The record's shards and the history's.
+    let missing: Vec<String> = ["shards", "history"]
+        .iter()
+        .filter_map(|list| index[*list].as_array())
         .flatten()
         .filter_map(|shard| shard["name"].as_str())
         .filter(|name| {

@@ -9,6 +9,7 @@ mod logs;
 mod machines;
 mod proxy;
 mod record;
+mod record_history;
 mod record_shards;
 mod rollout;
 

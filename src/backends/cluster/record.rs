@@ -55,8 +55,11 @@ pub struct RecordRead {
     pub resource_version: Option<String>,
     /// The pins kept with the record.
     pub pins: BTreeMap<String, Pin>,
-    /// The record's history kept with it.
+    /// The record's history kept with it (only what the read asked for: see `history_apart`).
     pub history: StampsByModule,
+    /// The history is in shards of its own that this read left unread ([`Cluster::read_entries`]):
+    /// `history` is then empty.
+    pub history_apart: bool,
     /// Set when the pins or the history were unreadable: a stamp is refused (it would drop them).
     pub team_warning: Option<String>,
     /// The bytes of the namespace's other annotations (neither the record, the pins nor the history):
@@ -151,14 +154,27 @@ impl Cluster {
         Api::all(self.client.clone())
     }
 
-    /// Read the record. An absent namespace or annotation is an empty record; an unreadable annotation is an
-    /// empty record with a warning naming the namespace. A shard that does not match the index is an
-    /// error naming it; a shard gc took is read again through the newer index.
+    /// Read the record, its pins and its whole history. An absent namespace or annotation is an
+    /// empty record; an unreadable annotation is an empty record with a warning naming the
+    /// namespace. A shard that does not match the index is an error naming it; a shard gc took is
+    /// read again through the newer index.
     pub async fn read_record(&self) -> Result<RecordRead, ClusterError> {
+        self.read_with(History::Whole).await
+    }
+
+    /// Read the record and its pins, as [`Cluster::read_record`], but not the history where it is
+    /// kept in shards of its own (what a converge, plan or status decides by: the history is ten
+    /// stamps a module, most of the record's bytes). In the plain form, and in shards written
+    /// before the history had its own, the history comes with the rest and is read all the same.
+    pub async fn read_entries(&self) -> Result<RecordRead, ClusterError> {
+        self.read_with(History::Apart).await
+    }
+
+    async fn read_with(&self, history: History) -> Result<RecordRead, ClusterError> {
         let mut gone = String::new();
         for _ in 0..READ_ATTEMPTS {
-            match self.read_record_once().await? {
-                Attempt::Read(read) => return Ok(read),
+            match self.read_record_once(history).await? {
+                Attempt::Read(read) => return Ok(*read),
                 Attempt::ShardGone(shard) => gone = shard,
             }
         }
@@ -166,7 +182,7 @@ impl Cluster {
     }
 
     /// One read: [`Attempt::ShardGone`] when a shard the index names is gone.
-    async fn read_record_once(&self) -> Result<Attempt, ClusterError> {
+    async fn read_record_once(&self, history: History) -> Result<Attempt, ClusterError> {
         let namespace = self
             .call(
                 format!("get namespace {}", self.namespace),
@@ -174,7 +190,7 @@ impl Cluster {
             )
             .await?;
         let Some(namespace) = namespace else {
-            return Ok(Attempt::Read(RecordRead::default()));
+            return Ok(Attempt::Read(Box::default()));
         };
         let empty = BTreeMap::new();
         let annotations = namespace.metadata.annotations.as_ref().unwrap_or(&empty);
@@ -196,7 +212,7 @@ impl Cluster {
             bytes: read.ours_bytes,
         };
         if let Some(text) = annotations.get(INDEX_ANNOTATION) {
-            return self.read_sharded(read, text).await;
+            return self.read_sharded(read, text, history).await;
         }
         if let Some(text) = annotations.get(RECORD_ANNOTATION) {
             match parse_record(text) {
@@ -235,14 +251,16 @@ impl Cluster {
                 }
             ));
         }
-        Ok(Attempt::Read(read))
+        Ok(Attempt::Read(Box::new(read)))
     }
 
-    /// The sharded form: the index, then every shard it names (verified against its digest).
+    /// The sharded form: the index, then the record's shards it names and, for a whole read, the
+    /// history's (each verified against its digest).
     async fn read_sharded(
         &self,
         mut read: RecordRead,
         text: &str,
+        history: History,
     ) -> Result<Attempt, ClusterError> {
         let index: RecordIndex = match serde_json::from_str(text) {
             Ok(index) => index,
@@ -253,25 +271,38 @@ impl Cluster {
                 );
                 read.warning = Some(warning.clone());
                 read.team_warning = Some(warning);
-                return Ok(Attempt::Read(read));
+                return Ok(Attempt::Read(Box::new(read)));
             }
         };
-        match self.read_shards(&index).await? {
-            ShardsRead::Gone(shard) => Ok(Attempt::ShardGone(shard)),
-            ShardsRead::Whole(whole, bytes) => {
-                read.record = whole.images;
-                read.pins = whole.pins;
-                read.history = whole.history;
-                read.form = RecordForm::Shards {
-                    shards: index.shards.len(),
-                    bytes,
-                };
-                read.cost.objects += index.shards.len();
-                read.cost.bytes += bytes;
-                read.index = index;
-                Ok(Attempt::Read(read))
+        let (whole, mut bytes) = match self.read_shards(&index.shards).await? {
+            ShardsRead::Whole(whole, bytes) => (whole, bytes),
+            ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
+        };
+        read.record = whole.images;
+        read.pins = whole.pins;
+        read.history = whole.history;
+        let mut objects = index.shards.len();
+        if !index.history.is_empty() {
+            match history {
+                History::Apart => read.history_apart = true,
+                History::Whole => match self.read_shards(&index.history).await? {
+                    ShardsRead::Whole(kept, more) => {
+                        read.history.extend(kept.history);
+                        bytes += more;
+                        objects += index.history.len();
+                    }
+                    ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
+                },
             }
         }
+        read.form = RecordForm::Shards {
+            shards: index.len(),
+            bytes,
+        };
+        read.cost.objects += objects;
+        read.cost.bytes += bytes;
+        read.index = index;
+        Ok(Attempt::Read(Box::new(read)))
     }
 
     /// Merge `entries` into the record alone (no pin changed, no stamp noted), guarded as
@@ -302,7 +333,8 @@ impl Cluster {
     /// history, in one patch with the namespace's resourceVersion as a precondition; on a conflict
     /// re-read, re-merge and retry (bounded). `noted`: whether the stamps go to the history. A record
     /// that no longer fits the annotations goes to shards, written before the one guarded patch
-    /// that switches the index to them.
+    /// that switches the index to them. In shards the stamp reads the record's shards and, of the
+    /// history's, only those that hold the modules it stamps ([`Cluster::history_after`]).
     pub async fn stamp_team(
         &self,
         write: &TeamWrite<'_>,
@@ -310,8 +342,9 @@ impl Cluster {
     ) -> Result<Stamped, ClusterError> {
         // The shards this stamp wrote or renewed, and when, across its attempts.
         let mut held = BTreeMap::new();
+        let mut history = History::Apart;
         for _ in 0..STAMP_ATTEMPTS {
-            let read = self.read_record().await?;
+            let read = self.read_with(history).await?;
             if let Some(warning) = read.team_warning.clone() {
                 return Err(ClusterError::Config {
                     context: Some(self.context.clone()),
@@ -327,31 +360,30 @@ impl Cluster {
             let was_sharded = read.form != RecordForm::Plain;
             let index_before = read.index.clone();
             let others = read.others_bytes;
-            let after = team_after(read, write, noted)
-                .map_err(|e| self.serialise_error("record's shards", &e))?;
-            let operation = &write.by.operation_id;
-            let half = self.shard_grace_ms / 2;
+            let Some(mut after) = team_after(read, write, noted)
+                .map_err(|e| self.serialise_error("record's shards", &e))?
+            else {
+                // Back to the annotations, with the history its shards keep: read it whole.
+                history = History::Whole;
+                continue;
+            };
             let (patch, index) = if after.sharded {
-                let (patch, index) = self.sharded_patch(&resource_version, &after, others)?;
-                self.hold_shards(&after.shards, &index_before, operation, &mut held, half)
-                    .await?;
-                // Right before the switch, the same again: shards held longer ago than half the
-                // grace are held again (renewed, or created again where gc took them). A stamper
-                // slowed between its shards and its switch (a loaded machine, a slow API server, a
-                // stopped process) would otherwise switch the index to shards gc took as unnamed
-                // and old. Renewing is what makes the switch safe, not checking: a renewal changes
-                // the shard's resourceVersion, so a gc that listed it before fails its guarded
-                // delete, and a gc that lists it after sees it young (`Cluster::unnamed_shards`).
-                // Half the grace: the switch itself (one request) must land within the other half;
-                // a switch later than the whole grace is repaired below.
-                self.hold_shards(&after.shards, &index_before, operation, &mut held, half)
-                    .await?;
-                (patch, Some(index))
+                let Some(switch) = self
+                    .shards_for(
+                        &mut after,
+                        &index_before,
+                        &resource_version,
+                        others,
+                        &mut held,
+                    )
+                    .await?
+                else {
+                    continue;
+                };
+                switch
             } else {
-                (
-                    self.team_patch(&resource_version, &after, was_sharded)?,
-                    None,
-                )
+                let patch = self.team_patch(&resource_version, &after, was_sharded)?;
+                (patch, None)
             };
             let patched = self
                 .timed(self.namespaces().patch(
@@ -363,23 +395,15 @@ impl Cluster {
                 .map_err(|()| self.timeout_error(format!("patch namespace {}", self.namespace)))?;
             match patched {
                 Ok(_) => {
-                    // A switch that landed more than the grace after the shards were held may
-                    // name shards gc took meanwhile: they are written again (repair, after the fact).
-                    let held_at = Self::held_since(&after.shards, &index_before, &held);
-                    let late =
-                        crate::timefmt::now_ms().saturating_sub(held_at) >= self.shard_grace_ms;
-                    if index.is_some() && late {
-                        self.reassert_shards(&after.shards, &index_before, operation)
-                            .await?;
-                    }
-                    if was_sharded || index.is_some() {
-                        let keep = index.unwrap_or_default();
-                        if let Err(error) = self.gc_shards(&keep).await {
-                            tracing::warn!(
-                                "the record was stamped; its old shards were not removed: {error}"
-                            );
-                        }
-                    }
+                    self.after_switch(
+                        &after,
+                        &index_before,
+                        index,
+                        was_sharded,
+                        &held,
+                        &write.by.operation_id,
+                    )
+                    .await?;
                     return Ok(after.stamped);
                 }
                 Err(e) if status_code(&e) == Some(409) => {
@@ -395,6 +419,73 @@ impl Cluster {
             namespace: self.namespace.clone(),
             attempts: STAMP_ATTEMPTS,
         })
+    }
+
+    /// The shards a sharded stamp switches to, written (or held) before the switch, and the
+    /// switch's patch and index. None when a history shard the index named was gone meanwhile (a
+    /// newer index: the stamp reads again).
+    async fn shards_for(
+        &self,
+        after: &mut TeamAfter,
+        index_before: &RecordIndex,
+        resource_version: &str,
+        others: usize,
+        held: &mut BTreeMap<String, i64>,
+    ) -> Result<Option<(serde_json::Value, Option<RecordIndex>)>, ClusterError> {
+        let whole = std::mem::take(&mut after.stamped.history);
+        let Some(kept) = self
+            .history_after(index_before, whole, &after.stamped.stamps)
+            .await?
+        else {
+            return Ok(None);
+        };
+        after.stamped.history = kept.touched;
+        after.history = kept.refs;
+        after.shards.extend(kept.written);
+        let (patch, index) = self.sharded_patch(resource_version, after, others)?;
+        let operation = &after.operation_id;
+        let half = self.shard_grace_ms / 2;
+        self.hold_shards(&after.shards, index_before, operation, held, half)
+            .await?;
+        // Right before the switch, the same again: shards held longer ago than half the
+        // grace are held again (renewed, or created again where gc took them). A stamper
+        // slowed between its shards and its switch (a loaded machine, a slow API server, a
+        // stopped process) would otherwise switch the index to shards gc took as unnamed
+        // and old. Renewing is what makes the switch safe, not checking: a renewal changes
+        // the shard's resourceVersion, so a gc that listed it before fails its guarded
+        // delete, and a gc that lists it after sees it young (`Cluster::unnamed_shards`).
+        // Half the grace: the switch itself (one request) must land within the other half;
+        // a switch later than the whole grace is repaired after it (`after_switch`).
+        self.hold_shards(&after.shards, index_before, operation, held, half)
+            .await?;
+        Ok(Some((patch, Some(index))))
+    }
+
+    /// After the switch: a switch that landed more than the grace after the shards were held may
+    /// name shards gc took meanwhile: they are written again (repair, after the fact); then the
+    /// shards no index names are removed.
+    async fn after_switch(
+        &self,
+        after: &TeamAfter,
+        index_before: &RecordIndex,
+        index: Option<RecordIndex>,
+        was_sharded: bool,
+        held: &BTreeMap<String, i64>,
+        operation: &str,
+    ) -> Result<(), ClusterError> {
+        let held_at = Self::held_since(&after.shards, index_before, held);
+        let late = crate::timefmt::now_ms().saturating_sub(held_at) >= self.shard_grace_ms;
+        if index.is_some() && late {
+            self.reassert_shards(&after.shards, index_before, operation)
+                .await?;
+        }
+        if was_sharded || index.is_some() {
+            let keep = index.unwrap_or_default();
+            if let Err(error) = self.gc_shards(&keep).await {
+                tracing::warn!("the record was stamped; its old shards were not removed: {error}");
+            }
+        }
+        Ok(())
     }
 
     fn serialise_error(&self, what: &str, e: &serde_json::Error) -> ClusterError {
@@ -445,7 +536,13 @@ impl Cluster {
         others: usize,
     ) -> Result<(serde_json::Value, RecordIndex), ClusterError> {
         let index = RecordIndex {
-            shards: after.shards.iter().map(|s| s.shard.clone()).collect(),
+            shards: after
+                .shards
+                .iter()
+                .filter(|s| s.shard.first.is_none())
+                .map(|s| s.shard.clone())
+                .collect(),
+            history: after.history.clone(),
         };
         let text = serde_json::to_string(&index)
             .map_err(|e| self.serialise_error("record's index", &e))?;
@@ -475,10 +572,16 @@ impl Cluster {
 /// The record, pins and history as a write leaves them, and the form they take.
 struct TeamAfter {
     record: Record,
+    /// In shards, `stamped.history` is the history of the modules stamped (what the stamp read of
+    /// it), not the whole.
     stamped: Stamped,
-    /// Past the annotations: the shards to write (empty in the plain form).
+    /// Past the annotations: the shards to write (empty in the plain form): the record's, then
+    /// the history's new ones (those name their first module).
     sharded: bool,
     shards: Vec<super::record_shards::ShardText>,
+    /// The history's shards the new index names.
+    history: Vec<super::record_shards::ShardRef>,
+    operation_id: String,
 }
 
 /// The bytes of the plain form's annotations with an empty history (`{}`), beside `others`.
@@ -494,12 +597,15 @@ fn plain_fixed(others: usize, record: &Record, pins: &BTreeMap<String, Pin>) -> 
 
 /// The record, pins and history after the write. While the record and the pins fit the
 /// annotations (the history trimmed to what they leave, its oldest stamps first) the form is the
-/// plain one, exactly as before shards existed; past that, shards, the history kept whole.
+/// plain one, exactly as before shards existed; past that, shards: the record's (entries and
+/// pins) from here, the history's from [`Cluster::history_after`] (kept whole, 10 stamps a
+/// module). None when the record goes back to the annotations and the read left the history's
+/// shards unread (read it whole, then again).
 fn team_after(
     read: RecordRead,
     write: &TeamWrite<'_>,
     noted: bool,
-) -> Result<TeamAfter, serde_json::Error> {
+) -> Result<Option<TeamAfter>, serde_json::Error> {
     let others = read.others_bytes;
     let before = read.record;
     let mut record = before.clone();
@@ -512,17 +618,20 @@ fn team_after(
     let mut pins = read.pins;
     write.pins.apply(&mut pins);
     let fixed = plain_fixed(others, &record, &pins);
-    let mut history = read.history;
-    add_stamps(&mut history, &stamps, HISTORY_KEPT);
     // An empty history is `{}`: without room for it the record itself does not fit.
     let sharded = fixed + 2 > ANNOTATIONS_LIMIT_BYTES;
+    if !sharded && read.history_apart {
+        return Ok(None);
+    }
+    let mut history = read.history;
+    add_stamps(&mut history, &stamps, HISTORY_KEPT);
     let shards = if sharded {
-        split(&record, &pins, &history)?
+        split(&record, &pins, &StampsByModule::new())?
     } else {
         trim_history(&mut history, ANNOTATIONS_LIMIT_BYTES - fixed);
         Vec::new()
     };
-    Ok(TeamAfter {
+    Ok(Some(TeamAfter {
         record,
         stamped: Stamped {
             before,
@@ -532,7 +641,9 @@ fn team_after(
         },
         sharded,
         shards,
-    })
+        history: Vec::new(),
+        operation_id: write.by.operation_id.clone(),
+    }))
 }
 
 /// About how many more modules the record can take in any form: in the annotations, each as
@@ -576,9 +687,16 @@ pub fn trim_history(history: &mut StampsByModule, budget: usize) {
     }
 }
 
+/// What a read takes of the history kept in shards of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum History {
+    Whole,
+    Apart,
+}
+
 /// One read of the record: whole, or a shard the index names was gone (gc took it: read again).
 enum Attempt {
-    Read(RecordRead),
+    Read(Box<RecordRead>),
     /// The shard's name.
     ShardGone(String),
 }

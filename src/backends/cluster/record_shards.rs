@@ -55,12 +55,43 @@ pub struct ShardRef {
     pub name: String,
     /// `sha256:<hex>` of the shard's data.
     pub digest: String,
+    /// A history shard's first module (in name order): it holds the history of the modules from
+    /// there to the next history shard's first. Absent on the record's shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<String>,
 }
 
-/// The index on the namespace.
+/// The index on the namespace: the record's shards (entries and pins), and the history's shards
+/// apart, so that what decides (converge, plan, status) reads the entries without ten stamps a
+/// module. An index written before the history had shards of its own has no `history` (the text
+/// is then byte-for-byte as it was): its history is in the record's shards, and reads from there.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordIndex {
     pub shards: Vec<ShardRef>,
+    /// The history's shards, in module order (each names its first module).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<ShardRef>,
+}
+
+impl RecordIndex {
+    /// The names of every shard the index names: the record's and the history's.
+    pub fn names(&self) -> BTreeSet<&str> {
+        self.shards
+            .iter()
+            .chain(&self.history)
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    /// How many shards the index names in all.
+    pub fn len(&self) -> usize {
+        self.shards.len() + self.history.len()
+    }
+
+    /// Whether the index names no shard.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A part of the record, pins and history: the modules of one shard.
@@ -101,6 +132,13 @@ pub fn shard_digest(text: &str) -> String {
 }
 
 fn shard_of(content: &ShardContent) -> Result<ShardText, serde_json::Error> {
+    shard_named(content, None)
+}
+
+fn shard_named(
+    content: &ShardContent,
+    first: Option<String>,
+) -> Result<ShardText, serde_json::Error> {
     let text = serde_json::to_string(content)?;
     let digest = shard_digest(&text);
     let name = format!(
@@ -108,7 +146,11 @@ fn shard_of(content: &ShardContent) -> Result<ShardText, serde_json::Error> {
         &digest["sha256:".len().."sha256:".len() + 40]
     );
     Ok(ShardText {
-        shard: ShardRef { name, digest },
+        shard: ShardRef {
+            name,
+            digest,
+            first,
+        },
         text,
     })
 }
@@ -124,13 +166,34 @@ pub fn split(
     pins: &BTreeMap<String, Pin>,
     history: &StampsByModule,
 ) -> Result<Vec<ShardText>, serde_json::Error> {
+    parts(record, pins, history)?
+        .iter()
+        .map(|(_, content)| shard_of(content))
+        .collect()
+}
+
+/// Split the history alone into the history's shards, each naming its first module.
+pub fn split_history(history: &StampsByModule) -> Result<Vec<ShardText>, serde_json::Error> {
+    parts(&Record::new(), &BTreeMap::new(), history)?
+        .into_iter()
+        .map(|(first, content)| shard_named(&content, Some(first)))
+        .collect()
+}
+
+/// The parts of a split, each with its first module.
+fn parts(
+    record: &Record,
+    pins: &BTreeMap<String, Pin>,
+    history: &StampsByModule,
+) -> Result<Vec<(String, ShardContent)>, serde_json::Error> {
     let modules: BTreeSet<&String> = record
         .keys()
         .chain(pins.keys())
         .chain(history.keys())
         .collect();
-    let mut shards = Vec::new();
+    let mut parts = Vec::new();
     let mut current = ShardContent::default();
+    let mut first = String::new();
     let mut size = 0;
     for module in modules {
         let mut piece = module.len() * 3 + 16;
@@ -144,8 +207,11 @@ pub fn split(
             piece += serde_json::to_string(stamps)?.len();
         }
         if size > 0 && size + piece > SHARD_BYTES {
-            shards.push(shard_of(&std::mem::take(&mut current))?);
+            parts.push((std::mem::take(&mut first), std::mem::take(&mut current)));
             size = 0;
+        }
+        if size == 0 {
+            first = module.clone();
         }
         if let Some(entry) = record.get(module) {
             current.images.insert(module.clone(), entry.clone());
@@ -158,14 +224,25 @@ pub fn split(
         }
         size += piece;
         if size >= SHARD_CUT_AFTER && cut_after(module) {
-            shards.push(shard_of(&std::mem::take(&mut current))?);
+            parts.push((std::mem::take(&mut first), std::mem::take(&mut current)));
             size = 0;
         }
     }
     if size > 0 {
-        shards.push(shard_of(&current)?);
+        parts.push((first, current));
     }
-    Ok(shards)
+    Ok(parts)
+}
+
+/// The position in `refs` (the history's shards, in module order) of the shard that holds, or
+/// would take, `module`'s history: the last whose first module is not after it (the first shard
+/// for a module before them all). None when there are no shards.
+pub fn holder(refs: &[ShardRef], module: &str) -> Option<usize> {
+    if refs.is_empty() {
+        return None;
+    }
+    let after = refs.partition_point(|r| r.first.as_deref().unwrap_or_default() <= module);
+    Some(after.saturating_sub(1))
 }
 
 /// The shards' parts as one record, pins and history.
@@ -200,13 +277,10 @@ impl Cluster {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    /// Read every shard the index names, verifying each against its digest.
-    pub(super) async fn read_shards(
-        &self,
-        index: &RecordIndex,
-    ) -> Result<ShardsRead, ClusterError> {
+    /// Read the shards `refs` names (of one index), verifying each against its digest.
+    pub(super) async fn read_shards(&self, refs: &[ShardRef]) -> Result<ShardsRead, ClusterError> {
         let api = self.config_maps();
-        let got: Vec<(ShardRef, Option<ConfigMap>)> = stream::iter(index.shards.iter().cloned())
+        let got: Vec<(ShardRef, Option<ConfigMap>)> = stream::iter(refs.iter().cloned())
             .map(|shard| {
                 let api = api.clone();
                 async move {
@@ -275,7 +349,7 @@ impl Cluster {
         held: &mut BTreeMap<String, i64>,
         fresh_ms: i64,
     ) -> Result<(), ClusterError> {
-        let named: BTreeSet<&str> = already.shards.iter().map(|s| s.name.as_str()).collect();
+        let named = already.names();
         for shard in shards
             .iter()
             .filter(|s| !named.contains(s.shard.name.as_str()))
@@ -299,7 +373,7 @@ impl Cluster {
         already: &RecordIndex,
         held: &BTreeMap<String, i64>,
     ) -> i64 {
-        let named: BTreeSet<&str> = already.shards.iter().map(|s| s.name.as_str()).collect();
+        let named = already.names();
         shards
             .iter()
             .filter(|s| !named.contains(s.shard.name.as_str()))
@@ -419,12 +493,9 @@ impl Cluster {
             )
             .await?;
         let current = self.current_index().await?;
-        let kept: BTreeSet<&str> = keep
-            .shards
-            .iter()
-            .chain(&current.shards)
-            .map(|s| s.name.as_str())
-            .collect();
+        // The record's shards and the history's: gc keeps both lists of both indexes.
+        let mut kept = keep.names();
+        kept.extend(current.names());
         Ok(listed
             .items
             .into_iter()
@@ -486,7 +557,7 @@ impl Cluster {
         operation_id: &str,
     ) -> Result<(), ClusterError> {
         let api = self.config_maps();
-        let named: BTreeSet<&str> = before.shards.iter().map(|s| s.name.as_str()).collect();
+        let named = before.names();
         let mut gone = Vec::new();
         for shard in shards
             .iter()
@@ -629,5 +700,51 @@ mod tests {
             new.len(),
             after.len()
         );
+    }
+
+    #[test]
+    fn the_history_of_a_module_is_held_by_the_last_shard_starting_at_or_before_it() {
+        let history: StampsByModule = (0..3_000)
+            .map(|i| (format!("module-{i:05}"), Vec::new()))
+            .collect();
+        let mut padded = history.clone();
+        // Enough bytes a module for several shards.
+        let stamp = crate::mesh::pin::Stamp {
+            module: "m".into(),
+            from_ref: None,
+            from_digest: None,
+            to_ref: "r".repeat(200),
+            to_digest: "d".into(),
+            by: crate::mesh::pin::Stamper {
+                operation_id: "op".into(),
+                kind: crate::mesh::operation::OperationKind::Converge,
+                short: Some(1),
+                host: "h".into(),
+                pid: 1,
+                at_ms: 1,
+                from_target: None,
+            },
+        };
+        for stamps in padded.values_mut() {
+            *stamps = vec![stamp.clone(); 3];
+        }
+        let shards = split_history(&padded).unwrap();
+        assert!(shards.len() > 2, "{} shards", shards.len());
+        let refs: Vec<ShardRef> = shards.iter().map(|s| s.shard.clone()).collect();
+        for (at, shard) in shards.iter().enumerate() {
+            let content: ShardContent = serde_json::from_str(&shard.text).unwrap();
+            assert_eq!(
+                refs[at].first.as_deref(),
+                content.history.keys().next().map(String::as_str)
+            );
+            for module in content.history.keys() {
+                assert_eq!(holder(&refs, module), Some(at), "{module}");
+            }
+        }
+        // A module before them all goes to the first; after them all, to the last; none without shards.
+        assert_eq!(holder(&refs, "a"), Some(0));
+        assert_eq!(holder(&refs, "zzz"), Some(refs.len() - 1));
+        assert_eq!(holder(&[], "module-00001"), None);
+        assert_eq!(history.len(), 3_000);
     }
 }

@@ -113,7 +113,9 @@ fn the_history_gets_what_the_limit_leaves_after_the_record_pins_and_other_annota
         pins: &PinChange::default(),
         by: &by,
     };
-    let after = team_after(read_with(history, others), &write, true).unwrap();
+    let after = team_after(read_with(history, others), &write, true)
+        .unwrap()
+        .unwrap();
     assert!(total(&after, others) <= ANNOTATIONS_LIMIT_BYTES);
     assert!(
         !after.stamped.history.is_empty(),
@@ -124,7 +126,9 @@ fn the_history_gets_what_the_limit_leaves_after_the_record_pins_and_other_annota
     for m in 0..40 {
         history.insert(format!("m{m}"), stamps(&format!("m{m}"), HISTORY_KEPT));
     }
-    let roomy = team_after(read_with(history, 0), &write, true).unwrap();
+    let roomy = team_after(read_with(history, 0), &write, true)
+        .unwrap()
+        .unwrap();
     assert!(total(&roomy, 0) <= ANNOTATIONS_LIMIT_BYTES);
     assert!(size(&roomy.stamped.history) > size(&after.stamped.history));
 }
@@ -141,7 +145,9 @@ fn a_record_past_the_annotations_goes_to_shards_whole() {
         pins: &PinChange::default(),
         by: &by,
     };
-    let after = team_after(read_with(StampsByModule::new(), 0), &write, true).unwrap();
+    let after = team_after(read_with(StampsByModule::new(), 0), &write, true)
+        .unwrap()
+        .unwrap();
     assert!(after.sharded);
     let parts = after
         .shards
@@ -150,5 +156,25 @@ fn a_record_past_the_annotations_goes_to_shards_whole() {
         .collect();
     let whole = crate::backends::cluster::record_shards::join(parts);
     assert_eq!(whole.images, record);
-    assert_eq!(whole.history.len(), 3000, "every stamp kept");
+    // The history goes to shards of its own (`Cluster::history_after`), every stamp kept.
+    assert!(whole.history.is_empty());
+    assert_eq!(after.stamped.history.len(), 3000, "every stamp kept");
+}
+
+#[test]
+fn a_record_back_in_the_annotations_asks_for_the_history_its_shards_keep() {
+    // The read left the history's shards unread: going back to the plain form with what it read
+    // would drop every stamp. None: read the history whole, then again.
+    let record: Record = (0..2).map(|n| (format!("m{n}"), entry(n))).collect();
+    let by = stamper();
+    let write = TeamWrite {
+        entries: &record,
+        pins: &PinChange::default(),
+        by: &by,
+    };
+    let mut read = read_with(StampsByModule::new(), 0);
+    read.history_apart = true;
+    assert!(team_after(read, &write, true).unwrap().is_none());
+    let read = read_with(StampsByModule::new(), 0);
+    assert!(team_after(read, &write, true).unwrap().is_some());
 }

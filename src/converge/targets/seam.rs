@@ -210,6 +210,17 @@ pub trait Target: Send + Sync {
         db: &'a Mutex<StateDb>,
     ) -> Result<RecordRead, TargetError>;
 
+    /// The record and its pins, for what decides by them (a converge, a plan, status): as
+    /// [`Target::read_record`], except that a history kept apart from the record (Kubernetes'
+    /// history shards) is left unread; `kept`'s history is then only what came with the rest.
+    async fn read_entries<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+    ) -> Result<RecordRead, TargetError> {
+        self.read_record(mesh, db).await
+    }
+
     /// The parts of the record kept apart (shards) that no index names and that were written
     /// longer than `grace_ms` ago (never less than the target's own grace, which keeps a stamp in
     /// flight safe): what gc takes beside images. None where the record is one object.

@@ -212,7 +212,15 @@ impl Target for Kube {
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
     ) -> Result<RecordRead, TargetError> {
-        self.read(mesh, db).await
+        self.read(mesh, db, true).await
+    }
+
+    async fn read_entries<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        db: &'a Mutex<StateDb>,
+    ) -> Result<RecordRead, TargetError> {
+        self.read(mesh, db, false).await
     }
 
     async fn record_leftovers<'a>(

@@ -66,12 +66,19 @@ impl Kube {
 
     /// The record, and what lives with it (pins, the record's history) copied into the state
     /// database: every reader of those (history, R, the detail, gc, the planner) reads the team's.
+    /// `history`: whether a history kept in shards of its own is read too (the copy is added
+    /// to, never cut: a read without it leaves the copy as it was).
     pub(super) async fn read(
         &self,
         mesh: &Mesh,
         db: &Mutex<StateDb>,
+        history: bool,
     ) -> Result<RecordRead, TargetError> {
-        let read = self.cluster.read_record().await?;
+        let read = if history {
+            self.cluster.read_record().await?
+        } else {
+            self.cluster.read_entries().await?
+        };
         match &read.team_warning {
             Some(warning) => tracing::warn!("{warning}"),
             None => {
