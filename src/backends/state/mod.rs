@@ -42,6 +42,9 @@ pub fn default_path() -> Result<PathBuf, StateError> {
     Ok(base.data_dir().join("meshtop").join("state.db"))
 }
 
+/// How long a statement waits on another process's lock before it gives up.
+pub(crate) const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// An open state database. One handle is one SQLite connection: `Send`, not `Sync`;
 /// open one handle per thread (they share the file safely, WAL + busy timeout).
 pub struct StateDb {

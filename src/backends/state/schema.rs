@@ -8,7 +8,6 @@
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::time::Duration;
 
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
@@ -408,7 +407,7 @@ pub(super) fn open(path: &Path) -> Result<Connection, StateError> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags).map_err(sql("open"))?;
-    conn.busy_timeout(Duration::from_secs(5))
+    conn.busy_timeout(super::BUSY_TIMEOUT)
         .map_err(sql("set the busy timeout"))?;
 
     // Read before writing anything: a newer schema must be left exactly as it is.
@@ -484,7 +483,7 @@ pub(super) fn open_read_only(
         }
         Err(other) => return Err(other),
     };
-    conn.busy_timeout(Duration::from_secs(5))
+    conn.busy_timeout(super::BUSY_TIMEOUT)
         .map_err(sql("set the busy timeout"))?;
     if found != SCHEMA_VERSION {
         return Err(StateError::ReadOnly {
