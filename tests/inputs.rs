@@ -311,7 +311,7 @@ fn tar_holds_exactly_what_was_hashed() {
         };
         seen.insert(path, got);
     }
-    assert_eq!(seen, hashed.manifest.files);
+    assert_eq!(seen, *hashed.manifest.files);
 
     // Deterministic bytes: a copy made elsewhere, in another order, tars to the same bytes.
     let other = TempDir::new().unwrap();

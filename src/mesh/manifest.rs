@@ -15,6 +15,7 @@
 //! had only the owner's x bit (`X`/`F`). Every ref moved once with each.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -24,8 +25,9 @@ pub const ENCODING: &str = "meshtop-inputs/v3";
 /// Per-entry record of the inputs, kept with each successful build to tell the *why* of a new address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Relative `/`-separated path → entry, for everything sent.
-    pub files: BTreeMap<String, FileEntry>,
+    /// Relative `/`-separated path → entry, for everything sent. Shared with the walk it came
+    /// from: a plan decides each module from its walk without copying thousands of entries.
+    pub files: Arc<BTreeMap<String, FileEntry>>,
     /// sha256 hex of the Dockerfile's bytes.
     pub dockerfile: String,
     pub build_args: BTreeMap<String, String>,
@@ -108,7 +110,7 @@ fn digest_with_base(manifest: &Manifest, base: Option<&str>) -> String {
         h.update(bytes);
     };
     field(ENCODING.as_bytes());
-    for (path, entry) in &manifest.files {
+    for (path, entry) in manifest.files.iter() {
         match entry {
             FileEntry::File { sha256, mode } => {
                 field(b"F");

@@ -295,7 +295,8 @@ mod tests {
             files: files
                 .iter()
                 .map(|(p, e)| ((*p).to_string(), e.clone()))
-                .collect(),
+                .collect::<BTreeMap<_, _>>()
+                .into(),
             dockerfile: "d0".into(),
             build_args: BTreeMap::from([("A".into(), "1".into())]),
             base: Some("sha256:b0".into()),

@@ -12,6 +12,7 @@ use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -115,7 +116,8 @@ pub fn hash_inputs_cached(
 /// build args, the base's artifact and the platforms: [`inputs_of`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Walked {
-    pub files: BTreeMap<String, FileEntry>,
+    /// Shared with the manifests made of it (a walk is decided from again without a copy).
+    pub files: Arc<BTreeMap<String, FileEntry>>,
     pub dockerfile: String,
 }
 
@@ -182,7 +184,7 @@ pub fn walk_cached(
     }
     Ok(Walked {
         // Sorted already: collecting into the map appends at its end.
-        files: files.into_iter().collect(),
+        files: Arc::new(files.into_iter().collect()),
         dockerfile: dockerfile_sha,
     })
 }
@@ -204,7 +206,7 @@ pub fn tar_inputs<W: Write>(
     });
     match write_tar(&mut builder, &prepared) {
         Ok(files) => {
-            let inputs = finish(spec, files, prepared.dockerfile_sha);
+            let inputs = finish(spec, Arc::new(files), prepared.dockerfile_sha);
             let dockerfile_sent = match inputs.manifest.files.get(&prepared.dockerfile_rel) {
                 Some(FileEntry::File { sha256, .. }) => Some(sha256.as_str()),
                 _ => None,
@@ -236,7 +238,11 @@ pub fn tar_inputs<W: Write>(
     }
 }
 
-fn finish(spec: &InputSpec, files: BTreeMap<String, FileEntry>, dockerfile_sha: String) -> Inputs {
+fn finish(
+    spec: &InputSpec,
+    files: Arc<BTreeMap<String, FileEntry>>,
+    dockerfile_sha: String,
+) -> Inputs {
     let mut platforms: Vec<String> = spec.platforms.iter().map(|p| p.to_string()).collect();
     platforms.sort();
     platforms.dedup();

@@ -135,7 +135,7 @@ mod tests {
 
     fn walked(dockerfile: &str) -> Walked {
         Walked {
-            files: BTreeMap::new(),
+            files: BTreeMap::new().into(),
             dockerfile: dockerfile.into(),
         }
     }
