@@ -246,6 +246,24 @@ fn contexts_must_be_directories_inside_the_repository() {
 }
 
 #[test]
+fn of_many_bad_contexts_the_first_in_the_file_is_said() {
+    // Modules are resolved side by side: which one is said must not depend on which thread ran first.
+    let mut text = HEAD.to_string();
+    for i in 0..64 {
+        text.push_str(&format!(
+            "[[module]]\nname = \"m{i:02}\"\ncontext = \"missing-{i:02}\"\n"
+        ));
+    }
+    for _ in 0..8 {
+        refused(
+            &text,
+            line_of(&text, "missing-00"),
+            &["module \"m00\"", "missing-00", "does not exist"],
+        );
+    }
+}
+
+#[test]
 fn dockerfiles_must_exist_inside_the_context() {
     let text = format!(
         "{HEAD}[[module]]\nname = \"api\"\ncontext = \"api\"\ndockerfile = \"../web/Dockerfile\"\n"

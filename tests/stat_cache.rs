@@ -51,6 +51,11 @@ enum Edit {
     Remove {
         file: usize,
     },
+    /// The Dockerfile (hashed through the cache as the other files are) rewritten, its size kept,
+    /// with its old mtime put back or not.
+    RewriteDockerfile {
+        keep_mtime: bool,
+    },
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -65,6 +70,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         Just(Edit::ToggleIgnore),
         any::<u8>().prop_map(|content| Edit::AppearInIgnored { content }),
         (0..4usize).prop_map(|file| Edit::Remove { file }),
+        any::<bool>().prop_map(|keep_mtime| Edit::RewriteDockerfile { keep_mtime }),
     ]
 }
 
@@ -136,6 +142,26 @@ fn apply(ctx: &Path, edit: &Edit) {
         }
         Edit::Remove { file } => {
             let _ = fs::remove_file(ctx.join(name(*file)));
+        }
+        Edit::RewriteDockerfile { keep_mtime } => {
+            let path = ctx.join("Dockerfile");
+            let meta = fs::metadata(&path).unwrap();
+            let old = fs::read_to_string(&path).unwrap();
+            // Same length: `COPY . /` and `COPY ./ ` alternate.
+            let new = if old.contains("COPY . /") {
+                old.replace("COPY . /", "COPY ./ ")
+            } else {
+                old.replace("COPY ./ ", "COPY . /")
+            };
+            fs::write(&path, new).unwrap();
+            if *keep_mtime {
+                File::options()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_times(FileTimes::new().set_modified(meta.modified().unwrap()))
+                    .unwrap();
+            }
         }
     }
 }
@@ -232,16 +258,29 @@ fn an_unchanged_context_is_not_read_again_and_a_changed_file_is() {
     let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
     let (first, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(
-        read, 4,
-        "the first plan reads every file but the Dockerfile (hashed apart)"
+        read, 5,
+        "the first plan reads every file, the Dockerfile too"
     );
     let (again, read) = cached_digest(history, &spec, clock_ahead);
-    assert_eq!((again.as_str(), read), (first.as_str(), 0));
+    assert_eq!(
+        (again.as_str(), read),
+        (first.as_str(), 0),
+        "a steady plan reads nothing, not even the Dockerfile"
+    );
     std::thread::sleep(Duration::from_millis(5));
     fs::write(ctx.join(name(2)), bytes(99)).unwrap();
     let (moved, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(read, 1, "only the changed file is read");
     assert_ne!(moved, first);
+    std::thread::sleep(Duration::from_millis(5));
+    apply(&ctx, &Edit::RewriteDockerfile { keep_mtime: true });
+    let (rebuilt, read) = cached_digest(history, &spec, clock_ahead);
+    assert_eq!(read, 1, "only the changed Dockerfile is read");
+    assert_ne!(
+        rebuilt, moved,
+        "the Dockerfile's new bytes move the address"
+    );
+    assert_eq!(rebuilt, hash_inputs(&spec).unwrap().digest);
 }
 
 #[test]

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use rayon::prelude::*;
+
 use crate::backends::state::{StateDb, decode_input_stats};
 use crate::converge::error::PlanError;
 use crate::mesh::manifest::Manifest;
@@ -25,6 +27,12 @@ pub trait ManifestSource: Sync {
     /// The stat cache of the files below `context` (empty: every file is read).
     fn input_cache(&self, _context: &Path) -> ContextCache {
         ContextCache::default()
+    }
+
+    /// The stat caches of `contexts` (all at or below `root`), in their order: one read of the
+    /// store where it can (a plan of thousands of contexts), else one per context.
+    fn input_caches(&self, _root: &Path, contexts: &[&Path]) -> Vec<ContextCache> {
+        contexts.iter().map(|c| self.input_cache(c)).collect()
     }
 
     /// Keep what walks left in their caches, all at once (best effort: a cache that cannot be
@@ -100,6 +108,21 @@ impl ManifestSource for StateManifests<'_> {
             .and_then(|h| h.input_stats_row(context).ok())
             .flatten();
         ContextCache::of(row.and_then(|b| decode_input_stats(&b)).unwrap_or_default())
+    }
+
+    /// One read of every row below `root`, decoded side by side outside the lock.
+    fn input_caches(&self, root: &Path, contexts: &[&Path]) -> Vec<ContextCache> {
+        let rows = match self.db.lock().map(|db| db.input_stats_rows_under(root)) {
+            Ok(Ok(rows)) => rows,
+            _ => return contexts.iter().map(|c| self.input_cache(c)).collect(),
+        };
+        contexts
+            .par_iter()
+            .map(|context| {
+                let known = rows.get(*context).and_then(|b| decode_input_stats(b));
+                ContextCache::of(known.unwrap_or_default())
+            })
+            .collect()
     }
 
     /// One transaction for every context whose entries changed.

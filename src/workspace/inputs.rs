@@ -134,7 +134,7 @@ pub fn walk_cached(
         entries,
         dockerfile_rel,
         dockerfile_sha,
-    } = prepare(context, dockerfile)?;
+    } = prepare(context, dockerfile, cache)?;
     let hash_entry = |e: Entry| {
         let entry = match e.kind {
             Kind::File { mode, len, stat } => FileEntry::File {
@@ -179,7 +179,8 @@ pub fn tar_inputs<W: Write>(
     expected: Option<&Inputs>,
     sink: W,
 ) -> Result<Inputs, InputsError> {
-    let prepared = prepare(spec.context, spec.dockerfile)?;
+    // What is sent is hashed from the bytes sent: no cache answers for them.
+    let prepared = prepare(spec.context, spec.dockerfile, &NoCache)?;
     let mut builder = tar::Builder::new(Guard {
         inner: sink,
         poisoned: false,
@@ -242,7 +243,13 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> InputsError + '_ {
     }
 }
 
-fn prepare(context: &Path, dockerfile: &str) -> Result<Prepared, InputsError> {
+/// The Dockerfile found and hashed (through `cache`, as every other file of the context), the
+/// `.dockerignore` read, and the context listed.
+fn prepare(
+    context: &Path,
+    dockerfile: &str,
+    cache: &dyn DigestCache,
+) -> Result<Prepared, InputsError> {
     let dockerfile_rel = dockerfile_path(dockerfile)?;
     let dockerfile_abs = context.join(&dockerfile_rel);
     // `dockerfile_rel` only goes down (cleaned, no `..`): unless a symlink is on the way, it is inside.
@@ -275,7 +282,12 @@ fn prepare(context: &Path, dockerfile: &str) -> Result<Prepared, InputsError> {
                     .into(),
         });
     }
-    let dockerfile_sha = hash_file_sized(&resolved.path, resolved.meta.len())?;
+    let dockerfile_sha = hash_through(
+        cache,
+        &resolved.path,
+        resolved.meta.len(),
+        &stat_key(&resolved.meta),
+    )?;
 
     let ignore_path = context.join(".dockerignore");
     let with_path = |source| InputsError::Ignore {

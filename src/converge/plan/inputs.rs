@@ -1,7 +1,7 @@
 //! The planner's walks: a module's context read (through the stat cache and the watch's memo)
 //! into its inputs, and the inputs into its address.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
@@ -32,11 +32,24 @@ impl Planner<'_> {
         manifests: &dyn ManifestSource,
         memo: Option<&WalkMemo>,
     ) {
+        let root = self.ctx.mesh.root.as_path();
         let walked: Vec<(String, Walk)> = blocking_here(|| {
-            modules
+            // What the memo answers is not walked; the rest have their stat caches read at once.
+            let (kept, to_walk): (Vec<_>, Vec<_>) = modules
+                .iter()
+                .map(|module| (*module, memo.and_then(|memo| remembered(module, memo))))
+                .partition(|(_, kept)| kept.is_some());
+            let contexts: Vec<&Path> = to_walk.iter().map(|(m, _)| m.context.as_path()).collect();
+            let caches = manifests.input_caches(root, &contexts);
+            let mut walked: Vec<(String, Walk)> = to_walk
                 .par_iter()
-                .map(|module| (module.name.clone(), walk(module, manifests, memo)))
-                .collect()
+                .zip(caches)
+                .map(|((module, _), cache)| (module.name.clone(), walk(module, cache, memo)))
+                .collect();
+            walked.extend(kept.into_iter().filter_map(|(module, kept)| {
+                kept.map(|walked| (module.name.clone(), (Ok(walked), None)))
+            }));
+            walked
         });
         let mut caches = Vec::new();
         for (module, (walked, cache)) in walked {
@@ -86,7 +99,8 @@ impl Planner<'_> {
             Some(walked) => walked.clone(),
             // Hashing reads files (those the stat cache does not answer for): see `blocking_here`.
             None => {
-                let (walked, cache) = blocking_here(|| walk(module, manifests, None));
+                let (walked, cache) =
+                    blocking_here(|| walk(module, manifests.input_cache(&module.context), None));
                 manifests.keep_input_caches(cache.into_iter().collect());
                 walked
             }
@@ -113,14 +127,15 @@ impl Planner<'_> {
 /// `memo` answered).
 type Walk = (Result<Walked, PlanError>, Option<(PathBuf, ContextCache)>);
 
-/// Walk `module`'s context through the stat cache (and `memo`, when given).
-fn walk(module: &Module, manifests: &dyn ManifestSource, memo: Option<&WalkMemo>) -> Walk {
+/// The walk `memo` kept for `module`, when it answers for its context.
+fn remembered(module: &Module, memo: &WalkMemo) -> Option<Walked> {
+    memo.get(&module.name, &module.context, &module.dockerfile)
+}
+
+/// Walk `module`'s context through its stat cache (kept in `memo`, when given).
+fn walk(module: &Module, cache: ContextCache, memo: Option<&WalkMemo>) -> Walk {
     let (context, dockerfile) = (module.context.as_path(), module.dockerfile.as_str());
-    if let Some(walked) = memo.and_then(|memo| memo.get(&module.name, context, dockerfile)) {
-        return (Ok(walked), None);
-    }
     let ticket = memo.map(|memo| memo.ticket(&module.name));
-    let cache = manifests.input_cache(context);
     // What was read before a failure is still worth keeping: the cache is kept either way.
     let walked = inputs::walk_cached(context, dockerfile, &cache).map_err(|e| PlanError::Inputs {
         module: module.name.clone(),
