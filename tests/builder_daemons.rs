@@ -211,11 +211,162 @@ fn two_builders_spread_a_tier_and_hand_bases_over_through_the_registry() {
         );
         assert!(base_row.published_digest.is_some(), "{base_row:?}");
     }
-    // Every build was pushed by its builder; the target holds every artifact.
+    // Every build another daemon needs was pushed by its builder (what two built, for the target
+    // to pull; a base, for a dependent elsewhere); a leaf the target's own daemon built stays
+    // there. The target holds every artifact.
     for row in &rows {
         assert_eq!(row.status, BuildStatus::Succeeded, "{row:?}");
-        assert!(row.published_digest.is_some(), "{row:?}");
+        let module = row.module.as_deref().unwrap();
+        let stays = on[module][0] == "one" && !["base", "tools"].contains(&module);
+        assert_eq!(row.published_digest.is_none(), stays, "{on:?}: {row:?}");
     }
+    machines_run_the_record(mesh);
+}
+
+/// Whether the registry holds `module`'s ref of `mesh` (its tag as the build row names it).
+fn tagged(row: &meshtop::mesh::builds::BuildRow) -> bool {
+    let reference = row.reference.clone().unwrap();
+    let (repository, tag) = meshtop::backends::registry::repository_in(LOCAL, &reference);
+    common::signing::get(
+        &format!("/v2/{repository}/manifests/{tag}"),
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+    .is_some()
+}
+
+/// A build of the builder that is the target's daemon stays there when nothing needs it
+/// elsewhere: no hand-over push of a module no other builds FROM (with one build at once every
+/// module lands on `one`, the host, its base's builder); its bases are handed over.
+#[test]
+fn a_host_build_nothing_needs_elsewhere_is_not_handed_over() {
+    let pooled = proxied_pool("stay");
+    let mesh = &pooled.pool.mesh;
+    let output = mesh.meshtop(&["converge", "--jobs", "1"]);
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let on = built_on(mesh);
+    assert!(on.values().all(|b| b == &["one"]), "{on:?}");
+    let rows = builds(mesh);
+    assert_eq!(rows.len(), 5, "{rows:#?}");
+    for row in &rows {
+        let module = row.module.as_deref().unwrap();
+        let base = ["base", "tools"].contains(&module);
+        assert_eq!(row.published_digest.is_some(), base, "{row:#?}");
+        assert_eq!(tagged(row), base, "{module} in the registry: {row:#?}");
+    }
+    machines_run_the_record(mesh);
+}
+
+/// A module's hand-over push runs after its build gave the builder's slot back: while `web`'s push
+/// (built on `two`, `tools` holding `one` with a slow step) hangs on the registry, `two` builds
+/// the tier's next module (`zeta`, queued after `web` by name); the hung push fails `web` at its
+/// deadline, as before.
+#[test]
+fn a_hand_over_push_holds_no_build_slot() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _entered = runtime.enter();
+    let registry = runtime.block_on(common::registry_proxy::RegistryProxy::stalling(
+        "/web/manifests/",
+    ));
+    let pool = pool_mesh_at(
+        "slot",
+        &registry.host,
+        &[
+            ("one", &format!("unix://{DOCKER_SOCKET}"), 1),
+            ("two", SECOND, 1),
+        ],
+    );
+    let mesh = &pool.mesh;
+    // tools (first of its tier: two wait on it) on base's builder `one`, slow; web spills to two.
+    let tools = mesh.root().join("tools/Dockerfile");
+    let text = std::fs::read_to_string(&tools).unwrap();
+    std::fs::write(&tools, format!("{text}{}", common::fresh_run("sleep 10"))).unwrap();
+    // A third module of the tier, FROM base, waiting for a slot.
+    let extra = mesh.root().join("zeta");
+    std::fs::create_dir_all(&extra).unwrap();
+    std::fs::write(
+        extra.join("Dockerfile"),
+        format!("ARG BASE\nFROM ${{BASE}}\n{}", common::fresh_run("true")),
+    )
+    .unwrap();
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (head, machines) = text.split_once("[[machine]]").unwrap();
+    std::fs::write(
+        &file,
+        format!(
+            "{head}[[module]]\nname = \"zeta\"\ncontext = \"zeta\"\nbase = \"base\"\n\n[[machine]]{machines}"
+        ),
+    )
+    .unwrap();
+    let log = mesh.dir.path().join("converge.log");
+    let mut child = mesh.spawn_converge(&log, &[("MESHTOP_BUILD_DEADLINE", "30")]);
+    let status = wait_exit(&mut child, Duration::from_secs(180), "the push's deadline");
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(1), "web's push hangs: {stderr}");
+    let on = built_on(mesh);
+    assert_eq!(on["tools"], ["one"], "{on:?}\n{stderr}");
+    assert_eq!(on["web"], ["two"], "{on:?}\n{stderr}");
+    assert_eq!(
+        on["zeta"],
+        ["two"],
+        "two built the next module while web's push hung: {on:?}\n{stderr}"
+    );
+    let rows = builds(mesh);
+    let extra = rows
+        .iter()
+        .find(|r| r.module.as_deref() == Some("zeta"))
+        .unwrap();
+    assert_eq!(extra.status, BuildStatus::Succeeded, "{extra:#?}");
+    assert!(
+        stderr.contains("the push did not end within 30 s (MESHTOP_BUILD_DEADLINE)"),
+        "{stderr}"
+    );
+}
+
+/// What another builder built is brought to the target as its build ends, while the tier's other
+/// builds go on: `web` (spilled to `two`) is pulled onto the host while `tools` (on `one`, a slow
+/// step) still builds, not once the whole tier ended.
+#[test]
+fn a_build_of_another_builder_is_delivered_while_its_tier_still_builds() {
+    let pooled = proxied_pool("early");
+    let mesh = &pooled.pool.mesh;
+    let tools = mesh.root().join("tools/Dockerfile");
+    let text = std::fs::read_to_string(&tools).unwrap();
+    std::fs::write(&tools, format!("{text}{}", common::fresh_run("sleep 10"))).unwrap();
+    let output = mesh.meshtop(&["converge", "--jobs", "2"]);
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    let on = built_on(mesh);
+    assert_eq!(
+        (&on["tools"][..], &on["web"][..]),
+        (&["one".to_string()][..], &["two".to_string()][..]),
+        "{on:?}"
+    );
+    let steps = StateDb::open(&mesh.state())
+        .unwrap()
+        .events_after(&mesh.name, 0, usize::MAX)
+        .unwrap();
+    let at = |module: &str, what: &dyn Fn(&Payload) -> bool| {
+        steps
+            .iter()
+            .find(|s| s.module.as_deref() == Some(module) && s.payload.as_ref().is_some_and(what))
+            .map(|s| s.at_ms)
+            .unwrap_or_else(|| panic!("no such step of {module}: {}", said(&output)))
+    };
+    let web_pulled = at("web", &|p| {
+        matches!(
+            p,
+            Payload::Delivered {
+                by: meshtop::mesh::progress::DeliveredBy::Pulled { .. },
+                ..
+            }
+        )
+    });
+    let tools_built = at("tools", &|p| matches!(p, Payload::Built { .. }));
+    assert!(
+        web_pulled < tools_built,
+        "web was pulled at {web_pulled}, after tools built at {tools_built}: {}",
+        said(&output)
+    );
     machines_run_the_record(mesh);
 }
 

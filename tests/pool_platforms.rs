@@ -562,8 +562,13 @@ async fn a_modules_platforms_run_at_once_each_in_a_slot_of_its_builder() {
 }
 
 /// The builder of one platform goes away mid-build: the row, the retry's line and the builder
-/// taken out of rotation name that builder (not the one the module would have been placed on),
-/// and the retry builds without it.
+/// taken out of rotation name that builder, and the retry builds without it. The pool is laid out
+/// so that every wrong answer names another builder: `two` (the one that goes away, building
+/// arm64) is neither the host, nor the other platform's builder (`one`), nor the module's own
+/// rendezvous choice (`one` of all three, `three` of those not the host), nor the last declared
+/// (`three`); and a retry that avoided any builder but `two` fails (amd64 has only `one`; arm64
+/// without `three` has only `two`, gone), while avoiding `two` builds arm64 on `three`. The blame is
+/// checked before the converge's exit, so a wrong one fails here saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
     require_registry().await;
@@ -574,17 +579,38 @@ async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
         &dir.path().join("two.sock"),
         Path::new(common::second_daemon::SECOND_SOCKET),
     );
-    // `one` builds both platforms, `two` arm64 only: arm64 goes to `two` first (the part's
-    // rendezvous order), amd64 to `one`.
+    // `one` builds amd64 only, `two` and `three` arm64 only: arm64 goes to `two` first (the
+    // part's rendezvous order of the two), amd64 to `one`.
     let two = proxy.docker_host();
     let pool = [
         (
             "one",
             "unix:///var/run/docker.sock",
-            "platforms = [\"linux/amd64\", \"linux/arm64\"]\n",
+            "platforms = [\"linux/amd64\"]\n",
         ),
         ("two", two.as_str(), "platforms = [\"linux/arm64\"]\n"),
+        (
+            "three",
+            common::second_daemon::SECOND,
+            "platforms = [\"linux/arm64\"]\n",
+        ),
     ];
+    let names = ["one", "two", "three"];
+    assert_eq!(
+        meshtop::mesh::schedule::rendezvous("base", &names)[0],
+        "one",
+        "the layout above"
+    );
+    assert_eq!(
+        meshtop::mesh::schedule::rendezvous("base", &names[1..])[0],
+        "three",
+        "the layout above"
+    );
+    assert_eq!(
+        meshtop::mesh::schedule::rendezvous("base linux/arm64", &names[1..])[0],
+        "two",
+        "the layout above"
+    );
     let mesh = docker_pool("ppgone", &pool, &arm64_busybox);
     let _second = SecondDaemonGuard(mesh.name.clone());
     // The arm64 build stays in a step long enough to lose its builder in it.
@@ -612,7 +638,6 @@ async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
     proxy.shut();
     let status = common::wait_exit(&mut child, std::time::Duration::from_secs(240), "the retry");
     let stderr = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(status.code(), Some(0), "{stderr}");
     let requeued: Vec<(String, String)> = steps(&mesh)
         .into_iter()
         .filter_map(|s| match s.payload {
@@ -623,9 +648,12 @@ async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
     assert_eq!(requeued.len(), 1, "{requeued:?}\n{stderr}");
     assert_eq!(
         requeued[0].0, "two",
-        "the builder that built arm64 is blamed: {requeued:?}"
+        "the builder that built arm64 is blamed: {requeued:?}\n{stderr}"
     );
-    assert!(requeued[0].1.contains("builder two"), "{requeued:?}");
+    assert!(
+        requeued[0].1.contains("builder two (linux/arm64)"),
+        "{requeued:?}"
+    );
     assert!(
         stderr.contains("builder two failed the build")
             && stderr.contains("retrying once without it"),
@@ -635,11 +663,10 @@ async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
         .into_iter()
         .filter(|r| r.module.as_deref() == Some("base"))
         .collect();
-    assert_eq!(rows.len(), 2, "{rows:#?}");
     let failed = rows
         .iter()
         .find(|r| r.status == meshtop::mesh::builds::BuildStatus::Failed)
-        .unwrap();
+        .unwrap_or_else(|| panic!("no failed row: {rows:#?}\n{stderr}"));
     assert!(
         failed
             .error
@@ -648,13 +675,148 @@ async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
             .contains("builder two (linux/arm64)"),
         "the row names the builder that went away: {failed:#?}"
     );
+    // Only now the retry: it avoided `two` (and only `two`), so it built.
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(rows.len(), 2, "{rows:#?}");
     let retried = rows
         .iter()
         .find(|r| r.status == meshtop::mesh::builds::BuildStatus::Succeeded)
         .unwrap();
     assert_eq!(
         retried.builder.as_deref(),
-        Some("linux/amd64 on one, linux/arm64 on one"),
+        Some("linux/amd64 on one, linux/arm64 on three"),
         "the retry avoids two: {retried:#?}"
     );
+}
+
+/// The machine `machine`'s image id, as the daemon says.
+fn image_of(machine: &str) -> String {
+    common::local_registry::docker(&["inspect", "-f", "{{.Image}}", machine])
+        .trim()
+        .to_string()
+}
+
+/// A multi-platform module on two Docker targets (staging, prod ← staging) of the host daemon,
+/// built through the pool: a promote brings the index to a daemon that no longer holds its image
+/// (the daemon's platform pulled out of the index by the manifest's digest, never a tag), and a
+/// rollback goes back to an earlier index; each time the machine runs the config the index's
+/// manifest for the daemon's platform names, and the record names the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promote_and_a_rollback_of_an_index_run_its_platform_on_the_docker_target() {
+    require_registry().await;
+    require_second_daemon();
+    let arm64_busybox = require_emulation();
+    let pool = [
+        ("one", "unix:///var/run/docker.sock", ""),
+        ("two", common::second_daemon::SECOND, ""),
+    ];
+    let mesh = docker_pool("ppback", &pool, &arm64_busybox);
+    let _second = SecondDaemonGuard(mesh.name.clone());
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (head, rest) = text.split_once("[[machine]]").unwrap();
+    let builders = &rest[rest.find("[[builder]]").unwrap()..];
+    let head = head.replace(
+        "[target]\nkind = \"docker\"\n",
+        "[[target]]\nname = \"staging\"\n\n[[target]]\nname = \"prod\"\npromote_from = \"staging\"\n",
+    );
+    let (staging, prod) = (
+        format!("{}-stg-base-1", mesh.name),
+        format!("{}-prod-base-1", mesh.name),
+    );
+    let mut machines = String::new();
+    for (machine, target) in [(&staging, "staging"), (&prod, "prod")] {
+        machines.push_str(&format!(
+            "[[machine]]\nname = \"{machine}\"\nmodule = \"base\"\ntarget = \"{target}\"\ncommand = [\"sleep\", \"3600\"]\n\n"
+        ));
+    }
+    std::fs::write(&file, format!("{head}{machines}{builders}")).unwrap();
+    let repository = format!("{}/base", mesh.name);
+    let index_of = |target: &str| {
+        meshtop::backends::state::StateDb::open(&mesh.state())
+            .unwrap()
+            .record(&mesh.name, target)
+            .unwrap()["base"]
+            .clone()
+    };
+    let ok = |args: &[&str]| {
+        let output = mesh.meshtop(args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", said(&output));
+        output
+    };
+
+    ok(&["converge", "--target", "staging", "base"]);
+    let first = index_of("staging");
+    assert_eq!(first.manifest.as_deref(), Some(first.digest.as_str()));
+    let (manifest1, config1) = platform_of(&repository, &first.digest, "amd64");
+    assert_eq!(
+        image_of(&staging),
+        config1,
+        "staging runs amd64 out of the index"
+    );
+
+    // The daemon loses the image (no container on it): the promote must bring it back.
+    let removed = docker(&["rm", "-f", &staging]);
+    assert!(removed.status.success(), "{}", said(&removed));
+    let removed = docker(&["image", "rm", "-f", &config1]);
+    assert!(removed.status.success(), "{}", said(&removed));
+    assert!(!docker(&["image", "inspect", &config1]).status.success());
+
+    let promoted = ok(&["promote", "base", "--to", "prod", "--yes"]);
+    assert_eq!(
+        index_of("prod").digest,
+        first.digest,
+        "prod's record names the index"
+    );
+    assert_eq!(
+        image_of(&prod),
+        config1,
+        "prod runs the index's amd64 config: {}",
+        said(&promoted)
+    );
+    // Pulled by the manifest's digest out of the index.
+    let pinned = format!("{LOCAL}/{repository}@{manifest1}");
+    let digests = common::local_registry::docker(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{json .RepoDigests}}",
+        &config1,
+    ]);
+    assert!(
+        digests.contains(&pinned),
+        "the image came by {pinned}: {digests}"
+    );
+    let pulled = steps(&mesh).into_iter().any(|s| {
+        s.text
+            .starts_with("pulled linux/amd64 out of the image index")
+            && s.text.contains(meshtop::mesh::text::short_id(&manifest1))
+    });
+    assert!(pulled, "the promote says it pulled amd64 out of the index");
+
+    // A second artifact on staging, then a rollback to the first index.
+    let dockerfile = mesh.root().join("base/Dockerfile");
+    let text = std::fs::read_to_string(&dockerfile).unwrap();
+    std::fs::write(&dockerfile, format!("{text}LABEL second=\"yes\"\n")).unwrap();
+    ok(&["converge", "--target", "staging", "base"]);
+    let second = index_of("staging");
+    assert_ne!(second.digest, first.digest);
+    let (_, config2) = platform_of(&repository, &second.digest, "amd64");
+    assert_eq!(image_of(&staging), config2, "staging runs the second index");
+
+    let rolled = ok(&["--target", "staging", "rollback", "base", "--yes"]);
+    assert_eq!(
+        index_of("staging").digest,
+        first.digest,
+        "the record names the first index"
+    );
+    assert_eq!(
+        image_of(&staging),
+        config1,
+        "staging runs the first index's amd64 config again: {}",
+        said(&rolled)
+    );
+    let (state, running, code) = base_machine(&mesh, &staging);
+    assert_eq!((state.as_str(), code), ("current", Some(0)), "{running:?}");
+    assert_eq!(running, std::slice::from_ref(&config1));
 }

@@ -197,7 +197,8 @@ async fn run(
         stamp: Record::new(),
         all_ok: true,
         lost: lost.clone(),
-        placer: super::place::Placer::new(mesh, pool, request.jobs, daemon, db, emitter),
+        placer: super::place::Placer::new(mesh, pool, request.jobs, daemon, db, emitter)
+            .host_is_target(target.builds_where_it_runs()),
     };
     let max_tier = selected.iter().map(|m| m.tier).max().unwrap_or(0);
     for tier in 0..=max_tier {

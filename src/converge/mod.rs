@@ -3,6 +3,7 @@
 pub mod attest;
 pub mod build;
 pub mod builders;
+pub mod deliver;
 pub mod engine;
 pub mod environments;
 pub mod error;

@@ -56,6 +56,15 @@ pub struct Placed {
     pub handed: Option<String>,
     /// Why the hand-over push failed, when it did: the module fails (nothing is stamped).
     pub handover_error: Option<String>,
+    /// The hand-over push still to make, once the build gave its slot back.
+    pending: Option<PendingHandOver>,
+}
+
+/// A hand-over push to make after the build: the builder that holds the artifact, the registry.
+struct PendingHandOver {
+    member: Member,
+    registry: Registry,
+    artifact: String,
 }
 
 /// A module no builder could take: it fails, with why.
@@ -64,9 +73,9 @@ pub struct Unplaced {
     pub reason: String,
 }
 
-/// What the placing of one tier answers.
+/// What the placing of one tier answers (each build that ended went to the tier's delivery as
+/// it ended).
 pub struct TierBuilds {
-    pub placed: Vec<Placed>,
     pub unplaced: Vec<Unplaced>,
 }
 
@@ -92,6 +101,9 @@ pub struct Placer<'a> {
     /// Multi-platform modules to start again (once, after a builder of one of their platforms
     /// went away).
     retries: Vec<Lead>,
+    /// The host daemon is the target (Docker): what its builder built is where it runs, and is
+    /// handed over only when something needs it elsewhere.
+    host_is_target: bool,
 }
 
 /// A multi-platform module's build as the placer starts it: its attempt, the builders its parts
@@ -139,6 +151,7 @@ impl<'a> Placer<'a> {
             grants: HashMap::new(),
             leads: HashMap::new(),
             retries: Vec::new(),
+            host_is_target: false,
         };
         for member in placer.pool.members.clone() {
             if member.connection.is_none() {
@@ -165,6 +178,12 @@ impl<'a> Placer<'a> {
         placer
     }
 
+    /// Say whether the host daemon is the target (see [`Shared::stays_on_host`]).
+    pub fn host_is_target(mut self, yes: bool) -> Placer<'a> {
+        self.host_is_target = yes;
+        self
+    }
+
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -178,7 +197,9 @@ impl<'a> Placer<'a> {
         }
     }
 
-    /// Build `jobs` (one tier) on the pool; `bases` names each base's ref and artifact.
+    /// Build `jobs` (one tier) on the pool; `bases` names each base's ref and artifact. Each build
+    /// that ends is sent to `ended` at once (its slot already given back), to be delivered while
+    /// the others build.
     pub async fn build_tier(
         &mut self,
         tier: u32,
@@ -186,6 +207,7 @@ impl<'a> Placer<'a> {
         bases: &BTreeMap<String, RecordEntry>,
         cancel: &mut watch::Receiver<bool>,
         lost: &mut watch::Receiver<Option<String>>,
+        ended: mpsc::UnboundedSender<Placed>,
     ) -> Result<TierBuilds, ConvergeError> {
         let waiting = crate::mesh::schedule::waiting_counts(self.mesh);
         let mut by_name: HashMap<String, BuildJob> = HashMap::new();
@@ -214,7 +236,6 @@ impl<'a> Placer<'a> {
             by_name.insert(job.module.name.clone(), job);
         }
         let mut out = TierBuilds {
-            placed: Vec::new(),
             unplaced: Vec::new(),
         };
         let (part_ends, mut ended_parts) = mpsc::unbounded_channel();
@@ -228,8 +249,11 @@ impl<'a> Placer<'a> {
             deadline: self.deadline,
             members: self.pool.members.clone(),
             part_ends,
+            host_is_target: self.host_is_target,
+            waiting,
         };
         let mut running = FuturesUnordered::new();
+        let mut handing = FuturesUnordered::new();
         loop {
             // Every part that ended gives its slot back before anything else is placed.
             while let Ok(part) = ended_parts.try_recv() {
@@ -237,7 +261,7 @@ impl<'a> Placer<'a> {
             }
             self.start_leads(&mut running, &by_name, bases, &shared);
             let wake = self.place_ready(&mut running, &by_name, bases, &shared, &mut out)?;
-            if running.is_empty() {
+            if running.is_empty() && handing.is_empty() {
                 match wake {
                     Some(until) if self.scheduler.queued() > 0 => {
                         let wait = until.saturating_sub(self.now_ms());
@@ -250,9 +274,23 @@ impl<'a> Placer<'a> {
             let nap = wake.map(|until| Duration::from_millis(until.saturating_sub(self.now_ms())));
             tokio::select! {
                 Some((placement, result)) = running.next() => {
-                    if let Some(placed) = self.ended(placement, result)? {
-                        out.placed.push(placed);
+                    match self.ended(placement, result)? {
+                        // Its slot is free: the hand-over push runs beside the next builds.
+                        Some(placed) if placed.pending.is_some() => {
+                            handing.push(hand_over_later(&shared, placed));
+                        }
+                        // The delivery side is gone only when the converge stops: nothing to do.
+                        Some(placed) => {
+                            let _ = ended.send(placed);
+                        }
+                        None => {}
                     }
+                }
+                Some(placed) = handing.next() => {
+                    if let Some(digest) = &placed.handed {
+                        self.handed.insert(placed.built.planned.name.clone(), digest.clone());
+                    }
+                    let _ = ended.send(placed);
                 }
                 Some(part) = ended_parts.recv() => self.part_ended(part),
                 () = sleep_or_never(nap) => {}
@@ -571,6 +609,24 @@ struct Shared<'a> {
     members: Vec<Member>,
     /// Where a part's build says it ended (its slot given back).
     part_ends: mpsc::UnboundedSender<PartEnded>,
+    /// The host daemon is the target.
+    host_is_target: bool,
+    /// Per module, how many modules of the mesh build FROM it.
+    waiting: BTreeMap<String, usize>,
+}
+
+impl Shared<'_> {
+    /// Whether what `member` built of `module` needs no hand-over: the builder is the host daemon,
+    /// which is the target (the artifact is where it runs), no module builds FROM it, and nothing
+    /// asks for it in the registry (`--publish` pushes it as the target's delivery; a signing
+    /// converge signs every push, the hand-overs included).
+    fn stays_on_host(&self, member: &Member, module: &str) -> bool {
+        member.is_host
+            && self.host_is_target
+            && !self.mesh.publish
+            && self.mesh.signing.key.is_none()
+            && self.waiting.get(module).copied().unwrap_or(0) == 0
+    }
 }
 
 /// One build on its builder: the base as the builder reaches it, the build, and the hand-over push.
@@ -617,26 +673,62 @@ async fn build_on(
         deadline: shared.deadline,
         platforms: None,
     };
+    let stays = shared.stays_on_host(member, &job.module.name);
     let built = build_module(job, shared.mesh, on, shared.db, shared.emitter).await?;
     let mut placed = Placed {
         builder: member.builder.name.clone(),
         on_host: member.is_host,
         handed: built.published.clone(),
         handover_error: None,
+        pending: None,
         built,
     };
     let handing = shared
         .registry
         .as_ref()
-        .filter(|_| placed.built.published.is_none());
-    let (Some(registry), Some(artifact)) = (handing, placed.built.artifact.clone()) else {
-        return Ok(placed);
-    };
-    match hand_over(shared, member, daemon, registry, &placed.built, &artifact).await {
-        Ok(digest) => placed.handed = Some(digest),
-        Err(error) => placed.handover_error = Some(error.to_string()),
+        .filter(|_| placed.built.published.is_none() && !stays);
+    if let (Some(registry), Some(artifact)) = (handing, placed.built.artifact.clone()) {
+        placed.pending = Some(PendingHandOver {
+            member: member.clone(),
+            registry: registry.clone(),
+            artifact,
+        });
     }
     Ok(placed)
+}
+
+/// The hand-over push of a build that gave its slot back (so the builder's next build runs while
+/// it pushes): the manifest digest it was pushed as, or why not (the module fails).
+async fn hand_over_later(shared: &Shared<'_>, mut placed: Placed) -> Placed {
+    let Some(pending) = placed.pending.take() else {
+        return placed;
+    };
+    let member = &pending.member;
+    let daemon = match &member.connection {
+        Some(Connection::Own(daemon)) => Ok(daemon),
+        Some(Connection::Host) | None => shared.host.get().await,
+    };
+    let handed = match daemon {
+        Ok(daemon) => hand_over(
+            shared,
+            member,
+            daemon,
+            &pending.registry,
+            &placed.built,
+            &pending.artifact,
+        )
+        .await
+        .map_err(|error| error.to_string()),
+        Err(error) => Err(format!(
+            "builder {} could not hand {} over: {error}",
+            member.builder.name, placed.built.planned.name
+        )),
+    };
+    match handed {
+        Ok(digest) => placed.handed = Some(digest),
+        Err(error) => placed.handover_error = Some(error),
+    }
+    placed
 }
 
 /// A multi-platform module's build: it holds no slot, and each platform takes one when the
@@ -680,6 +772,7 @@ async fn lead_one(
             on_host: false,
             handed: built.published.clone(),
             handover_error: None,
+            pending: None,
             built,
         });
     (placement, result)

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use super::build::{BuildJob, Built};
+use super::deliver::{Delivered, Delivery};
 use super::error::{ConvergeError, TargetError};
-use super::place::{Placed, Placer};
+use super::place::Placer;
 use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Payload};
 use super::summary::{ModuleEnd, ModuleOutcome};
@@ -70,7 +71,7 @@ fn outcome_of(planned: &PlannedModule, outcome: ModuleEnd) -> ModuleOutcome {
     }
 }
 
-impl TierRun<'_> {
+impl<'a> TierRun<'a> {
     /// The daemon and the state database, as the target is handed them.
     fn reach(&self) -> Reach<'_> {
         Reach {
@@ -143,10 +144,15 @@ impl TierRun<'_> {
             .map(|j| (j.module.name.clone(), j.planned.clone()))
             .collect();
         let mut lost = self.lost.clone();
-        let builds = self
-            .placer
-            .build_tier(tier, jobs, &bases, cancel, &mut lost)
-            .await?;
+        // Each build is delivered as it ends, while the tier's other builds go on.
+        let (ended, mut ends) = tokio::sync::mpsc::unbounded_channel();
+        let delivery = self.delivery();
+        let (builds, delivered) = tokio::join!(
+            self.placer
+                .build_tier(tier, jobs, &bases, cancel, &mut lost, ended),
+            delivery.as_they_end(&mut ends),
+        );
+        let builds = builds?;
         for unplaced in builds.unplaced {
             if let Some(planned) = planned.get(&unplaced.module) {
                 self.emitter.emit(
@@ -157,8 +163,8 @@ impl TierRun<'_> {
                 self.failed(planned, ModuleEnd::Failed(unplaced.reason.clone()), None);
             }
         }
-        for placed in builds.placed {
-            self.deliver_placed(placed).await;
+        for delivered in delivered {
+            self.finish(delivered);
         }
         Ok(())
     }
@@ -328,6 +334,7 @@ impl TierRun<'_> {
         if decided.decision == Decision::Host {
             // Published too where the converge publishes (`--publish`): a skip still signs.
             let delivered = self
+                .delivery()
                 .publish_and_deliver(&module.name, &reference, &artifact, None)
                 .await;
             match delivered {
@@ -364,196 +371,59 @@ impl TierRun<'_> {
         Ok(())
     }
 
-    /// A build that ended on its builder: when the pool handed it over through the registry and
-    /// the builder is not the target's daemon, the target gets it from there (a pull onto the
-    /// Docker target's daemon, as a registry voucher does); then as any build.
-    async fn deliver_placed(&mut self, placed: Placed) {
-        let Placed {
-            built,
-            on_host,
-            handed,
-            handover_error,
-            ..
-        } = placed;
-        if let (Some(error), Some(artifact)) = (handover_error, &built.artifact) {
-            self.emitter.emit(
-                failed_payload(&error),
-                Some(&built.planned.name),
-                error.clone(),
-            );
-            let artifact = artifact.clone();
-            self.failed(
-                &built.planned,
-                ModuleEnd::DeliveryFailed(error.clone()),
-                Some((&built, Some(&artifact))),
-            );
-            return;
+    /// What a delivery reaches (copies of the walk's own references: it borrows nothing of the
+    /// walk, so deliveries run while the placer builds).
+    fn delivery(&self) -> Delivery<'a> {
+        Delivery {
+            mesh: self.mesh,
+            target: self.target,
+            daemon: self.daemon,
+            db: self.db,
+            emitter: self.emitter,
         }
-        let Some(manifest) = handed.filter(|_| built.published.is_none()) else {
-            return self.deliver_built(built).await;
-        };
-        if on_host && self.target.builds_where_it_runs() {
-            return self.deliver_built(built).await;
-        }
-        let Some(artifact) = built.artifact.clone() else {
-            return self.deliver_built(built).await;
-        };
-        let reference = built.planned.reference.clone().unwrap_or_default();
-        let fetched = self
-            .target
-            .fetch_vouched(
-                self.mesh,
-                Artifact {
-                    module: &built.planned.name,
-                    reference: &reference,
-                    digest: &artifact,
-                    build_id: Some(&built.correlation_id),
-                    manifest: Some(&manifest),
-                    signed_by: None,
-                },
-                &manifest,
-                self.target.builds_where_it_runs(),
-                self.reach(),
-                self.emitter,
-            )
-            .await;
-        let published = match fetched {
-            Ok(()) => {
-                self.target
-                    .publish(
-                        self.mesh,
-                        Artifact {
-                            module: &built.planned.name,
-                            reference: &reference,
-                            digest: &artifact,
-                            build_id: Some(&built.correlation_id),
-                            manifest: Some(&manifest),
-                            signed_by: None,
-                        },
-                        self.reach(),
-                        self.emitter,
-                    )
-                    .await
-            }
-            Err(error) => Err(error),
-        };
-        if let Err(error) = published {
-            self.delivery_failed(&built, Some(&artifact), &error);
-            return;
-        }
-        // Delivered: what follows is as for a build that pushed itself.
-        let built = Built {
-            published: Some(manifest),
-            ..built
-        };
-        self.deliver_built(built).await;
     }
 
-    /// A built artifact that could not be published or delivered: said, and the module fails.
-    fn delivery_failed(
-        &mut self,
-        built: &Built,
-        artifact: Option<&String>,
-        error: &impl std::fmt::Display,
-    ) {
-        let said = error.to_string();
-        self.emitter.emit(
-            failed_payload(error),
-            Some(&built.planned.name),
-            said.clone(),
-        );
-        self.failed(
-            &built.planned,
-            ModuleEnd::DeliveryFailed(said),
-            Some((built, artifact)),
-        );
-    }
-
-    /// A build that ended: delivered and stamped when it succeeded, a failure otherwise.
-    async fn deliver_built(&mut self, built: Built) {
-        let Some(artifact) = &built.artifact else {
-            let error = built.error.clone().unwrap_or_default();
-            self.failed(
-                &built.planned,
-                ModuleEnd::Failed(error),
-                Some((&built, None)),
-            );
-            return;
-        };
-        let reference = built.planned.reference.clone().unwrap_or_default();
-        // A multi-platform build pushed itself (buildx --push, or its index written by meshtop),
-        // as did a pool's hand-over; the index is made runnable where the target runs it.
-        let delivered = match &built.published {
-            Some(index) if built.planned.multi_platform => {
-                let artifact = Artifact {
-                    module: &built.planned.name,
-                    reference: &reference,
-                    digest: artifact,
-                    build_id: Some(&built.correlation_id),
-                    manifest: Some(index),
-                    signed_by: None,
+    /// A build's delivery ended: what succeeded goes into the stamp; what did not fails its
+    /// module (said once, on its line).
+    fn finish(&mut self, delivered: Delivered) {
+        match delivered {
+            Delivered::Done { built, manifest } => {
+                let Some(artifact) = built.artifact.clone() else {
+                    return;
                 };
-                self.target
-                    .run_from_index(self.mesh, artifact, self.reach(), self.emitter)
-                    .await
-                    .map(|()| Some(index.clone()))
+                let reference = built.planned.reference.clone().unwrap_or_default();
+                self.planner.built(&built.planned.name, &artifact);
+                self.stamp.insert(
+                    built.planned.name.clone(),
+                    RecordEntry::new(reference, artifact.clone()).with_manifest(manifest, None),
+                );
+                let mut outcome = outcome_of(&built.planned, ModuleEnd::Built);
+                outcome.digest = Some(artifact);
+                outcome.correlation_id = Some(built.correlation_id.clone());
+                self.outcomes.push(outcome);
             }
-            Some(manifest) => Ok(Some(manifest.clone())),
-            None => {
-                let build = Some(built.correlation_id.as_str());
-                self.publish_and_deliver(&built.planned.name, &reference, artifact, build)
-                    .await
+            Delivered::BuildFailed(built) => {
+                let error = built.error.clone().unwrap_or_default();
+                self.failed(
+                    &built.planned,
+                    ModuleEnd::Failed(error),
+                    Some((&built, None)),
+                );
             }
-        };
-        let manifest = match delivered {
-            Ok(manifest) => manifest,
-            Err(error) => {
-                self.delivery_failed(&built, Some(artifact), &error);
-                return;
+            Delivered::Undelivered { built, error } => {
+                self.emitter.emit(
+                    failed_payload(&error),
+                    Some(&built.planned.name),
+                    error.clone(),
+                );
+                let artifact = built.artifact.clone();
+                self.failed(
+                    &built.planned,
+                    ModuleEnd::DeliveryFailed(error),
+                    Some((&built, artifact.as_ref())),
+                );
             }
-        };
-        self.planner.built(&built.planned.name, artifact);
-        self.stamp.insert(
-            built.planned.name.clone(),
-            RecordEntry::new(reference, artifact.clone()).with_manifest(manifest, None),
-        );
-        let mut outcome = outcome_of(&built.planned, ModuleEnd::Built);
-        outcome.digest = Some(artifact.clone());
-        outcome.correlation_id = Some(built.correlation_id.clone());
-        self.outcomes.push(outcome);
-    }
-
-    /// Publish an artifact (built now: `build_id`) where the target says so (`--publish`), then
-    /// deliver it; the manifest digest it was pushed as, by either.
-    async fn publish_and_deliver(
-        &self,
-        module: &str,
-        reference: &str,
-        digest: &str,
-        build_id: Option<&str>,
-    ) -> Result<Option<String>, TargetError> {
-        let artifact = |manifest| Artifact {
-            module,
-            reference,
-            digest,
-            build_id,
-            manifest,
-            signed_by: None,
-        };
-        let published = self
-            .target
-            .publish(self.mesh, artifact(None), self.reach(), self.emitter)
-            .await?;
-        let delivered = self
-            .target
-            .deliver(
-                self.mesh,
-                artifact(published.as_deref()),
-                self.reach(),
-                self.emitter,
-            )
-            .await?;
-        Ok(delivered.or(published))
+        }
     }
 
     /// A module that did not make it: its dependents are not reached and nothing is stamped.

@@ -1,0 +1,211 @@
+//! A tier's builds brought where the target needs them as each one ends, while the tier's other
+//! builds go on: the target's pull of what another builder built (out of the registry the pool
+//! handed it over through), a publish, a multi-platform index's platform pulled out of it. Only
+//! the I/O is here; what the walk keeps (the stamp, the outcomes) is `tiers.rs`'s, once the tier
+//! ended.
+
+use std::sync::Mutex;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::sync::mpsc;
+
+use super::build::Built;
+use super::error::TargetError;
+use super::place::Placed;
+use super::progress::Emitter;
+use super::targets::{Artifact, Reach, Target};
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::state::StateDb;
+use crate::mesh::model::Mesh;
+
+/// How many ended builds are delivered at once (each a pull or push on the target): the builds
+/// still running keep the machine's cores.
+const AT_ONCE: usize = 4;
+
+/// How one build's delivery ended.
+pub enum Delivered {
+    /// Where the target needs it: the manifest digest the record keeps with it, when known.
+    Done {
+        built: Built,
+        manifest: Option<String>,
+    },
+    /// The build itself failed (no artifact).
+    BuildFailed(Built),
+    /// Built, but not where the target needs it: why (the module fails).
+    Undelivered { built: Built, error: String },
+}
+
+/// What a delivery reaches: every field is the walk's, shared.
+#[derive(Clone, Copy)]
+pub struct Delivery<'a> {
+    pub mesh: &'a Mesh,
+    pub target: &'a dyn Target,
+    pub daemon: &'a LazyDaemon,
+    pub db: &'a Mutex<StateDb>,
+    pub emitter: &'a Emitter,
+}
+
+impl Delivery<'_> {
+    fn reach(&self) -> Reach<'_> {
+        Reach {
+            daemon: self.daemon,
+            db: self.db,
+        }
+    }
+
+    /// Deliver every build `ends` sends as it ends (up to [`AT_ONCE`] at a time), until the tier's
+    /// placing closes it: how each delivery ended, in the order they ended.
+    pub async fn as_they_end(&self, ends: &mut mpsc::UnboundedReceiver<Placed>) -> Vec<Delivered> {
+        let mut running = FuturesUnordered::new();
+        let mut out = Vec::new();
+        let mut open = true;
+        loop {
+            tokio::select! {
+                placed = ends.recv(), if open && running.len() < AT_ONCE => match placed {
+                    Some(placed) => running.push(self.placed(placed)),
+                    None => open = false,
+                },
+                Some(delivered) = running.next(), if !running.is_empty() => out.push(delivered),
+                else => break,
+            }
+        }
+        out
+    }
+
+    /// A build that ended on its builder: when the pool handed it over through the registry and
+    /// the builder is not the target's daemon, the target gets it from there (a pull onto the
+    /// Docker target's daemon, as a registry voucher does); then as any build.
+    pub async fn placed(&self, placed: Placed) -> Delivered {
+        let Placed {
+            built,
+            on_host,
+            handed,
+            handover_error,
+            ..
+        } = placed;
+        if let (Some(error), Some(_)) = (handover_error, &built.artifact) {
+            return Delivered::Undelivered { built, error };
+        }
+        let Some(manifest) = handed.filter(|_| built.published.is_none()) else {
+            return self.built(built).await;
+        };
+        if on_host && self.target.builds_where_it_runs() {
+            return self.built(built).await;
+        }
+        let Some(artifact) = built.artifact.clone() else {
+            return self.built(built).await;
+        };
+        let reference = built.planned.reference.clone().unwrap_or_default();
+        let artifact = || Artifact {
+            module: &built.planned.name,
+            reference: &reference,
+            digest: &artifact,
+            build_id: Some(&built.correlation_id),
+            manifest: Some(&manifest),
+            signed_by: None,
+        };
+        let on_host = self.target.builds_where_it_runs();
+        let fetched = self
+            .target
+            .fetch_vouched(
+                self.mesh,
+                artifact(),
+                &manifest,
+                on_host,
+                self.reach(),
+                self.emitter,
+            )
+            .await;
+        let published = match fetched {
+            Ok(()) => {
+                self.target
+                    .publish(self.mesh, artifact(), self.reach(), self.emitter)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = published {
+            let error = error.to_string();
+            return Delivered::Undelivered { built, error };
+        }
+        // Delivered: what follows is as for a build that pushed itself.
+        let built = Built {
+            published: Some(manifest),
+            ..built
+        };
+        self.built(built).await
+    }
+
+    /// A build delivered where the target needs it: a multi-platform one made runnable out of its
+    /// index; one that pushed itself (or was handed over) as it is; any other published and
+    /// delivered by the target.
+    pub async fn built(&self, built: Built) -> Delivered {
+        let Some(artifact) = built.artifact.clone() else {
+            return Delivered::BuildFailed(built);
+        };
+        let reference = built.planned.reference.clone().unwrap_or_default();
+        let delivered = match &built.published {
+            Some(index) if built.planned.multi_platform => {
+                let artifact = Artifact {
+                    module: &built.planned.name,
+                    reference: &reference,
+                    digest: &artifact,
+                    build_id: Some(&built.correlation_id),
+                    manifest: Some(index),
+                    signed_by: None,
+                };
+                self.target
+                    .run_from_index(self.mesh, artifact, self.reach(), self.emitter)
+                    .await
+                    .map(|()| Some(index.clone()))
+            }
+            Some(manifest) => Ok(Some(manifest.clone())),
+            None => {
+                let build = Some(built.correlation_id.as_str());
+                self.publish_and_deliver(&built.planned.name, &reference, &artifact, build)
+                    .await
+            }
+        };
+        match delivered {
+            Ok(manifest) => Delivered::Done { built, manifest },
+            Err(error) => Delivered::Undelivered {
+                built,
+                error: error.to_string(),
+            },
+        }
+    }
+
+    /// Publish an artifact (built now: `build_id`) where the target says so (`--publish`), then
+    /// deliver it; the manifest digest it was pushed as, by either.
+    pub async fn publish_and_deliver(
+        &self,
+        module: &str,
+        reference: &str,
+        digest: &str,
+        build_id: Option<&str>,
+    ) -> Result<Option<String>, TargetError> {
+        let artifact = |manifest| Artifact {
+            module,
+            reference,
+            digest,
+            build_id,
+            manifest,
+            signed_by: None,
+        };
+        let published = self
+            .target
+            .publish(self.mesh, artifact(None), self.reach(), self.emitter)
+            .await?;
+        let delivered = self
+            .target
+            .deliver(
+                self.mesh,
+                artifact(published.as_deref()),
+                self.reach(),
+                self.emitter,
+            )
+            .await?;
+        Ok(delivered.or(published))
+    }
+}
