@@ -83,6 +83,16 @@ fn bytes(content: u8) -> Vec<u8> {
     vec![content; 16]
 }
 
+/// Give `path` the mtime `meta` says it had (its ctime moves all the same).
+fn put_back_mtime(path: &Path, meta: &fs::Metadata) {
+    File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_times(FileTimes::new().set_modified(meta.modified().unwrap()))
+        .unwrap();
+}
+
 fn apply(ctx: &Path, edit: &Edit) {
     match edit {
         Edit::Write { file, content } => fs::write(ctx.join(name(*file)), bytes(*content)).unwrap(),
@@ -92,12 +102,7 @@ fn apply(ctx: &Path, edit: &Edit) {
                 let old = fs::read(&path).unwrap();
                 let flipped: Vec<u8> = old.iter().map(|b| b ^ 0x55).collect();
                 fs::write(&path, flipped).unwrap();
-                File::options()
-                    .write(true)
-                    .open(&path)
-                    .unwrap()
-                    .set_times(FileTimes::new().set_modified(meta.modified().unwrap()))
-                    .unwrap();
+                put_back_mtime(&path, &meta);
             }
         }
         Edit::Touch { file } => {
@@ -155,12 +160,7 @@ fn apply(ctx: &Path, edit: &Edit) {
             };
             fs::write(&path, new).unwrap();
             if *keep_mtime {
-                File::options()
-                    .write(true)
-                    .open(&path)
-                    .unwrap()
-                    .set_times(FileTimes::new().set_modified(meta.modified().unwrap()))
-                    .unwrap();
+                put_back_mtime(&path, &meta);
             }
         }
     }
