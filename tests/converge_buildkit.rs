@@ -324,7 +324,10 @@ fn a_buildkit_build_reports_its_steps_as_n_of_m() {
 #[test]
 fn the_legacy_builder_is_a_fallback_said_once_with_why() {
     let mesh = ExampleMesh::new("bklegacy");
-    let out = converge(&mesh, &[], &[("DOCKER_BUILDKIT", "0")]);
+    // `--force` builds with the cache off: the legacy builder's cached intermediate images are
+    // shared by every build of the same steps, and another test removing its images took one
+    // from under this build once ("unable to find image").
+    let out = converge(&mesh, &["--force"], &[("DOCKER_BUILDKIT", "0")]);
     assert!(out.status.success(), "{}", said(&out));
     let events = format!(
         "{:?}",

@@ -148,7 +148,9 @@ fn push_impostor(reference: &str, labels: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), uuid::Uuid::now_v7().to_string()).unwrap();
     std::fs::write(dir.path().join("Dockerfile"), "FROM scratch\nCOPY f /f\n").unwrap();
-    let mut args = vec!["build", "-q", "-t", reference];
+    // No cache: a legacy build reusing another test's intermediate image fails when that test
+    // removes its images (`unable to find image`), as seen once in the full suite.
+    let mut args = vec!["build", "-q", "--no-cache", "-t", reference];
     let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     for label in &labels {
         args.extend(["--label", label.as_str()]);

@@ -463,7 +463,8 @@ pub fn look_alike_of(work: &Path, reference: &str) -> String {
     .unwrap();
     let built = Command::new("docker")
         .env("DOCKER_BUILDKIT", "0")
-        .args(["build", "-q", "-t", reference])
+        // No cache: another test's intermediate images may go while this build uses them.
+        .args(["build", "-q", "--no-cache", "-t", reference])
         .arg(&context)
         .output()
         .unwrap();
