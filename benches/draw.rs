@@ -1,7 +1,7 @@
 //! One frame of a 1,000-module mesh with 10,000 history rows (paged: the state holds a window)
 //! drawn to a 200×60 TestBackend. Target: under 2 ms.
 
-#[path = "../tests/common/dashboard.rs"]
+#[path = "../tests/it/common/dashboard.rs"]
 mod fixture;
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -8,7 +8,7 @@
 //! of a filter (`/` and all the others typed before), Escape (clearing that filter: every row
 //! back). Each measured press starts from the same state (cloned outside the timing).
 
-#[path = "../tests/common/dashboard.rs"]
+#[path = "../tests/it/common/dashboard.rs"]
 mod fixture;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};

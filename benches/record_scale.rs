@@ -8,7 +8,7 @@
 //! `RECORD_SCALE_PARTS` (`record`, `converge`; default both) picks what runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::time::Instant;

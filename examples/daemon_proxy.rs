@@ -5,7 +5,7 @@
 //!
 //! Exits with the command's own status. Used by `scripts/bench-converge.sh`.
 
-#[path = "../tests/common/daemon_proxy.rs"]
+#[path = "../tests/it/common/daemon_proxy.rs"]
 mod daemon_proxy;
 
 use std::path::Path;

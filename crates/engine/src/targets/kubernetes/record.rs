@@ -1,0 +1,175 @@
+//! The record on Kubernetes: the namespace's annotation (`jr2.dev/images`), with the pins and the
+//! record's history beside it, copied into the state database for every reader there.
+
+use std::sync::Mutex;
+
+use crate::backends::cluster::{
+    ANNOTATIONS_LIMIT_BYTES, INDEX_ANNOTATION, RECORD_ANNOTATION, RecordForm as ClusterForm,
+    RecordIndex, ShardRemoval, TeamWrite, modules_left,
+};
+use crate::backends::state::{Holder, StateDb, StateError, locked};
+use crate::error::{ConvergeError, TargetError};
+use crate::targets::{
+    LeftoverRemoval, RecordForm, RecordLeftover, RecordRead, RecordRoom,
+};
+use crate::mesh::model::{Mesh, Record};
+use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
+
+use super::Kube;
+
+impl Kube {
+    /// The shards no index names, older than `grace_ms` (never less than the shards' own grace).
+    pub(super) async fn unnamed_shards(
+        &self,
+        grace_ms: i64,
+    ) -> Result<Vec<RecordLeftover>, TargetError> {
+        let grace = grace_ms.max(self.cluster.shard_grace_ms());
+        let found = self
+            .cluster
+            .unnamed_shards(&RecordIndex::default(), grace)
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(|shard| RecordLeftover {
+                name: shard.name,
+                written_by: shard.written_by,
+                age_ms: shard.age_ms,
+            })
+            .collect())
+    }
+
+    /// Remove the shard `name` while it is still one no index names and as old as it was listed
+    /// (listed again now: its resourceVersion then guards the delete).
+    pub(super) async fn remove_unnamed_shard(
+        &self,
+        name: &str,
+        grace_ms: i64,
+    ) -> Result<LeftoverRemoval, TargetError> {
+        let grace = grace_ms.max(self.cluster.shard_grace_ms());
+        let found = self
+            .cluster
+            .unnamed_shards(&RecordIndex::default(), grace)
+            .await?;
+        let Some(shard) = found.into_iter().find(|s| s.name == name) else {
+            return Ok(LeftoverRemoval::Kept(
+                "an index names it now, it was renewed, or it is gone".into(),
+            ));
+        };
+        Ok(match self.cluster.remove_shard(&shard).await? {
+            ShardRemoval::Removed => LeftoverRemoval::Removed,
+            ShardRemoval::AlreadyGone => LeftoverRemoval::AlreadyGone,
+            ShardRemoval::Renewed => {
+                LeftoverRemoval::Kept("a stamp renewed it after it was listed".into())
+            }
+        })
+    }
+
+    /// The record, and what lives with it (pins, the record's history) copied into the state
+    /// database: every reader of those (history, R, the detail, gc, the planner) reads the team's.
+    /// `history`: whether a history kept in shards of its own is read too (the copy is added
+    /// to, never cut: a read without it leaves the copy as it was).
+    pub(super) async fn read(
+        &self,
+        mesh: &Mesh,
+        db: &Mutex<StateDb>,
+        history: bool,
+    ) -> Result<RecordRead, TargetError> {
+        let read = if history {
+            self.cluster.read_record().await?
+        } else {
+            self.cluster.read_entries().await?
+        };
+        match &read.team_warning {
+            Some(warning) => tracing::warn!("{warning}"),
+            None => {
+                let copied = locked(db)
+                    .map_err(StateError::from)
+                    .and_then(|h| h.mirror_team(&mesh.name, &self.name, &read.pins, &read.history));
+                if let Err(error) = copied {
+                    tracing::warn!("the target's pins and history were not copied: {error}");
+                }
+            }
+        }
+        let (form, shards, shard_bytes) = match read.form {
+            ClusterForm::Plain => (RecordForm::Annotations, 0, 0),
+            ClusterForm::Shards { shards, bytes } => (RecordForm::Shards, shards, bytes),
+        };
+        let room = RecordRoom {
+            form,
+            shards,
+            shard_bytes,
+            used_bytes: read.others_bytes + read.ours_bytes,
+            limit_bytes: ANNOTATIONS_LIMIT_BYTES,
+            modules_left: modules_left(&read),
+            read_objects: read.cost.objects,
+            read_bytes: read.cost.bytes,
+        };
+        let source = match form {
+            RecordForm::Annotations => format!(
+                "annotation {RECORD_ANNOTATION} on namespace {}",
+                self.cluster.namespace
+            ),
+            RecordForm::Shards => format!(
+                "{shards} shard(s) indexed by annotation {INDEX_ANNOTATION} on namespace {}",
+                self.cluster.namespace
+            ),
+        };
+        Ok(RecordRead {
+            record: read.record,
+            source,
+            warning: read.warning,
+            kept: read.team_warning.is_none().then_some(KeptWithRecord {
+                pins: read.pins,
+                history: read.history,
+            }),
+            team_warning: read.team_warning,
+            room: Some(room),
+        })
+    }
+
+    /// The lock is checked just before the annotations are written (two systems: no common
+    /// transaction). The record, its pins and its history go in one guarded patch; the state
+    /// database's copy follows, and a copy that cannot be written is a warning: the stamp stands.
+    pub(super) async fn stamp_over(
+        &self,
+        mesh: &Mesh,
+        db: &Mutex<StateDb>,
+        how: StampBy<'_>,
+        entries: &Record,
+        pins: &PinChange,
+    ) -> Result<(), ConvergeError> {
+        let short = locked(db).ok().and_then(|h| {
+            h.operation_short(&mesh.name, &self.name, how.operation_id, how.kind)
+                .ok()
+        });
+        // Who stamps is who would hold the mesh: this process on this host, now.
+        let here = Holder::here(how.operation_id);
+        let by = Stamper {
+            operation_id: here.operation_id,
+            kind: how.kind,
+            short,
+            host: here.host,
+            pid: here.pid,
+            at_ms: here.since_ms,
+            from_target: how.from_target.map(str::to_string),
+        };
+        self.holds_both(db, &mesh.name, how.operation_id).await?;
+        let write = TeamWrite {
+            entries,
+            pins,
+            by: &by,
+        };
+        let stamped = self
+            .cluster
+            .stamp_team(&write, true)
+            .await
+            .map_err(|e| ConvergeError::Failed(e.to_string()))?;
+        let copied = locked(db)
+            .map_err(StateError::from)
+            .and_then(|h| h.mirror_team(&mesh.name, &self.name, &stamped.pins, &stamped.history));
+        if let Err(error) = copied {
+            tracing::warn!("the record was stamped, the state database's copy not: {error}");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,16 @@
+//! What meshtop reads from the disk: the mesh file, each module's inputs (walked, hashed and
+//! tarred), `.dockerignore`, and paths resolved below a directory. The domain types it fills live
+//! in `crate::mesh`.
+
+// The rooms below, named as the folders they were (`crate::mesh::…`).
+use meshtop_mesh as mesh;
+
+pub mod file;
+pub mod ignore;
+pub mod inputs;
+pub mod own_files;
+pub mod realpath;
+pub mod secrets;
+pub mod stat_cache;
+pub mod walks;
+pub mod watch;
