@@ -446,8 +446,9 @@ fn findings(root: &Path) -> (Vec<Found>, Vec<Found>) {
     (results, comparisons)
 }
 
+/// The crates read as the one tree the rooms were folders of (`common::source_tree`).
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    crate::common::source_tree::folder().join("src")
 }
 
 /// What is found beyond the known list (new), and what the list names that is gone.

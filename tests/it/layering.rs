@@ -14,7 +14,7 @@
 #![allow(clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proc_macro2::{Spacing, TokenStream, TokenTree};
 
@@ -355,7 +355,8 @@ const ROOMS: &[Room] = &[
     // Times as people read them.
     Room {
         folder: "timefmt",
-        may: &[PURE_STD, &["chrono"]],
+        // The pure ages and running times are the domain's, re-exported beside the clock.
+        may: &[PURE_STD, &["chrono", "crate::mesh::timefmt"]],
         never: &[],
     },
     // The binary: the command line.
@@ -1503,46 +1504,15 @@ fn cycle_through(edge: &Edge, edges: &[Edge]) -> String {
 // The tree
 // ---------------------------------------------------------------------------------------------
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Every `.rs` file under `src/`, as (`src/…` path, text).
+/// Every `.rs` file of every crate, as the one tree's (`src/…` path, text): `common::source_tree`
+/// says how the crates are read as the tree the rooms were folders of.
 fn tree() -> Vec<(String, String)> {
-    let mut files = Vec::new();
-    let mut stack = vec![root().join("src")];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).expect("a readable source file");
-                let relative = path
-                    .strip_prefix(root())
-                    .expect("under the crate")
-                    .display()
-                    .to_string();
-                files.push((relative, text));
-            }
-        }
-    }
-    files.sort();
-    assert!(files.len() > 50, "too few source files: {}", files.len());
-    files
+    crate::common::source_tree::files().to_vec()
 }
 
-/// `std`, `core`, `alloc` and the crate's dependencies (dev-dependencies are not for `src/`).
+/// `std`, `core`, `alloc` and the crates' dependencies (dev-dependencies are not for the source).
 fn externs() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
-    let manifest: toml::Table = toml::from_str(&text).expect("Cargo.toml parses");
-    let deps = manifest
-        .get("dependencies")
-        .and_then(|d| d.as_table())
-        .expect("a [dependencies] table");
-    let mut names: BTreeSet<String> = deps.keys().map(|k| k.replace('-', "_")).collect();
-    names.extend(["std", "core", "alloc"].map(String::from));
-    names
+    crate::common::source_tree::externs()
 }
 
 // ---------------------------------------------------------------------------------------------

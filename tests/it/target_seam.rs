@@ -790,8 +790,15 @@ fn named_kinds(file: &str, text: &str, kinds: &Kinds) -> Result<Vec<Finding>, St
     Ok(found)
 }
 
+/// The crates read as the one tree the rooms were folders of (`common::source_tree`): the rules
+/// below speak of `src/converge/targets/`, `src/backends/`, … as that tree's folders.
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::common::source_tree::folder().to_path_buf()
+}
+
+/// The repository, for its docs.
+fn repository() -> PathBuf {
+    crate::common::source_tree::repository()
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
@@ -1169,7 +1176,7 @@ fn files_naming_a_kind(kinds: &Kinds) -> BTreeSet<String> {
 /// the ones it says a new kind touches.
 #[test]
 fn the_third_kind_sketch_names_the_files_a_kind_adds_and_touches() {
-    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let doc = std::fs::read_to_string(repository().join("docs/architecture.md")).unwrap();
     let sketch = sketch(&doc);
     let kinds = model_kinds();
     assert!(

@@ -34,6 +34,7 @@ pub mod provenance;
 pub mod registry_proxy;
 pub mod second_daemon;
 pub mod signing;
+pub mod source_tree;
 pub mod sshd;
 pub mod team;
 pub mod tmux;
