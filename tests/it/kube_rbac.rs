@@ -802,7 +802,7 @@ fn the_readmes_yaml_is_read_as_written_and_another_shape_is_refused() {
     // A shape the parser does not know fails loudly instead of granting less (or more).
     let shaped = |rule: &str| {
         format!(
-            "# meshtop\n\n### RBAC\n\n```yaml\nkind: Role\nrules:\n{rule}\n---\nkind: ClusterRole\nrules:\n  - apiGroups: [\"\"]\n    resources: [namespaces]\n    verbs: [get]\n```\n"
+            "# meshtop\n\n## RBAC\n\n```yaml\nkind: Role\nrules:\n{rule}\n---\nkind: ClusterRole\nrules:\n  - apiGroups: [\"\"]\n    resources: [namespaces]\n    verbs: [get]\n```\n"
         )
     };
     let good = ReadmeRbac::parse(&shaped(

@@ -1,4 +1,4 @@
-//! The README's RBAC, read from the README itself (its `### RBAC` section's YAML: a Role and a
+//! The README's RBAC, read from docs/targets-kubernetes.md (its `## RBAC` section's YAML: a Role and a
 //! ClusterRole), as the API test server's bindings: the Role by a RoleBinding in the mesh's namespace,
 //! the ClusterRole by a ClusterRoleBinding or by a RoleBinding in that namespace (as the README says to
 //! bind them). A test runs under exactly what a reader would apply, so a verb the README forgets fails
@@ -51,16 +51,16 @@ impl std::fmt::Display for Grant {
 impl ReadmeRbac {
     /// The README at the crate's root, parsed.
     pub fn read() -> ReadmeRbac {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/targets-kubernetes.md");
         ReadmeRbac::parse(&std::fs::read_to_string(path).unwrap())
     }
 
-    /// The `### RBAC` section's first YAML block: a Role and a ClusterRole.
+    /// The `## RBAC` section's first YAML block: a Role and a ClusterRole.
     pub fn parse(readme: &str) -> ReadmeRbac {
         let section = readme
-            .split("\n### RBAC\n")
+            .split("\n## RBAC\n")
             .nth(1)
-            .expect("README.md has a `### RBAC` section");
+            .expect("docs/targets-kubernetes.md has a `## RBAC` section");
         let yaml = section
             .split("```yaml\n")
             .nth(1)
