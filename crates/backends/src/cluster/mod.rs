@@ -78,7 +78,7 @@ pub enum ClusterError {
         after: Duration,
     },
     #[error(
-        "not allowed in context {context:?}: {}. Nothing was built or changed; see the README's \"RBAC\" section for the role meshtop needs",
+        "not allowed in context {context:?}: {}. Nothing was built or changed; see docs/targets-kubernetes.md, \"RBAC\", for the role meshtop needs",
         .missing.join("; ")
     )]
     Forbidden {
