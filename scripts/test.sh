@@ -52,10 +52,12 @@ if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
   echo "test.sh: warning: less than 3 GB free: the build may fail with 'No space left on device'" >&2
 fi
 
-# nextest runs every test binary side by side (.config/nextest.toml); the crate has no doctests.
-if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --locked "$@"
-else
-  echo "test.sh: cargo-nextest is missing (cargo install cargo-nextest --locked): running cargo test, one binary at a time" >&2
-  cargo test --locked --no-fail-fast "$@"
+# nextest runs every test in a process of its own, four at a time, and ends one that hangs
+# (.config/nextest.toml: named after 60 s, ended after 5 minutes): without it a hang would run to
+# CI's limit, so a machine without it builds it once from crates.io.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "test.sh: installing cargo-nextest (cargo install cargo-nextest --locked): once per machine"
+  cargo install cargo-nextest --locked --quiet
 fi
+# --workspace: every crate's own tests (the domain's, the engine's…) and the one integration binary.
+cargo nextest run --workspace --locked "$@"

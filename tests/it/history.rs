@@ -193,7 +193,7 @@ fn a_read_only_database_names_the_path() {
             .arg(exe)
             .args([
                 "--exact",
-                "a_read_only_database_names_the_path",
+                "history::a_read_only_database_names_the_path",
                 "--test-threads=1",
             ])
             .env("TMPDIR", "/tmp")
@@ -301,7 +301,7 @@ fn a_state_file_in_a_read_only_directory_is_read_whole() {
     let output = command
         .args([
             "--exact",
-            "a_state_file_in_a_read_only_directory_is_read_whole",
+            "history::a_state_file_in_a_read_only_directory_is_read_whole",
             "--test-threads=1",
         ])
         .env(READ_ONLY_DIRS, &joined)
@@ -512,7 +512,7 @@ fn read_commands_open_a_state_they_cannot_write_read_only() {
             .arg(exe)
             .args([
                 "--exact",
-                "read_commands_open_a_state_they_cannot_write_read_only",
+                "history::read_commands_open_a_state_they_cannot_write_read_only",
                 "--test-threads=1",
             ])
             .env("TMPDIR", "/tmp")

@@ -4,13 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod architecture;
 mod builder_daemons;
 mod cli_says_once;
 mod closed_sets;
 mod cluster;
 mod cluster_connect;
 mod cluster_lease;
+mod common;
 mod converge_buildkit;
 mod converge_disk_full;
 mod converge_docker;

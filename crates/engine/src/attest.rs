@@ -4,11 +4,11 @@
 //! `mesh::provenance`'s; signing goes through `targets::sign_pushed`, which calls here.
 
 use crate::backends::registry::{RegistryClient, RegistryError, repository_in};
-use crate::progress::Emitter;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::cosign::SigningKey;
 use crate::mesh::model::{INPUTS_LABEL, Mesh};
 use crate::mesh::provenance::{self, BaseDependency, Provenance, SourceDependency};
+use crate::progress::Emitter;
 
 use crate::timefmt::rfc3339_utc as rfc3339;
 

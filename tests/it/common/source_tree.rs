@@ -26,16 +26,36 @@ struct Room {
 }
 
 const ROOMS: &[Room] = &[
-    Room { src: "crates/mesh/src", folder: Some("src/mesh"), aliases: &[] },
-    Room { src: "crates/workspace/src", folder: Some("src/workspace"), aliases: &["mesh"] },
-    Room { src: "crates/backends/src", folder: Some("src/backends"), aliases: &["mesh", "timefmt"] },
+    Room {
+        src: "crates/mesh/src",
+        folder: Some("src/mesh"),
+        aliases: &[],
+    },
+    Room {
+        src: "crates/workspace/src",
+        folder: Some("src/workspace"),
+        aliases: &["mesh"],
+    },
+    Room {
+        src: "crates/backends/src",
+        folder: Some("src/backends"),
+        aliases: &["mesh", "timefmt"],
+    },
     Room {
         src: "crates/engine/src",
         folder: Some("src/converge"),
         aliases: &["backends", "mesh", "timefmt", "workspace"],
     },
-    Room { src: "crates/dashboard/src", folder: None, aliases: &[] },
-    Room { src: "src", folder: None, aliases: &[] },
+    Room {
+        src: "crates/dashboard/src",
+        folder: None,
+        aliases: &[],
+    },
+    Room {
+        src: "src",
+        folder: None,
+        aliases: &[],
+    },
 ];
 
 /// Each crate's name and the tree's path it stands for.
@@ -68,7 +88,9 @@ pub fn files() -> &'static [(String, String)] {
                     .expect("under its crate")
                     .display()
                     .to_string();
-                let Some(place) = place_of(room, &relative) else { continue };
+                let Some(place) = place_of(room, &relative) else {
+                    continue;
+                };
                 let text = std::fs::read_to_string(&path)
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 files.push((place, rewritten(room, &text)));
@@ -77,7 +99,11 @@ pub fn files() -> &'static [(String, String)] {
         files.push((
             "src/timefmt.rs".to_string(),
             rewritten(
-                &Room { src: "crates/timefmt/src", folder: None, aliases: &[] },
+                &Room {
+                    src: "crates/timefmt/src",
+                    folder: None,
+                    aliases: &[],
+                },
                 &std::fs::read_to_string(root.join("crates/timefmt/src/lib.rs")).expect("timefmt"),
             ),
         ));
@@ -137,7 +163,9 @@ fn rewrite_line(room: &Room, line: &str) -> String {
     for (name, path) in CRATES {
         line = replace_word(&line, name, path);
     }
-    let Some(folder) = room.folder else { return line };
+    let Some(folder) = room.folder else {
+        return line;
+    };
     let own = folder.trim_start_matches("src/");
     let mut out = String::with_capacity(line.len());
     let mut rest = line.as_str();
@@ -169,7 +197,11 @@ fn replace_word(line: &str, word: &str, with: &str) -> String {
         let after = rest[at + word.len()..].chars().next();
         let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
         out.push_str(&rest[..at]);
-        out.push_str(if ident(before) || ident(after) { word } else { with });
+        out.push_str(if ident(before) || ident(after) {
+            word
+        } else {
+            with
+        });
         rest = &rest[at + word.len()..];
     }
     out.push_str(rest);
@@ -206,7 +238,10 @@ pub fn externs() -> std::collections::BTreeSet<String> {
     for manifest in manifests {
         let text = std::fs::read_to_string(&manifest).expect("a Cargo.toml");
         let table: toml::Table = toml::from_str(&text).expect("Cargo.toml parses");
-        let deps = table.get("dependencies").and_then(|d| d.as_table()).expect("[dependencies]");
+        let deps = table
+            .get("dependencies")
+            .and_then(|d| d.as_table())
+            .expect("[dependencies]");
         names.extend(
             deps.keys()
                 .map(|k| k.replace('-', "_"))

@@ -317,7 +317,15 @@ impl StateDb {
                 "UPDATE builds SET status = ?3, error = ?4, ended_ms = ?5 \
                  WHERE mesh = ?1 AND operation_id = ?2 AND status = 'running'",
             )
-            .and_then(|mut st| st.execute(params![mesh, operation_id, StatusWord(status), error, now_ms()]))
+            .and_then(|mut st| {
+                st.execute(params![
+                    mesh,
+                    operation_id,
+                    StatusWord(status),
+                    error,
+                    now_ms()
+                ])
+            })
             .map_err(self.err("mark the running builds of a converge"))
     }
 

@@ -44,4 +44,3 @@ impl FromSql for KindWord {
             .map_err(|unknown| FromSqlError::Other(Box::new(unknown)))
     }
 }
-

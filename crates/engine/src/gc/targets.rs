@@ -9,10 +9,10 @@ use super::registry::{Pulled, keep_running};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::error::GcError;
-use crate::targets::{Connected, Reach, Target};
 use crate::mesh::gc::Roots;
 use crate::mesh::model::Mesh;
 use crate::mesh::pin::{RollbackTarget, rollback_target};
+use crate::targets::{Connected, Reach, Target};
 
 /// Another target of the mesh, connected (or why it could not be: the caller's error, whole; gc
 /// names it as the root it could not read).

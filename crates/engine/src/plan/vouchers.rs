@@ -2,9 +2,9 @@
 //! a plan) and the mesh's registry (in rounds, all of a tier's refs at once).
 
 use super::{ManifestSource, PlannedModule, Planner};
-use crate::vouch::RegistryVoucher;
 use crate::mesh::cosign::SignatureVerdict;
 use crate::mesh::decide::{self, HostAnswer, Question, RefState, RegistryAnswer, Verdict};
+use crate::vouch::RegistryVoucher;
 
 impl Planner<'_> {
     /// Ask `voucher` (the mesh's registry) for what the record and the host leave to build.

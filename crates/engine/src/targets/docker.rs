@@ -13,7 +13,6 @@ use crate::backends::daemon::containers::{Container, NewContainer};
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::error::{ConvergeError, TargetError};
-use crate::progress::{Emitter, Payload};
 use crate::mesh::behind::{MachineState, machine_state};
 use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
@@ -24,6 +23,7 @@ use crate::mesh::model::{
 use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::progress::DeliveredBy;
 use crate::mesh::target::TargetDescription;
+use crate::progress::{Emitter, Payload};
 
 use super::seam::{Artifact, Delivery, Holding, Reach, RecordRead, Target};
 use super::{host, sign};

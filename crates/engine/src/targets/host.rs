@@ -7,11 +7,11 @@ use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::{InIndex, RegistryClient, repository_in};
 use crate::backends::state::locked;
 use crate::error::{IndexLack, TargetError};
-use crate::progress::{Emitter, Payload};
 use crate::mesh::model::{RecordEntry, Registry};
 use crate::mesh::progress::DeliveredBy;
 use crate::mesh::refs::repository_of;
 use crate::mesh::text::short_id;
+use crate::progress::{Emitter, Payload};
 
 use super::seam::{Artifact, Holding, Reach};
 

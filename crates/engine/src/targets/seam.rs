@@ -13,13 +13,13 @@ use crate::backends::registry::RegistryClient;
 use crate::backends::state::{Holder, StateDb};
 use crate::error::{ConvergeError, TargetError, still_holds};
 use crate::lock;
-use crate::progress::Emitter;
 use crate::mesh::live::HeldBy;
 use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
+use crate::progress::Emitter;
 
 /// The target's record and how reasons name it.
 #[derive(Debug, Clone)]

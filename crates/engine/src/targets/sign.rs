@@ -8,10 +8,10 @@
 use crate::backends::credentials::Credentials;
 use crate::backends::registry::{RegistryClient, repository_in};
 use crate::error::TargetError;
-use crate::progress::{Emitter, Payload};
 use crate::mesh::model::{Mesh, Registry};
 use crate::mesh::progress::DeliveredBy;
 use crate::mesh::text::short_id;
+use crate::progress::{Emitter, Payload};
 
 /// Sign `digest`, just pushed as `reference` to `registry`, when the converge has a signing key.
 /// A signature that cannot be written fails the push: an unsigned artifact would not vouch.
@@ -30,8 +30,7 @@ pub(crate) async fn sign_pushed(
     let client = RegistryClient::new(registry, creds)?;
     let (repository, _) = repository_in(&registry.host, reference);
     client.sign(repository, digest, key).await?;
-    crate::attest::attest_pushed(&client, mesh, key, reference, digest, module, emitter)
-        .await?;
+    crate::attest::attest_pushed(&client, mesh, key, reference, digest, module, emitter).await?;
     emitter.emit(
         Payload::Delivered {
             reference: reference.to_string(),

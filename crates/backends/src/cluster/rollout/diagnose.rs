@@ -281,11 +281,7 @@ impl Cluster {
     /// The last events about an object (matched by kind and name), as `Reason: message`, oldest first,
     /// ordered as `kubectl describe` orders them: lastTimestamp, else eventTime, else firstTimestamp
     /// (events.k8s.io-era recorders set only eventTime). Best effort: a failing call gives none.
-    pub(in crate::cluster) async fn events_of(
-        &self,
-        kind: &str,
-        object: &str,
-    ) -> Vec<String> {
+    pub(in crate::cluster) async fn events_of(&self, kind: &str, object: &str) -> Vec<String> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.namespace);
         let params = ListParams::default().fields(&format!(
             "involvedObject.kind={kind},involvedObject.name={object}"

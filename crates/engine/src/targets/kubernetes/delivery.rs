@@ -9,11 +9,11 @@ use crate::backends::credentials::{self, Credentials};
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, locked};
 use crate::error::TargetError;
+use crate::mesh::model::{Mesh, RecordEntry, Registry};
+use crate::mesh::progress::DeliveredBy;
 use crate::progress::{Emitter, Payload};
 use crate::targets::seam::{Artifact, Delivery, Holding, Reach};
 use crate::targets::{host, sign};
-use crate::mesh::model::{Mesh, RecordEntry, Registry};
-use crate::mesh::progress::DeliveredBy;
 
 use super::KubeError;
 

@@ -27,13 +27,13 @@ use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::RegistryClient;
 use crate::backends::state::{Holder, StateDb};
 use crate::error::{ConvergeError, TargetError};
-use crate::progress::Emitter;
 use crate::mesh::live::HeldBy;
 use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
 use crate::mesh::pin::{PinChange, StampBy};
 use crate::mesh::target::TargetDescription;
+use crate::progress::Emitter;
 
 use super::seam::{
     Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, Target,

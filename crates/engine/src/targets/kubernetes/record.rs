@@ -9,11 +9,9 @@ use crate::backends::cluster::{
 };
 use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::error::{ConvergeError, TargetError};
-use crate::targets::{
-    LeftoverRemoval, RecordForm, RecordLeftover, RecordRead, RecordRoom,
-};
 use crate::mesh::model::{Mesh, Record};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
+use crate::targets::{LeftoverRemoval, RecordForm, RecordLeftover, RecordRead, RecordRoom};
 
 use super::Kube;
 

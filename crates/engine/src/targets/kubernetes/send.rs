@@ -6,10 +6,10 @@ use std::sync::Mutex;
 use crate::backends::cluster::{FollowRules, Workload};
 use crate::backends::state::StateDb;
 use crate::error::TargetError;
-use crate::progress::{Emitter, Payload};
-use crate::targets::Delivery;
 use crate::mesh::machine::Move;
 use crate::mesh::model::{Mesh, RecordEntry};
+use crate::progress::{Emitter, Payload};
+use crate::targets::Delivery;
 
 use super::{Kube, KubeError};
 
