@@ -1,4 +1,6 @@
-//! The engine: plan → build/deliver tier by tier → stamp → send, emitting progress events.
+//! meshtop-engine: plan → build/deliver tier by tier → stamp → send, emitting progress events;
+//! the targets behind one seam (`targets`). It joins the domain, the disk reader and the backends,
+//! and never knows the screen: the dashboard and the commands both drive it.
 
 // The rooms below, named as the folders they were (`crate::mesh::…`).
 use meshtop_backends as backends;

@@ -1,6 +1,9 @@
-//! The domain, pure: the model, tiers, refs and manifests, the skip decision, behind, machines,
-//! build rows, and text helpers. Nothing here reads the disk, starts a thread or talks to an outside
-//! system (a test in `tests/layering.rs` holds it to that): `crate::workspace` reads the disk.
+//! meshtop-mesh, the domain, pure: the model, tiers, refs and manifests, the skip decision,
+//! behind, machines, build rows, timelines, the cosign and provenance formats, and text helpers.
+//! It may not read the disk, start a thread, read the clock or talk to an outside system: it has
+//! no runtime or client among its dependencies (`tests/it/architecture.rs` holds that to
+//! `cargo metadata`), and `tests/it/layering.rs` keeps the standard library's disk, process and
+//! network out. The disk is `meshtop-workspace`'s, the outside systems `meshtop-backends`'.
 
 pub mod behind;
 pub mod builders;

@@ -1,6 +1,7 @@
-//! What meshtop reads from the disk: the mesh file, each module's inputs (walked, hashed and
-//! tarred), `.dockerignore`, and paths resolved below a directory. The domain types it fills live
-//! in `crate::mesh`.
+//! meshtop-workspace: what meshtop reads from the disk: the mesh file, each module's inputs
+//! (walked, hashed and tarred), `.dockerignore`, the stat cache, the context watcher, and paths
+//! resolved below a directory. It fills the domain's types (`crate::mesh`) and may name nothing
+//! else of meshtop's: no outside system, no engine, no screen.
 
 // The rooms below, named as the folders they were (`crate::mesh::…`).
 use meshtop_mesh as mesh;
