@@ -55,6 +55,7 @@ fn bench(c: &mut Criterion) {
         build_args: &args,
         base_digest: None,
         platforms: &[],
+        upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
     };
     hash_inputs(&spec).unwrap(); // warm the page cache
 

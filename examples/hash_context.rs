@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         build_args: &build_args,
         base_digest: None,
         platforms: &[],
+        upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
     };
     let start = Instant::now();
     match hash_inputs(&spec) {

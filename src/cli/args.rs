@@ -90,6 +90,18 @@ pub enum Command {
     /// Watch the contexts: after a quiet period following a change, print the plan, then converge
     /// what it would build or deliver. Runs until Ctrl-C.
     Watch(WatchArgs),
+    /// Move mesh.lock: resolve each named upstream image again (every locked one when none is
+    /// named) and lock what its registry serves now, as `cargo update` does.
+    Update(UpdateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// Upstream images as mesh.lock names them (`python:3.12-slim`); none: every one.
+    pub images: Vec<String>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

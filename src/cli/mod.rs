@@ -28,6 +28,7 @@ mod setup;
 mod stats;
 mod status;
 pub(crate) mod trace;
+mod update;
 mod verify;
 mod watch;
 
@@ -137,6 +138,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Watch(args) => watch::run(&global, args).await,
             Command::Logs(args) => logs::run(&global, args).await,
             Command::Trace(args) => trace::run(&global, args).await,
+            Command::Update(args) => update::run(&global, args).await,
         }
     });
     report(outcome)

@@ -59,6 +59,9 @@ pub fn plan_text(plan: &Plan) -> String {
     if let Some(warning) = &plan.registry_error {
         outln!(out, "warning: {warning}");
     }
+    for locked in &plan.upstreams_locked {
+        outln!(out, "{locked}");
+    }
     let width = plan
         .modules
         .iter()

@@ -106,6 +106,7 @@ fn signed_plan() -> Plan {
         ],
         host_error: None,
         registry_error: None,
+        upstreams_locked: Vec::new(),
     }
 }
 

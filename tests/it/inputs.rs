@@ -64,6 +64,7 @@ fn hash_with(
         build_args: args,
         base_digest: base,
         platforms,
+        upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
     };
     hash_inputs(&spec).unwrap()
 }
@@ -77,6 +78,7 @@ fn tar_of(root: &Path, expected: Option<&Inputs>) -> (Result<Inputs, InputsError
         build_args: &args,
         base_digest: None,
         platforms: &platforms,
+        upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
     };
     let mut out = Vec::new();
     let result = tar_inputs(&spec, expected, &mut out);
@@ -242,6 +244,7 @@ fn dockerignore_is_applied_and_dockerfile_always_sent() {
         build_args: &BTreeMap::new(),
         base_digest: None,
         platforms: &[],
+        upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
     };
     let inputs = hash_inputs(&spec).unwrap();
     let paths: Vec<&str> = inputs.manifest.files.keys().map(String::as_str).collect();
@@ -353,6 +356,7 @@ fn clear_errors_name_the_path() {
         build_args: &args,
         base_digest: None,
         platforms: &[],
+        upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
     };
 
     let sock = root.join("agent.sock");
@@ -418,6 +422,7 @@ fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
                 build_args: &args,
                 base_digest: None,
                 platforms: &platforms,
+                upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
             };
             match tar_inputs(&spec, expected.as_ref(), &mut writer) {
                 Ok(_) => writer.finish().unwrap(),

@@ -123,6 +123,8 @@ const ROOMS: &[Room] = &[
                 // The cosign format (mesh/cosign.rs): signatures and their JSON are computed, not fetched.
                 "base64",
                 "p256",
+                // mesh.lock's format (mesh/upstream_lock.rs): text parsed, never read from the disk.
+                "toml",
                 // A key cosign sealed with a password (mesh/sealed_key.rs): opened, not read.
                 "scrypt",
                 "crypto_secretbox",

@@ -85,5 +85,6 @@ mod team_pins;
 mod team_status;
 mod timeline;
 mod trust_doors;
+mod upstream_lock;
 mod watch;
 mod watch_walks;

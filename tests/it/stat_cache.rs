@@ -216,6 +216,7 @@ impl Fixture {
             build_args: &self.args,
             base_digest: None,
             platforms: &[],
+            upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
         }
     }
 }

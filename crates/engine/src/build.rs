@@ -24,6 +24,7 @@ use crate::mesh::model::{
 };
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
+use crate::workspace::inputs::NO_UPSTREAMS;
 use crate::workspace::inputs::{self, InputSpec, InputsError};
 use crate::workspace::secrets;
 
@@ -402,6 +403,10 @@ fn start_tar(
             build_args: &tar_module.build_args,
             base_digest: base_digest.as_deref(),
             platforms: &platforms,
+            // What the plan locked, whatever the tags name by now.
+            upstreams: expected
+                .as_ref()
+                .map_or(&NO_UPSTREAMS, |planned| &planned.manifest.upstreams),
         };
         write_tar(&spec, expected.as_ref(), writer)
     });

@@ -285,6 +285,11 @@ async fn plan<'a>(
     );
     let mut planner = Planner::new(ctx, at.daemon.clone());
     planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh, target.name()).await);
+    // Every upstream locked before any address is computed (resolved now only if mesh.lock lacks it).
+    planner.lock_upstreams(selected).await?;
+    for note in planner.upstreams_locked() {
+        emitter.emit(Payload::Warning, None, note.clone());
+    }
     // First pass: every decision that can be made now, and every refusal, before any build.
     let mut planned = first_pass(&mut planner, selected, manifests).await?;
     // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a

@@ -296,6 +296,12 @@ impl GcError {
 pub enum PlanError {
     #[error("module {module}: {why}")]
     Inputs { module: String, why: String },
+    /// mesh.lock cannot be read or written (its line named when it does not parse).
+    #[error("{why}")]
+    Lock { why: String },
+    /// An upstream the lock does not hold, and that could not be resolved now.
+    #[error("upstream {image} cannot be locked: {why}")]
+    Upstream { image: String, why: String },
     #[error(
         "the pinned modules of target {target} cannot be read ({message}); nothing is decided without them (a converge would undo a rollback): fix or restore the state database, then run again"
     )]

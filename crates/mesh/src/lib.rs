@@ -36,6 +36,8 @@ pub mod timefmt;
 pub mod timeline;
 pub mod timeline_summary;
 pub mod timeline_trace;
+pub mod upstream;
+pub mod upstream_lock;
 pub mod why;
 
 pub use model::*;

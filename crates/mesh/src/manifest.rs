@@ -7,8 +7,11 @@
 //! build` keeps them) and its content sha256, for a link its target, for a directory its
 //! permission bits (as for a file); `dockerfile` and the
 //! Dockerfile's sha256; `args`, their count and each name and value in name order; `base` and the
-//! base digest or `-`; `platforms`, their count and each sorted platform. No mtimes, owners or walk
-//! order: the same tree gives the same digest anywhere.
+//! base digest or `-`; `platforms`, their count and each sorted platform; then, only when the
+//! Dockerfile names upstream images, `upstreams`, their count and each image (as written, after
+//! substitution) and its locked digest in name order (`mesh.lock`: a moved lock moves the ref, and a
+//! module without upstreams keeps the digest it always had). No mtimes, owners or walk order: the
+//! same tree gives the same digest anywhere.
 //!
 //! v3 (this one) added the permission bits of directories (v2 sent every directory as 0755, so a
 //! 0700 directory became world-readable in the image); v2 added the permission bits of files; v1
@@ -34,6 +37,9 @@ pub struct Manifest {
     pub base: Option<String>,
     /// Sorted, deduplicated platform strings (`linux/amd64`).
     pub platforms: Vec<String>,
+    /// Each upstream image the Dockerfile names → the digest `mesh.lock` holds for it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstreams: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,6 +150,14 @@ fn digest_with_base(manifest: &Manifest, base: Option<&str>) -> String {
     field(&(manifest.platforms.len() as u64).to_le_bytes());
     for platform in &manifest.platforms {
         field(platform.as_bytes());
+    }
+    if !manifest.upstreams.is_empty() {
+        field(b"upstreams");
+        field(&(manifest.upstreams.len() as u64).to_le_bytes());
+        for (image, digest) in &manifest.upstreams {
+            field(image.as_bytes());
+            field(digest.as_bytes());
+        }
     }
     hex::encode(h.finalize())
 }

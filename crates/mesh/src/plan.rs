@@ -57,4 +57,7 @@ pub struct Plan {
     /// Why the mesh's registry could not be asked, when it could not (read as holding nothing).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub registry_error: Option<String>,
+    /// Each upstream this plan locked (resolved now and written to mesh.lock), said once.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub upstreams_locked: Vec<String>,
 }

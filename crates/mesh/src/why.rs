@@ -29,6 +29,13 @@ pub enum Change {
     },
     /// Names of build args added, removed or changed.
     ArgsChanged(Vec<String>),
+    /// An upstream image the Dockerfile names resolved to another digest in `mesh.lock` (or was
+    /// named first, or no more: `None` on that side).
+    UpstreamMoved {
+        image: String,
+        from: Option<String>,
+        to: Option<String>,
+    },
     /// This state file holds no earlier inputs of the module, but the record names `record`: the
     /// module is not new, and its ref is all there is to compare (its platforms, `from → to`,
     /// when they moved).
@@ -72,6 +79,7 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
     if !args.is_empty() {
         changes.push(Change::ArgsChanged(args));
     }
+    changes.extend(upstreams_moved(previous, current));
     let changed: Vec<String> = current
         .files
         .iter()
@@ -95,6 +103,44 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
         changes.push(Change::Removed(removed));
     }
     changes
+}
+
+/// Each upstream whose locked digest differs between the two manifests.
+fn upstreams_moved(previous: &Manifest, current: &Manifest) -> Vec<Change> {
+    let images: BTreeSet<&String> = previous
+        .upstreams
+        .keys()
+        .chain(current.upstreams.keys())
+        .collect();
+    images
+        .into_iter()
+        .filter(|image| previous.upstreams.get(*image) != current.upstreams.get(*image))
+        .map(|image| Change::UpstreamMoved {
+            image: image.clone(),
+            from: previous.upstreams.get(image).cloned(),
+            to: current.upstreams.get(image).cloned(),
+        })
+        .collect()
+}
+
+/// `sha256:0123456789ab…`: a digest as a person compares two of them.
+pub fn short_digest(digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    format!("sha256:{}…", hex.chars().take(12).collect::<String>())
+}
+
+/// `upstream python:3.12-slim sha256:aaaa… → sha256:bbbb…`.
+pub fn upstream_moved_text(image: &str, from: Option<&str>, to: Option<&str>) -> String {
+    match (from, to) {
+        (Some(from), Some(to)) => format!(
+            "upstream {image} {} → {}",
+            short_digest(from),
+            short_digest(to)
+        ),
+        (None, Some(to)) => format!("upstream {image} named ({})", short_digest(to)),
+        (Some(_), None) => format!("upstream {image} no longer named"),
+        (None, None) => format!("upstream {image}"),
+    }
 }
 
 /// The why of an address that is not the record's: against the module's earlier inputs, or, when
@@ -184,6 +230,9 @@ pub fn summary(changes: &[Change]) -> String {
             }
             Change::ArgsChanged(names) => {
                 parts.push(format!("build args changed ({})", names.join(", ")))
+            }
+            Change::UpstreamMoved { image, from, to } => {
+                parts.push(upstream_moved_text(image, from.as_deref(), to.as_deref()))
             }
             Change::Added(p) => added = p,
             Change::Removed(p) => removed = p,
@@ -301,7 +350,41 @@ mod tests {
             build_args: BTreeMap::from([("A".into(), "1".into())]),
             base: Some("sha256:b0".into()),
             platforms: vec!["linux/amd64".into()],
+            upstreams: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_moved_upstream_is_named_with_both_digests() {
+        let before = manifest(&[("a", file("1"))]);
+        let mut after = before.clone();
+        let (a, b) = (
+            format!("sha256:{}", "a".repeat(64)),
+            format!("sha256:{}", "b".repeat(64)),
+        );
+        let mut locked = before.clone();
+        locked
+            .upstreams
+            .insert("python:3.12-slim".into(), a.clone());
+        after.upstreams.insert("python:3.12-slim".into(), b.clone());
+        let changes = why(Some(&locked), &after);
+        assert_eq!(
+            changes,
+            [Change::UpstreamMoved {
+                image: "python:3.12-slim".into(),
+                from: Some(a),
+                to: Some(b)
+            }]
+        );
+        assert_eq!(
+            summary(&changes),
+            "upstream python:3.12-slim sha256:aaaaaaaaaaaa… → sha256:bbbbbbbbbbbb…"
+        );
+        assert_ne!(
+            crate::manifest::digest_of(&locked),
+            crate::manifest::digest_of(&after),
+            "a moved lock moves the address"
+        );
     }
 
     #[test]

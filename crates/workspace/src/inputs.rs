@@ -38,7 +38,13 @@ pub struct InputSpec<'a> {
     /// The base module's artifact digest, if the module has a base.
     pub base_digest: Option<&'a str>,
     pub platforms: &'a [Platform],
+    /// Each upstream image the Dockerfile names → its digest in `mesh.lock`: part of the address,
+    /// and what the Dockerfile sent to the builder is pinned to ([`NO_UPSTREAMS`] for none).
+    pub upstreams: &'a BTreeMap<String, String>,
 }
+
+/// A Dockerfile that names no upstream image.
+pub static NO_UPSTREAMS: BTreeMap<String, String> = BTreeMap::new();
 
 #[derive(Debug, thiserror::Error)]
 pub enum InputsError {
@@ -204,7 +210,7 @@ pub fn tar_inputs<W: Write>(
         inner: sink,
         poisoned: false,
     });
-    match write_tar(&mut builder, &prepared) {
+    match write_tar(&mut builder, &prepared, &Pinning::of(spec)) {
         Ok(files) => {
             let inputs = finish(spec, Arc::new(files), prepared.dockerfile_sha);
             let dockerfile_sent = match inputs.manifest.files.get(&prepared.dockerfile_rel) {
@@ -252,6 +258,7 @@ fn finish(
         build_args: spec.build_args.clone(),
         base: spec.base_digest.map(str::to_string),
         platforms,
+        upstreams: spec.upstreams.clone(),
     };
     Inputs {
         digest: digest_of(&manifest),
@@ -563,12 +570,74 @@ fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
     h
 }
 
+/// How the Dockerfile is sent: as it is, or with its upstreams pinned to the lock's digests (the
+/// address is the file as written plus the lock; the builder gets exactly what is locked, whatever
+/// a tag names by the time it builds).
+struct Pinning<'a> {
+    upstreams: &'a BTreeMap<String, String>,
+    args: BTreeMap<String, String>,
+}
+
+impl<'a> Pinning<'a> {
+    fn of(spec: &InputSpec<'a>) -> Pinning<'a> {
+        let mut args = spec.build_args.clone();
+        if let Some(base) = spec.base_digest {
+            args.insert(crate::mesh::upstream::BASE_ARG.into(), base.into());
+        }
+        Pinning {
+            upstreams: spec.upstreams,
+            args,
+        }
+    }
+
+    /// The Dockerfile's bytes as the builder gets them; None: as they are on disk.
+    fn pinned(&self, text: &[u8]) -> Option<Vec<u8>> {
+        if self.upstreams.is_empty() {
+            return None;
+        }
+        let text = std::str::from_utf8(text).ok()?;
+        let pinned = crate::mesh::upstream::pinned(text, &self.args, |image| {
+            self.upstreams.get(image).cloned()
+        });
+        Some(pinned.into_bytes())
+    }
+}
+
+/// The Dockerfile, read whole (hashed as it is on disk) and written pinned.
+fn append_pinned_dockerfile<W: Write>(
+    builder: &mut tar::Builder<Guard<W>>,
+    e: &Entry,
+    mode: u32,
+    pinning: &Pinning,
+) -> Result<Option<FileEntry>, InputsError> {
+    let bytes = fs::read(&e.abs).map_err(io_err(&e.abs))?;
+    let Some(pinned) = pinning.pinned(&bytes) else {
+        return Ok(None);
+    };
+    let mut h = header(tar::EntryType::Regular, mode, pinned.len() as u64);
+    builder
+        .append_data(&mut h, &e.rel, pinned.as_slice())
+        .map_err(InputsError::Write)?;
+    Ok(Some(FileEntry::File {
+        sha256: hex::encode(Sha256::digest(&bytes)),
+        mode,
+    }))
+}
+
 fn write_tar<W: Write>(
     builder: &mut tar::Builder<Guard<W>>,
     prepared: &Prepared,
+    pinning: &Pinning,
 ) -> Result<BTreeMap<String, FileEntry>, InputsError> {
     let mut files = BTreeMap::new();
     for e in &prepared.entries {
+        if let Kind::File { mode, .. } = &e.kind
+            && e.rel == prepared.dockerfile_rel
+            && let Some(entry) = append_pinned_dockerfile(builder, e, *mode, pinning)?
+        {
+            files.insert(e.rel.clone(), entry);
+            continue;
+        }
         let entry = match &e.kind {
             Kind::Dir { mode } => {
                 let mut h = header(tar::EntryType::Directory, *mode, 0);

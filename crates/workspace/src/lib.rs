@@ -9,6 +9,7 @@ use meshtop_mesh as mesh;
 pub mod file;
 pub mod ignore;
 pub mod inputs;
+pub mod lock_file;
 pub mod own_files;
 pub mod realpath;
 pub mod secrets;

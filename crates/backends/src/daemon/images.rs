@@ -28,6 +28,17 @@ impl Daemon {
         }
     }
 
+    /// The manifest digests the daemon knows `image` by (its RepoDigests, `repository@sha256:…`):
+    /// where an upstream resolves when no registry answers. Empty when the daemon holds no such
+    /// image, or holds it without a digest (built or loaded here, never pulled or pushed).
+    pub async fn repo_digests(&self, image: &str) -> Result<Vec<String>, DaemonError> {
+        match self.docker.inspect_image(image).await {
+            Ok(inspect) => Ok(inspect.repo_digests.unwrap_or_default()),
+            Err(e) if is_not_found(&e) => Ok(Vec::new()),
+            Err(e) => Err(self.call_error("inspect an image")(e)),
+        }
+    }
+
     /// Tag the image `id` as `reference` (`repository:tag`).
     pub async fn tag(&self, id: &str, reference: &str) -> Result<(), DaemonError> {
         let (repo, tag) = crate::registry::split_reference(reference);

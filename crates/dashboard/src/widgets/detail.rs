@@ -343,6 +343,13 @@ fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
             format!("  build args changed: {}", names.join(", ")),
             palette.plain(),
         )),
+        Change::UpstreamMoved { image, from, to } => lines.push((
+            format!(
+                "  {}",
+                crate::mesh::why::upstream_moved_text(image, from.as_deref(), to.as_deref())
+            ),
+            palette.plain(),
+        )),
     }
 }
 

@@ -93,6 +93,10 @@ impl Planner<'_> {
             build_args: &module.build_args,
             base_digest: base_artifact,
             platforms,
+            upstreams: self
+                .upstreams
+                .get(&module.name)
+                .unwrap_or(&inputs::NO_UPSTREAMS),
         };
         // Kept (not taken): a module may be decided again once the registry answered.
         let walked = match self.walked.get(&module.name) {

@@ -8,6 +8,9 @@
 mod decide;
 mod decided;
 mod inputs;
+mod upstreams;
+
+pub use upstreams::{LockUpdate, update_lock};
 mod vouchers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -85,6 +88,11 @@ pub struct Planner<'a> {
     /// asking: [`Planner::decide_all`] then asks them all at once.
     defer_registry: bool,
     registry_wanted: Vec<String>,
+    /// Per module, each upstream its Dockerfile names → the digest mesh.lock holds
+    /// ([`Planner::lock_upstreams`]).
+    upstreams: HashMap<String, BTreeMap<String, String>>,
+    /// What [`Planner::lock_upstreams`] locked now, to be said once.
+    upstream_notes: Vec<String>,
 }
 
 impl<'a> Planner<'a> {
@@ -103,6 +111,8 @@ impl<'a> Planner<'a> {
             registry: None,
             defer_registry: false,
             registry_wanted: Vec::new(),
+            upstreams: HashMap::new(),
+            upstream_notes: Vec::new(),
         }
     }
 }
@@ -133,6 +143,7 @@ pub async fn dry_run_watched(
         .filter(|m| planner.is_selected(&m.name))
         .collect();
     planner.walk_ahead(&selected, manifests, memo);
+    planner.lock_upstreams(&selected).await?;
     let mut modules = planner.decide_all(&selected, manifests).await?;
     // The host was asked after some record hits were decided: those whose artifact it no longer
     // holds are shown as rebuilds, and their dependents follow.
@@ -160,5 +171,6 @@ pub async fn dry_run_watched(
         modules,
         host_error,
         registry_error: planner.registry().and_then(RegistryVoucher::warning),
+        upstreams_locked: planner.upstream_notes.clone(),
     })
 }

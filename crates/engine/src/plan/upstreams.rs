@@ -1,0 +1,281 @@
+//! The upstream images the planned modules' Dockerfiles name, locked before any address is
+//! computed: each found in `mesh.lock`, or resolved now (the registry first, the host daemon's
+//! RepoDigests when no registry answers, said which) and written to it. A plan whose every upstream
+//! is locked asks nothing of any registry.
+
+use std::collections::BTreeMap;
+
+use super::{PlanError, Planner};
+use crate::backends::credentials;
+use crate::backends::daemon::LazyDaemon;
+use crate::backends::registry::{Published, RegistryClient, RegistryError};
+use crate::mesh::model::{Mesh, Module, Registry};
+use crate::mesh::upstream_lock::{LockEntry, ResolvedFrom};
+use crate::workspace::lock_file::{module_upstreams, read_lock, write_lock};
+
+/// How long one registry is asked about one upstream before the host daemon is asked instead.
+const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Planner<'_> {
+    /// Lock every upstream `modules` name; after it, each module's upstreams (image → locked
+    /// digest) are what its address is computed from.
+    pub async fn lock_upstreams(&mut self, modules: &[&Module]) -> Result<(), PlanError> {
+        let root = self.ctx.mesh.root.clone();
+        let lock_error = |why: String| PlanError::Lock { why };
+        let mut lock = read_lock(&root).map_err(|e| lock_error(e.to_string()))?;
+        let mut named: Vec<(String, Vec<String>)> = Vec::new();
+        for module in modules {
+            let found = match module_upstreams(module) {
+                Ok(found) => found,
+                // The walk says what is wrong with an unreadable Dockerfile, at the module.
+                Err(_) => continue,
+            };
+            named.push((
+                module.name.clone(),
+                found.into_iter().map(|u| u.image).collect(),
+            ));
+        }
+        let mut resolved_any = false;
+        for (_, images) in &named {
+            for image in images {
+                if lock.entries.contains_key(image) {
+                    continue;
+                }
+                let entry = resolve(image, &self.daemon).await?;
+                self.upstream_notes.push(format!(
+                    "upstream {image} locked at {} ({}); written to mesh.lock",
+                    crate::mesh::why::short_digest(&entry.digest),
+                    entry.from.word()
+                ));
+                lock.entries.insert(image.clone(), entry);
+                resolved_any = true;
+            }
+        }
+        if resolved_any {
+            write_lock(&root, &lock).map_err(|e| lock_error(e.to_string()))?;
+        }
+        for (module, images) in named {
+            let locked: BTreeMap<String, String> = images
+                .into_iter()
+                .filter_map(|image| {
+                    let digest = lock.digest_of(&image)?.to_string();
+                    Some((image, digest))
+                })
+                .collect();
+            self.upstreams.insert(module, locked);
+        }
+        Ok(())
+    }
+
+    /// What [`Planner::lock_upstreams`] resolved now and wrote to mesh.lock, one line each.
+    pub fn upstreams_locked(&self) -> &[String] {
+        &self.upstream_notes
+    }
+}
+
+/// `image`'s digest now: what its registry serves under its tag, else what the host daemon
+/// pulled it as.
+async fn resolve(image: &str, daemon: &LazyDaemon) -> Result<LockEntry, PlanError> {
+    let name = ImageName::parse(image);
+    let registry_said = match ask_registry(&name).await {
+        Ok(Some(digest)) => {
+            return Ok(LockEntry {
+                digest,
+                from: ResolvedFrom::Registry,
+                platforms: BTreeMap::new(),
+            });
+        }
+        Ok(None) => format!("the registry {} holds no {}", name.host, name.reference()),
+        Err(e) => format!("the registry {} did not answer: {e}", name.host),
+    };
+    if let Some(digest) = host_digest(daemon, &name, image).await {
+        return Ok(LockEntry {
+            digest,
+            from: ResolvedFrom::Host,
+            platforms: BTreeMap::new(),
+        });
+    }
+    Err(PlanError::Upstream {
+        image: image.to_string(),
+        why: format!(
+            "{registry_said}, and the host daemon holds no digest of it: push or pull it, or pin it in the Dockerfile (FROM {}@sha256:…)",
+            crate::mesh::upstream::repository(image)
+        ),
+    })
+}
+
+/// The digest the host daemon knows `image` by, from its RepoDigests.
+async fn host_digest(daemon: &LazyDaemon, name: &ImageName, image: &str) -> Option<String> {
+    let daemon = daemon.get().await.ok()?;
+    let digests = daemon.repo_digests(image).await.ok()?;
+    let repository = crate::mesh::upstream::repository(image);
+    digests.into_iter().find_map(|d| {
+        let (repo, digest) = d.split_once('@')?;
+        (repo == repository || repo == name.familiar_repository()).then(|| digest.to_string())
+    })
+}
+
+/// What `meshtop update` did to the lock.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct LockUpdate {
+    /// (image, locked digest before, digest now) of each entry that moved.
+    pub moved: Vec<(String, String, String)>,
+    /// Entries asked and still where they were.
+    pub unchanged: Vec<String>,
+    /// Entries no Dockerfile of the mesh names any more (kept: `update` only moves entries).
+    pub unused: Vec<String>,
+}
+
+/// `meshtop update [IMAGE…]`: each named upstream (every one the lock holds, when none is named)
+/// resolved again and its entry moved, as `cargo update` does. A name the lock does not hold is
+/// refused, naming what it holds.
+pub async fn update_lock(
+    mesh: &Mesh,
+    images: &[String],
+    daemon: &LazyDaemon,
+) -> Result<LockUpdate, PlanError> {
+    let lock_error = |why: String| PlanError::Lock { why };
+    let mut lock = read_lock(&mesh.root).map_err(|e| lock_error(e.to_string()))?;
+    if let Some(unknown) = images.iter().find(|i| !lock.entries.contains_key(*i)) {
+        let held: Vec<&String> = lock.entries.keys().collect();
+        return Err(lock_error(format!(
+            "mesh.lock holds no {unknown}; it holds {held:?} (a plan locks what the Dockerfiles name)"
+        )));
+    }
+    let asked: Vec<String> = if images.is_empty() {
+        lock.entries.keys().cloned().collect()
+    } else {
+        images.to_vec()
+    };
+    let mut update = LockUpdate::default();
+    for image in asked {
+        let now = resolve(&image, daemon).await?;
+        let Some(entry) = lock.entries.get_mut(&image) else {
+            continue;
+        };
+        if entry.digest == now.digest {
+            update.unchanged.push(image);
+        } else {
+            update
+                .moved
+                .push((image, entry.digest.clone(), now.digest.clone()));
+            *entry = now;
+        }
+    }
+    let mut named = std::collections::BTreeSet::new();
+    for module in &mesh.modules {
+        if let Ok(found) = module_upstreams(module) {
+            named.extend(found.into_iter().map(|u| u.image));
+        }
+    }
+    update.unused = lock
+        .entries
+        .keys()
+        .filter(|i| !named.contains(*i))
+        .cloned()
+        .collect();
+    if !update.moved.is_empty() {
+        write_lock(&mesh.root, &lock).map_err(|e| lock_error(e.to_string()))?;
+    }
+    Ok(update)
+}
+
+/// The registry's answer for `name`: its manifest digest, None when it holds no such tag.
+async fn ask_registry(name: &ImageName) -> Result<Option<String>, RegistryError> {
+    let registry = Registry {
+        host: name.host.clone(),
+        insecure: false,
+    };
+    let creds = credentials::for_registry(&name.host).await.ok().flatten();
+    let client = RegistryClient::new(&registry, creds)?.with_timeout(RESOLVE_TIMEOUT);
+    match client.manifest(&name.repository, &name.tag).await? {
+        Published::Present { digest } => Ok(Some(digest)),
+        Published::Absent => Ok(None),
+    }
+}
+
+/// An image name as Docker reads it: `python:3.12` is Docker Hub's `library/python`, tag `3.12`;
+/// a first component with a dot, a colon or `localhost` names the registry.
+#[derive(Debug, PartialEq, Eq)]
+struct ImageName {
+    host: String,
+    repository: String,
+    tag: String,
+}
+
+impl ImageName {
+    fn parse(image: &str) -> ImageName {
+        let repository = crate::mesh::upstream::repository(image);
+        let tag = image[repository.len()..]
+            .strip_prefix(':')
+            .unwrap_or("latest")
+            .to_string();
+        let (host, path) = match repository.split_once('/') {
+            Some((first, rest))
+                if first.contains('.') || first.contains(':') || first == "localhost" =>
+            {
+                (first.to_string(), rest.to_string())
+            }
+            _ if !repository.contains('/') => (
+                "registry-1.docker.io".into(),
+                format!("library/{repository}"),
+            ),
+            _ => ("registry-1.docker.io".into(), repository.to_string()),
+        };
+        ImageName {
+            host,
+            repository: path,
+            tag,
+        }
+    }
+
+    fn reference(&self) -> String {
+        format!("{}:{}", self.repository, self.tag)
+    }
+
+    /// The repository as the daemon writes it in RepoDigests (`python` for Docker Hub's library).
+    fn familiar_repository(&self) -> String {
+        if self.host == "registry-1.docker.io" {
+            self.repository
+                .strip_prefix("library/")
+                .unwrap_or(&self.repository)
+                .to_string()
+        } else {
+            format!("{}/{}", self.host, self.repository)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_read_as_the_daemon_reads_them() {
+        let name = ImageName::parse("python:3.12-slim");
+        assert_eq!(
+            (
+                name.host.as_str(),
+                name.repository.as_str(),
+                name.tag.as_str()
+            ),
+            ("registry-1.docker.io", "library/python", "3.12-slim")
+        );
+        assert_eq!(name.familiar_repository(), "python");
+        let name = ImageName::parse("127.0.0.1:5000/up/base:1");
+        assert_eq!(
+            (
+                name.host.as_str(),
+                name.repository.as_str(),
+                name.tag.as_str()
+            ),
+            ("127.0.0.1:5000", "up/base", "1")
+        );
+        assert_eq!(name.familiar_repository(), "127.0.0.1:5000/up/base");
+        let name = ImageName::parse("team/tool");
+        assert_eq!(
+            (name.repository.as_str(), name.tag.as_str()),
+            ("team/tool", "latest")
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! `mesh.lock` on disk, beside the mesh file: read whole (a missing file is an empty lock), written
+//! whole through a temporary file and a rename, so that a reader never sees half of one. And the
+//! upstream images each module's Dockerfile names, read from the disk.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::mesh::model::Module;
+use crate::mesh::upstream::{self, BASE_ARG, Upstream};
+use crate::mesh::upstream_lock::{LOCK_FILE, Lock, LockError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockFileError {
+    #[error(transparent)]
+    Parse(#[from] LockError),
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}; the lock was left as it was", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("module {module}: cannot read its Dockerfile {}: {source}", path.display())]
+    Dockerfile {
+        module: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Where the lock of the mesh whose file is in `root` lives.
+pub fn lock_path(root: &Path) -> PathBuf {
+    root.join(LOCK_FILE)
+}
+
+/// The lock beside the mesh file; an empty one when there is none yet.
+pub fn read_lock(root: &Path) -> Result<Lock, LockFileError> {
+    let path = lock_path(root);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Lock::parse(&path.display().to_string(), &text)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lock::default()),
+        Err(source) => Err(LockFileError::Read { path, source }),
+    }
+}
+
+/// Write `lock` beside the mesh file, whole or not at all.
+pub fn write_lock(root: &Path, lock: &Lock) -> Result<(), LockFileError> {
+    let path = lock_path(root);
+    let failed = |source| LockFileError::Write {
+        path: path.clone(),
+        source,
+    };
+    let mut file = tempfile_in(root).map_err(failed)?;
+    file.1.write_all(lock.text().as_bytes()).map_err(failed)?;
+    file.1.sync_all().map_err(failed)?;
+    std::fs::rename(&file.0, &path).map_err(failed)
+}
+
+/// A new file beside the lock, named for this moment and write (created new: two writers that
+/// met on a name would fail, never share a file).
+fn tempfile_in(root: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = root.join(format!(".{LOCK_FILE}.{nanos}.{write}"));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    Ok((path, file))
+}
+
+/// The upstream images `module`'s Dockerfile names (with its build args, and `BASE` when it has a
+/// base), in file order.
+pub fn module_upstreams(module: &Module) -> Result<Vec<Upstream>, LockFileError> {
+    let path = module.context.join(&module.dockerfile);
+    let text = std::fs::read_to_string(&path).map_err(|source| LockFileError::Dockerfile {
+        module: module.name.clone(),
+        path: path.clone(),
+        source,
+    })?;
+    let mut args: BTreeMap<String, String> = module.build_args.clone();
+    if module.base.is_some() {
+        args.insert(BASE_ARG.into(), String::new());
+    }
+    Ok(upstream::upstreams(&text, &args))
+}
