@@ -93,6 +93,16 @@ pub enum Command {
     /// Move mesh.lock: resolve each named upstream image again (every locked one when none is
     /// named) and lock what its registry serves now, as `cargo update` does.
     Update(UpdateArgs),
+    /// Each locked upstream image against what its registry serves now: which moved, the modules
+    /// on it and their machines (exit 1 when any moved). Reads only; `update` moves the lock.
+    Outdated(OutdatedArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OutdatedArgs {
+    /// Print one JSON array.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -139,6 +139,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Logs(args) => logs::run(&global, args).await,
             Command::Trace(args) => trace::run(&global, args).await,
             Command::Update(args) => update::run(&global, args).await,
+            Command::Outdated(args) => update::outdated(&global, args).await,
         }
     });
     report(outcome)

@@ -1,12 +1,13 @@
-//! `meshtop update [IMAGE…] [--json]`: move mesh.lock to what each upstream's registry serves now.
+//! `meshtop update [IMAGE…] [--json]`: move mesh.lock to what each upstream's registry serves now;
+//! `meshtop outdated [--json]`: say which moved, without moving anything.
 
 use std::process::ExitCode;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::plan::update_lock;
-use crate::mesh::why::upstream_moved_text;
+use crate::converge::plan::{outdated as upstreams_now, update_lock};
+use crate::mesh::why::{short_digest, upstream_moved_text};
 
-use super::args::{Global, UpdateArgs};
+use super::args::{Global, OutdatedArgs, UpdateArgs};
 use super::{Failure, Outcome, print_json, print_out, setup};
 
 pub async fn run(global: &Global, args: UpdateArgs) -> Outcome {
@@ -42,4 +43,52 @@ pub async fn run(global: &Global, args: UpdateArgs) -> Outcome {
     }
     print_out(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+pub async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
+    let mesh = setup::load_mesh(global)?;
+    let answers = upstreams_now(&mesh).await.map_err(Failure::input)?;
+    let moved = answers.iter().any(|a| a.moved());
+    if args.json {
+        print_json(&answers)?;
+    } else {
+        let mut out = String::new();
+        if answers.is_empty() {
+            outln!(out, "mesh.lock holds no upstream image");
+        }
+        for answer in &answers {
+            let now = match (&answer.current, &answer.error) {
+                (Some(current), _) if answer.moved() => {
+                    format!("moved to {}", short_digest(current))
+                }
+                (Some(_), _) => "current".to_string(),
+                (None, Some(error)) => format!("unknown ({error})"),
+                (None, None) => "unknown".to_string(),
+            };
+            outln!(
+                out,
+                "{}  locked {}  {now}  modules {}  machines {}",
+                answer.image,
+                short_digest(&answer.locked),
+                if answer.modules.is_empty() {
+                    "-".to_string()
+                } else {
+                    answer.modules.join(",")
+                },
+                answer.machines
+            );
+        }
+        if moved {
+            outln!(
+                out,
+                "meshtop update moves the lock to what the registries serve now"
+            );
+        }
+        print_out(&out)?;
+    }
+    Ok(if moved {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

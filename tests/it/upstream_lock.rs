@@ -115,10 +115,28 @@ async fn a_moved_upstream_is_held_by_the_lock_until_update_moves_it() {
     let teammate = mesh.dir.path().join("teammate.db");
     assert_eq!(app_ref(&mesh, &teammate).0, reference);
 
+    // `outdated` tells, without moving anything: exit 1, the new digest, who stands on it.
+    let short = |d: &str| format!("sha256:{}…", &d["sha256:".len().."sha256:".len() + 12]);
+    let told = mesh.meshtop(&["outdated"]);
+    assert_eq!(told.status.code(), Some(1), "{}", said(&told));
+    let line = format!(
+        "{upstream}  locked {}  moved to {}  modules app  machines 1",
+        short(&v1),
+        short(&v2)
+    );
+    assert!(said(&told).contains(&line), "{}", said(&told));
+    assert_eq!(
+        app_ref(&mesh, &mesh.state()).0,
+        reference,
+        "outdated moved nothing"
+    );
+
     // `update` moves the lock; the plan names the move and the ref moves.
     let updated = mesh.meshtop(&["update"]);
     assert!(updated.status.success(), "{}", said(&updated));
-    let short = |d: &str| format!("sha256:{}…", &d["sha256:".len().."sha256:".len() + 12]);
+    let current = mesh.meshtop(&["outdated"]);
+    assert!(current.status.success(), "{}", said(&current));
+    assert!(said(&current).contains("  current  "), "{}", said(&current));
     let moved = format!("upstream {upstream} {} → {}", short(&v1), short(&v2));
     assert!(said(&updated).contains(&moved), "{}", said(&updated));
     let (moved_ref, app) = app_ref(&mesh, &mesh.state());

@@ -10,7 +10,7 @@ mod decided;
 mod inputs;
 mod upstreams;
 
-pub use upstreams::{LockUpdate, update_lock};
+pub use upstreams::{LockUpdate, UpstreamNow, outdated, update_lock};
 mod vouchers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -180,6 +180,75 @@ pub async fn update_lock(
     Ok(update)
 }
 
+/// How many registries `outdated` asks at once.
+const ASKED_AT_ONCE: usize = 8;
+
+/// One locked upstream against what its registry serves now.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct UpstreamNow {
+    pub image: String,
+    pub locked: String,
+    /// What the registry serves under the tag now; None when it could not say (`error` says why).
+    pub current: Option<String>,
+    pub error: Option<String>,
+    /// The modules whose Dockerfiles name it.
+    pub modules: Vec<String>,
+    /// The machines the mesh file declares for those modules.
+    pub machines: usize,
+}
+
+impl UpstreamNow {
+    /// The registry serves another digest than the lock holds.
+    pub fn moved(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| *c != self.locked)
+    }
+}
+
+/// `meshtop outdated`: every locked upstream asked of its registry (a few at once, each bounded by
+/// its timeout), against the lock. Reads only; `update` moves the lock.
+pub async fn outdated(mesh: &Mesh) -> Result<Vec<UpstreamNow>, PlanError> {
+    use futures_util::StreamExt;
+    let lock = read_lock(&mesh.root).map_err(|e| PlanError::Lock { why: e.to_string() })?;
+    let mut users: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for module in &mesh.modules {
+        for upstream in module_upstreams(module).unwrap_or_default() {
+            let modules = users.entry(upstream.image).or_default();
+            if !modules.contains(&module.name) {
+                modules.push(module.name.clone());
+            }
+        }
+    }
+    let asks = lock.entries.iter().map(|(image, entry)| {
+        let modules = users.get(image).cloned().unwrap_or_default();
+        let machines = mesh
+            .machines
+            .iter()
+            .filter(|m| modules.contains(&m.module))
+            .count();
+        async move {
+            let (current, error) = match ask_registry(&ImageName::parse(image)).await {
+                Ok(Some(digest)) => (Some(digest), None),
+                Ok(None) => (None, Some("the registry holds no such tag now".to_string())),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            UpstreamNow {
+                image: image.clone(),
+                locked: entry.digest.clone(),
+                current,
+                error,
+                modules,
+                machines,
+            }
+        }
+    });
+    let mut answers: Vec<UpstreamNow> = futures_util::stream::iter(asks)
+        .buffer_unordered(ASKED_AT_ONCE)
+        .collect()
+        .await;
+    answers.sort_by(|a, b| a.image.cmp(&b.image));
+    Ok(answers)
+}
+
 /// The registry's answer for `name`: its manifest digest, None when it holds no such tag.
 async fn ask_registry(name: &ImageName) -> Result<Option<String>, RegistryError> {
     let registry = Registry {
