@@ -55,6 +55,44 @@ pub fn run_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The name a test gives what it leaves on the daemon, the registry or tmux: `t<tag>-<run id>`,
+/// noted in [`NAMES_DIR`] with this process, so that the next run of the test command removes
+/// what a killed test left (scripts/sweep-tests.sh) — exactly the names noted by test processes
+/// no longer running, never anything else (the example mesh's `demo` machines, the user's own).
+pub fn test_name(tag: &str) -> String {
+    let name = format!("t{tag}-{}", run_id());
+    note_name(&name);
+    name
+}
+
+/// Where each test process notes the names it gives (one file per name, holding the process's
+/// pid and start time): what scripts/sweep-tests.sh reads.
+pub const NAMES_DIR: &str = "/tmp/meshtop-test-names";
+
+/// Note `name` as this process's (see [`test_name`]); written whole (a rename), so the sweep
+/// never reads half a note.
+pub fn note_name(name: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::path::Path::new(NAMES_DIR);
+    if !dir.exists() {
+        std::fs::create_dir_all(dir)
+            .expect("the tests note their names in /tmp/meshtop-test-names");
+        // Shared by whoever runs tests here (the re-runs as nobody too), as /tmp is.
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+    }
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command's name (which may hold spaces): the start time is the 22nd
+    // field of the line, the 20th after the name.
+    let started = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .expect("a start time in /proc/self/stat");
+    let note = dir.join(format!(".{name}.new"));
+    std::fs::write(&note, format!("{} {started}\n", std::process::id()))
+        .and_then(|()| std::fs::rename(&note, dir.join(name)))
+        .unwrap_or_else(|e| panic!("cannot note the test's name {name} in {NAMES_DIR}: {e}"));
+}
+
 /// Wait until `ready` holds, looking every 20 ms; after `within`, panics saying that `what` never
 /// happened. Every wait of the tests is one of these (or [`wait_for`], [`wait_until_async`]): a
 /// condition with a deadline, never a fixed sleep hoping the thing happened meanwhile.
