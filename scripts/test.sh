@@ -28,6 +28,10 @@ if ! docker info >/dev/null 2>&1; then
   exit 1
 fi
 
+# What killed tests left (containers, images, tmux servers, registry repositories named by a test
+# no longer running) goes first; the example mesh's `demo` machines and the user's own stay.
+bash scripts/sweep-tests.sh
+
 # The example mesh's base carries Debian's static busybox (see the README).
 cp -f /bin/busybox assets/example/base/busybox
 

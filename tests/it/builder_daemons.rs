@@ -18,7 +18,7 @@ use common::local_registry::LOCAL;
 use common::{ExampleMesh, builds, json_of, said, wait_exit};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
-use meshtop::mesh::progress::Payload;
+use meshtop::mesh::progress::{EventRow, Payload};
 
 /// The example mesh with the registry on loopback and `builders` (name, endpoint, max_builds);
 /// its images are removed from the second daemon when the guard drops (the example mesh cleans
@@ -330,29 +330,37 @@ fn a_hand_over_push_holds_no_build_slot() {
 fn a_build_of_another_builder_is_delivered_while_its_tier_still_builds() {
     let pooled = proxied_pool("early");
     let mesh = &pooled.pool.mesh;
+    // tools' step waits for the test, not a guessed number of seconds: it is let go once web
+    // was pulled, so web's pull cannot race tools' end.
+    let (held, gate) = common::held_run("true");
     let tools = mesh.root().join("tools/Dockerfile");
     let text = std::fs::read_to_string(&tools).unwrap();
-    std::fs::write(&tools, format!("{text}{}", common::fresh_run("sleep 10"))).unwrap();
-    let output = mesh.meshtop(&["converge", "--jobs", "2"]);
-    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
-    let on = built_on(mesh);
-    assert_eq!(
-        (&on["tools"][..], &on["web"][..]),
-        (&["one".to_string()][..], &["two".to_string()][..]),
-        "{on:?}"
-    );
-    let steps = StateDb::open(&mesh.state())
-        .unwrap()
-        .events_after(&mesh.name, 0, usize::MAX)
+    std::fs::write(&tools, format!("{text}{held}")).unwrap();
+    let log = mesh.dir.path().join("converge.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .arg("--mesh")
+        .arg(mesh.mesh_file())
+        .arg("--state")
+        .arg(mesh.state())
+        .args(["converge", "--jobs", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
         .unwrap();
-    let at = |module: &str, what: &dyn Fn(&Payload) -> bool| {
+    let said_so_far = || std::fs::read_to_string(&log).unwrap_or_default();
+    let steps = || {
+        StateDb::open(&mesh.state())
+            .unwrap()
+            .events_after(&mesh.name, 0, usize::MAX)
+            .unwrap()
+    };
+    let at = |steps: &[EventRow], module: &str, what: &dyn Fn(&Payload) -> bool| {
         steps
             .iter()
             .find(|s| s.module.as_deref() == Some(module) && s.payload.as_ref().is_some_and(what))
             .map(|s| s.at_ms)
-            .unwrap_or_else(|| panic!("no such step of {module}: {}", said(&output)))
     };
-    let web_pulled = at("web", &|p| {
+    let pulled = |p: &Payload| {
         matches!(
             p,
             Payload::Delivered {
@@ -360,12 +368,51 @@ fn a_build_of_another_builder_is_delivered_while_its_tier_still_builds() {
                 ..
             }
         )
-    });
-    let tools_built = at("tools", &|p| matches!(p, Payload::Built { .. }));
+    };
+    let built = |p: &Payload| matches!(p, Payload::Built { .. });
+    // While tools' step is held: web is built on two and pulled onto the host (and tools' step
+    // reached its hold, to be let go).
+    common::wait_for(
+        "web pulled onto the host while tools' step still ran",
+        Duration::from_secs(180),
+        || {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("the converge ended ({status}) first:\n{}", said_so_far());
+            }
+            let steps = steps();
+            assert_eq!(
+                at(&steps, "tools", &built),
+                None,
+                "tools built while its step was held:\n{}",
+                said_so_far()
+            );
+            at(&steps, "web", &pulled).ok_or_else(said_so_far)?;
+            if common::processes_saying(&gate).is_empty() {
+                return Err(format!(
+                    "tools' step not at its hold yet:\n{}",
+                    said_so_far()
+                ));
+            }
+            Ok(())
+        },
+    );
+    common::let_go(&gate);
+    let status = wait_exit(&mut child, Duration::from_secs(180), "tools' step let go");
+    assert_eq!(status.code(), Some(0), "{}", said_so_far());
+    let on = built_on(mesh);
+    assert_eq!(
+        (&on["tools"][..], &on["web"][..]),
+        (&["one".to_string()][..], &["two".to_string()][..]),
+        "{on:?}"
+    );
+    let steps = steps();
+    let web_pulled = at(&steps, "web", &pulled).unwrap();
+    let tools_built = at(&steps, "tools", &built)
+        .unwrap_or_else(|| panic!("tools never built: {}", said_so_far()));
     assert!(
         web_pulled < tools_built,
         "web was pulled at {web_pulled}, after tools built at {tools_built}: {}",
-        said(&output)
+        said_so_far()
     );
     machines_run_the_record(mesh);
 }

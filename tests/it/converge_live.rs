@@ -178,8 +178,10 @@ fn quitting_while_a_converge_started_here_runs_asks_and_cancels_it() {
     assert!(screen.contains("marked cancelled"), "{screen}");
     // Cancel is selected: Enter keeps the dashboard and the converge.
     tmux.keys(&["Enter"]);
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(row(&tmux.screen(), "api").contains("building"));
+    let screen = tmux.wait_quietly("the quit question answered", Duration::from_secs(10), |s| {
+        !s.contains("Quit while")
+    });
+    assert!(row(&screen, "api").contains("building"), "{screen}");
     tmux.keys(&["q"]);
     tmux.wait_quietly("the quit question", Duration::from_secs(10), |s| {
         s.contains("Quit while")

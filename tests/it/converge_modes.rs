@@ -15,7 +15,7 @@ use common::{example::require_docker, said};
 fn a_private_file_stays_private_in_the_image() {
     require_docker();
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("modes{}", common::run_id());
+    let name = common::test_name("modes");
     let _guard = common::DaemonGuard(name.clone());
     let context = dir.path().join("app");
     std::fs::create_dir_all(&context).unwrap();

@@ -101,10 +101,20 @@ fn a_build_whose_process_is_gone_shows_stopped_process_gone_then_is_closed_as_st
 
     // Frozen past the stale limit: shown stopped (process gone); the row is not rewritten.
     signal(child.id(), "STOP");
-    std::thread::sleep(Duration::from_millis(3000));
-    let row = json_row(&mesh, &id);
+    let row = common::wait_for(
+        "the frozen build shown as process gone once its heartbeat is stale",
+        Duration::from_secs(30),
+        || {
+            let row = json_row(&mesh, &id);
+            assert_eq!(row["status"], "running", "a read never rewrites it: {row}");
+            if row["process_gone"] == true {
+                Ok(row)
+            } else {
+                Err(row.to_string())
+            }
+        },
+    );
     assert_eq!(row["status"], "running", "a read never rewrites it: {row}");
-    assert_eq!(row["process_gone"], true, "{row}");
     let line = table_line(&mesh, "base");
     assert!(line.contains("stopped (process gone)"), "{line}");
 

@@ -54,7 +54,25 @@ fn a_frozen_converge_that_was_taken_over_never_stamps_over_the_new_record() {
     let running = wait_for_running_build(&mesh, &mut a, &log);
     let a_id = running.operation_id.clone().unwrap();
     signal(a.id(), "STOP");
-    std::thread::sleep(Duration::from_millis(3000));
+    // Frozen until its lock is stale: its last heartbeat older than the stale limit.
+    let stale_ms: i64 = STALE_MS.parse().unwrap();
+    common::wait_for(
+        "the frozen converge's heartbeat going stale",
+        Duration::from_secs(30),
+        || {
+            let holder = StateDb::open(&mesh.state())
+                .unwrap()
+                .mesh_holder(&mesh.name, "default")
+                .unwrap()
+                .ok_or("nobody holds the mesh")?;
+            let age = meshtop::timefmt::now_ms() - holder.heartbeat_ms;
+            if age > stale_ms {
+                Ok(())
+            } else {
+                Err(format!("{holder:?}, its heartbeat {age} ms old"))
+            }
+        },
+    );
 
     // B: newer inputs (the base without the slow step), takes the mesh over, builds and stamps.
     std::fs::write(&dockerfile, &original).unwrap();

@@ -45,7 +45,7 @@ fn build(dir: &std::path::Path, tag: &str, label: Option<&str>) {
 async fn listing_sees_only_labelled_images() {
     common::require_docker();
     let dir = tempfile::tempdir().unwrap();
-    let tag = format!("listing-{}", common::run_id());
+    let tag = common::test_name("listing");
     let _guard = common::DaemonGuard(tag.clone());
     let labelled = format!("{tag}/labelled:1");
     let unlabelled = format!("{tag}/unlabelled:1");

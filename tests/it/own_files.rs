@@ -24,7 +24,7 @@ fn meshtop(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 fn a_context_holding_the_state_database_is_refused_before_any_build() {
     require_docker();
     let dir = tempfile::tempdir().unwrap();
-    let name = format!("own{}", common::run_id());
+    let name = common::test_name("own");
     let _guard = common::DaemonGuard(name.clone());
     std::fs::write(
         dir.path().join("mesh.toml"),
@@ -71,7 +71,7 @@ fn a_context_holding_the_log_file_is_refused_before_any_build() {
     require_docker();
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let name = format!("ownlog{}", common::run_id());
+    let name = common::test_name("ownlog");
     let _guard = common::DaemonGuard(name.clone());
     std::fs::write(
         dir.path().join("mesh.toml"),

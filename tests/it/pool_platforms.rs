@@ -613,12 +613,17 @@ async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
     );
     let mesh = docker_pool("ppgone", &pool, &arm64_busybox);
     let _second = SecondDaemonGuard(mesh.name.clone());
-    // The arm64 build stays in a step long enough to lose its builder in it.
+    // The arm64 build stays in a step (fresh: never answered from a cache) while it loses its
+    // builder: the builder is cut once the step's process is seen running, not after a guess.
     let dockerfile = mesh.root().join("base/Dockerfile");
     let text = std::fs::read_to_string(&dockerfile).unwrap();
+    let step = common::run_id();
     std::fs::write(
         &dockerfile,
-        format!("{text}RUN if [ \"$TARGETARCH\" = arm64 ]; then sleep 8; fi\n"),
+        format!(
+            // Only arm64's inner shell is named `step-{step}` ($0): amd64's script never says it.
+            "{text}RUN if [ \"$TARGETARCH\" = arm64 ]; then w=step; sh -c 'sleep 8; true' \"$w-{step}\"; fi\n"
+        ),
     )
     .unwrap();
     let log = dir.path().join("converge.log");
@@ -635,6 +640,19 @@ async fn a_platforms_builder_that_goes_away_is_the_one_blamed_and_avoided() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    common::wait_until(
+        "the arm64 step's process running on builder two",
+        std::time::Duration::from_secs(120),
+        || {
+            !common::processes_saying(&format!("step-{step}")).is_empty()
+                || child.try_wait().unwrap().is_some()
+        },
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the converge ended before the arm64 step ran:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     proxy.shut();
     let status = common::wait_exit(&mut child, std::time::Duration::from_secs(240), "the retry");
     let stderr = std::fs::read_to_string(&log).unwrap();

@@ -235,7 +235,12 @@ async fn a_reader_during_stamps_sees_the_old_or_the_new_record_never_a_mix() {
     };
     let reader = api.cluster(NS);
     let mut generations = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never finished its stamps within 120 s (read {generations:?})"
+        );
         let done = writer.is_finished();
         let read = reader.read_record().await.unwrap();
         let tags: std::collections::BTreeSet<&str> = read
@@ -573,11 +578,14 @@ async fn a_stamper_slower_than_the_grace_never_switches_the_index_to_shards_gc_t
     };
     hold.reached().await;
     let gc = api.cluster(NS).with_shard_grace(grace);
-    let mut taken = 0;
-    while taken == 0 {
-        taken = gc.gc_shards(&RecordIndex::default()).await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    // The shard's grace passes while the stamper is held: gc takes it then (the clock, not luck).
+    let gc = &gc;
+    common::wait_until_async(
+        "gc taking the held stamper's shard once its grace passed",
+        std::time::Duration::from_secs(30),
+        || async move { gc.gc_shards(&RecordIndex::default()).await.unwrap() > 0 },
+    )
+    .await;
     hold.release();
     stamper.await.unwrap().unwrap();
     assert_eq!(

@@ -28,7 +28,7 @@ async fn push_returns_the_digest_the_registry_then_answers() {
     .unwrap();
     let tag = format!("t{}", &unique[unique.len() - 12..]);
     // A repository of this run's own: runs never meet in the registry, which keeps its storage.
-    let repository = format!("test-{}/x", common::run_id());
+    let repository = format!("{}/x", common::test_name("registry"));
     let reference = format!("{LOCAL}/{repository}:{tag}");
     docker(&[
         "build",

@@ -24,7 +24,7 @@ async fn a_pushed_manifest_is_deleted_by_digest_and_then_absent() {
     .unwrap();
     let tag = format!("d{}", &unique[unique.len() - 12..]);
     // A repository of this run's own: runs never meet in the registry, which keeps its storage.
-    let repository = format!("test-{}/gc", common::run_id());
+    let repository = format!("{}/gc", common::test_name("regdel"));
     let reference = format!("{LOCAL}/{repository}:{tag}");
     docker(&[
         "build",

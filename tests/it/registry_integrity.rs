@@ -606,7 +606,7 @@ struct Small {
 async fn small_images() -> Small {
     require_registry().await;
     let proxy = RegistryProxy::lying().await;
-    let repository = format!("tridigest-{}/app", run_id());
+    let repository = format!("{}/app", common::test_name("tridigest"));
     let (signed_manifest, signed_config, signed_size) =
         push_small_image(&repository, "signed", "a").await;
     let (other_manifest, other_config, _) = push_small_image(&repository, "other", "b").await;

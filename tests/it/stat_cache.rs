@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, FileTimes};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use meshtop::backends::state::StateDb;
 use meshtop::workspace::inputs::{InputSpec, hash_inputs, hash_inputs_cached};
@@ -209,6 +209,27 @@ impl Fixture {
         }
     }
 
+    /// Wait until the filesystem's clock has moved on: what changes after this has a ctime no
+    /// earlier change had, whatever the kernel's timestamp granularity (a jiffy: 10 ms at HZ=100).
+    /// A probe beside the context (not in it) is rewritten until its ctime moves.
+    fn next_tick(&self) {
+        let probe = self._db.path().join("tick");
+        let ctime = || {
+            fs::write(&probe, b"tick").unwrap();
+            let meta = fs::metadata(&probe).unwrap();
+            (meta.ctime(), meta.ctime_nsec())
+        };
+        let before = ctime();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ctime() == before {
+            assert!(
+                Instant::now() < deadline,
+                "the filesystem's timestamps never moved within 5 s (ctime stays {before:?})"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     fn spec(&self) -> InputSpec<'_> {
         InputSpec {
             context: &self.ctx,
@@ -242,9 +263,9 @@ proptest! {
         let (ctx, history, spec) = (fixture.ctx.clone(), &fixture.history, fixture.spec());
         cached_digest(history, &spec, clock_ahead);
         for edit in &edits {
-            // A new timestamp tick for every edit (ctime cannot be put back; it is what catches a
-            // rewrite that restores the mtime).
-            std::thread::sleep(Duration::from_millis(5));
+            // Every edit in a timestamp tick of its own, as edits a second apart are (ctime cannot
+            // be put back; it is what catches a rewrite that restores the mtime).
+            fixture.next_tick();
             apply(&ctx, edit);
             let (cached, _) = cached_digest(history, &spec, clock_ahead);
             let uncached = hash_inputs(&spec).unwrap().digest;
@@ -268,12 +289,21 @@ fn an_unchanged_context_is_not_read_again_and_a_changed_file_is() {
         (first.as_str(), 0),
         "a steady plan reads nothing, not even the Dockerfile"
     );
-    std::thread::sleep(Duration::from_millis(5));
-    fs::write(ctx.join(name(2)), bytes(99)).unwrap();
+    // New bytes of the same size, a second newer (set, not waited for).
+    let path = ctx.join(name(2));
+    let hashed = fs::metadata(&path).unwrap().modified().unwrap();
+    fs::write(&path, bytes(99)).unwrap();
+    File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(hashed + Duration::from_secs(1))
+        .unwrap();
     let (moved, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(read, 1, "only the changed file is read");
     assert_ne!(moved, first);
-    std::thread::sleep(Duration::from_millis(5));
+    // The Dockerfile keeps its mtime: only its ctime, which cannot be set, tells the rewrite.
+    fixture.next_tick();
     apply(&ctx, &Edit::RewriteDockerfile { keep_mtime: true });
     let (rebuilt, read) = cached_digest(history, &spec, clock_ahead);
     assert_eq!(read, 1, "only the changed Dockerfile is read");

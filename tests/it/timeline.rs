@@ -28,6 +28,69 @@ fn stdout_json(output: &std::process::Output) -> Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", said(output)))
 }
 
+/// `meshtop converge --json`, letting each held step go once the module beside it was built (and
+/// the step reached its hold); answers the summary.
+fn converge_letting_go(mesh: &ExampleMesh, holds: &[(&str, &str)]) -> Value {
+    let (out, err) = (
+        mesh.dir.path().join("converge.json"),
+        mesh.dir.path().join("converge.log"),
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .arg("--mesh")
+        .arg(mesh.mesh_file())
+        .arg("--state")
+        .arg(mesh.state())
+        .args(["converge", "--json"])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let said_so_far = || std::fs::read_to_string(&err).unwrap_or_default();
+    for (held, other) in holds {
+        common::wait_until(
+            &format!("{other} built while the slow step {held} was held"),
+            std::time::Duration::from_secs(240),
+            || {
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("the converge ended ({status}) first:\n{}", said_so_far());
+                }
+                built(mesh, other) && !common::processes_saying(held).is_empty()
+            },
+        );
+        common::let_go(held);
+    }
+    let status = common::wait_exit(
+        &mut child,
+        std::time::Duration::from_secs(240),
+        "the held steps let go",
+    );
+    assert!(status.success(), "{}", said_so_far());
+    let text = std::fs::read(&out).unwrap();
+    serde_json::from_slice(&text).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&text),
+            said_so_far()
+        )
+    })
+}
+
+/// Whether the converge said `module` was built.
+fn built(mesh: &ExampleMesh, module: &str) -> bool {
+    meshtop::backends::state::StateDb::open(&mesh.state())
+        .unwrap()
+        .events_after(&mesh.name, 0, usize::MAX)
+        .unwrap()
+        .iter()
+        .any(|e| {
+            e.module.as_deref() == Some(module)
+                && matches!(
+                    e.payload,
+                    Some(meshtop::mesh::progress::Payload::Built { .. })
+                )
+        })
+}
+
 /// A span as (phase, start, end).
 type SpanSeen = (String, i64, i64);
 /// A complete event on its thread as (start, end, name).
@@ -170,10 +233,15 @@ fn read_chrome_trace(trace: &Value) -> BTreeMap<String, Vec<String>> {
 #[test]
 fn a_converge_keeps_its_timeline_and_trace_shows_and_compares_it() {
     let mesh = ExampleMesh::new("timeline");
-    append(&mesh, "tools/Dockerfile", &fresh_run(SLOW));
-    append(&mesh, "api/Dockerfile", &fresh_run(SLOW));
+    // Each slow step sleeps, then is held until its tier's other module was built: the chain
+    // base → tools → api is so by construction, not because 3 s outlasted web's and worker's
+    // builds on a busy machine.
+    let (tools_step, tools_held) = common::held_run(SLOW);
+    let (api_step, api_held) = common::held_run(SLOW);
+    append(&mesh, "tools/Dockerfile", &tools_step);
+    append(&mesh, "api/Dockerfile", &api_step);
 
-    let first = stdout_json(&mesh.meshtop(&["converge", "--json"]));
+    let first = converge_letting_go(&mesh, &[(&tools_held, "web"), (&api_held, "worker")]);
     assert_eq!(first["ok"], true, "{first}");
     // The summary's words are as they were; the timeline is an object beside them.
     assert!(first["modules"].is_array() && first["record"].is_string());

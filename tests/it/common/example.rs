@@ -50,7 +50,7 @@ impl ExampleMesh {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/example");
         copy_tree(&root, &dir.path().join("mesh"));
         std::fs::copy(busybox, dir.path().join("mesh/base/busybox")).unwrap();
-        let name = format!("t{tag}-{}", super::run_id());
+        let name = super::test_name(tag);
         let file = dir.path().join("mesh/mesh.toml");
         let text = std::fs::read_to_string(&file).unwrap();
         let text = text

@@ -63,17 +63,39 @@ struct State {
     authorizations: Vec<(kube_rules::Attributes, bool)>,
 }
 
+/// How long a gate or a hold of the test server waits for what the test promised (the other
+/// gathered requests, the held request, its release): past it the wait ends saying what never
+/// came, instead of hanging until nextest's limit.
+pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A request held before the server acts on it, until the test releases it.
-#[derive(Default)]
 pub struct Hold {
+    /// The request held, as a message names it.
+    what: String,
     reached: tokio::sync::Notify,
     release: tokio::sync::Notify,
 }
 
 impl Hold {
-    /// Wait until the held request has arrived.
+    fn new(what: String) -> Hold {
+        Hold {
+            what,
+            reached: tokio::sync::Notify::new(),
+            release: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Wait until the held request has arrived; panics naming it when it never does.
     pub async fn reached(&self) {
-        self.reached.notified().await;
+        if tokio::time::timeout(GATE_LIMIT, self.reached.notified())
+            .await
+            .is_err()
+        {
+            panic!(
+                "{} never reached the API test server within {GATE_LIMIT:?}",
+                self.what
+            );
+        }
     }
 
     /// Let the held request through.
@@ -81,10 +103,36 @@ impl Hold {
         self.release.notify_one();
     }
 
-    async fn hold(&self) {
+    /// Hold the request until released; a hold never released is answered 500, saying so.
+    async fn hold(&self) -> Result<(), Response> {
         self.reached.notify_one();
-        self.release.notified().await;
+        tokio::time::timeout(GATE_LIMIT, self.release.notified())
+            .await
+            .map_err(|_| {
+                gate_failed(&format!(
+                    "the test never released {} within {GATE_LIMIT:?}",
+                    self.what
+                ))
+            })
     }
+}
+
+/// Wait at a gate's barrier for the other requests it gathers; a gate that never fills is
+/// answered 500, naming it (the client's error then says what never happened).
+async fn gather(barrier: &Barrier, what: &str) -> Result<(), Response> {
+    tokio::time::timeout(GATE_LIMIT, barrier.wait())
+        .await
+        .map(|_| ())
+        .map_err(|_| {
+            gate_failed(&format!(
+                "the other {what} this gate gathers never came within {GATE_LIMIT:?}"
+            ))
+        })
+}
+
+fn gate_failed(message: &str) -> Response {
+    eprintln!("API test server: {message}");
+    status(500, "InternalError", &format!("API test server: {message}"))
 }
 
 pub struct KubeApi {
@@ -337,14 +385,18 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     /// After `n` more ConfigMap creates, the next one is held (before it is applied) until released.
     pub fn hold_configmap_create_after(&self, n: usize) -> Arc<Hold> {
-        let hold = Arc::new(Hold::default());
+        let hold = Arc::new(Hold::new(format!(
+            "the ConfigMap create after {n} more (hold_configmap_create_after)"
+        )));
         self.state.lock().unwrap().create_hold = Some((n, hold.clone()));
         hold
     }
 
     /// The next ConfigMap delete is held (before it is applied) until released.
     pub fn hold_next_configmap_delete(&self) -> Arc<Hold> {
-        let hold = Arc::new(Hold::default());
+        let hold = Arc::new(Hold::new(
+            "the next ConfigMap delete (hold_next_configmap_delete)".to_string(),
+        ));
         self.state.lock().unwrap().delete_hold = Some(hold.clone());
         hold
     }
@@ -907,8 +959,10 @@ async fn route(
             };
             // Read first, then wait (as for namespaces): every gated reader saw the same lease.
             let response = leases(state, &method, ns, Some(name), &q, body);
-            if let Some(barrier) = gate {
-                barrier.wait().await;
+            if let Some(barrier) = gate
+                && let Err(failed) = gather(&barrier, "lease reads (sync_next_lease_reads)").await
+            {
+                return failed;
             }
             response
         }
@@ -929,15 +983,21 @@ async fn route(
             // Read first, then wait: every gated reader answers with the same resourceVersion however the
             // tasks are scheduled after the barrier.
             let response = get_object(state, "namespaces", "", name);
-            if let Some(barrier) = gate {
-                barrier.wait().await;
+            if let Some(barrier) = gate
+                && let Err(failed) =
+                    gather(&barrier, "namespace reads (sync_next_namespace_reads)").await
+            {
+                return failed;
             }
             response
         }
         (Method::PATCH, ["api", "v1", "namespaces", name]) => {
             let gate = next_gate(&mut state.lock().unwrap().patch_gate);
-            if let Some(barrier) = gate {
-                barrier.wait().await;
+            if let Some(barrier) = gate
+                && let Err(failed) =
+                    gather(&barrier, "namespace patches (sync_next_namespace_patches)").await
+            {
+                return failed;
             }
             let response = patch_object(state, "namespaces", "", name, headers, body);
             match response.status() {
@@ -953,8 +1013,10 @@ async fn route(
         (method, ["api", "v1", "namespaces", ns, "configmaps"]) => {
             if method == Method::POST {
                 let hold = next_create_hold(&mut state.lock().unwrap().create_hold);
-                if let Some(hold) = hold {
-                    hold.hold().await;
+                if let Some(hold) = hold
+                    && let Err(failed) = hold.hold().await
+                {
+                    return failed;
                 }
             }
             configmaps::configmaps(state, &method, ns, None, &q, headers, body)
@@ -962,8 +1024,10 @@ async fn route(
         (method, ["api", "v1", "namespaces", ns, "configmaps", name]) => {
             if method == Method::DELETE {
                 let hold = state.lock().unwrap().delete_hold.take();
-                if let Some(hold) = hold {
-                    hold.hold().await;
+                if let Some(hold) = hold
+                    && let Err(failed) = hold.hold().await
+                {
+                    return failed;
                 }
             }
             configmaps::configmaps(state, &method, ns, Some(name), &q, headers, body)

@@ -41,6 +41,8 @@ pub mod tmux;
 
 pub use example::*;
 
+use std::time::{Duration, Instant};
+
 /// A random id, fresh on every call (never the pid, which repeats across runs and machines):
 /// every name a test leaves on the daemon, the registry or tmux carries one, so two runs, or a run
 /// beside the example mesh's own `demo` machines, never meet.
@@ -53,11 +55,158 @@ pub fn run_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The name a test gives what it leaves on the daemon, the registry or tmux: `t<tag>-<run id>`,
+/// noted in [`NAMES_DIR`] with this process, so that the next run of the test command removes
+/// what a killed test left (scripts/sweep-tests.sh) — exactly the names noted by test processes
+/// no longer running, never anything else (the example mesh's `demo` machines, the user's own).
+pub fn test_name(tag: &str) -> String {
+    let name = format!("t{tag}-{}", run_id());
+    note_name(&name);
+    name
+}
+
+/// Where each test process notes the names it gives (one file per name, holding the process's
+/// pid and start time): what scripts/sweep-tests.sh reads.
+pub const NAMES_DIR: &str = "/tmp/meshtop-test-names";
+
+/// Note `name` as this process's (see [`test_name`]); written whole (a rename), so the sweep
+/// never reads half a note.
+pub fn note_name(name: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::path::Path::new(NAMES_DIR);
+    if !dir.exists() {
+        std::fs::create_dir_all(dir)
+            .expect("the tests note their names in /tmp/meshtop-test-names");
+        // Shared by whoever runs tests here (the re-runs as nobody too), as /tmp is.
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+    }
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    // The fields after the command's name (which may hold spaces): the start time is the 22nd
+    // field of the line, the 20th after the name.
+    let started = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .expect("a start time in /proc/self/stat");
+    let note = dir.join(format!(".{name}.new"));
+    std::fs::write(&note, format!("{} {started}\n", std::process::id()))
+        .and_then(|()| std::fs::rename(&note, dir.join(name)))
+        .unwrap_or_else(|e| panic!("cannot note the test's name {name} in {NAMES_DIR}: {e}"));
+}
+
+/// Wait until `ready` holds, looking every 20 ms; after `within`, panics saying that `what` never
+/// happened. Every wait of the tests is one of these (or [`wait_for`], [`wait_until_async`]): a
+/// condition with a deadline, never a fixed sleep hoping the thing happened meanwhile.
+pub fn wait_until(what: &str, within: Duration, mut ready: impl FnMut() -> bool) {
+    wait_for(what, within, || {
+        if ready() { Ok(()) } else { Err(String::new()) }
+    });
+}
+
+/// Wait until `look` answers `Ok`, looking every 20 ms; after `within`, panics saying that `what`
+/// never happened and what `look` saw last (its `Err`).
+pub fn wait_for<T>(what: &str, within: Duration, mut look: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match look() {
+            Ok(found) => return found,
+            Err(seen) if Instant::now() >= deadline => {
+                panic!(
+                    "{what} never happened within {within:?}{}",
+                    last_seen(&seen)
+                )
+            }
+            Err(_) => std::thread::sleep(LOOK_EVERY),
+        }
+    }
+}
+
+/// [`wait_until`] for async conditions, on the test's runtime.
+pub async fn wait_until_async<F: std::future::Future<Output = bool>>(
+    what: &str,
+    within: Duration,
+    mut ready: impl FnMut() -> F,
+) {
+    wait_for_async(what, within, || {
+        let ready = ready();
+        async move {
+            if ready.await {
+                Ok(())
+            } else {
+                Err(String::new())
+            }
+        }
+    })
+    .await
+}
+
+/// [`wait_for`] for async looks, on the test's runtime.
+pub async fn wait_for_async<T, F: std::future::Future<Output = Result<T, String>>>(
+    what: &str,
+    within: Duration,
+    mut look: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match look().await {
+            Ok(found) => return found,
+            Err(seen) if Instant::now() >= deadline => {
+                panic!(
+                    "{what} never happened within {within:?}{}",
+                    last_seen(&seen)
+                )
+            }
+            Err(_) => tokio::time::sleep(LOOK_EVERY).await,
+        }
+    }
+}
+
+/// How often a wait looks again: a poll interval, not a guess at how long something takes.
+const LOOK_EVERY: Duration = Duration::from_millis(20);
+
+fn last_seen(seen: &str) -> String {
+    if seen.is_empty() {
+        String::new()
+    } else {
+        format!("; last seen: {seen}")
+    }
+}
+
 /// A Dockerfile `RUN` line that really runs: BuildKit keeps a finished step in its cache by its
 /// command, across tests and runs on one daemon, so a step a test waits on (a slow build to watch,
 /// stop or take over) carries a word no earlier run had, as a shell comment.
 pub fn fresh_run(command: &str) -> String {
     format!("RUN {command} # fresh {}\n", run_id())
+}
+
+/// A Dockerfile `RUN` line that runs `first`, then holds its step until the test lets it go with
+/// [`let_go`] (at most 120 s): a step that ends when something else happened, not after a guessed
+/// number of seconds. Answers the line and the name the held step's process carries (only its
+/// inner shell's `$0` says it, so the step's script never matches, and no cache holds the step;
+/// its `; true` keeps a shell from exec-ing the sleep in its place, which would drop the name).
+pub fn held_run(first: &str) -> (String, String) {
+    let id = run_id();
+    (
+        format!("RUN {first} && w=held; sh -c 'sleep 120; true' \"$w-{id}\" || true\n"),
+        format!("held-{id}"),
+    )
+}
+
+/// Let a step of [`held_run`] go on (its inner shell killed, the step ends well); panics when it
+/// is not running.
+pub fn let_go(held: &str) {
+    let processes = processes_saying(held);
+    assert!(!processes.is_empty(), "the held step {held} is not running");
+    for process in &processes {
+        let pid = process.split(':').next().unwrap();
+        let killed = std::process::Command::new("kill")
+            .args(["-9", pid])
+            .status()
+            .unwrap();
+        assert!(
+            killed.success(),
+            "kill -9 {process}: the held step cannot be let go"
+        );
+    }
 }
 
 /// Processes of this machine whose command line holds `word` (BuildKit's step processes run in

@@ -54,6 +54,8 @@ impl Tmux {
             "this test needs tmux (apt-get install tmux; scripts/test.sh installs it)"
         );
         let id = super::run_id();
+        // Noted: a server a killed test left is ended by the next run's sweep.
+        super::note_name(&format!("meshtop-test-{id}"));
         let tmux = Tmux {
             session: format!("meshtop-e2e-{id}"),
             server: format!("meshtop-test-{id}"),

@@ -80,7 +80,7 @@ pub fn read(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -163,13 +163,30 @@ mod tests {
         // Two batches of 12: 24 reads asked, never more than the bound at once.
         reader.fetch(&backend, asks(0, 12), tx.clone());
         reader.fetch(&backend, asks(12, 12), tx);
+        // Every wait ends with a message naming what never happened, never a hang.
+        let limit = std::time::Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + limit;
         while in_flight.load(Ordering::SeqCst) < READS_AT_ONCE {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} of {READS_AT_ONCE} reads were ever in flight at once within {limit:?}",
+                in_flight.load(Ordering::SeqCst)
+            );
             tokio::task::yield_now().await;
         }
         let mut answered = std::collections::BTreeSet::new();
         while answered.len() < 24 {
             gate.add_permits(1);
-            match rx.recv().await.unwrap() {
+            let answer = tokio::time::timeout(limit, rx.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "answer {} of 24 never came within {limit:?} of its read's permit",
+                        answered.len() + 1
+                    )
+                })
+                .expect("the reader's sender stays open until every answer is sent");
+            match answer {
                 Msg::ProvenanceRead {
                     digest,
                     result: Ok(None),
