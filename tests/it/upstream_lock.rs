@@ -76,7 +76,7 @@ fn app_ref(mesh: &ExampleMesh, state: &Path) -> (String, serde_json::Value) {
 async fn a_moved_upstream_is_held_by_the_lock_until_update_moves_it() {
     require_registry().await;
     let mesh = ExampleMesh::new("upl");
-    let upstream = format!("{LOCAL}/up-{}/base:1", common::run_id());
+    let upstream = format!("{LOCAL}/upstream/{}:1", common::test_name("up"));
     let dir = tempfile::tempdir().unwrap();
     let v1 = push_upstream(dir.path(), &upstream, "1");
     mesh_on(&mesh, &upstream);
@@ -166,7 +166,7 @@ async fn a_moved_upstream_is_held_by_the_lock_until_update_moves_it() {
 async fn an_upstream_nobody_can_resolve_is_named_with_the_registrys_answer() {
     require_registry().await;
     let mesh = ExampleMesh::new("upn");
-    let upstream = format!("{LOCAL}/up-{}/missing:1", common::run_id());
+    let upstream = format!("{LOCAL}/upstream/{}:1", common::test_name("upm"));
     mesh_on(&mesh, &upstream);
     let out = mesh.meshtop(&["plan"]);
     assert!(
