@@ -2,8 +2,9 @@
 # Issue 52's figures: a steady `meshtop plan` of N modules each FROM its own locked upstream image,
 # against the same N modules FROM scratch (today's plan: no upstream at all), medians of RUNS
 # alternating runs; and `meshtop outdated` over the N locked upstreams against the local registry
-# (127.0.0.1:5000, scripts/start-registry.sh), in seconds, with the registry's own count of the
-# requests it served. N defaults to 100. The daemon is not asked (DOCKER_HOST points nowhere): the
+# (127.0.0.1:5000, scripts/start-registry.sh), in seconds. BIN_BEFORE=path also times that binary
+# (a build from before the lock, which reads no Dockerfile on the plan path) on the FROM-scratch
+# mesh: today's plan as it was. N defaults to 100. The daemon is not asked (DOCKER_HOST points nowhere): the
 # figures are the planner's and the registry's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,12 +58,21 @@ entries=$(grep -c '^\[\[upstream\]\]' "$work/locked/mesh.lock")
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 : >"$work/locked.ms"
 : >"$work/scratch.ms"
+: >"$work/before.ms"
+if [ -n "${BIN_BEFORE:-}" ]; then
+  "$BIN_BEFORE" --mesh "$work/scratch/mesh.toml" --state "$work/before.db" plan >/dev/null
+fi
 for _ in $(seq "$RUNS"); do
   for kind in locked scratch; do
     start=${EPOCHREALTIME/./}
     "$bin" --mesh "$work/$kind/mesh.toml" --state "$work/$kind.db" plan >/dev/null
     echo $(((${EPOCHREALTIME/./} - start) / 1000)) >>"$work/$kind.ms"
   done
+  if [ -n "${BIN_BEFORE:-}" ]; then
+    start=${EPOCHREALTIME/./}
+    "$BIN_BEFORE" --mesh "$work/scratch/mesh.toml" --state "$work/before.db" plan >/dev/null
+    echo $(((${EPOCHREALTIME/./} - start) / 1000)) >>"$work/before.ms"
+  fi
 done
 locked=$(median <"$work/locked.ms")
 scratch=$(median <"$work/scratch.ms")
@@ -74,6 +84,10 @@ outdated_ms=$(((${EPOCHREALTIME/./} - start) / 1000))
 
 echo "upstreams: N=$N, $entries locked by the first plan in $first_ms ms"
 echo "steady plan, median of $RUNS: $locked ms with $N locked upstreams, $scratch ms FROM scratch: $(python3 -c "print(f'{$locked / max($scratch, 1):.2f}')")x"
+if [ -n "${BIN_BEFORE:-}" ]; then
+  before=$(median <"$work/before.ms")
+  echo "the FROM-scratch mesh with BIN_BEFORE: $before ms: $N locked upstreams now cost $(python3 -c "print(f'{$locked / max($before, 1):.2f}')")x that"
+fi
 echo "outdated over $N upstreams: $outdated_ms ms ($N manifest HEADs, eight at once)"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq 0 $((N - 1))); do docker rmi "$registry/$run/u$i:1" >/dev/null 2>&1 || true; done
