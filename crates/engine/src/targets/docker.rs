@@ -311,15 +311,16 @@ impl Target for Docker {
         Ok(Some(digest))
     }
 
-    /// The container is recreated on the artifact: a multi-platform one's image for the daemon's
-    /// platform (pulled out of its index).
+    /// The container is recreated on the artifact (a multi-platform one's image for the daemon's
+    /// platform, pulled out of its index), everything else about it kept; sent once it proved
+    /// itself: healthy, or running a while without a healthcheck.
     async fn send<'a>(
         &'a self,
         mesh: &'a Mesh,
         moved: &'a Move,
         reach: Reach<'a>,
         _emitter: &'a Emitter,
-    ) -> Result<(), TargetError> {
+    ) -> Result<String, TargetError> {
         let image = host::runnable(&reach, &mesh.name, &moved.to_digest).await?;
         reach
             .daemon
@@ -328,6 +329,7 @@ impl Target for Docker {
             .map_err(TargetError::Unreachable)?
             .recreate(&moved.machine, &image)
             .await
+            .map(|proven| proven.to_string())
             .map_err(TargetError::from)
     }
 
