@@ -176,15 +176,21 @@ impl Stack {
         serde_json::from_str::<Value>(&out).unwrap()[0].clone()
     }
 
-    /// `meshtop send backend`: whether it succeeded, and its outcome's message.
-    fn send(&self) -> (bool, String) {
+    /// `meshtop send backend`: whether it succeeded, and its outcome's message; what it said on
+    /// the way (its progress, on stderr) in `live`.
+    fn send_saying(&self, live: &mut String) -> (bool, String) {
         let output = self.meshtop(&["send", "backend", "--yes", "--json"]);
         let outcomes: Value = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|e| panic!("send --json is not JSON ({e}): {}", said(&output)));
         assert_eq!(outcomes.as_array().map(Vec::len), Some(1), "{outcomes}");
         let ok = outcomes[0]["ok"] == true;
         assert_eq!(ok, output.status.success(), "{}", said(&output));
+        *live = String::from_utf8_lossy(&output.stderr).into_owned();
         (ok, outcomes[0]["message"].as_str().unwrap().to_string())
+    }
+
+    fn send(&self) -> (bool, String) {
+        self.send_saying(&mut String::new())
     }
 
     /// What the client gets from `url` (wget through the stack's networks).
@@ -379,8 +385,12 @@ fn a_send_keeps_the_compose_service_whole_and_counts_it_sent_once_healthy() {
     stack.artifact("v2", true, "");
     let (_, second) = stack.converge();
     assert_ne!(first, second, "the new www/version.txt moves the artifact");
-    let (ok, message) = stack.send();
+    let mut live = String::new();
+    let (ok, message) = stack.send_saying(&mut live);
     assert!(ok, "the send failed: {message}");
+    // What it waited on was said as it began: the old one's grace, then the healthcheck.
+    assert!(live.contains("its grace: 2 s"), "{live}");
+    assert!(live.contains("waiting until it reports healthy"), "{live}");
 
     let after = stack.inspect(BACKEND);
     assert_eq!(after["Image"], second, "{after}");
@@ -520,8 +530,13 @@ fn without_a_healthcheck_a_new_container_that_dies_within_the_watch_is_not_sent(
     // Up for two seconds, then it fails: a 1 s look would call it sent.
     stack.artifact("v2", true, "sleep 2; exit 3;");
     stack.converge();
-    let (ok, message) = stack.send();
+    let mut live = String::new();
+    let (ok, message) = stack.send_saying(&mut live);
     assert!(!ok, "a container that died after 2 s was sent: {message}");
+    assert!(
+        live.contains("no healthcheck: it must keep running 5.0 s"),
+        "{live}"
+    );
     assert!(message.contains("exit code 3"), "{message}");
 
     let after = stack.inspect(BACKEND);

@@ -134,8 +134,14 @@ impl Daemon {
     /// old one in every setting but its image (its own config, its whole host config, every network
     /// with its aliases; see `clone`). The old one is stopped with its own stop timeout and kept,
     /// renamed, until the new one proves itself (healthy, or running for a while: `proof`); if the
-    /// new one fails, it is removed and the old one put back and started again.
-    pub async fn recreate(&self, name: &str, new_image: &str) -> Result<Proven, DaemonError> {
+    /// new one fails, it is removed and the old one put back and started again. `said` hears what
+    /// it waits on, as it begins to.
+    pub async fn recreate(
+        &self,
+        name: &str,
+        new_image: &str,
+        said: &(dyn Fn(&str) + Sync),
+    ) -> Result<Proven, DaemonError> {
         let old = self
             .docker
             .inspect_container(name, None)
@@ -155,6 +161,9 @@ impl Daemon {
         let kept_name = format!("{name}{KEPT_SUFFIX}");
         if was_running {
             let grace = stop_grace(old.config.as_ref().and_then(|c| c.stop_timeout));
+            said(&format!(
+                "stopping the old container (its grace: {grace} s), kept until the new one proves itself"
+            ));
             let stop = StopContainerOptionsBuilder::default().t(grace).build();
             self.docker
                 .stop_container(name, Some(stop))
@@ -168,7 +177,7 @@ impl Daemon {
             .rename_container(name, rename)
             .await
             .map_err(self.call_error("rename the old container"))?;
-        match self.start_replacement(name, replacement).await {
+        match self.start_replacement(name, replacement, said).await {
             Ok(proven) => {
                 let remove = RemoveContainerOptionsBuilder::default().force(true).build();
                 self.docker
@@ -206,6 +215,7 @@ impl Daemon {
         &self,
         name: &str,
         replacement: clone::Replacement,
+        said: &(dyn Fn(&str) + Sync),
     ) -> Result<Proven, DaemonError> {
         let options = CreateContainerOptionsBuilder::default().name(name).build();
         let created = self
@@ -230,7 +240,7 @@ impl Daemon {
             )
             .await
             .map_err(self.call_error("start the new container"))?;
-        self.prove(name, &created.id).await
+        self.prove(name, &created.id, said).await
     }
 }
 

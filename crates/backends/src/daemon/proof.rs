@@ -56,6 +56,23 @@ pub(super) enum Watch {
     Steady(Duration),
 }
 
+impl std::fmt::Display for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Watch::Healthy { deadline, why } => write!(
+                f,
+                "started; waiting until it reports healthy, at most {} ({why})",
+                seconds(*deadline)
+            ),
+            Watch::Steady(steady) => write!(
+                f,
+                "started; no healthcheck: it must keep running {}",
+                seconds(*steady)
+            ),
+        }
+    }
+}
+
 /// The watch of a container whose (effective) healthcheck is `health`: the daemon's defaults
 /// where a field is unset (interval 30 s, timeout 30 s, 3 retries, no start period). The deadline
 /// is the start period and `retries + 1` rounds of interval and timeout, plus a margin of 5 s,
@@ -128,9 +145,16 @@ fn failed(name: &str, now: &ContainerInspectResponse, ran: Duration) -> Option<S
     let state = now.state.clone().unwrap_or_default();
     let exit_code = state.exit_code.unwrap_or(0);
     let ran = seconds(ran);
-    if state.restarting.unwrap_or(false) || restarts > 0 {
+    let restarting = state.restarting.unwrap_or(false);
+    if restarting || restarts > 0 {
+        // Its exit code is the last run's only while it waits to restart: a start resets it.
+        let exit = if restarting {
+            format!(", last exit code {exit_code}")
+        } else {
+            String::new()
+        };
         return Some(format!(
-            "the new container {name} kept restarting (restarted {restarts} time(s) within {ran}, last exit code {exit_code})"
+            "the new container {name} kept restarting (restarted {restarts} time(s) within {ran}{exit})"
         ));
     }
     if !state.running.unwrap_or(false) {
@@ -155,7 +179,13 @@ fn failed(name: &str, now: &ContainerInspectResponse, ran: Duration) -> Option<S
 impl Daemon {
     /// Watch the started container `id` (named `name`) until it proves itself or fails: Err says
     /// why (its exit, its restarts, `unhealthy` or the deadline, with its last health log lines).
-    pub(super) async fn prove(&self, name: &str, id: &str) -> Result<Proven, DaemonError> {
+    /// `said` hears what it is watched for.
+    pub(super) async fn prove(
+        &self,
+        name: &str,
+        id: &str,
+        said: &(dyn Fn(&str) + Sync),
+    ) -> Result<Proven, DaemonError> {
         let started = Instant::now();
         let mut watch = None;
         loop {
@@ -174,7 +204,9 @@ impl Daemon {
                 return Err(refused(message));
             }
             let watch = watch.get_or_insert_with(|| {
-                watch_for(now.config.as_ref().and_then(|c| c.healthcheck.as_ref()))
+                let watch = watch_for(now.config.as_ref().and_then(|c| c.healthcheck.as_ref()));
+                said(&watch.to_string());
+                watch
             });
             let health = now
                 .state
@@ -247,5 +279,10 @@ mod tests {
         };
         assert_eq!(watch_for(Some(&disabled)), Watch::Steady(STEADY));
         assert!(Proven::Steady(STEADY).to_string().contains("5.0 s"));
+        let said = watch_for(None).to_string();
+        assert!(
+            said.contains("no healthcheck: it must keep running 5.0 s"),
+            "{said}"
+        );
     }
 }
