@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 # mount: the full-disk test mounts a small tmpfs; util-linux: setpriv (read-only state as another user);
 # openssh-client: a real ssh agent for `ssh = true`; openssh-server: a builder reached over ssh://; gcc and libc6-dev: its static in-build client;
-# iproute2: the second daemon's own bridge (scripts/start-second-daemon.sh).
-packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client openssh-server gcc libc6-dev iproute2
+# iproute2: the second daemon's own bridge (scripts/start-second-daemon.sh); docker-compose: a send keeps a compose stack's
+# service whole (tests/it/send_compose.rs).
+packages=(busybox-static docker-registry tmux curl openssl procps mount util-linux openssh-client openssh-server gcc libc6-dev iproute2 docker-compose
   qemu-user-static) # qemu-user-static: linux/arm64 builds and runs under emulation (scripts/setup-emulation.sh)
 missing=()
 for package in "${packages[@]}"; do

@@ -93,7 +93,8 @@ pub async fn send(
         };
         let result = target.send(mesh, moved, reach, emitter).await;
         let (ok, message) = match result {
-            Ok(()) => (true, "moved".to_string()),
+            Ok(proof) if proof.is_empty() => (true, "moved".to_string()),
+            Ok(proof) => (true, format!("moved: {proof}")),
             Err(error) => (false, format!("failed: {error}")),
         };
         let row = SendRow {

@@ -1,19 +1,18 @@
 //! Machines on the Docker target: containers labelled `jr2.dev/module`, created, listed and
-//! recreated on a new image with the configuration they had. Which of them are machines (the
+//! recreated on a new image with everything else they had (`clone`), proven before the old one
+//! goes (`proof`). Which of them are machines (the
 //! `jr2.dev/machine` mark, or a declared machine's name) is the engine's call, not the listing's.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, EndpointSettings, NetworkConnectRequest,
-};
+use bollard::models::{ContainerCreateBody, NetworkConnectRequest};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
     RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 
-use super::{Daemon, DaemonError};
+use super::proof::Proven;
+use super::{Daemon, DaemonError, clone};
 use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, TARGET_LABEL};
 
 /// The name suffix of an old container kept, stopped, while its replacement starts during a send.
@@ -131,9 +130,18 @@ impl Daemon {
         Ok(created.id)
     }
 
-    /// Move a container to `new_image` with the configuration it had: the old one is stopped and
-    /// kept until the new one runs; if the new one fails, the old one is started again.
-    pub async fn recreate(&self, name: &str, new_image: &str) -> Result<(), DaemonError> {
+    /// Move a container to `new_image` and change nothing else about it: the new container is the
+    /// old one in every setting but its image (its own config, its whole host config, every network
+    /// with its aliases; see `clone`). The old one is stopped with its own stop timeout and kept,
+    /// renamed, until the new one proves itself (healthy, or running for a while: `proof`); if the
+    /// new one fails, it is removed and the old one put back and started again. `said` hears what
+    /// it waits on, as it begins to.
+    pub async fn recreate(
+        &self,
+        name: &str,
+        new_image: &str,
+        said: &(dyn Fn(&str) + Sync),
+    ) -> Result<Proven, DaemonError> {
         let old = self
             .docker
             .inspect_container(name, None)
@@ -148,12 +156,15 @@ impl Daemon {
                 .and_then(|i| i.config),
             None => None,
         };
-        let body = recreated_body(&old, old_image_config.as_ref(), new_image);
-        let extra_networks = extra_networks(&old);
+        let replacement = clone::replacement(&old, old_image_config.as_ref(), new_image);
         let was_running = old.state.as_ref().and_then(|s| s.running).unwrap_or(false);
         let kept_name = format!("{name}{KEPT_SUFFIX}");
         if was_running {
-            let stop = StopContainerOptionsBuilder::default().t(10).build();
+            let grace = stop_grace(old.config.as_ref().and_then(|c| c.stop_timeout));
+            said(&format!(
+                "stopping the old container (its grace: {grace} s), kept until the new one proves itself"
+            ));
+            let stop = StopContainerOptionsBuilder::default().t(grace).build();
             self.docker
                 .stop_container(name, Some(stop))
                 .await
@@ -166,14 +177,14 @@ impl Daemon {
             .rename_container(name, rename)
             .await
             .map_err(self.call_error("rename the old container"))?;
-        match self.start_replacement(name, body, extra_networks).await {
-            Ok(()) => {
+        match self.start_replacement(name, replacement, said).await {
+            Ok(proven) => {
                 let remove = RemoveContainerOptionsBuilder::default().force(true).build();
                 self.docker
                     .remove_container(&kept_name, Some(remove))
                     .await
                     .map_err(self.call_error("remove the old container"))?;
-                Ok(())
+                Ok(proven)
             }
             Err(error) => {
                 // Put the old machine back as it was; report the new one's failure.
@@ -198,19 +209,21 @@ impl Daemon {
         }
     }
 
+    /// Create the replacement under `name`, connect its other networks, start it and watch it
+    /// prove itself.
     async fn start_replacement(
         &self,
         name: &str,
-        body: ContainerCreateBody,
-        extra_networks: Vec<(String, EndpointSettings)>,
-    ) -> Result<(), DaemonError> {
+        replacement: clone::Replacement,
+        said: &(dyn Fn(&str) + Sync),
+    ) -> Result<Proven, DaemonError> {
         let options = CreateContainerOptionsBuilder::default().name(name).build();
         let created = self
             .docker
-            .create_container(Some(options), body)
+            .create_container(Some(options), replacement.body)
             .await
             .map_err(self.call_error("create the new container"))?;
-        for (network, endpoint) in extra_networks {
+        for (network, endpoint) in replacement.later {
             let request = NetworkConnectRequest {
                 container: created.id.clone(),
                 endpoint_config: Some(endpoint),
@@ -227,125 +240,34 @@ impl Daemon {
             )
             .await
             .map_err(self.call_error("start the new container"))?;
-        // A container that dies (or keeps restarting) right away did not "run": watch it a moment.
-        for _ in 0..4 {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let now = self
-                .docker
-                .inspect_container(&created.id, None)
-                .await
-                .map_err(self.call_error("inspect the new container"))?;
-            let restarts = now.restart_count.unwrap_or(0);
-            let state = now.state.unwrap_or_default();
-            let exit_code = state.exit_code.unwrap_or(0);
-            let running = state.running.unwrap_or(false);
-            let message = if state.restarting.unwrap_or(false) || restarts > 0 {
-                format!(
-                    "the new container {name} kept restarting right away (restarted {restarts} time(s), last exit code {exit_code})"
-                )
-            } else if !running && exit_code != 0 {
-                let error = state
-                    .error
-                    .filter(|e| !e.is_empty())
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default();
-                format!(
-                    "the new container {name} stopped right away (exit code {exit_code}{error})"
-                )
-            } else {
-                continue;
-            };
-            return Err(DaemonError::Refused {
-                endpoint: self.endpoint.to_string(),
-                message,
-            });
-        }
-        Ok(())
+        self.prove(name, &created.id, said).await
     }
 }
 
-/// The old container's configuration on a new image. What the old container merely inherited from
-/// its image (command, entrypoint, env, workdir, ports, labels) is left out, so that the new image's
-/// own defaults apply; what was set on the container is kept.
-fn recreated_body(
-    old: &ContainerInspectResponse,
-    old_image: Option<&bollard::models::ImageConfig>,
-    new_image: &str,
-) -> ContainerCreateBody {
-    let config = old.config.clone().unwrap_or_default();
-    let image = old_image.cloned().unwrap_or_default();
-    let own = |value: Option<Vec<String>>, inherited: &Option<Vec<String>>| {
-        value.filter(|v| Some(v) != inherited.as_ref())
-    };
-    let env = config
-        .env
-        .map(|env| {
-            env.into_iter()
-                .filter(|e| !image.env.as_ref().is_some_and(|i| i.contains(e)))
-                .collect::<Vec<_>>()
-        })
-        .filter(|env| !env.is_empty());
-    let image_labels = image.labels.clone().unwrap_or_default();
-    let labels: HashMap<String, String> = config
-        .labels
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, v)| {
-            k == MODULE_LABEL
-                || k == MESH_LABEL
-                || k == MACHINE_LABEL
-                || k == TARGET_LABEL
-                || image_labels.get(k) != Some(v)
-        })
-        .collect();
-    ContainerCreateBody {
-        image: Some(new_image.to_string()),
-        hostname: None,
-        user: own(config.user.map(|u| vec![u]), &image.user.map(|u| vec![u]))
-            .and_then(|mut u| u.pop()),
-        cmd: own(config.cmd, &image.cmd),
-        entrypoint: own(config.entrypoint, &image.entrypoint),
-        env,
-        working_dir: config
-            .working_dir
-            .filter(|w| Some(w) != image.working_dir.as_ref()),
-        exposed_ports: own(config.exposed_ports, &image.exposed_ports),
-        labels: Some(labels),
-        tty: config.tty,
-        open_stdin: config.open_stdin,
-        stop_signal: config
-            .stop_signal
-            .filter(|s| Some(s) != image.stop_signal.as_ref()),
-        stop_timeout: config.stop_timeout,
-        host_config: old.host_config.clone(),
-        ..Default::default()
+/// The seconds a stop waits before it kills: the container's own stop timeout (compose's
+/// `stop_grace_period` lands there), else the daemon's default of 10 s. One that says "wait for
+/// ever" (negative) waits as long as a call to the daemon may last.
+fn stop_grace(stop_timeout: Option<i64>) -> i32 {
+    match stop_timeout {
+        None => 10,
+        Some(t) if t < 0 => 590,
+        Some(t) => i32::try_from(t.min(590)).unwrap_or(590),
     }
 }
 
-/// Networks beyond the primary one (`network_mode`), to connect before the new container starts.
-fn extra_networks(old: &ContainerInspectResponse) -> Vec<(String, EndpointSettings)> {
-    let primary = old
-        .host_config
-        .as_ref()
-        .and_then(|h| h.network_mode.clone())
-        .unwrap_or_default();
-    let networks = old
-        .network_settings
-        .as_ref()
-        .and_then(|n| n.networks.clone())
-        .unwrap_or_default();
-    networks
-        .into_iter()
-        .filter(|(name, _)| name != &primary && !(primary == "default" && name == "bridge"))
-        .map(|(name, endpoint)| {
-            let kept = EndpointSettings {
-                aliases: endpoint.aliases,
-                links: endpoint.links,
-                driver_opts: endpoint.driver_opts,
-                ipam_config: endpoint.ipam_config,
-                ..Default::default()
-            };
-            (name, kept)
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    use super::stop_grace;
+
+    #[test]
+    fn a_stop_waits_the_containers_own_grace() {
+        assert_eq!(stop_grace(None), 10, "the daemon's default");
+        assert_eq!(stop_grace(Some(2)), 2, "compose's stop_grace_period: 2s");
+        assert_eq!(
+            stop_grace(Some(-1)),
+            590,
+            "for ever: as long as a call may last"
+        );
+        assert_eq!(stop_grace(Some(i64::MAX)), 590);
+    }
 }

@@ -3,10 +3,12 @@
 
 pub mod build;
 pub mod buildkit;
+mod clone;
 pub mod containers;
 pub mod endpoint;
 pub mod images;
 pub mod logs;
+pub mod proof;
 pub mod push;
 pub mod session;
 pub mod socket;

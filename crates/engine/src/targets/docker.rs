@@ -311,23 +311,35 @@ impl Target for Docker {
         Ok(Some(digest))
     }
 
-    /// The container is recreated on the artifact: a multi-platform one's image for the daemon's
-    /// platform (pulled out of its index).
+    /// The container is recreated on the artifact (a multi-platform one's image for the daemon's
+    /// platform, pulled out of its index), everything else about it kept; sent once it proved
+    /// itself: healthy, or running a while without a healthcheck.
     async fn send<'a>(
         &'a self,
         mesh: &'a Mesh,
         moved: &'a Move,
         reach: Reach<'a>,
-        _emitter: &'a Emitter,
-    ) -> Result<(), TargetError> {
+        emitter: &'a Emitter,
+    ) -> Result<String, TargetError> {
         let image = host::runnable(&reach, &mesh.name, &moved.to_digest).await?;
+        // What the send waits on, live, as a Kubernetes roll-out says its own.
+        let said = |message: &str| {
+            emitter.emit(
+                Payload::Rollout {
+                    machine: moved.machine.clone(),
+                },
+                Some(&moved.module),
+                format!("{}: {message}", moved.machine),
+            );
+        };
         reach
             .daemon
             .get()
             .await
             .map_err(TargetError::Unreachable)?
-            .recreate(&moved.machine, &image)
+            .recreate(&moved.machine, &image, &said)
             .await
+            .map(|proven| proven.to_string())
             .map_err(TargetError::from)
     }
 

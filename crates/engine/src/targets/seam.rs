@@ -337,14 +337,15 @@ pub trait Target: Send + Sync {
         emitter: &'a Emitter,
     ) -> Result<Option<String>, TargetError>;
 
-    /// Move one machine to the artifact `moved` names, and follow it there.
+    /// Move one machine to the artifact `moved` names, and follow it there. Ok: how it proved
+    /// itself there, said after "moved" (empty: nothing more to say).
     async fn send<'a>(
         &'a self,
         mesh: &'a Mesh,
         moved: &'a Move,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Result<(), TargetError>;
+    ) -> Result<String, TargetError>;
 
     /// What `machine` says, as `ask` asks, sent to `out` item by item (lines safe to print, run
     /// starts, its exit, what replaced it, cuts): a follow keeps going across restarts and sends

@@ -313,8 +313,10 @@ impl Target for Kube {
         moved: &'a Move,
         reach: Reach<'a>,
         emitter: &'a Emitter,
-    ) -> Result<(), TargetError> {
-        self.send_one(mesh, reach.db, moved, emitter).await
+    ) -> Result<String, TargetError> {
+        self.send_one(mesh, reach.db, moved, emitter)
+            .await
+            .map(|()| String::new())
     }
 
     async fn logs<'a>(
