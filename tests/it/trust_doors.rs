@@ -396,3 +396,52 @@ async fn require_signed_governs_every_action_that_moves_a_machine_of_the_target(
     assert_eq!(signer.as_deref(), Some("keys/ci.pub"));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_promote_verifies_the_signature_the_source_record_claims() {
+    // Issue 51, case 3: a source record's `signed_by` is a claim, not a verdict. Whoever can write
+    // staging's record names CI's key beside an unsigned manifest; a `require_signed` prod
+    // believed it and took the unsigned artifact.
+    require_registry().await;
+    let (mesh, _ci_key) = staging_and_prod("tdclaim");
+    let staging = mesh.json(&["converge", "--target", "staging", "--publish", "--json"]);
+    let web = summary_row(&staging, "web")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    require_signed_on_prod(&mesh);
+    let db = rusqlite::Connection::open(mesh.state()).unwrap();
+    let forged = db
+        .execute(
+            "UPDATE records SET signed_by = 'keys/ci.pub' \
+             WHERE mesh = ?1 AND target = 'staging' AND module = 'web' AND manifest IS NOT NULL",
+            [&mesh.name],
+        )
+        .unwrap();
+    assert_eq!(forged, 1, "staging's record names web's pushed manifest");
+    let manifest: String = db
+        .query_row(
+            "SELECT manifest FROM records WHERE mesh = ?1 AND target = 'staging' AND module = 'web'",
+            [&mesh.name],
+            |r| r.get(0),
+        )
+        .unwrap();
+    drop(db);
+
+    let promoted = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
+    let text = said(&promoted);
+    assert_ne!(promoted.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("requires signed artifacts")
+            && text.contains(&manifest)
+            && text.contains("no signature by a key the mesh trusts"),
+        "{text}"
+    );
+    let prod_web = format!("{}-prod-web-1", mesh.name);
+    assert_ne!(container_image(&prod_web).as_deref(), Some(web.as_str()));
+    let history = mesh.meshtop(&["history", "web", "--target", "prod", "--json"]);
+    assert!(
+        !String::from_utf8_lossy(&history.stdout).contains(&web),
+        "nothing stamped on prod: {}",
+        said(&history)
+    );
+}
