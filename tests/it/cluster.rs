@@ -1062,7 +1062,7 @@ async fn a_kind_loaded_workload_runs_the_artifact_written_on_its_pods_revision()
             2,
         ),
     );
-    let cluster = api.cluster(NS);
+    let cluster = api.cluster(NS).with_loaded_images(true);
     let w = cluster.machines().await.unwrap().pop().unwrap();
     let artifact = format!("sha256:{}", "ab".repeat(32));
     cluster
@@ -1085,6 +1085,13 @@ async fn a_kind_loaded_workload_runs_the_artifact_written_on_its_pods_revision()
     let machines = cluster.machines().await.unwrap();
     assert_eq!(machines[0].running_digests, vec![artifact.clone()]);
     oracle_agrees(&api, "deployment/web", Ok("successfully rolled out")).await;
+    // Where images do not arrive by `kind load`, the annotation says nothing: the imageID does.
+    let pulled = api.cluster(NS).machines().await.unwrap();
+    assert!(
+        !pulled[0].running_digests.contains(&artifact),
+        "{:?}",
+        pulled[0].running_digests
+    );
 
     // Someone sets another image by hand (the annotation stays on the template): not believed any more.
     let mut object = api.get("deployments", NS, "web").unwrap();

@@ -117,6 +117,111 @@ async fn a_ref_pushed_over_after_ci_recorded_it_is_never_sent_from_a_teammates_m
     assert!(text.contains("✗ api (api-1)"), "{text}");
 }
 
+/// `name`'s state in `status --json`.
+fn state_of(status: &serde_json::Value, name: &str) -> String {
+    status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {status}"))["state"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_annotation_is_not_what_runs_where_the_target_pulls_from_a_registry() {
+    // Issue 51, case 4: the pod annotation `jr2.dev/artifact` was believed whenever the image had
+    // no `@`, on every target. Whoever can patch a Deployment set `<ref>:evil` with the annotation
+    // naming the recorded artifact, and status and verify read it as current.
+    let api = KubeApi::start().await;
+    api.runtime(common::kube_controllers::Runtime::Containerd);
+    let (team, ci_key) = signed_team("ktannot", &api).await;
+    let ci = team
+        .run(
+            &team.alice(),
+            &["converge", "--sign-key", ci_key.to_str().unwrap(), "--json"],
+        )
+        .await;
+    assert!(ci.status.success(), "{}", said(&ci));
+    let sent = team.run(&team.alice(), &["send", "api", "--yes"]).await;
+    assert!(sent.status.success(), "{}", said(&sent));
+    let entry = api
+        .cluster(&team.namespace)
+        .read_record()
+        .await
+        .unwrap()
+        .record["api"]
+        .clone();
+    let status = |state: std::path::PathBuf| {
+        let team = &team;
+        async move {
+            let out = team.run(&state, &["status", "--json"]).await;
+            assert!(out.status.success(), "{}", said(&out));
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        }
+    };
+    assert_eq!(state_of(&status(team.alice()).await, "api-1"), "current");
+
+    // Another module's real image pushed under `<api's repository>:evil`.
+    let repository = entry.reference.rsplit_once(':').unwrap().0.to_string();
+    let evil = format!("{repository}:evil");
+    let tools_ref = api
+        .cluster(&team.namespace)
+        .read_record()
+        .await
+        .unwrap()
+        .record["tools"]
+        .reference
+        .clone();
+    docker(&["tag", &tools_ref, &evil]);
+    docker(&["push", &evil]);
+    let served = docker(&[
+        "inspect",
+        "-f",
+        "{{range .RepoDigests}}{{.}} {{end}}",
+        &evil,
+    ])
+    .split_whitespace()
+    .find(|d| d.starts_with(&format!("{repository}@")))
+    .expect("the pushed image has a repo digest")
+    .to_string();
+
+    // The Deployment patched by hand: the tag, and the annotations naming the recorded artifact.
+    let mut object = api.get("deployments", &team.namespace, "api-1").unwrap();
+    object["spec"]["template"]["spec"]["containers"][0]["image"] = serde_json::json!(evil);
+    object["spec"]["template"]["metadata"]["annotations"] = serde_json::json!({
+        "jr2.dev/artifact": entry.digest,
+        "jr2.dev/artifact-image": evil,
+    });
+    let generation = object["metadata"]["generation"].as_i64().unwrap_or(1);
+    object["metadata"]["generation"] = serde_json::json!(generation + 1);
+    api.put("deployments", &team.namespace, object);
+    api.settle("deployments", &team.namespace, "api-1");
+    // The pods report what the registry served for the tag, as a runtime does.
+    let pods: Vec<serde_json::Value> = api
+        .all("pods", &team.namespace)
+        .into_iter()
+        .filter(|p| p["spec"]["containers"][0]["image"] == evil.as_str())
+        .collect();
+    assert!(!pods.is_empty(), "the patched template's pods run");
+    for pod in &pods {
+        assert_eq!(
+            pod["status"]["containerStatuses"][0]["imageID"],
+            served.as_str(),
+            "{pod}"
+        );
+    }
+
+    let seen = status(team.bob()).await;
+    assert_ne!(state_of(&seen, "api-1"), "current", "{seen}");
+    let verify = team.run(&team.bob(), &["verify", "api"]).await;
+    let text = said(&verify);
+    assert_eq!(verify.status.code(), Some(1), "{text}");
+    assert!(text.contains("✗ api (api-1)"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pins_that_cannot_be_read_stop_a_kubernetes_converge_before_any_build() {
     let api = KubeApi::start().await;

@@ -69,7 +69,17 @@ async fn with_trust_a_labelled_look_alike_on_the_host_never_answers_and_never_ru
     let reference = summary_row(&ci, "web")["ref"].as_str().unwrap().to_string();
 
     // A clean machine, where someone who can reach the daemon built an image with meshtop's labels
-    // and tagged it as web's ref (no push: only the host holds it).
+    // for web and its inputs and tagged it as web's ref (no push: only the host holds it).
+    let inputs = docker(&[
+        "image",
+        "inspect",
+        "-f",
+        "{{index .Config.Labels \"jr2.dev/inputs\"}}",
+        &genuine,
+    ])
+    .trim()
+    .to_string();
+    assert_eq!(inputs.len(), 64, "{inputs}");
     mesh.clean_daemon();
     let context = mesh
         .dir
@@ -80,7 +90,7 @@ async fn with_trust_a_labelled_look_alike_on_the_host_never_answers_and_never_ru
     std::fs::write(
         context.join("Dockerfile"),
         format!(
-            "FROM scratch\nCOPY evil /evil\nLABEL jr2.dev/module=web jr2.dev/mesh={}\n",
+            "FROM scratch\nCOPY evil /evil\nLABEL jr2.dev/module=web jr2.dev/mesh={} jr2.dev/inputs={inputs}\n",
             mesh.name
         ),
     )
@@ -120,6 +130,47 @@ async fn with_trust_a_labelled_look_alike_on_the_host_never_answers_and_never_ru
     drop(db);
     let plan = plan_reasons(&mesh.json_with_state(&fresh, &["plan", "--json"]));
     assert_eq!(plan["web"].0, "host", "{:?}", plan["web"]);
+}
+
+#[test]
+fn another_modules_image_tagged_as_the_ref_never_answers_for_it() {
+    // Issue 51, case 2: the host voucher answered for any module. Tools' real image, tagged as
+    // api's next ref by anyone who can reach the daemon, was taken as api's artifact.
+    let mesh = ExampleMesh::new("tdother");
+    let first = mesh.json(&["converge", "--json"]);
+    let tools = summary_row(&first, "tools")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Api's inputs move: its next ref is not built yet.
+    std::fs::write(mesh.root().join("api/extra.txt"), run_id()).unwrap();
+    let planned = mesh.json(&["plan", "--json"]);
+    let api = planned["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "api")
+        .unwrap();
+    assert_eq!(api["decision"], "build", "{api}");
+    let api_ref = api["ref"].as_str().unwrap().to_string();
+    docker(&["tag", &tools, &api_ref]);
+    assert_eq!(image_id(&api_ref).as_deref(), Some(tools.as_str()));
+
+    let plan = plan_reasons(&mesh.json(&["plan", "--json"]));
+    let (decision, reason) = &plan["api"];
+    assert_eq!(decision, "build", "{reason}");
+    assert!(
+        reason.contains("✗ host image") && reason.contains("labelled for module tools"),
+        "{reason}"
+    );
+    let converged = mesh.json(&["converge", "--json"]);
+    assert_eq!(decisions(&converged)["api"], "build", "{converged}");
+    let built = summary_row(&converged, "api")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(built, tools, "{converged}");
+    assert_eq!(image_id(&api_ref).as_deref(), Some(built.as_str()));
 }
 
 /// The two docker targets of the example mesh, with the registry and `trust`; CI's key.
@@ -343,4 +394,54 @@ async fn require_signed_governs_every_action_that_moves_a_machine_of_the_target(
         .unwrap();
     assert!(manifest.is_some_and(|m| m.starts_with("sha256:")));
     assert_eq!(signer.as_deref(), Some("keys/ci.pub"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_promote_verifies_the_signature_the_source_record_claims() {
+    // Issue 51, case 3: a source record's `signed_by` is a claim, not a verdict. Whoever can write
+    // staging's record names CI's key beside an unsigned manifest; a `require_signed` prod
+    // believed it and took the unsigned artifact.
+    require_registry().await;
+    let (mesh, _ci_key) = staging_and_prod("tdclaim");
+    let staging = mesh.json(&["converge", "--target", "staging", "--publish", "--json"]);
+    let web = summary_row(&staging, "web")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    require_signed_on_prod(&mesh);
+    let db = rusqlite::Connection::open(mesh.state()).unwrap();
+    let forged = db
+        .execute(
+            "UPDATE records SET signed_by = 'keys/ci.pub' \
+             WHERE mesh = ?1 AND target = 'staging' AND module = 'web' AND manifest IS NOT NULL",
+            [&mesh.name],
+        )
+        .unwrap();
+    assert_eq!(forged, 1, "staging's record names web's pushed manifest");
+    let manifest: String = db
+        .query_row(
+            "SELECT manifest FROM records WHERE mesh = ?1 AND target = 'staging' AND module = 'web'",
+            [&mesh.name],
+            |r| r.get(0),
+        )
+        .unwrap();
+    drop(db);
+
+    let promoted = mesh.meshtop(&["promote", "--to", "prod", "web", "--yes"]);
+    let text = said(&promoted);
+    assert_ne!(promoted.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("requires signed artifacts")
+            && text.contains(&manifest)
+            && text.contains("no signature by a key the mesh trusts"),
+        "{text}"
+    );
+    let prod_web = format!("{}-prod-web-1", mesh.name);
+    assert_ne!(container_image(&prod_web).as_deref(), Some(web.as_str()));
+    let history = mesh.meshtop(&["history", "web", "--target", "prod", "--json"]);
+    assert!(
+        !String::from_utf8_lossy(&history.stdout).contains(&web),
+        "nothing stamped on prod: {}",
+        said(&history)
+    );
 }

@@ -39,10 +39,11 @@ pub trait ManifestSource: Sync {
     /// written costs time only).
     fn keep_input_caches(&self, _caches: Vec<(PathBuf, ContextCache)>) {}
 
-    /// The image ids this machine vouches for on its host daemon (its builds' artifacts, what it
-    /// pulled after verifying): with `trust`, the host answers for these only. None known: the
-    /// host vouches for nothing, which may only cost a build.
-    fn vouched_here(&self) -> BTreeSet<String> {
+    /// The (ref, image id) pairs this machine vouches for on its host daemon (its builds'
+    /// artifacts, what it pulled after verifying, each under the ref it was made or pulled as):
+    /// with `trust`, the host answers for these only. None known: the host vouches for nothing,
+    /// which may only cost a build.
+    fn vouched_here(&self) -> BTreeSet<(String, String)> {
         BTreeSet::new()
     }
 }
@@ -89,7 +90,7 @@ impl ManifestSource for StateManifests<'_> {
             .map_err(|error| failed(error.to_string()))
     }
 
-    fn vouched_here(&self) -> BTreeSet<String> {
+    fn vouched_here(&self) -> BTreeSet<(String, String)> {
         match self.db.lock() {
             Ok(db) => db.vouched_here(self.mesh).unwrap_or_else(|error| {
                 tracing::warn!("what this machine built or verified cannot be read ({error}): the host vouches for nothing");

@@ -286,7 +286,11 @@ pub async fn prepare(
         )
         .await?;
     // Said before the confirm; checked again under the hold before anything is stamped.
-    let named: Vec<(String, RecordEntry)> = modules.iter().cloned().zip(chosen.clone()).collect();
+    let named: Vec<(String, RecordEntry)> = modules
+        .iter()
+        .cloned()
+        .zip(chosen.iter().map(as_claimed))
+        .collect();
     vouch::require_signed(p.mesh, p.to.name(), named, db).await?;
     let db = locked(db)?;
     let mut planned = Vec::new();
@@ -395,11 +399,12 @@ async fn stamp_and_send(
             here.record.get(&m.module),
         )?;
     }
-    // Under the hold, before anything is stamped: every artifact signed where that is required…
+    // Under the hold, before anything is stamped: every artifact signed where that is required,
+    // verified here in the registry (the source's `signed_by` is its claim, not a verdict)…
     let named = plan
         .modules
         .iter()
-        .map(|m| (m.module.clone(), m.artifact.clone()))
+        .map(|m| (m.module.clone(), as_claimed(&m.artifact)))
         .collect();
     let verified: Record = vouch::require_signed(p.mesh, p.to.name(), named, db.as_ref())
         .await?
@@ -407,7 +412,10 @@ async fn stamp_and_send(
         .collect();
     // …and runnable there.
     for m in &plan.modules {
-        let artifact = Artifact::of(&m.module, &m.artifact);
+        let Some(entry) = verified.get(&m.module) else {
+            continue;
+        };
+        let artifact = Artifact::of(&m.module, entry);
         let reach = Reach {
             daemon: daemon.as_ref(),
             db: db.as_ref(),
@@ -507,6 +515,14 @@ fn say_stamped(
             ),
         );
     }
+}
+
+/// What the source's record names, its `signed_by` dropped: whoever can write the source's
+/// record (the dev namespace's annotation, the state file) can write that word, so it is a claim,
+/// not a verdict. The destination verifies the signature in the registry against its own trust
+/// (`vouch::require_signed`) and keeps a signer only when it found the signature itself.
+fn as_claimed(entry: &RecordEntry) -> RecordEntry {
+    entry.clone().with_manifest(entry.manifest.clone(), None)
 }
 
 /// A record must still name what it named at the confirm.

@@ -530,9 +530,10 @@ pub fn requires_signed(mesh: &Mesh, target: &str) -> bool {
 
 /// On a `require_signed` target, every artifact that would move a machine there must carry a
 /// signature by a key the mesh trusts; checked by every action that moves one (converge, send,
-/// rollback, promote), under its hold, before anything is written. The record's own word — the
-/// trusted key that signed its manifest when it was verified — answers without a call; else the
-/// registry is asked (a registry that cannot be asked refuses: this answer decides what runs).
+/// rollback, promote), under its hold, before anything is written. The target's own record's word
+/// — the trusted key that signed its manifest when it was verified — answers without a call; else
+/// the registry is asked (a registry that cannot be asked refuses: this answer decides what runs).
+/// Another target's word is a claim: a promote passes its source's entries without `signed_by`.
 /// Returns each entry as verified (its manifest and signer, for the record to keep).
 pub async fn require_signed(
     mesh: &Mesh,

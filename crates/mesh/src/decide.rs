@@ -2,7 +2,7 @@
 //! sources. The planner asks the host lazily — only when [`needs_host`] says a record check missed —
 //! and the registry only for what the record and the host left to build ([`needs_registry`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -87,34 +87,53 @@ pub struct HostImage {
     pub id: String,
     pub tags: Vec<String>,
     pub labels: HashMap<String, String>,
-    /// Whether this machine can vouch for it (asked only where the mesh trusts keys).
+    /// The refs this machine vouches for it as (its build rows and verified pulls naming this id
+    /// and that ref); None: not asked, as where the mesh trusts no key.
     #[serde(skip)]
-    pub origin: HostOrigin,
+    pub vouched_as: Option<BTreeSet<String>>,
 }
 
-/// Who can vouch for an image on the host daemon. Anyone who can reach the daemon can build, tag and
-/// label an image as meshtop does, so with `trust` a label is no proof: only what this machine's
-/// build records made, or what meshtop pulled after verifying it, answers.
+impl HostImage {
+    /// Who vouches for this image as `reference`: with `trust`, only a build row or a verified pull
+    /// of this machine that names this id under this exact ref.
+    pub fn origin_for(&self, reference: &str) -> HostOrigin {
+        match &self.vouched_as {
+            None => HostOrigin::Unchecked,
+            Some(refs) if refs.contains(reference) => HostOrigin::Vouched,
+            Some(_) => HostOrigin::Unknown,
+        }
+    }
+}
+
+/// Who can vouch for an image on the host daemon as one ref. Anyone who can reach the daemon can
+/// build, tag and label an image as meshtop does, so with `trust` a label is no proof: only what
+/// this machine's build records made under that ref, or what meshtop pulled under it after
+/// verifying it, answers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HostOrigin {
-    /// Not asked: the mesh trusts no key, so an image labelled by meshtop answers.
+    /// Not asked: the mesh trusts no key, so an image labelled by meshtop for this module and
+    /// these inputs answers.
     #[default]
     Unchecked,
-    /// Made by one of this machine's builds, or pulled by meshtop after verifying it.
+    /// Made under this ref by one of this machine's builds, or pulled under it by meshtop after
+    /// verifying it.
     Vouched,
     /// Neither: it answers for nothing (said, and the module goes on to the registry or builds).
     Unknown,
 }
 
-/// Mark each of `images` with whether this machine vouches for it (`vouched`: the ids its build
-/// records made or it pulled after verifying): what the host answers with `trust` set.
-pub fn mark_origins(images: &mut [HostImage], vouched: &std::collections::BTreeSet<String>) {
+/// Mark each of `images` with the refs this machine vouches for it as (`vouched`: (ref, image id)
+/// of its build records and of what it pulled after verifying it): what the host answers with
+/// `trust` set.
+pub fn mark_origins(images: &mut [HostImage], vouched: &BTreeSet<(String, String)>) {
     for image in images {
-        image.origin = if vouched.contains(&image.id) {
-            HostOrigin::Vouched
-        } else {
-            HostOrigin::Unknown
-        };
+        image.vouched_as = Some(
+            vouched
+                .iter()
+                .filter(|(_, id)| *id == image.id)
+                .map(|(reference, _)| reference.clone())
+                .collect(),
+        );
     }
 }
 
@@ -129,8 +148,9 @@ pub enum HostAnswer {
     Failed(String),
 }
 
-/// The meshtop-labelled image tagged exactly `reference` among `images`, if any.
-/// An image wearing the name without meshtop's label never answers.
+/// The meshtop-labelled image tagged exactly `reference` among `images`, if any (whether it
+/// answers for a module is [`host_says`]'s). An image wearing the name without meshtop's label
+/// never answers.
 pub fn labelled_image_tagged<'a>(
     images: &'a [HostImage],
     reference: &str,
@@ -141,12 +161,56 @@ pub fn labelled_image_tagged<'a>(
         .find(|image| image.tags.iter().any(|tag| tag == reference))
 }
 
+/// What the host holds under one module's ref.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostSays<'a> {
+    /// No meshtop-labelled image wears the ref.
+    Nothing,
+    /// One does, labelled for this module and these inputs, and (with `trust`) vouched for as
+    /// this ref: it answers.
+    Answers(&'a HostImage),
+    /// One wears the ref but is labelled for another module or other inputs: it answers for
+    /// nothing (the words say why).
+    OtherLabels(&'a HostImage),
+    /// One wears the ref with the right labels, but with `trust` this machine neither built nor
+    /// verified it under this ref.
+    NotVouched(&'a HostImage),
+}
+
+/// What `images` hold for `module`'s `reference`: the one rule of the host voucher, the same
+/// labels the registry voucher requires ([`labels_mismatch`]: the module label naming `module`,
+/// the inputs label equal to `inputs`, the ref's full input digest) and, with `trust`, a build
+/// row or verified pull of this machine naming this exact ref. `inputs` None: the caller (a
+/// screen showing a plan it did not make) does not know them, and only the module is compared;
+/// the decision always knows them ([`decide`] refuses a ref whose inputs it does not know).
+pub fn host_says<'a>(
+    images: &'a [HostImage],
+    module: &str,
+    reference: &str,
+    inputs: Option<&str>,
+) -> HostSays<'a> {
+    let Some(image) = labelled_image_tagged(images, reference) else {
+        return HostSays::Nothing;
+    };
+    let mismatch = match inputs {
+        Some(_) => labels_mismatch(module, inputs, &image.labels),
+        None => module_mismatch(module, &image.labels),
+    };
+    if mismatch.is_some() {
+        return HostSays::OtherLabels(image);
+    }
+    match image.origin_for(reference) {
+        HostOrigin::Unknown => HostSays::NotVouched(image),
+        HostOrigin::Unchecked | HostOrigin::Vouched => HostSays::Answers(image),
+    }
+}
+
 impl HostAnswer {
-    /// The meshtop-labelled image tagged exactly `reference`, if the host holds one.
-    pub fn image_tagged(&self, reference: &str) -> Option<&HostImage> {
+    /// What the host holds for `module`'s `reference` (nothing when it was not asked or failed).
+    pub fn says(&self, module: &str, reference: &str, inputs: Option<&str>) -> HostSays<'_> {
         match self {
-            HostAnswer::Holds(images) => labelled_image_tagged(images, reference),
-            HostAnswer::NotAsked | HostAnswer::Failed(_) => None,
+            HostAnswer::Holds(images) => host_says(images, module, reference, inputs),
+            HostAnswer::NotAsked | HostAnswer::Failed(_) => HostSays::Nothing,
         }
     }
 }
@@ -291,18 +355,35 @@ pub fn needs_registry(question: &Question, record: &Record, host: &HostAnswer) -
         && decide(question, record, host, "").decision == Decision::Build
 }
 
-/// Why `image` does not answer for `question`, or None when it does: meshtop's module label naming
-/// the module and the inputs label equal to the ref's full input digest (the 12 hex characters of
-/// a tag are a name, not proof).
+/// Why `image` does not answer for `question`, or None when it does: [`labels_mismatch`].
 pub fn registry_mismatch(question: &Question, image: &RegistryImage) -> Option<String> {
-    match image.labels.get(MODULE_LABEL) {
-        None => return Some("without meshtop's labels".into()),
-        Some(module) if *module != question.module => {
-            return Some(format!("labelled for module {module}"));
-        }
-        Some(_) => {}
+    labels_mismatch(&question.module, question.inputs.as_deref(), &image.labels)
+}
+
+/// Why an image labelled `labels` is not `module`'s: meshtop's module label missing or naming
+/// another module.
+fn module_mismatch(module: &str, labels: &HashMap<String, String>) -> Option<String> {
+    match labels.get(MODULE_LABEL) {
+        None => Some("without meshtop's labels".into()),
+        Some(labelled) if labelled != module => Some(format!("labelled for module {labelled}")),
+        Some(_) => None,
     }
-    match (image.labels.get(INPUTS_LABEL), &question.inputs) {
+}
+
+/// Why an image labelled `labels` does not answer for `module` built from `inputs` (the ref's
+/// full input digest), or None when it does: meshtop's module label naming the module and the
+/// inputs label equal to the full digest (the 12 hex characters of a tag are a name, not proof).
+/// One rule for every voucher that reads an image's labels (the host, the registry). Unknown
+/// inputs never match.
+pub fn labels_mismatch(
+    module: &str,
+    inputs: Option<&str>,
+    labels: &HashMap<String, String>,
+) -> Option<String> {
+    if let Some(why) = module_mismatch(module, labels) {
+        return Some(why);
+    }
+    match (labels.get(INPUTS_LABEL), inputs) {
         (None, _) => Some(format!("without the label {INPUTS_LABEL}")),
         (Some(found), Some(wanted)) if found == wanted => None,
         (Some(found), _) => Some(format!(
@@ -517,29 +598,62 @@ fn decide_without_registry(
             format!("{record_said}; the host was not asked"),
             None,
         ),
-        HostAnswer::Holds(_) => match host.image_tagged(reference) {
-            Some(image) if image.origin == HostOrigin::Unknown => verdict(
-                Decision::Build,
-                format!(
-                    "{record_said}; ✗ host image {} not built here and unsigned: with trust set, only an image this machine built or pulled after verifying it answers",
-                    short_id(&image.id)
-                ),
-                None,
+        HostAnswer::Holds(_) => host_verdict(question, reference, host, &record_said),
+    }
+}
+
+/// The verdict of a host that answered: the image tagged with the ref answers only for its own
+/// module and inputs and, with `trust`, only as a ref this machine built or verified it under.
+fn host_verdict(
+    question: &Question,
+    reference: &str,
+    host: &HostAnswer,
+    record_said: &str,
+) -> Verdict {
+    let verdict = |decision, reason: String, artifact: Option<String>| Verdict {
+        decision,
+        reason,
+        artifact,
+        registry: None,
+    };
+    let Some(inputs) = question.inputs.as_deref() else {
+        return verdict(
+            Decision::Build,
+            format!("{record_said}; the ref's inputs are not known, so no host image answers"),
+            None,
+        );
+    };
+    match host.says(&question.module, reference, Some(inputs)) {
+        HostSays::OtherLabels(image) => verdict(
+            Decision::Build,
+            format!(
+                "{record_said}; ✗ host image {} wears this ref {}: it does not answer",
+                short_id(&image.id),
+                labels_mismatch(&question.module, Some(inputs), &image.labels).unwrap_or_default()
             ),
-            Some(image) => verdict(
-                Decision::Host,
-                format!(
-                    "{record_said}; the host holds {} labelled by meshtop",
-                    short_id(&image.id)
-                ),
-                Some(image.id.clone()),
+            None,
+        ),
+        HostSays::NotVouched(image) => verdict(
+            Decision::Build,
+            format!(
+                "{record_said}; ✗ host image {} not built here and unsigned as this ref: with trust set, only an image this machine built or pulled after verifying it under this ref answers",
+                short_id(&image.id)
             ),
-            None => verdict(
-                Decision::Build,
-                format!("{record_said}; the host holds no meshtop-labelled image with this tag"),
-                None,
+            None,
+        ),
+        HostSays::Answers(image) => verdict(
+            Decision::Host,
+            format!(
+                "{record_said}; the host holds {} labelled by meshtop for this module and these inputs",
+                short_id(&image.id)
             ),
-        },
+            Some(image.id.clone()),
+        ),
+        HostSays::Nothing => verdict(
+            Decision::Build,
+            format!("{record_said}; the host holds no meshtop-labelled image with this tag"),
+            None,
+        ),
     }
 }
 

@@ -27,12 +27,13 @@ fn image(tag: &str, labelled: bool) -> HostImage {
     let mut labels = HashMap::new();
     if labelled {
         labels.insert(MODULE_LABEL.to_string(), "api".to_string());
+        labels.insert(INPUTS_LABEL.to_string(), INPUTS.to_string());
     }
     HostImage {
         id: "sha256:hostimage0001".into(),
         tags: vec![tag.into()],
         labels,
-        origin: HostOrigin::Unchecked,
+        vouched_as: None,
     }
 }
 
@@ -458,34 +459,98 @@ fn the_registry_vouches_only_for_what_a_trusted_key_signed() {
 #[test]
 fn with_trust_the_host_answers_only_for_what_this_machine_built_or_verified() {
     let question = known(false, false);
-    let holds = |origin: HostOrigin| {
+    let holds = |vouched_as: Option<&[&str]>| {
         let mut found = image(REF, true);
-        found.origin = origin;
+        found.vouched_as = vouched_as.map(|refs| refs.iter().map(|r| r.to_string()).collect());
         HostAnswer::Holds(vec![found])
     };
     let empty = Record::new();
-    // Without trust (unchecked) and when vouched for, the labelled image answers.
-    for origin in [HostOrigin::Unchecked, HostOrigin::Vouched] {
-        let verdict = decide(&question, &empty, &holds(origin), "the record");
-        assert_eq!(verdict.decision, Decision::Host, "{origin:?}: {verdict:?}");
+    // Without trust (unchecked) and when vouched for as this very ref, the labelled image answers.
+    for vouched_as in [None, Some(&[REF][..])] {
+        let verdict = decide(&question, &empty, &holds(vouched_as), "the record");
+        assert_eq!(
+            verdict.decision,
+            Decision::Host,
+            "{vouched_as:?}: {verdict:?}"
+        );
     }
-    // Anyone who can reach the daemon could have labelled it: it builds, and says why.
-    let refused = holds(HostOrigin::Unknown);
-    let verdict = decide(&question, &empty, &refused, "the record");
-    assert_eq!(verdict.decision, Decision::Build, "{verdict:?}");
-    assert!(
-        verdict.reason.contains("✗ host image") && verdict.reason.contains("not built here"),
-        "{}",
-        verdict.reason
-    );
-    assert_eq!(verdict.artifact, None);
-    // …and the registry is asked next.
-    assert!(needs_registry(&question, &empty, &refused));
-    // Marking follows the ids this machine vouches for.
+    // Anyone who can reach the daemon could have labelled it, and a build of this machine under
+    // another ref vouches for it as that ref only: it builds, and says why.
+    for vouched_as in [&[][..], &[OLD][..]] {
+        let refused = holds(Some(vouched_as));
+        let verdict = decide(&question, &empty, &refused, "the record");
+        assert_eq!(verdict.decision, Decision::Build, "{verdict:?}");
+        assert!(
+            verdict.reason.contains("✗ host image") && verdict.reason.contains("not built here"),
+            "{}",
+            verdict.reason
+        );
+        assert_eq!(verdict.artifact, None);
+        // …and the registry is asked next.
+        assert!(needs_registry(&question, &empty, &refused));
+    }
+    // Marking follows the (ref, id) pairs this machine vouches for.
     let mut images = vec![image(REF, true)];
     mark_origins(&mut images, &std::collections::BTreeSet::new());
-    assert_eq!(images[0].origin, HostOrigin::Unknown);
+    assert_eq!(images[0].origin_for(REF), HostOrigin::Unknown);
     let id = images[0].id.clone();
-    mark_origins(&mut images, &std::collections::BTreeSet::from([id]));
-    assert_eq!(images[0].origin, HostOrigin::Vouched);
+    mark_origins(
+        &mut images,
+        &std::collections::BTreeSet::from([(OLD.to_string(), id.clone())]),
+    );
+    assert_eq!(images[0].origin_for(REF), HostOrigin::Unknown);
+    assert_eq!(images[0].origin_for(OLD), HostOrigin::Vouched);
+    mark_origins(
+        &mut images,
+        &std::collections::BTreeSet::from([(REF.to_string(), id)]),
+    );
+    assert_eq!(images[0].origin_for(REF), HostOrigin::Vouched);
+}
+
+#[test]
+fn the_host_answers_only_for_its_own_module_and_inputs() {
+    // Issue 51, case 2: another module's image (or this module's from other inputs) tagged with
+    // the ref answers for nothing, by the labels rule the registry voucher uses.
+    let question = known(false, false);
+    let empty = Record::new();
+    let with = |labels: &[(&str, &str)]| {
+        let mut found = image(REF, false);
+        found.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        HostAnswer::Holds(vec![found])
+    };
+    for (labels, says) in [
+        (
+            vec![(MODULE_LABEL, "tools"), (INPUTS_LABEL, INPUTS)],
+            "labelled for module tools",
+        ),
+        (
+            vec![(MODULE_LABEL, "api"), (INPUTS_LABEL, "9a8b7c6d5e4fffff")],
+            "built from other inputs",
+        ),
+        (vec![(MODULE_LABEL, "api")], "without the label"),
+    ] {
+        let host = with(&labels);
+        let verdict = decide(&question, &empty, &host, "the record");
+        assert_eq!(verdict.decision, Decision::Build, "{labels:?}: {verdict:?}");
+        assert!(
+            verdict.reason.contains("✗ host image") && verdict.reason.contains(says),
+            "{labels:?}: {}",
+            verdict.reason
+        );
+        assert_eq!(verdict.artifact, None);
+        assert!(needs_registry(&question, &empty, &host));
+    }
+    // Unknown inputs never match.
+    let unknown = Question {
+        inputs: None,
+        ..known(false, false)
+    };
+    let host = with(&[(MODULE_LABEL, "api"), (INPUTS_LABEL, INPUTS)]);
+    assert_eq!(
+        decide(&unknown, &empty, &host, "the record").decision,
+        Decision::Build
+    );
 }

@@ -71,9 +71,17 @@ pub enum Runtime {
     Containerd,
 }
 
-/// The manifest digest of a pulled image: the digest it was named by, else one the test server makes
-/// up for its tag.
+/// The repo digest a runtime reports for a pulled image (`<repo>@<digest>`): for an image of a
+/// registry of the test world (on loopback: the real registry the tests push to), the digest of the
+/// manifest that registry serves for it when the pod starts, as containerd's resolver fetches it
+/// (`pkg/cri/server/image_pull.go`: the repo digest is the resolved manifest's, whatever the spec
+/// names; `pkg/cri/server/container_status.go`: the container's ImageRef is that repo digest), never
+/// derived from the spec's text. An image no registry of the test world can serve (`demo/api:1`,
+/// or one never pushed) keeps the digest it was named by, else one made up for its tag.
 fn pulled(image: &str) -> String {
+    if let Some(resolved) = served_by_loopback_registry(image) {
+        return resolved;
+    }
     if image.contains("@sha256:") {
         return image.to_string();
     }
@@ -85,6 +93,51 @@ fn pulled(image: &str) -> String {
         "{repository}@sha256:{}",
         hex::encode(Sha256::digest(image.as_bytes()))
     )
+}
+
+/// `<host>/<path>@<digest>` for `image` when its host is a registry on loopback (`127.0.0.1:…`,
+/// `localhost:…`) that serves a manifest for it: asked as a runtime's pull asks, `HEAD
+/// /v2/<path>/manifests/<tag or digest>` accepting every manifest and index type, the digest from
+/// `Docker-Content-Digest` (distribution's `registry/handlers/manifests.go`).
+fn served_by_loopback_registry(image: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let (host, rest) = image.split_once('/')?;
+    if !(host.starts_with("127.0.0.1:") || host.starts_with("localhost:")) {
+        return None;
+    }
+    let (path, reference) = match rest.split_once('@') {
+        Some((path, digest)) => (path, digest),
+        None => match rest.rsplit_once(':') {
+            Some((path, tag)) if !tag.contains('/') => (path, tag),
+            _ => (rest, "latest"),
+        },
+    };
+    let mut stream = std::net::TcpStream::connect(host).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(
+        stream,
+        "HEAD /v2/{path}/manifests/{reference} HTTP/1.1\r\nHost: {host}\r\n\
+         Accept: application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, \
+         application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json\r\n\
+         Connection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let mut lines = answer.lines();
+    let status = lines.next()?;
+    if status.split_whitespace().nth(1) != Some("200") {
+        return None;
+    }
+    let digest = lines.take_while(|l| !l.is_empty()).find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("docker-content-digest")
+            .then(|| value.trim().to_string())
+    })?;
+    Some(format!("{host}/{path}@{digest}"))
 }
 
 #[derive(Default)]

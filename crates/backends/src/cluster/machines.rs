@@ -163,7 +163,8 @@ pub fn digest_of_image_id(image_id: &str) -> Option<String> {
     id.starts_with("sha256:").then(|| id.to_string())
 }
 
-/// The artifact a pod of a kind-loaded workload runs, as meshtop wrote it on the pod template of the
+/// The artifact a pod of a kind-loaded workload runs (asked only where the target delivers by `kind
+/// load`), as meshtop wrote it on the pod template of the
 /// revision the pod belongs to (`jr2.dev/artifact`; a pod carries its template's annotations). A kind-loaded
 /// image is named by its ref (no `@digest`), and the digest containerd reports for it is the one it computed
 /// at import (`docker.io/library/import-…@sha256:…` or `repo@sha256:…`), which names no artifact. The
@@ -316,7 +317,9 @@ pub fn selector_string(selector: &LabelSelector) -> Option<String> {
 }
 
 /// Turn one workload (of any kind) into a machine, with the digests of the pods it selects.
-pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
+/// `loaded_images`: the target delivers by `kind load`, so a pod's artifact annotation may say
+/// what it runs ([`kind_loaded_artifact`]); elsewhere only its `imageID` does.
+pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod], loaded_images: bool) -> Option<Workload> {
     let name = shape.metadata.name.clone()?;
     let module = shape.metadata.labels.as_ref()?.get(MODULE_LABEL)?.clone();
     let pod_spec = shape.template.and_then(|t| t.spec.as_ref())?;
@@ -342,7 +345,9 @@ pub(super) fn workload_of(shape: Shape<'_>, pods: &[Pod]) -> Option<Workload> {
                 .status
                 .as_ref()
                 .and_then(|s| s.container_statuses.as_ref());
-            let loaded = kind_loaded_artifact(pod, &container.name, &module);
+            let loaded = loaded_images
+                .then(|| kind_loaded_artifact(pod, &container.name, &module))
+                .flatten();
             for status in statuses
                 .into_iter()
                 .flatten()
@@ -396,7 +401,7 @@ impl Cluster {
             .map(Kind::shape)
             .chain(statefulsets.iter().map(Kind::shape))
             .chain(daemonsets.iter().map(Kind::shape))
-            .filter_map(|shape| workload_of(shape, &pods))
+            .filter_map(|shape| workload_of(shape, &pods, self.loaded_images))
             .collect();
         machines.sort_by(|a, b| (&a.module, a.kind, &a.name).cmp(&(&b.module, b.kind, &b.name)));
         Ok(machines)

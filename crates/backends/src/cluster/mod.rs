@@ -227,6 +227,10 @@ pub struct Cluster {
     /// How long a record shard no index names is kept after it was written or renewed
     /// ([`record_shards::SHARD_GRACE_MS`]; tests shorten it with [`Cluster::with_shard_grace`]).
     pub(crate) shard_grace_ms: i64,
+    /// Whether the target delivers by `kind load`: only then is a pod's `jr2.dev/artifact`
+    /// annotation read as what it runs (a loaded image has no registry digest); elsewhere the
+    /// pod's `imageID` is, and anyone who can patch a workload can write the annotation.
+    pub(crate) loaded_images: bool,
 }
 
 impl fmt::Debug for Cluster {
@@ -311,7 +315,14 @@ impl Cluster {
             namespace: namespace.to_string(),
             request_timeout: REQUEST_TIMEOUT,
             shard_grace_ms: record_shards::SHARD_GRACE_MS,
+            loaded_images: false,
         }
+    }
+
+    /// The same cluster, told whether its images arrive by `kind load` (see `loaded_images`).
+    pub fn with_loaded_images(mut self, loaded: bool) -> Cluster {
+        self.loaded_images = loaded;
+        self
     }
 
     /// The same cluster with another grace for the record's shards: tests shorten it to watch a

@@ -218,7 +218,7 @@ impl Daemon {
         session: session::Session,
         on_line: &mut (dyn FnMut(&str) + Send),
     ) -> Result<BuildEnd, DaemonError> {
-        let base = match self.name_base(&mut request.build_args).await {
+        let base = match self.name_base(&mut request.build_args, &request.tag).await {
             Ok(base) => base,
             Err(NameBaseError::Unnamed(why)) => return Ok(BuildEnd::Failed(why.to_string())),
             Err(NameBaseError::Daemon(error)) => return Err(error),
@@ -258,11 +258,14 @@ impl Daemon {
     /// tags, then asks a registry (`builder-next/adapters/containerimage/pull.go`, `resolveLocal`),
     /// so an image id reads as the repository `docker.io/library/sha256` and is pulled. `BASE` (the
     /// base's artifact id) is therefore replaced by a tag the daemon shows on that very image — its
-    /// ref, as a rule — and the tag is checked again when the build ends. Returns the tag and the
-    /// artifact, or why the base cannot be named (a failed build).
+    /// ref, as a rule — and the tag is checked again when the build ends. Never `building`, the tag
+    /// this build lands under: anyone may have tagged the base's image so (another module's image
+    /// under this module's ref), and the build moves it. Returns the tag and the artifact, or why
+    /// the base cannot be named (a failed build).
     async fn name_base(
         &self,
         args: &mut HashMap<String, String>,
+        building: &str,
     ) -> Result<Option<NamedBase>, NameBaseError> {
         let Some(artifact) = args
             .get("BASE")
@@ -274,7 +277,7 @@ impl Daemon {
         let Some(tags) = self.image_tags(&artifact).await? else {
             return Err(BaseUnnamed::NotOnDaemon { artifact }.into());
         };
-        let Some(tag) = tags.into_iter().next() else {
+        let Some(tag) = tags.into_iter().find(|tag| tag != building) else {
             return Err(BaseUnnamed::Untagged { artifact }.into());
         };
         args.insert("BASE".into(), tag.clone());

@@ -23,7 +23,7 @@ use bollard::Docker;
 use bollard::query_parameters::ListImagesOptionsBuilder;
 
 use crate::mesh::builders::{Endpoint, EndpointProblem};
-use crate::mesh::decide::{HostImage, HostOrigin};
+use crate::mesh::decide::HostImage;
 use crate::mesh::model::{MODULE_LABEL, Platform};
 
 /// Errors talking to the daemon; each says where meshtop looked.
@@ -230,7 +230,7 @@ impl Daemon {
                 id: summary.id,
                 tags: real_tags(summary.repo_tags),
                 labels: summary.labels,
-                origin: HostOrigin::Unchecked,
+                vouched_as: None,
             })
             .collect())
     }

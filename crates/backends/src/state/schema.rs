@@ -388,6 +388,12 @@ CREATE TABLE index_images (
     PRIMARY KEY (mesh, index_digest, platform)
 ) WITHOUT ROWID;
 "#,
+    // 18: a verified pull keeps the ref it was pulled under: with `trust`, the host vouches for an
+    // image only as the ref a build row or a verified pull names (NULL: rows from before, which
+    // vouch for nothing; a pull or a build answers again).
+    r#"
+ALTER TABLE verified_pulls ADD COLUMN reference TEXT;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

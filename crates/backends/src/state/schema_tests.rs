@@ -126,8 +126,8 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
     // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
     // data, a column of `events`), 13 (a build's builder and push time) and 14 (a record entry's
-    // manifest and signer, the verified pulls) 15 (a build's daemon time) 16 (each operation's timeline) and 17 (the images run out of an index) came after it.
-    assert_eq!(SCHEMA_VERSION, 17);
+    // manifest and signer, the verified pulls) 15 (a build's daemon time) 16 (each operation's timeline), 17 (the images run out of an index) and 18 (the ref of a verified pull) came after it.
+    assert_eq!(SCHEMA_VERSION, 18);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);
@@ -696,9 +696,19 @@ fn migration_14_keeps_every_record_entry_and_a_stamp_keeps_its_manifest_and_sign
     db.stamp_record("demo", "default", "op-2", &stamp).unwrap();
     assert_eq!(db.record("demo", "default").unwrap()["api"], entry);
     // What this machine pulled after verifying it is kept, per mesh.
-    db.note_verified_pull("demo", "sha256:2", "sha256:m2", Some("keys/ci.pub"))
-        .unwrap();
-    assert!(db.vouched_here("demo").unwrap().contains("sha256:2"));
+    db.note_verified_pull(
+        "demo",
+        "sha256:2",
+        "demo/api:2",
+        "sha256:m2",
+        Some("keys/ci.pub"),
+    )
+    .unwrap();
+    assert!(
+        db.vouched_here("demo")
+            .unwrap()
+            .contains(&("demo/api:2".to_string(), "sha256:2".to_string()))
+    );
 }
 
 #[test]

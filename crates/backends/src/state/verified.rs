@@ -10,23 +10,34 @@ use rusqlite::params;
 use super::{StateDb, StateError, now_ms};
 
 impl StateDb {
-    /// Note that `image_id` was pulled as `manifest` after the registry voucher verified it
-    /// (`signed_by`: the trusted key that signed it, None where the mesh trusts no key).
+    /// Note that `image_id` was pulled as `manifest` under `reference` after the registry voucher
+    /// verified it (`signed_by`: the trusted key that signed it, None where the mesh trusts no key).
     pub fn note_verified_pull(
         &self,
         mesh: &str,
         image_id: &str,
+        reference: &str,
         manifest: &str,
         signed_by: Option<&str>,
     ) -> Result<(), StateError> {
         self.conn
             .prepare_cached(
-                "INSERT INTO verified_pulls (mesh, image_id, manifest, signed_by, pulled_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) \
+                "INSERT INTO verified_pulls (mesh, image_id, manifest, signed_by, pulled_ms, reference) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
                  ON CONFLICT(mesh, image_id) DO UPDATE SET manifest = excluded.manifest, \
-                 signed_by = excluded.signed_by, pulled_ms = excluded.pulled_ms",
+                 signed_by = excluded.signed_by, pulled_ms = excluded.pulled_ms, \
+                 reference = excluded.reference",
             )
-            .and_then(|mut st| st.execute(params![mesh, image_id, manifest, signed_by, now_ms()]))
+            .and_then(|mut st| {
+                st.execute(params![
+                    mesh,
+                    image_id,
+                    manifest,
+                    signed_by,
+                    now_ms(),
+                    reference
+                ])
+            })
             .map_err(self.err("note a verified pull"))?;
         Ok(())
     }
@@ -74,19 +85,23 @@ impl StateDb {
         .map_err(self.err("read the images run out of an index"))
     }
 
-    /// Every image id of `mesh` this machine vouches for: made by one of its succeeded builds, or
-    /// pulled after verification.
-    pub fn vouched_here(&self, mesh: &str) -> Result<BTreeSet<String>, StateError> {
+    /// Every (ref, image id) of `mesh` this machine vouches for: made under that ref by one of its
+    /// succeeded builds, or pulled under it after verification.
+    pub fn vouched_here(&self, mesh: &str) -> Result<BTreeSet<(String, String)>, StateError> {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT digest FROM builds WHERE mesh = ?1 AND status = 'succeeded' AND digest IS NOT NULL \
-                 UNION SELECT image_id FROM verified_pulls WHERE mesh = ?1",
+                "SELECT ref, digest FROM builds WHERE mesh = ?1 AND status = 'succeeded' \
+                 AND digest IS NOT NULL AND ref IS NOT NULL \
+                 UNION SELECT reference, image_id FROM verified_pulls \
+                 WHERE mesh = ?1 AND reference IS NOT NULL",
             )
             .map_err(self.err("read what this machine built or verified"))?;
-        st.query_map([mesh], |r| r.get::<_, String>(0))
-            .and_then(|rows| rows.collect::<Result<BTreeSet<_>, _>>())
-            .map_err(self.err("read what this machine built or verified"))
+        st.query_map([mesh], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .and_then(|rows| rows.collect::<Result<BTreeSet<_>, _>>())
+        .map_err(self.err("read what this machine built or verified"))
     }
 }
 
@@ -100,13 +115,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = StateDb::open(&dir.path().join("state.db")).unwrap();
         assert!(db.vouched_here("demo").unwrap().is_empty());
-        db.note_verified_pull("demo", "sha256:aa", "sha256:m1", Some("ci"))
+        db.note_verified_pull("demo", "sha256:aa", "demo/api:1", "sha256:m1", Some("ci"))
             .unwrap();
-        db.note_verified_pull("other", "sha256:bb", "sha256:m2", None)
+        db.note_verified_pull("other", "sha256:bb", "other/api:1", "sha256:m2", None)
             .unwrap();
         assert_eq!(
             db.vouched_here("demo").unwrap(),
-            BTreeSet::from(["sha256:aa".to_string()])
+            BTreeSet::from([("demo/api:1".to_string(), "sha256:aa".to_string())])
         );
     }
 }

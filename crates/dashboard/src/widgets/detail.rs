@@ -10,9 +10,7 @@ use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, Detail, ModuleInfo};
 use crate::mesh::builds::{BuildRow, BuildStatus};
 use crate::mesh::cosign::SignatureVerdict;
-use crate::mesh::decide::{
-    Decision, HostOrigin, RegistryHeld, labelled_image_tagged, refusal_detail,
-};
+use crate::mesh::decide::{Decision, HostSays, RegistryHeld, host_says, refusal_detail};
 use crate::mesh::text::short_id;
 use crate::mesh::why::Change;
 use crate::timefmt;
@@ -63,7 +61,7 @@ pub fn module_lines(
     lines.push((
         format!(
             "{} ({})",
-            host_line(state, reference),
+            host_line(state, &module.name, planned, reference),
             answered(state, SourceId::Host)
         ),
         palette.plain(),
@@ -138,16 +136,30 @@ fn record_line(state: &AppState, module: &str, full: bool) -> String {
     }
 }
 
-/// What the host holds under the module's ref.
-fn host_line(state: &AppState, reference: Option<&str>) -> String {
+/// What the host holds under the module's ref, and whether it answers for this module.
+fn host_line(
+    state: &AppState,
+    module: &str,
+    planned: Option<&crate::mesh::plan::PlannedModule>,
+    reference: Option<&str>,
+) -> String {
+    let inputs = planned
+        .and_then(|p| p.inputs.as_ref())
+        .map(|i| i.digest.as_str());
     match (&state.host, reference) {
-        (Some(images), Some(reference)) => match labelled_image_tagged(images, reference) {
-            Some(image) if image.origin == HostOrigin::Unknown => format!(
+        (Some(images), Some(reference)) => match host_says(images, module, reference, inputs) {
+            HostSays::NotVouched(image) => format!(
                 "host: ✗ holds {} tagged with the ref, not built here and unsigned: with trust it answers for nothing",
                 short_id(&image.id)
             ),
-            Some(image) => format!("host: holds {} tagged with the ref", short_id(&image.id)),
-            None => "host: holds no meshtop-labelled image with this tag".to_string(),
+            HostSays::OtherLabels(image) => format!(
+                "host: ✗ holds {} tagged with the ref, labelled for another module or other inputs: it answers for nothing",
+                short_id(&image.id)
+            ),
+            HostSays::Answers(image) => {
+                format!("host: holds {} tagged with the ref", short_id(&image.id))
+            }
+            HostSays::Nothing => "host: holds no meshtop-labelled image with this tag".to_string(),
         },
         (Some(_), None) => "host: – (ref pending)".to_string(),
         (None, _) => "host: –".to_string(),

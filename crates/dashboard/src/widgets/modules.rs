@@ -8,7 +8,7 @@ use crate::app::msg::{RegistryAnswer, SourceId};
 use crate::app::state::{AppState, ModuleInfo, Pane};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::cosign::SignatureVerdict;
-use crate::mesh::decide::{Decision, HostOrigin, RegistryHeld, labelled_image_tagged};
+use crate::mesh::decide::{Decision, HostSays, RegistryHeld, host_says};
 
 use super::lines::{Cell, Palette, focused, live_cell, put, rule, scroll_offset, tag_of};
 
@@ -157,11 +157,14 @@ pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     }
     match &state.host {
         Some(images) => {
-            match labelled_image_tagged(images, reference) {
-                // With `trust`, an image this machine neither built nor verified answers nothing.
-                Some(image) if image.origin == HostOrigin::Unknown => ("✗".into(), palette.bad()),
-                Some(_) => ("✓".into(), palette.good()),
-                None => ("✗".into(), palette.bad()),
+            let inputs = planned.inputs.as_ref().map(|i| i.digest.as_str());
+            match host_says(images, module, reference, inputs) {
+                HostSays::Answers(_) => ("✓".into(), palette.good()),
+                // Another module's image under the ref, or with `trust` one this machine neither
+                // built nor verified under it, answers nothing.
+                HostSays::OtherLabels(_) | HostSays::NotVouched(_) | HostSays::Nothing => {
+                    ("✗".into(), palette.bad())
+                }
             }
         }
         None if state.source(SourceId::Host).error.is_some() => ("?".into(), palette.warn()),

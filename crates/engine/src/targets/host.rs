@@ -61,7 +61,7 @@ pub async fn pull_vouched(
     // With `trust`, the host vouches for this image later only because it was verified here.
     locked(reach.db)
         .map_err(TargetError::Handle)?
-        .note_verified_pull(mesh, &id, manifest, artifact.signed_by)?;
+        .note_verified_pull(mesh, &id, artifact.reference, manifest, artifact.signed_by)?;
     emitter.emit(
         Payload::Delivered {
             reference: artifact.reference.to_string(),
@@ -166,7 +166,13 @@ pub async fn pull_from_index(
     docker.tag(&id, artifact.reference).await?;
     {
         let db = locked(reach.db).map_err(TargetError::Handle)?;
-        db.note_verified_pull(mesh, &id, &image.manifest, artifact.signed_by)?;
+        db.note_verified_pull(
+            mesh,
+            &id,
+            artifact.reference,
+            &image.manifest,
+            artifact.signed_by,
+        )?;
         db.note_index_image(mesh, index, &platform.to_string(), &image.manifest, &id)?;
     }
     emitter.emit(

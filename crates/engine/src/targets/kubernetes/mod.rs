@@ -92,7 +92,7 @@ impl Kube {
         registry: Option<Registry>,
         rollout: FollowRules,
     ) -> Kube {
-        Kube {
+        let kube = Kube {
             name: name.to_string(),
             cluster,
             registry,
@@ -100,6 +100,13 @@ impl Kube {
             creds: tokio::sync::OnceCell::new(),
             workloads: Mutex::new(Vec::new()),
             claims: Arc::new(LeaseClaims::default()),
+        };
+        // A pod's artifact annotation says what it runs only where images arrive by `kind load`
+        // (no registry digest to report); elsewhere its imageID does.
+        let kind_loaded = matches!(kube.delivery_here(), Ok(Delivery::KindLoad(_)));
+        Kube {
+            cluster: kube.cluster.with_loaded_images(kind_loaded),
+            ..kube
         }
     }
 }
