@@ -41,6 +41,8 @@ use std::path::{Path, PathBuf};
 use proc_macro2::{Spacing, TokenStream, TokenTree};
 use syn::visit::{self, Visit};
 
+use crate::common::source_tree::rust_files;
+
 /// Where a kind may be named: the seam, the mesh file's reader, the model that declares the kinds.
 const ALLOWED: &[&str] = &[
     "src/converge/targets/",
@@ -799,23 +801,6 @@ fn root() -> PathBuf {
 /// The repository, for its docs.
 fn repository() -> PathBuf {
     crate::common::source_tree::repository()
-}
-
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    files
 }
 
 fn model_kinds() -> Kinds {

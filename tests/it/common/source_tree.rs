@@ -208,7 +208,8 @@ fn replace_word(line: &str, word: &str, with: &str) -> String {
     out
 }
 
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
+/// Every `.rs` file under `dir`, sorted.
+pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
