@@ -36,7 +36,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use proc_macro2::{Spacing, TokenStream, TokenTree};
 use syn::visit::{self, Visit};
