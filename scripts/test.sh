@@ -52,7 +52,7 @@ bash scripts/setup-emulation.sh
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 mkdir -p "$target_dir"
 free_kb=$(df -Pk "$target_dir" | awk 'NR == 2 { print $4 }')
-echo "test.sh: $((free_kb / 1024)) MB free for $target_dir (the suite's build needs about 2 GB, the tests a few hundred MB more)"
+echo "test.sh: $((free_kb / 1024)) MB free for $target_dir (the suite's build needs about 1.3 GB, the tests a few hundred MB more)"
 if [ "${free_kb:-0}" -lt $((3 * 1024 * 1024)) ]; then
   echo "test.sh: warning: less than 3 GB free: the build may fail with 'No space left on device'" >&2
 fi
