@@ -67,7 +67,7 @@ pub async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
             };
             outln!(
                 out,
-                "{}  locked {}  {now}  modules {}  machines {}",
+                "{}  locked {}  {now}  modules {}  declared machines {}",
                 answer.image,
                 short_digest(&answer.locked),
                 if answer.modules.is_empty() {

@@ -120,7 +120,7 @@ async fn a_moved_upstream_is_held_by_the_lock_until_update_moves_it() {
     let told = mesh.meshtop(&["outdated"]);
     assert_eq!(told.status.code(), Some(1), "{}", said(&told));
     let line = format!(
-        "{upstream}  locked {}  moved to {}  modules app  machines 1",
+        "{upstream}  locked {}  moved to {}  modules app  declared machines 1",
         short(&v1),
         short(&v2)
     );

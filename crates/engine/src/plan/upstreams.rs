@@ -263,6 +263,9 @@ async fn ask_registry(name: &ImageName) -> Result<Option<String>, RegistryError>
     }
 }
 
+/// Where Docker Hub's registry API answers.
+const DOCKER_HUB: &str = "registry-1.docker.io";
+
 /// An image name as Docker reads it: `python:3.12` is Docker Hub's `library/python`, tag `3.12`;
 /// a first component with a dot, a colon or `localhost` names the registry.
 #[derive(Debug, PartialEq, Eq)]
@@ -279,17 +282,20 @@ impl ImageName {
             .strip_prefix(':')
             .unwrap_or("latest")
             .to_string();
+        // Docker Hub written out (`docker.io/library/python`) is Docker Hub, whose API is served
+        // at registry-1.docker.io, as the daemon's own resolver maps it.
+        let hub = |path: &str| match path.contains('/') {
+            true => (DOCKER_HUB.to_string(), path.to_string()),
+            false => (DOCKER_HUB.to_string(), format!("library/{path}")),
+        };
         let (host, path) = match repository.split_once('/') {
+            Some(("docker.io" | "index.docker.io", rest)) => hub(rest),
             Some((first, rest))
                 if first.contains('.') || first.contains(':') || first == "localhost" =>
             {
                 (first.to_string(), rest.to_string())
             }
-            _ if !repository.contains('/') => (
-                "registry-1.docker.io".into(),
-                format!("library/{repository}"),
-            ),
-            _ => ("registry-1.docker.io".into(), repository.to_string()),
+            _ => hub(repository),
         };
         ImageName {
             host,
@@ -304,7 +310,7 @@ impl ImageName {
 
     /// The repository as the daemon writes it in RepoDigests (`python` for Docker Hub's library).
     fn familiar_repository(&self) -> String {
-        if self.host == "registry-1.docker.io" {
+        if self.host == DOCKER_HUB {
             self.repository
                 .strip_prefix("library/")
                 .unwrap_or(&self.repository)
@@ -341,6 +347,21 @@ mod tests {
             ("127.0.0.1:5000", "up/base", "1")
         );
         assert_eq!(name.familiar_repository(), "127.0.0.1:5000/up/base");
+        for written in [
+            "docker.io/library/python:3.12-slim",
+            "index.docker.io/python:3.12-slim",
+        ] {
+            let name = ImageName::parse(written);
+            assert_eq!(
+                (
+                    name.host.as_str(),
+                    name.repository.as_str(),
+                    name.tag.as_str()
+                ),
+                ("registry-1.docker.io", "library/python", "3.12-slim"),
+                "{written}"
+            );
+        }
         let name = ImageName::parse("team/tool");
         assert_eq!(
             (name.repository.as_str(), name.tag.as_str()),
