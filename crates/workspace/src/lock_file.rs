@@ -60,6 +60,24 @@ pub fn write_lock(root: &Path, lock: &Lock) -> Result<(), LockFileError> {
     std::fs::rename(&file.0, &path).map_err(failed)
 }
 
+/// Add `entries` to the lock as it is on disk now (read again, so that what another process
+/// added since this one read it is kept; an image already there keeps its entry), and write it.
+/// The lock as written.
+pub fn add_to_lock(
+    root: &Path,
+    entries: BTreeMap<String, crate::mesh::upstream_lock::LockEntry>,
+) -> Result<Lock, LockFileError> {
+    let mut lock = read_lock(root)?;
+    let before = lock.entries.len();
+    for (image, entry) in entries {
+        lock.entries.entry(image).or_insert(entry);
+    }
+    if lock.entries.len() != before {
+        write_lock(root, &lock)?;
+    }
+    Ok(lock)
+}
+
 /// A new file beside the lock, named for this moment and write (created new: two writers that
 /// met on a name would fail, never share a file).
 fn tempfile_in(root: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
@@ -90,4 +108,45 @@ pub fn module_upstreams(module: &Module) -> Result<Vec<Upstream>, LockFileError>
         args.insert(BASE_ARG.into(), String::new());
     }
     Ok(upstream::upstreams(&text, &args))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::mesh::upstream_lock::{LockEntry, ResolvedFrom};
+
+    fn entry(c: char) -> LockEntry {
+        LockEntry {
+            digest: format!("sha256:{}", c.to_string().repeat(64)),
+            from: ResolvedFrom::Registry,
+            platforms: BTreeMap::new(),
+        }
+    }
+
+    /// Two plans read the lock empty, each locks another image: neither entry is lost, and an
+    /// image the other locked first keeps the other's digest.
+    #[test]
+    fn an_entry_another_plan_wrote_meanwhile_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = BTreeMap::from([("a:1".to_string(), entry('a'))]);
+        add_to_lock(dir.path(), first).unwrap();
+        let second = BTreeMap::from([
+            ("b:1".to_string(), entry('b')),
+            ("a:1".to_string(), entry('c')),
+        ]);
+        let lock = add_to_lock(dir.path(), second).unwrap();
+        assert_eq!(lock, read_lock(dir.path()).unwrap());
+        assert_eq!(lock.digest_of("a:1"), Some(entry('a').digest.as_str()));
+        assert_eq!(lock.digest_of("b:1"), Some(entry('b').digest.as_str()));
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != LOCK_FILE)
+            .collect();
+        assert!(
+            leftovers.is_empty(),
+            "no temporary file left: {leftovers:?}"
+        );
+    }
 }

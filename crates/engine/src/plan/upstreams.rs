@@ -11,7 +11,7 @@ use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::{Published, RegistryClient, RegistryError};
 use crate::mesh::model::{Mesh, Module, Registry};
 use crate::mesh::upstream_lock::{LockEntry, ResolvedFrom};
-use crate::workspace::lock_file::{module_upstreams, read_lock, write_lock};
+use crate::workspace::lock_file::{add_to_lock, module_upstreams, read_lock, write_lock};
 
 /// How long one registry is asked about one upstream before the host daemon is asked instead.
 const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -35,10 +35,10 @@ impl Planner<'_> {
                 found.into_iter().map(|u| u.image).collect(),
             ));
         }
-        let mut resolved_any = false;
+        let mut resolved = BTreeMap::new();
         for (_, images) in &named {
             for image in images {
-                if lock.entries.contains_key(image) {
+                if lock.entries.contains_key(image) || resolved.contains_key(image) {
                     continue;
                 }
                 let entry = resolve(image, &self.daemon).await?;
@@ -47,12 +47,13 @@ impl Planner<'_> {
                     crate::mesh::why::short_digest(&entry.digest),
                     entry.from.word()
                 ));
-                lock.entries.insert(image.clone(), entry);
-                resolved_any = true;
+                resolved.insert(image.clone(), entry);
             }
         }
-        if resolved_any {
-            write_lock(&root, &lock).map_err(|e| lock_error(e.to_string()))?;
+        if !resolved.is_empty() {
+            // Added to the lock as it is now: an entry another plan wrote meanwhile is kept, and
+            // wins over ours (it may have built on it already).
+            lock = add_to_lock(&root, resolved).map_err(|e| lock_error(e.to_string()))?;
         }
         for (module, images) in named {
             let locked: BTreeMap<String, String> = images
