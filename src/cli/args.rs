@@ -252,6 +252,10 @@ pub struct PlanArgs {
     /// Decide as `converge --force` would: build whatever any record says.
     #[arg(long)]
     pub force: bool,
+    /// Ask every locked upstream's registry what it serves now (as `meshtop outdated`), keep the
+    /// answers for `status` and the dashboard, and say which moved after the plan.
+    #[arg(long)]
+    pub refresh: bool,
     /// Only these modules (their bases must have artifacts).
     pub modules: Vec<String>,
 }

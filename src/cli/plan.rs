@@ -20,6 +20,14 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
         target,
         record,
     } = Reading::of(global, mesh).await?;
+    let refreshed = match args.refresh {
+        true => Some(
+            plan::refresh_upstreams(&mesh, &db)
+                .await
+                .map_err(Failure::input)?,
+        ),
+        false => None,
+    };
     let daemon = Arc::new(LazyDaemon::new());
     let ctx = PlanContext::new(&mesh, target.as_ref(), &record, selected, args.force);
     let manifests = StateManifests {
@@ -33,12 +41,53 @@ pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
     if let Some(warning) = &record.warning {
         eprintln!("meshtop: warning: {warning}");
     }
-    if args.json {
-        print_json(&plan)?;
-    } else {
-        print_out(&plan_text(&plan))?;
+    if let Some(why) = refreshed.as_ref().and_then(|r| r.unnoted.as_ref()) {
+        eprintln!(
+            "meshtop: warning: the upstreams' answers could not be kept for status and the dashboard: {why}"
+        );
+    }
+    match (args.json, refreshed) {
+        (true, None) => print_json(&plan)?,
+        (true, Some(refreshed)) => {
+            let mut json = serde_json::to_value(&plan).map_err(Failure::failed)?;
+            json["upstreams"] =
+                serde_json::to_value(&refreshed.answers).map_err(Failure::failed)?;
+            print_json(&json)?;
+        }
+        (false, refreshed) => {
+            let mut out = plan_text(&plan);
+            if let Some(refreshed) = refreshed {
+                out.push_str(&refresh_text(&refreshed.answers));
+            }
+            print_out(&out)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `--refresh` asked: every locked upstream, then what to do about those that moved.
+fn refresh_text(answers: &[plan::UpstreamNow]) -> String {
+    let mut out = String::from("upstreams, asked now:\n");
+    if answers.is_empty() {
+        outln!(out, "  mesh.lock holds no upstream image");
+    }
+    for line in super::update::upstream_lines(answers).lines() {
+        outln!(out, "  {line}");
+    }
+    let moved: Vec<&str> = answers
+        .iter()
+        .filter(|a| a.moved())
+        .map(|a| a.image.as_str())
+        .collect();
+    if !moved.is_empty() {
+        outln!(
+            out,
+            "{} upstream(s) moved: `meshtop update {}` moves the lock, then converge builds on them",
+            moved.len(),
+            moved.join(" ")
+        );
+    }
+    out
 }
 
 pub fn plan_text(plan: &Plan) -> String {
@@ -85,7 +134,7 @@ pub fn plan_text(plan: &Plan) -> String {
         "DECISION"
     );
     for module in &plan.modules {
-        let reference = match (&module.reference, &module.base) {
+        let reference = match (&module.reference, module.builds_on.first()) {
             (Some(reference), _) => reference.clone(),
             (None, Some(base)) if module.decision != crate::mesh::decide::Decision::Refused => {
                 format!("pending ({base})")

@@ -6,13 +6,18 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::backends::daemon::LazyDaemon;
+use crate::backends::state::UpstreamSeen;
+use crate::converge::plan::moved_under;
 use crate::converge::targets::{Reach, RecordForm, RecordRoom};
 use crate::converge::vouch::{self, ArtifactProvenance};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
 use crate::mesh::machine::Machine;
 use crate::mesh::text::short_id;
+use crate::mesh::upstream_lock::UpstreamMoved;
+use crate::mesh::why::short_digest;
 use crate::timefmt;
+use std::collections::BTreeMap;
 
 use super::args::{Global, StatusArgs};
 use super::setup::{self, Reading};
@@ -32,6 +37,10 @@ struct MachineStatus {
     provenance: Option<crate::mesh::provenance::ReadProvenance>,
     #[serde(skip)]
     provenance_text: Option<String>,
+    /// The upstreams its artifact was built on that moved since (what their registries served when
+    /// last asked: `outdated`, `plan --refresh`, the dashboard).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    behind_upstream: Vec<UpstreamMoved>,
 }
 
 pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
@@ -60,6 +69,13 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     let db = db
         .into_inner()
         .map_err(|_| Failure::failed("the state database handle is poisoned"))?;
+    let seen = match db.upstreams_seen() {
+        Ok(seen) => seen,
+        Err(e) => {
+            eprintln!("meshtop: warning: what upstream registries served could not be read: {e}");
+            Default::default()
+        }
+    };
     let mut rows = Vec::new();
     let mut read: std::collections::HashMap<String, Option<ArtifactProvenance>> =
         std::collections::HashMap::new();
@@ -83,7 +99,10 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
             }
             found = read.get(digest).cloned().flatten();
         }
+        let behind_upstream =
+            upstreams_moved(&db, &mesh.name, &record.record, &machine, &built_by, &seen);
         rows.push(MachineStatus {
+            behind_upstream,
             machine,
             built_by,
             provenance: found.as_ref().and_then(|f| f.provenances.first().cloned()),
@@ -96,7 +115,11 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     let behind = count(|s| s.is_behind());
     let missing = count(|s| *s == MachineState::Missing);
     let unknown = count(|s| *s == MachineState::UnknownContainer);
-    let attention = count(|s| s.needs_attention());
+    let on_moved = rows
+        .iter()
+        .filter(|r| !r.behind_upstream.is_empty())
+        .count();
+    let attention = count(|s| s.needs_attention()) + on_moved;
     if args.json {
         print_json(&rows)?;
     } else if rows.is_empty() {
@@ -116,9 +139,14 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
             0 => String::new(),
             n => format!(", {n} unknown container"),
         };
+        let on_moved_text = match on_moved {
+            0 => String::new(),
+            n => format!(", {n} behind upstream"),
+        };
+        out.push_str(&behind_upstream_text(&rows, &seen));
         outln!(
             out,
-            "{} machine(s), {behind} behind, {missing} missing{unknown}",
+            "{} machine(s), {behind} behind{on_moved_text}, {missing} missing{unknown}",
             rows.len()
         );
         if let Some(room) = &record.room {
@@ -131,6 +159,58 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The upstreams the artifact a machine runs was built on that moved since: the inputs this state
+/// database kept for its build (its build row's ref, else the record's when it runs the record's
+/// artifact), against what their registries served when last asked. A fault reads as none.
+fn upstreams_moved(
+    db: &crate::backends::state::StateDb,
+    mesh: &str,
+    record: &crate::mesh::model::Record,
+    machine: &Machine,
+    built_by: &Option<BuildRow>,
+    seen: &BTreeMap<String, UpstreamSeen>,
+) -> Vec<UpstreamMoved> {
+    if seen.is_empty() {
+        return Vec::new();
+    }
+    let recorded = record
+        .get(&machine.module)
+        .filter(|entry| machine.running.first() == Some(&entry.digest))
+        .map(|entry| entry.reference.clone());
+    let Some(reference) = built_by
+        .as_ref()
+        .and_then(|b| b.reference.clone())
+        .or(recorded)
+    else {
+        return Vec::new();
+    };
+    moved_under(db, mesh, &machine.module, &reference, seen).unwrap_or_default()
+}
+
+/// One line per machine on a moved upstream, and what to do.
+fn behind_upstream_text(rows: &[MachineStatus], seen: &BTreeMap<String, UpstreamSeen>) -> String {
+    let now = timefmt::now_ms();
+    let mut out = String::new();
+    for row in rows {
+        for moved in &row.behind_upstream {
+            let asked = seen
+                .get(&moved.image)
+                .map(|s| format!("{} ago", timefmt::age_since(s.asked_ms, now)))
+                .unwrap_or_default();
+            outln!(
+                out,
+                "behind upstream: {} runs an artifact built on {} {}, which its registry has since moved to {} (asked {asked}): meshtop update {}, then converge",
+                row.machine.name,
+                moved.image,
+                short_digest(&moved.built_on),
+                short_digest(&moved.now),
+                moved.image
+            );
+        }
+    }
+    out
 }
 
 /// The record's form and how close it is to its limit, one line.

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use crate::backends::daemon::LazyDaemon;
-use crate::converge::plan::{outdated as upstreams_now, update_lock};
+use crate::converge::plan::{UpstreamNow, refresh_upstreams, update_lock};
 use crate::mesh::why::{short_digest, upstream_moved_text};
 
 use super::args::{Global, OutdatedArgs, UpdateArgs};
@@ -47,7 +47,16 @@ pub async fn run(global: &Global, args: UpdateArgs) -> Outcome {
 
 pub async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
-    let answers = upstreams_now(&mesh).await.map_err(Failure::input)?;
+    let db = std::sync::Mutex::new(setup::open_state(global)?);
+    let refreshed = refresh_upstreams(&mesh, &db)
+        .await
+        .map_err(Failure::input)?;
+    if let Some(why) = &refreshed.unnoted {
+        eprintln!(
+            "meshtop: warning: the answers could not be kept for status and the dashboard: {why}"
+        );
+    }
+    let answers = refreshed.answers;
     let moved = answers.iter().any(|a| a.moved());
     if args.json {
         print_json(&answers)?;
@@ -56,28 +65,7 @@ pub async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
         if answers.is_empty() {
             outln!(out, "mesh.lock holds no upstream image");
         }
-        for answer in &answers {
-            let now = match (&answer.current, &answer.error) {
-                (Some(current), _) if answer.moved() => {
-                    format!("moved to {}", short_digest(current))
-                }
-                (Some(_), _) => "current".to_string(),
-                (None, Some(error)) => format!("unknown ({error})"),
-                (None, None) => "unknown".to_string(),
-            };
-            outln!(
-                out,
-                "{}  locked {}  {now}  modules {}  declared machines {}",
-                answer.image,
-                short_digest(&answer.locked),
-                if answer.modules.is_empty() {
-                    "-".to_string()
-                } else {
-                    answer.modules.join(",")
-                },
-                answer.machines
-            );
-        }
+        out.push_str(&upstream_lines(&answers));
         if moved {
             outln!(
                 out,
@@ -91,4 +79,33 @@ pub async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// One line per locked upstream: locked and current digests, the modules on it and their declared
+/// machines (`outdated`, `plan --refresh`).
+pub fn upstream_lines(answers: &[UpstreamNow]) -> String {
+    let mut out = String::new();
+    for answer in answers {
+        let now = match (&answer.current, &answer.error) {
+            (Some(current), _) if answer.moved() => {
+                format!("moved to {}", short_digest(current))
+            }
+            (Some(_), _) => "current".to_string(),
+            (None, Some(error)) => format!("unknown ({error})"),
+            (None, None) => "unknown".to_string(),
+        };
+        outln!(
+            out,
+            "{}  locked {}  {now}  modules {}  declared machines {}",
+            answer.image,
+            short_digest(&answer.locked),
+            if answer.modules.is_empty() {
+                "-".to_string()
+            } else {
+                answer.modules.join(",")
+            },
+            answer.machines
+        );
+    }
+    out
 }

@@ -202,3 +202,74 @@ fn a_lock_that_does_not_parse_names_its_line() {
         "{text}"
     );
 }
+
+/// The CVE fix seen from the machines: after `plan --refresh` asked the registry, `status` says the
+/// machine runs an artifact built on an upstream that has since moved (`behind upstream`, beside
+/// `behind`), with both digests, until `update` and a converge move it.
+#[tokio::test]
+async fn status_says_which_machines_stand_on_a_moved_upstream_once_a_refresh_asked() {
+    require_registry().await;
+    let mesh = ExampleMesh::new("upst");
+    let upstream = format!("{LOCAL}/upstream/{}:1", common::test_name("ups"));
+    let dir = tempfile::tempdir().unwrap();
+    let v1 = push_upstream(dir.path(), &upstream, "1");
+    mesh_on(&mesh, &upstream);
+    let converged = mesh.meshtop(&["converge"]);
+    assert!(converged.status.success(), "{}", said(&converged));
+    let machine = format!("{}-app-1", mesh.name);
+    let short = |d: &str| format!("sha256:{}…", &d["sha256:".len().."sha256:".len() + 12]);
+
+    let v2 = push_upstream(dir.path(), &upstream, "2");
+    // Nothing asked the registry yet: status asks nothing itself, so it cannot know.
+    let before = mesh.meshtop(&["status", "--exit-code"]);
+    assert_eq!(before.status.code(), Some(0), "{}", said(&before));
+    assert!(
+        !said(&before).contains("behind upstream"),
+        "{}",
+        said(&before)
+    );
+
+    let refreshed = mesh.meshtop(&["plan", "--refresh"]);
+    assert!(refreshed.status.success(), "{}", said(&refreshed));
+    let text = said(&refreshed);
+    assert!(
+        text.contains("upstreams, asked now:")
+            && text.contains(&format!(
+                "{upstream}  locked {}  moved to {}  modules app  declared machines 1",
+                short(&v1),
+                short(&v2)
+            ))
+            && text.contains(&format!("`meshtop update {upstream}` moves the lock")),
+        "{text}"
+    );
+
+    let status = mesh.meshtop(&["status", "--exit-code"]);
+    assert_eq!(status.status.code(), Some(1), "{}", said(&status));
+    let text = said(&status);
+    assert!(
+        text.contains(&format!(
+            "behind upstream: {machine} runs an artifact built on {upstream} {}, which its registry has since moved to {}",
+            short(&v1),
+            short(&v2)
+        )) && text.contains("1 machine(s), 0 behind, 1 behind upstream, 0 missing"),
+        "{text}"
+    );
+    let json = mesh.json(&["status", "--json"]);
+    assert_eq!(json[0]["behind_upstream"][0]["now"], v2.as_str(), "{json}");
+
+    let updated = mesh.meshtop(&["update"]);
+    assert!(updated.status.success(), "{}", said(&updated));
+    let converged = mesh.meshtop(&["converge"]);
+    assert!(converged.status.success(), "{}", said(&converged));
+    let after = mesh.meshtop(&["status", "--exit-code"]);
+    assert_eq!(after.status.code(), Some(0), "{}", said(&after));
+    assert!(
+        !said(&after).contains("behind upstream"),
+        "{}",
+        said(&after)
+    );
+    mesh.clean_daemon();
+    let _ = std::process::Command::new("docker")
+        .args(["rmi", &upstream])
+        .output();
+}

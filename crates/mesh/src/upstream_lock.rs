@@ -192,6 +192,36 @@ pub fn is_digest(text: &str) -> bool {
     })
 }
 
+/// An upstream an artifact was built on that its registry has since moved past.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UpstreamMoved {
+    pub image: String,
+    /// The digest the artifact was built on (the lock's, when it was built).
+    pub built_on: String,
+    /// What the registry served under the tag when last asked.
+    pub now: String,
+}
+
+/// The upstreams of an artifact (`built_on`: image → the digest it was built on, from its input
+/// manifest) that moved since, by what their registries served when last asked (`now`). An
+/// upstream never asked, or whose registry could not say, is not counted as moved.
+pub fn moved_since<'a>(
+    built_on: &BTreeMap<String, String>,
+    now: impl Fn(&str) -> Option<&'a str>,
+) -> Vec<UpstreamMoved> {
+    built_on
+        .iter()
+        .filter_map(|(image, digest)| {
+            let now = now(image)?;
+            (now != digest).then(|| UpstreamMoved {
+                image: image.clone(),
+                built_on: digest.clone(),
+                now: now.to_string(),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::expect_used)]
 mod tests {
@@ -266,6 +296,29 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "x/mesh.lock line 1: version 2 is newer than this meshtop reads (1): update meshtop"
+        );
+    }
+
+    #[test]
+    fn only_an_upstream_seen_elsewhere_since_counts_as_moved() {
+        let built_on: BTreeMap<String, String> = [
+            ("a:1".to_string(), "sha256:aa".to_string()),
+            ("b:1".to_string(), "sha256:bb".to_string()),
+            ("c:1".to_string(), "sha256:cc".to_string()),
+        ]
+        .into();
+        let now = |image: &str| match image {
+            "a:1" => Some("sha256:a2"),
+            "b:1" => Some("sha256:bb"),
+            _ => None,
+        };
+        assert_eq!(
+            moved_since(&built_on, now),
+            [UpstreamMoved {
+                image: "a:1".into(),
+                built_on: "sha256:aa".into(),
+                now: "sha256:a2".into(),
+            }]
         );
     }
 }

@@ -18,6 +18,7 @@ mod record_history;
 mod schema;
 mod stats;
 mod timeline;
+mod upstreams;
 mod verified;
 mod words;
 
@@ -35,6 +36,7 @@ pub use holder::{Holder, LOCK_STALE_MS, TEST_STALE_ENV, lock_stale_ms, this_host
 pub use input_stats::decode as decode_input_stats;
 pub use operations::OperationId;
 pub use schema::SCHEMA_VERSION;
+pub use upstreams::UpstreamSeen;
 
 /// The state database of this user: `<data dir>/meshtop/state.db`
 /// (on Linux `~/.local/share/meshtop/state.db`). The CLI handles `--state` / `MESHTOP_STATE` itself.

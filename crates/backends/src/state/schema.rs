@@ -394,6 +394,17 @@ CREATE TABLE index_images (
     r#"
 ALTER TABLE verified_pulls ADD COLUMN reference TEXT;
 "#,
+    // 19: what each upstream image's registry served under its tag when last asked (`outdated`,
+    // `plan --refresh`, the dashboard's poller): `status` and the dashboard say which machines run
+    // an artifact built on an upstream that has since moved, without asking a registry themselves.
+    r#"
+CREATE TABLE upstreams_seen (
+    image     TEXT PRIMARY KEY NOT NULL,
+    digest    TEXT,
+    error     TEXT,
+    asked_ms  INTEGER NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Checkpoint the WAL once it holds this many pages (1 MiB of 4 KiB pages; SQLite's default is 1000).

@@ -126,8 +126,8 @@ fn migration_6_keeps_every_row_column_and_index_and_names_old_stops_stopped() {
     // old rows leave NULL), 9 (pins' own inputs, the history by time) and 10 (every target keyed
     // apart; the builds stay the mesh's), 11 (`converge_id` is `operation_id`) and 12 (each step's
     // data, a column of `events`), 13 (a build's builder and push time) and 14 (a record entry's
-    // manifest and signer, the verified pulls) 15 (a build's daemon time) 16 (each operation's timeline), 17 (the images run out of an index) and 18 (the ref of a verified pull) came after it.
-    assert_eq!(SCHEMA_VERSION, 18);
+    // manifest and signer, the verified pulls) 15 (a build's daemon time) 16 (each operation's timeline), 17 (the images run out of an index) 18 (the ref of a verified pull) and 19 (what upstream registries served when last asked) came after it.
+    assert_eq!(SCHEMA_VERSION, 19);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let v5 = v5_database(&path);

@@ -10,7 +10,9 @@ mod decided;
 mod inputs;
 mod upstreams;
 
-pub use upstreams::{LockUpdate, UpstreamNow, outdated, update_lock};
+pub use upstreams::{
+    LockUpdate, Refreshed, UpstreamNow, moved_under, outdated, refresh_upstreams, update_lock,
+};
 mod vouchers;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

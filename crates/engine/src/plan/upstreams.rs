@@ -9,8 +9,10 @@ use super::{PlanError, Planner};
 use crate::backends::credentials;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::{Published, RegistryClient, RegistryError};
+use crate::backends::state::{StateDb, StateError, UpstreamSeen};
+use crate::mesh::manifest::Manifest;
 use crate::mesh::model::{Mesh, Module, Registry};
-use crate::mesh::upstream_lock::{LockEntry, ResolvedFrom};
+use crate::mesh::upstream_lock::{LockEntry, ResolvedFrom, UpstreamMoved, moved_since};
 use crate::workspace::lock_file::{add_to_lock, module_upstreams, read_lock, write_lock};
 
 /// How long one registry is asked about one upstream before the host daemon is asked instead.
@@ -320,6 +322,58 @@ impl ImageName {
             format!("{}/{}", self.host, self.repository)
         }
     }
+}
+
+/// `outdated`, each answer noted in the state database (what `status` and the dashboard read to
+/// say which machines stand on a moved upstream, without asking a registry themselves). A state
+/// database that cannot be written (opened read-only) leaves the answers unnoted, said in `unnoted`.
+pub async fn refresh_upstreams(
+    mesh: &Mesh,
+    db: &std::sync::Mutex<StateDb>,
+) -> Result<Refreshed, PlanError> {
+    let answers = outdated(mesh).await?;
+    let unnoted = match crate::backends::state::locked(db) {
+        Ok(db) => answers
+            .iter()
+            .try_for_each(|answer| {
+                db.note_upstream_seen(
+                    &answer.image,
+                    answer.current.as_deref(),
+                    answer.error.as_deref(),
+                )
+            })
+            .err()
+            .map(|e| e.to_string()),
+        Err(poisoned) => Some(poisoned.to_string()),
+    };
+    Ok(Refreshed { answers, unnoted })
+}
+
+/// The upstreams asked now, and why their answers could not be kept, if they could not.
+pub struct Refreshed {
+    pub answers: Vec<UpstreamNow>,
+    pub unnoted: Option<String>,
+}
+
+/// The upstreams the artifact of `reference` (a build of `module` this state database kept the
+/// inputs of) was built on that moved since, by what their registries served when last asked.
+/// Nothing when the inputs are not kept here (an artifact another machine built).
+pub fn moved_under(
+    db: &StateDb,
+    mesh: &str,
+    module: &str,
+    reference: &str,
+    seen: &BTreeMap<String, UpstreamSeen>,
+) -> Result<Vec<UpstreamMoved>, StateError> {
+    let Some(json) = db.manifest(mesh, module, reference)? else {
+        return Ok(Vec::new());
+    };
+    let Ok(manifest) = serde_json::from_str::<Manifest>(&json) else {
+        return Ok(Vec::new());
+    };
+    Ok(moved_since(&manifest.upstreams, |image| {
+        seen.get(image).and_then(|s| s.digest.as_deref())
+    }))
 }
 
 #[cfg(test)]
