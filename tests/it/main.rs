@@ -36,6 +36,7 @@ mod dashboard_signatures;
 mod dashboard_snapshots;
 mod dashboard_state;
 mod dashboard_stopped;
+mod dashboard_upstreams;
 mod dashboard_views;
 mod dashboard_views_docker;
 mod environments_gc;

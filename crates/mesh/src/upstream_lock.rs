@@ -192,6 +192,27 @@ pub fn is_digest(text: &str) -> bool {
     })
 }
 
+/// One locked upstream against what its registry serves now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UpstreamNow {
+    pub image: String,
+    pub locked: String,
+    /// What the registry serves under the tag now; None when it could not say (`error` says why).
+    pub current: Option<String>,
+    pub error: Option<String>,
+    /// The modules whose Dockerfiles name it.
+    pub modules: Vec<String>,
+    /// The machines the mesh file declares for those modules.
+    pub machines: usize,
+}
+
+impl UpstreamNow {
+    /// The registry serves another digest than the lock holds.
+    pub fn moved(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| *c != self.locked)
+    }
+}
+
 /// An upstream an artifact was built on that its registry has since moved past.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct UpstreamMoved {

@@ -5,6 +5,7 @@ use crate::mesh::machine::moves_for;
 use crate::mesh::model::{Policy, RecordEntry};
 use crate::mesh::pin::{RollbackTarget, rollback_target};
 use crate::mesh::text::short_id;
+use crate::mesh::why::short_digest;
 
 use super::keys::{Action, Mode};
 use super::msg::ActionRequest;
@@ -26,6 +27,11 @@ pub enum NotAsked {
     NothingRecorded { module: String, then: &'static str },
     #[error("no machine of {module} is behind the record")]
     NoneBehind { module: String },
+    /// `poll`: the key that polls now.
+    #[error(
+        "no upstream of {module} has moved since its registries were last asked ({poll} asks again)"
+    )]
+    NoUpstreamMoved { module: String, poll: String },
     #[error("the environments view is still reading every target; wait for it")]
     StillReading,
     #[error(
@@ -259,6 +265,54 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, NotAsked> {
         then: ConfirmThen::Start(ActionRequest::Converge {
             modules: Some(vec![module.name.clone()]),
             force: true,
+        }),
+        go: false,
+    })
+}
+
+/// `u`: move the selected module's moved upstreams in `mesh.lock` to what their registries serve,
+/// then converge every module whose Dockerfile names them (their addresses move).
+pub fn update_upstreams(state: &AppState) -> Result<Confirm, NotAsked> {
+    let module = state.selected_module().ok_or(NotAsked::NoModule)?;
+    let moved = state.moved_upstreams(&module.name);
+    if moved.is_empty() {
+        return Err(NotAsked::NoUpstreamMoved {
+            module: module.name.clone(),
+            poll: state.keys.hint_line(Mode::Normal, &[Action::Poll]),
+        });
+    }
+    let mut lines = Vec::new();
+    let mut modules: Vec<String> = Vec::new();
+    for upstream in &moved {
+        lines.push(format!(
+            "move {} in mesh.lock: {} → {}",
+            upstream.image,
+            short_digest(&upstream.locked),
+            upstream
+                .current
+                .as_deref()
+                .map_or_else(String::new, short_digest)
+        ));
+        for name in &upstream.modules {
+            if !modules.contains(name) {
+                modules.push(name.clone());
+            }
+        }
+    }
+    lines.push(format!(
+        "then converge {} (their addresses move)",
+        modules.join(", ")
+    ));
+    for name in &modules {
+        machine_consequences(state, name, &mut lines);
+    }
+    Ok(Confirm {
+        title: format!("Update {}'s upstreams?", module.name),
+        lines,
+        verb: "Update".into(),
+        then: ConfirmThen::Start(ActionRequest::UpdateUpstreams {
+            images: moved.iter().map(|u| u.image.clone()).collect(),
+            modules,
         }),
         go: false,
     })

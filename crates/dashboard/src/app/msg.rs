@@ -19,6 +19,7 @@ use crate::mesh::progress::{EventRow, Progress};
 use crate::mesh::provenance::ReadProvenance;
 use crate::mesh::stats::Stats;
 use crate::mesh::timeline::Timeline;
+use crate::mesh::upstream_lock::UpstreamNow;
 
 /// The sources the dashboard polls, each on its own task and interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,16 +31,19 @@ pub enum SourceId {
     Machines,
     /// Only when the mesh names a registry.
     Registry,
+    /// What each locked upstream's registry serves now (a modest interval: never on a key's path).
+    Upstreams,
 }
 
 impl SourceId {
-    pub const ALL: [SourceId; 6] = [
+    pub const ALL: [SourceId; 7] = [
         SourceId::Plan,
         SourceId::Record,
         SourceId::Host,
         SourceId::State,
         SourceId::Machines,
         SourceId::Registry,
+        SourceId::Upstreams,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +54,7 @@ impl SourceId {
             SourceId::State => "history",
             SourceId::Machines => "machines",
             SourceId::Registry => "registry",
+            SourceId::Upstreams => "upstreams",
         }
     }
 
@@ -163,6 +168,8 @@ pub enum SourceData {
     MachinesAgainst(Record, Vec<Machine>),
     /// Module → what the registry answered for its planned ref.
     Registry(BTreeMap<String, RegistryAnswer>),
+    /// Every locked upstream against what its registry serves now.
+    Upstreams(Vec<UpstreamNow>),
 }
 
 /// What a view asks the sources to read.
@@ -302,6 +309,12 @@ pub enum ActionRequest {
         artifact: RecordEntry,
         current: Option<RecordEntry>,
     },
+    /// Move these upstreams in `mesh.lock` to what their registries serve now, then converge
+    /// `modules` (those whose Dockerfiles name them: their addresses move).
+    UpdateUpstreams {
+        images: Vec<String>,
+        modules: Vec<String>,
+    },
 }
 
 impl ActionRequest {
@@ -329,6 +342,9 @@ impl ActionRequest {
             ActionRequest::Rollback { module, .. } => format!("roll back {module}"),
             ActionRequest::Gc { .. } => "gc".into(),
             ActionRequest::Promote { module, to, .. } => format!("promote {module} to {to}"),
+            ActionRequest::UpdateUpstreams { modules, .. } => {
+                format!("update upstreams of {}", modules.join(", "))
+            }
         }
     }
 }

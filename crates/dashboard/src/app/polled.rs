@@ -54,6 +54,12 @@ pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<
                 state.dirty = true;
             }
         }
+        SourceData::Upstreams(answers) => {
+            if state.upstreams != answers {
+                state.upstreams = answers;
+                state.dirty = true;
+            }
+        }
         SourceData::State(snapshot) => return history(state, *snapshot, at_ms),
     }
     Vec::new()

@@ -14,6 +14,7 @@ use crate::mesh::plan::{Plan, PlannedModule};
 use crate::mesh::progress::EventRow;
 use crate::mesh::provenance::ReadProvenance;
 use crate::mesh::target::TargetDescription;
+use crate::mesh::upstream_lock::UpstreamNow;
 
 use super::keys::{KeyTable, Mode};
 use super::log_view::LogView;
@@ -197,7 +198,9 @@ impl Running {
     pub fn of(request: &ActionRequest) -> Running {
         let label = request.label();
         match request {
-            ActionRequest::Converge { .. } => Running::Converge(label),
+            ActionRequest::Converge { .. } | ActionRequest::UpdateUpstreams { .. } => {
+                Running::Converge(label)
+            }
             ActionRequest::Send { .. } => Running::Send(label),
             ActionRequest::Rollback { .. } => Running::Rollback(label),
             ActionRequest::Gc { .. } => Running::Gc(label),
@@ -239,9 +242,11 @@ pub struct AppState {
     /// Problems met on the way (bad key overrides…), shown on a warning line.
     pub warnings: Vec<String>,
     pub now_ms: i64,
-    pub sources: [SourceStatus; 6],
+    pub sources: [SourceStatus; 7],
     /// The registry's answers, module → answer (only when the mesh names a registry).
     pub registry_answers: BTreeMap<String, RegistryAnswer>,
+    /// Every locked upstream against what its registry served when last asked.
+    pub upstreams: Vec<UpstreamNow>,
 
     pub modules: Vec<ModuleInfo>,
     /// Indices into `modules` that pass the filter, ascending.
@@ -356,6 +361,7 @@ impl AppState {
             now_ms,
             sources: Default::default(),
             registry_answers: BTreeMap::new(),
+            upstreams: Vec::new(),
             modules,
             visible,
             selected: 0,
@@ -451,6 +457,15 @@ impl AppState {
             minute: self.now_ms / 60_000,
             running_second: self.live_running().map(|_| self.now_ms / 1000),
         }
+    }
+
+    /// The upstreams `module`'s Dockerfile names whose registries serve another digest than the
+    /// lock holds.
+    pub fn moved_upstreams(&self, module: &str) -> Vec<&UpstreamNow> {
+        self.upstreams
+            .iter()
+            .filter(|u| u.moved() && u.modules.iter().any(|m| m == module))
+            .collect()
     }
 
     pub fn source(&self, id: SourceId) -> &SourceStatus {

@@ -383,6 +383,10 @@ fn normal(state: &mut AppState, action: Action) -> Vec<Effect> {
             let built = ask::rollback(state);
             ask(state, built)
         }
+        Action::UpdateUpstreams => {
+            let built = ask::update_upstreams(state);
+            ask(state, built)
+        }
         Action::ToggleHistory => {
             state.history_by_module = !state.history_by_module;
             state.sync_history_scope()

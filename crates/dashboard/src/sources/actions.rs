@@ -105,6 +105,27 @@ pub async fn run(
             let summary = engine::converge(request, daemon, Some(progress), cancel).await?;
             headline(summary.ok, summary.headline())
         }
+        ActionRequest::UpdateUpstreams { images, modules } => {
+            let update = crate::converge::plan::update_lock(&mesh, &images, &daemon).await?;
+            let request = ConvergeRequest {
+                mesh: (*mesh).clone(),
+                state_path: session.state_path.clone(),
+                force: false,
+                jobs: engine::default_jobs(),
+                modules: Some(modules.into_iter().collect()),
+                wait: false,
+                target,
+            };
+            let summary = engine::converge(request, daemon, Some(progress), cancel).await?;
+            let moved = update.moved.len();
+            headline(
+                summary.ok,
+                format!(
+                    "mesh.lock: {moved} upstream(s) moved; {}",
+                    summary.headline()
+                ),
+            )
+        }
         ActionRequest::Rollback { module, from } => {
             let db = session.db_handle().await?;
             let plan =

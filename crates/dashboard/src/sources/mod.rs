@@ -14,6 +14,7 @@ pub mod record;
 pub mod registry;
 pub mod session;
 pub mod state;
+pub mod upstreams;
 pub mod views;
 
 use std::sync::Arc;
@@ -59,6 +60,8 @@ pub fn all(session: &Arc<Session>) -> Vec<Arc<dyn Source>> {
         (SourceId::Host, secs(5), host::poll),
         (SourceId::State, secs(2), state::poll),
         (SourceId::Machines, secs(5), machines::poll),
+        // Registries outside this machine: asked every ten minutes (and on `r`), never on a key.
+        (SourceId::Upstreams, secs(600), upstreams::poll),
     ];
     if session.mesh.registry.is_some() {
         polls.push((SourceId::Registry, secs(10), registry::poll));

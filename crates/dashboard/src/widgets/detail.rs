@@ -72,6 +72,7 @@ pub fn module_lines(
     {
         lines.push((line, palette.plain()));
     }
+    upstream_lines(state, &module.name, &mut lines, palette);
     if full {
         lines.push((format!("policy: {}", module.policy), palette.plain()));
         lines.extend(super::record_history::lines(state, &module.name, palette));
@@ -258,6 +259,46 @@ fn held_line(held: &RegistryHeld, decision: Decision, palette: Palette) -> Line 
             ),
             palette.plain(),
         ),
+    }
+}
+
+/// Each upstream the module's Dockerfile names: locked, and what its registry served when last asked
+/// (moved ones warn, with the key that updates the lock and converges).
+fn upstream_lines(state: &AppState, module: &str, lines: &mut Vec<Line>, palette: Palette) {
+    let asked = answered(state, SourceId::Upstreams);
+    let key = state.keys.keys_text(Mode::Normal, Action::UpdateUpstreams);
+    for upstream in state
+        .upstreams
+        .iter()
+        .filter(|u| u.modules.iter().any(|m| m == module))
+    {
+        let locked = short_digest(&upstream.locked);
+        let (said, style) = match (&upstream.current, &upstream.error) {
+            (Some(now), _) if upstream.moved() => (
+                format!(
+                    "upstream {}: locked {locked}, its registry serves {} now — {key} updates mesh.lock and converges ({asked})",
+                    upstream.image,
+                    short_digest(now)
+                ),
+                palette.warn(),
+            ),
+            (Some(_), _) => (
+                format!(
+                    "upstream {}: locked {locked}, current ({asked})",
+                    upstream.image
+                ),
+                palette.plain(),
+            ),
+            (None, error) => (
+                format!(
+                    "upstream {}: locked {locked}; its registry could not say: {} ({asked})",
+                    upstream.image,
+                    error.as_deref().unwrap_or("no answer")
+                ),
+                palette.dim(),
+            ),
+        };
+        lines.push((said, style));
     }
 }
 

@@ -54,7 +54,13 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let mut x = put(buf, area, area.x, y, usize::MAX, " ", palette.plain());
     let shown = SourceId::ALL
         .into_iter()
-        .filter(|id| *id != SourceId::Registry || state.context.registry.is_some());
+        .filter(|id| *id != SourceId::Registry || state.context.registry.is_some())
+        // Shown once the mesh has an upstream to ask about (or asking failed).
+        .filter(|id| {
+            *id != SourceId::Upstreams
+                || !state.upstreams.is_empty()
+                || state.source(*id).error.is_some()
+        });
     for (i, id) in shown.enumerate() {
         if i > 0 {
             x = put(buf, area, x, y, usize::MAX, " · ", palette.dim());

@@ -241,7 +241,7 @@ fn columns(state: &AppState, width: u16, first: usize, rows: usize) -> Columns {
             .take(rows)
             .map(|&i| &state.modules[i])
     };
-    let longest = shown().map(|m| m.name.chars().count()).max();
+    let longest = shown().map(|m| name_text(state, m).chars().count()).max();
     let name = (longest.unwrap_or(6).max(6) as u16).min(24);
     let decision = match state.live_running() {
         // On a pool the state also names the builder (`building 2/4 50s on farm-1`).
@@ -417,6 +417,16 @@ fn draw_heads(buf: &mut Buffer, area: Rect, state: &AppState, cols: &Columns, pa
     }
 }
 
+/// The MODULE cell: the name, marked `⇡` when an upstream its Dockerfile names has moved past the
+/// lock (what the upstreams source last heard; `u` updates and converges).
+fn name_text(state: &AppState, module: &ModuleInfo) -> String {
+    if state.moved_upstreams(&module.name).is_empty() {
+        module.name.clone()
+    } else {
+        format!("{} ⇡", module.name)
+    }
+}
+
 /// One module's cells with their widths; `selected` holds whether the pane has the focus.
 fn row_cells(
     state: &AppState,
@@ -434,7 +444,7 @@ fn row_cells(
     };
     let mut cells: Vec<(Cell, u16)> = vec![
         ((tier, palette.dim()), 2),
-        ((module.name.clone(), name_style), cols.name + 1),
+        ((name_text(state, module), name_style), cols.name + 1),
         ((reference, ref_style), cols.reference + 1),
         (
             decision_cell(state, &module.name, palette),

@@ -12,6 +12,7 @@ use crate::backends::registry::{Published, RegistryClient, RegistryError};
 use crate::backends::state::{StateDb, StateError, UpstreamSeen};
 use crate::mesh::manifest::Manifest;
 use crate::mesh::model::{Mesh, Module, Registry};
+pub use crate::mesh::upstream_lock::UpstreamNow;
 use crate::mesh::upstream_lock::{LockEntry, ResolvedFrom, UpstreamMoved, moved_since};
 use crate::workspace::lock_file::{add_to_lock, module_upstreams, read_lock, write_lock};
 
@@ -186,27 +187,6 @@ pub async fn update_lock(
 /// How many registries `outdated` asks at once.
 const ASKED_AT_ONCE: usize = 8;
 
-/// One locked upstream against what its registry serves now.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct UpstreamNow {
-    pub image: String,
-    pub locked: String,
-    /// What the registry serves under the tag now; None when it could not say (`error` says why).
-    pub current: Option<String>,
-    pub error: Option<String>,
-    /// The modules whose Dockerfiles name it.
-    pub modules: Vec<String>,
-    /// The machines the mesh file declares for those modules.
-    pub machines: usize,
-}
-
-impl UpstreamNow {
-    /// The registry serves another digest than the lock holds.
-    pub fn moved(&self) -> bool {
-        self.current.as_ref().is_some_and(|c| *c != self.locked)
-    }
-}
-
 /// `meshtop outdated`: every locked upstream asked of its registry (a few at once, each bounded by
 /// its timeout), against the lock. Reads only; `update` moves the lock.
 pub async fn outdated(mesh: &Mesh) -> Result<Vec<UpstreamNow>, PlanError> {
@@ -221,22 +201,23 @@ pub async fn outdated(mesh: &Mesh) -> Result<Vec<UpstreamNow>, PlanError> {
             }
         }
     }
-    let asks = lock.entries.iter().map(|(image, entry)| {
-        let modules = users.get(image).cloned().unwrap_or_default();
+    // Owned: a future that borrows the lock cannot be sent on from a poller's task.
+    let asks = lock.entries.into_iter().map(|(image, entry)| {
+        let modules = users.get(&image).cloned().unwrap_or_default();
         let machines = mesh
             .machines
             .iter()
             .filter(|m| modules.contains(&m.module))
             .count();
         async move {
-            let (current, error) = match ask_registry(&ImageName::parse(image)).await {
+            let (current, error) = match ask_registry(&ImageName::parse(&image)).await {
                 Ok(Some(digest)) => (Some(digest), None),
                 Ok(None) => (None, Some("the registry holds no such tag now".to_string())),
                 Err(e) => (None, Some(e.to_string())),
             };
             UpstreamNow {
-                image: image.clone(),
-                locked: entry.digest.clone(),
+                image,
+                locked: entry.digest,
                 current,
                 error,
                 modules,

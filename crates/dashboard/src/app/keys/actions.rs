@@ -200,6 +200,12 @@ key_table! {
         hint: "send", footer_rank: 3, mutating: true,
         keys: &[bound(Normal, &[Key::ch('s')])],
     }
+    UpdateUpstreams {
+        name: "update_upstreams",
+        description: "move the selected module's moved upstreams in mesh.lock and converge (asks first)",
+        hint: "", footer_rank: 13, mutating: true,
+        keys: &[bound(Normal, &[Key::ch('u')])],
+    }
     Rollback {
         name: "rollback", description: "roll the selected module back and pin it (asks first)",
         hint: "rollback", footer_rank: 4, mutating: true,
