@@ -938,3 +938,69 @@ async fn a_record_back_in_the_annotations_keeps_the_history_its_shards_held() {
     assert_eq!(read.history, history);
     assert_eq!(read.history["module-00000"].len(), 3);
 }
+
+/// A newer meshtop's index (a format above this one's, with a key this one does not know) is read
+/// for what it understands and never stamped: a stamp would drop what it does not know. An index
+/// from before the format was named (format 1: no `format`) reads and is rewritten as this format
+/// by its next stamp, nothing lost.
+#[tokio::test]
+async fn an_index_of_a_newer_format_is_read_never_stamped_and_an_older_one_migrates() {
+    use meshtop::backends::cluster::INDEX_FORMAT;
+    let api = KubeApi::start().await;
+    api.put_namespace(NS, &[]);
+    let cluster = api.cluster(NS);
+    let whole = modules(0, 2_000, "v1");
+    stamp(&cluster, &whole, "op-1").await.unwrap();
+    assert_eq!(index(&api).format, INDEX_FORMAT);
+    let set_index = |text: String| {
+        let mut namespace = api.get("namespaces", "", NS).unwrap();
+        namespace["metadata"]["annotations"][INDEX_ANNOTATION] = json!(text);
+        api.put("namespaces", "", namespace);
+    };
+    let written: Value =
+        serde_json::from_str(annotations(&api)[INDEX_ANNOTATION].as_str().unwrap()).unwrap();
+
+    let mut newer = written.clone();
+    newer["format"] = json!(99);
+    newer["attestations"] = json!(["kept by a newer meshtop"]);
+    set_index(newer.to_string());
+    let before = annotations(&api);
+    let shards_before = api.all("configmaps", NS).len();
+    let read = cluster.read_entries().await.unwrap();
+    assert_eq!(read.record, whole, "what it understands reads");
+    let said = "is format 99, newer than this meshtop's 2";
+    assert!(
+        read.warning.as_deref().unwrap_or_default().contains(said),
+        "{:?}",
+        read.warning
+    );
+    let refused = stamp(&cluster, &modules(0, 1, "v2"), "op-2")
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains(said), "{refused}");
+    assert_eq!(
+        annotations(&api),
+        before,
+        "the namespace byte-for-byte as it was"
+    );
+    assert_eq!(
+        api.all("configmaps", NS).len(),
+        shards_before,
+        "no shard written"
+    );
+
+    let mut older = written;
+    older.as_object_mut().unwrap().remove("format");
+    set_index(older.to_string());
+    let read = cluster.read_record().await.unwrap();
+    assert_eq!((read.record.len(), read.warning), (2_000, None));
+    stamp(&cluster, &modules(0, 1, "v2"), "op-3").await.unwrap();
+    assert_eq!(
+        index(&api).format,
+        INDEX_FORMAT,
+        "migrated on its next stamp"
+    );
+    let read = cluster.read_record().await.unwrap();
+    assert_eq!(read.history.len(), 2_000, "nothing of the history lost");
+    assert_eq!(read.history["module-00000"].len(), 2);
+}

@@ -32,9 +32,9 @@ pub use record::{
     RecordForm, RecordRead, Stamped, TeamWrite, modules_left, trim_history,
 };
 pub use record_shards::{
-    INDEX_ANNOTATION, ReadCost, RecordIndex, SHARD_BYTES, SHARD_GRACE_MS, SHARD_KEY, SHARD_LABEL,
-    SHARD_PREFIX, SHARD_WRITTEN_AT, SHARD_WRITTEN_BY, ShardContent, ShardProblem, ShardRef,
-    ShardRemoval, UnnamedShard, shard_digest,
+    INDEX_ANNOTATION, INDEX_FORMAT, ReadCost, RecordIndex, SHARD_BYTES, SHARD_GRACE_MS, SHARD_KEY,
+    SHARD_LABEL, SHARD_PREFIX, SHARD_WRITTEN_AT, SHARD_WRITTEN_BY, ShardContent, ShardProblem,
+    ShardRef, ShardRemoval, UnnamedShard, shard_digest,
 };
 pub use rollout::{
     BACKOFF_REASONS, DEFAULT_PROGRESS_DEADLINE, FAILING_REASONS, FollowRules, RolloutDone,

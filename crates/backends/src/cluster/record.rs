@@ -11,8 +11,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::record_shards::{
-    INDEX_ANNOTATION, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER, ShardProblem,
-    ShardsRead, split,
+    INDEX_ANNOTATION, INDEX_FORMAT, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER,
+    ShardProblem, ShardsRead, split,
 };
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
@@ -274,6 +274,14 @@ impl Cluster {
                 return Ok(Attempt::Read(Box::new(read)));
             }
         };
+        if index.format > INDEX_FORMAT {
+            let warning = format!(
+                "the record's index on namespace {:?} (annotation {INDEX_ANNOTATION}) is format {}, newer than this meshtop's {INDEX_FORMAT}: it reads what it understands and stamps nothing (its write would drop what it does not know); use a newer meshtop to converge",
+                self.namespace, index.format
+            );
+            read.warning = Some(warning.clone());
+            read.team_warning = Some(warning);
+        }
         let (whole, mut bytes) = match self.read_shards(&index.shards).await? {
             ShardsRead::Whole(whole, bytes) => (whole, bytes),
             ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
@@ -536,6 +544,7 @@ impl Cluster {
         others: usize,
     ) -> Result<(serde_json::Value, RecordIndex), ClusterError> {
         let index = RecordIndex {
+            format: INDEX_FORMAT,
             shards: after
                 .shards
                 .iter()

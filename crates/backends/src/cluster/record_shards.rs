@@ -65,12 +65,36 @@ pub struct ShardRef {
 /// apart, so that what decides (converge, plan, status) reads the entries without ten stamps a
 /// module. An index written before the history had shards of its own has no `history` (the text
 /// is then byte-for-byte as it was): its history is in the record's shards, and reads from there.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordIndex {
+    /// The index's format ([`INDEX_FORMAT`] when this meshtop writes it; 1 for an index written
+    /// before the format was named). A meshtop that meets a newer one reads what it understands and
+    /// stamps nothing: a field it does not know would be dropped by its write.
+    #[serde(default = "first_format")]
+    pub format: u32,
     pub shards: Vec<ShardRef>,
     /// The history's shards, in module order (each names its first module).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<ShardRef>,
+}
+
+/// The format this meshtop reads and writes: 2, the history's shards apart (`history`). Format 1
+/// (no `format` key) is read and rewritten as 2 by the next stamp. docs/targets-kubernetes.md
+/// describes both for other tools.
+pub const INDEX_FORMAT: u32 = 2;
+
+fn first_format() -> u32 {
+    1
+}
+
+impl Default for RecordIndex {
+    fn default() -> RecordIndex {
+        RecordIndex {
+            format: INDEX_FORMAT,
+            shards: Vec::new(),
+            history: Vec::new(),
+        }
+    }
 }
 
 impl RecordIndex {
