@@ -76,6 +76,7 @@ mod registry_integrity;
 mod registry_voucher;
 mod remote_buildkit;
 mod rollback_gc;
+mod rollout_side_by_side;
 mod send_compose;
 mod send_confirmed;
 mod signed_vouchers;

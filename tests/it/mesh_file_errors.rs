@@ -487,3 +487,77 @@ fn multi_platform_names_pool_or_buildx() {
         assert_eq!(mesh.multi_platform, expected);
     }
 }
+
+#[test]
+fn max_unavailable_is_a_count_of_machines() {
+    let text = format!("{HEAD}{ONE}max_unavailable = 0\n");
+    refused(
+        &text,
+        line_of(&text, "max_unavailable"),
+        &["max_unavailable", "module \"base\"", "from 1"],
+    );
+    let text = format!("{HEAD}{ONE}max_unavailable = \"1\"\n");
+    refused(
+        &text,
+        line_of(&text, "max_unavailable"),
+        &["max_unavailable", "a whole number"],
+    );
+}
+
+#[test]
+fn a_compose_machine_names_its_project_and_service_by_composes_rules() {
+    let machine = "[[machine]]\nname = \"backend\"\nmodule = \"base\"\n";
+    let text =
+        format!("{HEAD}{ONE}{machine}compose = {{ project = \"Shop\", service = \"backend\" }}\n");
+    refused(
+        &text,
+        line_of(&text, "compose"),
+        &[
+            "compose project \"Shop\"",
+            "machine \"backend\"",
+            "lowercase",
+        ],
+    );
+    let text =
+        format!("{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"back end\" }}\n");
+    refused(
+        &text,
+        line_of(&text, "compose"),
+        &["compose service \"back end\"", "letters, digits"],
+    );
+    let text = format!("{HEAD}{ONE}{machine}compose = {{ project = \"shop\" }}\n");
+    refused(&text, line_of(&text, "compose"), &["has no `service`"]);
+    let text = format!(
+        "{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"b\", scale = 2 }}\n"
+    );
+    refused(
+        &text,
+        line_of(&text, "compose"),
+        &["unknown key `scale`", "project, service"],
+    );
+    let text = format!("{HEAD}{ONE}{machine}compose = \"shop/backend\"\n");
+    refused(&text, line_of(&text, "compose"), &["must be a table"]);
+    // What only a machine meshtop makes has, said with why and where to set it instead.
+    let text = format!(
+        "{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"backend\" }}\nenv = {{ A = \"1\" }}\n"
+    );
+    refused(
+        &text,
+        line_of(&text, "env ="),
+        &[
+            "`env` cannot be set here",
+            "docker-compose makes its containers",
+            "services.backend",
+        ],
+    );
+    let text =
+        format!("{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"backend\" }}\n");
+    let dir = repo();
+    let path = write(dir.path(), "mesh.toml", &text);
+    let mesh = file::load(&path).unwrap();
+    let compose = mesh.machines[0].compose.as_ref().unwrap();
+    assert_eq!(
+        (compose.project.as_str(), compose.service.as_str()),
+        ("shop", "backend")
+    );
+}

@@ -292,6 +292,7 @@ fn waiting_counts_follow_bases_all_the_way_down() {
         tier,
         line: 1,
         backoff: Default::default(),
+        max_unavailable: None,
     };
     let mesh = Mesh {
         name: "demo".into(),

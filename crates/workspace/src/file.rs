@@ -4,6 +4,7 @@
 //! Nothing here panics on any input: an empty file, binary junk or huge names are errors like any other.
 
 mod builders;
+mod compose;
 mod keys;
 mod names;
 mod paths;
@@ -270,6 +271,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
                 target: m.target,
                 command: m.command,
                 env: m.env,
+                compose: m.compose,
             })
             .collect(),
     })

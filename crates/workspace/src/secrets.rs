@@ -129,6 +129,7 @@ mod tests {
             tier: 0,
             line: 1,
             backoff: Default::default(),
+            max_unavailable: None,
         }
     }
 

@@ -18,6 +18,39 @@ use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, TARGET_LABEL};
 /// The name suffix of an old container kept, stopped, while its replacement starts during a send.
 pub const KEPT_SUFFIX: &str = ".meshtop-previous";
 
+/// compose's labels: the project and service a container is of, its number in the service, and
+/// whether it is a one-off (`docker-compose run`).
+pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
+pub const COMPOSE_NUMBER_LABEL: &str = "com.docker.compose.container-number";
+pub const COMPOSE_ONEOFF_LABEL: &str = "com.docker.compose.oneoff";
+
+/// A listed container as a machine of `module`; None without a name.
+fn container(summary: bollard::models::ContainerSummary, module: String) -> Option<Container> {
+    let labels = summary.labels.unwrap_or_default();
+    let name = summary
+        .names
+        .unwrap_or_default()
+        .first()?
+        .trim_start_matches('/')
+        .to_string();
+    Some(Container {
+        id: summary.id.unwrap_or_default(),
+        name,
+        module,
+        mesh: labels.get(MESH_LABEL).cloned(),
+        machine: labels.get(MACHINE_LABEL).cloned(),
+        target: labels.get(TARGET_LABEL).cloned(),
+        compose_number: labels
+            .get(COMPOSE_NUMBER_LABEL)
+            .and_then(|n| n.parse().ok()),
+        image: summary.image.unwrap_or_default(),
+        image_id: summary.image_id.unwrap_or_default(),
+        state: summary.state.map(|s| s.to_string()).unwrap_or_default(),
+        status: summary.status.unwrap_or_default(),
+    })
+}
+
 /// One labelled container, as the listing gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Container {
@@ -29,6 +62,9 @@ pub struct Container {
     pub machine: Option<String>,
     /// The docker target it runs on (`jr2.dev/target`), where the mesh has several.
     pub target: Option<String>,
+    /// Its number in its compose service (`com.docker.compose.container-number`), if compose
+    /// made it.
+    pub compose_number: Option<u32>,
     /// What it was created from.
     pub image: String,
     /// The artifact it runs.
@@ -52,6 +88,49 @@ impl Daemon {
     /// Every container carrying meshtop's module label, running or not, in one call.
     pub async fn labelled_containers(&self) -> Result<Vec<Container>, DaemonError> {
         let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
+        let summaries = self.listed(filters).await?;
+        Ok(summaries
+            .into_iter()
+            .filter_map(|summary| {
+                let module = summary.labels.as_ref()?.get(MODULE_LABEL)?.clone();
+                container(summary, module)
+            })
+            .collect())
+    }
+
+    /// The containers of a compose project's service (compose's labels), running or not, each
+    /// as a machine of `module`, with its number in the service (`com.docker.compose.container-number`).
+    pub async fn compose_containers(
+        &self,
+        project: &str,
+        service: &str,
+        module: &str,
+    ) -> Result<Vec<Container>, DaemonError> {
+        let project = format!("{COMPOSE_PROJECT_LABEL}={project}");
+        let service = format!("{COMPOSE_SERVICE_LABEL}={service}");
+        let filters: HashMap<&str, Vec<&str>> =
+            HashMap::from([("label", vec![project.as_str(), service.as_str()])]);
+        let summaries = self.listed(filters).await?;
+        Ok(summaries
+            .into_iter()
+            // A one-off `docker-compose run` container is not the service's.
+            .filter(|summary| {
+                summary
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(COMPOSE_ONEOFF_LABEL))
+                    .is_none_or(|oneoff| oneoff != "True")
+            })
+            .filter_map(|summary| container(summary, module.to_string()))
+            .collect())
+    }
+
+    /// The containers the filters select, but for an old container kept during a send (not a
+    /// machine of its own).
+    async fn listed(
+        &self,
+        filters: HashMap<&str, Vec<&str>>,
+    ) -> Result<Vec<bollard::models::ContainerSummary>, DaemonError> {
         let options = ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&filters)
@@ -63,35 +142,12 @@ impl Daemon {
             .map_err(self.call_error("list containers"))?;
         Ok(summaries
             .into_iter()
-            // An old container kept during a send is not a machine of its own.
             .filter(|summary| {
                 !summary
                     .names
                     .iter()
                     .flatten()
                     .any(|name| name.ends_with(KEPT_SUFFIX))
-            })
-            .filter_map(|summary| {
-                let labels = summary.labels.unwrap_or_default();
-                let module = labels.get(MODULE_LABEL)?.clone();
-                let name = summary
-                    .names
-                    .unwrap_or_default()
-                    .first()?
-                    .trim_start_matches('/')
-                    .to_string();
-                Some(Container {
-                    id: summary.id.unwrap_or_default(),
-                    name,
-                    module,
-                    mesh: labels.get(MESH_LABEL).cloned(),
-                    machine: labels.get(MACHINE_LABEL).cloned(),
-                    target: labels.get(TARGET_LABEL).cloned(),
-                    image: summary.image.unwrap_or_default(),
-                    image_id: summary.image_id.unwrap_or_default(),
-                    state: summary.state.map(|s| s.to_string()).unwrap_or_default(),
-                    status: summary.status.unwrap_or_default(),
-                })
             })
             .collect())
     }

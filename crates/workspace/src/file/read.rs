@@ -38,10 +38,11 @@ const MODULE_KEYS: &[&str] = &[
     "args",
     "rollout_restarts",
     "rollout_backoff",
+    "max_unavailable",
     "secrets",
     "ssh",
 ];
-const MACHINE_KEYS: &[&str] = &["name", "module", "target", "command", "env"];
+const MACHINE_KEYS: &[&str] = &["name", "module", "target", "command", "env", "compose"];
 
 type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
 
@@ -71,6 +72,7 @@ pub(super) struct RawModule {
     pub platforms: Option<Vec<Platform>>,
     pub args: BTreeMap<String, String>,
     pub backoff: Backoff,
+    pub max_unavailable: Option<u32>,
     pub secrets: Vec<BuildSecret>,
     pub ssh: bool,
 }
@@ -82,6 +84,7 @@ pub(super) struct RawMachine {
     pub target: String,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    pub compose: Option<crate::mesh::model::ComposeService>,
 }
 
 /// `[mesh]`: name, registry (and publish), platforms.
@@ -393,6 +396,9 @@ pub(super) fn modules(
         };
         let platforms = platforms(src, &module)?;
         let backoff = backoff(src, &module)?;
+        let max_unavailable = module
+            .count(src, "max_unavailable", "1")?
+            .map(Spanned::into_inner);
         let mut args = BTreeMap::new();
         for (key, value) in module
             .string_map(src, "args", "{ KEY = \"value\" }")?
@@ -431,6 +437,7 @@ pub(super) fn modules(
             platforms,
             args,
             backoff,
+            max_unavailable,
             secrets,
             ssh,
         });
@@ -507,6 +514,7 @@ pub(super) fn machines(
         }
         let module = machine.required_string(src, "module", "\"api\" (a module of this mesh)")?;
         let target = machine_target(src, &machine, docker)?;
+        let compose = super::compose::compose(src, &machine)?;
         let command = machine
             .string_list(src, "command", "[\"sh\", \"-c\", \"sleep 3600\"]")?
             .map(|list| {
@@ -541,6 +549,7 @@ pub(super) fn machines(
             target,
             command,
             env,
+            compose,
         });
     }
     Ok(out)
