@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{remove_from_daemon, require_docker, test_name};
+use common::{remove_from_daemon, require_docker, said, test_name};
 
 /// A mesh of one module `web` (policy rollout) whose `machines` run on a network with a poller.
 /// Dropping it removes the containers, the network and the mesh's images.
@@ -74,12 +74,11 @@ impl Fleet {
         common::httpd::meshtop_in(self.dir.path(), args)
     }
 
-    /// Converge; the module's ref and what the converge said on the way (its progress).
-    fn converge(&self) -> (String, String) {
+    /// Converge; the module's ref.
+    fn converge(&self) -> String {
         let args = ["converge", "--json"];
-        let (summary, live) = common::json_of(&args, &self.meshtop(&args));
-        let reference = summary["modules"][0]["ref"].as_str().unwrap().to_string();
-        (reference, live)
+        let (summary, _) = common::json_of(&args, &self.meshtop(&args));
+        summary["modules"][0]["ref"].as_str().unwrap().to_string()
     }
 
     /// The machines on `reference`, each a container of the mesh on the fleet's network (started
@@ -162,10 +161,12 @@ impl Fleet {
     fn roll_out_v2(&self) -> (Vec<Vec<String>>, String) {
         let before = self.rounds().len();
         self.artifact("v2");
-        let (_, live) = self.converge();
+        // Its words, not --json: the last line (stdout) is the timeline's account.
+        let converge = self.meshtop(&["converge"]);
+        assert!(converge.status.success(), "{}", said(&converge));
         self.poller_sees_all("v2");
         let rounds = self.rounds().split_off(before);
-        (rounds, live)
+        (rounds, said(&converge))
     }
 
     /// How many of the machines' sends began before the first one ended, from the progress.
@@ -230,7 +231,7 @@ fn one_always_served(fleet: &Fleet, rounds: &[Vec<String>], live: &str) {
 #[test]
 fn two_machines_of_one_module_roll_out_one_at_a_time_with_one_always_serving() {
     let fleet = Fleet::new("ro2", 2, "");
-    let (reference, _) = fleet.converge();
+    let reference = fleet.converge();
     fleet.start(&reference);
 
     let (rounds, live) = fleet.roll_out_v2();
@@ -246,12 +247,19 @@ fn two_machines_of_one_module_roll_out_one_at_a_time_with_one_always_serving() {
 #[test]
 fn three_machines_roll_out_two_side_by_side_with_one_always_serving() {
     let fleet = Fleet::new("ro3", 3, "");
-    let (reference, _) = fleet.converge();
+    let reference = fleet.converge();
     fleet.start(&reference);
 
     let (rounds, live) = fleet.roll_out_v2();
     one_always_served(&fleet, &rounds, &live);
     assert_eq!(fleet.began_before_first_end(&live), 2, "{live}");
+    // The timeline's critical path ends in the roll-outs: two waves of (a 1 s grace, then 5 s
+    // running) are most of this converge, and its last line says so.
+    let last = live.lines().find(|l| l.starts_with("critical path"));
+    assert!(
+        last.is_some_and(|l| l.contains("→ roll-out of web") && l.contains("most of it)")),
+        "{live}"
+    );
     assert!(
         live.contains("2 of web's 3 machine(s) move at once"),
         "{live}"
@@ -261,7 +269,7 @@ fn three_machines_roll_out_two_side_by_side_with_one_always_serving() {
 #[test]
 fn max_unavailable_caps_how_many_move_at_once() {
     let fleet = Fleet::new("rocap", 3, "max_unavailable = 1\n");
-    let (reference, _) = fleet.converge();
+    let reference = fleet.converge();
     fleet.start(&reference);
 
     let (rounds, live) = fleet.roll_out_v2();
