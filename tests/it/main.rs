@@ -57,6 +57,7 @@ mod kube_verdicts;
 mod layering;
 mod logs_docker;
 mod logs_kube;
+mod machine_service;
 mod machines_docker;
 mod mesh_file;
 mod mesh_file_builders;

@@ -382,6 +382,9 @@ pub struct MachineSpec {
     /// `compose = { project, service }`: the machine is that compose service's containers, found
     /// by compose's labels; meshtop never makes them (`docker-compose up` does).
     pub compose: Option<ComposeService>,
+    /// What it runs as, in compose's words (ports, volumes, networks, restart, healthcheck,
+    /// stop_grace_period): used when meshtop makes it.
+    pub service: super::service::Service,
 }
 
 /// What the target's record holds for one module: the ref, the artifact (image id), and — once it

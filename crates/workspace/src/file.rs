@@ -10,6 +10,7 @@ mod names;
 mod paths;
 mod read;
 mod secrets;
+mod service;
 mod table;
 mod targets;
 mod trust;
@@ -272,6 +273,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
                 command: m.command,
                 env: m.env,
                 compose: m.compose,
+                service: service::resolved(m.service, &dir),
             })
             .collect(),
     })

@@ -5,12 +5,13 @@
 
 use std::collections::HashMap;
 
-use bollard::models::{ContainerCreateBody, NetworkConnectRequest};
+use bollard::models::NetworkConnectRequest;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
     RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 
+use super::made::{self, NewContainer};
 use super::proof::Proven;
 use super::{Daemon, DaemonError, clone};
 use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, TARGET_LABEL};
@@ -73,15 +74,6 @@ pub struct Container {
     pub state: String,
     /// Docker's status line, e.g. `Up 3 minutes`, `Exited (1) 2 hours ago`.
     pub status: String,
-}
-
-/// A container to create for a declared machine.
-pub struct NewContainer {
-    pub name: String,
-    pub image: String,
-    pub command: Vec<String>,
-    pub env: Vec<String>,
-    pub labels: HashMap<String, String>,
 }
 
 impl Daemon {
@@ -154,28 +146,24 @@ impl Daemon {
 
     /// Create and start a declared machine.
     pub async fn create_machine(&self, spec: NewContainer) -> Result<String, DaemonError> {
-        let body = ContainerCreateBody {
-            image: Some(spec.image),
-            cmd: (!spec.command.is_empty()).then_some(spec.command),
-            env: (!spec.env.is_empty()).then_some(spec.env),
-            labels: Some(spec.labels),
-            host_config: Some(bollard::models::HostConfig {
-                restart_policy: Some(bollard::models::RestartPolicy {
-                    name: Some(bollard::models::RestartPolicyNameEnum::UNLESS_STOPPED),
-                    maximum_retry_count: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let mesh_labels: HashMap<String, String> = spec
+            .labels
+            .iter()
+            .filter(|(key, _)| key.as_str() == MESH_LABEL)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.ensure_networks(&spec.service.networks, &mesh_labels)
+            .await?;
         let options = CreateContainerOptionsBuilder::default()
             .name(&spec.name)
             .build();
+        let (body, later) = made::body(spec);
         let created = self
             .docker
             .create_container(Some(options), body)
             .await
             .map_err(self.call_error("create a container"))?;
+        self.join_networks(&created.id, later).await?;
         self.docker
             .start_container(
                 &created.id,
@@ -184,6 +172,25 @@ impl Daemon {
             .await
             .map_err(self.call_error("start a container"))?;
         Ok(created.id)
+    }
+
+    /// Connect container `id` to each network with its endpoint (aliases and all), before it starts.
+    async fn join_networks(
+        &self,
+        id: &str,
+        networks: Vec<(String, bollard::models::EndpointSettings)>,
+    ) -> Result<(), DaemonError> {
+        for (network, endpoint) in networks {
+            let request = NetworkConnectRequest {
+                container: id.to_string(),
+                endpoint_config: Some(endpoint),
+            };
+            self.docker
+                .connect_network(&network, request)
+                .await
+                .map_err(self.call_error("connect a container to a network"))?;
+        }
+        Ok(())
     }
 
     /// Move a container to `new_image` and change nothing else about it: the new container is the
@@ -279,16 +286,7 @@ impl Daemon {
             .create_container(Some(options), replacement.body)
             .await
             .map_err(self.call_error("create the new container"))?;
-        for (network, endpoint) in replacement.later {
-            let request = NetworkConnectRequest {
-                container: created.id.clone(),
-                endpoint_config: Some(endpoint),
-            };
-            self.docker
-                .connect_network(&network, request)
-                .await
-                .map_err(self.call_error("connect the new container to a network"))?;
-        }
+        self.join_networks(&created.id, replacement.later).await?;
         self.docker
             .start_container(
                 &created.id,

@@ -9,7 +9,8 @@ use tokio::sync::mpsc::Sender;
 
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::daemon::containers::{Container, NewContainer};
+use crate::backends::daemon::containers::Container;
+use crate::backends::daemon::made::NewContainer;
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::error::{ConvergeError, TargetError};
@@ -667,6 +668,7 @@ async fn create_declared(
             command: spec.command.clone(),
             env: spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             labels,
+            service: spec.service.clone(),
         };
         daemon
             .create_machine(new)

@@ -8,9 +8,13 @@ use crate::mesh::model::ComposeService;
 
 const COMPOSE_KEYS: &[&str] = &["project", "service"];
 
-/// The `[[machine]]` keys that describe how meshtop makes the container: a compose service's
-/// containers are made by `docker-compose up` from its compose file, never by meshtop.
-pub(super) const MADE_BY_MESHTOP: &[&str] = &[
+/// The keys of a `[[machine]]`.
+pub(super) const MACHINE_KEYS: &[&str] = &[
+    "name",
+    "module",
+    "target",
+    "compose",
+    // From here on, what only a machine meshtop makes has (see `MADE_BY_MESHTOP`).
     "command",
     "env",
     "ports",
@@ -20,6 +24,8 @@ pub(super) const MADE_BY_MESHTOP: &[&str] = &[
     "healthcheck",
     "stop_grace_period",
 ];
+/// The `[[machine]]` keys that say how meshtop makes the container.
+pub(super) const MADE_BY_MESHTOP: &[&str] = MACHINE_KEYS.split_at(4).1;
 
 /// The machine's `compose` table, checked; None without one.
 pub(super) fn compose(
@@ -66,6 +72,7 @@ pub(super) fn compose(
             "a compose service name is letters, digits, '.', '_' and '-' (as the compose file's services: key)",
         ));
     }
+    // A compose service's containers are made by `docker-compose up` from its compose file.
     for key in MADE_BY_MESHTOP {
         if let Some(value) = machine.get(key) {
             return Err(src.err(

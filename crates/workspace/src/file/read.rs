@@ -10,6 +10,7 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::MeshError;
+use super::compose::MACHINE_KEYS;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Section, Source, cut, show};
 use crate::mesh::model::{Backoff, BuildSecret, MultiPlatform, Platform, Policy, Registry, Target};
@@ -42,7 +43,6 @@ const MODULE_KEYS: &[&str] = &[
     "secrets",
     "ssh",
 ];
-const MACHINE_KEYS: &[&str] = &["name", "module", "target", "command", "env", "compose"];
 
 type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
 
@@ -85,6 +85,7 @@ pub(super) struct RawMachine {
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub compose: Option<crate::mesh::model::ComposeService>,
+    pub service: crate::mesh::service::Service,
 }
 
 /// `[mesh]`: name, registry (and publish), platforms.
@@ -515,6 +516,7 @@ pub(super) fn machines(
         let module = machine.required_string(src, "module", "\"api\" (a module of this mesh)")?;
         let target = machine_target(src, &machine, docker)?;
         let compose = super::compose::compose(src, &machine)?;
+        let service = super::service::service(src, &machine)?;
         let command = machine
             .string_list(src, "command", "[\"sh\", \"-c\", \"sleep 3600\"]")?
             .map(|list| {
@@ -550,6 +552,7 @@ pub(super) fn machines(
             command,
             env,
             compose,
+            service,
         });
     }
     Ok(out)
