@@ -425,6 +425,8 @@ fn send_asks_first_with_cancel_selected() {
                 to_signed_by: entry.signed_by,
                 state: meshtop::mesh::behind::MachineState::Held,
                 before_send: None,
+                of_module: 1,
+                display_name: "api-1".into(),
             }]
         })]
     );

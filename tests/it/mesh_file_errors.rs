@@ -487,3 +487,165 @@ fn multi_platform_names_pool_or_buildx() {
         assert_eq!(mesh.multi_platform, expected);
     }
 }
+
+#[test]
+fn max_unavailable_is_a_count_of_machines() {
+    let text = format!("{HEAD}{ONE}max_unavailable = 0\n");
+    refused(
+        &text,
+        line_of(&text, "max_unavailable"),
+        &["max_unavailable", "module \"base\"", "from 1"],
+    );
+    let text = format!("{HEAD}{ONE}max_unavailable = \"1\"\n");
+    refused(
+        &text,
+        line_of(&text, "max_unavailable"),
+        &["max_unavailable", "a whole number"],
+    );
+}
+
+#[test]
+fn a_compose_machine_names_its_project_and_service_by_composes_rules() {
+    let machine = "[[machine]]\nname = \"backend\"\nmodule = \"base\"\n";
+    let text =
+        format!("{HEAD}{ONE}{machine}compose = {{ project = \"Shop\", service = \"backend\" }}\n");
+    refused(
+        &text,
+        line_of(&text, "compose"),
+        &[
+            "compose project \"Shop\"",
+            "machine \"backend\"",
+            "lowercase",
+        ],
+    );
+    let text =
+        format!("{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"back end\" }}\n");
+    refused(
+        &text,
+        line_of(&text, "compose"),
+        &["compose service \"back end\"", "letters, digits"],
+    );
+    let text = format!("{HEAD}{ONE}{machine}compose = {{ project = \"shop\" }}\n");
+    refused(&text, line_of(&text, "compose"), &["has no `service`"]);
+    let text = format!(
+        "{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"b\", scale = 2 }}\n"
+    );
+    refused(
+        &text,
+        line_of(&text, "compose"),
+        &["unknown key `scale`", "project, service"],
+    );
+    let text = format!("{HEAD}{ONE}{machine}compose = \"shop/backend\"\n");
+    refused(&text, line_of(&text, "compose"), &["must be a table"]);
+    // What only a machine meshtop makes has, said with why and where to set it instead.
+    let text = format!(
+        "{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"backend\" }}\nenv = {{ A = \"1\" }}\n"
+    );
+    refused(
+        &text,
+        line_of(&text, "env ="),
+        &[
+            "`env` cannot be set here",
+            "docker-compose makes its containers",
+            "services.backend",
+        ],
+    );
+    let text =
+        format!("{HEAD}{ONE}{machine}compose = {{ project = \"shop\", service = \"backend\" }}\n");
+    let dir = repo();
+    let path = write(dir.path(), "mesh.toml", &text);
+    let mesh = file::load(&path).unwrap();
+    let compose = mesh.machines[0].compose.as_ref().unwrap();
+    assert_eq!(
+        (compose.project.as_str(), compose.service.as_str()),
+        ("shop", "backend")
+    );
+}
+
+#[test]
+fn a_machines_service_keys_are_checked_at_their_line_as_compose_means_them() {
+    let machine = "[[machine]]\nname = \"web\"\nmodule = \"base\"\n";
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "ports = [\"8080-8081:80\"]",
+            &["port \"8080-8081:80\"", "range", "CONTAINER_PORT"],
+        ),
+        (
+            "ports = [\"80/http\"]",
+            &["protocol other than tcp, udp or sctp"],
+        ),
+        (
+            "volumes = [\"/data\"]",
+            &["volume \"/data\"", "anonymous volume", "SOURCE:TARGET"],
+        ),
+        (
+            "volumes = [\"data:/data:rx\"]",
+            &["mode other than ro or rw"],
+        ),
+        (
+            "networks = { front = { alias = [\"x\"] } }",
+            &["unknown key `alias`", "aliases"],
+        ),
+        (
+            "networks = [\"front\", \"front\"]",
+            &["network \"front\"", "named twice"],
+        ),
+        (
+            "networks = { front = { aliases = [\"a b\"] } }",
+            &["alias \"a b\""],
+        ),
+        ("networks = \"front\"", &["list of names or a table"]),
+        (
+            "restart = \"sometimes\"",
+            &["`restart` \"sometimes\"", "unless-stopped"],
+        ),
+        (
+            "stop_grace_period = \"10\"",
+            &["`stop_grace_period` \"10\"", "without a unit", "1m30s"],
+        ),
+        ("healthcheck = { interval = \"1s\" }", &["has no `test`"]),
+        (
+            "healthcheck = { test = [\"RUN\", \"x\"] }",
+            &["[\"CMD\", args…]"],
+        ),
+        (
+            "healthcheck = { test = \"true\", interval = \"soon\" }",
+            &["`interval` \"soon\""],
+        ),
+        (
+            "healthcheck = { disable = true, test = \"true\" }",
+            &["disabled and sets `test`"],
+        ),
+    ];
+    for (line, words) in cases {
+        let text = format!("{HEAD}{ONE}{machine}{line}\n");
+        let key = line.split(' ').next().unwrap();
+        refused(&text, line_of(&text, &format!("{key} =")), words);
+    }
+    // All of them at once, as compose writes them, are a mesh.
+    let text = format!(
+        "{HEAD}{ONE}{machine}ports = [\"127.0.0.1:8080:80\", \"9000/udp\"]\nvolumes = [\"data:/data\", \"./www:/www:ro\"]\n\
+         networks = {{ front = {{ aliases = [\"api\"] }}, back = {{}} }}\nrestart = \"always\"\n\
+         healthcheck = {{ test = [\"CMD\", \"true\"], interval = \"1m30s\", retries = 3 }}\nstop_grace_period = \"20s\"\n"
+    );
+    let dir = repo();
+    let path = write(dir.path(), "mesh.toml", &text);
+    let mesh = file::load(&path).unwrap();
+    let service = &mesh.machines[0].service;
+    assert_eq!(service.ports.len(), 2);
+    assert_eq!(service.networks[0].aliases, ["api"]);
+    assert!(
+        service.volumes[1].source.ends_with("/www"),
+        "{:?}",
+        service.volumes
+    );
+    assert!(
+        service.volumes[1].source.starts_with('/'),
+        "{:?}",
+        service.volumes
+    );
+    assert_eq!(
+        service.stop_grace_period,
+        Some(std::time::Duration::from_secs(20))
+    );
+}

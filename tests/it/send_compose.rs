@@ -9,9 +9,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+use common::httpd::docker;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -33,20 +34,13 @@ struct Stack {
 impl Stack {
     fn new(tag: &str) -> Stack {
         require_docker();
-        let busybox = Path::new("/bin/busybox");
-        assert!(
-            busybox.exists(),
-            "these tests need Debian's busybox-static (/bin/busybox): apt-get install busybox-static"
-        );
         let id = run_id();
         let stack = Stack {
             dir: tempfile::tempdir().unwrap(),
             mesh: format!("tc{tag}-{id}"),
             project: format!("mtc{tag}{id}"),
         };
-        let backend = stack.root().join("backend");
-        std::fs::create_dir_all(backend.join("www")).unwrap();
-        std::fs::copy(busybox, backend.join("busybox")).unwrap();
+        common::httpd::httpd_context(&stack.root().join("backend"));
         std::fs::write(
             stack.root().join("mesh.toml"),
             format!(
@@ -81,26 +75,11 @@ impl Stack {
         } else {
             format!("CMD [\"sh\", \"-c\", \"{before} httpd -f -p 8080 -h /www\"]")
         };
-        std::fs::write(
-            self.root().join("backend/Dockerfile"),
-            format!(
-                "FROM scratch\nCOPY busybox /bin/busybox\n\
-                 RUN [\"/bin/busybox\", \"--install\", \"-s\", \"/bin\"]\n\
-                 ENV PATH=/bin\nCOPY www/ /www/\n{cmd}\n"
-            ),
-        )
-        .unwrap();
+        common::httpd::httpd_dockerfile(&self.root().join("backend"), &cmd);
     }
 
     fn meshtop(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_meshtop"))
-            .arg("--mesh")
-            .arg(self.root().join("mesh.toml"))
-            .arg("--state")
-            .arg(self.dir.path().join("state.db"))
-            .args(args)
-            .output()
-            .unwrap()
+        common::httpd::meshtop_in(self.dir.path(), args)
     }
 
     /// Converge the mesh; the backend's (ref, artifact).
@@ -164,6 +143,67 @@ impl Stack {
             (state["Health"]["Status"] == want || (!healthcheck && state["Running"] == true))
                 .then_some(())
         });
+    }
+
+    /// The stack as a team runs it, meshtop nowhere in its compose file: `backend` scaled to
+    /// `scale` containers on `reference` (a healthcheck, a 1 s grace, an alias) and a client; the
+    /// mesh file declares the service as the module's machine, by compose's labels. Returns once
+    /// every backend is healthy.
+    fn up_service(&self, reference: &str, scale: usize) {
+        let file = format!(
+            "version: \"2.4\"\nservices:\n  backend:\n    image: {reference}\n    \
+             healthcheck:\n      test: [\"CMD-SHELL\", \"cat /www/ok\"]\n      \
+             interval: 1s\n      timeout: 1s\n      retries: 3\n    stop_grace_period: 1s\n    \
+             networks:\n      front:\n        aliases: [api-front]\n  client:\n    \
+             image: {reference}\n    command: [\"sleep\", \"3600\"]\n    networks: [front]\n\
+             networks:\n  front: {{}}\n"
+        );
+        std::fs::write(self.compose_file(), file).unwrap();
+        let scale = format!("backend={scale}");
+        let up = self.compose(&["up", "-d", "--scale", &scale]);
+        assert!(up.status.success(), "docker-compose up: {}", said(&up));
+        self.all_healthy();
+    }
+
+    /// Wait until every backend container of the project is healthy.
+    fn all_healthy(&self) {
+        wait_for(Duration::from_secs(60), "every backend healthy", || {
+            let ps = docker(&[
+                "ps",
+                "-a",
+                "--filter",
+                &format!("label=com.docker.compose.project={}", self.project),
+                "--filter",
+                "label=com.docker.compose.service=backend",
+                "--format",
+                "{{.Status}}",
+            ]);
+            (!ps.trim().is_empty() && ps.lines().all(|l| l.contains("(healthy)"))).then_some(())
+        });
+    }
+
+    /// Declare the compose service `backend` of the project as the module's machine, and make
+    /// the module roll out (a converge sends).
+    fn declare_service(&self) {
+        let mesh_file = self.root().join("mesh.toml");
+        let text = std::fs::read_to_string(&mesh_file)
+            .unwrap()
+            .replace("policy = \"record\"", "policy = \"rollout\"");
+        std::fs::write(
+            &mesh_file,
+            format!(
+                "{text}\n[[machine]]\nname = \"backend\"\nmodule = \"backend\"\n\
+                 compose = {{ project = \"{}\", service = \"backend\" }}\n",
+                self.project
+            ),
+        )
+        .unwrap();
+    }
+
+    /// machine name → (state, health) from `meshtop status --json`.
+    fn status(&self) -> BTreeMap<String, (String, String)> {
+        let args = ["status", "--json"];
+        common::httpd::machine_states(&common::json_of(&args, &self.meshtop(&args)).0)
     }
 
     /// A container of the project by its service's name (`backend_1`).
@@ -250,13 +290,6 @@ impl Drop for Stack {
             eprintln!("mesh {}: images left on the daemon: {left:?}", self.mesh);
         }
     }
-}
-
-/// The docker CLI's stdout; panics with what it said when it failed.
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker").args(args).output().unwrap();
-    assert!(out.status.success(), "docker {args:?}: {}", said(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Poll `check` until it answers, panicking after `within` with what was awaited.
@@ -546,4 +579,90 @@ fn without_a_healthcheck_a_new_container_that_dies_within_the_watch_is_not_sent(
     );
     assert_eq!(after["State"]["Running"], true, "{after}");
     stack.reaches("v1");
+}
+
+#[test]
+fn a_compose_service_declared_in_the_mesh_file_is_its_machines_and_a_converge_moves_them() {
+    let stack = Stack::new("svc");
+    let (first_ref, _) = stack.converge();
+    stack.declare_service();
+    // Not up yet: missing, and meshtop says how to bring it up (it never runs compose itself).
+    let status = stack.status();
+    assert_eq!(status.len(), 1, "{status:?}");
+    let (state, health) = &status["backend"];
+    assert_eq!(state, "missing", "{status:?}");
+    assert!(
+        health.contains(&format!(
+            "docker-compose -p {} up -d backend",
+            stack.project
+        )),
+        "{health}"
+    );
+
+    // Scaled to two: two machines, named by compose's container numbers, current.
+    stack.up_service(&first_ref, 2);
+    let status = stack.status();
+    assert_eq!(
+        status.keys().collect::<Vec<_>>(),
+        ["backend-1", "backend-2"],
+        "{status:?}"
+    );
+    assert!(status.values().all(|(s, _)| s == "current"), "{status:?}");
+
+    // A new artifact: the converge sends it to both, which stay compose's.
+    stack.artifact("v2", true, "");
+    let (_, second) = stack.converge();
+    let status = stack.status();
+    assert!(status.values().all(|(s, _)| s == "current"), "{status:?}");
+    for number in ["1", "2"] {
+        let inspect = stack.inspect(&format!("backend_{number}"));
+        assert_eq!(inspect["Image"], second, "{inspect}");
+        let labels = &inspect["Config"]["Labels"];
+        assert_eq!(labels["com.docker.compose.project"], stack.project.as_str());
+        assert_eq!(labels["com.docker.compose.service"], "backend");
+        assert_eq!(labels["com.docker.compose.container-number"], number);
+    }
+    stack.all_healthy();
+    let ps = stack.compose(&["ps"]);
+    assert!(ps.status.success(), "{}", said(&ps));
+    let listed = String::from_utf8_lossy(&ps.stdout);
+    for number in ["1", "2"] {
+        let name = stack.container(&format!("backend_{number}"));
+        assert!(
+            listed
+                .lines()
+                .any(|l| l.starts_with(&name) && l.contains("Up (healthy)")),
+            "docker-compose ps does not list {name} up and healthy:\n{listed}"
+        );
+    }
+    // The client reaches the service by its alias, on the new artifact.
+    wait_for(Duration::from_secs(20), "api-front → v2", || {
+        (stack
+            .client_gets("http://api-front:8080/version.txt")
+            .ok()?
+            == "v2")
+            .then_some(())
+    });
+    // Its logs are any machine's.
+    let logs = stack.meshtop(&["logs", "backend", "--machine", "backend-2", "--tail", "5"]);
+    assert!(logs.status.success(), "{}", said(&logs));
+}
+
+#[test]
+fn a_compose_machine_refuses_the_keys_only_a_machine_meshtop_makes_has() {
+    let stack = Stack::new("svckeys");
+    stack.declare_service();
+    let mesh_file = stack.root().join("mesh.toml");
+    let text = std::fs::read_to_string(&mesh_file).unwrap();
+    std::fs::write(&mesh_file, format!("{text}command = [\"sleep\", \"1\"]\n")).unwrap();
+    let out = stack.meshtop(&["status"]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert_ne!(out.status.code(), Some(101), "a panic: {}", said(&out));
+    let text = said(&out);
+    assert!(text.contains("mesh.toml:"), "{text}");
+    assert!(
+        text.contains("`command` cannot be set here: docker-compose makes its containers"),
+        "{text}"
+    );
+    assert!(!text.contains("panicked"), "{text}");
 }

@@ -9,7 +9,10 @@ use super::progress::{Emitter, LastWord, Payload};
 use super::targets::{Reach, Target};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::{SendRow, StateDb};
-pub use crate::mesh::machine::{Move, moves_for};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+
+pub use crate::mesh::machine::{Move, moves_for, side_by_side};
 use crate::mesh::model::{Mesh, RecordEntry};
 use crate::mesh::operation::OperationKind;
 use crate::timefmt;
@@ -22,7 +25,9 @@ pub struct SendOutcome {
     pub message: String,
 }
 
-/// Carry out `moves`, one machine at a time; every outcome is recorded.
+/// Carry out `moves`, module after module; a module's machines side by side, at most its cap
+/// ([`side_by_side`]) at once, each waiting its turn said live. Every outcome is recorded, in the
+/// order of `moves`.
 pub async fn send(
     mesh: &Mesh,
     moves: &[Move],
@@ -31,7 +36,6 @@ pub async fn send(
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
 ) -> Vec<SendOutcome> {
-    let mut outcomes = Vec::new();
     // Before anything changes: may we move these machines, to these artifacts?
     let refused = match target.check_write_access(false, moves).await {
         Ok(()) => signed_where_required(mesh, target, moves, db)
@@ -41,38 +45,114 @@ pub async fn send(
         Err(refused) => Some(refused.to_string()),
     };
     if let Some(refused) = refused {
-        for moved in moves {
-            outcomes.push(SendOutcome {
+        let outcomes = moves
+            .iter()
+            .map(|moved| SendOutcome {
                 moved: moved.clone(),
                 ok: false,
                 message: refused.clone(),
-            });
-        }
+            })
+            .collect();
         emitter.emit(Payload::Refused, None, refused);
         return outcomes;
     }
-    for (index, moved) in moves.iter().enumerate() {
-        // Every send is made only while this operation still holds the mesh.
-        if let Err(error) = target
-            .still_holds(db, &mesh.name, &emitter.operation_id)
-            .await
-        {
-            let said = error.to_string();
+    let one = OneSend {
+        mesh,
+        daemon,
+        target,
+        db,
+        emitter,
+        lost: Mutex::new(None),
+    };
+    let mut outcomes = Vec::with_capacity(moves.len());
+    let mut rest = moves;
+    while let Some(first) = rest.first() {
+        let same = rest.iter().take_while(|m| m.module == first.module).count();
+        let (group, after) = rest.split_at(same);
+        rest = after;
+        let cap = side_by_side(
+            mesh.module(&first.module).and_then(|m| m.max_unavailable),
+            first.of_module.max(group.len()),
+        );
+        for waiting in group.iter().skip(cap) {
             emitter.emit(
-                Payload::Failed {
-                    error: said.clone(),
+                Payload::Rollout {
+                    machine: waiting.machine.clone(),
                 },
-                Some(&moved.module),
-                said,
+                Some(&waiting.module),
+                format!(
+                    "{}: waits its turn: {cap} of {}'s {} machine(s) move at once (max_unavailable)",
+                    waiting.machine,
+                    waiting.module,
+                    first.of_module.max(group.len())
+                ),
             );
-            for left in &moves[index..] {
-                outcomes.push(SendOutcome {
-                    moved: left.clone(),
-                    ok: false,
-                    message: format!("not sent: {error}"),
-                });
+        }
+        // Up to `cap` at once; each that ends lets the next waiting one begin.
+        let mut sent: Vec<(usize, SendOutcome)> = Vec::with_capacity(group.len());
+        let mut moving = FuturesUnordered::new();
+        let mut waiting = group.iter().enumerate();
+        loop {
+            while moving.len() < cap {
+                let Some((index, moved)) = waiting.next() else {
+                    break;
+                };
+                moving.push(one.run(moved).map(move |outcome| (index, outcome)));
             }
-            break;
+            match moving.next().await {
+                Some(done) => sent.push(done),
+                None => break,
+            }
+        }
+        sent.sort_by_key(|(index, _)| *index);
+        outcomes.extend(sent.into_iter().map(|(_, outcome)| outcome));
+    }
+    outcomes
+}
+
+/// What each machine's send needs, and whether the mesh was lost on the way (every send after is
+/// then not made).
+struct OneSend<'a> {
+    mesh: &'a Mesh,
+    daemon: &'a LazyDaemon,
+    target: &'a dyn Target,
+    db: &'a Arc<Mutex<StateDb>>,
+    emitter: &'a Emitter,
+    lost: Mutex<Option<String>>,
+}
+
+impl OneSend<'_> {
+    /// Send one machine: only while this operation still holds the mesh; its outcome recorded.
+    async fn run(&self, moved: &Move) -> SendOutcome {
+        let (mesh, emitter) = (self.mesh, self.emitter);
+        let lost = self.lost.lock().ok().and_then(|l| l.clone());
+        let held = match lost {
+            Some(error) => Err(error),
+            None => self
+                .target
+                .still_holds(self.db, &mesh.name, &emitter.operation_id)
+                .await
+                .map_err(|error| {
+                    let said = error.to_string();
+                    emitter.emit(
+                        Payload::Failed {
+                            error: said.clone(),
+                        },
+                        Some(&moved.module),
+                        said.clone(),
+                    );
+                    if let Ok(mut lost) = self.lost.lock() {
+                        *lost = Some(said.clone());
+                    }
+                    said
+                }),
+        };
+        if let Err(error) = held {
+            return SendOutcome {
+                moved: moved.clone(),
+                ok: false,
+                message: format!("not sent: {error}"),
+            };
         }
         emitter.emit(
             Payload::Send {
@@ -88,10 +168,10 @@ pub async fn send(
             ),
         );
         let reach = Reach {
-            daemon,
-            db: db.as_ref(),
+            daemon: self.daemon,
+            db: self.db.as_ref(),
         };
-        let result = target.send(mesh, moved, reach, emitter).await;
+        let result = self.target.send(mesh, moved, reach, emitter).await;
         let (ok, message) = match result {
             Ok(proof) if proof.is_empty() => (true, "moved".to_string()),
             Ok(proof) => (true, format!("moved: {proof}")),
@@ -99,7 +179,7 @@ pub async fn send(
         };
         let row = SendRow {
             mesh: mesh.name.clone(),
-            target: target.name().to_string(),
+            target: self.target.name().to_string(),
             module: moved.module.clone(),
             machine: moved.machine.clone(),
             from_digest: moved.from.clone(),
@@ -109,7 +189,7 @@ pub async fn send(
             at_ms: timefmt::now_ms(),
             operation_id: Some(emitter.operation_id.clone()),
         };
-        if let Ok(db) = db.lock()
+        if let Ok(db) = self.db.lock()
             && let Err(error) = db.record_send(&row)
         {
             tracing::warn!("cannot record a send: {error}");
@@ -120,13 +200,12 @@ pub async fn send(
             Some(&moved.module),
             format!("{}: {message}", moved.machine),
         );
-        outcomes.push(SendOutcome {
+        SendOutcome {
             moved: moved.clone(),
             ok,
             message,
-        });
+        }
     }
-    outcomes
 }
 
 /// On a `require_signed` target every artifact a move names must carry a trusted signature

@@ -470,6 +470,7 @@ mod tests {
             line: 1,
             backoff: Default::default(),
             contexts: Default::default(),
+            max_unavailable: None,
         }];
         let entry = |d: &str| {
             RecordEntry::new(

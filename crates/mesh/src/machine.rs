@@ -55,6 +55,35 @@ pub struct Move {
     /// [`Machine::before_send`]).
     #[serde(skip)]
     pub before_send: Option<String>,
+    /// How many machines its module has on the target, the missing ones not counted: what a
+    /// roll-out's cap is taken of ([`side_by_side`]).
+    #[serde(skip)]
+    pub of_module: usize,
+    /// How the target names the machine ([`Machine::display_name`]): a container's name, where a
+    /// compose service's machine is named after the service.
+    #[serde(skip)]
+    pub display_name: String,
+}
+
+impl Move {
+    /// The container (or workload) the target moves: its display name, else the machine's name.
+    pub fn container(&self) -> &str {
+        if self.display_name.is_empty() {
+            &self.machine
+        } else {
+            &self.display_name
+        }
+    }
+}
+
+/// How many machines of a module a roll-out moves at once: its `max_unavailable`, else all but one
+/// of its `machines` (and at least one), so that while the others move one still serves, as
+/// Kubernetes' `maxUnavailable` keeps pods ready during a roll-out.
+pub fn side_by_side(max_unavailable: Option<u32>, machines: usize) -> usize {
+    match max_unavailable {
+        Some(cap) => (cap as usize).max(1),
+        None => machines.saturating_sub(1).max(1),
+    }
 }
 
 /// The behind (or held) machines of `module`, and where each goes. A workload whose container meshtop
@@ -63,6 +92,10 @@ pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Mov
     let Some(entry) = record.get(module) else {
         return Vec::new();
     };
+    let of_module = machines
+        .iter()
+        .filter(|m| m.module == module && m.state != MachineState::Missing)
+        .count();
     machines
         .iter()
         .filter(|m| {
@@ -79,6 +112,23 @@ pub fn moves_for(record: &Record, machines: &[Machine], module: &str) -> Vec<Mov
             to_signed_by: entry.signed_by.clone(),
             state: m.state,
             before_send: m.before_send.clone(),
+            of_module,
+            display_name: m.display_name.clone(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::side_by_side;
+
+    #[test]
+    fn a_roll_out_keeps_one_machine_serving_unless_told_otherwise() {
+        assert_eq!(side_by_side(None, 0), 1);
+        assert_eq!(side_by_side(None, 1), 1);
+        assert_eq!(side_by_side(None, 2), 1);
+        assert_eq!(side_by_side(None, 4), 3);
+        assert_eq!(side_by_side(Some(1), 4), 1);
+        assert_eq!(side_by_side(Some(4), 2), 4);
+    }
 }

@@ -312,6 +312,9 @@ pub struct Module {
     pub line: usize,
     /// Kubernetes: when a back-off of the new pods fails a send of this module.
     pub backoff: Backoff,
+    /// `max_unavailable` in its `[[module]]` table: how many of its machines a roll-out may move
+    /// at once; None: all but one (at least one), see [`super::machine::side_by_side`].
+    pub max_unavailable: Option<u32>,
 }
 
 impl Module {
@@ -373,7 +376,16 @@ impl fmt::Display for SecretSource {
     }
 }
 
-/// A machine the mesh file declares (a converge creates it when it does not exist yet).
+/// A compose project's service, as compose's labels name it (`com.docker.compose.project`,
+/// `com.docker.compose.service`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComposeService {
+    pub project: String,
+    pub service: String,
+}
+
+/// A machine the mesh file declares (a converge creates it when it does not exist yet, unless it
+/// is a compose service's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MachineSpec {
     pub name: String,
@@ -383,6 +395,12 @@ pub struct MachineSpec {
     /// The container's command; empty = the image's default.
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// `compose = { project, service }`: the machine is that compose service's containers, found
+    /// by compose's labels; meshtop never makes them (`docker-compose up` does).
+    pub compose: Option<ComposeService>,
+    /// What it runs as, in compose's words (ports, volumes, networks, restart, healthcheck,
+    /// stop_grace_period): used when meshtop makes it.
+    pub service: super::service::Service,
 }
 
 /// What the target's record holds for one module: the ref, the artifact (image id), and — once it

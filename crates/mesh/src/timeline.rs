@@ -174,14 +174,21 @@ impl ModuleTimeline {
 
     /// When it was ready for what waited on it: its last build's end (a tier delivers its
     /// modules one after another once all its builds ended, so a delivery's end says more of the
-    /// tier's order than of the module), else its last span's end.
+    /// tier's order than of the module), else its last span's end before its roll-outs (which
+    /// come after every tier, and are counted on their own).
     pub fn ready(&self, now_ms: i64) -> Option<i64> {
         self.spans
             .iter()
             .rev()
             .find(|s| s.phase == Phase::Build)
             .map(|s| s.end_or(now_ms))
-            .or_else(|| self.end(now_ms))
+            .or_else(|| {
+                self.spans
+                    .iter()
+                    .filter(|s| s.phase != Phase::Rollout)
+                    .map(|s| s.end_or(now_ms))
+                    .max()
+            })
     }
 
     /// The builder its (last) build ran on.

@@ -30,8 +30,15 @@ pub struct TimelineSummary {
     pub operation: Option<i64>,
     /// Modules, first to last: each waited on the one before it.
     pub critical_path: Vec<String>,
-    /// The chain's own time: each of its modules from its tier's start to its build's end.
+    /// The chain's own time: each of its modules from its tier's start to its build's end, then
+    /// the roll-outs (`rollout_ms`), which wait for every tier.
     pub critical_ms: i64,
+    /// The modules whose machines moved, in the order their roll-outs began: the path's tail.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rolled_out: Vec<String>,
+    /// Time at least one machine was moving.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rollout_ms: i64,
     pub total_ms: i64,
     pub builders: Vec<BuilderBusy>,
     /// Modules a record vouched for (nothing built).
@@ -51,15 +58,22 @@ pub fn secs(ms: i64) -> String {
 
 impl TimelineSummary {
     /// `critical path base → tools → api 12.3 s of 14.1 s · builders local 71% · 2 skips saved ~4.0 s · meshtop 0.9 s`
+    /// With roll-outs the path ends in them, and says what share of the total they took:
+    /// `critical path app → roll-out of app 36.0 s of 36.1 s (roll-outs 34.8 s, most of it)`.
     pub fn line(&self) -> String {
-        let path = if self.critical_path.is_empty() {
+        let mut steps = self.critical_path.clone();
+        if !self.rolled_out.is_empty() {
+            steps.push(format!("roll-out of {}", self.rolled_out.join(", ")));
+        }
+        let path = if steps.is_empty() {
             "critical path –".to_string()
         } else {
             format!(
-                "critical path {} {} of {}",
-                self.critical_path.join(" → "),
+                "critical path {} {} of {}{}",
+                steps.join(" → "),
                 secs(self.critical_ms),
-                secs(self.total_ms)
+                secs(self.total_ms),
+                self.rollout_share()
             )
         };
         let builders = if self.builders.is_empty() {
@@ -80,6 +94,51 @@ impl TimelineSummary {
             if self.running { " · running" } else { "" }
         )
     }
+}
+
+impl TimelineSummary {
+    /// ` (roll-outs 34.8 s, most of it)`: how much of the total the roll-outs took; empty
+    /// without any.
+    fn rollout_share(&self) -> String {
+        if self.rollout_ms == 0 {
+            return String::new();
+        }
+        let most = if self.rollout_ms * 2 >= self.total_ms {
+            ", most of it"
+        } else {
+            ""
+        };
+        format!(" (roll-outs {}{most})", secs(self.rollout_ms))
+    }
+}
+
+fn is_zero(ms: &i64) -> bool {
+    *ms == 0
+}
+
+/// The roll-outs: the modules whose machines moved (in the order they began) and the time at
+/// least one machine was moving.
+pub fn rollouts(timeline: &Timeline, now_ms: i64) -> (Vec<String>, i64) {
+    let mut began: Vec<(i64, &str)> = timeline
+        .modules
+        .iter()
+        .filter_map(|m| {
+            let first = m.spans.iter().find(|s| s.phase == Phase::Rollout)?;
+            Some((first.start_ms, m.name.as_str()))
+        })
+        .collect();
+    began.sort_unstable();
+    let spans = timeline
+        .modules
+        .iter()
+        .flat_map(|m| m.spans.iter())
+        .filter(|s| s.phase == Phase::Rollout)
+        .map(|s| interval(s, now_ms))
+        .collect();
+    (
+        began.into_iter().map(|(_, m)| m.to_string()).collect(),
+        covered(spans),
+    )
 }
 
 /// A module placed on the clock: when it began its work and when it ended.
@@ -217,16 +276,20 @@ pub fn summarize(
     now_ms: i64,
 ) -> TimelineSummary {
     let path = critical_path(timeline, now_ms);
+    let (rolled_out, rollout_ms) = rollouts(timeline, now_ms);
     let critical_ms = path
         .iter()
         .filter_map(|m| Some(m.ready(now_ms)? - m.active_start()?))
-        .sum();
+        .sum::<i64>()
+        + rollout_ms;
     let skipped: Vec<&ModuleTimeline> = timeline.modules.iter().filter(|m| m.skipped()).collect();
     TimelineSummary {
         operation_id: timeline.operation_id.clone(),
         operation: timeline.operation,
         critical_path: path.iter().map(|m| m.name.clone()).collect(),
         critical_ms,
+        rolled_out,
+        rollout_ms,
         total_ms: timeline.end_or(now_ms) - timeline.started_ms,
         builders: builders_busy(timeline, now_ms),
         skips: skipped.len() as u32,

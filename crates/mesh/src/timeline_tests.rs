@@ -425,3 +425,62 @@ fn a_tiers_deliveries_follow_its_builds_one_after_another() {
     let ready: Vec<Option<i64>> = timeline.modules.iter().map(|m| m.ready(0)).collect();
     assert_eq!(ready, [Some(100), Some(500)]);
 }
+
+fn send(machine: &str) -> Payload {
+    Payload::Send {
+        machine: machine.into(),
+        from: "sha256:0".into(),
+        to_reference: "demo/x:1".into(),
+        to_digest: "sha256:1".into(),
+    }
+}
+
+/// api built in 1.2 s, then its two machines moved side by side for 30 s.
+fn rolled_out() -> Timeline {
+    fold(&[
+        (0, None, Payload::Started { modules: 1 }, ""),
+        (0, Some("api"), queued(), ""),
+        (100, None, tier(0, &["api"]), ""),
+        (110, Some("api"), decided(Decision::Build), ""),
+        (200, Some("api"), build(None), ""),
+        (1_300, Some("api"), built(), ""),
+        (1_310, Some("api"), on_host(), ""),
+        (1_400, Some("api"), send("api-1"), ""),
+        (1_500, Some("api"), send("api-2"), ""),
+        (31_000, Some("api"), Payload::sent("api-2", true), ""),
+        (31_400, Some("api"), Payload::sent("api-1", true), ""),
+        (31_500, None, finished(), ""),
+    ])
+}
+
+#[test]
+fn the_critical_path_ends_in_the_roll_outs_and_says_they_were_most_of_it() {
+    let summary = summarize(&rolled_out(), &BTreeMap::new(), 0);
+    assert_eq!(summary.critical_path, ["api"]);
+    assert_eq!(summary.rolled_out, ["api"]);
+    // Two machines moving side by side count once: 1400..31400.
+    assert_eq!(summary.rollout_ms, 30_000);
+    // api 100..1300 (to its build's end), then the roll-outs.
+    assert_eq!(summary.critical_ms, 1_200 + 30_000);
+    assert_eq!(
+        summary.line(),
+        "critical path api → roll-out of api 31.2 s of 31.5 s (roll-outs 30.0 s, most of it) · builders local 3% · 0 skip(s) saved ~0.0 s · meshtop 0.4 s"
+    );
+}
+
+#[test]
+fn a_skipped_module_is_ready_before_its_roll_outs() {
+    let timeline = fold(&[
+        (0, None, Payload::Started { modules: 1 }, ""),
+        (0, Some("api"), queued(), ""),
+        (100, None, tier(0, &["api"]), ""),
+        (150, Some("api"), decided(Decision::Record), ""),
+        (200, Some("api"), send("api-1"), ""),
+        (10_200, Some("api"), Payload::sent("api-1", true), ""),
+        (10_300, None, finished(), ""),
+    ]);
+    let summary = summarize(&timeline, &BTreeMap::new(), 0);
+    assert_eq!(summary.rollout_ms, 10_000);
+    assert_eq!(summary.critical_ms, 50 + 10_000);
+    assert!(summary.line().contains("most of it"), "{}", summary.line());
+}

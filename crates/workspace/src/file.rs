@@ -4,11 +4,13 @@
 //! Nothing here panics on any input: an empty file, binary junk or huge names are errors like any other.
 
 mod builders;
+mod compose;
 mod keys;
 mod names;
 mod paths;
 mod read;
 mod secrets;
+mod service;
 mod table;
 mod targets;
 mod trust;
@@ -270,6 +272,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
                 target: m.target,
                 command: m.command,
                 env: m.env,
+                compose: m.compose,
+                service: service::resolved(m.service, &dir),
             })
             .collect(),
     })

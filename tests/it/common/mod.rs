@@ -22,6 +22,7 @@ pub mod daemon_proxy;
 pub mod dashboard;
 pub mod example;
 pub mod history;
+pub mod httpd;
 pub mod kube_api;
 pub mod kube_controllers;
 pub mod kube_mesh;

@@ -5,18 +5,52 @@
 
 use std::collections::HashMap;
 
-use bollard::models::{ContainerCreateBody, NetworkConnectRequest};
+use bollard::models::NetworkConnectRequest;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
     RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 
+use super::made::{self, NewContainer};
 use super::proof::Proven;
 use super::{Daemon, DaemonError, clone};
 use crate::mesh::model::{MACHINE_LABEL, MESH_LABEL, MODULE_LABEL, TARGET_LABEL};
 
 /// The name suffix of an old container kept, stopped, while its replacement starts during a send.
 pub const KEPT_SUFFIX: &str = ".meshtop-previous";
+
+/// compose's labels: the project and service a container is of, its number in the service, and
+/// whether it is a one-off (`docker-compose run`).
+pub const COMPOSE_PROJECT_LABEL: &str = "com.docker.compose.project";
+pub const COMPOSE_SERVICE_LABEL: &str = "com.docker.compose.service";
+pub const COMPOSE_NUMBER_LABEL: &str = "com.docker.compose.container-number";
+pub const COMPOSE_ONEOFF_LABEL: &str = "com.docker.compose.oneoff";
+
+/// A listed container as a machine of `module`; None without a name.
+fn container(summary: bollard::models::ContainerSummary, module: String) -> Option<Container> {
+    let labels = summary.labels.unwrap_or_default();
+    let name = summary
+        .names
+        .unwrap_or_default()
+        .first()?
+        .trim_start_matches('/')
+        .to_string();
+    Some(Container {
+        id: summary.id.unwrap_or_default(),
+        name,
+        module,
+        mesh: labels.get(MESH_LABEL).cloned(),
+        machine: labels.get(MACHINE_LABEL).cloned(),
+        target: labels.get(TARGET_LABEL).cloned(),
+        compose_number: labels
+            .get(COMPOSE_NUMBER_LABEL)
+            .and_then(|n| n.parse().ok()),
+        image: summary.image.unwrap_or_default(),
+        image_id: summary.image_id.unwrap_or_default(),
+        state: summary.state.map(|s| s.to_string()).unwrap_or_default(),
+        status: summary.status.unwrap_or_default(),
+    })
+}
 
 /// One labelled container, as the listing gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +63,9 @@ pub struct Container {
     pub machine: Option<String>,
     /// The docker target it runs on (`jr2.dev/target`), where the mesh has several.
     pub target: Option<String>,
+    /// Its number in its compose service (`com.docker.compose.container-number`), if compose
+    /// made it.
+    pub compose_number: Option<u32>,
     /// What it was created from.
     pub image: String,
     /// The artifact it runs.
@@ -39,19 +76,53 @@ pub struct Container {
     pub status: String,
 }
 
-/// A container to create for a declared machine.
-pub struct NewContainer {
-    pub name: String,
-    pub image: String,
-    pub command: Vec<String>,
-    pub env: Vec<String>,
-    pub labels: HashMap<String, String>,
-}
-
 impl Daemon {
     /// Every container carrying meshtop's module label, running or not, in one call.
     pub async fn labelled_containers(&self) -> Result<Vec<Container>, DaemonError> {
         let filters: HashMap<&str, Vec<&str>> = HashMap::from([("label", vec![MODULE_LABEL])]);
+        let summaries = self.listed(filters).await?;
+        Ok(summaries
+            .into_iter()
+            .filter_map(|summary| {
+                let module = summary.labels.as_ref()?.get(MODULE_LABEL)?.clone();
+                container(summary, module)
+            })
+            .collect())
+    }
+
+    /// The containers of a compose project's service (compose's labels), running or not, each
+    /// as a machine of `module`, with its number in the service (`com.docker.compose.container-number`).
+    pub async fn compose_containers(
+        &self,
+        project: &str,
+        service: &str,
+        module: &str,
+    ) -> Result<Vec<Container>, DaemonError> {
+        let project = format!("{COMPOSE_PROJECT_LABEL}={project}");
+        let service = format!("{COMPOSE_SERVICE_LABEL}={service}");
+        let filters: HashMap<&str, Vec<&str>> =
+            HashMap::from([("label", vec![project.as_str(), service.as_str()])]);
+        let summaries = self.listed(filters).await?;
+        Ok(summaries
+            .into_iter()
+            // A one-off `docker-compose run` container is not the service's.
+            .filter(|summary| {
+                summary
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(COMPOSE_ONEOFF_LABEL))
+                    .is_none_or(|oneoff| oneoff != "True")
+            })
+            .filter_map(|summary| container(summary, module.to_string()))
+            .collect())
+    }
+
+    /// The containers the filters select, but for an old container kept during a send (not a
+    /// machine of its own).
+    async fn listed(
+        &self,
+        filters: HashMap<&str, Vec<&str>>,
+    ) -> Result<Vec<bollard::models::ContainerSummary>, DaemonError> {
         let options = ListContainersOptionsBuilder::default()
             .all(true)
             .filters(&filters)
@@ -63,7 +134,6 @@ impl Daemon {
             .map_err(self.call_error("list containers"))?;
         Ok(summaries
             .into_iter()
-            // An old container kept during a send is not a machine of its own.
             .filter(|summary| {
                 !summary
                     .names
@@ -71,55 +141,29 @@ impl Daemon {
                     .flatten()
                     .any(|name| name.ends_with(KEPT_SUFFIX))
             })
-            .filter_map(|summary| {
-                let labels = summary.labels.unwrap_or_default();
-                let module = labels.get(MODULE_LABEL)?.clone();
-                let name = summary
-                    .names
-                    .unwrap_or_default()
-                    .first()?
-                    .trim_start_matches('/')
-                    .to_string();
-                Some(Container {
-                    id: summary.id.unwrap_or_default(),
-                    name,
-                    module,
-                    mesh: labels.get(MESH_LABEL).cloned(),
-                    machine: labels.get(MACHINE_LABEL).cloned(),
-                    target: labels.get(TARGET_LABEL).cloned(),
-                    image: summary.image.unwrap_or_default(),
-                    image_id: summary.image_id.unwrap_or_default(),
-                    state: summary.state.map(|s| s.to_string()).unwrap_or_default(),
-                    status: summary.status.unwrap_or_default(),
-                })
-            })
             .collect())
     }
 
     /// Create and start a declared machine.
     pub async fn create_machine(&self, spec: NewContainer) -> Result<String, DaemonError> {
-        let body = ContainerCreateBody {
-            image: Some(spec.image),
-            cmd: (!spec.command.is_empty()).then_some(spec.command),
-            env: (!spec.env.is_empty()).then_some(spec.env),
-            labels: Some(spec.labels),
-            host_config: Some(bollard::models::HostConfig {
-                restart_policy: Some(bollard::models::RestartPolicy {
-                    name: Some(bollard::models::RestartPolicyNameEnum::UNLESS_STOPPED),
-                    maximum_retry_count: None,
-                }),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
+        let mesh_labels: HashMap<String, String> = spec
+            .labels
+            .iter()
+            .filter(|(key, _)| key.as_str() == MESH_LABEL)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.ensure_networks(&spec.service.networks, &mesh_labels)
+            .await?;
         let options = CreateContainerOptionsBuilder::default()
             .name(&spec.name)
             .build();
+        let (body, later) = made::body(spec);
         let created = self
             .docker
             .create_container(Some(options), body)
             .await
             .map_err(self.call_error("create a container"))?;
+        self.join_networks(&created.id, later).await?;
         self.docker
             .start_container(
                 &created.id,
@@ -128,6 +172,25 @@ impl Daemon {
             .await
             .map_err(self.call_error("start a container"))?;
         Ok(created.id)
+    }
+
+    /// Connect container `id` to each network with its endpoint (aliases and all), before it starts.
+    async fn join_networks(
+        &self,
+        id: &str,
+        networks: Vec<(String, bollard::models::EndpointSettings)>,
+    ) -> Result<(), DaemonError> {
+        for (network, endpoint) in networks {
+            let request = NetworkConnectRequest {
+                container: id.to_string(),
+                endpoint_config: Some(endpoint),
+            };
+            self.docker
+                .connect_network(&network, request)
+                .await
+                .map_err(self.call_error("connect a container to a network"))?;
+        }
+        Ok(())
     }
 
     /// Move a container to `new_image` and change nothing else about it: the new container is the
@@ -223,16 +286,7 @@ impl Daemon {
             .create_container(Some(options), replacement.body)
             .await
             .map_err(self.call_error("create the new container"))?;
-        for (network, endpoint) in replacement.later {
-            let request = NetworkConnectRequest {
-                container: created.id.clone(),
-                endpoint_config: Some(endpoint),
-            };
-            self.docker
-                .connect_network(&network, request)
-                .await
-                .map_err(self.call_error("connect the new container to a network"))?;
-        }
+        self.join_networks(&created.id, replacement.later).await?;
         self.docker
             .start_container(
                 &created.id,

@@ -8,6 +8,7 @@ pub mod containers;
 pub mod endpoint;
 pub mod images;
 pub mod logs;
+pub mod made;
 pub mod proof;
 pub mod push;
 pub mod session;

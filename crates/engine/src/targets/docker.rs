@@ -9,7 +9,8 @@ use tokio::sync::mpsc::Sender;
 
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::daemon::containers::{Container, NewContainer};
+use crate::backends::daemon::containers::Container;
+use crate::backends::daemon::made::NewContainer;
 use crate::backends::registry::{Published, RegistryClient, repository_in};
 use crate::backends::state::{StateDb, StateError, locked};
 use crate::error::{ConvergeError, TargetError};
@@ -146,30 +147,51 @@ impl Target for Docker {
                 host::index_images(reach.db, &mesh.name, &entry.digest)?,
             );
         }
+        let as_machine = |name: String, c: &Container| {
+            let module = mesh.module(&c.module)?;
+            let running = vec![c.image_id.clone()];
+            let also = aliases
+                .get(c.module.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let state = machine_state(&running, record.get(&c.module), also, module.policy);
+            Some(Machine {
+                name,
+                module: c.module.clone(),
+                kind: CONTAINER.into(),
+                display_name: c.name.clone(),
+                before_send: None,
+                image: c.image.clone(),
+                running,
+                state,
+                health: health(c),
+            })
+        };
+        let composed = compose_services(self.declared(mesh), daemon).await?;
         let mut machines: Vec<Machine> = containers
             .iter()
             .filter(|c| belongs(mesh, c) && self.runs_here(c))
-            .filter_map(|c| {
-                let module = mesh.module(&c.module)?;
-                let running = vec![c.image_id.clone()];
-                let also = aliases
-                    .get(c.module.as_str())
-                    .map_or(&[][..], Vec::as_slice);
-                let state = machine_state(&running, record.get(&c.module), also, module.policy);
-                Some(Machine {
-                    name: c.name.clone(),
-                    module: c.module.clone(),
-                    kind: CONTAINER.into(),
-                    display_name: c.name.clone(),
-                    before_send: None,
-                    image: c.image.clone(),
-                    running,
-                    state,
-                    health: health(c),
-                })
+            // A compose service's container is its declared machine's (below), never twice.
+            .filter(|c| {
+                !composed
+                    .iter()
+                    .any(|(_, found)| found.iter().any(|(_, f)| f.id == c.id))
             })
+            .filter_map(|c| as_machine(c.name.clone(), c))
             .collect();
-        let missing = missing_declared(self.declared(mesh), &machines);
+        for (spec, found) in &composed {
+            if found.is_empty() {
+                machines.push(missing_compose(spec));
+            }
+            machines.extend(
+                found
+                    .iter()
+                    .filter_map(|(name, c)| as_machine(name.clone(), c)),
+            );
+        }
+        let missing = missing_declared(
+            self.declared(mesh).filter(|s| s.compose.is_none()),
+            &machines,
+        );
         machines.extend(missing);
         machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
         Ok(machines)
@@ -337,7 +359,7 @@ impl Target for Docker {
             .get()
             .await
             .map_err(TargetError::Unreachable)?
-            .recreate(&moved.machine, &image, &said)
+            .recreate(moved.container(), &image, &said)
             .await
             .map(|proven| proven.to_string())
             .map_err(TargetError::from)
@@ -357,7 +379,9 @@ impl Target for Docker {
             return Ok(());
         }
         let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
-        Ok(daemon.container_logs(&machine.name, ask, &out).await?)
+        Ok(daemon
+            .container_logs(&machine.display_name, ask, &out)
+            .await?)
     }
 
     /// The daemon is one host: whoever may use it may write everything.
@@ -516,6 +540,65 @@ pub fn belongs(mesh: &Mesh, container: &Container) -> bool {
     }
 }
 
+/// Each declared compose service of the target with its containers, each under its machine's
+/// name: the spec's name when the service has one container, `name-N` (compose's container
+/// number) when it is scaled to several.
+async fn compose_services<'m>(
+    declared: impl Iterator<Item = &'m MachineSpec>,
+    daemon: &crate::backends::daemon::Daemon,
+) -> Result<Vec<(&'m MachineSpec, Vec<(String, Container)>)>, TargetError> {
+    let mut services = Vec::new();
+    for spec in declared {
+        let Some(compose) = &spec.compose else {
+            continue;
+        };
+        let mut found = daemon
+            .compose_containers(&compose.project, &compose.service, &spec.module)
+            .await?;
+        found.sort_by_key(|c| (c.compose_number, c.name.clone()));
+        let several = found.len() > 1;
+        let named = found
+            .into_iter()
+            .map(|c| {
+                let name = match (several, c.compose_number) {
+                    (false, _) => spec.name.clone(),
+                    (true, Some(number)) => format!("{}-{number}", spec.name),
+                    (true, None) => c.name.clone(),
+                };
+                (name, c)
+            })
+            .collect();
+        services.push((spec, named));
+    }
+    Ok(services)
+}
+
+/// A declared compose service without a container: `missing`, saying how to start it (meshtop
+/// never runs `docker-compose up`).
+fn missing_compose(spec: &MachineSpec) -> Machine {
+    let service = spec.compose.as_ref().map_or("", |c| c.service.as_str());
+    let project = spec.compose.as_ref().map_or("", |c| c.project.as_str());
+    missing(
+        spec,
+        format!("missing: run docker-compose -p {project} up -d {service}"),
+    )
+}
+
+/// A declared machine that does not exist, `health` saying so.
+fn missing(spec: &MachineSpec, health: String) -> Machine {
+    Machine {
+        name: spec.name.clone(),
+        module: spec.module.clone(),
+        kind: CONTAINER.into(),
+        display_name: spec.name.clone(),
+        before_send: None,
+        image: String::new(),
+        running: Vec::new(),
+        state: MachineState::Missing,
+        health,
+    }
+}
+
 /// The declared machines that do not exist on the target, each as a `missing` machine.
 fn missing_declared<'m>(
     declared: impl Iterator<Item = &'m MachineSpec>,
@@ -523,17 +606,7 @@ fn missing_declared<'m>(
 ) -> Vec<Machine> {
     declared
         .filter(|spec| !found.iter().any(|m| m.name == spec.name))
-        .map(|spec| Machine {
-            name: spec.name.clone(),
-            module: spec.module.clone(),
-            kind: CONTAINER.into(),
-            display_name: spec.name.clone(),
-            before_send: None,
-            image: String::new(),
-            running: Vec::new(),
-            state: MachineState::Missing,
-            health: "missing".into(),
-        })
+        .map(|spec| missing(spec, "missing".into()))
         .collect()
 }
 
@@ -564,7 +637,12 @@ async fn create_declared(
 ) -> Result<Vec<String>, TargetError> {
     let mesh = made.mesh;
     let mut created = Vec::new();
-    for spec in made.specs.into_iter().filter(|m| in_scope(&m.module)) {
+    // A compose service's containers are docker-compose's to make, never meshtop's.
+    for spec in made
+        .specs
+        .into_iter()
+        .filter(|m| in_scope(&m.module) && m.compose.is_none())
+    {
         if existing
             .iter()
             .any(|m| m.name == spec.name && m.state != MachineState::Missing)
@@ -590,6 +668,7 @@ async fn create_declared(
             command: spec.command.clone(),
             env: spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             labels,
+            service: spec.service.clone(),
         };
         daemon
             .create_machine(new)

@@ -204,6 +204,7 @@ pub(super) fn resolve_module(
         tier,
         line: raw.line,
         backoff: raw.backoff,
+        max_unavailable: raw.max_unavailable,
     })
 }
 

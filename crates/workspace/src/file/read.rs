@@ -10,6 +10,7 @@ use toml::Spanned;
 use toml::de::DeValue;
 
 use super::MeshError;
+use super::compose::MACHINE_KEYS;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
 use super::table::{Pairs, Section, Source, cut, show};
 use crate::mesh::model::{Backoff, BuildSecret, MultiPlatform, Platform, Policy, Registry, Target};
@@ -39,10 +40,10 @@ const MODULE_KEYS: &[&str] = &[
     "args",
     "rollout_restarts",
     "rollout_backoff",
+    "max_unavailable",
     "secrets",
     "ssh",
 ];
-const MACHINE_KEYS: &[&str] = &["name", "module", "target", "command", "env"];
 
 type Value<'a, 'i> = &'a Spanned<DeValue<'i>>;
 
@@ -74,6 +75,7 @@ pub(super) struct RawModule {
     pub platforms: Option<Vec<Platform>>,
     pub args: BTreeMap<String, String>,
     pub backoff: Backoff,
+    pub max_unavailable: Option<u32>,
     pub secrets: Vec<BuildSecret>,
     pub ssh: bool,
 }
@@ -85,6 +87,8 @@ pub(super) struct RawMachine {
     pub target: String,
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
+    pub compose: Option<crate::mesh::model::ComposeService>,
+    pub service: crate::mesh::service::Service,
 }
 
 /// `[mesh]`: name, registry (and publish), platforms.
@@ -396,6 +400,9 @@ pub(super) fn modules(
         };
         let platforms = platforms(src, &module)?;
         let backoff = backoff(src, &module)?;
+        let max_unavailable = module
+            .count(src, "max_unavailable", "1")?
+            .map(Spanned::into_inner);
         let mut args = BTreeMap::new();
         for (key, value) in module
             .string_map(src, "args", "{ KEY = \"value\" }")?
@@ -436,6 +443,7 @@ pub(super) fn modules(
             platforms,
             args,
             backoff,
+            max_unavailable,
             secrets,
             ssh,
         });
@@ -561,6 +569,8 @@ pub(super) fn machines(
         }
         let module = machine.required_string(src, "module", "\"api\" (a module of this mesh)")?;
         let target = machine_target(src, &machine, docker)?;
+        let compose = super::compose::compose(src, &machine)?;
+        let service = super::service::service(src, &machine)?;
         let command = machine
             .string_list(src, "command", "[\"sh\", \"-c\", \"sleep 3600\"]")?
             .map(|list| {
@@ -595,6 +605,8 @@ pub(super) fn machines(
             target,
             command,
             env,
+            compose,
+            service,
         });
     }
     Ok(out)
