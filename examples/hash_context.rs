@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
     };
     let start = Instant::now();
     match hash_inputs(&spec) {

@@ -65,6 +65,7 @@ fn hash_with(
         base_digest: base,
         platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
     };
     hash_inputs(&spec).unwrap()
 }
@@ -79,6 +80,7 @@ fn tar_of(root: &Path, expected: Option<&Inputs>) -> (Result<Inputs, InputsError
         base_digest: None,
         platforms: &platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
     };
     let mut out = Vec::new();
     let result = tar_inputs(&spec, expected, &mut out);
@@ -245,6 +247,7 @@ fn dockerignore_is_applied_and_dockerfile_always_sent() {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
     };
     let inputs = hash_inputs(&spec).unwrap();
     let paths: Vec<&str> = inputs.manifest.files.keys().map(String::as_str).collect();
@@ -357,6 +360,7 @@ fn clear_errors_name_the_path() {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
     };
 
     let sock = root.join("agent.sock");
@@ -423,6 +427,7 @@ fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
                 base_digest: None,
                 platforms: &platforms,
                 upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+                target: None,
             };
             match tar_inputs(&spec, expected.as_ref(), &mut writer) {
                 Ok(_) => writer.finish().unwrap(),

@@ -238,6 +238,7 @@ impl Fixture {
             base_digest: None,
             platforms: &[],
             upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+            target: None,
         }
     }
 }

@@ -321,6 +321,7 @@ pub async fn build_module(
     let request = BuildRequest {
         context,
         dockerfile: module.dockerfile.clone(),
+        target: module.target.clone(),
         tag: run.reference.clone(),
         build_args: args,
         labels: labels(&module, mesh, &revision, &run.planned),
@@ -407,6 +408,7 @@ fn start_tar(
             upstreams: expected
                 .as_ref()
                 .map_or(&NO_UPSTREAMS, |planned| &planned.manifest.upstreams),
+            target: tar_module.target.as_deref(),
         };
         write_tar(&spec, expected.as_ref(), writer)
     });
@@ -908,6 +910,7 @@ impl Run<'_> {
         let request = BuildRequest {
             context,
             dockerfile: template.module.dockerfile.clone(),
+            target: template.module.target.clone(),
             tag: tag.clone(),
             build_args: args,
             labels: template.labels.clone(),

@@ -41,6 +41,8 @@ pub struct InputSpec<'a> {
     /// Each upstream image the Dockerfile names → its digest in `mesh.lock`: part of the address,
     /// and what the Dockerfile sent to the builder is pinned to ([`NO_UPSTREAMS`] for none).
     pub upstreams: &'a BTreeMap<String, String>,
+    /// The Dockerfile stage built (`target`); `None`: the last stage (and no part of the address).
+    pub target: Option<&'a str>,
 }
 
 /// A Dockerfile that names no upstream image.
@@ -259,6 +261,7 @@ fn finish(
         base: spec.base_digest.map(str::to_string),
         platforms,
         upstreams: spec.upstreams.clone(),
+        target: spec.target.map(str::to_string),
     };
     Inputs {
         digest: digest_of(&manifest),

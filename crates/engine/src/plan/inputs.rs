@@ -97,6 +97,7 @@ impl Planner<'_> {
                 .upstreams
                 .get(&module.name)
                 .unwrap_or(&inputs::NO_UPSTREAMS),
+            target: module.target.as_deref(),
         };
         // Kept (not taken): a module may be decided again once the registry answered.
         let walked = match self.walked.get(&module.name) {

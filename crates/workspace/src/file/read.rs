@@ -32,6 +32,7 @@ const MODULE_KEYS: &[&str] = &[
     "name",
     "context",
     "dockerfile",
+    "target",
     "base",
     "policy",
     "platforms",
@@ -66,6 +67,8 @@ pub(super) struct RawModule {
     pub line: usize,
     pub context: Spanned<String>,
     pub dockerfile: Option<Spanned<String>>,
+    /// `target`: the Dockerfile stage to build, checked against the Dockerfile's stages once found.
+    pub target: Option<Spanned<String>>,
     pub base: Option<Spanned<String>>,
     pub policy: Policy,
     pub platforms: Option<Vec<Platform>>,
@@ -376,6 +379,20 @@ pub(super) fn modules(
             "\"api\" (a directory relative to mesh.toml)",
         )?;
         let dockerfile = module.string(src, "dockerfile", "\"Dockerfile\"")?;
+        let target = module.string(src, "target", "\"run\" (a stage: FROM … AS run)")?;
+        if let Some(stage) = &target
+            && !super::names::is_stage_name(stage.get_ref())
+        {
+            return Err(src.err(
+                &stage.span(),
+                format!(
+                    "`target` {} of {} is not a stage name",
+                    show(stage.get_ref()),
+                    module.label
+                ),
+                "name a stage of the Dockerfile as its `FROM … AS <name>` writes it: a letter, then letters, digits, '_', '-' or '.'",
+            ));
+        }
         let base = module.string(src, "base", "\"base\" (another module's name)")?;
         let policy = match module.string(src, "policy", "\"rollout\"")? {
             None => Policy::Rollout,
@@ -426,6 +443,7 @@ pub(super) fn modules(
             line,
             context,
             dockerfile,
+            target,
             base,
             policy,
             platforms,
