@@ -3,8 +3,6 @@
 //! so changing it moves the ref and the plan's why names it; checked against the Dockerfile's
 //! stages at its line.
 
-use std::process::Command;
-
 use crate::common::mesh_file::{line_of, refused_in, repo, write};
 use crate::common::{ExampleMesh, read_in_image, said};
 
@@ -40,16 +38,7 @@ fn app(mesh: &ExampleMesh) -> serde_json::Value {
 }
 
 fn converge(mesh: &ExampleMesh, args: &[&str], env: &[(&str, &str)]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_meshtop"))
-        .arg("--mesh")
-        .arg(mesh.mesh_file())
-        .arg("--state")
-        .arg(mesh.state())
-        .arg("converge")
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let out = mesh.converge_with(args, env);
     assert!(
         out.status.success(),
         "converge {args:?} {env:?}: {}",
