@@ -47,6 +47,7 @@ mod history_builds;
 mod history_lock;
 mod history_operations;
 mod ignore;
+mod init_from;
 mod inputs;
 mod kind_load;
 mod kube_converge;
