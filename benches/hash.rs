@@ -57,6 +57,8 @@ fn bench(c: &mut Criterion) {
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
         target: None,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     hash_inputs(&spec).unwrap(); // warm the page cache
 

@@ -25,6 +25,8 @@ fn main() -> ExitCode {
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
         target: None,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     let start = Instant::now();
     match hash_inputs(&spec) {

@@ -56,6 +56,10 @@ fn said(draft: &Draft, out: &Path) -> String {
         if let Some(base) = &module.base {
             line.push_str(&format!("  base {base}"));
         }
+        if !module.contexts.is_empty() {
+            let names: Vec<&str> = module.contexts.values().map(String::as_str).collect();
+            line.push_str(&format!("  contexts {}", names.join(", ")));
+        }
         if let Some(target) = &module.target {
             line.push_str(&format!("  target {target}"));
         }

@@ -168,17 +168,33 @@ fn a_bake_file_resolves_inherits_and_variables_and_its_target_contexts_are_edges
     assert!(out.status.success(), "{}", said(&out));
     let mesh_file = root.join("mesh.toml");
     // The metadata-action target and `_common` are only inherited: templates, no modules. `docs`
-    // has an inline Dockerfile: said, not a module.
+    // has an inline Dockerfile: said, not a module. Each `target:` context is an edge.
     assert_eq!(
         planned(&mesh_file),
         expect(&[
             ("runtime", 0, None),
-            ("toolchain", 1, Some("runtime")),
-            ("worker", 1, Some("runtime")),
-            ("api", 2, Some("toolchain")),
+            ("toolchain", 1, None),
+            ("api", 2, None),
+            ("worker", 2, None),
         ])
     );
     let mesh = loaded(&mesh_file);
+    let contexts = |name: &str| {
+        let module = mesh.module(name).unwrap();
+        module
+            .contexts
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect::<Vec<_>>()
+    };
+    assert!(contexts("runtime").is_empty());
+    assert_eq!(contexts("toolchain"), [("runtime", "runtime")]);
+    assert_eq!(
+        contexts("api"),
+        [("runtime", "runtime"), ("toolchain", "toolchain")]
+    );
+    // `worker` inherits `api`'s contexts and args, over its own context and Dockerfile.
+    assert_eq!(contexts("worker"), contexts("api"));
     let runtime = mesh.module("runtime").unwrap();
     assert_eq!(
         runtime.context,
@@ -187,25 +203,43 @@ fn a_bake_file_resolves_inherits_and_variables_and_its_target_contexts_are_edges
     assert_eq!(runtime.target.as_deref(), Some("runtime"));
     let api = mesh.module("api").unwrap();
     assert_eq!(api.dockerfile, "build/Api.Dockerfile");
-    // `_common`'s args under the target's own; `${GO_VERSION}` at its default.
+    // `_common`'s args under the target's own; `GO_VERSION` at its default.
     let args = BTreeMap::from([
         ("BUILD_FLAVOR".to_string(), "debug".to_string()),
         ("GO_VERSION".to_string(), "1.22".to_string()),
     ]);
     assert_eq!(api.build_args, args);
-    // `worker` inherits `api`'s args and contexts, over its own context and Dockerfile.
     let worker = mesh.module("worker").unwrap();
     assert_eq!(worker.build_args, args);
     assert_eq!(worker.dockerfile, "Dockerfile");
     let text = std::fs::read_to_string(&mesh_file).unwrap();
     for comment in [
         "# docs is not a module: its Dockerfile is inline",
-        "# named context runtime = runtime: not carried (its Dockerfile builds no stage FROM it)",
         "# context assets = docker-image://busybox:1.36: not another target, not carried",
         "# `tags`: not carried (meshtop tags each build by its address)",
     ] {
         assert!(text.contains(comment), "{comment} in:\n{text}");
     }
+
+    // The mesh builds as written, on the real daemon: each Dockerfile's `FROM runtime`,
+    // `FROM toolchain` reaches the module's artifact.
+    let name = crate::common::test_name("initbake");
+    let _guard = crate::common::DaemonGuard(name.clone());
+    std::fs::write(
+        &mesh_file,
+        text.replace("name = \"platform\"", &format!("name = \"{name}\"")),
+    )
+    .unwrap();
+    let state = root.join("state.db");
+    let converged = meshtop(
+        &["--mesh", mesh_file.to_str().unwrap(), "converge", "--json"],
+        &state,
+    );
+    assert!(converged.status.success(), "{}", said(&converged));
+    let summary: serde_json::Value = serde_json::from_slice(&converged.stdout).unwrap();
+    let decisions = crate::common::decisions(&summary);
+    assert!(decisions.values().all(|d| d == "build"), "{decisions:?}");
+    assert_eq!(decisions.len(), 4, "{decisions:?}");
 }
 
 #[test]
@@ -222,7 +256,7 @@ fn a_skaffold_file_of_two_documents_gives_its_artifacts_and_their_required_bases
             ("cartservice", 0, None),
             ("emailservice", 0, None),
             ("frontend", 1, Some("base-runtime")),
-            ("loadgenerator", 1, Some("base-runtime")),
+            ("loadgenerator", 1, None),
         ])
     );
     let mesh = loaded(&mesh_file);
@@ -239,11 +273,20 @@ fn a_skaffold_file_of_two_documents_gives_its_artifacts_and_their_required_bases
         frontend.build_args,
         BTreeMap::from([("PORT".into(), "8080".into())])
     );
+    // Another alias than BASE: a named context of the required module, the alias naming it.
+    let load = mesh.module("loadgenerator").unwrap();
+    assert_eq!(
+        load.contexts,
+        BTreeMap::from([("base-runtime".into(), "base-runtime".into())])
+    );
+    assert_eq!(
+        load.build_args,
+        BTreeMap::from([("RUNTIME_IMAGE".into(), "base-runtime".into())])
+    );
     let text = std::fs::read_to_string(&mesh_file).unwrap();
     for comment in [
         "# build arg GIT_COMMIT: not carried: {{.GIT_COMMIT}} is a template",
-        "# requires base-runtime as BASE_IMAGE: its Dockerfile builds no stage FROM ${BASE_IMAGE}, so it is no base",
-        "rename `RUNTIME_IMAGE` to BASE in its Dockerfile",
+        "# requires base-runtime as BASE_IMAGE: its Dockerfile builds no stage FROM ${BASE_IMAGE}, so it is no edge",
     ] {
         assert!(text.contains(comment), "{comment} in:\n{text}");
     }

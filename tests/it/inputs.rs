@@ -66,6 +66,8 @@ fn hash_with(
         platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
         target: None,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     hash_inputs(&spec).unwrap()
 }
@@ -81,6 +83,8 @@ fn tar_of(root: &Path, expected: Option<&Inputs>) -> (Result<Inputs, InputsError
         platforms: &platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
         target: None,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     let mut out = Vec::new();
     let result = tar_inputs(&spec, expected, &mut out);
@@ -248,6 +252,8 @@ fn dockerignore_is_applied_and_dockerfile_always_sent() {
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
         target: None,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     let inputs = hash_inputs(&spec).unwrap();
     let paths: Vec<&str> = inputs.manifest.files.keys().map(String::as_str).collect();
@@ -361,6 +367,8 @@ fn clear_errors_name_the_path() {
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
         target: None,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
 
     let sock = root.join("agent.sock");
@@ -428,6 +436,8 @@ fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
                 platforms: &platforms,
                 upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
                 target: None,
+                contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+                context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
             };
             match tar_inputs(&spec, expected.as_ref(), &mut writer) {
                 Ok(_) => writer.finish().unwrap(),

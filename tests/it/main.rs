@@ -65,6 +65,7 @@ mod mesh_file_errors;
 mod mesh_file_secrets;
 mod mesh_targets;
 mod module_target;
+mod named_contexts;
 mod own_files;
 mod plan_cli;
 mod pool_base_by_digest;

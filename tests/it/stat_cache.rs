@@ -239,6 +239,8 @@ impl Fixture {
             platforms: &[],
             upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
             target: None,
+            contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+            context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
         }
     }
 }

@@ -43,7 +43,16 @@ pub struct InputSpec<'a> {
     pub upstreams: &'a BTreeMap<String, String>,
     /// The Dockerfile stage built (`target`); `None`: the last stage (and no part of the address).
     pub target: Option<&'a str>,
+    /// Each named context (the name the Dockerfile writes) → its module's artifact: part of the
+    /// address ([`NO_CONTEXTS`] for none).
+    pub contexts: &'a BTreeMap<String, String>,
+    /// Each named context → the image name the builder reaches that artifact by, written into
+    /// the Dockerfile sent (empty when planning: only a build sends a Dockerfile).
+    pub context_images: &'a BTreeMap<String, String>,
 }
+
+/// A Dockerfile that names no named context.
+pub static NO_CONTEXTS: BTreeMap<String, String> = BTreeMap::new();
 
 /// A Dockerfile that names no upstream image.
 pub static NO_UPSTREAMS: BTreeMap<String, String> = BTreeMap::new();
@@ -262,6 +271,7 @@ fn finish(
         platforms,
         upstreams: spec.upstreams.clone(),
         target: spec.target.map(str::to_string),
+        contexts: spec.contexts.clone(),
     };
     Inputs {
         digest: digest_of(&manifest),
@@ -578,6 +588,7 @@ fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
 /// a tag names by the time it builds).
 struct Pinning<'a> {
     upstreams: &'a BTreeMap<String, String>,
+    context_images: &'a BTreeMap<String, String>,
     args: BTreeMap<String, String>,
 }
 
@@ -589,19 +600,21 @@ impl<'a> Pinning<'a> {
         }
         Pinning {
             upstreams: spec.upstreams,
+            context_images: spec.context_images,
             args,
         }
     }
 
     /// The Dockerfile's bytes as the builder gets them; None: as they are on disk.
     fn pinned(&self, text: &[u8]) -> Option<Vec<u8>> {
-        if self.upstreams.is_empty() {
+        if self.upstreams.is_empty() && self.context_images.is_empty() {
             return None;
         }
         let text = std::str::from_utf8(text).ok()?;
-        let pinned = crate::mesh::upstream::pinned(text, &self.args, |image| {
-            self.upstreams.get(image).cloned()
-        });
+        let pinned =
+            crate::mesh::upstream::pinned(text, &self.args, self.context_images, |image| {
+                self.upstreams.get(image).cloned()
+            });
         Some(pinned.into_bytes())
     }
 }

@@ -195,6 +195,11 @@ pub(super) fn resolve_module(
         dockerfile,
         target: raw.target.map(|t| t.into_inner()),
         base: raw.base.map(|b| b.into_inner()),
+        contexts: raw
+            .contexts
+            .into_iter()
+            .map(|(name, module)| (name.into_inner(), module.into_inner()))
+            .collect(),
         policy: raw.policy,
         platforms: raw.platforms.unwrap_or_else(|| mesh_platforms.to_vec()),
         build_args: raw.args,

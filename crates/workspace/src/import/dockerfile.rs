@@ -1,26 +1,13 @@
-//! How a Dockerfile takes another module's image: what decides whether an edge of another tool's
-//! file (a bake `target:` context, a skaffold `requires` alias) is a meshtop `base`.
+//! How a Dockerfile takes another module's image through a build arg: what decides whether a
+//! skaffold `requires` alias is an edge.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-/// How a Dockerfile names an image a stage is built `FROM`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Use {
-    /// `FROM name`: the name itself (a named context).
-    Literal,
-    /// `ARG X[=…]` / `FROM ${X}`: through the build arg `X`.
-    Arg(String),
-    /// No `FROM` names it.
-    Unused,
-}
-
-/// The `FROM` images of the Dockerfile at `path` (as written, flags dropped) and the defaults of
-/// the `ARG`s before them; empty when it cannot be read.
-fn froms(path: &Path) -> (Vec<String>, BTreeMap<String, String>) {
+/// The `FROM` images of the Dockerfile at `path` (as written, flags dropped); empty when it
+/// cannot be read.
+fn froms(path: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut images = Vec::new();
-    let mut defaults = BTreeMap::new();
     let mut joined = String::new();
     for line in text.lines() {
         let trimmed = line.trim();
@@ -35,23 +22,13 @@ fn froms(path: &Path) -> (Vec<String>, BTreeMap<String, String>) {
         joined.push_str(trimmed);
         let instruction = std::mem::take(&mut joined);
         let mut words = instruction.split_whitespace();
-        match words.next().map(str::to_ascii_uppercase).as_deref() {
-            Some("ARG") => {
-                for word in words {
-                    if let Some((name, value)) = word.split_once('=') {
-                        defaults.insert(name.to_string(), value.trim_matches('"').to_string());
-                    }
-                }
-            }
-            Some("FROM") => {
-                if let Some(image) = words.find(|w| !w.starts_with("--")) {
-                    images.push(image.to_string());
-                }
-            }
-            _ => {}
+        if words.next().is_some_and(|w| w.eq_ignore_ascii_case("FROM"))
+            && let Some(image) = words.find(|w| !w.starts_with("--"))
+        {
+            images.push(image.to_string());
         }
     }
-    (images, defaults)
+    images
 }
 
 /// The build arg `image` reads, when it is all one: `$X`, `${X}`, `${X:-default}`.
@@ -65,28 +42,9 @@ fn arg_of(image: &str) -> Option<&str> {
         .then_some(name)
 }
 
-/// How the Dockerfile at `path` takes the named context `name`: `FROM name`, or `FROM ${X}` with
-/// `ARG X=name` (the form that builds under bake and under meshtop alike).
-pub(super) fn context_use(path: &Path, name: &str) -> Use {
-    let (images, defaults) = froms(path);
-    for image in &images {
-        if image.eq_ignore_ascii_case(name) {
-            return Use::Literal;
-        }
-        if let Some(arg) = arg_of(image)
-            && defaults
-                .get(arg)
-                .is_some_and(|d| d.eq_ignore_ascii_case(name))
-        {
-            return Use::Arg(arg.to_string());
-        }
-    }
-    Use::Unused
-}
-
 /// Whether the Dockerfile at `path` builds a stage `FROM ${arg}`.
 pub(super) fn arg_use(path: &Path, arg: &str) -> bool {
-    froms(path).0.iter().any(|image| arg_of(image) == Some(arg))
+    froms(path).iter().any(|image| arg_of(image) == Some(arg))
 }
 
 #[cfg(test)]
@@ -101,17 +59,19 @@ mod tests {
     }
 
     #[test]
-    fn a_context_is_named_literally_or_through_an_arg() {
-        let literal = file("# base\nFROM --platform=$BUILDPLATFORM \\\n  base AS build\n");
-        assert_eq!(context_use(literal.path(), "base"), Use::Literal);
-        let through = file("ARG BASE=runtime\nFROM ${BASE}\n");
-        assert_eq!(
-            context_use(through.path(), "runtime"),
-            Use::Arg("BASE".into())
-        );
-        assert_eq!(context_use(through.path(), "other"), Use::Unused);
-        assert!(arg_use(through.path(), "BASE"));
-        assert!(!arg_use(literal.path(), "BASE"));
-        assert!(arg_use(file("ARG B\nFROM $B\n").path(), "B"));
+    fn an_arg_is_built_from_in_any_of_its_spellings() {
+        assert!(arg_use(
+            file("ARG BASE\nFROM ${BASE} AS b\n").path(),
+            "BASE"
+        ));
+        assert!(arg_use(
+            file("ARG B\nfrom --platform=$P \\\n  $B\n").path(),
+            "B"
+        ));
+        assert!(arg_use(file("ARG B=x\nFROM ${B:-y}\n").path(), "B"));
+        assert!(!arg_use(
+            file("# FROM ${B}\nFROM scratch\nCOPY --from=${B} / /\n").path(),
+            "B"
+        ));
     }
 }

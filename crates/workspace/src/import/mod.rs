@@ -65,8 +65,10 @@ pub struct DraftModule {
     pub dockerfile: Option<String>,
     pub target: Option<String>,
     pub args: BTreeMap<String, String>,
-    /// Another draft module's `source` it builds on.
+    /// Another draft module's `source` it builds on (through the build arg BASE).
     pub base: Option<String>,
+    /// Named contexts: the name its Dockerfile writes → another draft module's `source`.
+    pub contexts: BTreeMap<String, String>,
     /// What was not carried for this module, and why.
     pub notes: Vec<String>,
     /// Why the module cannot be written at all (it is written as a comment).
@@ -285,41 +287,23 @@ fn yaml_documents(file: &Path, text: &str) -> Result<Vec<serde_json::Value>, Mes
     })
 }
 
-/// The named contexts a module's file gives it that are other modules (`name` → the other's
-/// `source`): the one its Dockerfile builds `FROM` is its `base`; the rest are said.
-fn context_edges(module: &mut DraftModule, edges: Vec<(String, String)>) {
-    let path = module
-        .context
-        .join(module.dockerfile.as_deref().unwrap_or("Dockerfile"));
-    let used: Vec<(String, String, dockerfile::Use)> = edges
-        .into_iter()
-        .map(|(name, source)| {
-            let how = dockerfile::context_use(&path, &name);
-            (name, source, how)
+/// A name meshtop takes as a named context's: lowercase letters, digits, `.`, `_`, `-`, `/`.
+fn is_context_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '/')
         })
-        .collect();
-    let from: Vec<usize> = (0..used.len())
-        .filter(|i| used[*i].2 != dockerfile::Use::Unused)
-        .collect();
-    for (i, (name, source, how)) in used.iter().enumerate() {
-        if from.len() == 1 && from[0] == i && module.base.is_none() {
-            module.base = Some(source.clone());
-            match how {
-                dockerfile::Use::Literal => module.notes.push(format!(
-                    "named context {name} is its base: its Dockerfile builds `FROM {name}`, and meshtop passes a base as the build arg BASE: write `ARG BASE={name}` and `FROM ${{BASE}}` (which builds under the other tool too)"
-                )),
-                dockerfile::Use::Arg(arg) if arg != "BASE" => module.notes.push(format!(
-                    "named context {name} is its base: its Dockerfile takes it through `{arg}`, and meshtop passes a base as the build arg BASE: rename `{arg}` to BASE"
-                )),
-                _ => {}
-            }
+}
+
+/// The named contexts a module's file gives it that are other modules (`name` → the other's
+/// `source`): each a `contexts` entry, as the other tool passes them all to the build.
+fn context_edges(module: &mut DraftModule, edges: Vec<(String, String)>) {
+    for (name, source) in edges {
+        if is_context_name(&name) {
+            module.contexts.insert(name, source);
         } else {
-            let why = match how {
-                dockerfile::Use::Unused => "its Dockerfile builds no stage FROM it",
-                _ => "a module has one base, through the build arg BASE",
-            };
             module.notes.push(format!(
-                "named context {name} = {source}: not carried ({why})"
+                "named context {name} = {source}: not carried: meshtop's context names are lowercase letters, digits, '.', '_', '-', '/': rename it in the Dockerfile and here"
             ));
         }
     }
@@ -364,6 +348,23 @@ impl Draft {
                     None => module.notes.push(format!(
                         "base {base}: no module of this mesh builds it, so it is no edge"
                     )),
+                }
+            }
+        }
+        for module in &mut self.modules {
+            let contexts = std::mem::take(&mut module.contexts);
+            for (context, source) in contexts {
+                match names.get(&source) {
+                    Some(name) => {
+                        module.contexts.insert(context, name.clone());
+                    }
+                    None => {
+                        // An arg naming the context (a skaffold alias) goes with it.
+                        module.args.retain(|_, value| *value != context);
+                        module.notes.push(format!(
+                            "named context {context} = {source}: no module of this mesh builds it, so it is no edge"
+                        ));
+                    }
                 }
             }
         }

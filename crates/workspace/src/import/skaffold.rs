@@ -14,6 +14,9 @@ use crate::file::MeshError;
 /// The key of an artifact's Dockerfile build in skaffold's schema (`docker:`): the format's word.
 const BUILD_KEY: &str = "docker";
 
+/// The build arg meshtop passes a base as.
+const BASE_ARG: &str = "BASE";
+
 /// The keys of an artifact read before its others: its name, its context and what it requires.
 const READ_APART: &[&str] = &["image", "context", "requires"];
 
@@ -151,7 +154,9 @@ fn build(module: &mut DraftModule, value: &Value) {
     }
 }
 
-/// `requires`: the first alias the Dockerfile builds `FROM ${ALIAS}` is the base; the rest are said.
+/// `requires`: each alias the Dockerfile builds `FROM ${ALIAS}` is an edge. `BASE` is the
+/// module's base; another alias is a named context of the required module's name, with the build
+/// arg set to that name (so `FROM ${ALIAS}` reads the context, and the Dockerfile stays as it is).
 fn requires(module: &mut DraftModule, value: Option<&Value>) {
     let path = module
         .context
@@ -167,19 +172,14 @@ fn requires(module: &mut DraftModule, value: Option<&Value>) {
         };
         if !dockerfile::arg_use(&path, alias) {
             module.notes.push(format!(
-                "requires {image} as {alias}: its Dockerfile builds no stage FROM ${{{alias}}}, so it is no base"
+                "requires {image} as {alias}: its Dockerfile builds no stage FROM ${{{alias}}}, so it is no edge"
             ));
-        } else if module.base.is_some() {
-            module.notes.push(format!(
-                "requires {image} as {alias}: a module has one base, not carried"
-            ));
-        } else {
-            if alias != "BASE" {
-                module.notes.push(format!(
-                    "requires {image} as {alias}: its base; meshtop passes a base as the build arg BASE: rename `{alias}` to BASE in its Dockerfile"
-                ));
-            }
+        } else if alias == BASE_ARG {
             module.base = Some(other);
+        } else {
+            let context = normalise(&other, "required");
+            module.args.insert(alias.to_string(), context.clone());
+            module.contexts.insert(context, other);
         }
     }
 }

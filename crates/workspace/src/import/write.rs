@@ -55,6 +55,14 @@ fn write_module(out: &mut String, module: &DraftModule, out_dir: &Path) {
     if let Some(base) = &module.base {
         let _ = writeln!(keys, "base = {}", quoted(base));
     }
+    if !module.contexts.is_empty() {
+        let contexts: Vec<String> = module
+            .contexts
+            .iter()
+            .map(|(name, module)| format!("{} = {}", quoted(name), quoted(module)))
+            .collect();
+        let _ = writeln!(keys, "contexts = {{ {} }}", contexts.join(", "));
+    }
     if !module.args.is_empty() {
         let args: Vec<String> = module
             .args
