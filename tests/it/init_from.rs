@@ -111,7 +111,7 @@ fn a_compose_file_gives_a_module_per_built_service_and_a_machine_per_service() {
         expect(&[
             ("backend", 0, None),
             ("proxy", 0, None),
-            ("web-ui", 0, None)
+            ("web-ui", 1, None)
         ])
     );
     let mesh = loaded(&mesh_file);
@@ -126,6 +126,11 @@ fn a_compose_file_gives_a_module_per_built_service_and_a_machine_per_service() {
     assert_eq!(web.context, root.canonicalize().unwrap());
     assert_eq!(web.dockerfile, "frontend/Web.Dockerfile");
     assert_eq!(web.target.as_deref(), Some("prod"));
+    // `additional_contexts: { api: service:backend }`: a named context on backend's module.
+    assert_eq!(
+        web.contexts,
+        BTreeMap::from([("api".into(), "backend".into())])
+    );
     assert_eq!(
         web.build_args,
         BTreeMap::from([
