@@ -56,6 +56,7 @@ fn bench(c: &mut Criterion) {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
         contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
         context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };

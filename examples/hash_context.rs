@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
         contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
         context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };

@@ -96,6 +96,23 @@ pub enum Command {
     /// Each locked upstream image against what its registry serves now: which moved, the modules
     /// on it and their machines (exit 1 when any moved). Reads only; `update` moves the lock.
     Outdated(OutdatedArgs),
+    /// Write a mesh file from a compose file, a bake file or a skaffold file: one module per
+    /// built service or target, the edges between them, compose services as machines, and a
+    /// comment for every key it could not carry.
+    Init(InitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The file to read: compose.yaml / docker-compose.yml, docker-bake.hcl or skaffold.yaml.
+    #[arg(long, value_name = "FILE")]
+    pub from: PathBuf,
+    /// Where to write the mesh file (default: mesh.toml beside FILE; a directory: mesh.toml in it).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Overwrite a mesh file that is there already.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

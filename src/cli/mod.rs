@@ -17,6 +17,7 @@ mod converge;
 mod environments;
 mod gc;
 mod history;
+mod init;
 mod logs;
 mod plan;
 mod progress;
@@ -140,6 +141,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Trace(args) => trace::run(&global, args).await,
             Command::Update(args) => update::run(&global, args).await,
             Command::Outdated(args) => update::outdated(&global, args).await,
+            Command::Init(args) => init::run(args),
         }
     });
     report(outcome)

@@ -35,16 +35,7 @@ fn with_extra(tag: &str, dockerfile: &str, keys: &str) -> ExampleMesh {
 }
 
 fn converge(mesh: &ExampleMesh, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_meshtop"))
-        .arg("--mesh")
-        .arg(mesh.mesh_file())
-        .arg("--state")
-        .arg(mesh.state())
-        .arg("converge")
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap()
+    mesh.converge_with(args, env)
 }
 
 /// The ref `extra` was built as, from the newest successful build row.

@@ -65,6 +65,7 @@ fn hash_with(
         base_digest: base,
         platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
         contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
         context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
@@ -81,6 +82,7 @@ fn tar_of(root: &Path, expected: Option<&Inputs>) -> (Result<Inputs, InputsError
         base_digest: None,
         platforms: &platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
         contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
         context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
@@ -249,6 +251,7 @@ fn dockerignore_is_applied_and_dockerfile_always_sent() {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
         contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
         context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
@@ -363,6 +366,7 @@ fn clear_errors_name_the_path() {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        target: None,
         contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
         context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
@@ -431,6 +435,7 @@ fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
                 base_digest: None,
                 platforms: &platforms,
                 upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+                target: None,
                 contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
                 context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
             };

@@ -154,6 +154,10 @@ const ROOMS: &[Room] = &[
                 "std::sync",
                 "std::time",
                 "directories",
+                // `meshtop init --from`: another tool's file parsed (HCL, YAML as JSON values).
+                "hcl",
+                "serde_json",
+                "serde_saphyr",
                 "hex",
                 "notify",
                 "rayon",

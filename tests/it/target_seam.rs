@@ -170,6 +170,13 @@ const EXCEPTIONS: &[Exception] = &[
         what: "`docker buildx`",
         why: "names the buildx plugin a multi-platform build needs, whatever the target",
     },
+    Exception {
+        file: "src/workspace/import/skaffold.rs",
+        rule: Rule::Word,
+        what: "docker",
+        why: "skaffold's own key for an artifact's Dockerfile build (`docker:` in skaffold.yaml), \
+              a word of the file `init` reads, not a target",
+    },
 ];
 
 /// The kinds as the model declares them: the variants of `pub enum Target` in `src/mesh/model.rs`.

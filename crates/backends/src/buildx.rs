@@ -70,6 +70,10 @@ pub fn arguments(spec: &BuildRequest, metadata_file: &std::path::Path) -> Vec<St
         "--progress".into(),
         "plain".into(),
     ];
+    if let Some(target) = &spec.target {
+        args.push("--target".into());
+        args.push(target.clone());
+    }
     if spec.no_cache {
         args.push("--no-cache".into());
     }
@@ -185,6 +189,7 @@ mod tests {
         let spec = BuildRequest {
             context: tokio::sync::mpsc::channel(1).1,
             dockerfile: "Dockerfile".into(),
+            target: None,
             tag: "127.0.0.1:5000/demo/api:abc-amd64-arm64".into(),
             build_args: HashMap::from([("BASE".to_string(), "sha256:1".to_string())]),
             labels: HashMap::from([("jr2.dev/module".to_string(), "api".to_string())]),

@@ -321,6 +321,7 @@ pub async fn build_module(
     let request = BuildRequest {
         context,
         dockerfile: module.dockerfile.clone(),
+        target: module.target.clone(),
         tag: run.reference.clone(),
         build_args: args,
         labels: labels(&module, mesh, &revision, &run.planned),
@@ -543,6 +544,7 @@ fn start_tar(
             upstreams: expected
                 .as_ref()
                 .map_or(&NO_UPSTREAMS, |planned| &planned.manifest.upstreams),
+            target: tar_module.target.as_deref(),
             contexts: expected
                 .as_ref()
                 .map_or(&NO_CONTEXTS, |planned| &planned.manifest.contexts),
@@ -1052,6 +1054,7 @@ impl Run<'_> {
         let request = BuildRequest {
             context,
             dockerfile: template.module.dockerfile.clone(),
+            target: template.module.target.clone(),
             tag: tag.clone(),
             build_args: args,
             labels: template.labels.clone(),

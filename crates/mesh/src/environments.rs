@@ -460,6 +460,7 @@ mod tests {
             name: "api".into(),
             context: "/m/api".into(),
             dockerfile: "Dockerfile".into(),
+            target: None,
             base: None,
             policy: crate::Policy::Rollout,
             platforms: Vec::new(),

@@ -10,8 +10,9 @@
 //! base digest or `-`; `platforms`, their count and each sorted platform; then, only when the
 //! Dockerfile names upstream images, `upstreams`, their count and each image (as written, after
 //! substitution) and its locked digest in name order (`mesh.lock`: a moved lock moves the ref, and a
-//! module without upstreams keeps the digest it always had). No mtimes, owners or walk order: the
-//! same tree gives the same digest anywhere.
+//! module without upstreams keeps the digest it always had); then, only when the module names one,
+//! `target` and the Dockerfile stage it builds (a module without `target` keeps its digest too). No
+//! mtimes, owners or walk order: the same tree gives the same digest anywhere.
 //!
 //! v3 (this one) added the permission bits of directories (v2 sent every directory as 0755, so a
 //! 0700 directory became world-readable in the image); v2 added the permission bits of files; v1
@@ -43,6 +44,9 @@ pub struct Manifest {
     /// Each named context (the name the Dockerfile writes) → its module's artifact.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub contexts: BTreeMap<String, String>,
+    /// The Dockerfile stage built (`target`); `None`: the last stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -170,6 +174,10 @@ fn digest_with_base(manifest: &Manifest, base: Option<&str>) -> String {
             field(name.as_bytes());
             field(artifact.as_bytes());
         }
+    }
+    if let Some(target) = &manifest.target {
+        field(b"target");
+        field(target.as_bytes());
     }
     hex::encode(h.finalize())
 }

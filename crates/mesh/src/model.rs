@@ -292,6 +292,8 @@ pub struct Module {
     pub context: PathBuf,
     /// The Dockerfile, relative to the context (default `Dockerfile`).
     pub dockerfile: String,
+    /// The Dockerfile stage to build (`target`, as compose's and bake's); `None`: the last stage.
+    pub target: Option<String>,
     /// The module this one builds FROM, by module name.
     pub base: Option<String>,
     /// Named contexts: a name the Dockerfile writes (`FROM lib`, `COPY --from=lib`) → the mesh

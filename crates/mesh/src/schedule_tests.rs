@@ -283,6 +283,7 @@ fn waiting_counts_follow_bases_all_the_way_down() {
         name: name.into(),
         context: "/m".into(),
         dockerfile: "Dockerfile".into(),
+        target: None,
         base: base.map(str::to_string),
         policy: Policy::Rollout,
         platforms: Vec::new(),

@@ -84,6 +84,17 @@ pub fn upstreams(
     found
 }
 
+/// The stage names `text` declares (`FROM … AS name`), in file order, lower-cased as the
+/// Dockerfile frontend compares them: what a module's `target` may name.
+pub fn stages(text: &str) -> Vec<String> {
+    instructions(text)
+        .iter()
+        .filter(|instruction| instruction.keyword == "FROM")
+        .filter_map(|instruction| from_parts(&instruction.rest).1)
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
 /// `text` with every upstream pinned: `FROM python:3.12-slim AS run` becomes
 /// `FROM python@sha256:… AS run` when `digest_of("python:3.12-slim")` answers. An instruction
 /// that spanned several lines is written on its first and the others left empty, so that every

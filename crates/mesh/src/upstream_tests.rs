@@ -167,6 +167,13 @@ fn the_repository_drops_the_tag_not_the_port() {
     assert_eq!(repository("python"), "python");
 }
 
+#[test]
+fn the_stages_a_target_may_name_are_read_as_the_frontend_reads_them() {
+    let text = "# syntax=docker/dockerfile:1\nFROM scratch AS Build\nCOPY a /a\nfrom --platform=$BUILDPLATFORM \\\n  scratch as run\nFROM build\n";
+    assert_eq!(stages(text), ["build", "run"]);
+    assert!(stages("FROM scratch\n").is_empty());
+}
+
 /// bake's shape: `FROM base` and `COPY --from=lib` naming mesh modules by their contexts' names; a
 /// stage of the same name as a context stays the stage.
 #[test]

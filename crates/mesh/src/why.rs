@@ -19,6 +19,11 @@ pub enum Change {
     /// Paths whose bytes, permission bits, link target or kind changed.
     Changed(Vec<String>),
     DockerfileChanged,
+    /// The Dockerfile stage built (`target`) changed; `None`: the last stage.
+    TargetChanged {
+        from: Option<String>,
+        to: Option<String>,
+    },
     BaseMoved {
         from: Option<String>,
         to: Option<String>,
@@ -65,6 +70,12 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
     }
     if previous.dockerfile != current.dockerfile {
         changes.push(Change::DockerfileChanged);
+    }
+    if previous.target != current.target {
+        changes.push(Change::TargetChanged {
+            from: previous.target.clone(),
+            to: current.target.clone(),
+        });
     }
     if previous.platforms != current.platforms {
         changes.push(Change::PlatformsChanged {
@@ -164,6 +175,12 @@ pub fn upstream_moved_text(image: &str, from: Option<&str>, to: Option<&str>) ->
     }
 }
 
+/// `target build → run`; the last stage is said as such.
+pub fn target_changed_text(from: Option<&str>, to: Option<&str>) -> String {
+    let stage = |t: Option<&str>| t.map_or("(last stage)".to_string(), str::to_string);
+    format!("target {} → {}", stage(from), stage(to))
+}
+
 /// The why of an address that is not the record's: against the module's earlier inputs, or, when
 /// this state file knows none, against what the record's ref can tell (never "new module" for a
 /// module the record names).
@@ -251,6 +268,9 @@ pub fn summary(changes: &[Change]) -> String {
                 (_, None) => format!("context {name} dropped"),
             }),
             Change::DockerfileChanged => parts.push("Dockerfile changed".into()),
+            Change::TargetChanged { from, to } => {
+                parts.push(target_changed_text(from.as_deref(), to.as_deref()))
+            }
             Change::PlatformsChanged { from, to } => {
                 parts.push(format!("platforms {} → {}", list(from), list(to)));
             }
@@ -377,8 +397,31 @@ mod tests {
             base: Some("sha256:b0".into()),
             platforms: vec!["linux/amd64".into()],
             upstreams: BTreeMap::new(),
+            target: None,
             contexts: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn a_changed_target_is_named_and_moves_the_address() {
+        let before = manifest(&[("a", file("1"))]);
+        let mut after = before.clone();
+        after.target = Some("run".into());
+        let changes = why(Some(&before), &after);
+        assert_eq!(
+            changes,
+            [Change::TargetChanged {
+                from: None,
+                to: Some("run".into())
+            }]
+        );
+        assert_eq!(summary(&changes), "target (last stage) → run");
+        let mut other = after.clone();
+        other.target = Some("build".into());
+        assert_eq!(summary(&why(Some(&after), &other)), "target run → build");
+        let digests = [&before, &after, &other].map(crate::manifest::digest_of);
+        assert_ne!(digests[0], digests[1], "naming a target moves the address");
+        assert_ne!(digests[1], digests[2], "another target moves it again");
     }
 
     #[test]

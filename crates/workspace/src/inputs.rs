@@ -41,6 +41,8 @@ pub struct InputSpec<'a> {
     /// Each upstream image the Dockerfile names → its digest in `mesh.lock`: part of the address,
     /// and what the Dockerfile sent to the builder is pinned to ([`NO_UPSTREAMS`] for none).
     pub upstreams: &'a BTreeMap<String, String>,
+    /// The Dockerfile stage built (`target`); `None`: the last stage (and no part of the address).
+    pub target: Option<&'a str>,
     /// Each named context (the name the Dockerfile writes) → its module's artifact: part of the
     /// address ([`NO_CONTEXTS`] for none).
     pub contexts: &'a BTreeMap<String, String>,
@@ -268,6 +270,7 @@ fn finish(
         base: spec.base_digest.map(str::to_string),
         platforms,
         upstreams: spec.upstreams.clone(),
+        target: spec.target.map(str::to_string),
         contexts: spec.contexts.clone(),
     };
     Inputs {

@@ -8,6 +8,7 @@ use meshtop_mesh as mesh;
 
 pub mod file;
 pub mod ignore;
+pub mod import;
 pub mod inputs;
 pub mod lock_file;
 pub mod own_files;

@@ -120,6 +120,7 @@ mod tests {
             name: "api".into(),
             context: PathBuf::from("/nowhere"),
             dockerfile: "Dockerfile".into(),
+            target: None,
             base: None,
             policy: Policy::Rollout,
             platforms: Vec::new(),

@@ -88,6 +88,20 @@ impl ExampleMesh {
             .unwrap()
     }
 
+    /// `meshtop converge ARGS` on this mesh with `env` added to its environment.
+    pub fn converge_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_meshtop"))
+            .arg("--mesh")
+            .arg(self.mesh_file())
+            .arg("--state")
+            .arg(self.state())
+            .arg("converge")
+            .args(args)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    }
+
     /// Start `meshtop converge` on this mesh in the background, its stderr going to `log`;
     /// `docker_host` points it at another daemon socket.
     pub fn spawn_converge(&self, log: &Path, envs: &[(&str, &str)]) -> std::process::Child {

@@ -109,6 +109,8 @@ pub struct BuildRequest {
     /// The tar of the context, streamed as the same walk that computed the address writes it.
     pub context: ContextBody,
     pub dockerfile: String,
+    /// The Dockerfile stage to build (`target`); `None`: the last stage.
+    pub target: Option<String>,
     /// The ref: the image's tag.
     pub tag: String,
     pub build_args: HashMap<String, String>,
@@ -407,6 +409,7 @@ impl Daemon {
 fn options(request: &BuildRequest) -> BuildImageOptions {
     BuildImageOptionsBuilder::default()
         .dockerfile(&request.dockerfile)
+        .target(request.target.as_deref().unwrap_or(""))
         .t(&request.tag)
         .buildargs(&request.build_args)
         .labels(&request.labels)

@@ -380,6 +380,13 @@ fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
         Change::Removed(paths) => list("removed", paths),
         Change::Changed(paths) => list("changed", paths),
         Change::DockerfileChanged => lines.push(("  Dockerfile changed".into(), palette.plain())),
+        Change::TargetChanged { from, to } => lines.push((
+            format!(
+                "  {}",
+                crate::mesh::why::target_changed_text(from.as_deref(), to.as_deref())
+            ),
+            palette.plain(),
+        )),
         Change::BaseMoved { from, to } => lines.push((moved("base", from, to), palette.plain())),
         Change::ContextMoved { name, from, to } => lines.push((
             moved(&format!("named context {name}"), from, to),

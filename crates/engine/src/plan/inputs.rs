@@ -105,6 +105,7 @@ impl Planner<'_> {
                 .upstreams
                 .get(&module.name)
                 .unwrap_or(&inputs::NO_UPSTREAMS),
+            target: module.target.as_deref(),
             contexts: on.contexts,
             context_images: &inputs::NO_CONTEXTS,
         };

@@ -110,6 +110,15 @@ pub(super) fn is_arg_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// A Dockerfile stage name as the frontend takes one (`FROM … AS name`, compared lower-cased):
+/// a letter, then letters, digits, `_`, `-`, `.`; at most 128 characters.
+pub(super) fn is_stage_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 128
+        && matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
 /// `host[:port]`: a DNS name, an IPv4 address or a bracketed IPv6 address; no scheme, no path.
 pub(super) fn check_registry(text: &str) -> Result<(), (String, String)> {
     let bad = |why: &str| {

@@ -185,11 +185,15 @@ pub(super) fn resolve_module(
         };
         src.err(&df_span, format!("{who} {what}"), fix)
     })?;
+    if let Some(target) = &raw.target {
+        check_target(src, &who, &context.join(&dockerfile), target)?;
+    }
 
     Ok(Module {
         name: raw.name.into_inner(),
         context,
         dockerfile,
+        target: raw.target.map(|t| t.into_inner()),
         base: raw.base.map(|b| b.into_inner()),
         contexts: raw
             .contexts
@@ -206,6 +210,44 @@ pub(super) fn resolve_module(
         backoff: raw.backoff,
         max_unavailable: raw.max_unavailable,
     })
+}
+
+/// A `target` must name a stage of the module's Dockerfile (`FROM … AS <target>`): refused at
+/// its line, with the stages there, before any build would fail on it.
+fn check_target(
+    src: &Source<'_>,
+    who: &str,
+    dockerfile: &Path,
+    target: &toml::Spanned<String>,
+) -> Result<(), super::MeshError> {
+    let text = std::fs::read(dockerfile).map_err(|e| {
+        src.err(
+            &target.span(),
+            format!(
+                "{who} has a Dockerfile that cannot be read for its stages: {}: {e}",
+                dockerfile.display()
+            ),
+            "check its permissions",
+        )
+    })?;
+    let stages = crate::mesh::upstream::stages(&String::from_utf8_lossy(&text));
+    if stages.contains(&target.get_ref().to_ascii_lowercase()) {
+        return Ok(());
+    }
+    let there = if stages.is_empty() {
+        "it names no stage".to_string()
+    } else {
+        format!("its stages: {}", stages.join(", "))
+    };
+    Err(src.err(
+        &target.span(),
+        format!(
+            "{who} has `target` {}, which is no stage of {} ({there})",
+            show(target.get_ref()),
+            dockerfile.display()
+        ),
+        "name a stage its Dockerfile declares with `FROM … AS <name>`, or remove `target` to build the last stage",
+    ))
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ const MODULE_KEYS: &[&str] = &[
     "name",
     "context",
     "dockerfile",
+    "target",
     "base",
     "contexts",
     "policy",
@@ -68,6 +69,8 @@ pub(super) struct RawModule {
     pub line: usize,
     pub context: Spanned<String>,
     pub dockerfile: Option<Spanned<String>>,
+    /// `target`: the Dockerfile stage to build, checked against the Dockerfile's stages once found.
+    pub target: Option<Spanned<String>>,
     pub base: Option<Spanned<String>>,
     /// `contexts = { lib = "lib" }`: the name the Dockerfile writes → the module it names.
     pub contexts: Pairs,
@@ -383,6 +386,20 @@ pub(super) fn modules(
             "\"api\" (a directory relative to mesh.toml)",
         )?;
         let dockerfile = module.string(src, "dockerfile", "\"Dockerfile\"")?;
+        let target = module.string(src, "target", "\"run\" (a stage: FROM … AS run)")?;
+        if let Some(stage) = &target
+            && !super::names::is_stage_name(stage.get_ref())
+        {
+            return Err(src.err(
+                &stage.span(),
+                format!(
+                    "`target` {} of {} is not a stage name",
+                    show(stage.get_ref()),
+                    module.label
+                ),
+                "name a stage of the Dockerfile as its `FROM … AS <name>` writes it: a letter, then letters, digits, '_', '-' or '.'",
+            ));
+        }
         let base = module.string(src, "base", "\"base\" (another module's name)")?;
         let policy = match module.string(src, "policy", "\"rollout\"")? {
             None => Policy::Rollout,
@@ -437,6 +454,7 @@ pub(super) fn modules(
             line,
             context,
             dockerfile,
+            target,
             base,
             contexts,
             policy,
