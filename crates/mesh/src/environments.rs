@@ -470,6 +470,7 @@ mod tests {
             line: 1,
             backoff: Default::default(),
             max_unavailable: None,
+            contexts: Default::default(),
         }];
         let entry = |d: &str| {
             RecordEntry::new(

@@ -294,6 +294,9 @@ pub struct Module {
     pub dockerfile: String,
     /// The module this one builds FROM, by module name.
     pub base: Option<String>,
+    /// Named contexts: a name the Dockerfile writes (`FROM lib`, `COPY --from=lib`) → the mesh
+    /// module whose artifact it names, as bake's `contexts = { lib = "target:lib" }`.
+    pub contexts: BTreeMap<String, String>,
     pub policy: Policy,
     /// Resolved platforms: the module's own, else the mesh's, else empty = the daemon's own.
     pub platforms: Vec<Platform>,
@@ -312,6 +315,19 @@ pub struct Module {
     /// `max_unavailable` in its `[[module]]` table: how many of its machines a roll-out may move
     /// at once; None: all but one (at least one), see [`super::machine::side_by_side`].
     pub max_unavailable: Option<u32>,
+}
+
+impl Module {
+    /// The modules this one builds on: its base, then its named contexts' modules (each once).
+    pub fn builds_on(&self) -> Vec<&str> {
+        let mut on: Vec<&str> = self.base.iter().map(String::as_str).collect();
+        for module in self.contexts.values() {
+            if !on.contains(&module.as_str()) {
+                on.push(module);
+            }
+        }
+        on
+    }
 }
 
 /// When a new pod's back-off (`CrashLoopBackOff`, `ImagePullBackOff`, `CreateContainerConfigError`) fails

@@ -293,6 +293,7 @@ fn waiting_counts_follow_bases_all_the_way_down() {
         line: 1,
         backoff: Default::default(),
         max_unavailable: None,
+        contexts: Default::default(),
     };
     let mesh = Mesh {
         name: "demo".into(),

@@ -130,6 +130,7 @@ mod tests {
             line: 1,
             backoff: Default::default(),
             max_unavailable: None,
+            contexts: Default::default(),
         }
     }
 
