@@ -452,6 +452,7 @@ fn migration_11_names_operations_and_keeps_every_row_of_a_version_10_database() 
     expected_tables.push("verified_pulls".into());
     expected_tables.push("timelines".into());
     expected_tables.push("index_images".into());
+    expected_tables.push("upstreams_seen".into());
     expected_tables.sort();
     assert_eq!(after_tables, expected_tables);
     for (table, rows) in &before {
@@ -533,6 +534,7 @@ fn migration_12_keeps_every_row_and_the_steps_before_it_read_without_data() {
     expected_tables.push("verified_pulls".into());
     expected_tables.push("timelines".into());
     expected_tables.push("index_images".into());
+    expected_tables.push("upstreams_seen".into());
     expected_tables.sort();
     assert_eq!(tables(&conn), expected_tables);
     for (table, rows) in before {
