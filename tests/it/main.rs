@@ -78,6 +78,7 @@ mod remote_buildkit;
 mod rollback_gc;
 mod send_compose;
 mod send_confirmed;
+mod sign_built;
 mod signed_vouchers;
 mod signing_gaps;
 mod stat_cache;
