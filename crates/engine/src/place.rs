@@ -231,6 +231,7 @@ impl<'a> Placer<'a> {
                     attempt: 0,
                     avoid: Vec::new(),
                     part: None,
+                    secrets: !job.module.secrets.is_empty() || job.module.ssh,
                 });
             }
             by_name.insert(job.module.name.clone(), job);
@@ -449,6 +450,7 @@ impl<'a> Placer<'a> {
                     attempt: lead.attempt,
                     avoid: lead.avoid.clone(),
                     part: Some(platform.clone()),
+                    secrets: !job.module.secrets.is_empty() || job.module.ssh,
                 });
             }
             let base = self.base_of(&job, bases);
