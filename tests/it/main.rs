@@ -71,6 +71,7 @@ mod provenance;
 mod record_history;
 mod record_shards;
 mod registry;
+mod registry_bounds;
 mod registry_delete;
 mod registry_integrity;
 mod registry_voucher;
