@@ -56,6 +56,8 @@ fn bench(c: &mut Criterion) {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     hash_inputs(&spec).unwrap(); // warm the page cache
 

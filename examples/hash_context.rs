@@ -24,6 +24,8 @@ fn main() -> ExitCode {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     let start = Instant::now();
     match hash_inputs(&spec) {

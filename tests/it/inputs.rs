@@ -65,6 +65,8 @@ fn hash_with(
         base_digest: base,
         platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     hash_inputs(&spec).unwrap()
 }
@@ -79,6 +81,8 @@ fn tar_of(root: &Path, expected: Option<&Inputs>) -> (Result<Inputs, InputsError
         base_digest: None,
         platforms: &platforms,
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     let mut out = Vec::new();
     let result = tar_inputs(&spec, expected, &mut out);
@@ -245,6 +249,8 @@ fn dockerignore_is_applied_and_dockerfile_always_sent() {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
     let inputs = hash_inputs(&spec).unwrap();
     let paths: Vec<&str> = inputs.manifest.files.keys().map(String::as_str).collect();
@@ -357,6 +363,8 @@ fn clear_errors_name_the_path() {
         base_digest: None,
         platforms: &[],
         upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+        contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+        context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
     };
 
     let sock = root.join("agent.sock");
@@ -423,6 +431,8 @@ fn the_streamed_context_is_the_tar_and_a_changed_one_ends_in_an_error() {
                 base_digest: None,
                 platforms: &platforms,
                 upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+                contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+                context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
             };
             match tar_inputs(&spec, expected.as_ref(), &mut writer) {
                 Ok(_) => writer.finish().unwrap(),

@@ -63,6 +63,7 @@ mod mesh_file_builders;
 mod mesh_file_errors;
 mod mesh_file_secrets;
 mod mesh_targets;
+mod named_contexts;
 mod own_files;
 mod plan_cli;
 mod pool_base_by_digest;

@@ -19,7 +19,7 @@ fn unknown_keys_are_named_with_the_allowed_ones() {
     );
     assert!(
         err.fix
-            .contains("name, context, dockerfile, base, policy, platforms, args"),
+            .contains("name, context, dockerfile, base, contexts, policy, platforms, args"),
         "{}",
         err.fix
     );

@@ -34,16 +34,8 @@ fn a_look_alike_over_the_bases_ref_is_never_what_a_dependent_is_built_from() {
     require_second_daemon();
     let mesh = ExampleMesh::new("pbase");
     let _second = SecondDaemonGuard(mesh.name.clone());
-    let file = mesh.mesh_file();
-    let text = std::fs::read_to_string(&file).unwrap().replacen(
-        &format!("name = \"{}\"\n", mesh.name),
-        &format!("name = \"{}\"\nregistry = \"{LOCAL}\"\n", mesh.name),
-        1,
-    );
     // One builder, not the target's daemon: every build crosses through the registry.
-    let text =
-        format!("{text}\n[[builder]]\nname = \"two\"\nendpoint = \"{SECOND}\"\nmax_builds = 2\n");
-    std::fs::write(&file, text).unwrap();
+    common::second_daemon::build_on_second_only(&mesh);
     let first = mesh.meshtop(&["converge"]);
     assert_eq!(first.status.code(), Some(0), "{}", said(&first));
     let record = StateDb::open(&mesh.state())

@@ -348,6 +348,8 @@ async fn a_pinned_module_needs_no_delivery_so_a_target_without_one_does_not_refu
         decision,
         reason: "pinned: rolled back from …".into(),
         base_artifact: None,
+        contexts: Default::default(),
+        builds_on: Default::default(),
         artifact: Some("sha256:0".into()),
         registry_held: None,
         why: "unchanged".into(),

@@ -238,6 +238,8 @@ impl Fixture {
             base_digest: None,
             platforms: &[],
             upstreams: &meshtop::workspace::inputs::NO_UPSTREAMS,
+            contexts: &meshtop::workspace::inputs::NO_CONTEXTS,
+            context_images: &meshtop::workspace::inputs::NO_CONTEXTS,
         }
     }
 }

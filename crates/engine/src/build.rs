@@ -2,7 +2,7 @@
 //! computed the address, built on the daemon (its BuildKit, with the module's secrets served
 //! through the build's session), recorded when it ends — failures too.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::plan::PlannedModule;
@@ -24,8 +24,8 @@ use crate::mesh::model::{
 };
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
-use crate::workspace::inputs::NO_UPSTREAMS;
 use crate::workspace::inputs::{self, InputSpec, InputsError};
+use crate::workspace::inputs::{NO_CONTEXTS, NO_UPSTREAMS};
 use crate::workspace::secrets;
 
 /// How many lines of build output a failed build keeps.
@@ -79,6 +79,10 @@ pub struct BuildOn<'d> {
     /// hold the base's artifact; None: the artifact id, which the builder holds. Err: why the
     /// builder cannot reach the base (the build fails, its row says why).
     pub base: Result<Option<String>, super::error::BaseOutOfReach>,
+    /// Each named context as this builder reaches its module's artifact, by the name the
+    /// Dockerfile writes: as `base` (None: the builder holds the artifact; a name absent: the
+    /// same). Err: why the builder cannot reach one.
+    pub contexts: Result<BTreeMap<String, Option<String>>, super::error::BaseOutOfReach>,
     /// The build must end within this, or it reads as the builder gone (`MESHTOP_BUILD_DEADLINE`).
     pub deadline: std::time::Duration,
     /// A multi-platform module built through the pool: the slots its platforms take, each on a
@@ -267,15 +271,7 @@ pub async fn build_module(
     // Through the pool, each platform is given its builder when one has a slot (the row then
     // names each).
     let through_pool = match &on.platforms {
-        Some(Ok(_)) => Some(format!(
-            "the pool ({})",
-            planned
-                .platforms
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        Some(Ok(_)) => Some(format!("the pool ({})", platforms_text(&planned))),
         _ => None,
     };
     let builder = match (&through_pool, on.builder) {
@@ -289,6 +285,10 @@ pub async fn build_module(
     }
     let base = match &on.base {
         Ok(base) => base.clone(),
+        Err(why) => return run.failed(why, None),
+    };
+    let contexts = match named_contexts(&on, &run.planned, &run.reference).await {
+        Ok(contexts) => contexts,
         Err(why) => return run.failed(why, None),
     };
     // Read now, for this build only: never part of the inputs, never logged or stored.
@@ -313,7 +313,7 @@ pub async fn build_module(
     if multi_platform && let Err(why) = buildx_ready(&module, &run.planned, pushes).await {
         return run.failed(why, None);
     }
-    let (tarring, context) = start_tar(&module, &run.planned);
+    let (tarring, context) = start_tar(&module, &run.planned, &contexts.images);
     let mut args = build_args(&module, &run.planned);
     if let Some(base) = base {
         args.insert("BASE".into(), base);
@@ -337,8 +337,137 @@ pub async fn build_module(
     if multi_platform {
         run.on_buildx(mesh, request, tarring).await
     } else {
-        run.on_daemon(&on, request, tarring).await
+        run.on_daemon(&on, request, tarring, &contexts).await
     }
+}
+
+/// A module's named contexts as its builder reaches them: the name written into the Dockerfile it
+/// is sent (`FROM lib` → that name), and the tags that must still name each artifact when the
+/// build ends.
+#[derive(Default)]
+struct NamedContexts {
+    images: BTreeMap<String, String>,
+    /// (tag, artifact): names the daemon resolves by tag, checked again when the build ends.
+    tags: Vec<(String, String)>,
+}
+
+/// Why a named context cannot be named to the builder (the build fails with it).
+#[derive(Debug, thiserror::Error)]
+enum ContextUnnamed {
+    #[error(
+        "module {module}: named contexts build for one platform on one daemon; this module builds for several ({platforms}): give it one platform, or build on its contexts by `base`"
+    )]
+    MultiPlatform { module: String, platforms: String },
+    /// The pool could not bring a context's artifact to the builder (`BaseOutOfReach`, said).
+    #[error("module {module}: named context: {why}")]
+    OutOfReach { module: String, why: String },
+    #[error(
+        "module {module}: named context `{name}`: the artifact {} is not on the daemon at {endpoint}: converge the module it names first",
+        crate::mesh::text::short_id(artifact)
+    )]
+    NotOnDaemon {
+        module: String,
+        name: String,
+        artifact: String,
+        endpoint: String,
+    },
+    #[error(
+        "module {module}: named context `{name}`: the daemon at {endpoint} shows no tag on the artifact {}, and BuildKit finds an image by name only: converge the module it names again (it tags its artifact under its ref)",
+        crate::mesh::text::short_id(artifact)
+    )]
+    Untagged {
+        module: String,
+        name: String,
+        artifact: String,
+        endpoint: String,
+    },
+    #[error("module {module}: named context `{name}`: asking the daemon: {source}")]
+    Daemon {
+        module: String,
+        name: String,
+        #[source]
+        source: crate::backends::daemon::DaemonError,
+    },
+}
+
+/// Each named context of `planned` as the builder of `on` reaches it: the name the pool pulled it
+/// by (pinned by digest), else a tag its daemon shows on that very artifact (never `building`, the
+/// tag this build lands under: anyone may have tagged another image so), checked again when the
+/// build ends, as the base's is (`Daemon::name_base`).
+async fn named_contexts(
+    on: &BuildOn<'_>,
+    planned: &PlannedModule,
+    building: &str,
+) -> Result<NamedContexts, ContextUnnamed> {
+    let mut named = NamedContexts::default();
+    if planned.contexts.is_empty() {
+        return Ok(named);
+    }
+    let module = planned.name.clone();
+    let (Some(daemon), false) = (on.daemon, planned.multi_platform) else {
+        return Err(ContextUnnamed::MultiPlatform {
+            module,
+            platforms: platforms_text(planned),
+        });
+    };
+    let pulled = match &on.contexts {
+        Ok(pulled) => pulled,
+        Err(why) => {
+            return Err(ContextUnnamed::OutOfReach {
+                module,
+                why: why.to_string(),
+            });
+        }
+    };
+    for (name, artifact) in &planned.contexts {
+        if let Some(Some(image)) = pulled.get(name) {
+            named.images.insert(name.clone(), image.clone());
+            continue;
+        }
+        let endpoint = daemon.endpoint().to_string();
+        let tags = daemon
+            .image_tags(artifact)
+            .await
+            .map_err(|source| ContextUnnamed::Daemon {
+                module: module.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        let (module, name, artifact) = (module.clone(), name.clone(), artifact.clone());
+        let Some(tags) = tags else {
+            return Err(ContextUnnamed::NotOnDaemon {
+                module,
+                name,
+                artifact,
+                endpoint,
+            });
+        };
+        let Some(tag) = tags.into_iter().find(|tag| tag != building) else {
+            return Err(ContextUnnamed::Untagged {
+                module,
+                name,
+                artifact,
+                endpoint,
+            });
+        };
+        named.images.insert(name, tag.clone());
+        named.tags.push((tag, artifact));
+    }
+    Ok(named)
+}
+
+/// The first named context whose tag names another image now than when the build started.
+async fn context_moved(daemon: &Daemon, contexts: &NamedContexts) -> Option<String> {
+    for (tag, artifact) in &contexts.tags {
+        let now = daemon.image_id(tag).await.ok().flatten();
+        if now.as_deref() != Some(artifact.as_str()) {
+            return Some(format!(
+                "the named context's tag {tag} named {artifact} when the build started and {} when it ended: the build may be FROM another image; build again",
+                now.as_deref().unwrap_or("nothing")
+            ));
+        }
+    }
+    None
 }
 
 /// Why a multi-platform build cannot run here (the build fails with it).
@@ -360,6 +489,16 @@ enum NoMultiPlatform {
     },
 }
 
+/// The module's platforms, as the mesh file lists them: `linux/amd64, linux/arm64`.
+fn platforms_text(planned: &PlannedModule) -> String {
+    planned
+        .platforms
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Why a multi-platform build cannot run here, if it cannot.
 async fn buildx_ready(
     module: &Module,
@@ -375,12 +514,7 @@ async fn buildx_ready(
         .await
         .map_err(|why| NoMultiPlatform::NoBuildx {
             module: module.name.clone(),
-            platforms: planned
-                .platforms
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
+            platforms: platforms_text(planned),
             why,
         })
 }
@@ -390,9 +524,11 @@ async fn buildx_ready(
 fn start_tar(
     module: &Module,
     planned: &PlannedModule,
+    context_images: &BTreeMap<String, String>,
 ) -> (Tarring, crate::backends::daemon::build::ContextBody) {
     let tar_module = module.clone();
     let expected = planned.inputs.clone();
+    let context_images = context_images.clone();
     let base_digest = planned.base_artifact.clone();
     let platforms = planned.platforms.clone();
     let (writer, context) = context_pipe();
@@ -407,6 +543,10 @@ fn start_tar(
             upstreams: expected
                 .as_ref()
                 .map_or(&NO_UPSTREAMS, |planned| &planned.manifest.upstreams),
+            contexts: expected
+                .as_ref()
+                .map_or(&NO_CONTEXTS, |planned| &planned.manifest.contexts),
+            context_images: &context_images,
         };
         write_tar(&spec, expected.as_ref(), writer)
     });
@@ -629,6 +769,7 @@ impl<'a> Run<'a> {
         on: &BuildOn<'_>,
         request: BuildRequest,
         tarring: Tarring,
+        contexts: &NamedContexts,
     ) -> Result<Built, BuildError> {
         let Some(daemon) = on.daemon else {
             let why = format!("module {}: no daemon to build it on", self.module);
@@ -668,6 +809,9 @@ impl<'a> Run<'a> {
         }
         match result {
             Ok(DaemonBuildEnd::Built(id)) => {
+                if let Some(moved) = context_moved(daemon, contexts).await {
+                    return self.failed(moved, tail_text);
+                }
                 let what = format!("built {} → {id}", self.reference);
                 self.succeeded(&id, &what).await?;
                 self.emitter
@@ -900,7 +1044,7 @@ impl Run<'_> {
         tail: &Mutex<LogTail>,
     ) -> Result<IndexEntry, PlatformFault> {
         let tag = platform_tag(&self.reference, &on.platform);
-        let (tarring, context) = start_tar(template.module, &self.planned);
+        let (tarring, context) = start_tar(template.module, &self.planned, &BTreeMap::new());
         let mut args = template.args.clone();
         if let Some(base) = &on.base {
             args.insert("BASE".into(), base.clone());

@@ -476,7 +476,7 @@ fn uses_record_artifacts(planned: &BTreeMap<String, PlannedModule>, mesh: &Mesh)
             .is_none_or(|p| p.decision == Decision::Record)
     };
     planned.values().any(|p| {
-        (p.decision.builds() && p.base.as_deref().is_some_and(from_record))
+        (p.decision.builds() && p.builds_on.iter().any(|on| from_record(on)))
             || (p.decision == Decision::Record
                 && (p.policy == crate::mesh::Policy::Rollout
                     || mesh.machines.iter().any(|m| m.module == p.name)))

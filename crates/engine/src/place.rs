@@ -339,14 +339,11 @@ impl<'a> Placer<'a> {
                             ),
                         );
                     }
-                    let base = job.module.base.as_ref().and_then(|b| {
-                        bases.get(b).map(|entry| BaseOf {
-                            module: b.clone(),
-                            entry: entry.clone(),
-                            handed: self.handed.get(b).cloned(),
-                        })
-                    });
-                    running.push(Box::pin(place_one(shared, member, placement, job, base)));
+                    let on = BuiltOn {
+                        base: self.base_of(&job, bases),
+                        contexts: self.contexts_of(&job, bases),
+                    };
+                    running.push(Box::pin(place_one(shared, member, placement, job, on)));
                 }
                 Next::Wait { until_ms } => return Ok(until_ms),
                 Next::Idle => return Ok(None),
@@ -470,12 +467,30 @@ impl<'a> Placer<'a> {
     /// A module's base as a builder fetches it: its record entry, and the manifest this converge
     /// handed it over as.
     fn base_of(&self, job: &BuildJob, bases: &BTreeMap<String, RecordEntry>) -> Option<BaseOf> {
-        job.module.base.as_ref().and_then(|b| {
-            bases.get(b).map(|entry| BaseOf {
-                module: b.clone(),
-                entry: entry.clone(),
-                handed: self.handed.get(b).cloned(),
-            })
+        job.module
+            .base
+            .as_ref()
+            .and_then(|b| self.built_on(b, bases))
+    }
+
+    /// A module's named contexts as a builder fetches them, by the name its Dockerfile writes.
+    fn contexts_of(
+        &self,
+        job: &BuildJob,
+        bases: &BTreeMap<String, RecordEntry>,
+    ) -> Vec<(String, BaseOf)> {
+        job.module
+            .contexts
+            .iter()
+            .filter_map(|(name, module)| Some((name.clone(), self.built_on(module, bases)?)))
+            .collect()
+    }
+
+    fn built_on(&self, module: &str, bases: &BTreeMap<String, RecordEntry>) -> Option<BaseOf> {
+        bases.get(module).map(|entry| BaseOf {
+            module: module.to_string(),
+            entry: entry.clone(),
+            handed: self.handed.get(module).cloned(),
         })
     }
 
@@ -597,6 +612,13 @@ struct BaseOf {
     handed: Option<String>,
 }
 
+/// What one build builds on, as its builder fetches it: the base, and each named context by the
+/// name the Dockerfile writes.
+struct BuiltOn {
+    base: Option<BaseOf>,
+    contexts: Vec<(String, BaseOf)>,
+}
+
 /// What every build of a tier reads.
 struct Shared<'a> {
     mesh: &'a Mesh,
@@ -637,9 +659,9 @@ async fn place_one(
     member: Member,
     placement: Placement,
     job: BuildJob,
-    base: Option<BaseOf>,
+    on: BuiltOn,
 ) -> (Placement, Result<Placed, BuildError>) {
-    let result = build_on(shared, &member, job, base).await;
+    let result = build_on(shared, &member, job, on).await;
     (placement, result)
 }
 
@@ -647,7 +669,7 @@ async fn build_on(
     shared: &Shared<'_>,
     member: &Member,
     job: BuildJob,
-    base: Option<BaseOf>,
+    built_on: BuiltOn,
 ) -> Result<Placed, BuildError> {
     let daemon: &Daemon = match &member.connection {
         Some(Connection::Own(daemon)) => daemon,
@@ -658,20 +680,27 @@ async fn build_on(
             .map_err(|e| BuildError::Daemon(format!("cannot build: {e}")))?,
     };
     let pooled = shared.registry.is_some();
-    let base_arg =
-        match (&shared.registry, base) {
-            (Some(registry), Some(base)) => base_for(shared, daemon, registry, &base)
-                .await
-                .map_err(|source| BaseOutOfReach {
-                    builder: member.builder.name.clone(),
-                    source,
-                }),
-            _ => Ok(None),
-        };
+    let out_of_reach = |source| BaseOutOfReach {
+        builder: member.builder.name.clone(),
+        source,
+    };
+    let base_arg = match (&shared.registry, &built_on.base) {
+        (Some(registry), Some(base)) => base_for(shared, daemon, registry, base)
+            .await
+            .map_err(out_of_reach),
+        _ => Ok(None),
+    };
+    let contexts = match &shared.registry {
+        Some(registry) => reach_contexts(shared, daemon, registry, &built_on.contexts)
+            .await
+            .map_err(out_of_reach),
+        None => Ok(BTreeMap::new()),
+    };
     let on = BuildOn {
         daemon: Some(daemon),
         builder: pooled.then_some(member.builder.name.as_str()),
         base: base_arg,
+        contexts,
         deadline: shared.deadline,
         platforms: None,
     };
@@ -764,6 +793,7 @@ async fn lead_one(
         daemon: None,
         builder: None,
         base: Ok(None),
+        contexts: Ok(BTreeMap::new()),
         deadline: shared.deadline,
         platforms: Some(platforms),
     };
@@ -971,6 +1001,24 @@ async fn hand_over(
         let _ = db.set_push_time(&id, push_ms);
     }
     Ok(digest)
+}
+
+/// Each named context brought to the builder `daemon` as its base is (`base_for`), by the name
+/// the Dockerfile writes.
+async fn reach_contexts(
+    shared: &Shared<'_>,
+    daemon: &Daemon,
+    registry: &Registry,
+    contexts: &[(String, BaseOf)],
+) -> Result<BTreeMap<String, Option<String>>, BaseUnreached> {
+    let mut by_name = BTreeMap::new();
+    for (name, module) in contexts {
+        by_name.insert(
+            name.clone(),
+            base_for(shared, daemon, registry, module).await?,
+        );
+    }
+    Ok(by_name)
 }
 
 /// `BASE` for a build on `daemon`: None when the builder holds the base's artifact (its id names

@@ -173,14 +173,14 @@ impl<'a> TierRun<'a> {
     /// record read names it: its ref and artifact, for a builder that must fetch it.
     fn base_entries(&self, jobs: &[BuildJob]) -> BTreeMap<String, RecordEntry> {
         jobs.iter()
-            .filter_map(|j| j.module.base.as_ref())
+            .flat_map(|j| j.module.builds_on())
             .filter_map(|base| {
                 let entry = self
                     .stamp
                     .get(base)
                     .cloned()
                     .or_else(|| self.planner.record_entry(base).cloned())?;
-                Some((base.clone(), entry))
+                Some((base.to_string(), entry))
             })
             .collect()
     }
@@ -227,7 +227,7 @@ impl<'a> TierRun<'a> {
         let mut moved = vec![decided.name.clone()];
         while let Some(base) = moved.pop() {
             for planned in self.planned.values_mut() {
-                if planned.base.as_deref() == Some(base.as_str()) && planned.reference.is_some() {
+                if planned.builds_on.contains(&base) && planned.reference.is_some() {
                     planned.reference = None;
                     moved.push(planned.name.clone());
                 }
@@ -299,7 +299,7 @@ impl<'a> TierRun<'a> {
     /// the registry vouched for that a module builds FROM in turn (should its pull fail, it builds).
     fn built_from(&self, module: &str) -> bool {
         self.planned.values().any(|p| {
-            p.base.as_deref() == Some(module)
+            p.builds_on.iter().any(|on| on == module)
                 && (p.decision.builds()
                     || (p.decision == Decision::Registry && self.built_from(&p.name)))
         })

@@ -469,6 +469,7 @@ mod tests {
             tier: 0,
             line: 1,
             backoff: Default::default(),
+            contexts: Default::default(),
         }];
         let entry = |d: &str| {
             RecordEntry::new(

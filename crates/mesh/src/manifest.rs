@@ -40,6 +40,9 @@ pub struct Manifest {
     /// Each upstream image the Dockerfile names → the digest `mesh.lock` holds for it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub upstreams: BTreeMap<String, String>,
+    /// Each named context (the name the Dockerfile writes) → its module's artifact.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub contexts: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +160,15 @@ fn digest_with_base(manifest: &Manifest, base: Option<&str>) -> String {
         for (image, digest) in &manifest.upstreams {
             field(image.as_bytes());
             field(digest.as_bytes());
+        }
+    }
+    // Hashed only when there is one: a module without named contexts keeps the ref it had.
+    if !manifest.contexts.is_empty() {
+        field(b"contexts");
+        field(&(manifest.contexts.len() as u64).to_le_bytes());
+        for (name, artifact) in &manifest.contexts {
+            field(name.as_bytes());
+            field(artifact.as_bytes());
         }
     }
     hex::encode(h.finalize())

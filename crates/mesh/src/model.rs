@@ -294,6 +294,9 @@ pub struct Module {
     pub dockerfile: String,
     /// The module this one builds FROM, by module name.
     pub base: Option<String>,
+    /// Named contexts: a name the Dockerfile writes (`FROM lib`, `COPY --from=lib`) → the mesh
+    /// module whose artifact it names, as bake's `contexts = { lib = "target:lib" }`.
+    pub contexts: BTreeMap<String, String>,
     pub policy: Policy,
     /// Resolved platforms: the module's own, else the mesh's, else empty = the daemon's own.
     pub platforms: Vec<Platform>,
@@ -309,6 +312,19 @@ pub struct Module {
     pub line: usize,
     /// Kubernetes: when a back-off of the new pods fails a send of this module.
     pub backoff: Backoff,
+}
+
+impl Module {
+    /// The modules this one builds on: its base, then its named contexts' modules (each once).
+    pub fn builds_on(&self) -> Vec<&str> {
+        let mut on: Vec<&str> = self.base.iter().map(String::as_str).collect();
+        for module in self.contexts.values() {
+            if !on.contains(&module.as_str()) {
+                on.push(module);
+            }
+        }
+        on
+    }
 }
 
 /// When a new pod's back-off (`CrashLoopBackOff`, `ImagePullBackOff`, `CreateContainerConfigError`) fails

@@ -23,6 +23,12 @@ pub struct PlannedModule {
     pub reason: String,
     /// The artifact the base resolved to (what `BASE` names), when known.
     pub base_artifact: Option<String>,
+    /// Each named context (the name its Dockerfile writes) → its module's artifact.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub contexts: std::collections::BTreeMap<String, String>,
+    /// The modules it builds on: its base, then its named contexts' modules.
+    #[serde(skip)]
+    pub builds_on: Vec<String>,
     /// The artifact that vouched (record digest or host image id).
     pub artifact: Option<String>,
     /// What the registry held under the ref with meshtop's labels for its inputs, and what its

@@ -294,6 +294,7 @@ fn waiting_counts_follow_bases_all_the_way_down() {
         tier,
         line: 1,
         backoff: Default::default(),
+        contexts: Default::default(),
     };
     let mesh = Mesh {
         name: "demo".into(),

@@ -5,8 +5,9 @@
 //! Read as the Dockerfile frontend reads it: parser directives (`# escape=`) first, comments
 //! dropped, lines joined at the escape character, instructions in any case; the `ARG`s before the
 //! first `FROM` (and the build args meshtop passes) substituted into `FROM` (`$X`, `${X}`,
-//! `${X:-word}`, `${X:+word}`). `scratch`, an earlier stage's name, the mesh's own base (`${BASE}`)
-//! and a name already pinned by digest are not upstreams.
+//! `${X:-word}`, `${X:+word}`). `scratch`, an earlier stage's name, the mesh's own base (`${BASE}`),
+//! a named context the module declares (`FROM lib` with `contexts = { lib = "lib" }`) and a name
+//! already pinned by digest are not upstreams.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,8 @@ enum Source {
     Scratch,
     Stage,
     MeshBase,
+    /// A named context: a mesh module's artifact, by the name the Dockerfile writes.
+    Context(String),
     Pinned,
     Upstream(String),
 }
@@ -54,10 +57,15 @@ struct Instruction {
 }
 
 /// Every upstream `text` names, in file order (an image named twice is listed twice, each line).
-/// `args` are the build args meshtop passes (the module's own; `BASE` when it has a base).
-pub fn upstreams(text: &str, args: &BTreeMap<String, String>) -> Vec<Upstream> {
+/// `args` are the build args meshtop passes (the module's own; `BASE` when it has a base);
+/// `contexts`' keys the names of the module's named contexts.
+pub fn upstreams(
+    text: &str,
+    args: &BTreeMap<String, String>,
+    contexts: &BTreeMap<String, String>,
+) -> Vec<Upstream> {
     let mut found = Vec::new();
-    read(text, args, |instruction, source, copy_from| {
+    read(text, args, contexts, |instruction, source, copy_from| {
         if let Some(Source::Upstream(image)) = source {
             found.push(Upstream {
                 image,
@@ -80,27 +88,32 @@ pub fn upstreams(text: &str, args: &BTreeMap<String, String>) -> Vec<Upstream> {
 /// `FROM python@sha256:… AS run` when `digest_of("python:3.12-slim")` answers. An instruction
 /// that spanned several lines is written on its first and the others left empty, so that every
 /// line keeps its number in the builder's messages. An upstream `digest_of` does not answer for
-/// is left as written.
+/// is left as written. Each named context (`contexts`: the name the Dockerfile writes → the image
+/// the builder reaches the module's artifact by) is replaced by that image, as BuildKit replaces a
+/// name given with `--build-context`.
 pub fn pinned(
     text: &str,
     args: &BTreeMap<String, String>,
+    contexts: &BTreeMap<String, String>,
     digest_of: impl Fn(&str) -> Option<String>,
 ) -> String {
     let mut rewrites: BTreeMap<usize, (usize, String)> = BTreeMap::new();
-    read(text, args, |instruction, source, copy_from| {
+    let replacement = |source: &Source| match source {
+        Source::Upstream(image) => digest_of(image).map(|d| format!("{}@{d}", repository(image))),
+        Source::Context(name) => contexts.get(name).cloned(),
+        _ => None,
+    };
+    read(text, args, contexts, |instruction, source, copy_from| {
         let mut rest = instruction.rest.clone();
         let mut changed = false;
-        if let Some(Source::Upstream(image)) = &source
-            && let Some(digest) = digest_of(image)
-        {
-            rest = pin_from(&rest, &format!("{}@{digest}", repository(image)));
+        if let Some(with) = source.as_ref().and_then(&replacement) {
+            rest = pin_from(&rest, &with);
             changed = true;
         }
-        if let Some((raw, Source::Upstream(image))) = &copy_from
-            && let Some(digest) = digest_of(image)
+        if let Some((raw, source)) = &copy_from
+            && let Some(with) = replacement(source)
         {
-            let pinned = format!("--from={}@{digest}", repository(image));
-            rest = rest.replacen(&format!("--from={raw}"), &pinned, 1);
+            rest = rest.replacen(&format!("--from={raw}"), &format!("--from={with}"), 1);
             changed = true;
         }
         if changed {
@@ -157,6 +170,7 @@ fn pin_from(rest: &str, with: &str) -> String {
 fn read(
     text: &str,
     args: &BTreeMap<String, String>,
+    contexts: &BTreeMap<String, String>,
     mut each: impl FnMut(&Instruction, Option<Source>, Option<(String, Source)>),
 ) {
     let instructions = instructions(text);
@@ -181,7 +195,7 @@ fn read(
                 seen_from = true;
                 let (image, stage) = from_parts(&instruction.rest);
                 let image = substitute(image, &scope);
-                let source = classify(&image, &stages);
+                let source = classify(&image, &stages, contexts);
                 if let Some(stage) = stage {
                     stages.push(stage.to_ascii_lowercase());
                 }
@@ -193,7 +207,7 @@ fn read(
                     let source = if image.chars().all(|c| c.is_ascii_digit()) {
                         Source::Stage
                     } else {
-                        classify(&image, &stages)
+                        classify(&image, &stages, contexts)
                     };
                     (raw.to_string(), source)
                 });
@@ -206,7 +220,9 @@ fn read(
     }
 }
 
-fn classify(image: &str, stages: &[String]) -> Source {
+/// What a name after `FROM` (or `COPY --from=`) is. An earlier stage's name wins over a named
+/// context of the same name, as a stage is what the file itself defines.
+fn classify(image: &str, stages: &[String], contexts: &BTreeMap<String, String>) -> Source {
     let lower = image.to_ascii_lowercase();
     if lower == "scratch" {
         Source::Scratch
@@ -214,6 +230,8 @@ fn classify(image: &str, stages: &[String]) -> Source {
         Source::MeshBase
     } else if stages.contains(&lower) {
         Source::Stage
+    } else if contexts.contains_key(&lower) {
+        Source::Context(lower)
     } else if image.contains('@') {
         Source::Pinned
     } else if image.is_empty() {

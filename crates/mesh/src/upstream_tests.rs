@@ -8,7 +8,7 @@ fn args(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 fn images(text: &str, given: &[(&str, &str)]) -> Vec<(String, usize)> {
-    upstreams(text, &args(given))
+    upstreams(text, &args(given), &BTreeMap::new())
         .into_iter()
         .map(|u| (u.image, u.line))
         .collect()
@@ -63,7 +63,7 @@ fn scratch_the_mesh_base_and_stages_are_not_upstream() {
 #[test]
 fn copy_from_an_image_is_an_upstream() {
     let text = "FROM scratch\nCOPY --from=busybox:1.36 /bin/busybox /bin/busybox\n";
-    let found = upstreams(text, &BTreeMap::new());
+    let found = upstreams(text, &BTreeMap::new(), &BTreeMap::new());
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].image, "busybox:1.36");
     assert_eq!(found[0].by, NamedBy::CopyFrom);
@@ -103,7 +103,7 @@ fn pinning_keeps_flags_names_and_every_line_number() {
         "gcr.io/distroless/static:nonroot" => Some("sha256:bbbb".to_string()),
         _ => None,
     };
-    let out = pinned(BOUTIQUE_LIKE, &BTreeMap::new(), digest);
+    let out = pinned(BOUTIQUE_LIKE, &BTreeMap::new(), &BTreeMap::new(), digest);
     assert_eq!(out.lines().count(), BOUTIQUE_LIKE.lines().count());
     assert_eq!(
         out.lines().nth(2),
@@ -127,14 +127,18 @@ fn pinning_keeps_flags_names_and_every_line_number() {
 #[test]
 fn a_pinned_instruction_over_several_lines_keeps_the_lines_after_it_in_place() {
     let text = "FROM \\\n  python:3.12-slim \\\n  AS run\nRUN true\n";
-    let out = pinned(text, &BTreeMap::new(), |_| Some("sha256:cc".to_string()));
+    let out = pinned(text, &BTreeMap::new(), &BTreeMap::new(), |_| {
+        Some("sha256:cc".to_string())
+    });
     assert_eq!(out, "FROM python@sha256:cc AS run\n\n\nRUN true\n");
 }
 
 #[test]
 fn copy_from_an_image_is_pinned() {
     let text = "FROM scratch\nCOPY --from=busybox:1.36 /bin/busybox /bin/busybox\n";
-    let out = pinned(text, &BTreeMap::new(), |_| Some("sha256:dd".to_string()));
+    let out = pinned(text, &BTreeMap::new(), &BTreeMap::new(), |_| {
+        Some("sha256:dd".to_string())
+    });
     assert_eq!(
         out,
         "FROM scratch\nCOPY --from=busybox@sha256:dd /bin/busybox /bin/busybox\n"
@@ -145,7 +149,9 @@ fn copy_from_an_image_is_pinned() {
 fn a_file_without_upstreams_is_sent_byte_for_byte() {
     let text = "ARG BASE\nFROM ${BASE}\r\nCOPY . /\n";
     assert_eq!(
-        pinned(text, &args(&[("BASE", "x")]), |_| Some("sha256:ee".into())),
+        pinned(text, &args(&[("BASE", "x")]), &BTreeMap::new(), |_| Some(
+            "sha256:ee".into()
+        )),
         text
     );
 }
@@ -159,4 +165,41 @@ fn the_repository_drops_the_tag_not_the_port() {
     );
     assert_eq!(repository("localhost:5000/base"), "localhost:5000/base");
     assert_eq!(repository("python"), "python");
+}
+
+/// bake's shape: `FROM base` and `COPY --from=lib` naming mesh modules by their contexts' names; a
+/// stage of the same name as a context stays the stage.
+#[test]
+fn named_contexts_are_not_upstreams_and_are_replaced_by_the_builders_names() {
+    let text = "\
+FROM golang:1.26 AS build
+COPY --from=lib /lib /lib
+FROM base AS run
+COPY --from=build /out /out
+COPY --from=Lib /lib /lib2
+";
+    let contexts = args(&[("base", "base"), ("lib", "lib"), ("build", "tools")]);
+    let found: Vec<String> = upstreams(text, &BTreeMap::new(), &contexts)
+        .into_iter()
+        .map(|u| u.image)
+        .collect();
+    assert_eq!(found, ["golang:1.26"]);
+    let images = args(&[
+        ("base", "reg/demo/base:aaaa"),
+        ("lib", "reg/demo/lib:bbbb"),
+        ("build", "reg/demo/tools:cccc"),
+    ]);
+    let out = pinned(text, &BTreeMap::new(), &images, |_| {
+        Some("sha256:ff".into())
+    });
+    assert_eq!(
+        out,
+        "\
+FROM golang@sha256:ff AS build
+COPY --from=reg/demo/lib:bbbb /lib /lib
+FROM reg/demo/base:aaaa AS run
+COPY --from=build /out /out
+COPY --from=reg/demo/lib:bbbb /lib /lib2
+"
+    );
 }

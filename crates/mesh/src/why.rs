@@ -36,6 +36,12 @@ pub enum Change {
         from: Option<String>,
         to: Option<String>,
     },
+    /// A named context's module has another artifact (or the context was added or dropped).
+    ContextMoved {
+        name: String,
+        from: Option<String>,
+        to: Option<String>,
+    },
     /// This state file holds no earlier inputs of the module, but the record names `record`: the
     /// module is not new, and its ref is all there is to compare (its platforms, `from → to`,
     /// when they moved).
@@ -80,6 +86,21 @@ pub fn why(previous: Option<&Manifest>, current: &Manifest) -> Vec<Change> {
         changes.push(Change::ArgsChanged(args));
     }
     changes.extend(upstreams_moved(previous, current));
+    let names: BTreeSet<&String> = previous
+        .contexts
+        .keys()
+        .chain(current.contexts.keys())
+        .collect();
+    changes.extend(
+        names
+            .into_iter()
+            .filter(|name| previous.contexts.get(*name) != current.contexts.get(*name))
+            .map(|name| Change::ContextMoved {
+                name: name.clone(),
+                from: previous.contexts.get(name).cloned(),
+                to: current.contexts.get(name).cloned(),
+            }),
+    );
     let changed: Vec<String> = current
         .files
         .iter()
@@ -224,6 +245,11 @@ pub fn summary(changes: &[Change]) -> String {
             }
             Change::Forced => parts.push("forced".into()),
             Change::BaseMoved { .. } => parts.push("base moved".into()),
+            Change::ContextMoved { name, from, to } => parts.push(match (from, to) {
+                (Some(_), Some(_)) => format!("context {name} moved"),
+                (None, _) => format!("context {name} added"),
+                (_, None) => format!("context {name} dropped"),
+            }),
             Change::DockerfileChanged => parts.push("Dockerfile changed".into()),
             Change::PlatformsChanged { from, to } => {
                 parts.push(format!("platforms {} → {}", list(from), list(to)));
@@ -351,6 +377,7 @@ mod tests {
             base: Some("sha256:b0".into()),
             platforms: vec!["linux/amd64".into()],
             upstreams: BTreeMap::new(),
+            contexts: BTreeMap::new(),
         }
     }
 

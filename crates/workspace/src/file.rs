@@ -390,46 +390,64 @@ fn tiers_of(
     modules: &[RawModule],
     names: &[&str],
 ) -> Result<BTreeMap<String, u32>, MeshError> {
-    let bases: BTreeMap<String, Option<String>> = modules
+    let builds_on: BTreeMap<String, Vec<String>> = modules
         .iter()
         .map(|m| {
-            (
-                m.name.get_ref().clone(),
-                m.base.as_ref().map(|b| b.get_ref().clone()),
-            )
+            let mut on: Vec<String> = m.base.iter().map(|b| b.get_ref().clone()).collect();
+            on.extend(
+                m.contexts
+                    .iter()
+                    .map(|(_, module)| module.get_ref().clone()),
+            );
+            (m.name.get_ref().clone(), on)
         })
         .collect();
     let by_name: BTreeMap<&str, &RawModule> = modules
         .iter()
         .map(|m| (m.name.get_ref().as_str(), m))
         .collect();
-    let base_span = |module: &str| {
-        by_name
-            .get(module)
-            .and_then(|m| m.base.as_ref())
-            .map(|b| b.span())
-            .unwrap_or(0..0)
+    // Where `module` names `on`: its `base`, else the named context that names it.
+    let edge_span = |module: &str, on: Option<&str>| {
+        let Some(m) = by_name.get(module) else {
+            return 0..0;
+        };
+        let context = m
+            .contexts
+            .iter()
+            .find(|(_, target)| on.is_some_and(|on| target.get_ref() == on))
+            .map(|(_, target)| target.span());
+        match (&m.base, context) {
+            (Some(base), _) if on.is_none_or(|on| base.get_ref() == on) => base.span(),
+            (_, Some(span)) => span,
+            (Some(base), None) => base.span(),
+            (None, None) => 0..0,
+        }
     };
-    resolve_tiers(&bases).map_err(|e| match e {
+    resolve_tiers(&builds_on).map_err(|e| match e {
         TierError::SelfBase { module } => src.err(
-            &base_span(&module),
-            format!("module {} names itself as its base", show(&module)),
-            "a module cannot build FROM itself: remove `base` or name another module",
+            &edge_span(&module, Some(&module)),
+            format!("module {} names itself as its base or a named context", show(&module)),
+            "a module cannot build FROM itself: remove that `base` or `contexts` entry, or name another module",
         ),
         TierError::UnknownBase { module, base } => {
             let others: Vec<&str> = names.iter().copied().filter(|n| *n != module).collect();
+            let span = edge_span(&module, Some(&base));
+            let what = match by_name.get(module.as_str()).and_then(|m| m.base.as_ref()) {
+                Some(b) if b.get_ref() == &base => format!("module {} names base {}", show(&module), show(&base)),
+                _ => format!("a named context of module {} names {}", show(&module), show(&base)),
+            };
             src.err(
-                &base_span(&module),
-                format!("module {} names base {}, which is not a module of this mesh", show(&module), show(&base)),
+                &span,
+                format!("{what}, which is not a module of this mesh"),
                 suggest(&base, &others),
             )
         }
         TierError::Cycle(cycle) => {
             let first = cycle.first().map(String::as_str).unwrap_or_default();
             src.err(
-                &base_span(first),
+                &edge_span(first, cycle.get(1).map(String::as_str)),
                 format!("base cycle: {}", cycle_text(&cycle)),
-                "no module can build FROM itself, even through others: remove or change one of these `base` keys",
+                "no module can build FROM itself, even through others: remove or change one of these `base` or `contexts` keys",
             )
         }
     })

@@ -41,7 +41,16 @@ pub struct InputSpec<'a> {
     /// Each upstream image the Dockerfile names → its digest in `mesh.lock`: part of the address,
     /// and what the Dockerfile sent to the builder is pinned to ([`NO_UPSTREAMS`] for none).
     pub upstreams: &'a BTreeMap<String, String>,
+    /// Each named context (the name the Dockerfile writes) → its module's artifact: part of the
+    /// address ([`NO_CONTEXTS`] for none).
+    pub contexts: &'a BTreeMap<String, String>,
+    /// Each named context → the image name the builder reaches that artifact by, written into
+    /// the Dockerfile sent (empty when planning: only a build sends a Dockerfile).
+    pub context_images: &'a BTreeMap<String, String>,
 }
+
+/// A Dockerfile that names no named context.
+pub static NO_CONTEXTS: BTreeMap<String, String> = BTreeMap::new();
 
 /// A Dockerfile that names no upstream image.
 pub static NO_UPSTREAMS: BTreeMap<String, String> = BTreeMap::new();
@@ -259,6 +268,7 @@ fn finish(
         base: spec.base_digest.map(str::to_string),
         platforms,
         upstreams: spec.upstreams.clone(),
+        contexts: spec.contexts.clone(),
     };
     Inputs {
         digest: digest_of(&manifest),
@@ -575,6 +585,7 @@ fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
 /// a tag names by the time it builds).
 struct Pinning<'a> {
     upstreams: &'a BTreeMap<String, String>,
+    context_images: &'a BTreeMap<String, String>,
     args: BTreeMap<String, String>,
 }
 
@@ -586,19 +597,21 @@ impl<'a> Pinning<'a> {
         }
         Pinning {
             upstreams: spec.upstreams,
+            context_images: spec.context_images,
             args,
         }
     }
 
     /// The Dockerfile's bytes as the builder gets them; None: as they are on disk.
     fn pinned(&self, text: &[u8]) -> Option<Vec<u8>> {
-        if self.upstreams.is_empty() {
+        if self.upstreams.is_empty() && self.context_images.is_empty() {
             return None;
         }
         let text = std::str::from_utf8(text).ok()?;
-        let pinned = crate::mesh::upstream::pinned(text, &self.args, |image| {
-            self.upstreams.get(image).cloned()
-        });
+        let pinned =
+            crate::mesh::upstream::pinned(text, &self.args, self.context_images, |image| {
+                self.upstreams.get(image).cloned()
+            });
         Some(pinned.into_bytes())
     }
 }

@@ -107,7 +107,7 @@ pub fn module_upstreams(module: &Module) -> Result<Vec<Upstream>, LockFileError>
     if module.base.is_some() {
         args.insert(BASE_ARG.into(), String::new());
     }
-    Ok(upstream::upstreams(&text, &args))
+    Ok(upstream::upstreams(&text, &args, &module.contexts))
 }
 
 #[cfg(test)]

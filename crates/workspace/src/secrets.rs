@@ -180,6 +180,7 @@ mod tests {
             tier: 0,
             line: 1,
             backoff: Default::default(),
+            contexts: Default::default(),
         }
     }
 

@@ -34,3 +34,18 @@ impl Drop for SecondDaemonGuard {
         }
     }
 }
+
+/// The mesh pushes to the local registry and builds on one builder, the second daemon, not the
+/// target's: every build crosses through the registry.
+pub fn build_on_second_only(mesh: &super::ExampleMesh) {
+    use super::local_registry::LOCAL;
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        &format!("name = \"{}\"\n", mesh.name),
+        &format!("name = \"{}\"\nregistry = \"{LOCAL}\"\n", mesh.name),
+        1,
+    );
+    let text =
+        format!("{text}\n[[builder]]\nname = \"two\"\nendpoint = \"{SECOND}\"\nmax_builds = 2\n");
+    std::fs::write(&file, text).unwrap();
+}

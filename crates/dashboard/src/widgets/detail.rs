@@ -311,6 +311,12 @@ fn failure_lines(build: &BuildRow, current: Option<&str>, lines: &mut Vec<Line>,
     }
 }
 
+/// `  base moved: sha256:0123… → sha256:4567…` (`none` on a side without one).
+fn moved(what: &str, from: &Option<String>, to: &Option<String>) -> String {
+    let short = |d: &Option<String>| d.as_deref().map_or_else(|| "none".into(), short_digest);
+    format!("  {what} moved: {} → {}", short(from), short(to))
+}
+
 fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
     let mut list = |word: &str, paths: &[String]| {
         lines.push((format!("  {word} ({}):", paths.len()), palette.heading()));
@@ -333,16 +339,9 @@ fn change_lines(change: &Change, lines: &mut Vec<Line>, palette: Palette) {
         Change::Removed(paths) => list("removed", paths),
         Change::Changed(paths) => list("changed", paths),
         Change::DockerfileChanged => lines.push(("  Dockerfile changed".into(), palette.plain())),
-        Change::BaseMoved { from, to } => lines.push((
-            format!(
-                "  base moved: {} → {}",
-                from.as_deref()
-                    .map(short_digest)
-                    .unwrap_or_else(|| "none".into()),
-                to.as_deref()
-                    .map(short_digest)
-                    .unwrap_or_else(|| "none".into())
-            ),
+        Change::BaseMoved { from, to } => lines.push((moved("base", from, to), palette.plain())),
+        Change::ContextMoved { name, from, to } => lines.push((
+            moved(&format!("named context {name}"), from, to),
             palette.plain(),
         )),
         Change::PlatformsChanged { from, to } => {

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use super::inputs::BuiltOn;
 use super::{ManifestSource, PlanError, PlannedModule, Planner};
-use crate::mesh::decide::{self, Decision, Question, Verdict};
+use crate::mesh::decide::{self, Decision, Question, RefState, Verdict};
 use crate::mesh::manifest::own_digest;
 use crate::mesh::model::Module;
 use crate::mesh::pin;
@@ -50,9 +51,20 @@ impl Planner<'_> {
         let platforms = self.platforms(module).await;
         let multi_platform = platforms.len() > 1;
         let (blocked, base_artifact) = self.base_state(module);
+        let (blocked, contexts) = match (blocked, self.contexts_state(module)) {
+            (Some(state), _) => (Some(state), BTreeMap::new()),
+            (None, Ok(contexts)) => (None, contexts),
+            (None, Err(state)) => (Some(state), BTreeMap::new()),
+        };
         let (state, inputs, image_ref) = match blocked {
             Some(state) => (state, None, None),
-            None => self.address(module, &platforms, base_artifact.as_deref(), manifests)?,
+            None => {
+                let on = BuiltOn {
+                    base: base_artifact.as_deref(),
+                    contexts: &contexts,
+                };
+                self.address(module, &platforms, on, manifests)?
+            }
         };
         let question = Question {
             module: module.name.clone(),
@@ -87,12 +99,13 @@ impl Planner<'_> {
         }
         let reference = image_ref.as_ref().map(ToString::to_string);
         let changes = self.changes(module, inputs.as_ref(), reference.as_deref(), manifests);
+        let waited = match &question.reference {
+            RefState::BaseMissing { base } | RefState::Pending { base } => base.as_str(),
+            RefState::Known(_) => "?",
+        };
         let why = match (&inputs, decision) {
-            (_, Decision::Refused) => format!(
-                "base {} has no artifact",
-                module.base.as_deref().unwrap_or("?")
-            ),
-            (None, _) => format!("waits for base {}", module.base.as_deref().unwrap_or("?")),
+            (_, Decision::Refused) => format!("base {waited} has no artifact"),
+            (None, _) => format!("waits for base {waited}"),
             (Some(_), _) => why::summary(&changes),
         };
         Ok(PlannedModule {
@@ -104,6 +117,8 @@ impl Planner<'_> {
             decision,
             reason,
             base_artifact,
+            contexts,
+            builds_on: module.builds_on().into_iter().map(str::to_string).collect(),
             artifact,
             registry_held,
             why,
@@ -172,9 +187,9 @@ impl Planner<'_> {
         // A build FROM a base outside the selection whose recorded artifact the host lost would
         // make the daemon look for `sha256:…` on Docker Hub: refused, naming the base and the fix.
         let gone_base = module
-            .base
-            .as_deref()
-            .and_then(|base| Some((base, self.unselected_base_gone(base)?)));
+            .builds_on()
+            .into_iter()
+            .find_map(|base| Some((base, self.unselected_base_gone(base)?)));
         Ok(match gone_base {
             Some((base, artifact)) if verdict.decision.builds() => Verdict {
                 decision: Decision::Refused,

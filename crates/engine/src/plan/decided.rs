@@ -48,20 +48,46 @@ impl Planner<'_> {
         let Some(base) = &module.base else {
             return (None, None);
         };
-        let missing = || (Some(RefState::BaseMissing { base: base.clone() }), None);
-        if self.refused.contains(base) {
-            return missing();
+        match self.artifact_of(base) {
+            Ok(artifact) => (None, Some(artifact)),
+            Err(state) => (Some(state), None),
         }
-        if self.is_selected(base) {
-            return match self.artifacts.get(base) {
-                Some(Some(artifact)) => (None, Some(artifact.clone())),
-                Some(None) => (Some(RefState::Pending { base: base.clone() }), None),
-                None => missing(),
+    }
+
+    /// Each named context's module's artifact, by the name the Dockerfile writes; else what the
+    /// first one without an artifact leaves the module in (pending on its build, or refused).
+    pub(super) fn contexts_state(
+        &self,
+        module: &Module,
+    ) -> Result<BTreeMap<String, String>, RefState> {
+        module
+            .contexts
+            .iter()
+            .map(|(name, on)| Ok((name.clone(), self.artifact_of(on)?)))
+            .collect()
+    }
+
+    /// The artifact a module this one builds on resolved to: decided or built in this converge,
+    /// else (outside the selection) the record's.
+    fn artifact_of(&self, on: &str) -> Result<String, RefState> {
+        let missing = || RefState::BaseMissing {
+            base: on.to_string(),
+        };
+        if self.refused.contains(on) {
+            return Err(missing());
+        }
+        if self.is_selected(on) {
+            return match self.artifacts.get(on) {
+                Some(Some(artifact)) => Ok(artifact.clone()),
+                Some(None) => Err(RefState::Pending {
+                    base: on.to_string(),
+                }),
+                None => Err(missing()),
             };
         }
-        match self.ctx.record.get(base) {
-            Some(entry) => (None, Some(entry.digest.clone())),
-            None => missing(),
+        match self.ctx.record.get(on) {
+            Some(entry) => Ok(entry.digest.clone()),
+            None => Err(missing()),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The planner's walks: a module's context read (through the stat cache and the watch's memo)
 //! into its inputs, and the inputs into its address.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -20,6 +21,13 @@ fn blocking_here<T>(work: impl FnOnce() -> T) -> T {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
         _ => work(),
     }
+}
+
+/// The artifacts of the modules a module builds on: its base's and its named contexts'.
+#[derive(Clone, Copy)]
+pub(super) struct BuiltOn<'a> {
+    pub base: Option<&'a str>,
+    pub contexts: &'a BTreeMap<String, String>,
 }
 
 impl Planner<'_> {
@@ -84,19 +92,21 @@ impl Planner<'_> {
         &mut self,
         module: &Module,
         platforms: &[Platform],
-        base_artifact: Option<&str>,
+        on: BuiltOn<'_>,
         manifests: &dyn ManifestSource,
     ) -> Result<(RefState, Option<Inputs>, Option<ImageRef>), PlanError> {
         let spec = InputSpec {
             context: &module.context,
             dockerfile: &module.dockerfile,
             build_args: &module.build_args,
-            base_digest: base_artifact,
+            base_digest: on.base,
             platforms,
             upstreams: self
                 .upstreams
                 .get(&module.name)
                 .unwrap_or(&inputs::NO_UPSTREAMS),
+            contexts: on.contexts,
+            context_images: &inputs::NO_CONTEXTS,
         };
         // Kept (not taken): a module may be decided again once the registry answered.
         let walked = match self.walked.get(&module.name) {

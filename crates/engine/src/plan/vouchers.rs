@@ -125,9 +125,9 @@ impl Planner<'_> {
     pub fn any_unselected_base_gone(&self, planned: &[&PlannedModule]) -> bool {
         planned.iter().any(|p| {
             p.decision.builds()
-                && p.base
-                    .as_deref()
-                    .is_some_and(|base| self.unselected_base_gone(base).is_some())
+                && p.builds_on
+                    .iter()
+                    .any(|base| self.unselected_base_gone(base).is_some())
         })
     }
 }

@@ -191,6 +191,11 @@ pub(super) fn resolve_module(
         context,
         dockerfile,
         base: raw.base.map(|b| b.into_inner()),
+        contexts: raw
+            .contexts
+            .into_iter()
+            .map(|(name, module)| (name.into_inner(), module.into_inner()))
+            .collect(),
         policy: raw.policy,
         platforms: raw.platforms.unwrap_or_else(|| mesh_platforms.to_vec()),
         build_args: raw.args,

@@ -11,7 +11,7 @@ use toml::de::DeValue;
 
 use super::MeshError;
 use super::names::{MAX_MACHINE_NAME, check_machine_name, check_name, check_registry, is_arg_name};
-use super::table::{Section, Source, cut, show};
+use super::table::{Pairs, Section, Source, cut, show};
 use crate::mesh::model::{Backoff, BuildSecret, MultiPlatform, Platform, Policy, Registry, Target};
 use crate::mesh::platform::UnknownPlatform;
 
@@ -33,6 +33,7 @@ const MODULE_KEYS: &[&str] = &[
     "context",
     "dockerfile",
     "base",
+    "contexts",
     "policy",
     "platforms",
     "args",
@@ -67,6 +68,8 @@ pub(super) struct RawModule {
     pub context: Spanned<String>,
     pub dockerfile: Option<Spanned<String>>,
     pub base: Option<Spanned<String>>,
+    /// `contexts = { lib = "lib" }`: the name the Dockerfile writes → the module it names.
+    pub contexts: Pairs,
     pub policy: Policy,
     pub platforms: Option<Vec<Platform>>,
     pub args: BTreeMap<String, String>,
@@ -421,12 +424,14 @@ pub(super) fn modules(
         }
         let secrets = super::secrets::secrets(src, &module)?;
         let ssh = super::secrets::ssh(src, &module)?;
+        let contexts = named_contexts(src, &module)?;
         out.push(RawModule {
             name,
             line,
             context,
             dockerfile,
             base,
+            contexts,
             policy,
             platforms,
             args,
@@ -436,6 +441,55 @@ pub(super) fn modules(
         });
     }
     Ok(out)
+}
+
+/// `contexts = { lib = "lib" }` of a `[[module]]`: each name as a Dockerfile writes it (`FROM lib`,
+/// `COPY --from=lib`) and the module whose artifact it names (which module exists is checked with
+/// the tiers, once every module is read).
+fn named_contexts(src: &Source<'_>, module: &Section<'_, '_>) -> Result<Pairs, MeshError> {
+    let pairs = module
+        .string_map(
+            src,
+            "contexts",
+            "{ lib = \"lib\" } (the name in the Dockerfile = a module)",
+        )?
+        .unwrap_or_default();
+    for (name, target) in &pairs {
+        if !is_context_name(name.get_ref()) {
+            return Err(src.err(
+                &name.span(),
+                format!("named context `{}` of {} is not a name a Dockerfile can write after FROM", cut(name.get_ref()), module.label),
+                "use lowercase letters, digits, '.', '_', '-' and '/', starting with a letter or digit (not `scratch`)",
+            ));
+        }
+        if let Some(module_name) = target.get_ref().strip_prefix("target:") {
+            return Err(src.err(
+                &target.span(),
+                format!(
+                    "named context `{}` of {} is written as bake writes it",
+                    cut(name.get_ref()),
+                    module.label
+                ),
+                format!(
+                    "write the module's name alone: {} = \"{}\"",
+                    name.get_ref(),
+                    cut(module_name)
+                ),
+            ));
+        }
+    }
+    Ok(pairs)
+}
+
+/// What BuildKit's Dockerfile frontend reads after `FROM` as an image name (lowercase), not
+/// `scratch`, which names no image.
+fn is_context_name(name: &str) -> bool {
+    name != "scratch"
+        && name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.chars().all(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '/')
+        })
 }
 
 /// `rollout_restarts` and `rollout_backoff` of a `[[module]]`: when a back-off of its new pods fails a send.
