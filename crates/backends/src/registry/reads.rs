@@ -298,7 +298,7 @@ impl RegistryClient {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             next = match link {
-                Some(link) => next_page(&link, self.url_base().as_deref()).map_err(|target| {
+                Some(link) => next_page(&link, self.url_base().as_deref()).map_err(|LeavesRegistry(target)| {
                     RegistryError::Garbage {
                         host: self.host.clone(),
                         what: what.clone(),
@@ -465,7 +465,7 @@ struct TagList {
 /// (`http[s]://host[:port]`, the one the client talks to): a path under `/v2/`, or an absolute URL
 /// that starts with `base` then `/v2/`. Err: the target, when it leaves the registry (another
 /// host, another scheme, no `/v2/` path); it is never followed (the bearer token would go with it).
-fn next_page(link: &str, base: Option<&str>) -> Result<Option<String>, String> {
+fn next_page(link: &str, base: Option<&str>) -> Result<Option<String>, LeavesRegistry> {
     let Some(target) = link.split(',').find_map(|part| {
         let (target, params) = part.split_once(';')?;
         params.contains("rel=\"next\"").then_some(())?;
@@ -483,8 +483,13 @@ fn next_page(link: &str, base: Option<&str>) -> Result<Option<String>, String> {
     if path.starts_with("/v2/") && !path.contains("//") && !dots && path.chars().all(safe) {
         return Ok(Some(path.to_string()));
     }
-    Err(target.to_string())
+    Err(LeavesRegistry(target.to_string()))
 }
+
+/// A `Link` header's next page that leaves the registry: its target as the header wrote it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct LeavesRegistry(String);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
