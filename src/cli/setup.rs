@@ -143,6 +143,9 @@ pub fn load_file(global: &Global) -> Result<Mesh, Failure> {
 /// the mesh file's first target.
 pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
     let mesh = load_file(global)?;
+    if let Some((logins, what)) = crate::backends::credentials::logins_file() {
+        crate::workspace::secrets::refuse_naming(&mesh, &logins, what).map_err(Failure::input)?;
+    }
     let name = target_name(global, &mesh)?;
     Ok(mesh.on_target(&name))
 }
@@ -254,6 +257,8 @@ pub async fn converge_setup(
     // Kubernetes.
     if let Some(key_file) = sign_key {
         let key = file::read_signing_key(key_file).map_err(Failure::input)?;
+        let what = "meshtop's signing key (--sign-key)";
+        crate::workspace::secrets::refuse_naming(&mesh, key_file, what).map_err(Failure::input)?;
         mesh.signing.key = Some(key);
     }
     if publish {

@@ -524,3 +524,44 @@ fn ssh_true_forwards_the_agent_to_a_run_that_mounts_it() {
     let seen = read_in_image(&extra_ref(&mesh), "/agent.txt");
     assert_eq!(seen, format!("keys=1 comment={}", agent.comment));
 }
+
+#[test]
+fn secrets_go_only_to_a_builder_that_took_them_on() {
+    let dockerfile = "FROM scratch\nCOPY busybox /bin/busybox\nCOPY input.txt /input.txt\n\
+         RUN --mount=type=secret,id=token [\"/bin/busybox\", \"sh\", \"-c\", \
+         \"/bin/busybox wc -c /run/secrets/token > /size\"]\n";
+    let keys = "secrets = [{ id = \"token\", env = \"MESHTOP_TEST_TOKEN\" }]";
+    let mesh = with_extra("bkoptin", dockerfile, keys);
+    let nonce = format!("{:?}", std::time::SystemTime::now());
+    std::fs::write(mesh.root().join("extra/input.txt"), nonce).unwrap();
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let builder = "\n[[builder]]\nname = \"here\"\nendpoint = \"unix:///var/run/docker.sock\"\n";
+    std::fs::write(&file, format!("{text}{builder}")).unwrap();
+    let env = [("MESHTOP_TEST_TOKEN", "t0ken")];
+
+    // The one builder did not take secrets on: extra is not built, the rest is.
+    let out = converge(&mesh, &[], &env);
+    let text_out = said(&out);
+    assert!(!out.status.success(), "{text_out}");
+    assert!(
+        text_out.contains("extra") && text_out.contains("takes_secrets = true"),
+        "{text_out}"
+    );
+    let rows = builds(&mesh);
+    assert!(
+        !rows
+            .iter()
+            .any(|b| b.module.as_deref() == Some("extra") && b.status == BuildStatus::Succeeded),
+        "extra was built with its secret: {rows:?}"
+    );
+
+    // Taken on: built.
+    std::fs::write(&file, format!("{text}{builder}takes_secrets = true\n")).unwrap();
+    let out = converge(&mesh, &[], &env);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        read_in_image(&extra_ref(&mesh), "/size").trim(),
+        "5 /run/secrets/token"
+    );
+}

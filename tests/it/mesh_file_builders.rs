@@ -160,6 +160,11 @@ fn bad_builder_tables_name_the_line_and_the_fix() {
             vec!["declared twice"],
         ),
         ("[builder]\nname = \"a\"\n".into(), "[builder]", vec!["array of tables", "[[builder]]"]),
+        (
+            "[[builder]]\nname = \"a\"\nendpoint = \"tcp://farm:2375\"\ntakes_secrets = true\n".into(),
+            "takes_secrets",
+            vec!["plain tcp://", "in the clear", "tls_dir"],
+        ),
     ];
     for (tail, needle, names) in cases {
         let text = format!("{WITH_REGISTRY}{ONE}\n{tail}");

@@ -28,10 +28,12 @@ fn secrets_and_ssh_are_read_with_their_sources() {
                     written: "~/.npmrc".into(),
                     path: home.join(".npmrc"),
                 },
+                line: 7,
             },
             BuildSecret {
                 id: "tok".into(),
                 source: SecretSource::Env("NPM_TOKEN".into()),
+                line: 7,
             },
             BuildSecret {
                 id: "k.1".into(),
@@ -39,6 +41,7 @@ fn secrets_and_ssh_are_read_with_their_sources() {
                     written: "keys/k".into(),
                     path: dir.path().join("keys/k"),
                 },
+                line: 7,
             },
         ]
     );
@@ -95,4 +98,58 @@ fn malformed_secrets_are_named_with_a_fix() {
     refused(&text, line_of(&text, "secrets"), &["environment variable"]);
     let text = format!("{HEAD}{ONE}ssh = \"yes\"\n");
     refused(&text, line_of(&text, "ssh"), &["`ssh`", "true or false"]);
+}
+
+#[test]
+fn a_secret_that_would_hand_a_build_meshtops_own_credentials_is_refused_at_its_line() {
+    let dir = repo();
+    let (key, _) = common::signing::keypair(&dir.path().join("keys"), "ci");
+    let docker_config = write(dir.path(), "dockercfg/config.json", "{\"auths\":{}}");
+    let key_text = key.to_str().unwrap();
+    let config_dir = docker_config.parent().unwrap().to_str().unwrap();
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a [&'a str]);
+    let cases: [Case<'_>; 3] = [
+        (
+            "secrets = [{ id = \"k\", src = \"keys/ci.key\" }]",
+            vec![("MESHTOP_SIGNING_KEY", key_text)],
+            &["secret k", "signing key", "MESHTOP_SIGNING_KEY"],
+        ),
+        (
+            "secrets = [{ id = \"d\", src = \"dockercfg/config.json\" }]",
+            vec![("DOCKER_CONFIG", config_dir)],
+            &["secret d", "Docker config", "registry logins"],
+        ),
+        (
+            "secrets = [{ id = \"p\", env = \"COSIGN_PASSWORD\" }]",
+            vec![],
+            &["secret p", "COSIGN_PASSWORD", "signing key"],
+        ),
+    ];
+    for (line, envs, names) in cases {
+        let text = format!("{HEAD}{ONE}{line}\n");
+        write(dir.path(), "mesh.toml", &text);
+        let out = meshtop_in(dir.path(), &envs, &["plan"]);
+        let said = common::example::said(&out);
+        assert_eq!(out.status.code(), Some(2), "{line}: {said}");
+        let at = format!("mesh.toml:{}", line_of(&text, "secrets"));
+        assert!(said.contains(&at), "{line}: not at {at}: {said}");
+        for name in names {
+            assert!(said.contains(name), "{line}: no {name:?} in {said}");
+        }
+    }
+    // The key given as --sign-key: the converge is refused before anything, naming the module's line.
+    let text = format!("{HEAD}{ONE}secrets = [{{ id = \"k\", src = \"keys/ci.key\" }}]\n");
+    write(dir.path(), "mesh.toml", &text);
+    let out = meshtop_in(dir.path(), &[], &["converge", "--sign-key", key_text]);
+    let said = common::example::said(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    for name in [
+        "mesh.toml:7",
+        "module base",
+        "secret k",
+        "signing key",
+        "--sign-key",
+    ] {
+        assert!(said.contains(name), "no {name:?} in {said}");
+    }
 }

@@ -7,18 +7,8 @@ use crate::common;
 
 use std::process::Command;
 
+use common::mesh_file::meshtop_in;
 use common::{example::require_docker, said};
-
-fn meshtop(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_meshtop"))
-        .arg("--mesh")
-        .arg(dir.join("mesh.toml"))
-        .arg("--state")
-        .arg(dir.join("state.db"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn a_context_holding_the_state_database_is_refused_before_any_build() {
@@ -39,10 +29,10 @@ fn a_context_holding_the_state_database_is_refused_before_any_build() {
     )
     .unwrap();
     // The state exists (and has its -wal) before the converge, as after any earlier command.
-    let builds = meshtop(dir.path(), &["builds"]);
+    let builds = meshtop_in(dir.path(), &[], &["builds"]);
     assert!(builds.status.success(), "{}", said(&builds));
 
-    let refused = meshtop(dir.path(), &["converge"]);
+    let refused = meshtop_in(dir.path(), &[], &["converge"]);
     let text = said(&refused);
     assert!(!refused.status.success(), "{text}");
     assert!(
@@ -50,7 +40,7 @@ fn a_context_holding_the_state_database_is_refused_before_any_build() {
         "names the file and the fix: {text}"
     );
     assert!(!text.contains("plan again"), "{text}");
-    let rows = meshtop(dir.path(), &["builds", "--json"]);
+    let rows = meshtop_in(dir.path(), &[], &["builds", "--json"]);
     assert_eq!(
         String::from_utf8_lossy(&rows.stdout).trim(),
         "[]",
@@ -59,7 +49,7 @@ fn a_context_holding_the_state_database_is_refused_before_any_build() {
 
     // The fix the message gives works.
     std::fs::write(dir.path().join(".dockerignore"), "state.db*\n").unwrap();
-    let converged = meshtop(dir.path(), &["converge"]);
+    let converged = meshtop_in(dir.path(), &[], &["converge"]);
     assert!(converged.status.success(), "{}", said(&converged));
 }
 

@@ -117,7 +117,7 @@ impl Drop for TlsGuard {
 }
 
 /// The example mesh handing over through the registry on loopback, with `builders` (name,
-/// endpoint, tls_dir) and one more module, `extra`, whose RUN mounts a secret, a cache and the ssh
+/// endpoint, tls_dir; each takes secrets) and one more module, `extra`, whose RUN mounts a secret, a cache and the ssh
 /// agent: it records the secret's digest, how often the cache was seen, and the agent's keys.
 fn buildkit_mesh(tag: &str, builders: &[(&str, String, Option<PathBuf>)]) -> ExampleMesh {
     let mesh = ExampleMesh::new(tag);
@@ -130,7 +130,7 @@ fn buildkit_mesh(tag: &str, builders: &[(&str, String, Option<PathBuf>)]) -> Exa
     );
     for (name, endpoint, tls_dir) in builders {
         text.push_str(&format!(
-            "\n[[builder]]\nname = \"{name}\"\nendpoint = \"{endpoint}\"\nmax_builds = 2\n"
+            "\n[[builder]]\nname = \"{name}\"\nendpoint = \"{endpoint}\"\nmax_builds = 2\ntakes_secrets = true\n"
         ));
         if let Some(dir) = tls_dir {
             text.push_str(&format!("tls_dir = \"{}\"\n", dir.display()));

@@ -70,6 +70,17 @@ pub fn docker_config_dir() -> Option<PathBuf> {
     directories::BaseDirs::new().map(|b| b.home_dir().join(".docker"))
 }
 
+/// The file that holds the registry logins (Docker's `config.json`), and what to call it: no
+/// build may be given it as a secret.
+pub fn logins_file() -> Option<(PathBuf, &'static str)> {
+    docker_config_dir().map(|dir| {
+        (
+            dir.join("config.json"),
+            "the Docker config, which holds the registry logins",
+        )
+    })
+}
+
 /// The credentials Docker would use for `host` (`host[:port]`), if any.
 pub async fn for_registry(host: &str) -> Result<Option<Credentials>, CredentialsError> {
     match docker_config_dir() {

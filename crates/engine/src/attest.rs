@@ -1,16 +1,27 @@
-//! The provenance of what a converge pushes: what meshtop knows of the build (the pushed image's
-//! labels, this machine's build row, the operation) as a SLSA v1 provenance, signed with the key
+//! The provenance of what a converge pushes: what meshtop knows of the build (its plan's inputs,
+//! this machine's build row, the operation; never the pushed image's labels) as a SLSA v1 provenance, signed with the key
 //! that signs the artifact and attached as cosign attaches attestations. The format is
 //! `mesh::provenance`'s; signing goes through `targets::sign_pushed`, which calls here.
 
 use crate::backends::registry::{RegistryClient, RegistryError, repository_in};
 use crate::mesh::builds::BuildRow;
 use crate::mesh::cosign::SigningKey;
-use crate::mesh::model::{INPUTS_LABEL, Mesh};
+use crate::mesh::model::Mesh;
 use crate::mesh::provenance::{self, BaseDependency, Provenance, SourceDependency};
 use crate::progress::Emitter;
 
 use crate::timefmt::rfc3339_utc as rfc3339;
+
+/// What a push left in the registry, as the signature and provenance name it: the module, its
+/// ref, the manifest digest (checked to be the image the build produced before it gets here:
+/// `Daemon::push_built`), and the inputs digest this converge's plan computed for the ref when the
+/// caller holds it (else the one kept with this machine's build of the ref).
+pub(crate) struct Pushed<'a> {
+    pub module: &'a str,
+    pub reference: &'a str,
+    pub manifest: &'a str,
+    pub inputs: Option<&'a str>,
+}
 
 /// This machine's builder id: the mesh's `builder_id` (else `MESHTOP_BUILDER_ID`, read with the
 /// mesh file), else the default.
@@ -19,34 +30,35 @@ pub fn builder_id(mesh: &Mesh) -> String {
     provenance::builder_id(mesh.signing.builder_id.as_deref(), None, &host)
 }
 
-/// Sign and attach the provenance of manifest `digest`, just pushed as `reference`.
+/// Sign and attach the provenance of `pushed`'s manifest. Written from what this machine knows
+/// of the build — the plan's inputs digest, the build row's commit and times, the base its row
+/// names by the manifest that base was published as — never from the pushed image's labels (the
+/// image says what it likes of itself).
 pub(crate) async fn attest_pushed(
     client: &RegistryClient,
     mesh: &Mesh,
     key: &SigningKey,
-    reference: &str,
-    digest: &str,
-    module: &str,
+    pushed: &Pushed<'_>,
     emitter: &Emitter,
 ) -> Result<(), RegistryError> {
+    let (reference, digest, module) = (pushed.reference, pushed.manifest, pushed.module);
     let (repository, _) = repository_in(client.host(), reference);
-    // The pushed image's own labels say its full input digest (what the ref abbreviates).
-    let labels = client
-        .image(repository, digest)
-        .await?
-        .map(|image| image.labels)
-        .unwrap_or_default();
     let build = emitter
         .last_build(module)
         .filter(|b| b.reference.as_deref() == Some(reference));
-    let base = base_dependency(client, mesh, module, emitter).await;
-    let source = source_dependency(mesh, module, build.as_ref(), &labels);
+    let inputs = pushed
+        .inputs
+        .map(str::to_string)
+        .or_else(|| emitter.planned_inputs(module, reference))
+        .unwrap_or_default();
+    let base = base_dependency(mesh, module, build.as_ref(), emitter);
+    let source = source_dependency(mesh, module, build.as_ref());
     let definition = mesh.modules.iter().find(|m| m.name == module);
     let provenance = Provenance {
         subject: format!("{}/{repository}", client.host()),
         manifest: digest.to_string(),
         module: module.to_string(),
-        inputs: labels.get(INPUTS_LABEL).cloned().unwrap_or_default(),
+        inputs,
         platforms: definition
             .map(|m| m.platforms.iter().map(ToString::to_string).collect())
             .unwrap_or_default(),
@@ -78,31 +90,29 @@ pub(crate) async fn attest_pushed(
     client.attest(repository, digest, envelope).await
 }
 
-/// The base module's artifact: its newest build's ref, by the manifest digest it was published
-/// as (else the one its ref resolves to in the registry now).
-async fn base_dependency(
-    client: &RegistryClient,
+/// The base the build's row names (the image id it was built FROM), by the ref and manifest
+/// digest that base's own build was published as; a ref's tag is never looked up (it says what
+/// the registry holds now, not what was built from). Without a row, the module's declared base.
+fn base_dependency(
     mesh: &Mesh,
     module: &str,
+    build: Option<&BuildRow>,
     emitter: &Emitter,
 ) -> Option<BaseDependency> {
-    let base = mesh
+    let declared = mesh
         .modules
         .iter()
         .find(|m| m.name == module)?
         .base
         .clone()?;
-    let build = emitter.last_build(&base);
-    let uri = build.as_ref().and_then(|b| b.reference.clone());
-    let mut digest = build.as_ref().and_then(|b| b.published_digest.clone());
-    if let (None, Some(reference)) = (&digest, &uri) {
-        let (repository, tag) = repository_in(client.host(), reference);
-        if let Ok(crate::backends::registry::Published::Present { digest: found }) =
-            client.manifest(repository, tag).await
-        {
-            digest = Some(found);
-        }
-    }
+    let base = build
+        .and_then(|b| b.base_module.clone())
+        .unwrap_or(declared);
+    let of_base = build
+        .and_then(|b| b.base_digest.as_deref())
+        .and_then(|id| emitter.build_of(id));
+    let uri = of_base.as_ref().and_then(|b| b.reference.clone());
+    let digest = of_base.and_then(|b| b.published_digest);
     Some(BaseDependency {
         uri: uri.unwrap_or_else(|| format!("module:{base}")),
         module: base,
@@ -110,31 +120,26 @@ async fn base_dependency(
     })
 }
 
-/// The git commit the module's context came from: the build row's, else the image's OCI label.
+/// The git commit the module's context came from, as the build's row says it.
 fn source_dependency(
     mesh: &Mesh,
     module: &str,
     build: Option<&BuildRow>,
-    labels: &std::collections::HashMap<String, String>,
 ) -> Option<SourceDependency> {
-    let commit = build
-        .and_then(|b| b.commit.clone())
-        .or_else(|| labels.get("org.opencontainers.image.revision").cloned())?;
+    let build = build?;
+    let commit = build.commit.clone()?;
     let context = mesh
         .modules
         .iter()
         .find(|m| m.name == module)
         .map_or(mesh.root.clone(), |m| m.context.clone());
-    let remote = labels
-        .get("org.opencontainers.image.source")
-        .cloned()
-        .or_else(|| crate::backends::git::revision(&context).source);
+    let remote = crate::backends::git::revision(&context).source;
     Some(SourceDependency {
         uri: match remote {
             Some(remote) => format!("git+{remote}"),
             None => format!("git+file://{}", mesh.root.display()),
         },
         commit,
-        dirty: build.is_some_and(|b| b.dirty),
+        dirty: build.dirty,
     })
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::plan::PlannedModule;
 use super::progress::{Emitter, Payload};
-use super::targets::sign_pushed;
+use super::targets::{Pushed, sign_pushed};
 use crate::backends::buildx;
 use crate::backends::credentials;
 use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
@@ -1110,7 +1110,11 @@ impl Run<'_> {
             .await
             .ok()
             .flatten();
-        let pushing = on.daemon.push_sized(&tag, creds.as_ref());
+        // Checked against the registry's manifest before the index names it: the image this
+        // platform's build produced, not whatever the tag names when the daemon pushes.
+        let pushing = on
+            .daemon
+            .push_built(&tag, &id, &on.registry, creds.as_ref());
         let (digest, size) = match tokio::time::timeout(template.deadline, pushing).await {
             Ok(Ok(pushed)) => pushed,
             Ok(Err(error)) => {
@@ -1179,16 +1183,13 @@ impl Run<'_> {
             return Ok(());
         };
         let creds = credentials::for_registry(&registry.host).await?;
-        sign_pushed(
-            mesh,
-            registry,
-            creds,
-            &self.reference,
-            digest,
-            &self.module,
-            self.emitter,
-        )
-        .await?;
+        let pushed = Pushed {
+            module: &self.module,
+            reference: &self.reference,
+            manifest: digest,
+            inputs: self.planned.inputs.as_ref().map(|i| i.digest.as_str()),
+        };
+        sign_pushed(mesh, registry, creds, &pushed, self.emitter).await?;
         Ok(())
     }
 }

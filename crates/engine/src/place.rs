@@ -35,7 +35,7 @@ use super::error::{
     BaseOutOfReach, BaseUnreached, ConvergeError, HandOverError, HandOverFault, Tried,
 };
 use super::progress::{Emitter, Payload};
-use super::targets::sign_pushed;
+use super::targets::{Pushed, sign_pushed};
 use crate::backends::credentials::{self, Credentials};
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::{Published, RegistryClient, repository_in};
@@ -231,6 +231,7 @@ impl<'a> Placer<'a> {
                     attempt: 0,
                     avoid: Vec::new(),
                     part: None,
+                    secrets: !job.module.secrets.is_empty() || job.module.ssh,
                 });
             }
             by_name.insert(job.module.name.clone(), job);
@@ -446,6 +447,7 @@ impl<'a> Placer<'a> {
                     attempt: lead.attempt,
                     avoid: lead.avoid.clone(),
                     part: Some(platform.clone()),
+                    secrets: !job.module.secrets.is_empty() || job.module.ssh,
                 });
             }
             let base = self.base_of(&job, bases);
@@ -943,10 +945,12 @@ async fn hand_over(
         why,
     };
     let pushing = Instant::now();
-    let push = daemon.push(&reference, shared.creds.as_ref());
+    // The registry's manifest is checked to be the image this build produced before anything is
+    // signed or recorded (another process on the builder's daemon may have moved the tag).
+    let push = daemon.push_built(&reference, artifact, registry, shared.creds.as_ref());
     // A push that hangs (a registry that stops answering mid-upload) must not hold the converge.
     let digest = match tokio::time::timeout(shared.deadline, push).await {
-        Ok(pushed) => pushed.map_err(|e| could_not(HandOverFault::Push(e)))?,
+        Ok(pushed) => pushed.map_err(|e| could_not(HandOverFault::Push(e)))?.0,
         Err(_) => {
             let seconds = shared.deadline.as_secs();
             return Err(could_not(HandOverFault::Deadline { seconds }));
@@ -970,13 +974,17 @@ async fn hand_over(
             push_ms
         ),
     );
+    let pushed = Pushed {
+        module: &module,
+        reference: &reference,
+        manifest: &digest,
+        inputs: built.planned.inputs.as_ref().map(|i| i.digest.as_str()),
+    };
     sign_pushed(
         shared.mesh,
         registry,
         shared.creds.clone(),
-        &reference,
-        &digest,
-        &module,
+        &pushed,
         shared.emitter,
     )
     .await
@@ -1148,17 +1156,26 @@ impl BaseFetch<'_, '_> {
         host.tag(&entry.digest, &entry.reference)
             .await
             .map_err(HandOverError::BaseTag)?;
-        let digest = host
-            .push(&entry.reference, shared.creds.as_ref())
+        let (digest, _) = host
+            .push_built(
+                &entry.reference,
+                &entry.digest,
+                self.registry,
+                shared.creds.as_ref(),
+            )
             .await
             .map_err(HandOverError::BasePush)?;
+        let pushed = Pushed {
+            module: self.module,
+            reference: &entry.reference,
+            manifest: &digest,
+            inputs: None,
+        };
         sign_pushed(
             shared.mesh,
             self.registry,
             shared.creds.clone(),
-            &entry.reference,
-            &digest,
-            self.module,
+            &pushed,
             shared.emitter,
         )
         .await

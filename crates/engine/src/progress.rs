@@ -90,6 +90,22 @@ impl Emitter {
         db.last_builds(&self.mesh).ok()?.remove(module)
     }
 
+    /// The build of this machine that produced image `id` in the operation's mesh (None: none,
+    /// or the state file could not be read).
+    pub fn build_of(&self, id: &str) -> Option<crate::mesh::builds::BuildRow> {
+        let db = crate::backends::state::locked(&self.db).ok()?;
+        db.build_by_digest(&self.mesh, id).ok()?
+    }
+
+    /// The inputs digest of `module`'s `reference` as this machine's plan computed it when a
+    /// build of that ref succeeded (the input manifest kept with it); None: never built here.
+    pub fn planned_inputs(&self, module: &str, reference: &str) -> Option<String> {
+        let db = crate::backends::state::locked(&self.db).ok()?;
+        let json = db.manifest(&self.mesh, module, reference).ok()??;
+        let manifest: crate::mesh::manifest::Manifest = serde_json::from_str(&json).ok()?;
+        Some(crate::mesh::manifest::digest_of(&manifest))
+    }
+
     /// A step: its payload (which names the step) and its text for people.
     fn step(&self, payload: Payload, module: Option<&str>, text: String) -> NewEvent {
         // Builder output and errors carry colours: stored and shown plain.

@@ -27,6 +27,10 @@ pub struct Builder {
     pub platforms: Vec<Platform>,
     /// 1-based line of its `[[builder]]` table (0: the implicit local builder).
     pub line: usize,
+    /// It may be given modules' secrets and the forwarded ssh agent (`takes_secrets = true`; the
+    /// implicit local builder does). Honoured only over a private transport
+    /// ([`Builder::may_take_secrets`]).
+    pub takes_secrets: bool,
 }
 
 impl Builder {
@@ -38,7 +42,14 @@ impl Builder {
             max_builds: 1,
             platforms: Vec::new(),
             line: 0,
+            takes_secrets: true,
         }
+    }
+
+    /// A module's secrets and the ssh agent go to this builder: it opted in, and its daemon is
+    /// reached over unix, TLS or ssh (never plain `tcp://`, which anyone on the path reads).
+    pub fn may_take_secrets(&self) -> bool {
+        self.takes_secrets && self.endpoint.is_private()
     }
 }
 
@@ -75,6 +86,12 @@ pub struct EndpointProblem {
 const ENDPOINT_FIX: &str = "write endpoint = \"unix:///var/run/docker.sock\", \"tcp://host:2376\" (with tls_dir = \"certs\" for TLS) or \"ssh://user@host\"";
 
 impl Endpoint {
+    /// Reached over a transport no one on the network path reads: a unix socket, TLS or ssh
+    /// (the local daemon counts: it is the user's own).
+    pub fn is_private(&self) -> bool {
+        !matches!(self, Endpoint::Tcp { tls_dir: None, .. })
+    }
+
     /// Read an endpoint as the docker CLI's `-H` takes it: `unix://`, `tcp://`, `ssh://`.
     pub fn parse(text: &str) -> Result<Endpoint, EndpointProblem> {
         let bad = |what: String| EndpointProblem {

@@ -357,6 +357,8 @@ impl Default for Backoff {
 pub struct BuildSecret {
     pub id: String,
     pub source: SecretSource,
+    /// 1-based line of its table in the mesh file (0: not from a file).
+    pub line: usize,
 }
 
 /// Where a secret's value is read when a build starts (never earlier, never kept).

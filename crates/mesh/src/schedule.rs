@@ -45,6 +45,8 @@ pub struct Job {
     pub avoid: Vec<String>,
     /// One platform of a multi-platform module (None: the whole module).
     pub part: Option<Platform>,
+    /// It mounts secrets or forwards the ssh agent: only a builder that may take them builds it.
+    pub secrets: bool,
 }
 
 impl Job {
@@ -149,6 +151,8 @@ pub struct Slot {
     pub last_error: Option<String>,
     /// Builds it finished in this converge.
     pub built: u32,
+    /// It may be given secrets and the ssh agent ([`Builder::may_take_secrets`]).
+    pub takes_secrets: bool,
 }
 
 impl Slot {
@@ -168,6 +172,9 @@ impl Slot {
     /// platform. A whole multi-platform job (built through `docker buildx`, which has builders of
     /// its own) goes to one that builds any of its platforms.
     fn fits(&self, job: &Job) -> bool {
+        if job.secrets && !self.takes_secrets {
+            return false;
+        }
         if self.platforms.is_empty() {
             return true;
         }
@@ -210,6 +217,7 @@ impl Scheduler {
                     left_out: false,
                     last_error: None,
                     built: 0,
+                    takes_secrets: b.may_take_secrets(),
                 })
                 .collect(),
             queue: Vec::new(),
@@ -391,6 +399,9 @@ impl Scheduler {
 
     fn why_unplaceable(&self, job: &Job) -> String {
         let platforms: Vec<String> = job.platforms.iter().map(ToString::to_string).collect();
+        if job.secrets && !self.slots.iter().any(|s| s.takes_secrets) {
+            return "it mounts secrets or forwards the ssh agent, and no builder may be given them: add takes_secrets = true to a [[builder]] reached over unix://, ssh:// or tcp:// with tls_dir".into();
+        }
         if !self.slots.iter().any(|s| s.fits(job)) {
             return format!("no builder builds {}", platforms.join(", "));
         }

@@ -8,6 +8,7 @@ fn builder(name: &str, max_builds: u32) -> Builder {
         max_builds,
         platforms: Vec::new(),
         line: 1,
+        takes_secrets: false,
     }
 }
 
@@ -21,6 +22,7 @@ fn job(module: &str, tier: u32, base: Option<&str>) -> Job {
         attempt: 0,
         avoid: Vec::new(),
         part: None,
+        secrets: false,
     }
 }
 
@@ -436,4 +438,40 @@ fn a_parts_transport_fault_takes_its_builder_out_and_is_not_put_back_alone() {
     s.enqueue(job("other", 0, None));
     s.drop_parts("again");
     assert_eq!(s.queued(), 1);
+}
+
+#[test]
+fn secrets_go_only_to_a_builder_that_may_take_them() {
+    let plain = Builder {
+        endpoint: Endpoint::Tcp {
+            host: "farm".into(),
+            port: 2375,
+            tls_dir: None,
+        },
+        takes_secrets: true,
+        ..builder("plain", 2)
+    };
+    let shy = builder("shy", 2);
+    let taker = Builder {
+        takes_secrets: true,
+        ..builder("taker", 2)
+    };
+    let secret = |module: &str| Job {
+        secrets: true,
+        ..job(module, 0, None)
+    };
+    let mut s = Scheduler::new(&[plain.clone(), shy.clone(), taker], 8);
+    for module in ["a", "b", "c", "d"] {
+        s.enqueue(secret(module));
+    }
+    for _ in 0..2 {
+        assert_eq!(place(&mut s, 0).builder, "taker");
+    }
+    // None of the others may: a plain tcp:// builder, and one that did not opt in.
+    let mut s = Scheduler::new(&[plain, shy], 8);
+    s.enqueue(secret("a"));
+    let Next::Unplaceable { reason, .. } = s.next(0) else {
+        panic!("placed a module with secrets on a builder that may not take them");
+    };
+    assert!(reason.contains("takes_secrets = true"), "{reason}");
 }

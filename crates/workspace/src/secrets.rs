@@ -109,6 +109,57 @@ fn agent(module: &str) -> Result<PathBuf, SecretError> {
     Ok(socket)
 }
 
+/// A secret that would hand a build a file of meshtop's own (its signing key, the registry
+/// logins), named at its line.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{}:{line}: module {module}: secret {id} ({given}) names {what} ({}): a build may not be given it — give the build a credential of its own",
+    mesh_file.display(),
+    path.display()
+)]
+pub struct GuardedSecret {
+    pub mesh_file: PathBuf,
+    pub line: usize,
+    pub module: String,
+    pub id: String,
+    pub given: String,
+    pub what: String,
+    pub path: PathBuf,
+}
+
+/// Whether `a` and `b` are one file (links followed where they exist).
+pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    real(a) == real(b)
+}
+
+/// No module of `mesh` may be given the file at `path` (`what` it is: meshtop's signing key, the
+/// registry logins) as a secret: the first secret that names it, at its line.
+pub fn refuse_naming(
+    mesh: &crate::mesh::model::Mesh,
+    path: &std::path::Path,
+    what: &str,
+) -> Result<(), Box<GuardedSecret>> {
+    for module in &mesh.modules {
+        for secret in &module.secrets {
+            if let SecretSource::File { path: file, .. } = &secret.source
+                && same_file(file, path)
+            {
+                return Err(Box::new(GuardedSecret {
+                    mesh_file: mesh.file.clone(),
+                    line: secret.line,
+                    module: module.name.clone(),
+                    id: secret.id.clone(),
+                    given: secret.source.to_string(),
+                    what: what.to_string(),
+                    path: path.to_path_buf(),
+                }));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -146,6 +197,7 @@ mod tests {
                 written: "npmrc".into(),
                 path: present,
             },
+            line: 0,
         }]);
         assert_eq!(read(&ok).unwrap().values["npmrc"], b"token=abc");
 
@@ -155,6 +207,7 @@ mod tests {
                 written: "~/.no-such-npmrc".into(),
                 path: dir.path().join("no-such-npmrc"),
             },
+            line: 0,
         }]);
         let why = check(&missing).unwrap_err().to_string();
         assert!(
@@ -165,6 +218,7 @@ mod tests {
         let unset = module(vec![BuildSecret {
             id: "tok".into(),
             source: SecretSource::Env("MESHTOP_TEST_SURELY_UNSET_VAR".into()),
+            line: 0,
         }]);
         let why = check(&unset).unwrap_err().to_string();
         assert!(

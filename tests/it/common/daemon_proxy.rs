@@ -26,6 +26,23 @@ pub struct Counts {
     pub lines: Mutex<Vec<String>>,
 }
 
+/// Called with each request's line (method, full target with its query) before the request is
+/// forwarded to the daemon: what it does on the real daemon happens before the daemon serves it.
+pub type OnRequest = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The request lines (method and target, query kept) that start in this chunk.
+pub fn request_heads(chunk: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(chunk);
+    std::iter::once(text.as_ref())
+        .chain(text.split("\r\n").skip(1))
+        .filter(|line| METHODS.iter().any(|m| line.as_bytes().starts_with(m)))
+        .filter_map(|line| {
+            let (method, rest) = line.split_once(' ')?;
+            Some(format!("{method} {}", rest.split(' ').next()?))
+        })
+        .collect()
+}
+
 pub struct DaemonProxy {
     path: PathBuf,
     accept: JoinHandle<()>,
@@ -53,14 +70,11 @@ pub fn count_requests(chunk: &[u8]) -> usize {
 /// The method and path (the query left off) of each request that starts in this chunk, as
 /// [`count_requests`] finds them.
 pub fn request_lines(chunk: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(chunk);
-    std::iter::once(text.as_ref())
-        .chain(text.split("\r\n").skip(1))
-        .filter(|line| METHODS.iter().any(|m| line.as_bytes().starts_with(m)))
-        .filter_map(|line| {
-            let (method, rest) = line.split_once(' ')?;
-            let path = rest.split([' ', '?']).next()?;
-            Some(format!("{method} {path}"))
+    request_heads(chunk)
+        .into_iter()
+        .map(|head| match head.split_once('?') {
+            Some((line, _)) => line.to_string(),
+            None => head,
         })
         .collect()
 }
@@ -84,6 +98,12 @@ pub fn count_builds(chunk: &[u8]) -> usize {
 impl DaemonProxy {
     /// Listen on `path`, forwarding each connection to `upstream`. Must run inside a tokio runtime.
     pub fn start(path: &Path, upstream: &Path) -> DaemonProxy {
+        DaemonProxy::start_with(path, upstream, None)
+    }
+
+    /// As [`DaemonProxy::start`], running `on_request` for each request before it is forwarded
+    /// (off the runtime's threads; the request waits for it).
+    pub fn start_with(path: &Path, upstream: &Path, on_request: Option<OnRequest>) -> DaemonProxy {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path).unwrap();
         let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
@@ -97,9 +117,10 @@ impl DaemonProxy {
                     counts.connections.fetch_add(1, Ordering::SeqCst);
                     let upstream = upstream.clone();
                     let counts = counts.clone();
+                    let on_request = on_request.clone();
                     let task = tokio::spawn(async move {
                         if let Ok(daemon) = UnixStream::connect(&upstream).await {
-                            pipe(client, daemon, counts).await;
+                            pipe(client, daemon, counts, on_request).await;
                         }
                     });
                     tasks.lock().unwrap().push(task);
@@ -153,7 +174,12 @@ impl Drop for DaemonProxy {
     }
 }
 
-async fn pipe(client: UnixStream, daemon: UnixStream, counts: Arc<Counts>) {
+async fn pipe(
+    client: UnixStream,
+    daemon: UnixStream,
+    counts: Arc<Counts>,
+    on_request: Option<OnRequest>,
+) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut daemon_read, mut daemon_write) = daemon.into_split();
     let up = async {
@@ -174,6 +200,12 @@ async fn pipe(client: UnixStream, daemon: UnixStream, counts: Arc<Counts>) {
                 .lock()
                 .unwrap()
                 .extend(request_lines(&buf[..n]));
+            if let Some(hook) = &on_request {
+                for head in request_heads(&buf[..n]) {
+                    let hook = hook.clone();
+                    let _ = tokio::task::spawn_blocking(move || hook(&head)).await;
+                }
+            }
             if daemon_write.write_all(&buf[..n]).await.is_err() {
                 break;
             }

@@ -61,3 +61,19 @@ pub fn refused(text: &str, line: usize, names: &[&str]) -> MeshError {
 
 /// One valid module (context `base`).
 pub const ONE: &str = "[[module]]\nname = \"base\"\ncontext = \"base\"\n";
+
+/// The binary on `<dir>/mesh.toml` and `<dir>/state.db` with `envs` (the caller's signing key
+/// and its password left out first).
+pub fn meshtop_in(dir: &Path, envs: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_meshtop"))
+        .env_remove("MESHTOP_SIGNING_KEY")
+        .env_remove("COSIGN_PASSWORD")
+        .envs(envs.iter().copied())
+        .arg("--mesh")
+        .arg(dir.join("mesh.toml"))
+        .arg("--state")
+        .arg(dir.join("state.db"))
+        .args(args)
+        .output()
+        .unwrap()
+}

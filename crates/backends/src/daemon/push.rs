@@ -3,7 +3,8 @@
 use futures_util::StreamExt;
 
 use crate::credentials::Credentials;
-use crate::registry::{RegistryError, split_reference};
+use crate::mesh::model::Registry;
+use crate::registry::{NotBuilt, RegistryClient, RegistryError, repository_in, split_reference};
 
 /// The digest in a push's final status (`<tag>: digest: sha256:… size: N`).
 pub fn digest_in_status(status: &str) -> Option<String> {
@@ -23,23 +24,55 @@ pub fn size_in_status(status: &str) -> Option<u64> {
 }
 
 impl super::Daemon {
-    /// Push a tagged image through this daemon; returns the manifest digest the registry stored.
-    pub async fn push(
+    /// Push `built` (the image id a build produced) as `reference` through this daemon, then read
+    /// the manifest back from `registry` and check that it is that image: the manifest digest and
+    /// its size in bytes (what an image index names). The tag is set to `built` again just before
+    /// the push, but any process that may `docker tag` on this daemon can move it between that and
+    /// the daemon reading it, so the registry's manifest is what decides: a manifest whose config
+    /// is another image is [`RegistryError::NotBuilt`], naming both ids and the daemon, and must
+    /// not be signed, attested, recorded or put in an index.
+    pub async fn push_built(
         &self,
         reference: &str,
-        creds: Option<&Credentials>,
-    ) -> Result<String, RegistryError> {
-        push_image(self.docker(), reference, creds).await
-    }
-
-    /// Push a tagged image through this daemon; the manifest digest and its size in bytes (what
-    /// an image index names).
-    pub async fn push_sized(
-        &self,
-        reference: &str,
+        built: &str,
+        registry: &Registry,
         creds: Option<&Credentials>,
     ) -> Result<(String, u64), RegistryError> {
-        push_image_sized(self.docker(), reference, creds).await
+        self.tag(built, reference)
+            .await
+            .map_err(|e| RegistryError::Push {
+                reference: reference.to_string(),
+                message: e.to_string(),
+            })?;
+        let (manifest, size) = push_image_sized(self.docker(), reference, creds).await?;
+        let client = RegistryClient::new(registry, creds.cloned())?;
+        let (repository, _) = repository_in(&registry.host, reference);
+        let pushed = client.artifact_of(repository, &manifest).await?;
+        // A daemon that keeps images in containerd names an image by its manifest's digest.
+        if pushed.as_deref() == Some(built) || manifest == built {
+            return Ok((manifest, size));
+        }
+        // Best effort: the daemon's tag names what was built again (the refusal is what matters).
+        let _ = self.tag(built, reference).await;
+        Err(RegistryError::NotBuilt(Box::new(NotBuilt {
+            reference: reference.to_string(),
+            host: registry.host.clone(),
+            manifest,
+            pushed: pushed.unwrap_or_else(|| "nothing".into()),
+            built: built.to_string(),
+            daemon: self.described(),
+        })))
+    }
+
+    /// This daemon as a message names it: its endpoint (the local one with its `DOCKER_HOST`).
+    fn described(&self) -> String {
+        match (self.endpoint(), std::env::var("DOCKER_HOST")) {
+            (crate::mesh::builders::Endpoint::Local, Ok(host)) if !host.is_empty() => {
+                format!("the local daemon ({host})")
+            }
+            (crate::mesh::builders::Endpoint::Local, _) => "the local daemon".into(),
+            (endpoint, _) => format!("the daemon at {endpoint}"),
+        }
     }
 }
 

@@ -3,6 +3,9 @@
 
 use std::collections::HashMap;
 
+/// The most a token service's answer may hold (a token is a few KiB at most).
+pub const MAX_TOKEN_BYTES: usize = 64 * 1024;
+
 use reqwest::header::WWW_AUTHENTICATE;
 use reqwest::{Method, StatusCode, Url};
 
@@ -178,10 +181,15 @@ impl RegistryClient {
         if !status.is_success() {
             return Err(unauthorized(refused(status)));
         }
-        let body: serde_json::Value = response
-            .json()
-            .await
-            .map_err(|e| self.http_error("its token service", e))?;
+        let bytes = self
+            .read_bounded(response, "its token service's answer", MAX_TOKEN_BYTES)
+            .await?;
+        let body: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| RegistryError::Garbage {
+                host: self.host.clone(),
+                what: "its token service's answer".into(),
+                message: format!("it is not JSON ({e})"),
+            })?;
         keys.iter()
             .find_map(|key| body.get(*key).and_then(|t| t.as_str()))
             .map(str::to_string)

@@ -140,6 +140,12 @@ impl RegistryClient {
         self
     }
 
+    /// The scheme and host this client reaches the registry at (`http://127.0.0.1:5000`), once a
+    /// request went through.
+    pub(super) fn url_base(&self) -> Option<String> {
+        self.base.lock().ok().and_then(|b| b.clone())
+    }
+
     /// The registry's `host[:port]`.
     pub fn host(&self) -> &str {
         &self.host

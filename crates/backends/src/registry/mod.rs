@@ -74,6 +74,9 @@ pub enum RegistryError {
     },
     #[error("pushing {reference} failed: {message}")]
     Push { reference: String, message: String },
+    /// The manifest a push left in the registry is not the image the build produced.
+    #[error(transparent)]
+    NotBuilt(Box<NotBuilt>),
     /// A body fetched by digest hashes to another digest: the registry (or whatever stands in front
     /// of it) served other bytes under the digest asked for.
     #[error(
@@ -110,6 +113,21 @@ pub enum RegistryError {
         #[source]
         source: crate::mesh::cosign::FormatError,
     },
+}
+
+/// The manifest a push left in the registry is not the image the build produced: another process
+/// moved the tag on the daemon between the build and the push.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{daemon} pushed {reference} to registry {host} as {manifest}, whose image is {pushed}, not {built}, the image the build produced: something moved the tag on that daemon between the build and the push; nothing of it is signed, attested or recorded"
+)]
+pub struct NotBuilt {
+    pub reference: String,
+    pub host: String,
+    pub manifest: String,
+    pub pushed: String,
+    pub built: String,
+    pub daemon: String,
 }
 
 pub use crate::mesh::refs::{repository_in, split_reference};

@@ -9,6 +9,13 @@ use super::{Published, RegistryClient, RegistryError, RegistryImage};
 /// The most bytes read of a manifest or an image config: containerd's bound
 /// (`remotes/docker/resolver.go`, `MaxManifestSize`, 4 × 1048 × 1048).
 pub const MAX_MANIFEST_BYTES: usize = 4 * 1048 * 1048;
+/// The most one page of a tag list may hold (distribution answers at most its `n`, 100 by
+/// default, a few KiB).
+pub const MAX_TAG_PAGE_BYTES: usize = 1024 * 1024;
+/// The most pages a tag list is followed for.
+pub const MAX_TAG_PAGES: usize = 1000;
+/// The most of an error body kept for its message (the rest is never read).
+pub const MAX_ERROR_BYTES: usize = 4096;
 
 /// `sha256:<hex>` of `bytes`.
 fn sha256_of(bytes: &[u8]) -> String {
@@ -214,8 +221,22 @@ impl RegistryClient {
         Ok(got)
     }
 
+    /// At most [`MAX_ERROR_BYTES`] of an error answer's body, as text for its message (what is
+    /// past the bound is never read).
+    pub(super) async fn error_text(&self, mut response: reqwest::Response) -> String {
+        let mut body = Vec::new();
+        while body.len() < MAX_ERROR_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        body.truncate(MAX_ERROR_BYTES);
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
     /// The body of `response`, refused past `limit` bytes (announced or sent).
-    async fn read_bounded(
+    pub(super) async fn read_bounded(
         &self,
         mut response: reqwest::Response,
         what: &str,
@@ -253,7 +274,16 @@ impl RegistryClient {
         let scope = format!("repository:{repository}:pull");
         let mut next = Some(format!("/v2/{repository}/tags/list"));
         let mut tags = Vec::new();
+        let mut pages = 0;
         while let Some(path) = next.take() {
+            pages += 1;
+            if pages > MAX_TAG_PAGES {
+                return Err(RegistryError::Garbage {
+                    host: self.host.clone(),
+                    what,
+                    message: format!("its tag list goes on past {MAX_TAG_PAGES} pages: refused"),
+                });
+            }
             let response = self.send(Method::GET, &path, &scope, &what).await?;
             let status = response.status();
             if status == StatusCode::NOT_FOUND {
@@ -262,15 +292,32 @@ impl RegistryClient {
             if !status.is_success() {
                 return Err(self.status_error(&what, status));
             }
-            next = response
+            let link = response
                 .headers()
                 .get(reqwest::header::LINK)
                 .and_then(|v| v.to_str().ok())
-                .and_then(next_page);
-            let page: TagList = response
-                .json()
-                .await
-                .map_err(|e| self.http_error(&what, e))?;
+                .map(str::to_string);
+            next = match link {
+                Some(link) => next_page(&link, self.url_base().as_deref()).map_err(|LeavesRegistry(target)| {
+                    RegistryError::Garbage {
+                        host: self.host.clone(),
+                        what: what.clone(),
+                        message: format!(
+                            "its Link header's next page {target} leaves the registry (another host, or no /v2/ path): refused, never followed"
+                        ),
+                    }
+                })?,
+                None => None,
+            };
+            let body = self
+                .read_bounded(response, &what, MAX_TAG_PAGE_BYTES)
+                .await?;
+            let page: TagList =
+                serde_json::from_slice(&body).map_err(|e| RegistryError::Garbage {
+                    host: self.host.clone(),
+                    what: what.clone(),
+                    message: format!("its tag list is not JSON ({e})"),
+                })?;
             tags.extend(page.tags.unwrap_or_default());
         }
         Ok(tags)
@@ -414,19 +461,35 @@ struct TagList {
 }
 
 /// The path of the next page in a `Link` header (`</v2/x/tags/list?n=100&last=t>; rel="next"`).
-fn next_page(link: &str) -> Option<String> {
-    link.split(',').find_map(|part| {
+/// The path (and query) of a `Link` header's `rel="next"` page, on the registry at `base`
+/// (`http[s]://host[:port]`, the one the client talks to): a path under `/v2/`, or an absolute URL
+/// that starts with `base` then `/v2/`. Err: the target, when it leaves the registry (another
+/// host, another scheme, no `/v2/` path); it is never followed (the bearer token would go with it).
+fn next_page(link: &str, base: Option<&str>) -> Result<Option<String>, LeavesRegistry> {
+    let Some(target) = link.split(',').find_map(|part| {
         let (target, params) = part.split_once(';')?;
         params.contains("rel=\"next\"").then_some(())?;
-        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
-        // An absolute URL names the same registry: keep its path and query.
-        let path = match target.find("/v2/") {
-            Some(at) => &target[at..],
-            None => target,
-        };
-        Some(path.to_string())
-    })
+        target.trim().strip_prefix('<')?.strip_suffix('>')
+    }) else {
+        return Ok(None);
+    };
+    let path = match base.and_then(|base| target.strip_prefix(base)) {
+        Some(path) => path,
+        None => target,
+    };
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/-._~?&=%+:,".contains(c);
+    let route = path.split('?').next().unwrap_or(path);
+    let dots = route.split('/').any(|part| part == ".." || part == ".");
+    if path.starts_with("/v2/") && !path.contains("//") && !dots && path.chars().all(safe) {
+        return Ok(Some(path.to_string()));
+    }
+    Err(LeavesRegistry(target.to_string()))
 }
+
+/// A `Link` header's next page that leaves the registry: its target as the header wrote it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct LeavesRegistry(String);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -434,15 +497,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tag_pages_follow_the_next_link() {
+    fn tag_pages_follow_the_next_link_only_on_the_registry() {
+        let base = Some("https://r.example");
         assert_eq!(
-            next_page(r#"</v2/demo/web/tags/list?n=100&last=b>; rel="next""#).as_deref(),
-            Some("/v2/demo/web/tags/list?n=100&last=b")
+            next_page(r#"</v2/demo/web/tags/list?n=100&last=b>; rel="next""#, base),
+            Ok(Some("/v2/demo/web/tags/list?n=100&last=b".into()))
         );
         assert_eq!(
-            next_page(r#"<https://r.example/v2/demo/web/tags/list?last=b>; rel="next""#).as_deref(),
-            Some("/v2/demo/web/tags/list?last=b")
+            next_page(
+                r#"<https://r.example/v2/demo/web/tags/list?last=b>; rel="next""#,
+                base
+            ),
+            Ok(Some("/v2/demo/web/tags/list?last=b".into()))
         );
-        assert_eq!(next_page(r#"</v2/x>; rel="prev""#), None);
+        assert_eq!(next_page(r#"</v2/x>; rel="prev""#, base), Ok(None));
+        for away in [
+            "https://elsewhere.example/v2/demo/web/tags/list?last=b",
+            "http://r.example/v2/x",
+            "@elsewhere.example/v2/x",
+            "//elsewhere.example/v2/x",
+            "/tags/list?last=b",
+            "/v2/../steal",
+        ] {
+            let link = format!("<{away}>; rel=\"next\"");
+            assert!(next_page(&link, base).is_err(), "{away} followed");
+        }
     }
 }

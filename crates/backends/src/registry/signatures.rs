@@ -206,7 +206,7 @@ impl RegistryClient {
             .await?;
         if !response.status().is_success() {
             let status = response.status();
-            let message = response.text().await.unwrap_or_default();
+            let message = self.error_text(response).await;
             return Err(RegistryError::Status {
                 host: self.host.clone(),
                 what: what.to_string(),

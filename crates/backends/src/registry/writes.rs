@@ -26,7 +26,7 @@ impl RegistryClient {
         if status == StatusCode::NOT_FOUND {
             return Ok(Deleted::Absent);
         }
-        let body = response.text().await.unwrap_or_default();
+        let body = self.error_text(response).await;
         if status == StatusCode::METHOD_NOT_ALLOWED || body.contains("UNSUPPORTED") {
             return Ok(Deleted::Unsupported(format!(
                 "registry {} does not allow deletes ({status}); enable them in its configuration (distribution: `storage: delete: enabled: true`)",

@@ -303,18 +303,22 @@ impl Target for Docker {
         };
         let creds = registry_credentials(registry).await?;
         let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
-        let digest = docker.push(artifact.reference, creds.as_ref()).await?;
+        let (digest, _) = docker
+            .push_built(
+                artifact.reference,
+                artifact.digest,
+                registry,
+                creds.as_ref(),
+            )
+            .await?;
         let module = artifact.module;
-        sign::sign_pushed(
-            mesh,
-            registry,
-            creds,
-            artifact.reference,
-            &digest,
+        let pushed = crate::attest::Pushed {
             module,
-            emitter,
-        )
-        .await?;
+            reference: artifact.reference,
+            manifest: &digest,
+            inputs: None,
+        };
+        sign::sign_pushed(mesh, registry, creds, &pushed, emitter).await?;
         host::note_published(&reach, &mesh.name, &artifact, &digest)?;
         emitter.emit(
             Payload::Delivered {

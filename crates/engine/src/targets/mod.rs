@@ -29,6 +29,7 @@ use crate::error::TargetError;
 use crate::mesh::model::{Mesh, Registry, Target as Spec};
 use crate::mesh::target::TargetDescription;
 
+pub(crate) use crate::attest::Pushed;
 pub use docker::belongs;
 pub use overrides::{NamedElsewhere, Overrides, PointedElsewhere};
 pub use seam::{

@@ -5,6 +5,7 @@
 //! and base pushes (`converge/place.rs`), and the index a multi-platform build pushed
 //! (`converge/build.rs`).
 
+use crate::attest::Pushed;
 use crate::backends::credentials::Credentials;
 use crate::backends::registry::{RegistryClient, repository_in};
 use crate::error::TargetError;
@@ -13,24 +14,23 @@ use crate::mesh::progress::DeliveredBy;
 use crate::mesh::text::short_id;
 use crate::progress::{Emitter, Payload};
 
-/// Sign `digest`, just pushed as `reference` to `registry`, when the converge has a signing key.
+/// Sign `pushed`'s manifest, just pushed to `registry`, when the converge has a signing key.
 /// A signature that cannot be written fails the push: an unsigned artifact would not vouch.
 pub(crate) async fn sign_pushed(
     mesh: &Mesh,
     registry: &Registry,
     creds: Option<Credentials>,
-    reference: &str,
-    digest: &str,
-    module: &str,
+    pushed: &Pushed<'_>,
     emitter: &Emitter,
 ) -> Result<(), TargetError> {
     let Some(key) = &mesh.signing.key else {
         return Ok(());
     };
+    let (reference, digest, module) = (pushed.reference, pushed.manifest, pushed.module);
     let client = RegistryClient::new(registry, creds)?;
     let (repository, _) = repository_in(&registry.host, reference);
     client.sign(repository, digest, key).await?;
-    crate::attest::attest_pushed(&client, mesh, key, reference, digest, module, emitter).await?;
+    crate::attest::attest_pushed(&client, mesh, key, pushed, emitter).await?;
     emitter.emit(
         Payload::Delivered {
             reference: reference.to_string(),

@@ -13,7 +13,14 @@ use super::read::{Header, elements, platforms};
 use super::table::{Section, Source, show};
 use crate::mesh::builders::{Builder, Endpoint, registry_needed};
 
-const BUILDER_KEYS: &[&str] = &["name", "endpoint", "tls_dir", "max_builds", "platforms"];
+const BUILDER_KEYS: &[&str] = &[
+    "name",
+    "endpoint",
+    "tls_dir",
+    "max_builds",
+    "platforms",
+    "takes_secrets",
+];
 
 /// What a TLS directory holds, as `DOCKER_CERT_PATH` does.
 pub const TLS_FILES: &[&str] = &["ca.pem", "cert.pem", "key.pem"];
@@ -108,12 +115,28 @@ fn one(src: &Source<'_>, item: Value<'_, '_>) -> Result<Builder, MeshError> {
         .count(src, "max_builds", "2")?
         .map_or(1, Spanned::into_inner);
     let platforms = platforms(src, &section)?.unwrap_or_default();
+    let takes_secrets = match section.boolean(src, "takes_secrets")? {
+        Some(said) if *said.get_ref() && !endpoint.is_private() => {
+            return Err(src.err(
+                &said.span(),
+                format!(
+                    "{} takes secrets, but its endpoint {} is plain tcp://: secrets and the ssh agent would cross the network in the clear",
+                    section.label,
+                    show(written.get_ref())
+                ),
+                "give it tls_dir (TLS), reach it over ssh://, or remove takes_secrets",
+            ));
+        }
+        Some(said) => said.into_inner(),
+        None => false,
+    };
     Ok(Builder {
         name: name.into_inner(),
         endpoint,
         max_builds,
         platforms,
         line,
+        takes_secrets,
     })
 }
 

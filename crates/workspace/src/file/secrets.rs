@@ -47,6 +47,7 @@ pub(super) fn secrets(
         out.push(BuildSecret {
             id: id.into_inner(),
             source,
+            line: src.line(&item.span()),
         });
     }
     Ok(out)
@@ -103,8 +104,19 @@ fn secret_source(
                     "name the file holding the secret, e.g. src = \"~/.npmrc\"",
                 ));
             }
+            let path = resolve(src.file, file.get_ref());
+            if let Some(what) = guarded_file(&path) {
+                return Err(src.err(
+                    &file.span(),
+                    format!(
+                        "secret {id} of {label} names {what} ({}): a build may not be given it",
+                        path.display()
+                    ),
+                    "give the build a credential of its own (a token scoped to what it fetches), never meshtop's or the registry login",
+                ));
+            }
             Ok(SecretSource::File {
-                path: resolve(src.file, file.get_ref()),
+                path,
                 written: file.into_inner(),
             })
         }
@@ -117,6 +129,16 @@ fn secret_source(
                         cut(env.get_ref())
                     ),
                     "use letters, digits and '_', not starting with a digit",
+                ));
+            }
+            if GUARDED_ENV.contains(&env.get_ref().as_str()) {
+                return Err(src.err(
+                    &env.span(),
+                    format!(
+                        "secret {id} of {label} names {}, which unlocks meshtop's signing key: a build may not be given it",
+                        env.get_ref()
+                    ),
+                    "give the build a credential of its own, never the signing key's password",
                 ));
             }
             Ok(SecretSource::Env(env.into_inner()))
@@ -132,6 +154,18 @@ fn secret_source(
             "add src = \"~/.npmrc\" (a file) or env = \"NPM_TOKEN\" (an environment variable)",
         )),
     }
+}
+
+/// Environment variables a build's secret may not name: the password of meshtop's signing key.
+const GUARDED_ENV: &[&str] = &["COSIGN_PASSWORD"];
+
+/// What `path` is, when it is a file no build may be given: meshtop's signing key as
+/// `MESHTOP_SIGNING_KEY` names it (the same file, links followed). The key given as `--sign-key`
+/// and the registry logins are checked where they are known (`crate::secrets::refuse_naming`).
+fn guarded_file(path: &Path) -> Option<&'static str> {
+    let key = std::env::var_os("MESHTOP_SIGNING_KEY").filter(|k| !k.is_empty())?;
+    crate::secrets::same_file(path, Path::new(&key))
+        .then_some("meshtop's signing key (MESHTOP_SIGNING_KEY)")
 }
 
 /// The module's `ssh` (default false).

@@ -55,9 +55,16 @@ impl Kube {
             Delivery::Push(registry) => {
                 let creds = self.credentials(&registry.host).await?;
                 let docker = reach.daemon.get().await.map_err(TargetError::Unreachable)?;
-                let digest = docker.push(reference, creds.as_ref()).await?;
-                sign::sign_pushed(mesh, &registry, creds, reference, &digest, module, emitter)
+                let (digest, _) = docker
+                    .push_built(reference, artifact.digest, &registry, creds.as_ref())
                     .await?;
+                let pushed = crate::attest::Pushed {
+                    module,
+                    reference,
+                    manifest: &digest,
+                    inputs: None,
+                };
+                sign::sign_pushed(mesh, &registry, creds, &pushed, emitter).await?;
                 host::note_published(&reach, &mesh.name, &artifact, &digest)?;
                 emitter.emit(
                     Payload::Delivered {
