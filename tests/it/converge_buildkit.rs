@@ -11,6 +11,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
+use crate::common::ssh_agent::Agent;
 use common::{ExampleMesh, builds, read_in_image, said};
 use meshtop::backends::state::StateDb;
 use meshtop::mesh::builds::BuildStatus;
@@ -428,64 +429,6 @@ fn dependents_build_from_their_base_artifact_under_buildkit() {
             .starts_with(&layers(tools.reference.as_ref().unwrap())),
         "api's layers sit on tools' layers"
     );
-}
-
-/// The machine's real ssh agent (`ssh-agent -D`) on a socket of its own, holding one fresh key;
-/// killed when dropped.
-struct Agent {
-    child: std::process::Child,
-    socket: std::path::PathBuf,
-    comment: String,
-}
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        let socket = dir.join("agent.sock");
-        let comment = format!("meshtop-test-key-{}", common::run_id());
-        let key = dir.join("key");
-        let keygen = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", &comment, "-f"])
-            .arg(&key)
-            .output()
-            .expect(
-                "ssh-keygen (Debian's openssh-client) is needed: apt-get install openssh-client",
-            );
-        assert!(keygen.status.success(), "{}", said(&keygen));
-        let child = Command::new("ssh-agent")
-            .arg("-D")
-            .arg("-a")
-            .arg(&socket)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("ssh-agent (openssh-client)");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "ssh-agent made no socket"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let add = Command::new("ssh-add")
-            .arg("-q")
-            .arg(&key)
-            .env("SSH_AUTH_SOCK", &socket)
-            .output()
-            .unwrap();
-        assert!(add.status.success(), "{}", said(&add));
-        Agent {
-            child,
-            socket,
-            comment,
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::common::ssh_agent::Agent;
 use common::local_registry::LOCAL;
 use common::second_daemon::{SECOND, SecondDaemonGuard, require_second_daemon};
 use common::{ExampleMesh, builds, read_in_image, said, wait_exit};
@@ -165,58 +166,6 @@ fn buildkit_mesh(tag: &str, builders: &[(&str, String, Option<PathBuf>)]) -> Exa
     );
     std::fs::write(&file, text).unwrap();
     mesh
-}
-
-/// The machine's real ssh agent (`ssh-agent -D`) holding one fresh key; killed when dropped.
-struct Agent {
-    child: std::process::Child,
-    socket: PathBuf,
-    comment: String,
-}
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        let socket = dir.join("agent.sock");
-        let comment = format!("meshtop-remote-key-{}", common::run_id());
-        let key = dir.join("agent_key");
-        let keygen = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", &comment, "-f"])
-            .arg(&key)
-            .output()
-            .unwrap();
-        assert!(keygen.status.success(), "{}", said(&keygen));
-        let child = Command::new("ssh-agent")
-            .arg("-D")
-            .arg("-a")
-            .arg(&socket)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("ssh-agent (openssh-client)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(Instant::now() < deadline, "ssh-agent made no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let add = Command::new("ssh-add")
-            .arg("-q")
-            .arg(&key)
-            .env("SSH_AUTH_SOCK", &socket)
-            .output()
-            .unwrap();
-        assert!(add.status.success(), "{}", said(&add));
-        Agent {
-            child,
-            socket,
-            comment,
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Per module, the builders its builds went to (in order), as the converge's steps say.

@@ -36,6 +36,7 @@ pub mod registry_proxy;
 pub mod second_daemon;
 pub mod signing;
 pub mod source_tree;
+pub mod ssh_agent;
 pub mod sshd;
 pub mod team;
 pub mod tmux;
