@@ -273,3 +273,121 @@ async fn status_says_which_machines_stand_on_a_moved_upstream_once_a_refresh_ask
         .args(["rmi", &upstream])
         .output();
 }
+
+/// An upstream that is an index (the shape of `python:3.12-slim`): the lock holds the index's
+/// digest and, per platform the modules build, the manifest it names for it; a module that builds
+/// for a platform the index lacks stops the plan, naming the platforms it has.
+#[tokio::test]
+async fn an_index_upstream_is_locked_per_platform_and_a_missing_platform_stops_the_plan() {
+    require_registry().await;
+    let dir = tempfile::tempdir().unwrap();
+    let repository = format!("{LOCAL}/upstream/{}", common::test_name("upi"));
+    let mut entries = Vec::new();
+    for arch in ["amd64", "arm64"] {
+        let context = dir.path().join(arch);
+        std::fs::create_dir_all(&context).unwrap();
+        write(&context, "arch", &format!("{arch}\n"));
+        write(&context, "Dockerfile", "FROM scratch\nCOPY arch /arch\n");
+        let tag = format!("{repository}:{arch}");
+        let built = std::process::Command::new("docker")
+            .args([
+                "build",
+                "-q",
+                "--platform",
+                &format!("linux/{arch}"),
+                "-t",
+                &tag,
+            ])
+            .arg(&context)
+            .env("DOCKER_BUILDKIT", "0")
+            .output()
+            .unwrap();
+        assert!(built.status.success(), "{}", said(&built));
+        let pushed = docker(&["push", &tag]);
+        let field = |key: &str| {
+            pushed
+                .split(key)
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .unwrap_or_else(|| panic!("docker push {tag} said no {key}: {pushed}"))
+                .to_string()
+        };
+        entries.push(serde_json::json!({
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "digest": field("digest: "),
+            "size": field("size: ").parse::<u64>().unwrap(),
+            "platform": { "os": "linux", "architecture": arch },
+        }));
+    }
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": entries,
+    });
+    let path = repository.strip_prefix(&format!("{LOCAL}/")).unwrap();
+    let put = std::process::Command::new("curl")
+        .args([
+            "-sf",
+            "-X",
+            "PUT",
+            "-H",
+            "Content-Type: application/vnd.oci.image.index.v1+json",
+        ])
+        .arg("--data-binary")
+        .arg(index.to_string())
+        .arg(format!("http://{LOCAL}/v2/{path}/manifests/1"))
+        .output()
+        .unwrap();
+    assert!(put.status.success(), "{}", said(&put));
+    let upstream = format!("{repository}:1");
+
+    let mesh = ExampleMesh::new("upi");
+    mesh_on(&mesh, &upstream);
+    let pinned_to = |platforms: &str| {
+        let file = mesh.mesh_file();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let text = match text.find("platforms = ") {
+            Some(_) => text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("platforms = ") {
+                        format!("platforms = {platforms}")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            None => text.replace(
+                "policy = \"rollout\"\n",
+                &format!("policy = \"rollout\"\nplatforms = {platforms}\n"),
+            ),
+        };
+        std::fs::write(&file, text).unwrap();
+        let _ = std::fs::remove_file(mesh.root().join("mesh.lock"));
+    };
+
+    pinned_to("[\"linux/amd64\"]");
+    let planned = mesh.meshtop(&["plan"]);
+    assert!(planned.status.success(), "{}", said(&planned));
+    let lock = std::fs::read_to_string(mesh.root().join("mesh.lock")).unwrap();
+    let amd64 = entries[0]["digest"].as_str().unwrap();
+    assert!(
+        lock.contains(&format!("\"linux/amd64\" = \"{amd64}\"")),
+        "the platform's manifest is locked beside the index: {lock}"
+    );
+
+    pinned_to("[\"linux/s390x\"]");
+    let refused = mesh.meshtop(&["plan"]);
+    assert!(!refused.status.success(), "{}", said(&refused));
+    assert!(
+        said(&refused).contains("names no linux/s390x image (it names linux/amd64, linux/arm64)"),
+        "{}",
+        said(&refused)
+    );
+    for arch in ["amd64", "arm64"] {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", &format!("{repository}:{arch}")])
+            .output();
+    }
+}

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use super::{PlanError, Planner};
 use crate::backends::credentials;
 use crate::backends::daemon::LazyDaemon;
-use crate::backends::registry::{Published, RegistryClient, RegistryError};
+use crate::backends::registry::{InIndex, Published, RegistryClient, RegistryError};
 use crate::backends::state::{StateDb, StateError, UpstreamSeen};
 use crate::mesh::manifest::Manifest;
-use crate::mesh::model::{Mesh, Module, Registry};
+use crate::mesh::model::{Mesh, Module, Platform, Registry};
 pub use crate::mesh::upstream_lock::UpstreamNow;
 use crate::mesh::upstream_lock::{LockEntry, ResolvedFrom, UpstreamMoved, moved_since};
 use crate::workspace::lock_file::{add_to_lock, module_upstreams, read_lock, write_lock};
@@ -27,31 +27,45 @@ impl Planner<'_> {
         let lock_error = |why: String| PlanError::Lock { why };
         let mut lock = read_lock(&root).map_err(|e| lock_error(e.to_string()))?;
         let mut named: Vec<(String, Vec<String>)> = Vec::new();
+        // Per image, the modules naming it (their platforms are asked only for an image to lock).
+        let mut users: BTreeMap<String, Vec<&Module>> = BTreeMap::new();
         for module in modules {
             let found = match module_upstreams(module) {
                 Ok(found) => found,
                 // The walk says what is wrong with an unreadable Dockerfile, at the module.
                 Err(_) => continue,
             };
+            for upstream in &found {
+                users
+                    .entry(upstream.image.clone())
+                    .or_default()
+                    .push(module);
+            }
             named.push((
                 module.name.clone(),
                 found.into_iter().map(|u| u.image).collect(),
             ));
         }
         let mut resolved = BTreeMap::new();
-        for (_, images) in &named {
-            for image in images {
-                if lock.entries.contains_key(image) || resolved.contains_key(image) {
-                    continue;
-                }
-                let entry = resolve(image, &self.daemon).await?;
-                self.upstream_notes.push(format!(
-                    "upstream {image} locked at {} ({}); written to mesh.lock",
-                    crate::mesh::why::short_digest(&entry.digest),
-                    entry.from.word()
-                ));
-                resolved.insert(image.clone(), entry);
+        for (image, modules) in users {
+            if lock.entries.contains_key(&image) {
+                continue;
             }
+            let mut platforms: Vec<Platform> = Vec::new();
+            for module in modules {
+                for platform in self.platforms(module).await {
+                    if !platforms.contains(&platform) {
+                        platforms.push(platform);
+                    }
+                }
+            }
+            let entry = resolve(&image, &self.daemon, &platforms).await?;
+            self.upstream_notes.push(format!(
+                "upstream {image} locked at {} ({}); written to mesh.lock",
+                crate::mesh::why::short_digest(&entry.digest),
+                entry.from.word()
+            ));
+            resolved.insert(image, entry);
         }
         if !resolved.is_empty() {
             // Added to the lock as it is now: an entry another plan wrote meanwhile is kept, and
@@ -79,14 +93,19 @@ impl Planner<'_> {
 
 /// `image`'s digest now: what its registry serves under its tag, else what the host daemon
 /// pulled it as.
-async fn resolve(image: &str, daemon: &LazyDaemon) -> Result<LockEntry, PlanError> {
+async fn resolve(
+    image: &str,
+    daemon: &LazyDaemon,
+    platforms: &[Platform],
+) -> Result<LockEntry, PlanError> {
     let name = ImageName::parse(image);
     let registry_said = match ask_registry(&name).await {
         Ok(Some(digest)) => {
+            let platforms = platforms_in(image, &name, &digest, platforms).await?;
             return Ok(LockEntry {
                 digest,
                 from: ResolvedFrom::Registry,
-                platforms: BTreeMap::new(),
+                platforms,
             });
         }
         Ok(None) => format!("the registry {} holds no {}", name.host, name.reference()),
@@ -106,6 +125,60 @@ async fn resolve(image: &str, daemon: &LazyDaemon) -> Result<LockEntry, PlanErro
             crate::mesh::upstream::repository(image)
         ),
     })
+}
+
+/// Per platform the modules build, the manifest the index `digest` names for it (none when the
+/// digest is a single image's manifest). An index that names none for a platform a module builds
+/// stops the plan, naming what it does name: that build could only fail, or run emulated on the
+/// wrong image. A registry that cannot say leaves the map without that platform.
+async fn platforms_in(
+    image: &str,
+    name: &ImageName,
+    digest: &str,
+    platforms: &[Platform],
+) -> Result<BTreeMap<String, String>, PlanError> {
+    let mut found = BTreeMap::new();
+    if platforms.is_empty() {
+        return Ok(found);
+    }
+    let registry = Registry {
+        host: name.host.clone(),
+        insecure: false,
+    };
+    let creds = credentials::for_registry(&name.host).await.ok().flatten();
+    let Ok(client) = RegistryClient::new(&registry, creds) else {
+        return Ok(found);
+    };
+    let client = client.with_timeout(RESOLVE_TIMEOUT);
+    for platform in platforms {
+        let asked = client
+            .platform_in_index(
+                &name.repository,
+                digest,
+                &platform.os,
+                &platform.arch,
+                platform.variant.as_deref(),
+            )
+            .await;
+        match asked {
+            Ok(InIndex::Found(one)) => {
+                found.insert(platform.to_string(), one.manifest);
+            }
+            Ok(InIndex::NotAnIndex) => return Ok(BTreeMap::new()),
+            Ok(InIndex::Lacks { platforms: named }) => {
+                return Err(PlanError::Upstream {
+                    image: image.to_string(),
+                    why: format!(
+                        "its index {} names no {platform} image (it names {}), and a module on it builds for {platform}: build the module for those platforms, or name an upstream that has {platform}",
+                        crate::mesh::why::short_digest(digest),
+                        named.join(", ")
+                    ),
+                });
+            }
+            Ok(InIndex::Absent) | Err(_) => {}
+        }
+    }
+    Ok(found)
 }
 
 /// The digest the host daemon knows `image` by, from its RepoDigests.
@@ -153,7 +226,18 @@ pub async fn update_lock(
     };
     let mut update = LockUpdate::default();
     for image in asked {
-        let now = resolve(&image, daemon).await?;
+        // The platforms the entry was locked for, locked again.
+        let platforms: Vec<Platform> = lock
+            .entries
+            .get(&image)
+            .map(|e| {
+                e.platforms
+                    .keys()
+                    .filter_map(|p| Platform::parse(p).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let now = resolve(&image, daemon, &platforms).await?;
         let Some(entry) = lock.entries.get_mut(&image) else {
             continue;
         };
