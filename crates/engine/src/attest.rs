@@ -54,6 +54,9 @@ pub(crate) async fn attest_pushed(
     let base = base_dependency(mesh, module, build.as_ref(), emitter);
     let source = source_dependency(mesh, module, build.as_ref());
     let definition = mesh.modules.iter().find(|m| m.name == module);
+    // What the build was made from beyond its context: the upstreams it was pinned to and the
+    // artifacts its named contexts named, from the input manifest this machine saved with it.
+    let made_from = emitter.planned_manifest(module, reference);
     let provenance = Provenance {
         subject: format!("{}/{repository}", client.host()),
         manifest: digest.to_string(),
@@ -67,6 +70,11 @@ pub(crate) async fn attest_pushed(
             .map(|m| m.build_args.keys().cloned().collect())
             .unwrap_or_default(),
         source,
+        upstreams: made_from
+            .as_ref()
+            .map(|m| m.upstreams.clone())
+            .unwrap_or_default(),
+        contexts: made_from.map(|m| m.contexts).unwrap_or_default(),
         builder_id: builder_id(mesh),
         invocation_id: build
             .as_ref()

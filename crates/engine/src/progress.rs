@@ -100,10 +100,19 @@ impl Emitter {
     /// The inputs digest of `module`'s `reference` as this machine's plan computed it when a
     /// build of that ref succeeded (the input manifest kept with it); None: never built here.
     pub fn planned_inputs(&self, module: &str, reference: &str) -> Option<String> {
+        let manifest = self.planned_manifest(module, reference)?;
+        Some(crate::mesh::manifest::digest_of(&manifest))
+    }
+
+    /// The input manifest this machine saved with its build of `reference`.
+    pub fn planned_manifest(
+        &self,
+        module: &str,
+        reference: &str,
+    ) -> Option<crate::mesh::manifest::Manifest> {
         let db = crate::backends::state::locked(&self.db).ok()?;
         let json = db.manifest(&self.mesh, module, reference).ok()??;
-        let manifest: crate::mesh::manifest::Manifest = serde_json::from_str(&json).ok()?;
-        Some(crate::mesh::manifest::digest_of(&manifest))
+        serde_json::from_str(&json).ok()
     }
 
     /// A step: its payload (which names the step) and its text for people.

@@ -81,6 +81,10 @@ pub struct Provenance {
     /// The build args' names (never their values: they may hold what is not for everyone).
     pub build_args: Vec<String>,
     pub source: Option<SourceDependency>,
+    /// Each upstream image the Dockerfile names → the digest it was built on (`mesh.lock`'s).
+    pub upstreams: std::collections::BTreeMap<String, String>,
+    /// Each named context → the artifact of the module it names.
+    pub contexts: std::collections::BTreeMap<String, String>,
     pub builder_id: String,
     /// The operation's id.
     pub invocation_id: String,
@@ -128,6 +132,17 @@ pub fn statement(provenance: &Provenance) -> Vec<u8> {
             dependency["digest"] = digest_set(digest);
         }
         dependencies.push(dependency);
+    }
+    for (image, digest) in &provenance.upstreams {
+        dependencies.push(json!({
+            "name": format!("upstream:{image}"),
+            "uri": image,
+            "digest": digest_set(digest),
+        }));
+    }
+    for (name, artifact) in &provenance.contexts {
+        dependencies
+            .push(json!({ "name": format!("context:{name}"), "digest": digest_set(artifact) }));
     }
     if let Some(source) = &provenance.source {
         // in-toto `ResourceDescriptor`: a git commit is digest algorithm `gitCommit`.

@@ -92,3 +92,31 @@ fn attestation_layers_carry_the_envelope_and_are_appended_once() {
         format!("sha256-{}.att", "a".repeat(64))
     );
 }
+
+/// The upstreams a build was pinned to and its named contexts' artifacts are resolved dependencies,
+/// by digest: what it was made from beyond its context (issue 52: "provenance names the upstream
+/// digests").
+#[test]
+fn the_statement_names_each_upstream_and_named_context_by_digest() {
+    let mut p = provenance();
+    p.upstreams.insert(
+        "python:3.12-slim".into(),
+        format!("sha256:{}", "d".repeat(64)),
+    );
+    p.contexts
+        .insert("lib".into(), format!("sha256:{}", "e".repeat(64)));
+    let statement: serde_json::Value = serde_json::from_slice(&statement(&p)).unwrap();
+    let dependencies = &statement["predicate"]["buildDefinition"]["resolvedDependencies"];
+    assert_eq!(
+        dependencies[0],
+        serde_json::json!({
+            "name": "upstream:python:3.12-slim",
+            "uri": "python:3.12-slim",
+            "digest": { "sha256": "d".repeat(64) },
+        })
+    );
+    assert_eq!(
+        dependencies[1],
+        serde_json::json!({ "name": "context:lib", "digest": { "sha256": "e".repeat(64) } })
+    );
+}
