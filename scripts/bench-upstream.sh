@@ -2,7 +2,7 @@
 # Issue 52's figures: a steady `meshtop plan` of N modules each FROM its own locked upstream image,
 # against the same N modules FROM scratch (today's plan: no upstream at all), medians of RUNS
 # alternating runs; and `meshtop outdated` over the N locked upstreams against the local registry
-# (127.0.0.1:5000, scripts/start-registry.sh), in seconds. BIN_BEFORE=path also times that binary
+# (127.0.0.1:5000, scripts/start-registry.sh), and `meshtop plan --refresh`, in seconds. BIN_BEFORE=path also times that binary
 # (a build from before the lock, which reads no Dockerfile on the plan path) on the FROM-scratch
 # mesh: today's plan as it was. N defaults to 100. The daemon is not asked (DOCKER_HOST points nowhere): the
 # figures are the planner's and the registry's.
@@ -81,6 +81,10 @@ scratch=$(median <"$work/scratch.ms")
 start=${EPOCHREALTIME/./}
 "$bin" --mesh "$work/locked/mesh.toml" --state "$work/locked.db" outdated >/dev/null || true
 outdated_ms=$(((${EPOCHREALTIME/./} - start) / 1000))
+# plan --refresh: the same questions, kept in the state database, then the plan.
+start=${EPOCHREALTIME/./}
+"$bin" --mesh "$work/locked/mesh.toml" --state "$work/locked.db" plan --refresh >/dev/null
+refresh_ms=$(((${EPOCHREALTIME/./} - start) / 1000))
 
 echo "upstreams: N=$N, $entries locked by the first plan in $first_ms ms"
 echo "steady plan, median of $RUNS: $locked ms with $N locked upstreams, $scratch ms FROM scratch: $(python3 -c "print(f'{$locked / max($scratch, 1):.2f}')")x"
@@ -89,5 +93,6 @@ if [ -n "${BIN_BEFORE:-}" ]; then
   echo "the FROM-scratch mesh with BIN_BEFORE: $before ms: $N locked upstreams now cost $(python3 -c "print(f'{$locked / max($before, 1):.2f}')")x that"
 fi
 echo "outdated over $N upstreams: $outdated_ms ms ($N manifest HEADs, eight at once)"
+echo "plan --refresh over $N upstreams: $refresh_ms ms (the same $N HEADs, kept for status, then the plan)"
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq 0 $((N - 1))); do docker rmi "$registry/$run/u$i:1" >/dev/null 2>&1 || true; done
