@@ -522,18 +522,22 @@ pub fn refusal_detail(signature: &SignatureVerdict) -> String {
     }
 }
 
+/// A verdict the registry had no part in.
+fn verdict(decision: Decision, reason: String, artifact: Option<String>) -> Verdict {
+    Verdict {
+        decision,
+        reason,
+        artifact,
+        registry: None,
+    }
+}
+
 fn decide_without_registry(
     question: &Question,
     record: &Record,
     host: &HostAnswer,
     record_source: &str,
 ) -> Verdict {
-    let verdict = |decision, reason: String, artifact: Option<String>| Verdict {
-        decision,
-        reason,
-        artifact,
-        registry: None,
-    };
     let reference = match &question.reference {
         RefState::BaseMissing { base } => {
             return verdict(
@@ -610,12 +614,6 @@ fn host_verdict(
     host: &HostAnswer,
     record_said: &str,
 ) -> Verdict {
-    let verdict = |decision, reason: String, artifact: Option<String>| Verdict {
-        decision,
-        reason,
-        artifact,
-        registry: None,
-    };
     let Some(inputs) = question.inputs.as_deref() else {
         return verdict(
             Decision::Build,
