@@ -92,3 +92,28 @@ fn a_moved_upstream_marks_its_modules_and_u_moves_the_lock_then_converges_them()
     );
     assert!(!screen(&state, 160, 30).contains('⇡'));
 }
+
+/// A module that builds on another through a named context moves with it: `f` on `lib` says so
+/// (the count read the base alone before).
+#[test]
+fn a_force_rebuild_counts_the_modules_on_its_named_contexts() {
+    use meshtop::mesh::model::{Policy, Target};
+    let lib = module("lib", 0, None, Policy::Rollout);
+    let mut app = module("app", 1, None, Policy::Rollout);
+    app.contexts.insert("shared".into(), "lib".into());
+    let mut state = empty_state(&mesh(Target::Docker, vec![lib, app]), false);
+    let at_lib = state.modules.iter().position(|m| m.name == "lib").unwrap();
+    for _ in 0..at_lib {
+        key(&mut state, KeyCode::Char('j'));
+    }
+    assert_eq!(state.selected_module().unwrap().name, "lib");
+    key(&mut state, KeyCode::Char('f'));
+    let confirm = state.confirm.clone().expect("f asks first");
+    assert!(
+        confirm
+            .lines
+            .iter()
+            .any(|l| l.contains("1 module(s) are out of date") && l.contains("app")),
+        "{confirm:?}"
+    );
+}

@@ -92,7 +92,7 @@ fn dependents(state: &AppState, module: &str) -> Vec<String> {
     let mut frontier = vec![module.to_string()];
     while let Some(base) = frontier.pop() {
         for m in &state.modules {
-            if m.base.as_deref() == Some(base.as_str()) && !found.contains(&m.name) {
+            if m.builds_on.contains(&base) && !found.contains(&m.name) {
                 found.push(m.name.clone());
                 frontier.push(m.name.clone());
             }

@@ -47,6 +47,8 @@ pub struct ModuleInfo {
     pub lowercase: String,
     pub tier: u32,
     pub base: Option<String>,
+    /// The modules it builds on: its base, then its named contexts' modules.
+    pub builds_on: Vec<String>,
     pub policy: Policy,
 }
 
@@ -345,6 +347,7 @@ impl AppState {
                 lowercase: m.name.to_lowercase(),
                 tier: m.tier,
                 base: m.base.clone(),
+                builds_on: m.builds_on().into_iter().map(str::to_string).collect(),
                 policy: m.policy,
             })
             .collect();
