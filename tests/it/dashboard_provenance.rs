@@ -302,8 +302,9 @@ fn machine_of(
     // Esc alone (an escape followed at once by another key reads as alt-<key>), then on from the
     // machines pane round to the modules pane (builds, converge, modules).
     tmux.keys(&["Escape"]);
+    // Closed, and the screen redrawn with the machine's row (a capture between the two lacks it).
     let screen = tmux.wait_for("the detail to close", Duration::from_secs(10), |s| {
-        !s.contains(&format!("of module {module}"))
+        !s.contains(&format!("of module {module}")) && line_of(s).is_some()
     });
     tmux.keys(&["Tab", "Tab", "Tab"]);
     // The row once the read has ended (the detail said so): while it reads, `built by … (reading
