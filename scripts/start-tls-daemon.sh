@@ -112,7 +112,24 @@ make_bridge() {
     $sudo_cmd ip link set "$BRIDGE" up
 }
 
+# The containerd a killed dockerd leaves behind: still running, or a zombie nobody reaped (seen:
+# `[containerd] <defunct>` half a second after the kill). A new dockerd that finds its pid file
+# naming either waits for it to answer on a socket that is gone, and gives up with "timeout waiting
+# for containerd to start". A live one is ended, and the pid file removed, before dockerd starts.
+clear_containerd() {
+    local pidfile="$DIR/exec/containerd/containerd.pid" pid
+    pid="$($sudo_cmd cat "$pidfile" 2>/dev/null || true)"
+    if [ -n "$pid" ] && $sudo_cmd grep -qs "$DIR/exec/containerd" "/proc/$pid/cmdline"; then
+        say "the containerd (pid $pid) of the dockerd before still runs: ending it"
+        $sudo_cmd kill -9 "$pid" 2>/dev/null || true
+        for _ in $(seq 1 30); do $sudo_cmd kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+        $sudo_cmd kill -0 "$pid" 2>/dev/null && fail "the containerd (pid $pid) of the dockerd before did not end"
+    fi
+    $sudo_cmd rm -f "$pidfile"
+}
+
 start() {
+    clear_containerd
     echo '{}' | $sudo_cmd tee "$CONFIG" >/dev/null
     $sudo_cmd rm -f "$PIDFILE"
     local driver driver_flag=()
