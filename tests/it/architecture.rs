@@ -199,8 +199,19 @@ fn a_drawing_that_leaves_out_an_edge_or_a_crate_is_caught() {
 /// Every package the domain pulls in, however deep (normal dependencies only), from `cargo metadata`.
 fn under_the_domain() -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    // This machine's platform only: a fresh machine has downloaded only what builds here, and
+    // `--offline` cannot fetch another platform's packages (android_system_properties…).
+    let rustc = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV runs");
+    let host = String::from_utf8_lossy(&rustc.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .expect("rustc -vV names its host");
     let out = std::process::Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .args(["--filter-platform", &host])
         .current_dir(repository())
         .output()
         .expect("cargo metadata runs");
