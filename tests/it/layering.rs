@@ -71,6 +71,7 @@ const ASYNC: &[&str] = &[
     "std::sync",
     "std::task",
     "tokio::join",
+    "tokio::try_join",
     "tokio::runtime",
     "tokio::select",
     "tokio::spawn",

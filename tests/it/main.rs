@@ -43,6 +43,7 @@ mod environments_gc;
 mod environments_kube;
 mod environments_view;
 mod gc_team;
+mod graph_schedule;
 mod history;
 mod history_builds;
 mod history_lock;

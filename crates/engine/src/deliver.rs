@@ -1,8 +1,8 @@
-//! A tier's builds brought where the target needs them as each one ends, while the tier's other
-//! builds go on: the target's pull of what another builder built (out of the registry the pool
-//! handed it over through), a publish, a multi-platform index's platform pulled out of it. Only
-//! the I/O is here; what the walk keeps (the stamp, the outcomes) is `tiers.rs`'s, once the tier
-//! ended.
+//! Builds brought where the target needs them as each one ends, while the other builds go on:
+//! the target's pull of what another builder built (out of the registry the pool handed it over
+//! through), a publish, a multi-platform index's platform pulled out of it. Only the I/O is here;
+//! what the walk keeps (the stamp, the outcomes, what is ready next) is `walk.rs`'s, as each
+//! delivery ends.
 
 use std::sync::Mutex;
 
@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::build::Built;
 use super::error::TargetError;
-use super::place::Placed;
+use super::place::{Ended, Placed, Unplaced};
 use super::progress::Emitter;
 use super::targets::{Artifact, Reach, Target};
 use crate::backends::daemon::LazyDaemon;
@@ -34,6 +34,8 @@ pub enum Delivered {
     BuildFailed(Built),
     /// Built, but not where the target needs it: why (the module fails).
     Undelivered { built: Built, error: String },
+    /// No builder could take it (the module fails, with why).
+    Unplaced(Unplaced),
 }
 
 /// What a delivery reaches: every field is the walk's, shared.
@@ -54,23 +56,31 @@ impl Delivery<'_> {
         }
     }
 
-    /// Deliver every build `ends` sends as it ends (up to [`AT_ONCE`] at a time), until the tier's
-    /// placing closes it: how each delivery ended, in the order they ended.
-    pub async fn as_they_end(&self, ends: &mut mpsc::UnboundedReceiver<Placed>) -> Vec<Delivered> {
+    /// Deliver every build `ends` sends as it ends (up to [`AT_ONCE`] at a time), until the
+    /// placer closes it: each delivery's end goes to `delivered` as it ends.
+    pub async fn as_they_end(
+        &self,
+        mut ends: mpsc::UnboundedReceiver<Ended>,
+        delivered: mpsc::UnboundedSender<Delivered>,
+    ) {
         let mut running = FuturesUnordered::new();
-        let mut out = Vec::new();
         let mut open = true;
         loop {
             tokio::select! {
                 placed = ends.recv(), if open && running.len() < AT_ONCE => match placed {
-                    Some(placed) => running.push(self.placed(placed)),
+                    Some(Ended::Placed(placed)) => running.push(self.placed(*placed)),
+                    Some(Ended::Unplaced(unplaced)) => {
+                        let _ = delivered.send(Delivered::Unplaced(unplaced));
+                    }
                     None => open = false,
                 },
-                Some(delivered) = running.next(), if !running.is_empty() => out.push(delivered),
+                Some(done) = running.next(), if !running.is_empty() => {
+                    // The walk is gone only when the converge stops: nothing to do.
+                    let _ = delivered.send(done);
+                }
                 else => break,
             }
         }
-        out
     }
 
     /// A build that ended on its builder: when the pool handed it over through the registry and

@@ -1,4 +1,4 @@
-//! Converge = plan → refuse what must be refused, before any build → build tier by tier →
+//! Converge = plan → refuse what must be refused, before any build → build by the graph →
 //! stamp the record once everything succeeded → create declared machines → send what policy rolls out.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,8 +14,8 @@ use super::progress::{Emitter, LastWord, Payload, ProgressTx};
 use super::rollout::roll_out;
 pub use super::summary::{ConvergeSummary, ModuleEnd, ModuleOutcome};
 use super::targets::{Connected, RecordRead};
-use super::tiers::TierRun;
 use super::vouch::RegistryVoucher;
+use super::walk::Walk;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::StateDb;
 use crate::mesh::Module;
@@ -31,7 +31,7 @@ pub struct ConvergeRequest {
     pub mesh: Mesh,
     pub state_path: PathBuf,
     pub force: bool,
-    /// Builds of one tier at once.
+    /// Builds at once.
     pub jobs: usize,
     /// None = every module.
     pub modules: Option<BTreeSet<String>>,
@@ -41,7 +41,7 @@ pub struct ConvergeRequest {
     pub target: Connected,
 }
 
-/// Builds of one tier at once when nobody says: one per core (two when the cores cannot be counted).
+/// Builds at once when nobody says: one per core (two when the cores cannot be counted).
 pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
@@ -184,7 +184,7 @@ async fn run(
         }
         return Err(ConvergeError::Refused(unbuildable.join("; ")));
     }
-    let mut walk = TierRun {
+    let mut walk = Walk {
         mesh,
         target: target.as_ref(),
         daemon,
@@ -197,20 +197,11 @@ async fn run(
         stamp: Record::new(),
         all_ok: true,
         lost: lost.clone(),
-        placer: super::place::Placer::new(mesh, pool, request.jobs, daemon, db, emitter)
-            .host_is_target(target.builds_where_it_runs()),
+        building: BTreeMap::new(),
     };
-    let max_tier = selected.iter().map(|m| m.tier).max().unwrap_or(0);
-    for tier in 0..=max_tier {
-        let in_tier: Vec<&Module> = selected
-            .iter()
-            .copied()
-            .filter(|m| m.tier == tier)
-            .collect();
-        if !in_tier.is_empty() {
-            walk.run_tier(tier, &in_tier, cancel).await?;
-        }
-    }
+    let mut placer = super::place::Placer::new(mesh, pool, request.jobs, daemon, db, emitter)
+        .host_is_target(target.builds_where_it_runs());
+    walk.run_all(&selected, &mut placer, cancel).await?;
     // A converge that lost the mesh (frozen, then taken over) stamps nothing and sends nothing.
     if let Some(message) = lost.borrow().clone() {
         return Err(ConvergeError::LockLost(message));
@@ -326,15 +317,15 @@ async fn plan<'a>(
     Ok((planner, planned))
 }
 
-/// After every tier: stamp what succeeded (only when everything did), end the pins the plan ended,
+/// After every module: stamp what succeeded (only when everything did), end the pins the plan ended,
 /// then create and send what policy rolls out.
 async fn stamp_and_roll_out(
     at: &Run<'_>,
     record: &RecordRead,
-    walk: TierRun<'_>,
+    walk: Walk<'_>,
 ) -> Result<ConvergeSummary, ConvergeError> {
     let (mesh, target, db, emitter) = (&at.request.mesh, &at.request.target, at.db, at.emitter);
-    let TierRun {
+    let Walk {
         outcomes,
         mut stamp,
         all_ok,

@@ -30,5 +30,5 @@ pub mod rollout;
 pub mod send;
 pub mod summary;
 pub mod targets;
-pub mod tiers;
 pub mod vouch;
+pub mod walk;

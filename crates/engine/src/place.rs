@@ -1,4 +1,4 @@
-//! Builds of one tier placed on the pool's builders (`mesh/schedule.rs` decides where and when;
+//! Builds placed on the pool's builders as the walk finds them ready (`mesh/schedule.rs` decides where and when;
 //! meshtop counts the builds in flight itself), each pushed to the mesh's registry by the builder
 //! that made it when the pool hands artifacts over, and signed there when the converge signs. A
 //! dependent placed on another builder than the one holding its base gets the base pulled there by
@@ -73,13 +73,30 @@ pub struct Unplaced {
     pub reason: String,
 }
 
-/// What the placing of one tier answers (each build that ended went to the tier's delivery as
-/// it ended).
-pub struct TierBuilds {
-    pub unplaced: Vec<Unplaced>,
+/// What the walk hands the placer as the converge goes (in order: a note on a module comes
+/// before any build that builds on it).
+pub enum Placing {
+    /// Build this module: every module it builds on is delivered; `bases` names each one's ref
+    /// and artifact, for a builder that must fetch it.
+    Build {
+        job: Box<BuildJob>,
+        bases: BTreeMap<String, RecordEntry>,
+    },
+    /// Its artifact is on the host daemon (the record or the host vouched for it): a dependent
+    /// goes to the builder that is the host, where its base is.
+    OnHost(String),
+    /// The registry holds it as this manifest (the registry vouched for it).
+    Handed { module: String, manifest: String },
 }
 
-/// What every build of a converge reaches, and what the pool keeps across its tiers.
+/// How a build handed to the placer ended on its side: built (or failed) on a builder, to be
+/// delivered, or taken by no builder.
+pub enum Ended {
+    Placed(Box<Placed>),
+    Unplaced(Unplaced),
+}
+
+/// What every build of a converge reaches, and what the pool keeps across it.
 pub struct Placer<'a> {
     pub mesh: &'a Mesh,
     pub pool: Pool,
@@ -104,6 +121,20 @@ pub struct Placer<'a> {
     /// The host daemon is the target (Docker): what its builder built is where it runs, and is
     /// handed over only when something needs it elsewhere.
     host_is_target: bool,
+    /// Every build handed to the placer, by module (a retry finds its job here).
+    jobs: HashMap<String, BuildJob>,
+    /// Each module a build builds on, as the record to be stamped or the record read names it.
+    bases: BTreeMap<String, RecordEntry>,
+    /// Per module, how many modules build on it, and its longest remaining chain (the queue's
+    /// order); computed when the first build is handed over.
+    order: Option<Order>,
+}
+
+/// What orders the queue: per module, how many modules build on it and its longest remaining
+/// chain (`mesh/schedule.rs`).
+struct Order {
+    waiting: BTreeMap<String, usize>,
+    chain_ms: BTreeMap<String, u64>,
 }
 
 /// A multi-platform module's build as the placer starts it: its attempt, the builders its parts
@@ -113,6 +144,7 @@ struct Lead {
     module: String,
     tier: u32,
     waiting: usize,
+    chain_ms: u64,
     attempt: u32,
     avoid: Vec<String>,
 }
@@ -152,6 +184,9 @@ impl<'a> Placer<'a> {
             leads: HashMap::new(),
             retries: Vec::new(),
             host_is_target: false,
+            jobs: HashMap::new(),
+            bases: BTreeMap::new(),
+            order: None,
         };
         for member in placer.pool.members.clone() {
             if member.connection.is_none() {
@@ -190,55 +225,79 @@ impl<'a> Placer<'a> {
 
     /// A module whose artifact is on the host daemon (the record or the host vouched for it): a
     /// dependent goes to the builder that is the host, where its base is.
-    pub fn note_on_host(&mut self, module: &str) {
+    fn note_on_host(&mut self, module: &str) {
         if let Some(host) = self.pool.host_member() {
             let name = host.builder.name.clone();
             self.scheduler.note_built(module, &name);
         }
     }
 
-    /// Build `jobs` (one tier) on the pool; `bases` names each base's ref and artifact. Each build
-    /// that ends is sent to `ended` at once (its slot already given back), to be delivered while
-    /// the others build.
-    pub async fn build_tier(
+    /// The queue's order, read once: the mesh's graph and each module's median build.
+    fn order(&mut self) -> &Order {
+        self.order.get_or_insert_with(|| {
+            let medians = (self.db.lock().ok())
+                .and_then(|db| db.median_builds(&self.mesh.name).ok())
+                .unwrap_or_default();
+            Order {
+                waiting: crate::mesh::schedule::waiting_counts(self.mesh),
+                chain_ms: crate::mesh::schedule::chain_lengths(self.mesh, &medians),
+            }
+        })
+    }
+
+    /// Take in what the walk handed over: a build is queued (its place by its remaining chain).
+    fn take(&mut self, placing: Placing) {
+        let job = match placing {
+            Placing::OnHost(module) => return self.note_on_host(&module),
+            Placing::Handed { module, manifest } => {
+                self.handed.insert(module, manifest);
+                return;
+            }
+            Placing::Build { job, bases } => {
+                self.bases.extend(bases);
+                *job
+            }
+        };
+        let name = job.module.name.clone();
+        let order = self.order();
+        let waiting = order.waiting.get(&name).copied().unwrap_or(0);
+        let chain_ms = order.chain_ms.get(&name).copied().unwrap_or(0);
+        if self.in_parts(&job) {
+            self.retries.push(Lead {
+                module: name.clone(),
+                tier: job.module.tier,
+                waiting,
+                chain_ms,
+                attempt: 0,
+                avoid: Vec::new(),
+            });
+        } else {
+            self.scheduler.enqueue(Job {
+                module: name.clone(),
+                tier: job.module.tier,
+                waiting,
+                chain_ms,
+                base: job.module.base.clone(),
+                platforms: job.planned.platforms.clone(),
+                attempt: 0,
+                avoid: Vec::new(),
+                part: None,
+                secrets: !job.module.secrets.is_empty() || job.module.ssh,
+            });
+        }
+        self.jobs.insert(name, job);
+    }
+
+    /// Build what `placings` hands over, each as soon as the scheduler places it, until the walk
+    /// closes it and every build ended. Each build that ends is sent to `ended` at once (its
+    /// slot already given back), to be delivered while the others build.
+    pub async fn build_all(
         &mut self,
-        tier: u32,
-        jobs: Vec<BuildJob>,
-        bases: &BTreeMap<String, RecordEntry>,
+        mut placings: mpsc::UnboundedReceiver<Placing>,
         cancel: &mut watch::Receiver<bool>,
         lost: &mut watch::Receiver<Option<String>>,
-        ended: mpsc::UnboundedSender<Placed>,
-    ) -> Result<TierBuilds, ConvergeError> {
-        let waiting = crate::mesh::schedule::waiting_counts(self.mesh);
-        let mut by_name: HashMap<String, BuildJob> = HashMap::new();
-        for job in jobs {
-            let waiting = waiting.get(&job.module.name).copied().unwrap_or(0);
-            if self.in_parts(&job) {
-                self.retries.push(Lead {
-                    module: job.module.name.clone(),
-                    tier,
-                    waiting,
-                    attempt: 0,
-                    avoid: Vec::new(),
-                });
-            } else {
-                self.scheduler.enqueue(Job {
-                    module: job.module.name.clone(),
-                    tier,
-                    waiting,
-                    base: job.module.base.clone(),
-                    platforms: job.planned.platforms.clone(),
-                    attempt: 0,
-                    avoid: Vec::new(),
-                    part: None,
-                    secrets: !job.module.secrets.is_empty() || job.module.ssh,
-                });
-            }
-            by_name.insert(job.module.name.clone(), job);
-        }
-        let mut out = TierBuilds {
-            unplaced: Vec::new(),
-        };
+        ended: mpsc::UnboundedSender<Ended>,
+    ) -> Result<(), ConvergeError> {
         let (part_ends, mut ended_parts) = mpsc::unbounded_channel();
         let shared = Shared {
             mesh: self.mesh,
@@ -251,29 +310,28 @@ impl<'a> Placer<'a> {
             members: self.pool.members.clone(),
             part_ends,
             host_is_target: self.host_is_target,
-            waiting,
+            waiting: crate::mesh::schedule::waiting_counts(self.mesh),
         };
         let mut running = FuturesUnordered::new();
         let mut handing = FuturesUnordered::new();
+        let mut open = true;
         loop {
             // Every part that ended gives its slot back before anything else is placed.
             while let Ok(part) = ended_parts.try_recv() {
                 self.part_ended(part);
             }
-            self.start_leads(&mut running, &by_name, bases, &shared);
-            let wake = self.place_ready(&mut running, &by_name, bases, &shared, &mut out)?;
-            if running.is_empty() && handing.is_empty() {
-                match wake {
-                    Some(until) if self.scheduler.queued() > 0 => {
-                        let wait = until.saturating_sub(self.now_ms());
-                        tokio::time::sleep(Duration::from_millis(wait)).await;
-                        continue;
-                    }
-                    _ => break,
-                }
+            self.start_leads(&mut running, &shared);
+            let wake = self.place_ready(&mut running, &shared, &ended)?;
+            let idle = running.is_empty() && handing.is_empty();
+            if idle && !open && (wake.is_none() || self.scheduler.queued() == 0) {
+                break;
             }
             let nap = wake.map(|until| Duration::from_millis(until.saturating_sub(self.now_ms())));
             tokio::select! {
+                placing = placings.recv(), if open => match placing {
+                    Some(placing) => self.take(placing),
+                    None => open = false,
+                },
                 Some((placement, result)) = running.next() => {
                     match self.ended(placement, result)? {
                         // Its slot is free: the hand-over push runs beside the next builds.
@@ -282,7 +340,7 @@ impl<'a> Placer<'a> {
                         }
                         // The delivery side is gone only when the converge stops: nothing to do.
                         Some(placed) => {
-                            let _ = ended.send(placed);
+                            let _ = ended.send(Ended::Placed(Box::new(placed)));
                         }
                         None => {}
                     }
@@ -291,7 +349,7 @@ impl<'a> Placer<'a> {
                     if let Some(digest) = &placed.handed {
                         self.handed.insert(placed.built.planned.name.clone(), digest.clone());
                     }
-                    let _ = ended.send(placed);
+                    let _ = ended.send(Ended::Placed(Box::new(placed)));
                 }
                 Some(part) = ended_parts.recv() => self.part_ended(part),
                 () = sleep_or_never(nap) => {}
@@ -299,7 +357,7 @@ impl<'a> Placer<'a> {
                 message = super::lock::lost(lost) => return Err(ConvergeError::LockLost(message)),
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Start every build the scheduler places now; when it is to be asked again (None: when a
@@ -307,19 +365,17 @@ impl<'a> Placer<'a> {
     fn place_ready<'f>(
         &mut self,
         running: &mut FuturesUnordered<PlacedFuture<'f>>,
-        by_name: &HashMap<String, BuildJob>,
-        bases: &BTreeMap<String, RecordEntry>,
         shared: &'f Shared<'f>,
-        out: &mut TierBuilds,
+        ended: &mpsc::UnboundedSender<Ended>,
     ) -> Result<Option<u64>, ConvergeError> {
         loop {
             match self.scheduler.next(self.now_ms()) {
                 Next::Place(placement) if placement.part.is_some() => self.grant(placement),
                 Next::Place(placement) => {
-                    let job = by_name.get(&placement.module).cloned();
+                    let job = self.jobs.get(&placement.module).cloned();
                     let member = self.pool.member(&placement.builder).cloned();
                     let (Some(job), Some(member)) = (job, member) else {
-                        // Not this tier's (cannot be): give its slot back.
+                        // Never handed over (cannot be): give its slot back.
                         self.scheduler
                             .done(&placement, Outcome::Failed, self.now_ms());
                         continue;
@@ -340,8 +396,8 @@ impl<'a> Placer<'a> {
                         );
                     }
                     let on = BuiltOn {
-                        base: self.base_of(&job, bases),
-                        contexts: self.contexts_of(&job, bases),
+                        base: self.base_of(&job),
+                        contexts: self.contexts_of(&job),
                     };
                     running.push(Box::pin(place_one(shared, member, placement, job, on)));
                 }
@@ -362,7 +418,7 @@ impl<'a> Placer<'a> {
                         // builders had names.
                         return Err(ConvergeError::Failed(error.clone()));
                     }
-                    out.unplaced.push(Unplaced { module, reason });
+                    let _ = ended.send(Ended::Unplaced(Unplaced { module, reason }));
                 }
             }
         }
@@ -424,12 +480,10 @@ impl<'a> Placer<'a> {
     fn start_leads<'f>(
         &mut self,
         running: &mut FuturesUnordered<PlacedFuture<'f>>,
-        by_name: &HashMap<String, BuildJob>,
-        bases: &BTreeMap<String, RecordEntry>,
         shared: &'f Shared<'f>,
     ) {
         for lead in std::mem::take(&mut self.retries) {
-            let Some(job) = by_name.get(&lead.module).cloned() else {
+            let Some(job) = self.jobs.get(&lead.module).cloned() else {
                 continue;
             };
             let mut grants = HashMap::new();
@@ -442,6 +496,7 @@ impl<'a> Placer<'a> {
                     module: lead.module.clone(),
                     tier: lead.tier,
                     waiting: lead.waiting,
+                    chain_ms: lead.chain_ms,
                     base: None,
                     platforms: vec![platform.clone()],
                     attempt: lead.attempt,
@@ -450,7 +505,7 @@ impl<'a> Placer<'a> {
                     secrets: !job.module.secrets.is_empty() || job.module.ssh,
                 });
             }
-            let base = self.base_of(&job, bases);
+            let base = self.base_of(&job);
             // The module holds no slot: its placement names no builder.
             let placement = Placement {
                 module: lead.module.clone(),
@@ -466,28 +521,21 @@ impl<'a> Placer<'a> {
 
     /// A module's base as a builder fetches it: its record entry, and the manifest this converge
     /// handed it over as.
-    fn base_of(&self, job: &BuildJob, bases: &BTreeMap<String, RecordEntry>) -> Option<BaseOf> {
-        job.module
-            .base
-            .as_ref()
-            .and_then(|b| self.built_on(b, bases))
+    fn base_of(&self, job: &BuildJob) -> Option<BaseOf> {
+        job.module.base.as_ref().and_then(|b| self.built_on(b))
     }
 
     /// A module's named contexts as a builder fetches them, by the name its Dockerfile writes.
-    fn contexts_of(
-        &self,
-        job: &BuildJob,
-        bases: &BTreeMap<String, RecordEntry>,
-    ) -> Vec<(String, BaseOf)> {
+    fn contexts_of(&self, job: &BuildJob) -> Vec<(String, BaseOf)> {
         job.module
             .contexts
             .iter()
-            .filter_map(|(name, module)| Some((name.clone(), self.built_on(module, bases)?)))
+            .filter_map(|(name, module)| Some((name.clone(), self.built_on(module)?)))
             .collect()
     }
 
-    fn built_on(&self, module: &str, bases: &BTreeMap<String, RecordEntry>) -> Option<BaseOf> {
-        bases.get(module).map(|entry| BaseOf {
+    fn built_on(&self, module: &str) -> Option<BaseOf> {
+        self.bases.get(module).map(|entry| BaseOf {
             module: module.to_string(),
             entry: entry.clone(),
             handed: self.handed.get(module).cloned(),

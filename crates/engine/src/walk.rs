@@ -1,16 +1,21 @@
-//! Build and deliver, tier by tier: each module of a tier is skipped (the record or the host
-//! vouched), or built (several at once, up to `jobs`) and delivered. What succeeded goes into the
-//! stamp; a failure stops its dependents and leaves nothing stamped.
+//! Build and deliver by the dependency graph: a module is decided as soon as every module of the
+//! converge it builds on (its base, its named contexts) was delivered or vouched for, then skipped
+//! (a record or the host vouched) or handed to the placer, which builds several at once (up to
+//! `jobs`), the longest remaining chain first. Tiers are what the screen shows, not a barrier.
+//! What succeeded goes into the stamp; a failure stops what builds on it (decided as refused, not
+//! attempted), its siblings go on, and nothing is stamped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
 use super::build::{BuildJob, Built};
 use super::deliver::{Delivered, Delivery};
 use super::error::{ConvergeError, TargetError};
-use super::place::Placer;
+use super::place::{Placer, Placing};
 use super::plan::{PlannedModule, Planner, StateManifests};
 use super::progress::{Emitter, Payload};
 use super::summary::{ModuleEnd, ModuleOutcome};
@@ -37,8 +42,12 @@ enum FetchError {
     },
 }
 
-/// One converge's walk over its tiers, and what it gathered.
-pub struct TierRun<'a> {
+/// How often a converge asks the target whether it still holds the mesh before handing builds
+/// over: one that woke up after being taken over builds nothing more.
+const HOLD_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// One converge's walk over its modules' graph, and what it gathered.
+pub struct Walk<'a> {
     pub mesh: &'a Mesh,
     pub target: &'a dyn Target,
     pub daemon: &'a Arc<LazyDaemon>,
@@ -54,8 +63,57 @@ pub struct TierRun<'a> {
     pub all_ok: bool,
     /// Says (with who took it) when the heartbeat found the mesh's lock lost.
     pub lost: watch::Receiver<Option<String>>,
-    /// The builders, as the converge's check found them, and where each build goes.
-    pub placer: Placer<'a>,
+    /// The builds handed to the placer and not through yet, as they were decided.
+    pub building: BTreeMap<String, PlannedModule>,
+}
+
+/// Which modules of the converge wait on which: per module, how many it builds on are not
+/// through yet, and the modules that build on it.
+struct Graph<'m> {
+    unmet: HashMap<&'m str, usize>,
+    dependents: HashMap<&'m str, Vec<&'m Module>>,
+    /// The modules none of whose bases is in the converge, in the selection's order.
+    roots: Vec<&'m Module>,
+}
+
+impl<'m> Graph<'m> {
+    fn of(selected: &[&'m Module]) -> Graph<'m> {
+        let names: std::collections::HashSet<&str> =
+            selected.iter().map(|m| m.name.as_str()).collect();
+        let mut graph = Graph {
+            unmet: HashMap::new(),
+            dependents: HashMap::new(),
+            roots: Vec::new(),
+        };
+        for module in selected {
+            let mut on = module.builds_on();
+            on.retain(|below| names.contains(below));
+            on.sort_unstable();
+            on.dedup();
+            for below in &on {
+                graph.dependents.entry(below).or_default().push(module);
+            }
+            if on.is_empty() {
+                graph.roots.push(module);
+            }
+            graph.unmet.insert(module.name.as_str(), on.len());
+        }
+        graph
+    }
+
+    /// `module` is through (delivered, vouched for, or failed): the modules it made ready.
+    fn through(&mut self, module: &str) -> Vec<&'m Module> {
+        let mut ready = Vec::new();
+        for dependent in self.dependents.remove(module).unwrap_or_default() {
+            if let Some(count) = self.unmet.get_mut(dependent.name.as_str()) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    ready.push(dependent);
+                }
+            }
+        }
+        ready
+    }
 }
 
 fn outcome_of(planned: &PlannedModule, outcome: ModuleEnd) -> ModuleOutcome {
@@ -71,7 +129,7 @@ fn outcome_of(planned: &PlannedModule, outcome: ModuleEnd) -> ModuleOutcome {
     }
 }
 
-impl<'a> TierRun<'a> {
+impl<'a> Walk<'a> {
     /// The daemon and the state database, as the target is handed them.
     fn reach(&self) -> Reach<'_> {
         Reach {
@@ -86,94 +144,151 @@ impl<'a> TierRun<'a> {
         self.target.pushes_to().is_some() || self.mesh.registry.is_some()
     }
 
-    /// Decide, skip or build every module of one tier.
-    pub async fn run_tier(
+    /// Walk every selected module: each decided once what it builds on is through, built on the
+    /// placer while the deliveries of earlier builds go on, until every module is through.
+    pub async fn run_all(
         &mut self,
-        tier: u32,
-        in_tier: &[&Module],
+        selected: &[&Module],
+        placer: &mut Placer<'a>,
         cancel: &mut watch::Receiver<bool>,
     ) -> Result<(), ConvergeError> {
-        let names: Vec<&str> = in_tier.iter().map(|m| m.name.as_str()).collect();
-        self.emitter.defer(
-            Payload::Tier {
-                tier,
-                modules: names.iter().map(|n| n.to_string()).collect(),
-            },
-            None,
-            format!("tier {tier}: {}", names.join(", ")),
-        );
-        let mut jobs = Vec::new();
-        for module in in_tier {
-            let decided = self.decide(module).await?;
-            match decided.decision {
-                Decision::Refused => {
-                    self.failed(
-                        &decided,
-                        ModuleEnd::NotReached(decided.reason.clone()),
-                        None,
-                    );
-                }
-                Decision::Registry => match self.fetch(&decided).await {
-                    Ok(()) => self.skip(module, decided).await?,
-                    Err(planned) => jobs.push(BuildJob {
-                        module: (*module).clone(),
-                        planned,
-                        pushes: self.index_has_a_registry(),
-                    }),
-                },
-                Decision::Record | Decision::Host | Decision::Pinned => {
-                    self.skip(module, decided).await?
-                }
-                Decision::Build | Decision::Forced => jobs.push(BuildJob {
-                    module: (*module).clone(),
-                    planned: decided,
-                    pushes: self.index_has_a_registry(),
-                }),
-            }
-        }
-        if jobs.is_empty() {
-            return Ok(());
-        }
-        // A converge that woke up after being taken over builds nothing more.
-        self.target
-            .still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)
-            .await?;
-        let bases = self.base_entries(&jobs);
-        let planned: BTreeMap<String, PlannedModule> = jobs
-            .iter()
-            .map(|j| (j.module.name.clone(), j.planned.clone()))
-            .collect();
+        let (placings, handed) = mpsc::unbounded_channel();
+        let (ended, ends) = mpsc::unbounded_channel();
+        let (delivered, deliveries) = mpsc::unbounded_channel();
         let mut lost = self.lost.clone();
-        // Each build is delivered as it ends, while the tier's other builds go on.
-        let (ended, mut ends) = tokio::sync::mpsc::unbounded_channel();
         let delivery = self.delivery();
-        let (builds, delivered) = tokio::join!(
-            self.placer
-                .build_tier(tier, jobs, &bases, cancel, &mut lost, ended),
-            delivery.as_they_end(&mut ends),
-        );
-        let builds = builds?;
-        for unplaced in builds.unplaced {
-            if let Some(planned) = planned.get(&unplaced.module) {
-                self.emitter.emit(
-                    failed_payload(&unplaced.reason),
-                    Some(&unplaced.module),
-                    unplaced.reason.clone(),
-                );
-                self.failed(planned, ModuleEnd::Failed(unplaced.reason.clone()), None);
+        let placing = placer.build_all(handed, cancel, &mut lost, ended);
+        let delivering = async {
+            delivery.as_they_end(ends, delivered).await;
+            Ok(())
+        };
+        let walking = self.walk(selected, placings, deliveries);
+        tokio::try_join!(placing, delivering, walking)?;
+        Ok(())
+    }
+
+    /// Decide what is ready, hand its builds over, take each delivery as it ends: the modules it
+    /// made ready are next. `placings` is dropped when every module is through (the placer ends).
+    async fn walk(
+        &mut self,
+        selected: &[&Module],
+        placings: mpsc::UnboundedSender<Placing>,
+        mut deliveries: mpsc::UnboundedReceiver<Delivered>,
+    ) -> Result<(), ConvergeError> {
+        let mut graph = Graph::of(selected);
+        let mut ready = std::mem::take(&mut graph.roots);
+        let mut through = 0;
+        let mut hold_checked: Option<Instant> = None;
+        while through < selected.len() {
+            if !ready.is_empty() {
+                self.began(&ready);
+                let mut jobs = Vec::new();
+                for module in std::mem::take(&mut ready) {
+                    match self.start(module, &placings).await? {
+                        Some(job) => jobs.push(job),
+                        None => {
+                            through += 1;
+                            ready.extend(graph.through(&module.name));
+                        }
+                    }
+                }
+                if !jobs.is_empty() {
+                    self.check_hold(&mut hold_checked).await?;
+                }
+                for job in jobs {
+                    let bases = self.base_entries(&job);
+                    (self.building).insert(job.module.name.clone(), job.planned.clone());
+                    let job = Box::new(job);
+                    let _ = placings.send(Placing::Build { job, bases });
+                }
+                continue;
             }
-        }
-        for delivered in delivered {
-            self.finish(delivered);
+            if self.building.is_empty() {
+                return Err(ConvergeError::Failed(format!(
+                    "{} module(s) never became ready: what they build on never went through",
+                    selected.len() - through
+                )));
+            }
+            let Some(done) = deliveries.recv().await else {
+                // The placer ended with builds it never ended (cannot be): they fail, said.
+                for planned in std::mem::take(&mut self.building).into_values() {
+                    let reason = "its build was handed over and never ended".to_string();
+                    self.failed(&planned, ModuleEnd::Failed(reason), None);
+                }
+                return Ok(());
+            };
+            let name = self.finish(done);
+            self.building.remove(&name);
+            through += 1;
+            ready.extend(graph.through(&name));
         }
         Ok(())
     }
 
-    /// Each base of `jobs` as the record to be stamped (built or vouched in this converge) or the
-    /// record read names it: its ref and artifact, for a builder that must fetch it.
-    fn base_entries(&self, jobs: &[BuildJob]) -> BTreeMap<String, RecordEntry> {
-        jobs.iter()
-            .flat_map(|j| j.module.builds_on())
+    /// The modules that became ready begin, said per tier (`tier 1: api, web`): the tier is what
+    /// the screen shows of where a module stands.
+    fn began(&self, ready: &[&Module]) {
+        let mut by_tier: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for module in ready {
+            by_tier
+                .entry(module.tier)
+                .or_default()
+                .push(module.name.clone());
+        }
+        for (tier, modules) in by_tier {
+            let text = format!("tier {tier}: {}", modules.join(", "));
+            self.emitter
+                .defer(Payload::Tier { tier, modules }, None, text);
+        }
+    }
+
+    /// Decide one ready module and skip it, fail it, or give back its build to hand over.
+    async fn start(
+        &mut self,
+        module: &Module,
+        placings: &mpsc::UnboundedSender<Placing>,
+    ) -> Result<Option<BuildJob>, ConvergeError> {
+        let decided = self.decide(module).await?;
+        let pushes = self.index_has_a_registry();
+        let job = |planned| BuildJob {
+            module: module.clone(),
+            planned,
+            pushes,
+        };
+        match decided.decision {
+            Decision::Refused => {
+                let end = ModuleEnd::NotReached(decided.reason.clone());
+                self.failed(&decided, end, None);
+                Ok(None)
+            }
+            Decision::Registry => match self.fetch(&decided).await {
+                Ok(()) => self.skip(module, decided, placings).await.map(|()| None),
+                Err(planned) => Ok(Some(job(planned))),
+            },
+            Decision::Record | Decision::Host | Decision::Pinned => {
+                self.skip(module, decided, placings).await.map(|()| None)
+            }
+            Decision::Build | Decision::Forced => Ok(Some(job(decided))),
+        }
+    }
+
+    /// A converge that woke up after being taken over builds nothing more: the target is asked
+    /// before builds are handed over, at most every [`HOLD_CHECK_EVERY`].
+    async fn check_hold(&self, checked: &mut Option<Instant>) -> Result<(), ConvergeError> {
+        if checked.is_some_and(|at| at.elapsed() < HOLD_CHECK_EVERY) {
+            return Ok(());
+        }
+        self.target
+            .still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)
+            .await?;
+        *checked = Some(Instant::now());
+        Ok(())
+    }
+
+    /// What `job` builds on as the record to be stamped (built or vouched in this converge) or
+    /// the record read names it: its ref and artifact, for a builder that must fetch it.
+    fn base_entries(&self, job: &BuildJob) -> BTreeMap<String, RecordEntry> {
+        (job.module.builds_on().into_iter())
             .filter_map(|base| {
                 let entry = self
                     .stamp
@@ -185,8 +300,8 @@ impl<'a> TierRun<'a> {
             .collect()
     }
 
-    /// The module's decision: the one made before any build, or a new one once its base was built
-    /// in an earlier tier (now its ref is known).
+    /// The module's decision: the one made before any build, or a new one once what it builds on
+    /// was built in this converge (now its ref is known).
     async fn decide(&mut self, module: &Module) -> Result<PlannedModule, ConvergeError> {
         let mut decided = self.planned.remove(&module.name).ok_or_else(|| {
             ConvergeError::Failed(format!("module {} was not planned", module.name))
@@ -306,7 +421,12 @@ impl<'a> TierRun<'a> {
     }
 
     /// A module the record or the host vouched for: no build; a host skip is still delivered.
-    async fn skip(&mut self, module: &Module, decided: PlannedModule) -> Result<(), ConvergeError> {
+    async fn skip(
+        &mut self,
+        module: &Module,
+        decided: PlannedModule,
+        placings: &mpsc::UnboundedSender<Placing>,
+    ) -> Result<(), ConvergeError> {
         let (Some(reference), Some(artifact)) =
             (decided.reference.clone(), decided.artifact.clone())
         else {
@@ -350,12 +470,13 @@ impl<'a> TierRun<'a> {
             }
         }
         if self.target.builds_where_it_runs() {
-            self.placer.note_on_host(&module.name);
+            let _ = placings.send(Placing::OnHost(module.name.clone()));
         }
         if decided.decision == Decision::Registry
             && let Some(manifest) = self.planner.registry_manifest(&reference)
         {
-            self.placer.handed.insert(module.name.clone(), manifest);
+            let module = module.name.clone();
+            let _ = placings.send(Placing::Handed { module, manifest });
         }
         // A pinned module keeps the record's entry as the rollback stamped it.
         if decided.decision != Decision::Pinned {
@@ -384,12 +505,13 @@ impl<'a> TierRun<'a> {
     }
 
     /// A build's delivery ended: what succeeded goes into the stamp; what did not fails its
-    /// module (said once, on its line).
-    fn finish(&mut self, delivered: Delivered) {
+    /// module (said once, on its line). The module's name.
+    fn finish(&mut self, delivered: Delivered) -> String {
         match delivered {
             Delivered::Done { built, manifest } => {
+                let name = built.planned.name.clone();
                 let Some(artifact) = built.artifact.clone() else {
-                    return;
+                    return name;
                 };
                 let reference = built.planned.reference.clone().unwrap_or_default();
                 self.planner.built(&built.planned.name, &artifact);
@@ -401,6 +523,7 @@ impl<'a> TierRun<'a> {
                 outcome.digest = Some(artifact);
                 outcome.correlation_id = Some(built.correlation_id.clone());
                 self.outcomes.push(outcome);
+                name
             }
             Delivered::BuildFailed(built) => {
                 let error = built.error.clone().unwrap_or_default();
@@ -409,6 +532,19 @@ impl<'a> TierRun<'a> {
                     ModuleEnd::Failed(error),
                     Some((&built, None)),
                 );
+                built.planned.name
+            }
+            Delivered::Unplaced(unplaced) => {
+                let Some(planned) = self.building.get(&unplaced.module).cloned() else {
+                    return unplaced.module;
+                };
+                self.emitter.emit(
+                    failed_payload(&unplaced.reason),
+                    Some(&unplaced.module),
+                    unplaced.reason.clone(),
+                );
+                self.failed(&planned, ModuleEnd::Failed(unplaced.reason), None);
+                unplaced.module
             }
             Delivered::Undelivered { built, error } => {
                 self.emitter.emit(
@@ -422,6 +558,7 @@ impl<'a> TierRun<'a> {
                     ModuleEnd::DeliveryFailed(error),
                     Some((&built, artifact.as_ref())),
                 );
+                built.planned.name
             }
         }
     }

@@ -4,8 +4,11 @@
 //! there and its cache warm), else to the builders in the order rendezvous hashing of the module's
 //! name gives (the same module lands on the same builder across converges, whatever other builders
 //! come and go), taking the first below its `max_builds`. `jobs` caps the builds running at once
-//! over all builders. The queue is ordered by tier, then by how many modules wait on each (a base
-//! many modules build FROM goes first), then by name. meshtop counts in-flight builds itself: BuildKit
+//! over all builders. Only modules whose bases are delivered are queued (the engine walks the
+//! dependency graph, not the tiers); the queue is ordered by the longest remaining chain (each
+//! module's own build time plus its longest chain of dependents, weighted by median builds from
+//! the history, as Bazel orders ready work by critical path), then by tier, then by how many modules
+//! wait on each, then by name. meshtop counts in-flight builds itself: BuildKit
 //! does not say how many it runs.
 //!
 //! A transport fault (the builder died, could not be reached, dropped the stream) takes the builder
@@ -36,6 +39,9 @@ pub struct Job {
     pub tier: u32,
     /// How many modules of the mesh build FROM this one, directly or further down.
     pub waiting: usize,
+    /// Its longest remaining chain: its own expected build and its longest chain of dependents
+    /// ([`chain_lengths`]), in milliseconds. The longest goes first.
+    pub chain_ms: u64,
     pub base: Option<String>,
     /// What it must be built for (empty: any builder's own).
     pub platforms: Vec<Platform>,
@@ -258,6 +264,7 @@ impl Scheduler {
     pub fn enqueue(&mut self, job: Job) {
         let key = |j: &Job| {
             (
+                std::cmp::Reverse(j.chain_ms),
                 j.tier,
                 std::cmp::Reverse(j.waiting),
                 j.module.clone(),
@@ -474,25 +481,70 @@ pub fn rendezvous<'a>(module: &str, builders: &[&'a str]) -> Vec<&'a str> {
     scored.into_iter().map(|(_, name)| name).collect()
 }
 
-/// Per module, how many modules of the mesh build FROM it, directly or further down.
-pub fn waiting_counts(mesh: &Mesh) -> BTreeMap<String, usize> {
-    let mut below: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    // Modules are sorted by tier: walk from the deepest so each base adds its dependents' sets.
-    for module in mesh.modules.iter().rev() {
-        let mine = below.remove(module.name.as_str()).unwrap_or_default();
-        if let Some(base) = &module.base {
-            let theirs = below.entry(base.as_str()).or_default();
-            theirs.insert(module.name.as_str());
-            theirs.extend(mine.iter().copied());
+/// Per module, the modules of the mesh that build on it (its base or a named context).
+fn dependents(mesh: &Mesh) -> BTreeMap<&str, Vec<&str>> {
+    let mut on: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for module in &mesh.modules {
+        for below in module.builds_on() {
+            on.entry(below).or_default().push(module.name.as_str());
         }
-        below.insert(module.name.as_str(), mine);
     }
-    mesh.modules
-        .iter()
-        .map(|m| {
-            let count = below.get(m.name.as_str()).map_or(0, BTreeSet::len);
-            (m.name.clone(), count)
-        })
+    on
+}
+
+/// The modules, deepest tier first: every dependent comes before what it builds on.
+fn deepest_first(mesh: &Mesh) -> Vec<&str> {
+    let mut order: Vec<(u32, &str)> = (mesh.modules.iter())
+        .map(|m| (m.tier, m.name.as_str()))
+        .collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    order.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Per module, how many modules of the mesh build on it (FROM it or by a named context),
+/// directly or further down.
+pub fn waiting_counts(mesh: &Mesh) -> BTreeMap<String, usize> {
+    let on = dependents(mesh);
+    let mut below: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for name in deepest_first(mesh) {
+        let mut mine = BTreeSet::new();
+        for dependent in on.get(name).into_iter().flatten() {
+            mine.insert(*dependent);
+            mine.extend(below.get(dependent).into_iter().flatten().copied());
+        }
+        below.insert(name, mine);
+    }
+    below
+        .into_iter()
+        .map(|(name, set)| (name.to_string(), set.len()))
+        .collect()
+}
+
+/// What a module without a build in the history counts as when no module has one either.
+pub const UNKNOWN_BUILD_MS: u64 = 1_000;
+
+/// Per module, its longest remaining chain in milliseconds: its own expected build (its median in
+/// `medians`; without one, the median of the mesh's medians) plus the longest chain of the modules
+/// that build on it. The module with the longest chain is the one the converge's end waits on.
+pub fn chain_lengths(mesh: &Mesh, medians: &BTreeMap<String, i64>) -> BTreeMap<String, u64> {
+    let known: Vec<i64> = (mesh.modules.iter())
+        .filter_map(|m| medians.get(&m.name).copied())
+        .collect();
+    let unknown = super::stats::median(known).map_or(UNKNOWN_BUILD_MS, |ms| ms.max(1) as u64);
+    let own = |name: &str| medians.get(name).map_or(unknown, |ms| (*ms).max(1) as u64);
+    let on = dependents(mesh);
+    let mut chain: BTreeMap<&str, u64> = BTreeMap::new();
+    for name in deepest_first(mesh) {
+        let longest_after = (on.get(name).into_iter().flatten())
+            .filter_map(|dependent| chain.get(dependent))
+            .max()
+            .copied()
+            .unwrap_or(0);
+        chain.insert(name, own(name).saturating_add(longest_after));
+    }
+    chain
+        .into_iter()
+        .map(|(name, ms)| (name.to_string(), ms))
         .collect()
 }
 

@@ -17,6 +17,7 @@ fn job(module: &str, tier: u32, base: Option<&str>) -> Job {
         module: module.into(),
         tier,
         waiting: 0,
+        chain_ms: 0,
         base: base.map(str::to_string),
         platforms: Vec::new(),
         attempt: 0,
@@ -121,6 +122,29 @@ fn a_full_builder_spills_to_the_next_choice_and_the_jobs_cap_holds() {
     assert_eq!(capped.queued(), 3);
 }
 
+/// Place and end every queued build one by one: the modules in the order they were placed.
+fn drain(s: &mut Scheduler) -> Vec<String> {
+    let mut order = Vec::new();
+    while let Next::Place(p) = s.next(0) {
+        order.push(p.module.clone());
+        s.done(&p, Outcome::Built, 0);
+    }
+    order
+}
+
+#[test]
+fn the_longest_remaining_chain_goes_first_whatever_its_tier() {
+    let mut s = Scheduler::new(&[builder("a", 1)], 1);
+    let mut short = job("aaa-short", 1, None);
+    short.chain_ms = 1_000;
+    let mut long = job("zzz-long", 3, None);
+    long.chain_ms = 9_000;
+    s.enqueue(short);
+    s.enqueue(long);
+    s.enqueue(job("mmm-none", 0, None));
+    assert_eq!(drain(&mut s), ["zzz-long", "aaa-short", "mmm-none"]);
+}
+
 #[test]
 fn the_queue_runs_by_tier_then_by_how_many_wait() {
     let mut s = Scheduler::new(&[builder("a", 1)], 1);
@@ -132,12 +156,7 @@ fn the_queue_runs_by_tier_then_by_how_many_wait() {
     s.enqueue(lonely);
     s.enqueue(job("mid", 1, None));
     s.enqueue(popular);
-    let mut order = Vec::new();
-    while let Next::Place(p) = s.next(0) {
-        order.push(p.module.clone());
-        s.done(&p, Outcome::Built, 0);
-    }
-    assert_eq!(order, ["zzz-popular", "aaa-lonely", "mid", "deep"]);
+    assert_eq!(drain(&mut s), ["zzz-popular", "aaa-lonely", "mid", "deep"]);
 }
 
 #[test]
@@ -278,11 +297,10 @@ fn three_hundred_modules_spread_over_two_builders() {
     assert!(built.iter().all(|n| *n >= 120), "spread {built:?}");
 }
 
-#[test]
-fn waiting_counts_follow_bases_all_the_way_down() {
+fn graph_mesh(modules: &[(&str, u32, Option<&str>, &[&str])]) -> crate::model::Mesh {
     use crate::model::{Mesh, Module, Policy};
-    let module = |name: &str, tier: u32, base: Option<&str>| Module {
-        name: name.into(),
+    let module = |(name, tier, base, contexts): &(&str, u32, Option<&str>, &[&str])| Module {
+        name: (*name).into(),
         context: "/m".into(),
         dockerfile: "Dockerfile".into(),
         target: None,
@@ -292,13 +310,16 @@ fn waiting_counts_follow_bases_all_the_way_down() {
         build_args: Default::default(),
         secrets: Vec::new(),
         ssh: false,
-        tier,
+        tier: *tier,
         line: 1,
         backoff: Default::default(),
-        contexts: Default::default(),
+        contexts: contexts
+            .iter()
+            .map(|c| (format!("ctx-{c}"), (*c).to_string()))
+            .collect(),
         max_unavailable: None,
     };
-    let mesh = Mesh {
+    Mesh {
         name: "demo".into(),
         file: "/m/mesh.toml".into(),
         root: "/m".into(),
@@ -308,22 +329,61 @@ fn waiting_counts_follow_bases_all_the_way_down() {
         signing: Default::default(),
         targets: Default::default(),
         environments: Vec::new(),
-        modules: vec![
-            module("base", 0, None),
-            module("solo", 0, None),
-            module("api", 1, Some("base")),
-            module("tools", 1, Some("base")),
-            module("web", 2, Some("api")),
-        ],
+        modules: modules.iter().map(module).collect(),
         machines: Vec::new(),
         rollout_deadline: None,
         builders: Vec::new(),
-    };
+    }
+}
+
+#[test]
+fn waiting_counts_follow_bases_and_named_contexts_all_the_way_down() {
+    let mesh = graph_mesh(&[
+        ("base", 0, None, &[]),
+        ("solo", 0, None, &[]),
+        ("lib", 0, None, &[]),
+        ("api", 1, Some("base"), &[]),
+        ("tools", 1, Some("base"), &["lib"]),
+        ("web", 2, Some("api"), &[]),
+    ]);
     let counts = waiting_counts(&mesh);
     assert_eq!(counts["base"], 3);
     assert_eq!(counts["api"], 1);
+    assert_eq!(counts["lib"], 1, "tools builds on lib by a named context");
     assert_eq!(counts["solo"], 0);
     assert_eq!(counts["web"], 0);
+}
+
+#[test]
+fn a_chain_is_its_own_median_plus_its_longest_chain_of_dependents() {
+    // base → api (slow) and base → web; lib → tools by a named context.
+    let mesh = graph_mesh(&[
+        ("base", 0, None, &[]),
+        ("lib", 0, None, &[]),
+        ("api", 1, Some("base"), &[]),
+        ("web", 1, Some("base"), &[]),
+        ("tools", 1, None, &["lib"]),
+    ]);
+    let medians: BTreeMap<String, i64> = [("base", 100), ("api", 3_000), ("web", 200), ("lib", 50)]
+        .into_iter()
+        .map(|(m, ms)| (m.to_string(), ms))
+        .collect();
+    let chain = chain_lengths(&mesh, &medians);
+    assert_eq!(chain["api"], 3_000);
+    assert_eq!(chain["web"], 200);
+    assert_eq!(
+        chain["base"], 3_100,
+        "its own and api's, the longer dependent"
+    );
+    // tools has no history: it counts as the median of the mesh's medians (50, 100, 200, 3000).
+    assert_eq!(chain["tools"], 150);
+    assert_eq!(chain["lib"], 200);
+    let none = chain_lengths(&mesh, &BTreeMap::new());
+    assert_eq!(
+        none["base"],
+        2 * UNKNOWN_BUILD_MS,
+        "no history at all: each counts the same"
+    );
 }
 
 fn platform(text: &str) -> Platform {

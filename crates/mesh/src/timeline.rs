@@ -25,9 +25,9 @@ const STEP_LABEL_CHARS: usize = 60;
 pub enum Phase {
     /// Announced, while the converge planned (before its first tier began).
     Queued,
-    /// Waiting for the tiers before its own (its base among them) to end.
+    /// Waiting for what it builds on (its base, its named contexts) to be delivered.
     Waiting,
-    /// Its tier began: decided again, then waiting for a builder (or skipped).
+    /// What it builds on was delivered: decided again, then waiting for a build slot (or skipped).
     Decide,
     /// Built on a builder: from the build's row to its end.
     Build,
@@ -140,6 +140,9 @@ pub struct ModuleTimeline {
     /// The module it builds FROM, when the caller knows the mesh (the steps do not say it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// The modules of the mesh it builds on by a named context (the caller fills them as `base`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contexts: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
     #[serde(default)]
@@ -159,7 +162,15 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl ModuleTimeline {
-    /// When it began its work (its tier's start), if it did.
+    /// The modules it builds on: its base, then its named contexts' modules.
+    pub fn builds_on(&self) -> impl Iterator<Item = &str> {
+        self.base
+            .iter()
+            .chain(self.contexts.iter())
+            .map(String::as_str)
+    }
+
+    /// When it began its work (what it builds on delivered), if it did.
     pub fn active_start(&self) -> Option<i64> {
         self.spans
             .iter()
@@ -344,13 +355,15 @@ impl Timeline {
         self.ended_ms.unwrap_or(now_ms).max(self.started_ms)
     }
 
-    /// Fill each module's base from the mesh (the steps do not carry it).
+    /// Fill each module's base and named contexts from the mesh (the steps do not carry them).
     pub fn with_bases(mut self, mesh: &super::model::Mesh) -> Timeline {
-        let bases: HashMap<&str, Option<&String>> = (mesh.modules.iter())
-            .map(|m| (m.name.as_str(), m.base.as_ref()))
+        let by_name: HashMap<&str, &super::model::Module> = (mesh.modules.iter())
+            .map(|m| (m.name.as_str(), m))
             .collect();
         for module in &mut self.modules {
-            module.base = bases.get(module.name.as_str()).and_then(|b| b.cloned());
+            let of = by_name.get(module.name.as_str());
+            module.base = of.and_then(|m| m.base.clone());
+            module.contexts = of.map_or_else(Vec::new, |m| m.contexts.values().cloned().collect());
         }
         self
     }

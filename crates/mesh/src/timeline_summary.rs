@@ -30,7 +30,7 @@ pub struct TimelineSummary {
     pub operation: Option<i64>,
     /// Modules, first to last: each waited on the one before it.
     pub critical_path: Vec<String>,
-    /// The chain's own time: each of its modules from its tier's start to its build's end, then
+    /// The chain's own time: each of its modules from its start to its build's end, then
     /// the roll-outs (`rollout_ms`), which wait for every tier.
     pub critical_ms: i64,
     /// The modules whose machines moved, in the order their roll-outs began: the path's tail.
@@ -141,10 +141,9 @@ pub fn rollouts(timeline: &Timeline, now_ms: i64) -> (Vec<String>, i64) {
     )
 }
 
-/// A module placed on the clock: when it began its work and when it ended.
+/// A module placed on the clock: when it was ready for what builds on it.
 struct Placed<'t> {
     module: &'t ModuleTimeline,
-    start: i64,
     end: i64,
 }
 
@@ -153,9 +152,9 @@ fn placed(timeline: &Timeline, now_ms: i64) -> Vec<Placed<'_>> {
         .modules
         .iter()
         .filter_map(|module| {
+            module.active_start()?;
             Some(Placed {
                 module,
-                start: module.active_start()?,
                 end: module.ready(now_ms)?,
             })
         })
@@ -163,10 +162,10 @@ fn placed(timeline: &Timeline, now_ms: i64) -> Vec<Placed<'_>> {
 }
 
 /// The critical path: the module ready last (its build ended last; see
-/// [`ModuleTimeline::ready`]), then the one it waited on (of the tiers before its own, the one
-/// ready last before it began — its base when two were ready at once), and so on.
-/// Tiers wait for each other, so what a module waited on is the slowest of the tier before, which
-/// is its base unless a sibling of its base took longer.
+/// [`ModuleTimeline::ready`]), then the one it waited on, and so on. A module begins once every
+/// module it builds on was delivered (the engine walks the graph, not the tiers), so what it waited
+/// on is the one of those ready last (its base when two were ready at once); a module that waited
+/// only for a build slot, or builds on nothing of the operation, begins the path.
 pub fn critical_path(timeline: &Timeline, now_ms: i64) -> Vec<&ModuleTimeline> {
     let all = placed(timeline, now_ms);
     let last = all.iter().max_by(|a, b| {
@@ -180,14 +179,11 @@ pub fn critical_path(timeline: &Timeline, now_ms: i64) -> Vec<&ModuleTimeline> {
     let mut path = vec![current.module];
     let mut seen: BTreeSet<&str> = BTreeSet::from([current.module.name.as_str()]);
     loop {
-        let earlier_tier = |p: &Placed<'_>| match (p.module.tier, current.module.tier) {
-            (Some(theirs), Some(ours)) => theirs < ours,
-            _ => true,
-        };
+        let builds_on: BTreeSet<&str> = current.module.builds_on().collect();
         let waited_on = all
             .iter()
+            .filter(|p| builds_on.contains(p.module.name.as_str()))
             .filter(|p| !seen.contains(p.module.name.as_str()))
-            .filter(|p| p.end <= current.start && earlier_tier(p))
             .max_by(|a, b| {
                 let is_base =
                     |p: &Placed<'_>| current.module.base.as_deref() == Some(p.module.name.as_str());

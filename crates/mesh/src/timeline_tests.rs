@@ -65,10 +65,10 @@ fn finished() -> Payload {
     }
 }
 
-/// base (skipped by the record) → tools (built, slow) and web (built, fast) → api (built).
+/// base (skipped by the record) → tools (built, slow) and web (built, fast) → api (built on tools).
 fn converge() -> Timeline {
     let line = |text: &str| Payload::output(text);
-    fold(&[
+    let mut timeline = fold(&[
         (1_000, None, Payload::Started { modules: 4 }, ""),
         (1_000, Some("base"), queued(), ""),
         (1_000, Some("tools"), queued(), ""),
@@ -110,7 +110,16 @@ fn converge() -> Timeline {
         (11_000, Some("api"), built(), ""),
         (11_010, Some("api"), on_host(), ""),
         (11_500, None, finished(), ""),
-    ])
+    ]);
+    // The bases, as `with_bases` fills them from the mesh (the steps do not carry them).
+    for module in &mut timeline.modules {
+        module.base = match module.name.as_str() {
+            "tools" | "web" => Some("base".into()),
+            "api" => Some("tools".into()),
+            _ => None,
+        };
+    }
+    timeline
 }
 
 /// Every span closes, ends after it begins, lies within the operation; a step lies within its
@@ -172,7 +181,7 @@ fn a_converge_folds_into_phases_that_nest() {
             (Some((2, 2)), false, "RUN slow")
         ]
     );
-    // Waiting on the tiers before: from the first tier's start to its own.
+    // Waiting on what it builds on: from the first module's start to its own.
     let waiting = &tools.spans[1];
     assert_eq!((waiting.start_ms, waiting.end_ms), (1_200, Some(1_300)));
     let base = timeline.module("base").unwrap();
@@ -180,57 +189,58 @@ fn a_converge_folds_into_phases_that_nest() {
     assert_eq!(base.build_ms(0), 0);
 }
 
+/// The critical path's module names.
+fn path_of(timeline: &Timeline) -> Vec<String> {
+    critical_path(timeline, 0)
+        .iter()
+        .map(|m| m.name.clone())
+        .collect()
+}
+
+/// api built on `base` and the named contexts' modules `contexts`.
+fn api_on(timeline: &mut Timeline, base: &str, contexts: &[&str]) {
+    let api = (timeline.modules.iter_mut()).find(|m| m.name == "api");
+    let api = api.expect("api in the timeline");
+    api.base = Some(base.into());
+    api.contexts = contexts.iter().map(|c| c.to_string()).collect();
+}
+
 #[test]
 fn the_critical_path_is_the_chain_each_module_waited_on() {
-    let timeline = converge();
-    let path: Vec<&str> = critical_path(&timeline, 0)
-        .iter()
-        .map(|m| m.name.as_str())
-        .collect();
-    // api ended last; it began when tools (the slower of tier 1) ended; tools began after base.
-    assert_eq!(path, ["base", "tools", "api"]);
+    // api ended last; it began when its base tools ended; tools began after base.
+    assert_eq!(path_of(&converge()), ["base", "tools", "api"]);
 }
 
 #[test]
-fn a_slower_sibling_of_the_base_is_what_the_module_waited_on() {
-    // web is api's base, but tools (same tier) ended later: api waited on tools.
+fn a_slower_sibling_of_the_base_is_never_on_the_path() {
+    // web is api's base; tools (same tier) ended later, but api builds nothing on it.
     let mut timeline = converge();
-    for module in &mut timeline.modules {
-        if module.name == "api" {
-            module.base = Some("web".into());
-        }
-    }
-    let path: Vec<String> = critical_path(&timeline, 0)
-        .iter()
-        .map(|m| m.name.clone())
-        .collect();
-    assert_eq!(path, ["base", "tools", "api"]);
+    api_on(&mut timeline, "web", &[]);
+    assert_eq!(path_of(&timeline), ["base", "web", "api"]);
 }
 
 #[test]
-fn when_two_end_at_once_the_base_is_on_the_path() {
+fn a_named_context_ready_after_the_base_is_what_the_module_waited_on() {
     let mut timeline = converge();
-    // web's build ends exactly when tools' does.
-    for module in &mut timeline.modules {
-        if module.name == "web" {
-            for span in &mut module.spans {
-                if span.phase == Phase::Build {
-                    span.end_ms = Some(9_500);
-                }
-                if span.phase == Phase::Deliver {
-                    (span.start_ms, span.end_ms) = (9_500, Some(9_510));
-                }
-            }
+    api_on(&mut timeline, "web", &["tools"]);
+    assert_eq!(path_of(&timeline), ["base", "tools", "api"]);
+}
+
+#[test]
+fn when_two_it_builds_on_end_at_once_the_base_is_on_the_path() {
+    let mut timeline = converge();
+    // web's build ends exactly when tools' does; api builds FROM web and on tools by a context.
+    let web = (timeline.modules.iter_mut()).find(|m| m.name == "web");
+    for span in &mut web.expect("web in the timeline").spans {
+        if span.phase == Phase::Build {
+            span.end_ms = Some(9_500);
         }
-        if module.name == "api" {
-            module.base = Some("web".into());
+        if span.phase == Phase::Deliver {
+            (span.start_ms, span.end_ms) = (9_500, Some(9_510));
         }
     }
-    let path: Vec<String> = critical_path(&timeline, 0)
-        .iter()
-        .map(|m| m.name.clone())
-        .collect();
-    assert_eq!(path, ["base", "web", "api"]);
+    api_on(&mut timeline, "web", &["tools"]);
+    assert_eq!(path_of(&timeline), ["base", "web", "api"]);
 }
 
 #[test]

@@ -106,11 +106,15 @@ pub fn shown(state: &AppState, operation_id: &str) -> Option<Timeline> {
     };
     let mut timeline = chosen.clone();
     for module in &mut timeline.modules {
-        module.base = state
-            .modules
-            .iter()
-            .find(|m| m.name == module.name)
-            .and_then(|m| m.base.clone());
+        let info = state.modules.iter().find(|m| m.name == module.name);
+        module.base = info.and_then(|m| m.base.clone());
+        // Its named contexts' modules: what it builds on beside its base.
+        module.contexts = info.map_or_else(Vec::new, |m| {
+            (m.builds_on.iter())
+                .filter(|on| m.base.as_ref() != Some(*on))
+                .cloned()
+                .collect()
+        });
     }
     Some(timeline)
 }

@@ -266,6 +266,7 @@ mod tests {
             name: name.into(),
             tier: Some(tier),
             base: None,
+            contexts: Vec::new(),
             decision: Some(if state == ModuleState::Skipped {
                 Decision::Record
             } else {

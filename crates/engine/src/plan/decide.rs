@@ -103,9 +103,15 @@ impl Planner<'_> {
             RefState::BaseMissing { base } | RefState::Pending { base } => base.as_str(),
             RefState::Known(_) => "?",
         };
+        // What it builds on by name: its base, or a module its Dockerfile reaches as a named context.
+        let on = if module.base.as_deref() == Some(waited) {
+            "base"
+        } else {
+            "named context's module"
+        };
         let why = match (&inputs, decision) {
-            (_, Decision::Refused) => format!("base {waited} has no artifact"),
-            (None, _) => format!("waits for base {waited}"),
+            (_, Decision::Refused) => format!("{on} {waited} has no artifact"),
+            (None, _) => format!("waits for {on} {waited}"),
             (Some(_), _) => why::summary(&changes),
         };
         Ok(PlannedModule {
