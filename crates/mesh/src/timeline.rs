@@ -16,6 +16,8 @@ use super::progress::{DeliveredBy, EventRow, Payload};
 /// A module keeps at most this many spans (a Dockerfile of hundreds of steps keeps its first ones
 /// and counts the rest), so a recording stays bounded.
 pub const MAX_SPANS_PER_MODULE: usize = 200;
+/// What a module decided to build waits for until its build begins, said on its decide span.
+pub const WAITING_FOR_A_SLOT: &str = "waiting for a build slot";
 /// A step's label keeps at most this many characters.
 const STEP_LABEL_CHARS: usize = 60;
 
@@ -536,16 +538,16 @@ impl Timeline {
 
 fn decided(module: &mut ModuleTimeline, at_ms: i64, decision: Decision) {
     module.decision = Some(decision);
-    // Decided while queued: the plan's first word; its tier decides again.
-    if !module
-        .spans
-        .iter()
-        .any(|s| s.phase == Phase::Decide && s.end_ms.is_none())
-    {
+    // Decided while queued: the plan's first word; it is decided again once it is ready.
+    let Some(deciding) = (module.spans.iter_mut())
+        .rev()
+        .find(|s| s.phase == Phase::Decide && s.end_ms.is_none())
+    else {
         return;
-    }
+    };
     match decision {
-        Decision::Build | Decision::Forced => {}
+        // Until its build begins it waits for a build slot (what it builds on is delivered).
+        Decision::Build | Decision::Forced => deciding.label = WAITING_FOR_A_SLOT.to_string(),
         Decision::Record | Decision::Pinned => {
             module.close(&[Phase::Decide], at_ms);
             module.state = ModuleState::Skipped;

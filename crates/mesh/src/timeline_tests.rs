@@ -200,9 +200,29 @@ fn path_of(timeline: &Timeline) -> Vec<String> {
 /// api built on `base` and the named contexts' modules `contexts`.
 fn api_on(timeline: &mut Timeline, base: &str, contexts: &[&str]) {
     let api = (timeline.modules.iter_mut()).find(|m| m.name == "api");
-    let api = api.expect("api in the timeline");
+    let api = api.unwrap();
     api.base = Some(base.into());
     api.contexts = contexts.iter().map(|c| c.to_string()).collect();
+}
+
+#[test]
+fn a_module_decided_to_build_says_it_waits_for_a_build_slot_until_its_build_begins() {
+    let timeline = converge();
+    let tools = timeline.module("tools").unwrap();
+    let deciding = tools
+        .spans
+        .iter()
+        .find(|s| s.phase == Phase::Decide)
+        .unwrap();
+    assert_eq!(deciding.label, WAITING_FOR_A_SLOT);
+    assert_eq!((deciding.start_ms, deciding.end_ms), (1_300, Some(1_400)));
+    let base = timeline.module("base").unwrap();
+    let skipped = base
+        .spans
+        .iter()
+        .find(|s| s.phase == Phase::Decide)
+        .unwrap();
+    assert!(skipped.label.is_empty(), "a skip waits for no slot");
 }
 
 #[test]
@@ -231,7 +251,7 @@ fn when_two_it_builds_on_end_at_once_the_base_is_on_the_path() {
     let mut timeline = converge();
     // web's build ends exactly when tools' does; api builds FROM web and on tools by a context.
     let web = (timeline.modules.iter_mut()).find(|m| m.name == "web");
-    for span in &mut web.expect("web in the timeline").spans {
+    for span in &mut web.unwrap().spans {
         if span.phase == Phase::Build {
             span.end_ms = Some(9_500);
         }

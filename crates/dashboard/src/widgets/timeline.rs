@@ -5,7 +5,9 @@
 use ratatui::style::Style;
 
 use crate::app::state::AppState;
-use crate::mesh::timeline::{ModuleState, ModuleTimeline, Phase, Span, Timeline};
+use crate::mesh::timeline::{
+    ModuleState, ModuleTimeline, Phase, Span, Timeline, WAITING_FOR_A_SLOT,
+};
 use crate::mesh::timeline_summary::{TimelineSummary, critical_path, secs, summarize};
 
 use super::lines::Palette;
@@ -196,13 +198,26 @@ fn phases_text(module: &ModuleTimeline, now_ms: i64) -> String {
             continue;
         }
         let ms: i64 = spans.iter().map(|s| s.duration_ms(now_ms)).sum();
-        let mut text = format!("{} {}", phase.as_str(), secs(ms));
+        let mut text = format!("{} {}", phase_words(module, phase, &spans), secs(ms));
         if phase == Phase::Build {
             text.push_str(&steps_text(module, now_ms));
         }
         parts.push(text);
     }
     parts.join(" · ")
+}
+
+/// What a phase is called on a module's line: what it waited on (`waiting on base, lib`), and a
+/// build slot said as such (`decide, then a build slot`).
+fn phase_words(module: &ModuleTimeline, phase: Phase, spans: &[&Span]) -> String {
+    let on: Vec<&str> = module.builds_on().collect();
+    match phase {
+        Phase::Waiting if !on.is_empty() => format!("waiting on {}", on.join(", ")),
+        Phase::Decide if spans.iter().any(|s| s.label == WAITING_FOR_A_SLOT) => {
+            "decide, then a build slot".to_string()
+        }
+        _ => phase.as_str().to_string(),
+    }
 }
 
 /// ` (2 steps, 1 cached; longest 2/2 RUN slow 8.0 s)`, or nothing without steps.
@@ -261,6 +276,11 @@ mod tests {
         }
     }
 
+    fn waiting_for_a_slot(mut decide: Span) -> Span {
+        decide.label = WAITING_FOR_A_SLOT.into();
+        decide
+    }
+
     fn module(name: &str, tier: u32, state: ModuleState, spans: Vec<Span>) -> ModuleTimeline {
         ModuleTimeline {
             name: name.into(),
@@ -302,7 +322,7 @@ mod tests {
                 vec![
                     span(Phase::Queued, 0, 300),
                     span(Phase::Waiting, 300, 450),
-                    span(Phase::Decide, 450, 600),
+                    waiting_for_a_slot(span(Phase::Decide, 450, 600)),
                     on(span(Phase::Build, 600, 9_000), "farm-1"),
                     step(1, 3, 650, 700, true, "FROM scratch"),
                     step(2, 3, 700, 800, true, "COPY busybox /bin/busybox"),
@@ -336,6 +356,14 @@ mod tests {
                 ],
             ),
         ];
+        // The mesh's graph, as the app fills it: tools and web FROM base, api FROM tools.
+        for module in &mut timeline.modules {
+            module.base = match module.name.as_str() {
+                "tools" | "web" => Some("base".into()),
+                "api" => Some("tools".into()),
+                _ => None,
+            };
+        }
         timeline
     }
 
