@@ -136,7 +136,7 @@ pub struct LiveOperation {
     /// Whether its first step was read (the first poll reads a tail that may begin mid-way: then
     /// its start time and its list of modules are not known whole).
     pub saw_start: bool,
-    /// The tier being walked now.
+    /// The deepest tier begun so far.
     pub tier: Option<TierPlace>,
     pub modules: BTreeMap<String, LiveModule>,
     /// When its last word was said and how it ended (None: a row written before payloads, which
@@ -203,11 +203,13 @@ impl LiveOperation {
         match event.step {
             Step::Tier => {
                 if let Some(Payload::Tier { modules, .. }) = payload {
-                    self.tier = modules
+                    // Modules of several tiers build at once (each when what it builds on is
+                    // delivered): the place shown is the deepest begun, never going back.
+                    let began = modules
                         .first()
                         .and_then(|first| self.modules.get(first))
-                        .and_then(|m| m.tier)
-                        .or(self.tier);
+                        .and_then(|m| m.tier);
+                    self.tier = self.tier.max(began);
                 }
                 return;
             }
@@ -529,6 +531,16 @@ mod tests {
                 "converge succeeded",
             ),
         ]
+    }
+
+    #[test]
+    fn the_tier_shown_is_the_deepest_begun_when_a_shallower_one_begins_later() {
+        let mut events = a_converge();
+        // web's tier-1 sibling api is slow; base2 (tier 0, nothing waits on it) begins last.
+        events.push(event(20, 1_010, queued(1, 2), Some("base2"), "tier 1 of 2"));
+        events.push(event(21, 1_011, tier(0, &["base2"]), None, "tier 0: base2"));
+        let live = fold(&events);
+        assert_eq!(live.tier, Some(TierPlace { index: 2, total: 2 }));
     }
 
     #[test]

@@ -276,7 +276,7 @@ impl LastWord {
 }
 
 /// A tier's place in one operation: the `index`-th (from 1) of the `total` tiers it walks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TierPlace {
     pub index: u32,
     pub total: u32,
