@@ -270,45 +270,58 @@ async fn l_streams_the_machines_lines_to_the_view_and_esc_closes_the_stream() {
         ..Fake::default()
     });
     let esc = || Ok(Event::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
-    let events = futures_util::stream::unfold(
-        Stage::Asking(asked_rx, closed_rx, 0),
-        move |stage| async move {
-            match stage {
-                Stage::Asking(mut asked, closed, round) => {
-                    assert!(round < 500, "the logs were never asked for");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    match asked.try_recv() {
-                        Ok(request) => {
-                            let names: Vec<String> =
-                                request.machines.iter().map(|m| m.name.clone()).collect();
-                            assert_eq!(names, ["base-1", "base-2"]);
-                            assert!(request.ask.follow);
-                            Some((vec![esc()], Stage::Closing(closed)))
+    const LINES: [&str; 2] = ["base-1 | base-1 line 2", "base-2 | base-2 line 2"];
+    let (screen_backend, seen) = common::seen_screen::SeenBackend::new(100, 30);
+    let events =
+        futures_util::stream::unfold(Stage::Asking(asked_rx, closed_rx, 0), move |stage| {
+            let seen = seen.clone();
+            async move {
+                match stage {
+                    Stage::Asking(mut asked, closed, round) => {
+                        assert!(round < 500, "the logs were never asked for");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        match asked.try_recv() {
+                            Ok(request) => {
+                                let names: Vec<String> =
+                                    request.machines.iter().map(|m| m.name.clone()).collect();
+                                assert_eq!(names, ["base-1", "base-2"]);
+                                assert!(request.ask.follow);
+                                Some((vec![esc()], Stage::Closing(closed)))
+                            }
+                            // Until the machines answered, `l` only says base has none.
+                            Err(_) => {
+                                Some((vec![key('l')], Stage::Asking(asked, closed, round + 1)))
+                            }
                         }
-                        // Until the machines answered, `l` only says base has none.
-                        Err(_) => Some((vec![key('l')], Stage::Asking(asked, closed, round + 1))),
                     }
+                    Stage::Closing(closed) => {
+                        // Its sender is dropped with the read (Esc aborts it) or sent once the read
+                        // saw `out` closed: either way the stream stopped.
+                        let _ = tokio::time::timeout(Duration::from_secs(10), closed)
+                            .await
+                            .expect("esc stops the stream");
+                        Some((vec![key('l')], Stage::Reopened))
+                    }
+                    Stage::Reopened => {
+                        // The stream ends (and the loop with it) once the reopened logs are drawn.
+                        let started = std::time::Instant::now();
+                        while !LINES.iter().all(|line| seen.text().contains(line)) {
+                            assert!(
+                                started.elapsed() < Duration::from_secs(20),
+                                "the reopened logs were never drawn: {}",
+                                seen.text()
+                            );
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Some((Vec::new(), Stage::Done))
+                    }
+                    Stage::Done => None,
                 }
-                Stage::Closing(closed) => {
-                    // Its sender is dropped with the read (Esc aborts it) or sent once the read
-                    // saw `out` closed: either way the stream stopped.
-                    let _ = tokio::time::timeout(Duration::from_secs(10), closed)
-                        .await
-                        .expect("esc stops the stream");
-                    Some((vec![key('l')], Stage::Reopened))
-                }
-                Stage::Reopened => {
-                    // A batch waits at most 100 ms: the lines are on screen well before this.
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    Some((Vec::new(), Stage::Done))
-                }
-                Stage::Done => None,
             }
-        },
-    )
-    .flat_map(futures_util::stream::iter)
-    .boxed();
-    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+        })
+        .flat_map(futures_util::stream::iter)
+        .boxed();
+    let mut terminal = Terminal::new(screen_backend).unwrap();
     tokio::time::timeout(
         Duration::from_secs(30),
         run_loop(&mut terminal, state, sources, backend, events, None),
@@ -321,7 +334,7 @@ async fn l_streams_the_machines_lines_to_the_view_and_esc_closes_the_stream() {
         screen.contains("logs · module base · 2 machines · following"),
         "{screen}"
     );
-    for line in ["base-1 | base-1 line 2", "base-2 | base-2 line 2"] {
+    for line in LINES {
         assert!(screen.contains(line), "{line}: {screen}");
     }
 }

@@ -34,6 +34,7 @@ pub mod mesh_file;
 pub mod provenance;
 pub mod registry_proxy;
 pub mod second_daemon;
+pub mod seen_screen;
 pub mod signing;
 pub mod source_tree;
 pub mod ssh_agent;
