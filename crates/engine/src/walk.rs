@@ -182,20 +182,15 @@ impl<'a> Walk<'a> {
         while through < selected.len() {
             if !ready.is_empty() {
                 self.began(&ready);
-                let mut jobs = Vec::new();
+                // Each build is handed over as soon as it is decided: the placer starts it while
+                // the rest of the batch is decided (a host skip may publish first).
                 for module in std::mem::take(&mut ready) {
-                    match self.start(module, &placings).await? {
-                        Some(job) => jobs.push(job),
-                        None => {
-                            through += 1;
-                            ready.extend(graph.through(&module.name));
-                        }
-                    }
-                }
-                if !jobs.is_empty() {
+                    let Some(job) = self.start(module, &placings).await? else {
+                        through += 1;
+                        ready.extend(graph.through(&module.name));
+                        continue;
+                    };
                     self.check_hold(&mut hold_checked).await?;
-                }
-                for job in jobs {
                     let bases = self.base_entries(&job);
                     (self.building).insert(job.module.name.clone(), job.planned.clone());
                     let job = Box::new(job);
