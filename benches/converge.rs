@@ -65,7 +65,7 @@ async fn fake_record(mesh: &Mesh) -> Record {
             record_source: "the docker record".into(),
             selected: None,
             force: false,
-            builds_where_it_runs: true,
+            host_images_answer: true,
             target: meshtop::converge::targets::docker().describe(),
         };
         // Every module here is either in the record or unbuilt; a host listing that fails (no
@@ -143,7 +143,7 @@ fn bench(c: &mut Criterion) {
                 record_source: "the docker record".into(),
                 selected: None,
                 force: false,
-                builds_where_it_runs: true,
+                host_images_answer: true,
                 target: meshtop::converge::targets::docker().describe(),
             };
             let plan = runtime

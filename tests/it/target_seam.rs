@@ -1,6 +1,6 @@
 //! The target is one seam (`src/converge/targets/`): outside it, only the mesh model (which declares
 //! the kinds) and the mesh file's reader (which reads them) name a target kind. Everybody else asks
-//! the seam — its answers (`delivery()`, `pushes_to()`, `builds_where_it_runs()`…) and its words
+//! the seam — its answers (`delivery()`, `pushes_to()`, `host_images_answer()`…) and its words
 //! (`describe()`: the kind word, the place, `acting_on()`, what a send does; each machine's kind,
 //! display name and what to know before a send) — so that a third kind is one more file there.
 //!
@@ -853,7 +853,7 @@ fn no_file_outside_the_seam_names_a_target_kind() {
     assert!(
         refused.is_empty(),
         "these name a target kind outside src/converge/targets/ (ask the seam instead: \
-         describe(), acting_on(), delivery(), pushes_to(), builds_where_it_runs(), the machine's own \
+         describe(), acting_on(), delivery(), pushes_to(), host_images_answer(), the machine's own \
          words…):\n{}",
         refused.join("\n")
     );

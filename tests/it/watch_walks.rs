@@ -49,7 +49,7 @@ async fn plan(mesh: &Mesh, history: &Mutex<StateDb>, memo: &WalkMemo) -> Plan {
         record_source: "the docker record".into(),
         selected: None,
         force: false,
-        builds_where_it_runs: true,
+        host_images_answer: true,
         target: meshtop::converge::targets::docker().describe(),
     };
     let manifests = StateManifests {

@@ -100,7 +100,7 @@ impl Delivery<'_> {
         let Some(manifest) = handed.filter(|_| built.published.is_none()) else {
             return self.built(built).await;
         };
-        if on_host && self.target.builds_where_it_runs() {
+        if on_host && self.target.host_holds_what_it_runs() {
             return self.built(built).await;
         }
         let Some(artifact) = built.artifact.clone() else {
@@ -115,7 +115,7 @@ impl Delivery<'_> {
             manifest: Some(&manifest),
             signed_by: None,
         };
-        let on_host = self.target.builds_where_it_runs();
+        let on_host = self.target.host_holds_what_it_runs();
         let fetched = self
             .target
             .fetch_vouched(

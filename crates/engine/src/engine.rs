@@ -200,7 +200,7 @@ async fn run(
         building: BTreeMap::new(),
     };
     let mut placer = super::place::Placer::new(mesh, pool, request.jobs, daemon, db, emitter)
-        .host_is_target(target.builds_where_it_runs());
+        .host_holds_what_it_runs(target.host_holds_what_it_runs());
     walk.run_all(&selected, &mut placer, cancel).await?;
     // A converge that lost the mesh (frozen, then taken over) stamps nothing and sends nothing.
     if let Some(message) = lost.borrow().clone() {
@@ -285,7 +285,7 @@ async fn plan<'a>(
     let mut planned = first_pass(&mut planner, selected, manifests).await?;
     // An artifact the record vouches for and this converge uses (a dependent builds FROM it, a
     // machine runs it) must be on the target: on Docker the host's listing says (asked only then).
-    if planner.builds_where_it_runs() && uses_record_artifacts(&planned, mesh) {
+    if planner.host_images_answer() && uses_record_artifacts(&planned, mesh) {
         planner.ask_host(manifests).await;
     }
     let decided: Vec<&PlannedModule> = planned.values().collect();

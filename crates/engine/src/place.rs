@@ -118,9 +118,9 @@ pub struct Placer<'a> {
     /// Multi-platform modules to start again (once, after a builder of one of their platforms
     /// went away).
     retries: Vec<Lead>,
-    /// The host daemon is the target (Docker): what its builder built is where it runs, and is
-    /// handed over only when something needs it elsewhere.
-    host_is_target: bool,
+    /// What the target runs is on the host daemon (its word): what the host's builder built is
+    /// where it runs, and is handed over only when something needs it elsewhere.
+    host_holds_what_it_runs: bool,
     /// Every build handed to the placer, by module (a retry finds its job here).
     jobs: HashMap<String, BuildJob>,
     /// Each module a build builds on, as the record to be stamped or the record read names it.
@@ -183,7 +183,7 @@ impl<'a> Placer<'a> {
             grants: HashMap::new(),
             leads: HashMap::new(),
             retries: Vec::new(),
-            host_is_target: false,
+            host_holds_what_it_runs: false,
             jobs: HashMap::new(),
             bases: BTreeMap::new(),
             order: None,
@@ -213,9 +213,9 @@ impl<'a> Placer<'a> {
         placer
     }
 
-    /// Say whether the host daemon is the target (see [`Shared::stays_on_host`]).
-    pub fn host_is_target(mut self, yes: bool) -> Placer<'a> {
-        self.host_is_target = yes;
+    /// Say whether what the target runs is on the host daemon (see [`Shared::stays_on_host`]).
+    pub fn host_holds_what_it_runs(mut self, yes: bool) -> Placer<'a> {
+        self.host_holds_what_it_runs = yes;
         self
     }
 
@@ -309,7 +309,7 @@ impl<'a> Placer<'a> {
             deadline: self.deadline,
             members: self.pool.members.clone(),
             part_ends,
-            host_is_target: self.host_is_target,
+            host_holds_what_it_runs: self.host_holds_what_it_runs,
             waiting: crate::mesh::schedule::waiting_counts(self.mesh),
         };
         let mut running = FuturesUnordered::new();
@@ -681,8 +681,8 @@ struct Shared<'a> {
     members: Vec<Member>,
     /// Where a part's build says it ended (its slot given back).
     part_ends: mpsc::UnboundedSender<PartEnded>,
-    /// The host daemon is the target.
-    host_is_target: bool,
+    /// What the target runs is on the host daemon.
+    host_holds_what_it_runs: bool,
     /// Per module, how many modules of the mesh build FROM it.
     waiting: BTreeMap<String, usize>,
 }
@@ -694,7 +694,7 @@ impl Shared<'_> {
     /// converge signs every push, the hand-overs included).
     fn stays_on_host(&self, member: &Member, module: &str) -> bool {
         member.is_host
-            && self.host_is_target
+            && self.host_holds_what_it_runs
             && !self.mesh.publish
             && self.mesh.signing.key.is_none()
             && self.waiting.get(module).copied().unwrap_or(0) == 0

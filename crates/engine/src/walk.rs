@@ -464,7 +464,7 @@ impl<'a> Walk<'a> {
                 }
             }
         }
-        if self.target.builds_where_it_runs() {
+        if self.target.host_holds_what_it_runs() {
             let _ = placings.send(Placing::OnHost(module.name.clone()));
         }
         if decided.decision == Decision::Registry

@@ -180,7 +180,7 @@ impl Planner<'_> {
                     &self.ctx.record_source,
                 );
                 // Where the host is the target, an artifact it lost is rebuilt (when the host was asked).
-                if self.builds_where_it_runs()
+                if self.host_images_answer()
                     && !multi_platform
                     && decide::gone_from_host(&verdict, &self.host)
                 {

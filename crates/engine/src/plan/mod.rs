@@ -40,9 +40,9 @@ pub struct PlanContext<'a> {
     /// None = every module.
     pub selected: Option<BTreeSet<String>>,
     pub force: bool,
-    /// The target's word (its `builds_where_it_runs()`): what is built is where it runs, so the
-    /// builder can tell an artifact the target lost.
-    pub builds_where_it_runs: bool,
+    /// The target's word (its `host_images_answer()`): an image on the host daemon answers for
+    /// it, so the host can tell an artifact the target lost.
+    pub host_images_answer: bool,
     /// The target planned for, in its words: the plan names it (name and kind).
     pub target: TargetDescription,
 }
@@ -63,7 +63,7 @@ impl<'a> PlanContext<'a> {
             record_source: record.source.clone(),
             selected,
             force,
-            builds_where_it_runs: target.builds_where_it_runs(),
+            host_images_answer: target.host_images_answer(),
             target: target.describe(),
         }
     }

@@ -83,15 +83,16 @@ impl Planner<'_> {
         voucher.answer(reference)
     }
 
-    /// Docker target: the host daemon is the target, so it can tell an artifact the target lost.
-    pub fn builds_where_it_runs(&self) -> bool {
-        self.ctx.builds_where_it_runs
+    /// Whether an image on the host daemon answers for the target (the target's word), so the host
+    /// can tell an artifact the target lost.
+    pub fn host_images_answer(&self) -> bool {
+        self.ctx.host_images_answer
     }
 
     /// Whether a `record` decision made before the host was asked would now be a rebuild
     /// (the host no longer holds its artifact): the plan is then made again.
     pub fn any_gone(&self, planned: &[&PlannedModule]) -> bool {
-        self.builds_where_it_runs()
+        self.host_images_answer()
             && planned.iter().any(|p| {
                 !p.multi_platform
                     && decide::gone_from_host(
@@ -110,7 +111,7 @@ impl Planner<'_> {
     /// not selected in this converge, so that nothing here would build it again. Asked only once
     /// the host has answered.
     pub(super) fn unselected_base_gone(&self, base: &str) -> Option<String> {
-        if !self.builds_where_it_runs() || self.is_selected(base) {
+        if !self.host_images_answer() || self.is_selected(base) {
             return None;
         }
         let HostAnswer::Holds(images) = &self.host else {

@@ -80,7 +80,12 @@ impl Target for Docker {
         description(&self.name)
     }
 
-    fn builds_where_it_runs(&self) -> bool {
+    /// The host daemon is where machines run: its images are the target's.
+    fn host_images_answer(&self) -> bool {
+        true
+    }
+
+    fn host_holds_what_it_runs(&self) -> bool {
         true
     }
 

@@ -185,9 +185,15 @@ pub trait Target: Send + Sync {
         self.describe().acting_on()
     }
 
-    /// What is built is where it runs (the host daemon is the target): the builder can tell an
-    /// artifact the target lost (the planner asks it).
-    fn builds_where_it_runs(&self) -> bool;
+    /// Whether an image on the host daemon answers for this target: a skip the host vouches for
+    /// (the host voucher), and an artifact the record names that the host lost is rebuilt (the
+    /// planner asks the host only then).
+    fn host_images_answer(&self) -> bool;
+
+    /// Whether what this target runs is on the host daemon: what the host's builder built needs
+    /// no delivery (nor a hand-over for itself alone), and a module vouched for is there for a
+    /// dependent to build on (the placer sends that dependent to the host's builder).
+    fn host_holds_what_it_runs(&self) -> bool;
 
     /// What the machines are, as gc names the root they are read from.
     fn machines_root(&self) -> &'static str;

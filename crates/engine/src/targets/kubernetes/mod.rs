@@ -202,7 +202,13 @@ impl Target for Kube {
         )
     }
 
-    fn builds_where_it_runs(&self) -> bool {
+    /// The cluster runs what its registry (or `kind load`) was given: an image on the host daemon
+    /// answers for nothing here.
+    fn host_images_answer(&self) -> bool {
+        false
+    }
+
+    fn host_holds_what_it_runs(&self) -> bool {
         false
     }
 
