@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::record_shards::{
     INDEX_ANNOTATION, INDEX_FORMAT, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER,
-    ShardProblem, ShardsRead, split,
+    ShardProblem, ShardRef, ShardsRead, split,
 };
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
@@ -656,9 +656,11 @@ fn team_after(
 }
 
 /// About how many more modules the record can take in any form: in the annotations, each as
-/// large as the record's entries are on average; in shards, each with a full history, as many
-/// shards as the index can name beside the namespace's other annotations (each shard at least
-/// [`SHARD_CUT_AFTER`] bytes but the last).
+/// large as the record's entries are on average; in shards, as many as the index can still name
+/// beside the namespace's other annotations. Each module takes its part of both of the index's
+/// lists — the record's shards (its entry) and the history's (ten stamps, each ref naming its first
+/// module) — as the index holds them now when it names shards, and never less than an entry and a
+/// full history take by construction (each shard at least [`SHARD_CUT_AFTER`] bytes but the last).
 pub fn modules_left(read: &RecordRead) -> usize {
     let json_len = |value: Result<String, serde_json::Error>| value.map_or(0, |t| t.len());
     let modules = read.record.len().max(1);
@@ -671,12 +673,55 @@ pub fn modules_left(read: &RecordRead) -> usize {
     let limit = ANNOTATIONS_LIMIT_BYTES;
     let plain = plain_fixed(read.others_bytes, &read.record, &read.pins) + 2;
     let plain_left = limit.saturating_sub(plain) / entry;
-    let index_room =
-        limit.saturating_sub(read.others_bytes + INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY);
-    let shard_capacity = (index_room / SHARD_REF_BYTES) * SHARD_CUT_AFTER;
-    let per_module = entry + HISTORY_KEPT * stamp;
-    let sharded_left = shard_capacity.saturating_sub(read.record.len() * per_module) / per_module;
-    plain_left.max(sharded_left)
+    plain_left.max(sharded_left(read, entry, stamp))
+}
+
+/// [`modules_left`] in shards: the index's room left, over what a module takes of it.
+fn sharded_left(read: &RecordRead, entry: usize, stamp: usize) -> usize {
+    let sharded = matches!(read.form, RecordForm::Shards { .. });
+    let index_now = if sharded {
+        read.ours_bytes
+    } else {
+        INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY
+    };
+    let room = ANNOTATIONS_LIMIT_BYTES.saturating_sub(read.others_bytes + index_now);
+    // A ref's bytes in each list, with its comma: measured where the index names some.
+    let ref_bytes = |refs: &[ShardRef], otherwise: usize| -> usize {
+        let all: usize = refs
+            .iter()
+            .map(|r| serde_json::to_string(r).map_or(SHARD_REF_BYTES, |t| t.len() + 1))
+            .sum();
+        all.checked_div(refs.len()).unwrap_or(otherwise)
+    };
+    let name = read.record.keys().map(String::len).sum::<usize>() / read.record.len().max(1);
+    let record_ref = ref_bytes(&read.index.shards, SHARD_REF_BYTES);
+    let history_ref = ref_bytes(
+        &read.index.history,
+        SHARD_REF_BYTES + r#","first":"""#.len() + name,
+    );
+    // No room for one more shard of either list: no module more (one may fit a shard's rest, but
+    // a stamp cannot count on it).
+    if room < record_ref.max(history_ref) {
+        return 0;
+    }
+    let cut = SHARD_CUT_AFTER as f64;
+    let by_construction = record_ref as f64 * entry as f64 / cut
+        + history_ref as f64 * (HISTORY_KEPT * stamp) as f64 / cut;
+    let as_it_stands = if sharded && !read.record.is_empty() {
+        let named = record_ref * read.index.shards.len() + history_ref * read.index.history.len();
+        named as f64 / read.record.len() as f64
+    } else {
+        0.0
+    };
+    let per_module = by_construction.max(as_it_stands).max(f64::MIN_POSITIVE);
+    // An estimate, rounded down.
+    let fit = (room as f64 / per_module) as usize;
+    // An index written from the annotations names the modules there now too.
+    if sharded {
+        fit
+    } else {
+        fit.saturating_sub(read.record.len())
+    }
 }
 
 /// Drop the oldest stamp of the module with the most until the history's JSON fits `budget` bytes.
