@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::record_shards::{
     INDEX_ANNOTATION, INDEX_FORMAT, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER,
-    ShardProblem, ShardRef, ShardsRead, split,
+    ShardProblem, ShardRef, ShardsRead, holder, split,
 };
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
@@ -170,7 +170,18 @@ impl Cluster {
         self.read_with(History::Apart).await
     }
 
-    async fn read_with(&self, history: History) -> Result<RecordRead, ClusterError> {
+    /// What a screen shows: the record and its pins as [`Cluster::read_entries`] reads them, and of
+    /// a history kept in shards of its own only `history_of`'s stamps, from the one shard that
+    /// holds them (`history_apart` stays set: the history read is not the whole). Shards this
+    /// connection read before are not asked for again, so an unchanged record costs one GET.
+    pub async fn read_shown(&self, history_of: Option<&str>) -> Result<RecordRead, ClusterError> {
+        match history_of {
+            Some(module) => self.read_with(History::Of(module)).await,
+            None => self.read_with(History::Apart).await,
+        }
+    }
+
+    async fn read_with(&self, history: History<'_>) -> Result<RecordRead, ClusterError> {
         let mut gone = String::new();
         for _ in 0..READ_ATTEMPTS {
             match self.read_record_once(history).await? {
@@ -182,7 +193,7 @@ impl Cluster {
     }
 
     /// One read: [`Attempt::ShardGone`] when a shard the index names is gone.
-    async fn read_record_once(&self, history: History) -> Result<Attempt, ClusterError> {
+    async fn read_record_once(&self, history: History<'_>) -> Result<Attempt, ClusterError> {
         let namespace = self
             .call(
                 format!("get namespace {}", self.namespace),
@@ -260,7 +271,7 @@ impl Cluster {
         &self,
         mut read: RecordRead,
         text: &str,
-        history: History,
+        history: History<'_>,
     ) -> Result<Attempt, ClusterError> {
         let index: RecordIndex = match serde_json::from_str(text) {
             Ok(index) => index,
@@ -282,33 +293,47 @@ impl Cluster {
             read.warning = Some(warning.clone());
             read.team_warning = Some(warning);
         }
-        let (whole, mut bytes) = match self.read_shards(&index.shards).await? {
-            ShardsRead::Whole(whole, bytes) => (whole, bytes),
+        let (whole, mut bytes, cost) = match self.read_shards(&index.shards).await? {
+            ShardsRead::Whole(whole, bytes, cost) => (whole, bytes, cost),
             ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
         };
+        read.add_cost(cost);
         read.record = whole.images;
         read.pins = whole.pins;
         read.history = whole.history;
-        let mut objects = index.shards.len();
         if !index.history.is_empty() {
-            match history {
-                History::Apart => read.history_apart = true,
-                History::Whole => match self.read_shards(&index.history).await? {
-                    ShardsRead::Whole(kept, more) => {
-                        read.history.extend(kept.history);
-                        bytes += more;
-                        objects += index.history.len();
+            read.history_apart = history != History::Whole;
+            let wanted: &[ShardRef] = match history {
+                History::Apart => &[],
+                History::Whole => &index.history,
+                // Its shard alone: the one that holds the module's stamps.
+                History::Of(module) => holder(&index.history, module)
+                    .map_or(&[][..], |at| std::slice::from_ref(&index.history[at])),
+            };
+            match self.read_shards(wanted).await? {
+                ShardsRead::Whole(kept, more, cost) => {
+                    read.add_cost(cost);
+                    match history {
+                        History::Of(module) => read.history.extend(
+                            kept.history
+                                .into_iter()
+                                .filter(|(of, _)| of.as_str() == module),
+                        ),
+                        _ => {
+                            read.history.extend(kept.history);
+                            bytes += more;
+                        }
                     }
-                    ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
-                },
+                }
+                ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
             }
         }
         read.form = RecordForm::Shards {
             shards: index.len(),
             bytes,
         };
-        read.cost.objects += objects;
-        read.cost.bytes += bytes;
+        // What the newest index no longer names is not asked for again: forget it.
+        self.seen().keep_only(&index);
         read.index = index;
         Ok(Attempt::Read(Box::new(read)))
     }
@@ -743,9 +768,18 @@ pub fn trim_history(history: &mut StampsByModule, budget: usize) {
 
 /// What a read takes of the history kept in shards of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum History {
+enum History<'a> {
     Whole,
     Apart,
+    /// One module's stamps: the one shard that holds them.
+    Of(&'a str),
+}
+
+impl RecordRead {
+    fn add_cost(&mut self, cost: ReadCost) {
+        self.cost.objects += cost.objects;
+        self.cost.bytes += cost.bytes;
+    }
 }
 
 /// One read of the record: whole, or a shard the index names was gone (gc took it: read again).
