@@ -147,30 +147,69 @@ fn verbs(api: &KubeApi) -> String {
         .join(", ")
 }
 
+/// The sizes the dashboard's polls and the Docker converge are measured at (`RECORD_SCALE_SIZES`,
+/// default `1000 3000`: each finishes in well under ten minutes on two cores).
+fn sizes() -> Vec<usize> {
+    std::env::var("RECORD_SCALE_SIZES")
+        .unwrap_or_else(|_| "1000 3000".into())
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// The dashboard's polls at each size, on one API test server that `KUBECONFIG` names.
+async fn dashboard_polls_at(sizes: &[usize]) {
+    let api = KubeApi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, api.kubeconfig("bench")).unwrap();
+    // SAFETY: set before any session connects; nothing else reads the environment meanwhile.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("KUBECONFIG", &kubeconfig);
+    }
+    for &n in sizes {
+        dashboard_polls::measure(&api, n).await;
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        // The reference: the largest plain record (about 1,000 modules fit the annotations), then 10,000.
-        // `RECORD_SCALE_PARTS=converge` measures the second converge alone.
+        // `RECORD_SCALE_PARTS` picks what runs (default every part): `record` (the reference: the
+        // largest plain record, about 1,000 modules, then 10,000 in shards), `converge` (a real
+        // second converge on Kubernetes at `RECORD_SCALE_MODULES`), `polls` (the dashboard's polls
+        // on Kubernetes) and `docker` (a second converge on Docker, counted at the daemon's
+        // socket), these two at each of `RECORD_SCALE_SIZES`.
         let parts = std::env::var("RECORD_SCALE_PARTS").unwrap_or_default();
-        if parts.is_empty() || parts.contains("record") {
+        let part = |name: &str| parts.is_empty() || parts.split_whitespace().any(|p| p == name);
+        if part("record") {
             measure(1_000).await;
             measure(10_000).await;
         }
-        if !(parts.is_empty() || parts.contains("converge")) {
-            return;
+        if part("converge") {
+            let n = std::env::var("RECORD_SCALE_MODULES")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(10_000);
+            second_converge::measure(n).await;
         }
-        let n = std::env::var("RECORD_SCALE_MODULES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(10_000);
-        second_converge::measure(n).await;
-        second_converge::measure_docker(n).await;
+        if part("polls") {
+            dashboard_polls_at(&sizes()).await;
+        }
+        if part("docker") {
+            for n in sizes() {
+                second_converge::measure_docker(n, 0).await;
+            }
+        }
     });
 }
 
 #[path = "record_scale/second_converge.rs"]
 mod second_converge;
+
+#[path = "record_scale/dashboard_polls.rs"]
+mod dashboard_polls;

@@ -10,7 +10,15 @@
 #   them (a capture of an unchanged screen, a tmux round trip) to be subtracted by the reader; the
 #   same keys without tmux or a terminal: `cargo bench --bench keys` (update + draw, TestBackend);
 # - the Kubernetes record: read and stamp costs (objects, bytes, ms) on the API test server
-#   (benches/record_scale.rs), the plain form's largest record beside the sharded one at 10,000.
+#   (benches/record_scale.rs), the plain form's largest record beside the sharded one at 10,000;
+# - `PARTS=polls`: the dashboard's polls on Kubernetes (requests and bytes a poll, counted by the API
+#   test server; benches/record_scale/dashboard_polls.rs), and `PARTS=docker`: a second converge on
+#   Docker, its daemon requests counted at the socket by a proxy in front of /var/run/docker.sock —
+#   both at each of SIZES (default "1000 3000": each finishes in well under ten minutes on two cores),
+#   so that the growth between two sizes says what 10,000 would cost. Counts do not depend on the
+#   build: BENCH_PROFILE=dev (the test build) gives the same requests and bytes sooner. Docker's first
+#   converge is a stamp of the record; RECORD_SCALE_DOCKER_FIRST=converge builds every module for
+#   real instead (about 0.3 s a module on two cores).
 # Medians of RUNS runs (default 5). Prints the load average beside each figure: other work on the
 # machine slows every figure.
 set -euo pipefail
@@ -19,25 +27,29 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 RUNS=${RUNS:-5}
 MODULES=${MODULES:-10000}
 IDLE_SECONDS=${IDLE_SECONDS:-30}
-if [ -n "${BIN:-}" ]; then
-  bin=$BIN
-else
-  cargo build --quiet --release --bin meshtop
-  bin="$CARGO_TARGET_DIR/release/meshtop"
-fi
+# PARTS (default plan, dashboard and record) picks what is measured: `PARTS=dashboard` for the
+# dashboard alone; `polls` and `docker` are measured only when named.
+PARTS=${PARTS:-plan dashboard record}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 work=$(mktemp -d)
 session="meshtop-scale-$$"
 trap 'tmux kill-session -t "$session" 2>/dev/null || true; rm -rf "$work"' EXIT
-MODULES=$MODULES bash scripts/gen-mesh.sh "$work/mesh"
-mesh="$work/mesh/mesh.toml"
-export DOCKER_HOST=unix:///nonexistent/docker.sock # the planner's own work: the host holds nothing
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 now() { echo "${EPOCHREALTIME/./}"; } # µs
+if part plan || part dashboard; then
+  if [ -n "${BIN:-}" ]; then
+    bin=$BIN
+  else
+    cargo build --quiet --release --bin meshtop
+    bin="$CARGO_TARGET_DIR/release/meshtop"
+  fi
+  MODULES=$MODULES bash scripts/gen-mesh.sh "$work/mesh"
+  mesh="$work/mesh/mesh.toml"
+fi
 
-# PARTS (default all three) picks what is measured: `PARTS=dashboard` for the dashboard alone.
-PARTS=${PARTS:-plan dashboard record}
-part() { [[ " $PARTS " == *" $1 "* ]]; }
+# The planner's own work: the host holds nothing (the benches below reach the daemon themselves).
+if part plan || part dashboard; then export DOCKER_HOST=unix:///nonexistent/docker.sock; fi
 
 if part plan; then
 # plan: the first run hashes every file; then steady (the cache warm).
@@ -129,8 +141,11 @@ echo "keys without tmux (update + draw + the pollers' asks, TestBackend 160x50):
 
 fi
 
-if part record; then
-# The Kubernetes record's read and stamp costs.
-cargo bench --quiet --bench record_scale 2>/dev/null
+bench_parts=""
+for p in record polls docker; do part "$p" && bench_parts="$bench_parts $p"; done
+if [ -n "$bench_parts" ]; then
+# The Kubernetes record's read and stamp costs; the dashboard's polls; Docker's second converge.
+RECORD_SCALE_PARTS="$bench_parts" RECORD_SCALE_SIZES="${SIZES:-1000 3000}" \
+  cargo bench --quiet --profile "${BENCH_PROFILE:-bench}" --bench record_scale 2>/dev/null
 fi
 echo "load: $(load)"

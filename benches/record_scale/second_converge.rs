@@ -32,7 +32,7 @@ fn meshtop(dir: &Path, env: &(&str, String), args: &[&str]) -> Output {
 }
 
 /// Every module the plan gives a ref: name → ref.
-fn planned_refs(dir: &Path, env: &(&str, String)) -> Vec<(String, String)> {
+pub(super) fn planned_refs(dir: &Path, env: &(&str, String)) -> Vec<(String, String)> {
     let out = meshtop(dir, env, &["plan", "--json"]);
     let plan: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("plan --json: {e}: {}", String::from_utf8_lossy(&out.stderr)));
@@ -49,16 +49,18 @@ fn planned_refs(dir: &Path, env: &(&str, String)) -> Vec<(String, String)> {
         .collect()
 }
 
-fn entry(reference: &str, round: usize) -> RecordEntry {
+pub(super) fn entry(reference: &str, round: usize) -> RecordEntry {
     let digest = meshtop::backends::cluster::shard_digest(&format!("{reference}{round}"));
     RecordEntry::new(reference.to_string(), digest)
 }
 
-/// `scripts/gen-mesh.sh` in `dir`: `n` modules, 100 bases, for a target of `kind`.
-fn generate(dir: &Path, n: usize, kind: &str) {
+/// `scripts/gen-mesh.sh` in `dir`: `n` modules, `bases` of them bases (0: every module `FROM
+/// scratch` on its own), for a target of `kind`.
+pub(super) fn generate(dir: &Path, n: usize, bases: usize, kind: &str) {
     let generated = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gen-mesh.sh"))
         .arg(dir)
         .env("MODULES", n.to_string())
+        .env("BASES", bases.to_string())
         .env("KIND", kind)
         .output()
         .unwrap();
@@ -75,9 +77,11 @@ fn answered(out: &Output) -> usize {
 
 /// The same on Docker: the record is the state database's (stamped here under the mesh's lock,
 /// as a converge stamps it), and the daemon is reached through a proxy that notes every request.
-pub async fn measure_docker(n: usize) {
+/// `bases`: 0 for modules `FROM scratch` on their own, whose refs need no build (nothing is built:
+/// the record is stamped as a first converge would leave it); else the bases are built for real.
+pub async fn measure_docker(n: usize, bases: usize) {
     let dir = tempfile::tempdir().unwrap();
-    generate(dir.path(), n, "docker");
+    generate(dir.path(), n, bases, "docker");
     let proxy = DaemonProxy::start(&dir.path().join("docker.sock"), Path::new(DOCKER_SOCKET));
     let env = ("DOCKER_HOST", proxy.docker_host());
     let state = dir.path().join("state.db");
@@ -102,23 +106,44 @@ pub async fn measure_docker(n: usize) {
     };
     // The bases are built for real (the dependents' refs name their artifacts, which the host
     // must hold for the plan to give those refs); the rest is stamped.
-    let bases: Vec<String> = planned_refs(dir.path(), &env)
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect();
-    let mut args = vec!["converge", "--json"];
-    args.extend(bases.iter().map(String::as_str));
-    let built = meshtop(dir.path(), &env, &args);
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    if bases > 0 {
+        let bases: Vec<String> = planned_refs(dir.path(), &env)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let mut args = vec!["converge", "--json"];
+        args.extend(bases.iter().map(String::as_str));
+        let built = meshtop(dir.path(), &env, &args);
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+    }
     let all = planned_refs(dir.path(), &env);
-    stamp_state(&all);
+    // `RECORD_SCALE_DOCKER_FIRST=converge`: a real first converge builds every module (each
+    // `FROM scratch`: cheap, but one build each) instead of the stamp.
+    let first = std::env::var("RECORD_SCALE_DOCKER_FIRST").unwrap_or_default() == "converge";
+    if first {
+        let started = Instant::now();
+        let built = meshtop(dir.path(), &env, &["converge", "--json"]);
+        println!(
+            "first converge on Docker, {n} modules built: {:.0} s, exit {:?}, {} daemon request(s)",
+            started.elapsed().as_secs_f64(),
+            built.status.code(),
+            proxy.lines().len()
+        );
+    } else {
+        stamp_state(&all);
+    }
     println!(
-        "second converge on Docker, {} modules of {n} planned a ref",
-        all.len()
+        "second converge on Docker, {} modules of {n} planned a ref ({})",
+        all.len(),
+        if first {
+            "after a real first converge"
+        } else {
+            "the record stamped as a first converge leaves it"
+        }
     );
     for run in 0..3 {
         let before = proxy.lines().len();
@@ -142,13 +167,54 @@ pub async fn measure_docker(n: usize) {
             println!("    {}", String::from_utf8_lossy(&out.stderr));
         }
     }
+    if first {
+        remove_images(&all);
+    }
+}
+
+/// Remove the images a real first converge built (their refs: the generated mesh's own), so that
+/// the daemon is left as it was found.
+fn remove_images(built: &[(String, String)]) {
+    for refs in built.chunks(200) {
+        let removed = Command::new("docker")
+            .args(["image", "rm", "--force"])
+            .args(refs.iter().map(|(_, reference)| reference.as_str()))
+            .output();
+        if let Ok(out) = removed
+            && !out.status.success()
+        {
+            println!("    {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+    }
+}
+
+/// Ten stamps of every module in `all` (module, ref), the last the refs given, as ten converges
+/// would have left the record.
+pub(super) async fn stamp_ten_times(
+    cluster: &meshtop::backends::cluster::Cluster,
+    all: &[(String, String)],
+) {
+    for round in 0..10 {
+        let record: Record = all
+            .iter()
+            .map(|(name, reference)| {
+                let reference = if round == 9 {
+                    reference.clone()
+                } else {
+                    format!("{reference}-r{round}")
+                };
+                (name.clone(), entry(&reference, round))
+            })
+            .collect();
+        stamp(cluster, &record, &format!("op-{round}")).await;
+    }
 }
 
 pub async fn measure(n: usize) {
     let dir = tempfile::tempdir().unwrap();
     let api = KubeApi::start().await;
     api.put_namespace(NS, &[]);
-    generate(dir.path(), n, "kubernetes");
+    generate(dir.path(), n, 100, "kubernetes");
     let file = dir.path().join("mesh.toml");
     let text = std::fs::read_to_string(&file).unwrap().replace(
         "kind = \"kubernetes\"\n",
@@ -179,20 +245,7 @@ contexts:\n- name: bench\n  context:\n    cluster: test\n    user: test\nusers:\
         "second converge, {} modules of {n} planned a ref; the record stamped 10 times over",
         all.len()
     );
-    for round in 0..10 {
-        let record: Record = all
-            .iter()
-            .map(|(name, reference)| {
-                let reference = if round == 9 {
-                    reference.clone()
-                } else {
-                    format!("{reference}-r{round}")
-                };
-                (name.clone(), entry(&reference, round))
-            })
-            .collect();
-        stamp(&cluster, &record, &format!("op-{round}")).await;
-    }
+    stamp_ten_times(&cluster, &all).await;
     let read = cluster.read_record().await.unwrap();
     println!(
         "  the record: {:?}, {} objects and {} bytes read whole",

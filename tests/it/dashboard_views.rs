@@ -55,6 +55,7 @@ fn pinned_state() -> AppState {
     );
     key(&mut state, KeyCode::Char('j'));
     assert_eq!(state.poll_params().stamps_module.as_deref(), Some("api"));
+    assert_eq!(state.poll_params().history_opened, None);
     let snapshot = StateSnapshot {
         stamps: Some(("api".into(), demo_stamps())),
         pins: BTreeMap::from([("api".to_string(), demo_pin())]),
@@ -74,12 +75,15 @@ fn the_module_detail_shows_the_record_history_and_the_pin() {
     let mut state = pinned_state();
     let table = screen(&state, 120, 40);
     insta::assert_snapshot!("pinned_screen_120x40", table);
-    // Enter asks the history source now: the record history shows without waiting for its poll.
+    // Enter asks the record source (the module's history, where the target keeps it apart) and
+    // the history source now: the record history shows without waiting for their polls.
     assert_eq!(
         key(&mut state, KeyCode::Enter),
-        vec![Effect::PollNow(vec![SourceId::State])]
+        vec![Effect::PollNow(vec![SourceId::Record, SourceId::State])]
     );
     assert_eq!(state.detail, Some(Detail::Module("api".into())));
+    // Only the open module's history is read from the target; none while no detail is open.
+    assert_eq!(state.poll_params().history_opened.as_deref(), Some("api"));
     // Open at the top: the history sits above the end (a failure's log stays last).
     key(&mut state, KeyCode::Char('g'));
     let full = screen(&state, 120, 40);

@@ -75,6 +75,7 @@ mod pool_base_by_digest;
 mod pool_platforms;
 mod provenance;
 mod record_history;
+mod record_polls;
 mod record_shards;
 mod registry;
 mod registry_bounds;

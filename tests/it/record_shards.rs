@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 const NS: &str = "mesh-shards";
 
 /// `n` modules from `from`, each naming an artifact of generation `tag` (a real registry host's length).
-fn modules(from: usize, n: usize, tag: &str) -> Record {
+pub(crate) fn modules(from: usize, n: usize, tag: &str) -> Record {
     (from..from + n)
         .map(|i| {
             (
@@ -47,7 +47,7 @@ fn stamper(operation: &str) -> Stamper {
     }
 }
 
-async fn stamp(
+pub(crate) async fn stamp(
     cluster: &Cluster,
     entries: &Record,
     operation: &str,
@@ -710,7 +710,7 @@ async fn meshtop_gc_lists_and_takes_shards_no_index_names_past_the_grace() {
     assert_eq!(read.record.len(), 3_001);
 }
 
-fn index_of(api: &KubeApi, ns: &str) -> RecordIndex {
+pub(crate) fn index_of(api: &KubeApi, ns: &str) -> RecordIndex {
     let namespace = api.get("namespaces", "", ns).unwrap();
     serde_json::from_str(
         namespace["metadata"]["annotations"][INDEX_ANNOTATION]
@@ -736,8 +736,9 @@ async fn what_decides_reads_the_entries_without_the_historys_shards() {
         .await
         .unwrap();
     }
-    let whole = cluster.read_record().await.unwrap();
-    let entries = cluster.read_entries().await.unwrap();
+    // Each read on a connection of its own: one that read the shards before asks for none again.
+    let whole = api.cluster(NS).read_record().await.unwrap();
+    let entries = api.cluster(NS).read_entries().await.unwrap();
     assert_eq!(entries.record, whole.record);
     assert_eq!(entries.record, modules(0, 3_000, "r2"));
     assert_eq!(entries.pins, whole.pins);
@@ -754,6 +755,11 @@ async fn what_decides_reads_the_entries_without_the_historys_shards() {
         entries.cost.bytes,
         whole.cost.bytes
     );
+    // The connection that stamped, read twice: the index alone the second time.
+    cluster.read_entries().await.unwrap();
+    let again = cluster.read_entries().await.unwrap();
+    assert_eq!(again.cost.objects, 1);
+    assert_eq!(again.record, entries.record);
 }
 
 #[tokio::test]

@@ -39,6 +39,9 @@ struct State {
     /// Requests by method and what they name (`GET configmaps/…` one object, `GET configmaps` a list).
     verbs: std::collections::BTreeMap<String, usize>,
     statuses: HashMap<u16, usize>,
+    /// Bytes of the response bodies whose length was known when sent (every JSON answer; a
+    /// streamed log or watch is not counted).
+    response_bytes: usize,
     /// Namespace reads still to gather at the barrier (see `sync_next_namespace_reads`).
     gate: Option<(usize, Arc<Barrier>)>,
     /// Lease reads still to gather at their barrier (see `sync_next_lease_reads`).
@@ -61,6 +64,11 @@ struct State {
     expire_next_continue: bool,
     /// Every resource request the identity was authorized for, and the verdict (see `authorizations`).
     authorizations: Vec<(kube_rules::Attributes, bool)>,
+    /// The same since the server started, never reset: the apiserver's audit log of verdicts.
+    audit: Vec<(kube_rules::Attributes, bool)>,
+    /// The next namespace patch fails as the apiserver fails a write etcd did not take (see
+    /// `fail_next_namespace_patch`).
+    fail_namespace_patch: bool,
 }
 
 /// How long a gate or a hold of the test server waits for what the test promised (the other
@@ -337,6 +345,11 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         self.state.lock().unwrap().verbs.clone()
     }
 
+    /// Bytes the server answered since the last `reset_counts` (bodies of a known length).
+    pub fn response_bytes(&self) -> usize {
+        self.state.lock().unwrap().response_bytes
+    }
+
     pub fn total_requests(&self) -> usize {
         self.state.lock().unwrap().requests.values().sum()
     }
@@ -357,6 +370,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         state.requests.clear();
         state.verbs.clear();
         state.statuses.clear();
+        state.response_bytes = 0;
         state.authorizations.clear();
     }
 
@@ -364,6 +378,19 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// whether it was allowed (a SelfSubjectAccessReview's own attributes are not a request: not here).
     pub fn authorizations(&self) -> Vec<(kube_rules::Attributes, bool)> {
         self.state.lock().unwrap().authorizations.clone()
+    }
+
+    /// Every authorization since the server started and its verdict (`reset_counts` leaves it).
+    pub fn audit(&self) -> Vec<(kube_rules::Attributes, bool)> {
+        self.state.lock().unwrap().audit.clone()
+    }
+
+    /// The next namespace patch is answered 500, as the apiserver answers a write its storage did
+    /// not take (`NewInternalError` around etcd's `request timed out`,
+    /// `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go` → `apierrors.NewInternalError`):
+    /// a stamp that wrote its shards then stops before its index names them.
+    pub fn fail_next_namespace_patch(&self) {
+        self.state.lock().unwrap().fail_namespace_patch = true;
     }
 
     /// The next `n` namespace GETs wait for each other, so they all see the same resourceVersion.
@@ -821,12 +848,11 @@ async fn handle(
         *s.verbs.entry(verb_of(&method, &path)).or_default() += 1;
     }
     let response = route(&state, &method, &uri, &headers, &body).await;
-    *state
-        .lock()
-        .unwrap()
-        .statuses
-        .entry(response.status().as_u16())
-        .or_default() += 1;
+    let sent = axum::body::HttpBody::size_hint(response.body()).exact();
+    let mut s = state.lock().unwrap();
+    *s.statuses.entry(response.status().as_u16()).or_default() += 1;
+    s.response_bytes += usize::try_from(sent.unwrap_or(0)).unwrap_or(usize::MAX);
+    drop(s);
     response
 }
 
@@ -899,11 +925,10 @@ async fn route(
         && let Some(attributes) = kube_rules::request_attributes(method, &parts, &q)
     {
         let allowed = identity.allows(&attributes) || kube_rules::allowed_to_everyone(&attributes);
-        state
-            .lock()
-            .unwrap()
-            .authorizations
-            .push((attributes.clone(), allowed));
+        let mut s = state.lock().unwrap();
+        s.authorizations.push((attributes.clone(), allowed));
+        s.audit.push((attributes.clone(), allowed));
+        drop(s);
         if !allowed {
             return forbidden(&identity.user, &attributes);
         }
@@ -992,6 +1017,13 @@ async fn route(
             response
         }
         (Method::PATCH, ["api", "v1", "namespaces", name]) => {
+            if std::mem::take(&mut state.lock().unwrap().fail_namespace_patch) {
+                return status(
+                    500,
+                    "InternalError",
+                    "Internal error occurred: etcdserver: request timed out",
+                );
+            }
             let gate = next_gate(&mut state.lock().unwrap().patch_gate);
             if let Some(barrier) = gate
                 && let Err(failed) =

@@ -231,6 +231,9 @@ pub struct Cluster {
     /// annotation read as what it runs (a loaded image has no registry digest); elsewhere the
     /// pod's `imageID` is, and anyone who can patch a workload can write the annotation.
     pub(crate) loaded_images: bool,
+    /// The record's shards this connection read and verified (shared by its clones): a shard an
+    /// index still names is not asked for again.
+    seen: std::sync::Arc<std::sync::Mutex<record_shards::ShardsSeen>>,
 }
 
 impl fmt::Debug for Cluster {
@@ -316,6 +319,7 @@ impl Cluster {
             request_timeout: REQUEST_TIMEOUT,
             shard_grace_ms: record_shards::SHARD_GRACE_MS,
             loaded_images: false,
+            seen: std::sync::Arc::default(),
         }
     }
 

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::record_shards::{
     INDEX_ANNOTATION, INDEX_FORMAT, READ_ATTEMPTS, ReadCost, RecordIndex, SHARD_CUT_AFTER,
-    ShardProblem, ShardsRead, split,
+    ShardProblem, ShardRef, ShardsRead, holder, split,
 };
 use super::{Cluster, ClusterError, status_code};
 use crate::mesh::model::{Record, RecordEntry};
@@ -170,7 +170,18 @@ impl Cluster {
         self.read_with(History::Apart).await
     }
 
-    async fn read_with(&self, history: History) -> Result<RecordRead, ClusterError> {
+    /// What a screen shows: the record and its pins as [`Cluster::read_entries`] reads them, and of
+    /// a history kept in shards of its own only `history_of`'s stamps, from the one shard that
+    /// holds them (`history_apart` stays set: the history read is not the whole). Shards this
+    /// connection read before are not asked for again, so an unchanged record costs one GET.
+    pub async fn read_shown(&self, history_of: Option<&str>) -> Result<RecordRead, ClusterError> {
+        match history_of {
+            Some(module) => self.read_with(History::Of(module)).await,
+            None => self.read_with(History::Apart).await,
+        }
+    }
+
+    async fn read_with(&self, history: History<'_>) -> Result<RecordRead, ClusterError> {
         let mut gone = String::new();
         for _ in 0..READ_ATTEMPTS {
             match self.read_record_once(history).await? {
@@ -182,7 +193,7 @@ impl Cluster {
     }
 
     /// One read: [`Attempt::ShardGone`] when a shard the index names is gone.
-    async fn read_record_once(&self, history: History) -> Result<Attempt, ClusterError> {
+    async fn read_record_once(&self, history: History<'_>) -> Result<Attempt, ClusterError> {
         let namespace = self
             .call(
                 format!("get namespace {}", self.namespace),
@@ -260,7 +271,7 @@ impl Cluster {
         &self,
         mut read: RecordRead,
         text: &str,
-        history: History,
+        history: History<'_>,
     ) -> Result<Attempt, ClusterError> {
         let index: RecordIndex = match serde_json::from_str(text) {
             Ok(index) => index,
@@ -282,33 +293,47 @@ impl Cluster {
             read.warning = Some(warning.clone());
             read.team_warning = Some(warning);
         }
-        let (whole, mut bytes) = match self.read_shards(&index.shards).await? {
-            ShardsRead::Whole(whole, bytes) => (whole, bytes),
+        let (whole, mut bytes, cost) = match self.read_shards(&index.shards).await? {
+            ShardsRead::Whole(whole, bytes, cost) => (whole, bytes, cost),
             ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
         };
+        read.add_cost(cost);
         read.record = whole.images;
         read.pins = whole.pins;
         read.history = whole.history;
-        let mut objects = index.shards.len();
         if !index.history.is_empty() {
-            match history {
-                History::Apart => read.history_apart = true,
-                History::Whole => match self.read_shards(&index.history).await? {
-                    ShardsRead::Whole(kept, more) => {
-                        read.history.extend(kept.history);
-                        bytes += more;
-                        objects += index.history.len();
+            read.history_apart = history != History::Whole;
+            let wanted: &[ShardRef] = match history {
+                History::Apart => &[],
+                History::Whole => &index.history,
+                // Its shard alone: the one that holds the module's stamps.
+                History::Of(module) => holder(&index.history, module)
+                    .map_or(&[][..], |at| std::slice::from_ref(&index.history[at])),
+            };
+            match self.read_shards(wanted).await? {
+                ShardsRead::Whole(kept, more, cost) => {
+                    read.add_cost(cost);
+                    match history {
+                        History::Of(module) => read.history.extend(
+                            kept.history
+                                .into_iter()
+                                .filter(|(of, _)| of.as_str() == module),
+                        ),
+                        _ => {
+                            read.history.extend(kept.history);
+                            bytes += more;
+                        }
                     }
-                    ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
-                },
+                }
+                ShardsRead::Gone(shard) => return Ok(Attempt::ShardGone(shard)),
             }
         }
         read.form = RecordForm::Shards {
             shards: index.len(),
             bytes,
         };
-        read.cost.objects += objects;
-        read.cost.bytes += bytes;
+        // What the newest index no longer names is not asked for again: forget it.
+        self.seen().keep_only(&index);
         read.index = index;
         Ok(Attempt::Read(Box::new(read)))
     }
@@ -656,9 +681,11 @@ fn team_after(
 }
 
 /// About how many more modules the record can take in any form: in the annotations, each as
-/// large as the record's entries are on average; in shards, each with a full history, as many
-/// shards as the index can name beside the namespace's other annotations (each shard at least
-/// [`SHARD_CUT_AFTER`] bytes but the last).
+/// large as the record's entries are on average; in shards, as many as the index can still name
+/// beside the namespace's other annotations. Each module takes its part of both of the index's
+/// lists — the record's shards (its entry) and the history's (ten stamps, each ref naming its first
+/// module) — as the index holds them now when it names shards, and never less than an entry and a
+/// full history take by construction (each shard at least [`SHARD_CUT_AFTER`] bytes but the last).
 pub fn modules_left(read: &RecordRead) -> usize {
     let json_len = |value: Result<String, serde_json::Error>| value.map_or(0, |t| t.len());
     let modules = read.record.len().max(1);
@@ -671,12 +698,55 @@ pub fn modules_left(read: &RecordRead) -> usize {
     let limit = ANNOTATIONS_LIMIT_BYTES;
     let plain = plain_fixed(read.others_bytes, &read.record, &read.pins) + 2;
     let plain_left = limit.saturating_sub(plain) / entry;
-    let index_room =
-        limit.saturating_sub(read.others_bytes + INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY);
-    let shard_capacity = (index_room / SHARD_REF_BYTES) * SHARD_CUT_AFTER;
-    let per_module = entry + HISTORY_KEPT * stamp;
-    let sharded_left = shard_capacity.saturating_sub(read.record.len() * per_module) / per_module;
-    plain_left.max(sharded_left)
+    plain_left.max(sharded_left(read, entry, stamp))
+}
+
+/// [`modules_left`] in shards: the index's room left, over what a module takes of it.
+fn sharded_left(read: &RecordRead, entry: usize, stamp: usize) -> usize {
+    let sharded = matches!(read.form, RecordForm::Shards { .. });
+    let index_now = if sharded {
+        read.ours_bytes
+    } else {
+        INDEX_ANNOTATION.len() + INDEX_BYTES_EMPTY
+    };
+    let room = ANNOTATIONS_LIMIT_BYTES.saturating_sub(read.others_bytes + index_now);
+    // A ref's bytes in each list, with its comma: measured where the index names some.
+    let ref_bytes = |refs: &[ShardRef], otherwise: usize| -> usize {
+        let all: usize = refs
+            .iter()
+            .map(|r| serde_json::to_string(r).map_or(SHARD_REF_BYTES, |t| t.len() + 1))
+            .sum();
+        all.checked_div(refs.len()).unwrap_or(otherwise)
+    };
+    let name = read.record.keys().map(String::len).sum::<usize>() / read.record.len().max(1);
+    let record_ref = ref_bytes(&read.index.shards, SHARD_REF_BYTES);
+    let history_ref = ref_bytes(
+        &read.index.history,
+        SHARD_REF_BYTES + r#","first":"""#.len() + name,
+    );
+    // No room for one more shard of either list: no module more (one may fit a shard's rest, but
+    // a stamp cannot count on it).
+    if room < record_ref.max(history_ref) {
+        return 0;
+    }
+    let cut = SHARD_CUT_AFTER as f64;
+    let by_construction = record_ref as f64 * entry as f64 / cut
+        + history_ref as f64 * (HISTORY_KEPT * stamp) as f64 / cut;
+    let as_it_stands = if sharded && !read.record.is_empty() {
+        let named = record_ref * read.index.shards.len() + history_ref * read.index.history.len();
+        named as f64 / read.record.len() as f64
+    } else {
+        0.0
+    };
+    let per_module = by_construction.max(as_it_stands).max(f64::MIN_POSITIVE);
+    // An estimate, rounded down.
+    let fit = (room as f64 / per_module) as usize;
+    // An index written from the annotations names the modules there now too.
+    if sharded {
+        fit
+    } else {
+        fit.saturating_sub(read.record.len())
+    }
 }
 
 /// Drop the oldest stamp of the module with the most until the history's JSON fits `budget` bytes.
@@ -698,9 +768,18 @@ pub fn trim_history(history: &mut StampsByModule, budget: usize) {
 
 /// What a read takes of the history kept in shards of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum History {
+enum History<'a> {
     Whole,
     Apart,
+    /// One module's stamps: the one shard that holds them.
+    Of(&'a str),
+}
+
+impl RecordRead {
+    fn add_cost(&mut self, cost: ReadCost) {
+        self.cost.objects += cost.objects;
+        self.cost.bytes += cost.bytes;
+    }
 }
 
 /// One read of the record: whole, or a shard the index names was gone (gc took it: read again).

@@ -99,7 +99,7 @@ impl Cluster {
         let mut parts = Vec::with_capacity(read.len());
         for shard in read {
             match shard {
-                ShardsRead::Whole(content, _) => parts.push(content.history),
+                ShardsRead::Whole(content, _, _) => parts.push(content.history),
                 ShardsRead::Gone(_) => return Ok(None),
             }
         }

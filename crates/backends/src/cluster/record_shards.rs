@@ -7,7 +7,8 @@
 //! never change, so a reader that reads the index and then the shards it names sees one stamp
 //! whole; a shard gc took in between is read again through the newer index.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -269,8 +270,9 @@ pub fn holder(refs: &[ShardRef], module: &str) -> Option<usize> {
     Some(after.saturating_sub(1))
 }
 
-/// The shards' parts as one record, pins and history.
-pub fn join(parts: Vec<ShardContent>) -> ShardContent {
+/// The shards' parts as one record, pins and history (the tests join what a split made).
+#[cfg(test)]
+pub(crate) fn join(parts: Vec<ShardContent>) -> ShardContent {
     let mut whole = ShardContent::default();
     for part in parts {
         whole.images.extend(part.images);
@@ -283,17 +285,55 @@ pub fn join(parts: Vec<ShardContent>) -> ShardContent {
 /// What reading the shards cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadCost {
-    /// Objects read (the namespace, then every shard).
+    /// Objects asked of the API server (the namespace, then every shard not already read: see
+    /// [`ShardsSeen`]).
     pub objects: usize,
-    /// Bytes of annotations and shard data read.
+    /// Bytes of annotations and shard data they answered.
     pub bytes: usize,
 }
 
-/// Whether the shards could be read whole.
+/// Whether the shards could be read whole: their parts joined, the bytes of their data (read now
+/// or before), and what was asked of the API server for them.
 pub(super) enum ShardsRead {
-    Whole(ShardContent, usize),
+    Whole(ShardContent, usize, ReadCost),
     /// A shard the index named is gone (gc took it after a newer index was written): read again.
     Gone(String),
+}
+
+/// The shards this connection read and verified, by name. A shard never changes (immutable, named
+/// by the hash of its content), so one whose digest an index still names is not asked for again:
+/// a dashboard polling an unchanged record asks for the namespace alone, and a changed one for
+/// the shards that changed. Only the shards the newest index read names are kept.
+#[derive(Default)]
+pub(crate) struct ShardsSeen {
+    by_name: HashMap<String, SeenShard>,
+}
+
+/// The shards a fetch read (each with the bytes of its data), or the one that was gone.
+enum Fetched {
+    Read(Vec<(Arc<ShardContent>, usize)>),
+    Gone(String),
+}
+
+struct SeenShard {
+    digest: String,
+    content: Arc<ShardContent>,
+    bytes: usize,
+}
+
+impl ShardsSeen {
+    fn get(&self, shard: &ShardRef) -> Option<(Arc<ShardContent>, usize)> {
+        self.by_name
+            .get(&shard.name)
+            .filter(|seen| seen.digest == shard.digest)
+            .map(|seen| (seen.content.clone(), seen.bytes))
+    }
+
+    /// Forget every shard `index` does not name.
+    pub(super) fn keep_only(&mut self, index: &RecordIndex) {
+        let named = index.names();
+        self.by_name.retain(|name, _| named.contains(name.as_str()));
+    }
 }
 
 impl Cluster {
@@ -301,10 +341,59 @@ impl Cluster {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    /// Read the shards `refs` names (of one index), verifying each against its digest.
+    /// The shards seen, locked (a poisoned lock only means another read panicked: what it holds
+    /// was verified whole before it went in).
+    pub(super) fn seen(&self) -> std::sync::MutexGuard<'_, ShardsSeen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Read the shards `refs` names (of one index), verifying each against its digest; a shard
+    /// this connection already read under the same digest is not asked for again.
     pub(super) async fn read_shards(&self, refs: &[ShardRef]) -> Result<ShardsRead, ClusterError> {
+        let known: Vec<Option<(Arc<ShardContent>, usize)>> = {
+            let seen = self.seen();
+            refs.iter().map(|shard| seen.get(shard)).collect()
+        };
+        let wanted: Vec<ShardRef> = refs
+            .iter()
+            .zip(&known)
+            .filter(|(_, known)| known.is_none())
+            .map(|(shard, _)| shard.clone())
+            .collect();
+        let fetched = match self.fetch_shards(wanted).await? {
+            Fetched::Read(fetched) => fetched,
+            Fetched::Gone(gone) => return Ok(ShardsRead::Gone(gone)),
+        };
+        let mut cost = ReadCost::default();
+        let mut fresh = fetched.into_iter();
+        let mut whole = ShardContent::default();
+        let mut bytes = 0;
+        for known in known {
+            let (part, size) = match known {
+                Some(known) => known,
+                None => {
+                    let Some((part, size)) = fresh.next() else {
+                        break;
+                    };
+                    cost.objects += 1;
+                    cost.bytes += size;
+                    (part, size)
+                }
+            };
+            bytes += size;
+            whole.images.extend(part.images.clone());
+            whole.pins.extend(part.pins.clone());
+            whole.history.extend(part.history.clone());
+        }
+        Ok(ShardsRead::Whole(whole, bytes, cost))
+    }
+
+    /// GET the shards `wanted` names (8 at a time), verify each and keep it as seen.
+    async fn fetch_shards(&self, wanted: Vec<ShardRef>) -> Result<Fetched, ClusterError> {
         let api = self.config_maps();
-        let got: Vec<(ShardRef, Option<ConfigMap>)> = stream::iter(refs.iter().cloned())
+        let got: Vec<(ShardRef, Option<ConfigMap>)> = stream::iter(wanted)
             .map(|shard| {
                 let api = api.clone();
                 async move {
@@ -320,17 +409,15 @@ impl Cluster {
             .try_collect()
             .await?;
         let mut parts = Vec::with_capacity(got.len());
-        let mut bytes = 0;
         for (shard, map) in got {
             let Some(map) = map else {
-                return Ok(ShardsRead::Gone(shard.name));
+                return Ok(Fetched::Gone(shard.name));
             };
             let text = map
                 .data
                 .as_ref()
                 .and_then(|d| d.get(SHARD_KEY))
                 .ok_or_else(|| self.shard_error(&shard.name, ShardProblem::NoData))?;
-            bytes += text.len();
             let found = shard_digest(text);
             if found != shard.digest {
                 return Err(self.shard_error(
@@ -343,9 +430,18 @@ impl Cluster {
             }
             let part: ShardContent = serde_json::from_str(text)
                 .map_err(|e| self.shard_error(&shard.name, ShardProblem::NotJson(e)))?;
-            parts.push(part);
+            let part = Arc::new(part);
+            self.seen().by_name.insert(
+                shard.name.clone(),
+                SeenShard {
+                    digest: shard.digest.clone(),
+                    content: part.clone(),
+                    bytes: text.len(),
+                },
+            );
+            parts.push((part, text.len()));
         }
-        Ok(ShardsRead::Whole(join(parts), bytes))
+        Ok(Fetched::Read(parts))
     }
 
     pub(super) fn shard_error(&self, shard: &str, problem: ShardProblem) -> ClusterError {

@@ -178,3 +178,99 @@ fn a_record_back_in_the_annotations_asks_for_the_history_its_shards_keep() {
     let read = read_with(StampsByModule::new(), 0);
     assert!(team_after(read, &write, true).unwrap().is_some());
 }
+
+/// A stamp as a converge writes it: a registry host's refs, an operation's uuid.
+fn real_stamp(module: &str, n: usize) -> Stamp {
+    let reference = |tag: &str| format!("registry.example.com:5000/team/{module}:{tag}-amd64");
+    Stamp {
+        module: module.into(),
+        from_ref: Some(reference(&format!("{:012x}", n + 1_000))),
+        from_digest: Some(format!("sha256:{:064x}", n + 1_000)),
+        to_ref: reference(&format!("{n:012x}")),
+        to_digest: format!("sha256:{n:064x}"),
+        by: Stamper {
+            operation_id: format!("0193a4f2-7c1e-7d3a-9b2f-{n:012x}"),
+            kind: crate::mesh::operation::OperationKind::Converge,
+            short: Some(n as i64),
+            host: "ci-runner-07".into(),
+            pid: 41_234,
+            at_ms: 1_764_000_000_000 + n as i64,
+            from_target: None,
+        },
+    }
+}
+
+#[test]
+fn the_room_left_counts_the_index_history_list_too() {
+    // 2,000 modules with ten stamps each, in shards, read as what decides reads them: the entries
+    // and the index, the history's shards left unread. Before, the estimate saw no history (the
+    // read left it apart), took a stamp as the least one can be, and counted every ref as a record
+    // shard's, none naming its first module: it promised more modules than the index can name
+    // (50,736 against about 45,000).
+    let n = 2_000;
+    let record: Record = (0..n)
+        .map(|i| {
+            let module = format!("module-{i:05}");
+            let entry = RecordEntry::new(
+                format!("registry.example.com:5000/team/{module}:{i:012x}-amd64"),
+                format!("sha256:{i:064x}"),
+            );
+            (module, entry)
+        })
+        .collect();
+    let history: StampsByModule = record
+        .keys()
+        .map(|module| {
+            let stamps = (0..HISTORY_KEPT)
+                .rev()
+                .map(|s| real_stamp(module, s))
+                .collect();
+            (module.clone(), stamps)
+        })
+        .collect();
+    let shards = split(&record, &BTreeMap::new(), &StampsByModule::new()).unwrap();
+    let kept = crate::cluster::record_shards::split_history(&history).unwrap();
+    let index = RecordIndex {
+        format: INDEX_FORMAT,
+        shards: shards.iter().map(|s| s.shard.clone()).collect(),
+        history: kept.iter().map(|s| s.shard.clone()).collect(),
+    };
+    let text = serde_json::to_string(&index).unwrap();
+    let ours = INDEX_ANNOTATION.len() + text.len();
+    let read = RecordRead {
+        record,
+        resource_version: Some("1".into()),
+        history_apart: true,
+        ours_bytes: ours,
+        form: RecordForm::Shards {
+            shards: index.len(),
+            bytes: 0,
+        },
+        index,
+        ..RecordRead::default()
+    };
+    // What the index truly has room for: it grows by what it holds per module now.
+    let per_module = text.len() as f64 / n as f64;
+    let truth = (ANNOTATIONS_LIMIT_BYTES - ours) as f64 / per_module;
+    let estimate = modules_left(&read) as f64;
+    assert!(
+        estimate <= truth * 1.05 && estimate >= truth * 0.7,
+        "the estimate says {estimate} more modules; the index has room for about {truth:.0} \
+         ({per_module:.1} bytes a module: {} record refs, {} history refs)",
+        read.index.shards.len(),
+        read.index.history.len()
+    );
+}
+
+#[test]
+fn no_room_for_one_more_shard_is_no_room() {
+    // 100 bytes of the namespace's annotations left: the index cannot take a shard (and the plain
+    // record of three modules does not fit): nothing more, in any form.
+    let record: Record = (0..3).map(|n| (format!("m{n}"), entry(n))).collect();
+    let read = RecordRead {
+        record,
+        others_bytes: ANNOTATIONS_LIMIT_BYTES - 100,
+        ..RecordRead::default()
+    };
+    assert_eq!(modules_left(&read), 0);
+}

@@ -245,8 +245,11 @@ pub struct PollParams {
     pub page_size: usize,
     /// (module, planned ref) of every module whose ref is known, for the registry source.
     pub refs: Arc<[(String, String)]>,
-    /// The module whose record history the detail shows (the selected one).
+    /// The module whose record history the detail shows (the open one, else the selected one).
     pub stamps_module: Option<String>,
+    /// The module whose detail is open: the only one whose record history is read from the target
+    /// where the target keeps it apart (its shard alone); the others' is never asked for by a poll.
+    pub history_opened: Option<String>,
 }
 
 impl PollParams {

@@ -8,7 +8,7 @@ use crate::mesh::live::LiveOperation;
 use crate::mesh::progress::Step;
 
 use super::msg::{ActionRequest, Effect, SourceData, SourceId, StateSnapshot};
-use super::state::AppState;
+use super::state::{AppState, Detail};
 
 pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<Effect> {
     match data {
@@ -33,6 +33,13 @@ pub(super) fn polled(state: &mut AppState, data: SourceData, at_ms: i64) -> Vec<
             if state.held_by != held_by {
                 state.held_by = held_by;
                 state.dirty = true;
+            }
+            // The open module's history came with this answer into the state database: read it
+            // there now rather than at the next history poll, until it is shown.
+            if let Some(Detail::Module(module)) = &state.detail
+                && state.views.stamps_of(module).is_none()
+            {
+                return vec![Effect::PollNow(vec![SourceId::State])];
             }
         }
         SourceData::Host(images) => {

@@ -603,6 +603,10 @@ impl AppState {
         }
         stamp_digests.sort();
         stamp_digests.dedup();
+        let history_opened = match &self.detail {
+            Some(Detail::Module(module)) => Some(module.clone()),
+            _ => None,
+        };
         PollParams {
             target: Some(self.target.name.clone()),
             history_module: self.builds.scope.clone(),
@@ -611,7 +615,10 @@ impl AppState {
             stamp_digests,
             page_size: PAGE_SIZE,
             refs: self.plan_refs.clone(),
-            stamps_module: self.selected_module().map(|m| m.name.clone()),
+            stamps_module: history_opened
+                .clone()
+                .or_else(|| self.selected_module().map(|m| m.name.clone())),
+            history_opened,
         }
     }
 

@@ -455,13 +455,14 @@ fn open(state: &mut AppState) -> Vec<Effect> {
     let Some(detail) = detail else {
         return Vec::new();
     };
-    // A module's record history is read now, not at the next history poll.
+    // A module's record history is read now, not at the next polls: from the target (where it
+    // keeps it apart: the record source reads the module's shard alone), then the state database.
     let module = matches!(detail, Detail::Module(_));
     state.detail = Some(detail);
     state.detail_scroll = 0;
     state.mode = Mode::Detail;
     if module {
-        return vec![Effect::PollNow(vec![SourceId::State])];
+        return vec![Effect::PollNow(vec![SourceId::Record, SourceId::State])];
     }
     Vec::new()
 }

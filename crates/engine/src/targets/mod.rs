@@ -34,7 +34,7 @@ pub use docker::belongs;
 pub use overrides::{NamedElsewhere, Overrides, PointedElsewhere};
 pub use seam::{
     Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordForm, RecordLeftover, RecordRead,
-    RecordRoom, Target,
+    RecordRoom, Shown, Target,
 };
 pub(crate) use sign::sign_pushed;
 

@@ -39,6 +39,15 @@ pub struct RecordRead {
     pub room: Option<RecordRoom>,
 }
 
+/// What [`Target::read_shown`] reads for: the mesh, the state database its copy goes to, and the
+/// module whose record history is open (None: no history is read where it is kept apart).
+#[derive(Clone, Copy)]
+pub struct Shown<'a> {
+    pub mesh: &'a Mesh,
+    pub db: &'a Mutex<StateDb>,
+    pub history_of: Option<&'a str>,
+}
+
 /// The record's form where its target has one object's limit to outgrow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -225,6 +234,15 @@ pub trait Target: Send + Sync {
         db: &'a Mutex<StateDb>,
     ) -> Result<RecordRead, TargetError> {
         self.read_record(mesh, db).await
+    }
+
+    /// What a screen shows of the record (the dashboard polls it): the entries and the pins as
+    /// [`Target::read_entries`], and of a history kept apart from the record only the stamps of
+    /// the module whose history is open, copied into the state database where every reader of
+    /// the history finds them. A target that reads the same things again answers an unchanged
+    /// record from what it read (on Kubernetes: one GET of the namespace).
+    async fn read_shown<'a>(&'a self, shown: Shown<'a>) -> Result<RecordRead, TargetError> {
+        self.read_entries(shown.mesh, shown.db).await
     }
 
     /// The parts of the record kept apart (shards) that no index names and that were written

@@ -36,12 +36,13 @@ use crate::mesh::target::TargetDescription;
 use crate::progress::Emitter;
 
 use super::seam::{
-    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, Target,
+    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, Shown, Target,
 };
 
 pub use error::{KubeError, UnknownContext};
 pub use flags::Flags;
 use lease::LeaseClaims;
+use record::Stamps;
 
 /// One Kubernetes namespace of one context, and how modules get there.
 pub struct Kube {
@@ -225,7 +226,7 @@ impl Target for Kube {
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
     ) -> Result<RecordRead, TargetError> {
-        self.read(mesh, db, true).await
+        self.read(mesh, db, Stamps::Whole).await
     }
 
     async fn read_entries<'a>(
@@ -233,7 +234,12 @@ impl Target for Kube {
         mesh: &'a Mesh,
         db: &'a Mutex<StateDb>,
     ) -> Result<RecordRead, TargetError> {
-        self.read(mesh, db, false).await
+        self.read(mesh, db, Stamps::Apart).await
+    }
+
+    async fn read_shown<'a>(&'a self, shown: Shown<'a>) -> Result<RecordRead, TargetError> {
+        let stamps = Stamps::Shown(shown.history_of);
+        self.read(shown.mesh, shown.db, stamps).await
     }
 
     async fn record_leftovers<'a>(

@@ -15,6 +15,15 @@ use crate::targets::{LeftoverRemoval, RecordForm, RecordLeftover, RecordRead, Re
 
 use super::Kube;
 
+/// How much of a history kept in shards of its own a read takes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Stamps<'a> {
+    Whole,
+    Apart,
+    /// One module's stamps (its shard alone), or none.
+    Shown(Option<&'a str>),
+}
+
 impl Kube {
     /// The shards no index names, older than `grace_ms` (never less than the shards' own grace).
     pub(super) async fn unnamed_shards(
@@ -64,18 +73,18 @@ impl Kube {
 
     /// The record, and what lives with it (pins, the record's history) copied into the state
     /// database: every reader of those (history, R, the detail, gc, the planner) reads the team's.
-    /// `history`: whether a history kept in shards of its own is read too (the copy is added
+    /// `stamps`: how much of a history kept in shards of its own is read too (the copy is added
     /// to, never cut: a read without it leaves the copy as it was).
     pub(super) async fn read(
         &self,
         mesh: &Mesh,
         db: &Mutex<StateDb>,
-        history: bool,
+        stamps: Stamps<'_>,
     ) -> Result<RecordRead, TargetError> {
-        let read = if history {
-            self.cluster.read_record().await?
-        } else {
-            self.cluster.read_entries().await?
+        let read = match stamps {
+            Stamps::Whole => self.cluster.read_record().await?,
+            Stamps::Apart => self.cluster.read_entries().await?,
+            Stamps::Shown(history_of) => self.cluster.read_shown(history_of).await?,
         };
         match &read.team_warning {
             Some(warning) => tracing::warn!("{warning}"),
