@@ -73,6 +73,7 @@ mod plan_cli;
 mod pool_base_by_digest;
 mod pool_platforms;
 mod provenance;
+mod provenance_binds;
 mod record_history;
 mod record_shards;
 mod registry;
