@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod architecture;
+mod base_pinned;
 mod builder_daemons;
 mod cli_says_once;
 mod closed_sets;
