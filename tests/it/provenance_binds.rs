@@ -276,3 +276,49 @@ fn trusted_builders_bind_ids_to_keys_and_bad_shapes_are_refused_at_their_line() 
         &["`trust` is not"],
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provenance_names_a_base_the_registry_vouched_for_by_the_manifest_it_was_verified_as() {
+    // CI on a clean machine takes the base from the registry (verified, signed) and builds web on
+    // it: web's provenance names that base by the manifest digest it was pulled as, never a tag.
+    require_registry().await;
+    let signed = signed_mesh("pbbase");
+    ci_publishes_signed(&signed);
+    let mesh = &signed.mesh;
+    let (_, base_manifest) = published(mesh).remove("base").unwrap();
+    mesh.clean_daemon();
+    std::fs::write(mesh.root().join("web/www/later.html"), "a later web").unwrap();
+    let fresh = mesh.dir.path().join("clean-ci.db");
+    let key = signed.ci_key.to_str().unwrap();
+    let args = ["converge", "--publish", "--sign-key", key, "--json"];
+    let ci = meshtop_env(mesh, &fresh, &[], &args);
+    assert!(ci.status.success(), "{}", said(&ci));
+    let summary: Value = serde_json::from_slice(&ci.stdout).unwrap();
+    let decided = common::example::decisions(&summary);
+    assert_eq!(
+        (decided["base"].as_str(), decided["web"].as_str()),
+        ("registry", "build")
+    );
+
+    let db = rusqlite::Connection::open(&fresh).unwrap();
+    let (reference, manifest): (String, String) = db
+        .query_row(
+            "SELECT published_ref, published_digest FROM builds \
+             WHERE mesh = ?1 AND module = 'web' AND published_digest IS NOT NULL",
+            [&mesh.name],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let (repository, _) = meshtop::backends::registry::repository_in(LOCAL, &reference);
+    let statements = spec_attestations(repository, &manifest, &signed.ci_pub);
+    assert_eq!(statements.len(), 1, "{statements:?}");
+    let dependencies = &statements[0]["predicate"]["buildDefinition"]["resolvedDependencies"];
+    let base = dependencies
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "base:base")
+        .unwrap_or_else(|| panic!("no base in {dependencies}"));
+    let hex = base_manifest.strip_prefix("sha256:").unwrap();
+    assert_eq!(base["digest"]["sha256"], hex, "{base}");
+}
