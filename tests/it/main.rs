@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod architecture;
+mod base_pinned;
 mod builder_daemons;
 mod cli_says_once;
 mod closed_sets;
@@ -74,6 +75,7 @@ mod plan_cli;
 mod pool_base_by_digest;
 mod pool_platforms;
 mod provenance;
+mod provenance_binds;
 mod record_history;
 mod record_polls;
 mod record_shards;

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::example::{ExampleMesh, plan_reasons, said};
+use common::example::said;
 use common::local_registry::{LOCAL, require_registry};
 use common::provenance::*;
 use common::run_id;
@@ -151,17 +151,6 @@ fn published_by_ci(tag: &str, builder: &str) -> SignedMesh {
     signed
 }
 
-/// A clean machine's plan (a fresh state file): module → (decision, reason).
-fn clean_plan(
-    mesh: &ExampleMesh,
-    args: &[&str],
-) -> std::collections::BTreeMap<String, (String, String)> {
-    let fresh = mesh.dir.path().join(format!("clean-{}.db", run_id()));
-    let mut all = vec!["plan", "--json"];
-    all.extend_from_slice(args);
-    plan_reasons(&mesh.json_with_state(&fresh, &all))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_trusted_signature_whose_provenance_names_other_inputs_or_builder_never_vouches() {
     require_registry().await;
@@ -186,7 +175,13 @@ async fn a_trusted_signature_whose_provenance_names_other_inputs_or_builder_neve
         repository,
         digest,
         &signed.ci_key,
-        &[other_tools_statement(&subject, digest, &other, &ci_builder)],
+        &[meshtop_statement(
+            &subject,
+            digest,
+            "web",
+            &other,
+            &ci_builder,
+        )],
     );
     let plan = clean_plan(mesh, &[]);
     let (decision, reason) = &plan["web"];
@@ -195,18 +190,29 @@ async fn a_trusted_signature_whose_provenance_names_other_inputs_or_builder_neve
     assert!(reason.contains("eeeeeeeeeeee"), "{reason}");
     assert_eq!(plan["api"].0, "registry", "{:?}", plan["api"]);
 
-    // Another tool's provenance per the spec, naming these inputs: read, and it vouches.
+    // Another tool's provenance of its own build type, naming these inputs: its parameters are
+    // that tool's words, so it never vouches (issue 51, case 5), said with its build type.
+    let tool = "https://other-tool.example/builder";
     spec_attest(
         &work,
         repository,
         digest,
         &signed.ci_key,
-        &[other_tools_statement(
-            &subject,
-            digest,
-            &inputs,
-            "https://other-tool.example/builder",
-        )],
+        &[other_tools_statement(&subject, digest, &inputs, tool)],
+    );
+    let reason = builds_saying(mesh, "web");
+    assert!(
+        reason.contains("✗ not a meshtop build")
+            && reason.contains("https://other-tool.example/build@v1"),
+        "{reason}"
+    );
+    // Written per the spec with meshtop's build type, module and these inputs: read, and it vouches.
+    spec_attest(
+        &work,
+        repository,
+        digest,
+        &signed.ci_key,
+        &[meshtop_statement(&subject, digest, "web", &inputs, tool)],
     );
     let plan = clean_plan(mesh, &[]);
     assert_eq!(plan["web"].0, "registry", "{:?}", plan["web"]);
@@ -247,30 +253,8 @@ async fn a_trusted_signature_whose_provenance_names_other_inputs_or_builder_neve
 #[tokio::test(flavor = "multi_thread")]
 async fn require_provenance_refuses_a_signed_artifact_without_one() {
     require_registry().await;
-    let mesh = ExampleMesh::two_docker_targets("pvreq");
-    let (ci_key, _) = trust_ci_key(&mesh);
-    let file = mesh.mesh_file();
-    let text = std::fs::read_to_string(&file).unwrap().replacen(
-        "promote_from = \"staging\"\n",
-        "promote_from = \"staging\"\nrequire_provenance = true\n",
-        1,
-    );
-    std::fs::write(&file, text).unwrap();
-    let ci = meshtop_env(
-        &mesh,
-        &mesh.state(),
-        &[],
-        &[
-            "converge",
-            "--target",
-            "staging",
-            "--publish",
-            "--sign-key",
-            ci_key.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    assert!(ci.status.success(), "{}", said(&ci));
+    let (mesh, ci_key) = prod_requires_provenance("pvreq");
+    ci_publishes_staging(&mesh, &ci_key);
     let published = published(&mesh);
     let (repository, digest) = &published["web"];
     let plan = clean_plan(&mesh, &["--target", "prod"]);

@@ -13,49 +13,9 @@ use crate::common;
 
 use common::daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
 use common::example::{ExampleMesh, builds, said};
-use common::local_registry::{LOCAL, docker, require_registry};
+use common::local_registry::{LOCAL, require_registry};
 use common::signing::*;
 use meshtop::backends::registry::repository_in;
-
-/// An image that is not what any build made: busybox imported as one layer, under `name`.
-/// Removed when dropped.
-struct LookAlike {
-    name: String,
-    id: String,
-}
-
-impl LookAlike {
-    fn make(work: &Path) -> LookAlike {
-        let name = common::test_name("lookalike");
-        let dir = work.join("lookalike");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy("/bin/busybox", dir.join("busybox")).unwrap();
-        let tar = work.join("lookalike.tar");
-        run(
-            "tar",
-            &[
-                "-cf",
-                tar.to_str().unwrap(),
-                "-C",
-                dir.to_str().unwrap(),
-                "busybox",
-            ],
-        );
-        docker(&["import", tar.to_str().unwrap(), &format!("{name}:latest")]);
-        let id = docker(&["image", "inspect", "-f", "{{.Id}}", &name])
-            .trim()
-            .to_string();
-        LookAlike { name, id }
-    }
-}
-
-impl Drop for LookAlike {
-    fn drop(&mut self) {
-        let _ = Command::new("docker")
-            .args(["image", "rm", "-f", &self.name])
-            .output();
-    }
-}
 
 /// The image name and tag a push request (`POST /v1.NN/images/<name>/push?tag=<tag>`) names.
 fn pushed_by(head: &str) -> Option<(String, String)> {

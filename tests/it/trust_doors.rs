@@ -184,23 +184,7 @@ fn staging_and_prod(tag: &str) -> (ExampleMesh, std::path::PathBuf) {
 async fn a_promote_pulls_the_recorded_manifest_and_a_refused_pull_leaves_nothing_tagged() {
     require_registry().await;
     let (mesh, ci_key) = staging_and_prod("tdprom");
-    let key = ci_key.to_str().unwrap();
-    let staging = meshtop_env(
-        &mesh,
-        &mesh.state(),
-        &[],
-        &[
-            "converge",
-            "--target",
-            "staging",
-            "--publish",
-            "--sign-key",
-            key,
-            "--json",
-        ],
-    );
-    assert!(staging.status.success(), "{}", said(&staging));
-    let staging: serde_json::Value = serde_json::from_slice(&staging.stdout).unwrap();
+    let staging = common::provenance::ci_publishes_staging(&mesh, &ci_key);
     let artifact = |module: &str| {
         let row = summary_row(&staging, module);
         (

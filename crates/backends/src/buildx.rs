@@ -195,6 +195,7 @@ mod tests {
             labels: HashMap::from([("jr2.dev/module".to_string(), "api".to_string())]),
             no_cache: true,
             platforms: vec!["linux/amd64".into(), "linux/arm64".into()],
+            on_base: false,
             secrets: crate::daemon::session::SecretValues(HashMap::from([(
                 "npmrc".to_string(),
                 b"token=abc".to_vec(),

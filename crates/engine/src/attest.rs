@@ -99,8 +99,10 @@ pub(crate) async fn attest_pushed(
 }
 
 /// The base the build's row names (the image id it was built FROM), by the ref and manifest
-/// digest that base's own build was published as; a ref's tag is never looked up (it says what
-/// the registry holds now, not what was built from). Without a row, the module's declared base.
+/// digest that base's own build was published as, else the ref and manifest this machine pulled
+/// it as after verifying it (a base the registry vouched for); a ref's tag is never looked up (it
+/// says what the registry holds now, not what was built from). Without a row, the module's
+/// declared base.
 fn base_dependency(
     mesh: &Mesh,
     module: &str,
@@ -116,11 +118,16 @@ fn base_dependency(
     let base = build
         .and_then(|b| b.base_module.clone())
         .unwrap_or(declared);
-    let of_base = build
-        .and_then(|b| b.base_digest.as_deref())
-        .and_then(|id| emitter.build_of(id));
-    let uri = of_base.as_ref().and_then(|b| b.reference.clone());
-    let digest = of_base.and_then(|b| b.published_digest);
+    let id = build.and_then(|b| b.base_digest.as_deref());
+    let of_base = id.and_then(|id| emitter.build_of(id));
+    let published = of_base
+        .as_ref()
+        .and_then(|b| Some((b.reference.clone()?, b.published_digest.clone()?)))
+        .or_else(|| id.and_then(|id| emitter.verified_pull_of(id)));
+    let (uri, digest) = match published {
+        Some((uri, digest)) => (Some(uri), Some(digest)),
+        None => (of_base.and_then(|b| b.reference), None),
+    };
     Some(BaseDependency {
         uri: uri.unwrap_or_else(|| format!("module:{base}")),
         module: base,

@@ -10,7 +10,9 @@ use super::progress::{Emitter, Payload};
 use super::targets::{Pushed, sign_pushed};
 use crate::backends::buildx;
 use crate::backends::credentials;
-use crate::backends::daemon::build::{BuildRequest, ContextWriter, context_pipe};
+use crate::backends::daemon::build::{
+    BuildRequest, ContextWriter, LocalName, LocalNaming, context_pipe,
+};
 use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
 use crate::backends::git::{self, Revision};
@@ -334,6 +336,7 @@ pub async fn build_module(
             .collect(),
         secrets: SecretValues(served.values),
         ssh_agent: served.ssh_agent,
+        on_base: crate::workspace::lock_file::module_built_on_base(&module),
     };
     if multi_platform {
         run.on_buildx(mesh, request, tarring).await
@@ -392,9 +395,10 @@ enum ContextUnnamed {
 }
 
 /// Each named context of `planned` as the builder of `on` reaches it: the name the pool pulled it
-/// by (pinned by digest), else a tag its daemon shows on that very artifact (never `building`, the
-/// tag this build lands under: anyone may have tagged another image so), checked again when the
-/// build ends, as the base's is (`Daemon::name_base`).
+/// by (pinned by digest), else the name its daemon resolves to that very artifact
+/// (`Daemon::local_name`, as the base's): a digest reference it recorded (pinned), else a tag
+/// (never `building`, the tag this build lands under: anyone may have tagged another image so),
+/// checked again when the build ends.
 async fn named_contexts(
     on: &BuildOn<'_>,
     planned: &PlannedModule,
@@ -426,8 +430,8 @@ async fn named_contexts(
             continue;
         }
         let endpoint = daemon.endpoint().to_string();
-        let tags = daemon
-            .image_tags(artifact)
+        let naming = daemon
+            .local_name(artifact, building)
             .await
             .map_err(|source| ContextUnnamed::Daemon {
                 module: module.clone(),
@@ -435,24 +439,31 @@ async fn named_contexts(
                 source,
             })?;
         let (module, name, artifact) = (module.clone(), name.clone(), artifact.clone());
-        let Some(tags) = tags else {
-            return Err(ContextUnnamed::NotOnDaemon {
-                module,
-                name,
-                artifact,
-                endpoint,
-            });
-        };
-        let Some(tag) = tags.into_iter().find(|tag| tag != building) else {
-            return Err(ContextUnnamed::Untagged {
-                module,
-                name,
-                artifact,
-                endpoint,
-            });
-        };
-        named.images.insert(name, tag.clone());
-        named.tags.push((tag, artifact));
+        match naming {
+            LocalNaming::Named(LocalName::Pinned(pinned)) => {
+                named.images.insert(name, pinned);
+            }
+            LocalNaming::Named(LocalName::Tagged(tag)) => {
+                named.images.insert(name, tag.clone());
+                named.tags.push((tag, artifact));
+            }
+            LocalNaming::Absent => {
+                return Err(ContextUnnamed::NotOnDaemon {
+                    module,
+                    name,
+                    artifact,
+                    endpoint,
+                });
+            }
+            LocalNaming::Untagged => {
+                return Err(ContextUnnamed::Untagged {
+                    module,
+                    name,
+                    artifact,
+                    endpoint,
+                });
+            }
+        }
     }
     Ok(named)
 }
@@ -1062,6 +1073,7 @@ impl Run<'_> {
             platforms: vec![on.platform.to_string()],
             secrets: template.secrets.clone(),
             ssh_agent: template.ssh_agent.clone(),
+            on_base: crate::workspace::lock_file::module_built_on_base(template.module),
         };
         let (emitter, module) = (self.emitter, self.module.clone());
         let said = format!("{}: ", on.platform);

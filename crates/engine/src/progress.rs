@@ -97,6 +97,13 @@ impl Emitter {
         db.build_by_digest(&self.mesh, id).ok()?
     }
 
+    /// The ref and manifest this machine pulled image `id` as after verifying it (None: never, or
+    /// the state file could not be read).
+    pub fn verified_pull_of(&self, id: &str) -> Option<(String, String)> {
+        let db = crate::backends::state::locked(&self.db).ok()?;
+        db.verified_pull(&self.mesh, id).ok()?
+    }
+
     /// The inputs digest of `module`'s `reference` as this machine's plan computed it when a
     /// build of that ref succeeded (the input manifest kept with it); None: never built here.
     pub fn planned_inputs(&self, module: &str, reference: &str) -> Option<String> {

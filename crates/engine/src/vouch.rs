@@ -15,7 +15,8 @@ use crate::backends::credentials::{self, CredentialsError};
 use crate::backends::registry::{RegistryClient, RegistryError, repository_in};
 use crate::mesh::cosign::{SignatureVerdict, TrustedKey};
 use crate::mesh::decide::RegistryAnswer;
-use crate::mesh::model::Mesh;
+use crate::mesh::model::{Mesh, TrustedBuilder};
+use crate::mesh::provenance::Wanted;
 
 /// One question's time limit: a registry that does not answer in time holds nothing, and the
 /// module builds (the plan is not held for the client's default 30 s).
@@ -126,11 +127,13 @@ impl RegistryVoucher {
         Some(warning)
     }
 
-    /// Ask the registry for every ref of `refs` not answered yet, up to [`QUESTIONS_AT_ONCE`] at once.
-    pub async fn ask(&mut self, refs: Vec<String>) {
-        let mut wanted: Vec<String> = refs.into_iter().filter(|r| !self.knows(r)).collect();
-        wanted.sort();
-        wanted.dedup();
+    /// Ask the registry for every ref of `refs` not answered yet, up to [`QUESTIONS_AT_ONCE`] at
+    /// once; each with what a provenance must say of it.
+    pub async fn ask(&mut self, refs: Vec<(String, Wanted)>) {
+        let mut wanted: Vec<(String, Wanted)> =
+            refs.into_iter().filter(|(r, _)| !self.knows(r)).collect();
+        wanted.sort_by(|a, b| a.0.cmp(&b.0));
+        wanted.dedup_by(|a, b| a.0 == b.0);
         if wanted.is_empty() {
             return;
         }
@@ -138,7 +141,7 @@ impl RegistryVoucher {
         let client = match &self.client {
             Ok(client) => client,
             Err(error) => {
-                for reference in wanted {
+                for (reference, _) in wanted {
                     let failed = RegistryAnswer::Failed {
                         registry: host.clone(),
                         error: error.to_string(),
@@ -152,11 +155,17 @@ impl RegistryVoucher {
         let trust = &self.trust;
         let policy = &self.provenance;
         let answers: Vec<(String, RegistryAnswer)> = futures_util::stream::iter(wanted)
-            .map(|reference| {
+            .map(|(reference, wanted)| {
                 let host = host.clone();
                 async move {
                     asked.fetch_add(1, Ordering::SeqCst);
-                    let answer = ask_one(client, &host, &reference, trust, policy).await;
+                    let asking = Asking {
+                        client,
+                        host: &host,
+                        trust,
+                        policy,
+                    };
+                    let answer = asking.ask(&reference, &wanted).await;
                     (reference, answer)
                 }
             })
@@ -167,11 +176,12 @@ impl RegistryVoucher {
     }
 }
 
-/// What a trusted signature's provenance must say: built by one of `builders` (empty: any), and
-/// whether the target requires a provenance at all (`require_provenance = true`).
+/// What a trusted signature's provenance must say: built by one of `builders` (empty: any; each
+/// claimed only by the keys bound to it), and whether the target requires a provenance at all
+/// (`require_provenance = true`).
 #[derive(Debug, Clone, Default)]
 pub struct ProvenancePolicy {
-    pub builders: Vec<String>,
+    pub builders: Vec<TrustedBuilder>,
     pub required: bool,
 }
 
@@ -183,23 +193,30 @@ impl ProvenancePolicy {
         }
     }
 
-    /// A trusted signature's verdict once its provenance is judged: the provenance's input digest
-    /// against `inputs` (the manifest's own inputs label, which the decision requires to equal the
-    /// ref's full input digest), its builder against [`ProvenancePolicy::builders`].
+    /// A trusted signature's verdict once its provenance is judged against the ref being decided
+    /// (`wanted`: meshtop's build type, its module, its inputs) and
+    /// [`ProvenancePolicy::builders`].
     pub fn judge(
         &self,
         signed: SignatureVerdict,
         provenances: &[crate::mesh::provenance::ReadProvenance],
-        inputs: &str,
+        wanted: &Wanted,
     ) -> SignatureVerdict {
         use crate::mesh::provenance::{ProvenanceVerdict, judge};
-        match judge(provenances, inputs, &self.builders) {
+        match judge(provenances, wanted, &self.builders) {
             ProvenanceVerdict::Matches { .. } => signed,
             ProvenanceVerdict::Absent if !self.required => signed,
             ProvenanceVerdict::Absent => SignatureVerdict::NoProvenance,
+            ProvenanceVerdict::OtherBuildType { names } => {
+                SignatureVerdict::OtherBuildType { names }
+            }
+            ProvenanceVerdict::OtherModule { names } => SignatureVerdict::OtherModule { names },
             ProvenanceVerdict::OtherInputs { names } => SignatureVerdict::OtherInputs { names },
             ProvenanceVerdict::UntrustedBuilder { builder } => {
                 SignatureVerdict::UntrustedBuilder { builder }
+            }
+            ProvenanceVerdict::UnboundBuilder { builder, key } => {
+                SignatureVerdict::UnboundBuilder { builder, key }
             }
         }
     }
@@ -212,67 +229,71 @@ pub fn requires_provenance(mesh: &Mesh, target: &str) -> bool {
         .any(|e| e.name == target && e.require_provenance)
 }
 
-/// What the registry holds under `reference` and, with `trust`, what its signatures say of the
-/// manifest digest the ref resolves to now, and what the provenance a trusted key signed says of
-/// it (one more read: the `.att` manifest, which embeds meshtop's envelopes). A fault anywhere
-/// reads as "holds nothing" (said).
-async fn ask_one(
-    client: &RegistryClient,
-    host: &str,
-    reference: &str,
-    trust: &[TrustedKey],
-    policy: &ProvenancePolicy,
-) -> RegistryAnswer {
-    let registry = host.to_string();
-    let (path, tag) = repository_in(host, reference);
-    let image = match client.image(path, tag).await {
-        Ok(Some(image)) => image,
-        Ok(None) => return RegistryAnswer::Absent { registry },
-        Err(error) => {
-            return RegistryAnswer::Failed {
-                registry,
-                error: error.to_string(),
-            };
-        }
-    };
-    let signature = if trust.is_empty() {
-        SignatureVerdict::Unverified
-    } else {
-        match client.signature_verdict(path, &image.manifest, trust).await {
-            Ok(verdict) => verdict,
+/// One question to the registry: the client, its host, what the mesh trusts and what a
+/// provenance must say.
+struct Asking<'a> {
+    client: &'a RegistryClient,
+    host: &'a str,
+    trust: &'a [TrustedKey],
+    policy: &'a ProvenancePolicy,
+}
+
+impl Asking<'_> {
+    /// What the registry holds under `reference` and, with `trust`, what its signatures say of
+    /// the manifest digest the ref resolves to now, and what the provenance a trusted key signed
+    /// says of it against `wanted` (one more read: the `.att` manifest, which embeds meshtop's
+    /// envelopes). A fault anywhere reads as "holds nothing" (said).
+    async fn ask(&self, reference: &str, wanted: &Wanted) -> RegistryAnswer {
+        let Asking {
+            client,
+            host,
+            trust,
+            policy,
+        } = *self;
+        let registry = host.to_string();
+        let (path, tag) = repository_in(host, reference);
+        let image = match client.image(path, tag).await {
+            Ok(Some(image)) => image,
+            Ok(None) => return RegistryAnswer::Absent { registry },
             Err(error) => {
                 return RegistryAnswer::Failed {
                     registry,
-                    error: format!("its signatures could not be read: {error}"),
+                    error: error.to_string(),
                 };
             }
-        }
-    };
-    let signature = match signature {
-        SignatureVerdict::Trusted { .. } => {
-            match client.provenance(path, &image.manifest, trust).await {
-                Ok(read) => {
-                    let inputs = image
-                        .labels
-                        .get(crate::mesh::model::INPUTS_LABEL)
-                        .cloned()
-                        .unwrap_or_default();
-                    policy.judge(signature, &read, &inputs)
-                }
+        };
+        let signature = if trust.is_empty() {
+            SignatureVerdict::Unverified
+        } else {
+            match client.signature_verdict(path, &image.manifest, trust).await {
+                Ok(verdict) => verdict,
                 Err(error) => {
                     return RegistryAnswer::Failed {
                         registry,
-                        error: format!("its provenance could not be read: {error}"),
+                        error: format!("its signatures could not be read: {error}"),
                     };
                 }
             }
+        };
+        let signature = match signature {
+            SignatureVerdict::Trusted { .. } => {
+                match client.provenance(path, &image.manifest, trust).await {
+                    Ok(read) => policy.judge(signature, &read, wanted),
+                    Err(error) => {
+                        return RegistryAnswer::Failed {
+                            registry,
+                            error: format!("its provenance could not be read: {error}"),
+                        };
+                    }
+                }
+            }
+            other => other,
+        };
+        RegistryAnswer::Holds {
+            registry,
+            image,
+            signature,
         }
-        other => other,
-    };
-    RegistryAnswer::Holds {
-        registry,
-        image,
-        signature,
     }
 }
 
@@ -587,8 +608,9 @@ pub async fn require_signed(
 }
 
 /// On a `require_provenance` target: the verified manifest of `entry` must carry a provenance a
-/// trusted key signed, naming the inputs the manifest's own inputs label says (the ref's, as
-/// meshtop labels it) and, with `trusted_builders`, a trusted builder. Two small reads (the
+/// trusted key signed of meshtop's build type, naming `module` and the inputs of the entry's ref
+/// (its tag's hash, and the full digest the manifest's own inputs label says) and, with
+/// `trusted_builders`, a trusted builder claimed by a key bound to it. Two small reads (the
 /// image's config for its inputs label, the `.att` manifest); a registry that cannot be asked
 /// refuses.
 async fn check_provenance(
@@ -617,8 +639,7 @@ async fn check_provenance(
         let inputs = client
             .image(repository, manifest)
             .await?
-            .and_then(|image| image.labels.get(crate::mesh::model::INPUTS_LABEL).cloned())
-            .unwrap_or_default();
+            .and_then(|image| image.labels.get(crate::mesh::model::INPUTS_LABEL).cloned());
         let read = client
             .provenance(repository, manifest, &mesh.signing.trust)
             .await?;
@@ -632,7 +653,8 @@ async fn check_provenance(
         required: true,
     };
     let signed = SignatureVerdict::Trusted { key: String::new() };
-    match policy.judge(signed, &read, &inputs) {
+    let wanted = Wanted::of_ref(module, &entry.reference, inputs.as_deref());
+    match policy.judge(signed, &read, &wanted) {
         SignatureVerdict::Trusted { .. } => Ok(()),
         refused => Err(refuse(format!(
             "manifest {}: {}: {}",

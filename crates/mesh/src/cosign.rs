@@ -49,12 +49,20 @@ pub enum SignatureVerdict {
     /// A trusted key's signature, but its payload names `names`, not this digest (a signature
     /// copied from another artifact).
     OtherDigest { names: String },
+    /// A trusted key signed it, but the provenance it signed is of another build type (`names`
+    /// it) than meshtop's: its parameters do not mean what meshtop's do.
+    OtherBuildType { names: String },
+    /// A trusted key signed it, but the provenance it signed is another module's (`names` it).
+    OtherModule { names: String },
     /// A trusted key signed it, but the provenance it signed says it was built from other inputs
     /// (`names` the provenance's input digest) than the ref's.
     OtherInputs { names: String },
     /// A trusted key signed it and its provenance names these inputs, but a builder the mesh does
     /// not list in `trusted_builders`.
     UntrustedBuilder { builder: String },
+    /// Its provenance names a builder the mesh trusts, but signed by `key`, which
+    /// `trusted_builders` does not bind to that builder.
+    UnboundBuilder { builder: String, key: String },
     /// A trusted key signed it, but no provenance a trusted key signed is attached, where the
     /// target requires one (`require_provenance = true`).
     NoProvenance,
@@ -77,8 +85,11 @@ impl SignatureVerdict {
             SignatureVerdict::Unsigned => "✗ unsigned".into(),
             SignatureVerdict::UntrustedKey => "✗ untrusted key".into(),
             SignatureVerdict::OtherDigest { .. } => "✗ signature names another digest".into(),
+            SignatureVerdict::OtherBuildType { .. } => "✗ not a meshtop build".into(),
+            SignatureVerdict::OtherModule { .. } => "✗ built as another module".into(),
             SignatureVerdict::OtherInputs { .. } => "✗ built from other inputs".into(),
             SignatureVerdict::UntrustedBuilder { .. } => "✗ untrusted builder".into(),
+            SignatureVerdict::UnboundBuilder { .. } => "✗ builder claimed by another key".into(),
             SignatureVerdict::NoProvenance => "✗ no provenance".into(),
         }
     }

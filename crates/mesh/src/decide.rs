@@ -507,6 +507,13 @@ pub fn refusal_detail(signature: &SignatureVerdict) -> String {
                 short_id(names)
             )
         }
+        SignatureVerdict::OtherBuildType { names } => format!(
+            "its signed provenance is of build type {names}, not meshtop's ({})",
+            super::provenance::BUILD_TYPE
+        ),
+        SignatureVerdict::OtherModule { names } => {
+            format!("its signed provenance is module {names}'s, not this ref's")
+        }
         SignatureVerdict::OtherInputs { names } => format!(
             "its signed provenance names inputs {}, not this ref's",
             short_id(names)
@@ -514,6 +521,9 @@ pub fn refusal_detail(signature: &SignatureVerdict) -> String {
         SignatureVerdict::UntrustedBuilder { builder } => {
             format!("its signed provenance names builder {builder}, not one of trusted_builders")
         }
+        SignatureVerdict::UnboundBuilder { builder, key } => format!(
+            "its signed provenance names builder {builder}, but signed by {key}, a key trusted_builders does not bind to it"
+        ),
         SignatureVerdict::NoProvenance => {
             "no provenance signed by a trusted key under its .att tag (the target requires one)"
                 .into()

@@ -80,11 +80,31 @@ pub struct Signing {
     /// artifact a converge pushes.
     pub key: Option<crate::cosign::SigningKey>,
     /// `trusted_builders = [...]` in [mesh]: the builder ids whose provenance lets the registry
-    /// vouch (empty: any builder a trusted key attested).
-    pub trusted_builders: Vec<String>,
+    /// vouch, each with the keys that may claim it (empty: any builder a trusted key attested).
+    pub trusted_builders: Vec<TrustedBuilder>,
     /// `builder_id = "…"` in [mesh]: the builder id this mesh's provenance names (else
     /// `MESHTOP_BUILDER_ID`, else `meshtop://host/<hostname>`).
     pub builder_id: Option<String>,
+}
+
+/// A builder id the mesh trusts, bound to the keys allowed to claim it: a provenance naming `id`
+/// vouches only when one of `keys` signed it. A builder id is a word the signer writes (its mesh
+/// file or `MESHTOP_BUILDER_ID`), so it means something only tied to a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedBuilder {
+    pub id: String,
+    /// The trust paths (as `trust` writes them) that may claim `id`; None: any key of `trust`
+    /// (the plain-string form `trusted_builders = ["id"]`).
+    pub keys: Option<Vec<String>>,
+}
+
+impl TrustedBuilder {
+    /// Whether a provenance signed by `key` may name this builder.
+    pub fn claimable_by(&self, key: &str) -> bool {
+        self.keys
+            .as_ref()
+            .is_none_or(|keys| keys.iter().any(|k| k == key))
+    }
 }
 
 /// The name of a mesh file's single `[target]` table (and of the embedded Docker default).

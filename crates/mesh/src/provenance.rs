@@ -6,8 +6,8 @@
 //! the tag `sha256-<hex>.att`, one layer per envelope, media type
 //! `application/vnd.dsse.envelope.v1+json`, annotated with its `predicateType`).
 //!
-//! What is read back is judged against what the ref itself says: the provenance's input digest
-//! must be the ref's, and its builder one the mesh trusts.
+//! What is read back is judged against what the ref being decided says: meshtop's build type, the
+//! ref's module and input digest, and a builder the mesh trusts claimed by a key bound to it.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::cosign::{self, FormatError, SignatureImage, SigningKey, TrustedKey};
+use super::model::TrustedBuilder;
 
 /// DSSE's payload type for an in-toto Statement (in-toto/attestation `spec/v1/envelope.md`:
 /// "`payloadType` MUST be set to `application/vnd.in-toto+json`").
@@ -406,35 +407,92 @@ pub enum ProvenanceVerdict {
     Absent,
     /// Built from the ref's inputs by a trusted builder.
     Matches { builder: String },
+    /// Not a meshtop build (`names` its `buildType`): its parameters mean something else.
+    OtherBuildType { names: String },
+    /// Built as another module (`names` it) than the ref's.
+    OtherModule { names: String },
     /// Built from other inputs (`names` the provenance's input digest).
     OtherInputs { names: String },
     /// Built from these inputs by a builder the mesh does not trust.
     UntrustedBuilder { builder: String },
+    /// A builder the mesh trusts, claimed by `key`, which `trusted_builders` does not bind to it.
+    UnboundBuilder { builder: String, key: String },
 }
 
-/// Judge the verified provenances of an artifact against the ref's full input digest `inputs`
-/// and `trusted_builders` (empty: any builder). One that matches vouches; else other inputs are
-/// said before an untrusted builder.
+/// What a provenance must say to answer for one ref: meshtop's build type, the ref's module, and
+/// the inputs the ref's tag abbreviates (the full digest, where the caller knows it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wanted {
+    pub module: String,
+    /// The ref's hex characters (`<hash12>` of `<hash12>-<arch>`).
+    pub hash: String,
+    /// The full input digest, when known.
+    pub inputs: Option<String>,
+}
+
+impl Wanted {
+    /// What `module`'s ref `reference` (`[registry/]mesh/module:<hash12>-<arch>`) asks of a
+    /// provenance; `inputs` the full digest it abbreviates, when known.
+    pub fn of_ref(module: &str, reference: &str, inputs: Option<&str>) -> Wanted {
+        let tagged = reference.split('@').next().unwrap_or(reference);
+        let (_, tag) = super::refs::split_reference(tagged);
+        Wanted {
+            module: module.to_string(),
+            hash: tag.split('-').next().unwrap_or_default().to_string(),
+            inputs: inputs.map(str::to_string),
+        }
+    }
+
+    /// Whether `named` (a provenance's input digest) is the ref's: it starts with the tag's hash
+    /// and is the full digest where that is known.
+    fn inputs_match(&self, named: &str) -> bool {
+        named.len() > self.hash.len()
+            && named.starts_with(&self.hash)
+            && self.inputs.as_deref().is_none_or(|full| full == named)
+    }
+}
+
+/// Judge the verified provenances of an artifact against what the ref being decided says
+/// (`wanted`) and `trusted_builders` (empty: any builder; each id only from the keys bound to
+/// it). One that matches vouches; else the first refusal in this order is said: another build
+/// type, another module, other inputs, an untrusted builder, a builder claimed by an unbound key.
 pub fn judge(
     provenances: &[ReadProvenance],
-    inputs: &str,
-    trusted_builders: &[String],
+    wanted: &Wanted,
+    trusted_builders: &[TrustedBuilder],
 ) -> ProvenanceVerdict {
     let mut refusals: BTreeMap<u8, ProvenanceVerdict> = BTreeMap::new();
+    let said = |text: &Option<String>| text.clone().unwrap_or_else(|| "none".into());
     for read in provenances {
         let builder = read.builder_id.clone().unwrap_or_default();
-        if read.inputs.as_deref() != Some(inputs) {
-            let names = read.inputs.clone().unwrap_or_else(|| "none".into());
-            refusals
-                .entry(0)
-                .or_insert(ProvenanceVerdict::OtherInputs { names });
-        } else if !trusted_builders.is_empty() && !trusted_builders.contains(&builder) {
-            refusals
-                .entry(1)
-                .or_insert(ProvenanceVerdict::UntrustedBuilder { builder });
+        let trusted: Vec<&TrustedBuilder> = trusted_builders
+            .iter()
+            .filter(|b| b.id == builder)
+            .collect();
+        let (rank, refusal) = if read.build_type.as_deref() != Some(BUILD_TYPE) {
+            let names = said(&read.build_type);
+            (0, ProvenanceVerdict::OtherBuildType { names })
+        } else if read.module.as_deref() != Some(wanted.module.as_str()) {
+            let names = said(&read.module);
+            (1, ProvenanceVerdict::OtherModule { names })
+        } else if !read
+            .inputs
+            .as_deref()
+            .is_some_and(|i| wanted.inputs_match(i))
+        {
+            let names = said(&read.inputs);
+            (2, ProvenanceVerdict::OtherInputs { names })
+        } else if trusted_builders.is_empty() {
+            return ProvenanceVerdict::Matches { builder };
+        } else if trusted.is_empty() {
+            (3, ProvenanceVerdict::UntrustedBuilder { builder })
+        } else if !trusted.iter().any(|b| b.claimable_by(&read.key)) {
+            let key = read.key.clone();
+            (4, ProvenanceVerdict::UnboundBuilder { builder, key })
         } else {
             return ProvenanceVerdict::Matches { builder };
-        }
+        };
+        refusals.entry(rank).or_insert(refusal);
     }
     refusals
         .into_values()

@@ -40,20 +40,56 @@ fn a_signed_provenance_reads_back_and_judges_by_inputs_and_builder() {
     let read = verified_for(&p.manifest, std::slice::from_ref(&envelope), &trusted);
     assert_eq!(read.len(), 1);
     assert_eq!(read[0].inputs.as_deref(), Some(p.inputs.as_str()));
+    let wanted = Wanted {
+        module: "web".into(),
+        hash: p.inputs[..12].to_string(),
+        inputs: Some(p.inputs.clone()),
+    };
     assert_eq!(
-        judge(&read, &p.inputs, &[]),
+        judge(&read, &wanted, &[]),
         ProvenanceVerdict::Matches {
             builder: p.builder_id.clone()
         }
     );
+    let other_inputs = Wanted {
+        inputs: Some("sha256:other".into()),
+        ..wanted.clone()
+    };
     assert!(matches!(
-        judge(&read, "sha256:other", &[]),
+        judge(&read, &other_inputs, &[]),
         ProvenanceVerdict::OtherInputs { .. }
     ));
+    let builder = |id: &str, keys: Option<&[&str]>| TrustedBuilder {
+        id: id.into(),
+        keys: keys.map(|k| k.iter().map(|k| k.to_string()).collect()),
+    };
     assert!(matches!(
-        judge(&read, &p.inputs, &["https://other".into()]),
+        judge(&read, &wanted, &[builder("https://other", None)]),
         ProvenanceVerdict::UntrustedBuilder { .. }
     ));
+    assert!(matches!(
+        judge(&read, &wanted, &[builder(&p.builder_id, None)]),
+        ProvenanceVerdict::Matches { .. }
+    ));
+    assert!(matches!(
+        judge(
+            &read,
+            &wanted,
+            &[builder(&p.builder_id, Some(&["keys/ci.pub"]))]
+        ),
+        ProvenanceVerdict::Matches { .. }
+    ));
+    assert_eq!(
+        judge(
+            &read,
+            &wanted,
+            &[builder(&p.builder_id, Some(&["keys/dev.pub"]))]
+        ),
+        ProvenanceVerdict::UnboundBuilder {
+            builder: p.builder_id.clone(),
+            key: "keys/ci.pub".into()
+        }
+    );
     // Another digest's provenance, or an untrusted key's, says nothing of this one.
     assert!(
         verified_for(
@@ -72,7 +108,48 @@ fn a_signed_provenance_reads_back_and_judges_by_inputs_and_builder() {
     )
     .unwrap();
     assert!(verified_for(&p.manifest, &[envelope], &[other.public("x")]).is_empty());
-    assert_eq!(judge(&[], &p.inputs, &[]), ProvenanceVerdict::Absent);
+    assert_eq!(judge(&[], &wanted, &[]), ProvenanceVerdict::Absent);
+}
+
+/// A provenance answers only for the ref being decided: meshtop's build type, the ref's module,
+/// and inputs the ref's tag abbreviates (issue 51, case 5).
+#[test]
+fn a_provenance_answers_only_for_its_own_module_inputs_and_build_type() {
+    let key = key();
+    let trusted = [key.public("keys/ci.pub")];
+    // An input digest as the plan writes it: hex, the ref's tag its first 12 characters.
+    let p = Provenance {
+        inputs: "b".repeat(64),
+        ..provenance()
+    };
+    let read = verified_for(&p.manifest, &[envelope(&statement(&p), &key)], &trusted);
+    let hex = p.inputs.clone();
+    let reference = format!("127.0.0.1:5000/demo/web:{}-amd64", &hex[..12]);
+    let wanted = Wanted::of_ref("web", &reference, None);
+    assert_eq!(wanted.hash, hex[..12]);
+    assert!(matches!(
+        judge(&read, &wanted, &[]),
+        ProvenanceVerdict::Matches { .. }
+    ));
+    assert_eq!(
+        judge(&read, &Wanted::of_ref("api", &reference, None), &[]),
+        ProvenanceVerdict::OtherModule {
+            names: "web".into()
+        }
+    );
+    let other_ref = format!("127.0.0.1:5000/demo/web:{}-amd64", "c".repeat(12));
+    assert!(matches!(
+        judge(&read, &Wanted::of_ref("web", &other_ref, None), &[]),
+        ProvenanceVerdict::OtherInputs { .. }
+    ));
+    let mut foreign = read.clone();
+    foreign[0].build_type = Some("https://other-tool.example/build@v1".into());
+    assert_eq!(
+        judge(&foreign, &wanted, &[]),
+        ProvenanceVerdict::OtherBuildType {
+            names: "https://other-tool.example/build@v1".into()
+        }
+    );
 }
 
 #[test]

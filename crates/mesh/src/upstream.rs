@@ -154,6 +154,48 @@ pub fn pinned(
     out
 }
 
+/// Whether the stage a build produces (`target`, else the last) is FROM the mesh's base
+/// (`${BASE}`), directly or through the earlier stages it is FROM: its image then begins with the
+/// base's layers. `args` as for [`upstreams`] (with `BASE`).
+pub fn built_on_base(
+    text: &str,
+    args: &BTreeMap<String, String>,
+    contexts: &BTreeMap<String, String>,
+    target: Option<&str>,
+) -> bool {
+    // Each stage in file order: its name, and whether it is FROM the base.
+    let mut stages: Vec<(Option<String>, bool)> = Vec::new();
+    read(text, args, contexts, |instruction, source, _| {
+        let Some(source) = source else {
+            return;
+        };
+        let (image, name) = from_parts(&instruction.rest);
+        let on_base = match source {
+            Source::MeshBase => true,
+            Source::Stage => {
+                let image = image.to_ascii_lowercase();
+                stages
+                    .iter()
+                    .rev()
+                    .find(|(stage, _)| stage.as_deref() == Some(image.as_str()))
+                    .is_some_and(|(_, on_base)| *on_base)
+            }
+            _ => false,
+        };
+        stages.push((name.map(str::to_ascii_lowercase), on_base));
+    });
+    let built = match target {
+        Some(target) => {
+            let target = target.to_ascii_lowercase();
+            stages
+                .iter()
+                .find(|(stage, _)| stage.as_deref() == Some(target.as_str()))
+        }
+        None => stages.last(),
+    };
+    built.is_some_and(|(_, on_base)| *on_base)
+}
+
 /// The repository of an image name, its tag dropped (`host:5000/a/b:1` → `host:5000/a/b`): a
 /// pinned name asks for the digest alone, so no builder can prefer the tag.
 pub fn repository(image: &str) -> &str {

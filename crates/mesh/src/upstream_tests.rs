@@ -210,3 +210,29 @@ COPY --from=reg/demo/lib:bbbb /lib /lib2
 "
     );
 }
+
+/// What a build's image begins with: the base's layers only when the stage built is FROM the base,
+/// directly or through the stages it is FROM (issue 51, case 6: the layers are checked then).
+#[test]
+fn the_stage_built_is_on_the_base_only_through_from() {
+    let base = args(&[("BASE", "sha256:00")]);
+    let none = BTreeMap::new();
+    let on = |text: &str, target: Option<&str>| built_on_base(text, &base, &none, target);
+    assert!(on("ARG BASE\nFROM ${BASE}\nCOPY . /\n", None));
+    assert!(on("ARG BASE\nFROM $BASE AS Build\nFROM build\n", None));
+    assert!(!on(
+        "ARG BASE\nFROM ${BASE} AS build\nFROM scratch\nCOPY --from=build /x /x\n",
+        None
+    ));
+    assert!(on(
+        "ARG BASE\nFROM ${BASE} AS build\nFROM scratch AS out\n",
+        Some("BUILD")
+    ));
+    assert!(!on("FROM scratch\n", None));
+    assert!(!built_on_base(
+        "ARG BASE\nFROM ${BASE}\n",
+        &none,
+        &none,
+        None
+    ));
+}

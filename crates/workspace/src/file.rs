@@ -252,11 +252,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Mesh, MeshError> {
         signing: crate::mesh::model::Signing {
             trust,
             key: None,
-            trusted_builders: header
-                .trusted_builders
-                .into_iter()
-                .map(toml::Spanned::into_inner)
-                .collect(),
+            trusted_builders: header.trusted_builders,
             builder_id: keys::builder_id(header.builder_id),
         },
         targets: targets.targets,

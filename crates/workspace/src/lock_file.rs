@@ -1,6 +1,7 @@
 //! `mesh.lock` on disk, beside the mesh file: read whole (a missing file is an empty lock), written
 //! whole through a temporary file and a rename, so that a reader never sees half of one. And the
-//! upstream images each module's Dockerfile names, read from the disk.
+//! upstream images each module's Dockerfile names (and whether the stage it builds is FROM its
+//! base), read from the disk.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -108,6 +109,22 @@ pub fn module_upstreams(module: &Module) -> Result<Vec<Upstream>, LockFileError>
         args.insert(BASE_ARG.into(), String::new());
     }
     Ok(upstream::upstreams(&text, &args, &module.contexts))
+}
+
+/// Whether the stage `module` builds is FROM its base (directly or through the stages it is
+/// FROM): its image then begins with the base's layers, which a builder given the base by a tag
+/// checks when the build ends. A Dockerfile that cannot be read is not (the tar's walk fails the
+/// build on it).
+pub fn module_built_on_base(module: &Module) -> bool {
+    if module.base.is_none() {
+        return false;
+    }
+    let Ok(text) = std::fs::read_to_string(module.context.join(&module.dockerfile)) else {
+        return false;
+    };
+    let mut args: BTreeMap<String, String> = module.build_args.clone();
+    args.insert(BASE_ARG.into(), String::new());
+    upstream::built_on_base(&text, &args, &module.contexts, module.target.as_deref())
 }
 
 #[cfg(test)]

@@ -6,13 +6,15 @@
 //! `spec/v1/statement.md`) and SLSA provenance v1 (slsa-framework/slsa
 //! `docs/spec/v1.0/provenance.md`). Verified with the p256 crate directly; written with openssl.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
-use super::signing::{OCI_MANIFEST, get, put_blob, put_manifest, run};
+use super::example::{ExampleMesh, plan_reasons, said};
+use super::signing::{OCI_MANIFEST, get, meshtop_env, put_blob, put_manifest, run, trust_ci_key};
 
 /// Make the mesh's repository a git work tree with one commit; that commit.
 pub fn commit_all(root: &Path) -> String {
@@ -187,6 +189,25 @@ pub fn other_tools_statement(subject: &str, digest: &str, inputs: &str, builder:
     })
 }
 
+/// meshtop's build type: what a provenance of a meshtop build says it is (another tool may write
+/// one, naming meshtop's parameters).
+pub const MESHTOP_BUILD: &str = "https://meshtop.dev/provenance/build/v1";
+
+/// [`other_tools_statement`] written as a meshtop build of `module`: meshtop's build type.
+pub fn meshtop_statement(
+    subject: &str,
+    digest: &str,
+    module: &str,
+    inputs: &str,
+    builder: &str,
+) -> Value {
+    let mut statement = other_tools_statement(subject, digest, inputs, builder);
+    let definition = &mut statement["predicate"]["buildDefinition"];
+    definition["buildType"] = MESHTOP_BUILD.into();
+    definition["externalParameters"]["module"] = module.into();
+    statement
+}
+
 /// Attach `statements` to `repository@digest` per the specs, replacing its `.att` image: each a
 /// DSSE envelope signed with `key` (openssl, over the PAE), one layer each (none: an `.att` that
 /// holds no provenance).
@@ -238,4 +259,54 @@ pub fn spec_attest(work: &Path, repository: &str, digest: &str, key: &Path, stat
         &att_tag(digest),
         &serde_json::to_vec(&manifest).unwrap(),
     );
+}
+
+/// A clean machine's plan of `mesh` (a fresh state file), `args` added: module → (decision, reason).
+pub fn clean_plan(mesh: &ExampleMesh, args: &[&str]) -> BTreeMap<String, (String, String)> {
+    let fresh = mesh
+        .dir
+        .path()
+        .join(format!("clean-{}.db", super::run_id()));
+    let mut all = vec!["plan", "--json"];
+    all.extend_from_slice(args);
+    plan_reasons(&mesh.json_with_state(&fresh, &all))
+}
+
+/// What a clean machine's plan says of `module`, which it must build: the registry did not vouch.
+pub fn builds_saying(mesh: &ExampleMesh, module: &str) -> String {
+    let (decision, reason) = clean_plan(mesh, &[]).remove(module).unwrap();
+    assert_eq!(decision, "build", "{reason}");
+    reason
+}
+
+/// The example mesh on staging and prod, with the registry and `trust`, prod requiring a signed
+/// provenance; CI's key.
+pub fn prod_requires_provenance(tag: &str) -> (ExampleMesh, std::path::PathBuf) {
+    let mesh = ExampleMesh::two_docker_targets(tag);
+    let (ci_key, _) = trust_ci_key(&mesh);
+    let file = mesh.mesh_file();
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        "promote_from = \"staging\"\n",
+        "promote_from = \"staging\"\nrequire_provenance = true\n",
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+    (mesh, ci_key)
+}
+
+/// CI converges staging, publishing and signing with `key`: its summary.
+pub fn ci_publishes_staging(mesh: &ExampleMesh, key: &Path) -> Value {
+    let key = key.to_str().unwrap();
+    let args = [
+        "converge",
+        "--target",
+        "staging",
+        "--publish",
+        "--sign-key",
+        key,
+        "--json",
+    ];
+    let ci = meshtop_env(mesh, &mesh.state(), &[], &args);
+    assert!(ci.status.success(), "{}", said(&ci));
+    serde_json::from_slice(&ci.stdout).unwrap()
 }

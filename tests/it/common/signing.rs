@@ -473,3 +473,47 @@ pub fn look_alike_of(work: &Path, reference: &str) -> String {
         .trim()
         .to_string()
 }
+
+/// An image that is not what any build made: busybox imported as one layer, under `name`.
+/// Removed when dropped.
+pub struct LookAlike {
+    pub name: String,
+    pub id: String,
+}
+
+impl LookAlike {
+    pub fn make(work: &Path) -> LookAlike {
+        let name = super::test_name("lookalike");
+        let dir = work.join("lookalike");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy("/bin/busybox", dir.join("busybox")).unwrap();
+        let tar = work.join("lookalike.tar");
+        run(
+            "tar",
+            &[
+                "-cf",
+                tar.to_str().unwrap(),
+                "-C",
+                dir.to_str().unwrap(),
+                "busybox",
+            ],
+        );
+        super::local_registry::docker(&[
+            "import",
+            tar.to_str().unwrap(),
+            &format!("{name}:latest"),
+        ]);
+        let id = super::local_registry::docker(&["image", "inspect", "-f", "{{.Id}}", &name])
+            .trim()
+            .to_string();
+        LookAlike { name, id }
+    }
+}
+
+impl Drop for LookAlike {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["image", "rm", "-f", &self.name])
+            .output();
+    }
+}

@@ -123,6 +123,9 @@ pub struct BuildRequest {
     pub secrets: SecretValues,
     /// The ssh agent's socket to forward (`ssh = true`), BuildKit only.
     pub ssh_agent: Option<PathBuf>,
+    /// The stage built is FROM the base (`BASE`), directly or through earlier stages: the image
+    /// it makes must begin with the base's layers, checked when the build ends.
+    pub on_base: bool,
 }
 
 impl BuildRequest {
@@ -143,10 +146,44 @@ enum BaseUnnamed {
     Untagged { artifact: String },
 }
 
-/// The base named to BuildKit by a tag (`BASE`'s artifact id replaced), checked again at the end.
+/// The base as BuildKit was given it (`BASE`'s artifact id replaced by a name the daemon
+/// resolves locally), checked again at the end.
 struct NamedBase {
-    tag: String,
+    name: LocalName,
     artifact: String,
+}
+
+/// How the daemon's BuildKit is given an image the daemon holds: by a name, as BuildKit finds a
+/// `FROM` image by name only (see [`Daemon::name_base`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalName {
+    /// `repo@sha256:<manifest>`: a digest reference the daemon recorded for this very image when
+    /// it pushed or pulled it. moby's reference store maps it to the image id and never re-points
+    /// it (`distribution/pull_v2.go`, `addDigestReference`: "Updating digests not supported"),
+    /// and `docker tag`, `import` and `load` refuse digest references: nobody on the daemon can
+    /// move it, and BuildKit resolves it locally (`builder-next/adapters/containerimage/pull.go`,
+    /// `resolveLocal` asks the reference store).
+    Pinned(String),
+    /// A tag on the image (never the build's own): anyone who can reach the daemon may move it.
+    Tagged(String),
+}
+
+impl LocalName {
+    pub fn name(&self) -> &str {
+        match self {
+            LocalName::Pinned(name) | LocalName::Tagged(name) => name,
+        }
+    }
+}
+
+/// What the daemon names an image by, if anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocalNaming {
+    Named(LocalName),
+    /// The daemon holds the image under no name (no digest, no tag but the build's own).
+    Untagged,
+    /// The daemon does not hold it.
+    Absent,
 }
 
 /// Why the base could not be named: the daemon failed, or the build fails with these words.
@@ -241,29 +278,64 @@ impl Daemon {
             }
         };
         match (end, base) {
-            (BuildEnd::Built(id), Some(NamedBase { tag, artifact })) => {
-                let now = self.image_id(&tag).await?;
-                Ok(if now.as_deref() == Some(artifact.as_str()) {
-                    BuildEnd::Built(id)
-                } else {
-                    BuildEnd::Failed(format!(
-                        "the base's tag {tag} named {artifact} when the build started and {} when it ended: the build may be FROM another image; build again",
-                        now.as_deref().unwrap_or("nothing")
-                    ))
-                })
+            (BuildEnd::Built(id), Some(base)) => {
+                let moved = self.base_moved(&base, &id, request.on_base).await?;
+                Ok(moved.map_or(BuildEnd::Built(id), BuildEnd::Failed))
             }
             (end, _) => Ok(end),
         }
     }
 
+    /// Why the image `built` may not be FROM the base BuildKit was given, if it may not: a tag that
+    /// names another image at the end than at the start, or (the stage built being FROM the base,
+    /// `on_base`) an image that does not begin with the base's layers (its `diff_ids`), whatever
+    /// the tag named meanwhile.
+    async fn base_moved(
+        &self,
+        base: &NamedBase,
+        built: &str,
+        on_base: bool,
+    ) -> Result<Option<String>, DaemonError> {
+        let NamedBase { name, artifact } = base;
+        if let LocalName::Tagged(tag) = name {
+            let now = self.image_id(tag).await?;
+            if now.as_deref() != Some(artifact.as_str()) {
+                return Ok(Some(format!(
+                    "the base's tag {tag} named {artifact} when the build started and {} when it ended: the build may be FROM another image; build again",
+                    now.as_deref().unwrap_or("nothing")
+                )));
+            }
+        }
+        if !on_base {
+            return Ok(None);
+        }
+        let base_layers = self.image_layers(artifact).await?.unwrap_or_default();
+        let built_layers = self.image_layers(built).await?.unwrap_or_default();
+        if built_layers.starts_with(&base_layers) {
+            return Ok(None);
+        }
+        let differs = built_layers
+            .iter()
+            .zip(&base_layers)
+            .position(|(a, b)| a != b)
+            .unwrap_or(built_layers.len().min(base_layers.len()));
+        Ok(Some(format!(
+            "the image built ({built}) does not begin with the layers of the base's artifact {artifact} (given to BuildKit as {}): layer {} is {} where the base has {}; it was built FROM another image, which someone on the daemon put under that name during the build; build again",
+            name.name(),
+            differs + 1,
+            built_layers.get(differs).map_or("missing", String::as_str),
+            base_layers.get(differs).map_or("none", String::as_str),
+        )))
+    }
+
     /// BuildKit finds a `FROM` image by name only: moby's builder looks a name up in the daemon's
-    /// tags, then asks a registry (`builder-next/adapters/containerimage/pull.go`, `resolveLocal`),
-    /// so an image id reads as the repository `docker.io/library/sha256` and is pulled. `BASE` (the
-    /// base's artifact id) is therefore replaced by a tag the daemon shows on that very image — its
-    /// ref, as a rule — and the tag is checked again when the build ends. Never `building`, the tag
-    /// this build lands under: anyone may have tagged the base's image so (another module's image
-    /// under this module's ref), and the build moves it. Returns the tag and the artifact, or why
-    /// the base cannot be named (a failed build).
+    /// references, then asks a registry (`builder-next/adapters/containerimage/pull.go`,
+    /// `resolveLocal`), so an image id reads as the repository `docker.io/library/sha256` and is
+    /// pulled. `BASE` (the base's artifact id) is therefore replaced by a name the daemon resolves
+    /// to that very image ([`Daemon::local_name`]): a digest reference it recorded where it has
+    /// one (pinned: nobody can move it during the build), else a tag, checked again when the
+    /// build ends with the result's layers. Returns the name and the artifact, or why the base
+    /// cannot be named (a failed build).
     async fn name_base(
         &self,
         args: &mut HashMap<String, String>,
@@ -276,14 +348,56 @@ impl Daemon {
         else {
             return Ok(None);
         };
-        let Some(tags) = self.image_tags(&artifact).await? else {
-            return Err(BaseUnnamed::NotOnDaemon { artifact }.into());
+        let name = match self.local_name(&artifact, building).await? {
+            LocalNaming::Named(name) => name,
+            LocalNaming::Absent => return Err(BaseUnnamed::NotOnDaemon { artifact }.into()),
+            LocalNaming::Untagged => return Err(BaseUnnamed::Untagged { artifact }.into()),
         };
-        let Some(tag) = tags.into_iter().find(|tag| tag != building) else {
-            return Err(BaseUnnamed::Untagged { artifact }.into());
+        args.insert("BASE".into(), name.name().to_string());
+        Ok(Some(NamedBase { name, artifact }))
+    }
+
+    /// The name the daemon's BuildKit is given for the image `id`: a digest reference the daemon
+    /// recorded for it (`RepoDigests`: pushed or pulled by digest), else a tag on it other than
+    /// `building` (the tag a build lands under: anyone may have tagged another image so).
+    pub async fn local_name(&self, id: &str, building: &str) -> Result<LocalNaming, DaemonError> {
+        let image = match self.docker.inspect_image(id).await {
+            Ok(image) => image,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return Ok(LocalNaming::Absent),
+            Err(source) => return Err(self.call_error("inspect an image")(source)),
         };
-        args.insert("BASE".into(), tag.clone());
-        Ok(Some(NamedBase { tag, artifact }))
+        let named = |names: Option<Vec<String>>| {
+            let mut names: Vec<String> = names
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| !n.contains("<none>") && n != building)
+                .collect();
+            names.sort();
+            names.into_iter().next()
+        };
+        Ok(match named(image.repo_digests) {
+            Some(pinned) => LocalNaming::Named(LocalName::Pinned(pinned)),
+            None => match named(image.repo_tags) {
+                Some(tag) => LocalNaming::Named(LocalName::Tagged(tag)),
+                None => LocalNaming::Untagged,
+            },
+        })
+    }
+
+    /// The layers (`RootFS.Layers`, the config's `diff_ids`) of the image `id`; None: the daemon
+    /// does not hold it.
+    pub async fn image_layers(&self, id: &str) -> Result<Option<Vec<String>>, DaemonError> {
+        match self.docker.inspect_image(id).await {
+            Ok(image) => Ok(Some(
+                image.root_fs.and_then(|fs| fs.layers).unwrap_or_default(),
+            )),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(None),
+            Err(source) => Err(self.call_error("inspect an image")(source)),
+        }
     }
 
     /// Where a BuildKit session can be opened, or why meshtop builds with the legacy builder.

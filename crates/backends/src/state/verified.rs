@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use super::{StateDb, StateError, now_ms};
 
@@ -40,6 +40,25 @@ impl StateDb {
             })
             .map_err(self.err("note a verified pull"))?;
         Ok(())
+    }
+
+    /// The ref and manifest the image `image_id` of `mesh` was pulled as after verification (None:
+    /// this machine never pulled it so).
+    pub fn verified_pull(
+        &self,
+        mesh: &str,
+        image_id: &str,
+    ) -> Result<Option<(String, String)>, StateError> {
+        self.conn
+            .prepare_cached(
+                "SELECT reference, manifest FROM verified_pulls \
+                 WHERE mesh = ?1 AND image_id = ?2 AND reference IS NOT NULL",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![mesh, image_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(self.err("read a verified pull"))
     }
 
     /// Note that the host daemon runs `index` (a multi-platform artifact) for `platform` as the
@@ -123,5 +142,10 @@ mod tests {
             db.vouched_here("demo").unwrap(),
             BTreeSet::from([("demo/api:1".to_string(), "sha256:aa".to_string())])
         );
+        assert_eq!(
+            db.verified_pull("demo", "sha256:aa").unwrap(),
+            Some(("demo/api:1".to_string(), "sha256:m1".to_string()))
+        );
+        assert_eq!(db.verified_pull("demo", "sha256:bb").unwrap(), None);
     }
 }

@@ -100,12 +100,24 @@ fn held_cell(held: &RegistryHeld, vouched: bool, form: RegForm, palette: Palette
             "✗",
             palette.bad(),
         ),
+        SignatureVerdict::OtherBuildType { .. } => {
+            ("✗ not a meshtop build", "✗ build type", "✗", palette.bad())
+        }
+        SignatureVerdict::OtherModule { .. } => {
+            ("✗ built as another module", "✗ module", "✗", palette.bad())
+        }
         SignatureVerdict::OtherInputs { .. } => {
             ("✗ built from other inputs", "✗ inputs", "✗", palette.bad())
         }
         SignatureVerdict::UntrustedBuilder { .. } => {
             ("✗ untrusted builder", "✗ builder", "✗", palette.bad())
         }
+        SignatureVerdict::UnboundBuilder { .. } => (
+            "✗ builder claimed by another key",
+            "✗ builder key",
+            "✗",
+            palette.bad(),
+        ),
         SignatureVerdict::NoProvenance => ("✗ no provenance", "✗ no prov.", "✗", palette.bad()),
     };
     let text = match form {

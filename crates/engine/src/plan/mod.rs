@@ -89,7 +89,7 @@ pub struct Planner<'a> {
     /// While set, a decision that needs the registry notes its ref in `registry_wanted` instead of
     /// asking: [`Planner::decide_all`] then asks them all at once.
     defer_registry: bool,
-    registry_wanted: Vec<String>,
+    registry_wanted: Vec<(String, crate::mesh::provenance::Wanted)>,
     /// Per module, each upstream its Dockerfile names → the digest mesh.lock holds
     /// ([`Planner::lock_upstreams`]).
     upstreams: HashMap<String, BTreeMap<String, String>>,

@@ -4,6 +4,7 @@
 use super::{ManifestSource, PlannedModule, Planner};
 use crate::mesh::cosign::SignatureVerdict;
 use crate::mesh::decide::{self, HostAnswer, Question, RefState, RegistryAnswer, Verdict};
+use crate::mesh::provenance::Wanted;
 use crate::vouch::RegistryVoucher;
 
 impl Planner<'_> {
@@ -74,11 +75,12 @@ impl Planner<'_> {
             return RegistryAnswer::NotAsked;
         }
         if !voucher.knows(reference) {
+            let wanted = Wanted::of_ref(&question.module, reference, question.inputs.as_deref());
             if self.defer_registry {
-                self.registry_wanted.push(reference.clone());
+                self.registry_wanted.push((reference.clone(), wanted));
                 return RegistryAnswer::NotAsked;
             }
-            voucher.ask(vec![reference.clone()]).await;
+            voucher.ask(vec![(reference.clone(), wanted)]).await;
         }
         voucher.answer(reference)
     }

@@ -58,8 +58,9 @@ pub(super) struct Header {
     pub multi_platform: MultiPlatform,
     /// `trust = [...]`: public key paths as written (relative to the mesh file), with their spans.
     pub trust: Vec<Spanned<String>>,
-    /// `trusted_builders = [...]`: the builder ids whose provenance vouches (empty: any).
-    pub trusted_builders: Vec<Spanned<String>>,
+    /// `trusted_builders = [...]`: the builder ids whose provenance vouches, each with the keys
+    /// that may claim it (empty: any).
+    pub trusted_builders: Vec<crate::mesh::model::TrustedBuilder>,
     /// `builder_id = "…"`: what this mesh's builds name as their builder in their provenance.
     pub builder_id: Option<String>,
 }
@@ -129,28 +130,7 @@ pub(super) fn mesh_header(src: &Source<'_>, top: &Section<'_, '_>) -> Result<Hea
         Some(list) => list.into_inner(),
         None => Vec::new(),
     };
-    let trusted_builders = match mesh.string_list(
-        src,
-        "trusted_builders",
-        "[\"https://ci.example/builder\"]",
-    )? {
-        Some(list) if list.get_ref().is_empty() => {
-            return Err(src.err(
-                &list.span(),
-                "`trusted_builders` in [mesh] is empty: no provenance could ever vouch",
-                "list the builder ids CI's provenance names (its builder_id or MESHTOP_BUILDER_ID), or remove the key to trust any builder",
-            ));
-        }
-        Some(list) => list.into_inner(),
-        None => Vec::new(),
-    };
-    if let Some(first) = trusted_builders.first().filter(|_| trust.is_empty()) {
-        return Err(src.err(
-            &first.span(),
-            "`trusted_builders` in [mesh] is set but `trust` is not: a provenance is only read when a trusted key signed it",
-            "add trust = [\"keys/ci.pub\"] (the public keys CI signs with), or remove trusted_builders",
-        ));
-    }
+    let trusted_builders = super::trust::trusted_builders(src, &mesh, &trust)?;
     let builder_id = mesh
         .string(src, "builder_id", "\"https://ci.example/builder\"")?
         .map(Spanned::into_inner);

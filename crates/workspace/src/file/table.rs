@@ -112,7 +112,7 @@ pub(super) fn show(text: &str) -> String {
     format!("\"{}\"", cut(text))
 }
 
-fn type_name(value: &DeValue<'_>) -> &'static str {
+pub(super) fn type_name(value: &DeValue<'_>) -> &'static str {
     match value {
         DeValue::String(_) => "a string",
         DeValue::Integer(_) => "an integer",
