@@ -78,7 +78,9 @@ order="$work/order"
 (cd "$mesh" && git init -q && git add -A && git -c user.email=bench@example -c user.name=bench commit -qm mesh)
 
 secs() { awk -v us="$1" 'BEGIN {printf "%.1f", us / 1e6}'; }
-shape="$MODULES modules, $TIERS tiers, --jobs $JOBS$([ "$UNEVEN" = 1 ] && echo ", one ${SLOW_S}s module per tier")"
+uneven=""
+[ "$UNEVEN" = 1 ] && uneven=", one ${SLOW_S}s module per tier"
+shape="$MODULES modules, $TIERS tiers, --jobs $JOBS$uneven"
 echo "bench-graph: $shape; meshtop $MESHTOP" >&2
 
 t0=${EPOCHREALTIME/./}
