@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::state::UpstreamSeen;
 use crate::converge::plan::moved_under;
-use crate::converge::targets::{Reach, RecordForm, RecordRoom};
+use crate::converge::targets::{Reach, RecordRoom};
 use crate::converge::vouch::{self, ArtifactProvenance};
 use crate::mesh::behind::MachineState;
 use crate::mesh::builds::BuildRow;
@@ -126,7 +126,7 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
         let room = record
             .room
             .as_ref()
-            .map(|room| format!("{}\n", room_line(room)))
+            .map(|room| format!("{}\n", room.said))
             .unwrap_or_default();
         print_out(&format!(
             "no machines of mesh {} on target {}\n{room}",
@@ -150,7 +150,7 @@ pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
             rows.len()
         );
         if let Some(room) = &record.room {
-            outln!(out, "{}", room_line(room));
+            outln!(out, "{}", room.said);
         }
         print_out(&out)?;
     }
@@ -211,21 +211,6 @@ fn behind_upstream_text(rows: &[MachineStatus], seen: &BTreeMap<String, Upstream
         }
     }
     out
-}
-
-/// The record's form and how close it is to its limit, one line.
-fn room_line(room: &RecordRoom) -> String {
-    let percent = room.used_bytes * 100 / room.limit_bytes.max(1);
-    match room.form {
-        RecordForm::Annotations => format!(
-            "record: in the namespace's annotations, {} of {} bytes ({percent}%); room for about {} more module(s) in any form (past the annotations it moves to shards)",
-            room.used_bytes, room.limit_bytes, room.modules_left
-        ),
-        RecordForm::Shards => format!(
-            "record: in {} shard(s) ({} bytes), their index {} of {} bytes of the namespace's annotations ({percent}%); room for about {} more module(s)",
-            room.shards, room.shard_bytes, room.used_bytes, room.limit_bytes, room.modules_left
-        ),
-    }
 }
 
 fn table_text(rows: &[MachineStatus]) -> String {

@@ -33,8 +33,8 @@ pub(crate) use crate::attest::Pushed;
 pub use docker::belongs;
 pub use overrides::{NamedElsewhere, Overrides, PointedElsewhere};
 pub use seam::{
-    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordForm, RecordLeftover, RecordRead,
-    RecordRoom, Shown, Target,
+    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, RecordRoom,
+    Shown, Target,
 };
 pub(crate) use sign::sign_pushed;
 

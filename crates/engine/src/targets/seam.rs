@@ -48,23 +48,17 @@ pub struct Shown<'a> {
     pub history_of: Option<&'a str>,
 }
 
-/// The record's form where its target has one object's limit to outgrow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecordForm {
-    /// In the one object (the namespace's annotations).
-    Annotations,
-    /// In shards, the one object keeping their index.
-    Shards,
-}
-
-/// How close the record is to its limit, and what reading it cost.
+/// How close the record is to its limit, and what reading it cost. Where and in what form the
+/// record lives is the target's to say: `said` (the line `status` prints) and `form` (its own
+/// fields, side by side with these in `status --json`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RecordRoom {
-    pub form: RecordForm,
-    /// Shards the index names, and the bytes of their data (0 in the annotations' form).
-    pub shards: usize,
-    pub shard_bytes: usize,
+    /// `record: in 7 shard(s) (…), their index … of … bytes of …; room for about … more module(s)`.
+    #[serde(skip)]
+    pub said: String,
+    /// The target's own words for its record's form (e.g. `form`, `shards`, `shard_bytes`).
+    #[serde(flatten)]
+    pub form: serde_json::Map<String, serde_json::Value>,
     /// Bytes of the limited object used (the record's own and other tools'), and its limit.
     pub used_bytes: usize,
     pub limit_bytes: usize,
@@ -101,8 +95,8 @@ impl RecordRoom {
     pub fn refuses(&self, source: &str, new_modules: usize) -> Option<String> {
         (new_modules > self.modules_left).then(|| {
             format!(
-                "the record ({source}) can take about {} more module(s) in any form ({} of {} bytes of its object used, {} shard(s)); this converge would add {new_modules}: nothing was built or pushed — free room on the object (other large annotations) or converge fewer modules",
-                self.modules_left, self.used_bytes, self.limit_bytes, self.shards
+                "the record ({source}) can take about {} more module(s) in any form ({} of {} bytes of its object used); this converge would add {new_modules}: nothing was built or pushed — free room on the object (other large annotations) or converge fewer modules",
+                self.modules_left, self.used_bytes, self.limit_bytes
             )
         })
     }

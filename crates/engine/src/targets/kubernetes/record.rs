@@ -11,7 +11,7 @@ use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::error::{ConvergeError, TargetError};
 use crate::mesh::model::{Mesh, Record};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
-use crate::targets::{LeftoverRemoval, RecordForm, RecordLeftover, RecordRead, RecordRoom};
+use crate::targets::{LeftoverRemoval, RecordLeftover, RecordRead, RecordRoom};
 
 use super::Kube;
 
@@ -97,29 +97,39 @@ impl Kube {
                 }
             }
         }
-        let (form, shards, shard_bytes) = match read.form {
-            ClusterForm::Plain => (RecordForm::Annotations, 0, 0),
-            ClusterForm::Shards { shards, bytes } => (RecordForm::Shards, shards, bytes),
+        let used_bytes = read.others_bytes + read.ours_bytes;
+        let modules_left = modules_left(&read);
+        let percent = used_bytes * 100 / ANNOTATIONS_LIMIT_BYTES.max(1);
+        let (form, said, source) = match read.form {
+            ClusterForm::Plain => (
+                form_fields("annotations", 0, 0),
+                format!(
+                    "record: in the namespace's annotations, {used_bytes} of {ANNOTATIONS_LIMIT_BYTES} bytes ({percent}%); room for about {modules_left} more module(s) in any form (past the annotations it moves to shards)"
+                ),
+                format!(
+                    "annotation {RECORD_ANNOTATION} on namespace {}",
+                    self.cluster.namespace
+                ),
+            ),
+            ClusterForm::Shards { shards, bytes } => (
+                form_fields("shards", shards, bytes),
+                format!(
+                    "record: in {shards} shard(s) ({bytes} bytes), their index {used_bytes} of {ANNOTATIONS_LIMIT_BYTES} bytes of the namespace's annotations ({percent}%); room for about {modules_left} more module(s)"
+                ),
+                format!(
+                    "{shards} shard(s) indexed by annotation {INDEX_ANNOTATION} on namespace {}",
+                    self.cluster.namespace
+                ),
+            ),
         };
         let room = RecordRoom {
+            said,
             form,
-            shards,
-            shard_bytes,
-            used_bytes: read.others_bytes + read.ours_bytes,
+            used_bytes,
             limit_bytes: ANNOTATIONS_LIMIT_BYTES,
-            modules_left: modules_left(&read),
+            modules_left,
             read_objects: read.cost.objects,
             read_bytes: read.cost.bytes,
-        };
-        let source = match form {
-            RecordForm::Annotations => format!(
-                "annotation {RECORD_ANNOTATION} on namespace {}",
-                self.cluster.namespace
-            ),
-            RecordForm::Shards => format!(
-                "{shards} shard(s) indexed by annotation {INDEX_ANNOTATION} on namespace {}",
-                self.cluster.namespace
-            ),
         };
         Ok(RecordRead {
             record: read.record,
@@ -179,4 +189,18 @@ impl Kube {
         }
         Ok(())
     }
+}
+
+/// The record's form in `status --json`, as it always read: `form` (`annotations` or `shards`),
+/// the shards the index names and the bytes of their data.
+fn form_fields(
+    form: &str,
+    shards: usize,
+    bytes: usize,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut fields = serde_json::Map::new();
+    fields.insert("form".into(), form.into());
+    fields.insert("shards".into(), shards.into());
+    fields.insert("shard_bytes".into(), bytes.into());
+    fields
 }
