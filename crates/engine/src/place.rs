@@ -298,6 +298,15 @@ impl<'a> Placer<'a> {
         lost: &mut watch::Receiver<Option<String>>,
         ended: mpsc::UnboundedSender<Ended>,
     ) -> Result<(), ConvergeError> {
+        // A converge that builds nothing (the steady state) asks for no credentials and reads no
+        // build history: the placer sets up only once a first build is handed over.
+        while self.jobs.is_empty() {
+            match placings.recv().await {
+                Some(placing) => self.take(placing),
+                None => return Ok(()),
+            }
+        }
+        let waiting = self.order().waiting.clone();
         let (part_ends, mut ended_parts) = mpsc::unbounded_channel();
         let shared = Shared {
             mesh: self.mesh,
@@ -310,7 +319,7 @@ impl<'a> Placer<'a> {
             members: self.pool.members.clone(),
             part_ends,
             host_holds_what_it_runs: self.host_holds_what_it_runs,
-            waiting: crate::mesh::schedule::waiting_counts(self.mesh),
+            waiting,
         };
         let mut running = FuturesUnordered::new();
         let mut handing = FuturesUnordered::new();
