@@ -205,8 +205,12 @@ pub fn let_go(held: &str) {
             .args(["-9", pid])
             .status()
             .unwrap();
+        // A process listed a moment ago may have ended since (its shell went with the other one
+        // killed first): gone is let go. One still there that could not be killed is the failure.
+        let still_there = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|line| String::from_utf8_lossy(&line).contains(held));
         assert!(
-            killed.success(),
+            killed.success() || !still_there,
             "kill -9 {process}: the held step cannot be let go"
         );
     }
