@@ -13,6 +13,7 @@ mod cluster;
 mod cluster_connect;
 mod cluster_lease;
 mod common;
+mod context_served;
 mod converge_buildkit;
 mod converge_disk_full;
 mod converge_docker;

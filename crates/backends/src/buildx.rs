@@ -148,7 +148,7 @@ pub async fn build_and_push(
             source,
         })?;
     let mut stdin = child.stdin.take().ok_or(BuildxError::NoStdin)?;
-    let mut context = spec.context;
+    let mut context = spec.context.into_tar();
     let writer = tokio::spawn(async move {
         while let Some(chunk) = context.recv().await {
             stdin.write_all(&chunk?).await?;
@@ -187,7 +187,7 @@ mod tests {
     #[test]
     fn arguments_push_every_platform_and_read_the_context_from_stdin() {
         let spec = BuildRequest {
-            context: tokio::sync::mpsc::channel(1).1,
+            context: crate::daemon::build::BuildContext::Tar(tokio::sync::mpsc::channel(1).1),
             dockerfile: "Dockerfile".into(),
             target: None,
             tag: "127.0.0.1:5000/demo/api:abc-amd64-arm64".into(),

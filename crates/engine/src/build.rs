@@ -7,12 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use super::plan::PlannedModule;
 use super::progress::{Emitter, Payload};
+use super::sending::{TarSlot, context_for};
 use super::targets::{Pushed, sign_pushed};
 use crate::backends::buildx;
 use crate::backends::credentials;
-use crate::backends::daemon::build::{
-    BuildRequest, ContextWriter, LocalName, LocalNaming, context_pipe,
-};
+use crate::backends::daemon::build::{BuildRequest, LocalName, LocalNaming};
 use crate::backends::daemon::session::SecretValues;
 use crate::backends::daemon::{BuildEnd as DaemonBuildEnd, Daemon};
 use crate::backends::git::{self, Revision};
@@ -20,14 +19,11 @@ use crate::backends::registry::{DOCKER_MANIFEST, IndexEntry, RegistryClient, rep
 use crate::backends::state::{BuildEnd, NewBuild, StateDb, StateError};
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
-use crate::mesh::manifest::Inputs;
 use crate::mesh::model::{
     INPUTS_LABEL, MESH_LABEL, MODULE_LABEL, Mesh, Module, Platform, Registry,
 };
 use crate::mesh::refs::repository_of;
 use crate::timefmt;
-use crate::workspace::inputs::{self, InputSpec, InputsError};
-use crate::workspace::inputs::{NO_CONTEXTS, NO_UPSTREAMS};
 use crate::workspace::secrets;
 
 /// How many lines of build output a failed build keeps.
@@ -249,9 +245,6 @@ fn with_history<T>(
 /// The builder a pooled multi-platform build names: `docker buildx` on the machine running meshtop.
 pub const BUILDX_BUILDER: &str = "buildx (this machine)";
 
-/// The tar being written on a blocking thread: what it sent, or why it stopped.
-type Tarring = tokio::task::JoinHandle<Result<Inputs, InputsError>>;
-
 pub async fn build_module(
     job: BuildJob,
     mesh: &Mesh,
@@ -315,7 +308,12 @@ pub async fn build_module(
     if multi_platform && let Err(why) = buildx_ready(&module, &run.planned, pushes).await {
         return run.failed(why, None);
     }
-    let (tarring, context) = start_tar(&module, &run.planned, &contexts.images);
+    let daemon = if multi_platform { None } else { on.daemon };
+    let sent = context_for(daemon, &module, &run.planned, &contexts.images, db).await;
+    let (tar, context) = match sent {
+        Ok(sent) => sent,
+        Err(why) => return run.failed(why, None),
+    };
     let mut args = build_args(&module, &run.planned);
     if let Some(base) = base {
         args.insert("BASE".into(), base);
@@ -339,9 +337,9 @@ pub async fn build_module(
         on_base: crate::workspace::lock_file::module_built_on_base(&module),
     };
     if multi_platform {
-        run.on_buildx(mesh, request, tarring).await
+        run.on_buildx(mesh, request, tar).await
     } else {
-        run.on_daemon(&on, request, tarring, &contexts).await
+        run.on_daemon(&on, request, tar, &contexts).await
     }
 }
 
@@ -531,69 +529,6 @@ async fn buildx_ready(
         })
 }
 
-/// The same walk that computed the address writes the tar, streamed to the builder as it is
-/// written (bounded memory); a file that changed since the plan aborts the body and fails the build.
-fn start_tar(
-    module: &Module,
-    planned: &PlannedModule,
-    context_images: &BTreeMap<String, String>,
-) -> (Tarring, crate::backends::daemon::build::ContextBody) {
-    let tar_module = module.clone();
-    let expected = planned.inputs.clone();
-    let context_images = context_images.clone();
-    let base_digest = planned.base_artifact.clone();
-    let platforms = planned.platforms.clone();
-    let (writer, context) = context_pipe();
-    let tarring = tokio::task::spawn_blocking(move || {
-        let spec = InputSpec {
-            context: &tar_module.context,
-            dockerfile: &tar_module.dockerfile,
-            build_args: &tar_module.build_args,
-            base_digest: base_digest.as_deref(),
-            platforms: &platforms,
-            // What the plan locked, whatever the tags name by now.
-            upstreams: expected
-                .as_ref()
-                .map_or(&NO_UPSTREAMS, |planned| &planned.manifest.upstreams),
-            target: tar_module.target.as_deref(),
-            contexts: expected
-                .as_ref()
-                .map_or(&NO_CONTEXTS, |planned| &planned.manifest.contexts),
-            context_images: &context_images,
-        };
-        write_tar(&spec, expected.as_ref(), writer)
-    });
-    (tarring, context)
-}
-
-fn write_tar(
-    spec: &InputSpec,
-    expected: Option<&Inputs>,
-    mut writer: ContextWriter,
-) -> Result<Inputs, InputsError> {
-    match inputs::tar_inputs(spec, expected, &mut writer) {
-        Ok(inputs) => writer.finish().map(|()| inputs).map_err(InputsError::Write),
-        Err(error) => {
-            writer.abort(&error.to_string());
-            Err(error)
-        }
-    }
-}
-
-/// What stopped the tar, unless only the builder stopped reading it (then the builder says why).
-fn tar_error(
-    module: &str,
-    tarred: Result<Result<Inputs, InputsError>, tokio::task::JoinError>,
-) -> Option<String> {
-    match tarred {
-        Ok(Ok(_)) | Ok(Err(InputsError::Write(_))) => None,
-        Ok(Err(error)) => Some(format!("module {module}: {error}")),
-        Err(error) => Some(format!(
-            "module {module}: packing the context stopped: {error}"
-        )),
-    }
-}
-
 /// The module's build args, and `BASE` naming its base's artifact.
 fn build_args(module: &Module, planned: &PlannedModule) -> HashMap<String, String> {
     let mut args: HashMap<String, String> = module.build_args.clone().into_iter().collect();
@@ -781,7 +716,7 @@ impl<'a> Run<'a> {
         self,
         on: &BuildOn<'_>,
         request: BuildRequest,
-        tarring: Tarring,
+        tar: TarSlot,
         contexts: &NamedContexts,
     ) -> Result<Built, BuildError> {
         let Some(daemon) = on.daemon else {
@@ -801,7 +736,7 @@ impl<'a> Run<'a> {
                 // The build's stream is dropped, and with its connection the daemon ends the
                 // build, steps included (builder_daemons' deadline test sees the step go). The
                 // tar's thread ends when its reader is gone.
-                tarring.abort();
+                tar.abort();
                 let message = format!(
                     "the daemon at {} did not end the build within {} s (MESHTOP_BUILD_DEADLINE)",
                     daemon.endpoint(),
@@ -817,7 +752,7 @@ impl<'a> Run<'a> {
             h.set_daemon_time(&self.correlation_id, daemon_ms)
         });
         let tail_text = Some(tail.text());
-        if let Some(error) = tar_error(&self.module, tarring.await) {
+        if let Some(error) = tar.ended(&self.module).await {
             return self.failed(error, tail_text);
         }
         match result {
@@ -847,7 +782,7 @@ impl<'a> Run<'a> {
         self,
         mesh: &Mesh,
         request: BuildRequest,
-        tarring: Tarring,
+        tar: TarSlot,
     ) -> Result<Built, BuildError> {
         let mut tail = LogTail::default();
         let (emitter, module) = (self.emitter, self.module.clone());
@@ -863,7 +798,7 @@ impl<'a> Run<'a> {
             h.set_daemon_time(&self.correlation_id, daemon_ms)
         });
         let tail_text = Some(tail.text());
-        if let Some(error) = tar_error(&self.module, tarring.await) {
+        if let Some(error) = tar.ended(&self.module).await {
             return self.failed(error, tail_text);
         }
         match result {
@@ -1057,7 +992,15 @@ impl Run<'_> {
         tail: &Mutex<LogTail>,
     ) -> Result<IndexEntry, PlatformFault> {
         let tag = platform_tag(&self.reference, &on.platform);
-        let (tarring, context) = start_tar(template.module, &self.planned, &BTreeMap::new());
+        let sent = context_for(
+            Some(&on.daemon),
+            template.module,
+            &self.planned,
+            &BTreeMap::new(),
+            self.db,
+        )
+        .await;
+        let (tar, context) = sent.map_err(|why| PlatformFault::Failed(why.to_string()))?;
         let mut args = template.args.clone();
         if let Some(base) = &on.base {
             args.insert("BASE".into(), base.clone());
@@ -1087,7 +1030,7 @@ impl Run<'_> {
         let ended = match tokio::time::timeout(template.deadline, building).await {
             Ok(ended) => ended,
             Err(_) => {
-                tarring.abort();
+                tar.abort();
                 return Err(PlatformFault::Gone {
                     builder: on.builder.clone(),
                     why: format!(
@@ -1100,7 +1043,7 @@ impl Run<'_> {
                 });
             }
         };
-        if let Some(error) = tar_error(&self.module, tarring.await) {
+        if let Some(error) = tar.ended(&self.module).await {
             return Err(PlatformFault::Failed(error));
         }
         let id = match ended {

@@ -28,6 +28,7 @@ pub mod promote;
 pub mod rollback;
 pub mod rollout;
 pub mod send;
+mod sending;
 pub mod summary;
 pub mod targets;
 pub mod vouch;

@@ -28,6 +28,7 @@ pub mod provenance;
 pub mod refs;
 pub mod schedule;
 pub mod sealed_key;
+pub mod sent;
 pub mod service;
 pub mod stats;
 pub mod target;

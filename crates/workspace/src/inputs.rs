@@ -22,6 +22,7 @@ use super::stat_cache::{CachedDigest, DigestCache, NoCache, StatKey, stat_key};
 pub use crate::mesh::manifest::Inputs;
 use crate::mesh::manifest::{FileEntry, Manifest, digest_of};
 use crate::mesh::model::Platform;
+use crate::mesh::sent::{SentContext, SentDockerfile, SentEntry, SentKind, walk_order};
 use crate::mesh::why;
 
 /// Files are read in chunks of this size (never loaded whole).
@@ -149,37 +150,49 @@ pub fn walk_cached(
     dockerfile: &str,
     cache: &dyn DigestCache,
 ) -> Result<Walked, InputsError> {
-    let Prepared {
-        entries,
-        dockerfile_rel,
-        dockerfile_sha,
-    } = prepare(context, dockerfile, cache)?;
-    // What the cache answers for is looked up here, in order (a binary search each); only the
-    // files it does not answer for are read, side by side when there are enough of them. A
-    // steady plan then wakes no thread per context.
-    let mut files: Vec<(String, FileEntry)> = Vec::with_capacity(entries.len());
-    let mut to_read: Vec<(usize, PathBuf, u64, StatKey)> = Vec::new();
-    for e in entries {
-        let entry = match e.kind {
+    let prepared = prepare(context, dockerfile, cache)?;
+    let files = hash_prepared(&prepared, cache)?;
+    Ok(Walked {
+        files: Arc::new(files),
+        dockerfile: prepared.dockerfile_sha,
+    })
+}
+
+/// Every entry of a walk with its digest: what the cache answers for is looked up in order (a
+/// binary search each); only the files it does not answer for are read, side by side when there
+/// are enough of them. A steady plan then wakes no thread per context.
+fn hash_prepared(
+    prepared: &Prepared,
+    cache: &dyn DigestCache,
+) -> Result<BTreeMap<String, FileEntry>, InputsError> {
+    let mut files: Vec<(String, FileEntry)> = Vec::with_capacity(prepared.entries.len());
+    let mut to_read: Vec<(usize, &Path, u64, StatKey)> = Vec::new();
+    for e in &prepared.entries {
+        let entry = match &e.kind {
             Kind::File { mode, len, stat } => {
                 // The Dockerfile was hashed already (it is usually a file of the context too).
-                let known = if e.rel == dockerfile_rel {
-                    Some(dockerfile_sha.clone())
+                let known = if e.rel == prepared.dockerfile_rel {
+                    Some(prepared.dockerfile_sha.clone())
                 } else {
-                    e.abs.to_str().and_then(|key| cache.lookup(key, &stat))
+                    e.abs.to_str().and_then(|key| cache.lookup(key, stat))
                 };
                 let sha256 = known.unwrap_or_else(|| {
-                    to_read.push((files.len(), e.abs, len, stat));
+                    to_read.push((files.len(), &e.abs, *len, *stat));
                     String::new()
                 });
-                FileEntry::File { sha256, mode }
+                FileEntry::File {
+                    sha256,
+                    mode: *mode,
+                }
             }
-            Kind::Link { target } => FileEntry::Link { target },
-            Kind::Dir { mode } => FileEntry::Dir { mode },
+            Kind::Link { target } => FileEntry::Link {
+                target: target.clone(),
+            },
+            Kind::Dir { mode } => FileEntry::Dir { mode: *mode },
         };
-        files.push((e.rel, entry));
+        files.push((e.rel.clone(), entry));
     }
-    let read = |(at, abs, len, stat): &(usize, PathBuf, u64, StatKey)| {
+    let read = |(at, abs, len, stat): &(usize, &Path, u64, StatKey)| {
         read_through(cache, abs, *len, stat).map(|sha| (*at, sha))
     };
     // A few files are read on this thread: waking the pool costs more than it saves.
@@ -199,11 +212,92 @@ pub fn walk_cached(
             *sha256 = sha;
         }
     }
-    Ok(Walked {
-        // Sorted already: collecting into the map appends at its end.
-        files: Arc::new(files.into_iter().collect()),
-        dockerfile: dockerfile_sha,
+    // Sorted already: collecting into the map appends at its end.
+    Ok(files.into_iter().collect())
+}
+
+/// The context as the build's session serves it ([`SentContext`]): walked through `cache` as the
+/// plan walked it and checked against the plan (`expected`) before anything is served, so a
+/// context that changed since is refused as a tar would be. The bytes BuildKit then asks for are
+/// hashed again as they are served, against the digests here. The Dockerfile is served pinned
+/// (see [`Pinning`]), under a name that carries its digest.
+pub fn sent_context(
+    spec: &InputSpec,
+    expected: Option<&Inputs>,
+    cache: &dyn DigestCache,
+    cache_key: String,
+) -> Result<SentContext, InputsError> {
+    let prepared = prepare(spec.context, spec.dockerfile, cache)?;
+    let files = hash_prepared(&prepared, cache)?;
+    let mut entries = Vec::with_capacity(prepared.entries.len());
+    for e in &prepared.entries {
+        let kind = match (&e.kind, files.get(&e.rel)) {
+            (Kind::File { mode, len, stat }, Some(FileEntry::File { sha256, .. })) => {
+                SentKind::File {
+                    mode: *mode,
+                    size: *len,
+                    mtime_ns: stat.mtime_ns,
+                    source: e.abs.clone(),
+                    sha256: sha256.clone(),
+                }
+            }
+            (Kind::Link { target }, _) => SentKind::Link {
+                target: target.clone(),
+            },
+            (Kind::Dir { mode }, _) => SentKind::Dir { mode: *mode },
+            (Kind::File { .. }, _) => continue,
+        };
+        entries.push(SentEntry {
+            path: e.rel.clone(),
+            kind,
+        });
+    }
+    entries.sort_by(|a, b| walk_order(&a.path, &b.path));
+    let dockerfile = sent_dockerfile(spec, &prepared)?;
+    let inputs = finish(spec, Arc::new(files), prepared.dockerfile_sha);
+    if let Some(expected) = expected
+        && expected.digest != inputs.digest
+    {
+        let changes = why::why(Some(&expected.manifest), &inputs.manifest);
+        return Err(InputsError::Changed {
+            files: why::changed_paths(&changes),
+            detail: why::describe(&changes),
+        });
+    }
+    Ok(SentContext {
+        entries,
+        dockerfile,
+        cache_key,
     })
+}
+
+/// The key BuildKit keeps `context`'s last copy under, on the machine `host`: its real path, so
+/// that the same directory reached by two paths is one context ([`crate::mesh::sent::cache_key`]).
+pub fn context_cache_key(context: &Path, host: &[u8]) -> String {
+    let dir = fs::canonicalize(context).unwrap_or_else(|_| context.to_path_buf());
+    crate::mesh::sent::cache_key(host, dir.as_os_str().as_encoded_bytes())
+}
+
+/// The Dockerfile as the session serves it: the bytes hashed by the walk, pinned.
+fn sent_dockerfile(spec: &InputSpec, prepared: &Prepared) -> Result<SentDockerfile, InputsError> {
+    let path = spec.context.join(&prepared.dockerfile_rel);
+    let bytes = fs::read(&path).map_err(io_err(&path))?;
+    if hex::encode(Sha256::digest(&bytes)) != prepared.dockerfile_sha {
+        return Err(InputsError::Changed {
+            files: vec![prepared.dockerfile_rel.clone()],
+            detail: format!("{} changed while it was read", prepared.dockerfile_rel),
+        });
+    }
+    let mode = prepared
+        .entries
+        .iter()
+        .find_map(|e| match &e.kind {
+            Kind::File { mode, .. } if e.rel == prepared.dockerfile_rel => Some(*mode),
+            _ => None,
+        })
+        .unwrap_or(0o644);
+    let bytes = Pinning::of(spec).pinned(&bytes).unwrap_or(bytes);
+    Ok(SentDockerfile::new(&prepared.dockerfile_rel, bytes, mode))
 }
 
 /// Walks once: for each file, reads the bytes, hashes them AND appends them to the tar written to `sink`;

@@ -13,7 +13,8 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use super::buildkit::{self, BuildkitError};
-use super::session::{self, SecretValues, SessionError};
+use super::filesync::Served;
+use super::session::{self, SecretValues, Serving, SessionError};
 use super::socket::Address;
 use super::{BuildEnd, Daemon, DaemonError, SessionAddressError};
 
@@ -91,6 +92,13 @@ impl Write for ContextWriter {
     }
 }
 
+/// `MESHTOP_CONTEXT=tar` sends every context as a tar, as before contexts were served through
+/// the session: a way out should a daemon's BuildKit mishandle its file sync, and the bench's
+/// reference.
+pub fn tar_asked_for() -> bool {
+    std::env::var("MESHTOP_CONTEXT").is_ok_and(|v| v == "tar")
+}
+
 /// How long one build may run when nobody says (`MESHTOP_BUILD_DEADLINE`, seconds).
 pub const DEFAULT_BUILD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
 
@@ -104,10 +112,32 @@ pub fn build_deadline() -> std::time::Duration {
         .map_or(DEFAULT_BUILD_DEADLINE, std::time::Duration::from_secs)
 }
 
+/// How the build context reaches the builder.
+pub enum BuildContext {
+    /// A tar, streamed as the same walk that computed the address writes it.
+    Tar(ContextBody),
+    /// Served through the build's BuildKit session ([`super::filesync`]): BuildKit asks only for
+    /// what changed since its last build of this context. `tar` writes it as a tar instead, for a
+    /// daemon that turns out to build with its legacy builder.
+    Served {
+        context: std::sync::Arc<crate::mesh::sent::SentContext>,
+        tar: Box<dyn FnOnce() -> ContextBody + Send>,
+    },
+}
+
+impl BuildContext {
+    /// The context as a tar, whichever way it was to go.
+    pub fn into_tar(self) -> ContextBody {
+        match self {
+            BuildContext::Tar(body) => body,
+            BuildContext::Served { tar, .. } => tar(),
+        }
+    }
+}
+
 /// What one build asks of the builder (the daemon, or `docker buildx` for several platforms).
 pub struct BuildRequest {
-    /// The tar of the context, streamed as the same walk that computed the address writes it.
-    pub context: ContextBody,
+    pub context: BuildContext,
     pub dockerfile: String,
     /// The Dockerfile stage to build (`target`); `None`: the last stage.
     pub target: Option<String>,
@@ -219,8 +249,16 @@ impl Daemon {
         let legacy_why = match self.buildkit_address() {
             Ok(address) => {
                 let api = self.docker.client_version().to_string();
-                let agent = request.ssh_agent.clone();
-                match session::open(&address, &api, request.secrets.clone(), agent).await {
+                let context = match &request.context {
+                    BuildContext::Served { context, .. } => Some(Served::new(context.clone())),
+                    BuildContext::Tar(_) => None,
+                };
+                let serving = Serving {
+                    secrets: request.secrets.clone(),
+                    ssh_agent: request.ssh_agent.clone(),
+                    context,
+                };
+                match session::open(&address, &api, serving).await {
                     Ok(session) => {
                         return self
                             .buildkit_build(&address, &api, request, session, &mut on_line)
@@ -244,7 +282,8 @@ impl Daemon {
             )));
         }
         let options = options(&request);
-        self.legacy_build(options, request.context, &request.tag, &mut on_line)
+        let tar = request.context.into_tar();
+        self.legacy_build(options, tar, &request.tag, &mut on_line)
             .await
     }
 
@@ -262,8 +301,16 @@ impl Daemon {
             Err(NameBaseError::Unnamed(why)) => return Ok(BuildEnd::Failed(why.to_string())),
             Err(NameBaseError::Daemon(error)) => return Err(error),
         };
-        let options = options(&request);
-        let built = buildkit::build(address, api, options, request.context, session, on_line).await;
+        let mut options = options(&request);
+        let tar = match request.context {
+            BuildContext::Tar(body) => Some(body),
+            // BuildKit reads the Dockerfile served under its own name (the pinned bytes').
+            BuildContext::Served { context, .. } => {
+                options.dockerfile = context.dockerfile.name.clone();
+                None
+            }
+        };
+        let built = buildkit::build(address, api, options, tar, session, on_line).await;
         let end = match built {
             Ok(end) => end,
             Err(BuildkitError::Unsupported(why)) => {
@@ -398,6 +445,12 @@ impl Daemon {
             }) => Ok(None),
             Err(source) => Err(self.call_error("inspect an image")(source)),
         }
+    }
+
+    /// Whether builds go to the daemon's BuildKit (through a session), as far as is known before
+    /// one is tried: a daemon that refuses the session then builds with its legacy builder.
+    pub fn builds_with_buildkit(&self) -> bool {
+        self.buildkit_address().is_ok()
     }
 
     /// Where a BuildKit session can be opened, or why meshtop builds with the legacy builder.

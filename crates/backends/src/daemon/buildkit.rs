@@ -50,22 +50,29 @@ pub enum BuildkitFailure {
 }
 
 /// One build in `session` (which ends with it). `options` are the legacy builder's (tag,
-/// Dockerfile, args, labels, no-cache); the version and the session are set here.
+/// Dockerfile, args, labels, no-cache); the version and the session are set here. The context is
+/// the tar `context`, or, without one, what the session serves (`remote=client-session`, as
+/// `docker build` with BuildKit sends a local directory): then the build's output ends with what
+/// was sent, and a file that was not what was planned is the build's failure.
 pub async fn build(
     address: &Address,
     api: &str,
     mut options: BuildImageOptions,
-    context: mpsc::Receiver<io::Result<Bytes>>,
+    context: Option<mpsc::Receiver<io::Result<Bytes>>>,
     session: Session,
     on_line: &mut (dyn FnMut(&str) + Send),
 ) -> Result<BuildEnd, BuildkitError> {
     options.version = BuilderVersion::BuilderBuildKit;
     options.session = Some(session.id.clone());
+    if context.is_none() {
+        options.remote = Some("client-session".into());
+    }
     let query = serde_urlencoded::to_string(&options).map_err(BuildkitFailure::Query)?;
-    let chunks = futures_util::stream::unfold(context, |mut rx| async move {
+    let chunks = futures_util::stream::unfold(context, |rx| async move {
+        let mut rx = rx?;
         rx.recv()
             .await
-            .map(|item| (item.map(hyper::body::Frame::data), rx))
+            .map(|item| (item.map(hyper::body::Frame::data), Some(rx)))
     });
     let request = http::Request::post(format!("/v{api}/build?{query}"))
         .header(http::header::HOST, "docker")
@@ -77,7 +84,15 @@ pub async fn build(
         .map_err(BuildkitFailure::Socket)?;
     let result = follow(response, on_line).await;
     driver.abort();
+    let served = session.served.clone();
     drop(session);
+    let Some(served) = served else {
+        return result;
+    };
+    if let Some(refused) = served.tally.refused() {
+        return Ok(BuildEnd::Failed(refused));
+    }
+    on_line(&served.tally.read().line());
     result
 }
 

@@ -6,6 +6,7 @@ pub mod buildkit;
 mod clone;
 pub mod containers;
 pub mod endpoint;
+pub mod filesync;
 pub mod images;
 pub mod logs;
 pub mod made;

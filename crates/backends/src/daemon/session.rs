@@ -3,7 +3,8 @@
 //! (`RUN --mount=type=secret`) and, when the module asks for it, for the ssh agent
 //! (`RUN --mount=type=ssh`). The protocol is moby's `session/manager.go` (headers) and BuildKit's
 //! `session/secrets/secrets.proto`, `session/sshforward/ssh.proto`; the daemon checks the session's
-//! health (`grpc.health.v1`) while it holds it.
+//! health (`grpc.health.v1`) while it holds it. When the build's context is served rather than sent
+//! as a tar, BuildKit asks the session for it too (see [`super::filesync`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,7 +26,9 @@ use tokio::task::JoinHandle;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::filesync::{ContextSync, Served};
 use super::socket::{self, Address};
+use bollard::moby::filesync::v1::file_sync_server::FileSyncServer;
 
 /// Secret values by id, held in memory for one build only. Its `Debug` never shows a value.
 #[derive(Default, Clone)]
@@ -42,6 +45,8 @@ impl std::fmt::Debug for SecretValues {
 /// An open session: its id names it to `/build`; dropping it ends it.
 pub struct Session {
     pub id: String,
+    /// The context it serves, if it serves one (`/build` then names no tar).
+    pub(super) served: Option<Served>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -68,13 +73,23 @@ pub enum SessionError {
     Upgrade(#[source] hyper::Error),
 }
 
-/// Open a session serving `secrets` and, when `ssh_agent` names a socket, the ssh agent.
-pub async fn open(
-    address: &Address,
-    api: &str,
-    secrets: SecretValues,
-    ssh_agent: Option<PathBuf>,
-) -> Result<Session, SessionError> {
+/// What one session serves besides its health.
+pub struct Serving {
+    pub secrets: SecretValues,
+    /// The ssh agent's socket, when the module asks for it.
+    pub ssh_agent: Option<PathBuf>,
+    /// The build context, when it is served rather than sent as a tar.
+    pub context: Option<Served>,
+}
+
+/// Open a session serving `secrets`, the ssh agent when `ssh_agent` names a socket, and the build
+/// context when there is one to serve.
+pub async fn open(address: &Address, api: &str, serving: Serving) -> Result<Session, SessionError> {
+    let Serving {
+        secrets,
+        ssh_agent,
+        context,
+    } = serving;
     let id = uuid::Uuid::now_v7().simple().to_string();
     let mut methods = vec![
         format!("/{}/Check", HealthServer::<Alive>::NAME),
@@ -84,13 +99,22 @@ pub async fn open(
         methods.push(format!("/{}/CheckAgent", SshServer::<Agent>::NAME));
         methods.push(format!("/{}/ForwardAgent", SshServer::<Agent>::NAME));
     }
+    if context.is_some() {
+        methods.push(format!("/{}/DiffCopy", FileSyncServer::<ContextSync>::NAME));
+    }
+    // BuildKit keeps a received context under its local's name and this key: the same context
+    // sent again is compared with what it kept.
+    let shared_key = context
+        .as_ref()
+        .map_or("", |served| served.context.cache_key.as_str())
+        .to_string();
     let mut request = http::Request::post(format!("/v{api}/session"))
         .header(http::header::HOST, "docker")
         .header(http::header::CONNECTION, "Upgrade")
         .header(http::header::UPGRADE, "h2c")
         .header("X-Docker-Expose-Session-Uuid", &id)
         .header("X-Docker-Expose-Session-Name", "meshtop")
-        .header("X-Docker-Expose-Session-Sharedkey", "");
+        .header("X-Docker-Expose-Session-Sharedkey", shared_key);
     for method in &methods {
         request = request.header("X-Docker-Expose-Session-Grpc-Method", method);
     }
@@ -109,11 +133,15 @@ pub async fn open(
         .map_err(SessionError::Upgrade)?;
     let io = Upgraded(TokioIo::new(upgraded));
     let agent = ssh_agent.map(|socket| SshServer::new(Agent { socket }));
+    let sync = context
+        .clone()
+        .map(|served| FileSyncServer::new(ContextSync(served)));
     let server = tokio::spawn(async move {
         let router = tonic::transport::Server::builder()
             .add_service(HealthServer::new(Alive))
             .add_service(SecretsServer::new(SecretStore(secrets)))
-            .add_optional_service(agent);
+            .add_optional_service(agent)
+            .add_optional_service(sync);
         let incoming = futures_util::stream::iter([Ok::<_, std::io::Error>(io)]);
         if let Err(error) = router.serve_with_incoming(incoming).await {
             tracing::debug!("the BuildKit session ended: {error}");
@@ -121,6 +149,7 @@ pub async fn open(
     });
     Ok(Session {
         id,
+        served: context,
         tasks: vec![server, driver],
     })
 }
