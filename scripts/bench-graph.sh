@@ -11,7 +11,8 @@
 #
 # The loop uses the docker CLI's builder: the daemon's BuildKit where the CLI has buildx, else the
 # legacy builder (this machine's docker CLI has no buildx); the script says which it used.
-# MESHTOP=/path/to/meshtop times another binary (e.g. the one before this change) instead of building
+# MESHTOP_CONTEXT=tar in the environment sends meshtop's contexts as tars (as before issue 56) rather than
+# through the session. MESHTOP=/path/to/meshtop times another binary (e.g. the one before this change) instead of building
 # this checkout's (PROFILE=release by default). LOOP=0 skips the loop (then no ratio). Each step is one
 # run: together they take about 2x the loop's time, so pick sizes that finish within ten minutes.
 set -euo pipefail
@@ -98,6 +99,15 @@ print(f"  meshtop: {built} built; critical path {' → '.join(t.get('critical_pa
       f" of {t.get('total_ms', 0) / 1000:.1f} s; builders {t.get('builders')}")
 PY
 echo "meshtop_s $(secs "$meshtop_us")"
+# The daemon's time on each build (from the BuildKit session to its last answer), per module.
+"$MESHTOP" --mesh "$mesh/mesh.toml" --state "$work/state.db" builds --json --limit 100000 \
+  > "$work/builds.json" 2>> "$work/converge.log"
+python3 - "$work/builds.json" <<'PY'
+import json, statistics, sys
+times = [b["daemon_ms"] for b in json.load(open(sys.argv[1])) if b.get("daemon_ms") is not None]
+if times:
+    print(f"daemon_ms_per_module median {statistics.median(times):.0f} mean {statistics.mean(times):.0f} (of {len(times)} builds)")
+PY
 
 [ "$LOOP" = 1 ] || exit 0
 if docker buildx version > /dev/null 2>&1; then
