@@ -11,7 +11,7 @@ use futures_util::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
 use super::build::Built;
-use super::error::TargetError;
+use super::error::{TargetError, Undelivery};
 use super::place::{Ended, Placed, Unplaced};
 use super::progress::Emitter;
 use super::targets::{Artifact, Reach, Target};
@@ -33,7 +33,7 @@ pub enum Delivered {
     /// The build itself failed (no artifact).
     BuildFailed(Built),
     /// Built, but not where the target needs it: why (the module fails).
-    Undelivered { built: Built, error: String },
+    Undelivered { built: Built, error: Undelivery },
     /// No builder could take it (the module fails, with why).
     Unplaced(Unplaced),
 }
@@ -136,7 +136,7 @@ impl Delivery<'_> {
             Err(error) => Err(error),
         };
         if let Err(error) = published {
-            let error = error.to_string();
+            let error = Undelivery::Target(error);
             return Delivered::Undelivered { built, error };
         }
         // Delivered: what follows is as for a build that pushed itself.
@@ -181,7 +181,7 @@ impl Delivery<'_> {
             Ok(manifest) => Delivered::Done { built, manifest },
             Err(error) => Delivered::Undelivered {
                 built,
-                error: error.to_string(),
+                error: Undelivery::Target(error),
             },
         }
     }

@@ -1,6 +1,7 @@
 //! Converge = plan → refuse what must be refused, before any build → build by the graph →
 //! stamp the record once everything succeeded → create declared machines → send what policy rolls out.
 
+use crate::error::HoldLost;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -117,7 +118,7 @@ async fn run(
     db: &Arc<Mutex<StateDb>>,
     emitter: &Emitter,
     cancel: &mut watch::Receiver<bool>,
-    lost: watch::Receiver<Option<String>>,
+    lost: watch::Receiver<Option<HoldLost>>,
 ) -> Result<ConvergeSummary, ConvergeError> {
     let at = Run {
         request,

@@ -26,9 +26,9 @@ pub enum ConvergeError {
     #[error("converge cancelled: running builds were marked cancelled, nothing was stamped")]
     Cancelled,
     /// Another operation took the mesh over (this one was frozen past the stale limit): nothing more
-    /// is stamped or sent; the message names who took it.
-    #[error("{0}")]
-    LockLost(String),
+    /// is stamped or sent; it names who took it.
+    #[error(transparent)]
+    LockLost(HoldLost),
     #[error("{0}")]
     Failed(String),
     /// Bad input found when the converge starts (its builders need a registry the mesh does not
@@ -46,6 +46,16 @@ pub enum ConvergeError {
     /// The state database's handle could not be taken.
     #[error(transparent)]
     Handle(#[from] Poisoned),
+}
+
+/// Why this operation no longer holds its mesh, as the hold that found it says: the state
+/// database's lock, or the target's own hold (its words, typed by the target).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HoldLost {
+    #[error(transparent)]
+    Lock(Arc<StateError>),
+    #[error(transparent)]
+    Target(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 /// Why builds have nowhere to be recorded: the state database could not be opened or written.
@@ -68,7 +78,7 @@ pub fn still_holds(
 ) -> Result<(), ConvergeError> {
     let db = crate::backends::state::locked(db)?;
     db.check_holds(mesh, target, operation_id)
-        .map_err(|e| ConvergeError::LockLost(e.to_string()))
+        .map_err(|e| ConvergeError::LockLost(HoldLost::Lock(Arc::new(e))))
 }
 
 /// What a target could not do; each says where and, when it can, how to fix it. The words are those
@@ -433,6 +443,23 @@ pub enum HandOverError {
     BasePush(#[source] RegistryError),
     #[error("the base could not be handed over: its push {digest} could not be signed: {source}")]
     BaseUnsigned { digest: String, source: TargetError },
+}
+
+/// Why a build that made an artifact did not reach where the target needs it (the module fails),
+/// carried from the placer and the delivery to the walk as it happened.
+#[derive(Debug, thiserror::Error)]
+pub enum Undelivery {
+    #[error(transparent)]
+    HandOver(#[from] HandOverError),
+    /// The builder that holds the artifact could not be reached to push it.
+    #[error("builder {builder} could not hand {module} over: {source}")]
+    NoDaemon {
+        builder: String,
+        module: String,
+        source: std::sync::Arc<DaemonError>,
+    },
+    #[error(transparent)]
+    Target(#[from] TargetError),
 }
 
 /// Why a hand-over push failed.

@@ -4,6 +4,7 @@
 //! [`Operation::run`] is that lifecycle, written once: converge, send, rollback, unpin, promote and
 //! gc each give it their work and their last word.
 
+use crate::error::HoldLost;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -31,7 +32,7 @@ pub struct Operation<'a> {
 pub struct Running {
     pub emitter: Emitter,
     /// Says (with who took it) when the heartbeat found the mesh lost.
-    pub lost: watch::Receiver<Option<String>>,
+    pub lost: watch::Receiver<Option<HoldLost>>,
 }
 
 impl<'a> Operation<'a> {

@@ -1,6 +1,7 @@
 //! One operation per mesh at a time: take the mesh's lock in the state database (or wait for it),
 //! and keep it alive with a heartbeat while the operation runs.
 
+use crate::error::HoldLost;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -92,7 +93,7 @@ pub fn spawn_heartbeat(
     mesh: String,
     target: String,
     operation_id: String,
-    lost: watch::Sender<Option<String>>,
+    lost: watch::Sender<Option<HoldLost>>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move { beat(path, mesh, target, operation_id, &lost).await })
 }
@@ -104,7 +105,7 @@ pub async fn beat(
     mesh: String,
     target: String,
     operation_id: String,
-    lost: &watch::Sender<Option<String>>,
+    lost: &watch::Sender<Option<HoldLost>>,
 ) {
     // Opened at the first beat, not before: a converge the record answers ends long before.
     let mut db: Option<StateDb> = None;
@@ -117,14 +118,14 @@ pub async fn beat(
             && let Err(error @ StateError::LockLost { .. }) =
                 db.heartbeat(&mesh, &target, &operation_id)
         {
-            let _ = lost.send(Some(error.to_string()));
+            let _ = lost.send(Some(HoldLost::Lock(std::sync::Arc::new(error))));
             return;
         }
     }
 }
 
-/// Resolves once the heartbeat found the lock lost, with its message.
-pub async fn lost(lost: &mut watch::Receiver<Option<String>>) -> String {
+/// Resolves once the heartbeat found the lock lost, with why.
+pub async fn lost(lost: &mut watch::Receiver<Option<HoldLost>>) -> HoldLost {
     loop {
         if let Some(message) = lost.borrow().clone() {
             return message;

@@ -17,6 +17,7 @@
 //! back through the tier's channel when that platform's build ends. A part's builder that went
 //! away is the one blamed, taken out of rotation and avoided by the module's one retry.
 
+use crate::error::HoldLost;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,7 +33,7 @@ use super::build::{
 };
 use super::builders::{Connection, Member, Pool};
 use super::error::{
-    BaseOutOfReach, BaseUnreached, ConvergeError, HandOverError, HandOverFault, Tried,
+    BaseOutOfReach, BaseUnreached, ConvergeError, HandOverError, HandOverFault, Tried, Undelivery,
 };
 use super::progress::{Emitter, Payload};
 use super::targets::{Pushed, sign_pushed};
@@ -55,7 +56,7 @@ pub struct Placed {
     /// The manifest digest the builder pushed to the registry (the hand-over), when it pushed.
     pub handed: Option<String>,
     /// Why the hand-over push failed, when it did: the module fails (nothing is stamped).
-    pub handover_error: Option<String>,
+    pub handover_error: Option<Undelivery>,
     /// The hand-over push still to make, once the build gave its slot back.
     pending: Option<PendingHandOver>,
 }
@@ -295,7 +296,7 @@ impl<'a> Placer<'a> {
         &mut self,
         mut placings: mpsc::UnboundedReceiver<Placing>,
         cancel: &mut watch::Receiver<bool>,
-        lost: &mut watch::Receiver<Option<String>>,
+        lost: &mut watch::Receiver<Option<HoldLost>>,
         ended: mpsc::UnboundedSender<Ended>,
     ) -> Result<(), ConvergeError> {
         // A converge that builds nothing (the steady state) asks for no credentials and reads no
@@ -806,11 +807,12 @@ async fn hand_over_later(shared: &Shared<'_>, mut placed: Placed) -> Placed {
             &pending.artifact,
         )
         .await
-        .map_err(|error| error.to_string()),
-        Err(error) => Err(format!(
-            "builder {} could not hand {} over: {error}",
-            member.builder.name, placed.built.planned.name
-        )),
+        .map_err(Undelivery::from),
+        Err(source) => Err(Undelivery::NoDaemon {
+            builder: member.builder.name.clone(),
+            module: placed.built.planned.name.clone(),
+            source,
+        }),
     };
     match handed {
         Ok(digest) => placed.handed = Some(digest),

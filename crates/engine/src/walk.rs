@@ -5,6 +5,7 @@
 //! What succeeded goes into the stamp; a failure stops what builds on it (decided as refused, not
 //! attempted), its siblings go on, and nothing is stamped.
 
+use crate::error::HoldLost;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -62,7 +63,7 @@ pub struct Walk<'a> {
     pub stamp: Record,
     pub all_ok: bool,
     /// Says (with who took it) when the heartbeat found the mesh's lock lost.
-    pub lost: watch::Receiver<Option<String>>,
+    pub lost: watch::Receiver<Option<HoldLost>>,
     /// The builds handed to the placer and not through yet, as they were decided.
     pub building: BTreeMap<String, PlannedModule>,
 }
@@ -542,6 +543,7 @@ impl<'a> Walk<'a> {
                 unplaced.module
             }
             Delivered::Undelivered { built, error } => {
+                let error = error.to_string();
                 self.emitter.emit(
                     failed_payload(&error),
                     Some(&built.planned.name),

@@ -2,6 +2,7 @@
 //! delivery is nothing, machines are containers labelled `jr2.dev/module`, and a send recreates
 //! the container on the new artifact.
 
+use crate::error::HoldLost;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -125,7 +126,9 @@ impl Target for Docker {
         pins: &'a PinChange,
     ) -> Result<(), ConvergeError> {
         let state_error = |e: StateError| match e {
-            StateError::LockLost { .. } => ConvergeError::LockLost(e.to_string()),
+            StateError::LockLost { .. } => {
+                ConvergeError::LockLost(HoldLost::Lock(std::sync::Arc::new(e)))
+            }
             other => ConvergeError::Failed(other.to_string()),
         };
         locked(db)

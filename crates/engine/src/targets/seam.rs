@@ -2,6 +2,7 @@
 //! its answers. A leaf of the folder: `docker.rs` and `kubernetes.rs` implement it, `mod.rs` makes
 //! them; nobody outside `converge/targets/` knows which kind it is talking to.
 
+use crate::error::HoldLost;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -455,7 +456,7 @@ pub trait Target: Send + Sync {
         state_path: PathBuf,
         mesh: String,
         operation_id: String,
-        lost: watch::Sender<Option<String>>,
+        lost: watch::Sender<Option<HoldLost>>,
     ) -> tokio::task::JoinHandle<()> {
         lock::spawn_heartbeat(
             state_path,

@@ -3,6 +3,7 @@
 //! commands and the screen showed before the seam was typed. At the bottom of the folder.
 
 use crate::backends::cluster::ClusterError;
+use crate::error::HoldLost;
 use crate::error::{ConvergeError, TargetError};
 
 use super::lease::{HoldError, LeaseBusy};
@@ -95,7 +96,9 @@ impl From<HoldError> for ConvergeError {
     fn from(error: HoldError) -> Self {
         match error {
             HoldError::Busy(busy) => ConvergeError::Target(KubeError::LeaseBusy(busy).into()),
-            HoldError::Lost(message) => ConvergeError::LockLost(message),
+            HoldError::Lost(lost) => {
+                ConvergeError::LockLost(HoldLost::Target(std::sync::Arc::new(lost)))
+            }
             HoldError::Failed(message) => ConvergeError::Failed(message),
         }
     }

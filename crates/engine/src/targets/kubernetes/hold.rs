@@ -2,6 +2,7 @@
 //! dashboard follow the operation), then the namespace's Lease, where every teammate's meshtop meets
 //! (`lease.rs`); the heartbeat renews both, and each write checks both first.
 
+use crate::error::HoldLost;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -51,7 +52,7 @@ impl Kube {
         state_path: PathBuf,
         mesh: String,
         operation_id: String,
-        lost: watch::Sender<Option<String>>,
+        lost: watch::Sender<Option<HoldLost>>,
     ) -> tokio::task::JoinHandle<()> {
         let (cluster, claims) = (self.cluster.clone(), self.claims.clone());
         let target = self.name.clone();

@@ -5,7 +5,9 @@
 //! it again in the same step as each write (so a write is only made while the Lease is ours), and
 //! releases it at its end.
 
+use crate::error::HoldLost;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -34,11 +36,37 @@ pub enum HoldError {
     #[error(transparent)]
     Busy(#[from] Box<LeaseBusy>),
     /// Someone else holds it now (or nobody): stop before the next write.
-    #[error("{0}")]
-    Lost(String),
+    #[error(transparent)]
+    Lost(#[from] LeaseLost),
     /// The cluster could not be asked: whether the mesh is still ours is not known.
     #[error("{0}")]
     Failed(String),
+}
+
+/// Why an operation no longer holds its mesh's Lease.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LeaseLost {
+    #[error(
+        "operation {operation_id} does not hold the lease {lease} in namespace {namespace}: nothing more is written"
+    )]
+    NotClaimed {
+        operation_id: String,
+        lease: String,
+        namespace: String,
+    },
+    /// Another holder's renewal or takeover (the cluster's words name it).
+    #[error(transparent)]
+    TakenOver(Arc<ClusterError>),
+    #[error(
+        "{operation} could not renew the lease {lease} for {seconds} s ({source}): another operation may hold mesh {mesh} now; it stopped before its next write"
+    )]
+    Unrenewed {
+        operation: String,
+        lease: String,
+        seconds: i32,
+        mesh: String,
+        source: Arc<ClusterError>,
+    },
 }
 
 /// The operations of this process that hold a mesh's Lease, by operation id (a dashboard runs one
@@ -163,15 +191,17 @@ pub async fn check(
     operation_id: &str,
 ) -> Result<(), HoldError> {
     let Some(claim) = claims.get(operation_id) else {
-        return Err(HoldError::Lost(format!(
-            "operation {operation_id} does not hold the lease {} in namespace {}: nothing more is written",
-            lease_name(mesh),
-            cluster.namespace
-        )));
+        return Err(HoldError::Lost(LeaseLost::NotClaimed {
+            operation_id: operation_id.to_string(),
+            lease: lease_name(mesh),
+            namespace: cluster.namespace.clone(),
+        }));
     };
     match cluster.renew_lease(mesh, &claim).await {
         Ok(()) => Ok(()),
-        Err(error @ ClusterError::LeaseLost { .. }) => Err(HoldError::Lost(error.to_string())),
+        Err(error @ ClusterError::LeaseLost { .. }) => {
+            Err(HoldError::Lost(LeaseLost::TakenOver(Arc::new(error))))
+        }
         Err(error) => Err(HoldError::Failed(format!(
             "cannot tell whether {} still holds mesh {mesh} ({error}); nothing more is written",
             claim.operation_label()
@@ -187,7 +217,7 @@ pub async fn renew_while_running(
     claims: std::sync::Arc<LeaseClaims>,
     mesh: String,
     operation_id: String,
-    lost: &watch::Sender<Option<String>>,
+    lost: &watch::Sender<Option<HoldLost>>,
 ) {
     let mut renewed_ms = timefmt::now_ms();
     loop {
@@ -198,16 +228,19 @@ pub async fn renew_while_running(
         match cluster.renew_lease(&mesh, &claim).await {
             Ok(()) => renewed_ms = timefmt::now_ms(),
             Err(error @ ClusterError::LeaseLost { .. }) => {
-                let _ = lost.send(Some(error.to_string()));
+                let lease = LeaseLost::TakenOver(Arc::new(error));
+                let _ = lost.send(Some(HoldLost::Target(Arc::new(lease))));
                 return;
             }
             Err(error) if timefmt::now_ms() - renewed_ms > i64::from(claim.duration_s) * 1000 => {
-                let _ = lost.send(Some(format!(
-                    "{} could not renew the lease {} for {} s ({error}): another operation may hold mesh {mesh} now; it stopped before its next write",
-                    claim.operation_label(),
-                    lease_name(&mesh),
-                    claim.duration_s
-                )));
+                let lease = LeaseLost::Unrenewed {
+                    operation: claim.operation_label(),
+                    lease: lease_name(&mesh),
+                    seconds: claim.duration_s,
+                    mesh: mesh.clone(),
+                    source: Arc::new(error),
+                };
+                let _ = lost.send(Some(HoldLost::Target(Arc::new(lease))));
                 return;
             }
             Err(error) => tracing::warn!("cannot renew the lease of mesh {mesh}: {error}"),

@@ -15,6 +15,7 @@ mod machines;
 mod record;
 mod send;
 
+use crate::error::HoldLost;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -169,7 +170,7 @@ impl Target for Kube {
         state_path: PathBuf,
         mesh: String,
         operation_id: String,
-        lost: watch::Sender<Option<String>>,
+        lost: watch::Sender<Option<HoldLost>>,
     ) -> tokio::task::JoinHandle<()> {
         self.beat(state_path, mesh, operation_id, lost)
     }
