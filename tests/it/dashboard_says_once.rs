@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::ExampleMesh;
 use common::tmux::{Tmux, row};
@@ -69,6 +69,44 @@ fn pane_lines(screen: &str, rule: &str, number: i64) -> Vec<String> {
         .collect()
 }
 
+/// A source's age as the header's second line says it (` plan 4s · record 1s · history 1s`), in
+/// whole seconds; None while it has not answered, or when its last poll failed.
+fn source_age(screen: &str, source: &str) -> Option<u64> {
+    let header = screen.lines().nth(1)?;
+    header.split(" · ").find_map(|part| {
+        let (name, age) = part.trim().split_once(' ')?;
+        if name != source {
+            return None;
+        }
+        let (number, unit) = age.split_at(age.find(|c: char| !c.is_ascii_digit())?);
+        let number: u64 = number.parse().ok()?;
+        match unit {
+            "s" => Some(number),
+            "m" => Some(number * 60),
+            "h" => Some(number * 3600),
+            _ => None,
+        }
+    })
+}
+
+/// Wait until the sources a finished operation polls again have each answered after `seen` (when
+/// the finish was seen on the screen): the history the pane is made from, and the record, host and
+/// machines. An age of N on a screen drawn up to a second ago is an answer after `seen` once N + 2
+/// seconds have passed since it. (The plan, polled each minute, is left out: no pane line is its.)
+fn polled_since(tmux: &Tmux, seen: Instant, kind: &str) {
+    const SOURCES: [&str; 4] = ["history", "record", "host", "machines"];
+    tmux.wait_quietly(
+        &format!("the history, record, host and machines polls after the {kind} finished"),
+        Duration::from_secs(60),
+        |screen| {
+            let since = seen.elapsed().as_secs();
+            SOURCES
+                .iter()
+                .all(|source| source_age(screen, source).is_some_and(|age| age + 2 <= since))
+        },
+    );
+}
+
 /// Wait for the newest operation (`kind`, its pane's rule saying `rule`) to finish and the pane to
 /// show its last line, let the polls that a finished operation sets off arrive, then: the pane is the
 /// operation's events, once.
@@ -91,7 +129,7 @@ fn pane_says_each_event_once(
         }
         done
     });
-    std::thread::sleep(Duration::from_secs(3));
+    polled_since(tmux, Instant::now(), kind);
     let (number, lines) = newest_operation(mesh).unwrap();
     assert_eq!(Some(number), found.get(), "another operation ran");
     let screen = tmux.screen();

@@ -54,7 +54,7 @@ pub async fn available() -> Result<(), BuildxError> {
 }
 
 /// The command line of a build (without the program).
-pub fn arguments(spec: &BuildRequest, metadata_file: &std::path::Path) -> Vec<String> {
+pub(crate) fn arguments(spec: &BuildRequest, metadata_file: &std::path::Path) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "buildx".into(),
         "build".into(),

@@ -63,7 +63,7 @@ pub enum CredentialsError {
 }
 
 /// Docker's config directory: `$DOCKER_CONFIG`, else `~/.docker`.
-pub fn docker_config_dir() -> Option<PathBuf> {
+pub(crate) fn docker_config_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir));
     }
@@ -259,7 +259,7 @@ async fn run_helper(
 }
 
 /// Standard base64 (padding optional); None when the text is not base64.
-pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let value = |c: u8| -> Option<u32> {
         Some(match c {
             b'A'..=b'Z' => c - b'A',

@@ -2,6 +2,8 @@
 //! update (`app`), drawing only (`widgets`), and the terminal loop that joins them (`tui`). Data
 //! flows one way: sources → messages → the app's state → widgets. Inside, `app` and `widgets` name
 //! neither the engine nor the backends (held by `tests/it/layering.rs`: one crate cannot say it).
+//! Each room shows the commands and the tests only the modules they name (`app::state`,
+//! `widgets::header`…); the rest is `pub(crate)`, and `unreachable_pub` keeps it so.
 
 pub mod app;
 pub mod sources;

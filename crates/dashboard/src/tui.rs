@@ -42,12 +42,12 @@ pub struct DashboardOptions {
 }
 
 /// `<config dir>/meshtop/keys.toml`.
-pub fn keys_path() -> Option<PathBuf> {
+pub(crate) fn keys_path() -> Option<PathBuf> {
     directories::BaseDirs::new().map(|dirs| dirs.config_dir().join("meshtop").join("keys.toml"))
 }
 
 /// The key table with the user's overrides, and what was wrong with them.
-pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Vec<String>) {
+pub(crate) fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Vec<String>) {
     let Some(path) = path else {
         return (KeyTable::new(readonly), Settings::default(), Vec::new());
     };
@@ -73,7 +73,7 @@ pub fn load_keys(readonly: bool, path: Option<&Path>) -> (KeyTable, Settings, Ve
 }
 
 /// The header's context (the target is the state's own: [`Session::describe_target`]).
-pub fn context_of(opts: &DashboardOptions) -> Context {
+pub(crate) fn context_of(opts: &DashboardOptions) -> Context {
     Context {
         mesh: opts.mesh.name.clone(),
         state_path: opts.state_path.display().to_string(),
@@ -231,7 +231,7 @@ pub async fn run_dashboard(opts: DashboardOptions) -> color_eyre::Result<()> {
 /// What a frame is written with: held until the frame ends (the draw flushes it), so it reaches
 /// the terminal in one write. Stdout alone is line-buffered and a frame has no newline: it went out
 /// in 1 KiB pieces, each a write and a wake-up of the terminal, which could show half a frame.
-pub fn frame_writer<W: io::Write>(out: W) -> BufWriter<W> {
+pub(crate) fn frame_writer<W: io::Write>(out: W) -> BufWriter<W> {
     BufWriter::with_capacity(FRAME_BYTES, out)
 }
 

@@ -25,7 +25,7 @@ pub(crate) struct Pushed<'a> {
 
 /// This machine's builder id: the mesh's `builder_id` (else `MESHTOP_BUILDER_ID`, read with the
 /// mesh file), else the default.
-pub fn builder_id(mesh: &Mesh) -> String {
+pub(crate) fn builder_id(mesh: &Mesh) -> String {
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     provenance::builder_id(mesh.signing.builder_id.as_deref(), None, &host)
 }

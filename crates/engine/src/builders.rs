@@ -26,7 +26,7 @@ const PUSH_CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The repository of the push check's image: `<registry>/<mesh>/meshtop-check:<builder>`. It
 /// carries no module label, so no check of meshtop's ever takes it for an artifact.
-pub const PUSH_CHECK_REPOSITORY: &str = "meshtop-check";
+pub(crate) const PUSH_CHECK_REPOSITORY: &str = "meshtop-check";
 
 /// How the engine reaches a builder's daemon.
 // One per builder, a handful per converge, never in a hot collection: boxing the client buys nothing.
@@ -56,7 +56,7 @@ pub struct Member {
 impl Member {
     /// What it builds: the mesh file's `platforms`, else what its daemon says it builds (its
     /// own, and those it emulates).
-    pub fn platforms(&self) -> Vec<Platform> {
+    pub(crate) fn platforms(&self) -> Vec<Platform> {
         if !self.builder.platforms.is_empty() {
             return self.builder.platforms.clone();
         }
@@ -67,7 +67,7 @@ impl Member {
     }
 
     /// Its platforms for people: `linux/amd64, emulating linux/arm64` (the mesh file's, as given).
-    pub fn platforms_text(&self) -> String {
+    pub(crate) fn platforms_text(&self) -> String {
         let join = |list: &[Platform]| {
             list.iter()
                 .map(ToString::to_string)
@@ -89,7 +89,7 @@ impl Member {
 
     /// Whether it builds `platform` on its own architecture (not under emulation); a builder the
     /// mesh file gives platforms to is taken at its word.
-    pub fn builds_natively(&self, platform: &Platform) -> bool {
+    pub(crate) fn builds_natively(&self, platform: &Platform) -> bool {
         match &self.described {
             Some(d) if self.builder.platforms.is_empty() => {
                 platform.built_by(&self.platforms())
@@ -125,7 +125,7 @@ pub enum PoolError {
 
 impl Pool {
     /// The local daemon alone, taking `jobs` builds at once: a mesh without `[[builder]]`.
-    pub fn local(jobs: usize) -> Pool {
+    pub(crate) fn local(jobs: usize) -> Pool {
         let mut builder = Builder::local();
         builder.max_builds = u32::try_from(jobs.max(1)).unwrap_or(u32::MAX);
         Pool {
@@ -143,7 +143,7 @@ impl Pool {
 
     /// The builders as the scheduler counts them, each with the platforms it builds (as its
     /// daemon said them when the mesh file gives none).
-    pub fn builders(&self) -> Vec<Builder> {
+    pub(crate) fn builders(&self) -> Vec<Builder> {
         self.members
             .iter()
             .map(|m| {
@@ -154,12 +154,12 @@ impl Pool {
             .collect()
     }
 
-    pub fn member(&self, name: &str) -> Option<&Member> {
+    pub(crate) fn member(&self, name: &str) -> Option<&Member> {
         self.members.iter().find(|m| m.builder.name == name)
     }
 
     /// The builder that is the host daemon, if one is.
-    pub fn host_member(&self) -> Option<&Member> {
+    pub(crate) fn host_member(&self) -> Option<&Member> {
         self.members
             .iter()
             .find(|m| m.is_host && m.connection.is_some())
@@ -167,7 +167,7 @@ impl Pool {
 }
 
 /// `one (linux/amd64), two (linux/amd64, emulating linux/arm64)`: what each builder builds.
-pub fn builders_and_platforms(members: &[Member]) -> String {
+pub(crate) fn builders_and_platforms(members: &[Member]) -> String {
     members
         .iter()
         .map(|m| match &m.out {
@@ -182,7 +182,7 @@ pub fn builders_and_platforms(members: &[Member]) -> String {
 /// ready builder builds (natively or emulated, as its daemon says): one refusal each, before any
 /// build, naming the platform and the builders. The local daemon of a mesh without builders is
 /// asked what it builds only when such a module is planned.
-pub async fn unbuildable_platforms(
+pub(crate) async fn unbuildable_platforms(
     pool: &mut Pool,
     planned: &BTreeMap<String, PlannedModule>,
     mesh: &Mesh,
@@ -391,7 +391,7 @@ async fn check_push(
         Ok(creds) => creds,
         Err(source) => return Err(PushCheckFailed::Credentials { registry, source }),
     };
-    let reference = push_check_reference_at(&registry, &mesh.name, &builder.name);
+    let reference = push_check_reference(&registry, &mesh.name, &builder.name);
     match tokio::time::timeout(
         PUSH_CHECK_TIMEOUT,
         daemon.check_push(&reference, creds.as_ref()),
@@ -427,11 +427,7 @@ enum PushCheckFailed {
 }
 
 /// `<registry>/<mesh>/meshtop-check:<builder>`.
-pub fn push_check_reference(registry: &Registry, mesh: &str, builder: &str) -> String {
-    push_check_reference_at(&registry.host, mesh, builder)
-}
-
-fn push_check_reference_at(registry: &str, mesh: &str, builder: &str) -> String {
+fn push_check_reference(registry: &str, mesh: &str, builder: &str) -> String {
     format!("{registry}/{mesh}/{PUSH_CHECK_REPOSITORY}:{builder}")
 }
 
@@ -452,12 +448,8 @@ mod tests {
 
     #[test]
     fn the_push_check_names_a_repository_no_module_has() {
-        let registry = Registry {
-            host: "127.0.0.1:5000".into(),
-            insecure: false,
-        };
         assert_eq!(
-            push_check_reference(&registry, "demo", "farm-1"),
+            push_check_reference("127.0.0.1:5000", "demo", "farm-1"),
             "127.0.0.1:5000/demo/meshtop-check:farm-1"
         );
     }

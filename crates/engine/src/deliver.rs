@@ -24,7 +24,7 @@ use crate::mesh::model::Mesh;
 const AT_ONCE: usize = 4;
 
 /// How one build's delivery ended.
-pub enum Delivered {
+pub(crate) enum Delivered {
     /// Where the target needs it: the manifest digest the record keeps with it, when known.
     Done {
         built: Built,
@@ -40,7 +40,7 @@ pub enum Delivered {
 
 /// What a delivery reaches: every field is the walk's, shared.
 #[derive(Clone, Copy)]
-pub struct Delivery<'a> {
+pub(crate) struct Delivery<'a> {
     pub mesh: &'a Mesh,
     pub target: &'a dyn Target,
     pub daemon: &'a LazyDaemon,
@@ -58,7 +58,7 @@ impl Delivery<'_> {
 
     /// Deliver every build `ends` sends as it ends (up to [`AT_ONCE`] at a time), until the
     /// placer closes it: each delivery's end goes to `delivered` as it ends.
-    pub async fn as_they_end(
+    pub(crate) async fn as_they_end(
         &self,
         mut ends: mpsc::UnboundedReceiver<Ended>,
         delivered: mpsc::UnboundedSender<Delivered>,
@@ -86,7 +86,7 @@ impl Delivery<'_> {
     /// A build that ended on its builder: when the pool handed it over through the registry and
     /// the builder is not the target's daemon, the target gets it from there (a pull onto the
     /// Docker target's daemon, as a registry voucher does); then as any build.
-    pub async fn placed(&self, placed: Placed) -> Delivered {
+    pub(crate) async fn placed(&self, placed: Placed) -> Delivered {
         let Placed {
             built,
             on_host,
@@ -150,7 +150,7 @@ impl Delivery<'_> {
     /// A build delivered where the target needs it: a multi-platform one made runnable out of its
     /// index; one that pushed itself (or was handed over) as it is; any other published and
     /// delivered by the target.
-    pub async fn built(&self, built: Built) -> Delivered {
+    pub(crate) async fn built(&self, built: Built) -> Delivered {
         let Some(artifact) = built.artifact.clone() else {
             return Delivered::BuildFailed(built);
         };
@@ -188,7 +188,7 @@ impl Delivery<'_> {
 
     /// Publish an artifact (built now: `build_id`) where the target says so (`--publish`), then
     /// deliver it; the manifest digest it was pushed as, by either.
-    pub async fn publish_and_deliver(
+    pub(crate) async fn publish_and_deliver(
         &self,
         module: &str,
         reference: &str,

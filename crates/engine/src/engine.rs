@@ -22,11 +22,10 @@ use crate::backends::state::StateDb;
 use crate::mesh::Module;
 use crate::mesh::builds::BuildStatus;
 use crate::mesh::decide::Decision;
-use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::model::{Mesh, Record};
 use crate::mesh::operation::OperationKind;
 use crate::mesh::pin::StampBy;
 use crate::mesh::progress::{Outcome, Stamp};
-use crate::mesh::text::short_id;
 
 pub struct ConvergeRequest {
     pub mesh: Mesh,
@@ -473,9 +472,4 @@ fn uses_record_artifacts(planned: &BTreeMap<String, PlannedModule>, mesh: &Mesh)
                 && (p.policy == crate::mesh::Policy::Rollout
                     || mesh.machines.iter().any(|m| m.module == p.name)))
     })
-}
-
-/// `demo/api:abc-amd64@3f9c2a1b7d4e` for messages.
-pub fn describe(entry: &RecordEntry) -> String {
-    format!("{}@{}", entry.reference, short_id(&entry.digest))
 }

@@ -70,7 +70,7 @@ pub enum Unrecordable {
 
 /// `LockLost` when this operation no longer holds the mesh's `target` (checked in the state
 /// database now).
-pub fn still_holds(
+pub(crate) fn still_holds(
     db: &Mutex<StateDb>,
     mesh: &str,
     target: &str,
@@ -290,7 +290,7 @@ pub enum GcError {
 }
 
 impl GcError {
-    pub fn unreadable(
+    pub(crate) fn unreadable(
         root: &str,
         why: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> GcError {

@@ -18,7 +18,7 @@ use crate::mesh::operation::OperationKind;
 /// One operation that changes something, before it runs: its id (a fresh uuid), the target and
 /// mesh it holds, its kind (`converge`, `send`, …), whether it waits for the mesh, and where its
 /// progress goes besides the state database.
-pub struct Operation<'a> {
+pub(crate) struct Operation<'a> {
     target: &'a dyn Target,
     db: &'a Arc<Mutex<StateDb>>,
     mesh: &'a str,
@@ -29,14 +29,14 @@ pub struct Operation<'a> {
 
 /// What the work of a running operation reaches: its emitter (its id is `emitter.operation_id`)
 /// and the word of its heartbeat.
-pub struct Running {
+pub(crate) struct Running {
     pub emitter: Emitter,
     /// Says (with who took it) when the heartbeat found the mesh lost.
     pub lost: watch::Receiver<Option<HoldLost>>,
 }
 
 impl<'a> Operation<'a> {
-    pub fn new(
+    pub(crate) fn new(
         target: &'a dyn Target,
         db: &'a Arc<Mutex<StateDb>>,
         mesh: &'a str,
@@ -53,13 +53,13 @@ impl<'a> Operation<'a> {
     }
 
     /// Wait for the mesh while another operation holds it (else: refused at once).
-    pub fn waiting(mut self, wait: bool) -> Operation<'a> {
+    pub(crate) fn waiting(mut self, wait: bool) -> Operation<'a> {
         self.wait = wait;
         self
     }
 
     /// Send each step here too (the dashboard's notice, a command's live lines).
-    pub fn progress(mut self, tx: Option<ProgressTx>) -> Operation<'a> {
+    pub(crate) fn progress(mut self, tx: Option<ProgressTx>) -> Operation<'a> {
         self.tx = tx;
         self
     }
@@ -67,7 +67,7 @@ impl<'a> Operation<'a> {
     /// Hold the mesh, run `work`, say `last_word` of its result (how it ended, and its words) as the
     /// operation's last event,
     /// give the mesh back. A mesh that cannot be held is the error (nothing ran).
-    pub async fn run<T, E>(
+    pub(crate) async fn run<T, E>(
         self,
         work: impl AsyncFnOnce(&Running) -> Result<T, E>,
         last_word: impl FnOnce(&Result<T, E>) -> LastWord,

@@ -15,7 +15,7 @@ use super::error::ConvergeError;
 
 /// Hold the mesh for this operation (or wait for it); a dead holder does not hold it forever.
 /// Returns the holder it was taken over from, if any (say so: [`took_over`]).
-pub async fn acquire(
+pub(crate) async fn acquire(
     db: &Mutex<StateDb>,
     mesh: &str,
     target: &str,
@@ -43,7 +43,7 @@ pub async fn acquire(
 
 /// How a person names the operation a holder runs: `send #12 (<uuid>)`, whatever its kind; the
 /// uuid alone when the state database gives no short id for it.
-pub fn holder_name(db: &Mutex<StateDb>, holder: &Holder) -> String {
+pub(crate) fn holder_name(db: &Mutex<StateDb>, holder: &Holder) -> String {
     let known = locked(db)
         .ok()
         .and_then(|db| db.operation(&holder.operation_id).ok().flatten());
@@ -58,7 +58,7 @@ pub fn holder_name(db: &Mutex<StateDb>, holder: &Holder) -> String {
 
 /// What a person calls what an operation holds: `demo` (the single target's), else `demo (target
 /// prod)`.
-pub fn held_name(mesh: &str, target: &str) -> String {
+pub(crate) fn held_name(mesh: &str, target: &str) -> String {
     if target == crate::mesh::model::DEFAULT_TARGET {
         mesh.to_string()
     } else {
@@ -68,7 +68,7 @@ pub fn held_name(mesh: &str, target: &str) -> String {
 
 /// The line that says a take-over happened (on the CLI's stderr and in the operation's events):
 /// `took mesh demo over from send #12 (<uuid>) …`.
-pub fn took_over(db: &Mutex<StateDb>, mesh: &str, target: &str, from: &Holder) -> String {
+pub(crate) fn took_over(db: &Mutex<StateDb>, mesh: &str, target: &str, from: &Holder) -> String {
     let age_s = timefmt::now_ms().saturating_sub(from.heartbeat_ms) / 1000;
     let mesh = held_name(mesh, target);
     format!(
@@ -88,7 +88,7 @@ fn beat_every() -> Duration {
 /// Beat while the operation runs (abort the handle when it ends). When a beat finds the lock lost
 /// (another converge took the mesh over while this one was frozen), `lost` gets the error naming
 /// who took it, and the beating stops: the converge must stop before stamping or sending.
-pub fn spawn_heartbeat(
+pub(crate) fn spawn_heartbeat(
     path: PathBuf,
     mesh: String,
     target: String,
@@ -100,7 +100,7 @@ pub fn spawn_heartbeat(
 
 /// The heartbeat itself, as a future (a target that holds the mesh elsewhere too runs it beside
 /// its own renewals).
-pub async fn beat(
+pub(crate) async fn beat(
     path: PathBuf,
     mesh: String,
     target: String,
@@ -125,7 +125,7 @@ pub async fn beat(
 }
 
 /// Resolves once the heartbeat found the lock lost, with why.
-pub async fn lost(lost: &mut watch::Receiver<Option<HoldLost>>) -> HoldLost {
+pub(crate) async fn lost(lost: &mut watch::Receiver<Option<HoldLost>>) -> HoldLost {
     loop {
         if let Some(message) = lost.borrow().clone() {
             return message;

@@ -10,7 +10,7 @@ use crate::mesh::model::Mesh;
 use crate::mesh::pin::PinChange;
 
 /// The pins a converge's plan ended (a third address, or forced) that are still pinned.
-pub fn ended_pins(
+pub(crate) fn ended_pins(
     mesh: &Mesh,
     target: &str,
     db: &Mutex<StateDb>,
@@ -31,7 +31,7 @@ pub fn ended_pins(
 }
 
 /// Say why each pin the converge's stamp ended ended.
-pub fn say_ended(emitter: &Emitter, why: &BTreeMap<String, String>, ended: &PinChange) {
+pub(crate) fn say_ended(emitter: &Emitter, why: &BTreeMap<String, String>, ended: &PinChange) {
     for module in &ended.end {
         if let Some(why) = why.get(module) {
             emitter.emit(Payload::Warning, Some(module), why.clone());

@@ -48,9 +48,8 @@ use crate::mesh::schedule::{AfterDone, Job, Next, Outcome, Placement, Scheduler,
 use crate::mesh::text::short_id;
 
 /// A build that ended on a builder.
-pub struct Placed {
+pub(crate) struct Placed {
     pub built: Built,
-    pub builder: String,
     /// The builder is the host daemon: the artifact is on the host already.
     pub on_host: bool,
     /// The manifest digest the builder pushed to the registry (the hand-over), when it pushed.
@@ -69,14 +68,14 @@ struct PendingHandOver {
 }
 
 /// A module no builder could take: it fails, with why.
-pub struct Unplaced {
+pub(crate) struct Unplaced {
     pub module: String,
     pub reason: String,
 }
 
 /// What the walk hands the placer as the converge goes (in order: a note on a module comes
 /// before any build that builds on it).
-pub enum Placing {
+pub(crate) enum Placing {
     /// Build this module: every module it builds on is delivered; `bases` names each one's ref
     /// and artifact, for a builder that must fetch it.
     Build {
@@ -92,13 +91,13 @@ pub enum Placing {
 
 /// How a build handed to the placer ended on its side: built (or failed) on a builder, to be
 /// delivered, or taken by no builder.
-pub enum Ended {
+pub(crate) enum Ended {
     Placed(Box<Placed>),
     Unplaced(Unplaced),
 }
 
 /// What every build of a converge reaches, and what the pool keeps across it.
-pub struct Placer<'a> {
+pub(crate) struct Placer<'a> {
     pub mesh: &'a Mesh,
     pub pool: Pool,
     pub scheduler: Scheduler,
@@ -161,7 +160,7 @@ struct PartEnded {
 
 impl<'a> Placer<'a> {
     /// `jobs` caps the builds running at once over every builder (`--jobs`).
-    pub fn new(
+    pub(crate) fn new(
         mesh: &'a Mesh,
         pool: Pool,
         jobs: usize,
@@ -215,7 +214,7 @@ impl<'a> Placer<'a> {
     }
 
     /// Say whether what the target runs is on the host daemon (see [`Shared::stays_on_host`]).
-    pub fn host_holds_what_it_runs(mut self, yes: bool) -> Placer<'a> {
+    pub(crate) fn host_holds_what_it_runs(mut self, yes: bool) -> Placer<'a> {
         self.host_holds_what_it_runs = yes;
         self
     }
@@ -292,7 +291,7 @@ impl<'a> Placer<'a> {
     /// Build what `placings` hands over, each as soon as the scheduler places it, until the walk
     /// closes it and every build ended. Each build that ends is sent to `ended` at once (its
     /// slot already given back), to be delivered while the others build.
-    pub async fn build_all(
+    pub(crate) async fn build_all(
         &mut self,
         mut placings: mpsc::UnboundedReceiver<Placing>,
         cancel: &mut watch::Receiver<bool>,
@@ -646,7 +645,7 @@ type PlacedFuture<'f> = std::pin::Pin<
 >;
 
 /// Resolves once `cancel` says true (Ctrl-C, the dashboard's stop).
-pub async fn cancelled(cancel: &mut watch::Receiver<bool>) {
+pub(crate) async fn cancelled(cancel: &mut watch::Receiver<bool>) {
     while !*cancel.borrow() {
         if cancel.changed().await.is_err() {
             // Nobody can cancel any more: never resolve.
@@ -765,7 +764,6 @@ async fn build_on(
     let stays = shared.stays_on_host(member, &job.module.name);
     let built = build_module(job, shared.mesh, on, shared.db, shared.emitter).await?;
     let mut placed = Placed {
-        builder: member.builder.name.clone(),
         on_host: member.is_host,
         handed: built.published.clone(),
         handover_error: None,
@@ -859,7 +857,6 @@ async fn lead_one(
     let result = build_module(job, shared.mesh, on, shared.db, shared.emitter)
         .await
         .map(|built| Placed {
-            builder: String::new(),
             on_host: false,
             handed: built.published.clone(),
             handover_error: None,

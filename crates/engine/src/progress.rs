@@ -85,34 +85,34 @@ impl Emitter {
 
     /// The newest build of `module` this machine recorded in the operation's mesh (None: none, or
     /// the state file could not be read): what a provenance of its artifact says of its build.
-    pub fn last_build(&self, module: &str) -> Option<crate::mesh::builds::BuildRow> {
+    pub(crate) fn last_build(&self, module: &str) -> Option<crate::mesh::builds::BuildRow> {
         let db = crate::backends::state::locked(&self.db).ok()?;
         db.last_builds(&self.mesh).ok()?.remove(module)
     }
 
     /// The build of this machine that produced image `id` in the operation's mesh (None: none,
     /// or the state file could not be read).
-    pub fn build_of(&self, id: &str) -> Option<crate::mesh::builds::BuildRow> {
+    pub(crate) fn build_of(&self, id: &str) -> Option<crate::mesh::builds::BuildRow> {
         let db = crate::backends::state::locked(&self.db).ok()?;
         db.build_by_digest(&self.mesh, id).ok()?
     }
 
     /// The ref and manifest this machine pulled image `id` as after verifying it (None: never, or
     /// the state file could not be read).
-    pub fn verified_pull_of(&self, id: &str) -> Option<(String, String)> {
+    pub(crate) fn verified_pull_of(&self, id: &str) -> Option<(String, String)> {
         let db = crate::backends::state::locked(&self.db).ok()?;
         db.verified_pull(&self.mesh, id).ok()?
     }
 
     /// The inputs digest of `module`'s `reference` as this machine's plan computed it when a
     /// build of that ref succeeded (the input manifest kept with it); None: never built here.
-    pub fn planned_inputs(&self, module: &str, reference: &str) -> Option<String> {
+    pub(crate) fn planned_inputs(&self, module: &str, reference: &str) -> Option<String> {
         let manifest = self.planned_manifest(module, reference)?;
         Some(crate::mesh::manifest::digest_of(&manifest))
     }
 
     /// The input manifest this machine saved with its build of `reference`.
-    pub fn planned_manifest(
+    pub(crate) fn planned_manifest(
         &self,
         module: &str,
         reference: &str,
@@ -153,7 +153,7 @@ impl Emitter {
     }
 
     /// Record a step now (after any deferred ones).
-    pub fn emit(&self, payload: Payload, module: Option<&str>, text: impl Into<String>) {
+    pub(crate) fn emit(&self, payload: Payload, module: Option<&str>, text: impl Into<String>) {
         let event = self.step(payload, module, text.into());
         let mut batch = self.take_deferred();
         batch.push(event);
@@ -161,7 +161,7 @@ impl Emitter {
     }
 
     /// Record a step with the next write.
-    pub fn defer(&self, payload: Payload, module: Option<&str>, text: impl Into<String>) {
+    pub(crate) fn defer(&self, payload: Payload, module: Option<&str>, text: impl Into<String>) {
         let event = self.step(payload, module, text.into());
         match self.deferred.lock() {
             Ok(mut deferred) => deferred.push(event),
@@ -171,7 +171,7 @@ impl Emitter {
 
     /// Record the last step and release the mesh's lock (taken under this emitter's operation id),
     /// in one write.
-    pub fn finish(&self, last: LastWord) {
+    pub(crate) fn finish(&self, last: LastWord) {
         let event = self.step(last.payload(), None, last.text);
         let mut batch = self.take_deferred();
         batch.push(event);
@@ -197,13 +197,8 @@ impl Emitter {
         }
     }
 
-    /// How the operation is named to a person: `#142` (or the uuid's start without a short id).
-    pub fn label(&self) -> String {
-        crate::mesh::progress::operation_label(self.operation, &self.operation_id)
-    }
-
     /// The timeline so far (None when none is recorded).
-    pub fn timeline(&self) -> Option<Timeline> {
+    pub(crate) fn timeline(&self) -> Option<Timeline> {
         self.timeline.as_ref()?.lock().ok().map(|t| t.clone())
     }
 

@@ -121,7 +121,7 @@ pub struct PromotedModule {
 
 impl PromotedModule {
     /// The to-target already names and runs it: nothing to do.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.current.as_ref() == Some(&self.artifact) && self.moves.is_empty()
     }
 }

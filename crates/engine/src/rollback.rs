@@ -247,7 +247,7 @@ async fn held(
 }
 
 /// The exact commands that rebuild an artifact from its recorded inputs (its build's commit).
-pub fn rebuild_offer(mesh: &Mesh, module: &str, build: Option<&BuildRow>) -> String {
+pub(crate) fn rebuild_offer(mesh: &Mesh, module: &str, build: Option<&BuildRow>) -> String {
     let Some(build) = build else {
         return format!(
             "No build record of it is known, so its inputs cannot be recovered: converge the module from the sources that made it (`meshtop converge --force {module}`)."

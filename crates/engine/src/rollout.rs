@@ -14,7 +14,7 @@ use crate::mesh::model::{Mesh, Record};
 
 /// After the stamp: create declared machines that do not exist yet, then send the behind machines
 /// of every `rollout` module, in tier order. Under `record` policy nothing here touches the target.
-pub async fn roll_out(
+pub(crate) async fn roll_out(
     mesh: &Mesh,
     record: &Record,
     modules: Option<&BTreeSet<String>>,

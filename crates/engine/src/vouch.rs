@@ -5,7 +5,6 @@
 //! are the seam's (`Target::fetch_vouched`, `Target::publish`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -20,7 +19,7 @@ use crate::mesh::provenance::Wanted;
 
 /// One question's time limit: a registry that does not answer in time holds nothing, and the
 /// module builds (the plan is not held for the client's default 30 s).
-pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const QUESTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// Questions in flight at once.
 pub const QUESTIONS_AT_ONCE: usize = 8;
 
@@ -43,7 +42,7 @@ async fn client_for(registry: &crate::mesh::model::Registry) -> Result<RegistryC
 }
 
 /// The mesh's registry, asked for refs; its answers kept by ref.
-pub struct RegistryVoucher {
+pub(crate) struct RegistryVoucher {
     host: String,
     /// Err: the client could not be made (its credentials unreadable): every answer is this failure.
     client: Result<RegistryClient, AskError>,
@@ -53,8 +52,6 @@ pub struct RegistryVoucher {
     trust: Vec<TrustedKey>,
     /// What a trusted signature's provenance must say (builders, whether one is required here).
     provenance: ProvenancePolicy,
-    /// Refs asked of the registry (each a manifest GET and a config GET).
-    asked: AtomicUsize,
     /// Whether [`RegistryVoucher::warn_once`] gave the warning already.
     warned: bool,
 }
@@ -62,7 +59,7 @@ pub struct RegistryVoucher {
 impl RegistryVoucher {
     /// The voucher for `mesh`'s registry on `target`, with the credentials a push uses; None
     /// without a registry.
-    pub async fn for_mesh(mesh: &Mesh, target: &str) -> Option<RegistryVoucher> {
+    pub(crate) async fn for_mesh(mesh: &Mesh, target: &str) -> Option<RegistryVoucher> {
         let registry = mesh.registry.as_ref()?;
         let client = client_for(registry).await;
         Some(RegistryVoucher {
@@ -71,27 +68,17 @@ impl RegistryVoucher {
             answers: HashMap::new(),
             trust: mesh.signing.trust.clone(),
             provenance: ProvenancePolicy::of(mesh, target),
-            asked: AtomicUsize::new(0),
             warned: false,
         })
     }
 
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// How many refs were asked so far.
-    pub fn asked(&self) -> usize {
-        self.asked.load(Ordering::SeqCst)
-    }
-
     /// Whether `reference` was answered already.
-    pub fn knows(&self, reference: &str) -> bool {
+    pub(crate) fn knows(&self, reference: &str) -> bool {
         self.answers.contains_key(reference)
     }
 
     /// The answer for `reference` (NotAsked until [`RegistryVoucher::ask`] asked it).
-    pub fn answer(&self, reference: &str) -> RegistryAnswer {
+    pub(crate) fn answer(&self, reference: &str) -> RegistryAnswer {
         self.answers
             .get(reference)
             .cloned()
@@ -99,7 +86,7 @@ impl RegistryVoucher {
     }
 
     /// The first fault met, for the warning shown once per converge.
-    pub fn warning(&self) -> Option<String> {
+    pub(crate) fn warning(&self) -> Option<String> {
         let mut faults: Vec<&String> = self
             .answers
             .values()
@@ -118,7 +105,7 @@ impl RegistryVoucher {
     }
 
     /// The warning, the first time it is asked for once there is one (a converge says it once).
-    pub fn warn_once(&mut self) -> Option<String> {
+    pub(crate) fn warn_once(&mut self) -> Option<String> {
         if self.warned {
             return None;
         }
@@ -129,7 +116,7 @@ impl RegistryVoucher {
 
     /// Ask the registry for every ref of `refs` not answered yet, up to [`QUESTIONS_AT_ONCE`] at
     /// once; each with what a provenance must say of it.
-    pub async fn ask(&mut self, refs: Vec<(String, Wanted)>) {
+    pub(crate) async fn ask(&mut self, refs: Vec<(String, Wanted)>) {
         let mut wanted: Vec<(String, Wanted)> =
             refs.into_iter().filter(|(r, _)| !self.knows(r)).collect();
         wanted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -151,14 +138,12 @@ impl RegistryVoucher {
                 return;
             }
         };
-        let asked = &self.asked;
         let trust = &self.trust;
         let policy = &self.provenance;
         let answers: Vec<(String, RegistryAnswer)> = futures_util::stream::iter(wanted)
             .map(|(reference, wanted)| {
                 let host = host.clone();
                 async move {
-                    asked.fetch_add(1, Ordering::SeqCst);
                     let asking = Asking {
                         client,
                         host: &host,
@@ -180,13 +165,13 @@ impl RegistryVoucher {
 /// claimed only by the keys bound to it), and whether the target requires a provenance at all
 /// (`require_provenance = true`).
 #[derive(Debug, Clone, Default)]
-pub struct ProvenancePolicy {
+pub(crate) struct ProvenancePolicy {
     pub builders: Vec<TrustedBuilder>,
     pub required: bool,
 }
 
 impl ProvenancePolicy {
-    pub fn of(mesh: &Mesh, target: &str) -> ProvenancePolicy {
+    pub(crate) fn of(mesh: &Mesh, target: &str) -> ProvenancePolicy {
         ProvenancePolicy {
             builders: mesh.signing.trusted_builders.clone(),
             required: requires_provenance(mesh, target),
@@ -196,7 +181,7 @@ impl ProvenancePolicy {
     /// A trusted signature's verdict once its provenance is judged against the ref being decided
     /// (`wanted`: meshtop's build type, its module, its inputs) and
     /// [`ProvenancePolicy::builders`].
-    pub fn judge(
+    pub(crate) fn judge(
         &self,
         signed: SignatureVerdict,
         provenances: &[crate::mesh::provenance::ReadProvenance],
@@ -223,7 +208,7 @@ impl ProvenancePolicy {
 }
 
 /// Whether `target` of `mesh` requires a trusted provenance (`require_provenance = true`).
-pub fn requires_provenance(mesh: &Mesh, target: &str) -> bool {
+pub(crate) fn requires_provenance(mesh: &Mesh, target: &str) -> bool {
     mesh.environments
         .iter()
         .any(|e| e.name == target && e.require_provenance)
@@ -543,7 +528,7 @@ impl Refused {
 }
 
 /// Whether `target` of `mesh` requires signed artifacts (`require_signed = true`).
-pub fn requires_signed(mesh: &Mesh, target: &str) -> bool {
+pub(crate) fn requires_signed(mesh: &Mesh, target: &str) -> bool {
     mesh.environments
         .iter()
         .any(|e| e.name == target && e.require_signed)
@@ -556,7 +541,7 @@ pub fn requires_signed(mesh: &Mesh, target: &str) -> bool {
 /// the registry is asked (a registry that cannot be asked refuses: this answer decides what runs).
 /// Another target's word is a claim: a promote passes its source's entries without `signed_by`.
 /// Returns each entry as verified (its manifest and signer, for the record to keep).
-pub async fn require_signed(
+pub(crate) async fn require_signed(
     mesh: &Mesh,
     target: &str,
     entries: Vec<(String, crate::mesh::model::RecordEntry)>,

@@ -48,7 +48,7 @@ enum FetchError {
 const HOLD_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// One converge's walk over its modules' graph, and what it gathered.
-pub struct Walk<'a> {
+pub(crate) struct Walk<'a> {
     pub mesh: &'a Mesh,
     pub target: &'a dyn Target,
     pub daemon: &'a Arc<LazyDaemon>,
@@ -147,7 +147,7 @@ impl<'a> Walk<'a> {
 
     /// Walk every selected module: each decided once what it builds on is through, built on the
     /// placer while the deliveries of earlier builds go on, until every module is through.
-    pub async fn run_all(
+    pub(crate) async fn run_all(
         &mut self,
         selected: &[&Module],
         placer: &mut Placer<'a>,

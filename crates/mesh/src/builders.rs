@@ -14,7 +14,7 @@ pub const LOCAL_BUILDER: &str = "local";
 const LOCAL_SOCKETS: &[&str] = &[DEFAULT_SOCKET, "/run/docker.sock"];
 
 /// Where the docker CLI looks when `DOCKER_HOST` is unset.
-pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
+pub(crate) const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 
 /// One builder of the mesh.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl Builder {
 
     /// A module's secrets and the ssh agent go to this builder: it opted in, and its daemon is
     /// reached over unix, TLS or ssh (never plain `tcp://`, which anyone on the path reads).
-    pub fn may_take_secrets(&self) -> bool {
+    pub(crate) fn may_take_secrets(&self) -> bool {
         self.takes_secrets && self.endpoint.is_private()
     }
 }

@@ -96,7 +96,7 @@ pub struct BuildRow {
 }
 
 /// What a running row whose process is gone shows as its status.
-pub const PROCESS_GONE: &str = "stopped (process gone)";
+pub(crate) const PROCESS_GONE: &str = "stopped (process gone)";
 
 impl BuildRow {
     /// meshtop's own time in the build (ms): its row's span less its daemon's time (the row's

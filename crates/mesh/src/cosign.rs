@@ -18,18 +18,19 @@ use sha2::{Digest, Sha256};
 use super::sealed_key;
 
 /// The media type of a simple-signing payload layer.
-pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+pub(crate) const SIMPLE_SIGNING_MEDIA_TYPE: &str =
+    "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The layer annotation holding the base64 signature.
-pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+pub(crate) const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// `critical.type` of a cosign payload.
-pub const COSIGN_PAYLOAD_TYPE: &str = "cosign container image signature";
+pub(crate) const COSIGN_PAYLOAD_TYPE: &str = "cosign container image signature";
 /// The signature image's manifest and config media types (what cosign writes).
 pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
-pub const OCI_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+pub(crate) const OCI_CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
 
 /// The most layers a `.sig` manifest may hold to be judged (cosign bounds them too, at 1000:
 /// `pkg/oci/remote/signatures.go`, `maxLayers`); each signer adds one, so 64 leaves room for many.
-pub const MAX_SIGNATURE_LAYERS: usize = 64;
+pub(crate) const MAX_SIGNATURE_LAYERS: usize = 64;
 /// The most bytes of one signature payload: a simple-signing payload is a few hundred bytes, so
 /// 64 KiB leaves room for any `optional` claims while a registry cannot make a plan read without end.
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
@@ -164,7 +165,7 @@ pub fn payload(repository: &str, digest: &str) -> Vec<u8> {
 
 /// The manifest digest a payload names, if it is a cosign payload. Keys are matched as Go's
 /// decoder matches them (case-insensitively), so `Docker-manifest-digest` reads as cosign reads it.
-pub fn payload_digest(payload: &[u8]) -> Option<String> {
+pub(crate) fn payload_digest(payload: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(payload).ok()?;
     let critical = field(&value, "critical")?;
     (field(critical, "type")?.as_str()? == COSIGN_PAYLOAD_TYPE).then_some(())?;
@@ -230,7 +231,8 @@ fn pem_block(text: &str) -> Result<(String, usize), FormatError> {
 /// Read a private key: PKCS#8 (`BEGIN PRIVATE KEY`) or SEC1 (`BEGIN EC PRIVATE KEY`), P-256.
 /// An encrypted key is refused with how to make one meshtop reads (a key cosign sealed too: it
 /// needs its password, [`read_private_key_with`]).
-pub fn read_private_key(text: &str) -> Result<SigningKey, FormatError> {
+#[cfg(test)]
+pub(crate) fn read_private_key(text: &str) -> Result<SigningKey, FormatError> {
     read_private_key_with(text, None)
 }
 
@@ -325,7 +327,8 @@ impl SigningKey {
     }
 
     /// The public half, as a trusted key named `name`.
-    pub fn public(&self, name: &str) -> TrustedKey {
+    #[cfg(test)]
+    pub(crate) fn public(&self, name: &str) -> TrustedKey {
         TrustedKey {
             name: name.to_string(),
             key: *self.0.verifying_key(),
@@ -337,7 +340,7 @@ impl TrustedKey {
     /// Whether `signature` (base64 of a DER ECDSA signature) is this key's over `payload`. A raw
     /// r‖s signature is refused, as cosign refuses it (sigstore `pkg/signature/ecdsa.go`: `VerifySignature`
     /// calls Go's `ecdsa.VerifyASN1`, which reads ASN.1 DER only).
-    pub fn verifies(&self, payload: &[u8], signature: &str) -> bool {
+    pub(crate) fn verifies(&self, payload: &[u8], signature: &str) -> bool {
         let Ok(bytes) = STANDARD.decode(signature.trim()) else {
             return false;
         };
@@ -453,7 +456,7 @@ pub fn append_signature(
 /// the layers of `existing` and `layer`, with the config cosign writes for it. None when a layer
 /// of `existing` has the digest `same` already (an empty `same` never matches). Refused when one
 /// more layer would make more than `max` (no reader of meshtop would judge it).
-pub fn append_layer(
+pub(crate) fn append_layer(
     existing: Option<&[u8]>,
     layer: Value,
     same: &str,

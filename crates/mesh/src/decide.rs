@@ -66,7 +66,8 @@ impl Decision {
     }
 
     /// Whether a converge delivers the artifact to the target.
-    pub fn delivers(self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn delivers(self) -> bool {
         matches!(
             self,
             Decision::Host | Decision::Registry | Decision::Build | Decision::Forced
@@ -96,7 +97,7 @@ pub struct HostImage {
 impl HostImage {
     /// Who vouches for this image as `reference`: with `trust`, only a build row or a verified pull
     /// of this machine that names this id under this exact ref.
-    pub fn origin_for(&self, reference: &str) -> HostOrigin {
+    pub(crate) fn origin_for(&self, reference: &str) -> HostOrigin {
         match &self.vouched_as {
             None => HostOrigin::Unchecked,
             Some(refs) if refs.contains(reference) => HostOrigin::Vouched,
@@ -110,7 +111,7 @@ impl HostImage {
 /// this machine's build records made under that ref, or what meshtop pulled under it after
 /// verifying it, answers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum HostOrigin {
+pub(crate) enum HostOrigin {
     /// Not asked: the mesh trusts no key, so an image labelled by meshtop for this module and
     /// these inputs answers.
     #[default]
@@ -151,7 +152,7 @@ pub enum HostAnswer {
 /// The meshtop-labelled image tagged exactly `reference` among `images`, if any (whether it
 /// answers for a module is [`host_says`]'s). An image wearing the name without meshtop's label
 /// never answers.
-pub fn labelled_image_tagged<'a>(
+pub(crate) fn labelled_image_tagged<'a>(
     images: &'a [HostImage],
     reference: &str,
 ) -> Option<&'a HostImage> {
@@ -207,7 +208,7 @@ pub fn host_says<'a>(
 
 impl HostAnswer {
     /// What the host holds for `module`'s `reference` (nothing when it was not asked or failed).
-    pub fn says(&self, module: &str, reference: &str, inputs: Option<&str>) -> HostSays<'_> {
+    pub(crate) fn says(&self, module: &str, reference: &str, inputs: Option<&str>) -> HostSays<'_> {
         match self {
             HostAnswer::Holds(images) => host_says(images, module, reference, inputs),
             HostAnswer::NotAsked | HostAnswer::Failed(_) => HostSays::Nothing,
@@ -316,7 +317,7 @@ fn record_names<'a>(record: &'a Record, module: &str, reference: &str) -> Option
 }
 
 /// The reason a record hit is rebuilt on the Docker target (where the host is the target).
-pub const GONE_FROM_TARGET: &str = "the record's artifact is gone from the target";
+pub(crate) const GONE_FROM_TARGET: &str = "the record's artifact is gone from the target";
 
 /// Whether the host, asked, no longer holds the artifact a `record` verdict vouches for. Only
 /// meaningful where the host is the target (Docker, one platform); a failed or missing listing
@@ -356,7 +357,7 @@ pub fn needs_registry(question: &Question, record: &Record, host: &HostAnswer) -
 }
 
 /// Why `image` does not answer for `question`, or None when it does: [`labels_mismatch`].
-pub fn registry_mismatch(question: &Question, image: &RegistryImage) -> Option<String> {
+pub(crate) fn registry_mismatch(question: &Question, image: &RegistryImage) -> Option<String> {
     labels_mismatch(&question.module, question.inputs.as_deref(), &image.labels)
 }
 
@@ -375,7 +376,7 @@ fn module_mismatch(module: &str, labels: &HashMap<String, String>) -> Option<Str
 /// inputs label equal to the full digest (the 12 hex characters of a tag are a name, not proof).
 /// One rule for every voucher that reads an image's labels (the host, the registry). Unknown
 /// inputs never match.
-pub fn labels_mismatch(
+pub(crate) fn labels_mismatch(
     module: &str,
     inputs: Option<&str>,
     labels: &HashMap<String, String>,
@@ -394,7 +395,7 @@ pub fn labels_mismatch(
 }
 
 /// [`decide_with_registry`], the registry not asked.
-pub fn decide(
+pub(crate) fn decide(
     question: &Question,
     record: &Record,
     host: &HostAnswer,

@@ -143,17 +143,6 @@ impl StatSet {
             && sha == e.sha256
     }
 
-    /// Entry `i`'s stat data, hash time and digest bytes (what the state database keeps).
-    pub fn parts(&self, i: usize) -> (&str, &StatKey, i64, &[u8; 32]) {
-        let e = &self.entries[i];
-        (
-            &self.paths[e.start..e.end],
-            &e.stat,
-            e.hashed_at_ns,
-            &e.sha256,
-        )
-    }
-
     /// Entry `i` as a [`CachedDigest`].
     pub fn digest(&self, i: usize) -> CachedDigest {
         let e = &self.entries[i];

@@ -27,7 +27,7 @@ pub mod progress;
 pub mod provenance;
 pub mod refs;
 pub mod schedule;
-pub mod sealed_key;
+mod sealed_key;
 pub mod sent;
 pub mod service;
 pub mod stats;

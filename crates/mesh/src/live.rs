@@ -53,13 +53,6 @@ impl ModuleRun {
                 | ModuleRun::Sending
         )
     }
-
-    pub fn is_bad(&self) -> bool {
-        matches!(
-            self,
-            ModuleRun::Failed(_) | ModuleRun::NotReached(_) | ModuleRun::Ended(_)
-        )
-    }
 }
 
 /// The machines a module's roll-out moved in this operation.

@@ -11,17 +11,17 @@ use serde::Serialize;
 use super::text::plain;
 
 /// How many items a machine keeps; older ones are dropped (and counted, and said).
-pub const HELD_PER_MACHINE: usize = 5_000;
+pub(crate) const HELD_PER_MACHINE: usize = 5_000;
 
 /// How many bytes a machine's held items take at most (their text and the items themselves):
 /// older ones are dropped (and counted, and said) so that a machine printing long lines holds
 /// as little memory as one printing short ones. 5,000 lines of 200 bytes fit.
-pub const HELD_BYTES_PER_MACHINE: usize = 2 * 1024 * 1024;
+pub(crate) const HELD_BYTES_PER_MACHINE: usize = 2 * 1024 * 1024;
 
 /// How many bytes of one line's text are held; the rest is cut, and the line says how much
 /// (`… [12.3 KiB cut]`). A screen shows a few hundred characters of a line at most; Docker's
 /// json-file driver splits lines at 16 KiB.
-pub const LINE_HELD_BYTES: usize = 4 * 1024;
+pub(crate) const LINE_HELD_BYTES: usize = 4 * 1024;
 
 /// Which of a machine's streams a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -147,7 +147,7 @@ impl LogItem {
     }
 
     /// The item with its text cut at `max` bytes (a line's text; other items are short).
-    pub fn cut_to(mut self, max: usize) -> LogItem {
+    pub(crate) fn cut_to(mut self, max: usize) -> LogItem {
         if let LogItem::Line { text, .. } = &mut self {
             super::text::cut_long_line(text, max);
         }
@@ -155,7 +155,7 @@ impl LogItem {
     }
 
     /// The bytes the item takes where it is held: its slot and the text it owns.
-    pub fn held_bytes(&self) -> usize {
+    pub(crate) fn held_bytes(&self) -> usize {
         let owned = match self {
             LogItem::Line {
                 time, source, text, ..
@@ -188,7 +188,7 @@ impl LogItem {
 }
 
 /// How a stderr line is marked (the line's stream is in `--json`).
-pub const STDERR_MARK: &str = "stderr| ";
+pub(crate) const STDERR_MARK: &str = "stderr| ";
 
 /// Split a line read with timestamps into its time and its text (`2026-12-02T05:44:09.12Z text`).
 pub fn split_time(line: &str) -> (Option<&str>, &str) {
@@ -210,7 +210,7 @@ fn looks_like_time(word: &str) -> bool {
 
 /// A UTC RFC 3339 time in a form that sorts as text: the fraction made nine digits (Docker
 /// writes RFC3339Nano, which drops trailing zeros, so `…09.1Z` would sort after `…09.12Z`).
-pub fn sortable_time(time: &str) -> String {
+pub(crate) fn sortable_time(time: &str) -> String {
     let body = time.trim_end_matches('Z');
     let (seconds, fraction) = body.split_once('.').unwrap_or((body, ""));
     let digits: String = fraction
@@ -349,12 +349,12 @@ impl LogBook {
     }
 
     /// As [`LogBook::new`], keeping at most `cap` items per machine.
-    pub fn with_cap<'a>(machines: impl IntoIterator<Item = &'a str>, cap: usize) -> LogBook {
+    pub(crate) fn with_cap<'a>(machines: impl IntoIterator<Item = &'a str>, cap: usize) -> LogBook {
         LogBook::with_caps(machines, cap, HELD_BYTES_PER_MACHINE)
     }
 
     /// As [`LogBook::new`], keeping at most `cap` items and `byte_cap` bytes per machine.
-    pub fn with_caps<'a>(
+    pub(crate) fn with_caps<'a>(
         machines: impl IntoIterator<Item = &'a str>,
         cap: usize,
         byte_cap: usize,
@@ -375,10 +375,6 @@ impl LogBook {
             byte_cap,
             width,
         }
-    }
-
-    pub fn machine_count(&self) -> usize {
-        self.machines.len()
     }
 
     /// Keep what `machine` said (a line cut at [`LINE_HELD_BYTES`]); its oldest items go while it
@@ -403,8 +399,9 @@ impl LogBook {
         }
     }
 
-    /// The bytes `machine`'s held items take.
-    pub fn held_bytes(&self, machine: &str) -> usize {
+    /// The bytes `machine`'s held items take (the tests' measure of the caps).
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self, machine: &str) -> usize {
         self.machines.get(machine).map_or(0, |h| h.bytes)
     }
 

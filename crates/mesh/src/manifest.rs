@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// The name and version of the canonical encoding hashed into every digest.
-pub const ENCODING: &str = "meshtop-inputs/v3";
+pub(crate) const ENCODING: &str = "meshtop-inputs/v3";
 /// Per-entry record of the inputs, kept with each successful build to tell the *why* of a new address.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -68,7 +68,7 @@ pub enum FileEntry {
 }
 
 /// The mode every directory was sent with before `meshtop-inputs/v3`.
-pub const V2_DIR_MODE: u32 = 0o755;
+pub(crate) const V2_DIR_MODE: u32 = 0o755;
 
 /// A manifest entry as stored: today's form, or a directory saved before v3 (the bare `"Dir"`).
 #[derive(Deserialize)]

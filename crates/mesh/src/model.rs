@@ -100,7 +100,7 @@ pub struct TrustedBuilder {
 
 impl TrustedBuilder {
     /// Whether a provenance signed by `key` may name this builder.
-    pub fn claimable_by(&self, key: &str) -> bool {
+    pub(crate) fn claimable_by(&self, key: &str) -> bool {
         self.keys
             .as_ref()
             .is_none_or(|keys| keys.iter().any(|k| k == key))
@@ -276,15 +276,6 @@ pub enum Target {
         namespace: String,
         context: Option<String>,
     },
-}
-
-impl Target {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Target::Docker => "docker",
-            Target::Kubernetes { .. } => "kubernetes",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -463,11 +454,6 @@ impl RecordEntry {
             signed_by,
             ..self
         }
-    }
-
-    /// Whether `other` names the same ref and artifact (whatever either knows of its manifest).
-    pub fn same_artifact(&self, other: &RecordEntry) -> bool {
-        self.reference == other.reference && self.digest == other.digest
     }
 }
 

@@ -31,7 +31,7 @@ pub struct UnknownOperationKind {
 }
 
 impl OperationKind {
-    pub const ALL: [OperationKind; 7] = [
+    pub(crate) const ALL: [OperationKind; 7] = [
         OperationKind::Converge,
         OperationKind::Force,
         OperationKind::Send,

@@ -65,14 +65,14 @@ impl PinChange {
 /// What a module's address is now, as the pin rule reads it: the address, and the digest of the
 /// module's own inputs when they are known.
 #[derive(Debug, Clone, Copy)]
-pub struct Now<'a> {
+pub(crate) struct Now<'a> {
     pub reference: &'a str,
     pub own_inputs: Option<&'a str>,
 }
 
 /// Why a pin holds for this converge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holds {
+pub(crate) enum Holds {
     /// The address is the rolled-back-from or the rolled-back-to one.
     SameAddress,
     /// The address moved, but only because the base's artifact did: the own inputs are one side's.
@@ -98,18 +98,13 @@ impl Pin {
     }
 
     /// Whether the pin holds against the module's address now, and why (None: a fix arrived).
-    pub fn holds_against(&self, now: Now<'_>) -> Option<Holds> {
+    pub(crate) fn holds_against(&self, now: Now<'_>) -> Option<Holds> {
         if now.reference == self.from_ref || now.reference == self.to_ref {
             return Some(Holds::SameAddress);
         }
         let own = now.own_inputs?;
         let side = |known: &Option<String>| known.as_deref() == Some(own);
         (side(&self.from_inputs) || side(&self.to_inputs)).then_some(Holds::BaseMoved)
-    }
-
-    /// `host-b at 2026-11-30 21:00` when someone else pinned it (the screen says who and when).
-    pub fn by(&self, at: &str) -> String {
-        format!("{} at {at}", self.host)
     }
 }
 

@@ -21,33 +21,33 @@ use super::model::TrustedBuilder;
 
 /// DSSE's payload type for an in-toto Statement (in-toto/attestation `spec/v1/envelope.md`:
 /// "`payloadType` MUST be set to `application/vnd.in-toto+json`").
-pub const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+pub(crate) const IN_TOTO_PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
 /// The layer media type of a DSSE envelope (cosign `specs/ATTESTATION_SPEC.md`; cosign
 /// `pkg/types/media.go`, `DssePayloadType`).
-pub const DSSE_MEDIA_TYPE: &str = "application/vnd.dsse.envelope.v1+json";
+pub(crate) const DSSE_MEDIA_TYPE: &str = "application/vnd.dsse.envelope.v1+json";
 /// The layer annotation naming the predicate type (cosign `pkg/oci/static/options.go`,
 /// `WithLayerMediaType`… and `pkg/cosign/attestation`: the `predicateType` annotation).
-pub const PREDICATE_TYPE_ANNOTATION: &str = "predicateType";
+pub(crate) const PREDICATE_TYPE_ANNOTATION: &str = "predicateType";
 /// in-toto Statement v1 (`spec/v1/statement.md`: `_type`).
-pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+pub(crate) const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 /// SLSA provenance v1 (`docs/spec/v1.0/provenance.md`: `predicateType`); cosign's
 /// `verify-attestation --type slsaprovenance1` asks for this one (cosign
 /// `pkg/cosign/attestation/attestation.go`, `PredicateSLSA1`/`options.PredicateTypeMap`).
-pub const SLSA_PROVENANCE_V1: &str = "https://slsa.dev/provenance/v1";
+pub(crate) const SLSA_PROVENANCE_V1: &str = "https://slsa.dev/provenance/v1";
 /// What a meshtop build is (SLSA: `buildType` "a URI indicating what type of build was performed",
 /// versioned so the meaning of `externalParameters` can change).
-pub const BUILD_TYPE: &str = "https://meshtop.dev/provenance/build/v1";
+pub(crate) const BUILD_TYPE: &str = "https://meshtop.dev/provenance/build/v1";
 /// meshtop's own run details (SLSA provenance v1, "Extension fields": implementations may add
 /// fields; a URI-prefixed name keeps them apart from other producers').
-pub const VENDOR_FIELD: &str = "https://meshtop.dev/provenance/v1#run";
+pub(crate) const VENDOR_FIELD: &str = "https://meshtop.dev/provenance/v1#run";
 /// The environment variable naming the builder (CI sets it), when the mesh names none.
 pub const BUILDER_ID_ENV: &str = "MESHTOP_BUILDER_ID";
 /// The builder id a machine names when neither the mesh (`builder_id = "…"`) nor the environment
 /// (`MESHTOP_BUILDER_ID`) gives one: `meshtop://host/<hostname>`.
-pub const DEFAULT_BUILDER_PREFIX: &str = "meshtop://host/";
+pub(crate) const DEFAULT_BUILDER_PREFIX: &str = "meshtop://host/";
 
 /// The most envelopes an `.att` manifest may hold to be judged, as for signatures.
-pub const MAX_ATTESTATION_LAYERS: usize = cosign::MAX_SIGNATURE_LAYERS;
+pub(crate) const MAX_ATTESTATION_LAYERS: usize = cosign::MAX_SIGNATURE_LAYERS;
 /// The most bytes of one envelope: a meshtop provenance is 2-3 KiB; 256 KiB leaves room for
 /// another producer's (BuildKit's lists every build step) while a registry cannot make a plan
 /// read without end.
@@ -192,7 +192,7 @@ pub fn statement(provenance: &Provenance) -> Vec<u8> {
 
 /// DSSE's pre-authentication encoding (`protocol.md`):
 /// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`, LEN the ASCII decimal byte count.
-pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
+pub(crate) fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
     let mut out = format!(
         "DSSEv1 {} {payload_type} {} ",
         payload_type.len(),
@@ -308,7 +308,7 @@ pub struct ReadProvenance {
 
 /// The envelope's statement, when one of `trusted` signed its PAE: (key name, statement bytes).
 /// A DSSE payload may be standard or URL-safe base64 (`envelope.md`).
-pub fn open_envelope(envelope: &[u8], trusted: &[TrustedKey]) -> Option<(String, Vec<u8>)> {
+pub(crate) fn open_envelope(envelope: &[u8], trusted: &[TrustedKey]) -> Option<(String, Vec<u8>)> {
     let value: Value = serde_json::from_slice(envelope).ok()?;
     let payload_type = value.get("payloadType")?.as_str()?;
     if payload_type != IN_TOTO_PAYLOAD_TYPE {
@@ -335,7 +335,7 @@ pub fn open_envelope(envelope: &[u8], trusted: &[TrustedKey]) -> Option<(String,
 }
 
 /// A statement's SLSA v1 provenance, read; None when it is no Statement v1 of that predicate.
-pub fn read_statement(key: &str, statement: &[u8]) -> Option<ReadProvenance> {
+pub(crate) fn read_statement(key: &str, statement: &[u8]) -> Option<ReadProvenance> {
     let value: Value = serde_json::from_slice(statement).ok()?;
     (value.get("_type")?.as_str()? == STATEMENT_TYPE).then_some(())?;
     (value.get("predicateType")?.as_str()? == SLSA_PROVENANCE_V1).then_some(())?;

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::model::Platform;
 
 /// How many hex digits of the inputs digest make the tag.
-pub const HASH_LEN: usize = 12;
+pub(crate) const HASH_LEN: usize = 12;
 
 /// A module's content address. Same inputs ⇒ same ref, on any host.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -47,12 +47,13 @@ impl ImageRef {
     }
 
     /// `<hash12>-<arch[-arch…]>`.
-    pub fn tag(&self) -> String {
+    pub(crate) fn tag(&self) -> String {
         format!("{}-{}", self.hash, self.arches.join("-"))
     }
 
     /// More than one platform: built by buildx and pushed, never held by the daemon.
-    pub fn is_multi_platform(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_multi_platform(&self) -> bool {
         self.arches.len() > 1
     }
 }
@@ -64,7 +65,7 @@ impl fmt::Display for ImageRef {
 }
 
 /// The sorted, de-duplicated architecture words of a platform set (`arm` with variant `v7` → `armv7`).
-pub fn arch_words(platforms: &[Platform]) -> Vec<String> {
+pub(crate) fn arch_words(platforms: &[Platform]) -> Vec<String> {
     let mut words: Vec<String> = platforms
         .iter()
         .map(|p| match &p.variant {

@@ -30,7 +30,7 @@ use super::builders::Builder;
 use super::model::{Mesh, Platform};
 
 /// How long a builder that had a transport fault stays out of rotation.
-pub const OUT_OF_ROTATION_MS: u64 = 60_000;
+pub(crate) const OUT_OF_ROTATION_MS: u64 = 60_000;
 
 /// One build waiting for a builder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +143,7 @@ pub enum AfterDone {
 
 /// One builder as the scheduler counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Slot {
+pub(crate) struct Slot {
     pub name: String,
     pub max_builds: u32,
     pub platforms: Vec<Platform>,
@@ -275,7 +275,8 @@ impl Scheduler {
         self.queue.insert(at, job);
     }
 
-    pub fn slots(&self) -> &[Slot] {
+    #[cfg(test)]
+    pub(crate) fn slots(&self) -> &[Slot] {
         &self.slots
     }
 
@@ -283,12 +284,13 @@ impl Scheduler {
         self.queue.len()
     }
 
-    pub fn running(&self) -> u32 {
+    pub(crate) fn running(&self) -> u32 {
         self.slots.iter().map(|s| s.running).sum()
     }
 
     /// Where `module` was built in this converge.
-    pub fn built_on(&self, module: &str) -> Option<&str> {
+    #[cfg(test)]
+    pub(crate) fn built_on(&self, module: &str) -> Option<&str> {
         self.built_on.get(module).map(String::as_str)
     }
 
@@ -521,7 +523,7 @@ pub fn waiting_counts(mesh: &Mesh) -> BTreeMap<String, usize> {
 }
 
 /// What a module without a build in the history counts as when no module has one either.
-pub const UNKNOWN_BUILD_MS: u64 = 1_000;
+pub(crate) const UNKNOWN_BUILD_MS: u64 = 1_000;
 
 /// Per module, its longest remaining chain in milliseconds: its own expected build (its median in
 /// `medians`; without one, the median of the mesh's medians) plus the longest chain of the modules

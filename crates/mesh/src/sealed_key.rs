@@ -12,7 +12,7 @@ use crypto_secretbox::{Key, Nonce, XSalsa20Poly1305};
 use serde::Deserialize;
 
 /// The PEM labels cosign writes for a sealed key.
-pub const SEALED_LABELS: [&str; 2] = [
+pub(crate) const SEALED_LABELS: [&str; 2] = [
     "ENCRYPTED SIGSTORE PRIVATE KEY",
     "ENCRYPTED COSIGN PRIVATE KEY",
 ];
@@ -51,7 +51,7 @@ struct Cipher {
 
 /// Why a sealed key did not open.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     /// The body is not the format above (the words say what).
     Malformed(String),
     /// The box did not open: the password is not this key's (or the file was changed).
@@ -65,7 +65,7 @@ fn decode(what: &str, text: &str) -> Result<Vec<u8>, OpenError> {
 }
 
 /// The PKCS#8 DER sealed in `body` (the PEM's decoded bytes) under `password`.
-pub fn open(body: &[u8], password: &[u8]) -> Result<Vec<u8>, OpenError> {
+pub(crate) fn open(body: &[u8], password: &[u8]) -> Result<Vec<u8>, OpenError> {
     let sealed: Sealed = serde_json::from_slice(body).map_err(|e| {
         OpenError::Malformed(format!("its body is not cosign's sealed-key JSON ({e})"))
     })?;

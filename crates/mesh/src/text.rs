@@ -23,7 +23,7 @@ pub fn plain(text: &str) -> Cow<'_, str> {
 }
 
 /// `512 B`, `12.3 KiB`, `2.0 MiB` (binary units: what is held in memory).
-pub fn binary_bytes(n: usize) -> String {
+pub(crate) fn binary_bytes(n: usize) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut value = n as f64;
     let mut unit = 0;

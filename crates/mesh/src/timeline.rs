@@ -15,7 +15,7 @@ use super::progress::{DeliveredBy, EventRow, Payload};
 
 /// A module keeps at most this many spans (a Dockerfile of hundreds of steps keeps its first ones
 /// and counts the rest), so a recording stays bounded.
-pub const MAX_SPANS_PER_MODULE: usize = 200;
+pub(crate) const MAX_SPANS_PER_MODULE: usize = 200;
 /// What a module decided to build waits for until its build begins, said on its decide span.
 pub const WAITING_FOR_A_SLOT: &str = "waiting for a build slot";
 /// A step's label keeps at most this many characters.
@@ -59,7 +59,7 @@ impl Phase {
 
     /// Whether an outside system (a builder, a registry, the target) holds the work in this phase:
     /// the time it does not is meshtop's own.
-    pub fn is_outside(self) -> bool {
+    pub(crate) fn is_outside(self) -> bool {
         matches!(
             self,
             Phase::Build | Phase::Step | Phase::Push | Phase::Deliver | Phase::Rollout
@@ -67,7 +67,7 @@ impl Phase {
     }
 
     /// Whether the module is at work (not waiting for the converge or for earlier tiers).
-    pub fn is_active(self) -> bool {
+    pub(crate) fn is_active(self) -> bool {
         !matches!(self, Phase::Queued | Phase::Waiting)
     }
 }
@@ -189,7 +189,7 @@ impl ModuleTimeline {
     /// modules one after another once all its builds ended, so a delivery's end says more of the
     /// tier's order than of the module), else its last span's end before its roll-outs (which
     /// come after every tier, and are counted on their own).
-    pub fn ready(&self, now_ms: i64) -> Option<i64> {
+    pub(crate) fn ready(&self, now_ms: i64) -> Option<i64> {
         self.spans
             .iter()
             .rev()
@@ -224,7 +224,7 @@ impl ModuleTimeline {
     }
 
     /// How long its builds took (closed ones; an open one up to `now_ms`).
-    pub fn build_ms(&self, now_ms: i64) -> i64 {
+    pub(crate) fn build_ms(&self, now_ms: i64) -> i64 {
         self.spans
             .iter()
             .filter(|s| s.phase == Phase::Build)
@@ -233,7 +233,7 @@ impl ModuleTimeline {
     }
 
     /// Whether a record vouched and nothing was built.
-    pub fn skipped(&self) -> bool {
+    pub(crate) fn skipped(&self) -> bool {
         self.state == ModuleState::Skipped
     }
 

@@ -118,7 +118,7 @@ fn is_zero(ms: &i64) -> bool {
 
 /// The roll-outs: the modules whose machines moved (in the order they began) and the time at
 /// least one machine was moving.
-pub fn rollouts(timeline: &Timeline, now_ms: i64) -> (Vec<String>, i64) {
+pub(crate) fn rollouts(timeline: &Timeline, now_ms: i64) -> (Vec<String>, i64) {
     let mut began: Vec<(i64, &str)> = timeline
         .modules
         .iter()
@@ -220,7 +220,7 @@ fn interval(span: &Span, now_ms: i64) -> (i64, i64) {
 }
 
 /// How busy each builder was: the time at least one build ran on it, of the operation's total.
-pub fn builders_busy(timeline: &Timeline, now_ms: i64) -> Vec<BuilderBusy> {
+pub(crate) fn builders_busy(timeline: &Timeline, now_ms: i64) -> Vec<BuilderBusy> {
     let total = timeline.end_or(now_ms) - timeline.started_ms;
     let mut per: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     for module in &timeline.modules {

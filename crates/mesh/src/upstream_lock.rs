@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// The form this meshtop writes; a lock of a newer form is refused, never rewritten.
-pub const LOCK_VERSION: u32 = 1;
+pub(crate) const LOCK_VERSION: u32 = 1;
 
 /// The lock's file name, beside the mesh file.
 pub const LOCK_FILE: &str = "mesh.lock";
@@ -183,7 +183,7 @@ fn quoted(text: &str) -> String {
 }
 
 /// `sha256:` and 64 lowercase hex digits.
-pub fn is_digest(text: &str) -> bool {
+pub(crate) fn is_digest(text: &str) -> bool {
     text.strip_prefix("sha256:").is_some_and(|hex| {
         hex.len() == 64
             && hex

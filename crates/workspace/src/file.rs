@@ -34,7 +34,7 @@ use table::{Section, Source, show};
 pub const MESH_FILE_NAME: &str = "mesh.toml";
 
 /// A mesh file larger than this is refused before parsing (a mesh file is a few kilobytes).
-pub const MAX_MESH_FILE_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_MESH_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A mesh file that could not be found, read or accepted.
 /// Displays as `<file>:<line>: <what is wrong> — <how to fix>` (`:<column>` after the line for TOML

@@ -75,7 +75,7 @@ pub struct DockerIgnore {
 
 impl DockerIgnore {
     /// Reads `<context>/.dockerignore`; a missing file ignores nothing.
-    pub fn load(context: &Path) -> Result<DockerIgnore, IgnoreError> {
+    pub(crate) fn load(context: &Path) -> Result<DockerIgnore, IgnoreError> {
         let path = context.join(".dockerignore");
         match std::fs::read(&path) {
             Ok(bytes) => DockerIgnore::parse(&String::from_utf8_lossy(&bytes)),
@@ -121,7 +121,7 @@ impl DockerIgnore {
     }
 
     /// Adds one pattern as `patternmatcher.New` would (`!` makes an exception).
-    pub fn push(&mut self, pattern: &str, line: usize) -> Result<(), IgnoreError> {
+    pub(crate) fn push(&mut self, pattern: &str, line: usize) -> Result<(), IgnoreError> {
         let trimmed = pattern.trim();
         if trimmed.is_empty() {
             return Ok(());

@@ -12,7 +12,7 @@ pub mod import;
 pub mod inputs;
 pub mod lock_file;
 pub mod own_files;
-pub mod realpath;
+mod realpath;
 pub mod secrets;
 pub mod stat_cache;
 pub mod walks;

@@ -34,7 +34,7 @@ pub enum LockFileError {
 }
 
 /// Where the lock of the mesh whose file is in `root` lives.
-pub fn lock_path(root: &Path) -> PathBuf {
+pub(crate) fn lock_path(root: &Path) -> PathBuf {
     root.join(LOCK_FILE)
 }
 

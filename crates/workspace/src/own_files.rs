@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::ignore::DockerIgnore;
 
 /// The files meshtop writes beside the state database at `state`.
-pub fn state_files(state: &Path) -> Vec<PathBuf> {
+pub(crate) fn state_files(state: &Path) -> Vec<PathBuf> {
     let mut files = vec![state.to_path_buf()];
     for suffix in ["-wal", "-shm", "-journal"] {
         let mut name = state.as_os_str().to_os_string();
@@ -68,7 +68,7 @@ fn canonical(path: &Path) -> Option<PathBuf> {
 
 /// The first of `own` that the context at `context` would send to the builder (inside it and
 /// not excluded by its `.dockerignore`), as a path relative to the context.
-pub fn sent_own_file(context: &Path, own: &[PathBuf]) -> Option<String> {
+pub(crate) fn sent_own_file(context: &Path, own: &[PathBuf]) -> Option<String> {
     let root = std::fs::canonicalize(context).ok()?;
     let ignore = DockerIgnore::load(context).ok();
     own.iter().find_map(|file| {

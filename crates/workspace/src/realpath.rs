@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// A path resolved as `fs::canonicalize` would, with the metadata of what it names.
 #[derive(Debug)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub path: PathBuf,
     pub meta: fs::Metadata,
 }
@@ -16,7 +16,7 @@ pub struct Resolved {
 /// `dir.join(relative)` resolved for a canonical `dir`. Only the components below `dir` are looked
 /// at (one `lstat` each, which also gives the metadata); the full resolution runs only when one of
 /// them is a symlink or `relative` is not plainly downward (`..`, an absolute path).
-pub fn resolve_below(dir: &Path, relative: &Path) -> io::Result<Resolved> {
+pub(crate) fn resolve_below(dir: &Path, relative: &Path) -> io::Result<Resolved> {
     let plain = relative
         .components()
         .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));

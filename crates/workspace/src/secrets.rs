@@ -128,7 +128,7 @@ pub struct GuardedSecret {
 }
 
 /// Whether `a` and `b` are one file (links followed where they exist).
-pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+pub(crate) fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     real(a) == real(b)
 }

@@ -17,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use crate::mesh::file_stat::{CachedDigest, RACY_NS, StatKey, StatSet};
 
 /// What `lstat` said of a file, as the cache compares it.
-pub fn stat_key(meta: &Metadata) -> StatKey {
+pub(crate) fn stat_key(meta: &Metadata) -> StatKey {
     StatKey {
         size: meta.size(),
         mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
@@ -47,7 +47,7 @@ pub trait DigestCache: Sync {
 }
 
 /// No cache: every file is read.
-pub struct NoCache;
+pub(crate) struct NoCache;
 
 impl DigestCache for NoCache {
     fn lookup(&self, _path: &str, _stat: &StatKey) -> Option<String> {
@@ -75,7 +75,9 @@ impl Default for ContextCache {
 }
 
 impl ContextCache {
-    pub fn new(known: impl IntoIterator<Item = (String, CachedDigest)>) -> ContextCache {
+    /// A cache of `known` entries (the tests' way in; the plan loads a `StatSet`).
+    #[cfg(test)]
+    pub(crate) fn new(known: impl IntoIterator<Item = (String, CachedDigest)>) -> ContextCache {
         ContextCache::with_clock(StatSet::from_entries(known), now_ns)
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::inputs::Walked;
 
 /// How long a walk answers for a watched context that reported no change.
-pub const TRUST_FOR: Duration = Duration::from_secs(300);
+pub(crate) const TRUST_FOR: Duration = Duration::from_secs(300);
 
 /// The walks of a mesh's modules, kept between plans while their contexts are watched.
 #[derive(Default)]
@@ -52,7 +52,7 @@ impl WalkMemo {
     }
 
     /// The contexts are watched (walks are kept), or no longer (everything is forgotten).
-    pub fn set_watching(&self, watching: bool) {
+    pub(crate) fn set_watching(&self, watching: bool) {
         let mut inner = self.inner();
         inner.watching = watching;
         if !watching {
@@ -61,7 +61,7 @@ impl WalkMemo {
     }
 
     /// The watcher saw `modules`' contexts change: their next plan walks them again.
-    pub fn changed<'a>(&self, modules: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn changed<'a>(&self, modules: impl IntoIterator<Item = &'a str>) {
         let mut inner = self.inner();
         for module in modules {
             *inner.generation.entry(module.to_string()).or_default() += 1;

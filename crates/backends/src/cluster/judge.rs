@@ -9,11 +9,11 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 
 /// The reason the Deployment controller gives a Progressing=False condition once `progressDeadlineSeconds`
 /// passed without progress (`deploymentutil.TimedOutReason`).
-pub const TIMED_OUT_REASON: &str = "ProgressDeadlineExceeded";
+pub(crate) const TIMED_OUT_REASON: &str = "ProgressDeadlineExceeded";
 
 /// kubectl's verdict on one read of a workload.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Not done yet: kubectl's "Waiting for …" message.
     Waiting(String),
     /// Rolled out: kubectl's success message.
@@ -25,7 +25,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             Verdict::Waiting(m) | Verdict::Done(m) | Verdict::Failed(m) | Verdict::OnDelete(m) => m,
         }
@@ -34,7 +34,7 @@ impl Verdict {
 
 /// `DeploymentStatusViewer.Status`: nothing is judged before the controller observed the current
 /// generation, not even a ProgressDeadlineExceeded condition (it may be left from the previous roll-out).
-pub fn deployment(d: &Deployment) -> Verdict {
+pub(crate) fn deployment(d: &Deployment) -> Verdict {
     let name = d.metadata.name.as_deref().unwrap_or_default();
     let generation = d.metadata.generation.unwrap_or(0);
     let status = d.status.clone().unwrap_or_default();
@@ -90,7 +90,7 @@ fn on_delete(kind: &str, name: &str) -> Verdict {
 
 /// `StatefulSetStatusViewer.Status`: a partition is done when the pods from the partition up are updated;
 /// without one, when the update revision became the current revision.
-pub fn statefulset(s: &StatefulSet) -> Verdict {
+pub(crate) fn statefulset(s: &StatefulSet) -> Verdict {
     let name = s.metadata.name.as_deref().unwrap_or_default();
     let spec = s.spec.as_ref();
     let strategy = spec.and_then(|s| s.update_strategy.as_ref());
@@ -140,7 +140,7 @@ pub fn statefulset(s: &StatefulSet) -> Verdict {
 }
 
 /// `DaemonSetStatusViewer.Status`.
-pub fn daemonset(d: &DaemonSet) -> Verdict {
+pub(crate) fn daemonset(d: &DaemonSet) -> Verdict {
     let name = d.metadata.name.as_deref().unwrap_or_default();
     let strategy = d.spec.as_ref().and_then(|s| s.update_strategy.as_ref());
     if strategy_type(strategy.and_then(|u| u.type_.as_deref())) != "RollingUpdate" {

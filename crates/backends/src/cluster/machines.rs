@@ -155,7 +155,7 @@ impl Kind for DaemonSet {
 }
 
 /// The digest in a container status' imageID: the part after `@`, or the whole id when it is `sha256:…`.
-pub fn digest_of_image_id(image_id: &str) -> Option<String> {
+pub(super) fn digest_of_image_id(image_id: &str) -> Option<String> {
     if let Some((_, digest)) = image_id.rsplit_once('@') {
         return Some(digest.to_string()).filter(|d| !d.is_empty());
     }
@@ -194,7 +194,7 @@ fn kind_loaded_artifact(pod: &Pod, container: &str, module: &str) -> Option<Stri
 /// Why no container of a workload is the module's: the containers listed (init containers too)
 /// and the annotation that names one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UnknownContainer {
+pub(super) enum UnknownContainer {
     #[error(
         "its annotation {CONTAINER_ANNOTATION}={name} names none of its containers: {listed}; set it to the container that runs module {module}"
     )]
@@ -217,7 +217,7 @@ pub enum UnknownContainer {
 /// else the only one whose image repository is the module's (the mesh's `[registry/]<mesh>/<module>`, or
 /// any path ending in `/<module>`). Otherwise none, and the error names every container (init containers
 /// too) and the annotation to set: meshtop never guesses, since a wrong guess overwrites another program.
-pub fn choose_container<'a>(
+pub(super) fn choose_container<'a>(
     containers: &'a [Container],
     init_containers: &[Container],
     annotation: Option<&str>,
@@ -270,7 +270,10 @@ pub fn choose_container<'a>(
 }
 
 /// Does a label selector select these labels? (An absent selector selects nothing, as Kubernetes does.)
-pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+pub(super) fn selector_matches(
+    selector: &LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     let labels_ok = selector
         .match_labels
         .iter()
@@ -296,7 +299,7 @@ pub fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, Stri
 }
 
 /// A label selector as the API's `labelSelector` query string.
-pub fn selector_string(selector: &LabelSelector) -> Option<String> {
+pub(super) fn selector_string(selector: &LabelSelector) -> Option<String> {
     let mut parts: Vec<String> = selector
         .match_labels
         .iter()

@@ -43,15 +43,15 @@ pub use rollout::{
 
 /// How long one API request may take before it reads as failed (kubectl has `--request-timeout`; meshtop
 /// always sets one, so one hung GET never outlives a roll-out's deadline).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The workload annotation naming the container meshtop sends to.
-pub const CONTAINER_ANNOTATION: &str = "jr2.dev/container";
+pub(crate) const CONTAINER_ANNOTATION: &str = "jr2.dev/container";
 /// The pod-template annotation carrying the artifact id (so a new artifact under the same tag still rolls out).
-pub const ARTIFACT_ANNOTATION: &str = "jr2.dev/artifact";
+pub(crate) const ARTIFACT_ANNOTATION: &str = "jr2.dev/artifact";
 /// Beside it, the image the artifact was sent as: the artifact annotation describes a pod only while the
 /// pod runs that image (someone may set another image and leave the annotation).
-pub const ARTIFACT_IMAGE_ANNOTATION: &str = "jr2.dev/artifact-image";
+pub(crate) const ARTIFACT_IMAGE_ANNOTATION: &str = "jr2.dev/artifact-image";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -198,7 +198,7 @@ fn evidence(waiting: &Option<String>, events: &[String], log_tail: &Option<Strin
 }
 
 /// An API error as a person reads it: the Status' own message and reason, never a Debug dump.
-pub fn describe(error: &kube::Error) -> String {
+pub(crate) fn describe(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) => {
             let message = if status.message.is_empty() {
@@ -427,7 +427,7 @@ pub fn kubeconfig_contexts() -> KubeContexts {
 }
 
 /// The context name meshtop gives the in-cluster configuration.
-pub const IN_CLUSTER_CONTEXT: &str = "in-cluster";
+pub(crate) const IN_CLUSTER_CONTEXT: &str = "in-cluster";
 
 /// Is there a kubeconfig to read (KUBECONFIG names one, or ~/.kube/config exists)?
 fn kubeconfig_present() -> bool {

@@ -121,7 +121,7 @@ pub struct Stamped {
 
 /// Why the annotation's text is not a record.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordTextError {
+pub(super) enum RecordTextError {
     #[error("not valid JSON ({0})")]
     NotJson(serde_json::Error),
     #[error("not a JSON object of module → {{ref, digest}}")]
@@ -134,7 +134,7 @@ pub enum RecordTextError {
 }
 
 /// Parse the annotation's text: `Err(reason)` when it is not a JSON object of `{ref, digest}` entries.
-pub fn parse_record(text: &str) -> Result<Record, RecordTextError> {
+pub(super) fn parse_record(text: &str) -> Result<Record, RecordTextError> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(RecordTextError::NotJson)?;
     let object = value.as_object().ok_or(RecordTextError::NotAnObject)?;
     let mut record = BTreeMap::new();

@@ -131,7 +131,7 @@ pub struct ShardContent {
 
 /// A shard ready to write: its name, digest and text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardText {
+pub(super) struct ShardText {
     pub shard: ShardRef,
     pub text: String,
 }
@@ -186,7 +186,7 @@ fn cut_after(module: &str) -> bool {
 }
 
 /// Split the record, the pins and the history into shards by module, in name order.
-pub fn split(
+pub(super) fn split(
     record: &Record,
     pins: &BTreeMap<String, Pin>,
     history: &StampsByModule,
@@ -198,7 +198,7 @@ pub fn split(
 }
 
 /// Split the history alone into the history's shards, each naming its first module.
-pub fn split_history(history: &StampsByModule) -> Result<Vec<ShardText>, serde_json::Error> {
+pub(super) fn split_history(history: &StampsByModule) -> Result<Vec<ShardText>, serde_json::Error> {
     parts(&Record::new(), &BTreeMap::new(), history)?
         .into_iter()
         .map(|(first, content)| shard_named(&content, Some(first)))
@@ -262,7 +262,7 @@ fn parts(
 /// The position in `refs` (the history's shards, in module order) of the shard that holds, or
 /// would take, `module`'s history: the last whose first module is not after it (the first shard
 /// for a module before them all). None when there are no shards.
-pub fn holder(refs: &[ShardRef], module: &str) -> Option<usize> {
+pub(super) fn holder(refs: &[ShardRef], module: &str) -> Option<usize> {
     if refs.is_empty() {
         return None;
     }

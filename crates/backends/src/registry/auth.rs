@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 /// The most a token service's answer may hold (a token is a few KiB at most).
-pub const MAX_TOKEN_BYTES: usize = 64 * 1024;
+pub(super) const MAX_TOKEN_BYTES: usize = 64 * 1024;
 
 use reqwest::header::WWW_AUTHENTICATE;
 use reqwest::{Method, StatusCode, Url};

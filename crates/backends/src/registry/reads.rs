@@ -8,14 +8,14 @@ use super::{Published, RegistryClient, RegistryError, RegistryImage};
 
 /// The most bytes read of a manifest or an image config: containerd's bound
 /// (`remotes/docker/resolver.go`, `MaxManifestSize`, 4 × 1048 × 1048).
-pub const MAX_MANIFEST_BYTES: usize = 4 * 1048 * 1048;
+pub(super) const MAX_MANIFEST_BYTES: usize = 4 * 1048 * 1048;
 /// The most one page of a tag list may hold (distribution answers at most its `n`, 100 by
 /// default, a few KiB).
-pub const MAX_TAG_PAGE_BYTES: usize = 1024 * 1024;
+pub(super) const MAX_TAG_PAGE_BYTES: usize = 1024 * 1024;
 /// The most pages a tag list is followed for.
-pub const MAX_TAG_PAGES: usize = 1000;
+pub(super) const MAX_TAG_PAGES: usize = 1000;
 /// The most of an error body kept for its message (the rest is never read).
-pub const MAX_ERROR_BYTES: usize = 4096;
+pub(super) const MAX_ERROR_BYTES: usize = 4096;
 
 /// `sha256:<hex>` of `bytes`.
 fn sha256_of(bytes: &[u8]) -> String {

@@ -12,7 +12,7 @@ pub const TEST_STALE_ENV: &str = "MESHTOP_TEST_LOCK_STALE_MS";
 
 /// The shortest stale limit the test hook may set: under a loaded machine a shorter one would take
 /// a lock from a converge that is alive but slow to beat.
-pub const TEST_STALE_FLOOR_MS: i64 = 1_000;
+pub(super) const TEST_STALE_FLOOR_MS: i64 = 1_000;
 
 /// The stale limit in force: [`LOCK_STALE_MS`], unless the test hook [`TEST_STALE_ENV`] says
 /// otherwise, in a debug build only (a release build never reads it), and never below

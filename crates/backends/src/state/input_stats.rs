@@ -24,7 +24,7 @@ fn key(dir: &Path) -> String {
 
 /// Entries as stored: [`FORMAT`], then per entry the path's length (u32, little-endian), the
 /// path, then the [`FIXED`] part. An entry whose digest is not 64 hex digits is left out.
-pub fn encode(entries: &[(String, CachedDigest)]) -> Vec<u8> {
+pub(super) fn encode(entries: &[(String, CachedDigest)]) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + entries.len() * (FIXED + 64));
     out.push(FORMAT);
     for (path, e) in entries {

@@ -13,7 +13,7 @@ use super::state::{AppState, Confirm, ConfirmThen};
 
 /// Why a key's action shows no confirm: what is missing, as the notice says it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotAsked {
+pub(crate) enum NotAsked {
     #[error("no module selected")]
     NoModule,
     /// `poll`: the key that polls now, as the hint line names it.
@@ -132,7 +132,7 @@ fn machine_consequences(state: &AppState, module: &str, lines: &mut Vec<String>)
 
 /// `c`: converge the selected module. Asks first when it would build, deliver or send; a
 /// module the record already vouches for with no machine behind converges at once (None).
-pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, NotAsked> {
+pub(crate) fn converge_module(state: &AppState) -> Result<Option<Confirm>, NotAsked> {
     let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     let planned = state.planned(&module.name);
     let decision = planned.map(|p| p.decision);
@@ -179,7 +179,7 @@ pub fn converge_module(state: &AppState) -> Result<Option<Confirm>, NotAsked> {
 }
 
 /// `C`: converge the whole mesh; one line per module with what the plan says it will do.
-pub fn converge_mesh(state: &AppState) -> Result<Confirm, NotAsked> {
+pub(crate) fn converge_mesh(state: &AppState) -> Result<Confirm, NotAsked> {
     let mut lines = vec![format!(
         "converge mesh {}: tier by tier, then stamp the record",
         state.context.mesh
@@ -234,7 +234,7 @@ pub fn converge_mesh(state: &AppState) -> Result<Confirm, NotAsked> {
 }
 
 /// `f`: force-rebuild the selected module.
-pub fn force_rebuild(state: &AppState) -> Result<Confirm, NotAsked> {
+pub(crate) fn force_rebuild(state: &AppState) -> Result<Confirm, NotAsked> {
     let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     let planned = state.planned(&module.name);
     let reference = planned.and_then(|p| p.reference.clone());
@@ -272,7 +272,7 @@ pub fn force_rebuild(state: &AppState) -> Result<Confirm, NotAsked> {
 
 /// `u`: move the selected module's moved upstreams in `mesh.lock` to what their registries serve,
 /// then converge every module whose Dockerfile names them (their addresses move).
-pub fn update_upstreams(state: &AppState) -> Result<Confirm, NotAsked> {
+pub(crate) fn update_upstreams(state: &AppState) -> Result<Confirm, NotAsked> {
     let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     let moved = state.moved_upstreams(&module.name);
     if moved.is_empty() {
@@ -319,7 +319,7 @@ pub fn update_upstreams(state: &AppState) -> Result<Confirm, NotAsked> {
 }
 
 /// `s`: send the selected module's behind machines — each `from digest → to ref@digest`.
-pub fn send(state: &AppState) -> Result<Confirm, NotAsked> {
+pub(crate) fn send(state: &AppState) -> Result<Confirm, NotAsked> {
     let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     // The record the machines were judged against, so that "behind" and "to where" are one answer.
     let record = state
@@ -381,7 +381,7 @@ pub fn send(state: &AppState) -> Result<Confirm, NotAsked> {
 /// `R`: roll the selected module back to the artifact the record named before its current one.
 /// The state database knows which that is: the confirm names the current artifact, and the
 /// rollback refuses when the record moved since.
-pub fn rollback(state: &AppState) -> Result<Confirm, NotAsked> {
+pub(crate) fn rollback(state: &AppState) -> Result<Confirm, NotAsked> {
     let module = state.selected_module().ok_or(NotAsked::NoModule)?;
     let record = state
         .record

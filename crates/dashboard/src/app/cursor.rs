@@ -23,7 +23,7 @@ pub(super) fn move_cursor(state: &mut AppState, delta: isize) -> Vec<Effect> {
         }
         Pane::Builds => {
             let request = match delta {
-                isize::MIN => state.builds.to_top(),
+                isize::MIN => state.builds.jump_to_top(),
                 isize::MAX => {
                     let len = state.builds.len() as isize;
                     state.builds.move_by(len)

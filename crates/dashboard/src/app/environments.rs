@@ -15,10 +15,10 @@ use super::state::{AppState, Confirm, ConfirmThen, Detail, OperationView};
 use super::view_state::Loaded;
 
 /// While the view is open it is read again this often (an operation on any target shows).
-pub const REREAD_MS: i64 = 3_000;
+pub(super) const REREAD_MS: i64 = 3_000;
 
 /// `Action::Environments`: open the view and read every target.
-pub fn open(state: &mut AppState) -> Vec<Effect> {
+pub(super) fn open(state: &mut AppState) -> Vec<Effect> {
     state.views.environments.loading = true;
     state.detail = Some(Detail::Environments);
     state.detail_scroll = 0;
@@ -28,7 +28,7 @@ pub fn open(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// Every target was read.
-pub fn loaded(state: &mut AppState, at_ms: i64, result: Result<ViewData, SourceError>) {
+pub(super) fn loaded(state: &mut AppState, at_ms: i64, result: Result<ViewData, SourceError>) {
     let result = result.and_then(|data| match data {
         ViewData::Environments(grid) => Ok(*grid),
         _ => Err(SourceError::OtherView {
@@ -50,7 +50,7 @@ pub fn loaded(state: &mut AppState, at_ms: i64, result: Result<ViewData, SourceE
 }
 
 /// The clock moved: while the view is open, read it again every [`REREAD_MS`].
-pub fn tick(state: &mut AppState) -> Vec<Effect> {
+pub(super) fn tick(state: &mut AppState) -> Vec<Effect> {
     let view = &state.views.environments;
     let stale = view
         .at_ms
@@ -63,7 +63,7 @@ pub fn tick(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// After an action ended: the view (when open) reads every target again at once.
-pub fn after_action(state: &mut AppState) -> Vec<Effect> {
+pub(super) fn after_action(state: &mut AppState) -> Vec<Effect> {
     if state.detail != Some(Detail::Environments) {
         return Vec::new();
     }
@@ -72,7 +72,7 @@ pub fn after_action(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// A key in the view; None: not the view's (the detail's own handling goes on).
-pub fn key(state: &mut AppState, action: Action) -> Option<Vec<Effect>> {
+pub(super) fn key(state: &mut AppState, action: Action) -> Option<Vec<Effect>> {
     let (rows, columns) = match &state.views.environments.result {
         Some(Ok(grid)) => (grid.rows.len(), grid.targets.len()),
         _ => (0, 0),
@@ -193,7 +193,7 @@ fn show_selected(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// `t` in the main view: the next target of the mesh.
-pub fn next_target(state: &mut AppState) -> Vec<Effect> {
+pub(super) fn next_target(state: &mut AppState) -> Vec<Effect> {
     let names: Vec<String> = state.targets.iter().map(|t| t.name.clone()).collect();
     if names.len() < 2 {
         state.notify(

@@ -8,7 +8,7 @@ use super::state::{AppState, Notice};
 
 /// The notice follows the newest operation of the mesh, from any process: its start, then its end.
 /// A notice about an earlier operation (a converge that succeeded here) never stays as if current.
-pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> Vec<Effect> {
+pub(crate) fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> Vec<Effect> {
     let label = operation_label(event.operation, &event.operation_id);
     let started_ms = state
         .operation
@@ -44,7 +44,7 @@ pub fn follow_operation(state: &mut AppState, event: &EventRow, live: bool) -> V
 }
 
 /// An operation that ran longer than this rings the bell when it finishes.
-pub const LONG_OPERATION_MS: i64 = 30_000;
+pub(crate) const LONG_OPERATION_MS: i64 = 30_000;
 
 /// Whether an operation's last step says it failed or was cancelled: its outcome, never its words
 /// (a rollback's last line ends in its pin, a gc's in the bytes it freed). A last step written

@@ -14,16 +14,16 @@ use super::state::{AppState, Pane};
 
 /// How many of each machine's newest lines the view asks for when it opens (the CLI's default is
 /// all there is; the view holds at most `HELD_PER_MACHINE` anyway).
-pub const OPENING_TAIL: u64 = 1_000;
+pub(crate) const OPENING_TAIL: u64 = 1_000;
 
 /// `l logs`: what the confirms and the failure notices say to point at what machines say (empty
 /// when the key table has no key for it).
-pub fn hint(state: &AppState) -> String {
+pub(crate) fn hint(state: &AppState) -> String {
     state.keys.hint_line(Mode::Normal, &[Action::Logs])
 }
 
 /// `l`: open the view on what the focused pane has under its cursor, and start its streams.
-pub fn open(state: &mut AppState) -> Vec<Effect> {
+pub(crate) fn open(state: &mut AppState) -> Vec<Effect> {
     let Some(module) = state.selected_module().map(|m| m.name.clone()) else {
         return Vec::new();
     };
@@ -91,7 +91,7 @@ fn page(state: &AppState) -> usize {
 }
 
 /// A key in the logs view.
-pub fn key(state: &mut AppState, action: Action) -> Vec<Effect> {
+pub(crate) fn key(state: &mut AppState, action: Action) -> Vec<Effect> {
     let page = page(state);
     let Some(view) = state.logs.as_mut() else {
         state.mode = Mode::Normal;
@@ -146,7 +146,7 @@ fn go_to_match(view: &mut LogView, newer: bool) {
 }
 
 /// A key while typing a search: Enter keeps it (at its newest match), Esc clears it.
-pub fn search_key(state: &mut AppState, action: Action) -> Vec<Effect> {
+pub(crate) fn search_key(state: &mut AppState, action: Action) -> Vec<Effect> {
     let Some(view) = state.logs.as_mut() else {
         state.mode = Mode::Normal;
         return Vec::new();
@@ -172,7 +172,7 @@ pub fn search_key(state: &mut AppState, action: Action) -> Vec<Effect> {
 }
 
 /// A character typed into the search.
-pub fn typed(state: &mut AppState, c: char) {
+pub(crate) fn typed(state: &mut AppState, c: char) {
     if let Some(view) = state.logs.as_mut() {
         view.query.push(c);
         state.dirty = true;
@@ -180,7 +180,7 @@ pub fn typed(state: &mut AppState, c: char) {
 }
 
 /// `esc`: the view closes and its streams stop.
-pub fn close(state: &mut AppState) -> Vec<Effect> {
+pub(crate) fn close(state: &mut AppState) -> Vec<Effect> {
     state.logs = None;
     state.mode = Mode::Normal;
     state.dirty = true;
@@ -189,7 +189,11 @@ pub fn close(state: &mut AppState) -> Vec<Effect> {
 
 /// A batch of lines of the view's stream. Following, the view stays at the bottom; scrolled up,
 /// it stays on the lines it shows.
-pub fn lines(state: &mut AppState, stream: u64, items: Vec<(String, LogItem)>) -> Vec<Effect> {
+pub(crate) fn lines(
+    state: &mut AppState,
+    stream: u64,
+    items: Vec<(String, LogItem)>,
+) -> Vec<Effect> {
     let Some(view) = state.logs.as_mut().filter(|v| v.stream == stream) else {
         return Vec::new();
     };
@@ -206,7 +210,11 @@ pub fn lines(state: &mut AppState, stream: u64, items: Vec<(String, LogItem)>) -
 }
 
 /// The view's streams ended: said in its title (a follow ends only on a fault).
-pub fn ended(state: &mut AppState, stream: u64, failures: Vec<(String, String)>) -> Vec<Effect> {
+pub(crate) fn ended(
+    state: &mut AppState,
+    stream: u64,
+    failures: Vec<(String, String)>,
+) -> Vec<Effect> {
     if let Some(view) = state.logs.as_mut().filter(|v| v.stream == stream) {
         view.ended = Some(failures);
         state.dirty = true;

@@ -2,20 +2,20 @@
 //! Data flows one way: sources and actions send [`msg::Msg`] → [`update::update`] changes
 //! [`state::AppState`] → the widgets draw it. Nothing here does I/O or draws.
 
-pub mod ask;
+pub(crate) mod ask;
 mod cursor;
 mod environments;
-pub mod follow;
+pub(crate) mod follow;
 pub mod keys;
-pub mod log_view;
-pub mod logs;
+pub(crate) mod log_view;
+pub(crate) mod logs;
 pub mod msg;
 mod polled;
 mod provenance;
 pub mod quit;
 pub mod state;
-pub mod timeline;
+pub(crate) mod timeline;
 pub mod update;
-pub mod view_state;
+pub(crate) mod view_state;
 pub mod views;
 pub mod window;

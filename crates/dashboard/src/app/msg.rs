@@ -46,7 +46,7 @@ impl SourceId {
         SourceId::Upstreams,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SourceId::Plan => "plan",
             SourceId::Record => "record",
@@ -58,13 +58,13 @@ impl SourceId {
         }
     }
 
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 
     /// Whether its answer is one target's (the record, the machines, the plan against the record,
     /// the history of the operations there), not the host's or the registry's.
-    pub fn of_target(self) -> bool {
+    pub(crate) fn of_target(self) -> bool {
         matches!(
             self,
             SourceId::Plan | SourceId::Record | SourceId::State | SourceId::Machines
@@ -321,7 +321,7 @@ pub enum ActionRequest {
 }
 
 impl ActionRequest {
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             ActionRequest::Converge {
                 modules: None,

@@ -10,7 +10,7 @@ use super::state::{AppState, Confirm, ConfirmThen, Running};
 pub const QUIT_GRACE_MS: i64 = 10_000;
 
 /// `q` or Ctrl-C: quit now when nothing started here runs, else ask.
-pub fn asked(state: &mut AppState) -> Vec<Effect> {
+pub(crate) fn asked(state: &mut AppState) -> Vec<Effect> {
     let asking = matches!(
         &state.confirm,
         Some(Confirm {
@@ -65,7 +65,7 @@ pub fn asked(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// Cancel what runs and quit when it has stopped (see [`overdue`] for the latest).
-pub fn cancel_and_quit(state: &mut AppState) -> Vec<Effect> {
+pub(crate) fn cancel_and_quit(state: &mut AppState) -> Vec<Effect> {
     let Some(running) = state.running.clone() else {
         return vec![Effect::Quit];
     };
@@ -81,7 +81,7 @@ pub fn cancel_and_quit(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// Whether a cancelled action took longer than [`QUIT_GRACE_MS`] to stop: quit anyway.
-pub fn overdue(state: &AppState) -> bool {
+pub(crate) fn overdue(state: &AppState) -> bool {
     state
         .quit_after_ms
         .is_some_and(|deadline| state.now_ms >= deadline)

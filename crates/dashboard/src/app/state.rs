@@ -23,13 +23,13 @@ use super::view_state::{Loaded, ViewState};
 use super::window::{BuildsWindow, PAGE_SIZE};
 
 /// At most this many progress lines of the followed operation are kept.
-pub const MAX_OPERATION_LINES: usize = 500;
+pub(crate) const MAX_OPERATION_LINES: usize = 500;
 /// At most this many bytes of them ([`EventRow::held_bytes`]): 500 lines of 1 KiB fit, while a
 /// builder printing 16 KiB lines holds no more.
-pub const MAX_OPERATION_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_OPERATION_BYTES: usize = 1024 * 1024;
 /// How many bytes of one progress line's text are held; the rest is cut and said
 /// (`… [12.3 KiB cut]`), as the logs view cuts its lines.
-pub const OPERATION_LINE_BYTES: usize = 4 * 1024;
+pub(crate) const OPERATION_LINE_BYTES: usize = 4 * 1024;
 
 /// What the header names: fixed for the life of the dashboard (the target is [`AppState::target`]).
 #[derive(Debug, Clone)]
@@ -71,7 +71,8 @@ pub enum Pane {
 }
 
 impl Pane {
-    pub const ORDER: [Pane; 4] = [Pane::Modules, Pane::Machines, Pane::Builds, Pane::Operation];
+    pub(crate) const ORDER: [Pane; 4] =
+        [Pane::Modules, Pane::Machines, Pane::Builds, Pane::Operation];
 }
 
 /// What the detail overlay shows.
@@ -161,7 +162,7 @@ impl OperationView {
 
     /// Keep a progress line (its text cut at [`OPERATION_LINE_BYTES`]); the oldest lines go while
     /// more than [`MAX_OPERATION_LINES`] or [`MAX_OPERATION_BYTES`] are held. How many went.
-    pub fn keep(&mut self, mut event: EventRow) -> usize {
+    pub(crate) fn keep(&mut self, mut event: EventRow) -> usize {
         crate::mesh::text::cut_long_line(&mut event.text, OPERATION_LINE_BYTES);
         self.lines_bytes += event.held_bytes();
         self.lines.push_back(event);
@@ -178,7 +179,7 @@ impl OperationView {
     }
 
     /// The line under the cursor (the last one while following).
-    pub fn selected_line(&self) -> Option<&EventRow> {
+    pub(crate) fn selected_line(&self) -> Option<&EventRow> {
         let last = self.lines.len().checked_sub(1)?;
         self.lines.get(last.saturating_sub(self.scroll))
     }
@@ -197,7 +198,7 @@ pub enum Running {
 }
 
 impl Running {
-    pub fn of(request: &ActionRequest) -> Running {
+    pub(crate) fn of(request: &ActionRequest) -> Running {
         let label = request.label();
         match request {
             ActionRequest::Converge { .. } | ActionRequest::UpdateUpstreams { .. } => {
@@ -211,7 +212,7 @@ impl Running {
     }
 
     /// What it is, as the notices say it (`send api`, `converge mesh`).
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         match self {
             Running::Converge(label)
             | Running::Send(label)
@@ -225,7 +226,7 @@ impl Running {
 /// What of the screen depends on the clock: each source's age (seconds), row ages (minutes), and
 /// while an operation runs its elapsed times (seconds).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClockFace {
+pub(crate) struct ClockFace {
     ages: Vec<String>,
     minute: i64,
     running_second: Option<i64>,
@@ -326,7 +327,7 @@ pub struct AppState {
     pub dirty: bool,
     /// The clock's part of the screen as last drawn (or about to be: set whenever `dirty` is):
     /// a tick redraws when the face it shows now differs.
-    pub clock_drawn: ClockFace,
+    pub(crate) clock_drawn: ClockFace,
 }
 
 impl AppState {
@@ -413,7 +414,7 @@ impl AppState {
     }
 
     /// Show a one-line notice (an error in the error style).
-    pub fn notify(&mut self, text: String, error: bool) {
+    pub(crate) fn notify(&mut self, text: String, error: bool) {
         self.notice = Some(Notice {
             text,
             error,
@@ -423,7 +424,7 @@ impl AppState {
     }
 
     /// Start an action, unless one started here still runs (one at a time: say so instead).
-    pub fn start(&mut self, request: ActionRequest) -> Vec<Effect> {
+    pub(crate) fn start(&mut self, request: ActionRequest) -> Vec<Effect> {
         if let Some(running) = &self.running {
             let text = format!("{} is still running; wait for it to end", running.label());
             self.notify(text, true);
@@ -436,7 +437,7 @@ impl AppState {
     }
 
     /// When the history follows the selected module and the selection moved, ask for its builds.
-    pub fn sync_history_scope(&mut self) -> Vec<Effect> {
+    pub(crate) fn sync_history_scope(&mut self) -> Vec<Effect> {
         let wanted = self.wanted_history_scope();
         if wanted == self.builds.scope {
             return Vec::new();
@@ -445,7 +446,7 @@ impl AppState {
     }
 
     /// What of the screen depends on the clock, now.
-    pub fn clock_face(&self) -> ClockFace {
+    pub(crate) fn clock_face(&self) -> ClockFace {
         let ages = self
             .sources
             .iter()
@@ -464,7 +465,7 @@ impl AppState {
 
     /// The upstreams `module`'s Dockerfile names whose registries serve another digest than the
     /// lock holds.
-    pub fn moved_upstreams(&self, module: &str) -> Vec<&UpstreamNow> {
+    pub(crate) fn moved_upstreams(&self, module: &str) -> Vec<&UpstreamNow> {
         self.upstreams
             .iter()
             .filter(|u| u.moved() && u.modules.iter().any(|m| m == module))
@@ -482,7 +483,7 @@ impl AppState {
             .and_then(|&i| self.modules.get(i))
     }
 
-    pub fn planned(&self, module: &str) -> Option<&PlannedModule> {
+    pub(crate) fn planned(&self, module: &str) -> Option<&PlannedModule> {
         let plan = self.plan.as_ref()?;
         self.planned.get(module).and_then(|&i| plan.modules.get(i))
     }
@@ -497,7 +498,7 @@ impl AppState {
 
     /// Hold a new machine listing, sorted by module then name, indexed by module; whether it
     /// differs from the one held.
-    pub fn set_machines(&mut self, mut machines: Vec<Machine>) -> bool {
+    pub(crate) fn set_machines(&mut self, mut machines: Vec<Machine>) -> bool {
         machines.sort_by(|a, b| (&a.module, &a.name).cmp(&(&b.module, &b.name)));
         if machines == self.machines {
             return false;
@@ -525,7 +526,7 @@ impl AppState {
     }
 
     /// The machines of the selected module.
-    pub fn selected_machines(&self) -> Vec<&Machine> {
+    pub(crate) fn selected_machines(&self) -> Vec<&Machine> {
         match self.selected_module() {
             Some(module) => self.machines_of(&module.name).iter().collect(),
             None => Vec::new(),
@@ -534,7 +535,7 @@ impl AppState {
 
     /// Recompute the rows passing the filter, keeping the cursor on the same module when it stays.
     /// A filter that holds the one `visible` answers (a character typed) only narrows those rows.
-    pub fn refilter(&mut self) {
+    pub(crate) fn refilter(&mut self) {
         let keep = self.visible.get(self.selected).copied();
         let needle = self.filter.to_lowercase();
         if needle.is_empty() {
@@ -558,7 +559,7 @@ impl AppState {
             .unwrap_or(0);
     }
 
-    pub fn set_plan(&mut self, plan: Plan) {
+    pub(crate) fn set_plan(&mut self, plan: Plan) {
         self.planned = plan
             .modules
             .iter()
@@ -574,14 +575,14 @@ impl AppState {
     }
 
     /// Forget the plan (another target is shown: its plan is asked for).
-    pub fn clear_plan(&mut self) {
+    pub(crate) fn clear_plan(&mut self) {
         self.plan = None;
         self.planned.clear();
         self.plan_refs = Arc::from([]);
     }
 
     /// The history scope the `b` toggle and the cursor ask for.
-    pub fn wanted_history_scope(&self) -> Option<String> {
+    pub(crate) fn wanted_history_scope(&self) -> Option<String> {
         if self.history_by_module {
             self.selected_module().map(|m| m.name.clone())
         } else {
@@ -623,13 +624,13 @@ impl AppState {
     }
 
     /// The build that made or published a digest, when the history knows it.
-    pub fn build_of(&self, digest: &str) -> Option<&BuildRow> {
+    pub(crate) fn build_of(&self, digest: &str) -> Option<&BuildRow> {
         self.made_by.get(digest)
     }
 
     /// What the signed provenance of a running digest says, as far as it was read (a digest never
     /// asked for: not read).
-    pub fn provenance_of(&self, digest: &str) -> Option<&Loaded<Option<ReadProvenance>>> {
+    pub(crate) fn provenance_of(&self, digest: &str) -> Option<&Loaded<Option<ReadProvenance>>> {
         self.provenance.get(digest)
     }
 
@@ -640,14 +641,14 @@ impl AppState {
     }
 
     /// The operation that runs now, from this or any process: the table shows its modules' states.
-    pub fn live_running(&self) -> Option<&LiveOperation> {
+    pub(crate) fn live_running(&self) -> Option<&LiveOperation> {
         self.followed()
             .filter(|(_, state)| *state == OperationState::Running)
             .map(|(live, _)| live)
     }
 
     /// The machines of a module that run another artifact than the record's.
-    pub fn behind_machines(&self, module: &str) -> Vec<&Machine> {
+    pub(crate) fn behind_machines(&self, module: &str) -> Vec<&Machine> {
         self.machines_of(module)
             .iter()
             .filter(|m| m.state.is_behind())

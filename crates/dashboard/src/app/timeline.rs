@@ -12,7 +12,7 @@ use super::state::{AppState, Detail, OperationView};
 use super::view_state::Loaded;
 
 /// Fold one step the operation pane follows into its timeline.
-pub fn fold(view: &mut OperationView, event: &EventRow) {
+pub(crate) fn fold(view: &mut OperationView, event: &EventRow) {
     let Some(payload) = &event.payload else {
         return;
     };
@@ -23,7 +23,7 @@ pub fn fold(view: &mut OperationView, event: &EventRow) {
 
 /// `T`: the timeline of the shown build's operation (in a build's detail), else of the operation
 /// pane's.
-pub fn open(state: &mut AppState) -> Vec<Effect> {
+pub(crate) fn open(state: &mut AppState) -> Vec<Effect> {
     let of_build = match &state.detail {
         Some(Detail::Build(id)) => Some(
             state
@@ -63,7 +63,7 @@ pub fn open(state: &mut AppState) -> Vec<Effect> {
 }
 
 /// The sources read the timeline asked for.
-pub fn loaded(
+pub(crate) fn loaded(
     state: &mut AppState,
     operation_id: &str,
     at_ms: i64,
@@ -85,7 +85,7 @@ pub fn loaded(
 
 /// What the view draws for `operation_id`: the operation pane's own timeline while it follows
 /// that operation (live), else the one read; with each module's base from the mesh.
-pub fn shown(state: &AppState, operation_id: &str) -> Option<Timeline> {
+pub(crate) fn shown(state: &AppState, operation_id: &str) -> Option<Timeline> {
     let live = state
         .operation
         .timeline

@@ -21,7 +21,7 @@ pub const GC_KEEP_NEWEST: usize = 3;
 pub const GC_GRACE_MS: i64 = crate::mesh::gc::DEFAULT_GRACE_MS;
 
 /// Keep what a history poll read of the record's history and the pins; whether it differs.
-pub fn note_history(state: &mut AppState, snapshot: &mut StateSnapshot) -> bool {
+pub(crate) fn note_history(state: &mut AppState, snapshot: &mut StateSnapshot) -> bool {
     let stamps = snapshot.stamps.take();
     let pins = std::mem::take(&mut snapshot.pins);
     let changed = state.views.stamps != stamps || state.views.pins != pins;
@@ -31,7 +31,7 @@ pub fn note_history(state: &mut AppState, snapshot: &mut StateSnapshot) -> bool 
 }
 
 /// `Action::Gc` / `Action::Stats`: open the view and read what it shows (again).
-pub fn open(state: &mut AppState, action: Action) -> Vec<Effect> {
+pub(crate) fn open(state: &mut AppState, action: Action) -> Vec<Effect> {
     let (detail, request) = match action {
         Action::Gc => {
             state.views.gc.loading = true;
@@ -58,7 +58,7 @@ pub fn open(state: &mut AppState, action: Action) -> Vec<Effect> {
 }
 
 /// A view's read answered.
-pub fn loaded(
+pub(crate) fn loaded(
     state: &mut AppState,
     request: ViewRequest,
     at_ms: i64,
@@ -99,7 +99,7 @@ pub fn loaded(
 
 /// `Action::Sweep` in the gc view: confirm taking exactly what the view lists. Nothing is offered
 /// while the list is being read or when a root could not be read.
-pub fn sweep(state: &mut AppState) -> Vec<Effect> {
+pub(crate) fn sweep(state: &mut AppState) -> Vec<Effect> {
     if state.detail != Some(Detail::Gc) {
         let open = state.keys.hint_line(Mode::Normal, &[Action::Gc]);
         state.notify(format!("sweeping starts from the gc view ({open})"), true);
@@ -167,7 +167,7 @@ pub fn sweep(state: &mut AppState) -> Vec<Effect> {
 
 /// Whether `R` applies to the selected module: the record names an artifact for it and, when
 /// its record history is known, the record named another before it (something to go back to).
-pub fn rollback_applies(state: &AppState) -> bool {
+pub(crate) fn rollback_applies(state: &AppState) -> bool {
     let Some(module) = state.selected_module() else {
         return false;
     };

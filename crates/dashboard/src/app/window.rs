@@ -37,7 +37,7 @@ pub struct BuildsWindow {
 }
 
 impl BuildsWindow {
-    pub fn new(scope: Option<String>) -> BuildsWindow {
+    pub(crate) fn new(scope: Option<String>) -> BuildsWindow {
         BuildsWindow {
             scope,
             ..BuildsWindow::default()
@@ -92,7 +92,7 @@ impl BuildsWindow {
 
     /// The newest page as a poll found it. It replaces the top page only while the window is
     /// at the head; the selection stays on the same build.
-    pub fn refresh_head(
+    pub(crate) fn refresh_head(
         &mut self,
         scope: &Option<String>,
         rows: Vec<BuildRow>,
@@ -130,7 +130,12 @@ impl BuildsWindow {
     }
 
     /// A page fetched on request. Returns false when it no longer fits (scope changed).
-    pub fn apply_page(&mut self, request: &PageRequest, rows: Vec<BuildRow>, at_ms: i64) -> bool {
+    pub(crate) fn apply_page(
+        &mut self,
+        request: &PageRequest,
+        rows: Vec<BuildRow>,
+        at_ms: i64,
+    ) -> bool {
         if request.module != self.scope {
             return false;
         }
@@ -179,7 +184,7 @@ impl BuildsWindow {
     }
 
     /// Move the selection by `delta` rows; returns the page to fetch when it ran past an end.
-    pub fn move_by(&mut self, delta: isize) -> Option<PageRequest> {
+    pub(crate) fn move_by(&mut self, delta: isize) -> Option<PageRequest> {
         let len = self.len();
         if delta < 0 {
             let up = delta.unsigned_abs();
@@ -211,7 +216,7 @@ impl BuildsWindow {
     }
 
     /// Back to the newest build (refetching it when the window had scrolled away from it).
-    pub fn to_top(&mut self) -> Option<PageRequest> {
+    pub(crate) fn jump_to_top(&mut self) -> Option<PageRequest> {
         if self.at_head() {
             self.selected = 0;
             return None;

@@ -21,7 +21,7 @@ use crate::mesh::provenance::ReadProvenance;
 use super::poll::{BoxFuture, OnDemand};
 use super::session::Session;
 
-pub struct Actions {
+pub(crate) struct Actions {
     pub session: Arc<Session>,
 }
 

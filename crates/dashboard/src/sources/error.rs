@@ -48,7 +48,7 @@ impl From<Arc<DaemonError>> for SourceError {
 }
 
 /// The blocking task doing `doing` (`opening`, `reading`) on the state database stopped.
-pub fn stopped(doing: &'static str) -> impl FnOnce(tokio::task::JoinError) -> SourceError {
+pub(crate) fn stopped(doing: &'static str) -> impl FnOnce(tokio::task::JoinError) -> SourceError {
     move |error| SourceError::Stopped {
         doing,
         source: Arc::new(error),

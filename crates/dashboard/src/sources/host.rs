@@ -9,7 +9,7 @@ use crate::mesh::decide::mark_origins;
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
+pub(crate) fn poll(
     session: Arc<Session>,
     _params: PollParams,
 ) -> BoxFuture<Result<SourceData, SourceError>> {

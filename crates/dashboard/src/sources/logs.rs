@@ -16,14 +16,14 @@ use super::poll::OnDemand;
 use super::session::Session;
 
 /// How long a batch gathers lines before it goes to the app.
-pub const BATCH_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const BATCH_EVERY: Duration = Duration::from_millis(100);
 /// How many items of one machine wait for the next batch (its reader waits when it is full).
 const WAITING: usize = 2_048;
 
 /// Start the streams of `request`; their batches and their end go to the app. Each machine's
 /// reader writes into a channel of its own that is drained every [`BATCH_EVERY`]: nobody waits on
 /// a channel, so a line costs the reader no wake-up of another task.
-pub fn follow(
+pub(crate) fn follow(
     backend: &Arc<dyn OnDemand>,
     request: LogRequest,
     tx: mpsc::UnboundedSender<Msg>,
@@ -71,7 +71,7 @@ pub fn follow(
 
 /// Read every machine of `request` at once through the session's target, each into its own
 /// channel (`out`, in the request's machine order); the machines that could not be read, and why.
-pub async fn read(
+pub(crate) async fn read(
     session: Arc<Session>,
     request: LogRequest,
     out: Vec<mpsc::Sender<LogItem>>,

@@ -3,18 +3,18 @@
 //! messages; nothing here knows the screen.
 
 pub mod actions;
-pub mod error;
-pub mod host;
-pub mod logs;
-pub mod machines;
-pub mod plan;
-pub mod poll;
-pub mod provenance;
-pub mod record;
-pub mod registry;
-pub mod session;
-pub mod state;
-pub mod upstreams;
+pub(crate) mod error;
+pub(crate) mod host;
+pub(crate) mod logs;
+pub(crate) mod machines;
+pub(crate) mod plan;
+pub(crate) mod poll;
+pub(crate) mod provenance;
+pub(crate) mod record;
+pub(crate) mod registry;
+pub(crate) mod session;
+pub(crate) mod state;
+pub(crate) mod upstreams;
 pub mod views;
 
 use std::sync::Arc;
@@ -30,7 +30,7 @@ pub use session::Session;
 type PollFn = fn(Arc<Session>, PollParams) -> BoxFuture<Result<SourceData, SourceError>>;
 
 /// A source polled through the session: which it is, how often, and its poll.
-pub struct SessionSource {
+pub(crate) struct SessionSource {
     pub id: SourceId,
     pub interval: Duration,
     pub session: Arc<Session>,

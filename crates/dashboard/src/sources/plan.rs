@@ -8,7 +8,7 @@ use crate::converge::plan::{self, PlanContext, StateManifests};
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
+pub(crate) fn poll(
     session: Arc<Session>,
     params: PollParams,
 ) -> BoxFuture<Result<SourceData, SourceError>> {

@@ -171,7 +171,7 @@ where
 }
 
 /// Run an on-demand fetch and hand its result to the app.
-pub fn fetch_builds(
+pub(crate) fn fetch_builds(
     backend: &Arc<dyn OnDemand>,
     request: PageRequest,
     tx: mpsc::UnboundedSender<Msg>,
@@ -189,7 +189,7 @@ pub fn fetch_builds(
 
 /// Run an action to its end, forwarding its progress steps and its outcome to the app. Sending true
 /// on the returned sender asks the action to stop.
-pub fn start_action(
+pub(crate) fn start_action(
     backend: &Arc<dyn OnDemand>,
     request: ActionRequest,
     target: Option<String>,

@@ -18,10 +18,10 @@ use super::poll::{BoxFuture, OnDemand};
 use super::session::Session;
 
 /// Reads in flight at once, across every batch: the registry voucher's bound.
-pub const READS_AT_ONCE: usize = vouch::QUESTIONS_AT_ONCE;
+pub(crate) const READS_AT_ONCE: usize = vouch::QUESTIONS_AT_ONCE;
 
 /// The reader: its bound is shared by every batch it is given.
-pub struct ProvenanceReader {
+pub(crate) struct ProvenanceReader {
     gate: Arc<Semaphore>,
 }
 
@@ -36,7 +36,7 @@ impl Default for ProvenanceReader {
 impl ProvenanceReader {
     /// Read each ask's provenance, at most [`READS_AT_ONCE`] at once, each answer sent to the app
     /// as [`Msg::ProvenanceRead`] when it comes.
-    pub fn fetch(
+    pub(crate) fn fetch(
         &self,
         backend: &Arc<dyn OnDemand>,
         asks: Vec<ProvenanceAsk>,
@@ -67,7 +67,7 @@ impl ProvenanceReader {
 }
 
 /// One artifact's provenance through the session's mesh: what `meshtop status` reads for it.
-pub fn read(
+pub(crate) fn read(
     session: Arc<Session>,
     ask: ProvenanceAsk,
 ) -> BoxFuture<Result<Option<ReadProvenance>, SourceError>> {

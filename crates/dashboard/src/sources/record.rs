@@ -10,7 +10,7 @@ use crate::converge::targets::Shown;
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
+pub(crate) fn poll(
     session: Arc<Session>,
     params: PollParams,
 ) -> BoxFuture<Result<SourceData, SourceError>> {

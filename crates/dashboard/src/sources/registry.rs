@@ -9,7 +9,7 @@ use crate::backends::registry::{Published, repository_in};
 use super::poll::BoxFuture;
 use super::session::Session;
 
-pub fn poll(
+pub(crate) fn poll(
     session: Arc<Session>,
     params: PollParams,
 ) -> BoxFuture<Result<SourceData, SourceError>> {

@@ -20,25 +20,25 @@ use crate::workspace::walks::WalkMemo;
 use super::error::stopped;
 
 /// A connection made on first use, shared, and dropped after a failed use.
-pub struct Shared<T> {
+pub(crate) struct Shared<T> {
     slot: tokio::sync::Mutex<Option<T>>,
 }
 
 impl<T: Clone> Shared<T> {
-    pub fn new() -> Shared<T> {
+    pub(crate) fn new() -> Shared<T> {
         Shared {
             slot: tokio::sync::Mutex::new(None),
         }
     }
 
     /// The connection if one is made (never connects).
-    pub async fn peek(&self) -> Option<T> {
+    pub(crate) async fn peek(&self) -> Option<T> {
         self.slot.lock().await.clone()
     }
 
     /// Run `work` on the connection (made by `connect` when there is none). A failed `work` drops
     /// the connection: the next use connects again.
-    pub async fn with<R, C, CF, W, WF>(&self, connect: C, work: W) -> Result<R, SourceError>
+    pub(crate) async fn with<R, C, CF, W, WF>(&self, connect: C, work: W) -> Result<R, SourceError>
     where
         C: FnOnce() -> CF,
         CF: Future<Output = Result<T, SourceError>>,
@@ -71,7 +71,7 @@ impl<T: Clone> Default for Shared<T> {
 }
 
 /// The state database handle, shared (SQLite calls run on the blocking pool).
-pub type Db = Arc<Mutex<StateDb>>;
+pub(crate) type Db = Arc<Mutex<StateDb>>;
 
 /// Everything the dashboard's sources and actions reach, each reached once.
 pub struct Session {

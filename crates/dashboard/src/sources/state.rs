@@ -19,7 +19,7 @@ const STAMPS_SHOWN: usize = 50;
 /// At most this many running digests are traced back to their builds per poll.
 const MAX_TRACED: usize = 200;
 
-pub fn poll(
+pub(crate) fn poll(
     session: Arc<Session>,
     params: PollParams,
 ) -> BoxFuture<Result<SourceData, SourceError>> {

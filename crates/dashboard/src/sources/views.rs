@@ -16,7 +16,11 @@ use super::poll::{BoxFuture, OnDemand};
 use super::session::Session;
 
 /// Read what a view shows and hand it to the app.
-pub fn fetch(backend: &Arc<dyn OnDemand>, request: ViewRequest, tx: mpsc::UnboundedSender<Msg>) {
+pub(crate) fn fetch(
+    backend: &Arc<dyn OnDemand>,
+    request: ViewRequest,
+    tx: mpsc::UnboundedSender<Msg>,
+) {
     let work = backend.view(request.clone());
     tokio::spawn(async move {
         let result = work.await;
@@ -29,7 +33,7 @@ pub fn fetch(backend: &Arc<dyn OnDemand>, request: ViewRequest, tx: mpsc::Unboun
 }
 
 /// Every target of the session's mesh but `acting`, connected (or why not): gc reads them all.
-pub async fn others(session: &Session, acting: &str) -> Vec<gc::Other> {
+pub(crate) async fn others(session: &Session, acting: &str) -> Vec<gc::Other> {
     let mut others = Vec::new();
     for name in session.mesh.target_names() {
         if name != acting {

@@ -8,7 +8,7 @@ use crate::app::state::AppState;
 
 use super::lines::{Palette, overlay, put};
 
-pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
+pub(crate) fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
     let Some(confirm) = &state.confirm else {
         return;
     };
@@ -90,7 +90,7 @@ pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
 }
 
 /// Cut lines longer than `width` characters into continuation lines indented by four spaces.
-pub fn wrap(lines: &[String], width: usize) -> Vec<String> {
+pub(crate) fn wrap(lines: &[String], width: usize) -> Vec<String> {
     let mut out = Vec::new();
     for line in lines {
         let chars: Vec<char> = line.chars().collect();

@@ -522,7 +522,7 @@ pub fn draw_pane(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
 }
 
 /// The full detail (Enter): a module, a build with its error and log tail, or a machine.
-pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
+pub(crate) fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let (title, lines) = match &state.detail {
         Some(Detail::Module(name)) => match state.modules.iter().find(|m| &m.name == name) {
             Some(module) => (
@@ -611,7 +611,7 @@ pub fn draw_full(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palett
 }
 
 /// Long lines broken at the width, by characters; a continuation is indented by two spaces.
-pub fn wrap(lines: Vec<Line>, width: usize) -> Vec<Line> {
+pub(crate) fn wrap(lines: Vec<Line>, width: usize) -> Vec<Line> {
     if width < 8 {
         return lines;
     }

@@ -14,7 +14,7 @@ use super::lines::Palette;
 
 type Line = (String, Style);
 
-pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
+pub(crate) fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
     let view = &state.views.environments;
     let mut lines: Vec<Line> = vec![(
         format!(

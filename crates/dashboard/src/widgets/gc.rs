@@ -13,7 +13,7 @@ use super::lines::{Palette, short_digest};
 
 type Line = (String, Style);
 
-pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
+pub(crate) fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
     let view = &state.views.gc;
     let mut lines: Vec<Line> = vec![(
         format!(

@@ -96,7 +96,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
 }
 
 /// Someone else's operation holding the mesh for the team (the followed one says itself).
-pub fn held_text(state: &AppState) -> Option<String> {
+pub(crate) fn held_text(state: &AppState) -> Option<String> {
     let held = state.held_by.as_ref()?;
     let own = state.followed().is_some_and(|(live, now)| {
         now == OperationState::Running && live.operation_id == held.operation_id
@@ -107,7 +107,7 @@ pub fn held_text(state: &AppState) -> Option<String> {
 }
 
 /// Whether the line under the header has something to say.
-pub fn has_notice_line(state: &AppState) -> bool {
+pub(crate) fn has_notice_line(state: &AppState) -> bool {
     state.mode == Mode::Filter
         || !state.filter.is_empty()
         || !state.warnings.is_empty()
@@ -159,7 +159,7 @@ pub fn operation_text(state: &AppState) -> Option<(String, bool)> {
     }
 }
 
-pub fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
+pub(crate) fn draw_notice(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     if area.height == 0 {
         return;
     }

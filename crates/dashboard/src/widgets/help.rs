@@ -108,7 +108,7 @@ fn legend(state: &AppState) -> Vec<String> {
 /// fixed box: its lines wrap at words and are never cut.
 const MAX_HELP_WIDTH: u16 = 124;
 
-pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
+pub(crate) fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
     let close = state
         .keys
         .hint_line(Mode::Help, &[Action::Close, Action::Help]);
@@ -140,7 +140,7 @@ pub fn draw(buf: &mut Buffer, body: Rect, state: &AppState, palette: Palette) {
 
 /// The help's lines wrapped at words to `width` columns; a continuation is indented under the
 /// text it continues (past the key or the column name), so nothing is cut.
-pub fn wrapped(lines: &[(String, bool)], width: usize) -> Vec<(String, bool)> {
+pub(crate) fn wrapped(lines: &[(String, bool)], width: usize) -> Vec<(String, bool)> {
     let mut out = Vec::with_capacity(lines.len());
     for (text, heading) in lines {
         for piece in wrap_words(text, width) {

@@ -12,7 +12,7 @@ use crate::app::view_state::Loaded;
 type Line = (String, Style);
 
 /// A pane's words while it has no answer to draw.
-pub struct Waiting<'w> {
+pub(crate) struct Waiting<'w> {
     /// Said while a read is in flight.
     pub reading: &'w str,
     /// Said before the first read was asked.
@@ -23,10 +23,10 @@ pub struct Waiting<'w> {
 }
 
 /// What `gc` and `stats` say before their first read.
-pub const NOT_READ: &str = "not read yet";
+pub(crate) const NOT_READ: &str = "not read yet";
 
 /// Where a pane's read stands.
-pub enum Rung<'v, T> {
+pub(crate) enum Rung<'v, T> {
     /// The answer to draw.
     Answer(&'v T),
     /// The read failed: the pane says why, and what follows from it.
@@ -36,7 +36,11 @@ pub enum Rung<'v, T> {
 }
 
 /// The rung `view` stands on.
-pub fn rung<'v, T>(view: &'v Loaded<T>, waiting: &Waiting<'_>, palette: Palette) -> Rung<'v, T> {
+pub(crate) fn rung<'v, T>(
+    view: &'v Loaded<T>,
+    waiting: &Waiting<'_>,
+    palette: Palette,
+) -> Rung<'v, T> {
     let say = |words: &str| Rung::Waiting((words.to_string(), palette.dim()));
     match (&view.result, view.loading) {
         (_, true) if waiting.reread_hides_answer => say(waiting.reading),

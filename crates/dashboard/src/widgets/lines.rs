@@ -25,7 +25,7 @@ pub struct Palette {
 }
 
 impl Palette {
-    pub fn of(state: &AppState) -> Palette {
+    pub(crate) fn of(state: &AppState) -> Palette {
         Palette {
             no_color: state.no_color,
         }
@@ -39,26 +39,26 @@ impl Palette {
         }
     }
 
-    pub fn plain(self) -> Style {
+    pub(crate) fn plain(self) -> Style {
         Style::default()
     }
-    pub fn good(self) -> Style {
+    pub(crate) fn good(self) -> Style {
         self.fg(Color::Green)
     }
     pub fn bad(self) -> Style {
         self.fg(Color::Red).add_modifier(Modifier::BOLD)
     }
-    pub fn warn(self) -> Style {
+    pub(crate) fn warn(self) -> Style {
         self.fg(Color::Yellow)
     }
-    pub fn info(self) -> Style {
+    pub(crate) fn info(self) -> Style {
         self.fg(Color::Cyan)
     }
-    pub fn special(self) -> Style {
+    pub(crate) fn special(self) -> Style {
         self.fg(Color::Magenta)
     }
     /// A module rolled back by hand: a colour no other decision wears (underlined under `NO_COLOR`).
-    pub fn pinned(self) -> Style {
+    pub(crate) fn pinned(self) -> Style {
         if self.no_color {
             Style::default().add_modifier(Modifier::UNDERLINED)
         } else {
@@ -67,17 +67,17 @@ impl Palette {
                 .add_modifier(Modifier::BOLD)
         }
     }
-    pub fn dim(self) -> Style {
+    pub(crate) fn dim(self) -> Style {
         if self.no_color {
             Style::default()
         } else {
             Style::default().fg(Color::DarkGray)
         }
     }
-    pub fn heading(self) -> Style {
+    pub(crate) fn heading(self) -> Style {
         Style::default().add_modifier(Modifier::BOLD)
     }
-    pub fn selected(self, focused: bool) -> Style {
+    pub(crate) fn selected(self, focused: bool) -> Style {
         if focused {
             Style::default().add_modifier(Modifier::REVERSED)
         } else {
@@ -87,7 +87,7 @@ impl Palette {
 }
 
 /// Write `text` at (x, y) within `area`, at most `width` cells; nothing outside the area.
-pub fn put(
+pub(crate) fn put(
     buf: &mut Buffer,
     area: Rect,
     x: u16,
@@ -109,7 +109,7 @@ pub fn put(
 }
 
 /// A pane's title rule: `── title ───────`, bold when the pane has the focus.
-pub fn rule(buf: &mut Buffer, area: Rect, title: &str, focused: bool, palette: Palette) {
+pub(crate) fn rule(buf: &mut Buffer, area: Rect, title: &str, focused: bool, palette: Palette) {
     if area.height == 0 {
         return;
     }
@@ -133,17 +133,17 @@ pub fn rule(buf: &mut Buffer, area: Rect, title: &str, focused: bool, palette: P
 }
 
 /// `sha256:3f9c2a1b7d4e` (the 12 first hex digits).
-pub fn short_digest(digest: &str) -> String {
+pub(crate) fn short_digest(digest: &str) -> String {
     format!("sha256:{}", short_id(digest))
 }
 
 /// The tag part of a ref (`demo/api:9a8b…-amd64` → `9a8b…-amd64`).
-pub fn tag_of(reference: &str) -> &str {
+pub(crate) fn tag_of(reference: &str) -> &str {
     reference.rsplit_once(':').map_or(reference, |(_, tag)| tag)
 }
 
 /// The row offset that keeps `selected` visible in `height` rows.
-pub fn scroll_offset(selected: usize, height: usize) -> usize {
+pub(crate) fn scroll_offset(selected: usize, height: usize) -> usize {
     if height == 0 {
         0
     } else {
@@ -152,7 +152,7 @@ pub fn scroll_offset(selected: usize, height: usize) -> usize {
 }
 
 /// A rectangle centered in `area`, at most `width`×`height`.
-pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
     Rect {
@@ -165,7 +165,13 @@ pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
 
 /// A bordered overlay centred in `body`: clears what is under it, draws the frame and title, and
 /// returns the inside (None when too small to hold anything).
-pub fn overlay(buf: &mut Buffer, body: Rect, width: u16, height: u16, title: &str) -> Option<Rect> {
+pub(crate) fn overlay(
+    buf: &mut Buffer,
+    body: Rect,
+    width: u16,
+    height: u16,
+    title: &str,
+) -> Option<Rect> {
     let area = centered(body, width, height);
     Clear.render_into(buf, area);
     Block::default()
@@ -184,13 +190,13 @@ pub fn overlay(buf: &mut Buffer, body: Rect, width: u16, height: u16, title: &st
 }
 
 /// Whether a pane has the keyboard.
-pub fn focused(state: &AppState, pane: Pane) -> bool {
+pub(crate) fn focused(state: &AppState, pane: Pane) -> bool {
     state.focus == pane && matches!(state.mode, Mode::Normal)
 }
 
 /// A module's state in the running operation: `queued`, `building 2/4 12s`, `built 40s`,
 /// `delivered`, `skip·record`, `failed`, `not reached`, `cancelled`, with `sent 1/2` once it sends.
-pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
+pub(crate) fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
     let sends = module.sends;
     let bad_sends = if sends.failed > 0 {
         palette.bad()
@@ -249,7 +255,7 @@ pub fn live_cell(module: &LiveModule, now_ms: i64, palette: Palette) -> Cell {
 }
 
 /// Whether a failed build was for the module's current ref (an unknown ref counts as current).
-pub fn failed_for_current(build: &BuildRow, current: Option<&str>) -> bool {
+pub(crate) fn failed_for_current(build: &BuildRow, current: Option<&str>) -> bool {
     match (build.reference.as_deref(), current) {
         (Some(built), Some(current)) => built == current,
         _ => true,
@@ -272,7 +278,7 @@ pub fn build_summary(build: &BuildRow, now_ms: i64) -> String {
     )
 }
 
-pub trait RenderInto {
+pub(crate) trait RenderInto {
     fn render_into(self, buf: &mut Buffer, area: Rect);
 }
 

@@ -14,7 +14,7 @@ use crate::mesh::logs::{LogItem, Shown, Stream};
 
 use super::lines::{Palette, put, rule};
 
-pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
+pub(crate) fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
     let Some(view) = &state.logs else {
         return;
     };

@@ -2,22 +2,22 @@
 //! Every size down to 40×10 draws; a smaller terminal is told so.
 
 pub mod builds;
-pub mod confirm;
+pub(crate) mod confirm;
 pub mod detail;
-pub mod environments;
+pub(crate) mod environments;
 pub mod footer;
-pub mod gc;
+pub(crate) mod gc;
 pub mod header;
 pub mod help;
-pub mod ladder;
+pub(crate) mod ladder;
 pub mod lines;
-pub mod logs;
+pub(crate) mod logs;
 pub mod machines;
 pub mod modules;
 pub mod operation;
-pub mod record_history;
-pub mod stats;
-pub mod timeline;
+pub(crate) mod record_history;
+pub(crate) mod stats;
+pub(crate) mod timeline;
 
 pub use lines::Palette;
 
@@ -31,8 +31,8 @@ use crate::app::state::AppState;
 
 use lines::{RenderInto, put};
 
-pub const MIN_WIDTH: u16 = 40;
-pub const MIN_HEIGHT: u16 = 10;
+pub(crate) const MIN_WIDTH: u16 = 40;
+pub(crate) const MIN_HEIGHT: u16 = 10;
 
 /// Where each pane goes for a body area.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -91,7 +91,7 @@ pub fn draw(frame: &mut Frame, state: &AppState) {
 }
 
 /// Draw the whole screen into a buffer (benchmarks and tests draw here too).
-pub fn draw_to(buf: &mut Buffer, area: Rect, state: &AppState) {
+pub(crate) fn draw_to(buf: &mut Buffer, area: Rect, state: &AppState) {
     let palette = Palette::of(state);
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");

@@ -13,7 +13,7 @@ use crate::mesh::decide::{Decision, HostSays, RegistryHeld, host_says};
 use super::lines::{Cell, Palette, focused, live_cell, put, rule, scroll_offset, tag_of};
 
 /// The REF cell: the ref, `pending (base)`, or `…` before the plan answered.
-pub fn ref_cell(state: &AppState, module: &ModuleInfo, palette: Palette) -> Cell {
+pub(crate) fn ref_cell(state: &AppState, module: &ModuleInfo, palette: Palette) -> Cell {
     // The running operation decided a ref the plan could not know yet (its base was pending).
     if let Some(reference) = state
         .live_running()
@@ -56,7 +56,7 @@ pub fn decision_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
 }
 
 /// RECORD: ✓ the record names this ref, ✗ it names another or nothing, – not known yet.
-pub fn record_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
+pub(crate) fn record_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     let reference = state.planned(module).and_then(|p| p.reference.as_deref());
     match (&state.record, reference) {
         (Some(record), Some(reference)) => match record.get(module) {
@@ -157,7 +157,7 @@ pub fn registry_cell_as(state: &AppState, module: &str, form: RegForm, palette: 
 
 /// HOST: ✓ holds a meshtop-labelled image tagged with the ref, ✗ does not, ? could not answer,
 /// – cannot answer (ref pending, multi-platform) or not asked yet.
-pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
+pub(crate) fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     let Some(planned) = state.planned(module) else {
         return ("–".into(), palette.dim());
     };
@@ -186,7 +186,7 @@ pub fn host_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
 
 /// MACHINES: `2/2`, `1 behind/3`, `1 missing/2`, `held`, `–` when none, `?` when they could not
 /// be listed.
-pub fn machines_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
+pub(crate) fn machines_cell(state: &AppState, module: &str, palette: Palette) -> Cell {
     let counts = state.machine_counts(module);
     let (current, behind, held, total) = (counts.current, counts.behind, counts.held, counts.total);
     match () {
@@ -324,7 +324,7 @@ const REF_MAX: u16 = 48;
 
 /// A ref that does not fit loses the middle of its repository, never its tag:
 /// `demo/wor…:0c1d2e3f4a5b-amd64`; with no room for more, the tag alone (cut with `…`).
-pub fn elide_ref(reference: &str, width: usize) -> String {
+pub(crate) fn elide_ref(reference: &str, width: usize) -> String {
     let length = reference.chars().count();
     if length <= width {
         return reference.to_string();

@@ -73,7 +73,11 @@ pub fn draw(buf: &mut Buffer, area: Rect, state: &AppState, palette: Palette) {
 }
 
 /// One line of the pane in full (Enter on a line without a module).
-pub fn event_lines(state: &AppState, id: i64, palette: Palette) -> (String, Vec<(String, Style)>) {
+pub(crate) fn event_lines(
+    state: &AppState,
+    id: i64,
+    palette: Palette,
+) -> (String, Vec<(String, Style)>) {
     let Some(event) = state.operation.lines.iter().find(|e| e.id == id) else {
         return (
             state.operation.title(),
@@ -107,7 +111,7 @@ const MODULE_OUTPUT_LINES: usize = 200;
 /// A module in the followed operation, for its detail: its state there, its error in full, and its
 /// builder output as the pane holds it (the detail is anchored at its end, so a running build's
 /// newest lines stay in sight as they arrive).
-pub fn module_operation_lines(
+pub(crate) fn module_operation_lines(
     state: &AppState,
     module: &str,
     palette: Palette,

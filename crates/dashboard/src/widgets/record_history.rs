@@ -21,12 +21,12 @@ fn utc(at_ms: i64) -> String {
 }
 
 /// `pinned: rolled back from demo/api:…@3f9c2a1b7d4e by host-a at T (#12)`.
-pub fn pin_reason(pin: &Pin) -> String {
+pub(crate) fn pin_reason(pin: &Pin) -> String {
     pin.reason(&utc(pin.at_ms))
 }
 
 /// The pin line of a module, when it is pinned.
-pub fn pin_line(state: &AppState, module: &str, palette: Palette) -> Option<Line> {
+pub(crate) fn pin_line(state: &AppState, module: &str, palette: Palette) -> Option<Line> {
     state
         .views
         .pins
@@ -51,7 +51,7 @@ fn stamp_line(stamp: &Stamp) -> String {
 }
 
 /// The record's history of `module`, newest first (the detail in full).
-pub fn lines(state: &AppState, module: &str, palette: Palette) -> Vec<Line> {
+pub(crate) fn lines(state: &AppState, module: &str, palette: Palette) -> Vec<Line> {
     let mut lines: Vec<Line> = Vec::new();
     match state.views.stamps_of(module) {
         None => lines.push(("record history: reading…".to_string(), palette.dim())),

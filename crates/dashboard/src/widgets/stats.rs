@@ -12,7 +12,7 @@ use super::lines::Palette;
 
 type Line = (String, Style);
 
-pub fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
+pub(crate) fn lines(state: &AppState, palette: Palette) -> Vec<Line> {
     let view = &state.views.stats;
     let mut lines: Vec<Line> = Vec::new();
     let waiting = Waiting {

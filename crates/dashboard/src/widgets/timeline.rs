@@ -15,10 +15,10 @@ use super::lines::Palette;
 type Line = (String, Style);
 
 /// The legend under the bars: what each mark means.
-pub const LEGEND: &str = "· waiting  ▒ deciding  █▓ build steps  ░ cached step  ▸ push/deliver  » roll-out  * critical path";
+pub(crate) const LEGEND: &str = "· waiting  ▒ deciding  █▓ build steps  ░ cached step  ▸ push/deliver  » roll-out  * critical path";
 
 /// The view's title and lines for the operation `operation_id`, `width` cells wide.
-pub fn lines(
+pub(crate) fn lines(
     state: &AppState,
     operation_id: &str,
     width: usize,
@@ -48,7 +48,7 @@ pub fn lines(
 }
 
 /// The view's lines for a timeline and its summary, open spans drawn up to `now_ms`.
-pub fn timeline_lines(
+pub(crate) fn timeline_lines(
     timeline: &Timeline,
     summary: &TimelineSummary,
     now_ms: i64,

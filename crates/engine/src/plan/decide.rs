@@ -17,7 +17,7 @@ impl Planner<'_> {
     /// Decide `modules` (in tier order), asking the registry for every ref it is needed for at once
     /// (bounded), then deciding again with its answers; a dependent whose base the registry answered
     /// for learns its ref only then, so this repeats at most once per tier.
-    pub async fn decide_all(
+    pub(crate) async fn decide_all(
         &mut self,
         modules: &[&Module],
         manifests: &dyn ManifestSource,
@@ -42,7 +42,7 @@ impl Planner<'_> {
     }
 
     /// Decide one module (its base must have been decided, or built, before).
-    pub async fn decide(
+    pub(crate) async fn decide(
         &mut self,
         module: &Module,
         manifests: &dyn ManifestSource,

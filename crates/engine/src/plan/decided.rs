@@ -9,12 +9,12 @@ use crate::mesh::model::{Module, RecordEntry};
 
 impl Planner<'_> {
     /// Forget every decision (the host's answer stays): to decide the modules again.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.artifacts.clear();
         self.refused.clear();
     }
 
-    pub fn is_selected(&self, module: &str) -> bool {
+    pub(crate) fn is_selected(&self, module: &str) -> bool {
         self.ctx
             .selected
             .as_ref()
@@ -22,24 +22,24 @@ impl Planner<'_> {
     }
 
     /// What the record read when the converge started names for `module`.
-    pub fn record_entry(&self, module: &str) -> Option<&RecordEntry> {
+    pub(crate) fn record_entry(&self, module: &str) -> Option<&RecordEntry> {
         self.ctx.record.get(module)
     }
 
     /// A module of this converge was built: its dependents resolve against `artifact`.
-    pub fn built(&mut self, module: &str, artifact: &str) {
+    pub(crate) fn built(&mut self, module: &str, artifact: &str) {
         self.artifacts
             .insert(module.to_string(), Some(artifact.to_string()));
     }
 
     /// A module decided on another voucher is built after all (its pull failed): its dependents
     /// wait for that build.
-    pub fn rebuilding(&mut self, module: &str) {
+    pub(crate) fn rebuilding(&mut self, module: &str) {
         self.artifacts.insert(module.to_string(), None);
     }
 
     /// A module's build failed or was skipped: its dependents are refused.
-    pub fn failed(&mut self, module: &str) {
+    pub(crate) fn failed(&mut self, module: &str) {
         self.artifacts.remove(module);
         self.refused.insert(module.to_string());
     }
@@ -92,7 +92,7 @@ impl Planner<'_> {
     }
 
     /// Pinned modules whose pin this converge ends (a third address, or forced), and why.
-    pub fn ended_pins(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn ended_pins(&self) -> &BTreeMap<String, String> {
         &self.ended_pins
     }
 }

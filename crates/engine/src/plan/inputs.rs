@@ -34,7 +34,7 @@ impl Planner<'_> {
     /// Walk the contexts of `modules` now, all at once (a context's walk does not depend on its
     /// base: only the address does), for the decisions that follow; through `memo`, a watched
     /// context that reported no change is not walked again.
-    pub fn walk_ahead(
+    pub(crate) fn walk_ahead(
         &mut self,
         modules: &[&Module],
         manifests: &dyn ManifestSource,

@@ -69,7 +69,7 @@ impl<'a> PlanContext<'a> {
     }
 }
 
-pub struct Planner<'a> {
+pub(crate) struct Planner<'a> {
     ctx: PlanContext<'a>,
     daemon: Arc<LazyDaemon>,
     host: HostAnswer,
@@ -99,7 +99,7 @@ pub struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     /// `daemon` connects on first use: a plan the record answers in full never asks it.
-    pub fn new(ctx: PlanContext<'a>, daemon: Arc<LazyDaemon>) -> Planner<'a> {
+    pub(crate) fn new(ctx: PlanContext<'a>, daemon: Arc<LazyDaemon>) -> Planner<'a> {
         Planner {
             ctx,
             daemon,

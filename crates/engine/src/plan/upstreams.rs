@@ -22,7 +22,7 @@ const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 impl Planner<'_> {
     /// Lock every upstream `modules` name; after it, each module's upstreams (image → locked
     /// digest) are what its address is computed from.
-    pub async fn lock_upstreams(&mut self, modules: &[&Module]) -> Result<(), PlanError> {
+    pub(crate) async fn lock_upstreams(&mut self, modules: &[&Module]) -> Result<(), PlanError> {
         let root = self.ctx.mesh.root.clone();
         let lock_error = |why: String| PlanError::Lock { why };
         let mut lock = read_lock(&root).map_err(|e| lock_error(e.to_string()))?;
@@ -86,7 +86,7 @@ impl Planner<'_> {
     }
 
     /// What [`Planner::lock_upstreams`] resolved now and wrote to mesh.lock, one line each.
-    pub fn upstreams_locked(&self) -> &[String] {
+    pub(crate) fn upstreams_locked(&self) -> &[String] {
         &self.upstream_notes
     }
 }

@@ -9,20 +9,20 @@ use crate::vouch::RegistryVoucher;
 
 impl Planner<'_> {
     /// Ask `voucher` (the mesh's registry) for what the record and the host leave to build.
-    pub fn use_registry(&mut self, voucher: Option<RegistryVoucher>) {
+    pub(crate) fn use_registry(&mut self, voucher: Option<RegistryVoucher>) {
         self.registry = voucher;
     }
 
-    pub fn registry(&self) -> Option<&RegistryVoucher> {
+    pub(crate) fn registry(&self) -> Option<&RegistryVoucher> {
         self.registry.as_ref()
     }
 
-    pub fn registry_mut(&mut self) -> Option<&mut RegistryVoucher> {
+    pub(crate) fn registry_mut(&mut self) -> Option<&mut RegistryVoucher> {
         self.registry.as_mut()
     }
 
     /// The manifest digest the registry vouched with for `reference`, if it did.
-    pub fn registry_manifest(&self, reference: &str) -> Option<String> {
+    pub(crate) fn registry_manifest(&self, reference: &str) -> Option<String> {
         match self.registry.as_ref()?.answer(reference) {
             RegistryAnswer::Holds { image, .. } => Some(image.manifest),
             _ => None,
@@ -30,7 +30,7 @@ impl Planner<'_> {
     }
 
     /// The trusted key whose signature the registry's manifest for `reference` carried, if any.
-    pub fn registry_signer(&self, reference: &str) -> Option<String> {
+    pub(crate) fn registry_signer(&self, reference: &str) -> Option<String> {
         match self.registry.as_ref()?.answer(reference) {
             RegistryAnswer::Holds {
                 signature: SignatureVerdict::Trusted { key },
@@ -40,13 +40,13 @@ impl Planner<'_> {
         }
     }
 
-    pub fn host_answer(&self) -> &HostAnswer {
+    pub(crate) fn host_answer(&self) -> &HostAnswer {
         &self.host
     }
 
     /// Ask the host daemon for its labelled images, once per plan. With `trust`, each is marked
     /// with whether this machine vouches for it (`manifests` knows what it built and verified).
-    pub async fn ask_host(&mut self, manifests: &dyn ManifestSource) {
+    pub(crate) async fn ask_host(&mut self, manifests: &dyn ManifestSource) {
         if self.host != HostAnswer::NotAsked {
             return;
         }
@@ -87,13 +87,13 @@ impl Planner<'_> {
 
     /// Whether an image on the host daemon answers for the target (the target's word), so the host
     /// can tell an artifact the target lost.
-    pub fn host_images_answer(&self) -> bool {
+    pub(crate) fn host_images_answer(&self) -> bool {
         self.ctx.host_images_answer
     }
 
     /// Whether a `record` decision made before the host was asked would now be a rebuild
     /// (the host no longer holds its artifact): the plan is then made again.
-    pub fn any_gone(&self, planned: &[&PlannedModule]) -> bool {
+    pub(crate) fn any_gone(&self, planned: &[&PlannedModule]) -> bool {
         self.host_images_answer()
             && planned.iter().any(|p| {
                 !p.multi_platform
@@ -125,7 +125,7 @@ impl Planner<'_> {
 
     /// Whether a module that builds FROM a base outside the selection would build FROM an artifact
     /// the host lost (decided before the host was asked): the plan is then made again.
-    pub fn any_unselected_base_gone(&self, planned: &[&PlannedModule]) -> bool {
+    pub(crate) fn any_unselected_base_gone(&self, planned: &[&PlannedModule]) -> bool {
         planned.iter().any(|p| {
             p.decision.builds()
                 && p.builds_on

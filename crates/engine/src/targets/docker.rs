@@ -31,7 +31,7 @@ use super::seam::{Artifact, Delivery, Holding, Reach, RecordRead, Target};
 use super::{host, sign};
 
 /// The host daemon as the target (nothing to connect: the daemon is reached lazily per call).
-pub struct Docker {
+pub(super) struct Docker {
     /// The target's name in the mesh.
     pub name: String,
     /// The mesh's first docker target: a machine without the target label is this one's.
@@ -42,7 +42,7 @@ pub struct Docker {
 
 impl Docker {
     /// Docker target `name` of `mesh`.
-    pub fn new(mesh: &Mesh, name: &str) -> Docker {
+    pub(super) fn new(mesh: &Mesh, name: &str) -> Docker {
         let docker: Vec<&str> = mesh
             .target_names()
             .into_iter()
@@ -523,7 +523,7 @@ async fn registry_credentials(registry: &Registry) -> Result<Option<Credentials>
 const CONTAINER: &str = "container";
 
 /// The host daemon in words: it is here, and a send recreates each container.
-pub fn description(name: &str) -> TargetDescription {
+pub(super) fn description(name: &str) -> TargetDescription {
     TargetDescription {
         name: name.to_string(),
         kind: "docker".into(),

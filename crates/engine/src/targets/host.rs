@@ -16,7 +16,10 @@ use crate::progress::{Emitter, Payload};
 use super::seam::{Artifact, Holding, Reach};
 
 /// The daemon must hold the artifact; a ref that gc untagged while the image stayed is tagged again.
-pub async fn holds(daemon: &LazyDaemon, wanted: &RecordEntry) -> Result<Holding, TargetError> {
+pub(super) async fn holds(
+    daemon: &LazyDaemon,
+    wanted: &RecordEntry,
+) -> Result<Holding, TargetError> {
     let docker = daemon.get().await.map_err(TargetError::Unreachable)?;
     if !docker.has_image(&wanted.digest).await? {
         return Ok(Holding::Gone("the host daemon".into()));
@@ -32,7 +35,7 @@ pub async fn holds(daemon: &LazyDaemon, wanted: &RecordEntry) -> Result<Holding,
 /// digest; only once the pulled image is the artifact is it tagged with the ref (as a build would
 /// leave it). A pull that brought another image leaves nothing under the ref, and its pinned name
 /// is removed again.
-pub async fn pull_vouched(
+pub(super) async fn pull_vouched(
     reach: &Reach<'_>,
     mesh: &str,
     artifact: &Artifact<'_>,
@@ -82,7 +85,7 @@ pub async fn pull_vouched(
 
 /// Keep `manifest` with the build that made `artifact` as what it was published as: this
 /// converge's build, or (a skip) the one the history names for the artifact.
-pub fn note_published(
+pub(super) fn note_published(
     reach: &Reach<'_>,
     mesh: &str,
     artifact: &Artifact<'_>,
@@ -105,7 +108,7 @@ pub fn note_published(
 /// the daemon pulls that manifest by digest; the pulled image must be the config it names. Only
 /// then is it tagged with the ref and noted as what the host runs out of the index. Never a tag
 /// looked up again. The image id.
-pub async fn pull_from_index(
+pub(super) async fn pull_from_index(
     reach: &Reach<'_>,
     mesh: &str,
     artifact: &Artifact<'_>,
@@ -197,7 +200,7 @@ pub async fn pull_from_index(
 
 /// The images the host daemon runs out of `digest` when it is a multi-platform artifact (an
 /// index this machine pulled its platform out of): what its containers report for it.
-pub fn index_images(
+pub(super) fn index_images(
     db: &std::sync::Mutex<crate::backends::state::StateDb>,
     mesh: &str,
     digest: &str,
@@ -208,7 +211,11 @@ pub fn index_images(
 
 /// What the host daemon runs for the artifact `digest`: the image it pulled for its platform out
 /// of it when `digest` is an index, else `digest` itself.
-pub async fn runnable(reach: &Reach<'_>, mesh: &str, digest: &str) -> Result<String, TargetError> {
+pub(super) async fn runnable(
+    reach: &Reach<'_>,
+    mesh: &str,
+    digest: &str,
+) -> Result<String, TargetError> {
     let images = locked(reach.db)
         .map_err(TargetError::Handle)?
         .index_images(mesh, digest)?;

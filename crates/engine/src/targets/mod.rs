@@ -39,7 +39,7 @@ pub use seam::{
 pub(crate) use sign::sign_pushed;
 
 /// How often a roll-out is polled.
-pub const ROLLOUT_POLL: Duration = Duration::from_secs(1);
+pub(crate) const ROLLOUT_POLL: Duration = Duration::from_secs(1);
 
 /// A connected target, shared by every step of a command.
 pub type Connected = Arc<dyn Target>;
@@ -110,7 +110,7 @@ pub fn kubernetes(cluster: Cluster, registry: Option<Registry>) -> Connected {
 }
 
 /// As [`kubernetes`] with other roll-out rules.
-pub fn kubernetes_with_rollout(
+pub(crate) fn kubernetes_with_rollout(
     cluster: Cluster,
     registry: Option<Registry>,
     rollout: FollowRules,

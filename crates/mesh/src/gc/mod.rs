@@ -288,7 +288,7 @@ pub fn ago_words(ms: i64) -> String {
 
 /// Why something `what` (built, published) at `at_ms` is kept, if that was within the grace:
 /// `built 12 min ago, within the grace of 1h`.
-pub fn within_grace(what: &str, at_ms: i64, now_ms: i64, grace_ms: i64) -> Option<String> {
+pub(crate) fn within_grace(what: &str, at_ms: i64, now_ms: i64, grace_ms: i64) -> Option<String> {
     (now_ms - at_ms < grace_ms).then(|| {
         format!(
             "{what} {}, within the grace of {}",

@@ -98,7 +98,12 @@ pub fn keep_bases(roots: &mut Roots) {
 }
 
 /// Why an artifact no root keeps is taken, in words.
-pub fn unreachable_why(roots: &Roots, keep_newest: usize, module: &str, artifact: &str) -> String {
+pub(crate) fn unreachable_why(
+    roots: &Roots,
+    keep_newest: usize,
+    module: &str,
+    artifact: &str,
+) -> String {
     let built = roots
         .builds
         .get(module)

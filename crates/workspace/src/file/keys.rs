@@ -76,7 +76,7 @@ pub fn read_signing_key(file: &Path) -> Result<SigningKey, MeshError> {
 }
 
 /// The public key at `file`, named `name` (its trust path as the mesh file writes it).
-pub fn read_public_key_file(file: &Path, name: &str) -> Result<TrustedKey, MeshError> {
+pub(super) fn read_public_key_file(file: &Path, name: &str) -> Result<TrustedKey, MeshError> {
     let text = read_text(file, "trust key")?;
     cosign::read_public_key(name, &text).map_err(|e| {
         key_error(

@@ -33,7 +33,7 @@ pub(super) fn line_col(bytes: &[u8], offset: usize) -> (usize, usize) {
 }
 
 impl<'a> Source<'a> {
-    pub fn new(text: &'a str, file: &'a Path) -> Self {
+    pub(super) fn new(text: &'a str, file: &'a Path) -> Self {
         let line_starts = std::iter::once(0)
             .chain(
                 text.bytes()
@@ -49,19 +49,19 @@ impl<'a> Source<'a> {
         }
     }
 
-    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+    pub(super) fn line_col(&self, offset: usize) -> (usize, usize) {
         line_col(self.text.as_bytes(), offset)
     }
 
     /// 1-based line of a span's start (binary search: many lookups on a big file stay cheap).
-    pub fn line(&self, span: &Range<usize>) -> usize {
+    pub(super) fn line(&self, span: &Range<usize>) -> usize {
         let offset = span.start.min(self.text.len());
         self.line_starts
             .partition_point(|start| *start <= offset)
             .max(1)
     }
 
-    pub fn err(
+    pub(super) fn err(
         &self,
         span: &Range<usize>,
         what: impl Into<String>,
@@ -71,7 +71,7 @@ impl<'a> Source<'a> {
     }
 
     /// A TOML syntax error, with line and column.
-    pub fn toml_error(&self, error: &toml::de::Error) -> MeshError {
+    pub(super) fn toml_error(&self, error: &toml::de::Error) -> MeshError {
         let (line, column) = match error.span() {
             Some(span) => {
                 let (l, c) = self.line_col(span.start);
@@ -140,7 +140,7 @@ pub(super) type Pairs = Vec<(Spanned<String>, Spanned<String>)>;
 
 impl<'a, 'i> Section<'a, 'i> {
     /// Expect `value` to be a table (as `[name]`, `[[name]]` or an inline table).
-    pub fn of(
+    pub(super) fn of(
         src: &Source<'_>,
         value: Value<'a, 'i>,
         label: impl Into<String>,
@@ -164,7 +164,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// Every key must be one of `allowed`; the first unknown key (in file order) is the error.
-    pub fn check_keys(&self, src: &Source<'_>) -> Result<(), MeshError> {
+    pub(super) fn check_keys(&self, src: &Source<'_>) -> Result<(), MeshError> {
         let mut keys: Vec<&Spanned<std::borrow::Cow<'i, str>>> = self.table.keys().collect();
         keys.sort_by_key(|k| k.span().start);
         for key in keys {
@@ -184,7 +184,7 @@ impl<'a, 'i> Section<'a, 'i> {
         Ok(())
     }
 
-    pub fn get(&self, key: &str) -> Option<Value<'a, 'i>> {
+    pub(super) fn get(&self, key: &str) -> Option<Value<'a, 'i>> {
         self.table.get(key)
     }
 
@@ -207,7 +207,7 @@ impl<'a, 'i> Section<'a, 'i> {
         )
     }
 
-    pub fn missing(&self, src: &Source<'_>, key: &str, example: &str) -> MeshError {
+    pub(super) fn missing(&self, src: &Source<'_>, key: &str, example: &str) -> MeshError {
         src.err(
             &self.span,
             format!("{} has no `{key}`", self.label),
@@ -215,7 +215,7 @@ impl<'a, 'i> Section<'a, 'i> {
         )
     }
 
-    pub fn string(
+    pub(super) fn string(
         &self,
         src: &Source<'_>,
         key: &str,
@@ -230,7 +230,7 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
-    pub fn required_string(
+    pub(super) fn required_string(
         &self,
         src: &Source<'_>,
         key: &str,
@@ -241,7 +241,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A whole number from 1 to `u32::MAX` (TOML's `_` separators and radix prefixes allowed).
-    pub fn count(
+    pub(super) fn count(
         &self,
         src: &Source<'_>,
         key: &str,
@@ -274,7 +274,11 @@ impl<'a, 'i> Section<'a, 'i> {
         }
     }
 
-    pub fn boolean(&self, src: &Source<'_>, key: &str) -> Result<Option<Spanned<bool>>, MeshError> {
+    pub(super) fn boolean(
+        &self,
+        src: &Source<'_>,
+        key: &str,
+    ) -> Result<Option<Spanned<bool>>, MeshError> {
         match self.get(key) {
             None => Ok(None),
             Some(value) => match value.get_ref() {
@@ -285,7 +289,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// An array of strings; the outer span is the array's.
-    pub fn string_list(
+    pub(super) fn string_list(
         &self,
         src: &Source<'_>,
         key: &str,
@@ -318,7 +322,7 @@ impl<'a, 'i> Section<'a, 'i> {
     }
 
     /// A table of string values (`{ KEY = "value" }`), as (key, value) pairs in file order.
-    pub fn string_map(
+    pub(super) fn string_map(
         &self,
         src: &Source<'_>,
         key: &str,

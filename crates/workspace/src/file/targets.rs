@@ -42,7 +42,7 @@ pub(super) struct Targets {
 impl Targets {
     /// The names of the targets `[[machine]]` tables may run on (the docker ones), in file order:
     /// the reader asks this, so that a kind that takes declared machines is said here alone.
-    pub fn machine_targets(&self) -> Vec<&str> {
+    pub(super) fn machine_targets(&self) -> Vec<&str> {
         self.environments
             .iter()
             .filter(|e| matches!(self.targets.get(&e.name), Some(Target::Docker)))
@@ -50,7 +50,7 @@ impl Targets {
             .collect()
     }
 
-    pub fn named(&self) -> bool {
+    pub(super) fn named(&self) -> bool {
         self.environments.iter().any(|e| e.named)
     }
 }

@@ -27,7 +27,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Kind::Compose => "compose file",
             Kind::Bake => "bake file",
@@ -37,7 +37,7 @@ impl Kind {
 }
 
 /// What `init` refuses a file it does not know with.
-pub const KINDS_READ: &str = "a compose file (compose.yaml, docker-compose.yml), a bake file (docker-bake.hcl) or a skaffold file (skaffold.yaml)";
+pub(crate) const KINDS_READ: &str = "a compose file (compose.yaml, docker-compose.yml), a bake file (docker-bake.hcl) or a skaffold file (skaffold.yaml)";
 
 /// A mesh file to be, as read from another tool's file.
 #[derive(Debug, Clone, Default)]
@@ -190,7 +190,7 @@ fn kind_of(file: &Path, text: &str) -> Result<Kind, MeshError> {
 
 /// `name` under meshtop's name rule: lower case, any other character a `-`, no `-` twice, first
 /// a letter or digit, not ending with `-`, at most 63 characters; `fallback` when nothing is left.
-pub fn normalise(name: &str, fallback: &str) -> String {
+pub(crate) fn normalise(name: &str, fallback: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {
         let c = c.to_ascii_lowercase();

@@ -90,7 +90,7 @@ const SETTINGS: [&str; 1] = ["bell"];
 
 /// Settings from `keys.toml` beside the key tables; None: as the command line says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// `bell = false` turns off the bell (and the desktop notification), as `--no-bell` does.
     pub bell: Option<bool>,
 }
@@ -128,7 +128,7 @@ impl KeyTable {
 
     /// The settings `keys.toml` holds beside the key tables (`bell = false`); a bad value is one
     /// warning line and leaves the setting as the command line made it.
-    pub fn settings_of(text: &str) -> (Settings, Vec<String>) {
+    pub(crate) fn settings_of(text: &str) -> (Settings, Vec<String>) {
         let mut settings = Settings::default();
         let Ok(parsed) = toml::from_str::<toml::Table>(text) else {
             // with_overrides reports the broken file.
@@ -257,14 +257,16 @@ impl KeyTable {
     }
 
     /// The action a key event asks for in `mode`.
-    pub fn lookup(&self, mode: Mode, event: &KeyEvent) -> Option<Action> {
+    pub(crate) fn lookup(&self, mode: Mode, event: &KeyEvent) -> Option<Action> {
         self.bindings(mode)
             .iter()
             .find(|b| b.keys.iter().any(|k| k.matches(event)))
             .map(|b| b.action)
     }
 
-    pub fn has(&self, mode: Mode, action: Action) -> bool {
+    /// Whether `action` is bound in `mode` (the tests hold the tables to what they must bind).
+    #[cfg(test)]
+    pub(crate) fn has(&self, mode: Mode, action: Action) -> bool {
         self.bindings(mode).iter().any(|b| b.action == action)
     }
 
@@ -284,7 +286,7 @@ impl KeyTable {
     }
 
     /// Footer hints for a mode: `(first key, word, action)` of every hinted action.
-    pub fn hints(&self, mode: Mode) -> Vec<(String, &'static str, Action)> {
+    pub(crate) fn hints(&self, mode: Mode) -> Vec<(String, &'static str, Action)> {
         let mut hinted: Vec<&Binding> = self
             .bindings(mode)
             .iter()
@@ -310,7 +312,7 @@ impl KeyTable {
 
     /// A line of hints for some actions of a mode, as overlays show them: `←/→ switch · enter
     /// accept · esc close`. An action without a key in the mode is left out.
-    pub fn hint_line(&self, mode: Mode, actions: &[Action]) -> String {
+    pub(crate) fn hint_line(&self, mode: Mode, actions: &[Action]) -> String {
         actions
             .iter()
             .filter_map(|action| {
@@ -325,8 +327,10 @@ impl KeyTable {
             .join(" · ")
     }
 
-    /// Every key bound to two actions of one mode, as `mode: key → a, b`.
-    pub fn clashes(&self) -> Vec<String> {
+    /// Every key bound to two actions of one mode, as `mode: key → a, b` (the tests hold the
+    /// tables to none).
+    #[cfg(test)]
+    pub(crate) fn clashes(&self) -> Vec<String> {
         let mut found = Vec::new();
         for mode in Mode::ALL {
             let bindings = self.bindings(mode);

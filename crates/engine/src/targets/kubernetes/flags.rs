@@ -4,7 +4,7 @@
 
 /// Where the command line points a Kubernetes target.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct Flags {
+pub(crate) struct Flags {
     /// Kubernetes context (default: the mesh file's, else kubeconfig's current one).
     #[arg(long, global = true, value_name = "NAME")]
     context: Option<String>,
@@ -15,7 +15,7 @@ pub struct Flags {
 
 impl Flags {
     /// The first flag given, as typed, in the order `--help` lists them.
-    pub fn first_given(&self) -> Option<&'static str> {
+    pub(crate) fn first_given(&self) -> Option<&'static str> {
         [
             ("--context", self.context.is_some()),
             ("--namespace", self.namespace.is_some()),
@@ -25,7 +25,7 @@ impl Flags {
     }
 
     /// The context and namespace the target is reached at: the flags win over the mesh file's.
-    pub fn place(
+    pub(crate) fn place(
         &self,
         file_context: Option<&String>,
         file_namespace: &str,

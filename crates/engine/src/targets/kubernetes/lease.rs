@@ -72,10 +72,10 @@ pub enum LeaseLost {
 /// The operations of this process that hold a mesh's Lease, by operation id (a dashboard runs one
 /// operation per mesh at a time, but a refused one must not touch the claim of the one that runs).
 #[derive(Debug, Default)]
-pub struct LeaseClaims(Mutex<HashMap<String, LeaseHolder>>);
+pub(super) struct LeaseClaims(Mutex<HashMap<String, LeaseHolder>>);
 
 impl LeaseClaims {
-    pub fn get(&self, operation_id: &str) -> Option<LeaseHolder> {
+    pub(super) fn get(&self, operation_id: &str) -> Option<LeaseHolder> {
         self.0.lock().ok()?.get(operation_id).cloned()
     }
 
@@ -90,7 +90,7 @@ impl LeaseClaims {
     }
 
     /// Name the operation's short id (`#142`) in its claim, once the state file gave it one.
-    pub fn set_short(&self, operation_id: &str, short: Option<i64>) {
+    pub(super) fn set_short(&self, operation_id: &str, short: Option<i64>) {
         if let Ok(mut claims) = self.0.lock()
             && let Some(claim) = claims.get_mut(operation_id)
         {
@@ -112,7 +112,7 @@ fn renew_every() -> Duration {
 }
 
 /// This operation's claim on the Lease.
-pub fn claim(holder: &Holder, kind: &str) -> LeaseHolder {
+pub(super) fn claim(holder: &Holder, kind: &str) -> LeaseHolder {
     LeaseHolder {
         host: holder.host.clone(),
         pid: holder.pid,
@@ -139,7 +139,7 @@ fn gone(holder: &LeaseHolder) -> bool {
 }
 
 /// Take the mesh's Lease for `claim` (or wait for it). Returns the holder it was taken over from.
-pub async fn take(
+pub(super) async fn take(
     cluster: &Cluster,
     claims: &LeaseClaims,
     mesh: &str,
@@ -170,7 +170,7 @@ pub async fn take(
 }
 
 /// The line that says a take-over of the Lease happened.
-pub fn took_over(mesh: &str, from: &LeaseHolder) -> String {
+pub(super) fn took_over(mesh: &str, from: &LeaseHolder) -> String {
     let age_s = timefmt::now_ms().saturating_sub(from.renewed_ms) / 1000;
     format!(
         "took mesh {mesh} over from {} (host {}, process {}, since {}): its lease {} was last renewed {age_s} s ago or its process is gone",
@@ -184,7 +184,7 @@ pub fn took_over(mesh: &str, from: &LeaseHolder) -> String {
 
 /// Renew the Lease now: call it in the same step as each write, just before it. `Lost` (naming who
 /// holds it) when it is no longer ours; `Failed` when the cluster cannot say.
-pub async fn check(
+pub(super) async fn check(
     cluster: &Cluster,
     claims: &LeaseClaims,
     mesh: &str,
@@ -212,7 +212,7 @@ pub async fn check(
 /// Renew the Lease while the operation runs (abort the task when it ends). A renewal that finds it
 /// lost, or renewals failing for longer than the Lease's duration (someone may have taken it since),
 /// tell `lost` why, and the renewing stops.
-pub async fn renew_while_running(
+pub(super) async fn renew_while_running(
     cluster: Cluster,
     claims: std::sync::Arc<LeaseClaims>,
     mesh: String,
@@ -249,7 +249,12 @@ pub async fn renew_while_running(
 }
 
 /// Give the Lease back at the operation's end (a Lease someone else took is left alone).
-pub async fn release(cluster: &Cluster, claims: &LeaseClaims, mesh: &str, operation_id: &str) {
+pub(super) async fn release(
+    cluster: &Cluster,
+    claims: &LeaseClaims,
+    mesh: &str,
+    operation_id: &str,
+) {
     let Some(claim) = claims.remove(operation_id) else {
         return;
     };

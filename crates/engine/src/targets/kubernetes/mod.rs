@@ -40,13 +40,13 @@ use super::seam::{
     Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, Shown, Target,
 };
 
-pub use error::{KubeError, UnknownContext};
-pub use flags::Flags;
+pub(super) use error::{KubeError, UnknownContext};
+pub(super) use flags::Flags;
 use lease::LeaseClaims;
 use record::Stamps;
 
 /// One Kubernetes namespace of one context, and how modules get there.
-pub struct Kube {
+pub(super) struct Kube {
     /// The target's name in the mesh.
     pub name: String,
     pub cluster: Cluster,
@@ -65,7 +65,7 @@ pub struct Kube {
 impl Kube {
     /// Connect at `context` (the kubeconfig's current one when None) and `namespace`. A named
     /// target's context must be one the kubeconfig has: checked before any call.
-    pub async fn connect(
+    pub(super) async fn connect(
         mesh: &Mesh,
         name: &str,
         context: Option<String>,
@@ -88,7 +88,7 @@ impl Kube {
         Ok(Kube::new(name, cluster, mesh.registry.clone(), rules))
     }
 
-    pub fn new(
+    pub(super) fn new(
         name: &str,
         cluster: Cluster,
         registry: Option<Registry>,
@@ -133,7 +133,7 @@ fn known_context(mesh: &Mesh, name: &str, context: &str) -> Result<(), TargetErr
 
 /// A namespace in words (`context X, namespace Y`; the context unsaid when it is the kubeconfig's
 /// current one and not yet read), and what a send really does there.
-pub fn description(name: &str, context: Option<&str>, namespace: &str) -> TargetDescription {
+pub(super) fn description(name: &str, context: Option<&str>, namespace: &str) -> TargetDescription {
     let place = match context {
         Some(context) => format!("context {context}, namespace {namespace}"),
         None => format!("namespace {namespace}"),
