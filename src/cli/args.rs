@@ -282,7 +282,7 @@ pub struct ConvergeArgs {
     /// Build and deliver whatever any record says.
     #[arg(long)]
     pub force: bool,
-    /// Builds of one tier that run at once (default: the number of cores).
+    /// Builds that run at once, over all builders (default: twice the number of cores, at least 4).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
     /// Print a JSON summary.
@@ -390,7 +390,7 @@ pub struct WatchArgs {
     /// How long the contexts must stay still after a change before the plan and converge run.
     #[arg(long, default_value_t = 500, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=60_000))]
     pub quiet_ms: u64,
-    /// Builds of one tier that run at once (default: the number of cores).
+    /// Builds that run at once, over all builders (default: twice the number of cores, at least 4).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
     /// Only these modules' contexts are watched and converged.
