@@ -47,7 +47,7 @@ pub trait DigestCache: Sync {
 }
 
 /// No cache: every file is read.
-pub(crate) struct NoCache;
+pub struct NoCache;
 
 impl DigestCache for NoCache {
     fn lookup(&self, _path: &str, _stat: &StatKey) -> Option<String> {
