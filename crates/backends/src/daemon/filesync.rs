@@ -9,6 +9,7 @@
 //! file that no longer hashes to its planned digest ends the transfer with an error, so BuildKit
 //! never builds from it.
 
+use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,13 +51,15 @@ impl Served {
     }
 }
 
-/// What the session served, counted as it served it.
+/// What the session served, counted as it served it. Files by path: BuildKit asks for some twice
+/// (`.dockerignore` alone, then with the whole context), and a file is one file.
 #[derive(Default)]
 pub(super) struct Tally {
     /// Regular files whose stat BuildKit was given.
-    offered: AtomicU64,
+    offered: Mutex<HashSet<String>>,
     /// Files BuildKit asked for and was sent.
-    sent: AtomicU64,
+    sent: Mutex<HashSet<String>>,
+    /// Bytes sent, every time they were.
     bytes: AtomicU64,
     /// Why a transfer was refused: a file that is not what was planned.
     refused: Mutex<Option<String>>,
@@ -72,15 +75,22 @@ pub struct SentTally {
 
 impl Tally {
     pub(super) fn read(&self) -> SentTally {
+        let count = |set: &Mutex<HashSet<String>>| set.lock().map_or(0, |s| s.len() as u64);
         SentTally {
-            offered: self.offered.load(Ordering::Relaxed),
-            sent: self.sent.load(Ordering::Relaxed),
+            offered: count(&self.offered),
+            sent: count(&self.sent),
             bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
 
     pub(super) fn refused(&self) -> Option<String> {
         self.refused.lock().ok().and_then(|r| r.clone())
+    }
+
+    fn note(set: &Mutex<HashSet<String>>, path: &str) {
+        if let Ok(mut set) = set.lock() {
+            set.insert(path.to_string());
+        }
     }
 
     fn refuse(&self, why: String) {
@@ -126,6 +136,20 @@ enum Item {
         mode: u32,
         bytes: Arc<Vec<u8>>,
     },
+}
+
+impl Item {
+    /// The path of a file BuildKit may ask for; None for a directory or a link.
+    fn file_path(&self) -> Option<&str> {
+        match self {
+            Item::Bytes { path, .. }
+            | Item::Entry(SentEntry {
+                path,
+                kind: SentKind::File { .. },
+            }) => Some(path),
+            Item::Entry(_) => None,
+        }
+    }
 }
 
 pub(super) struct ContextSync(pub(super) Served);
@@ -296,15 +320,8 @@ async fn send(
     tally: Arc<Tally>,
 ) {
     for item in &items {
-        if matches!(
-            item,
-            Item::Bytes { .. }
-                | Item::Entry(SentEntry {
-                    kind: SentKind::File { .. },
-                    ..
-                })
-        ) {
-            tally.offered.fetch_add(1, Ordering::Relaxed);
+        if let Some(path) = item.file_path() {
+            Tally::note(&tally.offered, path);
         }
         let stat = Packet {
             stat: Some(stat_of(item)),
@@ -421,7 +438,9 @@ async fn send_file(
             return Err(Refusal::NotAFile { path: path.clone() });
         }
     }
-    tally.sent.fetch_add(1, Ordering::Relaxed);
+    if let Some(path) = item.file_path() {
+        Tally::note(&tally.sent, path);
+    }
     tx.send(Ok(data(Vec::new()))).await.map_err(gone)
 }
 
