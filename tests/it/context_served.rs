@@ -44,25 +44,39 @@ fn tallies(mesh: &ExampleMesh, module: &str) -> Vec<(u64, u64, u64)> {
         .collect()
 }
 
-#[test]
-fn a_second_build_after_a_one_file_change_sends_only_that_file() {
-    let mesh = ExampleMesh::new("ctxsent");
+/// The example mesh with one more module, `extra`: busybox, `files` and `dockerfile`; converged once.
+fn with_extra(tag: &str, files: &[(&str, &str)], dockerfile: &str) -> ExampleMesh {
+    let mesh = ExampleMesh::new(tag);
     let dir = mesh.root().join("extra");
-    std::fs::create_dir_all(dir.join("notes")).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy("/bin/busybox", dir.join("busybox")).unwrap();
-    for n in 0..6 {
-        std::fs::write(dir.join(format!("notes/{n}.txt")), format!("note {n}\n")).unwrap();
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
     }
-    std::fs::write(dir.join("input.txt"), "one\n").unwrap();
-    std::fs::write(
-        dir.join("Dockerfile"),
-        "FROM scratch\nCOPY busybox /bin/busybox\nCOPY notes /notes\nCOPY input.txt /input.txt\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("Dockerfile"), dockerfile).unwrap();
     let file = mesh.mesh_file();
     let mut text = std::fs::read_to_string(&file).unwrap();
     text.push_str("\n[[module]]\nname = \"extra\"\ncontext = \"extra\"\n");
     std::fs::write(&file, text).unwrap();
+    mesh
+}
+
+#[test]
+fn a_second_build_after_a_one_file_change_sends_only_that_file() {
+    let notes: Vec<(String, String)> = (0..6)
+        .map(|n| (format!("notes/{n}.txt"), format!("note {n}\n")))
+        .collect();
+    let mut files: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    files.push(("input.txt", "one\n"));
+    let dockerfile =
+        "FROM scratch\nCOPY busybox /bin/busybox\nCOPY notes /notes\nCOPY input.txt /input.txt\n";
+    let mesh = with_extra("ctxsent", &files, dockerfile);
+    let dir = mesh.root().join("extra");
 
     let first = mesh.converge_with(&[], &[]);
     assert!(first.status.success(), "{}", said(&first));
@@ -242,4 +256,88 @@ async fn a_file_changed_between_the_plan_and_the_build_is_refused_and_nothing_is
     let _ = std::process::Command::new("docker")
         .args(["rmi", "-f", &tag])
         .output();
+}
+
+/// The key meshtop kept a context under before the state file's secret went into it: the machine
+/// and the directory, which anyone who can reach the daemon can compute.
+fn key_without_the_secret(dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let dir = std::fs::canonicalize(dir).unwrap();
+    let mut hash = Sha256::new();
+    hash.update(b"meshtop context\0");
+    hash.update(gethostname::gethostname().as_encoded_bytes());
+    hash.update(b"\0");
+    hash.update(dir.as_os_str().as_encoded_bytes());
+    hex::encode(hash.finalize())
+}
+
+/// Someone else on the same builder daemon sends a look-alike of a module's context under the key
+/// they can compute — other bytes, then the same sizes, mtimes and modes — so that BuildKit keeps
+/// it. The module's next build must not take those files unasked: its key carries its state file's
+/// secret. (With the key of machine and directory alone, the forced build took "POISON!".)
+#[tokio::test]
+async fn a_look_alike_context_left_on_the_daemon_by_someone_else_is_never_built_from() {
+    use meshtop::mesh::sent::{SentDockerfile, SentEntry, SentKind};
+    let dockerfile = "FROM scratch\nCOPY busybox /bin/busybox\nCOPY data.txt /data.txt\n";
+    let mesh = with_extra("ctxlook", &[("data.txt", "planned\n")], dockerfile);
+    let dir = mesh.root().join("extra");
+    let first = mesh.converge_with(&[], &[]);
+    assert!(first.status.success(), "{}", said(&first));
+
+    // The look-alike: data.txt's stat data, other bytes of the same length.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let poison = elsewhere.path().join("data.txt");
+    std::fs::write(&poison, "POISON!\n").unwrap();
+    let entry = |name: &str, source: &Path, later_ns: i64| {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(dir.join(name)).unwrap();
+        let bytes = std::fs::read(source).unwrap();
+        SentEntry {
+            path: name.into(),
+            kind: SentKind::File {
+                mode: meta.mode() & 0o7777,
+                size: meta.len(),
+                mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec() + later_ns,
+                source: source.to_path_buf(),
+                sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+            },
+        }
+    };
+    // Sent twice: BuildKit asks only for a file whose stat data differ from what it kept, so the
+    // bytes go first under another mtime, then again under the module's own.
+    let tag = format!("{}:1", common::test_name("ctxlook"));
+    let daemon = Daemon::connect().await.unwrap();
+    for later_ns in [1, 0] {
+        let look_alike = SentContext {
+            entries: vec![
+                entry("busybox", &dir.join("busybox"), 0),
+                entry("data.txt", &poison, later_ns),
+            ],
+            dockerfile: SentDockerfile::new("Dockerfile", dockerfile.as_bytes().to_vec(), 0o644),
+            cache_key: key_without_the_secret(&dir),
+        };
+        let mut lines = Vec::new();
+        let end = daemon
+            .build(served_request(look_alike, &tag), |l| {
+                lines.push(l.to_string())
+            })
+            .await
+            .unwrap();
+        assert!(matches!(end, BuildEnd::Built(_)), "{end:?} {lines:#?}");
+        // data.txt went each time (with busybox and the Dockerfile too where nothing was kept).
+        let sent = lines.iter().find_map(|l| sent_line(l));
+        assert!(sent.is_some_and(|(sent, _, _)| sent >= 1), "{lines:#?}");
+    }
+    let _ = std::process::Command::new("docker")
+        .args(["rmi", "-f", &tag])
+        .output();
+
+    let forced = mesh.converge_with(&["--force", "extra"], &[]);
+    assert!(forced.status.success(), "{}", said(&forced));
+    let reference = common::builds(&mesh)
+        .into_iter()
+        .find(|b| b.module.as_deref() == Some("extra"))
+        .and_then(|b| b.reference)
+        .unwrap();
+    assert_eq!(read_in_image(&reference, "/data.txt"), "planned");
 }

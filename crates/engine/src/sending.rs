@@ -87,17 +87,18 @@ pub(crate) async fn context_for(
     db: &Arc<Mutex<StateDb>>,
 ) -> Result<(TarSlot, BuildContext), Unserved> {
     let slot = TarSlot::default();
-    if !daemon.is_some_and(Daemon::builds_with_buildkit) || tar_asked_for() {
+    let serve = daemon.is_some_and(Daemon::builds_with_buildkit) && !tar_asked_for();
+    let Some(secret) = serve.then(|| context_secret(db)).flatten() else {
         let (tarring, body) = start_tar(module, planned, images);
         slot.put(tarring);
         return Ok((slot, BuildContext::Tar(body)));
-    }
+    };
     let (spec_module, spec_planned, spec_images) =
         (module.clone(), planned.clone(), images.clone());
     let db = db.clone();
     let sent = tokio::task::spawn_blocking(move || {
         let cache = stat_cache(&db, &spec_module.context);
-        let key = cache_key(&spec_module.context);
+        let key = cache_key(&spec_module.context, &secret);
         let spec = spec_of(&spec_module, &spec_planned, &spec_images);
         inputs::sent_context(&spec, spec_planned.inputs.as_ref(), &cache, key)
     })
@@ -137,11 +138,26 @@ fn stat_cache(db: &Mutex<StateDb>, context: &Path) -> ContextCache {
     ContextCache::of(row.and_then(|b| decode_input_stats(&b)).unwrap_or_default())
 }
 
-/// Names a context to BuildKit's cache of received contexts: this machine and the context's
-/// directory, as `docker build` keys a local context (its node id and the directory).
-fn cache_key(context: &Path) -> String {
+/// The state file's context secret; None (said in the log): the context goes as a tar, since a
+/// key without it is one anyone could send a look-alike copy under.
+fn context_secret(db: &Mutex<StateDb>) -> Option<Vec<u8>> {
+    let secret = match crate::backends::state::locked(db) {
+        Ok(db) => db.context_secret(),
+        Err(poisoned) => {
+            tracing::warn!("the context goes as a tar: {poisoned}");
+            return None;
+        }
+    };
+    secret
+        .map_err(|error| tracing::warn!("the context goes as a tar: {error}"))
+        .ok()
+}
+
+/// Names a context to BuildKit's cache of received contexts: this machine, the context's
+/// directory (as `docker build` keys a local context) and the state file's secret.
+fn cache_key(context: &Path, secret: &[u8]) -> String {
     let host = gethostname::gethostname();
-    inputs::context_cache_key(context, host.as_encoded_bytes())
+    inputs::context_cache_key(context, host.as_encoded_bytes(), secret)
 }
 
 fn spec_of<'a>(

@@ -76,15 +76,18 @@ pub enum SentKind {
 }
 
 /// The key BuildKit keeps a context's last copy under, for the directory `dir` on the machine
-/// `host`: as `docker build` keys a local context by its node and directory, so that the same
-/// directory sent again is compared with what was sent last, and no two meet.
-pub fn cache_key(host: &[u8], dir: &[u8]) -> String {
+/// `host`, as `docker build` keys a local context by its node and directory: the same directory
+/// sent again is compared with what was sent last, and no two meet. `secret` (the state file's
+/// own) makes it one nobody else can compute: BuildKit takes the files of the copy kept under it
+/// unasked when their stat data match, so whoever could send under the key could decide them.
+pub fn cache_key(host: &[u8], dir: &[u8], secret: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     hash.update(b"meshtop context\0");
-    hash.update(host);
-    hash.update(b"\0");
-    hash.update(dir);
+    for part in [host, dir, secret] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
     hex::encode(hash.finalize())
 }
 
@@ -304,6 +307,17 @@ mod tests {
         };
         assert_eq!(want("bin/tool"), ["bin", "bin/tool", "lib", "lib/tool"]);
         assert_eq!(want("out").len(), 6);
+    }
+
+    #[test]
+    fn the_cache_key_is_the_machines_the_directorys_and_the_secrets() {
+        let key = cache_key(b"host", b"/src/api", b"secret one");
+        assert_eq!(key, cache_key(b"host", b"/src/api", b"secret one"));
+        assert_ne!(key, cache_key(b"host", b"/src/api", b"secret two"));
+        assert_ne!(key, cache_key(b"host", b"/src/web", b"secret one"));
+        assert_ne!(key, cache_key(b"other", b"/src/api", b"secret one"));
+        // Lengths are hashed: a part's end cannot be moved into the next one.
+        assert_ne!(cache_key(b"ab", b"c", b""), cache_key(b"a", b"bc", b""));
     }
 
     #[test]

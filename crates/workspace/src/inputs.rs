@@ -271,11 +271,12 @@ pub fn sent_context(
     })
 }
 
-/// The key BuildKit keeps `context`'s last copy under, on the machine `host`: its real path, so
-/// that the same directory reached by two paths is one context ([`crate::mesh::sent::cache_key`]).
-pub fn context_cache_key(context: &Path, host: &[u8]) -> String {
+/// The key BuildKit keeps `context`'s last copy under, on the machine `host`, with the state
+/// file's `secret`: its real path, so that the same directory reached by two paths is one context
+/// ([`crate::mesh::sent::cache_key`]).
+pub fn context_cache_key(context: &Path, host: &[u8], secret: &[u8]) -> String {
     let dir = fs::canonicalize(context).unwrap_or_else(|_| context.to_path_buf());
-    crate::mesh::sent::cache_key(host, dir.as_os_str().as_encoded_bytes())
+    crate::mesh::sent::cache_key(host, dir.as_os_str().as_encoded_bytes(), secret)
 }
 
 /// The Dockerfile as the session serves it: the bytes hashed by the walk, pinned.

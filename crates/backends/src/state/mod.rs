@@ -5,6 +5,7 @@
 //! milliseconds since the Unix epoch. See DESIGN.md, "Build records".
 
 mod builds;
+mod context_secret;
 mod error;
 mod events;
 mod holder;
