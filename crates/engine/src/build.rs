@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use super::converging::Converging;
 use super::plan::PlannedModule;
 use super::progress::{Emitter, Payload};
 use super::sending::{TarSlot, context_for};
@@ -245,13 +246,12 @@ fn with_history<T>(
 /// The builder a pooled multi-platform build names: `docker buildx` on the machine running meshtop.
 pub const BUILDX_BUILDER: &str = "buildx (this machine)";
 
-pub async fn build_module(
+pub(crate) async fn build_module(
     job: BuildJob,
-    mesh: &Mesh,
+    cx: Converging<'_>,
     on: BuildOn<'_>,
-    db: &Arc<Mutex<StateDb>>,
-    emitter: &Emitter,
 ) -> Result<Built, BuildError> {
+    let (mesh, db, emitter) = (cx.mesh, cx.db, cx.emitter);
     let BuildJob {
         module,
         planned,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
+use super::converging::Converging;
 pub use super::error::ConvergeError;
 use super::plan::{PlanContext, PlannedModule, Planner, StateManifests};
 use super::preflight;
@@ -107,12 +108,11 @@ fn last_word(result: &Result<ConvergeSummary, ConvergeError>) -> LastWord {
     }
 }
 
-/// What every step of one converge reaches.
+/// What every step of one converge reaches: the request, and the context the walk, the placer
+/// and the deliveries share (made here, once).
 struct Run<'a> {
     request: &'a ConvergeRequest,
-    daemon: &'a Arc<LazyDaemon>,
-    db: &'a Arc<Mutex<StateDb>>,
-    emitter: &'a Emitter,
+    cx: Converging<'a>,
 }
 
 async fn run(
@@ -125,9 +125,13 @@ async fn run(
 ) -> Result<ConvergeSummary, ConvergeError> {
     let at = Run {
         request,
-        daemon,
-        db,
-        emitter,
+        cx: Converging {
+            mesh: &request.mesh,
+            target: request.target.as_ref(),
+            host: daemon,
+            db,
+            emitter,
+        },
     };
     let mesh = &request.mesh;
     let target = &request.target;
@@ -189,11 +193,7 @@ async fn run(
         return Err(ConvergeError::Refused(unbuildable.join("; ")));
     }
     let mut walk = Walk {
-        mesh,
-        target: target.as_ref(),
-        daemon,
-        db,
-        emitter,
+        cx: at.cx,
         planner,
         manifests,
         planned,
@@ -203,8 +203,7 @@ async fn run(
         lost: lost.clone(),
         building: BTreeMap::new(),
     };
-    let mut placer = super::place::Placer::new(mesh, pool, request.jobs, daemon, db, emitter)
-        .host_holds_what_it_runs(target.host_holds_what_it_runs());
+    let mut placer = super::place::Placer::new(at.cx, pool, request.jobs);
     walk.run_all(&selected, &mut placer, cancel).await?;
     // A converge that lost the mesh (frozen, then taken over) stamps nothing and sends nothing.
     if let Some(message) = lost.borrow().clone() {
@@ -229,7 +228,7 @@ fn refuse_own_files(at: &Run<'_>, selected: &[&Module]) -> Result<(), ConvergeEr
         return Ok(());
     }
     for line in &own {
-        at.emitter.emit(Payload::Refused, None, line.clone());
+        at.cx.emitter.emit(Payload::Refused, None, line.clone());
     }
     Err(ConvergeError::Refused(own.join("; ")))
 }
@@ -237,7 +236,7 @@ fn refuse_own_files(at: &Run<'_>, selected: &[&Module]) -> Result<(), ConvergeEr
 /// `started`, then each module and its tier's place, so that a follower shows the whole converge
 /// from its start.
 fn announce(at: &Run<'_>, selected: &[&Module]) {
-    at.emitter.emit(
+    at.cx.emitter.emit(
         Payload::Started {
             modules: selected.len() as u32,
         },
@@ -257,7 +256,8 @@ fn announce(at: &Run<'_>, selected: &[&Module]) {
             index: index as u32 + 1,
             total: tiers.len() as u32,
         };
-        at.emitter
+        at.cx
+            .emitter
             .defer(Payload::Queued { place }, Some(&module.name), place.text());
     }
 }
@@ -270,7 +270,7 @@ async fn plan<'a>(
     selected: &[&Module],
     manifests: &StateManifests<'_>,
 ) -> Result<(Planner<'a>, BTreeMap<String, PlannedModule>), ConvergeError> {
-    let (mesh, target, emitter) = (&at.request.mesh, &at.request.target, at.emitter);
+    let (mesh, target, emitter) = (&at.request.mesh, &at.request.target, at.cx.emitter);
     let ctx = PlanContext::new(
         mesh,
         target.as_ref(),
@@ -278,7 +278,7 @@ async fn plan<'a>(
         at.request.modules.clone(),
         at.request.force,
     );
-    let mut planner = Planner::new(ctx, at.daemon.clone());
+    let mut planner = Planner::new(ctx, at.cx.host.clone());
     planner.use_registry(super::vouch::RegistryVoucher::for_mesh(mesh, target.name()).await);
     // Every upstream locked before any address is computed (resolved now only if mesh.lock lacks it).
     planner.lock_upstreams(selected).await?;
@@ -328,7 +328,12 @@ async fn stamp_and_roll_out(
     record: &RecordRead,
     walk: Walk<'_>,
 ) -> Result<ConvergeSummary, ConvergeError> {
-    let (mesh, target, db, emitter) = (&at.request.mesh, &at.request.target, at.db, at.emitter);
+    let (mesh, target, db, emitter) = (
+        &at.request.mesh,
+        &at.request.target,
+        at.cx.db,
+        at.cx.emitter,
+    );
     let Walk {
         outcomes,
         mut stamp,
@@ -395,7 +400,7 @@ async fn stamp_and_roll_out(
         &merged,
         at.request.modules.as_ref(),
         target.as_ref(),
-        at.daemon,
+        at.cx.host,
         db,
         emitter,
     )
@@ -424,11 +429,11 @@ fn nothing_stamped(outcomes: &[ModuleOutcome]) -> (String, Stamp) {
 async fn signed_only(at: &Run<'_>, stamp: Record) -> Result<Record, ConvergeError> {
     let (mesh, target) = (&at.request.mesh, &at.request.target);
     let verified =
-        super::vouch::require_signed(mesh, target.name(), stamp.into_iter().collect(), at.db)
+        super::vouch::require_signed(mesh, target.name(), stamp.into_iter().collect(), at.cx.db)
             .await
             .map_err(|unsigned| {
                 let said = unsigned.to_string();
-                at.emitter.emit(Payload::Refused, None, said.clone());
+                at.cx.emitter.emit(Payload::Refused, None, said.clone());
                 ConvergeError::Refused(said)
             })?;
     Ok(verified.into_iter().collect())

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::error::ConvergeError;
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
-use super::targets::Target;
+use super::targets::HoldsTheMesh;
 use crate::backends::state::{Holder, StateDb, locked};
 use crate::mesh::operation::OperationKind;
 
@@ -19,7 +19,7 @@ use crate::mesh::operation::OperationKind;
 /// mesh it holds, its kind (`converge`, `send`, …), whether it waits for the mesh, and where its
 /// progress goes besides the state database.
 pub(crate) struct Operation<'a> {
-    target: &'a dyn Target,
+    target: &'a dyn HoldsTheMesh,
     db: &'a Arc<Mutex<StateDb>>,
     mesh: &'a str,
     kind: OperationKind,
@@ -37,7 +37,7 @@ pub(crate) struct Running {
 
 impl<'a> Operation<'a> {
     pub(crate) fn new(
-        target: &'a dyn Target,
+        target: &'a dyn HoldsTheMesh,
         db: &'a Arc<Mutex<StateDb>>,
         mesh: &'a str,
         kind: OperationKind,
@@ -102,7 +102,7 @@ struct Held {
 /// Hold the mesh for the operation `operation_id` of `kind` (or wait for it), start its emitter
 /// (a take-over is its first warning) and its heartbeat.
 async fn start(
-    target: &dyn Target,
+    target: &dyn HoldsTheMesh,
     db: &Arc<Mutex<StateDb>>,
     mesh: &str,
     operation_id: &str,
@@ -127,7 +127,7 @@ async fn start(
 
 impl Held {
     /// The operation's last word (how it ended, and what it says), then the mesh given back.
-    async fn finish(self, target: &dyn Target, emitter: &Emitter, last: LastWord) {
+    async fn finish(self, target: &dyn HoldsTheMesh, emitter: &Emitter, last: LastWord) {
         self.heartbeat.abort();
         emitter.finish(last);
         target.release(&emitter.mesh, &emitter.operation_id).await;

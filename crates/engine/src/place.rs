@@ -19,7 +19,6 @@
 
 use crate::error::HoldLost;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -32,20 +31,14 @@ use super::build::{
     build_module,
 };
 use super::builders::{Connection, Member, Pool};
-use super::error::{
-    BaseOutOfReach, BaseUnreached, ConvergeError, HandOverError, HandOverFault, Tried, Undelivery,
-};
-use super::progress::{Emitter, Payload};
-use super::targets::{Pushed, sign_pushed};
-use crate::backends::credentials::{self, Credentials};
-use crate::backends::daemon::{Daemon, LazyDaemon};
-use crate::backends::registry::{Published, RegistryClient, repository_in};
-use crate::backends::state::StateDb;
-use crate::mesh::model::{Mesh, MultiPlatform, Platform, RecordEntry, Registry};
-use crate::mesh::progress::DeliveredBy;
-use crate::mesh::refs::repository_of;
+use super::converging::Converging;
+use super::error::{BaseOutOfReach, ConvergeError, Undelivery};
+use super::handover::{BaseOf, HandOver};
+use super::progress::Payload;
+use crate::backends::credentials;
+use crate::backends::daemon::Daemon;
+use crate::mesh::model::{MultiPlatform, Platform, RecordEntry};
 use crate::mesh::schedule::{AfterDone, Job, Next, Outcome, Placement, Scheduler, Why, part_key};
-use crate::mesh::text::short_id;
 
 /// A build that ended on a builder.
 pub(crate) struct Placed {
@@ -60,10 +53,9 @@ pub(crate) struct Placed {
     pending: Option<PendingHandOver>,
 }
 
-/// A hand-over push to make after the build: the builder that holds the artifact, the registry.
+/// A hand-over push to make after the build: the builder that holds the artifact.
 struct PendingHandOver {
     member: Member,
-    registry: Registry,
     artifact: String,
 }
 
@@ -98,12 +90,9 @@ pub(crate) enum Ended {
 
 /// What every build of a converge reaches, and what the pool keeps across it.
 pub(crate) struct Placer<'a> {
-    pub mesh: &'a Mesh,
+    cx: Converging<'a>,
     pub pool: Pool,
     pub scheduler: Scheduler,
-    pub host: &'a LazyDaemon,
-    pub db: &'a Arc<Mutex<StateDb>>,
-    pub emitter: &'a Emitter,
     /// Per module, the manifest digest the registry holds it as (pushed in this converge, or
     /// vouched by the registry).
     pub handed: BTreeMap<String, String>,
@@ -118,9 +107,6 @@ pub(crate) struct Placer<'a> {
     /// Multi-platform modules to start again (once, after a builder of one of their platforms
     /// went away).
     retries: Vec<Lead>,
-    /// What the target runs is on the host daemon (its word): what the host's builder built is
-    /// where it runs, and is handed over only when something needs it elsewhere.
-    host_holds_what_it_runs: bool,
     /// Every build handed to the placer, by module (a retry finds its job here).
     jobs: HashMap<String, BuildJob>,
     /// Each module a build builds on, as the record to be stamped or the record read names it.
@@ -160,22 +146,12 @@ struct PartEnded {
 
 impl<'a> Placer<'a> {
     /// `jobs` caps the builds running at once over every builder (`--jobs`).
-    pub(crate) fn new(
-        mesh: &'a Mesh,
-        pool: Pool,
-        jobs: usize,
-        host: &'a LazyDaemon,
-        db: &'a Arc<Mutex<StateDb>>,
-        emitter: &'a Emitter,
-    ) -> Placer<'a> {
+    pub(crate) fn new(cx: Converging<'a>, pool: Pool, jobs: usize) -> Placer<'a> {
         let scheduler = Scheduler::new(&pool.builders(), jobs);
         let mut placer = Placer {
-            mesh,
+            cx,
             scheduler,
             pool,
-            host,
-            db,
-            emitter,
             handed: BTreeMap::new(),
             deadline: super::build::build_deadline(),
             faults: HashMap::new(),
@@ -183,7 +159,6 @@ impl<'a> Placer<'a> {
             grants: HashMap::new(),
             leads: HashMap::new(),
             retries: Vec::new(),
-            host_holds_what_it_runs: false,
             jobs: HashMap::new(),
             bases: BTreeMap::new(),
             order: None,
@@ -213,12 +188,6 @@ impl<'a> Placer<'a> {
         placer
     }
 
-    /// Say whether what the target runs is on the host daemon (see [`Shared::stays_on_host`]).
-    pub(crate) fn host_holds_what_it_runs(mut self, yes: bool) -> Placer<'a> {
-        self.host_holds_what_it_runs = yes;
-        self
-    }
-
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
@@ -235,12 +204,12 @@ impl<'a> Placer<'a> {
     /// The queue's order, read once: the mesh's graph and each module's median build.
     fn order(&mut self) -> &Order {
         self.order.get_or_insert_with(|| {
-            let medians = (self.db.lock().ok())
-                .and_then(|db| db.median_builds(&self.mesh.name).ok())
+            let medians = (self.cx.db.lock().ok())
+                .and_then(|db| db.median_builds(&self.cx.mesh.name).ok())
                 .unwrap_or_default();
             Order {
-                waiting: crate::mesh::schedule::waiting_counts(self.mesh),
-                chain_ms: crate::mesh::schedule::chain_lengths(self.mesh, &medians),
+                waiting: crate::mesh::schedule::waiting_counts(self.cx.mesh),
+                chain_ms: crate::mesh::schedule::chain_lengths(self.cx.mesh, &medians),
             }
         })
     }
@@ -308,17 +277,22 @@ impl<'a> Placer<'a> {
         }
         let waiting = self.order().waiting.clone();
         let (part_ends, mut ended_parts) = mpsc::unbounded_channel();
+        let handover = match self.pool.handover.clone() {
+            Some(registry) => {
+                let creds = credentials::for_registry(&registry.host)
+                    .await
+                    .ok()
+                    .flatten();
+                Some(HandOver::new(self.cx, registry, creds, self.deadline))
+            }
+            None => None,
+        };
         let shared = Shared {
-            mesh: self.mesh,
-            host: self.host,
-            db: self.db,
-            emitter: self.emitter,
-            registry: self.pool.handover.clone(),
-            creds: self.handover_credentials().await,
+            cx: self.cx,
+            handover,
             deadline: self.deadline,
             members: self.pool.members.clone(),
             part_ends,
-            host_holds_what_it_runs: self.host_holds_what_it_runs,
             waiting,
         };
         let mut running = FuturesUnordered::new();
@@ -392,7 +366,7 @@ impl<'a> Placer<'a> {
                     if placement.attempt > 0
                         && let Some(fault) = self.faults.get(&placement.module)
                     {
-                        self.emitter.emit(
+                        self.cx.emitter.emit(
                             Payload::Requeued {
                                 from: fault.0.clone(),
                                 error: fault.1.clone(),
@@ -481,7 +455,7 @@ impl<'a> Placer<'a> {
     fn in_parts(&self, job: &BuildJob) -> bool {
         job.planned.multi_platform
             && job.planned.platforms.len() > 1
-            && self.mesh.multi_platform == MultiPlatform::Pool
+            && self.cx.mesh.multi_platform == MultiPlatform::Pool
     }
 
     /// Start each multi-platform module waiting to (its first attempt, or its retry): its parts
@@ -598,7 +572,7 @@ impl<'a> Placer<'a> {
         if lead.attempt > 0 || builder.is_empty() {
             return Err(ConvergeError::Failed(message));
         }
-        self.emitter.emit(
+        self.cx.emitter.emit(
             Payload::Requeued {
                 from: builder.clone(),
                 error: message.clone(),
@@ -618,14 +592,6 @@ impl<'a> Placer<'a> {
             ..lead
         });
         Ok(None)
-    }
-
-    async fn handover_credentials(&self) -> Option<Credentials> {
-        let registry = self.pool.handover.as_ref()?;
-        credentials::for_registry(&registry.host)
-            .await
-            .ok()
-            .flatten()
     }
 }
 
@@ -661,14 +627,6 @@ async fn sleep_or_never(nap: Option<Duration>) {
     }
 }
 
-/// A dependent's base: its module, the record's entry for it, and the manifest this converge
-/// handed it over as (pushed by a builder, or verified by the registry voucher).
-struct BaseOf {
-    module: String,
-    entry: RecordEntry,
-    handed: Option<String>,
-}
-
 /// What one build builds on, as its builder fetches it: the base, and each named context by the
 /// name the Dockerfile writes.
 struct BuiltOn {
@@ -678,20 +636,14 @@ struct BuiltOn {
 
 /// What every build of a tier reads.
 struct Shared<'a> {
-    mesh: &'a Mesh,
-    host: &'a LazyDaemon,
-    db: &'a Arc<Mutex<StateDb>>,
-    emitter: &'a Emitter,
-    /// The registry artifacts cross through (None: no hand-over).
-    registry: Option<Registry>,
-    creds: Option<Credentials>,
+    cx: Converging<'a>,
+    /// The registry artifacts cross through, and how (None: no hand-over).
+    handover: Option<HandOver<'a>>,
     deadline: Duration,
     /// Every builder of the pool: a multi-platform module's platforms go to those that build them.
     members: Vec<Member>,
     /// Where a part's build says it ended (its slot given back).
     part_ends: mpsc::UnboundedSender<PartEnded>,
-    /// What the target runs is on the host daemon.
-    host_holds_what_it_runs: bool,
     /// Per module, how many modules of the mesh build FROM it.
     waiting: BTreeMap<String, usize>,
 }
@@ -703,9 +655,9 @@ impl Shared<'_> {
     /// converge signs every push, the hand-overs included).
     fn stays_on_host(&self, member: &Member, module: &str) -> bool {
         member.is_host
-            && self.host_holds_what_it_runs
-            && !self.mesh.publish
-            && self.mesh.signing.key.is_none()
+            && self.cx.target.host_holds_what_it_runs()
+            && !self.cx.mesh.publish
+            && self.cx.mesh.signing.key.is_none()
             && self.waiting.get(module).copied().unwrap_or(0) == 0
     }
 }
@@ -731,24 +683,24 @@ async fn build_on(
     let daemon: &Daemon = match &member.connection {
         Some(Connection::Own(daemon)) => daemon,
         Some(Connection::Host) | None => shared
+            .cx
             .host
             .get()
             .await
             .map_err(|e| BuildError::Daemon(format!("cannot build: {e}")))?,
     };
-    let pooled = shared.registry.is_some();
+    let pooled = shared.handover.is_some();
     let out_of_reach = |source| BaseOutOfReach {
         builder: member.builder.name.clone(),
         source,
     };
-    let base_arg = match (&shared.registry, &built_on.base) {
-        (Some(registry), Some(base)) => base_for(shared, daemon, registry, base)
-            .await
-            .map_err(out_of_reach),
+    let base_arg = match (&shared.handover, &built_on.base) {
+        (Some(handover), Some(base)) => handover.base_for(daemon, base).await.map_err(out_of_reach),
         _ => Ok(None),
     };
-    let contexts = match &shared.registry {
-        Some(registry) => reach_contexts(shared, daemon, registry, &built_on.contexts)
+    let contexts = match &shared.handover {
+        Some(handover) => handover
+            .contexts_for(daemon, &built_on.contexts)
             .await
             .map_err(out_of_reach),
         None => Ok(BTreeMap::new()),
@@ -762,7 +714,7 @@ async fn build_on(
         platforms: None,
     };
     let stays = shared.stays_on_host(member, &job.module.name);
-    let built = build_module(job, shared.mesh, on, shared.db, shared.emitter).await?;
+    let built = build_module(job, shared.cx, on).await?;
     let mut placed = Placed {
         on_host: member.is_host,
         handed: built.published.clone(),
@@ -771,13 +723,12 @@ async fn build_on(
         built,
     };
     let handing = shared
-        .registry
+        .handover
         .as_ref()
         .filter(|_| placed.built.published.is_none() && !stays);
-    if let (Some(registry), Some(artifact)) = (handing, placed.built.artifact.clone()) {
+    if let (Some(_), Some(artifact)) = (handing, placed.built.artifact.clone()) {
         placed.pending = Some(PendingHandOver {
             member: member.clone(),
-            registry: registry.clone(),
             artifact,
         });
     }
@@ -787,25 +738,24 @@ async fn build_on(
 /// The hand-over push of a build that gave its slot back (so the builder's next build runs while
 /// it pushes): the manifest digest it was pushed as, or why not (the module fails).
 async fn hand_over_later(shared: &Shared<'_>, mut placed: Placed) -> Placed {
-    let Some(pending) = placed.pending.take() else {
+    let (Some(pending), Some(handover)) = (placed.pending.take(), &shared.handover) else {
         return placed;
     };
     let member = &pending.member;
     let daemon = match &member.connection {
         Some(Connection::Own(daemon)) => Ok(daemon),
-        Some(Connection::Host) | None => shared.host.get().await,
+        Some(Connection::Host) | None => shared.cx.host.get().await,
     };
     let handed = match daemon {
-        Ok(daemon) => hand_over(
-            shared,
-            member,
-            daemon,
-            &pending.registry,
-            &placed.built,
-            &pending.artifact,
-        )
-        .await
-        .map_err(Undelivery::from),
+        Ok(daemon) => handover
+            .push(
+                &member.builder.name,
+                daemon,
+                &placed.built,
+                &pending.artifact,
+            )
+            .await
+            .map_err(Undelivery::from),
         Err(source) => Err(Undelivery::NoDaemon {
             builder: member.builder.name.clone(),
             module: placed.built.planned.name.clone(),
@@ -828,15 +778,16 @@ async fn lead_one(
     base: Option<BaseOf>,
     grants: HashMap<String, oneshot::Receiver<Grant>>,
 ) -> (Placement, Result<Placed, BuildError>) {
-    let registry = shared
-        .registry
-        .clone()
-        .or_else(|| shared.mesh.registry.clone());
-    let parts = registry.map(|registry| Parts {
+    // Without a hand-over, the platforms and the index go to the mesh's registry.
+    let through = shared.handover.clone().or_else(|| {
+        let registry = shared.cx.mesh.registry.clone()?;
+        Some(HandOver::new(shared.cx, registry, None, shared.deadline))
+    });
+    let parts = through.map(|through| Parts {
         shared,
         module: job.module.name.clone(),
         base,
-        registry,
+        through,
         grants: std::sync::Mutex::new(grants),
         held: std::sync::Mutex::new(HashMap::new()),
     });
@@ -854,15 +805,13 @@ async fn lead_one(
         deadline: shared.deadline,
         platforms: Some(platforms),
     };
-    let result = build_module(job, shared.mesh, on, shared.db, shared.emitter)
-        .await
-        .map(|built| Placed {
-            on_host: false,
-            handed: built.published.clone(),
-            handover_error: None,
-            pending: None,
-            built,
-        });
+    let result = build_module(job, shared.cx, on).await.map(|built| Placed {
+        on_host: false,
+        handed: built.published.clone(),
+        handover_error: None,
+        pending: None,
+        built,
+    });
     (placement, result)
 }
 
@@ -871,8 +820,9 @@ struct Parts<'s> {
     shared: &'s Shared<'s>,
     module: String,
     base: Option<BaseOf>,
-    /// Where the index is written and each platform pushed.
-    registry: Registry,
+    /// The registry the index is written to and each platform pushed (and the base brought
+    /// through).
+    through: HandOver<'s>,
     /// Per platform, where its placement comes.
     grants: std::sync::Mutex<HashMap<String, oneshot::Receiver<Grant>>>,
     /// Per platform, the placement it holds.
@@ -950,6 +900,7 @@ impl Parts<'_> {
         let daemon = match &member.connection {
             Some(Connection::Own(daemon)) => daemon.clone(),
             Some(Connection::Host) | None => shared
+                .cx
                 .host
                 .get()
                 .await
@@ -960,7 +911,9 @@ impl Parts<'_> {
                 .clone(),
         };
         let base = match &self.base {
-            Some(base) => base_for(shared, &daemon, &self.registry, base)
+            Some(base) => self
+                .through
+                .base_for(&daemon, base)
                 .await
                 .map_err(|source| {
                     PlatformsUnbuilt::Base(BaseOutOfReach {
@@ -976,269 +929,7 @@ impl Parts<'_> {
             emulated: !member.builds_natively(platform),
             daemon,
             base,
-            registry: self.registry.clone(),
+            registry: self.through.registry.clone(),
         })
-    }
-}
-
-/// The builder pushes what it built to the registry artifacts cross through, and it is signed
-/// there when the converge signs (a push that is not signed would not vouch on a machine that
-/// trusts only what is): the manifest digest, or why it could not.
-async fn hand_over(
-    shared: &Shared<'_>,
-    member: &Member,
-    daemon: &Daemon,
-    registry: &Registry,
-    built: &Built,
-    artifact: &str,
-) -> Result<String, HandOverError> {
-    let module = built.planned.name.clone();
-    let reference = built.planned.reference.clone().unwrap_or_default();
-    let could_not = |why: HandOverFault| HandOverError::Push {
-        builder: member.builder.name.clone(),
-        reference: reference.clone(),
-        registry: registry.host.clone(),
-        why,
-    };
-    let pushing = Instant::now();
-    // The registry's manifest is checked to be the image this build produced before anything is
-    // signed or recorded (another process on the builder's daemon may have moved the tag).
-    let push = daemon.push_built(&reference, artifact, registry, shared.creds.as_ref());
-    // A push that hangs (a registry that stops answering mid-upload) must not hold the converge.
-    let digest = match tokio::time::timeout(shared.deadline, push).await {
-        Ok(pushed) => pushed.map_err(|e| could_not(HandOverFault::Push(e)))?.0,
-        Err(_) => {
-            let seconds = shared.deadline.as_secs();
-            return Err(could_not(HandOverFault::Deadline { seconds }));
-        }
-    };
-    let push_ms = i64::try_from(pushing.elapsed().as_millis()).unwrap_or(i64::MAX);
-    shared.emitter.emit(
-        Payload::Delivered {
-            reference: reference.clone(),
-            by: DeliveredBy::Published {
-                registry: registry.host.clone(),
-                digest: digest.clone(),
-            },
-        },
-        Some(&module),
-        format!(
-            "builder {} pushed {reference} ({}) to registry {} → {digest} in {} ms",
-            member.builder.name,
-            short_id(artifact),
-            registry.host,
-            push_ms
-        ),
-    );
-    let pushed = Pushed {
-        module: &module,
-        reference: &reference,
-        manifest: &digest,
-        inputs: built.planned.inputs.as_ref().map(|i| i.digest.as_str()),
-    };
-    sign_pushed(
-        shared.mesh,
-        registry,
-        shared.creds.clone(),
-        &pushed,
-        shared.emitter,
-    )
-    .await
-    .map_err(|source| HandOverError::Unsigned {
-        builder: member.builder.name.clone(),
-        reference: reference.clone(),
-        registry: registry.host.clone(),
-        digest: digest.clone(),
-        source,
-    })?;
-    let id = built.correlation_id.clone();
-    if let Ok(db) = crate::backends::state::locked(shared.db) {
-        let _ = db.set_published(&id, &reference, &digest);
-        let _ = db.set_push_time(&id, push_ms);
-    }
-    Ok(digest)
-}
-
-/// Each named context brought to the builder `daemon` as its base is (`base_for`), by the name
-/// the Dockerfile writes.
-async fn reach_contexts(
-    shared: &Shared<'_>,
-    daemon: &Daemon,
-    registry: &Registry,
-    contexts: &[(String, BaseOf)],
-) -> Result<BTreeMap<String, Option<String>>, BaseUnreached> {
-    let mut by_name = BTreeMap::new();
-    for (name, module) in contexts {
-        by_name.insert(
-            name.clone(),
-            base_for(shared, daemon, registry, module).await?,
-        );
-    }
-    Ok(by_name)
-}
-
-/// `BASE` for a build on `daemon`: None when the builder holds the base's artifact (its id names
-/// it there, and BuildKit's tag for it is checked to name it from the build's start to its end).
-/// Otherwise the builder pulls the base by a manifest digest, never by a tag: the one this converge
-/// pushed or the registry voucher verified, else the one this machine's history pushed, else the
-/// one the registry answers for the base's ref now, else one pushed now from the host, which holds
-/// every artifact the Docker target's record names. The pulled image must be the base's artifact;
-/// a manifest that names another image is refused, naming both. Err: the builder cannot reach the
-/// base (the build fails and says why).
-async fn base_for(
-    shared: &Shared<'_>,
-    daemon: &Daemon,
-    registry: &Registry,
-    base: &BaseOf,
-) -> Result<Option<String>, BaseUnreached> {
-    let entry = &base.entry;
-    if daemon.has_image(&entry.digest).await.unwrap_or(false) {
-        return Ok(None);
-    }
-    let fetch = BaseFetch {
-        shared,
-        daemon,
-        registry,
-        module: &base.module,
-        entry,
-    };
-    let mut faults = Vec::new();
-    // This converge's hand-over or verification, else the record's manifest, else this
-    // machine's own push of it.
-    let known = base
-        .handed
-        .clone()
-        .or_else(|| entry.manifest.clone())
-        .or_else(|| fetch.published_here());
-    if let Some(manifest) = known {
-        match fetch.pull(&manifest).await {
-            Ok(base) => return Ok(base),
-            Err(fault) if !fault.another_way_may_work() => return Err(fault),
-            Err(fault) => faults.push(fault),
-        }
-    }
-    let client = RegistryClient::new(registry, shared.creds.clone())?;
-    let (path, tag) = repository_in(&registry.host, &entry.reference);
-    let host = shared.host.get().await?;
-    let on_host = host.has_image(&entry.digest).await.unwrap_or(false);
-    if let Ok(Published::Present { digest }) = client.manifest(path, tag).await {
-        match fetch.pull(&digest).await {
-            Ok(base) => return Ok(base),
-            // The tag names a look-alike: the host's artifact is pushed over it, if it has it.
-            Err(fault) if !on_host && !fault.another_way_may_work() => return Err(fault),
-            Err(fault) => faults.push(fault),
-        }
-    }
-    if !on_host {
-        return Err(BaseUnreached::Nowhere {
-            artifact: short_id(&entry.digest).to_string(),
-            reference: entry.reference.clone(),
-            registry: registry.host.clone(),
-            tried: Tried(faults),
-        });
-    }
-    let digest = fetch.push_from(host).await?;
-    fetch.pull(&digest).await
-}
-
-/// A base brought to the builder `daemon` that lacks it.
-struct BaseFetch<'s, 'a> {
-    shared: &'s Shared<'a>,
-    daemon: &'s Daemon,
-    registry: &'s Registry,
-    module: &'s str,
-    entry: &'s RecordEntry,
-}
-
-impl BaseFetch<'_, '_> {
-    /// The manifest this machine's history says the base's artifact was pushed as.
-    fn published_here(&self) -> Option<String> {
-        crate::backends::state::locked(self.shared.db)
-            .ok()?
-            .build_by_digest(&self.shared.mesh.name, &self.entry.digest)
-            .ok()
-            .flatten()
-            .and_then(|build| build.published_digest)
-    }
-
-    /// Pull `manifest` of the base's repository onto the builder and check it is the artifact:
-    /// `BASE` then names the artifact (None). A multi-platform base's artifact is its index's
-    /// digest, which names itself: `BASE` is `repo@<index>`, nothing pulled.
-    async fn pull(&self, manifest: &str) -> Result<Option<String>, BaseUnreached> {
-        let repository = repository_of(&self.entry.reference);
-        if manifest == self.entry.digest {
-            return Ok(Some(format!("{repository}@{manifest}")));
-        }
-        let server = repository.split('/').next().unwrap_or(repository);
-        let auth = self.shared.creds.as_ref().map(|c| c.for_daemon(server));
-        let reference = &self.entry.reference;
-        let pinned = format!("{repository}@{manifest}");
-        let id = self
-            .daemon
-            .pull_by_digest(repository, manifest, auth)
-            .await
-            .map_err(|source| BaseUnreached::Pull {
-                pinned: pinned.clone(),
-                source,
-            })?;
-        if id == self.entry.digest {
-            // Tagged under the base's ref only now that it is the artifact.
-            self.daemon
-                .tag(&id, reference)
-                .await
-                .map_err(|source| BaseUnreached::Tag {
-                    pinned: pinned.clone(),
-                    reference: reference.clone(),
-                    source,
-                })?;
-            return Ok(None);
-        }
-        // Nothing was tagged; the look-alike's pinned name goes too (best effort: the refusal
-        // below is what matters).
-        let _ = self.daemon.remove(&pinned).await;
-        Err(BaseUnreached::LookAlike {
-            registry: self.registry.host.clone(),
-            reference: reference.clone(),
-            manifest: manifest.to_string(),
-            id,
-            artifact: self.entry.digest.clone(),
-        })
-    }
-
-    /// Push the base's artifact from the host (tagged under its ref first: the tag may name
-    /// another image there), signed as any push: its manifest digest.
-    async fn push_from(&self, host: &Daemon) -> Result<String, HandOverError> {
-        let (shared, entry) = (self.shared, self.entry);
-        host.tag(&entry.digest, &entry.reference)
-            .await
-            .map_err(HandOverError::BaseTag)?;
-        let (digest, _) = host
-            .push_built(
-                &entry.reference,
-                &entry.digest,
-                self.registry,
-                shared.creds.as_ref(),
-            )
-            .await
-            .map_err(HandOverError::BasePush)?;
-        let pushed = Pushed {
-            module: self.module,
-            reference: &entry.reference,
-            manifest: &digest,
-            inputs: None,
-        };
-        sign_pushed(
-            shared.mesh,
-            self.registry,
-            shared.creds.clone(),
-            &pushed,
-            shared.emitter,
-        )
-        .await
-        .map_err(|source| HandOverError::BaseUnsigned {
-            digest: digest.clone(),
-            source,
-        })?;
-        Ok(digest)
     }
 }

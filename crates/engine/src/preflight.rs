@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::targets::Target;
+use super::targets::Delivers;
 use crate::mesh::decide::Decision;
 use crate::mesh::model::Mesh;
 use crate::mesh::plan::PlannedModule;
@@ -14,7 +14,7 @@ use crate::mesh::plan::PlannedModule;
 pub fn refusals(
     planned: &BTreeMap<String, PlannedModule>,
     mesh: &Mesh,
-    target: &dyn Target,
+    target: &dyn Delivers,
 ) -> Vec<String> {
     let refused: Vec<String> = planned
         .values()

@@ -7,25 +7,23 @@
 
 use crate::error::HoldLost;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::build::{BuildJob, Built};
-use super::deliver::{Delivered, Delivery};
+use super::converging::Converging;
+use super::deliver::Delivered;
 use super::error::{ConvergeError, TargetError};
 use super::place::{Placer, Placing};
 use super::plan::{PlannedModule, Planner, StateManifests};
-use super::progress::{Emitter, Payload};
+use super::progress::Payload;
 use super::summary::{ModuleEnd, ModuleOutcome};
-use super::targets::{Artifact, Reach, Target};
-use crate::backends::daemon::LazyDaemon;
-use crate::backends::state::StateDb;
+use super::targets::Artifact;
 use crate::mesh::Module;
 use crate::mesh::decide::Decision;
-use crate::mesh::model::{Mesh, Record, RecordEntry};
+use crate::mesh::model::{Record, RecordEntry};
 use crate::mesh::progress::DeliveredBy;
 
 /// Why an artifact the registry vouched for could not be brought where it is needed (the module
@@ -49,11 +47,8 @@ const HOLD_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// One converge's walk over its modules' graph, and what it gathered.
 pub(crate) struct Walk<'a> {
-    pub mesh: &'a Mesh,
-    pub target: &'a dyn Target,
-    pub daemon: &'a Arc<LazyDaemon>,
-    pub db: &'a Arc<Mutex<StateDb>>,
-    pub emitter: &'a Emitter,
+    /// The converge's context, as every stage reaches it.
+    pub cx: Converging<'a>,
     pub planner: Planner<'a>,
     pub manifests: StateManifests<'a>,
     /// Decided before any build; a module whose base is built in this converge is decided again.
@@ -131,18 +126,10 @@ fn outcome_of(planned: &PlannedModule, outcome: ModuleEnd) -> ModuleOutcome {
 }
 
 impl<'a> Walk<'a> {
-    /// The daemon and the state database, as the target is handed them.
-    fn reach(&self) -> Reach<'_> {
-        Reach {
-            daemon: self.daemon,
-            db: self.db,
-        }
-    }
-
     /// A multi-platform build has a registry to push its platforms and its index to: the
     /// target's, or the mesh's (the Docker target runs its platform out of the index there).
     fn index_has_a_registry(&self) -> bool {
-        self.target.pushes_to().is_some() || self.mesh.registry.is_some()
+        self.cx.target.pushes_to().is_some() || self.cx.mesh.registry.is_some()
     }
 
     /// Walk every selected module: each decided once what it builds on is through, built on the
@@ -157,10 +144,12 @@ impl<'a> Walk<'a> {
         let (ended, ends) = mpsc::unbounded_channel();
         let (delivered, deliveries) = mpsc::unbounded_channel();
         let mut lost = self.lost.clone();
-        let delivery = self.delivery();
+        // A copy of the context: the deliveries borrow nothing of the walk, so they run while
+        // the placer builds.
+        let cx = self.cx;
         let placing = placer.build_all(handed, cancel, &mut lost, ended);
         let delivering = async {
-            delivery.as_they_end(ends, delivered).await;
+            super::deliver::as_they_end(cx, ends, delivered).await;
             Ok(())
         };
         let walking = self.walk(selected, placings, deliveries);
@@ -233,7 +222,8 @@ impl<'a> Walk<'a> {
         }
         for (tier, modules) in by_tier {
             let text = format!("tier {tier}: {}", modules.join(", "));
-            self.emitter
+            self.cx
+                .emitter
                 .defer(Payload::Tier { tier, modules }, None, text);
         }
     }
@@ -274,8 +264,13 @@ impl<'a> Walk<'a> {
         if checked.is_some_and(|at| at.elapsed() < HOLD_CHECK_EVERY) {
             return Ok(());
         }
-        self.target
-            .still_holds(self.db, &self.mesh.name, &self.emitter.operation_id)
+        self.cx
+            .target
+            .still_holds(
+                self.cx.db,
+                &self.cx.mesh.name,
+                &self.cx.emitter.operation_id,
+            )
             .await?;
         *checked = Some(Instant::now());
         Ok(())
@@ -305,7 +300,7 @@ impl<'a> Walk<'a> {
         if decided.reference.is_none() {
             decided = self.planner.decide(module, &self.manifests).await?;
         }
-        self.emitter.defer(
+        self.cx.emitter.defer(
             Payload::Decided {
                 decision: decided.decision,
                 reference: decided.reference.clone(),
@@ -332,7 +327,8 @@ impl<'a> Walk<'a> {
             Err(error) => error,
         };
         let reason = format!("{}; {error}: built instead", decided.reason);
-        self.emitter
+        self.cx
+            .emitter
             .emit(Payload::Warning, Some(&decided.name), reason.clone());
         self.planner.rebuilding(&decided.name);
         let mut moved = vec![decided.name.clone()];
@@ -372,7 +368,7 @@ impl<'a> Walk<'a> {
             signed_by: signer.as_deref(),
         };
         if decided.multi_platform {
-            self.emitter.emit(
+            self.cx.emitter.emit(
                 Payload::Delivered {
                     reference: reference.clone(),
                     by: DeliveredBy::InRegistry {
@@ -384,8 +380,9 @@ impl<'a> Walk<'a> {
             );
             // Runnable where the target runs it (the Docker target pulls its platform out).
             return self
+                .cx
                 .target
-                .run_from_index(self.mesh, artifact, self.reach(), self.emitter)
+                .run_from_index(self.cx.mesh, artifact, self.cx.reach(), self.cx.emitter)
                 .await
                 .map_err(|source| FetchError::Pull {
                     manifest: manifest.clone(),
@@ -393,14 +390,15 @@ impl<'a> Walk<'a> {
                 });
         }
         let on_host = self.built_from(&decided.name);
-        self.target
+        self.cx
+            .target
             .fetch_vouched(
-                self.mesh,
+                self.cx.mesh,
                 artifact,
                 &manifest,
                 on_host,
-                self.reach(),
-                self.emitter,
+                self.cx.reach(),
+                self.cx.emitter,
             )
             .await
             .map_err(|source| FetchError::Pull { manifest, source })
@@ -449,23 +447,28 @@ impl<'a> Walk<'a> {
         };
         if decided.decision == Decision::Host {
             // Published too where the converge publishes (`--publish`): a skip still signs.
-            let delivered = self
-                .delivery()
-                .publish_and_deliver(&module.name, &reference, &artifact, None)
-                .await;
+            let delivered = super::deliver::publish_and_deliver(
+                self.cx,
+                &module.name,
+                &reference,
+                &artifact,
+                None,
+            )
+            .await;
             match delivered {
                 Ok(pushed) => entry.manifest = pushed,
                 Err(error) => {
                     // Said once, where it is shown: the event's line and the module's end.
                     let said = error.to_string();
-                    self.emitter
+                    self.cx
+                        .emitter
                         .emit(failed_payload(&error), Some(&module.name), said.clone());
                     self.failed(&decided, ModuleEnd::DeliveryFailed(said), None);
                     return Ok(());
                 }
             }
         }
-        if self.target.host_holds_what_it_runs() {
+        if self.cx.target.host_holds_what_it_runs() {
             let _ = placings.send(Placing::OnHost(module.name.clone()));
         }
         if decided.decision == Decision::Registry
@@ -486,18 +489,6 @@ impl<'a> Walk<'a> {
         };
         self.outcomes.push(outcome_of(&decided, end));
         Ok(())
-    }
-
-    /// What a delivery reaches (copies of the walk's own references: it borrows nothing of the
-    /// walk, so deliveries run while the placer builds).
-    fn delivery(&self) -> Delivery<'a> {
-        Delivery {
-            mesh: self.mesh,
-            target: self.target,
-            daemon: self.daemon,
-            db: self.db,
-            emitter: self.emitter,
-        }
     }
 
     /// A build's delivery ended: what succeeded goes into the stamp; what did not fails its
@@ -534,7 +525,7 @@ impl<'a> Walk<'a> {
                 let Some(planned) = self.building.get(&unplaced.module).cloned() else {
                     return unplaced.module;
                 };
-                self.emitter.emit(
+                self.cx.emitter.emit(
                     failed_payload(&unplaced.reason),
                     Some(&unplaced.module),
                     unplaced.reason.clone(),
@@ -544,7 +535,7 @@ impl<'a> Walk<'a> {
             }
             Delivered::Undelivered { built, error } => {
                 let error = error.to_string();
-                self.emitter.emit(
+                self.cx.emitter.emit(
                     failed_payload(&error),
                     Some(&built.planned.name),
                     error.clone(),

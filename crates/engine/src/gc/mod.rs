@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use super::error::{GcError, TargetError};
 use super::progress::{Emitter, LastWord, Payload, ProgressTx};
-use super::targets::{LeftoverRemoval, Reach, Target};
+use super::targets::{KeepsRecord, LeftoverRemoval, Reach, Target};
 use crate::backends::daemon::{Daemon, LazyDaemon};
 use crate::backends::registry::{Deleted, RegistryClient, repository_in};
 use crate::backends::state::{BuildQuery, StateDb, StateError, locked};
@@ -197,7 +197,10 @@ pub async fn plan(
 
 /// The parts of the record the target keeps apart that no index names, past the grace (the
 /// target never takes one younger than its own grace: a stamp in flight holds it).
-async fn shard_candidates(target: &dyn Target, grace_ms: i64) -> Result<Vec<Candidate>, GcError> {
+async fn shard_candidates(
+    target: &dyn KeepsRecord,
+    grace_ms: i64,
+) -> Result<Vec<Candidate>, GcError> {
     let leftovers = target
         .record_leftovers(grace_ms)
         .await

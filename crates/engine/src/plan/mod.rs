@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 pub use super::error::PlanError;
 pub use super::manifests::{ManifestSource, NoManifests, StateManifests};
-use super::targets::{RecordRead, Target};
+use super::targets::{Delivers, RecordRead};
 use super::vouch::RegistryVoucher;
 use crate::backends::daemon::LazyDaemon;
 use crate::mesh::decide::HostAnswer;
@@ -52,7 +52,7 @@ impl<'a> PlanContext<'a> {
     /// None plans every module.
     pub fn new(
         mesh: &'a Mesh,
-        target: &dyn Target,
+        target: &dyn Delivers,
         record: &RecordRead,
         selected: Option<BTreeSet<String>>,
         force: bool,

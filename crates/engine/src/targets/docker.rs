@@ -27,7 +27,10 @@ use crate::mesh::progress::DeliveredBy;
 use crate::mesh::target::TargetDescription;
 use crate::progress::{Emitter, Payload};
 
-use super::seam::{Artifact, Delivery, Holding, Reach, RecordRead, Target};
+use super::seam::{
+    Artifact, Delivers, Delivery, Describes, Holding, HoldsTheMesh, KeepsRecord, Reach, RecordRead,
+    RunsMachines, Target,
+};
 use super::{host, sign};
 
 /// The host daemon as the target (nothing to connect: the daemon is reached lazily per call).
@@ -71,8 +74,7 @@ impl Docker {
     }
 }
 
-#[async_trait::async_trait]
-impl Target for Docker {
+impl Describes for Docker {
     fn name(&self) -> &str {
         &self.name
     }
@@ -80,24 +82,10 @@ impl Target for Docker {
     fn describe(&self) -> TargetDescription {
         description(&self.name)
     }
+}
 
-    /// The host daemon is where machines run: its images are the target's.
-    fn host_images_answer(&self) -> bool {
-        true
-    }
-
-    fn host_holds_what_it_runs(&self) -> bool {
-        true
-    }
-
-    fn machines_root(&self) -> &'static str {
-        "the host daemon's containers"
-    }
-
-    fn delivery(&self) -> Result<Delivery, TargetError> {
-        Ok(Delivery::Host)
-    }
-
+#[async_trait::async_trait]
+impl KeepsRecord for Docker {
     async fn read_record<'a>(
         &'a self,
         mesh: &'a Mesh,
@@ -135,6 +123,13 @@ impl Target for Docker {
             .map_err(|e| ConvergeError::Failed(e.to_string()))?
             .stamp_record_as(&mesh.name, &self.name, by, entries, pins)
             .map_err(state_error)
+    }
+}
+
+#[async_trait::async_trait]
+impl RunsMachines for Docker {
+    fn machines_root(&self) -> &'static str {
+        "the host daemon's containers"
     }
 
     /// On Docker a declared machine that does not exist is listed as `missing`.
@@ -229,6 +224,73 @@ impl Target for Docker {
         reach: Reach<'a>,
     ) -> Result<Vec<String>, TargetError> {
         host::index_images(reach.db, &mesh.name, &entry.digest)
+    }
+
+    /// The container is recreated on the artifact (a multi-platform one's image for the daemon's
+    /// platform, pulled out of its index), everything else about it kept; sent once it proved
+    /// itself: healthy, or running a while without a healthcheck.
+    async fn send<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        moved: &'a Move,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Result<String, TargetError> {
+        let image = host::runnable(&reach, &mesh.name, &moved.to_digest).await?;
+        // What the send waits on, live, as a Kubernetes roll-out says its own.
+        let said = |message: &str| {
+            emitter.emit(
+                Payload::Rollout {
+                    machine: moved.machine.clone(),
+                },
+                Some(&moved.module),
+                format!("{}: {message}", moved.machine),
+            );
+        };
+        reach
+            .daemon
+            .get()
+            .await
+            .map_err(TargetError::Unreachable)?
+            .recreate(moved.container(), &image, &said)
+            .await
+            .map(|proven| proven.to_string())
+            .map_err(TargetError::from)
+    }
+
+    async fn logs<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
+    ) -> Result<(), TargetError> {
+        if machine.state == MachineState::Missing {
+            let text = format!("container {} is declared but does not exist", machine.name);
+            let _ = out.send(LogItem::Note { text }).await;
+            return Ok(());
+        }
+        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
+        Ok(daemon
+            .container_logs(&machine.display_name, ask, &out)
+            .await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl Delivers for Docker {
+    /// The host daemon is where machines run: its images are the target's.
+    fn host_images_answer(&self) -> bool {
+        true
+    }
+
+    fn host_holds_what_it_runs(&self) -> bool {
+        true
+    }
+
+    fn delivery(&self) -> Result<Delivery, TargetError> {
+        Ok(Delivery::Host)
     }
 
     /// The daemon's platform, pulled out of the index by digest (`host::pull_from_index`).
@@ -345,74 +407,6 @@ impl Target for Docker {
         Ok(Some(digest))
     }
 
-    /// The container is recreated on the artifact (a multi-platform one's image for the daemon's
-    /// platform, pulled out of its index), everything else about it kept; sent once it proved
-    /// itself: healthy, or running a while without a healthcheck.
-    async fn send<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        moved: &'a Move,
-        reach: Reach<'a>,
-        emitter: &'a Emitter,
-    ) -> Result<String, TargetError> {
-        let image = host::runnable(&reach, &mesh.name, &moved.to_digest).await?;
-        // What the send waits on, live, as a Kubernetes roll-out says its own.
-        let said = |message: &str| {
-            emitter.emit(
-                Payload::Rollout {
-                    machine: moved.machine.clone(),
-                },
-                Some(&moved.module),
-                format!("{}: {message}", moved.machine),
-            );
-        };
-        reach
-            .daemon
-            .get()
-            .await
-            .map_err(TargetError::Unreachable)?
-            .recreate(moved.container(), &image, &said)
-            .await
-            .map(|proven| proven.to_string())
-            .map_err(TargetError::from)
-    }
-
-    async fn logs<'a>(
-        &'a self,
-        _mesh: &'a Mesh,
-        machine: &'a Machine,
-        ask: &'a LogAsk,
-        daemon: &'a LazyDaemon,
-        out: Sender<LogItem>,
-    ) -> Result<(), TargetError> {
-        if machine.state == MachineState::Missing {
-            let text = format!("container {} is declared but does not exist", machine.name);
-            let _ = out.send(LogItem::Note { text }).await;
-            return Ok(());
-        }
-        let daemon = daemon.get().await.map_err(TargetError::Unreachable)?;
-        Ok(daemon
-            .container_logs(&machine.display_name, ask, &out)
-            .await?)
-    }
-
-    /// The daemon is one host: whoever may use it may write everything.
-    async fn check_write_access<'a>(
-        &'a self,
-        _stamps: bool,
-        _sends: &'a [Move],
-    ) -> Result<(), TargetError> {
-        Ok(())
-    }
-
-    async fn check_converge_access<'a>(
-        &'a self,
-        _mesh: &'a Mesh,
-        _modules: &'a [&'a str],
-    ) -> Result<(), TargetError> {
-        Ok(())
-    }
-
     async fn holds<'a>(
         &'a self,
         mesh: &'a Mesh,
@@ -495,6 +489,28 @@ impl Target for Docker {
     ) -> Result<RegistryClient, TargetError> {
         let creds = registry_credentials(registry).await?;
         RegistryClient::new(registry, creds).map_err(TargetError::from)
+    }
+}
+
+impl HoldsTheMesh for Docker {}
+
+#[async_trait::async_trait]
+impl Target for Docker {
+    /// The daemon is one host: whoever may use it may write everything.
+    async fn check_write_access<'a>(
+        &'a self,
+        _stamps: bool,
+        _sends: &'a [Move],
+    ) -> Result<(), TargetError> {
+        Ok(())
+    }
+
+    async fn check_converge_access<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        _modules: &'a [&'a str],
+    ) -> Result<(), TargetError> {
+        Ok(())
     }
 }
 

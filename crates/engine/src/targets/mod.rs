@@ -1,5 +1,8 @@
 //! The target as one seam: where modules are delivered and machines run. Everything the engine, the
-//! sources and the commands ask of a target goes through [`Target`] (`seam.rs`); each kind lives
+//! sources and the commands ask of a target goes through [`Target`] (`seam.rs`) and the roles it
+//! plays — [`KeepsRecord`], [`RunsMachines`], [`Delivers`], [`HoldsTheMesh`], each [`Describes`]
+//! the target — and a caller that asks one role takes that role alone (the hold takes
+//! `&dyn HoldsTheMesh`, the plan `&dyn Delivers`); each kind lives
 //! in its own file or folder (`docker.rs`, `kubernetes/`), and this file is the only one that chooses
 //! between them. A target is connected once per command (one cluster connection) and shared as
 //! `Arc<dyn Target>`.
@@ -33,8 +36,8 @@ pub(crate) use crate::attest::Pushed;
 pub use docker::belongs;
 pub use overrides::{NamedElsewhere, Overrides, PointedElsewhere};
 pub use seam::{
-    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, RecordRoom,
-    Shown, Target,
+    Artifact, Delivers, Delivery, Describes, Holding, HoldsTheMesh, KeepsRecord, LeftoverRemoval,
+    Reach, RecordLeftover, RecordRead, RecordRoom, RunsMachines, Shown, Target,
 };
 pub(crate) use sign::sign_pushed;
 

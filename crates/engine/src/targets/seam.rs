@@ -40,7 +40,7 @@ pub struct RecordRead {
     pub room: Option<RecordRoom>,
 }
 
-/// What [`Target::read_shown`] reads for: the mesh, the state database its copy goes to, and the
+/// What [`KeepsRecord::read_shown`] reads for: the mesh, the state database its copy goes to, and the
 /// module whose record history is open (None: no history is read where it is kept apart).
 #[derive(Clone, Copy)]
 pub struct Shown<'a> {
@@ -165,12 +165,9 @@ pub struct Reach<'a> {
     pub db: &'a Mutex<StateDb>,
 }
 
-/// Where modules are delivered and machines run. Made once per command by [`super::connect`],
-/// shared as `Arc<dyn Target>`.
-/// Its answers that wait are written `async fn` once; `async_trait` boxes their futures so that the
-/// seam stays a trait object (`Arc<dyn Target>`, which native async in traits cannot be).
-#[async_trait::async_trait]
-pub trait Target: Send + Sync {
+/// Who the target is, in its own words: its name in the mesh and how the screen and the confirms
+/// describe it. Every role below says it too.
+pub trait Describes: Send + Sync {
     /// The target's name in the mesh (`default` for a mesh file's single `[target]`): what its
     /// record, lock, pins and history are kept under in the state database.
     fn name(&self) -> &str;
@@ -188,32 +185,12 @@ pub trait Target: Send + Sync {
     fn acting_on(&self) -> Option<String> {
         self.describe().acting_on()
     }
+}
 
-    /// Whether an image on the host daemon answers for this target: a skip the host vouches for
-    /// (the host voucher), and an artifact the record names that the host lost is rebuilt (the
-    /// planner asks the host only then).
-    fn host_images_answer(&self) -> bool;
-
-    /// Whether what this target runs is on the host daemon: what the host's builder built needs
-    /// no delivery (nor a hand-over for itself alone), and a module vouched for is there for a
-    /// dependent to build on (the placer sends that dependent to the host's builder).
-    fn host_holds_what_it_runs(&self) -> bool;
-
-    /// What the machines are, as gc names the root they are read from.
-    fn machines_root(&self) -> &'static str;
-
-    /// How modules are delivered, or why they cannot be (then a converge is refused before any build).
-    fn delivery(&self) -> Result<Delivery, TargetError>;
-
-    /// The registry this target is delivered to by a push: what it holds is the target's too (gc
-    /// sweeps its manifests, a multi-platform build can go there).
-    fn pushes_to(&self) -> Option<Registry> {
-        match self.delivery() {
-            Ok(Delivery::Push(registry)) => Some(registry),
-            _ => None,
-        }
-    }
-
+/// The record role: where the target keeps the record (which artifact each module is), its pins
+/// and history, how it reads back, how much room it has left, and the parts gc may take.
+#[async_trait::async_trait]
+pub trait KeepsRecord: Describes {
     async fn read_record<'a>(
         &'a self,
         mesh: &'a Mesh,
@@ -221,7 +198,7 @@ pub trait Target: Send + Sync {
     ) -> Result<RecordRead, TargetError>;
 
     /// The record and its pins, for what decides by them (a converge, a plan, status): as
-    /// [`Target::read_record`], except that a history kept apart from the record (Kubernetes'
+    /// [`KeepsRecord::read_record`], except that a history kept apart from the record (Kubernetes'
     /// history shards) is left unread; `kept`'s history is then only what came with the rest.
     async fn read_entries<'a>(
         &'a self,
@@ -232,7 +209,7 @@ pub trait Target: Send + Sync {
     }
 
     /// What a screen shows of the record (the dashboard polls it): the entries and the pins as
-    /// [`Target::read_entries`], and of a history kept apart from the record only the stamps of
+    /// [`KeepsRecord::read_entries`], and of a history kept apart from the record only the stamps of
     /// the module whose history is open, copied into the state database where every reader of
     /// the history finds them. A target that reads the same things again answers an unchanged
     /// record from what it read (on Kubernetes: one GET of the namespace).
@@ -276,6 +253,14 @@ pub trait Target: Send + Sync {
         entries: &'a Record,
         pins: &'a PinChange,
     ) -> Result<(), ConvergeError>;
+}
+
+/// The machines role: what runs the mesh's modules there, created and moved one by one, and
+/// what each says (its logs).
+#[async_trait::async_trait]
+pub trait RunsMachines: Describes {
+    /// What the machines are, as gc names the root they are read from.
+    fn machines_root(&self) -> &'static str;
 
     /// Every machine of the mesh against `record`, sorted by (module, name).
     async fn machines<'a>(
@@ -307,6 +292,57 @@ pub trait Target: Send + Sync {
         _reach: Reach<'a>,
     ) -> Result<Vec<String>, TargetError> {
         Ok(Vec::new())
+    }
+
+    /// Move one machine to the artifact `moved` names, and follow it there. Ok: how it proved
+    /// itself there, said after "moved" (empty: nothing more to say).
+    async fn send<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        moved: &'a Move,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Result<String, TargetError>;
+
+    /// What `machine` says, as `ask` asks, sent to `out` item by item (lines safe to print, run
+    /// starts, its exit, what replaced it, cuts): a follow keeps going across restarts and sends
+    /// until `out` closes. Err before anything was said: the machine cannot be read (the target
+    /// does not answer, the permission to read logs is missing).
+    async fn logs<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
+    ) -> Result<(), TargetError>;
+}
+
+/// The delivery role: where a build must go for the target to run it, what the host daemon
+/// answers for, and bringing an artifact there (delivered, fetched once vouched, published,
+/// promoted, made runnable out of an index).
+#[async_trait::async_trait]
+pub trait Delivers: Describes {
+    /// Whether an image on the host daemon answers for this target: a skip the host vouches for
+    /// (the host voucher), and an artifact the record names that the host lost is rebuilt (the
+    /// planner asks the host only then).
+    fn host_images_answer(&self) -> bool;
+
+    /// Whether what this target runs is on the host daemon: what the host's builder built needs
+    /// no delivery (nor a hand-over for itself alone), and a module vouched for is there for a
+    /// dependent to build on (the placer sends that dependent to the host's builder).
+    fn host_holds_what_it_runs(&self) -> bool;
+
+    /// How modules are delivered, or why they cannot be (then a converge is refused before any build).
+    fn delivery(&self) -> Result<Delivery, TargetError>;
+
+    /// The registry this target is delivered to by a push: what it holds is the target's too (gc
+    /// sweeps its manifests, a multi-platform build can go there).
+    fn pushes_to(&self) -> Option<Registry> {
+        match self.delivery() {
+            Ok(Delivery::Push(registry)) => Some(registry),
+            _ => None,
+        }
     }
 
     /// Make a multi-platform artifact (its image index, pushed by the build or vouched by the
@@ -356,44 +392,6 @@ pub trait Target: Send + Sync {
         emitter: &'a Emitter,
     ) -> Result<Option<String>, TargetError>;
 
-    /// Move one machine to the artifact `moved` names, and follow it there. Ok: how it proved
-    /// itself there, said after "moved" (empty: nothing more to say).
-    async fn send<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        moved: &'a Move,
-        reach: Reach<'a>,
-        emitter: &'a Emitter,
-    ) -> Result<String, TargetError>;
-
-    /// What `machine` says, as `ask` asks, sent to `out` item by item (lines safe to print, run
-    /// starts, its exit, what replaced it, cuts): a follow keeps going across restarts and sends
-    /// until `out` closes. Err before anything was said: the machine cannot be read (the target
-    /// does not answer, the permission to read logs is missing).
-    async fn logs<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        machine: &'a Machine,
-        ask: &'a LogAsk,
-        daemon: &'a LazyDaemon,
-        out: Sender<LogItem>,
-    ) -> Result<(), TargetError>;
-
-    /// Before anything is built or changed: may we write the record (`stamps`) and move `sends`?
-    async fn check_write_access<'a>(
-        &'a self,
-        stamps: bool,
-        sends: &'a [Move],
-    ) -> Result<(), TargetError>;
-
-    /// What a converge of `modules` will write: the record, and the machines of the modules whose
-    /// policy rolls out.
-    async fn check_converge_access<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        modules: &'a [&'a str],
-    ) -> Result<(), TargetError>;
-
     /// Whether the target still holds `wanted` (where a person could go back to it).
     async fn holds<'a>(
         &'a self,
@@ -419,7 +417,13 @@ pub trait Target: Send + Sync {
         &'a self,
         registry: &'a Registry,
     ) -> Result<RegistryClient, TargetError>;
+}
 
+/// The hold role: one operation at a time holds the mesh on the target. By default the state
+/// database's lock (the dashboard on this machine follows the operation through it); a target
+/// where the team meets elsewhere (Kubernetes: the namespace's Lease) overrides it.
+#[async_trait::async_trait]
+pub trait HoldsTheMesh: Describes {
     /// Hold the mesh for this operation of `kind` (or wait for it); the line that says whom it
     /// was taken over from, if it was. The state database's lock on every kind (the dashboard on
     /// this machine follows the operation through it); Kubernetes adds the namespace's Lease.
@@ -483,4 +487,28 @@ pub trait Target: Send + Sync {
     async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) {
         let _ = (mesh, operation_id);
     }
+}
+
+/// Where modules are delivered and machines run: the four roles a target plays (its record, its
+/// machines, delivery, the hold), and what a changing command may do there, which asks of several
+/// roles at once. Made once per command by [`super::connect`], shared as `Arc<dyn Target>`; a
+/// caller that needs one role takes it alone (`&dyn KeepsRecord`: a `&dyn Target` coerces).
+/// Its answers that wait are written `async fn` once; `async_trait` boxes their futures so that the
+/// seam stays a trait object (`Arc<dyn Target>`, which native async in traits cannot be).
+#[async_trait::async_trait]
+pub trait Target: KeepsRecord + RunsMachines + Delivers + HoldsTheMesh {
+    /// Before anything is built or changed: may we write the record (`stamps`) and move `sends`?
+    async fn check_write_access<'a>(
+        &'a self,
+        stamps: bool,
+        sends: &'a [Move],
+    ) -> Result<(), TargetError>;
+
+    /// What a converge of `modules` will write: the record, and the machines of the modules whose
+    /// policy rolls out.
+    async fn check_converge_access<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        modules: &'a [&'a str],
+    ) -> Result<(), TargetError>;
 }

@@ -37,7 +37,8 @@ use crate::mesh::target::TargetDescription;
 use crate::progress::Emitter;
 
 use super::seam::{
-    Artifact, Delivery, Holding, LeftoverRemoval, Reach, RecordLeftover, RecordRead, Shown, Target,
+    Artifact, Delivers, Delivery, Describes, Holding, HoldsTheMesh, KeepsRecord, LeftoverRemoval,
+    Reach, RecordLeftover, RecordRead, RunsMachines, Shown, Target,
 };
 
 pub(super) use error::{KubeError, UnknownContext};
@@ -148,50 +149,7 @@ pub(super) fn description(name: &str, context: Option<&str>, namespace: &str) ->
     }
 }
 
-#[async_trait::async_trait]
-impl Target for Kube {
-    async fn hold<'a>(
-        &'a self,
-        db: &'a Mutex<StateDb>,
-        mesh: &'a str,
-        holder: &'a Holder,
-        kind: &'a str,
-        wait: bool,
-    ) -> Result<Option<String>, ConvergeError> {
-        self.hold_mesh(db, mesh, holder, kind, wait).await
-    }
-
-    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) {
-        self.name_holder(mesh, operation_id, short).await
-    }
-
-    fn heartbeat(
-        &self,
-        state_path: PathBuf,
-        mesh: String,
-        operation_id: String,
-        lost: watch::Sender<Option<HoldLost>>,
-    ) -> tokio::task::JoinHandle<()> {
-        self.beat(state_path, mesh, operation_id, lost)
-    }
-
-    async fn held_by<'a>(&'a self, mesh: &'a str) -> Result<Option<HeldBy>, TargetError> {
-        self.lease_held_by(mesh).await
-    }
-
-    async fn still_holds<'a>(
-        &'a self,
-        db: &'a Mutex<StateDb>,
-        mesh: &'a str,
-        operation_id: &'a str,
-    ) -> Result<(), ConvergeError> {
-        self.holds_both(db, mesh, operation_id).await
-    }
-
-    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) {
-        self.release_lease(mesh, operation_id).await
-    }
-
+impl Describes for Kube {
     fn name(&self) -> &str {
         &self.name
     }
@@ -203,25 +161,10 @@ impl Target for Kube {
             &self.cluster.namespace,
         )
     }
+}
 
-    /// The cluster runs what its registry (or `kind load`) was given: an image on the host daemon
-    /// answers for nothing here.
-    fn host_images_answer(&self) -> bool {
-        false
-    }
-
-    fn host_holds_what_it_runs(&self) -> bool {
-        false
-    }
-
-    fn machines_root(&self) -> &'static str {
-        "the cluster's workloads"
-    }
-
-    fn delivery(&self) -> Result<Delivery, TargetError> {
-        self.delivery_here()
-    }
-
+#[async_trait::async_trait]
+impl KeepsRecord for Kube {
     async fn read_record<'a>(
         &'a self,
         mesh: &'a Mesh,
@@ -268,6 +211,13 @@ impl Target for Kube {
     ) -> Result<(), ConvergeError> {
         self.stamp_over(mesh, db, by, entries, pins).await
     }
+}
+
+#[async_trait::async_trait]
+impl RunsMachines for Kube {
+    fn machines_root(&self) -> &'static str {
+        "the cluster's workloads"
+    }
 
     async fn machines<'a>(
         &'a self,
@@ -289,6 +239,58 @@ impl Target for Kube {
         _emitter: &'a Emitter,
     ) -> Result<Vec<String>, TargetError> {
         Ok(Vec::new())
+    }
+
+    async fn send<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        moved: &'a Move,
+        reach: Reach<'a>,
+        emitter: &'a Emitter,
+    ) -> Result<String, TargetError> {
+        self.send_one(mesh, reach.db, moved, emitter)
+            .await
+            .map(|()| String::new())
+    }
+
+    async fn logs<'a>(
+        &'a self,
+        _mesh: &'a Mesh,
+        machine: &'a Machine,
+        ask: &'a LogAsk,
+        _daemon: &'a LazyDaemon,
+        out: Sender<LogItem>,
+    ) -> Result<(), TargetError> {
+        let workloads = self.cluster.machines().await?;
+        let Some(workload) = workloads
+            .iter()
+            .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
+        else {
+            return Err(KubeError::MachineGone {
+                kind: machine.kind.clone(),
+                machine: machine.name.clone(),
+                place: self.cluster.place(),
+            }
+            .into());
+        };
+        Ok(self.cluster.workload_logs(workload, ask, &out).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl Delivers for Kube {
+    /// The cluster runs what its registry (or `kind load`) was given: an image on the host daemon
+    /// answers for nothing here.
+    fn host_images_answer(&self) -> bool {
+        false
+    }
+
+    fn host_holds_what_it_runs(&self) -> bool {
+        false
+    }
+
+    fn delivery(&self) -> Result<Delivery, TargetError> {
+        self.delivery_here()
     }
 
     async fn deliver<'a>(
@@ -327,57 +329,6 @@ impl Target for Kube {
         Ok(None)
     }
 
-    async fn send<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        moved: &'a Move,
-        reach: Reach<'a>,
-        emitter: &'a Emitter,
-    ) -> Result<String, TargetError> {
-        self.send_one(mesh, reach.db, moved, emitter)
-            .await
-            .map(|()| String::new())
-    }
-
-    async fn logs<'a>(
-        &'a self,
-        _mesh: &'a Mesh,
-        machine: &'a Machine,
-        ask: &'a LogAsk,
-        _daemon: &'a LazyDaemon,
-        out: Sender<LogItem>,
-    ) -> Result<(), TargetError> {
-        let workloads = self.cluster.machines().await?;
-        let Some(workload) = workloads
-            .iter()
-            .find(|w| w.name == machine.name && w.kind.as_str() == machine.kind)
-        else {
-            return Err(KubeError::MachineGone {
-                kind: machine.kind.clone(),
-                machine: machine.name.clone(),
-                place: self.cluster.place(),
-            }
-            .into());
-        };
-        Ok(self.cluster.workload_logs(workload, ask, &out).await?)
-    }
-
-    async fn check_write_access<'a>(
-        &'a self,
-        stamps: bool,
-        sends: &'a [Move],
-    ) -> Result<(), TargetError> {
-        self.write_access(stamps, sends).await
-    }
-
-    async fn check_converge_access<'a>(
-        &'a self,
-        mesh: &'a Mesh,
-        modules: &'a [&'a str],
-    ) -> Result<(), TargetError> {
-        self.converge_access(mesh, modules).await
-    }
-
     async fn holds<'a>(
         &'a self,
         mesh: &'a Mesh,
@@ -405,5 +356,69 @@ impl Target for Kube {
         registry: &'a Registry,
     ) -> Result<RegistryClient, TargetError> {
         self.client(registry).await
+    }
+}
+
+#[async_trait::async_trait]
+impl HoldsTheMesh for Kube {
+    async fn hold<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        holder: &'a Holder,
+        kind: &'a str,
+        wait: bool,
+    ) -> Result<Option<String>, ConvergeError> {
+        self.hold_mesh(db, mesh, holder, kind, wait).await
+    }
+
+    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) {
+        self.name_holder(mesh, operation_id, short).await
+    }
+
+    async fn held_by<'a>(&'a self, mesh: &'a str) -> Result<Option<HeldBy>, TargetError> {
+        self.lease_held_by(mesh).await
+    }
+
+    fn heartbeat(
+        &self,
+        state_path: PathBuf,
+        mesh: String,
+        operation_id: String,
+        lost: watch::Sender<Option<HoldLost>>,
+    ) -> tokio::task::JoinHandle<()> {
+        self.beat(state_path, mesh, operation_id, lost)
+    }
+
+    async fn still_holds<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        operation_id: &'a str,
+    ) -> Result<(), ConvergeError> {
+        self.holds_both(db, mesh, operation_id).await
+    }
+
+    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) {
+        self.release_lease(mesh, operation_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Target for Kube {
+    async fn check_write_access<'a>(
+        &'a self,
+        stamps: bool,
+        sends: &'a [Move],
+    ) -> Result<(), TargetError> {
+        self.write_access(stamps, sends).await
+    }
+
+    async fn check_converge_access<'a>(
+        &'a self,
+        mesh: &'a Mesh,
+        modules: &'a [&'a str],
+    ) -> Result<(), TargetError> {
+        self.converge_access(mesh, modules).await
     }
 }
