@@ -5,13 +5,10 @@
 //!
 //! Exits with the command's own status. Used by `scripts/bench-converge.sh`.
 
-#[path = "../tests/it/common/daemon_proxy.rs"]
-mod daemon_proxy;
-
 use std::path::Path;
 use std::process::ExitCode;
 
-use daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
+use meshtop_testkit::daemon_proxy::{DOCKER_SOCKET, DaemonProxy};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

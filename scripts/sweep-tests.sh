@@ -3,7 +3,7 @@
 #
 # Every name a test gives what it leaves on the daemon, the registry or tmux is noted in
 # /tmp/meshtop-test-names, one file per name holding the noting process's pid and start time
-# (tests/it/common/mod.rs: test_name, note_name). A name whose process no longer runs belongs to a
+# (crates/testkit/src/lib.rs: test_name, note_name). A name whose process no longer runs belongs to a
 # test that ended: passed, failed or killed. For those names only, this removes
 #   - containers (every test daemon: the machine's own, the pool's second, the TLS ones) named `<name>-…`, or
 #     labelled jr2.dev/mesh=<name> or meshtop-test=<name>, with their anonymous volumes;

@@ -1,6 +1,6 @@
 //! A pool of builders on two real Docker daemons (issue 32): the machine's own, and the second one
 //! `scripts/start-second-daemon.sh` runs on its own socket, data-root and bridge. The second daemon is
-//! reached through a proxy on a socket of the test's own (tests/common/daemon_proxy.rs), so that a
+//! reached through a proxy on a socket of the test's own (crates/testkit/src/daemon_proxy.rs), so that a
 //! test can cut it mid-build without stopping a daemon other tests use. Every mesh carries a random
 //! run id; what a test leaves on either daemon is removed when it ends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

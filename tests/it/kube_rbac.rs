@@ -1,7 +1,7 @@
 //! Who can write each door is what the README's RBAC says (issue 36): every Kubernetes command runs
 //! end to end under exactly the README's Role and ClusterRole, parsed from README.md
 //! (`common/kube_rbac.rs`), on the API test server with RBAC enforced on every request as the
-//! apiserver does (`common/kube_rules.rs`), the real binary, the real registry (127.0.0.1:5000) and
+//! apiserver does (`crates/testkit/src/kube_rules.rs`), the real binary, the real registry (127.0.0.1:5000) and
 //! the real daemon. The read-only commands run under the README's read-only variant; and every verb
 //! of the README, taken out alone, stops the same run (a README that forgot it fails here).
 //! Besides its exit, a command passes only if the server refused it nothing: a best-effort read

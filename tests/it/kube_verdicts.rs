@@ -1,5 +1,5 @@
 //! Issue 20: no verdict kubectl would not give, no container meshtop was not asked to touch. On the API
-//! test server, whose controllers and kubelet act over time as Kubernetes does (`common/kube_controllers.rs`),
+//! test server, whose controllers and kubelet act over time as Kubernetes does (`crates/testkit/src/kube_controllers.rs`),
 //! with the machine's real `kubectl rollout status` beside meshtop's verdict:
 //! 1. a new pod that crashes once (CrashLoopBackOff, restartCount 1) is shown, not failed;
 //! 2. a paused Deployment is said at once, not waited on until the deadline;

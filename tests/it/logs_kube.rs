@@ -1,5 +1,5 @@
 //! `meshtop logs` on the Kubernetes target (issue 30), the real binary and the real `kube` client
-//! against the API test server's `pods/{name}/log` (`tests/common/kube_logs.rs`): the current run's
+//! against the API test server's `pods/{name}/log` (`crates/testkit/src/kube_logs.rs`): the current run's
 //! lines, the run before a crash (`--previous`), the module's container in a two-container pod (the
 //! one a send patches), a pod in back-off's events before its lines, a follow that goes on after a
 //! restart, and RBAC without `pods/log` naming the permission. The server's own answers (its 400s)

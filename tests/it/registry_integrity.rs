@@ -1,5 +1,5 @@
 //! The registry's word is checked, not taken, end to end on the real registry (127.0.0.1:5000,
-//! alone or behind `common/registry_proxy.rs`'s lying front) and the real daemon: a manifest's
+//! alone or behind `crates/testkit/src/registry_proxy.rs`'s lying front) and the real daemon: a manifest's
 //! digest is the hash of its bytes, every body fetched by digest is hashed, and a `.sig` is read
 //! whole and bounded, DER signatures only (as cosign). Signatures here are made per sigstore/cosign
 //! `specs/SIGNATURE_SPEC.md` with openssl and plain registry requests, not with meshtop's code.

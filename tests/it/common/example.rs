@@ -2,6 +2,8 @@
 //! cleanup of everything a test left on the real daemon.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+// What a command said: the test kit's, named here too, where the tests have always found it.
+pub use meshtop_testkit::said;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -249,14 +251,6 @@ pub fn read_in_image(reference: &str, path: &str) -> String {
         said(&out)
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-pub fn said(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 /// module → decision of a converge summary (`converge --json`). Never empty: a check over every

@@ -19,11 +19,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::Barrier;
 
-use meshtop::backends::cluster::Cluster;
+use meshtop_backends::cluster::Cluster;
 
-use super::kube_controllers::{self, Fate, Key, Runtime};
-use super::kube_objects::{field_selector_matches, label_selector_matches, labels_match, query};
-use super::kube_rules::{self, Binding, Identity, Rule};
+use crate::kube_controllers::{self, Fate, Key, Runtime};
+use crate::kube_objects::{field_selector_matches, label_selector_matches, labels_match, query};
+use crate::kube_rules::{self, Binding, Identity, Rule};
 
 #[path = "kube_configmaps.rs"]
 mod configmaps;
@@ -1126,7 +1126,7 @@ fn note_dangling(state: &Arc<Mutex<State>>, ns: &str) {
     let mut s = state.lock().unwrap();
     let key: Key = ("namespaces".into(), String::new(), ns.into());
     let index = s.cluster.objects.get(&key).and_then(|n| {
-        n["metadata"]["annotations"][meshtop::backends::cluster::INDEX_ANNOTATION]
+        n["metadata"]["annotations"][meshtop_backends::cluster::INDEX_ANNOTATION]
             .as_str()
             .and_then(|t| serde_json::from_str::<Value>(t).ok())
     });

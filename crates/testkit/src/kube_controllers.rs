@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::kube_objects::labels_match;
+use crate::kube_objects::labels_match;
 
 #[path = "kube_deployment.rs"]
 mod deployment;

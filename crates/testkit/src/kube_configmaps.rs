@@ -52,7 +52,7 @@ fn validate(object: &Value) -> Vec<String> {
 }
 
 /// ValidateConfigMapUpdate's immutability rules.
-pub fn validate_update(old: &Value, new: &Value) -> Vec<String> {
+pub(super) fn validate_update(old: &Value, new: &Value) -> Vec<String> {
     const IMMUTABLE: &str = "Forbidden: field is immutable when `immutable` is set";
     let mut errors = Vec::new();
     if old["immutable"] == json!(true) {
@@ -82,7 +82,7 @@ fn not_found(name: &str) -> Response {
     status(404, "NotFound", &format!("configmaps \"{name}\" not found"))
 }
 
-pub fn configmaps(
+pub(super) fn configmaps(
     state: &Arc<Mutex<State>>,
     method: &Method,
     ns: &str,

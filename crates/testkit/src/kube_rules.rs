@@ -359,7 +359,7 @@ fn supported_fields(resource: &str) -> &'static [&'static str] {
 /// Refuse a field selector the kind does not support, as the list handler does (400 BadRequest with
 /// the conversion func's error).
 pub fn check_field_selector(resource: &str, selector: &str) -> Result<(), String> {
-    for term in super::kube_objects::terms(selector) {
+    for term in crate::kube_objects::terms(selector) {
         let label = term
             .split_once("!=")
             .or_else(|| term.split_once("=="))

@@ -124,7 +124,7 @@ impl RegistryProxy {
         let host = listener.local_addr().unwrap().to_string();
         let refused = Arc::new(AtomicUsize::new(0));
         let writes = Arc::new(AtomicUsize::new(0));
-        meshtop::backends::registry::install_crypto_provider();
+        meshtop_backends::registry::install_crypto_provider();
         let client = reqwest::Client::new();
         let lies: Arc<Mutex<Vec<Lie>>> = Arc::default();
         let rules = Rules {
@@ -192,7 +192,7 @@ impl StoppableRegistry {
         let host = listener.local_addr().unwrap().to_string();
         let budget = Arc::new(AtomicUsize::new(usize::MAX));
         let seen = Arc::new(AtomicUsize::new(0));
-        meshtop::backends::registry::install_crypto_provider();
+        meshtop_backends::registry::install_crypto_provider();
         let client = reqwest::Client::new();
         let server: Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>> = Arc::default();
         let rules = Rules {

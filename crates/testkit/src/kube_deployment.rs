@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::{Cluster, Key};
 
 /// The revision annotation on a Deployment and its ReplicaSets.
-pub const REVISION: &str = "deployment.kubernetes.io/revision";
+pub(super) const REVISION: &str = "deployment.kubernetes.io/revision";
 
 /// `intstr.GetScaledValueFromIntOrPercent`: an int, or a percent of `total` rounded up or down.
 fn scaled(value: &Value, default: &str, total: i64, round_up: bool) -> i64 {
@@ -472,7 +472,7 @@ pub fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
 
 /// `deploymentutil.SetDeploymentCondition`: unchanged when status and reason are; else the old one of
 /// that type removed and the new appended, keeping lastTransitionTime when the status did not change.
-pub fn set_condition(
+pub(super) fn set_condition(
     status: &mut Value,
     kind: &str,
     state: &str,

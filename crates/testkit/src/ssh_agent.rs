@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::said;
+use crate::said;
 
 pub struct Agent {
     child: std::process::Child,
@@ -17,7 +17,7 @@ pub struct Agent {
 impl Agent {
     pub fn start(dir: &Path) -> Agent {
         let socket = dir.join("agent.sock");
-        let comment = format!("meshtop-test-key-{}", super::run_id());
+        let comment = format!("meshtop-test-key-{}", crate::run_id());
         let key = dir.join("agent_key");
         let keygen = Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-C", &comment, "-f"])
