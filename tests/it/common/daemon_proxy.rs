@@ -12,26 +12,26 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
 /// The daemon's own socket.
-pub const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+pub(crate) const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// What went through the proxy.
 #[derive(Debug, Default)]
-pub struct Counts {
-    pub connections: AtomicUsize,
+pub(crate) struct Counts {
+    pub(crate) connections: AtomicUsize,
     /// HTTP requests: lines starting with a method and ` /` at the start of a client write.
-    pub requests: AtomicUsize,
+    pub(crate) requests: AtomicUsize,
     /// Of those, image builds: `POST /build` or `POST /v1.NN/build`.
-    pub builds: AtomicUsize,
+    pub(crate) builds: AtomicUsize,
     /// Each request's method and path (the query left off), in the order they came.
-    pub lines: Mutex<Vec<String>>,
+    pub(crate) lines: Mutex<Vec<String>>,
 }
 
 /// Called with each request's line (method, full target with its query) before the request is
 /// forwarded to the daemon: what it does on the real daemon happens before the daemon serves it.
-pub type OnRequest = Arc<dyn Fn(&str) + Send + Sync>;
+pub(crate) type OnRequest = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The request lines (method and target, query kept) that start in this chunk.
-pub fn request_heads(chunk: &[u8]) -> Vec<String> {
+pub(crate) fn request_heads(chunk: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(chunk);
     std::iter::once(text.as_ref())
         .chain(text.split("\r\n").skip(1))
@@ -43,18 +43,18 @@ pub fn request_heads(chunk: &[u8]) -> Vec<String> {
         .collect()
 }
 
-pub struct DaemonProxy {
+pub(crate) struct DaemonProxy {
     path: PathBuf,
     accept: JoinHandle<()>,
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    pub counts: Arc<Counts>,
+    pub(crate) counts: Arc<Counts>,
 }
 
 const METHODS: [&[u8]; 5] = [b"GET /", b"POST /", b"HEAD /", b"PUT /", b"DELETE /"];
 
 /// Requests that start in this chunk of client bytes. A request line that straddles two reads is
 /// missed; Docker's clients write each request head in one write, so this counts them all in practice.
-pub fn count_requests(chunk: &[u8]) -> usize {
+pub(crate) fn count_requests(chunk: &[u8]) -> usize {
     let starts = std::iter::once(0).chain(
         chunk
             .windows(2)
@@ -69,7 +69,7 @@ pub fn count_requests(chunk: &[u8]) -> usize {
 
 /// The method and path (the query left off) of each request that starts in this chunk, as
 /// [`count_requests`] finds them.
-pub fn request_lines(chunk: &[u8]) -> Vec<String> {
+pub(crate) fn request_lines(chunk: &[u8]) -> Vec<String> {
     request_heads(chunk)
         .into_iter()
         .map(|head| match head.split_once('?') {
@@ -80,7 +80,7 @@ pub fn request_lines(chunk: &[u8]) -> Vec<String> {
 }
 
 /// Build requests (`POST [/v1.NN]/build`) that start in this chunk, as [`count_requests`] finds them.
-pub fn count_builds(chunk: &[u8]) -> usize {
+pub(crate) fn count_builds(chunk: &[u8]) -> usize {
     let text = String::from_utf8_lossy(chunk);
     std::iter::once(text.as_ref())
         .chain(text.split("\r\n").skip(1))
@@ -97,13 +97,17 @@ pub fn count_builds(chunk: &[u8]) -> usize {
 
 impl DaemonProxy {
     /// Listen on `path`, forwarding each connection to `upstream`. Must run inside a tokio runtime.
-    pub fn start(path: &Path, upstream: &Path) -> DaemonProxy {
+    pub(crate) fn start(path: &Path, upstream: &Path) -> DaemonProxy {
         DaemonProxy::start_with(path, upstream, None)
     }
 
     /// As [`DaemonProxy::start`], running `on_request` for each request before it is forwarded
     /// (off the runtime's threads; the request waits for it).
-    pub fn start_with(path: &Path, upstream: &Path, on_request: Option<OnRequest>) -> DaemonProxy {
+    pub(crate) fn start_with(
+        path: &Path,
+        upstream: &Path,
+        on_request: Option<OnRequest>,
+    ) -> DaemonProxy {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path).unwrap();
         let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
@@ -136,30 +140,30 @@ impl DaemonProxy {
     }
 
     /// `unix://<path>` for `DOCKER_HOST`.
-    pub fn docker_host(&self) -> String {
+    pub(crate) fn docker_host(&self) -> String {
         format!("unix://{}", self.path.display())
     }
 
-    pub fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.counts.requests.load(Ordering::SeqCst)
     }
 
     /// Every request's method and path so far ([`request_lines`]).
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.counts.lines.lock().unwrap().clone()
     }
 
     /// Build requests that reached the daemon so far.
-    pub fn builds(&self) -> usize {
+    pub(crate) fn builds(&self) -> usize {
         self.counts.builds.load(Ordering::SeqCst)
     }
 
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.counts.connections.load(Ordering::SeqCst)
     }
 
     /// The daemon goes away: stop listening, drop every connection, remove the socket.
-    pub fn shut(&self) {
+    pub(crate) fn shut(&self) {
         self.accept.abort();
         for task in self.tasks.lock().unwrap().drain(..) {
             task.abort();

@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use meshtop::backends::state::NewBuild;
 
-pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nested").join("state.db");
     (dir, path)
 }
 
-pub fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
+pub(crate) fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
     NewBuild {
         id: id.to_string(),
         mesh: "demo".into(),

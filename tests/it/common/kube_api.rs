@@ -29,8 +29,8 @@ use super::kube_rules::{self, Binding, Identity, Rule};
 mod configmaps;
 #[path = "kube_logs.rs"]
 mod logs;
-pub use configmaps::MAX_CONFIG_MAP_BYTES;
-pub use logs::rfc3339_nano;
+pub(crate) use configmaps::MAX_CONFIG_MAP_BYTES;
+pub(crate) use logs::rfc3339_nano;
 
 #[derive(Default)]
 struct State {
@@ -74,10 +74,10 @@ struct State {
 /// How long a gate or a hold of the test server waits for what the test promised (the other
 /// gathered requests, the held request, its release): past it the wait ends saying what never
 /// came, instead of hanging until nextest's limit.
-pub const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A request held before the server acts on it, until the test releases it.
-pub struct Hold {
+pub(crate) struct Hold {
     /// The request held, as a message names it.
     what: String,
     reached: tokio::sync::Notify,
@@ -94,7 +94,7 @@ impl Hold {
     }
 
     /// Wait until the held request has arrived; panics naming it when it never does.
-    pub async fn reached(&self) {
+    pub(crate) async fn reached(&self) {
         if tokio::time::timeout(GATE_LIMIT, self.reached.notified())
             .await
             .is_err()
@@ -107,7 +107,7 @@ impl Hold {
     }
 
     /// Let the held request through.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.release.notify_one();
     }
 
@@ -143,8 +143,8 @@ fn gate_failed(message: &str) -> Response {
     status(500, "InternalError", &format!("API test server: {message}"))
 }
 
-pub struct KubeApi {
-    pub addr: SocketAddr,
+pub(crate) struct KubeApi {
+    pub(crate) addr: SocketAddr,
     state: Arc<Mutex<State>>,
     task: tokio::task::JoinHandle<()>,
     /// The clock that steps every controller on its own (see `start_clock`), when started.
@@ -196,7 +196,7 @@ fn ok_json(value: &Value) -> Response {
 }
 
 impl KubeApi {
-    pub async fn start() -> KubeApi {
+    pub(crate) async fn start() -> KubeApi {
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();
         let app = Router::new().fallback(
@@ -219,17 +219,17 @@ impl KubeApi {
     }
 
     /// A real `kube` client pointed at this server.
-    pub fn client(&self) -> kube::Client {
+    pub(crate) fn client(&self) -> kube::Client {
         let config = kube::Config::new(format!("http://{}", self.addr).parse().unwrap());
         kube::Client::try_from(config).unwrap()
     }
 
-    pub fn cluster(&self, namespace: &str) -> Cluster {
+    pub(crate) fn cluster(&self, namespace: &str) -> Cluster {
         Cluster::from_client(self.client(), "test-context", namespace)
     }
 
     /// A kubeconfig for this server (for the binary and for kubectl), current context `context`.
-    pub fn kubeconfig(&self, context: &str) -> String {
+    pub(crate) fn kubeconfig(&self, context: &str) -> String {
         format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: {context}\nclusters:\n- name: test\n  cluster:\n    server: http://{}\n\
 contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nusers:\n- name: test\n  user: {{}}\n",
@@ -239,7 +239,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     /// The machine's own kubectl against this server (the oracle): (succeeded, stdout and stderr).
     /// kubectl must be installed (scripts/test.sh installs Debian's kubernetes-client when it is not).
-    pub async fn kubectl(&self, args: &[&str]) -> (bool, String) {
+    pub(crate) async fn kubectl(&self, args: &[&str]) -> (bool, String) {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("kubeconfig");
         std::fs::write(&config, self.kubeconfig("oracle")).unwrap();
@@ -262,7 +262,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     // ---- state hooks ----
 
-    pub fn put_namespace(&self, name: &str, annotations: &[(&str, &str)]) {
+    pub(crate) fn put_namespace(&self, name: &str, annotations: &[(&str, &str)]) {
         let annotations: serde_json::Map<String, Value> = annotations
             .iter()
             .map(|(k, v)| (k.to_string(), json!(v)))
@@ -273,7 +273,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     /// Store an object as a create or an update does: namespace, resourceVersion, uid and generation 1
     /// when absent.
-    pub fn put(&self, resource: &str, namespace: &str, mut object: Value) {
+    pub(crate) fn put(&self, resource: &str, namespace: &str, mut object: Value) {
         let mut state = self.state.lock().unwrap();
         let (api_version, kind) = kind_of(resource);
         object["apiVersion"] = json!(api_version);
@@ -306,7 +306,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         state.cluster.store(key, object);
     }
 
-    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+    pub(crate) fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
         self.state
             .lock()
             .unwrap()
@@ -317,7 +317,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Every object of a resource in a namespace.
-    pub fn all(&self, resource: &str, namespace: &str) -> Vec<Value> {
+    pub(crate) fn all(&self, resource: &str, namespace: &str) -> Vec<Value> {
         self.state
             .lock()
             .unwrap()
@@ -330,7 +330,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Requests received for one path (query excluded).
-    pub fn requests(&self, path: &str) -> usize {
+    pub(crate) fn requests(&self, path: &str) -> usize {
         self.state
             .lock()
             .unwrap()
@@ -341,21 +341,21 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Requests since the last `reset_counts`, by method and what they name ([`verb_of`]).
-    pub fn requests_by_verb(&self) -> std::collections::BTreeMap<String, usize> {
+    pub(crate) fn requests_by_verb(&self) -> std::collections::BTreeMap<String, usize> {
         self.state.lock().unwrap().verbs.clone()
     }
 
     /// Bytes the server answered since the last `reset_counts` (bodies of a known length).
-    pub fn response_bytes(&self) -> usize {
+    pub(crate) fn response_bytes(&self) -> usize {
         self.state.lock().unwrap().response_bytes
     }
 
-    pub fn total_requests(&self) -> usize {
+    pub(crate) fn total_requests(&self) -> usize {
         self.state.lock().unwrap().requests.values().sum()
     }
 
     /// How many responses had this status code.
-    pub fn responses_with(&self, code: u16) -> usize {
+    pub(crate) fn responses_with(&self, code: u16) -> usize {
         self.state
             .lock()
             .unwrap()
@@ -365,7 +365,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             .unwrap_or(0)
     }
 
-    pub fn reset_counts(&self) {
+    pub(crate) fn reset_counts(&self) {
         let mut state = self.state.lock().unwrap();
         state.requests.clear();
         state.verbs.clear();
@@ -376,12 +376,12 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     /// Every resource request authorized against the identity since the last `reset_counts`, with
     /// whether it was allowed (a SelfSubjectAccessReview's own attributes are not a request: not here).
-    pub fn authorizations(&self) -> Vec<(kube_rules::Attributes, bool)> {
+    pub(crate) fn authorizations(&self) -> Vec<(kube_rules::Attributes, bool)> {
         self.state.lock().unwrap().authorizations.clone()
     }
 
     /// Every authorization since the server started and its verdict (`reset_counts` leaves it).
-    pub fn audit(&self) -> Vec<(kube_rules::Attributes, bool)> {
+    pub(crate) fn audit(&self) -> Vec<(kube_rules::Attributes, bool)> {
         self.state.lock().unwrap().audit.clone()
     }
 
@@ -389,29 +389,29 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// not take (`NewInternalError` around etcd's `request timed out`,
     /// `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go` → `apierrors.NewInternalError`):
     /// a stamp that wrote its shards then stops before its index names them.
-    pub fn fail_next_namespace_patch(&self) {
+    pub(crate) fn fail_next_namespace_patch(&self) {
         self.state.lock().unwrap().fail_namespace_patch = true;
     }
 
     /// The next `n` namespace GETs wait for each other, so they all see the same resourceVersion.
-    pub fn sync_next_namespace_reads(&self, n: usize) {
+    pub(crate) fn sync_next_namespace_reads(&self, n: usize) {
         self.state.lock().unwrap().gate = Some((n, Arc::new(Barrier::new(n))));
     }
 
     /// The next `n` lease GETs wait for each other, so they all see the same lease (or its absence):
     /// two takers then race to write.
-    pub fn sync_next_lease_reads(&self, n: usize) {
+    pub(crate) fn sync_next_lease_reads(&self, n: usize) {
         self.state.lock().unwrap().lease_gate = Some((n, Arc::new(Barrier::new(n))));
     }
 
     /// The next `n` namespace PATCHes wait for each other before any is applied: writers that read
     /// the same resourceVersion then race to write (one wins, the others' preconditions fail).
-    pub fn sync_next_namespace_patches(&self, n: usize) {
+    pub(crate) fn sync_next_namespace_patches(&self, n: usize) {
         self.state.lock().unwrap().patch_gate = Some((n, Arc::new(Barrier::new(n))));
     }
 
     /// After `n` more ConfigMap creates, the next one is held (before it is applied) until released.
-    pub fn hold_configmap_create_after(&self, n: usize) -> Arc<Hold> {
+    pub(crate) fn hold_configmap_create_after(&self, n: usize) -> Arc<Hold> {
         let hold = Arc::new(Hold::new(format!(
             "the ConfigMap create after {n} more (hold_configmap_create_after)"
         )));
@@ -420,7 +420,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// The next ConfigMap delete is held (before it is applied) until released.
-    pub fn hold_next_configmap_delete(&self) -> Arc<Hold> {
+    pub(crate) fn hold_next_configmap_delete(&self) -> Arc<Hold> {
         let hold = Arc::new(Hold::new(
             "the next ConfigMap delete (hold_next_configmap_delete)".to_string(),
         ));
@@ -429,17 +429,17 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// How many namespace patches were answered 409 Conflict.
-    pub fn namespace_conflicts(&self) -> usize {
+    pub(crate) fn namespace_conflicts(&self) -> usize {
         self.state.lock().unwrap().namespace_conflicts
     }
 
     /// The shards a namespace write's record index named while they did not exist.
-    pub fn dangling_index_shards(&self) -> Vec<String> {
+    pub(crate) fn dangling_index_shards(&self) -> Vec<String> {
         self.state.lock().unwrap().dangling.clone()
     }
 
     /// Containers running an image that starts with `image_prefix` meet this fate in the kubelet.
-    pub fn pods_of_image(&self, image_prefix: &str, fate: Fate) {
+    pub(crate) fn pods_of_image(&self, image_prefix: &str, fate: Fate) {
         self.state
             .lock()
             .unwrap()
@@ -449,13 +449,13 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Every container runs from now on (the fates given so far are forgotten).
-    pub fn clear_fates(&self) {
+    pub(crate) fn clear_fates(&self) {
         self.state.lock().unwrap().cluster.fates.clear();
     }
 
     /// The workload's progress deadline has passed (the test's clock): the Deployment controller reports
     /// it on its next step if the roll-out is still incomplete.
-    pub fn pass_progress_deadline(&self, resource: &str, namespace: &str, name: &str) {
+    pub(crate) fn pass_progress_deadline(&self, resource: &str, namespace: &str, name: &str) {
         self.state.lock().unwrap().cluster.deadline_passed.insert((
             resource.into(),
             namespace.into(),
@@ -465,7 +465,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     /// Someone else sets the image of `container` of the workload to `then`, `after` controller steps
     /// after it first runs `when` (as a `kubectl set image` in another terminal would).
-    pub fn someone_sets_image(
+    pub(crate) fn someone_sets_image(
         &self,
         resource: &str,
         namespace: &str,
@@ -488,7 +488,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// reads or not (as a cluster's controllers do). Without it a workload steps after each read of it
     /// and every few milliseconds while it is watched; a test that follows a roll-out by reading it (as
     /// meshtop and kubectl do) sees the same states either way, only later.
-    pub fn start_clock(&self, every: std::time::Duration) {
+    pub(crate) fn start_clock(&self, every: std::time::Duration) {
         let state = self.state.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -512,7 +512,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// (pods its ReplicaSets asked for, available, updated) after each step of a Deployment's controller.
-    pub fn trace(&self, namespace: &str, name: &str) -> Vec<(i64, i64, i64)> {
+    pub(crate) fn trace(&self, namespace: &str, name: &str) -> Vec<(i64, i64, i64)> {
         self.state
             .lock()
             .unwrap()
@@ -524,12 +524,12 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// The kubelet runs on this container runtime (the form of the imageIDs it reports).
-    pub fn runtime(&self, runtime: Runtime) {
+    pub(crate) fn runtime(&self, runtime: Runtime) {
         self.state.lock().unwrap().cluster.runtime = runtime;
     }
 
     /// `image` was loaded onto the nodes (`kind load`), not pulled: its containers report the image `id`.
-    pub fn image_loaded(&self, image: &str, id: &str) {
+    pub(crate) fn image_loaded(&self, image: &str, id: &str) {
         self.state
             .lock()
             .unwrap()
@@ -539,7 +539,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// One step of the workload's controller (as time passing would).
-    pub fn tick(&self, resource: &str, namespace: &str, name: &str) {
+    pub(crate) fn tick(&self, resource: &str, namespace: &str, name: &str) {
         self.state.lock().unwrap().cluster.reconcile(&(
             resource.into(),
             namespace.into(),
@@ -548,7 +548,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Let the workload's controller run until nothing changes (twenty steps are plenty here).
-    pub fn settle(&self, resource: &str, namespace: &str, name: &str) {
+    pub(crate) fn settle(&self, resource: &str, namespace: &str, name: &str) {
         for _ in 0..20 {
             self.tick(resource, namespace, name);
         }
@@ -557,7 +557,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// Requests are made as `user`, bound cluster-wide (a ClusterRoleBinding) to a role of these (verb,
     /// resource) pairs, each resource in the API group the server serves it in (`pods/log` a subresource);
     /// anything else is 403, a request in another group too.
-    pub fn identity(&self, user: &str, allowed: &[(&str, &str)]) {
+    pub(crate) fn identity(&self, user: &str, allowed: &[(&str, &str)]) {
         let rules = allowed
             .iter()
             .map(|(verb, resource)| {
@@ -569,7 +569,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Requests are made as `user` with exactly these bindings (RoleBindings count in their namespace only).
-    pub fn identity_bound(&self, user: &str, bindings: Vec<Binding>) {
+    pub(crate) fn identity_bound(&self, user: &str, bindings: Vec<Binding>) {
         self.state.lock().unwrap().identity = Some(Identity {
             user: user.to_string(),
             bindings,
@@ -577,12 +577,12 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// The next continue token presented has expired (as after an etcd compaction).
-    pub fn expire_next_continue(&self) {
+    pub(crate) fn expire_next_continue(&self) {
         self.state.lock().unwrap().expire_next_continue = true;
     }
 
     /// Every pod the workload selects waits with this reason (e.g. ImagePullBackOff).
-    pub fn set_pods_waiting(
+    pub(crate) fn set_pods_waiting(
         &self,
         resource: &str,
         namespace: &str,
@@ -630,7 +630,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         }
     }
 
-    pub fn add_event(&self, namespace: &str, involved: &str, reason: &str, message: &str) {
+    pub(crate) fn add_event(&self, namespace: &str, involved: &str, reason: &str, message: &str) {
         self.state
             .lock()
             .unwrap()
@@ -639,13 +639,13 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Store an event as given (its timestamps and involvedObject as the test says).
-    pub fn put_event(&self, namespace: &str, event: Value) {
+    pub(crate) fn put_event(&self, namespace: &str, event: Value) {
         self.put("events", namespace, event);
     }
 
     /// What the pod's first container printed, in the run its log is read from: the running one,
     /// else the one that last terminated.
-    pub fn set_pod_log(&self, namespace: &str, pod: &str, text: &str) {
+    pub(crate) fn set_pod_log(&self, namespace: &str, pod: &str, text: &str) {
         let mut s = self.state.lock().unwrap();
         let key: Key = ("pods".into(), namespace.into(), pod.into());
         let object = s.cluster.objects[&key].clone();
@@ -669,7 +669,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     /// The running `container` of the pod prints `text` (one log entry per line, on the test's clock);
     /// a follow of it sends them on. A running container the test stored without an id gets one.
-    pub fn container_prints(&self, namespace: &str, pod: &str, container: &str, text: &str) {
+    pub(crate) fn container_prints(&self, namespace: &str, pod: &str, container: &str, text: &str) {
         let mut s = self.state.lock().unwrap();
         let key: Key = ("pods".into(), namespace.into(), pod.into());
         let mut object = s.cluster.objects[&key].clone();
@@ -699,7 +699,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     /// (`staging/src/k8s.io/api/core/v1/types.go` ContainerStatus `lastState`, `restartCount`;
     /// ContainerStateTerminated `exitCode`, `reason`, `startedAt`, `finishedAt` as metav1.Time, RFC 3339
     /// in whole seconds).
-    pub fn container_crashes(
+    pub(crate) fn container_crashes(
         &self,
         namespace: &str,
         pod: &str,
@@ -754,7 +754,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// The back-off is over: the container runs again as a new container (a new id, an empty log).
-    pub fn container_restarts(&self, namespace: &str, pod: &str, container: &str) {
+    pub(crate) fn container_restarts(&self, namespace: &str, pod: &str, container: &str) {
         let mut s = self.state.lock().unwrap();
         let key: Key = ("pods".into(), namespace.into(), pod.into());
         let mut object = s.cluster.objects[&key].clone();
@@ -872,7 +872,7 @@ fn verb_of(method: &Method, path: &str) -> String {
 }
 
 /// The API group the server serves a resource in (what an RBAC rule for it must name).
-pub fn group_of(resource: &str) -> &'static str {
+pub(crate) fn group_of(resource: &str) -> &'static str {
     match resource {
         "deployments" | "statefulsets" | "daemonsets" | "replicasets" | "controllerrevisions" => {
             "apps"

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::{Key, State, conflict, kube_rules, list, ok_json, status};
 
 /// `core.MaxSecretSize`, the most a ConfigMap's data may hold (`pkg/apis/core/types.go`).
-pub const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
 
 fn data_bytes(object: &Value) -> usize {
     ["data", "binaryData"]
@@ -52,7 +52,7 @@ fn validate(object: &Value) -> Vec<String> {
 }
 
 /// ValidateConfigMapUpdate's immutability rules.
-pub fn validate_update(old: &Value, new: &Value) -> Vec<String> {
+pub(crate) fn validate_update(old: &Value, new: &Value) -> Vec<String> {
     const IMMUTABLE: &str = "Forbidden: field is immutable when `immutable` is set";
     let mut errors = Vec::new();
     if old["immutable"] == json!(true) {
@@ -82,7 +82,7 @@ fn not_found(name: &str) -> Response {
     status(404, "NotFound", &format!("configmaps \"{name}\" not found"))
 }
 
-pub fn configmaps(
+pub(crate) fn configmaps(
     state: &Arc<Mutex<State>>,
     method: &Method,
     ns: &str,

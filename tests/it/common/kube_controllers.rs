@@ -28,13 +28,13 @@ use super::kube_objects::labels_match;
 
 #[path = "kube_deployment.rs"]
 mod deployment;
-pub use deployment::{condition, fenceposts};
+pub(crate) use deployment::{condition, fenceposts};
 
-pub type Key = (String, String, String); // (resource, namespace, name); namespaces have namespace ""
+pub(crate) type Key = (String, String, String); // (resource, namespace, name); namespaces have namespace ""
 
 /// What the kubelet makes of a container running an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fate {
+pub(crate) enum Fate {
     /// Pulls, starts, becomes ready.
     Runs,
     /// The pull fails: ErrImagePull, then ImagePullBackOff from the next sync on.
@@ -61,7 +61,7 @@ pub enum Fate {
 /// kubelet reports the runtime's `ImageRef` as is: `pkg/kubelet/kuberuntime/kuberuntime_container.go`
 /// toKubeContainerStatus).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Runtime {
+pub(crate) enum Runtime {
     /// Docker through dockershim / cri-dockerd: `docker-pullable://<repo>@sha256:<manifest>` for a
     /// pulled image (`DockerPullablePrefix`), `docker://sha256:<image id>` for one never pulled.
     #[default]
@@ -141,15 +141,15 @@ fn served_by_loopback_registry(image: &str) -> Option<String> {
 }
 
 #[derive(Default)]
-pub struct Cluster {
-    pub objects: BTreeMap<Key, Value>,
-    pub resource_version: u64,
+pub(crate) struct Cluster {
+    pub(crate) objects: BTreeMap<Key, Value>,
+    pub(crate) resource_version: u64,
     /// What each container printed (by container id), and the wake-up of the follows reading it.
-    pub logs: ContainerLogs,
+    pub(crate) logs: ContainerLogs,
     /// Image prefix → fate of containers running it (first match wins; default: runs).
-    pub fates: Vec<(String, Fate)>,
+    pub(crate) fates: Vec<(String, Fate)>,
     /// Workloads whose progress deadline has passed (the test's clock).
-    pub deadline_passed: HashSet<Key>,
+    pub(crate) deadline_passed: HashSet<Key>,
     /// Workloads whose controller has taken over their pods.
     adopted: HashSet<Key>,
     /// DaemonSet → how many nodes it should run on.
@@ -158,16 +158,16 @@ pub struct Cluster {
     backoff: HashMap<(Key, String), (u64, u64)>,
     /// Someone else's `kubectl set image`: once the workload's container runs `when`, `after` steps later
     /// its template is set to `then` (workload, container, when, then, after, the step `when` was seen).
-    pub image_changes: Vec<(Key, String, String, String, u64, Option<u64>)>,
+    pub(crate) image_changes: Vec<(Key, String, String, String, u64, Option<u64>)>,
     /// Pod → the step at which it was marked for deletion.
     terminating: HashMap<Key, u64>,
     /// Deployment → after each of its controller's steps, (pods the ReplicaSets ask for, available,
     /// updated): how a roll-out went, for tests to check its arithmetic.
-    pub trace: HashMap<Key, Vec<(i64, i64, i64)>>,
+    pub(crate) trace: HashMap<Key, Vec<(i64, i64, i64)>>,
     /// The runtime whose imageID form the kubelet reports.
-    pub runtime: Runtime,
+    pub(crate) runtime: Runtime,
     /// Images on the nodes that were loaded, not pulled (image → its id, `sha256:…`): reported by id.
-    pub loaded: HashMap<String, String>,
+    pub(crate) loaded: HashMap<String, String>,
     step: u64,
     serial: u64,
 }
@@ -177,16 +177,16 @@ pub struct Cluster {
 /// CRI log file keeps one timestamped entry per line: `pkg/kubelet/kuberuntime/logs/logs.go`). A
 /// container's log outlives its run, so the run before a restart is still read (`previous=true`).
 #[derive(Default)]
-pub struct ContainerLogs {
-    pub lines: HashMap<String, Vec<(i64, String)>>,
+pub(crate) struct ContainerLogs {
+    pub(crate) lines: HashMap<String, Vec<(i64, String)>>,
     /// Woken on every change of a log or of an object: a follow reads on, or ends.
-    pub changed: std::sync::Arc<tokio::sync::Notify>,
+    pub(crate) changed: std::sync::Arc<tokio::sync::Notify>,
     /// The newest line's time, so that every line has its own (real logs are nanosecond-stamped).
     newest_ns: i64,
 }
 
 impl Cluster {
-    pub fn bump(&mut self) -> String {
+    pub(crate) fn bump(&mut self) -> String {
         self.resource_version += 1;
         self.resource_version.to_string()
     }
@@ -196,7 +196,7 @@ impl Cluster {
         self.serial
     }
 
-    pub fn uid(&mut self) -> String {
+    pub(crate) fn uid(&mut self) -> String {
         format!("00000000-0000-4000-8000-{:012x}", self.serial())
     }
 
@@ -206,20 +206,20 @@ impl Cluster {
     }
 
     /// A timestamp of the test's clock.
-    pub fn now(&self) -> String {
+    pub(crate) fn now(&self) -> String {
         let at = chrono::DateTime::from_timestamp(self.clock_seconds(), 0).unwrap();
         at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     }
 
     /// Store a new or changed object under a new resourceVersion.
-    pub fn store(&mut self, key: Key, mut object: Value) {
+    pub(crate) fn store(&mut self, key: Key, mut object: Value) {
         object["metadata"]["resourceVersion"] = json!(self.bump());
         self.objects.insert(key, object);
         self.logs.changed.notify_waiters();
     }
 
     /// A new container id, as the runtime gives one to every run of a container.
-    pub fn new_container_id(&mut self) -> String {
+    pub(crate) fn new_container_id(&mut self) -> String {
         let n = self.serial();
         format!(
             "containerd://{}",
@@ -228,7 +228,7 @@ impl Cluster {
     }
 
     /// The container `id` prints `text` (one entry per line), now on the test's clock.
-    pub fn print(&mut self, id: &str, text: &str) {
+    pub(crate) fn print(&mut self, id: &str, text: &str) {
         for line in text.lines() {
             let at = (self.clock_seconds() * 1_000_000_000).max(self.logs.newest_ns + 1);
             self.logs.newest_ns = at;
@@ -242,12 +242,12 @@ impl Cluster {
     }
 
     /// The test's clock now, in nanoseconds (what `sinceSeconds` counts back from).
-    pub fn now_ns(&self) -> i64 {
+    pub(crate) fn now_ns(&self) -> i64 {
         self.clock_seconds() * 1_000_000_000
     }
 
     /// A container status made running as a new run of the container (its own container id).
-    pub fn start_container(&mut self, cs: &mut Value) {
+    pub(crate) fn start_container(&mut self, cs: &mut Value) {
         cs["state"] = json!({"running": {"startedAt": self.now()}});
         cs["containerID"] = json!(self.new_container_id());
         cs["ready"] = json!(true);
@@ -255,7 +255,7 @@ impl Cluster {
     }
 
     /// The imageID the kubelet reports for a container running `image`.
-    pub fn image_id(&self, image: &str) -> String {
+    pub(crate) fn image_id(&self, image: &str) -> String {
         match (self.runtime, self.loaded.get(image)) {
             (Runtime::Docker, Some(id)) => format!("docker://{id}"),
             (Runtime::Containerd, Some(id)) => id.clone(),
@@ -272,7 +272,14 @@ impl Cluster {
             .unwrap_or(Fate::Runs)
     }
 
-    pub fn event(&mut self, namespace: &str, kind: &str, name: &str, reason: &str, message: &str) {
+    pub(crate) fn event(
+        &mut self,
+        namespace: &str,
+        kind: &str,
+        name: &str,
+        reason: &str,
+        message: &str,
+    ) {
         let n = self.serial();
         let now = self.now();
         let event = json!({"apiVersion": "v1", "kind": "Event",
@@ -312,7 +319,7 @@ impl Cluster {
     }
 
     /// One step of the controller of this workload (and of the kubelet for its pods).
-    pub fn reconcile(&mut self, key: &Key) {
+    pub(crate) fn reconcile(&mut self, key: &Key) {
         if !self.objects.contains_key(key) {
             return;
         }
@@ -364,7 +371,7 @@ impl Cluster {
 
     /// The hash of a pod template, as `controller.ComputeHash` hashes one (a stable digest of the
     /// template; fnv there, sha256 here: only equality matters).
-    pub fn template_hash(template: &Value) -> String {
+    pub(crate) fn template_hash(template: &Value) -> String {
         let digest = Sha256::digest(template.to_string().as_bytes());
         hex::encode(digest)[..10].to_string()
     }
@@ -703,14 +710,14 @@ impl Cluster {
         ));
     }
 
-    pub fn pod_ready(pod: &Value) -> bool {
+    pub(crate) fn pod_ready(pod: &Value) -> bool {
         let statuses = pod["status"]["containerStatuses"].as_array();
         statuses.is_some_and(|s| !s.is_empty() && s.iter().all(|c| c["ready"] == json!(true)))
     }
 
     /// Graceful deletion: the pod stays listed with its deletionTimestamp (`pkg/registry/core/pod/strategy.go`
     /// CheckGracefulDelete) until the kubelet confirms it stopped.
-    pub fn mark_terminating(&mut self, pod_key: &Key) {
+    pub(crate) fn mark_terminating(&mut self, pod_key: &Key) {
         let mut pod = self.objects[pod_key].clone();
         if !pod["metadata"]["deletionTimestamp"].is_null() {
             return;
@@ -996,7 +1003,7 @@ impl Cluster {
 
     /// The status the controller writes from the pods it sees (active pods only: terminating pods are not
     /// counted, `controller.FilterActivePods`).
-    pub fn write_status(&mut self, key: &Key) {
+    pub(crate) fn write_status(&mut self, key: &Key) {
         let mut workload = self.objects[key].clone();
         let (resource, ns, name) = key;
         let hash = Self::template_hash(&workload["spec"]["template"]);
@@ -1068,7 +1075,7 @@ impl Cluster {
     }
 
     /// Before a patch lands, the controller knows the revision of the template being replaced.
-    pub fn before_write(&mut self, key: &Key) {
+    pub(crate) fn before_write(&mut self, key: &Key) {
         if matches!(
             key.0.as_str(),
             "deployments" | "statefulsets" | "daemonsets"

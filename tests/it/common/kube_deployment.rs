@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::{Cluster, Key};
 
 /// The revision annotation on a Deployment and its ReplicaSets.
-pub const REVISION: &str = "deployment.kubernetes.io/revision";
+pub(crate) const REVISION: &str = "deployment.kubernetes.io/revision";
 
 /// `intstr.GetScaledValueFromIntOrPercent`: an int, or a percent of `total` rounded up or down.
 fn scaled(value: &Value, default: &str, total: i64, round_up: bool) -> i64 {
@@ -54,7 +54,7 @@ fn replicas_of(o: &Value) -> i64 {
 }
 
 /// `deploymentutil.ResolveFenceposts`: (maxSurge, maxUnavailable) in pods.
-pub fn fenceposts(d: &Value) -> (i64, i64) {
+pub(crate) fn fenceposts(d: &Value) -> (i64, i64) {
     if !rolling(d) {
         return (0, 0);
     }
@@ -463,7 +463,7 @@ impl Cluster {
 }
 
 /// The condition of `type` in a status (Null when absent).
-pub fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
+pub(crate) fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
     status["conditions"]
         .as_array()
         .and_then(|c| c.iter().find(|c| c["type"] == kind))
@@ -472,7 +472,7 @@ pub fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
 
 /// `deploymentutil.SetDeploymentCondition`: unchanged when status and reason are; else the old one of
 /// that type removed and the new appended, keeping lastTransitionTime when the status did not change.
-pub fn set_condition(
+pub(crate) fn set_condition(
     status: &mut Value,
     kind: &str,
     state: &str,

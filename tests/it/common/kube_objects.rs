@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 // ---- builders ----
 
 /// A workload of `resource` (deployments/statefulsets/daemonsets) labelled for `module`, rolled out.
-pub fn workload(
+pub(crate) fn workload(
     resource: &str,
     name: &str,
     module: &str,
@@ -39,7 +39,7 @@ pub fn workload(
 }
 
 /// A running pod of the workload `app` whose container reports `image_id`.
-pub fn pod(name: &str, app: &str, container: &str, image: &str, image_id: &str) -> Value {
+pub(crate) fn pod(name: &str, app: &str, container: &str, image: &str, image_id: &str) -> Value {
     json!({"metadata": {"name": name, "labels": {"app": app}},
         "spec": {"containers": [{"name": container, "image": image}]},
         "status": {"phase": "Running", "containerStatuses": [{"name": container, "image": image, "imageID": image_id,
@@ -48,7 +48,7 @@ pub fn pod(name: &str, app: &str, container: &str, image: &str, image_id: &str) 
 
 // ---- selectors and queries ----
 
-pub fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -66,7 +66,7 @@ pub fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub fn query(uri: &Uri) -> HashMap<String, String> {
+pub(crate) fn query(uri: &Uri) -> HashMap<String, String> {
     uri.query()
         .unwrap_or("")
         .split('&')
@@ -75,14 +75,14 @@ pub fn query(uri: &Uri) -> HashMap<String, String> {
         .collect()
 }
 
-pub fn labels_match(match_labels: &Value, labels: &Value) -> bool {
+pub(crate) fn labels_match(match_labels: &Value, labels: &Value) -> bool {
     match_labels
         .as_object()
         .is_some_and(|m| !m.is_empty() && m.iter().all(|(k, v)| labels.get(k) == Some(v)))
 }
 
 /// Split a selector on commas outside parentheses.
-pub fn terms(selector: &str) -> Vec<String> {
+pub(crate) fn terms(selector: &str) -> Vec<String> {
     let (mut out, mut current, mut depth) = (Vec::new(), String::new(), 0);
     for c in selector.chars() {
         match c {
@@ -103,7 +103,7 @@ pub fn terms(selector: &str) -> Vec<String> {
         .collect()
 }
 
-pub fn label_selector_matches(selector: &str, labels: &Value) -> bool {
+pub(crate) fn label_selector_matches(selector: &str, labels: &Value) -> bool {
     let get = |k: &str| labels.get(k).and_then(Value::as_str);
     terms(selector).iter().all(|term| {
         let set = |t: &str, op: &str| {
@@ -136,7 +136,7 @@ pub fn label_selector_matches(selector: &str, labels: &Value) -> bool {
 
 /// A field selector's terms (`=`, `==`, `!=`; `fields/selector.go`), each over the object's field as text
 /// (`source` of an event is its `source.component`, as `pkg/registry/core/event/strategy.go` sets it).
-pub fn field_selector_matches(selector: &str, object: &Value) -> bool {
+pub(crate) fn field_selector_matches(selector: &str, object: &Value) -> bool {
     terms(selector).iter().all(|term| {
         let (path, expected, equal) = match term.split_once("!=") {
             Some((p, v)) => (p, v, false),

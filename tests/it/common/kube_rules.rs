@@ -23,15 +23,15 @@ use serde_json::Value;
 
 /// One RBAC PolicyRule (`rbac/v1` types.go): empty `names` means every name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
-    pub verbs: Vec<String>,
-    pub groups: Vec<String>,
-    pub resources: Vec<String>,
-    pub names: Vec<String>,
+pub(crate) struct Rule {
+    pub(crate) verbs: Vec<String>,
+    pub(crate) groups: Vec<String>,
+    pub(crate) resources: Vec<String>,
+    pub(crate) names: Vec<String>,
 }
 
 impl Rule {
-    pub fn new(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
+    pub(crate) fn new(verbs: &[&str], groups: &[&str], resources: &[&str]) -> Rule {
         let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
         Rule {
             verbs: owned(verbs),
@@ -41,7 +41,7 @@ impl Rule {
         }
     }
 
-    pub fn named(mut self, names: &[&str]) -> Rule {
+    pub(crate) fn named(mut self, names: &[&str]) -> Rule {
         self.names = names.iter().map(|s| s.to_string()).collect();
         self
     }
@@ -67,22 +67,22 @@ impl Rule {
 
 /// Where a role's rules apply: everywhere (a ClusterRoleBinding) or in one namespace (a RoleBinding).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Binding {
+pub(crate) enum Binding {
     Cluster(Vec<Rule>),
     Namespace(String, Vec<Rule>),
 }
 
 /// The user requests are made as, and its bindings.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub user: String,
-    pub bindings: Vec<Binding>,
+pub(crate) struct Identity {
+    pub(crate) user: String,
+    pub(crate) bindings: Vec<Binding>,
 }
 
 impl Identity {
     /// `VisitRulesFor(user, namespace)` then `RuleAllows`: cluster bindings always count, a namespace's
     /// only for a request in that namespace (a cluster-scoped request has namespace "").
-    pub fn allows(&self, a: &Attributes) -> bool {
+    pub(crate) fn allows(&self, a: &Attributes) -> bool {
         self.bindings.iter().any(|b| match b {
             Binding::Cluster(rules) => rules.iter().any(|r| r.allows(a)),
             Binding::Namespace(ns, rules) => {
@@ -98,7 +98,7 @@ impl Identity {
 /// `selfsubjectaccessreviews` and `selfsubjectrulesreviews` in `authorization.k8s.io` and on
 /// `selfsubjectreviews` in `authentication.k8s.io`; `system:discovery` grants `get` on the
 /// discovery paths, which are non-resource requests and never reach this).
-pub fn allowed_to_everyone(a: &Attributes) -> bool {
+pub(crate) fn allowed_to_everyone(a: &Attributes) -> bool {
     let basic_user = match a.group.as_str() {
         "authorization.k8s.io" => {
             ["selfsubjectaccessreviews", "selfsubjectrulesreviews"].contains(&a.resource.as_str())
@@ -111,17 +111,17 @@ pub fn allowed_to_everyone(a: &Attributes) -> bool {
 
 /// The authorizer's attributes of a resource request.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Attributes {
-    pub verb: String,
-    pub group: String,
-    pub resource: String,
-    pub subresource: String,
-    pub namespace: String,
-    pub name: String,
+pub(crate) struct Attributes {
+    pub(crate) verb: String,
+    pub(crate) group: String,
+    pub(crate) resource: String,
+    pub(crate) subresource: String,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
 }
 
 /// `RequestInfoFactory.NewRequestInfo`: None for a non-resource request (discovery).
-pub fn request_attributes(
+pub(crate) fn request_attributes(
     method: &Method,
     parts: &[&str],
     q: &HashMap<String, String>,
@@ -178,7 +178,7 @@ pub fn request_attributes(
 }
 
 /// The attributes a SelfSubjectAccessReview's `spec.resourceAttributes` names.
-pub fn review_attributes(spec: &Value) -> Attributes {
+pub(crate) fn review_attributes(spec: &Value) -> Attributes {
     let text = |k: &str| spec[k].as_str().unwrap_or_default().to_string();
     Attributes {
         verb: text("verb"),
@@ -193,7 +193,7 @@ pub fn review_attributes(spec: &Value) -> Attributes {
 /// `forbiddenMessage` and `NewForbidden` (`staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go`):
 /// `<resource>[.<group>] ["name"] is forbidden: User "u" cannot <verb> resource "<r>[/<sub>]" in API
 /// group "<g>" (in the namespace "n" | at the cluster scope)`.
-pub fn forbidden_message(user: &str, a: &Attributes) -> String {
+pub(crate) fn forbidden_message(user: &str, a: &Attributes) -> String {
     let resource = if a.subresource.is_empty() {
         a.resource.clone()
     } else {
@@ -221,10 +221,10 @@ pub fn forbidden_message(user: &str, a: &Attributes) -> String {
 }
 
 /// The apiserver's limit on the total size of an object's annotations (keys and values, in bytes).
-pub const TOTAL_ANNOTATION_SIZE_LIMIT_B: usize = 256 * 1024;
+pub(crate) const TOTAL_ANNOTATION_SIZE_LIMIT_B: usize = 256 * 1024;
 
 /// `ValidateAnnotationsSize`: the error of an object whose annotations are too large.
-pub fn annotations_too_long(object: &Value) -> Option<String> {
+pub(crate) fn annotations_too_long(object: &Value) -> Option<String> {
     let total: usize = object["metadata"]["annotations"]
         .as_object()
         .map(|a| {
@@ -240,7 +240,7 @@ pub fn annotations_too_long(object: &Value) -> Option<String> {
 
 /// `NewInvalid`'s message: `<Kind> "<name>" is invalid: <errors>` (one error as is, more in brackets,
 /// as `utilerrors.NewAggregate` prints them).
-pub fn invalid_message(kind: &str, name: &str, errors: &[String]) -> String {
+pub(crate) fn invalid_message(kind: &str, name: &str, errors: &[String]) -> String {
     let listed = if errors.len() == 1 {
         errors[0].clone()
     } else {
@@ -251,7 +251,7 @@ pub fn invalid_message(kind: &str, name: &str, errors: &[String]) -> String {
 
 /// A MicroTime as `time.Parse(RFC3339Micro, …)` accepts it: `2006-01-02T15:04:05.000000Z07:00`
 /// (exactly six fractional digits; `Z` or a `±hh:mm` offset).
-pub fn is_micro_time(text: &str) -> bool {
+pub(crate) fn is_micro_time(text: &str) -> bool {
     let b = text.as_bytes();
     let digits =
         |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
@@ -281,7 +281,7 @@ pub fn is_micro_time(text: &str) -> bool {
 
 /// Why a Lease cannot be stored: `Err((code, message))` — 400 when its body cannot be decoded (a
 /// MicroTime in another format), 422 when ValidateLeaseSpec or the annotations' size refuse it.
-pub fn check_lease(lease: &Value) -> Result<(), (u16, String)> {
+pub(crate) fn check_lease(lease: &Value) -> Result<(), (u16, String)> {
     let spec = &lease["spec"];
     for field in ["acquireTime", "renewTime"] {
         if let Some(text) = spec[field].as_str()
@@ -358,7 +358,7 @@ fn supported_fields(resource: &str) -> &'static [&'static str] {
 
 /// Refuse a field selector the kind does not support, as the list handler does (400 BadRequest with
 /// the conversion func's error).
-pub fn check_field_selector(resource: &str, selector: &str) -> Result<(), String> {
+pub(crate) fn check_field_selector(resource: &str, selector: &str) -> Result<(), String> {
     for term in super::kube_objects::terms(selector) {
         let label = term
             .split_once("!=")

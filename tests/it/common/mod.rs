@@ -18,38 +18,38 @@
 //! - `tmux`: the real binary in a tmux session, its screen read back.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
-pub mod daemon_proxy;
-pub mod dashboard;
-pub mod example;
-pub mod history;
-pub mod httpd;
-pub mod kube_api;
-pub mod kube_controllers;
-pub mod kube_mesh;
-pub mod kube_objects;
-pub mod kube_rbac;
-pub mod kube_rules;
-pub mod local_registry;
-pub mod mesh_file;
-pub mod provenance;
-pub mod registry_proxy;
-pub mod second_daemon;
-pub mod seen_screen;
-pub mod signing;
-pub mod source_tree;
-pub mod ssh_agent;
-pub mod sshd;
-pub mod team;
-pub mod tmux;
+pub(crate) mod daemon_proxy;
+pub(crate) mod dashboard;
+pub(crate) mod example;
+pub(crate) mod history;
+pub(crate) mod httpd;
+pub(crate) mod kube_api;
+pub(crate) mod kube_controllers;
+pub(crate) mod kube_mesh;
+pub(crate) mod kube_objects;
+pub(crate) mod kube_rbac;
+pub(crate) mod kube_rules;
+pub(crate) mod local_registry;
+pub(crate) mod mesh_file;
+pub(crate) mod provenance;
+pub(crate) mod registry_proxy;
+pub(crate) mod second_daemon;
+pub(crate) mod seen_screen;
+pub(crate) mod signing;
+pub(crate) mod source_tree;
+pub(crate) mod ssh_agent;
+pub(crate) mod sshd;
+pub(crate) mod team;
+pub(crate) mod tmux;
 
-pub use example::*;
+pub(crate) use example::*;
 
 use std::time::{Duration, Instant};
 
 /// A random id, fresh on every call (never the pid, which repeats across runs and machines):
 /// every name a test leaves on the daemon, the registry or tmux carries one, so two runs, or a run
 /// beside the example mesh's own `demo` machines, never meet.
-pub fn run_id() -> String {
+pub(crate) fn run_id() -> String {
     use std::io::Read;
     let mut bytes = [0u8; 5];
     std::fs::File::open("/dev/urandom")
@@ -62,7 +62,7 @@ pub fn run_id() -> String {
 /// noted in [`NAMES_DIR`] with this process, so that the next run of the test command removes
 /// what a killed test left (scripts/sweep-tests.sh) — exactly the names noted by test processes
 /// no longer running, never anything else (the example mesh's `demo` machines, the user's own).
-pub fn test_name(tag: &str) -> String {
+pub(crate) fn test_name(tag: &str) -> String {
     let name = format!("t{tag}-{}", run_id());
     note_name(&name);
     name
@@ -70,11 +70,11 @@ pub fn test_name(tag: &str) -> String {
 
 /// Where each test process notes the names it gives (one file per name, holding the process's
 /// pid and start time): what scripts/sweep-tests.sh reads.
-pub const NAMES_DIR: &str = "/tmp/meshtop-test-names";
+pub(crate) const NAMES_DIR: &str = "/tmp/meshtop-test-names";
 
 /// Note `name` as this process's (see [`test_name`]); written whole (a rename), so the sweep
 /// never reads half a note.
-pub fn note_name(name: &str) {
+pub(crate) fn note_name(name: &str) {
     use std::os::unix::fs::PermissionsExt;
     let dir = std::path::Path::new(NAMES_DIR);
     if !dir.exists() {
@@ -99,7 +99,7 @@ pub fn note_name(name: &str) {
 /// Wait until `ready` holds, looking every 20 ms; after `within`, panics saying that `what` never
 /// happened. Every wait of the tests is one of these (or [`wait_for`], [`wait_until_async`]): a
 /// condition with a deadline, never a fixed sleep hoping the thing happened meanwhile.
-pub fn wait_until(what: &str, within: Duration, mut ready: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, within: Duration, mut ready: impl FnMut() -> bool) {
     wait_for(what, within, || {
         if ready() { Ok(()) } else { Err(String::new()) }
     });
@@ -107,7 +107,11 @@ pub fn wait_until(what: &str, within: Duration, mut ready: impl FnMut() -> bool)
 
 /// Wait until `look` answers `Ok`, looking every 20 ms; after `within`, panics saying that `what`
 /// never happened and what `look` saw last (its `Err`).
-pub fn wait_for<T>(what: &str, within: Duration, mut look: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) fn wait_for<T>(
+    what: &str,
+    within: Duration,
+    mut look: impl FnMut() -> Result<T, String>,
+) -> T {
     let deadline = Instant::now() + within;
     loop {
         match look() {
@@ -124,7 +128,7 @@ pub fn wait_for<T>(what: &str, within: Duration, mut look: impl FnMut() -> Resul
 }
 
 /// [`wait_until`] for async conditions, on the test's runtime.
-pub async fn wait_until_async<F: std::future::Future<Output = bool>>(
+pub(crate) async fn wait_until_async<F: std::future::Future<Output = bool>>(
     what: &str,
     within: Duration,
     mut ready: impl FnMut() -> F,
@@ -143,7 +147,7 @@ pub async fn wait_until_async<F: std::future::Future<Output = bool>>(
 }
 
 /// [`wait_for`] for async looks, on the test's runtime.
-pub async fn wait_for_async<T, F: std::future::Future<Output = Result<T, String>>>(
+pub(crate) async fn wait_for_async<T, F: std::future::Future<Output = Result<T, String>>>(
     what: &str,
     within: Duration,
     mut look: impl FnMut() -> F,
@@ -177,7 +181,7 @@ fn last_seen(seen: &str) -> String {
 /// A Dockerfile `RUN` line that really runs: BuildKit keeps a finished step in its cache by its
 /// command, across tests and runs on one daemon, so a step a test waits on (a slow build to watch,
 /// stop or take over) carries a word no earlier run had, as a shell comment.
-pub fn fresh_run(command: &str) -> String {
+pub(crate) fn fresh_run(command: &str) -> String {
     format!("RUN {command} # fresh {}\n", run_id())
 }
 
@@ -186,7 +190,7 @@ pub fn fresh_run(command: &str) -> String {
 /// number of seconds. Answers the line and the name the held step's process carries (only its
 /// inner shell's `$0` says it, so the step's script never matches, and no cache holds the step;
 /// its `; true` keeps a shell from exec-ing the sleep in its place, which would drop the name).
-pub fn held_run(first: &str) -> (String, String) {
+pub(crate) fn held_run(first: &str) -> (String, String) {
     let id = run_id();
     (
         format!("RUN {first} && w=held; sh -c 'sleep 120; true' \"$w-{id}\" || true\n"),
@@ -196,7 +200,7 @@ pub fn held_run(first: &str) -> (String, String) {
 
 /// Let a step of [`held_run`] go on (its inner shell killed, the step ends well); panics when it
 /// is not running.
-pub fn let_go(held: &str) {
+pub(crate) fn let_go(held: &str) {
     let processes = processes_saying(held);
     assert!(!processes.is_empty(), "the held step {held} is not running");
     for process in &processes {
@@ -218,7 +222,7 @@ pub fn let_go(held: &str) {
 
 /// Processes of this machine whose command line holds `word` (BuildKit's step processes run in
 /// their own PID namespace, but the host's /proc lists them).
-pub fn processes_saying(word: &str) -> Vec<String> {
+pub(crate) fn processes_saying(word: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(line) = std::fs::read(entry.path().join("cmdline")) else {

@@ -37,25 +37,25 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 
 /// The real registry it fronts.
-pub const UPSTREAM: &str = "127.0.0.1:5000";
+pub(crate) const UPSTREAM: &str = "127.0.0.1:5000";
 /// The login it wants: `u:p`, base64 `dTpw`.
-pub const USER: &str = "u";
-pub const PASSWORD: &str = "p";
+pub(crate) const USER: &str = "u";
+pub(crate) const PASSWORD: &str = "p";
 const WANTED: &str = "Basic dTpw";
 
-pub struct RegistryProxy {
+pub(crate) struct RegistryProxy {
     /// `127.0.0.1:<port>`: a registry host meshtop and the daemon reach over plain HTTP (loopback).
-    pub host: String,
-    pub refused: Arc<AtomicUsize>,
+    pub(crate) host: String,
+    pub(crate) refused: Arc<AtomicUsize>,
     /// Writes forwarded: POST, PUT and PATCH requests (what a push sends).
-    pub writes: Arc<AtomicUsize>,
+    pub(crate) writes: Arc<AtomicUsize>,
     /// The lies it tells now (none: it forwards as it is).
     lies: Arc<Mutex<Vec<Lie>>>,
 }
 
 /// A lie a [`RegistryProxy::lying`] tells, about one manifest or blob.
 #[derive(Clone, Debug)]
-pub enum Lie {
+pub(crate) enum Lie {
     /// A manifest GET or HEAD of `/manifests/<reference>` answered with `digest` as its
     /// `Docker-Content-Digest`, whatever its bytes.
     DigestHeader { reference: String, digest: String },
@@ -67,7 +67,7 @@ pub enum Lie {
 }
 
 /// Run before a manifest DELETE is forwarded (it has the registry's answer wait for it).
-pub type OnDelete = Arc<dyn Fn() + Send + Sync>;
+pub(crate) type OnDelete = Arc<dyn Fn() + Send + Sync>;
 
 /// How the proxy answers: the login it wants (or none), the hook on deletes.
 #[derive(Clone)]
@@ -84,32 +84,32 @@ struct Rules {
 
 impl RegistryProxy {
     /// The real registry behind a login.
-    pub async fn start() -> RegistryProxy {
+    pub(crate) async fn start() -> RegistryProxy {
         RegistryProxy::serve(true, None, None).await
     }
 
     /// The real registry, open, with `on_delete` run before each manifest DELETE is forwarded.
-    pub async fn open(on_delete: OnDelete) -> RegistryProxy {
+    pub(crate) async fn open(on_delete: OnDelete) -> RegistryProxy {
         RegistryProxy::serve(false, Some(on_delete), None).await
     }
 
     /// The real registry, open, holding every manifest PUT whose path holds `part` unanswered.
-    pub async fn stalling(part: &str) -> RegistryProxy {
+    pub(crate) async fn stalling(part: &str) -> RegistryProxy {
         RegistryProxy::serve(false, None, Some(part.to_string())).await
     }
 
     /// The real registry, open, honest until [`RegistryProxy::tell`] gives it lies.
-    pub async fn lying() -> RegistryProxy {
+    pub(crate) async fn lying() -> RegistryProxy {
         RegistryProxy::serve(false, None, None).await
     }
 
     /// Tell `lie` from now on (beside those told before).
-    pub fn tell(&self, lie: Lie) {
+    pub(crate) fn tell(&self, lie: Lie) {
         self.lies.lock().unwrap().push(lie);
     }
 
     /// Tell no lie from now on.
-    pub fn honest(&self) {
+    pub(crate) fn honest(&self) {
         self.lies.lock().unwrap().clear();
     }
 
@@ -152,17 +152,17 @@ impl RegistryProxy {
         }
     }
 
-    pub fn refused(&self) -> usize {
+    pub(crate) fn refused(&self) -> usize {
         self.refused.load(Ordering::SeqCst)
     }
 
     /// Writes forwarded so far (a push's uploads and manifest PUTs).
-    pub fn writes(&self) -> usize {
+    pub(crate) fn writes(&self) -> usize {
         self.writes.load(Ordering::SeqCst)
     }
 
     /// A Docker config directory whose `config.json` holds this registry's login.
-    pub fn docker_config(&self, dir: &std::path::Path) -> std::path::PathBuf {
+    pub(crate) fn docker_config(&self, dir: &std::path::Path) -> std::path::PathBuf {
         let config = dir.join("docker-config");
         std::fs::create_dir_all(&config).unwrap();
         std::fs::write(
@@ -175,17 +175,17 @@ impl RegistryProxy {
 }
 
 /// The real registry without a login, that stops once it has answered `budget` requests.
-pub struct StoppableRegistry {
+pub(crate) struct StoppableRegistry {
     /// `127.0.0.1:<port>`.
-    pub host: String,
+    pub(crate) host: String,
     /// Requests it still answers; at 0 it stops.
-    pub budget: Arc<AtomicUsize>,
+    pub(crate) budget: Arc<AtomicUsize>,
     /// Requests that reached it (answered or not).
-    pub seen: Arc<AtomicUsize>,
+    pub(crate) seen: Arc<AtomicUsize>,
 }
 
 impl StoppableRegistry {
-    pub async fn start() -> StoppableRegistry {
+    pub(crate) async fn start() -> StoppableRegistry {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .unwrap();
@@ -238,11 +238,11 @@ impl StoppableRegistry {
     }
 
     /// Answer `n` more requests, then stop.
-    pub fn stop_after(&self, n: usize) {
+    pub(crate) fn stop_after(&self, n: usize) {
         self.budget.store(n, Ordering::SeqCst);
     }
 
-    pub fn seen(&self) -> usize {
+    pub(crate) fn seen(&self) -> usize {
         self.seen.load(Ordering::SeqCst)
     }
 }

@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 
 use super::said;
 
-pub struct Agent {
+pub(crate) struct Agent {
     child: std::process::Child,
-    pub socket: PathBuf,
+    pub(crate) socket: PathBuf,
     /// The key's comment, as `ssh-add -l` lists it.
-    pub comment: String,
+    pub(crate) comment: String,
 }
 
 impl Agent {
-    pub fn start(dir: &Path) -> Agent {
+    pub(crate) fn start(dir: &Path) -> Agent {
         let socket = dir.join("agent.sock");
         let comment = format!("meshtop-test-key-{}", super::run_id());
         let key = dir.join("agent_key");

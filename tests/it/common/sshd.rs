@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub struct Sshd {
-    pub dir: tempfile::TempDir,
-    pub port: u16,
-    pub user: String,
+pub(crate) struct Sshd {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) port: u16,
+    pub(crate) user: String,
     child: Child,
 }
 
@@ -40,14 +40,14 @@ fn free_port() -> u16 {
 }
 
 impl Sshd {
-    pub fn start() -> Sshd {
+    pub(crate) fn start() -> Sshd {
         Sshd::start_with_env(&[])
     }
 
     /// An sshd whose sessions get `env` (sshd_config `SetEnv`): `DOCKER_HOST` there makes the remote
     /// `docker system dial-stdio` reach another daemon than the machine's own.
     #[allow(dead_code)]
-    pub fn start_with_env(env: &[(&str, &str)]) -> Sshd {
+    pub(crate) fn start_with_env(env: &[(&str, &str)]) -> Sshd {
         assert!(
             Path::new("/usr/sbin/sshd").exists(),
             "no /usr/sbin/sshd: install openssh-server (scripts/test.sh does)"
@@ -123,7 +123,7 @@ impl Sshd {
     }
 
     /// PATH with the wrapper first.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         format!(
             "{}:{}",
             self.dir.path().join("bin").display(),
@@ -131,22 +131,22 @@ impl Sshd {
         )
     }
 
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("ssh://{}@127.0.0.1:{}", self.user, self.port)
     }
 
     /// How many connections meshtop's ssh made.
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         std::fs::read_to_string(self.dir.path().join("connections"))
             .map(|t| t.lines().count())
             .unwrap_or(0)
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
     }
 
-    pub fn client_key(&self) -> PathBuf {
+    pub(crate) fn client_key(&self) -> PathBuf {
         self.dir.path().join("client_key")
     }
 }
