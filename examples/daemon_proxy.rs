@@ -6,6 +6,10 @@
 //! Exits with the command's own status. Used by `scripts/bench-converge.sh`.
 
 #[path = "../tests/it/common/daemon_proxy.rs"]
+#[allow(
+    dead_code,
+    reason = "the tests' helpers: this takes a few, the test binary judges the rest"
+)]
 mod daemon_proxy;
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! A tiny unix-socket proxy in front of the Docker daemon: it counts the HTTP requests that pass
 //! through it, and can be shut — every connection dropped, the socket no longer listening — to
 //! play a daemon that goes away. Used by the integration tests and by `examples/daemon_proxy.rs`.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -149,6 +149,7 @@ impl DaemonProxy {
     }
 
     /// Every request's method and path so far ([`request_lines`]).
+    #[allow(dead_code, reason = "benches/record_scale reads it")]
     pub(crate) fn lines(&self) -> Vec<String> {
         self.counts.lines.lock().unwrap().clone()
     }
@@ -158,6 +159,7 @@ impl DaemonProxy {
         self.counts.builds.load(Ordering::SeqCst)
     }
 
+    #[allow(dead_code, reason = "examples/daemon_proxy.rs reads it")]
     pub(crate) fn connections(&self) -> usize {
         self.counts.connections.load(Ordering::SeqCst)
     }

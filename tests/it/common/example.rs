@@ -1,6 +1,6 @@
 //! Shared by the integration tests: a private copy of the example mesh, the real binary, and
 //! cleanup of everything a test left on the real daemon.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

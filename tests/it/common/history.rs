@@ -1,5 +1,5 @@
 //! Shared by the state-database tests: a temporary database path and a build row to start.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 

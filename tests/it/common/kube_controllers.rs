@@ -28,7 +28,7 @@ use super::kube_objects::labels_match;
 
 #[path = "kube_deployment.rs"]
 mod deployment;
-pub(crate) use deployment::{condition, fenceposts};
+pub(crate) use deployment::condition;
 
 pub(crate) type Key = (String, String, String); // (resource, namespace, name); namespaces have namespace ""
 

@@ -1,6 +1,6 @@
 //! A copy of the example mesh on the Kubernetes target (the API test server, the real registry on
 //! 127.0.0.1:5000 and the real daemon), and the real binary run against it.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -8,9 +8,9 @@ use std::process::Output;
 use meshtop::backends::cluster::RECORD_ANNOTATION;
 use serde_json::Value;
 
+use super::ExampleMesh;
 use super::kube_api::KubeApi;
 use super::kube_objects::{pod, workload};
-use super::{ExampleMesh, said};
 
 pub(crate) const REGISTRY: &str = "127.0.0.1:5000";
 

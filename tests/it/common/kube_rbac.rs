@@ -5,7 +5,7 @@
 //! it. The YAML is read by a parser of exactly its shape (block mappings, flow sequences of scalars,
 //! `- ` items under `rules:`): anything else in it fails loudly rather than being skipped, so the
 //! README cannot drift into a shape this would misread.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::kube_rules::{Binding, Rule};
 

@@ -16,7 +16,7 @@
 //! - `sshd`: a real OpenSSH server on loopback, for builders reached over `ssh://`;
 //! - `team`: the example mesh on the API test server for several state files (people, CI);
 //! - `tmux`: the real binary in a tmux session, its screen read back.
-#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub(crate) mod daemon_proxy;
 pub(crate) mod dashboard;

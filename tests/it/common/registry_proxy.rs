@@ -39,8 +39,6 @@ use axum::response::{IntoResponse, Response};
 /// The real registry it fronts.
 pub(crate) const UPSTREAM: &str = "127.0.0.1:5000";
 /// The login it wants: `u:p`, base64 `dTpw`.
-pub(crate) const USER: &str = "u";
-pub(crate) const PASSWORD: &str = "p";
 const WANTED: &str = "Basic dTpw";
 
 pub(crate) struct RegistryProxy {

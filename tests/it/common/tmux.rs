@@ -2,7 +2,7 @@
 //! Every session runs on a tmux server of its own (`tmux -L meshtop-test-<run id>`, with `TMUX`
 //! unset), never the user's: a test run from inside someone's tmux puts no window there, and two
 //! runs never share a server. Dropping a [`Tmux`] ends its server.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 use std::time::{Duration, Instant};
