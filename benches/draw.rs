@@ -2,6 +2,10 @@
 //! drawn to a 200×60 TestBackend. Target: under 2 ms.
 
 #[path = "../tests/it/common/dashboard.rs"]
+#[allow(
+    dead_code,
+    reason = "the tests' helpers: this takes a few, the test binary judges the rest"
+)]
 mod fixture;
 
 use criterion::{Criterion, criterion_group, criterion_main};

@@ -9,6 +9,10 @@
 //! back). Each measured press starts from the same state (cloned outside the timing).
 
 #[path = "../tests/it/common/dashboard.rs"]
+#[allow(
+    dead_code,
+    reason = "the tests' helpers: this takes a few, the test binary judges the rest"
+)]
 mod fixture;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};

@@ -9,6 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/it/common/mod.rs"]
+#[allow(
+    dead_code,
+    unused_imports,
+    reason = "the tests' helpers: this takes a few, the test binary judges the rest"
+)]
 mod common;
 
 use std::time::Instant;

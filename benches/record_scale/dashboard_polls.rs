@@ -49,7 +49,7 @@ fn mesh_on(dir: &Path, n: usize, ns: &str) {
 }
 
 /// The figures at `n` modules (`KUBECONFIG` names `api` already).
-pub async fn measure(api: &KubeApi, n: usize) {
+pub(super) async fn measure(api: &KubeApi, n: usize) {
     let dir = tempfile::tempdir().unwrap();
     let ns = format!("polls-{n}");
     api.put_namespace(&ns, &[]);

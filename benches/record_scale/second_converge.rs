@@ -79,7 +79,7 @@ fn answered(out: &Output) -> usize {
 /// as a converge stamps it), and the daemon is reached through a proxy that notes every request.
 /// `bases`: 0 for modules `FROM scratch` on their own, whose refs need no build (nothing is built:
 /// the record is stamped as a first converge would leave it); else the bases are built for real.
-pub async fn measure_docker(n: usize, bases: usize) {
+pub(super) async fn measure_docker(n: usize, bases: usize) {
     let dir = tempfile::tempdir().unwrap();
     generate(dir.path(), n, bases, "docker");
     let proxy = DaemonProxy::start(&dir.path().join("docker.sock"), Path::new(DOCKER_SOCKET));
@@ -210,7 +210,7 @@ pub(super) async fn stamp_ten_times(
     }
 }
 
-pub async fn measure(n: usize) {
+pub(super) async fn measure(n: usize) {
     let dir = tempfile::tempdir().unwrap();
     let api = KubeApi::start().await;
     api.put_namespace(NS, &[]);

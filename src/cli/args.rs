@@ -18,39 +18,39 @@ use crate::converge::targets::Overrides;
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub global: Global,
+    pub(crate) global: Global,
     #[command(subcommand)]
-    pub command: Option<Command>,
+    pub(crate) command: Option<Command>,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// The mesh file (default: ./mesh.toml).
     #[arg(long, global = true, value_name = "PATH")]
-    pub mesh: Option<PathBuf>,
+    pub(crate) mesh: Option<PathBuf>,
     /// The state database (default: the data dir's meshtop/state.db).
     #[arg(long, global = true, env = "MESHTOP_STATE", value_name = "PATH")]
-    pub state: Option<PathBuf>,
+    pub(crate) state: Option<PathBuf>,
     /// Where each kind's flags point the target (`--context`, `--namespace`): the seam declares
     /// and reads them.
     #[command(flatten)]
-    pub overrides: Overrides,
+    pub(crate) overrides: Overrides,
     /// The target of the mesh to act on (default: the mesh file's first): each keeps its own
     /// record, lock, history and pins.
     #[arg(long, global = true, value_name = "NAME")]
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
     /// The dashboard without actions: no converge, force rebuild or send. The dashboard's alone:
     /// not global, so no subcommand's `--help` lists it.
     #[arg(long)]
-    pub readonly: bool,
+    pub(crate) readonly: bool,
     /// The dashboard never rings the bell (nor sends a desktop notification) when a followed
     /// converge fails or a long one finishes.
     #[arg(long)]
-    pub no_bell: bool,
+    pub(crate) no_bell: bool,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Dry run: each module's tier, ref, decision, the record that vouched and why its address moved.
     Plan(PlanArgs),
     /// Plan, build and deliver tier by tier, stamp the record, send what policy rolls out.
@@ -103,296 +103,296 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The file to read: compose.yaml / docker-compose.yml, docker-bake.hcl or skaffold.yaml.
     #[arg(long, value_name = "FILE")]
-    pub from: PathBuf,
+    pub(crate) from: PathBuf,
     /// Where to write the mesh file (default: mesh.toml beside FILE; a directory: mesh.toml in it).
     #[arg(long, value_name = "PATH")]
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// Overwrite a mesh file that is there already.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct OutdatedArgs {
+pub(crate) struct OutdatedArgs {
     /// Print one JSON array.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     /// Upstream images as mesh.lock names them (`python:3.12-slim`); none: every one.
-    pub images: Vec<String>,
+    pub(crate) images: Vec<String>,
     /// Print one JSON object.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct LogsArgs {
+pub(crate) struct LogsArgs {
     /// The module whose machines' logs are shown.
-    pub module: String,
+    pub(crate) module: String,
     /// One machine of the module only.
     #[arg(long, value_name = "NAME")]
-    pub machine: Option<String>,
+    pub(crate) machine: Option<String>,
     /// Keep printing lines as they come, across restarts and sends (Ctrl-C stops).
     #[arg(long, short = 'f')]
-    pub follow: bool,
+    pub(crate) follow: bool,
     /// The run before the last restart (Kubernetes: the previous container).
     #[arg(long, short = 'p')]
-    pub previous: bool,
+    pub(crate) previous: bool,
     /// The newest N lines of each machine (default: all there is).
     #[arg(long, value_name = "N")]
-    pub tail: Option<u64>,
+    pub(crate) tail: Option<u64>,
     /// Lines of the last DURATION only: `90s`, `30m`, `2h`.
     #[arg(long, value_name = "DURATION", value_parser = crate::mesh::gc::parse_grace)]
-    pub since: Option<i64>,
+    pub(crate) since: Option<i64>,
     /// Print each line's time as the target took it.
     #[arg(long, short = 't')]
-    pub timestamps: bool,
+    pub(crate) timestamps: bool,
     /// One JSON object per line: machine, kind, stream, time, text.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct TraceArgs {
+pub(crate) struct TraceArgs {
     /// The operation, by its number (`#142` or `142`; default: the newest).
     #[arg(value_name = "#N")]
-    pub operation: Option<String>,
+    pub(crate) operation: Option<String>,
     /// `chrome`: the Chrome trace event format (a process per builder, a thread per module);
     /// `json`: the timeline and its summary, for scripts.
     #[arg(long, value_enum, default_value_t = TraceFormat::Chrome, value_name = "FORMAT")]
-    pub format: TraceFormat,
+    pub(crate) format: TraceFormat,
     /// Say per module what got slower since this operation, and why (built or skipped, steps).
     #[arg(long, value_name = "#M")]
-    pub compare: Option<String>,
+    pub(crate) compare: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TraceFormat {
+pub(crate) enum TraceFormat {
     Chrome,
     Json,
 }
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// The module whose stamps are shown.
-    pub module: String,
+    pub(crate) module: String,
     /// How many stamps (newest first, at least 1).
     #[arg(long, default_value_t = 50, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub limit: u32,
+    pub(crate) limit: u32,
     /// Print a JSON array.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct RollbackArgs {
+pub(crate) struct RollbackArgs {
     /// The module to roll back.
-    pub module: String,
+    pub(crate) module: String,
     /// The artifact to go back to: a build id or an artifact digest (a prefix will do). Default:
     /// what the record named before the current one.
     #[arg(long, value_name = "BUILD|DIGEST")]
-    pub to: Option<String>,
+    pub(crate) to: Option<String>,
     /// Do not ask (needed without a terminal).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// Print a JSON summary.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct PromoteArgs {
+pub(crate) struct PromoteArgs {
     /// The modules to promote (at least one).
     #[arg(required = true)]
-    pub modules: Vec<String>,
+    pub(crate) modules: Vec<String>,
     /// The target that takes the artifacts.
     #[arg(long, value_name = "TARGET")]
-    pub to: String,
+    pub(crate) to: String,
     /// The target whose record names them (default: the to-target's `promote_from`).
     #[arg(long, value_name = "TARGET")]
-    pub from: Option<String>,
+    pub(crate) from: Option<String>,
     /// Do not ask (needed without a terminal).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// Print a JSON object: the plan and what was done.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct UnpinArgs {
+pub(crate) struct UnpinArgs {
     /// The pinned module.
-    pub module: String,
+    pub(crate) module: String,
 }
 
 #[derive(Debug, Args)]
-pub struct GcArgs {
+pub(crate) struct GcArgs {
     /// List what would be removed and why it is unreachable; remove nothing.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Each module's newest N successful builds are kept (at least 1).
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub keep: u32,
+    pub(crate) keep: u32,
     /// Nothing built or published within this long is taken (a teammate's converge may be about
     /// to stamp it): `0s`, `30m`, `2h`, `1h30m`.
     #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = crate::mesh::gc::parse_grace)]
-    pub grace: i64,
+    pub(crate) grace: i64,
     /// Do not ask (needed without a terminal).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// Print a JSON summary.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct StatsArgs {
+pub(crate) struct StatsArgs {
     /// Only what happened in this past window: `90s`, `30m`, `12h`, `7d` (default: everything kept).
     #[arg(long, value_name = "DURATION")]
-    pub since: Option<String>,
+    pub(crate) since: Option<String>,
     /// Print a JSON object.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// Print one JSON object.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Decide as `converge --force` would: build whatever any record says.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Ask every locked upstream's registry what it serves now (as `meshtop outdated`), keep the
     /// answers for `status` and the dashboard, and say which moved after the plan.
     #[arg(long)]
-    pub refresh: bool,
+    pub(crate) refresh: bool,
     /// Only these modules (their bases must have artifacts).
-    pub modules: Vec<String>,
+    pub(crate) modules: Vec<String>,
 }
 
 #[derive(Debug, Args)]
-pub struct ConvergeArgs {
+pub(crate) struct ConvergeArgs {
     /// Build and deliver whatever any record says.
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Builds that run at once, over all builders (default: twice the number of cores, at least 4).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: Option<u16>,
+    pub(crate) jobs: Option<u16>,
     /// Print a JSON summary.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Wait for another converge of the mesh to finish instead of exiting.
     #[arg(long)]
-    pub wait: bool,
+    pub(crate) wait: bool,
     /// Docker target: push each build to the mesh's registry, for other machines to reuse (CI does;
     /// without it a converge only reads the registry). Also `publish = true` in [mesh].
     #[arg(long, env = "MESHTOP_PUBLISH")]
-    pub publish: bool,
+    pub(crate) publish: bool,
     /// Sign every artifact the converge pushes (--publish, a Kubernetes delivery, a pool's
     /// hand-over) with this ECDSA P-256 private key (PKCS#8 PEM, mode 600), a cosign signature
     /// beside it in the registry; a converge that pushes nothing refuses it. Never named in the
     /// mesh file.
     #[arg(long, value_name = "FILE", env = "MESHTOP_SIGNING_KEY")]
-    pub sign_key: Option<PathBuf>,
+    pub(crate) sign_key: Option<PathBuf>,
     /// Only these modules (their bases must have artifacts, or they are refused).
-    pub modules: Vec<String>,
+    pub(crate) modules: Vec<String>,
 }
 
 #[derive(Debug, Args)]
-pub struct BuildsArgs {
+pub(crate) struct BuildsArgs {
     /// Only this module's builds (or a repository, for builds that never learned their module).
-    pub module: Option<String>,
+    pub(crate) module: Option<String>,
     /// Only failed builds.
     #[arg(long)]
-    pub failed: bool,
+    pub(crate) failed: bool,
     /// How many rows (at least 1).
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub limit: u32,
+    pub(crate) limit: u32,
     /// The build that made this artifact (image id or published digest).
     #[arg(long, value_name = "sha256:…")]
-    pub digest: Option<String>,
+    pub(crate) digest: Option<String>,
     /// Print a JSON array.
     #[arg(long, conflicts_with = "format")]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Print the rows for a report: `csv`, `json` or `markdown`.
     #[arg(long, value_enum, value_name = "FORMAT")]
-    pub format: Option<BuildsFormat>,
+    pub(crate) format: Option<BuildsFormat>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BuildsFormat {
+pub(crate) enum BuildsFormat {
     Csv,
     Json,
     Markdown,
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Print a JSON array (with --all-targets: the grid as one object).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Every target of the mesh side by side: modules down, targets across, each cell the target's
     /// recorded artifact, its machines, a mark where it differs from its promote_from, its age.
     #[arg(long)]
-    pub all_targets: bool,
+    pub(crate) all_targets: bool,
     /// Exit 1 when any machine is behind (or held, or paused), a declared machine is missing, or a
     /// workload's module container cannot be told.
     #[arg(long)]
-    pub exit_code: bool,
+    pub(crate) exit_code: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct BuildersArgs {
+pub(crate) struct BuildersArgs {
     /// Print a JSON array: one object per builder.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// Only these modules (default: every module the target's record names).
-    pub modules: Vec<String>,
+    pub(crate) modules: Vec<String>,
     /// Print a JSON array: one object per artifact checked.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct ProvenanceArgs {
+pub(crate) struct ProvenanceArgs {
     /// The module whose recorded artifact is asked about.
-    pub module: String,
+    pub(crate) module: String,
     /// Print JSON: the manifest, each verified provenance, how many envelopes did not verify.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct SendArgs {
+pub(crate) struct SendArgs {
     /// The module whose behind machines move.
-    pub module: String,
+    pub(crate) module: String,
     /// Do not ask (needed without a terminal).
     #[arg(long)]
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// Print a JSON summary.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// How long the contexts must stay still after a change before the plan and converge run.
     #[arg(long, default_value_t = 500, value_name = "MS", value_parser = clap::value_parser!(u64).range(50..=60_000))]
-    pub quiet_ms: u64,
+    pub(crate) quiet_ms: u64,
     /// Builds that run at once, over all builders (default: twice the number of cores, at least 4).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub jobs: Option<u16>,
+    pub(crate) jobs: Option<u16>,
     /// Only these modules' contexts are watched and converged.
-    pub modules: Vec<String>,
+    pub(crate) modules: Vec<String>,
 }

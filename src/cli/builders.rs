@@ -44,7 +44,7 @@ struct Answer {
     operation: Option<i64>,
 }
 
-pub async fn run(global: &Global, args: BuildersArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: BuildersArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let host = Arc::new(LazyDaemon::new());
     let pool = check_pool(&mesh, &host, 1, None)

@@ -11,7 +11,7 @@ use super::args::{BuildsArgs, BuildsFormat, Global};
 use super::setup;
 use super::{Failure, Outcome, print_json, print_out};
 
-pub async fn run(global: &Global, args: BuildsArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: BuildsArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let db = setup::open_state_for_reading(global)?;
     if let Some(module) = &args.module {

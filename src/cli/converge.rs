@@ -13,7 +13,7 @@ use crate::mesh::timeline_summary::TimelineSummary;
 use super::args::{ConvergeArgs, Global};
 use super::{Failure, Outcome, print_json, print_out, setup, spawn_progress_printer};
 
-pub async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: ConvergeArgs) -> Outcome {
     let setup::ConvergeSetup {
         mesh,
         modules,

@@ -15,7 +15,7 @@ use super::{Outcome, print_json, print_out, setup};
 /// Every target read (one that cannot be read is a column saying why; exit 1 then), the grid
 /// printed. `exit_code`: exit 1 as well when a machine is not current or a cell differs from its
 /// source.
-pub async fn run(global: &Global, json: bool, exit_code: bool) -> Outcome {
+pub(crate) async fn run(global: &Global, json: bool, exit_code: bool) -> Outcome {
     let mesh = setup::load_file(global)?;
     let db = Mutex::new(setup::open_state_for_reading(global)?);
     let daemon = Arc::new(LazyDaemon::new());

@@ -13,7 +13,7 @@ use crate::timefmt;
 use super::args::{GcArgs, Global};
 use super::{Failure, Outcome, go_ahead, print_json, print_out, setup};
 
-pub async fn run(global: &Global, args: GcArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: GcArgs) -> Outcome {
     let mesh = setup::load_file(global)?;
     let db = Arc::new(Mutex::new(setup::open_state(global)?));
     let target = setup::target(global, &mesh).await?;

@@ -10,7 +10,7 @@ use super::args::{Global, HistoryArgs};
 use super::setup::{NotRead, Stated};
 use super::{Failure, Outcome, known_module, print_json, print_out, setup};
 
-pub async fn run(global: &Global, args: HistoryArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: HistoryArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     known_module(&mesh, &args.module)?;
     let stated = Stated::open(global, mesh)?;

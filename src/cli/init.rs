@@ -10,7 +10,7 @@ use crate::workspace::import::{self, Draft, NotWritten, write::render};
 use super::args::InitArgs;
 use super::{Failure, Outcome, print_out};
 
-pub fn run(args: InitArgs) -> Outcome {
+pub(crate) fn run(args: InitArgs) -> Outcome {
     let (kind, draft) = import::read(&args.from).map_err(Failure::input)?;
     let out = out_path(&args.from, args.out.as_deref());
     let out_dir = import::file_dir(&out).map_err(Failure::input)?;

@@ -29,7 +29,7 @@ struct JsonItem<'a> {
     item: &'a LogItem,
 }
 
-pub async fn run(global: &Global, args: LogsArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: LogsArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     super::known_module(&mesh, &args.module)?;
     let Reading {

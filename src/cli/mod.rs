@@ -10,7 +10,7 @@ macro_rules! outln {
     }};
 }
 
-pub mod args;
+mod args;
 mod builders;
 mod builds;
 mod converge;
@@ -28,7 +28,7 @@ mod send;
 mod setup;
 mod stats;
 mod status;
-pub(crate) mod trace;
+mod trace;
 mod update;
 mod verify;
 mod watch;
@@ -37,19 +37,20 @@ use std::process::ExitCode;
 
 use crate::mesh::text::short_id;
 
-pub use args::{Cli, Command};
+pub use args::Cli;
+use args::Command;
 
 /// A command that could not do its work: the message names what is wrong and how to fix it.
 #[derive(Debug)]
-pub struct Failure {
-    pub code: u8,
-    pub message: String,
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) message: String,
 }
 
 /// Its message is what a person reads on stderr: any error (or text) says it through `Display`.
 impl Failure {
     /// Bad input (mesh file, arguments): exit 2.
-    pub fn input(message: impl std::fmt::Display) -> Failure {
+    pub(crate) fn input(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: 2,
             message: message.to_string(),
@@ -57,7 +58,7 @@ impl Failure {
     }
 
     /// The work failed (a build, a send, an unreachable source): exit 1.
-    pub fn failed(message: impl std::fmt::Display) -> Failure {
+    pub(crate) fn failed(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: 1,
             message: message.to_string(),
@@ -65,13 +66,13 @@ impl Failure {
     }
 }
 
-pub type Outcome = Result<ExitCode, Failure>;
+pub(crate) type Outcome = Result<ExitCode, Failure>;
 
 /// Set to `off` to keep no timeline of the operations this process runs.
-pub const TIMELINE_ENV: &str = "MESHTOP_TIMELINE";
+pub(crate) const TIMELINE_ENV: &str = "MESHTOP_TIMELINE";
 
 /// Open the dashboard on the mesh (no subcommand given).
-pub fn dashboard(global: args::Global) -> ExitCode {
+fn dashboard(global: args::Global) -> ExitCode {
     let opened = (|| {
         let mesh = setup::load_file(&global)?;
         let shown = setup::target_name(&global, &mesh)?;

@@ -11,7 +11,7 @@ use super::args::{Global, PlanArgs};
 use super::setup::{self, Reading};
 use super::{Failure, Outcome, print_json, print_out};
 
-pub async fn run(global: &Global, args: PlanArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: PlanArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let selected = setup::select(&mesh, &args.modules)?;
     let Reading {
@@ -90,7 +90,7 @@ fn refresh_text(answers: &[plan::UpstreamNow]) -> String {
     out
 }
 
-pub fn plan_text(plan: &Plan) -> String {
+pub(crate) fn plan_text(plan: &Plan) -> String {
     let mut out = String::new();
     outln!(
         out,

@@ -21,7 +21,7 @@ struct Promoted<'a> {
     report: Option<&'a PromoteReport>,
 }
 
-pub async fn run(global: &Global, args: PromoteArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: PromoteArgs) -> Outcome {
     let mesh = setup::load_file(global)?;
     setup::select(&mesh, &args.modules)?;
     let from = promote_source(&mesh, &args.to, args.from.as_deref()).map_err(Failure::input)?;

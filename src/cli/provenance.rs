@@ -29,7 +29,7 @@ struct Answer {
     unverified: usize,
 }
 
-pub async fn run(global: &Global, args: ProvenanceArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: ProvenanceArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     if mesh.signing.trust.is_empty() {
         return Err(Failure::input(format!(
@@ -140,7 +140,7 @@ fn text(answer: &Answer) -> String {
 
 /// What a provenance says of who built an artifact, for BUILT BY on a machine without its build
 /// row: `host @commit (builder id, operation …) (from the signed provenance)`.
-pub fn built_by_text(found: &ArtifactProvenance) -> Option<String> {
+pub(crate) fn built_by_text(found: &ArtifactProvenance) -> Option<String> {
     let p = found.provenances.first()?;
     Some(format!(
         "{} @{} {} (builder {}, operation {}, {}) (from the signed provenance)",

@@ -12,7 +12,7 @@ use super::args::{Global, RollbackArgs, UnpinArgs};
 use super::setup::ActingOn;
 use super::{Failure, Outcome, ended, go_ahead, move_line, print_out};
 
-pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: RollbackArgs) -> Outcome {
     let acting = ActingOn::module(global, &args.module).await?;
     acting.say_where();
     let ActingOn { mesh, db, target } = acting;
@@ -71,7 +71,7 @@ pub async fn run(global: &Global, args: RollbackArgs) -> Outcome {
     )
 }
 
-pub async fn unpin(global: &Global, args: UnpinArgs) -> Outcome {
+pub(crate) async fn unpin(global: &Global, args: UnpinArgs) -> Outcome {
     let ActingOn { mesh, db, target } = ActingOn::module(global, &args.module).await?;
     let was = rollback::unpin(&mesh, &args.module, target.as_ref(), &db)
         .await

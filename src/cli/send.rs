@@ -10,7 +10,7 @@ use super::args::{Global, SendArgs};
 use super::setup::ActingOn;
 use super::{Failure, Outcome, print_json, print_out};
 
-pub async fn run(global: &Global, args: SendArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: SendArgs) -> Outcome {
     let acting = ActingOn::module(global, &args.module).await?;
     acting.say_where();
     let ActingOn { mesh, db, target } = acting;

@@ -18,17 +18,17 @@ use super::args::Global;
 /// it), the state database opened for reading, the target connected once, and its record as the
 /// target read it. The mesh is loaded first so that a command checks its own arguments against it
 /// ([`select`], a trusted key) before anything else is opened.
-pub struct Reading {
-    pub mesh: Mesh,
-    pub db: Mutex<StateDb>,
-    pub target: Connected,
-    pub record: RecordRead,
+pub(crate) struct Reading {
+    pub(crate) mesh: Mesh,
+    pub(crate) db: Mutex<StateDb>,
+    pub(crate) target: Connected,
+    pub(crate) record: RecordRead,
 }
 
 impl Reading {
     /// The rest of the preamble for `mesh` (from [`load_mesh`]): state → target → record (its
     /// entries and pins: a history kept apart is left unread, `Target::read_entries`).
-    pub async fn of(global: &Global, mesh: Mesh) -> Result<Reading, Failure> {
+    pub(crate) async fn of(global: &Global, mesh: Mesh) -> Result<Reading, Failure> {
         Stated::open(global, mesh)?
             .read_as(global, false)
             .await
@@ -39,20 +39,20 @@ impl Reading {
 /// The preamble's first half: the mesh, and the state database opened for reading. A command that
 /// can do without its target (history reads the state's copy) goes on from here when
 /// [`Stated::read`] says why the target could not be read.
-pub struct Stated {
-    pub mesh: Mesh,
-    pub db: Mutex<StateDb>,
+pub(crate) struct Stated {
+    pub(crate) mesh: Mesh,
+    pub(crate) db: Mutex<StateDb>,
 }
 
 /// Why the target's record could not be read: the target was not reached, or it did not answer.
-pub enum NotRead {
+pub(crate) enum NotRead {
     Target(Failure),
     Record { target: String, error: TargetError },
 }
 
 impl NotRead {
     /// As the command that cannot go on says it.
-    pub fn failure(self) -> Failure {
+    pub(crate) fn failure(self) -> Failure {
         match self {
             NotRead::Target(failure) => failure,
             NotRead::Record { error, .. } => Failure::failed(error),
@@ -60,7 +60,7 @@ impl NotRead {
     }
 
     /// As [`NotRead::failure`], the record's error naming its target (`target NAME: …`).
-    pub fn naming_target(self) -> Failure {
+    pub(crate) fn naming_target(self) -> Failure {
         match self {
             NotRead::Target(failure) => failure,
             NotRead::Record { target, error } => {
@@ -71,14 +71,14 @@ impl NotRead {
 }
 
 impl Stated {
-    pub fn open(global: &Global, mesh: Mesh) -> Result<Stated, Failure> {
+    pub(crate) fn open(global: &Global, mesh: Mesh) -> Result<Stated, Failure> {
         let db = Mutex::new(open_state_for_reading(global)?);
         Ok(Stated { mesh, db })
     }
 
     /// The preamble's second half: target → record (with its whole history); else why not, and
     /// the state to go on with.
-    pub async fn read(self, global: &Global) -> Result<Reading, (Stated, NotRead)> {
+    pub(crate) async fn read(self, global: &Global) -> Result<Reading, (Stated, NotRead)> {
         self.read_as(global, true).await
     }
 
@@ -110,14 +110,14 @@ impl Stated {
 /// What a command that moves one module's machines starts from (a rollback, a send, an unpin):
 /// the mesh as the target sees it, the module checked against it, the state database opened to
 /// write, and the target connected once.
-pub struct ActingOn {
-    pub mesh: Mesh,
-    pub db: Arc<Mutex<StateDb>>,
-    pub target: Connected,
+pub(crate) struct ActingOn {
+    pub(crate) mesh: Mesh,
+    pub(crate) db: Arc<Mutex<StateDb>>,
+    pub(crate) target: Connected,
 }
 
 impl ActingOn {
-    pub async fn module(global: &Global, module: &str) -> Result<ActingOn, Failure> {
+    pub(crate) async fn module(global: &Global, module: &str) -> Result<ActingOn, Failure> {
         let mesh = load_mesh(global)?;
         super::known_module(&mesh, module)?;
         let db = Arc::new(Mutex::new(open_state(global)?));
@@ -126,7 +126,7 @@ impl ActingOn {
     }
 
     /// Says where it acts (a Kubernetes context, when it is not the file's), before it asks.
-    pub fn say_where(&self) {
+    pub(crate) fn say_where(&self) {
         if let Some(acting_on) = self.target.acting_on() {
             eprintln!("meshtop: {acting_on}");
         }
@@ -134,14 +134,14 @@ impl ActingOn {
 }
 
 /// The mesh as its file says it (every target as declared).
-pub fn load_file(global: &Global) -> Result<Mesh, Failure> {
+pub(crate) fn load_file(global: &Global) -> Result<Mesh, Failure> {
     let path = file::find_mesh_file(global.mesh.as_deref()).map_err(Failure::input)?;
     file::load(&path).map_err(Failure::input)
 }
 
 /// The mesh as the command's target sees it (its policy override, its machines): `--target`, else
 /// the mesh file's first target.
-pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
+pub(crate) fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
     let mesh = load_file(global)?;
     if let Some((logins, what)) = crate::backends::credentials::logins_file() {
         crate::workspace::secrets::refuse_naming(&mesh, &logins, what).map_err(Failure::input)?;
@@ -153,7 +153,7 @@ pub fn load_mesh(global: &Global) -> Result<Mesh, Failure> {
 /// The target a command acts on: `--target`, else the mesh file's first. Bad input (exit 2): a
 /// name the mesh does not declare, or a kind's flag on a mesh whose targets are named (each acts
 /// where it names; `--target` chooses one).
-pub fn target_name(global: &Global, mesh: &Mesh) -> Result<String, Failure> {
+pub(crate) fn target_name(global: &Global, mesh: &Mesh) -> Result<String, Failure> {
     global.overrides.check_for(mesh).map_err(Failure::input)?;
     let names = mesh.target_names();
     match &global.target {
@@ -168,21 +168,21 @@ pub fn target_name(global: &Global, mesh: &Mesh) -> Result<String, Failure> {
     }
 }
 
-pub fn state_path(global: &Global) -> Result<PathBuf, Failure> {
+pub(crate) fn state_path(global: &Global) -> Result<PathBuf, Failure> {
     match &global.state {
         Some(path) => Ok(path.clone()),
         None => state::default_path().map_err(Failure::failed),
     }
 }
 
-pub fn open_state(global: &Global) -> Result<StateDb, Failure> {
+pub(crate) fn open_state(global: &Global) -> Result<StateDb, Failure> {
     let path = state_path(global)?;
     StateDb::open(&path).map_err(Failure::failed)
 }
 
 /// For the commands that only read (plan, builds, status, history, stats): read-only when it cannot
 /// be written.
-pub fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
+pub(crate) fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
     let path = state_path(global)?;
     StateDb::open_for_reading(&path).map_err(Failure::failed)
 }
@@ -190,13 +190,17 @@ pub fn open_state_for_reading(global: &Global) -> Result<StateDb, Failure> {
 /// The command's target, connected once for the command: the kinds' flags override a single
 /// `[target]`'s. A named target the kind cannot reach as named (a context the kubeconfig lacks)
 /// is bad input, refused before any call.
-pub async fn target(global: &Global, mesh: &Mesh) -> Result<Connected, Failure> {
+pub(crate) async fn target(global: &Global, mesh: &Mesh) -> Result<Connected, Failure> {
     let name = target_name(global, mesh)?;
     connect(global, mesh, &name).await
 }
 
 /// Target `name` of the mesh, connected (the flags apply to a single `[target]` only).
-pub async fn connect(global: &Global, mesh: &Mesh, name: &str) -> Result<Connected, Failure> {
+pub(crate) async fn connect(
+    global: &Global,
+    mesh: &Mesh,
+    name: &str,
+) -> Result<Connected, Failure> {
     connect_target(global, mesh, name)
         .await
         .map_err(|e| match e {
@@ -207,7 +211,7 @@ pub async fn connect(global: &Global, mesh: &Mesh, name: &str) -> Result<Connect
 
 /// Target `name` connected, or the target's own error (a command that reads several targets
 /// says it beside the others rather than exiting).
-pub async fn connect_target(
+pub(crate) async fn connect_target(
     global: &Global,
     mesh: &Mesh,
     name: &str,
@@ -216,7 +220,7 @@ pub async fn connect_target(
 }
 
 /// The named modules, each checked against the mesh (None = all).
-pub fn select(mesh: &Mesh, names: &[String]) -> Result<Option<BTreeSet<String>>, Failure> {
+pub(crate) fn select(mesh: &Mesh, names: &[String]) -> Result<Option<BTreeSet<String>>, Failure> {
     if names.is_empty() {
         return Ok(None);
     }
@@ -237,15 +241,15 @@ pub fn select(mesh: &Mesh, names: &[String]) -> Result<Option<BTreeSet<String>>,
 /// What a converge and a watch start from, made once: the mesh, the modules selected, the state's
 /// path, the builds of one tier at once, and the target, connected. `publish` (`--publish`): push
 /// each build to the mesh's registry, which it must name.
-pub struct ConvergeSetup {
-    pub mesh: Mesh,
-    pub modules: Option<BTreeSet<String>>,
-    pub state_path: PathBuf,
-    pub jobs: usize,
-    pub target: Connected,
+pub(crate) struct ConvergeSetup {
+    pub(crate) mesh: Mesh,
+    pub(crate) modules: Option<BTreeSet<String>>,
+    pub(crate) state_path: PathBuf,
+    pub(crate) jobs: usize,
+    pub(crate) target: Connected,
 }
 
-pub async fn converge_setup(
+pub(crate) async fn converge_setup(
     global: &Global,
     modules: &[String],
     jobs: Option<u16>,

@@ -9,7 +9,7 @@ use crate::timefmt;
 use super::args::{Global, StatsArgs};
 use super::{Failure, Outcome, print_json, print_out, setup};
 
-pub async fn run(global: &Global, args: StatsArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: StatsArgs) -> Outcome {
     let since = args
         .since
         .as_deref()

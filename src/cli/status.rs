@@ -43,7 +43,7 @@ struct MachineStatus {
     behind_upstream: Vec<UpstreamMoved>,
 }
 
-pub async fn run(global: &Global, args: StatusArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: StatusArgs) -> Outcome {
     if args.all_targets {
         return super::environments::run(global, args.json, args.exit_code).await;
     }

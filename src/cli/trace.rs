@@ -15,7 +15,7 @@ use crate::timefmt;
 use super::args::{Global, TraceArgs, TraceFormat};
 use super::{Failure, Outcome, print_json, print_out, setup};
 
-pub async fn run(global: &Global, args: TraceArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: TraceArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let db = setup::open_state_for_reading(global)?;
     let now = timefmt::now_ms();

@@ -10,7 +10,7 @@ use crate::mesh::why::{short_digest, upstream_moved_text};
 use super::args::{Global, OutdatedArgs, UpdateArgs};
 use super::{Failure, Outcome, print_json, print_out, setup};
 
-pub async fn run(global: &Global, args: UpdateArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: UpdateArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let daemon = LazyDaemon::new();
     let update = update_lock(&mesh, &args.images, &daemon)
@@ -45,7 +45,7 @@ pub async fn run(global: &Global, args: UpdateArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
+pub(crate) async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     let db = std::sync::Mutex::new(setup::open_state(global)?);
     let refreshed = refresh_upstreams(&mesh, &db)
@@ -83,7 +83,7 @@ pub async fn outdated(global: &Global, args: OutdatedArgs) -> Outcome {
 
 /// One line per locked upstream: locked and current digests, the modules on it and their declared
 /// machines (`outdated`, `plan --refresh`).
-pub fn upstream_lines(answers: &[UpstreamNow]) -> String {
+pub(crate) fn upstream_lines(answers: &[UpstreamNow]) -> String {
     let mut out = String::new();
     for answer in answers {
         let now = match (&answer.current, &answer.error) {

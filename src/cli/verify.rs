@@ -38,7 +38,7 @@ struct Checked {
     provenance: Option<crate::mesh::provenance::ReadProvenance>,
 }
 
-pub async fn run(global: &Global, args: VerifyArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: VerifyArgs) -> Outcome {
     let mesh = setup::load_mesh(global)?;
     if mesh.signing.trust.is_empty() {
         return Err(Failure::input(format!(

@@ -17,7 +17,7 @@ use super::args::{Global, WatchArgs};
 use super::plan::plan_text;
 use super::{Failure, Outcome, print_out, setup, spawn_progress_printer};
 
-pub async fn run(global: &Global, args: WatchArgs) -> Outcome {
+pub(crate) async fn run(global: &Global, args: WatchArgs) -> Outcome {
     let setup::ConvergeSetup {
         mesh,
         modules,

@@ -161,7 +161,9 @@ async fn a_pools_hand_overs_on_kubernetes_are_signed() {
 /// call, for this daemon's platform only (no emulator here for the others): the context read from
 /// stdin is built, pushed, and an OCI index naming that manifest is pushed under the same tag; the
 /// index's digest goes to `--metadata-file` as `containerimage.digest`. Every other command is the
-/// real docker CLI's.
+/// real docker CLI's. Its build (the legacy builder) runs with `--no-cache`: cached intermediate
+/// images are shared by every build of the same steps, and another test removing its images took
+/// one from under this build once ("unable to find image"; tests/it/converge_buildkit.rs).
 const BUILDX_STAND_IN: &str = r#"#!/bin/bash
 set -e
 REAL=@REAL@
@@ -172,14 +174,13 @@ case "$2" in
   *) echo "the buildx stand-in does not do $2" >&2; exit 1 ;;
 esac
 shift 2
-build=(build -q)
+build=(build -q --no-cache)
 while [ $# -gt 0 ]; do
   case "$1" in
     --tag) tag=$2; build+=(-t "$2"); shift ;;
     --file) build+=(-f "$2"); shift ;;
     --metadata-file) metadata=$2; shift ;;
     --label|--build-arg) build+=("$1" "$2"); shift ;;
-    --no-cache) build+=(--no-cache) ;;
     --platform|--progress|--secret|--ssh) shift ;;
   esac
   shift

@@ -1,7 +1,7 @@
 //! A tiny unix-socket proxy in front of the Docker daemon: it counts the HTTP requests that pass
 //! through it, and can be shut — every connection dropped, the socket no longer listening — to
 //! play a daemon that goes away. Used by the integration tests and by `examples/daemon_proxy.rs`.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -29,8 +29,6 @@ use crate::kube_rules::{self, Binding, Identity, Rule};
 mod configmaps;
 #[path = "kube_logs.rs"]
 mod logs;
-pub use configmaps::MAX_CONFIG_MAP_BYTES;
-pub use logs::rfc3339_nano;
 
 #[derive(Default)]
 struct State {
@@ -628,14 +626,6 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             }
             state.cluster.store(key, pod);
         }
-    }
-
-    pub fn add_event(&self, namespace: &str, involved: &str, reason: &str, message: &str) {
-        self.state
-            .lock()
-            .unwrap()
-            .cluster
-            .event(namespace, "Pod", involved, reason, message);
     }
 
     /// Store an event as given (its timestamps and involvedObject as the test says).

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::{Key, State, conflict, kube_rules, list, ok_json, status};
 
 /// `core.MaxSecretSize`, the most a ConfigMap's data may hold (`pkg/apis/core/types.go`).
-pub const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
+pub(super) const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
 
 fn data_bytes(object: &Value) -> usize {
     ["data", "binaryData"]

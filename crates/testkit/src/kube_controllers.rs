@@ -28,7 +28,7 @@ use crate::kube_objects::labels_match;
 
 #[path = "kube_deployment.rs"]
 mod deployment;
-pub use deployment::{condition, fenceposts};
+pub use deployment::condition;
 
 pub type Key = (String, String, String); // (resource, namespace, name); namespaces have namespace ""
 

@@ -54,7 +54,7 @@ fn replicas_of(o: &Value) -> i64 {
 }
 
 /// `deploymentutil.ResolveFenceposts`: (maxSurge, maxUnavailable) in pods.
-pub fn fenceposts(d: &Value) -> (i64, i64) {
+pub(super) fn fenceposts(d: &Value) -> (i64, i64) {
     if !rolling(d) {
         return (0, 0);
     }

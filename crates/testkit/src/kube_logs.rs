@@ -218,7 +218,7 @@ fn still_running(pod: Option<&Value>, container: &str, id: &str) -> bool {
 }
 
 /// Go's RFC3339Nano: the fraction without its trailing zeros.
-pub fn rfc3339_nano(ns: i64) -> String {
+pub(super) fn rfc3339_nano(ns: i64) -> String {
     let at = chrono::DateTime::from_timestamp(ns.div_euclid(1_000_000_000), 0).unwrap();
     let base = at.format("%Y-%m-%dT%H:%M:%S");
     let fraction = format!("{:09}", ns.rem_euclid(1_000_000_000));

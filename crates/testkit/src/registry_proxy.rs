@@ -39,8 +39,6 @@ use axum::response::{IntoResponse, Response};
 /// The real registry it fronts.
 pub const UPSTREAM: &str = "127.0.0.1:5000";
 /// The login it wants: `u:p`, base64 `dTpw`.
-pub const USER: &str = "u";
-pub const PASSWORD: &str = "p";
 const WANTED: &str = "Basic dTpw";
 
 pub struct RegistryProxy {

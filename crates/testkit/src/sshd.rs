@@ -46,7 +46,6 @@ impl Sshd {
 
     /// An sshd whose sessions get `env` (sshd_config `SetEnv`): `DOCKER_HOST` there makes the remote
     /// `docker system dial-stdio` reach another daemon than the machine's own.
-    #[allow(dead_code)]
     pub fn start_with_env(env: &[(&str, &str)]) -> Sshd {
         assert!(
             Path::new("/usr/sbin/sshd").exists(),

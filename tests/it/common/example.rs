@@ -1,17 +1,17 @@
 //! Shared by the integration tests: a private copy of the example mesh, the real binary, and
 //! cleanup of everything a test left on the real daemon.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // What a command said: the test kit's, named here too, where the tests have always found it.
-pub use meshtop_testkit::said;
+pub(crate) use meshtop_testkit::said;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A copy of `assets/example` under a unique mesh name (machines renamed to match), with its own
 /// state database. Dropping it removes the mesh's containers and images from the daemon.
-pub struct ExampleMesh {
-    pub dir: tempfile::TempDir,
-    pub name: String,
+pub(crate) struct ExampleMesh {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) name: String,
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -28,7 +28,7 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// Fails loudly when the daemon is not there: these tests never skip.
-pub fn require_docker() {
+pub(crate) fn require_docker() {
     let ok = Command::new("docker")
         .arg("info")
         .output()
@@ -41,7 +41,7 @@ pub fn require_docker() {
 }
 
 impl ExampleMesh {
-    pub fn new(tag: &str) -> ExampleMesh {
+    pub(crate) fn new(tag: &str) -> ExampleMesh {
         require_docker();
         let busybox = Path::new("/bin/busybox");
         assert!(
@@ -62,24 +62,24 @@ impl ExampleMesh {
         ExampleMesh { dir, name }
     }
 
-    pub fn root(&self) -> PathBuf {
+    pub(crate) fn root(&self) -> PathBuf {
         self.dir.path().join("mesh")
     }
 
-    pub fn mesh_file(&self) -> PathBuf {
+    pub(crate) fn mesh_file(&self) -> PathBuf {
         self.root().join("mesh.toml")
     }
 
-    pub fn state(&self) -> PathBuf {
+    pub(crate) fn state(&self) -> PathBuf {
         self.dir.path().join("state.db")
     }
 
     /// Run the real binary on this mesh and state database.
-    pub fn meshtop(&self, args: &[&str]) -> Output {
+    pub(crate) fn meshtop(&self, args: &[&str]) -> Output {
         self.meshtop_with_state(&self.state(), args)
     }
 
-    pub fn meshtop_with_state(&self, state: &Path, args: &[&str]) -> Output {
+    pub(crate) fn meshtop_with_state(&self, state: &Path, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_meshtop"))
             .arg("--mesh")
             .arg(self.mesh_file())
@@ -91,7 +91,7 @@ impl ExampleMesh {
     }
 
     /// `meshtop converge ARGS` on this mesh with `env` added to its environment.
-    pub fn converge_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(crate) fn converge_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_meshtop"))
             .arg("--mesh")
             .arg(self.mesh_file())
@@ -106,7 +106,7 @@ impl ExampleMesh {
 
     /// Start `meshtop converge` on this mesh in the background, its stderr going to `log`;
     /// `docker_host` points it at another daemon socket.
-    pub fn spawn_converge(&self, log: &Path, envs: &[(&str, &str)]) -> std::process::Child {
+    pub(crate) fn spawn_converge(&self, log: &Path, envs: &[(&str, &str)]) -> std::process::Child {
         let mut command = Command::new(env!("CARGO_BIN_EXE_meshtop"));
         command.envs(envs.iter().copied());
         command
@@ -122,19 +122,19 @@ impl ExampleMesh {
     }
 
     /// Run and parse `--json` output; panics with stderr when the command failed.
-    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+    pub(crate) fn json(&self, args: &[&str]) -> serde_json::Value {
         json_of(args, &self.meshtop(args)).0
     }
 
     /// [`ExampleMesh::json`] with another state database (another machine, a clean one).
-    pub fn json_with_state(&self, state: &Path, args: &[&str]) -> serde_json::Value {
+    pub(crate) fn json_with_state(&self, state: &Path, args: &[&str]) -> serde_json::Value {
         json_of(args, &self.meshtop_with_state(state, args)).0
     }
 }
 
 impl ExampleMesh {
     /// A clean machine: the mesh's containers and images gone from the daemon.
-    pub fn clean_daemon(&self) {
+    pub(crate) fn clean_daemon(&self) {
         let left = remove_from_daemon(&self.name);
         assert!(
             left.is_empty(),
@@ -151,12 +151,12 @@ impl ExampleMesh {
 /// removes nothing. One `rmi` of every id at once (as before) left `tbldr-*`, `tonce-*`, … behind.
 /// Images are found by the mesh's label and by its repositories (`[host/][x]<name>/…`: a test's own
 /// tags, pushed copies).
-pub fn remove_from_daemon(name: &str) -> Vec<String> {
+pub(crate) fn remove_from_daemon(name: &str) -> Vec<String> {
     remove_from_daemon_at(None, name)
 }
 
 /// As [`remove_from_daemon`], on the daemon at `host` (`unix:///…`; None: the CLI's own).
-pub fn remove_from_daemon_at(host: Option<&str>, name: &str) -> Vec<String> {
+pub(crate) fn remove_from_daemon_at(host: Option<&str>, name: &str) -> Vec<String> {
     let docker = || {
         let mut command = Command::new("docker");
         if let Some(host) = host {
@@ -215,7 +215,7 @@ pub fn remove_from_daemon_at(host: Option<&str>, name: &str) -> Vec<String> {
 }
 /// Removes mesh `name`'s containers and images when dropped, when the test passes and when it
 /// fails: for a test that writes its own mesh file instead of an [`ExampleMesh`].
-pub struct DaemonGuard(pub String);
+pub(crate) struct DaemonGuard(pub(crate) String);
 
 impl Drop for DaemonGuard {
     fn drop(&mut self) {
@@ -240,7 +240,7 @@ impl Drop for ExampleMesh {
 }
 
 /// A file of an image, read by running its busybox (`--rm`: the container does not stay).
-pub fn read_in_image(reference: &str, path: &str) -> String {
+pub(crate) fn read_in_image(reference: &str, path: &str) -> String {
     let out = Command::new("docker")
         .args(["run", "--rm", reference, "/bin/busybox", "cat", path])
         .output()
@@ -255,7 +255,7 @@ pub fn read_in_image(reference: &str, path: &str) -> String {
 
 /// module → decision of a converge summary (`converge --json`). Never empty: a check over every
 /// decision (`.values().all(..)`) must have decisions to check.
-pub fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<String, String> {
     let modules = summary["modules"].as_array().unwrap();
     assert!(!modules.is_empty(), "a summary without modules: {summary}");
     modules
@@ -270,7 +270,7 @@ pub fn decisions(summary: &serde_json::Value) -> std::collections::BTreeMap<Stri
 }
 
 /// module → (decision, reason) of a plan (`plan --json`). Never empty, as [`decisions`].
-pub fn plan_reasons(
+pub(crate) fn plan_reasons(
     plan: &serde_json::Value,
 ) -> std::collections::BTreeMap<String, (String, String)> {
     let modules = plan["modules"].as_array().unwrap();
@@ -290,7 +290,7 @@ pub fn plan_reasons(
 }
 
 /// Every build row of the mesh (newest first), read straight from the state database.
-pub fn builds(mesh: &ExampleMesh) -> Vec<meshtop::mesh::builds::BuildRow> {
+pub(crate) fn builds(mesh: &ExampleMesh) -> Vec<meshtop::mesh::builds::BuildRow> {
     use meshtop::backends::state::{BuildQuery, StateDb};
     StateDb::open(&mesh.state())
         .and_then(|h| {
@@ -305,7 +305,7 @@ pub fn builds(mesh: &ExampleMesh) -> Vec<meshtop::mesh::builds::BuildRow> {
 
 /// Poll the state database until a build of this mesh is running; panics (with the child's
 /// output) when the child exits first or nothing runs within a minute.
-pub fn wait_for_running_build(
+pub(crate) fn wait_for_running_build(
     mesh: &ExampleMesh,
     child: &mut std::process::Child,
     log: &Path,
@@ -336,7 +336,7 @@ pub fn wait_for_running_build(
 }
 
 /// Wait for a child to end; kills it and panics after `within`, saying what it waited for.
-pub fn wait_exit(
+pub(crate) fn wait_exit(
     child: &mut std::process::Child,
     within: std::time::Duration,
     after: &str,
@@ -356,7 +356,7 @@ pub fn wait_exit(
 
 impl ExampleMesh {
     /// The example mesh on two docker targets: its machines staging's, a web and an api machine prod's.
-    pub fn two_docker_targets(tag: &str) -> ExampleMesh {
+    pub(crate) fn two_docker_targets(tag: &str) -> ExampleMesh {
         let mesh = ExampleMesh::new(tag);
         let file = mesh.mesh_file();
         let text = std::fs::read_to_string(&file).unwrap();
@@ -378,7 +378,7 @@ impl ExampleMesh {
 }
 
 /// One cell of `status --all-targets --json`'s grid: `module`'s row, `target`'s column.
-pub fn grid_cell<'a>(
+pub(crate) fn grid_cell<'a>(
     grid: &'a serde_json::Value,
     module: &str,
     target: &str,
@@ -397,7 +397,7 @@ pub fn grid_cell<'a>(
 }
 
 /// A `--json` run's answer and its stderr; panics with both when it failed or is not JSON.
-pub fn json_of(args: &[&str], output: &std::process::Output) -> (serde_json::Value, String) {
+pub(crate) fn json_of(args: &[&str], output: &std::process::Output) -> (serde_json::Value, String) {
     assert!(
         output.status.success(),
         "meshtop {args:?} failed ({:?}):\n{}",

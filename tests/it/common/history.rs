@@ -1,17 +1,17 @@
 //! Shared by the state-database tests: a temporary database path and a build row to start.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 
 use meshtop::backends::state::NewBuild;
 
-pub fn temp_db() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn temp_db() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nested").join("state.db");
     (dir, path)
 }
 
-pub fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
+pub(crate) fn new_build(id: &str, module: Option<&str>, started_ms: i64) -> NewBuild {
     NewBuild {
         id: id.to_string(),
         mesh: "demo".into(),

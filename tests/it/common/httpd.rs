@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// Make `context` a busybox httpd module's context: busybox copied in, `www/` made.
-pub fn httpd_context(context: &Path) {
+pub(crate) fn httpd_context(context: &Path) {
     let busybox = Path::new("/bin/busybox");
     assert!(
         busybox.exists(),
@@ -16,7 +16,7 @@ pub fn httpd_context(context: &Path) {
 }
 
 /// Write the context's Dockerfile: busybox installed, `www/` at `/www`, then the `cmd` line.
-pub fn httpd_dockerfile(context: &Path, cmd: &str) {
+pub(crate) fn httpd_dockerfile(context: &Path, cmd: &str) {
     std::fs::write(
         context.join("Dockerfile"),
         format!(
@@ -29,7 +29,7 @@ pub fn httpd_dockerfile(context: &Path, cmd: &str) {
 }
 
 /// meshtop on the mesh file `<dir>/mesh/mesh.toml` with the state `<dir>/state.db`.
-pub fn meshtop_in(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn meshtop_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_meshtop"))
         .arg("--mesh")
         .arg(dir.join("mesh/mesh.toml"))
@@ -41,7 +41,7 @@ pub fn meshtop_in(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// machine name → (state, health) of `status --json`.
-pub fn machine_states(
+pub(crate) fn machine_states(
     status: &serde_json::Value,
 ) -> std::collections::BTreeMap<String, (String, String)> {
     let text = |m: &serde_json::Value, key: &str| m[key].as_str().unwrap().to_string();
@@ -54,7 +54,7 @@ pub fn machine_states(
 }
 
 /// The docker CLI's stdout; panics with what it said when it failed.
-pub fn docker(args: &[&str]) -> String {
+pub(crate) fn docker(args: &[&str]) -> String {
     let out = Command::new("docker").args(args).output().unwrap();
     assert!(
         out.status.success(),

@@ -1,6 +1,6 @@
 //! A copy of the example mesh on the Kubernetes target (the API test server, the real registry on
 //! 127.0.0.1:5000 and the real daemon), and the real binary run against it.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -8,24 +8,30 @@ use std::process::Output;
 use meshtop::backends::cluster::RECORD_ANNOTATION;
 use serde_json::Value;
 
+use super::ExampleMesh;
 use super::kube_api::KubeApi;
 use super::kube_objects::{pod, workload};
-use super::{ExampleMesh, said};
 
-pub const REGISTRY: &str = "127.0.0.1:5000";
+pub(crate) const REGISTRY: &str = "127.0.0.1:5000";
 
 /// A copy of the example mesh on the Kubernetes target, with a kubeconfig for the API test server.
-pub struct KubeMesh {
-    pub mesh: ExampleMesh,
-    pub namespace: String,
-    pub kubeconfig: PathBuf,
+pub(crate) struct KubeMesh {
+    pub(crate) mesh: ExampleMesh,
+    pub(crate) namespace: String,
+    pub(crate) kubeconfig: PathBuf,
     /// `DOCKER_CONFIG` for the binary (a registry login), when set.
     docker_config: Option<PathBuf>,
 }
 
 impl KubeMesh {
     /// `registry`: push there; `context`: the kubeconfig's current context; `extra`: appended TOML.
-    pub fn new(tag: &str, api: &KubeApi, registry: bool, context: &str, extra: &str) -> KubeMesh {
+    pub(crate) fn new(
+        tag: &str,
+        api: &KubeApi,
+        registry: bool,
+        context: &str,
+        extra: &str,
+    ) -> KubeMesh {
         let mesh = ExampleMesh::new(tag);
         let namespace = format!("ns-{}", mesh.name);
         let file = mesh.mesh_file();
@@ -67,14 +73,14 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
     }
 
     /// Push to `proxy` (the real registry behind a login) with its login in `DOCKER_CONFIG`.
-    pub fn behind_login(self, proxy: &super::registry_proxy::RegistryProxy) -> KubeMesh {
+    pub(crate) fn behind_login(self, proxy: &super::registry_proxy::RegistryProxy) -> KubeMesh {
         let mut k = self.through(proxy);
         k.docker_config = Some(proxy.docker_config(k.mesh.dir.path()));
         k
     }
 
     /// Push to `proxy` (the real registry behind it) instead of the registry itself.
-    pub fn through(self, proxy: &super::registry_proxy::RegistryProxy) -> KubeMesh {
+    pub(crate) fn through(self, proxy: &super::registry_proxy::RegistryProxy) -> KubeMesh {
         let file = self.mesh.mesh_file();
         let text = std::fs::read_to_string(&file).unwrap().replace(
             &format!("registry = \"{REGISTRY}\""),
@@ -84,11 +90,11 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         self
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.mesh.name
     }
 
-    pub async fn run_with_state(&self, state: &Path, args: &[&str]) -> Output {
+    pub(crate) async fn run_with_state(&self, state: &Path, args: &[&str]) -> Output {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"));
         if let Some(config) = &self.docker_config {
             command.env("DOCKER_CONFIG", config);
@@ -105,17 +111,17 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
             .unwrap()
     }
 
-    pub async fn run(&self, args: &[&str]) -> Output {
+    pub(crate) async fn run(&self, args: &[&str]) -> Output {
         self.run_with_state(&self.mesh.state(), args).await
     }
 
-    pub async fn json(&self, args: &[&str]) -> (Value, String) {
+    pub(crate) async fn json(&self, args: &[&str]) -> (Value, String) {
         let output = self.run(args).await;
         super::json_of(args, &output)
     }
 
     /// A one-replica Deployment of `module` running `image`, whose pod reports `image_id`.
-    pub fn deploy(&self, api: &KubeApi, module: &str, image: &str, image_id: &str) {
+    pub(crate) fn deploy(&self, api: &KubeApi, module: &str, image: &str, image_id: &str) {
         let name = format!("{module}-1");
         api.put(
             "deployments",
@@ -129,7 +135,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         );
     }
 
-    pub fn image(&self, api: &KubeApi, module: &str) -> String {
+    pub(crate) fn image(&self, api: &KubeApi, module: &str) -> String {
         api.get("deployments", &self.namespace, &format!("{module}-1"))
             .unwrap()["spec"]["template"]["spec"]["containers"][0]["image"]
             .as_str()
@@ -139,7 +145,7 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
 
     /// The record as another tool reads it: the namespace's annotation, parsed; or, once the record
     /// is in shards, the `images` of every shard its index names.
-    pub fn annotation(&self, api: &KubeApi) -> Value {
+    pub(crate) fn annotation(&self, api: &KubeApi) -> Value {
         let ns = api.get("namespaces", "", &self.namespace).unwrap();
         if let Some(index) =
             ns["metadata"]["annotations"][meshtop::backends::cluster::INDEX_ANNOTATION].as_str()
@@ -161,12 +167,12 @@ contexts:\n- name: {context}\n  context:\n    cluster: test\n    user: test\nuse
         serde_json::from_str(text).unwrap()
     }
 
-    pub fn set_annotation(&self, api: &KubeApi, text: &str) {
+    pub(crate) fn set_annotation(&self, api: &KubeApi, text: &str) {
         api.put_namespace(&self.namespace, &[(RECORD_ANNOTATION, text)]);
     }
 }
 
-pub fn old_id(n: u8) -> String {
+pub(crate) fn old_id(n: u8) -> String {
     format!(
         "docker-pullable://{REGISTRY}/old@sha256:{}",
         format!("{n:02x}").repeat(32)

@@ -5,7 +5,7 @@
 //! it. The YAML is read by a parser of exactly its shape (block mappings, flow sequences of scalars,
 //! `- ` items under `rules:`): anything else in it fails loudly rather than being skipped, so the
 //! README cannot drift into a shape this would misread.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::kube_rules::{Binding, Rule};
 
@@ -13,28 +13,29 @@ use super::kube_rules::{Binding, Rule};
 const README_NAMESPACE: &str = "demo";
 
 /// The verbs that change something: what the read-only variant drops.
-pub const WRITE_VERBS: &[&str] = &["patch", "create", "update", "delete", "deletecollection"];
+pub(crate) const WRITE_VERBS: &[&str] =
+    &["patch", "create", "update", "delete", "deletecollection"];
 
 /// How the ClusterRole (the namespace object) is bound: both are what the README says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClusterRoleBound {
+pub(crate) enum ClusterRoleBound {
     ClusterWide,
     InNamespace,
 }
 
 /// The README's Role and ClusterRole rules, in the order it lists them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadmeRbac {
-    pub role: Vec<Rule>,
-    pub cluster_role: Vec<Rule>,
+pub(crate) struct ReadmeRbac {
+    pub(crate) role: Vec<Rule>,
+    pub(crate) cluster_role: Vec<Rule>,
 }
 
 /// One verb of one resource a rule grants (`pods/log` a resource here), named as the README's line.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Grant {
-    pub verb: String,
-    pub group: String,
-    pub resource: String,
+pub(crate) struct Grant {
+    pub(crate) verb: String,
+    pub(crate) group: String,
+    pub(crate) resource: String,
 }
 
 impl std::fmt::Display for Grant {
@@ -50,13 +51,13 @@ impl std::fmt::Display for Grant {
 
 impl ReadmeRbac {
     /// The README at the crate's root, parsed.
-    pub fn read() -> ReadmeRbac {
+    pub(crate) fn read() -> ReadmeRbac {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/targets-kubernetes.md");
         ReadmeRbac::parse(&std::fs::read_to_string(path).unwrap())
     }
 
     /// The `## RBAC` section's first YAML block: a Role and a ClusterRole.
-    pub fn parse(readme: &str) -> ReadmeRbac {
+    pub(crate) fn parse(readme: &str) -> ReadmeRbac {
         let section = readme
             .split("\n## RBAC\n")
             .nth(1)
@@ -84,7 +85,7 @@ impl ReadmeRbac {
     }
 
     /// The bindings of a user who applied the README for `namespace` (its `demo` replaced).
-    pub fn bindings(&self, namespace: &str, bound: ClusterRoleBound) -> Vec<Binding> {
+    pub(crate) fn bindings(&self, namespace: &str, bound: ClusterRoleBound) -> Vec<Binding> {
         let in_namespace = |rules: &[Rule]| -> Vec<Rule> {
             rules
                 .iter()
@@ -113,7 +114,7 @@ impl ReadmeRbac {
 
     /// The read-only variant the README describes: every verb that writes dropped (a rule left with
     /// none dropped too).
-    pub fn read_only(&self) -> ReadmeRbac {
+    pub(crate) fn read_only(&self) -> ReadmeRbac {
         let keep = |rules: &[Rule]| -> Vec<Rule> {
             rules
                 .iter()
@@ -131,7 +132,7 @@ impl ReadmeRbac {
     }
 
     /// Every (verb, group, resource) the README grants, Role then ClusterRole, in its order.
-    pub fn grants(&self) -> Vec<Grant> {
+    pub(crate) fn grants(&self) -> Vec<Grant> {
         let mut grants = Vec::new();
         for rule in self.role.iter().chain(&self.cluster_role) {
             for group in &rule.groups {
@@ -154,7 +155,7 @@ impl ReadmeRbac {
 
     /// The README with one grant taken out of every rule that lists it (a rule left with no verb or
     /// no resource goes): what a reader who forgot that one word would have applied.
-    pub fn without(&self, grant: &Grant) -> ReadmeRbac {
+    pub(crate) fn without(&self, grant: &Grant) -> ReadmeRbac {
         let drop = |rules: &[Rule]| -> Vec<Rule> {
             let mut out = Vec::new();
             for rule in rules {

@@ -3,9 +3,9 @@
 
 use meshtop::mesh::model::Registry;
 
-pub const LOCAL: &str = "127.0.0.1:5000";
+pub(crate) const LOCAL: &str = "127.0.0.1:5000";
 
-pub fn registry(host: &str) -> Registry {
+pub(crate) fn registry(host: &str) -> Registry {
     Registry {
         host: host.into(),
         insecure: false,
@@ -13,7 +13,7 @@ pub fn registry(host: &str) -> Registry {
 }
 
 /// The real registry must run: it is never skipped.
-pub async fn require_registry() {
+pub(crate) async fn require_registry() {
     meshtop::backends::registry::install_crypto_provider();
     let answer = reqwest::Client::new()
         .get(format!("http://{LOCAL}/v2/"))
@@ -27,7 +27,7 @@ pub async fn require_registry() {
 }
 
 /// The image id each of the mesh's machines runs, by machine name.
-pub fn machine_images(mesh: &str) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn machine_images(mesh: &str) -> std::collections::BTreeMap<String, String> {
     let label = format!("label=jr2.dev/mesh={mesh}");
     docker(&["ps", "-q", "--filter", &label])
         .split_whitespace()
@@ -40,7 +40,7 @@ pub fn machine_images(mesh: &str) -> std::collections::BTreeMap<String, String> 
 }
 
 /// Run the docker CLI; its stdout, or a panic with its stderr.
-pub fn docker(args: &[&str]) -> String {
+pub(crate) fn docker(args: &[&str]) -> String {
     let out = std::process::Command::new("docker")
         .args(args)
         .output()

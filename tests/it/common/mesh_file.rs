@@ -1,5 +1,5 @@
 //! Helpers shared by the mesh-file tests.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use meshtop::workspace::file::{self, MeshError};
 use tempfile::TempDir;
 
 /// A directory with contexts `base`, `tools`, `api`, `web` (each with a Dockerfile) and a `plain.txt` file.
-pub fn repo() -> TempDir {
+pub(crate) fn repo() -> TempDir {
     let dir = tempfile::tempdir().unwrap();
     for module in ["base", "tools", "api", "web"] {
         write(
@@ -22,7 +22,7 @@ pub fn repo() -> TempDir {
     dir
 }
 
-pub fn write(dir: &Path, rel: &str, content: &str) -> PathBuf {
+pub(crate) fn write(dir: &Path, rel: &str, content: &str) -> PathBuf {
     let path = dir.join(rel);
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(&path, content).unwrap();
@@ -30,14 +30,14 @@ pub fn write(dir: &Path, rel: &str, content: &str) -> PathBuf {
 }
 
 /// 1-based line of the first line containing `needle`.
-pub fn line_of(text: &str, needle: &str) -> usize {
+pub(crate) fn line_of(text: &str, needle: &str) -> usize {
     text.lines().position(|l| l.contains(needle)).expect(needle) + 1
 }
 
-pub const HEAD: &str = "[mesh]\nname = \"demo\"\n\n";
+pub(crate) const HEAD: &str = "[mesh]\nname = \"demo\"\n\n";
 
 /// Load `text` as `<dir>/mesh.toml`, expecting an error; check it names the line and every `names` word.
-pub fn refused_in(dir: &Path, text: &str, line: usize, names: &[&str]) -> MeshError {
+pub(crate) fn refused_in(dir: &Path, text: &str, line: usize, names: &[&str]) -> MeshError {
     let path = write(dir, "mesh.toml", text);
     let err = file::load(&path).expect_err("the mesh must be refused");
     let message = err.to_string();
@@ -54,17 +54,17 @@ pub fn refused_in(dir: &Path, text: &str, line: usize, names: &[&str]) -> MeshEr
     err
 }
 
-pub fn refused(text: &str, line: usize, names: &[&str]) -> MeshError {
+pub(crate) fn refused(text: &str, line: usize, names: &[&str]) -> MeshError {
     let dir = repo();
     refused_in(dir.path(), text, line, names)
 }
 
 /// One valid module (context `base`).
-pub const ONE: &str = "[[module]]\nname = \"base\"\ncontext = \"base\"\n";
+pub(crate) const ONE: &str = "[[module]]\nname = \"base\"\ncontext = \"base\"\n";
 
 /// The binary on `<dir>/mesh.toml` and `<dir>/state.db` with `envs` (the caller's signing key
 /// and its password left out first).
-pub fn meshtop_in(dir: &Path, envs: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+pub(crate) fn meshtop_in(dir: &Path, envs: &[(&str, &str)], args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_meshtop"))
         .env_remove("MESHTOP_SIGNING_KEY")
         .env_remove("COSIGN_PASSWORD")

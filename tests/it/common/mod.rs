@@ -15,36 +15,35 @@
 //! - `signing`: cosign's signatures made and checked with openssl and curl, the mesh with `trust`;
 //! - `team`: the example mesh on the API test server for several state files (people, CI);
 //! - `tmux`: the real binary in a tmux session, its screen read back.
-#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod dashboard;
-pub mod example;
-pub mod history;
-pub mod httpd;
-pub mod kube_mesh;
-pub mod kube_rbac;
-pub mod local_registry;
-pub mod mesh_file;
-pub mod provenance;
-pub mod second_daemon;
-pub mod seen_screen;
-pub mod signing;
-pub mod source_tree;
-pub mod team;
-pub mod tmux;
+pub(crate) mod dashboard;
+pub(crate) mod example;
+pub(crate) mod history;
+pub(crate) mod httpd;
+pub(crate) mod kube_mesh;
+pub(crate) mod kube_rbac;
+pub(crate) mod local_registry;
+pub(crate) mod mesh_file;
+pub(crate) mod provenance;
+pub(crate) mod second_daemon;
+pub(crate) mod seen_screen;
+pub(crate) mod signing;
+pub(crate) mod source_tree;
+pub(crate) mod team;
+pub(crate) mod tmux;
 
-pub use example::*;
+pub(crate) use example::*;
 // The stand-ins and the waits live in the test kit (crates/testkit), named here as they always were.
-pub use meshtop_testkit::{
-    NAMES_DIR, daemon_proxy, kube_api, kube_controllers, kube_objects, kube_rules, note_name,
-    registry_proxy, run_id, said, ssh_agent, sshd, test_name, wait_for, wait_for_async, wait_until,
-    wait_until_async,
+pub(crate) use meshtop_testkit::{
+    daemon_proxy, kube_api, kube_controllers, kube_objects, kube_rules, note_name, registry_proxy,
+    run_id, said, ssh_agent, sshd, test_name, wait_for, wait_until, wait_until_async,
 };
 
 /// A Dockerfile `RUN` line that really runs: BuildKit keeps a finished step in its cache by its
 /// command, across tests and runs on one daemon, so a step a test waits on (a slow build to watch,
 /// stop or take over) carries a word no earlier run had, as a shell comment.
-pub fn fresh_run(command: &str) -> String {
+pub(crate) fn fresh_run(command: &str) -> String {
     format!("RUN {command} # fresh {}\n", run_id())
 }
 
@@ -53,7 +52,7 @@ pub fn fresh_run(command: &str) -> String {
 /// number of seconds. Answers the line and the name the held step's process carries (only its
 /// inner shell's `$0` says it, so the step's script never matches, and no cache holds the step;
 /// its `; true` keeps a shell from exec-ing the sleep in its place, which would drop the name).
-pub fn held_run(first: &str) -> (String, String) {
+pub(crate) fn held_run(first: &str) -> (String, String) {
     let id = run_id();
     (
         format!("RUN {first} && w=held; sh -c 'sleep 120; true' \"$w-{id}\" || true\n"),
@@ -63,7 +62,7 @@ pub fn held_run(first: &str) -> (String, String) {
 
 /// Let a step of [`held_run`] go on (its inner shell killed, the step ends well); panics when it
 /// is not running.
-pub fn let_go(held: &str) {
+pub(crate) fn let_go(held: &str) {
     let processes = processes_saying(held);
     assert!(!processes.is_empty(), "the held step {held} is not running");
     for process in &processes {
@@ -85,7 +84,7 @@ pub fn let_go(held: &str) {
 
 /// Processes of this machine whose command line holds `word` (BuildKit's step processes run in
 /// their own PID namespace, but the host's /proc lists them).
-pub fn processes_saying(word: &str) -> Vec<String> {
+pub(crate) fn processes_saying(word: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(line) = std::fs::read(entry.path().join("cmdline")) else {

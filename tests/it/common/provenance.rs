@@ -17,7 +17,7 @@ use super::example::{ExampleMesh, plan_reasons, said};
 use super::signing::{OCI_MANIFEST, get, meshtop_env, put_blob, put_manifest, run, trust_ci_key};
 
 /// Make the mesh's repository a git work tree with one commit; that commit.
-pub fn commit_all(root: &Path) -> String {
+pub(crate) fn commit_all(root: &Path) -> String {
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git")
             .arg("-C")
@@ -39,17 +39,17 @@ pub fn commit_all(root: &Path) -> String {
     git(&["rev-parse", "HEAD"])
 }
 
-pub const DSSE_ENVELOPE: &str = "application/vnd.dsse.envelope.v1+json";
-pub const IN_TOTO: &str = "application/vnd.in-toto+json";
-pub const STATEMENT_V1: &str = "https://in-toto.io/Statement/v1";
-pub const SLSA_V1: &str = "https://slsa.dev/provenance/v1";
+pub(crate) const DSSE_ENVELOPE: &str = "application/vnd.dsse.envelope.v1+json";
+pub(crate) const IN_TOTO: &str = "application/vnd.in-toto+json";
+pub(crate) const STATEMENT_V1: &str = "https://in-toto.io/Statement/v1";
+pub(crate) const SLSA_V1: &str = "https://slsa.dev/provenance/v1";
 
-pub fn att_tag(digest: &str) -> String {
+pub(crate) fn att_tag(digest: &str) -> String {
     format!("{}.att", digest.replace(':', "-"))
 }
 
 /// DSSE `protocol.md`: `PAE(type, body) = "DSSEv1" + SP + LEN(type) + SP + type + SP + LEN(body) + SP + body`.
-pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
+pub(crate) fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(b"DSSEv1 ");
     out.extend_from_slice(payload_type.len().to_string().as_bytes());
@@ -79,7 +79,7 @@ fn ecdsa_verifies(public: &Path, message: &[u8], sig: &str) -> bool {
 /// names, `payloadType` in-toto, a signature by `public` over the PAE, the payload an in-toto
 /// Statement v1 whose `predicateType` is the layer's annotation and whose subject names `digest`.
 /// The statements, in layer order (empty when there is no `.att` tag).
-pub fn spec_attestations(repository: &str, digest: &str, public: &Path) -> Vec<Value> {
+pub(crate) fn spec_attestations(repository: &str, digest: &str, public: &Path) -> Vec<Value> {
     let Some(manifest) = get(
         &format!("/v2/{repository}/manifests/{}", att_tag(digest)),
         OCI_MANIFEST,
@@ -138,7 +138,7 @@ pub fn spec_attestations(repository: &str, digest: &str, public: &Path) -> Vec<V
 
 /// The full input digest `repository@digest` says of itself: its image config's `jr2.dev/inputs`
 /// label (an index: its first platform's manifest), read with curl.
-pub fn image_inputs(repository: &str, digest: &str) -> String {
+pub(crate) fn image_inputs(repository: &str, digest: &str) -> String {
     let accept = format!(
         "{OCI_MANIFEST}, application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.index.v1+json"
     );
@@ -168,7 +168,12 @@ pub fn image_inputs(repository: &str, digest: &str) -> String {
 
 /// A SLSA v1 provenance as another tool would write it for `subject@digest`: its own build type,
 /// `inputs` under `externalParameters.inputs`, `builder` as its builder id.
-pub fn other_tools_statement(subject: &str, digest: &str, inputs: &str, builder: &str) -> Value {
+pub(crate) fn other_tools_statement(
+    subject: &str,
+    digest: &str,
+    inputs: &str,
+    builder: &str,
+) -> Value {
     json!({
         "_type": STATEMENT_V1,
         "subject": [{ "name": subject, "digest": { "sha256": digest.strip_prefix("sha256:").unwrap() } }],
@@ -191,10 +196,10 @@ pub fn other_tools_statement(subject: &str, digest: &str, inputs: &str, builder:
 
 /// meshtop's build type: what a provenance of a meshtop build says it is (another tool may write
 /// one, naming meshtop's parameters).
-pub const MESHTOP_BUILD: &str = "https://meshtop.dev/provenance/build/v1";
+pub(crate) const MESHTOP_BUILD: &str = "https://meshtop.dev/provenance/build/v1";
 
 /// [`other_tools_statement`] written as a meshtop build of `module`: meshtop's build type.
-pub fn meshtop_statement(
+pub(crate) fn meshtop_statement(
     subject: &str,
     digest: &str,
     module: &str,
@@ -211,7 +216,13 @@ pub fn meshtop_statement(
 /// Attach `statements` to `repository@digest` per the specs, replacing its `.att` image: each a
 /// DSSE envelope signed with `key` (openssl, over the PAE), one layer each (none: an `.att` that
 /// holds no provenance).
-pub fn spec_attest(work: &Path, repository: &str, digest: &str, key: &Path, statements: &[Value]) {
+pub(crate) fn spec_attest(
+    work: &Path,
+    repository: &str,
+    digest: &str,
+    key: &Path,
+    statements: &[Value],
+) {
     let mut layers = Vec::new();
     for statement in statements {
         let body = serde_json::to_vec(statement).unwrap();
@@ -262,7 +273,7 @@ pub fn spec_attest(work: &Path, repository: &str, digest: &str, key: &Path, stat
 }
 
 /// A clean machine's plan of `mesh` (a fresh state file), `args` added: module → (decision, reason).
-pub fn clean_plan(mesh: &ExampleMesh, args: &[&str]) -> BTreeMap<String, (String, String)> {
+pub(crate) fn clean_plan(mesh: &ExampleMesh, args: &[&str]) -> BTreeMap<String, (String, String)> {
     let fresh = mesh
         .dir
         .path()
@@ -273,7 +284,7 @@ pub fn clean_plan(mesh: &ExampleMesh, args: &[&str]) -> BTreeMap<String, (String
 }
 
 /// What a clean machine's plan says of `module`, which it must build: the registry did not vouch.
-pub fn builds_saying(mesh: &ExampleMesh, module: &str) -> String {
+pub(crate) fn builds_saying(mesh: &ExampleMesh, module: &str) -> String {
     let (decision, reason) = clean_plan(mesh, &[]).remove(module).unwrap();
     assert_eq!(decision, "build", "{reason}");
     reason
@@ -281,7 +292,7 @@ pub fn builds_saying(mesh: &ExampleMesh, module: &str) -> String {
 
 /// The example mesh on staging and prod, with the registry and `trust`, prod requiring a signed
 /// provenance; CI's key.
-pub fn prod_requires_provenance(tag: &str) -> (ExampleMesh, std::path::PathBuf) {
+pub(crate) fn prod_requires_provenance(tag: &str) -> (ExampleMesh, std::path::PathBuf) {
     let mesh = ExampleMesh::two_docker_targets(tag);
     let (ci_key, _) = trust_ci_key(&mesh);
     let file = mesh.mesh_file();
@@ -295,7 +306,7 @@ pub fn prod_requires_provenance(tag: &str) -> (ExampleMesh, std::path::PathBuf) 
 }
 
 /// CI converges staging, publishing and signing with `key`: its summary.
-pub fn ci_publishes_staging(mesh: &ExampleMesh, key: &Path) -> Value {
+pub(crate) fn ci_publishes_staging(mesh: &ExampleMesh, key: &Path) -> Value {
     let key = key.to_str().unwrap();
     let args = [
         "converge",

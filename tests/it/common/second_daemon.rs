@@ -4,12 +4,12 @@
 use super::example::remove_from_daemon_at;
 
 /// The second daemon's socket.
-pub const SECOND_SOCKET: &str = "/run/meshtop-test-dockerd2/docker.sock";
+pub(crate) const SECOND_SOCKET: &str = "/run/meshtop-test-dockerd2/docker.sock";
 /// The second daemon as the docker CLI (`-H`) and a mesh file's endpoint name it.
-pub const SECOND: &str = "unix:///run/meshtop-test-dockerd2/docker.sock";
+pub(crate) const SECOND: &str = "unix:///run/meshtop-test-dockerd2/docker.sock";
 
 /// The second daemon must answer: these tests never skip.
-pub fn require_second_daemon() {
+pub(crate) fn require_second_daemon() {
     let ok = std::process::Command::new("docker")
         .args(["-H", SECOND, "version", "--format", "{{.Server.Version}}"])
         .output()
@@ -21,7 +21,7 @@ pub fn require_second_daemon() {
 }
 
 /// Removes mesh `.0`'s images from the second daemon when the test ends, passed or failed.
-pub struct SecondDaemonGuard(pub String);
+pub(crate) struct SecondDaemonGuard(pub(crate) String);
 
 impl Drop for SecondDaemonGuard {
     fn drop(&mut self) {
@@ -37,7 +37,7 @@ impl Drop for SecondDaemonGuard {
 
 /// The mesh pushes to the local registry and builds on one builder, the second daemon, not the
 /// target's: every build crosses through the registry.
-pub fn build_on_second_only(mesh: &super::ExampleMesh) {
+pub(crate) fn build_on_second_only(mesh: &super::ExampleMesh) {
     use super::local_registry::LOCAL;
     let file = mesh.mesh_file();
     let text = std::fs::read_to_string(&file).unwrap().replacen(

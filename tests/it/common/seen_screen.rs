@@ -10,22 +10,22 @@ use ratatui::layout::{Position, Size};
 
 /// The screen as it was last flushed, shared with the test.
 #[derive(Clone, Default)]
-pub struct Seen(Arc<Mutex<String>>);
+pub(crate) struct Seen(Arc<Mutex<String>>);
 
 impl Seen {
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.0.lock().map(|s| s.clone()).unwrap_or_default()
     }
 }
 
 /// A `TestBackend` that says each flushed screen to its [`Seen`].
-pub struct SeenBackend {
+pub(crate) struct SeenBackend {
     inner: TestBackend,
     seen: Seen,
 }
 
 impl SeenBackend {
-    pub fn new(width: u16, height: u16) -> (SeenBackend, Seen) {
+    pub(crate) fn new(width: u16, height: u16) -> (SeenBackend, Seen) {
         let seen = Seen::default();
         let backend = SeenBackend {
             inner: TestBackend::new(width, height),
@@ -34,7 +34,7 @@ impl SeenBackend {
         (backend, seen)
     }
 
-    pub fn buffer(&self) -> &ratatui::buffer::Buffer {
+    pub(crate) fn buffer(&self) -> &ratatui::buffer::Buffer {
         self.inner.buffer()
     }
 }

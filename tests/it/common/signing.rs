@@ -11,11 +11,11 @@ use super::local_registry::LOCAL;
 use super::run_id;
 use meshtop::backends::registry::repository_in;
 
-pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
-pub const SIGNATURE_KEY: &str = "dev.cosignproject.cosign/signature";
-pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+pub(crate) const SIGNATURE_KEY: &str = "dev.cosignproject.cosign/signature";
+pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 
-pub fn run(program: &str, args: &[&str]) -> Output {
+pub(crate) fn run(program: &str, args: &[&str]) -> Output {
     let output = Command::new(program).args(args).output().unwrap();
     assert!(
         output.status.success(),
@@ -26,7 +26,7 @@ pub fn run(program: &str, args: &[&str]) -> Output {
 }
 
 /// An ECDSA P-256 key pair made by openssl: `<name>.key` (PKCS#8, mode 600) and `<name>.pub`.
-pub fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(dir).unwrap();
     let sec1 = dir.join(format!("{name}.sec1"));
     let key = dir.join(format!("{name}.key"));
@@ -70,7 +70,7 @@ pub fn keypair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 /// it): the PKCS#8 DER sealed by NaCl secretbox under a key scrypt derives (N 32768, r 8, p 1, a
 /// 32-byte salt), the JSON of kdf, cipher and ciphertext in base64, under the PEM label
 /// `ENCRYPTED SIGSTORE PRIVATE KEY`. Mode 600.
-pub fn cosign_sealed(key: &Path, password: &str) -> PathBuf {
+pub(crate) fn cosign_sealed(key: &Path, password: &str) -> PathBuf {
     use base64::Engine;
     use crypto_secretbox::aead::{Aead, KeyInit};
     use sha2::Digest;
@@ -115,7 +115,7 @@ pub fn cosign_sealed(key: &Path, password: &str) -> PathBuf {
 
 /// Run meshtop on `mesh` and `state` with `envs` (COSIGN_PASSWORD and MESHTOP_SIGNING_KEY of the
 /// caller's environment removed first).
-pub fn meshtop_env(
+pub(crate) fn meshtop_env(
     mesh: &ExampleMesh,
     state: &Path,
     envs: &[(&str, &str)],
@@ -135,13 +135,13 @@ pub fn meshtop_env(
 }
 
 /// The example mesh with the registry, trusting `keys/ci.pub` (made here); the CI key beside it.
-pub struct SignedMesh {
-    pub mesh: ExampleMesh,
-    pub ci_key: PathBuf,
-    pub ci_pub: PathBuf,
+pub(crate) struct SignedMesh {
+    pub(crate) mesh: ExampleMesh,
+    pub(crate) ci_key: PathBuf,
+    pub(crate) ci_pub: PathBuf,
 }
 
-pub fn signed_mesh(tag: &str) -> SignedMesh {
+pub(crate) fn signed_mesh(tag: &str) -> SignedMesh {
     let mesh = ExampleMesh::new(tag);
     let (ci_key, ci_pub) = keypair(&mesh.root().join("keys"), "ci");
     let file = mesh.mesh_file();
@@ -162,7 +162,7 @@ pub fn signed_mesh(tag: &str) -> SignedMesh {
 }
 
 /// module → (repository in the registry, manifest digest) of what CI published.
-pub fn published(mesh: &ExampleMesh) -> BTreeMap<String, (String, String)> {
+pub(crate) fn published(mesh: &ExampleMesh) -> BTreeMap<String, (String, String)> {
     builds(mesh)
         .into_iter()
         .filter_map(|b| {
@@ -173,12 +173,12 @@ pub fn published(mesh: &ExampleMesh) -> BTreeMap<String, (String, String)> {
         .collect()
 }
 
-pub fn registry_url(path: &str) -> String {
+pub(crate) fn registry_url(path: &str) -> String {
     format!("http://{LOCAL}{path}")
 }
 
 /// GET from the registry: the body, or None on 404.
-pub fn get(path: &str, accept: &str) -> Option<Vec<u8>> {
+pub(crate) fn get(path: &str, accept: &str) -> Option<Vec<u8>> {
     let output = Command::new("curl")
         .args([
             "-s",
@@ -204,7 +204,7 @@ pub fn get(path: &str, accept: &str) -> Option<Vec<u8>> {
 }
 
 /// The manifest digest `repository:tag` resolves to now.
-pub fn resolve(repository: &str, tag: &str) -> String {
+pub(crate) fn resolve(repository: &str, tag: &str) -> String {
     let output = run(
         "curl",
         &[
@@ -226,14 +226,14 @@ pub fn resolve(repository: &str, tag: &str) -> String {
         .expect("the registry names the digest")
 }
 
-pub fn sig_tag(digest: &str) -> String {
+pub(crate) fn sig_tag(digest: &str) -> String {
     format!("{}.sig", digest.replace(':', "-"))
 }
 
 /// Verify per the spec: under `sha256-<hex>.sig`, some simple-signing layer whose payload blob
 /// verifies with `public` (`openssl dgst -sha256 -verify`, the annotation base64-decoded) and whose
 /// payload names `repository` and `digest` as a cosign container image signature.
-pub fn spec_verifies(work: &Path, repository: &str, digest: &str, public: &Path) -> bool {
+pub(crate) fn spec_verifies(work: &Path, repository: &str, digest: &str, public: &Path) -> bool {
     let Some(manifest) = get(
         &format!("/v2/{repository}/manifests/{}", sig_tag(digest)),
         OCI_MANIFEST,
@@ -279,7 +279,7 @@ pub fn spec_verifies(work: &Path, repository: &str, digest: &str, public: &Path)
 }
 
 /// Upload `bytes` as a blob of `repository` (POST, then PUT with the digest); its digest.
-pub fn put_blob(work: &Path, repository: &str, bytes: &[u8]) -> String {
+pub(crate) fn put_blob(work: &Path, repository: &str, bytes: &[u8]) -> String {
     use sha2::Digest;
     let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)));
     let headers = run(
@@ -327,7 +327,7 @@ pub fn put_blob(work: &Path, repository: &str, bytes: &[u8]) -> String {
     digest
 }
 
-pub fn put_manifest(work: &Path, repository: &str, tag: &str, bytes: &[u8]) {
+pub(crate) fn put_manifest(work: &Path, repository: &str, tag: &str, bytes: &[u8]) {
     let file = work.join("manifest.json");
     std::fs::write(&file, bytes).unwrap();
     run(
@@ -347,7 +347,7 @@ pub fn put_manifest(work: &Path, repository: &str, tag: &str, bytes: &[u8]) {
 
 /// Sign `repository@digest` per the spec with openssl and `key`: the simple-signing payload, its
 /// signature in the annotation, the `.sig` manifest written with curl (replacing what was there).
-pub fn spec_sign(work: &Path, repository: &str, digest: &str, key: &Path) {
+pub(crate) fn spec_sign(work: &Path, repository: &str, digest: &str, key: &Path) {
     let payload = serde_json::to_vec(&serde_json::json!({
         "critical": {
             "identity": { "docker-reference": format!("{LOCAL}/{repository}") },
@@ -399,12 +399,12 @@ pub fn spec_sign(work: &Path, repository: &str, digest: &str, key: &Path) {
 }
 
 /// CI: every module built, published and signed with the CI key.
-pub fn ci_publishes_signed(signed: &SignedMesh) {
+pub(crate) fn ci_publishes_signed(signed: &SignedMesh) {
     ci_publishes_signed_with(signed, &signed.ci_key, &[]);
 }
 
 /// CI: every module built, published and signed with `key` (`--sign-key`), `envs` set.
-pub fn ci_publishes_signed_with(signed: &SignedMesh, key: &Path, envs: &[(&str, &str)]) {
+pub(crate) fn ci_publishes_signed_with(signed: &SignedMesh, key: &Path, envs: &[(&str, &str)]) {
     let key = key.to_str().unwrap();
     let mesh = &signed.mesh;
     let output = meshtop_env(
@@ -419,7 +419,7 @@ pub fn ci_publishes_signed_with(signed: &SignedMesh, key: &Path, envs: &[(&str, 
 }
 
 /// `meshtop verify --json` on the state file `state`: exits `code`, says one object per artifact.
-pub fn verified(mesh: &ExampleMesh, state: &Path, code: i32) -> Vec<serde_json::Value> {
+pub(crate) fn verified(mesh: &ExampleMesh, state: &Path, code: i32) -> Vec<serde_json::Value> {
     let output = mesh.meshtop_with_state(state, &["verify", "--json"]);
     assert_eq!(output.status.code(), Some(code), "{}", said(&output));
     let checked: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -428,7 +428,7 @@ pub fn verified(mesh: &ExampleMesh, state: &Path, code: i32) -> Vec<serde_json::
 
 /// Write `trust = ["keys/ci.pub"]` and the registry into `mesh`'s file (after its name), and make
 /// CI's key pair beside it: the key and its public half.
-pub fn trust_ci_key(mesh: &ExampleMesh) -> (PathBuf, PathBuf) {
+pub(crate) fn trust_ci_key(mesh: &ExampleMesh) -> (PathBuf, PathBuf) {
     let keys = keypair(&mesh.root().join("keys"), "ci");
     let file = mesh.mesh_file();
     let text = std::fs::read_to_string(&file).unwrap();
@@ -452,7 +452,7 @@ pub fn trust_ci_key(mesh: &ExampleMesh) -> (PathBuf, PathBuf) {
 /// Build a look-alike of `reference` (the image it names plus one file; the labels inherited) in
 /// `work`, tagged as `reference` on this daemon: what someone with push access would push over it.
 /// Its image id.
-pub fn look_alike_of(work: &Path, reference: &str) -> String {
+pub(crate) fn look_alike_of(work: &Path, reference: &str) -> String {
     let context = work.join(format!("look-alike-{}", run_id()));
     std::fs::create_dir_all(&context).unwrap();
     std::fs::write(context.join("evil"), "not CI's").unwrap();
@@ -476,13 +476,13 @@ pub fn look_alike_of(work: &Path, reference: &str) -> String {
 
 /// An image that is not what any build made: busybox imported as one layer, under `name`.
 /// Removed when dropped.
-pub struct LookAlike {
-    pub name: String,
-    pub id: String,
+pub(crate) struct LookAlike {
+    pub(crate) name: String,
+    pub(crate) id: String,
 }
 
 impl LookAlike {
-    pub fn make(work: &Path) -> LookAlike {
+    pub(crate) fn make(work: &Path) -> LookAlike {
         let name = super::test_name("lookalike");
         let dir = work.join("lookalike");
         std::fs::create_dir_all(&dir).unwrap();

@@ -71,12 +71,12 @@ const CRATES: &[(&str, &str)] = &[
 /// The one tree's root file, as it declared the folders.
 const ROOT_LIB: &str = "//! meshtop (the crates read as one tree).\n\npub mod app;\npub mod backends;\npub mod cli;\npub mod converge;\npub mod mesh;\npub mod sources;\npub mod timefmt;\npub mod tui;\npub mod widgets;\npub mod workspace;\n";
 
-pub fn repository() -> PathBuf {
+pub(crate) fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Every `.rs` file of every crate as (`src/…` path in the one tree, its text rewritten for it).
-pub fn files() -> &'static [(String, String)] {
+pub(crate) fn files() -> &'static [(String, String)] {
     static FILES: OnceLock<Vec<(String, String)>> = OnceLock::new();
     FILES.get_or_init(|| {
         let root = repository();
@@ -115,7 +115,7 @@ pub fn files() -> &'static [(String, String)] {
 
 /// The same tree written out under a folder of its own (once per process), for the fences that
 /// walk a folder.
-pub fn folder() -> &'static Path {
+pub(crate) fn folder() -> &'static Path {
     static FOLDER: OnceLock<tempfile::TempDir> = OnceLock::new();
     FOLDER
         .get_or_init(|| {
@@ -209,7 +209,7 @@ fn replace_word(line: &str, word: &str, with: &str) -> String {
 }
 
 /// Every `.rs` file under `dir`, sorted.
-pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -228,7 +228,7 @@ pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
 
 /// `std`, `core`, `alloc` and what the crates depend on, their own names left out
 /// (dev-dependencies are not for the source).
-pub fn externs() -> std::collections::BTreeSet<String> {
+pub(crate) fn externs() -> std::collections::BTreeSet<String> {
     let root = repository();
     let mut names: std::collections::BTreeSet<String> =
         ["std", "core", "alloc"].map(String::from).into();

@@ -11,19 +11,19 @@ use super::ExampleMesh;
 use super::kube_api::KubeApi;
 use super::kube_objects::{pod, workload};
 
-pub const REGISTRY: &str = "127.0.0.1:5000";
-pub const STALE_MS: &str = "1500";
+pub(crate) const REGISTRY: &str = "127.0.0.1:5000";
+pub(crate) const STALE_MS: &str = "1500";
 
 /// The example mesh on Kubernetes (namespace `ns-<mesh>`), pushing to the real registry; a roll-out
 /// is followed for at most 6 s.
-pub struct Team {
-    pub mesh: ExampleMesh,
-    pub namespace: String,
-    pub kubeconfig: PathBuf,
+pub(crate) struct Team {
+    pub(crate) mesh: ExampleMesh,
+    pub(crate) namespace: String,
+    pub(crate) kubeconfig: PathBuf,
 }
 
 impl Team {
-    pub async fn new(tag: &str, api: &KubeApi) -> Team {
+    pub(crate) async fn new(tag: &str, api: &KubeApi) -> Team {
         super::local_registry::require_registry().await;
         let mesh = ExampleMesh::new(tag);
         let namespace = format!("ns-{}", mesh.name);
@@ -53,7 +53,7 @@ impl Team {
     }
 
     /// Follow roll-outs for at most `deadline` (the mesh file's `rollout_deadline`).
-    pub fn rollout_deadline(&self, deadline: &str) {
+    pub(crate) fn rollout_deadline(&self, deadline: &str) {
         let file = self.mesh.mesh_file();
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("rollout_deadline = \"6s\""));
@@ -66,7 +66,7 @@ impl Team {
 
     /// A one-replica Deployment `<module>-1` (labelled for `module`) and its pod, running an older
     /// image of the module (`…/<module>:old`), as a teammate's cluster would.
-    pub fn runs_old(&self, api: &KubeApi, module: &str) {
+    pub(crate) fn runs_old(&self, api: &KubeApi, module: &str) {
         let old = format!("{REGISTRY}/{}/{module}:old", self.mesh.name);
         let name = format!("{module}-1");
         api.put(
@@ -87,7 +87,7 @@ impl Team {
         );
     }
 
-    pub fn command(&self, state: &Path, args: &[&str]) -> tokio::process::Command {
+    pub(crate) fn command(&self, state: &Path, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_meshtop"));
         command
             .env(TEST_STALE_ENV, STALE_MS)
@@ -100,15 +100,15 @@ impl Team {
         command
     }
 
-    pub async fn run(&self, state: &Path, args: &[&str]) -> Output {
+    pub(crate) async fn run(&self, state: &Path, args: &[&str]) -> Output {
         self.command(state, args).output().await.unwrap()
     }
 
-    pub fn alice(&self) -> PathBuf {
+    pub(crate) fn alice(&self) -> PathBuf {
         self.mesh.state()
     }
 
-    pub fn bob(&self) -> PathBuf {
+    pub(crate) fn bob(&self) -> PathBuf {
         self.mesh.dir.path().join("bob.db")
     }
 }

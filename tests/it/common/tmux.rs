@@ -2,34 +2,34 @@
 //! Every session runs on a tmux server of its own (`tmux -L meshtop-test-<run id>`, with `TMUX`
 //! unset), never the user's: a test run from inside someone's tmux puts no window there, and two
 //! runs never share a server. Dropping a [`Tmux`] ends its server.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::ExampleMesh;
 
-pub struct Tmux {
-    pub session: String,
+pub(crate) struct Tmux {
+    pub(crate) session: String,
     /// The server's socket name (`-L`).
-    pub server: String,
+    pub(crate) server: String,
     /// `XDG_STATE_HOME` of everything run in it: a dashboard's log goes here, not into the
     /// user's `~/.local/state/meshtop/` (where the user's own dashboard logs).
     state_home: tempfile::TempDir,
 }
 
 impl Tmux {
-    pub fn start(mesh: &ExampleMesh) -> Tmux {
+    pub(crate) fn start(mesh: &ExampleMesh) -> Tmux {
         Tmux::start_with(mesh, &[])
     }
 
     /// The dashboard on the mesh with extra flags, in a 120×40 tmux session.
-    pub fn start_with(mesh: &ExampleMesh, flags: &[&str]) -> Tmux {
+    pub(crate) fn start_with(mesh: &ExampleMesh, flags: &[&str]) -> Tmux {
         Tmux::start_on(mesh, &mesh.state(), flags)
     }
 
     /// [`Tmux::start_with`] on another state database (another machine, a clean one).
-    pub fn start_on(mesh: &ExampleMesh, state: &std::path::Path, flags: &[&str]) -> Tmux {
+    pub(crate) fn start_on(mesh: &ExampleMesh, state: &std::path::Path, flags: &[&str]) -> Tmux {
         let tmux = Tmux::shell();
         let command = format!(
             "{} --mesh {} --state {} {}",
@@ -43,7 +43,7 @@ impl Tmux {
     }
 
     /// A shell (prompt `prompt$ `) in a 120×40 tmux session: a terminal for a command.
-    pub fn shell() -> Tmux {
+    pub(crate) fn shell() -> Tmux {
         let ok = Command::new("tmux")
             .arg("-V")
             .output()
@@ -84,14 +84,14 @@ impl Tmux {
 
     /// A tmux command on this session's own server: `TMUX` unset, so a test run from inside
     /// someone's tmux never talks to that server.
-    pub fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut command = Command::new("tmux");
         command.env_remove("TMUX").args(["-L", &self.server]);
         command
     }
 
     /// The pid of the process in the session's pane (its shell, or the command it was made with).
-    pub fn pane_pid(&self) -> String {
+    pub(crate) fn pane_pid(&self) -> String {
         let out = self
             .command()
             .args(["display", "-p", "-t", &self.session, "#{pane_pid}"])
@@ -101,7 +101,7 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    pub fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let status = self
             .command()
             .args(["send-keys", "-t", &self.session])
@@ -111,7 +111,7 @@ impl Tmux {
         assert!(status.success());
     }
 
-    pub fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         let out = self
             .command()
             .args(["capture-pane", "-p", "-t", &self.session])
@@ -121,7 +121,7 @@ impl Tmux {
     }
 
     /// Wait until `ready` holds for the screen, pressing nothing.
-    pub fn wait_quietly(
+    pub(crate) fn wait_quietly(
         &self,
         what: &str,
         timeout: Duration,
@@ -131,7 +131,12 @@ impl Tmux {
     }
 
     /// Wait until `ready` holds for the screen, pressing `r` (poll now) every few seconds.
-    pub fn wait_for(&self, what: &str, timeout: Duration, ready: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        ready: impl Fn(&str) -> bool,
+    ) -> String {
         self.wait(what, timeout, ready, true)
     }
 
@@ -181,7 +186,7 @@ impl Drop for Tmux {
 }
 
 /// The line of the modules table that shows `module`: `T MODULE …` or `  MODULE …`.
-pub fn row<'a>(screen: &'a str, module: &str) -> &'a str {
+pub(crate) fn row<'a>(screen: &'a str, module: &str) -> &'a str {
     screen
         .lines()
         .find(|line| {
@@ -197,7 +202,7 @@ pub fn row<'a>(screen: &'a str, module: &str) -> &'a str {
 
 impl Tmux {
     /// Make the window `width`×`height` (a tall one shows a whole operation in its pane).
-    pub fn resize(&self, width: u16, height: u16) {
+    pub(crate) fn resize(&self, width: u16, height: u16) {
         let status = self
             .command()
             .args(["resize-window", "-t", &self.session, "-x"])
