@@ -13,18 +13,22 @@ use crate::error::{ConvergeError, TargetError, still_holds};
 use crate::lock;
 use crate::mesh::live::HeldBy;
 
+use super::super::seam::HoldsTheMesh;
 use super::Kube;
 use super::lease;
 
-impl Kube {
+/// The hold's role, answered here rather than through the seam's default (the state database's
+/// lock alone): both the lock and the Lease.
+#[async_trait::async_trait]
+impl HoldsTheMesh for Kube {
     /// The state database's lock, then the namespace's Lease (the team's); a Lease held by someone
     /// else gives the state database's lock back at once.
-    pub(super) async fn hold_mesh(
-        &self,
-        db: &Mutex<StateDb>,
-        mesh: &str,
-        holder: &Holder,
-        kind: &str,
+    async fn hold<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        holder: &'a Holder,
+        kind: &'a str,
         wait: bool,
     ) -> Result<Option<String>, ConvergeError> {
         let from_db = lock::acquire(db, mesh, &self.name, holder, wait).await?;
@@ -41,13 +45,13 @@ impl Kube {
         }
     }
 
-    pub(super) async fn name_holder(&self, mesh: &str, operation_id: &str, short: Option<i64>) {
+    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) {
         self.claims.set_short(operation_id, short);
         // Said at once (a refused teammate reads it); a failure here is the heartbeat's to judge.
         let _ = lease::check(&self.cluster, &self.claims, mesh, operation_id).await;
     }
 
-    pub(super) fn beat(
+    fn heartbeat(
         &self,
         state_path: PathBuf,
         mesh: String,
@@ -70,7 +74,7 @@ impl Kube {
     }
 
     /// The Lease's holder, unless it expired.
-    pub(super) async fn lease_held_by(&self, mesh: &str) -> Result<Option<HeldBy>, TargetError> {
+    async fn held_by<'a>(&'a self, mesh: &'a str) -> Result<Option<HeldBy>, TargetError> {
         let holder = self.cluster.lease_holder(mesh).await?;
         let now = crate::timefmt::now_ms();
         Ok(holder.filter(|h| !h.expired_at(now)).map(|h| HeldBy {
@@ -82,17 +86,17 @@ impl Kube {
         }))
     }
 
-    pub(super) async fn holds_both(
-        &self,
-        db: &Mutex<StateDb>,
-        mesh: &str,
-        operation_id: &str,
+    async fn still_holds<'a>(
+        &'a self,
+        db: &'a Mutex<StateDb>,
+        mesh: &'a str,
+        operation_id: &'a str,
     ) -> Result<(), ConvergeError> {
         still_holds(db, mesh, &self.name, operation_id)?;
         Ok(lease::check(&self.cluster, &self.claims, mesh, operation_id).await?)
     }
 
-    pub(super) async fn release_lease(&self, mesh: &str, operation_id: &str) {
+    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) {
         lease::release(&self.cluster, &self.claims, mesh, operation_id).await;
     }
 }

@@ -2,8 +2,9 @@
 //! (`record.rs`), delivery a push or `kind load` (`delivery.rs`), machines the labelled workloads
 //! (`machines.rs`), and a send patches a workload's container image to `ref@digest` and follows its
 //! roll-out (`send.rs`); what the cluster must allow is checked first (`access.rs`). The mesh is
-//! held by the state database's lock and the namespace's Lease (`hold.rs`, `lease.rs`); what only
-//! this target can say is `error.rs`. This file connects it and answers the seam by delegation.
+//! held by the state database's lock and the namespace's Lease (`hold.rs` answers the hold's role,
+//! `lease.rs`); what only this target can say is `error.rs`. This file connects it and answers the
+//! other roles by delegation.
 
 mod access;
 mod delivery;
@@ -15,20 +16,16 @@ mod machines;
 mod record;
 mod send;
 
-use crate::error::HoldLost;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc::Sender;
-use tokio::sync::watch;
 
 use crate::backends::cluster::{Cluster, FollowRules, Workload};
 use crate::backends::credentials::{Credentials, CredentialsError};
 use crate::backends::daemon::LazyDaemon;
 use crate::backends::registry::RegistryClient;
-use crate::backends::state::{Holder, StateDb};
+use crate::backends::state::StateDb;
 use crate::error::{ConvergeError, TargetError};
-use crate::mesh::live::HeldBy;
 use crate::mesh::logs::{LogAsk, LogItem};
 use crate::mesh::machine::{Machine, Move};
 use crate::mesh::model::{Mesh, Record, RecordEntry, Registry};
@@ -37,8 +34,8 @@ use crate::mesh::target::TargetDescription;
 use crate::progress::Emitter;
 
 use super::seam::{
-    Artifact, Delivers, Delivery, Describes, Holding, HoldsTheMesh, KeepsRecord, LeftoverRemoval,
-    Reach, RecordLeftover, RecordRead, RunsMachines, Shown, Target,
+    Artifact, Delivers, Delivery, Describes, Holding, KeepsRecord, LeftoverRemoval, Reach,
+    RecordLeftover, RecordRead, RunsMachines, Shown, Target,
 };
 
 pub(super) use error::{KubeError, UnknownContext};
@@ -356,51 +353,6 @@ impl Delivers for Kube {
         registry: &'a Registry,
     ) -> Result<RegistryClient, TargetError> {
         self.client(registry).await
-    }
-}
-
-#[async_trait::async_trait]
-impl HoldsTheMesh for Kube {
-    async fn hold<'a>(
-        &'a self,
-        db: &'a Mutex<StateDb>,
-        mesh: &'a str,
-        holder: &'a Holder,
-        kind: &'a str,
-        wait: bool,
-    ) -> Result<Option<String>, ConvergeError> {
-        self.hold_mesh(db, mesh, holder, kind, wait).await
-    }
-
-    async fn named<'a>(&'a self, mesh: &'a str, operation_id: &'a str, short: Option<i64>) {
-        self.name_holder(mesh, operation_id, short).await
-    }
-
-    async fn held_by<'a>(&'a self, mesh: &'a str) -> Result<Option<HeldBy>, TargetError> {
-        self.lease_held_by(mesh).await
-    }
-
-    fn heartbeat(
-        &self,
-        state_path: PathBuf,
-        mesh: String,
-        operation_id: String,
-        lost: watch::Sender<Option<HoldLost>>,
-    ) -> tokio::task::JoinHandle<()> {
-        self.beat(state_path, mesh, operation_id, lost)
-    }
-
-    async fn still_holds<'a>(
-        &'a self,
-        db: &'a Mutex<StateDb>,
-        mesh: &'a str,
-        operation_id: &'a str,
-    ) -> Result<(), ConvergeError> {
-        self.holds_both(db, mesh, operation_id).await
-    }
-
-    async fn release<'a>(&'a self, mesh: &'a str, operation_id: &'a str) {
-        self.release_lease(mesh, operation_id).await
     }
 }
 

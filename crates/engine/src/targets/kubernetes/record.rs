@@ -11,7 +11,7 @@ use crate::backends::state::{Holder, StateDb, StateError, locked};
 use crate::error::{ConvergeError, TargetError};
 use crate::mesh::model::{Mesh, Record};
 use crate::mesh::pin::{KeptWithRecord, PinChange, StampBy, Stamper};
-use crate::targets::{LeftoverRemoval, RecordLeftover, RecordRead, RecordRoom};
+use crate::targets::{HoldsTheMesh, LeftoverRemoval, RecordLeftover, RecordRead, RecordRoom};
 
 use super::Kube;
 
@@ -170,7 +170,7 @@ impl Kube {
             at_ms: here.since_ms,
             from_target: how.from_target.map(str::to_string),
         };
-        self.holds_both(db, &mesh.name, how.operation_id).await?;
+        self.still_holds(db, &mesh.name, how.operation_id).await?;
         let write = TeamWrite {
             entries,
             pins,
