@@ -1,6 +1,7 @@
-//! The seam itself: what the engine, the sources and the commands ask of a target, and the types of
-//! its answers. A leaf of the folder: `docker.rs` and `kubernetes.rs` implement it, `mod.rs` makes
-//! them; nobody outside `converge/targets/` knows which kind it is talking to.
+//! The seam itself: what the engine, the sources and the commands ask of a target — the roles it
+//! plays (its record, its machines, delivery, the hold) and the whole — and the types of its
+//! answers. A leaf of the folder: `docker.rs` and `kubernetes/` implement it, `mod.rs` makes them;
+//! nobody outside the targets' folder knows which kind it is talking to.
 
 use crate::error::HoldLost;
 use std::path::PathBuf;
