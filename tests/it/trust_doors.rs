@@ -97,7 +97,8 @@ async fn with_trust_a_labelled_look_alike_on_the_host_never_answers_and_never_ru
     .unwrap();
     let built = std::process::Command::new("docker")
         .env("DOCKER_BUILDKIT", "0")
-        .args(["build", "-q", "-t", &reference])
+        // No cache: the same steps' intermediate image is another test's too, and may go mid-build.
+        .args(["build", "-q", "--no-cache", "-t", &reference])
         .arg(&context)
         .output()
         .unwrap();

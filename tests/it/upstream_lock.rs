@@ -293,6 +293,10 @@ async fn an_index_upstream_is_locked_per_platform_and_a_missing_platform_stops_t
             .args([
                 "build",
                 "-q",
+                // No cache: the legacy builder shares an intermediate image of the same steps
+                // with other tests and runs, whose clean-up may remove it mid-build ("unable to
+                // find image").
+                "--no-cache",
                 "--platform",
                 &format!("linux/{arch}"),
                 "-t",
